@@ -1,0 +1,59 @@
+# entropix.c — build with the system C compiler; CUDA parts (make cuda) need nvcc.
+#   make            ./run and tools/ programs (build/)
+#   make test       Criterion suite (converts the test models first)
+#   make test-asan  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make weights    fetch and convert the default model (SmolLM2-135M-Instruct)
+
+CC      ?= gcc
+SHARED  ?= ../shared
+BUILD   ?= build
+ARCHFLAGS ?= -march=native
+OPT     ?= -O2
+CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) -fopenmp -g \
+           -Iruntime -Isampler -Itokenizer -Itools/convert -MMD -MP
+LDLIBS  += -lm -lcjson -lpcre2-8 -lpthread -fopenmp
+
+# Library: everything but the files with a main().
+PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)
+LIB_SRC := $(filter-out $(PROGRAM_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+
+.PHONY: all test test-asan test-models weights clean
+all: run $(TOOLS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libentropix.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+run: $(BUILD)/runtime/run.o $(BUILD)/libentropix.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(BUILD)/libentropix.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+
+# Models converted from ../shared/testdata by our converter; the tests read them from here.
+include tests/models.mk
+
+test: all $(BUILD)/tests/tests test-models
+	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+
+test-asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+weights:
+	bash weights/get-default.sh
+
+clean:
+	rm -rf build build-asan run
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/runtime/run.d

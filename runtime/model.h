@@ -1,0 +1,51 @@
+// model.h — a model file opened for use: configuration, tokenizer and tensor views into the
+// mmapped file. Nothing is copied; nothing here is mutable after emx_model_open returns, so
+// any number of states (sequences, agents, threads) can share one EmxModel.
+#ifndef ENTROPIX_MODEL_H
+#define ENTROPIX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_format.h"
+#include "tokenizer_data.h"
+
+typedef struct {
+    uint32_t dtype;     // enum emx_dtype
+    uint64_t rows, cols;// [rows, cols] row-major; weight matrices are [out, in]
+    const void *data;   // q8/q4: quants [rows][...] followed by f16 scales [rows][cols/32]
+} EmxTensor;
+
+typedef struct {
+    EmxTensor attn_norm;       // [dim] f32
+    EmxTensor wq;              // [n_heads*head_dim, dim]
+    EmxTensor wk, wv;          // [n_kv_heads*head_dim, dim]
+    EmxTensor wo;              // [dim, n_heads*head_dim]
+    EmxTensor q_norm, k_norm;  // [head_dim] f32 (cfg.qk_norm), else data == NULL
+    EmxTensor ffn_norm;        // [dim] f32
+    EmxTensor w_gate, w_up;    // [hidden_dim, dim]
+    EmxTensor w_down;          // [dim, hidden_dim]
+} EmxLayer;
+
+typedef struct {
+    EmxConfig cfg;
+    TokenizerData tok;           // views into the file
+    EmxTensor tok_embeddings;    // [vocab, dim]
+    EmxTensor norm;              // [dim] f32
+    EmxTensor output;            // [vocab, dim]; equals tok_embeddings when cfg.tied_output
+    EmxTensor rope_freq_factors; // [head_dim/2] f32 when cfg.rope_freq_factors, else data == NULL
+    EmxLayer *layers;            // [n_layers]
+    void *map;
+    size_t map_size;
+} EmxModel;
+
+// Opens and validates a model file (header, config, every tensor's name, dtype, shape, offset
+// and size, the tokenizer section). Returns 0, or -1 with a one-line reason naming the file,
+// the field and the value in err.
+int emx_model_open(EmxModel *m, const char *path, char *err, size_t errlen);
+void emx_model_close(EmxModel *m);
+
+// Bytes of weights a single-token decode step reads (every matrix once, the classifier once).
+uint64_t emx_model_weight_bytes_per_token(const EmxModel *m);
+
+#endif

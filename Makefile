@@ -11,7 +11,7 @@ ARCHFLAGS ?= -march=native
 OPT     ?= -O2
 CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) -fopenmp -g \
            -Iruntime -Isampler -Itokenizer -Itools/convert -MMD -MP
-LDLIBS  += -lm -lcjson -lpcre2-8 -lpthread -fopenmp
+LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
 # Library: everything but the files with a main().
 PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)

@@ -17,11 +17,12 @@ LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 # Library: everything but the files with a main().
 PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)
 LIB_SRC := $(filter-out $(PROGRAM_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 
+.SECONDARY:
 .PHONY: all check test test-asan test-models weights clean
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
@@ -32,7 +33,7 @@ else
 all: $(BUILD)/run $(TOOLS)
 endif
 
-$(BUILD)/%.o: %.c
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -40,10 +41,11 @@ $(BUILD)/libentropix.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/run: $(BUILD)/runtime/run.o $(BUILD)/libentropix.a
+$(BUILD)/run: $(BUILD)/obj/runtime/run.o $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tools/%: $(BUILD)/tools/%.o $(BUILD)/libentropix.a
+$(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
@@ -76,4 +78,4 @@ check: all
 clean:
 	rm -rf build build-asan run
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/runtime/run.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/run.d

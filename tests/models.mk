@@ -1,3 +1,42 @@
-# Test models: each converted from ../shared/testdata by build/tools/convert.
-# (filled in by the converter work; `test-models` is the list the tests need)
-test-models:
+# Test models: each converted from $(SHARED)/testdata by our converter into $(BUILD)/models/.
+# `test-models` is the list the tests need (the Makefile's `test` depends on it). Each
+# conversion's log (per-tensor dtypes and quantisation errors) lands next to it as <model>.log.
+#
+#   stories260K.{f32,q8}.bin            llama2.c checkpoint + tok512.bin
+#   stories260K.gguf.{f32,q8}.bin       llama.cpp's GGUF of the same model
+#   {qwen3,llama3}-tiny.{f32,bf16,q8,q4}.bin   from hf/ (safetensors)
+#   {qwen3,llama3}-tiny.gguf.f32.bin    from the .bf16.gguf / .f16.gguf
+
+CONVERT ?= $(BUILD)/tools/convert
+TEST_MODEL_DIR := $(BUILD)/models
+TESTDATA := $(SHARED)/testdata
+
+TEST_MODELS := \
+	$(foreach d,f32 q8,$(TEST_MODEL_DIR)/stories260K.$(d).bin $(TEST_MODEL_DIR)/stories260K.gguf.$(d).bin) \
+	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
+	  $(TEST_MODEL_DIR)/$(m).gguf.f32.bin)
+
+test-models: $(TEST_MODELS)
+
+# Run the converter with its log in <out>.log; show the log only when it fails.
+convert_model = @mkdir -p $(@D); echo "convert $@"; \
+	$(CONVERT) $(1) $@ $(2) > $@.log 2>&1 || { cat $@.log; exit 1; }
+
+# (GNU make prefers the pattern with the shortest stem, so *.gguf.%.bin wins over *.%.bin.)
+$(TEST_MODEL_DIR)/stories260K.%.bin: $(TESTDATA)/stories260K/stories260K.bin $(TESTDATA)/stories260K/tok512.bin $(CONVERT)
+	$(call convert_model,$<,--dtype $* --tokenizer $(TESTDATA)/stories260K/tok512.bin)
+
+$(TEST_MODEL_DIR)/stories260K.gguf.%.bin: $(TESTDATA)/stories260K/stories260K.gguf $(CONVERT)
+	$(call convert_model,$<,--dtype $*)
+
+$(TEST_MODEL_DIR)/qwen3-tiny.%.bin: $(TESTDATA)/tiny/qwen3-tiny/hf/model.safetensors $(CONVERT)
+	$(call convert_model,$(TESTDATA)/tiny/qwen3-tiny/hf,--dtype $*)
+
+$(TEST_MODEL_DIR)/qwen3-tiny.gguf.%.bin: $(TESTDATA)/tiny/qwen3-tiny/qwen3-tiny.bf16.gguf $(CONVERT)
+	$(call convert_model,$<,--dtype $*)
+
+$(TEST_MODEL_DIR)/llama3-tiny.%.bin: $(TESTDATA)/tiny/llama3-tiny/hf/model.safetensors $(CONVERT)
+	$(call convert_model,$(TESTDATA)/tiny/llama3-tiny/hf,--dtype $*)
+
+$(TEST_MODEL_DIR)/llama3-tiny.gguf.%.bin: $(TESTDATA)/tiny/llama3-tiny/llama3-tiny.f16.gguf $(CONVERT)
+	$(call convert_model,$<,--dtype $*)

@@ -1,0 +1,264 @@
+// model_writer.c — lay out and write a model file, tensor by tensor, through "<out>.tmp".
+#include "model_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "ggml_dequant.h"
+
+// Rows decoded at a time: bounds memory to about this many f32 values per chunk.
+#define CHUNK_FLOATS (4u << 20)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+void mw_init(ModelWriter *w) { memset(w, 0, sizeof *w); }
+
+void mw_free(ModelWriter *w) {
+    free(w->t);
+    memset(w, 0, sizeof *w);
+}
+
+int mw_add(ModelWriter *w, const char *name, uint32_t dtype, uint32_t ndim, uint64_t rows, uint64_t cols,
+           uint32_t src_type, const void *src, char *err, size_t errlen) {
+    if (strlen(name) >= EMX_NAME_BYTES) return fail(err, errlen, "tensor %s: name longer than %u bytes", name, EMX_NAME_BYTES - 1);
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->t[i].name, name) == 0) return fail(err, errlen, "tensor %s: added twice", name);
+    if (!ggml_dequant_supported(src_type))
+        return fail(err, errlen, "tensor %s: source type %s cannot be decoded", name, ggml_type_name(src_type));
+    // Vectors (ndim 1) are decoded as one row of `rows` elements; matrices row by row.
+    if (ggml_row_bytes(src_type, ndim == 1 ? rows : cols) == 0)
+        return fail(err, errlen, "tensor %s: %llu columns do not fit source type %s", name, (unsigned long long)cols,
+                    ggml_type_name(src_type));
+    if (rows == 0 || cols == 0 || emx_tensor_bytes(dtype, rows, cols) == 0)
+        return fail(err, errlen, "tensor %s: %s cannot hold [%llu, %llu]", name, emx_dtype_name(dtype),
+                    (unsigned long long)rows, (unsigned long long)cols);
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        MwTensor *t = realloc(w->t, cap * sizeof *t);
+        if (!t) return fail(err, errlen, "out of memory");
+        w->t = t;
+        w->cap = cap;
+    }
+    MwTensor *t = &w->t[w->n++];
+    *t = (MwTensor){.dtype = dtype, .ndim = ndim, .rows = rows, .cols = cols, .src_type = src_type, .src = src};
+    memcpy(t->name, name, strlen(name) + 1);
+    return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+// Error statistics of one tensor: sums over all weights.
+typedef struct {
+    double sum_sq_w, sum_sq_err, max_abs_err;
+} ErrStats;
+
+// Converts rows [r0, r0+n) held as f32 in `x` to t->dtype and writes them at their place in
+// the tensor starting at file offset `off`. `tmp` has room for the converted chunk and `back`
+// for its f32 decoding (to measure the error).
+static int write_chunk(int fd, const MwTensor *t, uint64_t off, uint64_t r0, uint64_t n, const float *x, void *tmp,
+                       float *back, ErrStats *st) {
+    uint64_t cols = t->cols, count = n * cols;
+    switch (t->dtype) {
+    case EMX_F32:
+        return pwrite_all(fd, x, count * 4, off + r0 * cols * 4);
+    case EMX_F16:
+    case EMX_BF16: {
+        uint16_t *h = tmp;
+        for (uint64_t i = 0; i < count; i++) {
+            h[i] = t->dtype == EMX_F16 ? emx_f32_to_f16(x[i]) : emx_f32_to_bf16(x[i]);
+            back[i] = t->dtype == EMX_F16 ? emx_f16_to_f32(h[i]) : emx_bf16_to_f32(h[i]);
+        }
+        if (pwrite_all(fd, h, count * 2, off + r0 * cols * 2)) return -1;
+        break;
+    }
+    case EMX_Q8:
+    case EMX_Q4: {
+        // A chunk quantises as an [n, cols] tensor: its quants, then its scales. In the file the
+        // quants of all rows come first and the scales after them, so the two parts go to
+        // different places.
+        emx_quantize(t->dtype, x, n, cols, tmp);
+        uint64_t qrow = t->dtype == EMX_Q8 ? cols : cols / 2, srow = cols / EMX_GROUP_SIZE * 2;
+        const uint8_t *q = tmp;
+        if (pwrite_all(fd, q, n * qrow, off + r0 * qrow)) return -1;
+        if (pwrite_all(fd, q + n * qrow, n * srow, off + t->rows * qrow + r0 * srow)) return -1;
+        for (uint64_t r = 0; r < n; r++) emx_dequantize_row(t->dtype, tmp, n, cols, r, back + r * cols);
+        break;
+    }
+    default:
+        return -1;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        double e = fabs((double)back[i] - (double)x[i]);
+        st->sum_sq_w += (double)x[i] * x[i];
+        st->sum_sq_err += e * e;
+        if (e > st->max_abs_err) st->max_abs_err = e;
+    }
+    return 0;
+}
+
+static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log, char *err, size_t errlen) {
+    // A vector [n] is one row of n elements for decoding (its source may be a block type whose
+    // blocks span the whole vector); its layout in the file is the same either way.
+    MwTensor row = *tensor;
+    if (row.ndim == 1) {
+        row.cols = row.rows;
+        row.rows = 1;
+    }
+    const MwTensor *t = &row;
+    uint64_t chunk_rows = CHUNK_FLOATS / t->cols;
+    if (chunk_rows == 0) chunk_rows = 1;
+    if (chunk_rows > t->rows) chunk_rows = t->rows;
+    size_t nf = (size_t)(chunk_rows * t->cols);
+    float *x = malloc(nf * sizeof *x), *back = malloc(nf * sizeof *back);
+    void *tmp = malloc(nf * 2 + 64);  // the largest converted chunk: bf16/f16 (q8 is 34/32 bytes per weight)
+    int rc = 0;
+    ErrStats st = {0, 0, 0};
+    if (!x || !back || !tmp) {
+        rc = fail(err, errlen, "tensor %s: out of memory for a chunk of %llu rows", t->name, (unsigned long long)chunk_rows);
+        goto done;
+    }
+    for (uint64_t r0 = 0; r0 < t->rows; r0 += chunk_rows) {
+        uint64_t n = t->rows - r0 < chunk_rows ? t->rows - r0 : chunk_rows;
+        if (ggml_dequantize_rows(t->src_type, t->src, t->cols, r0, n, x)) {
+            rc = fail(err, errlen, "tensor %s: cannot decode source type %s", t->name, ggml_type_name(t->src_type));
+            goto done;
+        }
+        for (uint64_t i = 0; i < n * t->cols; i++)
+            if (!isfinite(x[i])) {
+                rc = fail(err, errlen, "tensor %s: element [%llu, %llu] = %g is not finite", t->name,
+                          (unsigned long long)(r0 + i / t->cols), (unsigned long long)(i % t->cols), (double)x[i]);
+                goto done;
+            }
+        if (write_chunk(fd, t, off, r0, n, x, tmp, back, &st)) {
+            rc = fail(err, errlen, "tensor %s: write failed: %s", t->name, strerror(errno));
+            goto done;
+        }
+    }
+    if (log) {
+        char shape[64];
+        if (t->ndim == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)t->cols);
+        else snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)t->rows, (unsigned long long)t->cols);
+        fprintf(log, "  %-24s %-5s -> %-4s %-14s", t->name, ggml_type_name(t->src_type), emx_dtype_name(t->dtype), shape);
+        if (t->dtype == EMX_F32 || st.sum_sq_err == 0) fprintf(log, "  exact\n");
+        else
+            fprintf(log, "  rel_rms_err %.3e  max_abs_err %.3e\n",
+                    st.sum_sq_w > 0 ? sqrt(st.sum_sq_err / st.sum_sq_w) : 0.0, st.max_abs_err);
+    }
+done:
+    free(x);
+    free(back);
+    free(tmp);
+    return rc;
+}
+
+int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok, FILE *log,
+             char *err, size_t errlen) {
+    char tmp_path[4096];
+    if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= sizeof tmp_path)
+        return fail(err, errlen, "%s: path too long", out_path);
+
+    // The tokenizer section is serialised in memory first: its size places the directory.
+    char *tok_buf = NULL;
+    size_t tok_len = 0;
+    FILE *mem = open_memstream(&tok_buf, &tok_len);
+    if (!mem) return fail(err, errlen, "out of memory for the tokenizer section");
+    uint64_t tok_bytes = tokdata_write(tok, mem);
+    if (fclose(mem) != 0 || tok_bytes == 0 || tok_bytes != tok_len) {
+        free(tok_buf);
+        return fail(err, errlen, "%s: cannot serialise the tokenizer section", out_path);
+    }
+
+    EmxFileHeader h;
+    memset(&h, 0, sizeof h);  // padding bytes too: the file is reproducible
+    memcpy(h.magic, EMX_MAGIC, 8);
+    h.version = EMX_VERSION;
+    h.header_bytes = sizeof h;
+    h.config = *cfg;
+    h.tokenizer_offset = align_up(sizeof h, 8);
+    h.tokenizer_bytes = tok_bytes;
+    h.tensor_dir_offset = align_up(h.tokenizer_offset + tok_bytes, 8);
+    h.n_tensors = (uint32_t)w->n;
+
+    EmxTensorEntry *dir = calloc(w->n + 1, sizeof *dir);
+    if (!dir) {
+        free(tok_buf);
+        return fail(err, errlen, "out of memory");
+    }
+    uint64_t pos = h.tensor_dir_offset + w->n * sizeof *dir;
+    for (size_t i = 0; i < w->n; i++) {
+        const MwTensor *t = &w->t[i];
+        memcpy(dir[i].name, t->name, sizeof t->name);
+        dir[i].dtype = t->dtype;
+        dir[i].ndim = t->ndim;
+        dir[i].shape[0] = t->rows;
+        dir[i].shape[1] = t->cols;
+        dir[i].offset = pos = align_up(pos, EMX_ALIGN);
+        dir[i].nbytes = emx_tensor_bytes(t->dtype, t->rows, t->cols);
+        pos += dir[i].nbytes;
+    }
+    h.file_bytes = pos;
+
+    int rc = -1;
+    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        fail(err, errlen, "%s: cannot create: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    if (pwrite_all(fd, &h, sizeof h, 0) || pwrite_all(fd, tok_buf, tok_bytes, h.tokenizer_offset) ||
+        pwrite_all(fd, dir, w->n * sizeof *dir, h.tensor_dir_offset)) {
+        fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    for (size_t i = 0; i < w->n; i++)
+        if (write_tensor(fd, &w->t[i], dir[i].offset, log, err, errlen)) goto out;
+    // Gaps between tensors read back as zeros; the length must still be exactly file_bytes.
+    if (ftruncate(fd, (off_t)h.file_bytes) != 0) {
+        fail(err, errlen, "%s: cannot set length: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        fail(err, errlen, "%s: close failed: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp_path, out_path) != 0) {
+        fail(err, errlen, "%s: cannot rename to %s: %s", tmp_path, out_path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (fd >= 0) close(fd);
+    if (rc != 0) unlink(tmp_path);
+    free(dir);
+    free(tok_buf);
+    return rc;
+}

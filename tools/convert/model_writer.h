@@ -1,0 +1,46 @@
+// model_writer.h — writes an entropix.c model file (runtime/model_format.h) from source tensors.
+//
+// Collect the tensors first (name, output dtype, shape, a pointer to the source data and its
+// ggml element type), then write once: header, tokenizer section, directory and EMX_ALIGN-
+// aligned data go to "<out>.tmp", tensor by tensor in chunks of rows (a 1B model converts in
+// tens of MB), and the file is renamed to <out> only when everything succeeded. On any error
+// the .tmp is removed: a failed conversion leaves nothing behind.
+#ifndef ENTROPIX_MODEL_WRITER_H
+#define ENTROPIX_MODEL_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model_format.h"
+#include "tokenizer_data.h"
+
+typedef struct {
+    char name[EMX_NAME_BYTES];
+    uint32_t dtype;        // enum emx_dtype written
+    uint32_t ndim;         // 1 or 2
+    uint64_t rows, cols;   // 1-D tensors: [n, 1]
+    uint32_t src_type;     // enum ggml_type of the source data (F32/F16/BF16 or a block type)
+    const void *src;       // source data, row-major [rows][cols], not owned
+} MwTensor;
+
+typedef struct {
+    MwTensor *t;
+    size_t n, cap;
+} ModelWriter;
+
+void mw_init(ModelWriter *w);
+void mw_free(ModelWriter *w);
+
+// Adds a tensor (in file order). Fails if the name is too long or duplicated, the source type
+// cannot be decoded, or `dtype` cannot hold `cols` (quantised types need cols % 32 == 0).
+int mw_add(ModelWriter *w, const char *name, uint32_t dtype, uint32_t ndim, uint64_t rows, uint64_t cols,
+           uint32_t src_type, const void *src, char *err, size_t errlen);
+
+// Writes the file. `log` (may be NULL) gets one line per tensor: name, source type -> dtype,
+// shape, and for lossy conversions the RMS error relative to the weights' RMS and the max
+// absolute error. Returns 0, or -1 with a one-line reason in err (no file left behind).
+int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok,
+             FILE *log, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,456 @@
+// source_hf.c — HuggingFace model directories: config.json, model.safetensors (or shards listed
+// in model.safetensors.index.json), tokenizer.json and tokenizer_config.json.
+//
+// HF Llama/Qwen3 checkpoints keep q/k rows in the rotate-half order their RoPE uses, so they
+// are copied as they are and the file says EMX_ROPE_HALF.
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "source.h"
+#include "tokenizer_build.h"
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
+            if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+                free(buf);
+                buf = NULL;
+            } else {
+                buf[n] = 0;
+            }
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+static cJSON *read_json(const char *path, int required, char *err, size_t errlen) {
+    char *text = read_text(path);
+    if (!text) {
+        if (required) snprintf(err, errlen, "%s: cannot read", path);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j) snprintf(err, errlen, "%s: not valid JSON", path);
+    return j;
+}
+
+// An integer field of config.json; `def` < 0 means required.
+static int json_u32(const cJSON *cfg, const char *key, int64_t def, uint32_t *out, const char *path, char *err,
+                    size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) {
+            snprintf(err, errlen, "%s: %s is missing", path, key);
+            return -1;
+        }
+        *out = (uint32_t)def;
+        return 0;
+    }
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || d != floor(d) || d <= 0 || d > 4294967295.0) {
+        snprintf(err, errlen, "%s: %s is not a positive integer", path, key);
+        return -1;
+    }
+    *out = (uint32_t)d;
+    return 0;
+}
+
+static int json_num(const cJSON *cfg, const char *key, double def, double *out, const char *path, char *err,
+                    size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
+        snprintf(err, errlen, "%s: %s is not a positive number", path, key);
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int json_true(const cJSON *cfg, const char *key) {
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, key));
+}
+
+// Per-frequency divisors of Llama 3.x "llama3" RoPE scaling, as HF transformers'
+// _compute_llama3_parameters changes inv_freq: factor_i = inv_freq_i / new_inv_freq_i.
+// High frequencies (wavelength < old_ctx / high_freq_factor) stay, low ones (wavelength >
+// old_ctx / low_freq_factor) are divided by `factor`, and the band between interpolates.
+static void llama3_freq_factors(uint32_t head_dim, double theta, double factor, double low_ff, double high_ff,
+                                double old_ctx, float *out) {
+    double low_wavelen = old_ctx / low_ff, high_wavelen = old_ctx / high_ff;
+    for (uint32_t i = 0; i < head_dim / 2; i++) {
+        double inv_freq = 1.0 / pow(theta, (double)(2 * i) / head_dim);
+        double wavelen = 2 * M_PI / inv_freq, new_freq;
+        if (wavelen < high_wavelen) {
+            new_freq = inv_freq;
+        } else if (wavelen > low_wavelen) {
+            new_freq = inv_freq / factor;
+        } else {
+            double smooth = (old_ctx / wavelen - low_ff) / (high_ff - low_ff);
+            new_freq = (1 - smooth) * inv_freq / factor + smooth * inv_freq;
+        }
+        out[i] = (float)(inv_freq / new_freq);
+    }
+}
+
+static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path, char *err, size_t errlen) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return 0;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(type)) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : "(none)";
+    if (strcmp(t, "default") == 0) return 0;
+    if (strcmp(t, "llama3") != 0) {
+        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, t);
+        return -1;
+    }
+    double factor, low_ff, high_ff, old_ctx;
+    if (json_num(rs, "factor", -1, &factor, path, err, errlen) ||
+        json_num(rs, "low_freq_factor", -1, &low_ff, path, err, errlen) ||
+        json_num(rs, "high_freq_factor", -1, &high_ff, path, err, errlen) ||
+        json_num(rs, "original_max_position_embeddings", -1, &old_ctx, path, err, errlen))
+        return -1;
+    if (factor <= 0 || low_ff <= 0 || high_ff <= low_ff || old_ctx <= 0) {
+        snprintf(err, errlen, "%s: rope_scaling: factor %g, low_freq_factor %g, high_freq_factor %g, "
+                 "original_max_position_embeddings %g are missing or inconsistent", path, factor, low_ff, high_ff, old_ctx);
+        return -1;
+    }
+    float *f = malloc(s->cfg.head_dim / 2 * sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->owned[s->n_owned++] = f;
+    llama3_freq_factors(s->cfg.head_dim, s->cfg.rope_theta, factor, low_ff, high_ff, old_ctx, f);
+    s->cfg.rope_freq_factors = 1;
+    return src_add(s, "rope_freq_factors", "rope_scaling (llama3)", GGML_F32, 1, s->cfg.head_dim / 2, 1, f, err, errlen);
+}
+
+static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *cfg = read_json(path, 1, err, errlen);
+    if (!cfg) return -1;
+    int rc = -1;
+    EmxConfig *c = &s->cfg;
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+    const char *arch = cJSON_IsString(a0) ? a0->valuestring : "", *model_type = cJSON_IsString(mt) ? mt->valuestring : "";
+    if (strcmp(arch, "LlamaForCausalLM") == 0 || strcmp(arch, "MistralForCausalLM") == 0 ||
+        (!*arch && (strcmp(model_type, "llama") == 0 || strcmp(model_type, "mistral") == 0))) {
+        c->arch = EMX_ARCH_LLAMA;
+    } else if (strcmp(arch, "Qwen3ForCausalLM") == 0 || (!*arch && strcmp(model_type, "qwen3") == 0)) {
+        c->arch = EMX_ARCH_QWEN3;
+        c->qk_norm = 1;
+    } else {
+        snprintf(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
+                 "(LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)", path, arch, model_type);
+        goto out;
+    }
+    snprintf(s->kind, sizeof s->kind, "HuggingFace %s", *arch ? arch : model_type);
+    if (json_true(cfg, "attention_bias") || json_true(cfg, "mlp_bias")) {
+        snprintf(err, errlen, "%s: attention_bias / mlp_bias = true is not supported", path);
+        goto out;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0) {
+        snprintf(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, act->valuestring);
+        goto out;
+    }
+    double eps, theta;
+    if (json_u32(cfg, "hidden_size", -1, &c->dim, path, err, errlen) ||
+        json_u32(cfg, "intermediate_size", -1, &c->hidden_dim, path, err, errlen) ||
+        json_u32(cfg, "num_hidden_layers", -1, &c->n_layers, path, err, errlen) ||
+        json_u32(cfg, "num_attention_heads", -1, &c->n_heads, path, err, errlen) ||
+        json_u32(cfg, "num_key_value_heads", c->n_heads, &c->n_kv_heads, path, err, errlen) ||
+        json_u32(cfg, "head_dim", c->dim / c->n_heads, &c->head_dim, path, err, errlen) ||
+        json_u32(cfg, "vocab_size", -1, &c->vocab_size, path, err, errlen) ||
+        json_u32(cfg, "max_position_embeddings", 4096, &c->max_seq_len, path, err, errlen) ||
+        json_num(cfg, "rms_norm_eps", 1e-6, &eps, path, err, errlen) ||
+        json_num(cfg, "rope_theta", 10000.0, &theta, path, err, errlen))
+        goto out;
+    if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS) {
+        snprintf(err, errlen, "%s: num_attention_heads %u, num_key_value_heads %u, head_dim %u, num_hidden_layers %u "
+                 "are inconsistent", path, c->n_heads, c->n_kv_heads, c->head_dim, c->n_layers);
+        goto out;
+    }
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(cfg, "partial_rotary_factor");
+    if (cJSON_IsNumber(pr) && pr->valuedouble != 1.0) {
+        snprintf(err, errlen, "%s: partial_rotary_factor = %g is not supported", path, pr->valuedouble);
+        goto out;
+    }
+    c->norm_eps = (float)eps;
+    c->rope_theta = (float)theta;
+    c->rope_style = EMX_ROPE_HALF;
+    c->tied_output = json_true(cfg, "tie_word_embeddings");
+    c->group_size = EMX_GROUP_SIZE;
+    rc = parse_rope_scaling(s, cfg, path, err, errlen);
+out:
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+// HF tensor name -> ours. Returns 1 if mapped, 0 for tensors we do not need (buffers such as
+// rotary_emb.inv_freq; lm_head when tied), -1 for anything we do not know.
+static int map_name(const char *hf, int tied, char *ours, size_t cap) {
+    if (strcmp(hf, "model.embed_tokens.weight") == 0) return snprintf(ours, cap, "tok_embeddings"), 1;
+    if (strcmp(hf, "model.norm.weight") == 0) return snprintf(ours, cap, "norm"), 1;
+    if (strcmp(hf, "lm_head.weight") == 0) return tied ? 0 : (snprintf(ours, cap, "output"), 1);
+    unsigned layer;
+    int used = 0;
+    if (sscanf(hf, "model.layers.%u.%n", &layer, &used) != 1 || used == 0) return -1;
+    const char *rest = hf + used;
+    if (strstr(rest, "rotary_emb.inv_freq")) return 0;
+    static const char *const table[][2] = {
+        {"input_layernorm.weight", "attn_norm"},          {"self_attn.q_proj.weight", "wq"},
+        {"self_attn.k_proj.weight", "wk"},                {"self_attn.v_proj.weight", "wv"},
+        {"self_attn.o_proj.weight", "wo"},                {"self_attn.q_norm.weight", "q_norm"},
+        {"self_attn.k_norm.weight", "k_norm"},            {"post_attention_layernorm.weight", "ffn_norm"},
+        {"mlp.gate_proj.weight", "w_gate"},               {"mlp.up_proj.weight", "w_up"},
+        {"mlp.down_proj.weight", "w_down"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(rest, table[i][0]) == 0) return snprintf(ours, cap, "layers.%u.%s", layer, table[i][1]), 1;
+    return -1;
+}
+
+// Indexes one .safetensors file: 8-byte header length, JSON header, then the data.
+static int read_safetensors(ConvSource *s, const char *path, char *err, size_t errlen) {
+    size_t size;
+    const uint8_t *base = src_map_file(s, path, &size, err, errlen);
+    if (!base) return -1;
+    uint64_t hlen;
+    if (size < 8 || (memcpy(&hlen, base, 8), hlen > size - 8)) {
+        snprintf(err, errlen, "%s: header length does not fit the file (%zu bytes; truncated?)", path, size);
+        return -1;
+    }
+    char *text = malloc(hlen + 1);
+    if (!text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(text, base + 8, hlen);
+    text[hlen] = 0;
+    cJSON *h = cJSON_Parse(text);
+    free(text);
+    if (!h) {
+        snprintf(err, errlen, "%s: safetensors header is not valid JSON", path);
+        return -1;
+    }
+    int rc = -1;
+    const uint8_t *data = base + 8 + hlen;
+    uint64_t data_size = size - 8 - hlen;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, h) {
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        char ours[EMX_NAME_BYTES];
+        int m = map_name(e->string, (int)s->cfg.tied_output, ours, sizeof ours);
+        if (m == 0) continue;
+        if (m < 0) {
+            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, e->string);
+            goto out;
+        }
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
+            snprintf(err, errlen, "%s: tensor %s: malformed header entry", path, e->string);
+            goto out;
+        }
+        uint32_t type, esize;
+        if (strcmp(dt->valuestring, "F32") == 0) type = GGML_F32, esize = 4;
+        else if (strcmp(dt->valuestring, "F16") == 0) type = GGML_F16, esize = 2;
+        else if (strcmp(dt->valuestring, "BF16") == 0) type = GGML_BF16, esize = 2;
+        else {
+            snprintf(err, errlen, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", path, e->string,
+                     dt->valuestring);
+            goto out;
+        }
+        int nd = cJSON_GetArraySize(shape);
+        uint64_t dims[2] = {1, 1};
+        if (nd < 1 || nd > 2) {
+            snprintf(err, errlen, "%s: tensor %s: %d dimensions (want 1 or 2)", path, e->string, nd);
+            goto out;
+        }
+        for (int d = 0; d < nd; d++) {
+            const cJSON *v = cJSON_GetArrayItem(shape, d);
+            if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e12) {
+                snprintf(err, errlen, "%s: tensor %s: bad shape", path, e->string);
+                goto out;
+            }
+            dims[d] = (uint64_t)v->valuedouble;
+        }
+        double b0 = cJSON_GetArrayItem(offs, 0)->valuedouble, b1 = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        uint64_t want = dims[0] * dims[1] * esize;
+        if (b0 < 0 || b1 < b0 || (uint64_t)b1 > data_size || (uint64_t)(b1 - b0) != want) {
+            snprintf(err, errlen, "%s: tensor %s: data_offsets [%.0f, %.0f) do not hold %llu bytes inside the %llu data "
+                     "bytes (truncated?)", path, e->string, b0, b1, (unsigned long long)want, (unsigned long long)data_size);
+            goto out;
+        }
+        if (src_add(s, ours, e->string, type, (uint32_t)nd, dims[0], dims[1], data + (uint64_t)b0, err, errlen)) goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(h);
+    return rc;
+}
+
+// The safetensors files of a directory: model.safetensors, or every shard that
+// model.safetensors.index.json's weight_map names.
+static int read_weights(ConvSource *s, const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    cJSON *idx = read_json(path, 0, err, errlen);
+    if (!idx) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        return read_safetensors(s, path, err, errlen);
+    }
+    int rc = -1;
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    if (!cJSON_IsObject(wm)) {
+        snprintf(err, errlen, "%s: weight_map is missing", path);
+        goto out;
+    }
+    // Each shard once, in the order it is first named.
+    const char *seen[SRC_MAX_MAPS];
+    int n_seen = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, wm) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+            snprintf(err, errlen, "%s: weight_map[%s] is not a file name in the directory", path, e->string);
+            goto out;
+        }
+        int dup = 0;
+        for (int i = 0; i < n_seen; i++) dup |= strcmp(seen[i], e->valuestring) == 0;
+        if (dup) continue;
+        if (n_seen == SRC_MAX_MAPS) {
+            snprintf(err, errlen, "%s: more than %d shards", path, SRC_MAX_MAPS);
+            goto out;
+        }
+        seen[n_seen++] = e->valuestring;
+        char shard[4096];
+        snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
+        if (read_safetensors(s, shard, err, errlen)) goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(idx);
+    return rc;
+}
+
+// Path of dir/name to read. A git checkout without symlink support stores a link as a small
+// text file holding the link's target ("../../../tokenizers/qwen3/tokenizer.json"); such a
+// stub is followed (relative to dir) when the target exists.
+static void resolve_file(const char *dir, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s", dir, name);
+    struct stat st;
+    if (lstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size >= 1024) return;
+    char *text = read_text(out);
+    if (!text) return;
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) text[--n] = 0;
+    char target[PATH_MAX + 8];
+    if (n && text[0] != '{' && !strchr(text, '\n')) {
+        snprintf(target, sizeof target, "%s/%s", dir, text);
+        if (text[0] == '/') snprintf(target, sizeof target, "%s", text);
+        char real[PATH_MAX];
+        if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && realpath(target, real)) snprintf(out, cap, "%s", real);
+    }
+    free(text);
+}
+
+// The tokenizer builder reads tokenizer.json, tokenizer_config.json and config.json from one
+// directory. When a file is a link stub (see resolve_file), it gets a temporary directory of
+// real symlinks to the resolved files instead; *tmp_made says whether to remove it.
+static int tokenizer_dir(const char *dir, char *out, size_t cap, int *tmp_made, char *err, size_t errlen) {
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "config.json"};
+    char resolved[3][PATH_MAX + 64], plain[PATH_MAX + 64];
+    int stubs = 0;
+    *tmp_made = 0;
+    for (int i = 0; i < 3; i++) {
+        resolve_file(dir, names[i], resolved[i], sizeof resolved[i]);
+        snprintf(plain, sizeof plain, "%s/%s", dir, names[i]);
+        stubs |= strcmp(plain, resolved[i]) != 0;
+    }
+    snprintf(out, cap, "%s", dir);
+    if (!stubs) return 0;
+    char tmpl[] = "/tmp/emx-convert-tok-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+        snprintf(err, errlen, "%s: cannot make a temporary directory for the tokenizer files", dir);
+        return -1;
+    }
+    snprintf(out, cap, "%s", tmpl);
+    *tmp_made = 1;
+    for (int i = 0; i < 3; i++) {
+        char real[PATH_MAX], link[PATH_MAX + 64];
+        struct stat st;
+        if (stat(resolved[i], &st) != 0 || !realpath(resolved[i], real)) continue;  // optional files
+        snprintf(link, sizeof link, "%s/%s", tmpl, names[i]);
+        if (symlink(real, link) != 0) {
+            snprintf(err, errlen, "%s: cannot link %s", tmpl, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void remove_tokenizer_dir(const char *tmp) {
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "config.json"};
+    char link[PATH_MAX + 64];
+    for (int i = 0; i < 3; i++) {
+        if (snprintf(link, sizeof link, "%s/%s", tmp, names[i]) < (int)sizeof link) unlink(link);
+    }
+    rmdir(tmp);
+}
+
+// tokenizer_config.json "chat_template": a string, or a list of {name, template} (the
+// "default" one is taken).
+static void read_chat_template(ConvSource *s, const char *tok_dir) {
+    char path[PATH_MAX + 64], err[PATH_MAX + 128];
+    resolve_file(tok_dir, "tokenizer_config.json", path, sizeof path);
+    cJSON *tc = read_json(path, 0, err, sizeof err);
+    if (!tc) return;
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tc, "chat_template");
+    const char *text = NULL;
+    if (cJSON_IsString(ct)) {
+        text = ct->valuestring;
+    } else if (cJSON_IsArray(ct)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, ct) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"), *t = cJSON_GetObjectItemCaseSensitive(e, "template");
+            if (cJSON_IsString(n) && cJSON_IsString(t) && strcmp(n->valuestring, "default") == 0) text = t->valuestring;
+        }
+    }
+    if (text) s->chat_template = strdup(text);
+    cJSON_Delete(tc);
+}
+
+int src_open_hf(ConvSource *s, const char *dir, const char *tokenizer, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    s->path = dir;
+    if (parse_config(s, dir, err, errlen) || read_weights(s, dir, err, errlen)) return -1;
+    const char *tok_dir = tokenizer ? tokenizer : dir;
+    read_chat_template(s, tok_dir);
+    char use[PATH_MAX + 64];
+    int tmp_made;
+    int rc = tokenizer_dir(tok_dir, use, sizeof use, &tmp_made, err, errlen);
+    if (rc == 0) rc = tokdata_from_hf_dir(use, s->cfg.vocab_size, &s->tok, err, errlen);
+    if (tmp_made) remove_tokenizer_dir(use);
+    return rc;
+}

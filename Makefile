@@ -61,7 +61,7 @@ test: all $(BUILD)/tests/tests test-models
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.
 test-asan:
 	@mkdir -p build-asan
-	set -o pipefail; $(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
+	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 

@@ -1,0 +1,239 @@
+// cli_args.c — parsing ./run's command line (flags documented in emx_cli_usage and
+// docs/run-cli.md). Every error is one line naming the flag and the value.
+#include "cli_args.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sampler_names[] = {
+    [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
+    [EMX_SAMPLER_TEMP] = "temp",         [EMX_SAMPLER_TOPK] = "topk",
+    [EMX_SAMPLER_TOPP] = "topp",         [EMX_SAMPLER_MINP] = "minp",
+    [EMX_SAMPLER_ENTROPIX] = "entropix",
+};
+#define N_SAMPLERS ((int)(sizeof sampler_names / sizeof sampler_names[0]))
+
+const char *emx_sampler_kind_name(int kind) {
+    return kind >= 0 && kind < N_SAMPLERS ? sampler_names[kind] : "?";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+// Whole-string integer in [lo, hi]. Returns 0 or 2 with the message.
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
+                     size_t errlen) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != 0) return fail(err, errlen, "%s: '%s' is not an integer", flag, s);
+    if (errno == ERANGE || v < lo || v > hi)
+        return fail(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+// Whole-string finite number in [lo, hi].
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out,
+                       char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != 0 || isnan(v))
+        return fail(err, errlen, "%s: '%s' is not a number", flag, s);
+    if (errno == ERANGE || !isfinite(v) || v < lo || v > hi)
+        return fail(err, errlen, "%s: %s is out of range [%g, %g]", flag, s, lo, hi);
+    *out = (float)v;
+    return 0;
+}
+
+// -s: an unsigned 64-bit integer, or -1 (llama.cpp's "random").
+static int parse_seed(const char *s, EmxCliArgs *a, char *err, size_t errlen) {
+    if (strcmp(s, "-1") == 0) {
+        a->seed_given = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end != 0 || s[0] == '-' || s[0] == '+')
+        return fail(err, errlen, "--seed: '%s' is not a non-negative integer (or -1)", s);
+    if (errno == ERANGE) return fail(err, errlen, "--seed: %s does not fit in 64 bits", s);
+    a->seed = (uint64_t)v;
+    a->seed_given = 1;
+    return 0;
+}
+
+// Is `arg` the flag spelt `s` (short) or `l` (long)? A long flag may carry "=value".
+static int is_flag(const char *arg, const char *s, const char *l, const char **inline_val) {
+    *inline_val = NULL;
+    if (s && strcmp(arg, s) == 0) return 1;
+    if (!l) return 0;
+    size_t n = strlen(l);
+    if (strncmp(arg, l, n) != 0) return 0;
+    if (arg[n] == 0) return 1;
+    if (arg[n] == '=') {
+        *inline_val = arg + n + 1;
+        return 1;
+    }
+    return 0;
+}
+
+int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
+    *a = (EmxCliArgs){
+        .n_predict = 256,
+        .sampling = EMX_SAMPLER_PARAMS_DEFAULT,
+        .sampler = EMX_SAMPLER_COMBINED,
+        .chat = EMX_CHAT_AUTO,
+    };
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *iv;
+        if (arg[0] != '-' || arg[1] == 0) {  // positional ("-" alone is a file name too)
+            if (a->model_path)
+                return fail(err, errlen, "unexpected argument '%s' (the model is '%s')", arg,
+                            a->model_path);
+            a->model_path = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {  // everything after is positional
+            for (i++; i < argc; i++) {
+                if (a->model_path) return fail(err, errlen, "unexpected argument '%s'", argv[i]);
+                a->model_path = argv[i];
+            }
+            break;
+        }
+
+        // Flags without a value.
+        if (is_flag(arg, "-h", "--help", &iv) && !iv) { a->help = 1; continue; }
+        if (is_flag(arg, NULL, "--version", &iv) && !iv) { a->version = 1; continue; }
+        if (is_flag(arg, NULL, "--verbose", &iv) && !iv) { a->verbose = 1; continue; }
+        if (is_flag(arg, NULL, "--chat", &iv) && !iv) { a->chat = EMX_CHAT_ON; continue; }
+        if (is_flag(arg, NULL, "--raw", &iv) && !iv) { a->chat = EMX_CHAT_RAW; continue; }
+        if (is_flag(arg, NULL, "--no-think", &iv) && !iv) { a->no_think = 1; continue; }
+
+        // Flags with a value: "-x VALUE", "--long VALUE" or "--long=VALUE".
+        static const struct { const char *s, *l; } valued[] = {
+            {"-p", "--prompt"},  {"-f", "--file"},   {"-n", "--n-predict"}, {"-s", "--seed"},
+            {NULL, "--temp"},    {NULL, "--top-k"},  {NULL, "--top-p"},     {NULL, "--min-p"},
+            {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
+        };
+        int which = -1;
+        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
+            if (is_flag(arg, valued[k].s, valued[k].l, &iv)) which = k;
+        if (which < 0) return fail(err, errlen, "unknown option '%s' (see --help)", arg);
+        const char *name = valued[which].l;  // messages name the long form
+        const char *val = iv;
+        if (!val) {
+            if (i + 1 >= argc) return fail(err, errlen, "%s: missing value", arg);
+            val = argv[++i];
+        }
+        switch (which) {
+        case 0: a->prompt = val; break;
+        case 1: a->prompt_file = val; break;
+        case 2:
+            if ((rc = parse_int(name, val, -1, 1L << 30, &a->n_predict, err, errlen))) return rc;
+            break;
+        case 3:
+            if ((rc = parse_seed(val, a, err, errlen))) return rc;
+            break;
+        case 4:
+            if ((rc = parse_float(name, val, 0.0, 1e6, &a->sampling.temperature, err, errlen)))
+                return rc;
+            break;
+        case 5:
+            if ((rc = parse_int(name, val, 0, 1L << 30, &a->sampling.top_k, err, errlen))) return rc;
+            break;
+        case 6:
+            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.top_p, err, errlen))) return rc;
+            break;
+        case 7:
+            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.min_p, err, errlen))) return rc;
+            break;
+        case 8:
+            if ((rc = parse_int(name, val, 0, 1L << 30, &a->ctx, err, errlen))) return rc;
+            break;
+        case 9:
+            if ((rc = parse_int(name, val, 0, 4096, &a->threads, err, errlen))) return rc;
+            break;
+        case 10: a->system = val; break;
+        case 11: {
+            int k = 0;
+            while (k < N_SAMPLERS && strcmp(val, sampler_names[k]) != 0) k++;
+            if (k == N_SAMPLERS)
+                return fail(err, errlen,
+                            "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
+                            "minp, entropix)", val);
+            a->sampler = k;
+            break;
+        }
+        }
+    }
+    if (a->help || a->version) return 0;
+    if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
+    if (a->prompt && a->prompt_file)
+        return fail(err, errlen, "-p and -f both give a prompt: use one of them");
+    return 0;
+}
+
+EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {
+    EmxSamplerParams p = a->sampling;
+    switch (a->sampler) {
+    case EMX_SAMPLER_GREEDY: p.temperature = 0.0f; break;
+    case EMX_SAMPLER_TEMP: p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_TOPK: p.top_p = 1.0f; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_TOPP: p.top_k = 0; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_MINP: p.top_k = 0; p.top_p = 1.0f; break;
+    default: break;
+    }
+    return p;
+}
+
+void emx_cli_usage(FILE *f, const char *prog) {
+    fprintf(f,
+        "usage: %s MODEL.bin [options]\n"
+        "Generates text with an entropix.c model file; the text goes to stdout as it is\n"
+        "produced, timings to stderr.\n"
+        "\n"
+        "Prompt:\n"
+        "  -p, --prompt TEXT       prompt text (default: empty = start from BOS, base models)\n"
+        "  -f, --file FILE         read the prompt from FILE\n"
+        "      --chat              wrap the prompt in the model's chat template\n"
+        "      --raw               feed the prompt as is (echoed to stdout before the output)\n"
+        "                          (default: --chat if the model file has a chat template)\n"
+        "      --system TEXT       system message (chat mode)\n"
+        "      --no-think          Qwen3: thinking off, as the official template renders it\n"
+        "\n"
+        "Generation:\n"
+        "  -n, --n-predict N       tokens to generate (default 256; -1 = until a stop token\n"
+        "                          or the context is full; stops at the context end anyway)\n"
+        "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
+        "  -t, --threads N         CPU threads (default: all cores)\n"
+        "\n"
+        "Sampling (filters in llama.cpp's order: top-k, top-p, min-p, then temperature):\n"
+        "      --sampler NAME      combined (default: all four below), greedy, temp, topk,\n"
+        "                          topp, minp (temperature + that filter only); entropix comes later\n"
+        "      --temp T            temperature (default 0.8; 0 = greedy)\n"
+        "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
+        "      --top-p P           keep the smallest set of most likely tokens with mass >= P\n"
+        "                          (default 0.95; 1 = off)\n"
+        "      --min-p P           keep tokens with p >= P * p(most likely) (default 0.05; 0 = off)\n"
+        "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
+        "\n"
+        "Other:\n"
+        "      --verbose           model, prompt tokens and sampler settings to stderr\n"
+        "  -h, --help              this help\n"
+        "      --version           print the version\n"
+        "\n"
+        "Exit status: 0 ok, 1 error (model, prompt, context), 2 usage error.\n",
+        prog);
+}

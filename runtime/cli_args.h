@@ -1,0 +1,59 @@
+// cli_args.h — the command line of ./run (llama.cpp-style flags), parsed into a struct with
+// every default filled in. Parsing is separate from running so it can be tested in-process;
+// docs/run-cli.md describes every flag.
+#ifndef ENTROPIX_CLI_ARGS_H
+#define ENTROPIX_CLI_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sample.h"
+
+#define EMX_VERSION_STRING "0.1.0"
+
+// --sampler: which decision rule picks each token.
+enum emx_sampler_kind {
+    EMX_SAMPLER_COMBINED = 0,  // temperature + top-k + top-p + min-p (the default for now)
+    EMX_SAMPLER_GREEDY,        // argmax
+    EMX_SAMPLER_TEMP,          // temperature only
+    EMX_SAMPLER_TOPK,          // temperature + top-k
+    EMX_SAMPLER_TOPP,          // temperature + top-p
+    EMX_SAMPLER_MINP,          // temperature + min-p
+    EMX_SAMPLER_ENTROPIX,      // the entropix strategy switch (not built yet: rejected by ./run)
+};
+
+enum { EMX_CHAT_AUTO = -1, EMX_CHAT_RAW = 0, EMX_CHAT_ON = 1 };
+
+typedef struct {
+    const char *model_path;   // positional
+    const char *prompt;       // -p; NULL: none given
+    const char *prompt_file;  // -f; NULL: none given
+    const char *system;       // --system; NULL: none
+    int n_predict;            // -n, default 256; -1: until a stop token or the context is full
+    uint64_t seed;            // -s
+    int seed_given;           // 0: ./run picks a time-based seed and prints it
+    EmxSamplerParams sampling;// --temp --top-k --top-p --min-p
+    int sampler;              // enum emx_sampler_kind
+    int ctx;                  // -c; 0: min(model's max_seq_len, 4096)
+    int threads;              // -t; 0: all cores
+    int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON
+    int no_think;             // --no-think (Qwen3)
+    int verbose;
+    int help, version;        // -h / --version: print and exit 0
+} EmxCliArgs;
+
+// Parses argv into *a (defaults first). Returns 0, or 2 (usage error: exit code 2) with a
+// one-line message in err, e.g. "--temp: 'abc' is not a number", "unknown option '--foo'".
+int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen);
+
+// The sampler parameters the chosen --sampler actually uses (filters it does not use are off;
+// greedy has temperature 0).
+EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a);
+
+const char *emx_sampler_kind_name(int kind);
+
+// The --help text.
+void emx_cli_usage(FILE *f, const char *prog);
+
+#endif

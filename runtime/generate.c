@@ -1,0 +1,230 @@
+// generate.c — prompt to ids, and the prefill + decode loop (see generate.h).
+#include "generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat_template.h"
+#include "philox.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The basic samplers behind the interface.
+
+static int basic_choose(EmxSampler *self, EmxState *st, const float *logits, int n_vocab, int pos) {
+    (void)st;
+    EmxBasicSampler *bs = (EmxBasicSampler *)self;
+    if (n_vocab > bs->n_vocab) return -1;
+    double u = emx_uniform_f64(bs->seed, (uint64_t)pos, 0);
+    return emx_sample(logits, n_vocab, &bs->params, u, bs->work);
+}
+
+int emx_basic_sampler_init(EmxBasicSampler *bs, const EmxSamplerParams *params, uint64_t seed,
+                           int n_vocab, char *err, size_t errlen) {
+    memset(bs, 0, sizeof *bs);
+    bs->work = malloc(sizeof(EmxCandidate) * (size_t)(n_vocab > 0 ? n_vocab : 1));
+    if (!bs->work) {
+        snprintf(err, errlen, "sampler: out of memory for %d candidates", n_vocab);
+        return -1;
+    }
+    bs->base.choose = basic_choose;
+    bs->params = *params;
+    bs->seed = seed;
+    bs->n_vocab = n_vocab;
+    return 0;
+}
+
+void emx_basic_sampler_free(EmxBasicSampler *bs) {
+    free(bs->work);
+    bs->work = NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prompt -> ids.
+
+int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpec *ps, int **ids,
+                   int *n_ids, char *err, size_t errlen) {
+    *ids = NULL;
+    *n_ids = 0;
+    const char *text = ps->text ? ps->text : "";
+    size_t len = ps->text ? ps->len : 0;
+    char *rendered = NULL;
+    // Special-token texts in the prompt ("<|im_start|>") are parsed as llama.cpp's CLI does,
+    // so a hand-written template in raw mode works too.
+    int flags = EMX_ENC_SPECIAL | EMX_ENC_BOS;
+    if (ps->chat) {
+        uint32_t family = m->cfg.chat_template;
+        if (family == EMX_CHAT_NONE) {
+            snprintf(err, errlen, "chat mode: the model file has no chat template (use --raw)");
+            return -1;
+        }
+        // The user text may hold NULs (it came with a length); the renderer wants a C string.
+        char *user = malloc(len + 1);
+        if (!user) {
+            snprintf(err, errlen, "prompt: out of memory");
+            return -1;
+        }
+        memcpy(user, text, len);
+        user[len] = 0;
+        EmxChatMessage msgs[2];
+        int n = 0;
+        if (ps->system) msgs[n++] = (EmxChatMessage){.role = "system", .content = ps->system};
+        msgs[n++] = (EmxChatMessage){.role = "user", .content = user};
+        EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = ps->enable_thinking};
+        rendered = emx_chat_render(family, msgs, n, &co, err, errlen);
+        free(user);
+        if (!rendered) return -1;
+        text = rendered;
+        len = strlen(rendered);
+        if (emx_chat_template_adds_bos(family)) flags &= ~EMX_ENC_BOS;  // the template's BOS wins
+    }
+    size_t n = 0;
+    int rc = emx_encode(tk, text, len, flags, ids, &n, err, errlen);
+    free(rendered);
+    if (rc != 0) return -1;
+    if (n == 0) {
+        // Nothing to condition on: start from BOS (llama2.c's unconditional generation).
+        int bos = emx_tokenizer_bos(tk);
+        if (bos < 0) {
+            free(*ids);
+            *ids = NULL;
+            snprintf(err, errlen, "empty prompt and the model has no BOS token to start from (give -p)");
+            return -1;
+        }
+        int *one = realloc(*ids, sizeof(int));  // emx_encode's array may be 0 long
+        if (!one) {
+            free(*ids);
+            *ids = NULL;
+            snprintf(err, errlen, "prompt: out of memory");
+            return -1;
+        }
+        one[0] = bos;
+        *ids = one;
+        n = 1;
+    }
+    if (n > (size_t)1 << 30) {
+        free(*ids);
+        *ids = NULL;
+        snprintf(err, errlen, "prompt is %zu tokens: too long", n);
+        return -1;
+    }
+    *n_ids = (int)n;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop.
+
+// Writes a token's text (if any) and flushes, so the text appears as it is produced.
+static void emit(FILE *out, EmxDecoder *dec, int id, char *buf, size_t cap) {
+    size_t k = emx_decoder_push(dec, id, buf, cap);
+    if (out && k) {
+        fwrite(buf, 1, k, out);
+        fflush(out);
+    }
+}
+
+int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
+                 char *err, size_t errlen) {
+    memset(stats, 0, sizeof *stats);
+    stats->n_prompt = n_prompt;
+    int ctx = emx_state_ctx(st);
+    int n_vocab = emx_tokenizer_n_vocab(tk);
+    if (n_prompt < 1) {
+        snprintf(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
+        return -1;
+    }
+    if (n_prompt > ctx) {
+        snprintf(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
+        return -1;
+    }
+
+    size_t cap = emx_decoder_max_out(tk);
+    char *buf = malloc(cap);
+    if (!buf) {
+        snprintf(err, errlen, "generate: out of memory");
+        return -1;
+    }
+    EmxDecoder dec;
+    emx_decoder_init(&dec, tk, !opt->print_control);
+    // The prompt goes through the decoder even when not echoed: the decoder's state (the
+    // previous token, e.g. BOS for SPM's leading-space rule) must be that of the sequence.
+    for (int i = 0; i < n_prompt; i++) {
+        size_t k = emx_decoder_push(&dec, prompt[i], buf, cap);
+        if (opt->echo_prompt && opt->out && k) fwrite(buf, 1, k, opt->out);
+    }
+    if (opt->echo_prompt && opt->out) fflush(opt->out);
+
+    int rc = 0;
+    double t0 = now_s();
+    const float *logits = emx_forward(st, prompt, n_prompt, 0);  // one batched prefill
+    double t1 = now_s();
+    stats->prefill_s = t1 - t0;
+    if (!logits) {
+        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d)", n_prompt, ctx);
+        rc = -1;
+        goto done;
+    }
+
+    int pos = n_prompt;  // where the next chosen token goes
+    for (;;) {
+        if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
+            stats->stop = EMX_STOP_N_PREDICT;
+            break;
+        }
+        int id = sampler->choose(sampler, st, logits, n_vocab, pos);
+        if (id < 0 || id >= n_vocab) {
+            snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+            rc = -1;
+            break;
+        }
+        if (opt->ids_out && stats->n_generated < opt->ids_cap) opt->ids_out[stats->n_generated] = id;
+        stats->n_generated++;
+        if (emx_is_stop(tk, id)) {
+            stats->stop = EMX_STOP_TOKEN;
+            break;
+        }
+        emit(opt->out, &dec, id, buf, cap);
+        if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
+            stats->stop = EMX_STOP_N_PREDICT;  // no need to feed the last token
+            break;
+        }
+        if (pos >= ctx) {  // the token just chosen has no place left in the cache
+            stats->stop = EMX_STOP_CONTEXT;
+            break;
+        }
+        logits = emx_forward(st, &id, 1, pos);
+        if (!logits) {
+            snprintf(err, errlen, "forward pass failed at position %d (context %d)", pos, ctx);
+            rc = -1;
+            break;
+        }
+        pos++;
+    }
+    stats->decode_s = now_s() - t1;
+
+done:;
+    size_t k = emx_decoder_flush(&dec, buf, cap);
+    if (opt->out && k) {
+        fwrite(buf, 1, k, opt->out);
+        fflush(opt->out);
+    }
+    free(buf);
+    return rc;
+}
+
+void emx_generate_print_stats(FILE *f, const EmxGenerateStats *s) {
+    double pf_ms = 1e3 * s->prefill_s, dec_ms = 1e3 * s->decode_s;
+    fprintf(f, "prompt: %d tokens, prefill %.2f ms (%.2f tok/s)\n", s->n_prompt, pf_ms,
+            s->prefill_s > 0 ? s->n_prompt / s->prefill_s : 0.0);
+    fprintf(f, "generated: %d tokens, decode %.2f ms (%.2f tok/s, %.2f ms/token)\n",
+            s->n_generated, dec_ms, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
+            s->n_generated > 0 ? dec_ms / s->n_generated : 0.0);
+}

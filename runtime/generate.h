@@ -1,0 +1,103 @@
+// generate.h — the single-stream generation loop: prompt -> token ids -> one batched prefill ->
+// decode loop (choose a token, stream its text, feed it back) until a stop token, the token
+// budget or the end of the context.
+//
+// How a token is chosen is behind EmxSampler, a one-function interface, so the same loop runs
+// the basic samplers (below), the entropix strategy switch and the agent pool later: they get
+// the state (for emx_attention_scores) and the logits, and return a token id.
+#ifndef ENTROPIX_GENERATE_H
+#define ENTROPIX_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "forward.h"
+#include "model.h"
+#include "sample.h"
+#include "tokenizer.h"
+
+// ---------------------------------------------------------------------------------------------
+// The decision interface.
+
+typedef struct EmxSampler EmxSampler;
+struct EmxSampler {
+    // Chooses the next token from logits f32 [n_vocab] of the last position fed to `st`.
+    // `pos` is the position the chosen token will occupy (prompt length + tokens generated so
+    // far): the RNG counter, so a replay from the same position draws the same numbers.
+    // Returns a token id in [0, n_vocab), or -1 if no token can be chosen.
+    int (*choose)(EmxSampler *self, EmxState *st, const float *logits, int n_vocab, int pos);
+};
+
+// The basic samplers of sample.h as an EmxSampler: u = Philox(seed, pos, lane 0).
+typedef struct {
+    EmxSampler base;          // first member: (EmxSampler *)&basic works
+    EmxSamplerParams params;
+    uint64_t seed;
+    EmxCandidate *work;       // [n_vocab] scratch
+    int n_vocab;
+} EmxBasicSampler;
+
+int emx_basic_sampler_init(EmxBasicSampler *bs, const EmxSamplerParams *params, uint64_t seed,
+                           int n_vocab, char *err, size_t errlen);
+void emx_basic_sampler_free(EmxBasicSampler *bs);
+
+// ---------------------------------------------------------------------------------------------
+// Prompt -> ids.
+
+typedef struct {
+    const char *text;        // the prompt (user message in chat mode); NULL = ""
+    size_t len;              // bytes of text
+    int chat;                // 1: render through the model's chat template (cfg.chat_template)
+    const char *system;      // chat: system message or NULL
+    int enable_thinking;     // chat, Qwen3: 0 renders enable_thinking=False
+} EmxPromptSpec;
+
+// Token ids of the prompt. Raw: the text with special-token texts parsed and BOS added if the
+// tokenizer asks for it; an empty text becomes [BOS] (base models generate from BOS, as
+// llama2.c does). Chat: the rendered conversation, parsed the same way, with no BOS of our
+// own when the template carries one. *ids is malloc'd (caller frees). Returns 0, or -1 with
+// a one-line reason ("empty prompt and the model has no BOS token to start from").
+int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpec *ps, int **ids,
+                   int *n_ids, char *err, size_t errlen);
+
+// ---------------------------------------------------------------------------------------------
+// The loop.
+
+enum emx_stop_reason {
+    EMX_STOP_TOKEN = 1,     // a stop token (eos, <|im_end|>, <|eot_id|>) was chosen
+    EMX_STOP_N_PREDICT,     // n_predict tokens were generated
+    EMX_STOP_CONTEXT,       // the KV cache is full
+};
+
+typedef struct {
+    int n_predict;       // tokens to generate; < 0: until a stop token or the context is full
+    FILE *out;           // detokenised text, flushed per token; NULL: nothing printed
+    int echo_prompt;     // print the prompt's text before the generated text
+    int print_control;   // print control tokens' text (default 0: skipped, as HF does)
+    int *ids_out;        // optional: generated ids (stop token included) up to ids_cap
+    int ids_cap;
+} EmxGenerateOptions;
+
+typedef struct {
+    int n_prompt;        // tokens prefilled
+    int n_generated;     // tokens chosen (a final stop token included)
+    double prefill_s;    // one batched forward over the prompt
+    double decode_s;     // from the end of the prefill to the last token: choosing, printing
+                         // and the n_generated - 1 single-token forwards
+    int stop;            // enum emx_stop_reason
+} EmxGenerateStats;
+
+// Runs the prompt from position 0 of `st`, then generates. A stop token ends generation and is
+// not printed. Returns 0, or -1 with a one-line reason (prompt longer than the context, the
+// forward pass refusing, the sampler finding no token).
+int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
+                 char *err, size_t errlen);
+
+// Prints the stats block ./run writes at the end (to stderr there):
+//   prompt: 12 tokens, prefill 35.20 ms (340.91 tok/s)
+//   generated: 200 tokens, decode 812.00 ms (246.31 tok/s, 4.06 ms/token)
+void emx_generate_print_stats(FILE *f, const EmxGenerateStats *stats);
+
+#endif

@@ -1,0 +1,220 @@
+// tok_bpe.c — byte-level BPE: the pre-tokeniser split (PCRE2) and the merge loop.
+//
+// Merging follows HF tokenizers' Word::merge_all: all adjacent pairs that have a merge rule go
+// into a min-heap keyed by (rank, position); the top is applied if still current, and the
+// new symbol's pairs with its neighbours are pushed. Each merge costs O(log n), so a 100 KB
+// word without spaces is as cheap per byte as a short one.
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "tok_utf8.h"
+#include "tokenizer_internal.h"
+
+int enc_scratch_reserve(EncScratch *s, size_t n) {
+    if (n <= s->cap) return 0;
+    size_t cap = s->cap ? s->cap : 64;
+    while (cap < n) cap *= 2;
+    int32_t *a = realloc(s->sym_id, cap * sizeof *a);
+    if (!a) return -1;
+    s->sym_id = a;
+    a = realloc(s->sym_prev, cap * sizeof *a);
+    if (!a) return -1;
+    s->sym_prev = a;
+    a = realloc(s->sym_next, cap * sizeof *a);
+    if (!a) return -1;
+    s->sym_next = a;
+    s->cap = cap;
+    return 0;
+}
+
+static int heap_grow(EncScratch *s) {
+    size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
+    MergeCand *h = realloc(s->heap, cap * sizeof *h);
+    if (!h) return -1;
+    s->heap = h, s->heap_cap = cap;
+    return 0;
+}
+
+int enc_heap_append(EncScratch *s, MergeCand c) {
+    if (s->heap_n == s->heap_cap && heap_grow(s) != 0) return -1;
+    s->heap[s->heap_n++] = c;
+    return 0;
+}
+
+static void sift_down(MergeCand *h, size_t n, size_t i, MergeCand x) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h[c + 1].key < h[c].key) c++;
+        if (h[c].key >= x.key) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+void enc_heap_build(EncScratch *s) {
+    for (size_t i = s->heap_n / 2; i-- > 0;) sift_down(s->heap, s->heap_n, i, s->heap[i]);
+}
+
+int enc_heap_push(EncScratch *s, MergeCand c) {
+    if (s->heap_n == s->heap_cap && heap_grow(s) != 0) return -1;
+    MergeCand *h = s->heap;
+    size_t i = s->heap_n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (h[p].key <= c.key) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = c;
+    return 0;
+}
+
+int enc_heap_pop(EncScratch *s, MergeCand *out) {
+    if (s->heap_n == 0) return 0;
+    *out = s->heap[0];
+    MergeCand last = s->heap[--s->heap_n];
+    if (s->heap_n) sift_down(s->heap, s->heap_n, 0, last);
+    return 1;
+}
+
+static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
+    int32_t nx = s->sym_next[pos];
+    if (nx < 0) return 0;
+    int32_t a = s->sym_id[pos], b = s->sym_id[nx];
+    if (a < 0 || b < 0) return 0;
+    uint32_t rank;
+    int32_t merged;
+    if (!pairmap_get(&tk->pairs, a, b, &rank, &merged)) return 0;
+    MergeCand c = merge_cand(rank, pos, a, b, merged);
+    return initial ? enc_heap_append(s, c) : enc_heap_push(s, c);
+}
+
+int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
+                    IdVec *out) {
+    if (n == 0) return 0;
+    if (n == 1) return tk->byte_id[w[0]] >= 0 ? idvec_push(out, tk->byte_id[w[0]]) : 0;
+    // Words seen before in this text (the cache is small and hot, the vocabulary is not).
+    uint32_t h = tok_hash_bytes(w, n);
+    size_t first = out->n;
+    if (n <= WORDCACHE_MAX_WORD) {
+        size_t nc;
+        const int32_t *cached = wordcache_get(&s->cache, w, n, h, &nc);
+        if (cached) {
+            for (size_t i = 0; i < nc; i++)
+                if (idvec_push(out, cached[i]) != 0) return -1;
+            return 0;
+        }
+    }
+    // Llama 3 (ignore_merges): a word that is itself a token is emitted whole.
+    if (tk->td.flags & EMX_TOKF_IGNORE_MERGES) {
+        int32_t id = strmap_get_h(&tk->vocab, (const char *)w, n, h);
+        if (id >= 0) {
+            if (n <= WORDCACHE_MAX_WORD) wordcache_put(&s->cache, w, n, h, &id, 1);
+            return idvec_push(out, id);
+        }
+    }
+    if (n > INT32_MAX / 2 || enc_scratch_reserve(s, n) != 0) return -1;
+    // Symbols: one per byte, doubly linked; merged-away symbols get id -2.
+    for (size_t i = 0; i < n; i++) {
+        s->sym_id[i] = tk->byte_id[w[i]];  // -1 if the vocabulary lacks the byte: dropped
+        s->sym_prev[i] = (int32_t)i - 1;
+        s->sym_next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    s->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (push_pair(tk, s, (int32_t)i, 1) != 0) return -1;
+    enc_heap_build(s);
+    MergeCand c;
+    while (enc_heap_pop(s, &c)) {
+        int32_t pos = cand_pos(&c);
+        // Stale if the left symbol changed or its right neighbour is no longer `right`.
+        if (s->sym_id[pos] != c.left) continue;
+        int32_t nx = s->sym_next[pos];
+        if (nx < 0 || s->sym_id[nx] != c.right) continue;
+        s->sym_id[pos] = c.merged;
+        s->sym_id[nx] = -2;
+        int32_t nn = s->sym_next[nx];
+        s->sym_next[pos] = nn;
+        if (nn >= 0) s->sym_prev[nn] = pos;
+        if (s->sym_prev[pos] >= 0 && push_pair(tk, s, s->sym_prev[pos], 0) != 0) return -1;
+        if (push_pair(tk, s, pos, 0) != 0) return -1;
+    }
+    for (int32_t i = 0; i >= 0; i = s->sym_next[i])
+        if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
+    if (n <= WORDCACHE_MAX_WORD) wordcache_put(&s->cache, w, n, h, out->v + first, out->n - first);
+    return 0;
+}
+
+// Splits text[0..n) with the pre-tokeniser regex; each match (and any unmatched gap, which
+// these regexes never leave) is one word.
+static int split_and_encode(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,
+                            IdVec *out, char *err, size_t errlen) {
+    if (!s->md) {
+        s->md = pcre2_match_data_create_from_pattern(tk->re, NULL);
+        if (!s->md) return -1;
+    }
+    size_t off = 0;
+    while (off < n) {
+        int rc = -1;
+        if (tk->re_jit)
+            rc = pcre2_jit_match(tk->re, (PCRE2_SPTR)text, n, off, PCRE2_NO_UTF_CHECK, s->md, tk->mctx);
+        if (!tk->re_jit || rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(tk->re, (PCRE2_SPTR)text, n, off, PCRE2_NO_UTF_CHECK, s->md, tk->mctx);
+        size_t start = n, end = n;
+        if (rc >= 0) {
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
+            start = ov[0], end = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            snprintf(err, errlen, "tokenizer: split regex failed at byte %zu (pcre2 error %d)", off, rc);
+            return -2;
+        }
+        if (start > off &&
+            bpe_encode_word(tk, s, (const uint8_t *)text + off, start - off, out) != 0)
+            return -1;
+        if (end == start && start < n) {  // empty match: take one character
+            uint32_t cp;
+            int l = tok_utf8_next((const uint8_t *)text + start, n - start, &cp);
+            end = start + (size_t)(l > 0 ? l : 1);
+        }
+        if (end > start && bpe_encode_word(tk, s, (const uint8_t *)text + start, end - start, out))
+            return -1;
+        off = end;
+    }
+    return 0;
+}
+
+static int is_number_cp(uint32_t cp) {
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+}
+
+int bpe_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,
+                       IdVec *out, char *err, size_t errlen) {
+    int rc;
+    if (tk->td.pre != EMX_PRE_SMOLLM) {
+        rc = split_and_encode(tk, s, text, n, out, err, errlen);
+    } else {
+        // SmolLM: Digits(individual_digits) first — every numeric character is its own word —
+        // then the GPT-2 regex on each stretch between them (its lookahead ends there).
+        rc = 0;
+        size_t run = 0, i = 0;
+        while (i < n && rc == 0) {
+            uint32_t cp;
+            int l = tok_utf8_next((const uint8_t *)text + i, n - i, &cp);
+            if (l <= 0) l = 1, cp = 0xFFFD;
+            if (is_number_cp(cp)) {
+                if (i > run) rc = split_and_encode(tk, s, text + run, i - run, out, err, errlen);
+                if (rc == 0) rc = bpe_encode_word(tk, s, (const uint8_t *)text + i, (size_t)l, out);
+                run = i + (size_t)l;
+            }
+            i += (size_t)l;
+        }
+        if (rc == 0 && n > run) rc = split_and_encode(tk, s, text + run, n - run, out, err, errlen);
+    }
+    if (rc == -1) snprintf(err, errlen, "tokenizer: out of memory");
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,100 @@
+// tokenizer_internal.h — the runtime tokenizer's tables, shared by tokenizer.c (construction,
+// lookups), tok_bpe.c, tok_spm.c (the two encoders), tok_pretokenize.c and tok_decoder.c.
+#ifndef ENTROPIX_TOKENIZER_INTERNAL_H
+#define ENTROPIX_TOKENIZER_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok_hash.h"
+#include "tok_wordcache.h"
+#include "tokenizer.h"
+
+struct EmxTokenizer {
+    TokenizerData td;          // copy of the header; arrays point into the caller's data
+    uint32_t n_vocab;
+    // Raw bytes of every token (what it decodes to), [n_vocab + 1] offsets into raw.
+    uint32_t *raw_off;
+    char *raw;
+    // BPE: raw bytes -> id of the model-vocabulary tokens (NORMAL/BYTE); SPM: spelled piece
+    // ("▁the") -> id of NORMAL/USER_DEFINED pieces.
+    StrMap vocab;
+    // Added tokens (CONTROL/USER_DEFINED with text) -> id, matched in text with EMX_ENC_SPECIAL.
+    StrMap special;
+    uint8_t special_first[256];  // 1 if some added token starts with this byte
+    uint32_t special_lens[64];   // distinct added-token lengths, longest first
+    int n_special_lens;
+    PairMap pairs;               // BPE: (left, right) -> (rank, merged)
+    int32_t byte_id[256];        // BPE: token of the single raw byte; SPM: its <0xNN> piece
+    uint32_t max_raw_len;
+    uint8_t *nfc_safe;           // [0x10000 / 8] NFC tokenizers: BMP code points that NFC
+                                 // leaves alone in any context (see tok_nfc.c)
+    pcre2_code *re;              // BPE pre-tokeniser split regex
+    int re_jit;                  // JIT compiled
+    pcre2_match_context *mctx;   // no match/depth limits: long whitespace runs backtrack
+                                 // linearly, and must not hit PCRE2's default 10M limit
+};
+
+// NFC (tok_nfc.c): tok_nfc_init builds tk->nfc_safe.
+int tok_nfc_init(EmxTokenizer *tk);
+// NFC of text[0..n): *out = NULL when the text is already NFC, else a malloc'd copy. -1 on
+// out of memory.
+int tok_nfc_normalize(const EmxTokenizer *tk, const char *text, size_t n, char **out,
+                      size_t *out_len);
+
+// Growable id vector used while encoding.
+typedef struct {
+    int *v;
+    size_t n, cap;
+} IdVec;
+
+int idvec_push(IdVec *a, int id);
+
+// A merge candidate: the pair (left, right) starting at symbol `pos`. Lower prio first (BPE:
+// the merge rank; SPM: the merged piece's score mapped so that a higher score sorts first),
+// then lower position, as HF tokenizers and llama2.c break ties.
+typedef struct {
+    uint64_t key;  // prio << 32 | pos: a single compare orders by priority, then position
+    int32_t left, right, merged;
+} MergeCand;
+
+static inline MergeCand merge_cand(uint32_t prio, int32_t pos, int32_t left, int32_t right,
+                                   int32_t merged) {
+    MergeCand c = {((uint64_t)prio << 32) | (uint32_t)pos, left, right, merged};
+    return c;
+}
+static inline int32_t cand_pos(const MergeCand *c) { return (int32_t)(uint32_t)c->key; }
+
+// Scratch memory of one emx_encode call (reused across words; grown, never shrunk).
+typedef struct {
+    int32_t *sym_id, *sym_prev, *sym_next;  // [cap] BPE/SPM symbols (linked list)
+    MergeCand *heap;                        // [heap_cap] binary min-heap
+    size_t cap, heap_cap, heap_n;
+    char *cat;                              // SPM: concatenation buffer [2 * max piece + 1]
+    pcre2_match_data *md;
+    WordCache cache;                        // BPE results of short words seen in this call
+} EncScratch;
+
+void enc_scratch_free(EncScratch *s);
+int enc_scratch_reserve(EncScratch *s, size_t n);  // symbol arrays for n symbols
+int enc_heap_push(EncScratch *s, MergeCand c);
+// Initial candidates: append them all, then heapify once (O(n) instead of O(n log n)).
+int enc_heap_append(EncScratch *s, MergeCand c);
+void enc_heap_build(EncScratch *s);
+int enc_heap_pop(EncScratch *s, MergeCand *out);   // 0 when empty
+
+// Byte-level BPE of one pre-tokenised word (raw bytes). Returns -1 on out of memory.
+int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
+                    IdVec *out);
+// Splits one text segment (valid UTF-8, already normalised) with the pre-tokeniser and BPEs
+// each piece. Returns -1 on out of memory / regex failure (with err).
+int bpe_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,
+                       IdVec *out, char *err, size_t errlen);
+// SentencePiece-style encode of one segment (valid UTF-8): spaces -> U+2581, optional
+// dummy prefix, code point pieces or byte fallback, best-score merges.
+int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,
+                       int add_prefix, IdVec *out);
+
+#endif

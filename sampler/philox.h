@@ -13,11 +13,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define EMX_HD __host__ __device__
-#else
-#define EMX_HD
-#endif
+#include "hostdevice.h"
 
 // Round multipliers and Weyl key increments (golden ratio, sqrt(3) - 1), from the paper.
 #define EMX_PHILOX_M0 0xD2511F53u

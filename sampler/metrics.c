@@ -1,0 +1,159 @@
+// metrics.c — host loops over the row statistics of metrics.h: logits entropy/varentropy, the
+// two-pass reference, and the attention metrics of one layer or several.
+#include "metrics.h"
+
+#include <math.h>
+#include <stddef.h>
+
+// Chunk of the logits reduced with one fixed max: 4 KiB of floats stays in L1 between the
+// max pass and the exp pass, so the row is read from memory once.
+#define LOGITS_CHUNK 1024
+
+// Statistics of s[0..n) with a fixed max: the inner loop has no data-dependent rescaling.
+static EmxSoftmaxStats chunk_stats(const float *s, int n) {
+    float mx = -INFINITY;
+    int any_posinf = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] > mx) mx = s[i];  // NaN compares false: never the max
+        any_posinf |= s[i] == INFINITY;
+    }
+    if (any_posinf) return emx_softmax_stats_row(s, n);  // rare: count them the general way
+    EmxSoftmaxStats st = emx_softmax_stats_empty();
+    if (mx == -INFINITY) return st;  // all -inf/NaN: no mass here
+    double m = (double)mx, z = 0.0, zt = 0.0, zt2 = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!(s[i] > -INFINITY)) continue;  // -inf and NaN take no probability
+        double t = (double)s[i] - m, e = exp(t);
+        z += e;
+        zt += e * t;
+        zt2 += e * t * t;
+    }
+    st.max = m;
+    st.sum_e = z;
+    st.sum_et = zt;
+    st.sum_et2 = zt2;
+    return st;
+}
+
+int emx_logits_metrics(const float *logits, int n, EmxMetrics *m) {
+    EmxSoftmaxStats st = emx_softmax_stats_empty();
+    int n_valid = 0;
+    for (int i0 = 0; i0 < n; i0 += LOGITS_CHUNK) {
+        int len = n - i0 < LOGITS_CHUNK ? n - i0 : LOGITS_CHUNK;
+        st = emx_softmax_stats_merge(st, chunk_stats(logits + i0, len));
+        for (int i = i0; i < i0 + len; i++) n_valid += logits[i] > -INFINITY;
+    }
+    m->logits_entropy_bits = emx_softmax_stats_entropy_nats(st) / EMX_LN2;
+    m->logits_varentropy_bits2 = emx_softmax_stats_varentropy_nats2(st) / (EMX_LN2 * EMX_LN2);
+    m->logits_lse_nats = emx_softmax_stats_lse(st);
+    return n_valid;
+}
+
+int emx_logits_entropy_reference(const float *logits, int n, double *entropy_bits,
+                                 double *varentropy_bits2) {
+    *entropy_bits = *varentropy_bits2 = 0.0;
+    double mx = -INFINITY;
+    int n_valid = 0, n_posinf = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(logits[i] > -INFINITY)) continue;
+        n_valid++;
+        n_posinf += logits[i] == INFINITY;
+        if (logits[i] > mx) mx = logits[i];
+    }
+    if (n_valid == 0) return 0;
+    if (n_posinf > 0) {  // the +inf tokens share the mass: uniform over them
+        *entropy_bits = log2((double)n_posinf);
+        return n_valid;
+    }
+    double z = 0.0;
+    for (int i = 0; i < n; i++)
+        if (logits[i] > -INFINITY) z += exp((double)logits[i] - mx);
+    double log_z = log(z), h = 0.0;  // ln p = (l - max) - ln z: keeps its digits at |l| ~ 1e38
+    for (int i = 0; i < n; i++) {
+        if (!(logits[i] > -INFINITY)) continue;
+        double lp = ((double)logits[i] - mx) - log_z;  // finite
+        h -= exp(lp) * lp;
+    }
+    double v = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!(logits[i] > -INFINITY)) continue;
+        double lp = ((double)logits[i] - mx) - log_z, d = -lp - h;
+        v += exp(lp) * d * d;
+    }
+    *entropy_bits = h / EMX_LN2;
+    *varentropy_bits2 = v / (EMX_LN2 * EMX_LN2);
+    return n_valid;
+}
+
+int emx_attention_layer_metrics(const float *scores, int n_heads, int stride, int valid_len,
+                                double *scratch, double *head_entropy_bits,
+                                double *head_varentropy_bits2, EmxAttnLayerMetrics *out) {
+    if (n_heads < 1 || valid_len < 1 || stride < valid_len) return -1;
+    // Pass 1: per-head statistics -> entropy, true varentropy; the head-mean attention row.
+    // Entropy mean and spread across heads by Welford's update (no E[H²] - E[H]² cancellation).
+    double mean_h = 0.0, m2_h = 0.0, sum_v = 0.0, sum_abs = 0.0;
+    for (int k = 0; k < valid_len; k++) scratch[k] = 0.0;
+    for (int h = 0; h < n_heads; h++) {
+        const float *row = scores + (long)h * stride;  // [valid_len]
+        EmxSoftmaxStats st = emx_softmax_stats_row(row, valid_len);
+        double hb = emx_softmax_stats_entropy_nats(st) / EMX_LN2;
+        double vb = emx_softmax_stats_varentropy_nats2(st) / (EMX_LN2 * EMX_LN2);
+        if (head_entropy_bits) head_entropy_bits[h] = hb;
+        if (head_varentropy_bits2) head_varentropy_bits2[h] = vb;
+        double delta = hb - mean_h;
+        mean_h += delta / (h + 1);
+        m2_h += delta * (hb - mean_h);
+        sum_v += vb;
+        for (int k = 0; k < valid_len; k++) {
+            scratch[k] += emx_softmax_stats_prob(st, row[k]) / n_heads;
+            if (isfinite(row[k])) sum_abs += fabs((double)row[k]);  // non-finite counts as 0
+        }
+    }
+    // Pass 2: agreement = mean L1 deviation of each head's attention from the head mean.
+    double dev = 0.0;
+    for (int h = 0; h < n_heads; h++) {
+        const float *row = scores + (long)h * stride;
+        EmxSoftmaxStats st = emx_softmax_stats_row(row, valid_len);
+        for (int k = 0; k < valid_len; k++)
+            dev += fabs(emx_softmax_stats_prob(st, row[k]) - scratch[k]);
+    }
+    out->entropy_bits = mean_h;
+    out->varentropy_heads_bits2 = m2_h / n_heads;  // ddof 0, like jnp.var
+    out->varentropy_true_bits2 = sum_v / n_heads;
+    out->agreement = dev / ((double)n_heads * valid_len);
+    out->interaction_strength = sum_abs / ((double)n_heads * valid_len);
+    return 0;
+}
+
+int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int stride,
+                          int valid_len, int layer, double *scratch, EmxMetrics *m) {
+    if (n_layers < 1) return -1;
+    int first = layer, last = layer;  // the layers [first, last] averaged
+    if (layer == EMX_ATTN_LAYER_LAST) {
+        first = last = n_layers - 1;
+    } else if (layer == EMX_ATTN_LAYERS_ALL) {
+        first = 0;
+        last = n_layers - 1;
+    } else if (layer < 0 || layer >= n_layers) {
+        return -1;
+    }
+    EmxAttnLayerMetrics sum = {0}, one;
+    for (int l = first; l <= last; l++) {
+        const float *ls = scores + (long)l * n_heads * stride;  // [n_heads][stride]
+        if (emx_attention_layer_metrics(ls, n_heads, stride, valid_len, scratch, NULL, NULL,
+                                        &one) != 0)
+            return -1;
+        sum.entropy_bits += one.entropy_bits;
+        sum.varentropy_heads_bits2 += one.varentropy_heads_bits2;
+        sum.varentropy_true_bits2 += one.varentropy_true_bits2;
+        sum.agreement += one.agreement;
+        sum.interaction_strength += one.interaction_strength;
+    }
+    double n = last - first + 1;
+    m->attn_entropy_bits = sum.entropy_bits / n;
+    m->attn_varentropy_heads_bits2 = sum.varentropy_heads_bits2 / n;
+    m->attn_varentropy_true_bits2 = sum.varentropy_true_bits2 / n;
+    m->attn_agreement = sum.agreement / n;
+    m->attn_interaction_strength = sum.interaction_strength / n;
+    return 0;
+}

@@ -1,0 +1,180 @@
+// metrics.h — the uncertainty measures the entropix sampler decides from (sampler-spec.md §1):
+// entropy and varentropy of the next-token distribution, and statistics of the last position's
+// attention (per-head entropy, varentropy, agreement between heads, interaction strength).
+//
+// Units: entropies in bits, varentropies in bits² (the sources' thresholds are in bits). All
+// sums are in double. No input makes a NaN: -inf and NaN scores take no probability, +inf
+// scores share all of it equally (softmax's limit, as sample.h decides), a row with nothing
+// left has entropy 0.
+//
+// The core is a running statistic of one row of scores s (logits or attention scores):
+//   m = max s,  Z = Σ e^{s-m},  and the sums Σ e^{s-m}·t, Σ e^{s-m}·t² of t = s - m.
+// With p = e^{s-m}/Z (so E[t] = Σe·t / Z):
+//   entropy     H = -Σ p ln p = ln Z - E[t]                       (nats)
+//   varentropy  V = Var[-ln p] = Var[t] = E[t²] - E[t]²            (nats²)
+// Keeping t relative to the running max keeps every exponential <= 1 and E[t] small, so the
+// subtraction in V does not cancel badly. Two such statistics of disjoint parts of a row merge
+// exactly (rescale each to the larger max), which is what lets one pass over the logits, or a
+// split-K attention kernel, produce them chunk by chunk. The row functions are `static inline
+// EMX_HD` so the CUDA kernels compile this same code.
+#ifndef ENTROPIX_METRICS_H
+#define ENTROPIX_METRICS_H
+
+#include <math.h>
+
+#include "hostdevice.h"
+
+#define EMX_LN2 0.69314718055994530942
+
+// ---------------------------------------------------------------------------------------------
+// The combinable partial statistic of a row (or of a chunk of a row).
+
+typedef struct {
+    double max;      // m: largest finite score seen; -INFINITY while none
+    double sum_e;    // Z = Σ e^{s-m} over the finite scores (0 while none)
+    double sum_et;   // Σ e^{s-m}·(s-m)   (<= 0)
+    double sum_et2;  // Σ e^{s-m}·(s-m)²
+    int n_posinf;    // scores equal to +inf: when > 0 they hold all the mass, equally
+} EmxSoftmaxStats;
+
+static inline EMX_HD EmxSoftmaxStats emx_softmax_stats_empty(void) {
+    EmxSoftmaxStats st = {-INFINITY, 0.0, 0.0, 0.0, 0};
+    return st;
+}
+
+// Moves the sums of `st` to a new reference max m_new >= st->max: with d = m_old - m_new <= 0,
+// e^{s-m_new} = r·e^{s-m_old} (r = e^d) and t_new = t_old + d. Empty stats stay empty (and
+// never compute -inf·0).
+static inline EMX_HD void emx_softmax_stats_rebase(EmxSoftmaxStats *st, double m_new) {
+    if (st->sum_e == 0.0) {
+        st->max = m_new;
+        return;
+    }
+    double d = st->max - m_new, r = exp(d);
+    st->sum_et2 = r * (st->sum_et2 + 2.0 * d * st->sum_et + d * d * st->sum_e);
+    st->sum_et = r * (st->sum_et + d * st->sum_e);
+    st->sum_e = r * st->sum_e;
+    st->max = m_new;
+}
+
+// Adds one score (the online form: rescales when the max grows).
+static inline EMX_HD void emx_softmax_stats_add(EmxSoftmaxStats *st, float s) {
+    if (isnan(s) || s == -INFINITY) return;  // no probability at all
+    if (s == INFINITY) {
+        st->n_posinf++;
+        return;
+    }
+    double x = (double)s;
+    if (x > st->max) emx_softmax_stats_rebase(st, x);
+    double t = x - st->max, e = exp(t);
+    st->sum_e += e;
+    st->sum_et += e * t;
+    st->sum_et2 += e * t * t;
+}
+
+// The statistics of the union of two disjoint parts (order does not matter).
+static inline EMX_HD EmxSoftmaxStats emx_softmax_stats_merge(EmxSoftmaxStats a,
+                                                            EmxSoftmaxStats b) {
+    double m = a.max > b.max ? a.max : b.max;
+    emx_softmax_stats_rebase(&a, m);
+    emx_softmax_stats_rebase(&b, m);
+    EmxSoftmaxStats out = {m, a.sum_e + b.sum_e, a.sum_et + b.sum_et, a.sum_et2 + b.sum_et2,
+                           a.n_posinf + b.n_posinf};
+    return out;
+}
+
+// Statistics of a whole row s[0..n) in one pass.
+static inline EMX_HD EmxSoftmaxStats emx_softmax_stats_row(const float *s, int n) {
+    EmxSoftmaxStats st = emx_softmax_stats_empty();
+    for (int i = 0; i < n; i++) emx_softmax_stats_add(&st, s[i]);
+    return st;
+}
+
+// Entropy in nats. k tokens at +inf: ln k (uniform over them); nothing: 0.
+static inline EMX_HD double emx_softmax_stats_entropy_nats(EmxSoftmaxStats st) {
+    if (st.n_posinf > 0) return log((double)st.n_posinf);
+    if (st.sum_e == 0.0) return 0.0;
+    double h = log(st.sum_e) - st.sum_et / st.sum_e;
+    return h > 0.0 ? h : 0.0;  // rounding can leave -1e-17 for a one-hot row
+}
+
+// Varentropy (variance of the surprisal -ln p) in nats²; 0 for +inf ties or nothing.
+static inline EMX_HD double emx_softmax_stats_varentropy_nats2(EmxSoftmaxStats st) {
+    if (st.n_posinf > 0 || st.sum_e == 0.0) return 0.0;
+    double mean = st.sum_et / st.sum_e;
+    double v = st.sum_et2 / st.sum_e - mean * mean;
+    return v > 0.0 ? v : 0.0;  // a variance; rounding can leave a tiny negative
+}
+
+// ln Σ e^s (so ln p_i = s_i - lse); +inf with +inf scores, -inf with nothing.
+static inline EMX_HD double emx_softmax_stats_lse(EmxSoftmaxStats st) {
+    if (st.n_posinf > 0) return INFINITY;
+    if (st.sum_e == 0.0) return -INFINITY;
+    return st.max + log(st.sum_e);
+}
+
+// Probability of score s in the row whose statistics are st (0 for -inf/NaN, and for finite
+// scores when the row has +inf scores).
+static inline EMX_HD double emx_softmax_stats_prob(EmxSoftmaxStats st, float s) {
+    if (isnan(s) || s == -INFINITY) return 0.0;
+    if (st.n_posinf > 0) return s == INFINITY ? 1.0 / st.n_posinf : 0.0;
+    return exp((double)s - st.max) / st.sum_e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The metrics of one decoding step.
+
+typedef struct {
+    double logits_entropy_bits;          // H of softmax(logits), no temperature
+    double logits_varentropy_bits2;      // V = variance of -log2 p under p
+    double logits_lse_nats;              // ln Σ e^logit: log p(i) = logit_i - lse (best-of-N)
+    double attn_entropy_bits;            // mean over heads of H_h = entropy of softmax(S_h)
+    double attn_varentropy_heads_bits2;  // variance across heads of H_h, ddof 0 (entropix's
+                                         // "attn_varentropy": not a varentropy)
+    double attn_varentropy_true_bits2;   // mean over heads of Var_h[-log2 A_h] (entropix-local)
+    double attn_agreement;               // mean over h,k of |A_h(k) - mean_h' A_h'(k)|
+                                         // (probability, in [0, 2/valid_len])
+    double attn_interaction_strength;    // mean over h,k of |S_h(k)| (score units, i.e. nats)
+} EmxMetrics;
+
+// Which layers' attention the attention metrics come from.
+enum {
+    EMX_ATTN_LAYER_LAST = -1,  // the last layer (the sources' choice; the default)
+    EMX_ATTN_LAYERS_ALL = -2,  // every layer's metrics computed alone, then averaged
+};                             // >= 0: that layer
+
+// One layer's attention metrics (the attn_* fields of EmxMetrics, same units).
+typedef struct {
+    double entropy_bits;
+    double varentropy_heads_bits2;
+    double varentropy_true_bits2;
+    double agreement;
+    double interaction_strength;
+} EmxAttnLayerMetrics;
+
+// Fills the logits_* fields from logits[0..n) in one pass over memory (chunks of the row are
+// reduced with a fixed max, which vectorises, and merged). Returns the number of tokens that
+// can have probability (not -inf, not NaN); 0 leaves H = V = 0 and lse = -inf.
+int emx_logits_metrics(const float *logits, int n, EmxMetrics *m);
+
+// The plain definition, for tests: pass 1 max, pass 2 log-sum-exp, pass 3 Σ p·(-log2 p) and
+// Σ p·(-log2 p - H)². Same special cases and return value as emx_logits_metrics.
+int emx_logits_entropy_reference(const float *logits, int n, double *entropy_bits,
+                                 double *varentropy_bits2);
+
+// Metrics of one layer from its score rows scores[h * stride + k], h < n_heads, k < valid_len
+// (valid_len = pos + 1: only the valid keys, the current token's own key included; entries
+// past valid_len are never read). scratch holds valid_len doubles (the head-mean attention).
+// head_entropy_bits / head_varentropy_bits2 [n_heads] receive the per-head values if not NULL.
+// Returns 0, or -1 if n_heads < 1, valid_len < 1 or stride < valid_len.
+int emx_attention_layer_metrics(const float *scores, int n_heads, int stride, int valid_len,
+                                double *scratch, double *head_entropy_bits,
+                                double *head_varentropy_bits2, EmxAttnLayerMetrics *out);
+
+// Fills the attn_* fields from the forward pass's scores [n_layers][n_heads][stride] (stride =
+// the state's ctx) for the layer(s) `layer` selects (EMX_ATTN_LAYER_LAST, EMX_ATTN_LAYERS_ALL or
+// an index). scratch: valid_len doubles. Returns 0, or -1 on bad dimensions or layer.
+int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int stride,
+                          int valid_len, int layer, double *scratch, EmxMetrics *m);
+
+#endif

@@ -79,3 +79,12 @@ clean:
 	rm -rf build build-asan run
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/run.d
+
+# Tokenizer throughput (encode/decode MB/s on a fixed corpus) beside HF tokenizers when
+# `python3 -c "import tokenizers"` works; docs/tokenizer-bench.md. Quick look: TOKBENCH_ARGS="--rounds 1".
+TOKBENCH_CORPUS ?= tests/data/tokbench/corpus.txt
+TOKBENCH_ARGS ?= --runs 3 --rounds 5
+.PHONY: bench-tokenizer
+bench-tokenizer: $(BUILD)/tools/tokbench
+	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/qwen3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)
+	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/llama3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)

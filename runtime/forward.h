@@ -31,4 +31,14 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos);
 // unspecified. Written by the attention itself, so reading them costs nothing extra.
 const float *emx_attention_scores(const EmxState *s, int *last_pos);
 
+// Like emx_forward, but writes the logits of every position: logits [n][vocab] (caller's
+// buffer). For perplexity and scoring; costs n classifier products instead of one. The state's
+// own logits and attention scores afterwards are those of the last position. Returns 0, or -1
+// on the same conditions under which emx_forward returns NULL.
+int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits);
+
+// Changes the number of threads of later calls (<= 0: all cores), at most the count the state
+// was created with (its per-thread scratch is sized for that).
+void emx_forward_set_threads(EmxState *s, int n_threads);
+
 #endif

@@ -1,0 +1,87 @@
+// cpu_matmul.h — weight × activation products on the CPU, one kernel per weight dtype.
+//
+// Every kernel exists twice: a plain scalar version (it says what is computed, and the tests
+// compare against it) and a SIMD version (AVX2 + FMA + F16C when the compiler targets them,
+// plus AVX-VNNI for the int8 products where available, selected at compile time; otherwise the
+// un-suffixed name is the scalar one). emx_cpu_simd_name() says which: "avx2+vnni", "avx2",
+// "scalar".
+//
+// Quantised weights (q8, q4) are never dequantised to floats: the activation vector is
+// quantised on the fly to int8 per group of 32 (one f32 scale per group, once per matmul input,
+// shared by every matrix that reads that input), and each group's dot product is computed in
+// integers, then scaled by d_weight * d_activation and accumulated in f32. This is the scheme
+// of llama.cpp's Q8_0×Q8_0 and Q4_0×Q8_0; it reads 34 or 18 bytes per 32 weights instead of 128.
+#ifndef ENTROPIX_CPU_MATMUL_H
+#define ENTROPIX_CPU_MATMUL_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+// Name of the compiled kernel path: "avx2+vnni", "avx2" or "scalar".
+const char *emx_cpu_simd_name(void);
+
+// True if matrices of this dtype read int8-quantised activations (q8, q4).
+static inline int emx_dtype_wants_q8_acts(uint32_t dtype) {
+    return dtype == EMX_Q8 || dtype == EMX_Q4;
+}
+
+// x [n] (n % 32 == 0) -> q [n] int8 in [-127, 127], d [n/32] and s [n/32]: x ≈ q * d per
+// group, d = max|x| / 127 (0 for an all-zero group), s = d * sum(q) of the group (the q4 kernel
+// uses it to remove the nibbles' +8 offset once per group instead of once per weight). Rounds
+// to nearest even, as lrintf does.
+void emx_quantize_acts_scalar(const float *x, int n, int8_t *q, float *d, float *s);
+void emx_quantize_acts(const float *x, int n, int8_t *q, float *d, float *s);
+
+// Dot products of one weight row with one activation row of length n.
+// f32/bf16/f16: any n. q8/q4: n % 32 == 0; wd = the row's f16 group scales [n/32],
+// xq/xd = the quantised activation (emx_quantize_acts).
+float emx_dot_f32_scalar(const float *w, const float *x, int n);
+float emx_dot_f32(const float *w, const float *x, int n);
+float emx_dot_bf16_scalar(const uint16_t *w, const float *x, int n);
+float emx_dot_bf16(const uint16_t *w, const float *x, int n);
+float emx_dot_f16_scalar(const uint16_t *w, const float *x, int n);
+float emx_dot_f16(const uint16_t *w, const float *x, int n);
+// w [n] int8, weight j = w[j] * wd[j/32]
+float emx_dot_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n);
+float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n);
+// w [n/2] nibbles: in group g, byte j holds weight 32g+j (low nibble) and 32g+j+16 (high),
+// weight = (nibble - 8) * wd[g]
+// (xs: the activation's group sums from emx_quantize_acts; the scalar version ignores it)
+float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
+float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
+
+// One weight row against 4 activation rows at once (prefill): the weights are loaded, and for
+// q4 unpacked, once for the four. Activation row t is at xq + t*n, xd + t*n/32, xs + t*n/32.
+// out[t] = emx_dot_q8/q4(w, wd, row t). The _scalar versions are four scalar dots.
+void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
+void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
+void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                        float out[4]);
+void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                 float out[4]);
+
+// Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
+// q8/q4 (NULL otherwise; fill with emx_quantize_acts row by row).
+typedef struct {
+    const float *x;    // [n][cols]
+    const int8_t *xq;  // [n][cols]
+    const float *xd;   // [n][cols/32]
+    const float *xs;   // [n][cols/32]
+    int n;
+} EmxActs;
+
+// out[i][r] = sum_c W[r][c] * x[i][c] for every activation row i < a->n and weight row
+// r < W.rows; out is [n][W.rows]. Parallel over weight rows (OpenMP, n_threads), each weight
+// row read once from memory for all n activation rows (prefill is matrix × matrix).
+void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads);
+
+// Several matrices over the same activations (q/k/v, gate/up) in one parallel region, their
+// rows split among the threads together: one fork/join instead of several, better balance.
+typedef struct {
+    float *out;           // [n][w->rows]
+    const EmxTensor *w;
+} EmxMatmulJob;
+void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
+
+#endif

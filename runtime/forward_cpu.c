@@ -1,0 +1,282 @@
+// forward_cpu.c — the CPU forward pass (reference backend) of forward.h.
+//
+// A pre-norm decoder (Llama 2/3, SmolLM2, Qwen3), per layer:
+//   h = RMSNorm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  (Qwen3: RMSNorm per q/k head)
+//   RoPE(q, k);  k, v -> KV cache;  a = softmax(q·k / sqrt(hd)) v  per head;  x += Wo a
+//   h = RMSNorm(x) * ffn_norm;  x += W_down (silu(W_gate h) * W_up h)
+// then logits = W_out RMSNorm(x) * norm.
+//
+// A call runs n tokens as one batch: every matrix is read once for all n rows (matrix × matrix
+// during prefill, matrix × vector when decoding). Batches longer than the state's batch
+// capacity are run in consecutive chunks of that size, which bounds the scratch memory.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_matmul.h"
+#include "cpu_ops.h"
+#include "dtype.h"
+#include "forward.h"
+
+#define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
+
+struct EmxState {
+    const EmxModel *m;
+    int ctx;          // KV cache positions
+    int n_threads;
+    int max_threads;  // n_threads at creation: rows of att_tmp
+    int batch_cap;    // rows of the batch buffers
+    int q_dim, kv_dim;
+    // batch activations, one row per token of the chunk being run
+    float *x;         // [batch_cap][dim] residual stream
+    float *xb;        // [batch_cap][dim] normed input of a matmul, then a matmul's output
+    float *q;         // [batch_cap][q_dim]
+    float *att;       // [batch_cap][q_dim] attention output, heads concatenated
+    float *hb, *hb2;  // [batch_cap][hidden_dim] gate, up
+    int8_t *xq;       // [batch_cap][max(dim, q_dim, hidden_dim)] int8 activations (q8/q4)
+    float *xd;        // [batch_cap][max(...)/32] their group scales
+    float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
+    float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
+    double *inv_freq; // [head_dim/2]
+    float *att_tmp;   // [n_threads][ctx] softmax scratch per thread
+    // KV cache, f32: exact, and simple to index. An f16 cache would halve its memory and the
+    // bytes attention reads per step (which dominate at long contexts for small models).
+    float *key_cache;   // [n_layers][ctx][kv_dim]
+    float *value_cache; // [n_layers][ctx][kv_dim]
+    float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
+    int last_pos;       // position of the latest call's last token (-1 before any)
+    float *logits;      // [vocab]
+};
+
+static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
+
+EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+    const EmxConfig *c = &m->cfg;
+    if (c->n_kv_heads == 0 || c->n_heads % c->n_kv_heads != 0 || c->head_dim == 0 || c->head_dim % 2) {
+        snprintf(err, errlen, "state: unsupported heads (n_heads %u, n_kv_heads %u, head_dim %u)",
+                 c->n_heads, c->n_kv_heads, c->head_dim);
+        return NULL;
+    }
+    int ctx = opt && opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
+    if (ctx > (int)c->max_seq_len || ctx < 1) {
+        snprintf(err, errlen, "state: ctx %d exceeds the model's max_seq_len %u", ctx, c->max_seq_len);
+        return NULL;
+    }
+    EmxState *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "state: out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->ctx = ctx;
+    s->n_threads = resolve_threads(opt ? opt->n_threads : 0);
+    s->max_threads = s->n_threads;
+    s->batch_cap = ctx < EMX_MAX_BATCH ? ctx : EMX_MAX_BATCH;
+    s->q_dim = (int)(c->n_heads * c->head_dim);
+    s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
+    s->last_pos = -1;
+    size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
+    size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
+    widest = widest > hid ? widest : hid;
+    size_t kv = (size_t)c->n_layers * ctx * s->kv_dim;
+    s->x = malloc(B * dim * sizeof(float));
+    s->xb = malloc(B * dim * sizeof(float));
+    s->q = malloc(B * s->q_dim * sizeof(float));
+    s->att = malloc(B * s->q_dim * sizeof(float));
+    s->hb = malloc(B * hid * sizeof(float));
+    s->hb2 = malloc(B * hid * sizeof(float));
+    s->xq = malloc(B * widest);
+    s->xd = malloc(B * (widest / 32 + 1) * sizeof(float));
+    s->xs = malloc(B * (widest / 32 + 1) * sizeof(float));
+    s->rope_cos = malloc(B * half * sizeof(float));
+    s->rope_sin = malloc(B * half * sizeof(float));
+    s->inv_freq = malloc(half * sizeof(double));
+    s->att_tmp = malloc((size_t)s->n_threads * ctx * sizeof(float));
+    s->key_cache = calloc(kv, sizeof(float));
+    s->value_cache = calloc(kv, sizeof(float));
+    s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
+    s->logits = malloc((size_t)c->vocab_size * sizeof(float));
+    if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
+        !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
+        !s->att_scores || !s->logits) {
+        snprintf(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
+                 2 * kv * sizeof(float) >> 20);
+        emx_state_free(s);
+        return NULL;
+    }
+    emx_rope_inv_freq(s->inv_freq, (int)c->head_dim, c->rope_theta,
+                      c->rope_freq_factors ? (const float *)m->rope_freq_factors.data : NULL);
+    return s;
+}
+
+void emx_state_free(EmxState *s) {
+    if (!s) return;
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->xq);
+    free(s->xd);
+    free(s->xs);
+    free(s->rope_cos);
+    free(s->rope_sin);
+    free(s->inv_freq);
+    free(s->att_tmp);
+    free(s->key_cache);
+    free(s->value_cache);
+    free(s->att_scores);
+    free(s->logits);
+    free(s);
+}
+
+int emx_state_ctx(const EmxState *s) { return s->ctx; }
+
+void emx_forward_set_threads(EmxState *s, int n_threads) {
+    // att_tmp has one row per thread of the count given at creation: never use more
+    int n = resolve_threads(n_threads);
+    s->n_threads = n < s->max_threads ? n : s->max_threads;
+}
+
+// Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
+// gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
+static void matmul(EmxState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
+    int quantise = 0;
+    for (int j = 0; j < n_jobs; j++) quantise |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
+    if (quantise) {
+        const size_t cols = jobs[0].w->cols, ng = cols / 32;
+        for (int i = 0; i < n; i++)
+            emx_quantize_acts(x + i * cols, (int)cols, s->xq + i * cols, s->xd + i * ng, s->xs + i * ng);
+    }
+    EmxActs a = {.x = x, .xq = s->xq, .xd = s->xd, .xs = s->xs, .n = n};
+    emx_matmul_multi(jobs, n_jobs, &a, s->n_threads);
+}
+
+static void matmul1(EmxState *s, float *out, const EmxTensor *w, const float *x, int n) {
+    EmxMatmulJob job = {out, w};
+    matmul(s, &job, 1, x, n);
+}
+
+static void attention(EmxState *s, int layer, int n, int pos, int record_last) {
+    const EmxConfig *c = &s->m->cfg;
+    const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, ctx = s->ctx;
+    const int group = (int)(c->n_heads / c->n_kv_heads);  // query heads per kv head
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
+    const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
+    const int tasks = n * n_heads;
+    // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
+    const int64_t work = (int64_t)tasks * (pos + n) * hd * 2;
+#pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
+    for (int task = 0; task < tasks; task++) {
+        const int i = task / n_heads, h = task % n_heads, kvh = h / group;
+        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * ctx;
+        // the last row's scores go straight into the persistent buffer the samplers read
+        float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : tmp;
+        emx_attention_head(s->att + (size_t)i * s->q_dim + (size_t)h * hd, s->q + (size_t)i * s->q_dim + (size_t)h * hd,
+                           kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + i + 1, hd,
+                           scale, scores, tmp);
+    }
+}
+
+// Runs tokens[0..n) (n <= batch_cap) at positions pos.. through every layer; leaves the final
+// hidden states (before the last norm) in s->x. record_last: write the last row's scores.
+static void run_layers(EmxState *s, const int *tokens, int n, int pos, int record_last) {
+    const EmxModel *m = s->m;
+    const EmxConfig *c = &m->cfg;
+    const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
+    const int q_dim = s->q_dim, kv_dim = s->kv_dim;
+
+    for (int i = 0; i < n; i++) {
+        const EmxTensor *e = &m->tok_embeddings;
+        emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
+        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half, pos + i);
+    }
+
+    for (int l = 0; l < (int)c->n_layers; l++) {
+        const EmxLayer *L = &m->layers[l];
+        float *kc = s->key_cache + ((size_t)l * s->ctx + pos) * kv_dim;    // rows pos..pos+n-1
+        float *vc = s->value_cache + ((size_t)l * s->ctx + pos) * kv_dim;
+
+        for (int i = 0; i < n; i++)
+            emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->attn_norm.data, dim, c->norm_eps);
+        // q, k, v in one pass over one quantised copy of xb; k and v land in the cache directly
+        const EmxMatmulJob qkv[3] = {{s->q, &L->wq}, {kc, &L->wk}, {vc, &L->wv}};
+        matmul(s, qkv, 3, s->xb, n);
+
+        for (int i = 0; i < n; i++) {
+            float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kv_dim;
+            if (c->qk_norm) {
+                for (int h = 0; h < (int)c->n_heads; h++)
+                    emx_rmsnorm(qi + h * hd, qi + h * hd, L->q_norm.data, hd, c->norm_eps);
+                for (int h = 0; h < (int)c->n_kv_heads; h++)
+                    emx_rmsnorm(ki + h * hd, ki + h * hd, L->k_norm.data, hd, c->norm_eps);
+            }
+            const float *cs = s->rope_cos + (size_t)i * half, *sn = s->rope_sin + (size_t)i * half;
+            emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
+            emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
+        }
+
+        attention(s, l, n, pos, record_last);
+        matmul1(s, s->xb, &L->wo, s->att, n);
+        for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
+
+        for (int i = 0; i < n; i++)
+            emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->ffn_norm.data, dim, c->norm_eps);
+        const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate}, {s->hb2, &L->w_up}};
+        matmul(s, gate_up, 2, s->xb, n);
+        emx_swiglu(s->hb, s->hb2, n * hid);
+        matmul1(s, s->xb, &L->w_down, s->hb, n);
+        for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
+    }
+}
+
+static int check_call(const EmxState *s, const int *tokens, int n, int pos) {
+    if (n < 1 || pos < 0 || pos > s->ctx - n) return -1;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
+    return 0;
+}
+
+// Final norm and classifier of rows [first, first + n) of s->x into out [n][vocab].
+static void classify(EmxState *s, int first, int n, float *out) {
+    const EmxConfig *c = &s->m->cfg;
+    const int dim = (int)c->dim;
+    for (int i = 0; i < n; i++)
+        emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)(first + i) * dim, s->m->norm.data, dim, c->norm_eps);
+    matmul1(s, out, &s->m->output, s->xb, n);
+}
+
+const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
+    if (check_call(s, tokens, n, pos)) return NULL;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
+        run_layers(s, tokens + done, chunk, pos + done, done + chunk == n);
+        done += chunk;
+        if (done == n) classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
+    }
+    s->last_pos = pos + n - 1;
+    return s->logits;
+}
+
+int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
+    if (check_call(s, tokens, n, pos)) return -1;
+    const size_t vocab = s->m->cfg.vocab_size;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
+        run_layers(s, tokens + done, chunk, pos + done, done + chunk == n);
+        classify(s, 0, chunk, logits + (size_t)done * vocab);
+        done += chunk;
+    }
+    memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
+    s->last_pos = pos + n - 1;
+    return 0;
+}
+
+const float *emx_attention_scores(const EmxState *s, int *last_pos) {
+    if (last_pos) *last_pos = s->last_pos;
+    return s->att_scores;
+}

@@ -49,6 +49,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
 
 # Models converted from ../shared/testdata by our converter; the tests read them from here.

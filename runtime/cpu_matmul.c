@@ -100,6 +100,23 @@ float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, 
     return s;
 }
 
+float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n) {
+    (void)xs;
+    float s = 0;
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0, xsum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += (b[j] & 0xf) * xg[j] + (b[j] >> 4) * xg[j + 16];
+            xsum += xg[j] + xg[j + 16];
+        }
+        s += (float)isum * (emx_f16_to_f32(wd[g]) * xd[g]) + emx_f16_to_f32(wm[g]) * (xd[g] * (float)xsum);
+    }
+    return s;
+}
+
 void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
     for (int t = 0; t < 4; t++) out[t] = emx_dot_q8_scalar(w, wd, xq + (size_t)t * n, xd + (size_t)t * (n / 32), n);
 }
@@ -108,6 +125,12 @@ void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, 
                         float out[4]) {
     for (int t = 0; t < 4; t++)
         out[t] = emx_dot_q4_scalar(w, wd, xq + (size_t)t * n, xd + (size_t)t * (n / 32), xs + (size_t)t * (n / 32), n);
+}
+
+void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n, float out[4]) {
+    for (int t = 0; t < 4; t++)
+        out[t] = emx_dot_q4_1_scalar(w, wd, wm, xq + (size_t)t * n, xd + (size_t)t * (n / 32), xs + (size_t)t * (n / 32), n);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,6 +296,31 @@ float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
     return hsum_ps(_mm256_add_ps(a0, a1)) - 8.0f * (hsum_ps(offset) + tail_offset);
 }
 
+// q4_1: as q4 with the nibbles' offset replaced by the per-group min: sum of d*xd*dot(k, xq)
+// plus sum of m * xs over the groups.
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 mins = _mm256_setzero_ps();  // sum over groups of m * xs
+    float ds[8];
+    int g = 0, ng = n / 32;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
+        _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
+        mins = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))), _mm256_loadu_ps(xs + g), mins);
+        for (int k = 0; k < 8; k += 2) {
+            a0 = _mm256_fmadd_ps(dot32_u4(w + (g + k) * 16, xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
+            a1 = _mm256_fmadd_ps(dot32_u4(w + (g + k + 1) * 16, xq + (g + k + 1) * 32), _mm256_broadcast_ss(ds + k + 1), a1);
+        }
+    }
+    float tail = 0;
+    for (; g < ng; g++) {
+        a0 = _mm256_fmadd_ps(dot32_u4(w + g * 16, xq + g * 32), _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a0);
+        tail += _cvtsh_ss(wm[g]) * xs[g];
+    }
+    return hsum_ps(_mm256_add_ps(a0, a1)) + hsum_ps(mins) + tail;
+}
+
 // 4 activation rows: per group of 32 weights, one load (q8) or unpack (q4) of the weights and
 // one f16 scale conversion serve four rows; each row has its own accumulator.
 void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
@@ -352,6 +400,48 @@ void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
     }
 }
 
+void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n, float out[4]) {
+    const int ng = n / 32;
+    const int8_t *x0 = xq, *x1 = xq + n, *x2 = xq + 2 * n, *x3 = xq + 3 * n;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    __m256 mins[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float ds[4][8];
+    int g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
+        __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g)));
+        for (int t = 0; t < 4; t++) {
+            _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
+            mins[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xs + (size_t)t * ng + g), mins[t]);
+        }
+        for (int k = 0; k < 8; k++) {
+            const int o = (g + k) * 32;
+            __m128i v = _mm_loadu_si128((const __m128i *)(w + (g + k) * 16));
+            __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
+#define EMX_Q4_ROW(a, x, t)                                                                                    \
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)(x + o)))),          \
+                        _mm256_broadcast_ss(&ds[t][k]), a)
+            EMX_Q4_ROW(a0, x0, 0);
+            EMX_Q4_ROW(a1, x1, 1);
+            EMX_Q4_ROW(a2, x2, 2);
+            EMX_Q4_ROW(a3, x3, 3);
+#undef EMX_Q4_ROW
+        }
+    }
+    out[0] = hsum_ps(a0) + hsum_ps(mins[0]);
+    out[1] = hsum_ps(a1) + hsum_ps(mins[1]);
+    out[2] = hsum_ps(a2) + hsum_ps(mins[2]);
+    out[3] = hsum_ps(a3) + hsum_ps(mins[3]);
+    for (; g < ng; g++) {
+        float dw = _cvtsh_ss(wd[g]), mw = _cvtsh_ss(wm[g]);
+        for (int t = 0; t < 4; t++) {
+            const size_t tg = (size_t)t * ng + g;
+            out[t] += hsum_ps(dot32_u4(w + g * 16, xq + (size_t)t * n + g * 32)) * (dw * xd[tg]) + mw * xs[tg];
+        }
+    }
+}
+
 #else  // no AVX2: the fast names are the scalar kernels
 
 void emx_quantize_acts(const float *x, int n, int8_t *q, float *d, float *s) { emx_quantize_acts_scalar(x, n, q, d, s); }
@@ -371,6 +461,14 @@ void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
                  float out[4]) {
     emx_dot4_q4_scalar(w, wd, xq, xd, xs, n, out);
 }
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n) {
+    return emx_dot_q4_1_scalar(w, wd, wm, xq, xd, xs, n);
+}
+void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n, float out[4]) {
+    emx_dot4_q4_1_scalar(w, wd, wm, xq, xd, xs, n, out);
+}
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -383,17 +481,21 @@ void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
 static inline void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a, int i0, int ni) {
     const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
     const uint8_t *base = (const uint8_t *)w->data;
-    // q8/q4: quants [rows][...] then f16 scales [rows][cols/32]
+    // q8/q4/q4_1: quants [rows][...] then f16 scales [rows][cols/32] (then q4_1's f16 mins)
     const size_t qbytes = w->dtype == EMX_Q8 ? (size_t)rows * cols : (size_t)rows * cols / 2;
     const uint16_t *scales = (const uint16_t *)(base + qbytes) + (size_t)r * ng;
+    const uint16_t *mins = scales + (size_t)rows * ng;
     int i = i0;
     const int end = i0 + ni;
     // q8/q4 take the activation rows four at a time: each group of weights is loaded (and
     // unpacked) once per four
-    if (w->dtype == EMX_Q8 || w->dtype == EMX_Q4) {
+    if (w->dtype == EMX_Q8 || w->dtype == EMX_Q4 || w->dtype == EMX_Q4_1) {
         for (; i + 4 <= end; i += 4) {
             float o4[4];
-            if (w->dtype == EMX_Q8)
+            if (w->dtype == EMX_Q4_1)
+                emx_dot4_q4_1(base + (size_t)r * cols / 2, scales, mins, a->xq + (size_t)i * cols, a->xd + (size_t)i * ng,
+                              a->xs + (size_t)i * ng, cols, o4);
+            else if (w->dtype == EMX_Q8)
                 emx_dot4_q8((const int8_t *)base + (size_t)r * cols, scales, a->xq + (size_t)i * cols,
                             a->xd + (size_t)i * ng, cols, o4);
             else
@@ -416,6 +518,10 @@ static inline void matmul_row(float *out, const EmxTensor *w, int r, const EmxAc
         case EMX_Q4:
             s = emx_dot_q4(base + (size_t)r * cols / 2, scales, a->xq + (size_t)i * cols, a->xd + (size_t)i * ng,
                            a->xs + (size_t)i * ng, cols);
+            break;
+        case EMX_Q4_1:
+            s = emx_dot_q4_1(base + (size_t)r * cols / 2, scales, mins, a->xq + (size_t)i * cols, a->xd + (size_t)i * ng,
+                             a->xs + (size_t)i * ng, cols);
             break;
         }
         out[(size_t)i * rows + r] = s;

@@ -6,7 +6,7 @@
 // un-suffixed name is the scalar one). emx_cpu_simd_name() says which: "avx2+vnni", "avx2",
 // "scalar".
 //
-// Quantised weights (q8, q4) are never dequantised to floats: the activation vector is
+// Quantised weights (q8, q4, q4_1) are never dequantised to floats: the activation vector is
 // quantised on the fly to int8 per group of 32 (one f32 scale per group, once per matmul input,
 // shared by every matrix that reads that input), and each group's dot product is computed in
 // integers, then scaled by d_weight * d_activation and accumulated in f32. This is the scheme
@@ -21,9 +21,9 @@
 // Name of the compiled kernel path: "avx2+vnni", "avx2" or "scalar".
 const char *emx_cpu_simd_name(void);
 
-// True if matrices of this dtype read int8-quantised activations (q8, q4).
+// True if matrices of this dtype read int8-quantised activations (q8, q4, q4_1).
 static inline int emx_dtype_wants_q8_acts(uint32_t dtype) {
-    return dtype == EMX_Q8 || dtype == EMX_Q4;
+    return dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
 }
 
 // x [n] (n % 32 == 0) -> q [n] int8 in [-127, 127], d [n/32] and s [n/32]: x ≈ q * d per
@@ -50,6 +50,13 @@ float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const fl
 // (xs: the activation's group sums from emx_quantize_acts; the scalar version ignores it)
 float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
 float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
+// q4_1: nibbles as q4, weight = nibble * wd[g] + wm[g]. Per group,
+// sum (k d + m) xq xd = d xd sum(k xq) + m xs: the integer dot of the nibbles as they are, plus
+// the min times the activation's group sum (xs, as for q4; the scalar version sums xq itself).
+float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n);
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n);
 
 // One weight row against 4 activation rows at once (prefill): the weights are loaded, and for
 // q4 unpacked, once for the four. Activation row t is at xq + t*n, xd + t*n/32, xs + t*n/32.
@@ -60,9 +67,13 @@ void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, 
                         float out[4]);
 void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
                  float out[4]);
+void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n, float out[4]);
+void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n, float out[4]);
 
 // Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
-// q8/q4 (NULL otherwise; fill with emx_quantize_acts row by row).
+// q8/q4/q4_1 (NULL otherwise; fill with emx_quantize_acts row by row).
 typedef struct {
     const float *x;    // [n][cols]
     const int8_t *xq;  // [n][cols]

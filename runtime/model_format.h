@@ -46,6 +46,8 @@ enum emx_dtype {
     EMX_Q4 = 4,    // [18/32] u8 nib[rows][cols/2], then f16 d[rows][cols/32]; in each group of
                    //         32 weights byte j holds w[j] (low nibble) and w[j+16] (high);
                    //         w = (nibble - 8) * d
+    EMX_Q4_1 = 5,  // [20/32] u8 nib[rows][cols/2] packed as EMX_Q4, then f16 d[rows][cols/32], then
+                   //         f16 m[rows][cols/32]; w = nibble * d + m (asymmetric: llama.cpp's Q4_1)
     EMX_DTYPE_COUNT
 };
 

@@ -4,7 +4,7 @@
 #
 #   stories260K.{f32,q8}.bin            llama2.c checkpoint + tok512.bin
 #   stories260K.gguf.{f32,q8}.bin       llama.cpp's GGUF of the same model
-#   {qwen3,llama3}-tiny.{f32,bf16,q8,q4}.bin   from hf/ (safetensors)
+#   {qwen3,llama3}-tiny.{f32,bf16,q8,q4,q4_1}.bin   from hf/ (safetensors)
 #   {qwen3,llama3}-tiny.gguf.f32.bin    from the .bf16.gguf / .f16.gguf
 
 CONVERT ?= $(BUILD)/tools/convert
@@ -13,7 +13,7 @@ TESTDATA := $(SHARED)/testdata
 
 TEST_MODELS := \
 	$(foreach d,f32 q8,$(TEST_MODEL_DIR)/stories260K.$(d).bin $(TEST_MODEL_DIR)/stories260K.gguf.$(d).bin) \
-	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
+	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4 q4_1,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
 	  $(TEST_MODEL_DIR)/$(m).gguf.f32.bin)
 
 test-models: $(TEST_MODELS)

@@ -4,8 +4,10 @@
 // emx_model_open and every tensor is compared with the source tensor decoded here, by code of
 // this file: llama2.c float32 read at offsets computed from its header, safetensors parsed
 // with cJSON (BF16 -> f32 by shift, F16 by ldexp), GGUF F32/F16/BF16 data. f32 outputs must be
-// bit-exact; bf16 must be the round-to-nearest-even of the source; q8/q4 must be within half a
-// quantisation step (a full step for q4's clamped end) of the source in every 32-weight group.
+// bit-exact; bf16 must be the round-to-nearest-even of the source; q8 must be within half a
+// quantisation step of the source in every 32-weight group, q4/q4_1 groups must leave no more
+// squared error than plain llama.cpp-style quantisation (computed here) would (check_quant_row).
+// SmolLM2's Q4_1 GGUF converted to q4_1 must be bit-exact (blocks repacked).
 // The ggml block dequantiser is checked against gguf-py's (tools/gen_dequant_reference.py).
 // Error paths run the converter binary and check exit status, the one-line message and that
 // no output (or .tmp) file is left.
@@ -285,6 +287,88 @@ typedef struct {
     int checked;
 } Compare;
 
+// Squared error of llama.cpp-style plain q4 over one group (as Q4_0): d = maxv / -8 (maxv the
+// largest-magnitude weight, d rounded to f16), levels round(w/d) clamped to [-8, 7].
+static double plain_q4_sq_err(const float *w) {
+    float maxv = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(w[j]) > fabsf(maxv)) maxv = w[j];
+    float d = half_to_float(emx_f32_to_f16(maxv / -8.0f));
+    double err = 0;
+    for (int j = 0; j < 32; j++) {
+        double l = d != 0 ? fmin(7, fmax(-8, nearbyint((double)w[j] / d))) : 0, e = w[j] - l * d;
+        err += e * e;
+    }
+    return err;
+}
+
+// Squared error of plain asymmetric 4-bit over one group (as Q4_1): m = min, d = (max-min)/15,
+// both rounded to f16, levels round((w-m)/d) clamped to [0, 15].
+static double plain_q4_1_sq_err(const float *w, float *step) {
+    float mn = w[0], mx = w[0];
+    for (int j = 1; j < 32; j++) mn = fminf(mn, w[j]), mx = fmaxf(mx, w[j]);
+    float d = half_to_float(emx_f32_to_f16((mx - mn) / 15.0f)), m = half_to_float(emx_f32_to_f16(mn));
+    *step = (mx - mn) / 15.0f;
+    double err = 0;
+    for (int j = 0; j < 32; j++) {
+        double l = d != 0 ? fmin(15, fmax(0, nearbyint(((double)w[j] - m) / d))) : 0, e = w[j] - (l * d + m);
+        err += e * e;
+    }
+    return err;
+}
+
+// One row of a q8/q4/q4_1 tensor (`got`, dequantised) against its source (`want`), per group:
+// q8: scale <= max|w|/127 and every weight within d/2.
+// q4 (scale searched near max|w|/-8 for the least squared error): |d| <= max|w|/6.5 (the search
+// tries max|w|/7.1 .. max|w|/8.9, but the least-squares refit of d to the chosen levels can step
+// past that grid: up to max|w|/6.82 was seen on the tiny models), every weight within 2|d| (one
+// opposite to the extreme may clamp at +7; seen up to 1.32|d|), and -- the property the search
+// is for -- the group's squared error no more than plain max|w|/-8 quantisation leaves
+// (computed here).
+// q4_1: the group's squared error no more than plain min/range quantisation leaves, and so no
+// weight further than sqrt(32)/2 plain steps from its source.
+// (Slack: a scale rounded to f16 moves by up to 2^-11 of itself.)
+static void check_quant_row(const char *name, const EmxTensor *t, uint64_t r, const float *want, const float *got) {
+    const uint8_t *base = t->data;
+    uint64_t ng = t->cols / 32, qbytes = t->dtype == EMX_Q8 ? t->rows * t->cols : t->rows * t->cols / 2;
+    for (uint64_t g = 0; g < ng; g++) {
+        const float *w = want + 32 * g, *q = got + 32 * g;
+        uint16_t dh;
+        memcpy(&dh, base + qbytes + 2 * (r * ng + g), 2);
+        float d = fabsf(half_to_float(dh)), amax = 0;
+        double err = 0, maxe = 0;
+        for (int j = 0; j < 32; j++) {
+            amax = fmaxf(amax, fabsf(w[j]));
+            double e = fabs((double)q[j] - w[j]);
+            err += e * e;
+            maxe = fmax(maxe, e);
+        }
+        if (t->dtype == EMX_Q8) {
+            cr_assert_leq(d, amax / 127.0f * (1 + 1.0f / 1024) + 1e-12f, "%s row %llu group %llu: scale %g > max|w|/127",
+                          name, (unsigned long long)r, (unsigned long long)g, d);
+            cr_assert_leq(maxe, 0.5 * d * (1 + 1e-3) + 1e-7, "%s row %llu group %llu: error %g > d/2 (d %g)", name,
+                          (unsigned long long)r, (unsigned long long)g, maxe, d);
+        } else if (t->dtype == EMX_Q4) {
+            double plain = plain_q4_sq_err(w);
+            cr_assert_leq(d, amax / 6.5f * (1 + 1.0f / 1024) + 1e-12f, "%s row %llu group %llu: scale %g > max|w|/6.5",
+                          name, (unsigned long long)r, (unsigned long long)g, d);
+            cr_assert_leq(maxe, 2.0 * d * (1 + 1e-3) + 1e-7, "%s row %llu group %llu: error %g > 2d (d %g)", name,
+                          (unsigned long long)r, (unsigned long long)g, maxe, d);
+            cr_assert_leq(err, plain * (1 + 2e-3) + 32.0 * (d * 1e-3) * (d * 1e-3),
+                          "%s row %llu group %llu: squared error %g > plain max|w|/-8's %g", name, (unsigned long long)r,
+                          (unsigned long long)g, err, plain);
+        } else {
+            float step;
+            double plain = plain_q4_1_sq_err(w, &step);
+            cr_assert_leq(err, plain * (1 + 2e-3) + 32.0 * (step * 1e-3) * (step * 1e-3) + 1e-14,
+                          "%s row %llu group %llu: squared error %g > plain min/range's %g", name, (unsigned long long)r,
+                          (unsigned long long)g, err, plain);
+            cr_assert_leq(maxe, 2.9 * step + 1e-7, "%s row %llu group %llu: error %g > 2.9 plain steps (%g)", name,
+                          (unsigned long long)r, (unsigned long long)g, maxe, step);
+        }
+    }
+}
+
 static void compare_tensor(const EmxModel *m, const char *name, void *vctx) {
     Compare *c = vctx;
     const EmxTensor *t = model_tensor(m, name);
@@ -300,26 +384,8 @@ static void compare_tensor(const EmxModel *m, const char *name, void *vctx) {
         emx_dequantize_row(t->dtype, t->data, t->rows, t->cols, r, row);
         uint64_t sr = c->row_map ? c->row_map(m, name, r) : r;
         for (uint64_t j = 0; j < t->cols; j++) srow[j] = src_elem(s.dtype, s.data, sr * s.cols + j);
-        if (t->dtype == EMX_Q8 || t->dtype == EMX_Q4) {
-            // q8: |w - q*d| <= d/2; q4: <= d (a weight opposite to the group's extreme may clamp
-            // at +7). The scale itself is bounded by the group's largest magnitude.
-            const uint8_t *base = t->data;
-            uint64_t qbytes = t->dtype == EMX_Q8 ? t->rows * t->cols : t->rows * t->cols / 2;
-            for (uint64_t g = 0; g < t->cols / 32; g++) {
-                uint16_t dh;
-                memcpy(&dh, base + qbytes + 2 * (r * (t->cols / 32) + g), 2);
-                float d = fabsf(half_to_float(dh)), amax = 0;
-                for (uint64_t k = 32 * g; k < 32 * g + 32; k++) amax = fmaxf(amax, fabsf(srow[k]));
-                float dmax = amax / (t->dtype == EMX_Q8 ? 127.0f : 8.0f) * (1 + 1.0f / 1024);
-                cr_assert_leq(d, dmax + 1e-12f, "%s row %llu group %llu: scale %g > max|w|/%s", name,
-                              (unsigned long long)r, (unsigned long long)g, d, t->dtype == EMX_Q8 ? "127" : "8");
-                float bound = (t->dtype == EMX_Q8 ? 0.5f : 1.0f) * d * (1 + 1e-3f) + 1e-7f;
-                for (uint64_t j = 32 * g; j < 32 * g + 32; j++)
-                    if (fabsf(row[j] - srow[j]) > bound)
-                        cr_assert_fail("%s[%llu, %llu] = %g, source %g: error %g > %g (scale %g)", name,
-                                       (unsigned long long)r, (unsigned long long)j, row[j], srow[j],
-                                       fabsf(row[j] - srow[j]), bound, d);
-            }
+        if (t->dtype == EMX_Q8 || t->dtype == EMX_Q4 || t->dtype == EMX_Q4_1) {
+            check_quant_row(name, t, r, srow, row);
             continue;
         }
         for (uint64_t j = 0; j < t->cols; j++) {
@@ -525,6 +591,8 @@ Test(convert, llama3_tiny_q8_within_half_step) { check_lossy("models/llama3-tiny
 // q4 files keep the embeddings at q8 by default (--keep-embeddings-q8).
 Test(convert, qwen3_tiny_q4_within_step) { check_lossy("models/qwen3-tiny.q4.bin", QWEN3_ST, EMX_Q4, EMX_Q8); }
 Test(convert, llama3_tiny_q4_within_step) { check_lossy("models/llama3-tiny.q4.bin", LLAMA3_ST, EMX_Q4, EMX_Q8); }
+Test(convert, qwen3_tiny_q4_1_beats_plain) { check_lossy("models/qwen3-tiny.q4_1.bin", QWEN3_ST, EMX_Q4_1, EMX_Q8); }
+Test(convert, llama3_tiny_q4_1_beats_plain) { check_lossy("models/llama3-tiny.q4_1.bin", LLAMA3_ST, EMX_Q4_1, EMX_Q8); }
 
 // stories260K at q8: w_down has 172 columns (not a multiple of 32) and stays f32, bit-exact.
 Test(convert, stories260K_q8_keeps_odd_width_f32) {
@@ -1004,5 +1072,56 @@ Test(convert, hf_sharded_safetensors) {
     cr_assert_eq(for_each_tensor(&m, compare_tensor, &c), 2 + 3 * 9);
     emx_model_close(&m);
     st_free(&st);
+    run_cleanup(&r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// llama.cpp Q4_1 -> q4_1: the blocks are copied, so every weight is bit-exact against the GGUF's
+// own dequantised values (ggml_dequantize_rows, checked against gguf-py above).
+
+#define SMOLLM2_Q4_1 "weights/download/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+Test(convert, smollm2_q4_1_gguf_repacks_bit_exact, .timeout = 300) {
+    if (access(SMOLLM2_Q4_1, R_OK) != 0) cr_skip_test("%s absent (weights/get-default.sh downloads it)", SMOLLM2_Q4_1);
+    Run r;
+    run_setup(&r);
+    char args[512];
+    snprintf(args, sizeof args, "'%s' '%s' --dtype q4_1", SMOLLM2_Q4_1, r.out);
+    run_convert(&r, args);
+    cr_assert_eq(r.status, 0, "convert failed: %s", r.err);
+    GGUFFile g;
+    char err[512];
+    cr_assert_eq(gguf_open(&g, SMOLLM2_Q4_1, err, sizeof err), 0, "%s", err);
+    EmxModel m;
+    cr_assert_eq(emx_model_open(&m, r.out, err, sizeof err), 0, "%s", err);
+    int n_q4_1 = 0;
+    for (uint32_t l = 0; l < m.cfg.n_layers; l++)
+        for (size_t i = 0; i < sizeof layer_suffixes / sizeof layer_suffixes[0]; i++) {
+            char ours[64], gname[128];
+            snprintf(ours, sizeof ours, "layers.%u.%s", l, layer_suffixes[i]);
+            const EmxTensor *t = model_tensor(&m, ours);
+            if (!t->data) continue;  // q_norm/k_norm: not in a llama model
+            gguf_name(ours, gname, sizeof gname);
+            const GGUFTensor *gt = gguf_find_tensor(&g, gname);
+            cr_assert_not_null(gt, "GGUF has no %s", gname);
+            if (gt->type != GGML_Q4_1) continue;
+            cr_assert_eq(t->dtype, EMX_Q4_1, "%s: %s, expected q4_1", ours, emx_dtype_name(t->dtype));
+            cr_assert(gt->n_dims == 2 && gt->ne[0] == t->cols && gt->ne[1] == t->rows, "%s: shape", ours);
+            float *got = malloc(t->cols * sizeof *got), *want = malloc(t->cols * sizeof *want);
+            for (uint64_t row = 0; row < t->rows; row++) {
+                emx_dequantize_row(t->dtype, t->data, t->rows, t->cols, row, got);
+                cr_assert_eq(ggml_dequantize_rows(GGML_Q4_1, gt->data, t->cols, row, 1, want), 0);
+                for (uint64_t j = 0; j < t->cols; j++)
+                    if (memcmp(&got[j], &want[j], 4) != 0)
+                        cr_assert_fail("%s[%llu, %llu] = %.9g, GGUF %.9g: not bit-exact", ours, (unsigned long long)row,
+                                       (unsigned long long)j, got[j], want[j]);
+            }
+            free(got);
+            free(want);
+            n_q4_1++;
+        }
+    cr_assert_eq(n_q4_1, 7 * (int)m.cfg.n_layers, "%d Q4_1 matrices checked", n_q4_1);
+    emx_model_close(&m);
+    gguf_close(&g);
     run_cleanup(&r);
 }

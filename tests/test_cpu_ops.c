@@ -5,7 +5,7 @@
 // Tolerances: a float dot product of n terms, however it is ordered, is within
 // n * FLT_EPSILON * sum|w x| of the exact sum (the classic bound for any summation order);
 // the tests use that bound. q8/q4 kernels are compared exactly in integers against the
-// reference on the quantised activations, and against the unquantised activation within the
+// reference on the quantised activations (q4_1: nibble*d + min), and against the unquantised activation within the
 // rigorous bound sum_j |w_j| * d_x(j) / 2 (each activation is rounded to the nearest multiple
 // of its group's scale).
 #include <criterion/criterion.h>
@@ -52,6 +52,13 @@ static double weight_at(uint32_t dtype, const void *data, int rows, int cols, in
         uint8_t byte = b[g * 16 + k % 16];
         int nib = k < 16 ? (byte & 0xf) : (byte >> 4);
         return (double)(nib - 8) * emx_f16_to_f32(d[g]);
+    }
+    case EMX_Q4_1: {  // nibbles as q4, then f16 d [rows][cols/32], then f16 m [rows][cols/32]
+        const uint16_t *d = (const uint16_t *)(b + (size_t)rows * cols / 2), *m = d + (size_t)rows * cols / 32;
+        size_t g = idx / 32, k = idx % 32;
+        uint8_t byte = b[g * 16 + k % 16];
+        int nib = k < 16 ? (byte & 0xf) : (byte >> 4);
+        return (double)nib * emx_f16_to_f32(d[g]) + emx_f16_to_f32(m[g]);
     }
     }
     return NAN;
@@ -163,13 +170,17 @@ static void check_quant_dots(uint32_t dtype) {
         fill(x, n, 2.0f);
         emx_quantize_acts_scalar(x, n, xq, xd, xs);
         const uint16_t *scales = (const uint16_t *)(w + (dtype == EMX_Q8 ? rows * n : rows * n / 2)) + (rows - 1) * ng;
+        const uint16_t *mins = scales + rows * ng;  // q4_1 only
         // exact integer sums per group on the quantised activation, then the scales in double
         double ref_q = 0, mag = 0, ref_x = 0, bound = 0;
         for (int j = 0; j < n; j++) {
             double wj = weight_at(dtype, w, rows, n, rows - 1, j);
             ref_q += wj * xq[j] * (double)xd[j / 32];
             // q4's SIMD kernel sums nib * x and 8 * x separately: its rounding scales with both
-            double wmag = dtype == EMX_Q4 ? fabs(wj) + 8 * fabs(emx_f16_to_f32(scales[j / 32])) : fabs(wj);
+            // (q4_1's likewise nib * d * x and m * x)
+            double wmag = dtype == EMX_Q4     ? fabs(wj) + 8 * fabs(emx_f16_to_f32(scales[j / 32]))
+                          : dtype == EMX_Q4_1 ? fabs(wj) + 2 * fabs(emx_f16_to_f32(mins[j / 32]))
+                                              : fabs(wj);
             mag += wmag * fabs(xq[j] * (double)xd[j / 32]);
             ref_x += wj * x[j];
             bound += fabs(wj) * xd[j / 32] * 0.5;
@@ -179,10 +190,14 @@ static void check_quant_dots(uint32_t dtype) {
             const int8_t *row = (const int8_t *)w + (rows - 1) * n;
             s = emx_dot_q8_scalar(row, scales, xq, xd, n);
             v = emx_dot_q8(row, scales, xq, xd, n);
-        } else {
+        } else if (dtype == EMX_Q4) {
             const uint8_t *row = w + (rows - 1) * n / 2;
             s = emx_dot_q4_scalar(row, scales, xq, xd, xs, n);
             v = emx_dot_q4(row, scales, xq, xd, xs, n);
+        } else {
+            const uint8_t *row = w + (rows - 1) * n / 2;
+            s = emx_dot_q4_1_scalar(row, scales, mins, xq, xd, xs, n);
+            v = emx_dot_q4_1(row, scales, mins, xq, xd, xs, n);
         }
         // the per-group products are exact integers: only the ng scaled terms round
         double tol = (ng + 2) * FLT_EPSILON * mag + 1e-30;
@@ -202,7 +217,7 @@ Test(cpu_ops, dot_q8) { check_quant_dots(EMX_Q8); }
 
 // The 4-row kernels agree with four single-row dots of the same dtype (same integer sums; only
 // the float order of the scaled terms differs).
-Test(cpu_ops, dot4_q8_q4) {
+Test(cpu_ops, dot4_q8_q4_q4_1) {
     static const int sizes[] = {32, 96, 256, 320, 576};
     for (size_t si = 0; si < 5; si++) {
         const int n = sizes[si], ng = n / 32;
@@ -210,10 +225,13 @@ Test(cpu_ops, dot4_q8_q4) {
         int8_t xq[4 * 576];
         fill(x, 4 * n, 1.5f);
         for (int t = 0; t < 4; t++) emx_quantize_acts(x + t * n, n, xq + t * n, xd + t * ng, xs + t * ng);
-        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4; dt++) {
+        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
             uint8_t *w = make_weights(dt, 1, n);
-            const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? n : n / 2));
-            if (dt == EMX_Q8) {
+            const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? n : n / 2)), *wm = wd + ng;
+            if (dt == EMX_Q4_1) {
+                emx_dot4_q4_1(w, wd, wm, xq, xd, xs, n, o4);
+                emx_dot4_q4_1_scalar(w, wd, wm, xq, xd, xs, n, o4s);
+            } else if (dt == EMX_Q8) {
                 emx_dot4_q8((const int8_t *)w, wd, xq, xd, n, o4);
                 emx_dot4_q8_scalar((const int8_t *)w, wd, xq, xd, n, o4s);
             } else {
@@ -223,7 +241,8 @@ Test(cpu_ops, dot4_q8_q4) {
             for (int t = 0; t < 4; t++) {
                 double mag = 0;  // sum |w| |x| with q4's +8 offset counted (see check_quant_dots)
                 for (int j = 0; j < n; j++)
-                    mag += (fabs(weight_at(dt, w, 1, n, 0, j)) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wd[j / 32])) : 0)) *
+                    mag += (fabs(weight_at(dt, w, 1, n, 0, j)) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wd[j / 32])) : 0) +
+                            (dt == EMX_Q4_1 ? 2 * fabs(emx_f16_to_f32(wm[j / 32])) : 0)) *
                            fabs(xq[t * n + j] * (double)xd[t * ng + j / 32]);
                 double tol = 2 * (ng + 2) * FLT_EPSILON * mag + 1e-30;
                 cr_assert(fabs(o4[t] - o4s[t]) <= tol, "%s dot4 n=%d row %d: %.9g vs %.9g", emx_dtype_name(dt), n, t, o4[t], o4s[t]);
@@ -233,6 +252,7 @@ Test(cpu_ops, dot4_q8_q4) {
     }
 }
 Test(cpu_ops, dot_q4) { check_quant_dots(EMX_Q4); }
+Test(cpu_ops, dot_q4_1) { check_quant_dots(EMX_Q4_1); }
 
 // The threaded matmul, every dtype, batches of 1, 5 and 6 activation rows, odd row counts.
 static void check_matmul(uint32_t dtype, int rows, int cols, int n, int threads) {

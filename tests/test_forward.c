@@ -303,6 +303,7 @@ static void check_prefill_vs_decode(const char *model_file, double tol) {
 Test(forward, prefill_equals_decode, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.f32.bin", 1e-4); }
 Test(forward, prefill_equals_decode_q8, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q8.bin", 1e-3); }
 Test(forward, prefill_equals_decode_q4, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q4.bin", 1e-3); }
+Test(forward, prefill_equals_decode_q4_1, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q4_1.bin", 1e-3); }
 
 Test(forward, rollback_is_exact, .timeout = 60) {
     EmxModel m;
@@ -574,6 +575,8 @@ Test(forward, qwen3_tiny_q8_int8_path, .timeout = 60) { check_int8_path("qwen3-t
 Test(forward, qwen3_tiny_q4_int8_path, .timeout = 60) { check_int8_path("qwen3-tiny.q4.bin"); }
 Test(forward, llama3_tiny_q8_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q8.bin"); }
 Test(forward, llama3_tiny_q4_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q4.bin"); }
+Test(forward, qwen3_tiny_q4_1_int8_path, .timeout = 60) { check_int8_path("qwen3-tiny.q4_1.bin"); }
+Test(forward, llama3_tiny_q4_1_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q4_1.bin"); }
 
 Test(forward, qwen3_tiny_bf16, .timeout = 120) { check_quantised("qwen3-tiny.bf16.bin", "qwen3-tiny", 0.5); }
 Test(forward, qwen3_tiny_q8, .timeout = 120) { check_quantised("qwen3-tiny.q8.bin", "qwen3-tiny", 2.0); }
@@ -581,3 +584,5 @@ Test(forward, qwen3_tiny_q4, .timeout = 120) { check_quantised("qwen3-tiny.q4.bi
 Test(forward, llama3_tiny_bf16, .timeout = 120) { check_quantised("llama3-tiny.bf16.bin", "llama3-tiny", 0.5); }
 Test(forward, llama3_tiny_q8, .timeout = 120) { check_quantised("llama3-tiny.q8.bin", "llama3-tiny", 2.0); }
 Test(forward, llama3_tiny_q4, .timeout = 120) { check_quantised("llama3-tiny.q4.bin", "llama3-tiny", 20.0); }
+Test(forward, qwen3_tiny_q4_1, .timeout = 120) { check_quantised("qwen3-tiny.q4_1.bin", "qwen3-tiny", 20.0); }
+Test(forward, llama3_tiny_q4_1, .timeout = 120) { check_quantised("llama3-tiny.q4_1.bin", "llama3-tiny", 20.0); }

@@ -233,6 +233,19 @@ Test(model_file, unknown_dtype) {
     fixture_free(&f);
 }
 
+// A q4_1 entry must have q4_1's size (nibbles, d and m: 20 bytes per 32 weights), not another's.
+Test(model_file, q4_1_size_checked) {
+    Fixture f;
+    fixture_load(&f);
+    uint32_t i = find_entry(&f, "layers.0.wo");
+    EmxTensorEntry e = get_entry(&f, i);
+    e.dtype = EMX_Q4_1;
+    e.nbytes = e.shape[0] * e.shape[1] / 32 * 18;  // q4's size
+    put_entry(&f, i, &e);
+    EXPECT_FAILURE(&f, "layers.0.wo", "q4_1");
+    fixture_free(&f);
+}
+
 Test(model_file, norm_must_be_f32) {
     Fixture f;
     fixture_load(&f);

@@ -1,7 +1,7 @@
 // convert — turn a HuggingFace directory, a GGUF file or a llama2.c checkpoint into an
 // entropix.c model file (runtime/model_format.h).
 //
-//   build/tools/convert <source> <out.bin> [--dtype f32|bf16|q8|q4] [--keep-embeddings-q8]
+//   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1] [--keep-embeddings-q8]
 //                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml]
 //                       [--tokenizer path]
 //
@@ -25,10 +25,11 @@ static void usage(FILE *f) {
             "usage: convert <source> <out.bin> [options]\n"
             "  <source>                a HuggingFace model directory (config.json + *.safetensors),\n"
             "                          a .gguf file, or a llama2.c checkpoint (.bin, needs --tokenizer)\n"
-            "  --dtype f32|bf16|f16|q8|q4   weight matrices (default q8; norms are always f32;\n"
-            "                          a matrix whose rows are not a multiple of 32 stays f32 in q8/q4)\n"
-            "  --keep-embeddings-q8    q4 only: keep tok_embeddings/output at q8 (the default)\n"
-            "  --no-keep-embeddings-q8 q4 only: quantise the embeddings to q4 too\n"
+            "  --dtype f32|bf16|f16|q8|q4|q4_1   weight matrices (default q8; norms are always f32;\n"
+            "                          a matrix whose rows are not a multiple of 32 stays f32 in q8/q4/q4_1;\n"
+            "                          q4_1 from a GGUF's Q4_1 tensors copies their blocks exactly)\n"
+            "  --keep-embeddings-q8    q4/q4_1 only: keep tok_embeddings/output at q8 (the default)\n"
+            "  --no-keep-embeddings-q8 q4/q4_1 only: quantise the embeddings to q4/q4_1 too\n"
             "  --chat-template none|qwen3|llama3|smollm2|chatml   override the detected template\n"
             "  --tokenizer path        llama2.c: tokenizer.bin (required); HuggingFace: a directory\n"
             "                          holding tokenizer.json to use instead of the model's\n");
@@ -78,13 +79,14 @@ typedef struct {
     int chat_template;  // -1: detect
 } Options;
 
-// Output dtype of one tensor: vectors are f32; a matrix follows --dtype, except q8/q4 need rows
-// that split into 32-weight groups, and a q4 file keeps its embeddings at q8 unless told not to.
+// Output dtype of one tensor: vectors are f32; a matrix follows --dtype, except q8/q4/q4_1 need
+// rows that split into 32-weight groups, and a q4/q4_1 file keeps its embeddings at q8 unless
+// told not to.
 static uint32_t pick_dtype(const Options *o, const Want *w) {
     if (w->is_vector) return EMX_F32;
     uint32_t d = (uint32_t)o->dtype;
-    if (d == EMX_Q4 && o->keep_emb_q8 && (!strcmp(w->name, "tok_embeddings") || !strcmp(w->name, "output"))) d = EMX_Q8;
-    if ((d == EMX_Q8 || d == EMX_Q4) && w->cols % EMX_GROUP_SIZE) {
+    if ((d == EMX_Q4 || d == EMX_Q4_1) && o->keep_emb_q8 && (!strcmp(w->name, "tok_embeddings") || !strcmp(w->name, "output"))) d = EMX_Q8;
+    if ((d == EMX_Q8 || d == EMX_Q4 || d == EMX_Q4_1) && w->cols % EMX_GROUP_SIZE) {
         printf("  %s: %llu columns are not a multiple of %u: kept f32\n", w->name, (unsigned long long)w->cols,
                EMX_GROUP_SIZE);
         d = EMX_F32;
@@ -118,7 +120,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 o->tokenizer = v;
             } else if (!strcmp(a, "--dtype")) {
                 if ((o->dtype = emx_dtype_from_name(v)) < 0) {
-                    fprintf(stderr, "convert: --dtype %s is not one of f32, bf16, f16, q8, q4\n", v);
+                    fprintf(stderr, "convert: --dtype %s is not one of f32, bf16, f16, q8, q4, q4_1\n", v);
                     return -1;
                 }
             } else {

@@ -80,6 +80,27 @@ typedef struct {
     double sum_sq_w, sum_sq_err, max_abs_err;
 } ErrStats;
 
+// ggml Q4_1 blocks hold exactly what q4_1 stores: per 32 weights f16 d, f16 m and 16 bytes of
+// nibbles in the same order (byte j: weight j low, weight j+16 high), so they are copied, not
+// dequantised and quantised again (which would lose their exact values).
+static int repacks_exactly(const MwTensor *t) { return t->dtype == EMX_Q4_1 && t->src_type == GGML_Q4_1; }
+
+// Rows [r0, r0+n) of a ggml Q4_1 source into `out` as an [n, cols] q4_1 tensor.
+static void repack_q4_1(const MwTensor *t, uint64_t r0, uint64_t n, void *out) {
+    const uint64_t ng = t->cols / EMX_GROUP_SIZE;
+    uint8_t *q = out;                                            // [n][cols/2]
+    uint8_t *d = q + n * t->cols / 2, *m = d + n * ng * 2;       // [n][cols/32] f16 each
+    for (uint64_t r = 0; r < n; r++)
+        for (uint64_t g = 0; g < ng; g++) {
+            // ggml block: f16 d, f16 m, u8 qs[16]
+            const uint8_t *b = (const uint8_t *)t->src + (r0 + r) * ggml_row_bytes(GGML_Q4_1, t->cols) +
+                               g * ggml_block_bytes(GGML_Q4_1);
+            memcpy(d + (r * ng + g) * 2, b, 2);
+            memcpy(m + (r * ng + g) * 2, b + 2, 2);
+            memcpy(q + (r * ng + g) * 16, b + 4, 16);
+        }
+}
+
 // Converts rows [r0, r0+n) held as f32 in `x` to t->dtype and writes them at their place in
 // the tensor starting at file offset `off`. `tmp` has room for the converted chunk and `back`
 // for its f32 decoding (to measure the error).
@@ -100,15 +121,20 @@ static int write_chunk(int fd, const MwTensor *t, uint64_t off, uint64_t r0, uin
         break;
     }
     case EMX_Q8:
-    case EMX_Q4: {
-        // A chunk quantises as an [n, cols] tensor: its quants, then its scales. In the file the
-        // quants of all rows come first and the scales after them, so the two parts go to
-        // different places.
-        emx_quantize(t->dtype, x, n, cols, tmp);
+    case EMX_Q4:
+    case EMX_Q4_1: {
+        // A chunk quantises as an [n, cols] tensor: its quants, then its scales (then q4_1's
+        // mins). In the file the quants of all rows come first, then the scales of all rows,
+        // then the mins, so the parts go to different places.
+        if (repacks_exactly(t)) repack_q4_1(t, r0, n, tmp);
+        else emx_quantize(t->dtype, x, n, cols, tmp);
         uint64_t qrow = t->dtype == EMX_Q8 ? cols : cols / 2, srow = cols / EMX_GROUP_SIZE * 2;
         const uint8_t *q = tmp;
         if (pwrite_all(fd, q, n * qrow, off + r0 * qrow)) return -1;
         if (pwrite_all(fd, q + n * qrow, n * srow, off + t->rows * qrow + r0 * srow)) return -1;
+        if (t->dtype == EMX_Q4_1 &&
+            pwrite_all(fd, q + n * qrow + n * srow, n * srow, off + t->rows * (qrow + srow) + r0 * srow))
+            return -1;
         for (uint64_t r = 0; r < n; r++) emx_dequantize_row(t->dtype, tmp, n, cols, r, back + r * cols);
         break;
     }
@@ -167,7 +193,8 @@ static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log,
         if (t->ndim == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)t->cols);
         else snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)t->rows, (unsigned long long)t->cols);
         fprintf(log, "  %-24s %-5s -> %-4s %-14s", t->name, ggml_type_name(t->src_type), emx_dtype_name(t->dtype), shape);
-        if (t->dtype == EMX_F32 || st.sum_sq_err == 0) fprintf(log, "  exact\n");
+        if (repacks_exactly(t)) fprintf(log, "  %s\n", st.sum_sq_err == 0 ? "exact (repacked)" : "REPACK MISMATCH");
+        else if (t->dtype == EMX_F32 || st.sum_sq_err == 0) fprintf(log, "  exact\n");
         else
             fprintf(log, "  rel_rms_err %.3e  max_abs_err %.3e\n",
                     st.sum_sq_w > 0 ? sqrt(st.sum_sq_err / st.sum_sq_w) : 0.0, st.max_abs_err);

@@ -54,6 +54,7 @@ $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 
 # Models converted from ../shared/testdata by our converter; the tests read them from here.
 include tests/models.mk
+include tests/models_smollm2.mk
 
 test: all $(BUILD)/tests/tests test-models
 	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run $(BUILD)/tests/tests -j2 $(TEST_ARGS)
@@ -67,7 +68,7 @@ test-asan:
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 
 weights: $(BUILD)/tools/convert
-	bash weights/get-default.sh
+	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
 # The README's test command: everything CI runs. The default model is fetched first so the
 # SmolLM2 tests run; without network they skip and say why.
@@ -89,3 +90,10 @@ TOKBENCH_ARGS ?= --runs 3 --rounds 5
 bench-tokenizer: $(BUILD)/tools/tokbench
 	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/qwen3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)
 	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/llama3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)
+
+# Perplexity of each weight type against f32 (the README's quantisation table).
+.PHONY: quality
+quality: all
+	OMP_WAIT_POLICY=passive tools/quant_quality.sh $(SHARED)/testdata/stories260K/stories260K.bin tests/data/perplexity/tinystory.txt --tokenizer $(SHARED)/testdata/stories260K/tok512.bin
+	$(MAKE) weights
+	OMP_WAIT_POLICY=passive tools/quant_quality.sh weights/download/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/perplexity/text.txt

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "errmsg.h"
 
 // ---------------------------------------------------------------------------------------------
 // Growing output buffer. `failed` latches an allocation failure so callers check once at the end.
@@ -52,13 +53,6 @@ typedef struct {
 static Span span_of(const char *s) { return (Span){s, strlen(s)}; }
 static void out_span(OutBuf *b, Span s) { out_put(b, s.p, s.n); }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Python string semantics used by the templates.
@@ -176,7 +170,7 @@ static int qwen3_is_tool_response(Span c) {
 static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                         char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0].role and raises on an empty list
-        set_err(err, errlen, "qwen3 chat template: the conversation has no messages");
+        emx_seterr(err, errlen, "qwen3 chat template: the conversation has no messages");
         return -1;
     }
     if (is_role(&msgs[0], "system")) chatml_turn(b, "system", span_of(msgs[0].content));
@@ -233,7 +227,7 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
 static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                          char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0]['role'] and raises on an empty list
-        set_err(err, errlen, "llama3 chat template: the conversation has no messages");
+        emx_seterr(err, errlen, "llama3 chat template: the conversation has no messages");
         return -1;
     }
     int first = 0;
@@ -264,11 +258,11 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
     const EmxChatOptions defaults = EMX_CHAT_OPTIONS_DEFAULT;
     if (!opt) opt = &defaults;
     if (!emx_chat_template_name(family)) {
-        set_err(err, errlen, "chat template: unknown family %u", family);
+        emx_seterr(err, errlen, "chat template: unknown family %u", family);
         return NULL;
     }
     if (n_msgs < 0 || (n_msgs > 0 && !msgs)) {
-        set_err(err, errlen, "chat template: invalid message list (n_msgs %d)", n_msgs);
+        emx_seterr(err, errlen, "chat template: invalid message list (n_msgs %d)", n_msgs);
         return NULL;
     }
     // Only the three roles every template treats alike: the official templates would drop
@@ -276,11 +270,11 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
     for (int i = 0; i < n_msgs; i++) {
         const char *role = msgs[i].role;
         if (!role || !msgs[i].content) {
-            set_err(err, errlen, "chat template: message %d has no %s", i, role ? "content" : "role");
+            emx_seterr(err, errlen, "chat template: message %d has no %s", i, role ? "content" : "role");
             return NULL;
         }
         if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-            set_err(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant)",
+            emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant)",
                     i, role);
             return NULL;
         }
@@ -302,7 +296,7 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
         b.failed = !b.data;
     }
     if (rc == 0 && b.failed) {
-        set_err(err, errlen, "chat template: out of memory");
+        emx_seterr(err, errlen, "chat template: out of memory");
         rc = -1;
     }
     if (rc != 0) {

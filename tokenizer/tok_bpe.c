@@ -80,6 +80,34 @@ int enc_heap_pop(EncScratch *s, MergeCand *out) {
     return 1;
 }
 
+int enc_merge_symbols(const EmxTokenizer *tk, EncScratch *s, size_t n, EncPairFn push_pair) {
+    // Symbols sym_id[0..n) are linked in order; merged-away symbols get id -2.
+    for (size_t i = 0; i < n; i++) {
+        s->sym_prev[i] = (int32_t)i - 1;
+        s->sym_next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    s->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (push_pair(tk, s, (int32_t)i, 1) != 0) return -1;
+    enc_heap_build(s);
+    MergeCand c;
+    while (enc_heap_pop(s, &c)) {
+        int32_t pos = cand_pos(&c);
+        // Stale if the left symbol changed or its right neighbour is no longer `right`.
+        if (s->sym_id[pos] != c.left) continue;
+        int32_t nx = s->sym_next[pos];
+        if (nx < 0 || s->sym_id[nx] != c.right) continue;
+        s->sym_id[pos] = c.merged;
+        s->sym_id[nx] = -2;
+        int32_t nn = s->sym_next[nx];
+        s->sym_next[pos] = nn;
+        if (nn >= 0) s->sym_prev[nn] = pos;
+        if (s->sym_prev[pos] >= 0 && push_pair(tk, s, s->sym_prev[pos], 0) != 0) return -1;
+        if (push_pair(tk, s, pos, 0) != 0) return -1;
+    }
+    return 0;
+}
+
 static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
     int32_t nx = s->sym_next[pos];
     if (nx < 0) return 0;
@@ -117,31 +145,8 @@ int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, siz
         }
     }
     if (n > INT32_MAX / 2 || enc_scratch_reserve(s, n) != 0) return -1;
-    // Symbols: one per byte, doubly linked; merged-away symbols get id -2.
-    for (size_t i = 0; i < n; i++) {
-        s->sym_id[i] = tk->byte_id[w[i]];  // -1 if the vocabulary lacks the byte: dropped
-        s->sym_prev[i] = (int32_t)i - 1;
-        s->sym_next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
-    s->heap_n = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (push_pair(tk, s, (int32_t)i, 1) != 0) return -1;
-    enc_heap_build(s);
-    MergeCand c;
-    while (enc_heap_pop(s, &c)) {
-        int32_t pos = cand_pos(&c);
-        // Stale if the left symbol changed or its right neighbour is no longer `right`.
-        if (s->sym_id[pos] != c.left) continue;
-        int32_t nx = s->sym_next[pos];
-        if (nx < 0 || s->sym_id[nx] != c.right) continue;
-        s->sym_id[pos] = c.merged;
-        s->sym_id[nx] = -2;
-        int32_t nn = s->sym_next[nx];
-        s->sym_next[pos] = nn;
-        if (nn >= 0) s->sym_prev[nn] = pos;
-        if (s->sym_prev[pos] >= 0 && push_pair(tk, s, s->sym_prev[pos], 0) != 0) return -1;
-        if (push_pair(tk, s, pos, 0) != 0) return -1;
-    }
+    for (size_t i = 0; i < n; i++) s->sym_id[i] = tk->byte_id[w[i]];  // -1 if the vocabulary lacks the byte: dropped
+    if (enc_merge_symbols(tk, s, n, push_pair) != 0) return -1;
     for (int32_t i = 0; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
     if (n <= WORDCACHE_MAX_WORD) wordcache_put(&s->cache, w, n, h, out->v + first, out->n - first);

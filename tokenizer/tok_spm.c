@@ -71,28 +71,7 @@ int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, 
         }
         i += (size_t)l;
     }
-    for (size_t i = 0; i < ns; i++) {
-        s->sym_prev[i] = (int32_t)i - 1;
-        s->sym_next[i] = i + 1 < ns ? (int32_t)i + 1 : -1;
-    }
-    s->heap_n = 0;
-    for (size_t i = 0; i + 1 < ns; i++)
-        if (push_pair(tk, s, (int32_t)i, 1) != 0) return -1;
-    enc_heap_build(s);
-    MergeCand c;
-    while (enc_heap_pop(s, &c)) {
-        int32_t pos = cand_pos(&c);
-        if (s->sym_id[pos] != c.left) continue;
-        int32_t nx = s->sym_next[pos];
-        if (nx < 0 || s->sym_id[nx] != c.right) continue;
-        s->sym_id[pos] = c.merged;
-        s->sym_id[nx] = -2;
-        int32_t nn = s->sym_next[nx];
-        s->sym_next[pos] = nn;
-        if (nn >= 0) s->sym_prev[nn] = pos;
-        if (s->sym_prev[pos] >= 0 && push_pair(tk, s, s->sym_prev[pos], 0) != 0) return -1;
-        if (push_pair(tk, s, pos, 0) != 0) return -1;
-    }
+    if (enc_merge_symbols(tk, s, ns, push_pair) != 0) return -1;
     for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
     return 0;

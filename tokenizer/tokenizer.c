@@ -8,14 +8,8 @@
 #include "tok_byte_level.h"
 #include "tok_utf8.h"
 #include "tokenizer_internal.h"
+#include "errmsg.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 // Split regexes, HF tokenizer.json spelling (PCRE2 reads them the same way under UTF+UCP).
 static const char *pre_regex(uint32_t pre) {
@@ -186,7 +180,7 @@ static int build_bpe(EmxTokenizer *tk, char *err, size_t errlen) {
     free(cat);
     const char *re = pre_regex(t->pre);
     if (!re) {
-        seterr(err, errlen, "tokenizer: pre = %u has no split regex for byte-level BPE", t->pre);
+        emx_seterr(err, errlen, "tokenizer: pre = %u has no split regex for byte-level BPE", t->pre);
         return -2;
     }
     int ecode;
@@ -196,7 +190,7 @@ static int build_bpe(EmxTokenizer *tk, char *err, size_t errlen) {
     if (!tk->re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ecode, msg, sizeof msg);
-        seterr(err, errlen, "tokenizer: split regex does not compile at %zu: %s", (size_t)eoff,
+        emx_seterr(err, errlen, "tokenizer: split regex does not compile at %zu: %s", (size_t)eoff,
                (const char *)msg);
         return -2;
     }
@@ -228,16 +222,16 @@ static int build_spm(EmxTokenizer *tk) {
 
 EmxTokenizer *emx_tokenizer_new(const TokenizerData *t, char *err, size_t errlen) {
     if (!t || !t->piece_offsets || !t->types || t->n_vocab == 0) {
-        seterr(err, errlen, "tokenizer: empty tokenizer data");
+        emx_seterr(err, errlen, "tokenizer: empty tokenizer data");
         return NULL;
     }
     if (t->kind != EMX_TOK_BPE_BYTELEVEL && t->kind != EMX_TOK_SPM) {
-        seterr(err, errlen, "tokenizer: kind = %u is not supported", t->kind);
+        emx_seterr(err, errlen, "tokenizer: kind = %u is not supported", t->kind);
         return NULL;
     }
     EmxTokenizer *tk = calloc(1, sizeof *tk);
     if (!tk) {
-        seterr(err, errlen, "tokenizer: out of memory");
+        emx_seterr(err, errlen, "tokenizer: out of memory");
         return NULL;
     }
     tk->td = *t;
@@ -248,7 +242,7 @@ EmxTokenizer *emx_tokenizer_new(const TokenizerData *t, char *err, size_t errlen
     if (rc == 0) rc = t->kind == EMX_TOK_BPE_BYTELEVEL ? build_bpe(tk, err, errlen) : build_spm(tk);
     if (rc == 0 && (t->flags & EMX_TOKF_NFC)) rc = tok_nfc_init(tk);
     if (rc != 0) {
-        if (rc == -1) seterr(err, errlen, "tokenizer: out of memory building tables");
+        if (rc == -1) emx_seterr(err, errlen, "tokenizer: out of memory building tables");
         emx_tokenizer_free(tk);
         return NULL;
     }
@@ -316,7 +310,7 @@ static int encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *tex
         // llama.cpp adds the dummy prefix to the first text and to text after a special token.
         int prefix = (tk->td.flags & EMX_TOKF_ADD_SPACE_PREFIX) && after_special_or_start;
         if (spm_encode_segment(tk, s, text, n, prefix, out) != 0) {
-            seterr(err, errlen, "tokenizer: out of memory");
+            emx_seterr(err, errlen, "tokenizer: out of memory");
             return -1;
         }
         return 0;
@@ -325,7 +319,7 @@ static int encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *tex
         char *nfc = NULL;
         size_t m = 0;
         if (tok_nfc_normalize(tk, text, n, &nfc, &m) != 0) {
-            seterr(err, errlen, "tokenizer: out of memory normalising %zu bytes", n);
+            emx_seterr(err, errlen, "tokenizer: out of memory normalising %zu bytes", n);
             return -1;
         }
         if (nfc) {
@@ -347,7 +341,7 @@ int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, 
     char *clean = tok_utf8_sanitize(text ? text : "", text ? len : 0, &n);
     int rc = -1;
     if (!clean) {
-        seterr(err, errlen, "tokenizer: out of memory for a %zu-byte text", len);
+        emx_seterr(err, errlen, "tokenizer: out of memory for a %zu-byte text", len);
         goto done;
     }
     if ((flags & EMX_ENC_BOS) && (tk->td.flags & EMX_TOKF_ADD_BOS) && tk->td.bos_id >= 0)
@@ -386,7 +380,7 @@ int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, 
     rc = 0;
     goto done;
 oom:
-    seterr(err, errlen, "tokenizer: out of memory");
+    emx_seterr(err, errlen, "tokenizer: out of memory");
 done:
     free(out.v);
     free(clean);

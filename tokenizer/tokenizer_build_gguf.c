@@ -10,14 +10,8 @@
 
 #include "tok_builder.h"
 #include "tokenizer_build.h"
+#include "errmsg.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int str_is(const char *s, size_t len, const char *lit) {
     return s && len == strlen(lit) && memcmp(s, lit, len) == 0;
@@ -57,43 +51,43 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
     if (str_is(model, mlen, "gpt2")) kind = EMX_TOK_BPE_BYTELEVEL;
     else if (str_is(model, mlen, "llama")) kind = EMX_TOK_SPM;
     else {
-        seterr(err, errlen, "%s: tokenizer.ggml.model = \"%.*s\" is not supported (gpt2, llama)",
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.model = \"%.*s\" is not supported (gpt2, llama)",
                path, model ? (int)(mlen < 40 ? mlen : 40) : 9, model ? model : "(missing)");
         return -1;
     }
     const GGUFKV *tokens = gguf_find(g, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GGUF_ARRAY || tokens->arr_type != GGUF_STRING ||
         tokens->arr_n == 0 || tokens->arr_n >= (1u << 30)) {
-        seterr(err, errlen, "%s: tokenizer.ggml.tokens missing or not a string array", path);
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.tokens missing or not a string array", path);
         return -1;
     }
     uint32_t n_tok = (uint32_t)tokens->arr_n;
     if (n_vocab == 0) n_vocab = n_tok;
     if (n_tok > n_vocab) {
-        seterr(err, errlen, "%s: tokenizer.ggml.tokens has %u tokens, more than n_vocab = %u", path,
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.tokens has %u tokens, more than n_vocab = %u", path,
                n_tok, n_vocab);
         return -1;
     }
     const GGUFKV *types = gguf_find(g, "tokenizer.ggml.token_type");
     const GGUFKV *scores = gguf_find(g, "tokenizer.ggml.scores");
     if (types && (types->type != GGUF_ARRAY || types->arr_n != n_tok)) {
-        seterr(err, errlen, "%s: tokenizer.ggml.token_type has %llu entries, tokens has %u", path,
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type has %llu entries, tokens has %u", path,
                (unsigned long long)(types->type == GGUF_ARRAY ? types->arr_n : 0), n_tok);
         return -1;
     }
     if (scores && (scores->type != GGUF_ARRAY || scores->arr_n != n_tok)) {
-        seterr(err, errlen, "%s: tokenizer.ggml.scores has %llu entries, tokens has %u", path,
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.scores has %llu entries, tokens has %u", path,
                (unsigned long long)(scores->type == GGUF_ARRAY ? scores->arr_n : 0), n_tok);
         return -1;
     }
     if (kind == EMX_TOK_SPM && !scores) {
-        seterr(err, errlen, "%s: tokenizer.ggml.scores missing for a llama (SPM) tokenizer", path);
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.scores missing for a llama (SPM) tokenizer", path);
         return -1;
     }
 
     TokBuilder b;
     if (tb_init(&b, n_vocab) != 0) {
-        seterr(err, errlen, "tokenizer: out of memory");
+        emx_seterr(err, errlen, "tokenizer: out of memory");
         return -1;
     }
     b.meta.kind = kind;
@@ -103,7 +97,7 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
         const char *pre = gguf_get_str(g, "tokenizer.ggml.pre", &plen);
         if (!pre) pre = "default", plen = 7;
         if (pre_from_name(pre, plen, &b.meta.pre, &flags) != 0) {
-            seterr(err, errlen, "%s: tokenizer.ggml.pre = \"%.*s\" is not supported", path,
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.pre = \"%.*s\" is not supported", path,
                    (int)(plen < 40 ? plen : 40), pre);
             goto fail;
         }
@@ -115,17 +109,17 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
         int64_t t = EMX_TOKT_NORMAL;
         double sc = 0;
         if (types && gguf_arr_i64(types, i, &t) != 0) {
-            seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] is not a number", path, i);
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] is not a number", path, i);
             goto fail;
         }
         if (t == 0) t = EMX_TOKT_NORMAL;  // "undefined" in old files
         if (t < EMX_TOKT_NORMAL || t > EMX_TOKT_BYTE) {
-            seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] = %lld is not a token type", path,
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] = %lld is not a token type", path,
                    i, (long long)t);
             goto fail;
         }
         if (scores && gguf_arr_f64(scores, i, &sc) != 0) {
-            seterr(err, errlen, "%s: tokenizer.ggml.scores[%u] is not a number", path, i);
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.scores[%u] is not a number", path, i);
             goto fail;
         }
         // Padding rows ("[PAD151669]" in Qwen GGUFs) have no text in the HF tokenizer.
@@ -138,7 +132,7 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
     const GGUFKV *merges = gguf_find(g, "tokenizer.ggml.merges");
     if (kind == EMX_TOK_BPE_BYTELEVEL) {
         if (!merges || merges->type != GGUF_ARRAY || merges->arr_type != GGUF_STRING) {
-            seterr(err, errlen, "%s: tokenizer.ggml.merges missing for a gpt2 tokenizer", path);
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.merges missing for a gpt2 tokenizer", path);
             goto fail;
         }
         char tmp[1024];
@@ -158,7 +152,7 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
                 }
             }
             if (ia < 0 || ib < 0 || im < 0) {
-                seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%.*s\": a part or the merged piece is not a token",
+                emx_seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%.*s\": a part or the merged piece is not a token",
                        path, (unsigned long long)i, (int)(len < 60 ? len : 60), s);
                 goto fail;
             }
@@ -184,7 +178,7 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
     tb_free(&b);
     return rc;
 oom:
-    seterr(err, errlen, "tokenizer: out of memory");
+    emx_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     tb_free(&b);
     return -1;

@@ -8,6 +8,7 @@
 
 #include "tok_builder.h"
 #include "tokenizer_build.h"
+#include "errmsg.h"
 
 // The split regexes of the supported pre-tokenisers, exactly as tokenizer.json spells them.
 static const char QWEN2_REGEX[] =
@@ -17,13 +18,6 @@ static const char LLAMA3_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 // Parses dir/name; NULL with *missing = 1 if the file does not exist, NULL with err if bad.
 static cJSON *read_json_at(const char *dir, const char *name, int *missing, char *err,
@@ -34,7 +28,7 @@ static cJSON *read_json_at(const char *dir, const char *name, int *missing, char
     FILE *f = fopen(path, "rb");
     if (!f) {
         *missing = 1;
-        seterr(err, errlen, "%s: cannot open", path);
+        emx_seterr(err, errlen, "%s: cannot open", path);
         return NULL;
     }
     fseek(f, 0, SEEK_END);
@@ -44,7 +38,7 @@ static cJSON *read_json_at(const char *dir, const char *name, int *missing, char
     if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
         fclose(f);
         free(buf);
-        seterr(err, errlen, "%s: read error", path);
+        emx_seterr(err, errlen, "%s: read error", path);
         return NULL;
     }
     fclose(f);
@@ -67,7 +61,7 @@ static cJSON *read_json_at(const char *dir, const char *name, int *missing, char
     cJSON *j = cJSON_ParseWithLength(buf, (size_t)n);
     if (!j) {
         const char *at = cJSON_GetErrorPtr();
-        seterr(err, errlen, "%s: invalid JSON at byte %ld", path,
+        emx_seterr(err, errlen, "%s: invalid JSON at byte %ld", path,
                at && at >= buf && at <= buf + n ? (long)(at - buf) : -1L);
     }
     free(buf);
@@ -102,23 +96,23 @@ static const char *config_token_text(const cJSON *cfg, const char *key) {
 static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) {
     const char *type = jstr(pre, "type");
     if (!type) {
-        seterr(err, errlen, "tokenizer.json: pre_tokenizer is missing (not a byte-level BPE)");
+        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer is missing (not a byte-level BPE)");
         return -1;
     }
     if (strcmp(type, "ByteLevel") == 0) {
         if (jbool(pre, "add_prefix_space", 0)) {
-            seterr(err, errlen, "tokenizer.json: pre_tokenizer.add_prefix_space = true is not supported");
+            emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer.add_prefix_space = true is not supported");
             return -1;
         }
         if (!jbool(pre, "use_regex", 1)) {
-            seterr(err, errlen, "tokenizer.json: pre_tokenizer ByteLevel without regex is not supported");
+            emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer ByteLevel without regex is not supported");
             return -1;
         }
         *out = EMX_PRE_GPT2;
         return 0;
     }
     if (strcmp(type, "Sequence") != 0) {
-        seterr(err, errlen, "tokenizer.json: pre_tokenizer.type = \"%s\" is not supported", type);
+        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer.type = \"%s\" is not supported", type);
         return -1;
     }
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
@@ -132,7 +126,7 @@ static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) 
             const char *re = jstr(pat, "Regex");
             const char *beh = jstr(p, "behavior");
             if (!re || (beh && strcmp(beh, "Isolated") != 0) || jbool(p, "invert", 0)) {
-                seterr(err, errlen,
+                emx_seterr(err, errlen,
                        "tokenizer.json: pre_tokenizer Split (behavior \"%s\") is not supported",
                        beh ? beh : "?");
                 return -1;
@@ -140,37 +134,37 @@ static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) 
             if (strcmp(re, QWEN2_REGEX) == 0) split = EMX_PRE_QWEN2;
             else if (strcmp(re, LLAMA3_REGEX) == 0) split = EMX_PRE_LLAMA3;
             else {
-                seterr(err, errlen, "tokenizer.json: pre_tokenizer Split regex \"%.80s\" is not a known one",
+                emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer Split regex \"%.80s\" is not a known one",
                        re);
                 return -1;
             }
         } else if (strcmp(t, "Digits") == 0) {
             if (!jbool(p, "individual_digits", 0)) {
-                seterr(err, errlen, "tokenizer.json: pre_tokenizer Digits individual_digits = false is not supported");
+                emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer Digits individual_digits = false is not supported");
                 return -1;
             }
             digits = 1;
         } else if (strcmp(t, "ByteLevel") == 0) {
             if (jbool(p, "add_prefix_space", 0)) {
-                seterr(err, errlen, "tokenizer.json: pre_tokenizer.add_prefix_space = true is not supported");
+                emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer.add_prefix_space = true is not supported");
                 return -1;
             }
             bytelevel = 1;
             bytelevel_regex = jbool(p, "use_regex", 1);
         } else {
-            seterr(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" in Sequence is not supported", t);
+            emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" in Sequence is not supported", t);
             return -1;
         }
     }
     if (!bytelevel) {
-        seterr(err, errlen, "tokenizer.json: pre_tokenizer has no ByteLevel step (not a byte-level BPE)");
+        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer has no ByteLevel step (not a byte-level BPE)");
         return -1;
     }
     if (split >= 0 && !digits && !bytelevel_regex) *out = (uint32_t)split;
     else if (split < 0 && digits && bytelevel_regex) *out = EMX_PRE_SMOLLM;
     else if (split < 0 && !digits && bytelevel_regex) *out = EMX_PRE_GPT2;
     else {
-        seterr(err, errlen, "tokenizer.json: pre_tokenizer Sequence combination is not supported");
+        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer Sequence combination is not supported");
         return -1;
     }
     return 0;
@@ -190,7 +184,7 @@ static int parse_normalizer(const cJSON *norm, uint32_t *flags, char *err, size_
         }
         return 0;
     }
-    seterr(err, errlen, "tokenizer.json: normalizer.type = \"%s\" is not supported",
+    emx_seterr(err, errlen, "tokenizer.json: normalizer.type = \"%s\" is not supported",
            type ? type : "?");
     return -1;
 }
@@ -219,12 +213,12 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
     const char *mtype = jstr(model, "type");
     if (!model || (mtype && strcmp(mtype, "BPE") != 0)) {
-        seterr(err, errlen, "%s/tokenizer.json: model.type = \"%s\" is not supported (byte-level BPE only)",
+        emx_seterr(err, errlen, "%s/tokenizer.json: model.type = \"%s\" is not supported (byte-level BPE only)",
                dir, mtype ? mtype : "(missing)");
         return -1;
     }
     if (jbool(model, "byte_fallback", 0)) {
-        seterr(err, errlen,
+        emx_seterr(err, errlen,
                "%s/tokenizer.json: model.byte_fallback = true (SentencePiece-style BPE) is not "
                "supported from tokenizer.json; convert from GGUF or tokenizer.bin",
                dir);
@@ -234,7 +228,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens");
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
-        seterr(err, errlen, "%s/tokenizer.json: model.vocab / model.merges missing", dir);
+        emx_seterr(err, errlen, "%s/tokenizer.json: model.vocab / model.merges missing", dir);
         return -1;
     }
     uint32_t pre = 0, flags = 0;
@@ -242,7 +236,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         parse_normalizer(cJSON_GetObjectItemCaseSensitive(tj, "normalizer"), &flags, err, errlen)) {
         char tmp[512];
         snprintf(tmp, sizeof tmp, "%s/%s", dir, err);
-        seterr(err, errlen, "%s", tmp);
+        emx_seterr(err, errlen, "%s", tmp);
         return -1;
     }
     if (jbool(model, "ignore_merges", 0)) flags |= EMX_TOKF_IGNORE_MERGES;
@@ -252,7 +246,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 30)) {
-            seterr(err, errlen, "%s/tokenizer.json: model.vocab[\"%.40s\"] is not a valid id", dir,
+            emx_seterr(err, errlen, "%s/tokenizer.json: model.vocab[\"%.40s\"] is not a valid id", dir,
                    e->string);
             return -1;
         }
@@ -262,7 +256,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 30) ||
             !jstr(e, "content")) {
-            seterr(err, errlen, "%s/tokenizer.json: added_tokens entry without a valid id/content", dir);
+            emx_seterr(err, errlen, "%s/tokenizer.json: added_tokens entry without a valid id/content", dir);
             return -1;
         }
         if (id->valuedouble > max_id) max_id = id->valuedouble;
@@ -270,14 +264,14 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     uint32_t need = (uint32_t)(max_id + 1);
     if (n_vocab == 0) n_vocab = need;
     if (n_vocab < need) {
-        seterr(err, errlen, "%s/tokenizer.json: token id %u does not fit n_vocab = %u", dir,
+        emx_seterr(err, errlen, "%s/tokenizer.json: token id %u does not fit n_vocab = %u", dir,
                need - 1, n_vocab);
         return -1;
     }
 
     TokBuilder b;
     if (tb_init(&b, n_vocab) != 0) {
-        seterr(err, errlen, "tokenizer: out of memory");
+        emx_seterr(err, errlen, "tokenizer: out of memory");
         return -1;
     }
     b.meta.kind = EMX_TOK_BPE_BYTELEVEL;
@@ -311,7 +305,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
             bb = cJSON_GetArrayItem(e, 1)->valuestring, lb = strlen(bb);
         }
         if (!a) {
-            seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] is not \"a b\" or [a, b]", dir,
+            emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] is not \"a b\" or [a, b]", dir,
                    rank);
             goto fail;
         }
@@ -322,7 +316,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
             im = tb_find(&b, tmp, la + lb);
         }
         if (ia < 0 || ib < 0 || im < 0) {
-            seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] = \"%.*s\" \"%.*s\": a part or the merged piece is not in the vocab",
+            emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] = \"%.*s\" \"%.*s\": a part or the merged piece is not in the vocab",
                    dir, rank, (int)(la < 40 ? la : 40), a, (int)(lb < 40 ? lb : 40), bb);
             goto fail;
         }
@@ -377,7 +371,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     tb_free(&b);
     return rc;
 oom:
-    seterr(err, errlen, "tokenizer: out of memory");
+    emx_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     tb_free(&b);
     return -1;
@@ -392,13 +386,13 @@ int tokdata_from_hf_dir(const char *dir, uint32_t n_vocab, TokenizerData *out, c
     char err2[512];
     cJSON *tcfg = read_json(dir, "tokenizer_config.json", &missing, err2, sizeof err2);
     if (!tcfg && !missing) {
-        seterr(err, errlen, "%s", err2);
+        emx_seterr(err, errlen, "%s", err2);
         cJSON_Delete(tj);
         return -1;
     }
     cJSON *cfg = read_json(dir, "config.json", &missing, err2, sizeof err2);
     if (!cfg && !missing) {
-        seterr(err, errlen, "%s", err2);
+        emx_seterr(err, errlen, "%s", err2);
         cJSON_Delete(tj);
         cJSON_Delete(tcfg);
         return -1;

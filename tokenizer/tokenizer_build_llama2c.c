@@ -10,14 +10,8 @@
 
 #include "tok_builder.h"
 #include "tokenizer_build.h"
+#include "errmsg.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int is_byte_piece(const char *s, size_t len) {
     static const char hex[] = "0123456789ABCDEF";
@@ -29,24 +23,24 @@ int tokdata_from_llama2c(const char *path, uint32_t n_vocab, TokenizerData *out,
                          size_t errlen) {
     memset(out, 0, sizeof *out);
     if (n_vocab == 0 || n_vocab >= (1u << 30)) {
-        seterr(err, errlen, "%s: n_vocab = %u is not a valid vocabulary size", path, n_vocab);
+        emx_seterr(err, errlen, "%s: n_vocab = %u is not a valid vocabulary size", path, n_vocab);
         return -1;
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        seterr(err, errlen, "%s: cannot open", path);
+        emx_seterr(err, errlen, "%s: cannot open", path);
         return -1;
     }
     TokBuilder b;
     if (tb_init(&b, n_vocab) != 0) {
         fclose(f);
-        seterr(err, errlen, "tokenizer: out of memory");
+        emx_seterr(err, errlen, "tokenizer: out of memory");
         return -1;
     }
     int32_t max_len;
     char *buf = NULL;
     if (fread(&max_len, 4, 1, f) != 1 || max_len <= 0 || max_len > (1 << 20)) {
-        seterr(err, errlen, "%s: offset 0: max_token_length missing or invalid", path);
+        emx_seterr(err, errlen, "%s: offset 0: max_token_length missing or invalid", path);
         goto fail;
     }
     // A piece may be longer than max_token_length by the bytes of "▁" per space; allow 3x.
@@ -57,16 +51,16 @@ int tokdata_from_llama2c(const char *path, uint32_t n_vocab, TokenizerData *out,
         float score;
         int32_t len;
         if (fread(&score, 4, 1, f) != 1 || fread(&len, 4, 1, f) != 1) {
-            seterr(err, errlen, "%s: offset %ld: truncated at token %u of %u", path, off, i, n_vocab);
+            emx_seterr(err, errlen, "%s: offset %ld: truncated at token %u of %u", path, off, i, n_vocab);
             goto fail;
         }
         if (len < 0 || len > max_len) {
-            seterr(err, errlen, "%s: offset %ld: token %u length %d outside 0..max_token_length %d",
+            emx_seterr(err, errlen, "%s: offset %ld: token %u length %d outside 0..max_token_length %d",
                    path, off + 4, i, len, max_len);
             goto fail;
         }
         if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-            seterr(err, errlen, "%s: offset %ld: token %u truncated", path, off + 8, i);
+            emx_seterr(err, errlen, "%s: offset %ld: token %u truncated", path, off + 8, i);
             goto fail;
         }
         off += 8 + len;
@@ -114,7 +108,7 @@ int tokdata_from_llama2c(const char *path, uint32_t n_vocab, TokenizerData *out,
     tb_free(&b);
     return rc;
 oom:
-    seterr(err, errlen, "tokenizer: out of memory");
+    emx_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     if (f) fclose(f);
     free(buf);

@@ -7,17 +7,11 @@
 #include <string.h>
 
 #include "tokenizer_build.h"
+#include "errmsg.h"
 
 // Fixed part: magic, 8 u32, 4 i32, stop ids.
 #define TOK_HEADER_BYTES (8 + 8 * 4 + 4 * 4 + EMX_TOK_MAX_STOP * 4)
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static uint64_t align8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 
@@ -79,16 +73,16 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     const uint8_t *b = blob;
     memset(out, 0, sizeof *out);
     if ((uintptr_t)b % 8) {
-        seterr(err, errlen, "tokenizer section: not 8-byte aligned in memory");
+        emx_seterr(err, errlen, "tokenizer section: not 8-byte aligned in memory");
         return -1;
     }
     if (nbytes < TOK_HEADER_BYTES) {
-        seterr(err, errlen, "tokenizer section: %llu bytes, shorter than its %d-byte header",
+        emx_seterr(err, errlen, "tokenizer section: %llu bytes, shorter than its %d-byte header",
                (unsigned long long)nbytes, TOK_HEADER_BYTES);
         return -1;
     }
     if (memcmp(b, EMX_TOK_MAGIC, 8) != 0) {
-        seterr(err, errlen, "tokenizer section: bad magic (expected \"%s\")", EMX_TOK_MAGIC);
+        emx_seterr(err, errlen, "tokenizer section: bad magic (expected \"%s\")", EMX_TOK_MAGIC);
         return -1;
     }
     uint32_t hdr[8];
@@ -102,38 +96,38 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     memcpy(t.stop_ids, b + 56, sizeof t.stop_ids);
 
     if (t.kind != EMX_TOK_BPE_BYTELEVEL && t.kind != EMX_TOK_SPM) {
-        seterr(err, errlen, "tokenizer section: kind = %u is not a known tokenizer kind", t.kind);
+        emx_seterr(err, errlen, "tokenizer section: kind = %u is not a known tokenizer kind", t.kind);
         return -1;
     }
     if (t.pre > EMX_PRE_SMOLLM) {
-        seterr(err, errlen, "tokenizer section: pre = %u is not a known pre-tokeniser", t.pre);
+        emx_seterr(err, errlen, "tokenizer section: pre = %u is not a known pre-tokeniser", t.pre);
         return -1;
     }
     uint32_t known = EMX_TOKF_NFC | EMX_TOKF_ADD_BOS | EMX_TOKF_ADD_SPACE_PREFIX |
                      EMX_TOKF_IGNORE_MERGES;
     if (t.flags & ~known) {
-        seterr(err, errlen, "tokenizer section: flags = 0x%x has unknown bits", t.flags);
+        emx_seterr(err, errlen, "tokenizer section: flags = 0x%x has unknown bits", t.flags);
         return -1;
     }
     if (t.n_vocab == 0 || t.n_vocab > (1u << 30)) {
-        seterr(err, errlen, "tokenizer section: n_vocab = %u out of range", t.n_vocab);
+        emx_seterr(err, errlen, "tokenizer section: n_vocab = %u out of range", t.n_vocab);
         return -1;
     }
     if (t.n_stop > EMX_TOK_MAX_STOP) {
-        seterr(err, errlen, "tokenizer section: n_stop = %u > %d", t.n_stop, EMX_TOK_MAX_STOP);
+        emx_seterr(err, errlen, "tokenizer section: n_stop = %u > %d", t.n_stop, EMX_TOK_MAX_STOP);
         return -1;
     }
     const char *idname[4] = {"bos_id", "eos_id", "pad_id", "unk_id"};
     for (int i = 0; i < 4; i++) {
         if (ids[i] < -1 || ids[i] >= (int64_t)t.n_vocab) {
-            seterr(err, errlen, "tokenizer section: %s = %d out of range (n_vocab %u)", idname[i],
+            emx_seterr(err, errlen, "tokenizer section: %s = %d out of range (n_vocab %u)", idname[i],
                    ids[i], t.n_vocab);
             return -1;
         }
     }
     for (uint32_t i = 0; i < t.n_stop; i++) {
         if (t.stop_ids[i] < 0 || t.stop_ids[i] >= (int64_t)t.n_vocab) {
-            seterr(err, errlen, "tokenizer section: stop_ids[%u] = %d out of range (n_vocab %u)",
+            emx_seterr(err, errlen, "tokenizer section: stop_ids[%u] = %d out of range (n_vocab %u)",
                    i, t.stop_ids[i], t.n_vocab);
             return -1;
         }
@@ -141,7 +135,7 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     // Offsets first (their array position depends on n_vocab only), then the rest.
     TokLayout l0 = tok_layout(t.n_vocab, 0, 0);
     if (l0.bytes > nbytes) {
-        seterr(err, errlen,
+        emx_seterr(err, errlen,
                "tokenizer section: truncated: piece_offsets[%u] end at %llu, section is %llu "
                "bytes",
                t.n_vocab + 1, (unsigned long long)l0.bytes, (unsigned long long)nbytes);
@@ -149,13 +143,13 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     }
     const uint32_t *off = (const uint32_t *)(b + l0.offsets);
     if (off[0] != 0) {
-        seterr(err, errlen, "tokenizer section: piece_offsets[0] = %u, expected 0", off[0]);
+        emx_seterr(err, errlen, "tokenizer section: piece_offsets[0] = %u, expected 0", off[0]);
         return -1;
     }
     uint64_t npb = off[t.n_vocab];
     TokLayout l = tok_layout(t.n_vocab, npb, t.n_merges);
     if (l.end > nbytes) {
-        seterr(err, errlen,
+        emx_seterr(err, errlen,
                "tokenizer section: truncated or piece_offsets[%u] = %llu too large: needs %llu "
                "bytes, section is %llu",
                t.n_vocab, (unsigned long long)npb, (unsigned long long)l.end,
@@ -164,14 +158,14 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     }
     for (uint32_t i = 0; i < t.n_vocab; i++) {
         if (off[i + 1] < off[i] || off[i + 1] > npb) {
-            seterr(err, errlen,
+            emx_seterr(err, errlen,
                    "tokenizer section: piece_offsets[%u] = %u not monotone / past piece bytes "
                    "(%llu)",
                    i + 1, off[i + 1], (unsigned long long)npb);
             return -1;
         }
         if (off[i + 1] - off[i] > t.max_piece_len) {
-            seterr(err, errlen, "tokenizer section: piece %u is %u bytes > max_piece_len %u", i,
+            emx_seterr(err, errlen, "tokenizer section: piece %u is %u bytes > max_piece_len %u", i,
                    off[i + 1] - off[i], t.max_piece_len);
             return -1;
         }
@@ -179,7 +173,7 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     const uint8_t *types = b + l.types;
     for (uint32_t i = 0; i < t.n_vocab; i++) {
         if (types[i] < EMX_TOKT_NORMAL || types[i] > EMX_TOKT_BYTE) {
-            seterr(err, errlen, "tokenizer section: types[%u] = %u is not a token type", i,
+            emx_seterr(err, errlen, "tokenizer section: types[%u] = %u is not a token type", i,
                    types[i]);
             return -1;
         }
@@ -187,7 +181,7 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
     const int32_t *merges = (const int32_t *)(b + l.merges);
     for (uint64_t i = 0; i < 2 * (uint64_t)t.n_merges; i++) {
         if (merges[i] < 0 || merges[i] >= (int64_t)t.n_vocab) {
-            seterr(err, errlen, "tokenizer section: merges[%llu][%d] = %d out of range (n_vocab %u)",
+            emx_seterr(err, errlen, "tokenizer section: merges[%llu][%d] = %d out of range (n_vocab %u)",
                    (unsigned long long)(i / 2), (int)(i % 2), merges[i], t.n_vocab);
             return -1;
         }
@@ -213,7 +207,7 @@ int tokdata_pack(const TokenizerData *src, TokenizerData *out, char *err, size_t
     uint64_t n = 0;
     uint8_t *b = tok_serialize(src, &n);
     if (!b) {
-        seterr(err, errlen, "tokenizer: out of memory packing %u pieces", src->n_vocab);
+        emx_seterr(err, errlen, "tokenizer: out of memory packing %u pieces", src->n_vocab);
         return -1;
     }
     if (tokdata_view(b, n, out, err, errlen) != 0) {

@@ -85,6 +85,13 @@ int enc_heap_append(EncScratch *s, MergeCand c);
 void enc_heap_build(EncScratch *s);
 int enc_heap_pop(EncScratch *s, MergeCand *out);   // 0 when empty
 
+// Pushes the merge candidate for the pair starting at symbol `pos`, if the vocabulary has one
+// (BPE: by merge rank; SPM: by the merged piece's score). Returns -1 on out of memory.
+typedef int (*EncPairFn)(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial);
+// The merge loop shared by BPE and SPM: links sym_id[0..n), then repeatedly applies the best
+// candidate (a min-heap with lazy deletion of stale pairs), O(n log n) in the word length.
+int enc_merge_symbols(const EmxTokenizer *tk, EncScratch *s, size_t n, EncPairFn push_pair);
+
 // Byte-level BPE of one pre-tokenised word (raw bytes). Returns -1 on out of memory.
 int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
                     IdVec *out);

@@ -142,6 +142,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         case 1: a->prompt_file = val; break;
         case 2:
             if ((rc = parse_int(name, val, -1, 1L << 30, &a->n_predict, err, errlen))) return rc;
+            a->n_predict_given = 1;
             break;
         case 3:
             if ((rc = parse_seed(val, a, err, errlen))) return rc;
@@ -215,7 +216,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "\n"
         "Generation:\n"
         "  -n, --n-predict N       tokens to generate (default 256; -1 = until a stop token\n"
-        "                          or the context is full; stops at the context end anyway)\n"
+        "                          or the context is full; more than fits is an error)\n"
         "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
         "  -t, --threads N         CPU threads (default: all cores)\n"
         "\n"

@@ -32,6 +32,7 @@ typedef struct {
     const char *system;       // --system; NULL: none
     int n_predict;            // -n, default 256; -1: until a stop token or the context is full
     uint64_t seed;            // -s
+    int n_predict_given;      // 0: the default, lowered to what the context has room for
     int seed_given;           // 0: ./run picks a time-based seed and prints it
     EmxSamplerParams sampling;// --temp --top-k --top-p --min-p
     int sampler;              // enum emx_sampler_kind

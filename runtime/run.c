@@ -163,9 +163,12 @@ int main(int argc, char **argv) {
     }
     // Every chosen token but the last is fed back, so ctx - n_ids + 1 tokens fit.
     int room = ctx - n_ids + 1;
-    if (a.n_predict > room)
-        fprintf(stderr, "run: warning: -n %d exceeds the %d tokens the context has room for "
-                        "(-c %d); stopping at the context end\n", a.n_predict, room, ctx);
+    if (a.n_predict > room && !a.n_predict_given) a.n_predict = room;  // the default fits itself
+    if (a.n_predict > room) {  // asking for more than fits is a mistake worth stopping for
+        fprintf(stderr, "run: -n %d is more than the %d tokens the context has room for (-c %d, prompt %d "
+                        "tokens); -n -1 generates until the context is full\n", a.n_predict, room, ctx, n_ids);
+        goto out;
+    }
 
     EmxSamplerParams sp = emx_cli_effective_sampling(&a);
     if (!a.seed_given) {

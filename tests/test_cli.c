@@ -321,17 +321,30 @@ Test(cli, runtime_errors_exit_1_with_one_line, .timeout = 60) {
     expect_error((const char *[]){mp, "--chat", "-p", "hi", NULL}, 1, "no chat template");
 }
 
-Test(cli, n_predict_beyond_context_stops_at_the_end, .timeout = 60) {
+Test(cli, n_predict_beyond_context_is_an_error, .timeout = 60) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
     // Context 16, prompt [BOS]: 16 tokens fit (each but the last is fed back at 1..15).
-    const char *args[] = {mp, "-c", "16", "-n", "100", "--temp", "0", "-t", "1", NULL};
+    const char *args[] = {mp, "-c", "16", "-n", "17", "--temp", "0", "-t", "1", NULL};
     RunResult r = run(args);
+    cr_expect_eq(r.code, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "-n 17 is more than the 16 tokens the context has room for") != NULL, "stderr: %s", r.err);
+    cr_expect_eq(r.out_len, 0, "stdout [%s]", r.out);
+    run_free(&r);
+
+    // The default -n (256) is lowered to the room without complaint.
+    const char *dflt[] = {mp, "-c", "16", "--temp", "0", "-t", "1", NULL};
+    r = run(dflt);
     cr_expect_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.err, "warning: -n 100 exceeds") != NULL, "stderr: %s", r.err);
     cr_expect(strstr(r.err, "generated: 16 tokens") != NULL, "stderr: %s", r.err);
-    // And the 16 tokens are the first 16 of the 200-token greedy text.
+    run_free(&r);
+
+    // Exactly the room: the 16 tokens are the first 16 of the 200-token greedy text.
+    const char *fits[] = {mp, "-c", "16", "-n", "16", "--temp", "0", "-t", "1", NULL};
+    r = run(fits);
+    cr_expect_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "generated: 16 tokens") != NULL, "stderr: %s", r.err);
     char *expect = expected_text();
     cr_expect(r.out_len > 1 && strncmp(r.out, expect, r.out_len - 1) == 0, "stdout [%s]", r.out);
     free(expect);

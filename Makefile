@@ -67,7 +67,7 @@ test-asan:
 	@if grep -nE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 
-weights: $(BUILD)/tools/convert
+weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
 # The README's test command: everything CI runs. The default model is fetched first so the

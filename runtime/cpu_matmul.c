@@ -359,8 +359,14 @@ void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const fl
     }
 }
 
-void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                 float out[4]) {
+// Four activation rows against one row of 4-bit weights: out[t] = sum over groups of
+// d_w d_x sum(nib * q_x) + c_g * s_x, where s_x = d_x sum(q_x) and c_g is the group's offset
+// coefficient: -8 d_w for q4 (nibble - 8), the stored min m for q4_1 (nibble * d + m).
+// Always inlined so each caller gets a copy with the q4 / q4_1 choice resolved at compile time.
+static inline __attribute__((always_inline)) void dot4_nibbles(const uint8_t *w, const uint16_t *wd,
+                                                               const uint16_t *wm /* NULL: q4 */,
+                                                               const int8_t *xq, const float *xd,
+                                                               const float *xs, int n, float out[4]) {
     const int ng = n / 32;
     const int8_t *x0 = xq, *x1 = xq + n, *x2 = xq + 2 * n, *x3 = xq + 3 * n;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
@@ -369,9 +375,11 @@ void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
     int g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
+        // -8 d_w is exact (a power of two), so q4 keeps the rounding of sum(d_w s_x) * -8
+        __m256 cw = wm ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))) : _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f));
         for (int t = 0; t < 4; t++) {
             _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
-            off[t] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(xs + (size_t)t * ng + g), off[t]);
+            off[t] = _mm256_fmadd_ps(cw, _mm256_loadu_ps(xs + (size_t)t * ng + g), off[t]);
         }
         for (int k = 0; k < 8; k++) {
             const int o = (g + k) * 32;
@@ -387,59 +395,27 @@ void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const f
 #undef EMX_Q4_ROW
         }
     }
-    out[0] = hsum_ps(a0) - 8.0f * hsum_ps(off[0]);
-    out[1] = hsum_ps(a1) - 8.0f * hsum_ps(off[1]);
-    out[2] = hsum_ps(a2) - 8.0f * hsum_ps(off[2]);
-    out[3] = hsum_ps(a3) - 8.0f * hsum_ps(off[3]);
+    out[0] = hsum_ps(a0) + hsum_ps(off[0]);
+    out[1] = hsum_ps(a1) + hsum_ps(off[1]);
+    out[2] = hsum_ps(a2) + hsum_ps(off[2]);
+    out[3] = hsum_ps(a3) + hsum_ps(off[3]);
     for (; g < ng; g++) {
-        float dw = _cvtsh_ss(wd[g]);
+        float dw = _cvtsh_ss(wd[g]), cw = wm ? _cvtsh_ss(wm[g]) : -8.0f * dw;
         for (int t = 0; t < 4; t++) {
             const size_t tg = (size_t)t * ng + g;
-            out[t] += hsum_ps(dot32_u4(w + g * 16, xq + (size_t)t * n + g * 32)) * (dw * xd[tg]) - 8.0f * dw * xs[tg];
+            out[t] += hsum_ps(dot32_u4(w + g * 16, xq + (size_t)t * n + g * 32)) * (dw * xd[tg]) + cw * xs[tg];
         }
     }
 }
 
+void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                 float out[4]) {
+    dot4_nibbles(w, wd, NULL, xq, xd, xs, n, out);
+}
+
 void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n, float out[4]) {
-    const int ng = n / 32;
-    const int8_t *x0 = xq, *x1 = xq + n, *x2 = xq + 2 * n, *x3 = xq + 3 * n;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    __m256 mins[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float ds[4][8];
-    int g = 0;
-    for (; g + 8 <= ng; g += 8) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
-        __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g)));
-        for (int t = 0; t < 4; t++) {
-            _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
-            mins[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xs + (size_t)t * ng + g), mins[t]);
-        }
-        for (int k = 0; k < 8; k++) {
-            const int o = (g + k) * 32;
-            __m128i v = _mm_loadu_si128((const __m128i *)(w + (g + k) * 16));
-            __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
-#define EMX_Q4_ROW(a, x, t)                                                                                    \
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)(x + o)))),          \
-                        _mm256_broadcast_ss(&ds[t][k]), a)
-            EMX_Q4_ROW(a0, x0, 0);
-            EMX_Q4_ROW(a1, x1, 1);
-            EMX_Q4_ROW(a2, x2, 2);
-            EMX_Q4_ROW(a3, x3, 3);
-#undef EMX_Q4_ROW
-        }
-    }
-    out[0] = hsum_ps(a0) + hsum_ps(mins[0]);
-    out[1] = hsum_ps(a1) + hsum_ps(mins[1]);
-    out[2] = hsum_ps(a2) + hsum_ps(mins[2]);
-    out[3] = hsum_ps(a3) + hsum_ps(mins[3]);
-    for (; g < ng; g++) {
-        float dw = _cvtsh_ss(wd[g]), mw = _cvtsh_ss(wm[g]);
-        for (int t = 0; t < 4; t++) {
-            const size_t tg = (size_t)t * ng + g;
-            out[t] += hsum_ps(dot32_u4(w + g * 16, xq + (size_t)t * n + g * 32)) * (dw * xd[tg]) + mw * xs[tg];
-        }
-    }
+    dot4_nibbles(w, wd, wm, xq, xd, xs, n, out);
 }
 
 #else  // no AVX2: the fast names are the scalar kernels

@@ -56,8 +56,17 @@ $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 include tests/models.mk
 include tests/models_smollm2.mk
 
-test: all $(BUILD)/tests/tests test-models
+# CUDA: kernels/kernels.mk (`make cuda`: the real nvcc build of kernels/*.cu for sm_80 and sm_90),
+# kernels/bench.mk (`make bench-kernels`) and tests/cuda_emu/emu.mk (the emulation layer, which
+# builds the unmodified kernels with the host C++ compiler; it sets EMU_TEST_BIN, a second
+# Criterion binary that `make test` runs after the C suite).
+-include kernels/kernels.mk
+-include kernels/bench.mk
+-include tests/cuda_emu/emu.mk
+
+test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN)
 	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+	$(if $(EMU_TEST_BIN),EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.

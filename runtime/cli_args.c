@@ -92,7 +92,9 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
     *a = (EmxCliArgs){
         .n_predict = 256,
         .sampling = EMX_SAMPLER_PARAMS_DEFAULT,
-        .sampler = EMX_SAMPLER_COMBINED,
+        .sampler = EMX_SAMPLER_ENTROPIX,
+        .profile = "classic",
+        .metric_layer = -1,  // EMX_ATTN_LAYER_LAST
         .chat = EMX_CHAT_AUTO,
     };
     int rc;
@@ -120,12 +122,15 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         if (is_flag(arg, NULL, "--chat", &iv) && !iv) { a->chat = EMX_CHAT_ON; continue; }
         if (is_flag(arg, NULL, "--raw", &iv) && !iv) { a->chat = EMX_CHAT_RAW; continue; }
         if (is_flag(arg, NULL, "--no-think", &iv) && !iv) { a->no_think = 1; continue; }
+        if (is_flag(arg, NULL, "--color", &iv) && !iv) { a->color = 1; continue; }
 
         // Flags with a value: "-x VALUE", "--long VALUE" or "--long=VALUE".
         static const struct { const char *s, *l; } valued[] = {
             {"-p", "--prompt"},  {"-f", "--file"},   {"-n", "--n-predict"}, {"-s", "--seed"},
             {NULL, "--temp"},    {NULL, "--top-k"},  {NULL, "--top-p"},     {NULL, "--min-p"},
             {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
+            {NULL, "--profile"}, {NULL, "--profile-set"}, {NULL, "--metric-layers"},
+            {NULL, "--metrics"},
         };
         int which = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
@@ -148,17 +153,21 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             if ((rc = parse_seed(val, a, err, errlen))) return rc;
             break;
         case 4:
-            if ((rc = parse_float(name, val, 0.0, 1e6, &a->sampling.temperature, err, errlen)))
+            if ((rc = parse_float(name, val, 0.0, 100.0, &a->sampling.temperature, err, errlen)))
                 return rc;
+            a->temp_given = 1;
             break;
         case 5:
-            if ((rc = parse_int(name, val, 0, 1L << 30, &a->sampling.top_k, err, errlen))) return rc;
+            if ((rc = parse_int(name, val, 0, 1000000, &a->sampling.top_k, err, errlen))) return rc;
+            a->top_k_given = 1;
             break;
         case 6:
             if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.top_p, err, errlen))) return rc;
+            a->top_p_given = 1;
             break;
         case 7:
             if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.min_p, err, errlen))) return rc;
+            a->min_p_given = 1;
             break;
         case 8:
             if ((rc = parse_int(name, val, 0, 1L << 30, &a->ctx, err, errlen))) return rc;
@@ -175,10 +184,32 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
                             "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
                             "minp, entropix)", val);
             a->sampler = k;
+            a->sampler_given = 1;
             break;
         }
+        case 12: a->profile = val; break;
+        case 13:
+            if (!strchr(val, '='))
+                return fail(err, errlen, "--profile-set: '%s' is not KEY=VALUE", val);
+            if (a->n_profile_sets == EMX_CLI_MAX_PROFILE_SETS)
+                return fail(err, errlen, "--profile-set: more than %d given (use a profile file)",
+                            EMX_CLI_MAX_PROFILE_SETS);
+            a->profile_sets[a->n_profile_sets++] = val;
+            break;
+        case 14:
+            if (strcmp(val, "last") == 0) a->metric_layer = -1;
+            else if (strcmp(val, "all") == 0) a->metric_layer = -2;
+            else if (parse_int(name, val, 0, 1000000, &a->metric_layer, err, errlen))
+                return fail(err, errlen, "--metric-layers: '%s' is not last, all or a layer index", val);
+            a->metric_layer_given = 1;
+            break;
+        case 15: a->metrics_path = val; break;
         }
     }
+    // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
+    // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
+    if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
+        a->sampler = EMX_SAMPLER_GREEDY;
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
     if (a->prompt && a->prompt_file)
@@ -220,15 +251,31 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
         "  -t, --threads N         CPU threads (default: all cores)\n"
         "\n"
-        "Sampling (filters in llama.cpp's order: top-k, top-p, min-p, then temperature):\n"
-        "      --sampler NAME      combined (default: all four below), greedy, temp, topk,\n"
-        "                          topp, minp (temperature + that filter only); entropix comes later\n"
-        "      --temp T            temperature (default 0.8; 0 = greedy)\n"
+        "Sampling:\n"
+        "      --sampler NAME      entropix (default): each token's strategy chosen from the\n"
+        "                          entropy/varentropy of the logits and the attention;\n"
+        "                          combined: temperature + top-k + top-p + min-p (llama.cpp's\n"
+        "                          order); greedy; temp, topk, topp, minp (temperature + that\n"
+        "                          filter only)\n"
+        "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666\n"
+        "                          in classic; a bare --temp 0 selects greedy)\n"
         "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
         "      --top-p P           keep the smallest set of most likely tokens with mass >= P\n"
         "                          (default 0.95; 1 = off)\n"
         "      --min-p P           keep tokens with p >= P * p(most likely) (default 0.05; 0 = off)\n"
+        "                          (entropix: --top-k/--top-p/--min-p set the profile's base values)\n"
         "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
+        "\n"
+        "Entropix:\n"
+        "      --profile NAME|FILE the switch's thresholds and coefficients: classic (default),\n"
+        "                          masked-bits, or a profile file (tools/calibrate writes one)\n"
+        "      --profile-set K=V   override one profile constant (repeatable), e.g.\n"
+        "                          --profile-set helv_insert_pause=0\n"
+        "      --metric-layers L   attention metrics from: last (default), all (averaged), or a\n"
+        "                          layer index\n"
+        "      --metrics FILE      one JSON line per generated token: id, piece, every metric, the\n"
+        "                          case, the effective temperature/top-k/top-p/min-p, inserted\n"
+        "      --color             colour each token by the case that chose it (legend on stderr)\n"
         "\n"
         "Other:\n"
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"

@@ -14,14 +14,16 @@
 
 // --sampler: which decision rule picks each token.
 enum emx_sampler_kind {
-    EMX_SAMPLER_COMBINED = 0,  // temperature + top-k + top-p + min-p (the default for now)
+    EMX_SAMPLER_COMBINED = 0,  // temperature + top-k + top-p + min-p
     EMX_SAMPLER_GREEDY,        // argmax
     EMX_SAMPLER_TEMP,          // temperature only
     EMX_SAMPLER_TOPK,          // temperature + top-k
     EMX_SAMPLER_TOPP,          // temperature + top-p
     EMX_SAMPLER_MINP,          // temperature + min-p
-    EMX_SAMPLER_ENTROPIX,      // the entropix strategy switch (not built yet: rejected by ./run)
+    EMX_SAMPLER_ENTROPIX,      // the entropix strategy switch (the default)
 };
+
+#define EMX_CLI_MAX_PROFILE_SETS 64
 
 enum { EMX_CHAT_AUTO = -1, EMX_CHAT_RAW = 0, EMX_CHAT_ON = 1 };
 
@@ -35,7 +37,16 @@ typedef struct {
     int n_predict_given;      // 0: the default, lowered to what the context has room for
     int seed_given;           // 0: ./run picks a time-based seed and prints it
     EmxSamplerParams sampling;// --temp --top-k --top-p --min-p
-    int sampler;              // enum emx_sampler_kind
+    int temp_given, top_k_given, top_p_given, min_p_given;  // entropix: override the profile's
+    int sampler;              // enum emx_sampler_kind; default entropix (greedy for a bare --temp 0)
+    int sampler_given;
+    const char *profile;      // --profile NAME|FILE (entropix), default "classic"
+    const char *profile_sets[EMX_CLI_MAX_PROFILE_SETS];  // --profile-set KEY=VALUE, in order
+    int n_profile_sets;
+    int metric_layer;         // --metric-layers: EMX_ATTN_LAYER_LAST (-1), _ALL (-2) or N
+    int metric_layer_given;
+    const char *metrics_path; // --metrics FILE: one JSON line per generated token
+    int color;                // --color: tokens coloured by entropix case
     int ctx;                  // -c; 0: min(model's max_seq_len, 4096)
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON

@@ -31,6 +31,12 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos);
 // unspecified. Written by the attention itself, so reading them costs nothing extra.
 const float *emx_attention_scores(const EmxState *s, int *last_pos);
 
+// The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each
+// (kv_dim = n_kv_heads * head_dim). Positions past the last one fed hold stale values from an
+// earlier, longer sequence (or zeros), which no computation for an earlier position may read:
+// a test writes garbage there to prove it.
+void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim);
+
 // Like emx_forward, but writes the logits of every position: logits [n][vocab] (caller's
 // buffer). For perplexity and scoring; costs n classifier products instead of one. The state's
 // own logits and attention scores afterwards are those of the last position. Returns 0, or -1

@@ -276,6 +276,12 @@ int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float
     return 0;
 }
 
+void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim) {
+    if (key) *key = s->key_cache;
+    if (value) *value = s->value_cache;
+    if (kv_dim) *kv_dim = s->kv_dim;
+}
+
 const float *emx_attention_scores(const EmxState *s, int *last_pos) {
     if (last_pos) *last_pos = s->last_pos;
     return s->att_scores;

@@ -121,12 +121,16 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
 // ---------------------------------------------------------------------------------------------
 // The loop.
 
-// Writes a token's text (if any) and flushes, so the text appears as it is produced.
-static void emit(FILE *out, EmxDecoder *dec, int id, char *buf, size_t cap) {
-    size_t k = emx_decoder_push(dec, id, buf, cap);
-    if (out && k) {
-        fwrite(buf, 1, k, out);
-        fflush(out);
+// Writes a token's text (if any) and flushes, so the text appears as it is produced; or hands
+// it to the caller's callback. The stop token is never printed.
+static void emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int id, int pos,
+                 int is_stop, char *buf, size_t cap) {
+    size_t k = is_stop ? 0 : emx_decoder_push(dec, id, buf, cap);
+    if (opt->on_token) {
+        opt->on_token(opt->on_token_user, index, id, pos, buf, k, is_stop);
+    } else if (opt->out && k) {
+        fwrite(buf, 1, k, opt->out);
+        fflush(opt->out);
     }
 }
 
@@ -179,19 +183,22 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             stats->stop = EMX_STOP_N_PREDICT;
             break;
         }
+        double ts = now_s();
         int id = sampler->choose(sampler, st, logits, n_vocab, pos);
+        stats->sample_s += now_s() - ts;
         if (id < 0 || id >= n_vocab) {
             snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
             rc = -1;
             break;
         }
         if (opt->ids_out && stats->n_generated < opt->ids_cap) opt->ids_out[stats->n_generated] = id;
-        stats->n_generated++;
-        if (emx_is_stop(tk, id)) {
+        int index = stats->n_generated++;
+        int is_stop = emx_is_stop(tk, id) && !(opt->ignore_stop && opt->n_predict >= 0);
+        emit(opt, &dec, index, id, pos, is_stop, buf, cap);
+        if (is_stop) {
             stats->stop = EMX_STOP_TOKEN;
             break;
         }
-        emit(opt->out, &dec, id, buf, cap);
         if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
             stats->stop = EMX_STOP_N_PREDICT;  // no need to feed the last token
             break;
@@ -227,4 +234,7 @@ void emx_generate_print_stats(FILE *f, const EmxGenerateStats *s) {
     fprintf(f, "generated: %d tokens, decode %.2f ms (%.2f tok/s, %.2f ms/token)\n",
             s->n_generated, dec_ms, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
             s->n_generated > 0 ? dec_ms / s->n_generated : 0.0);
+    if (s->n_generated > 0)
+        fprintf(f, "sampler: %.3f ms/token (%.1f%% of decode)\n", 1e3 * s->sample_s / s->n_generated,
+                s->decode_s > 0 ? 100.0 * s->sample_s / s->decode_s : 0.0);
 }

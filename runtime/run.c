@@ -8,16 +8,20 @@
 // docs/run-cli.md.
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat_template.h"
 #include "cli_args.h"
+#include "entropix_sampler.h"
 #include "forward.h"
 #include "generate.h"
 #include "model.h"
+#include "profile.h"
 #include "rng.h"
+#include "token_log.h"
 #include "tokenizer.h"
 
 // Whole file into memory (the prompt of -f). NULL with errno set on failure.
@@ -43,6 +47,88 @@ static char *read_file(const char *path, size_t *len) {
     fclose(f);
     if (buf) *len = n;
     return buf;
+}
+
+// The profile ./run uses: --profile, then each --profile-set in order, then the flags that
+// name a profile field directly (--metric-layers, --temp/--top-k/--top-p/--min-p as the base
+// values). Returns 0, or -1 with a one-line reason.
+static int build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
+    if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
+    for (int i = 0; i < a->n_profile_sets; i++) {
+        char key[128];
+        const char *set = a->profile_sets[i], *eq = strchr(set, '=');
+        size_t klen = (size_t)(eq - set);
+        if (klen >= sizeof key) klen = sizeof key - 1;
+        memcpy(key, set, klen);
+        key[klen] = 0;
+        char why[256];
+        if (emx_profile_set(p, key, eq + 1, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--profile-set %s: %s", set, why);
+            return -1;
+        }
+    }
+    if (a->metric_layer_given) p->attn_layer = a->metric_layer;
+    if (a->temp_given) p->temperature = a->sampling.temperature;
+    if (a->top_k_given) p->top_k = a->sampling.top_k;
+    if (a->top_p_given) p->top_p = a->sampling.top_p;
+    if (a->min_p_given) p->min_p = a->sampling.min_p;
+    return 0;
+}
+
+// What the per-token callback needs: where the text and the log go, and the sampler whose
+// last step describes the token just chosen.
+typedef struct {
+    FILE *out;
+    FILE *metrics;                 // --metrics, or NULL
+    int color;
+    int write_failed;
+    const EmxTokenizer *tk;
+    const char *sampler_name;
+    EmxEntropixSampler *es;        // entropix: its last_metrics / last_decision
+    EmxMetricsTap *tap;            // a basic sampler under --metrics
+    const EmxSamplerParams *params;
+} TokenSink;
+
+static void on_token(void *user, int index, int id, int pos, const char *text, size_t len,
+                     int is_stop) {
+    TokenSink *ts = user;
+    if (len) {
+        if (ts->color && ts->es) {
+            int inserted = ts->es->last_decision.action == EMX_ACTION_INSERT;
+            fputs(emx_case_color(ts->es->last_decision.kase, inserted), ts->out);
+            fwrite(text, 1, len, ts->out);
+            fputs(EMX_COLOR_RESET, ts->out);
+        } else {
+            fwrite(text, 1, len, ts->out);
+        }
+        fflush(ts->out);
+    }
+    if (!ts->metrics || ts->write_failed) return;
+    EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
+                        .sampler = ts->sampler_name, .score = NAN};
+    r.piece = emx_token_bytes_ref(ts->tk, id, &r.piece_len);
+    if (ts->es) {
+        r.metrics = &ts->es->last_metrics;
+        r.decision = &ts->es->last_decision;
+        r.score = ts->es->last_score;
+    } else if (ts->tap) {
+        r.metrics = &ts->tap->last_metrics;
+        r.params = ts->params;
+    }
+    if (emx_token_log_json(ts->metrics, &r) != 0) ts->write_failed = 1;
+}
+
+// The entropix run's case counts, one line on stderr.
+static void print_case_summary(const EmxEntropixSampler *es) {
+    long total = 0;
+    for (int c = 0; c < EMX_CASE_COUNT; c++) total += es->case_counts[c];
+    if (total == 0) return;
+    fprintf(stderr, "entropix cases:");
+    for (int c = 0; c < EMX_CASE_COUNT; c++)
+        fprintf(stderr, " %s %.1f%% (%ld)%s", emx_case_name((EmxCase)c),
+                100.0 * (double)es->case_counts[c] / (double)total, es->case_counts[c],
+                c + 1 < EMX_CASE_COUNT ? "," : "");
+    fprintf(stderr, "; pauses inserted: %ld\n", es->n_inserted);
 }
 
 static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSamplerParams *sp,
@@ -81,18 +167,28 @@ int main(int argc, char **argv) {
         printf("entropix.c run %s\n", EMX_VERSION_STRING);
         return 0;
     }
-    if (a.sampler == EMX_SAMPLER_ENTROPIX) {
-        // The strategy switch (docs: sampler-spec) plugs in here as another EmxSampler.
-        fprintf(stderr, "run: --sampler entropix: not available in this build yet\n");
+    int entropix = a.sampler == EMX_SAMPLER_ENTROPIX;
+    EmxProfile profile;
+    if (entropix && build_profile(&a, &profile, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
         return 2;
     }
+    if (!entropix && (strcmp(a.profile, "classic") != 0 || a.n_profile_sets > 0))
+        fprintf(stderr, "run: warning: --profile/--profile-set only apply to --sampler entropix; ignored\n");
+    if (!entropix && a.color)
+        fprintf(stderr, "run: warning: --color shows entropix cases; with --sampler %s it is ignored\n",
+                emx_sampler_kind_name(a.sampler));
 
     int status = 1;
     EmxModel model;
     int model_open = 0;
     EmxTokenizer *tk = NULL;
     EmxState *st = NULL;
-    EmxBasicSampler sampler = {0};
+    EmxBasicSampler basic = {0};
+    EmxEntropixSampler es = {0};
+    EmxMetricsTap tap = {0};
+    EmxSampler *sampler = NULL;
+    FILE *metrics = NULL;
     char *file_prompt = NULL;
     int *ids = NULL;
 
@@ -170,36 +266,94 @@ int main(int argc, char **argv) {
         goto out;
     }
 
-    EmxSamplerParams sp = emx_cli_effective_sampling(&a);
-    if (!a.seed_given) {
-        a.seed = emx_rng_seed_from_time();
-        if (sp.temperature > 0.0f && sp.top_k != 1)  // greedy draws nothing: no seed to report
-            fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n",
-                    a.seed, a.seed);
+    if (a.metrics_path) {
+        metrics = fopen(a.metrics_path, "w");
+        if (!metrics) {
+            fprintf(stderr, "run: --metrics %s: %s\n", a.metrics_path, strerror(errno));
+            goto out;
+        }
     }
-    if (emx_basic_sampler_init(&sampler, &sp, a.seed, (int)cfg->vocab_size, err, sizeof err) != 0) {
-        fprintf(stderr, "run: %s\n", err);
-        goto out;
+    EmxSamplerParams sp = entropix ? (EmxSamplerParams){.temperature = (float)profile.temperature,
+                                                         .top_k = profile.top_k,
+                                                         .top_p = (float)profile.top_p,
+                                                         .min_p = (float)profile.min_p}
+                                   : emx_cli_effective_sampling(&a);
+    if (!a.seed_given) a.seed = emx_rng_seed_from_time();
+    if (entropix) {
+        if (emx_entropix_sampler_init(&es, &profile, &model, tk, ctx, a.seed, err, sizeof err) != 0) {
+            fprintf(stderr, "run: %s\n", err);
+            goto out;
+        }
+        sampler = &es.base;
+    } else {
+        if (emx_basic_sampler_init(&basic, &sp, a.seed, (int)cfg->vocab_size, err, sizeof err) != 0) {
+            fprintf(stderr, "run: %s\n", err);
+            goto out;
+        }
+        sampler = &basic.base;
+        if (a.metrics_path) {  // the metrics are computed beside the basic sampler, for the log
+            if (emx_metrics_tap_init(&tap, &basic.base, &model, ctx, a.metric_layer, err, sizeof err) != 0) {
+                fprintf(stderr, "run: --metric-layers: %s\n", err);
+                goto out;
+            }
+            sampler = &tap.base;
+        }
     }
-    if (a.verbose) print_verbose(&model, &a, &sp, chat, ctx, ids, n_ids);
+    if (a.verbose) {
+        print_verbose(&model, &a, &sp, chat, ctx, ids, n_ids);
+        if (entropix) {
+            fprintf(stderr, "entropix: profile %s, attention metrics from %s, pause token %d",
+                    a.profile, profile.attn_layer == EMX_ATTN_LAYER_LAST ? "the last layer"
+                               : profile.attn_layer == EMX_ATTN_LAYERS_ALL ? "all layers" : "one layer",
+                    es.pause_token);
+            if (es.pause_token >= 0) {
+                size_t plen = 0;
+                const char *piece = emx_token_bytes_ref(tk, es.pause_token, &plen);
+                fprintf(stderr, " ('%.*s')", (int)plen, piece ? piece : "");
+            }
+            fprintf(stderr, "\n");
+        }
+    }
+    // Greedy draws nothing: no seed to report. Entropix draws in most of its cases.
+    if (!a.seed_given && (entropix || (sp.temperature > 0.0f && sp.top_k != 1)))
+        fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n",
+                a.seed, a.seed);
+    if (a.color && entropix) emx_color_legend(stderr);
 
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
-    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .echo_prompt = !chat};
+    TokenSink sink = {.out = stdout, .metrics = metrics, .color = a.color, .tk = tk,
+                      .sampler_name = emx_sampler_kind_name(a.sampler),
+                      .es = entropix ? &es : NULL, .tap = tap.scratch ? &tap : NULL, .params = &sp};
+    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .echo_prompt = !chat,
+                             .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;
-    int rc = emx_generate(st, tk, ids, n_ids, &sampler.base, &go, &stats, err, sizeof err);
+    int rc = emx_generate(st, tk, ids, n_ids, sampler, &go, &stats, err, sizeof err);
     printf("\n");
     fflush(stdout);
     if (rc != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
+    if (metrics) {
+        int bad = sink.write_failed || ferror(metrics);
+        bad |= fclose(metrics) != 0;
+        metrics = NULL;
+        if (bad) {
+            fprintf(stderr, "run: --metrics %s: write failed\n", a.metrics_path);
+            goto out;
+        }
+    }
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
     emx_generate_print_stats(stderr, &stats);
+    if (entropix) print_case_summary(&es);
     status = 0;
 
 out:
-    emx_basic_sampler_free(&sampler);
+    if (metrics) fclose(metrics);
+    emx_metrics_tap_free(&tap);
+    emx_entropix_sampler_free(&es);
+    emx_basic_sampler_free(&basic);
     free(ids);
     if (st) emx_state_free(st);
     if (tk) emx_tokenizer_free(tk);

@@ -20,23 +20,11 @@
 #include "forward.h"
 #include "generate.h"
 #include "model.h"
+#include "run_util.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
-extern char **environ;
-
 #define MODEL_REL "models/stories260K.f32.bin"
-
-typedef struct {
-    char *out, *err;  // NUL-terminated captures (free with run_free)
-    size_t out_len;
-    int code;         // exit status, or 128 + signal
-} RunResult;
-
-static const char *run_binary(void) {
-    const char *p = getenv("EMX_RUN");
-    return p && *p ? p : "./run";
-}
 
 static const char *model_path(char *buf, size_t cap) {
     test_build_path(buf, cap, MODEL_REL);
@@ -51,76 +39,6 @@ static void require_inputs(void) {
         cr_assert_fail("%s is missing: convert it with `make test-models`", mp);
 }
 
-static char *slurp_fd(int fd, size_t *len) {
-    off_t n = lseek(fd, 0, SEEK_END);
-    char *buf = malloc((size_t)n + 1);
-    lseek(fd, 0, SEEK_SET);
-    size_t got = 0;
-    while (got < (size_t)n) {
-        ssize_t k = read(fd, buf + got, (size_t)n - got);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    buf[got] = 0;
-    if (len) *len = got;
-    return buf;
-}
-
-// Runs run_binary() with args (NULL-terminated, without argv[0]); stdout and stderr go to
-// temporary files (no pipe can fill up and block).
-static RunResult run(const char *const *args) {
-    char out_path[] = "/tmp/emx_cli_out_XXXXXX", err_path[] = "/tmp/emx_cli_err_XXXXXX";
-    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-    cr_assert(out_fd >= 0 && err_fd >= 0, "mkstemp failed");
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = run_binary();
-    for (int i = 0; args[i]; i++) argv[argc++] = args[i];
-    argv[argc] = NULL;
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    cr_assert_eq(rc, 0, "posix_spawn %s failed", argv[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-
-    RunResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp_fd(out_fd, &r.out_len);
-    r.err = slurp_fd(err_fd, NULL);
-    close(out_fd);
-    close(err_fd);
-    unlink(out_path);
-    unlink(err_path);
-    return r;
-}
-
-static void run_free(RunResult *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
-// The usage/runtime error contract: exit code, exactly one line on stderr containing `needle`.
-static void expect_error(const char *const *args, int code, const char *needle) {
-    RunResult r = run(args);
-    cr_expect_eq(r.code, code, "%s %s...: exit %d, expected %d (stderr: %s)", run_binary(),
-                 args[0] ? args[0] : "", r.code, code, r.err);
-    cr_expect_eq(count_lines(r.err), 1, "stderr is not one line: [%s]", r.err);
-    cr_expect(strstr(r.err, needle) != NULL, "stderr [%s] lacks [%s]", r.err, needle);
-    cr_expect(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr [%s]", r.err);
-    run_free(&r);
-}
 
 static char *expected_text(void) {
     char p[1024];
@@ -264,7 +182,8 @@ Test(cli, help_lists_every_flag) {
     const char *flags[] = {"-p, --prompt", "-f, --file", "-n, --n-predict", "-s, --seed",
                            "--temp", "--top-k", "--top-p", "--min-p", "-c, --ctx-size",
                            "-t, --threads", "--chat", "--raw", "--system", "--no-think",
-                           "--sampler", "--verbose", "-h, --help", "--version"};
+                           "--sampler", "--verbose", "-h, --help", "--version", "--profile",
+                           "--profile-set", "--metric-layers", "--metrics", "--color"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         cr_expect(strstr(r.out, flags[i]) != NULL, "--help lacks %s", flags[i]);
     run_free(&r);
@@ -380,7 +299,11 @@ Test(cli_args, defaults) {
     cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", NULL}), 0, "%s", err);
     cr_expect_str_eq(a.model_path, "m.bin");
     cr_expect_eq(a.n_predict, 256);
-    cr_expect_eq(a.sampler, EMX_SAMPLER_COMBINED);
+    cr_expect_eq(a.sampler, EMX_SAMPLER_ENTROPIX);
+    cr_expect_str_eq(a.profile, "classic");
+    cr_expect(a.n_profile_sets == 0 && a.metric_layer == -1 && !a.metric_layer_given);
+    cr_expect(!a.metrics_path && !a.color);
+    cr_expect(!a.temp_given && !a.top_k_given && !a.top_p_given && !a.min_p_given);
     cr_expect(a.sampling.temperature == 0.8f && a.sampling.top_k == 40 &&
               a.sampling.top_p == 0.95f && a.sampling.min_p == 0.05f);
     cr_expect_eq(a.seed_given, 0);
@@ -440,6 +363,41 @@ Test(cli_args, effective_sampling_per_sampler) {
     }
     cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--sampler", "entropix", NULL}), 0);
     cr_expect_eq(a.sampler, EMX_SAMPLER_ENTROPIX);
+}
+
+Test(cli_args, entropix_flags) {
+    EmxCliArgs a;
+    char err[256];
+    const char *args[] = {"m.bin", "--profile", "masked-bits", "--profile-set", "top_k=5",
+                          "--profile-set=helv_insert_pause=0", "--metric-layers", "all",
+                          "--metrics", "log.jsonl", "--color", NULL};
+    cr_assert_eq(parse(&a, err, args), 0, "%s", err);
+    cr_expect_eq(a.sampler, EMX_SAMPLER_ENTROPIX);
+    cr_expect_str_eq(a.profile, "masked-bits");
+    cr_assert_eq(a.n_profile_sets, 2);
+    cr_expect_str_eq(a.profile_sets[0], "top_k=5");
+    cr_expect_str_eq(a.profile_sets[1], "helv_insert_pause=0");
+    cr_expect(a.metric_layer == -2 && a.metric_layer_given);
+    cr_expect_str_eq(a.metrics_path, "log.jsonl");
+    cr_expect(a.color);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--metric-layers", "3", NULL}), 0);
+    cr_expect_eq(a.metric_layer, 3);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--metric-layers=last", NULL}), 0);
+    cr_expect_eq(a.metric_layer, -1);
+    cr_expect_eq(parse(&a, err, (const char *[]){"m.bin", "--metric-layers", "x", NULL}), 2);
+    cr_expect(strstr(err, "--metric-layers: 'x' is not last, all or a layer index"), "%s", err);
+    cr_expect_eq(parse(&a, err, (const char *[]){"m.bin", "--profile-set", "top_k", NULL}), 2);
+    cr_expect(strstr(err, "--profile-set: 'top_k' is not KEY=VALUE"), "%s", err);
+
+    // llama.cpp's "--temp 0 is greedy" holds when no sampler is named; a named one is kept.
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--temp", "0", NULL}), 0);
+    cr_expect_eq(a.sampler, EMX_SAMPLER_GREEDY);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--temp", "0.5", NULL}), 0);
+    cr_expect(a.sampler == EMX_SAMPLER_ENTROPIX && a.temp_given);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--sampler", "entropix", "--temp", "0", NULL}), 0);
+    cr_expect_eq(a.sampler, EMX_SAMPLER_ENTROPIX);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--temp", "0", "--sampler", "combined", NULL}), 0);
+    cr_expect_eq(a.sampler, EMX_SAMPLER_COMBINED);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -615,3 +615,85 @@ Test(entropix_sampler, runs_in_the_generation_loop) {
     cr_expect(strstr(err, "attn_layer = 1000") != NULL, "%s", err);
     tiny_close(&t);
 }
+
+// Masking (issue #4, done-means 2): the metrics of position p read only keys 0..p. Fill the KV
+// cache past p with a longer sequence, then overwrite those positions with garbage (NaN,
+// ±1e30, random), roll back and run position p again: logits, every layer's score row over
+// 0..p and the metrics for every layer choice are bitwise those of a state that never saw
+// anything past p.
+static void step_metrics_all_layers(Tiny *t, const float *logits, EmxMetrics *out /* [2+L] */,
+                                    int nl) {
+    int ctx = emx_state_ctx(t->st), nv = (int)t->m.cfg.vocab_size, nh = (int)t->m.cfg.n_heads;
+    double *scratch = malloc(sizeof(double) * (size_t)ctx);
+    int layers[2 + 64];
+    layers[0] = EMX_ATTN_LAYER_LAST;
+    layers[1] = EMX_ATTN_LAYERS_ALL;
+    for (int l = 0; l < nl; l++) layers[2 + l] = l;
+    for (int i = 0; i < 2 + nl; i++)
+        emx_step_metrics(t->st, logits, nv, nl, nh, ctx, layers[i], scratch, &out[i]);
+    free(scratch);
+}
+
+Test(entropix_sampler, metrics_ignore_cache_positions_past_p) {
+    const int p = 9, ctx = 64;
+    int toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (int)((i * 7919u + 11u) % 5000u) + 100;
+    Tiny clean, dirty;
+    tiny_open(&clean, ctx);
+    tiny_open(&dirty, ctx);
+    int nl = (int)clean.m.cfg.n_layers, nh = (int)clean.m.cfg.n_heads;
+    int nv = (int)clean.m.cfg.vocab_size;
+    cr_assert(nl <= 64);
+
+    // Clean: positions 0..p only.
+    const float *lc = emx_forward(clean.st, toks, p + 1, 0);
+    cr_assert_not_null(lc);
+    float *logits_clean = malloc(sizeof(float) * (size_t)nv);
+    memcpy(logits_clean, lc, sizeof(float) * (size_t)nv);
+    EmxMetrics want[2 + 64];
+    step_metrics_all_layers(&clean, logits_clean, want, nl);
+    int last = -1;
+    const float *sc_clean = emx_attention_scores(clean.st, &last);
+    cr_assert_eq(last, p);
+
+    // Dirty: a longer sequence first, then garbage past p, then position p again.
+    cr_assert_not_null(emx_forward(dirty.st, toks, 40, 0));
+    float *kc, *vc;
+    int kv_dim;
+    emx_state_kv_cache(dirty.st, &kc, &vc, &kv_dim);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int l = 0; l < nl; l++)
+        for (int pos = p + 1; pos < ctx; pos++)
+            for (int j = 0; j < kv_dim; j++) {
+                size_t at = ((size_t)l * ctx + pos) * kv_dim + j;
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                float g = (x % 4 == 0) ? NAN : (x % 4 == 1) ? 1e30f : (x % 4 == 2) ? -1e30f
+                                                               : (float)(x % 1000) - 500.0f;
+                kc[at] = g;
+                vc[at] = -g;
+            }
+    cr_assert_not_null(emx_forward(dirty.st, toks, p, 0));  // rollback to 0..p-1 ...
+    const float *ld = emx_forward(dirty.st, &toks[p], 1, p);  // ... and position p alone
+    cr_assert_not_null(ld);
+    cr_expect(memcmp(ld, logits_clean, sizeof(float) * (size_t)nv) == 0, "logits differ");
+    const float *sc_dirty = emx_attention_scores(dirty.st, &last);
+    cr_assert_eq(last, p);
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < nh; h++) {
+            size_t row = ((size_t)l * nh + h) * ctx;
+            cr_expect(memcmp(sc_dirty + row, sc_clean + row, sizeof(float) * (p + 1)) == 0,
+                      "layer %d head %d: scores over 0..%d differ", l, h, p);
+        }
+    EmxMetrics got[2 + 64];
+    step_metrics_all_layers(&dirty, ld, got, nl);
+    for (int i = 0; i < 2 + nl; i++)
+        cr_expect(memcmp(&got[i], &want[i], sizeof(EmxMetrics)) == 0,
+                  "layer choice %d: metrics differ (H %.17g vs %.17g, attn %.17g vs %.17g)", i - 2,
+                  got[i].logits_entropy_bits, want[i].logits_entropy_bits,
+                  got[i].attn_entropy_bits, want[i].attn_entropy_bits);
+    // And the metrics are real: the attention entropy is positive, at most log2(p + 1).
+    cr_expect(want[0].attn_entropy_bits > 0.0 && want[0].attn_entropy_bits <= log2(p + 1.0) + 1e-9);
+    free(logits_clean);
+    tiny_close(&clean);
+    tiny_close(&dirty);
+}

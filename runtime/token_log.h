@@ -1,0 +1,54 @@
+// token_log.h — what ./run reports per generated token besides the text: the --metrics JSON
+// lines (one object per token) and the --color terminal colouring by entropix case.
+//
+// A --metrics line (keys always present, in this order; null where a value does not apply):
+//   index       0-based count of generated tokens
+//   pos         the position the token occupies in the sequence
+//   id          token id
+//   piece       the token's own bytes as a JSON string (invalid UTF-8, e.g. one byte of a
+//               character split over tokens, becomes U+FFFD; then piece_bytes lists the bytes)
+//   piece_bytes null, or the raw bytes [0..255] when piece had to replace some
+//   stop        true for a stop token (it ends generation and is not printed)
+//   sampler     "entropix", "greedy", "combined", ...
+//   case        entropix: "LELV" | "HELV" | "LEHV" | "HEHV" | "ADAPTIVE"; other samplers: null
+//   action      entropix: "argmax" | "insert" | "sample" | "best_of_n"; others: "sample"
+//   inserted    true when the token is the pause token inserted without sampling
+//   temperature, top_k, top_p, min_p   the parameters the token was drawn with (argmax: T 0;
+//               inserted: null)
+//   n_samples   best-of-N draws (1 otherwise); score: the chosen draw's best-of-N score in bits
+//   logits_entropy_bits, logits_varentropy_bits2, attn_entropy_bits,
+//   attn_varentropy_heads_bits2, attn_varentropy_true_bits2, attn_agreement,
+//   attn_interaction_strength    the step's metrics (sampler/metrics.h)
+#ifndef ENTROPIX_TOKEN_LOG_H
+#define ENTROPIX_TOKEN_LOG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "entropix.h"
+#include "metrics.h"
+#include "sample.h"
+
+typedef struct {
+    int index, id, pos;
+    const char *piece;               // the token's bytes [piece_len]
+    size_t piece_len;
+    int is_stop;
+    const char *sampler;             // sampler name
+    const EmxMetrics *metrics;       // the step's metrics
+    const EmxDecision *decision;     // entropix only; NULL for the basic samplers
+    const EmxSamplerParams *params;  // basic samplers: their parameters; NULL with a decision
+    double score;                    // best-of-N score, NAN otherwise
+} EmxTokenRecord;
+
+// Writes one JSON line for r. Returns 0, or -1 if the write failed.
+int emx_token_log_json(FILE *f, const EmxTokenRecord *r);
+
+// ANSI SGR sequence for a token chosen by case c (inserted: the pause token).
+const char *emx_case_color(EmxCase c, int inserted);
+#define EMX_COLOR_RESET "\033[0m"
+
+// The --color legend, one line: each case's name in its colour.
+void emx_color_legend(FILE *f);
+
+#endif

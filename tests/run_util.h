@@ -42,15 +42,15 @@ static inline char *slurp_fd(int fd, size_t *len) {
     return buf;
 }
 
-// Runs run_binary() with args (NULL-terminated, without argv[0]); stdout and stderr go to
+// Runs the program `prog` with args (NULL-terminated, without argv[0]); stdout and stderr go to
 // temporary files (no pipe can fill up and block).
-static inline RunResult run(const char *const *args) {
+static inline RunResult run_prog(const char *prog, const char *const *args) {
     char out_path[] = "/tmp/emx_cli_out_XXXXXX", err_path[] = "/tmp/emx_cli_err_XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
     cr_assert(out_fd >= 0 && err_fd >= 0, "mkstemp failed");
     const char *argv[64];
     int argc = 0;
-    argv[argc++] = run_binary();
+    argv[argc++] = prog;
     for (int i = 0; args[i]; i++) argv[argc++] = args[i];
     argv[argc] = NULL;
 
@@ -76,6 +76,9 @@ static inline RunResult run(const char *const *args) {
     return r;
 }
 
+// Runs ./run (run_binary()) with args.
+static inline RunResult run(const char *const *args) { return run_prog(run_binary(), args); }
+
 static inline void run_free(RunResult *r) {
     free(r->out);
     free(r->err);
@@ -88,14 +91,19 @@ static inline int count_lines(const char *s) {
 }
 
 // The usage/runtime error contract: exit code, exactly one line on stderr containing `needle`.
-static inline void expect_error(const char *const *args, int code, const char *needle) {
-    RunResult r = run(args);
-    cr_expect_eq(r.code, code, "%s %s...: exit %d, expected %d (stderr: %s)", run_binary(),
+static inline void expect_error_prog(const char *prog, const char *const *args, int code,
+                                     const char *needle) {
+    RunResult r = run_prog(prog, args);
+    cr_expect_eq(r.code, code, "%s %s...: exit %d, expected %d (stderr: %s)", prog,
                  args[0] ? args[0] : "", r.code, code, r.err);
     cr_expect_eq(count_lines(r.err), 1, "stderr is not one line: [%s]", r.err);
     cr_expect(strstr(r.err, needle) != NULL, "stderr [%s] lacks [%s]", r.err, needle);
     cr_expect(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr [%s]", r.err);
     run_free(&r);
+}
+
+static inline void expect_error(const char *const *args, int code, const char *needle) {
+    expect_error_prog(run_binary(), args, code, needle);
 }
 
 #endif

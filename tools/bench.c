@@ -1,0 +1,194 @@
+// bench.c — benchmarks of the CPU runtime, reported as ratios of runs on the same machine.
+//
+//   build/tools/bench sampler MODEL.bin [-n 128] [-t threads] [--runs 5] [-p PROMPT]
+//                                       [--profile NAME|FILE]
+//
+// `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
+// greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
+// in the machine's load hits both alike; stop tokens are fed back like any other token so both
+// decode exactly n tokens. Reports per sampler the median decode tok/s and the median time
+// per token spent choosing it (metrics + decision + draw for entropix, an argmax for greedy),
+// and the overhead: how much slower entropix decodes, from both figures.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entropix_sampler.h"
+#include "forward.h"
+#include "generate.h"
+#include "model.h"
+#include "profile.h"
+#include "tokenizer.h"
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: bench sampler MODEL.bin [options]\n"
+            "  Decode tok/s and sampler time per token, greedy vs entropix, runs alternated.\n"
+            "  -n N              tokens to decode per run (default 128)\n"
+            "  -t N              threads (default: all cores)\n"
+            "  --runs N          runs per sampler (default 5; medians are reported)\n"
+            "  -p TEXT           prompt (default: a short story opening)\n"
+            "  --profile P       entropix profile (default classic)\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "bench: %s: '%s' is not an integer in [%d, %d]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int bench_sampler(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
+    const char *profile_name = "classic";
+    int n = 128, threads = 0, runs = 5;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+        int valued = !strcmp(a, "-n") || !strcmp(a, "-t") || !strcmp(a, "--runs") ||
+                     !strcmp(a, "-p") || !strcmp(a, "--profile");
+        if (valued && i + 1 >= argc) {
+            fprintf(stderr, "bench: %s: missing value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 1, 1 << 20, &n)) return 2; }
+        else if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
+        else if (!strcmp(a, "--runs")) { if (parse_int(a, argv[++i], 1, 1000, &runs)) return 2; }
+        else if (!strcmp(a, "-p")) prompt = argv[++i];
+        else if (!strcmp(a, "--profile")) profile_name = argv[++i];
+        else if (a[0] == '-') {
+            fprintf(stderr, "bench: unknown option '%s' (see bench sampler --help)\n", a);
+            return 2;
+        } else if (!model_path) model_path = a;
+        else {
+            fprintf(stderr, "bench: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!model_path) return usage(stderr);
+
+    char err[512];
+    EmxProfile profile;
+    if (emx_profile_load(&profile, profile_name, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: --profile: %s\n", err);
+        return 2;
+    }
+    int status = 1;
+    EmxModel model;
+    int model_open = 0;
+    EmxTokenizer *tk = NULL;
+    EmxState *st = NULL;
+    int *ids = NULL;
+    double *tps[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
+    double *spt[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
+    if (!tps[0] || !tps[1] || !spt[0] || !spt[1]) {
+        fprintf(stderr, "bench: out of memory\n");
+        goto done;
+    }
+    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    model_open = 1;
+    tk = emx_tokenizer_new(&model.tok, err, sizeof err);
+    if (!tk) {
+        fprintf(stderr, "bench: %s: %s\n", model_path, err);
+        goto done;
+    }
+    EmxPromptSpec ps = {.text = prompt, .len = strlen(prompt)};
+    int n_ids = 0;
+    if (emx_prompt_ids(&model, tk, &ps, &ids, &n_ids, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    int ctx = n_ids + n + 1;
+    if (ctx > (int)model.cfg.max_seq_len) {
+        fprintf(stderr, "bench: prompt (%d) + -n %d exceeds the model's context %u\n", n_ids, n,
+                model.cfg.max_seq_len);
+        goto done;
+    }
+    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx}, err, sizeof err);
+    if (!st) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    fprintf(stderr, "bench sampler: %s, prompt %d tokens, %d decoded per run, %d runs each, profile %s\n",
+            model_path, n_ids, n, runs, profile_name);
+
+    const char *names[2] = {"greedy", "entropix"};
+    for (int r = 0; r < runs; r++) {
+        for (int k = 0; k < 2; k++) {
+            EmxBasicSampler greedy = {0};
+            EmxEntropixSampler es = {0};
+            EmxSampler *s;
+            EmxSamplerParams gp = {.temperature = 0.0f};
+            int rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err)
+                            : emx_entropix_sampler_init(&es, &profile, &model, tk, emx_state_ctx(st),
+                                                        (uint64_t)(r + 1), err, sizeof err);
+            if (rc != 0) {
+                fprintf(stderr, "bench: %s\n", err);
+                goto done;
+            }
+            s = k == 0 ? &greedy.base : &es.base;
+            EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
+            EmxGenerateStats gs;
+            rc = emx_generate(st, tk, ids, n_ids, s, &go, &gs, err, sizeof err);
+            emx_basic_sampler_free(&greedy);
+            emx_entropix_sampler_free(&es);
+            if (rc != 0) {
+                fprintf(stderr, "bench: %s\n", err);
+                goto done;
+            }
+            tps[k][r] = gs.n_generated / gs.decode_s;
+            spt[k][r] = 1e3 * gs.sample_s / gs.n_generated;
+            fprintf(stderr, "  run %d %-8s decode %7.2f tok/s, sampler %.3f ms/token\n", r + 1,
+                    names[k], tps[k][r], spt[k][r]);
+        }
+    }
+    double tg = median(tps[0], runs), te = median(tps[1], runs);
+    double sg = median(spt[0], runs), se = median(spt[1], runs);
+    double ms_per_tok_g = 1e3 / tg;
+    printf("sampler    decode tok/s (median)   sampler ms/token (median)\n");
+    printf("greedy     %10.2f              %10.3f\n", tg, sg);
+    printf("entropix   %10.2f              %10.3f\n", te, se);
+    printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
+           "of a greedy decode step (%.2f ms)\n",
+           100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
+    status = 0;
+
+done:
+    for (int k = 0; k < 2; k++) {
+        free(tps[k]);
+        free(spt[k]);
+    }
+    free(ids);
+    if (st) emx_state_free(st);
+    if (tk) emx_tokenizer_free(tk);
+    if (model_open) emx_model_close(&model);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
+        return usage(argc < 2 ? stderr : stdout);
+    if (!strcmp(argv[1], "sampler")) return bench_sampler(argc - 2, argv + 2);
+    fprintf(stderr, "bench: unknown benchmark '%s' (sampler)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,280 @@
+// calibrate.c — a profile for the entropix switch from a model's own metric distribution.
+//
+//   build/tools/calibrate MODEL.bin TEXT.txt [-o OUT.profile] [--base NAME|FILE]
+//                         [--metric-layers last|all|N] [-n MAX_TOKENS] [-c CTX] [-t THREADS]
+//
+// Runs the model over the text teacher-forced, one position at a time (the attention metrics
+// need each position's own score rows), in consecutive windows of CTX tokens each from an
+// empty cache; the first SKIP positions of a window (attention over a handful of keys is not
+// typical) are not sampled. From the metrics of the sampled positions it writes a profile
+// whose thresholds are percentiles of them (sampler/calibrate.h lists which and why), and
+// prints the metric percentiles and the fraction of positions each case takes under the base
+// profile and under the calibrated one.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calibrate.h"
+#include "entropix_sampler.h"
+#include "forward.h"
+#include "model.h"
+#include "profile.h"
+#include "tokenizer.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *bigger = realloc(buf, 2 * cap + 1);
+        if (!bigger) free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        errno = buf ? EIO : ENOMEM;
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: calibrate MODEL.bin TEXT.txt [options]\n"
+            "Writes an entropix profile whose thresholds are percentiles of MODEL's metrics on TEXT.\n"
+            "  -o FILE                 write the profile to FILE (default: stdout)\n"
+            "  --base NAME|FILE        profile the calibrated one starts from (default classic)\n"
+            "  --metric-layers L       attention metrics from last (default), all, or layer N\n"
+            "  -n N                    at most N tokens of TEXT (default 2048)\n"
+            "  -c N                    window length (default 512, at most the model's context)\n"
+            "  --skip N                positions of each window not sampled (default 16)\n"
+            "  -t N                    threads (default: all cores)\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "calibrate: %s: '%s' is not an integer in [%d, %d]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static void print_distribution(FILE *f, const char *prefix, const char *name, const double *frac) {
+    fprintf(f, "%s%-12s", prefix, name);
+    for (int c = 0; c < EMX_CASE_COUNT; c++) fprintf(f, " %s %5.1f%%", emx_case_name((EmxCase)c), 100.0 * frac[c]);
+    fprintf(f, "\n");
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *text_path = NULL, *out_path = NULL, *base_name = "classic";
+    const char *layer_arg = NULL;
+    int max_tokens = 2048, ctx = 512, skip = 16, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+        int valued = !strcmp(a, "-o") || !strcmp(a, "--base") || !strcmp(a, "--metric-layers") ||
+                     !strcmp(a, "-n") || !strcmp(a, "-c") || !strcmp(a, "--skip") || !strcmp(a, "-t");
+        if (valued && i + 1 >= argc) {
+            fprintf(stderr, "calibrate: %s: missing value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "-o")) out_path = argv[++i];
+        else if (!strcmp(a, "--base")) base_name = argv[++i];
+        else if (!strcmp(a, "--metric-layers")) layer_arg = argv[++i];
+        else if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 1, 1 << 24, &max_tokens)) return 2; }
+        else if (!strcmp(a, "-c")) { if (parse_int(a, argv[++i], 8, 1 << 20, &ctx)) return 2; }
+        else if (!strcmp(a, "--skip")) { if (parse_int(a, argv[++i], 0, 1 << 20, &skip)) return 2; }
+        else if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "calibrate: unknown option '%s' (see --help)\n", a);
+            return 2;
+        } else if (!model_path) model_path = a;
+        else if (!text_path) text_path = a;
+        else {
+            fprintf(stderr, "calibrate: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!model_path || !text_path) return usage(stderr);
+
+    char err[512];
+    EmxProfile base;
+    if (emx_profile_load(&base, base_name, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: --base: %s\n", err);
+        return 2;
+    }
+    if (layer_arg && emx_profile_set(&base, "attn_layer", layer_arg, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: --metric-layers: %s\n", err);
+        return 2;
+    }
+    if (skip >= ctx - 1) {
+        fprintf(stderr, "calibrate: --skip %d leaves nothing of a %d-token window\n", skip, ctx);
+        return 2;
+    }
+
+    int status = 1;
+    EmxModel model;
+    int model_open = 0;
+    EmxTokenizer *tk = NULL;
+    EmxState *st = NULL;
+    char *text = NULL;
+    int *ids = NULL;
+    double *scratch = NULL;
+    EmxMetricSamples samples = {0};
+    FILE *out = NULL;
+    char tmp_path[4096] = "";  // OUT.tmp while it is being written
+
+    size_t text_len = 0;
+    text = read_text(text_path, &text_len);
+    if (!text) {
+        fprintf(stderr, "calibrate: %s: %s\n", text_path, strerror(errno));
+        goto done;
+    }
+    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: %s\n", err);
+        goto done;
+    }
+    model_open = 1;
+    const EmxConfig *cfg = &model.cfg;
+    if (base.attn_layer >= (int)cfg->n_layers) {
+        fprintf(stderr, "calibrate: attention layer %d: the model has %u layers\n", base.attn_layer,
+                cfg->n_layers);
+        goto done;
+    }
+    if (ctx > (int)cfg->max_seq_len) ctx = (int)cfg->max_seq_len;
+    tk = emx_tokenizer_new(&model.tok, err, sizeof err);
+    if (!tk) {
+        fprintf(stderr, "calibrate: %s: %s\n", model_path, err);
+        goto done;
+    }
+    size_t n_ids = 0;
+    if (emx_encode(tk, text, text_len, EMX_ENC_BOS, &ids, &n_ids, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: %s: %s\n", text_path, err);
+        goto done;
+    }
+    if (n_ids > (size_t)max_tokens) n_ids = (size_t)max_tokens;
+    if (n_ids < (size_t)skip + 2) {
+        fprintf(stderr, "calibrate: %s: %zu tokens, too few to calibrate (need > %d)\n", text_path,
+                n_ids, skip + 1);
+        goto done;
+    }
+    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx}, err, sizeof err);
+    scratch = malloc(sizeof(double) * (size_t)ctx);
+    if (!st || !scratch) {
+        fprintf(stderr, "calibrate: %s\n", st ? "out of memory" : err);
+        goto done;
+    }
+
+    // The profile is written to OUT.tmp and renamed at the end: a failed run leaves no file
+    // behind, and an unwritable path is reported before the long part.
+    if (out_path) {
+        if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= (int)sizeof tmp_path) {
+            fprintf(stderr, "calibrate: -o %s: path too long\n", out_path);
+            tmp_path[0] = 0;  // not ours to remove
+            goto done;
+        }
+        out = fopen(tmp_path, "w");
+        if (!out) {
+            fprintf(stderr, "calibrate: -o %s: %s\n", out_path, strerror(errno));
+            goto done;
+        }
+    } else {
+        out = stdout;
+    }
+
+    fprintf(stderr, "calibrate: %s on %s: %zu tokens, windows of %d, first %d of each skipped\n",
+            model_path, text_path, n_ids, ctx, skip);
+    double t0 = now_s();
+    int nl = (int)cfg->n_layers, nh = (int)cfg->n_heads, nv = (int)cfg->vocab_size;
+    for (size_t w = 0; w < n_ids; w += (size_t)ctx) {
+        int len = (int)(n_ids - w < (size_t)ctx ? n_ids - w : (size_t)ctx);
+        for (int p = 0; p < len; p++) {
+            const float *logits = emx_forward(st, &ids[w + (size_t)p], 1, p);
+            if (!logits) {
+                fprintf(stderr, "calibrate: forward pass failed at token %zu\n", w + (size_t)p);
+                goto done;
+            }
+            if (p < skip) continue;
+            EmxMetrics m;
+            emx_step_metrics(st, logits, nv, nl, nh, ctx, base.attn_layer, scratch, &m);
+            if (emx_metric_samples_add(&samples, &m, base.attn_varentropy_def) != 0) {
+                fprintf(stderr, "calibrate: out of memory\n");
+                goto done;
+            }
+            size_t done_tokens = w + (size_t)p + 1;
+            if (done_tokens % 256 == 0)
+                fprintf(stderr, "calibrate: %zu/%zu tokens (%.1f tok/s)\n", done_tokens, n_ids,
+                        (double)done_tokens / (now_s() - t0));
+        }
+    }
+
+    EmxProfile cal_profile;
+    EmxCalibration cal;
+    if (emx_calibrate_profile(&base, &samples, &cal_profile, &cal) != 0) {
+        fprintf(stderr, "calibrate: only %zu positions sampled\n", samples.n);
+        goto done;
+    }
+    double frac_base[EMX_CASE_COUNT], frac_cal[EMX_CASE_COUNT];
+    emx_case_distribution(&base, &samples, frac_base);
+    emx_case_distribution(&cal_profile, &samples, frac_cal);
+
+    // The header says where the numbers came from; the profile reader skips it.
+    fprintf(out, "# calibrated by tools/calibrate from %s on %s\n", model_path, text_path);
+    fprintf(out, "# %zu positions (windows of %d tokens, first %d skipped), base profile %s\n",
+            samples.n, ctx, skip, base_name);
+    fprintf(out, "# logits entropy H (bits):   P30 %.4g  P50 %.4g  P70 %.4g\n", cal.h_p30, cal.h_p50, cal.h_p70);
+    fprintf(out, "# logits varentropy V (bits²): P30 %.4g  P40 %.4g  P70 %.4g\n", cal.v_p30, cal.v_p40, cal.v_p70);
+    fprintf(out, "# attention medians: entropy %.4g bits, varentropy %.4g bits², interaction %.4g, agreement %.4g\n",
+            cal.ae_median, cal.av_median, cal.is_median, cal.agr_median);
+    fprintf(out, "# thresholds: LELV H<P30 V<P30, HELV H>P70 V<P40, LEHV H<P50 V>P70, HEHV H>P70 V>P70 (sampler/calibrate.h)\n");
+    fprintf(out, "# case shares on these positions:\n");
+    print_distribution(out, "#   ", base_name, frac_base);
+    print_distribution(out, "#   ", "calibrated", frac_cal);
+    emx_profile_write(out, &cal_profile);
+    int bad = ferror(out) != 0;
+    if (out != stdout) bad |= fclose(out) != 0;
+    out = NULL;
+    if (!bad && out_path && rename(tmp_path, out_path) != 0) bad = 1;
+    if (bad) {
+        fprintf(stderr, "calibrate: writing %s failed\n", out_path ? out_path : "stdout");
+        goto done;
+    }
+    fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples.n, now_s() - t0);
+    fprintf(stderr, "case shares (teacher-forced positions of %s):\n", text_path);
+    print_distribution(stderr, "  ", base_name, frac_base);
+    print_distribution(stderr, "  ", "calibrated", frac_cal);
+    status = 0;
+
+done:
+    if (out && out != stdout) fclose(out);
+    if (status != 0 && tmp_path[0]) remove(tmp_path);  // nothing half-written is left
+    emx_metric_samples_free(&samples);
+    free(scratch);
+    free(ids);
+    free(text);
+    if (st) emx_state_free(st);
+    if (tk) emx_tokenizer_free(tk);
+    if (model_open) emx_model_close(&model);
+    return status;
+}

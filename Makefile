@@ -106,3 +106,9 @@ quality: all
 	OMP_WAIT_POLICY=passive tools/quant_quality.sh $(SHARED)/testdata/stories260K/stories260K.bin tests/data/perplexity/tinystory.txt --tokenizer $(SHARED)/testdata/stories260K/tok512.bin
 	$(MAKE) weights
 	OMP_WAIT_POLICY=passive tools/quant_quality.sh weights/download/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/perplexity/text.txt
+
+# The README's entropix case-distribution table (generated tokens, classic vs calibrated).
+.PHONY: entropix-cases
+entropix-cases: all
+	$(MAKE) weights
+	OMP_WAIT_POLICY=passive tools/entropix_cases.sh weights/smollm2-135m-instruct.q8.bin classic sampler/profiles/smollm2-135m-instruct.profile

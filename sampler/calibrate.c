@@ -73,16 +73,16 @@ int emx_calibrate_profile(const EmxProfile *base, const EmxMetricSamples *s, Emx
     if (s->n < 2) return -1;
     EmxCalibration c = {
         .h_p30 = emx_percentile(s->h, s->n, 30), .h_p50 = emx_percentile(s->h, s->n, 50),
-        .h_p70 = emx_percentile(s->h, s->n, 70), .v_p30 = emx_percentile(s->v, s->n, 30),
-        .v_p40 = emx_percentile(s->v, s->n, 40), .v_p70 = emx_percentile(s->v, s->n, 70),
+        .h_p70 = emx_percentile(s->h, s->n, 70), .h_p85 = emx_percentile(s->h, s->n, 85),
+        .v_p30 = emx_percentile(s->v, s->n, 30), .v_p70 = emx_percentile(s->v, s->n, 70),
         .ae_median = emx_percentile(s->ae, s->n, 50), .av_median = emx_percentile(s->av, s->n, 50),
         .is_median = emx_percentile(s->is, s->n, 50), .agr_median = emx_percentile(s->agr, s->n, 50),
     };
     EmxProfile p = *base;
     p.lelv_entropy_below = c.h_p30;
     p.lelv_varentropy_below = c.v_p30;
-    p.helv_entropy_above = c.h_p70;
-    p.helv_varentropy_below = c.v_p40;
+    p.helv_entropy_above = c.h_p85;
+    p.helv_varentropy_below = c.v_p30;
     p.lehv_entropy_below = c.h_p50;
     p.lehv_varentropy_above = c.v_p70;
     p.hehv_entropy_above = c.h_p70;

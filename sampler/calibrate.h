@@ -9,8 +9,9 @@
 //   case / threshold            percentile   reading
 //   LELV  H below               P30(H)       the confident third of the tokens ...
 //         V below               P30(V)       ... whose alternatives are also few
-//   HELV  H above               P70(H)       uncertain ...
-//         V below               P40(V)       ... but evenly so (a flat top, no long tail)
+//   HELV  H above               P85(H)       very uncertain ...
+//         V below               P30(V)       ... but evenly so (a flat top, no long tail);
+//                                            rare on purpose: each HELV run inserts a pause
 //   LEHV  H below               P50(H)       a likely token ...
 //         V above               P70(V)       ... with a heavy tail of others (a fork)
 //   HEHV  H above               P70(H)       uncertain ...
@@ -49,7 +50,7 @@ double emx_percentile(const double *x, size_t n, double q);
 
 // The percentiles above and the medians the coefficients are rescaled with.
 typedef struct {
-    double h_p30, h_p50, h_p70, v_p30, v_p40, v_p70;
+    double h_p30, h_p50, h_p70, h_p85, v_p30, v_p70;
     double ae_median, av_median, is_median, agr_median;
 } EmxCalibration;
 

@@ -243,11 +243,18 @@ int main(int argc, char **argv) {
     fprintf(out, "# calibrated by tools/calibrate from %s on %s\n", model_path, text_path);
     fprintf(out, "# %zu positions (windows of %d tokens, first %d skipped), base profile %s\n",
             samples.n, ctx, skip, base_name);
-    fprintf(out, "# logits entropy H (bits):   P30 %.4g  P50 %.4g  P70 %.4g\n", cal.h_p30, cal.h_p50, cal.h_p70);
-    fprintf(out, "# logits varentropy V (bits²): P30 %.4g  P40 %.4g  P70 %.4g\n", cal.v_p30, cal.v_p40, cal.v_p70);
-    fprintf(out, "# attention medians: entropy %.4g bits, varentropy %.4g bits², interaction %.4g, agreement %.4g\n",
-            cal.ae_median, cal.av_median, cal.is_median, cal.agr_median);
-    fprintf(out, "# thresholds: LELV H<P30 V<P30, HELV H>P70 V<P40, LEHV H<P50 V>P70, HEHV H>P70 V>P70 (sampler/calibrate.h)\n");
+    static const double qs[] = {10, 25, 30, 50, 70, 75, 85, 90};
+    const char *names[] = {"logits entropy H (bits)", "logits varentropy V (bits²)",
+                           "attention entropy (bits)", "attention varentropy (bits²)",
+                           "interaction strength", "agreement"};
+    const double *cols[] = {samples.h, samples.v, samples.ae, samples.av, samples.is, samples.agr};
+    for (int c = 0; c < 6; c++) {
+        fprintf(out, "# %s:", names[c]);
+        for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++)
+            fprintf(out, " P%.0f %.4g", qs[k], emx_percentile(cols[c], samples.n, qs[k]));
+        fprintf(out, "\n");
+    }
+    fprintf(out, "# thresholds: LELV H<P30 V<P30, HELV H>P85 V<P30, LEHV H<P50 V>P70, HEHV H>P70 V>P70 (sampler/calibrate.h)\n");
     fprintf(out, "# case shares on these positions:\n");
     print_distribution(out, "#   ", base_name, frac_base);
     print_distribution(out, "#   ", "calibrated", frac_cal);

@@ -5,7 +5,7 @@
 //
 // Text goes to stdout as it is produced; the seed (when not given), warnings and the timing
 // summary go to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error. Flags: --help or
-// docs/run-cli.md.
+// the README's "Running" section.
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

@@ -139,3 +139,26 @@ Test(calibrate, tool_errors_are_one_line, .timeout = 60) {
     expect_error_prog(bin, (const char *[]){model, text, "-o", "/nonexistent/x.profile", "-n", "40", NULL}, 1,
                       "-o /nonexistent/x.profile");
 }
+
+// The shipped calibrated profile reads, and its thresholds are the percentiles its header
+// lists (P30 of H and V for LELV, P85 of H for HELV, P70 of V for LEHV/HEHV).
+Test(calibrate, shipped_smollm2_profile_matches_its_header) {
+    const char *path = "sampler/profiles/smollm2-135m-instruct.profile";
+    EmxProfile p;
+    char err[256];
+    cr_assert_eq(emx_profile_load(&p, path, err, sizeof err), 0, "%s", err);
+    char *text = test_read_file(path, NULL);
+    cr_assert(text);
+    double h30, h85, v30, v70;
+    const char *h = strstr(text, "# logits entropy H (bits):");
+    const char *v = strstr(text, "# logits varentropy V (bits²):");
+    cr_assert(h && v, "header lines missing");
+    cr_assert(sscanf(strstr(h, "P30"), "P30 %lf", &h30) == 1 && sscanf(strstr(h, "P85"), "P85 %lf", &h85) == 1);
+    cr_assert(sscanf(strstr(v, "P30"), "P30 %lf", &v30) == 1 && sscanf(strstr(v, "P70"), "P70 %lf", &v70) == 1);
+    // The header prints 4 significant digits.
+    cr_expect(fabs(p.lelv_entropy_below - h30) <= 5e-4 * h30, "%g vs %g", p.lelv_entropy_below, h30);
+    cr_expect(fabs(p.helv_entropy_above - h85) <= 5e-4 * h85);
+    cr_expect(fabs(p.lelv_varentropy_below - v30) <= 5e-4 * v30);
+    cr_expect(fabs(p.hehv_varentropy_above - v70) <= 5e-4 * v70);
+    free(text);
+}

@@ -11,12 +11,12 @@ BUILD   ?= build
 ARCHFLAGS ?= -march=native
 OPT     ?= -O2
 CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) -fopenmp -g \
-           -Iruntime -Isampler -Itokenizer -Itools/convert -MMD -MP
+           -Iruntime -Isampler -Itokenizer -Itools/convert -Itools/bench -MMD -MP
 LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
 # Library: everything but the files with a main().
 PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)
-LIB_SRC := $(filter-out $(PROGRAM_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c))
+LIB_SRC := $(filter-out $(PROGRAM_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c tools/bench/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)

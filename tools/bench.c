@@ -1,7 +1,18 @@
 // bench.c — benchmarks of the CPU runtime, reported as ratios of runs on the same machine.
 //
-//   build/tools/bench sampler MODEL.bin [-n 128] [-t threads] [--runs 5] [-p PROMPT]
+//   build/tools/bench speed MODEL.bin [-t threads] [-p 512] [-n 128] [--runs 3]
+//                                     [--llama-bench BIN --gguf MODEL.gguf]
+//                                     [--save FILE] [--baseline FILE]
+//   build/tools/bench sampler MODEL.bin [-n 128] [-t threads] [--runs 5] [--prompt TEXT]
 //                                       [--profile NAME|FILE]
+//
+// `speed`: prefill (pp: one batched pass over -p tokens) and decode (tg: -n single-token
+// passes) tok/s of the forward pass, as llama.cpp's llama-bench measures pp512/tg128, with the
+// GB/s a decode step streams (the weight bytes each token reads × tok/s) next to the machine's
+// measured copy bandwidth. With --llama-bench, llama.cpp's llama-bench runs alternately with
+// ours on the GGUF of the same model (-r 1 per round) and the ratios are reported. --save
+// writes the result as JSON; --baseline compares with a saved one (the regression guard).
+// Medians over --runs rounds.
 //
 // `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
 // greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
@@ -10,12 +21,19 @@
 // per token spent choosing it (metrics + decision + draw for entropix, an argmax for greedy),
 // and the overhead: how much slower entropix decodes, from both figures.
 #include <errno.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_matmul.h"
+#include "dtype.h"
 #include "entropix_sampler.h"
 #include "forward.h"
+#include "forward_bench.h"
+#include "llama_bench.h"
+#include "machine.h"
+#include "result.h"
 #include "generate.h"
 #include "model.h"
 #include "profile.h"
@@ -23,13 +41,23 @@
 
 static int usage(FILE *f) {
     fprintf(f,
+            "usage: bench speed MODEL.bin [options]\n"
+            "  Prefill and decode tok/s of the forward pass (llama-bench's pp/tg), GB/s vs memcpy.\n"
+            "  -t N                threads (default: all cores)\n"
+            "  -p N                prompt tokens for the prefill test (default 512; 0 = skip)\n"
+            "  -n N                tokens for the decode test (default 128; 0 = skip)\n"
+            "  --runs N            rounds; medians are reported (default 3)\n"
+            "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"
+            "  --gguf FILE         the GGUF of the same model for llama-bench\n"
+            "  --save FILE         write the result as JSON\n"
+            "  --baseline FILE     compare with a result saved earlier\n"
             "usage: bench sampler MODEL.bin [options]\n"
             "  Decode tok/s and sampler time per token, greedy vs entropix, runs alternated.\n"
-            "  -n N              tokens to decode per run (default 128)\n"
-            "  -t N              threads (default: all cores)\n"
-            "  --runs N          runs per sampler (default 5; medians are reported)\n"
-            "  -p TEXT           prompt (default: a short story opening)\n"
-            "  --profile P       entropix profile (default classic)\n");
+            "  -n N                tokens to decode per run (default 128)\n"
+            "  -t N                threads (default: all cores)\n"
+            "  --runs N            runs per sampler (default 5; medians are reported)\n"
+            "  --prompt TEXT       prompt (default: a short story opening)\n"
+            "  --profile P         entropix profile (default classic)\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -63,7 +91,7 @@ static int bench_sampler(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         int valued = !strcmp(a, "-n") || !strcmp(a, "-t") || !strcmp(a, "--runs") ||
-                     !strcmp(a, "-p") || !strcmp(a, "--profile");
+                     !strcmp(a, "--prompt") || !strcmp(a, "--profile");
         if (valued && i + 1 >= argc) {
             fprintf(stderr, "bench: %s: missing value\n", a);
             return 2;
@@ -71,7 +99,7 @@ static int bench_sampler(int argc, char **argv) {
         if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 1, 1 << 20, &n)) return 2; }
         else if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
         else if (!strcmp(a, "--runs")) { if (parse_int(a, argv[++i], 1, 1000, &runs)) return 2; }
-        else if (!strcmp(a, "-p")) prompt = argv[++i];
+        else if (!strcmp(a, "--prompt")) prompt = argv[++i];
         else if (!strcmp(a, "--profile")) profile_name = argv[++i];
         else if (a[0] == '-') {
             fprintf(stderr, "bench: unknown option '%s' (see bench sampler --help)\n", a);
@@ -185,10 +213,147 @@ done:
     return status;
 }
 
+static int bench_speed(int argc, char **argv) {
+    const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
+    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+        int valued = !strcmp(a, "-t") || !strcmp(a, "-p") || !strcmp(a, "-n") ||
+                     !strcmp(a, "--runs") || !strcmp(a, "--llama-bench") || !strcmp(a, "--gguf") ||
+                     !strcmp(a, "--save") || !strcmp(a, "--baseline");
+        if (valued && i + 1 >= argc) {
+            fprintf(stderr, "bench: %s: missing value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
+        else if (!strcmp(a, "-p")) { if (parse_int(a, argv[++i], 0, 1 << 20, &n_prompt)) return 2; }
+        else if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 0, 1 << 20, &n_gen)) return 2; }
+        else if (!strcmp(a, "--runs")) { if (parse_int(a, argv[++i], 1, 1000, &runs)) return 2; }
+        else if (!strcmp(a, "--llama-bench")) llama = argv[++i];
+        else if (!strcmp(a, "--gguf")) gguf = argv[++i];
+        else if (!strcmp(a, "--save")) save = argv[++i];
+        else if (!strcmp(a, "--baseline")) baseline = argv[++i];
+        else if (a[0] == '-') {
+            fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", a);
+            return 2;
+        } else if (!model_path) model_path = a;
+        else {
+            fprintf(stderr, "bench: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!model_path) return usage(stderr);
+    if (!llama != !gguf) {
+        fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
+        return 2;
+    }
+    if (n_prompt == 0 && n_gen == 0) {
+        fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
+        return 2;
+    }
+    char err[512];
+    EmxBenchResult base;
+    if (baseline && emx_bench_result_load(baseline, &base, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: --baseline %s\n", err);
+        return 2;
+    }
+
+    int status = 1;
+    EmxModel model;
+    int model_open = 0;
+    EmxState *st = NULL;
+    double *ours[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
+    double *theirs[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
+    if (!ours[0] || !ours[1] || !theirs[0] || !theirs[1]) {
+        fprintf(stderr, "bench: out of memory\n");
+        goto done;
+    }
+    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    model_open = 1;
+    int need = n_prompt > n_gen ? n_prompt : n_gen;
+    if (need > (int)model.cfg.max_seq_len) {
+        fprintf(stderr, "bench: %d tokens exceed the model's context %u\n", need, model.cfg.max_seq_len);
+        goto done;
+    }
+    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = need}, err, sizeof err);
+    if (!st) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+
+    EmxBenchResult r = {.threads = threads > 0 ? threads : omp_get_num_procs(),
+                        .n_prompt = n_prompt, .n_gen = n_gen};
+    snprintf(r.model, sizeof r.model, "%s", model_path);
+    snprintf(r.simd, sizeof r.simd, "%s", emx_cpu_simd_name());
+    emx_bench_cpu_name(r.cpu, sizeof r.cpu);
+    r.memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r.threads, 5);
+    double weight_gb = (double)emx_model_weight_bytes_per_token(&model) / 1e9;
+    fprintf(stderr, "machine: %s, %s, %d threads, memcpy %.1f GB/s (read + write)\n", r.cpu, r.simd,
+            r.threads, r.memcpy_gbs);
+    fprintf(stderr, "model: %s (%s weights), %.1f MB read per decoded token\n", model_path,
+            emx_dtype_name(model.layers[0].wq.dtype), 1e3 * weight_gb);
+
+    for (int k = 0; k < runs; k++) {
+        EmxForwardSpeed fs;
+        if (emx_bench_forward_once(st, &model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            goto done;
+        }
+        ours[0][k] = fs.prefill_tps;
+        ours[1][k] = fs.decode_tps;
+        fprintf(stderr, "  round %d  ours      pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+                fs.prefill_tps, n_gen, fs.decode_tps);
+        if (!llama) continue;
+        if (emx_llama_bench_run(llama, gguf, r.threads, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            goto done;
+        }
+        theirs[0][k] = fs.prefill_tps;
+        theirs[1][k] = fs.decode_tps;
+        fprintf(stderr, "  round %d  llama.cpp pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+                fs.prefill_tps, n_gen, fs.decode_tps);
+    }
+    r.prefill_tps = median(ours[0], runs);
+    r.decode_tps = median(ours[1], runs);
+    double lp = llama ? median(theirs[0], runs) : 0, ld = llama ? median(theirs[1], runs) : 0;
+    printf("test      ours tok/s   weights GB/s  of memcpy%s\n", llama ? "   llama.cpp tok/s   ours/llama.cpp" : "");
+    if (n_prompt > 0) {
+        printf("pp%-6d %11.2f            -          -", n_prompt, r.prefill_tps);
+        if (llama) printf("   %15.2f   %14.3f", lp, lp > 0 ? r.prefill_tps / lp : 0.0);
+        printf("\n");
+    }
+    if (n_gen > 0) {
+        double gbs = weight_gb * r.decode_tps;
+        printf("tg%-6d %11.2f   %12.2f     %5.1f%%", n_gen, r.decode_tps, gbs, 100.0 * gbs / r.memcpy_gbs);
+        if (llama) printf("   %15.2f   %14.3f", ld, ld > 0 ? r.decode_tps / ld : 0.0);
+        printf("\n");
+    }
+    if (baseline) emx_bench_result_compare(stdout, &r, &base);
+    if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    status = 0;
+
+done:
+    for (int k = 0; k < 2; k++) {
+        free(ours[k]);
+        free(theirs[k]);
+    }
+    if (st) emx_state_free(st);
+    if (model_open) emx_model_close(&model);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         return usage(argc < 2 ? stderr : stdout);
+    if (!strcmp(argv[1], "speed")) return bench_speed(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sampler")) return bench_sampler(argc - 2, argv + 2);
-    fprintf(stderr, "bench: unknown benchmark '%s' (sampler)\n", argv[1]);
+    fprintf(stderr, "bench: unknown benchmark '%s' (speed, sampler)\n", argv[1]);
     return 2;
 }

@@ -1,0 +1,24 @@
+// forward_bench.h — prefill and decode speed of the CPU forward pass, measured the way
+// llama.cpp's llama-bench measures pp<N> and tg<N>, so the two can be put side by side:
+//   prefill: one batched forward pass over n_prompt tokens from an empty cache (tok/s =
+//            n_prompt / time);
+//   decode:  n_gen single-token forward passes at positions 0..n_gen-1 (tok/s = n_gen / time).
+// Token ids are fixed pseudo-random ones (no tokenizer, no sampler: the forward pass alone).
+#ifndef ENTROPIX_BENCH_FORWARD_BENCH_H
+#define ENTROPIX_BENCH_FORWARD_BENCH_H
+
+#include <stddef.h>
+
+#include "forward.h"
+#include "model.h"
+
+typedef struct {
+    double prefill_tps;  // tokens/s, 0 if n_prompt == 0
+    double decode_tps;   // tokens/s, 0 if n_gen == 0
+} EmxForwardSpeed;
+
+// One measurement on state st (ctx >= max(n_prompt, n_gen)). Returns 0, or -1 with a reason.
+int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen,
+                           EmxForwardSpeed *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,17 @@
+// machine.h — what a benchmark reports about the machine it ran on: the CPU's name and the
+// memory bandwidth a plain copy reaches, the ceiling a decode step (which streams every weight
+// once) is measured against.
+#ifndef ENTROPIX_BENCH_MACHINE_H
+#define ENTROPIX_BENCH_MACHINE_H
+
+#include <stddef.h>
+
+// "Intel(R) Xeon(R) ..." from /proc/cpuinfo's "model name" (or "unknown CPU"), into buf.
+void emx_bench_cpu_name(char *buf, size_t cap);
+
+// Copy bandwidth in GB/s (1e9 bytes/s; each copied byte counted once read, once written):
+// memcpy of `bytes` (split over n_threads OpenMP threads) repeated, the best of `rounds`.
+// Returns <= 0 if the buffers cannot be allocated.
+double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds);
+
+#endif

@@ -31,6 +31,24 @@ Test(bench, llama_bench_jsonl_parsed) {
     cr_expect(strstr(err, "no result") != NULL, "%s", err);
 }
 
+// A real llama-bench output (llama.cpp 0c1e570, -p 16 -n 4 -r 1 -o jsonl, SmolLM2 Q4_1): the
+// figures are whatever that run measured; what matters is that both tests are found with
+// their avg_ts, which the file's own numbers (read here independently) give.
+Test(bench, llama_bench_real_output_parsed) {
+    char err[256];
+    char *text = test_read_file("tests/data/bench/llama-bench-smollm2.jsonl", NULL);
+    cr_assert(text, "tests/data/bench/llama-bench-smollm2.jsonl missing");
+    // The avg_ts of each line, found by hand: the pp line comes first, then tg.
+    const char *pp = strstr(text, "\"avg_ts\": "), *tg = pp ? strstr(pp + 1, "\"avg_ts\": ") : NULL;
+    cr_assert(pp && tg);
+    double want_pp = atof(pp + 10), want_tg = atof(tg + 10);
+    EmxForwardSpeed fs;
+    cr_assert_eq(emx_llama_bench_parse(text, &fs, err, sizeof err), 0, "%s", err);
+    cr_expect(fs.prefill_tps == want_pp && want_pp > 0, "%g vs %g", fs.prefill_tps, want_pp);
+    cr_expect(fs.decode_tps == want_tg && want_tg > 0, "%g vs %g", fs.decode_tps, want_tg);
+    free(text);
+}
+
 Test(bench, llama_bench_missing_binary_is_an_error) {
     EmxForwardSpeed fs;
     char err[256];

@@ -64,9 +64,18 @@ include tests/models_smollm2.mk
 -include kernels/bench.mk
 -include tests/cuda_emu/emu.mk
 
+# The emulated kernel tests run twice: threads of a block in forward, then reverse order between
+# barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel
+# stuck in a loop fails by the timeout instead of hanging the run.
+EMU_TEST_ARGS ?= --timeout 300
 test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN)
 	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
+	$(if $(EMU_TEST_BIN),EMU_SCHEDULE=reverse EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
+
+# On a machine with a GPU: the kernel tests against the real CUDA runtime (kernels/bench.mk).
+.PHONY: test-gpu
+test-gpu: test-kernels-gpu
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.
@@ -80,9 +89,13 @@ weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
 # The README's test command: everything CI runs. The default model is fetched first so the
-# SmolLM2 tests run; without network they skip and say why.
+# SmolLM2 tests run; without network they skip and say why. The real nvcc build of the kernels
+# (sm_80, sm_90, warnings as errors) runs when nvcc is installed, and says so when it is not.
 check: all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
+	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
+	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
+	$(MAKE) emu-compile-checks
 	$(MAKE) test
 	$(MAKE) test-asan
 

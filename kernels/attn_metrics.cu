@@ -1,0 +1,145 @@
+// attn_metrics.cu — attention metrics of one step from the score rows (API in attn_metrics.h,
+// definitions in sampler/metrics.h: A_h = softmax(S_h) over the valid keys).
+//
+// Kernel 1, a block of 256 threads per layer used: (a) each head's softmax statistic (taken from
+// the attention kernel's head_stats, or recomputed: a block max and a block sum per head), its
+// entropy H_h and varentropy in shared memory; thread 0 then takes the mean and the variance of
+// H_h across heads by Welford's update in head order, as the CPU does; (b) a thread per key k
+// computes the head-mean attention a(k) = Σ_h A_h(k) / n_heads, the L1 deviation Σ_h |A_h(k) -
+// a(k)| and Σ_h |S_h(k)|; two block sums give agreement and interaction strength. Kernel 2
+// (one thread) averages the layers' metrics, as emx_attention_metrics.
+// Bytes: the score rows of the layers used (n_heads · valid_len · 4 each, read twice without
+// head_stats, once with them), which the attention kernel has just written (L2-resident at
+// decode sizes: 16 heads · 4096 keys · 4 B = 256 KB); ~48 bytes written per layer.
+// Probabilities are in double from the float scores, as the CPU's.
+#include <math.h>
+
+#include <cuda_runtime.h>
+
+#include "attn_metrics.h"
+#include "reduce.cuh"
+
+#define AM_BLOCK 256
+
+namespace {
+
+typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__ declarations
+
+__global__ void __launch_bounds__(AM_BLOCK)
+attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_stats,
+                  int first_layer, int n_heads, int stride, int valid_len_arg,
+                  const int *valid_len_dev, EmxAttnLayerMetrics *out) {
+    __shared__ EmxSoftmaxStats st[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
+    __shared__ double hb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
+    __shared__ double vb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
+    __shared__ float red_f[AM_BLOCK];
+    __shared__ double red_d[AM_BLOCK];
+    __shared__ FixedMaxSumsT red_s[AM_BLOCK];
+    const int l = first_layer + blockIdx.x, tid = threadIdx.x;
+    const int valid_len = valid_len_dev ? *valid_len_dev : valid_len_arg;
+    const float *ls = scores + (size_t)l * n_heads * stride;  // [n_heads][stride]
+
+    // (a) per-head statistics
+    for (int h = 0; h < n_heads; h++) {
+        if (head_stats) {
+            if (tid == 0) st[h] = head_stats[(size_t)l * n_heads + h];
+            continue;
+        }
+        const float *row = ls + (size_t)h * stride;
+        float mx = -INFINITY;
+        for (int k = tid; k < valid_len; k += blockDim.x)
+            if (emxr::is_finite_f(row[k])) mx = fmaxf(mx, row[k]);
+        mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
+        emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
+        for (int k = tid; k < valid_len; k += blockDim.x) emxr::fixed_max_add(sums, row[k], (double)mx);
+        sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
+        if (tid == 0) st[h] = emxr::fixed_max_to_stats(sums, mx);
+    }
+    __syncthreads();
+    for (int h = tid; h < n_heads; h += blockDim.x) {
+        hb[h] = emx_softmax_stats_entropy_nats(st[h]) / EMX_LN2;
+        vb[h] = emx_softmax_stats_varentropy_nats2(st[h]) / (EMX_LN2 * EMX_LN2);
+    }
+    __syncthreads();
+
+    // (b) agreement and interaction strength, a thread per key
+    double dev = 0.0, sum_abs = 0.0;
+    for (int k = tid; k < valid_len; k += blockDim.x) {
+        double mean = 0.0;
+        for (int h = 0; h < n_heads; h++) mean += emx_softmax_stats_prob(st[h], ls[(size_t)h * stride + k]) / n_heads;
+        for (int h = 0; h < n_heads; h++) {
+            const float s = ls[(size_t)h * stride + k];
+            dev += fabs(emx_softmax_stats_prob(st[h], s) - mean);
+            if (emxr::is_finite_f(s)) sum_abs += fabs((double)s);  // non-finite counts as 0
+        }
+    }
+    dev = emxr::block_reduce(dev, red_d, emxr::SumOp());
+    sum_abs = emxr::block_reduce(sum_abs, red_d, emxr::SumOp());
+
+    if (tid == 0) {
+        double mean_h = 0.0, m2_h = 0.0, sum_v = 0.0;
+        for (int h = 0; h < n_heads; h++) {  // Welford, in head order (as the CPU)
+            const double delta = hb[h] - mean_h;
+            mean_h += delta / (h + 1);
+            m2_h += delta * (hb[h] - mean_h);
+            sum_v += vb[h];
+        }
+        EmxAttnLayerMetrics r;
+        r.entropy_bits = mean_h;
+        r.varentropy_heads_bits2 = m2_h / n_heads;
+        r.varentropy_true_bits2 = sum_v / n_heads;
+        r.agreement = dev / ((double)n_heads * valid_len);
+        r.interaction_strength = sum_abs / ((double)n_heads * valid_len);
+        out[blockIdx.x] = r;
+    }
+}
+
+__global__ void attn_average_kernel(const EmxAttnLayerMetrics *per_layer, int n_layers, EmxMetrics *m) {
+    if (threadIdx.x != 0) return;
+    EmxAttnLayerMetrics s = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int l = 0; l < n_layers; l++) {
+        s.entropy_bits += per_layer[l].entropy_bits;
+        s.varentropy_heads_bits2 += per_layer[l].varentropy_heads_bits2;
+        s.varentropy_true_bits2 += per_layer[l].varentropy_true_bits2;
+        s.agreement += per_layer[l].agreement;
+        s.interaction_strength += per_layer[l].interaction_strength;
+    }
+    const double n = n_layers;
+    m->attn_entropy_bits = s.entropy_bits / n;
+    m->attn_varentropy_heads_bits2 = s.varentropy_heads_bits2 / n;
+    m->attn_varentropy_true_bits2 = s.varentropy_true_bits2 / n;
+    m->attn_agreement = s.agreement / n;
+    m->attn_interaction_strength = s.interaction_strength / n;
+}
+
+}  // namespace
+
+extern "C" size_t emx_cuda_attn_metrics_workspace_bytes(int n_layers) {
+    return n_layers > 0 ? (size_t)n_layers * sizeof(EmxAttnLayerMetrics) : 0;
+}
+
+extern "C" cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftmaxStats *head_stats,
+                                             int n_layers, int n_heads, int stride, int valid_len,
+                                             const int *valid_len_dev, int layer, EmxMetrics *m,
+                                             void *workspace, cudaStream_t stream) {
+    if (!scores || !m || !workspace || n_layers < 1 || n_heads < 1 ||
+        n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS || (!valid_len_dev && valid_len < 1) ||
+        stride < valid_len)
+        return cudaErrorInvalidValue;
+    int first = layer, last = layer;  // the layers [first, last] averaged
+    if (layer == EMX_ATTN_LAYER_LAST) {
+        first = last = n_layers - 1;
+    } else if (layer == EMX_ATTN_LAYERS_ALL) {
+        first = 0;
+        last = n_layers - 1;
+    } else if (layer < 0 || layer >= n_layers) {
+        return cudaErrorInvalidValue;
+    }
+    const int count = last - first + 1;
+    EmxAttnLayerMetrics *per_layer = (EmxAttnLayerMetrics *)workspace;
+    attn_layer_kernel<<<count, AM_BLOCK, 0, stream>>>(scores, head_stats, first, n_heads, stride, valid_len, valid_len_dev, per_layer);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    attn_average_kernel<<<1, 32, 0, stream>>>(per_layer, count, m);
+    return cudaGetLastError();
+}

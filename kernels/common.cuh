@@ -1,0 +1,97 @@
+// common.cuh — device helpers shared by the kernels: warp and block reductions, half-precision
+// decoding, and the per-element dequantisation of the device weight layout (kernels/weights.h).
+// Header-only; every function is __forceinline__ so each kernel gets its own inlined copy.
+#ifndef ENTROPIX_KERNELS_COMMON_CUH
+#define ENTROPIX_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_format.h"
+
+#define EMX_FULL_MASK 0xffffffffu
+
+// Threads to launch for `n` work items when a block reduction follows: whole warps (a partial
+// warp's missing lanes would make the full-mask shuffles undefined), at most `cap`.
+static inline int emx_round_to_warps(int n, int cap) {
+    int t = (n + 31) / 32 * 32;
+    return t < 32 ? 32 : t > cap ? cap : t;
+}
+
+// Sum / max over the 32 lanes of a warp; every lane gets the result (butterfly, 5 shuffles).
+__device__ __forceinline__ float emx_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(EMX_FULL_MASK, v, o);
+    return v;
+}
+__device__ __forceinline__ float emx_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(EMX_FULL_MASK, v, o));
+    return v;
+}
+__device__ __forceinline__ int emx_warp_sum_int(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(EMX_FULL_MASK, v, o);
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+// result. Warp sums go through shared memory and every warp then reduces the partials itself,
+// which saves a second broadcast; the trailing barrier lets the caller reduce again at once.
+__device__ __forceinline__ float emx_block_sum(float v) {
+    __shared__ float partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = emx_warp_sum(v);
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    float t = lane < n_warps ? partial[lane] : 0.0f;
+    t = emx_warp_sum(t);
+    __syncthreads();
+    return t;
+}
+
+__device__ __forceinline__ float emx_f16_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// bf16 is the top half of an f32: a shift, exact
+__device__ __forceinline__ float emx_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// Weight (r, c) of a [rows, cols] matrix of dtype DT in the device layout, as f32. One element at
+// a time: for the plain kernels and the embedding, whose reads are not the bottleneck.
+template <int DT>
+__device__ __forceinline__ float emx_weight_at(const void *__restrict__ data, int rows, int cols, int r, int c) {
+    const size_t i = (size_t)r * cols + c;
+    if constexpr (DT == EMX_F32) return ((const float *)data)[i];
+    if constexpr (DT == EMX_F16) return emx_f16_to_float(((const uint16_t *)data)[i]);
+    if constexpr (DT == EMX_BF16) return emx_bf16_to_float(((const uint16_t *)data)[i]);
+    const size_t g = i / EMX_GROUP_SIZE;  // group index over the whole tensor (cols % 32 == 0)
+    if constexpr (DT == EMX_Q8) {
+        const uint16_t *d = (const uint16_t *)((const uint8_t *)data + (size_t)rows * cols);
+        return (float)((const int8_t *)data)[i] * emx_f16_to_float(d[g]);
+    }
+    // q4 / q4_1: group g is 16 bytes; weight j < 16 is the low nibble of byte j, j >= 16 the high
+    // nibble of byte j - 16
+    const int j = (int)(i % EMX_GROUP_SIZE);
+    const uint8_t byte = ((const uint8_t *)data)[g * 16 + (j & 15)];
+    const int nib = j < 16 ? byte & 0xf : byte >> 4;
+    const uint16_t *p = (const uint16_t *)((const uint8_t *)data + (size_t)rows * cols / 2);
+    if constexpr (DT == EMX_Q4) return (float)(nib - 8) * emx_f16_to_float(p[g]);
+    return (float)nib * emx_f16_to_float(p[2 * g]) + emx_f16_to_float(p[2 * g + 1]);  // q4_1: {d, m}
+}
+
+// Runs the statement(s) `...` with `constexpr int DT` bound to the runtime dtype, so launchers
+// switch once and kernels are compiled per dtype; an unknown dtype returns cudaErrorInvalidValue.
+// Kernel launches stay in the callee (a template host function), on one line as the contract asks.
+#define EMX_DISPATCH_DTYPE(dtype, ...)                                           \
+    switch (dtype) {                                                             \
+    case EMX_F32: { constexpr int DT = EMX_F32; __VA_ARGS__; } break;           \
+    case EMX_F16: { constexpr int DT = EMX_F16; __VA_ARGS__; } break;           \
+    case EMX_BF16: { constexpr int DT = EMX_BF16; __VA_ARGS__; } break;         \
+    case EMX_Q8: { constexpr int DT = EMX_Q8; __VA_ARGS__; } break;             \
+    case EMX_Q4: { constexpr int DT = EMX_Q4; __VA_ARGS__; } break;             \
+    case EMX_Q4_1: { constexpr int DT = EMX_Q4_1; __VA_ARGS__; } break;         \
+    default: return cudaErrorInvalidValue;                                       \
+    }
+
+#endif

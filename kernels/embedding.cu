@@ -1,0 +1,32 @@
+// embedding.cu — token embedding lookup: out[i] = dequant(emb[tokens[i]]), f32.
+//
+// Threads: one block of 256 per token; thread t writes columns t, t+256, ... so consecutive
+// threads read consecutive weights and write consecutive floats (coalesced both ways).
+// Bytes per call: n * cols * (bytes per weight + 4), plus n token ids. Trivial next to one
+// layer's matmuls; its point is to keep the decode step on the device (no host round trip per
+// token) rather than to be fast. The dequantisation is the shared per-element one of common.cuh.
+#include "embedding.h"
+
+#include "common.cuh"
+
+template <int DT>
+__global__ void __launch_bounds__(256) embedding_kernel(const void *__restrict__ emb, int rows, int cols,
+                                                        const int *__restrict__ tokens, float *__restrict__ out) {
+    const int tok = tokens[blockIdx.x];
+    float *o = out + (size_t)blockIdx.x * cols;
+    const bool valid = tok >= 0 && tok < rows;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) o[c] = valid ? emx_weight_at<DT>(emb, rows, cols, tok, c) : 0.0f;
+}
+
+template <int DT>
+static cudaError_t launch_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream) {
+    embedding_kernel<DT><<<n, 256, 0, stream>>>(emb->data, emb->rows, emb->cols, tokens, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t emx_cuda_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream) {
+    if (n < 0) return cudaErrorInvalidValue;
+    if (n == 0) return cudaSuccess;
+    EMX_DISPATCH_DTYPE(emb->dtype, return launch_embedding<DT>(emb, tokens, n, out, stream));
+    return cudaSuccess;
+}

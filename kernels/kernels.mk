@@ -1,0 +1,23 @@
+# kernels/kernels.mk — `make cuda`: the real nvcc build of every kernels/*.cu (the kernels and
+# their launchers) for sm_80 (A100) and sm_90 (H100) into $(BUILD)/cuda/libentropix_cuda.a.
+# Warnings are errors on both sides of nvcc. Included by the top Makefile; nvcc need not be on
+# PATH (CUDA's default install location is the fallback).
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror -Isampler -Iruntime -Ikernels
+CUDA_SRC := $(wildcard kernels/*.cu)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
+
+.PHONY: cuda
+cuda: $(BUILD)/cuda/libentropix_cuda.a
+
+$(BUILD)/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+-include $(CUDA_OBJ:.o=.d)

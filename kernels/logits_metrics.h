@@ -1,0 +1,37 @@
+// logits_metrics.h — entropy, varentropy, log-sum-exp and argmax of the logits in one pass over
+// them (launchers of logits_metrics.cu). The CPU twin is emx_logits_metrics (sampler/metrics.h)
+// and emx_sample_argmax (sampler/sample.h).
+#ifndef ENTROPIX_KERNELS_LOGITS_METRICS_H
+#define ENTROPIX_KERNELS_LOGITS_METRICS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// (sampler/ headers inside the C linkage block: they declare C functions)
+#include "metrics.h"
+
+// Workspace bytes for a vocabulary of n.
+size_t emx_cuda_logits_metrics_workspace_bytes(int n);
+
+// From logits[0..n) (device), writes to device memory:
+//   m->logits_entropy_bits, m->logits_varentropy_bits2, m->logits_lse_nats (other fields
+//   untouched; the same special cases as emx_logits_metrics: -inf/NaN take no mass, +inf share
+//   it, nothing left gives H = V = 0 and lse = -inf);
+//   *argmax (if not NULL): emx_sample_argmax's answer (lowest id among equal maxima, -1 if none);
+//   *n_valid (if not NULL): emx_logits_metrics' return value (logits that are not -inf/NaN).
+// Two kernels: partial statistics per chunk of 2048 logits, then one block merges them.
+cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m, int *argmax,
+                                    int *n_valid, void *workspace, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,392 @@
+// matvec.cu — out[b][r] = W[r] · x[b] for a weight matrix W [rows, cols] and 1..16 activation
+// vectors: the decode step's matmuls (q/k/v, wo, gate/up, down, classifier), where every weight
+// is read once per step and the step's time is the time to stream the weights from DRAM.
+//
+// Three variants, same results up to f32 rounding (fast: up to the int8 rounding of the
+// activations, which the CPU backend shares):
+//  plain  one thread per output row, a loop over the columns that dequantises each weight to f32
+//         (emx_weight_at) and multiplies it with every batch row's f32 activation. Easy to check,
+//         but slow: neighbouring threads read rows `cols` bytes apart, so each warp load touches
+//         32 different cache lines.
+//  fast   one warp per row, 4 rows per 128-thread block. Lane l reads the row's 16-byte chunks
+//         l, l+32, ...: a warp reads 512 consecutive bytes per load instruction (fully coalesced,
+//         128-bit loads). Float weights (f32/f16/bf16) are converted in registers and multiplied
+//         with f32 activations (float4 loads). Quantised weights meet int8 activations
+//         (emx_cuda_quantize_acts, the CPU's scheme): __dp4a multiplies 4 int8 pairs and adds
+//         them in one instruction, exactly, and each group's integer sum is scaled once by
+//         d_weight * d_act. q4: a 32-bit word's low nibbles (& 0x0f0f0f0f) are weights j..j+3
+//         and its high nibbles weights j+16..j+19, so unpacking is two ANDs and a shift; the -8
+//         offset is removed per group as 8 * sum(xq) (precomputed by the quantiser). q4_1 adds
+//         m * d_act * sum(xq) instead. The lanes' partial sums meet in a 5-step shuffle tree.
+//  fast_f32  the fast kernel's loads and mapping, but quantised weights are dequantised in
+//         registers (nibble/byte -> f32) and meet f32 activations: the alternative to __dp4a,
+//         kept so that `make bench-kernels` can measure the choice below. Float weights: = fast.
+//
+// Batched (B <= 16): each weight chunk is loaded once into registers and used against all B
+// activation rows (B accumulators per thread); the activations (B * cols * 1 or 4 bytes) are
+// small and stay in L1/L2, so B sequences cost little more DRAM traffic than one.
+//
+// Bytes per call: rows * cols * bytes_per_weight (weights.h) + B * cols * (4 f32 | ~1.1 int8)
+// from L2 per block + B * rows * 4 written. At q4 (0.5625 B/weight) a 4096 x 4096 matrix is 9.4 MB.
+//
+// Which to use: "fast". Decoding is bandwidth-bound, and only the fast variant reads coalesced
+// 128-bit lines. Between the two ways of handling quantised weights in it, int8 activations +
+// __dp4a beat dequantising to f32 in registers on ALU work. Dequantising costs per weight an
+// unpack, an int-to-float conversion (listed well below the FMA rate in the CUDA programming
+// guide's instruction throughput table) and one FMA per batch row; __dp4a costs one integer
+// instruction per 4 weights per batch row plus a shared unpack, and no conversions. At H100
+// bandwidth a q4 matvec streams ~6e12 weights/s, so a conversion per weight alone comes close to
+// the conversion units' limit, and at B = 16 the FMA path issues ~4x more instructions; __dp4a
+// keeps the kernel bandwidth-bound. It is also the CPU backend's scheme, so the GPU reproduces
+// the CPU's integer group sums exactly. The plain variant is the twin the tests and
+// `make bench-kernels` compare against (the measured ratio belongs there, on a GPU).
+#include "matvec.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common.cuh"
+
+#define FAST_WARPS 4       // rows (warps) per block of the fast kernel
+#define PLAIN_THREADS 128  // rows (threads) per block of the plain kernel
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantisation: one warp per group of 32, one value per lane.
+
+__global__ void __launch_bounds__(128) quantize_acts_kernel(const float *__restrict__ x, int n_groups,
+                                                            int8_t *__restrict__ xq, float *__restrict__ xd,
+                                                            int *__restrict__ xsum) {
+    const int g = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const bool valid = g < n_groups;  // a warp past the end still joins the shuffles, with zeros
+    const float v = valid ? x[(size_t)g * 32 + lane] : 0.0f;
+    const float d = emx_warp_max(fabsf(v)) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    // rintf rounds half to even like the CPU's lrintf; v * id feeds no add, so no FMA can change it
+    const int q = (int)fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
+    const int sum = emx_warp_sum_int(q);
+    if (valid) {
+        xq[(size_t)g * 32 + lane] = (int8_t)q;
+        if (lane == 0) {
+            xd[g] = d;
+            xsum[g] = sum;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast variant: this lane's share of row r's dot products with the nb activation rows.
+
+// 8 (f16/bf16) or 4 (f32) weights of one 16-byte chunk as f32
+template <int DT>
+__device__ __forceinline__ void unpack16(const uint4 u, float *w) {
+    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if constexpr (DT == EMX_F32) {
+            w[k] = __uint_as_float(words[k]);
+        } else if constexpr (DT == EMX_BF16) {  // little-endian: element 2k in the low half
+            w[2 * k] = __uint_as_float(words[k] << 16);
+            w[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+        } else {
+            w[2 * k] = emx_f16_to_float((uint16_t)(words[k] & 0xffffu));
+            w[2 * k + 1] = emx_f16_to_float((uint16_t)(words[k] >> 16));
+        }
+    }
+}
+
+// INT8: quantised weights meet the int8 activations (__dp4a); else they are dequantised in
+// registers and meet the f32 activations (the "fast_f32" variant). Float weights ignore it.
+template <int DT, int MAXB, bool INT8>
+__device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int rows, int cols, int r,
+                                             const EmxCudaActs &a, int nb, float *acc) {
+    const int lane = threadIdx.x & 31;
+    const int G = cols / 32;  // groups per row
+    if constexpr (DT == EMX_F32 || DT == EMX_F16 || DT == EMX_BF16) {
+        constexpr int PER = DT == EMX_F32 ? 4 : 8;  // weights per 16-byte chunk
+        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols * (16 / PER));
+        for (int c = lane; c < cols / PER; c += 32) {
+            float w[PER];
+            unpack16<DT>(wr[c], w);
+#pragma unroll
+            for (int b = 0; b < MAXB; b++) {
+                if (b >= nb) break;
+                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * PER);
+#pragma unroll
+                for (int k = 0; k < PER / 4; k++) {
+                    const float4 x4 = xv[k];
+                    acc[b] += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                }
+            }
+        }
+    } else if constexpr (DT == EMX_Q8 && !INT8) {
+        // chunk c = 16 int8 weights converted to f32; the group scale multiplies the chunk's sum
+        const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
+        const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
+        for (int c = lane; c < cols / 16; c += 32) {
+            const uint4 u = wr[c];
+            const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+            float w[16];
+#pragma unroll
+            for (int k = 0; k < 16; k++) w[k] = (float)(int8_t)(words[k >> 2] >> (8 * (k & 3)));
+            const float dw = emx_f16_to_float(wd[c >> 1]);
+#pragma unroll
+            for (int b = 0; b < MAXB; b++) {
+                if (b >= nb) break;
+                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * 16);
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float4 x4 = xv[k];
+                    s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                }
+                acc[b] += dw * s;
+            }
+        }
+    } else if constexpr ((DT == EMX_Q4 || DT == EMX_Q4_1) && !INT8) {
+        // group g's 32 nibbles converted to f32 (q4: minus the offset 8); q4_1 adds m * sum(x)
+        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
+        const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
+        for (int g = lane; g < G; g += 32) {
+            const uint4 u = wr[g];
+            const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+            constexpr int OFFSET = DT == EMX_Q4 ? 8 : 0;
+            float w[32];
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                const int byte = (int)(words[k >> 2] >> (8 * (k & 3))) & 0xff;
+                w[k] = (float)((byte & 0xf) - OFFSET);
+                w[k + 16] = (float)((byte >> 4) - OFFSET);
+            }
+            const size_t pg = (size_t)r * G + g;
+            float d, m = 0.0f;
+            if constexpr (DT == EMX_Q4) {
+                d = emx_f16_to_float(p[pg]);
+            } else {
+                const uint32_t dm = ((const uint32_t *)p)[pg];
+                d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
+                m = emx_f16_to_float((uint16_t)(dm >> 16));
+            }
+#pragma unroll
+            for (int b = 0; b < MAXB; b++) {
+                if (b >= nb) break;
+                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)g * 32);
+                float s = 0.0f, sx = 0.0f;
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    const float4 x4 = xv[k];
+                    s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                    if constexpr (DT == EMX_Q4_1) sx += x4.x + x4.y + x4.z + x4.w;
+                }
+                acc[b] += DT == EMX_Q4_1 ? d * s + m * sx : d * s;
+            }
+        }
+    } else if constexpr (DT == EMX_Q8) {
+        // chunk c = 16 int8 weights = half of group c/2
+        const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
+        const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
+        for (int c = lane; c < cols / 16; c += 32) {
+            const uint4 u = wr[c];
+            const float dw = emx_f16_to_float(wd[c >> 1]);
+#pragma unroll
+            for (int b = 0; b < MAXB; b++) {
+                if (b >= nb) break;
+                const int4 x4 = *(const int4 *)(a.xq + (size_t)b * cols + (size_t)c * 16);
+                int s = __dp4a((int)u.x, x4.x, 0);
+                s = __dp4a((int)u.y, x4.y, s);
+                s = __dp4a((int)u.z, x4.z, s);
+                s = __dp4a((int)u.w, x4.w, s);
+                acc[b] += (float)s * (dw * a.xd[(size_t)b * G + (c >> 1)]);
+            }
+        }
+    } else {
+        // q4 / q4_1: chunk g = the 16 bytes of group g; params: d (q4) or {d, m} (q4_1) per group
+        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
+        const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
+        for (int g = lane; g < G; g += 32) {
+            const uint4 u = wr[g];
+            const size_t pg = (size_t)r * G + g;
+            float d, m = 0.0f;
+            if constexpr (DT == EMX_Q4) {
+                d = emx_f16_to_float(p[pg]);
+            } else {
+                const uint32_t dm = ((const uint32_t *)p)[pg];  // one 4-byte load: d low, m high
+                d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
+                m = emx_f16_to_float((uint16_t)(dm >> 16));
+            }
+            const int lo[4] = {(int)(u.x & 0x0f0f0f0fu), (int)(u.y & 0x0f0f0f0fu), (int)(u.z & 0x0f0f0f0fu),
+                               (int)(u.w & 0x0f0f0f0fu)};
+            const int hi[4] = {(int)((u.x >> 4) & 0x0f0f0f0fu), (int)((u.y >> 4) & 0x0f0f0f0fu),
+                               (int)((u.z >> 4) & 0x0f0f0f0fu), (int)((u.w >> 4) & 0x0f0f0f0fu)};
+#pragma unroll
+            for (int b = 0; b < MAXB; b++) {
+                if (b >= nb) break;
+                const int4 *xv = (const int4 *)(a.xq + (size_t)b * cols + (size_t)g * 32);
+                const int4 x0 = xv[0], x1 = xv[1];  // activations j = 0..15 and 16..31 of the group
+                int s = __dp4a(lo[0], x0.x, 0);
+                s = __dp4a(lo[1], x0.y, s);
+                s = __dp4a(lo[2], x0.z, s);
+                s = __dp4a(lo[3], x0.w, s);
+                s = __dp4a(hi[0], x1.x, s);
+                s = __dp4a(hi[1], x1.y, s);
+                s = __dp4a(hi[2], x1.z, s);
+                s = __dp4a(hi[3], x1.w, s);
+                const float xd = a.xd[(size_t)b * G + g];
+                const int xs = a.xsum[(size_t)b * G + g];
+                if constexpr (DT == EMX_Q4)
+                    acc[b] += (float)(s - 8 * xs) * (d * xd);  // sum (nib - 8) x = sum nib x - 8 sum x
+                else
+                    acc[b] += (float)s * (d * xd) + m * (xd * (float)xs);
+            }
+        }
+    }
+}
+
+template <int DT, int MAXB, bool SWIGLU, bool INT8>
+__global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict__ W, const void *__restrict__ W2,
+                                                          int rows, int cols, const EmxCudaActs a, int nb,
+                                                          float *__restrict__ out, int accumulate) {
+    const int r = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const bool valid = r < rows;  // a warp past the last row still joins the shuffles below
+    if constexpr (MAXB == 1) nb = 1;  // a constant: no batch test between the unrolled loads
+    float acc[MAXB], acc2[MAXB];
+#pragma unroll
+    for (int b = 0; b < MAXB; b++) acc[b] = acc2[b] = 0.0f;
+    if (valid) {
+        fast_row_dot<DT, MAXB, INT8>(W, rows, cols, r, a, nb, acc);
+        if constexpr (SWIGLU) fast_row_dot<DT, MAXB, INT8>(W2, rows, cols, r, a, nb, acc2);
+    }
+#pragma unroll
+    for (int b = 0; b < MAXB; b++) {
+        if (b >= nb) break;
+        float s = emx_warp_sum(acc[b]);
+        if constexpr (SWIGLU) s = s / (1.0f + expf(-s)) * emx_warp_sum(acc2[b]);
+        if (valid && lane == 0) {
+            float *o = out + (size_t)b * rows + r;
+            *o = accumulate ? *o + s : s;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain variant: one thread per row, every weight dequantised to f32 once for all nb rows.
+
+template <int DT, int MAXB, bool SWIGLU>
+__global__ void __launch_bounds__(PLAIN_THREADS) matvec_plain_kernel(const void *__restrict__ W,
+                                                                     const void *__restrict__ W2, int rows, int cols,
+                                                                     const float *__restrict__ x, int nb,
+                                                                     float *__restrict__ out, int accumulate) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    if constexpr (MAXB == 1) nb = 1;
+    float acc[MAXB], acc2[MAXB];
+#pragma unroll
+    for (int b = 0; b < MAXB; b++) acc[b] = acc2[b] = 0.0f;
+    for (int c = 0; c < cols; c++) {
+        const float w = emx_weight_at<DT>(W, rows, cols, r, c);
+        const float w2 = SWIGLU ? emx_weight_at<DT>(W2, rows, cols, r, c) : 0.0f;
+#pragma unroll
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            acc[b] += w * x[(size_t)b * cols + c];
+            if constexpr (SWIGLU) acc2[b] += w2 * x[(size_t)b * cols + c];
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < MAXB; b++) {
+        if (b >= nb) break;
+        float s = acc[b];
+        if constexpr (SWIGLU) s = s / (1.0f + expf(-s)) * acc2[b];
+        float *o = out + (size_t)b * rows + r;
+        *o = accumulate ? *o + s : s;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers
+
+template <int DT, int MAXB, bool SWIGLU>
+static cudaError_t launch_matvec(int variant, const EmxCudaWeight *w, const void *w2, const EmxCudaActs *a, int nb,
+                                 float *out, int accumulate, cudaStream_t stream) {
+    const int rows = w->rows, cols = w->cols;
+    if (variant == EMX_MATVEC_PLAIN) {
+        const int blocks = (rows + PLAIN_THREADS - 1) / PLAIN_THREADS;
+        matvec_plain_kernel<DT, MAXB, SWIGLU><<<blocks, PLAIN_THREADS, 0, stream>>>(w->data, w2, rows, cols, a->x, nb, out, accumulate);
+    } else {
+        const int blocks = (rows + FAST_WARPS - 1) / FAST_WARPS;
+        // fast_f32 differs from fast only for quantised weights: no second kernel for float ones
+        constexpr bool quantised = DT == EMX_Q8 || DT == EMX_Q4 || DT == EMX_Q4_1;
+        if constexpr (quantised) {
+            if (variant == EMX_MATVEC_FAST_F32)
+                matvec_fast_kernel<DT, MAXB, SWIGLU, false><<<blocks, FAST_WARPS * 32, 0, stream>>>(w->data, w2, rows, cols, *a, nb, out, accumulate);
+            else
+                matvec_fast_kernel<DT, MAXB, SWIGLU, true><<<blocks, FAST_WARPS * 32, 0, stream>>>(w->data, w2, rows, cols, *a, nb, out, accumulate);
+        } else {
+            matvec_fast_kernel<DT, MAXB, SWIGLU, true><<<blocks, FAST_WARPS * 32, 0, stream>>>(w->data, w2, rows, cols, *a, nb, out, accumulate);
+        }
+    }
+    return cudaGetLastError();
+}
+
+// The argument checks shared by both launchers; 0 when the call can go ahead.
+static int bad_call(int variant, const EmxCudaWeight *w, const EmxCudaActs *a, int batch, const float *out) {
+    if (variant < 0 || variant >= EMX_MATVEC_VARIANTS || !w || !a || !out) return 1;
+    if (batch < 1 || batch > EMX_MATVEC_MAX_BATCH || w->rows < 0 || w->cols < 1) return 1;
+    if (emx_cuda_weight_bytes(w->dtype, (uint64_t)w->rows, (uint64_t)w->cols) == 0 && w->rows > 0) return 1;
+    const bool quantised = w->dtype == EMX_Q8 || w->dtype == EMX_Q4 || w->dtype == EMX_Q4_1;
+    if (variant == EMX_MATVEC_PLAIN) return a->x == nullptr;
+    if (w->cols % 32) return 1;
+    // 16-byte loads: the rows start at multiples of 16 bytes, and so must the arrays
+    const bool int8 = quantised && variant == EMX_MATVEC_FAST;
+    const uintptr_t base = (uintptr_t)w->data | (uintptr_t)(int8 ? (const void *)a->xq : (const void *)a->x);
+    if (base % 16) return 1;
+    return int8 ? !a->xq || !a->xd || !a->xsum : !a->x;
+}
+
+extern "C" const char *emx_matvec_variant_name(int variant) {
+    switch (variant) {
+    case EMX_MATVEC_PLAIN: return "plain";
+    case EMX_MATVEC_FAST: return "fast";
+    case EMX_MATVEC_FAST_F32: return "fast_f32";
+    default: return nullptr;
+    }
+}
+
+extern "C" int emx_matvec_variant_from_name(const char *name) {
+    for (int v = 0; v < EMX_MATVEC_VARIANTS; v++)
+        if (name && strcmp(name, emx_matvec_variant_name(v)) == 0) return v;
+    return -1;
+}
+
+extern "C" cudaError_t emx_cuda_quantize_acts(const float *x, int cols, int batch, int8_t *xq, float *xd, int *xsum,
+                                              cudaStream_t stream) {
+    if (cols < 1 || cols % 32 || batch < 0) return cudaErrorInvalidValue;
+    const int groups = batch * (cols / 32);
+    if (groups == 0) return cudaSuccess;
+    quantize_acts_kernel<<<(groups + FAST_WARPS - 1) / FAST_WARPS, FAST_WARPS * 32, 0, stream>>>(x, groups, xq, xd, xsum);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t emx_cuda_matvec(int variant, const EmxCudaWeight *w, const EmxCudaActs *a, int batch, float *out,
+                                       int accumulate, cudaStream_t stream) {
+    if (bad_call(variant, w, a, batch, out)) return cudaErrorInvalidValue;
+    if (w->rows == 0) return cudaSuccess;
+    // B = 1 gets its own instantiation: no batch loop left in the decode step's hot kernel
+    if (batch == 1) {
+        EMX_DISPATCH_DTYPE(w->dtype, return launch_matvec<DT, 1, false>(variant, w, nullptr, a, 1, out, accumulate, stream));
+    }
+    EMX_DISPATCH_DTYPE(w->dtype, return launch_matvec<DT, EMX_MATVEC_MAX_BATCH, false>(variant, w, nullptr, a, batch, out, accumulate, stream));
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t emx_cuda_matvec_swiglu(int variant, const EmxCudaWeight *gate, const EmxCudaWeight *up,
+                                              const EmxCudaActs *a, int batch, float *out, cudaStream_t stream) {
+    if (bad_call(variant, gate, a, batch, out) || !up || up->dtype != gate->dtype || up->rows != gate->rows ||
+        up->cols != gate->cols)
+        return cudaErrorInvalidValue;
+    if (gate->rows == 0) return cudaSuccess;
+    if (batch == 1) {
+        EMX_DISPATCH_DTYPE(gate->dtype, return launch_matvec<DT, 1, true>(variant, gate, up->data, a, 1, out, 0, stream));
+    }
+    EMX_DISPATCH_DTYPE(gate->dtype, return launch_matvec<DT, EMX_MATVEC_MAX_BATCH, true>(variant, gate, up->data, a, batch, out, 0, stream));
+    return cudaSuccess;
+}

@@ -1,0 +1,25 @@
+// rmsnorm.h — RMSNorm, alone and fused with the residual add (kernels/rmsnorm.cu).
+#ifndef ENTROPIX_KERNELS_RMSNORM_H
+#define ENTROPIX_KERNELS_RMSNORM_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// For each of `rows` rows of n floats: out = x / sqrt(mean(x²) + eps) * w (out may equal x).
+// x, out: device [rows][n]; w: device [n]. The CPU twin is emx_rmsnorm.
+cudaError_t emx_cuda_rmsnorm(float *out, const float *x, const float *w, int n, int rows, float eps,
+                             cudaStream_t stream);
+
+// The residual add and the next norm in one pass: x += residual; out = rmsnorm(x) * w.
+// x: device [rows][n] (updated), residual: device [rows][n], out: device [rows][n] (not x).
+cudaError_t emx_cuda_residual_rmsnorm(float *x, const float *residual, const float *w, float *out, int n, int rows,
+                                      float eps, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

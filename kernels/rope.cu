@@ -1,0 +1,82 @@
+// rope.cu — per-head q/k RMSNorm (Qwen3), RoPE, and the write of k and v into the KV cache, in
+// one kernel between the q/k/v matvec and the attention.
+//
+// For each row b and head h: (qk_norm) x = x / sqrt(mean(x²) + eps) * norm_w; then pair i of the
+// head, (x[2i], x[2i+1]) for INTERLEAVED or (x[i], x[i+hd/2]) for HALF, is rotated by the angle
+// pos[b] * inv_freq[i]. Query heads are written back in place; key heads go to the cache row
+// (f32 or f16), and the value head is copied beside them.
+// Threads: grid (n_heads + n_kv_heads, batch): one block per head of a row, one thread per pair
+// (head_dim/2 threads rounded up to whole warps). The norm is a block reduction over the pairs.
+// Bytes per call: batch * (q_dim + 2 * kv_dim) * 4 read (q, k, v), batch * (q_dim * 4 + 2 *
+// kv_dim * kv_bytes) written (q in place, k and v into the cache), plus the small tables. Why fast: the CPU does norm, rotate and cache copy as three
+// passes; here the head is read once into registers, and k/v never go back to a scratch buffer.
+// The angles are computed per thread in double (exact at long positions, like the CPU) instead
+// of from a table: a few thousand sin/cos per layer, hidden behind the loads.
+#include "rope.h"
+
+#include <math.h>
+
+#include "common.cuh"
+
+template <int KV>
+__device__ __forceinline__ void store_kv(void *cache, size_t i, float v) {
+    if constexpr (KV == 0)
+        ((float *)cache)[i] = v;
+    else
+        ((__half *)cache)[i] = __float2half(v);
+}
+
+template <int KV>
+__global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
+    const int hd = a.head_dim, half = hd / 2, i = threadIdx.x, b = blockIdx.y;
+    const bool is_q = (int)blockIdx.x < a.n_heads;
+    const int h = is_q ? blockIdx.x : blockIdx.x - a.n_heads;
+    const size_t q_off = ((size_t)b * a.n_heads + h) * hd;
+    const size_t kv_dim = (size_t)a.n_kv_heads * hd, kv_off = (size_t)b * kv_dim + (size_t)h * hd;
+    const float *src = is_q ? a.q + q_off : a.k + kv_off;
+    const bool active = i < half;  // threads past the last pair only help the reduction
+    const int ia = a.style == EMX_ROPE_INTERLEAVED ? 2 * i : i;
+    const int ib = a.style == EMX_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+    float x0 = active ? src[ia] : 0.0f, x1 = active ? src[ib] : 0.0f;
+
+    const float *norm_w = is_q ? a.q_norm : a.k_norm;
+    if (norm_w) {  // the same for the whole block: the barrier inside is reached by all
+        const float inv = 1.0f / sqrtf(emx_block_sum(x0 * x0 + x1 * x1) / (float)hd + a.eps);
+        if (active) {
+            x0 = x0 * inv * norm_w[ia];
+            x1 = x1 * inv * norm_w[ib];
+        }
+    }
+    if (!active) return;
+
+    const double angle = (double)a.pos[b] * a.inv_freq[i];
+    const float c = (float)cos(angle), s = (float)sin(angle);
+    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    if (is_q) {
+        a.q[q_off + ia] = y0;
+        a.q[q_off + ib] = y1;
+        return;
+    }
+    const size_t row = (size_t)(a.cache_row ? a.cache_row[b] : a.pos[b]);
+    const size_t dst = row * kv_dim + (size_t)h * hd;
+    store_kv<KV>(a.k_cache, dst + ia, y0);
+    store_kv<KV>(a.k_cache, dst + ib, y1);
+    store_kv<KV>(a.v_cache, dst + ia, a.v[kv_off + ia]);
+    store_kv<KV>(a.v_cache, dst + ib, a.v[kv_off + ib]);
+}
+
+extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t stream) {
+    if (!a || a->batch < 0 || a->batch > 65535 ||  // batch is gridDim.y
+        a->n_heads < 1 || a->n_kv_heads < 1 || a->head_dim < 2 || a->head_dim % 2 ||
+        a->head_dim > 512 || (a->style != EMX_ROPE_INTERLEAVED && a->style != EMX_ROPE_HALF) ||
+        (a->kv_dtype != 0 && a->kv_dtype != 1) || !a->q_norm != !a->k_norm)
+        return cudaErrorInvalidValue;
+    if (a->batch == 0) return cudaSuccess;
+    const dim3 grid(a->n_heads + a->n_kv_heads, a->batch);
+    const int threads = emx_round_to_warps(a->head_dim / 2, 256);
+    if (a->kv_dtype == 0)
+        rope_kv_kernel<0><<<grid, threads, 0, stream>>>(*a);
+    else
+        rope_kv_kernel<1><<<grid, threads, 0, stream>>>(*a);
+    return cudaGetLastError();
+}

@@ -1,0 +1,38 @@
+// rope.h — rotary position embedding of q and k, fused with Qwen3's per-head q/k RMSNorm before
+// it and the KV-cache write after it (kernels/rope.cu).
+#ifndef ENTROPIX_KERNELS_ROPE_H
+#define ENTROPIX_KERNELS_ROPE_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One call per layer, for `batch` rows (at most 65535) (a prompt's tokens, or one token of each of several
+// sequences). All pointers are device pointers.
+typedef struct {
+    float *q;                  // [batch][n_heads * head_dim]: normed and rotated in place
+    const float *k, *v;        // [batch][n_kv_heads * head_dim]: the rows' new keys and values
+    void *k_cache, *v_cache;   // this layer's caches [rows][n_kv_heads * head_dim] of kv_dtype
+    int kv_dtype;              // 0: f32, 1: f16 (__half); attention.h's EmxKvDtype values
+    const int *pos;            // [batch] position of each row: its rotation angle
+    const int *cache_row;      // [batch] cache row each row's k and v go to; NULL: the position
+    const double *inv_freq;    // [head_dim/2] from emx_rope_inv_freq (Llama 3 factors included)
+    const float *q_norm;       // [head_dim] Qwen3's per-head RMSNorm weight of q, or NULL (none)
+    const float *k_norm;       // [head_dim] the same for k (NULL exactly when q_norm is)
+    float eps;                 // of the per-head norm
+    int batch, n_heads, n_kv_heads, head_dim;  // head_dim even, <= 512
+    int style;                 // enum emx_rope_style: pairs (2i, 2i+1) or (i, i + head_dim/2)
+} EmxRopeArgs;
+
+// q_h = rope(norm(q_h)) for every query head; k_cache[row] = rope(norm(k_h)), v_cache[row] = v_h
+// for every KV head. The angle of pair i at position p is p * inv_freq[i], computed in double as
+// the CPU's emx_rope_angles does. Returns cudaErrorInvalidValue on bad sizes.
+cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,59 @@
+// sampling.h — choosing the next token on the device (launchers of sampling.cu): the
+// combined sampler of sampler/sample.h, and the entropix switch (sampler/entropix.h) decided and
+// carried out on the device, so the host reads one token id per step.
+//
+// (Named sampling, not sample: sampler/sample.h is on the same include path.)
+// Same decisions as the CPU: the same kept set and order (top-k → top-p → min-p → temperature,
+// ties by the lower id), the same double formulas in the same order over the kept set, and the
+// same uniform number u = emx_uniform_f64(seed, step, lane) (Philox, sampler/philox.h). Two
+// places can still differ from the CPU, both only when a cumulative sum lands within rounding
+// of its threshold: (1) top-p with top-k off normalises by Z = Σ over the whole vocabulary,
+// which the device sums as a tree and the CPU in id order (~1e-16 relative apart); (2) on a GPU
+// (not under emulation) the device's exp() may differ from the C library's by an ulp.
+#ifndef ENTROPIX_KERNELS_SAMPLING_H
+#define ENTROPIX_KERNELS_SAMPLING_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// (sampler/ headers inside the C linkage block: they declare C functions)
+#include "entropix.h"
+#include "metrics.h"
+#include "sample.h"
+
+// Workspace bytes for a vocabulary of n (the kept list: id, logit, p per entry).
+size_t emx_cuda_sample_workspace_bytes(int n);
+
+// token_out (device int) = emx_sample(logits, n, params, u) with u = emx_uniform_f64(seed, step,
+// lane); step is read from step_dev (device) when that is not NULL (CUDA graph replays).
+// One block of 1024 threads. Returns cudaErrorInvalidValue on bad arguments.
+cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
+                            uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
+                            int *token_out, void *workspace, cudaStream_t stream);
+
+// One entropix step on the device: d = emx_entropix_decide(metrics, profile, state, pause_token),
+// carried out as emx_entropix_execute (argmax / the pause token / one draw on lane 0 / best of
+// n_samples draws on lanes 0..n-1 scored by emx_entropix_score), then
+// emx_entropix_state_update(state, d). Device pointers: logits [n], metrics (this step's, all
+// fields), state (read and updated), token_out; decision_out and score_out may be NULL (else
+// they receive the decision and the best-of-N score, NAN otherwise). The profile is passed by
+// value (copied into the launch). step: as emx_cuda_sample.
+cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics *metrics,
+                                   const EmxProfile *profile, EmxEntropixState *state,
+                                   int pause_token, uint64_t seed, uint64_t step,
+                                   const uint64_t *step_dev, int *token_out,
+                                   EmxDecision *decision_out, double *score_out, void *workspace,
+                                   cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

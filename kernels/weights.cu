@@ -1,0 +1,65 @@
+// weights.cu — host code only: the repack of a model-file tensor into the device layout of
+// weights.h, and its upload. No kernels: it runs once per tensor at load time.
+// Bytes: reads and writes emx_cuda_weight_bytes once; for every dtype but q4_1 the upload copies
+// straight from the file's mapping (no host staging buffer).
+#include "weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_format.h"
+
+extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
+    const uint64_t n = rows * cols;
+    if (rows != 0 && n / rows != cols) return 0;  // overflow
+    const bool grouped = cols % EMX_GROUP_SIZE == 0;
+    switch (dtype) {
+    case EMX_F32: return n * 4;
+    case EMX_F16:
+    case EMX_BF16: return n * 2;
+    case EMX_Q8: return grouped ? n + n / EMX_GROUP_SIZE * 2 : 0;
+    case EMX_Q4: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 2 : 0;
+    case EMX_Q4_1: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 4 : 0;
+    default: return 0;
+    }
+}
+
+extern "C" int emx_cuda_repack_weight(uint32_t dtype, const void *src, uint64_t rows, uint64_t cols, void *dst) {
+    const uint64_t bytes = emx_cuda_weight_bytes(dtype, rows, cols);
+    if (bytes == 0 && rows * cols != 0) return -1;
+    if (dtype != EMX_Q4_1) {
+        memcpy(dst, src, bytes);
+        return 0;
+    }
+    // q4_1: nibbles as they are; d[rows*G] and m[rows*G] -> dm[rows*G][2]
+    const uint64_t nib_bytes = rows * cols / 2, groups = rows * cols / EMX_GROUP_SIZE;
+    memcpy(dst, src, nib_bytes);
+    const uint16_t *d = (const uint16_t *)((const uint8_t *)src + nib_bytes), *m = d + groups;
+    uint16_t *dm = (uint16_t *)((uint8_t *)dst + nib_bytes);
+    for (uint64_t g = 0; g < groups; g++) {
+        dm[2 * g] = d[g];
+        dm[2 * g + 1] = m[g];
+    }
+    return 0;
+}
+
+extern "C" cudaError_t emx_cuda_upload_weight(uint32_t dtype, const void *src, int rows, int cols, EmxCudaWeight *out) {
+    if (!out) return cudaErrorInvalidValue;
+    out->data = nullptr;
+    const uint64_t bytes = emx_cuda_weight_bytes(dtype, (uint64_t)rows, (uint64_t)cols);
+    if (rows < 1 || cols < 1 || bytes == 0 || !src) return cudaErrorInvalidValue;
+    void *host = (void *)src, *dev = nullptr;
+    if (dtype == EMX_Q4_1) {  // the only dtype whose device layout differs from the file's
+        if (!(host = malloc(bytes))) return cudaErrorMemoryAllocation;
+        emx_cuda_repack_weight(dtype, src, (uint64_t)rows, (uint64_t)cols, host);
+    }
+    cudaError_t e = cudaMalloc(&dev, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+    if (host != src) free(host);
+    if (e != cudaSuccess) {
+        cudaFree(dev);
+        return e;
+    }
+    *out = EmxCudaWeight{dtype, rows, cols, dev};
+    return cudaSuccess;
+}

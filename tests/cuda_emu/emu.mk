@@ -1,0 +1,96 @@
+# tests/cuda_emu/emu.mk — the CUDA emulation layer and the emulated test binary.
+# Included by the top Makefile after its library rules. Builds, with the host C++ compiler and
+# always with AddressSanitizer + UBSan:
+#   $(BUILD)/tests/emu_tests     the layer + every kernels/*.cu (rewritten by rewrite.py) +
+#                                tests/cuda_emu/test_*.cpp + tests/kernels/test_*.cpp
+#   $(BUILD)/tests/emu_selftest  the layer + its self-tests only (works while kernels/ is broken)
+#   make emu-selftest            builds and runs the latter
+# Rewritten sources go to $(BUILD)/emu/<same path>, objects to $(BUILD)/emu/obj/<same path>.
+
+EMU_DIR := tests/cuda_emu
+EMU_OUT := $(BUILD)/emu
+EMU_CXX ?= g++
+EMU_WERROR ?= -Werror
+EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# #pragma unroll and friends are hints for nvcc; g++ ignores them.
+EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) -MMD -MP
+# Rewritten kernel headers first, so a rewritten .cu includes rewritten .cuh files.
+EMU_INC := -I$(EMU_OUT)/kernels -Ikernels -Isampler -Iruntime -Itokenizer -Itools/convert -Itests -Itests/kernels -I$(EMU_DIR) \
+           -I$(EMU_DIR)/include
+EMU_FORCE := -include $(EMU_DIR)/include/emu/cuda_emu.h
+
+EMU_LAYER_SRC := $(wildcard $(EMU_DIR)/src/*.cpp)
+EMU_LAYER_OBJ := $(EMU_LAYER_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
+EMU_KERNEL_SRC := $(wildcard kernels/*.cu)
+EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h))
+EMU_KERNEL_OBJ := $(EMU_KERNEL_SRC:%.cu=$(EMU_OUT)/obj/%.o)
+EMU_SELFTEST_SRC := $(wildcard $(EMU_DIR)/test_*.cpp)
+EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
+EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)
+# Test headers are rewritten too (beside the rewritten tests, so quote includes find them first).
+EMU_TEST_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard tests/kernels/*.h $(EMU_DIR)/*.h))
+EMU_KTEST_OBJ := $(EMU_KTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
+EMU_LIBS := $(BUILD)/libentropix.a $(LDLIBS) -lcriterion
+
+EMU_TEST_BIN := $(BUILD)/tests/emu_tests
+
+# Rewrite (launches and __shared__ declarations; line numbers kept) before compiling.
+$(EMU_OUT)/kernels/%: kernels/% $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 $(EMU_DIR)/rewrite.py $< $@
+
+$(EMU_OUT)/tests/%.cpp: tests/%.cpp $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 $(EMU_DIR)/rewrite.py $< $@
+
+$(EMU_OUT)/tests/%.h: tests/%.h $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 $(EMU_DIR)/rewrite.py $< $@
+
+$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o: $(EMU_DIR)/src/%.cpp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
+
+$(EMU_OUT)/obj/kernels/%.o: $(EMU_OUT)/kernels/%.cu $(EMU_KERNEL_HDR)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+
+$(EMU_OUT)/obj/tests/%.o: $(EMU_OUT)/tests/%.cpp $(EMU_KERNEL_HDR) $(EMU_TEST_HDR)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
+
+$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
+
+$(BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
+
+.PHONY: emu-selftest
+emu-selftest: $(BUILD)/tests/emu_selftest
+	$(BUILD)/tests/emu_selftest -j2 $(EMU_TEST_ARGS)
+
+-include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
+
+# Scheduling cost with the x86-64 switch and with ucontext (README, "Performance").
+EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp
+$(EMU_OUT)/bench/asm/%.o: $(EMU_DIR)/src/%.cpp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
+$(EMU_OUT)/bench/ucontext/%.o: $(EMU_DIR)/src/%.cpp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DEMU_FIBER_UCONTEXT -I$(EMU_DIR)/include -c $< -o $@
+$(EMU_OUT)/bench/asm/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/asm/%.o)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"asm"' $^ -o $@
+$(EMU_OUT)/bench/ucontext/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/ucontext/%.o)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"ucontext"' $^ -o $@
+.PHONY: emu-bench
+emu-bench: $(EMU_OUT)/bench/asm/bench_switch $(EMU_OUT)/bench/ucontext/bench_switch
+	$(EMU_OUT)/bench/asm/bench_switch
+	$(EMU_OUT)/bench/ucontext/bench_switch
+
+# What the emulator refuses must fail to compile, with a message naming it (compile_checks.sh).
+.PHONY: emu-compile-checks
+emu-compile-checks:
+	$(EMU_DIR)/compile_checks.sh $(EMU_CXX)

@@ -1,0 +1,131 @@
+// emu/device.h — CUDA's function qualifiers, built-in variables and block/warp synchronisation
+// for kernels compiled by the host C++ compiler.
+//
+// __global__/__device__/__host__ vanish (every function is an ordinary host function). The
+// built-ins threadIdx/blockIdx/blockDim/gridDim are thread_local variables that the scheduler
+// updates at each switch between fibers. __syncthreads() is a block barrier; the warp ops
+// (__shfl*_sync, votes, __syncwarp) are warp-level barriers: each lane deposits its value in the
+// warp's exchange buffer, and when all lanes of the mask have arrived each reads what it needs.
+// Masks: any mask that contains the calling lane; all lanes of the mask that exist in the block
+// must call a warp op with the same mask (lanes past the end of a partial last warp are ignored,
+// but reading a value from one is a fault). width must be a power of two <= 32, as in CUDA.
+#ifndef EMU_DEVICE_H
+#define EMU_DEVICE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "../cuda_bf16.h"
+#include "../cuda_fp16.h"
+#include "engine.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+// Static __shared__ declarations are rewritten by tests/cuda_emu/rewrite.py into per-block
+// allocations; a form it does not recognise falls back to one instance per host thread, which
+// is still one per block because blocks run one at a time.
+#define __shared__ static thread_local
+
+static const int warpSize = 32;
+
+#define __syncthreads() ::emu::syncthreads(__FILE__, __LINE__)
+#define __syncwarp(...) ::emu::syncwarp_at(__FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)
+
+namespace emu {
+
+inline void syncwarp_at(const char *file, int line, unsigned mask = 0xffffffffu) {
+    warp_rendezvous(WarpOp::SyncWarp, mask, 0, file, line);
+}
+
+// The value types a shuffle may carry: 4 or 8 bytes as in CUDA, plus the 16-bit float types.
+template <class T> constexpr bool shufflable() {
+    return std::is_arithmetic<T>::value || std::is_same<T, __half>::value ||
+           std::is_same<T, __half2>::value || std::is_same<T, __nv_bfloat16>::value ||
+           std::is_same<T, __nv_bfloat162>::value;
+}
+
+template <class T> inline uint64_t to_bits(T v) {
+    static_assert(shufflable<T>(), "__shfl*_sync: this type cannot be shuffled (CUDA allows arithmetic types, __half(2), __nv_bfloat16(2))");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <class T> inline T from_bits(uint64_t u) {
+    T v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+// Reads lane `src`'s value from a completed rendezvous, checking CUDA's rules on the source lane.
+template <class T>
+inline T shfl_read(const uint64_t *values, WarpOp op, unsigned mask, unsigned src, const char *file, int line) {
+    if (!(warp_present_mask() >> src & 1u))
+        device_fault(file, line, "%s reads lane %u, which does not exist (the block's last warp is partial)",
+                     warp_op_name(op), src);
+    if (!(mask >> src & 1u))
+        device_fault(file, line, "%s reads lane %u, which is not in the mask 0x%08x", warp_op_name(op), src, mask);
+    return from_bits<T>(values[src]);
+}
+
+inline void check_width(WarpOp op, int width, const char *file, int line) {
+    if (width <= 0 || width > 32 || (width & (width - 1)) != 0)
+        device_fault(file, line, "%s: width %d is not a power of two <= 32", warp_op_name(op), width);
+}
+
+template <class T> inline T shfl_sync(unsigned mask, T v, int src_lane, const char *file, int line, int width = 32) {
+    check_width(WarpOp::Shfl, width, file, line);
+    const uint64_t *vals = warp_rendezvous(WarpOp::Shfl, mask, to_bits(v), file, line);
+    unsigned lane = lane_id(), base = lane & ~(unsigned)(width - 1);
+    return shfl_read<T>(vals, WarpOp::Shfl, mask, base + ((unsigned)src_lane & (unsigned)(width - 1)), file, line);
+}
+template <class T> inline T shfl_up_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
+    check_width(WarpOp::ShflUp, width, file, line);
+    const uint64_t *vals = warp_rendezvous(WarpOp::ShflUp, mask, to_bits(v), file, line);
+    unsigned lane = lane_id(), in_segment = lane & (unsigned)(width - 1);
+    if (in_segment < delta) return v; // no lane below in the segment: own value, as in CUDA
+    return shfl_read<T>(vals, WarpOp::ShflUp, mask, lane - delta, file, line);
+}
+template <class T> inline T shfl_down_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
+    check_width(WarpOp::ShflDown, width, file, line);
+    const uint64_t *vals = warp_rendezvous(WarpOp::ShflDown, mask, to_bits(v), file, line);
+    unsigned lane = lane_id(), in_segment = lane & (unsigned)(width - 1);
+    if (in_segment + delta >= (unsigned)width) return v; // past the segment: own value
+    return shfl_read<T>(vals, WarpOp::ShflDown, mask, lane + delta, file, line);
+}
+template <class T> inline T shfl_xor_sync(unsigned mask, T v, int lane_mask, const char *file, int line, int width = 32) {
+    check_width(WarpOp::ShflXor, width, file, line);
+    const uint64_t *vals = warp_rendezvous(WarpOp::ShflXor, mask, to_bits(v), file, line);
+    unsigned lane = lane_id(), src = lane ^ (unsigned)lane_mask;
+    unsigned segment_end = (lane & ~(unsigned)(width - 1)) + (unsigned)width;
+    if (src >= segment_end) return v; // a later segment: own value, as in CUDA
+    return shfl_read<T>(vals, WarpOp::ShflXor, mask, src, file, line);
+}
+
+// Votes: bit i of the result is lane i's predicate, for the lanes of the mask that exist.
+inline unsigned vote(WarpOp op, unsigned mask, int pred, const char *file, int line) {
+    const uint64_t *vals = warp_rendezvous(op, mask, pred != 0, file, line);
+    unsigned bits = 0, lanes = mask & warp_present_mask();
+    for (unsigned l = 0; l < 32; l++)
+        if ((lanes >> l & 1u) && vals[l]) bits |= 1u << l;
+    return bits;
+}
+
+} // namespace emu
+
+// The optional width argument of the shuffles goes last, after the call site.
+#define __shfl_sync(mask, v, src, ...) ::emu::shfl_sync(mask, v, src, __FILE__, __LINE__, ##__VA_ARGS__)
+#define __shfl_up_sync(mask, v, d, ...) ::emu::shfl_up_sync(mask, v, d, __FILE__, __LINE__, ##__VA_ARGS__)
+#define __shfl_down_sync(mask, v, d, ...) ::emu::shfl_down_sync(mask, v, d, __FILE__, __LINE__, ##__VA_ARGS__)
+#define __shfl_xor_sync(mask, v, m, ...) ::emu::shfl_xor_sync(mask, v, m, __FILE__, __LINE__, ##__VA_ARGS__)
+#define __ballot_sync(mask, pred) ::emu::vote(::emu::WarpOp::Ballot, mask, pred, __FILE__, __LINE__)
+#define __any_sync(mask, pred) (::emu::vote(::emu::WarpOp::Any, mask, pred, __FILE__, __LINE__) != 0u)
+#define __all_sync(mask, pred) \
+    (::emu::vote(::emu::WarpOp::All, mask, pred, __FILE__, __LINE__) == ((mask) & ::emu::warp_present_mask()))
+
+#endif

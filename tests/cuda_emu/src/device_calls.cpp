@@ -1,0 +1,133 @@
+// device_calls.cpp — what kernel code calls inside its fiber: __syncthreads, the warp
+// rendezvous, __shared__ allocation, faults; plus the emulator's controls (emu/api.h).
+//
+// A waiting call records where and why the thread waits (state, site, warp op and mask, the
+// value it contributes), updates the engine's counters, and switches back to the scheduler
+// (engine.cpp), which resumes the thread once the barrier or rendezvous is complete.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <string>
+
+#include "engine_internal.h"
+
+namespace emu {
+
+namespace {
+std::atomic<int> schedule_setting{-1}; // -1: not read from EMU_SCHEDULE yet
+} // namespace
+
+unsigned char shared_fill() { return schedule() == Schedule::Forward ? 0xff : 0x00; }
+
+void syncthreads(const char *file, int line) {
+    Engine &e = cur_engine();
+    Thread &t = *e.current;
+    t.state = State::AtBarrier;
+    t.file = file;
+    t.line = line;
+    if (e.at_barrier++ == 0)
+        e.barrier_first = &t;
+    else if (line != e.barrier_first->line || (file != e.barrier_first->file && strcmp(file, e.barrier_first->file)))
+        e.barrier_mismatch = true;
+    fiber_yield(t.fiber, e.host);
+}
+
+const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
+    Engine &e = cur_engine();
+    Thread &t = *e.current;
+    unsigned lane = t.linear % 32;
+    if (!(mask >> lane & 1u))
+        device_fault(file, line, "%s with mask 0x%08x called by lane %u, which is not in the mask", warp_op_name(op),
+                     mask, lane);
+    t.state = State::AtWarp;
+    e.at_warp++;
+    t.op = op;
+    t.mask = mask;
+    t.file = file;
+    t.line = line;
+    e.warp_in[t.linear] = value;
+    fiber_yield(t.fiber, e.host);
+    return &e.warp_out[t.linear / 32 * 32];
+}
+
+unsigned lane_id() { return cur_engine().current->linear % 32; }
+
+unsigned warp_present_mask() {
+    Engine &e = cur_engine();
+    unsigned first = e.current->linear / 32 * 32;
+    return e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
+}
+
+void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align) {
+    Engine &e = cur_engine();
+    for (SharedVar &v : e.shared)
+        if (v.key == key) return v.ptr;
+    e.shared_bytes += size;
+    if (e.shared_bytes > e.run->shmem_limit)
+        device_fault(file, line, "__shared__ %s: the block uses %zu bytes of shared memory, over the limit of %zu", name,
+                     e.shared_bytes, e.run->shmem_limit);
+    void *p = nullptr;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) != 0) abort();
+    memset(p, shared_fill(), size);
+    e.shared.push_back(SharedVar{key, size, p});
+    return p;
+}
+
+void *dynamic_shared() { return cur_engine().dynamic; }
+
+void device_fault(const char *file, int line, const char *fmt, ...) {
+    Engine &e = cur_engine();
+    Thread &t = *e.current;
+    {
+        char what[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        // A block, so the strings are freed before this fiber is parked for good.
+        report(e, where_str(e) + ", " + thread_str(t) + ", at " + site(file, line) + ": " + what);
+    }
+    // FailureMode::Return: park this fiber for good; run_kernel restarts the fibers.
+    t.state = State::Done;
+    e.done++;
+    fiber_yield(t.fiber, e.host);
+    abort(); // never resumed
+}
+
+cudaError_t launch_argument_fault(const char *name, const std::string &what) {
+    Engine &e = get_engine();
+    FailureMode mode = e.mode;
+    fprintf(stderr, "EMU FAULT: kernel %s: %s\n", name, what.c_str());
+    fflush(stderr);
+    if (mode == FailureMode::Abort) abort();
+    e.fault = std::string("kernel ") + name + ": " + what;
+    return cudaErrorInvalidValue;
+}
+
+// ---- controls (emu/api.h) ----
+
+void set_schedule(Schedule s) { schedule_setting = (int)s; }
+
+Schedule schedule() {
+    int s = schedule_setting.load();
+    if (s < 0) {
+        const char *env = getenv("EMU_SCHEDULE");
+        s = env && strcmp(env, "reverse") == 0 ? (int)Schedule::Reverse : (int)Schedule::Forward;
+        if (env && strcmp(env, "reverse") != 0 && strcmp(env, "forward") != 0) {
+            fprintf(stderr, "EMU: EMU_SCHEDULE=%s: expected forward or reverse\n", env);
+            abort();
+        }
+        schedule_setting = s;
+    }
+    return (Schedule)s;
+}
+
+void set_failure_mode(FailureMode m) { get_engine().mode = m; }
+FailureMode failure_mode() { return get_engine().mode; }
+std::string last_fault() { return get_engine().fault; }
+void clear_last_fault() { get_engine().fault.clear(); }
+
+} // namespace emu

@@ -1,0 +1,302 @@
+// engine.cpp — runs a kernel launch: blocks one after the other, the threads of a block as
+// fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h).
+//
+// The loop for one block: run every runnable thread, in schedule order, until it blocks or
+// returns. Then, with nothing runnable: complete the warp rendezvous whose lanes have all
+// arrived (repeat while that frees someone); else, if every live thread waits at __syncthreads,
+// release the barrier; else the block is stuck, and the reason (a thread that exited or waits
+// at another barrier, a shuffle lane that never came) is reported as a fault with kernel,
+// block and thread. Everything here is per host thread (thread_local Engine), so several host
+// threads — one per emulated device in the NCCL tests — run kernels at the same time.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "engine_internal.h"
+
+thread_local __constinit uint3 threadIdx{};
+thread_local __constinit uint3 blockIdx{};
+thread_local __constinit uint3 blockDim{};
+thread_local __constinit uint3 gridDim{};
+
+namespace emu {
+
+// The host thread's engine, created on first use and destroyed with the thread. Kernel-side
+// calls read the plain pointer: a thread_local object with a constructor would cost a TLS
+// init check on every access.
+namespace {
+thread_local std::unique_ptr<Engine> engine_owner;
+thread_local __constinit Engine *engine_ptr = nullptr;
+} // namespace
+
+Engine &get_engine() {
+    if (!engine_ptr) {
+        engine_owner = std::make_unique<Engine>();
+        engine_ptr = engine_owner.get();
+    }
+    return *engine_ptr;
+}
+// Inside a kernel the engine exists already.
+Engine &cur_engine() { return *engine_ptr; }
+
+Engine::~Engine() {
+    for (Thread &t : threads) fiber_destroy(t.fiber);
+    free_shared();
+    engine_ptr = nullptr;
+}
+
+std::string dim_str(uint3 d) {
+    return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+std::string site(const char *file, int line) { return std::string(file) + ":" + std::to_string(line); }
+std::string thread_str(const Thread &t) { return "thread " + dim_str(t.idx); }
+std::string where_str(const Engine &e) {
+    return "kernel " + std::string(e.run->name) + ", block " + dim_str(blockIdx);
+}
+
+void report(Engine &e, const std::string &msg) {
+    fprintf(stderr, "EMU FAULT: %s\n", msg.c_str());
+    fflush(stderr);
+    if (e.mode == FailureMode::Abort) abort();
+    if (!e.failed) e.fault = msg;
+    e.failed = true;
+}
+
+namespace {
+
+size_t stack_size() {
+    const char *kb = getenv("EMU_STACK_KB");
+    return (kb && atoi(kb) > 0 ? (size_t)atoi(kb) : 256) * 1024;
+}
+
+std::string hex(unsigned v) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "0x%08x", v);
+    return buf;
+}
+
+// The fiber body: run the kernel for whichever thread this fiber serves, forever.
+[[noreturn]] void fiber_main() {
+    Engine &e = cur_engine();
+    fiber_started(e.host);
+    for (;;) {
+        e.run->thread_main(e.run->arg);
+        e.current->state = State::Done;
+        e.done++;
+        fiber_yield(e.current->fiber, e.host);
+    }
+}
+
+void resume(Engine &e, Thread &t) {
+    e.current = &t;
+    threadIdx = t.idx;
+    t.state = State::Runnable;
+    fiber_resume(e.host, t.fiber);
+    e.current = nullptr;
+}
+
+// Completes every warp rendezvous whose lanes have all arrived; returns whether any did.
+bool complete_warps(Engine &e) {
+    bool progress = false;
+    unsigned nwarps = (e.nthreads + 31) / 32;
+    for (unsigned w = 0; w < nwarps && e.at_warp > 0; w++) {
+        unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
+        for (unsigned l = 0; l < 32; l++) {
+            if (!(present >> l & 1u)) continue;
+            Thread &lead = e.threads[w * 32 + l];
+            if (lead.state != State::AtWarp) continue;
+            unsigned need = lead.mask & present;
+            bool all = true;
+            for (unsigned m = 0; m < 32 && all; m++) {
+                if (!(need >> m & 1u)) continue;
+                Thread &o = e.threads[w * 32 + m];
+                all = o.state == State::AtWarp && o.mask == lead.mask;
+            }
+            if (!all) continue;
+            for (unsigned m = 0; m < 32; m++) {
+                if (!(need >> m & 1u)) continue;
+                Thread &o = e.threads[w * 32 + m];
+                if (o.op != lead.op) {
+                    report(e, where_str(e) + ": lanes of one warp rendezvous disagree: " + thread_str(lead) +
+                                  " calls " + warp_op_name(lead.op) + " at " + site(lead.file, lead.line) + ", " +
+                                  thread_str(o) + " calls " + warp_op_name(o.op) + " at " + site(o.file, o.line));
+                    return false;
+                }
+                e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
+                o.state = State::Runnable;
+                e.at_warp--;
+            }
+            progress = true;
+        }
+    }
+    return progress;
+}
+
+// Why `t` (waiting at a warp op) cannot go on: the first lane of its mask that did not arrive.
+std::string explain_warp(Engine &e, Thread &t) {
+    unsigned w = t.linear / 32;
+    std::string msg = where_str(e) + ": " + warp_op_name(t.op) + " at " + site(t.file, t.line) + " by " +
+                      thread_str(t) + " with mask " + hex(t.mask) + ": ";
+    for (unsigned m = 0; m < 32; m++) {
+        unsigned lin = w * 32 + m;
+        if (!(t.mask >> m & 1u) || lin >= e.nthreads) continue;
+        Thread &o = e.threads[lin];
+        std::string who = "lane " + std::to_string(m) + " (" + thread_str(o) + ")";
+        if (o.state == State::Done) return msg + who + " exited without arriving";
+        if (o.state == State::AtBarrier)
+            return msg + who + " waits at __syncthreads at " + site(o.file, o.line) + " instead";
+        if (o.state == State::AtWarp && o.mask != t.mask)
+            return msg + who + " waits at " + warp_op_name(o.op) + " at " + site(o.file, o.line) +
+                   " with a different mask " + hex(o.mask);
+    }
+    return msg + "the lanes never all arrived";
+}
+
+// Nothing runnable and no warp can complete: release the barrier, or report why the block is
+// stuck. Returns false when the block is finished or failed.
+bool resolve_block(Engine &e) {
+    if (e.done == e.nthreads) return false; // every thread returned
+    if (e.at_warp == 0 && e.done == 0 && !e.barrier_mismatch) { // the common case: release
+        for (unsigned i = 0; i < e.nthreads; i++) e.threads[i].state = State::Runnable;
+        e.at_barrier = 0;
+        e.barrier_first = nullptr;
+        return true;
+    }
+    // Stuck: find the threads that explain why.
+    Thread *barrier = e.barrier_first, *exited = nullptr, *warp = nullptr;
+    for (unsigned i = 0; i < e.nthreads; i++) {
+        Thread &t = e.threads[i];
+        if (t.state == State::Done && !exited) exited = &t;
+        if (t.state == State::AtWarp && !warp) warp = &t;
+    }
+    if (warp) {
+        report(e, explain_warp(e, *warp));
+        return false;
+    }
+    if (exited) {
+        report(e, where_str(e) + ": divergent __syncthreads: " + thread_str(*exited) +
+                      " exited while " + thread_str(*barrier) + " waits at __syncthreads at " +
+                      site(barrier->file, barrier->line));
+        return false;
+    }
+    for (unsigned i = 0; i < e.nthreads; i++) {
+        Thread &t = e.threads[i];
+        if (t.line != barrier->line || (t.file != barrier->file && strcmp(t.file, barrier->file) != 0)) {
+            report(e, where_str(e) + ": divergent __syncthreads: " + thread_str(*barrier) + " waits at " +
+                          site(barrier->file, barrier->line) + ", " + thread_str(t) + " at " +
+                          site(t.file, t.line));
+            return false;
+        }
+    }
+    report(e, where_str(e) + ": the block is stuck"); // not reached: the cases above cover it
+    return false;
+}
+
+void run_block(Engine &e, bool reverse) {
+    const KernelRun &r = *e.run;
+    e.at_warp = e.at_barrier = e.done = 0;
+    e.barrier_first = nullptr;
+    e.barrier_mismatch = false;
+    for (unsigned i = 0; i < e.nthreads; i++) {
+        Thread &t = e.threads[i];
+        t.idx = uint3{i % r.block.x, i / r.block.x % r.block.y, i / (r.block.x * r.block.y)};
+        t.linear = i;
+        t.state = State::Runnable;
+    }
+    e.shared_bytes = r.dynamic_shmem;
+    if (posix_memalign(&e.dynamic, 128, r.dynamic_shmem) != 0) abort();
+    if (r.dynamic_shmem) memset(e.dynamic, shared_fill(), r.dynamic_shmem);
+    for (;;) {
+        for (unsigned k = 0; k < e.nthreads && !e.failed; k++) {
+            Thread &t = e.threads[reverse ? e.nthreads - 1 - k : k];
+            if (t.state == State::Runnable) resume(e, t);
+        }
+        if (e.failed) break;
+        if (e.at_warp > 0 && complete_warps(e)) continue;
+        if (e.failed || !resolve_block(e)) break;
+    }
+    e.free_shared();
+}
+
+} // namespace
+
+const char *warp_op_name(WarpOp op) {
+    switch (op) {
+    case WarpOp::Shfl: return "__shfl_sync";
+    case WarpOp::ShflUp: return "__shfl_up_sync";
+    case WarpOp::ShflDown: return "__shfl_down_sync";
+    case WarpOp::ShflXor: return "__shfl_xor_sync";
+    case WarpOp::Ballot: return "__ballot_sync";
+    case WarpOp::Any: return "__any_sync";
+    case WarpOp::All: return "__all_sync";
+    case WarpOp::SyncWarp: return "__syncwarp";
+    }
+    return "?";
+}
+
+cudaError_t check_launch_config(const char *name, dim3 grid, dim3 block, size_t shmem, size_t limit) {
+    std::string problem;
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (block.x == 0 || block.y == 0 || block.z == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        problem = "a grid or block dimension is 0";
+    else if (threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64)
+        problem = "block " + dim_str(block) + " exceeds 1024 threads or (1024,1024,64)";
+    else if (grid.y > 65535 || grid.z > 65535)
+        problem = "grid " + dim_str(grid) + " exceeds 65535 in y or z";
+    if (!problem.empty()) {
+        fprintf(stderr, "EMU: launch of %s: %s\n", name, problem.c_str());
+        return cudaErrorInvalidConfiguration;
+    }
+    if (shmem > limit) {
+        fprintf(stderr, "EMU: launch of %s: %zu bytes of dynamic shared memory exceed the limit of %zu "
+                        "(raise it with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n))\n",
+                name, shmem, limit);
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t run_kernel(const KernelRun &run) {
+    cudaError_t err = check_launch_config(run.name, run.grid, run.block, run.dynamic_shmem, run.shmem_limit);
+    if (err != cudaSuccess) return err;
+    Engine &e = get_engine();
+    if (e.run) {
+        fprintf(stderr, "EMU: kernel %s launched from inside kernel %s (dynamic parallelism is not supported)\n",
+                run.name, e.run->name);
+        abort();
+    }
+    e.run = &run;
+    e.nthreads = run.block.x * run.block.y * run.block.z;
+    while (e.threads.size() < e.nthreads) {
+        e.threads.emplace_back();
+        fiber_create(e.threads.back().fiber, stack_size(), fiber_main);
+    }
+    e.warp_in.assign((e.nthreads + 31) / 32 * 32, 0);
+    e.warp_out.assign(e.warp_in.size(), 0);
+    e.failed = false;
+    gridDim = uint3{run.grid.x, run.grid.y, run.grid.z};
+    blockDim = uint3{run.block.x, run.block.y, run.block.z};
+    bool reverse = schedule() == Schedule::Reverse;
+    // Blocks in order, or (reverse schedule) in the opposite order: a kernel whose result depends
+    // on which block runs first (one block reading what another writes) differs between the two.
+    unsigned long long nblocks = (unsigned long long)run.grid.x * run.grid.y * run.grid.z;
+    for (unsigned long long k = 0; k < nblocks && !e.failed; k++) {
+        unsigned long long b = reverse ? nblocks - 1 - k : k;
+        blockIdx = uint3{(unsigned)(b % run.grid.x), (unsigned)(b / run.grid.x % run.grid.y),
+                         (unsigned)(b / ((unsigned long long)run.grid.x * run.grid.y))};
+        run_block(e, reverse);
+    }
+    if (e.failed) {
+        // The fibers of the failed block stopped mid-kernel: start them afresh next time.
+        for (unsigned i = 0; i < e.nthreads; i++) fiber_reset(e.threads[i].fiber, fiber_main);
+    }
+    e.run = nullptr;
+    return e.failed ? cudaErrorLaunchFailure : cudaSuccess;
+}
+
+
+} // namespace emu

@@ -1,0 +1,142 @@
+// fiber.cpp — stack allocation and context switch for the emulated threads (see fiber.h).
+#include "fiber.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#endif
+
+#ifndef EMU_FIBER_UCONTEXT
+// emu_fiber_switch(save, next): pushes the callee-saved registers on the current stack, stores
+// the stack pointer in *save, loads `next` and pops the same frame from it. A new fiber's stack
+// is prepared with such a frame whose return address is its entry. The floating-point control
+// state (MXCSR, x87 control word) is not switched: all fibers of a host thread share it, as no
+// kernel changes rounding modes (saving it made each switch about twice as slow).
+extern "C" void emu_fiber_switch(void **save, void *next);
+asm(R"(
+    .text
+    .globl emu_fiber_switch
+    .type emu_fiber_switch, @function
+emu_fiber_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_fiber_switch, .-emu_fiber_switch
+)");
+#endif
+
+namespace emu {
+
+static size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+void fiber_create(Fiber &f, size_t stack_size, void (*entry)()) {
+    size_t page = page_size();
+    stack_size = (stack_size + page - 1) / page * page;
+    void *mem = mmap(nullptr, stack_size + page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+        perror("EMU: mmap of a fiber stack");
+        abort();
+    }
+    mprotect(mem, page, PROT_NONE); // guard page: an overflow faults
+    f.stack = (char *)mem + page;
+    f.size = stack_size;
+    // Stacks are page aligned and equally spaced, so their tops would all fall in the same cache
+    // sets; starting each one a different number of cache lines below its top spreads them.
+    static std::atomic<unsigned> created{0};
+    f.color = (size_t)(created++ % 512) * 64;
+    fiber_reset(f, entry);
+}
+
+void fiber_reset(Fiber &f, void (*entry)()) {
+#ifdef EMU_ASAN
+    // Frames abandoned on this stack may have left their redzones poisoned.
+    __asan_unpoison_memory_region(f.stack, f.size);
+#endif
+    f.asan_fake_stack = nullptr;
+#ifdef EMU_FIBER_UCONTEXT
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = f.size - f.color;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, entry, 0);
+#else
+    // Initial frame, from the saved stack pointer up: r15 r14 r13 r12 rbx rbp, then the return
+    // address (entry), then a zero "return address" of entry itself. The stack pointer at entry
+    // must be 8 mod 16, as after a call: top - 8.
+    char *top = f.stack + f.size - f.color; // 16-byte aligned
+    void **sp = (void **)(top - 64);
+    for (int i = 0; i < 6; i++) sp[i] = nullptr; // r15..rbp
+    sp[6] = (void *)entry;
+    sp[7] = nullptr;
+    f.sp = sp;
+#endif
+}
+
+void fiber_destroy(Fiber &f) {
+    if (!f.stack) return;
+#ifdef EMU_ASAN
+    __asan_unpoison_memory_region(f.stack, f.size); // the next mapping here must start clean
+#endif
+    size_t page = page_size();
+    munmap(f.stack - page, f.size + page);
+    f.stack = nullptr;
+}
+
+void fiber_resume(FiberHost &host, Fiber &f) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&host.asan_fake_stack, f.stack, f.size);
+#endif
+#ifdef EMU_FIBER_UCONTEXT
+    swapcontext(&host.ctx, &f.ctx);
+#else
+    emu_fiber_switch(&host.sp, f.sp);
+#endif
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(host.asan_fake_stack, nullptr, nullptr);
+#endif
+}
+
+void fiber_yield(Fiber &f, FiberHost &host) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&f.asan_fake_stack, host.stack_bottom, host.stack_size);
+#endif
+#ifdef EMU_FIBER_UCONTEXT
+    swapcontext(&f.ctx, &host.ctx);
+#else
+    emu_fiber_switch(&f.sp, host.sp);
+#endif
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(f.asan_fake_stack, &host.stack_bottom, &host.stack_size);
+#endif
+}
+
+void fiber_started(FiberHost &host) {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &host.stack_bottom, &host.stack_size);
+#else
+    (void)host;
+#endif
+}
+
+} // namespace emu

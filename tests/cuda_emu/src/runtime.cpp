@@ -1,0 +1,236 @@
+// runtime.cpp — devices, errors, streams and events of the emulated CUDA runtime.
+//
+// Devices: EMU_DEVICE_COUNT (default 4) identical H100-like devices; cudaSetDevice only changes
+// the calling host thread's current device (which the NCCL emulation uses). Errors: each API
+// call returns its error and also leaves it as the host thread's last error, like CUDA.
+// Streams: synchronous — work runs when it is enqueued, so a stream is always idle and events
+// hold the host time at which they were recorded. Stream capture (graph.cpp) diverts the work
+// of a capturing stream into its graph instead.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "../include/emu/launch.h"
+#include "runtime_internal.h"
+
+namespace {
+
+thread_local int tl_device = 0;
+thread_local cudaError_t tl_last_error = cudaSuccess;
+
+const size_t kDefaultShmem = 48 * 1024;
+const size_t kOptinShmem = 232448; // H100: 227 KiB
+
+std::mutex func_mutex;
+std::map<const void *, size_t> func_shmem_limit; // set by cudaFuncSetAttribute
+
+} // namespace
+
+namespace emu {
+
+int device_count() {
+    const char *env = getenv("EMU_DEVICE_COUNT");
+    int n = env ? atoi(env) : 4;
+    return n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : n;
+}
+int current_device() { return tl_device; }
+
+double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+void set_last_error(cudaError_t err) {
+    if (err != cudaSuccess) tl_last_error = err;
+}
+
+cudaError_t fail(cudaError_t err, const std::string &msg) {
+    fprintf(stderr, "EMU: %s\n", msg.c_str());
+    set_last_error(err);
+    return err;
+}
+
+size_t shmem_limit(const void *kernel) {
+    std::lock_guard<std::mutex> lock(func_mutex);
+    auto it = func_shmem_limit.find(kernel);
+    return it == func_shmem_limit.end() ? kDefaultShmem : it->second;
+}
+
+} // namespace emu
+
+extern "C" {
+
+const char *cudaGetErrorName(cudaError_t error) {
+    switch (error) {
+#define NAME(e) case e: return #e;
+        NAME(cudaSuccess) NAME(cudaErrorInvalidValue) NAME(cudaErrorMemoryAllocation)
+        NAME(cudaErrorInvalidConfiguration) NAME(cudaErrorInvalidDevicePointer)
+        NAME(cudaErrorInvalidMemcpyDirection) NAME(cudaErrorInvalidDeviceFunction)
+        NAME(cudaErrorNoDevice) NAME(cudaErrorInvalidDevice) NAME(cudaErrorInvalidResourceHandle)
+        NAME(cudaErrorIllegalState) NAME(cudaErrorNotReady) NAME(cudaErrorLaunchFailure)
+        NAME(cudaErrorNotSupported) NAME(cudaErrorStreamCaptureUnsupported)
+        NAME(cudaErrorStreamCaptureInvalidated) NAME(cudaErrorStreamCaptureImplicit)
+        NAME(cudaErrorStreamCaptureWrongThread) NAME(cudaErrorUnknown)
+#undef NAME
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+    switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    default: return cudaGetErrorName(error);
+    }
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t err = tl_last_error;
+    tl_last_error = cudaSuccess;
+    return err;
+}
+cudaError_t cudaPeekAtLastError(void) { return tl_last_error; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    if (!count) return emu::fail(cudaErrorInvalidValue, "cudaGetDeviceCount: null pointer");
+    *count = emu::device_count();
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= emu::device_count())
+        return emu::fail(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + "): only " +
+                                                     std::to_string(emu::device_count()) + " emulated devices");
+    tl_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    if (!device) return emu::fail(cudaErrorInvalidValue, "cudaGetDevice: null pointer");
+    *device = tl_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
+    if (!prop) return emu::fail(cudaErrorInvalidValue, "cudaGetDeviceProperties: null pointer");
+    if (device < 0 || device >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: bad device");
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "CUDA emulator (CPU) device %d", device);
+    prop->totalGlobalMem = 80ull << 30;
+    prop->sharedMemPerBlock = kDefaultShmem;
+    prop->sharedMemPerBlockOptin = kOptinShmem;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+    prop->multiProcessorCount = 132;
+    prop->memoryClockRate = 2619000;
+    prop->memoryBusWidth = 5120;
+    prop->l2CacheSize = 50 << 20;
+    prop->major = 9;
+    prop->minor = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    cudaDeviceProp p;
+    cudaError_t err = cudaGetDeviceProperties(&p, device);
+    if (err != cudaSuccess) return err;
+    if (!value) return emu::fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: null pointer");
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrClockRate: *value = 1980000; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrMemoryClockRate: *value = p.memoryClockRate; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
+    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    default: return emu::fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute " + std::to_string((int)attr) + " is not emulated");
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return emu::check_not_capturing("cudaDeviceSynchronize"); }
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return emu::fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute " + std::to_string((int)attr) + " is not emulated");
+    if (!func || value < 0 || (size_t)value > kOptinShmem)
+        return emu::fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
+                                                    " bytes of dynamic shared memory (the device allows " +
+                                                    std::to_string(kOptinShmem) + ")");
+    std::lock_guard<std::mutex> lock(func_mutex);
+    func_shmem_limit[func] = (size_t)value;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    if (!stream) return emu::fail(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");
+    *stream = new CUstream_st{tl_device, flags, nullptr, false};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (!stream) return emu::fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the null stream");
+    if (stream->capture) return emu::fail(cudaErrorIllegalState, "cudaStreamDestroy: the stream is being captured");
+    delete stream;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (stream && stream->capture) {
+        stream->capture_invalid = true;
+        return emu::fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize on a capturing stream");
+    }
+    return emu::check_not_capturing("cudaStreamSynchronize");
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+    if (!event) return emu::fail(cudaErrorInvalidValue, "cudaEventCreate: null pointer");
+    *event = new CUevent_st{false, 0.0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: null event");
+    return emu::submit(stream, "cudaEventRecord", [event]() {
+        event->recorded = true;
+        event->ms = emu::now_ms();
+        return cudaSuccess;
+    });
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !start || !end) return emu::fail(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
+    if (!start->recorded || !end->recorded)
+        return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+    *ms = (float)(end->ms - start->ms);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: null event");
+    delete event;
+    return cudaSuccess;
+}
+
+} // extern "C"

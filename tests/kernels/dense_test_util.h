@@ -1,0 +1,138 @@
+// dense_test_util.h — helpers of the dense-kernel tests (tests/kernels/test_{embedding,rmsnorm,
+// matvec,gemm,rope,swiglu}.cpp): deterministic random data, device buffers, random weight
+// matrices in every dtype (quantised by the CPU's emx_quantize, uploaded in the device layout),
+// and the f64 reference dot product of a dequantised weight row.
+#ifndef ENTROPIX_DENSE_TEST_UTIL_H
+#define ENTROPIX_DENSE_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <vector>
+
+extern "C" {
+#include "cpu_matmul.h"
+#include "cpu_ops.h"
+#include "dtype.h"
+}
+#include "weights.h"
+
+static const uint32_t kAllDtypes[] = {EMX_F32, EMX_F16, EMX_BF16, EMX_Q8, EMX_Q4, EMX_Q4_1};
+
+static inline void cuda_ok(cudaError_t e, const char *what) {
+    cr_assert_eq(e, cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+}
+#define CUDA_OK(call) cuda_ok((call), #call)
+
+// xorshift64*: the same numbers on every machine
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    uint32_t next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return (uint32_t)((s * 0x2545F4914F6CDD1Dull) >> 32);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(next() >> 8) * (1.0f / 16777216.0f); }
+};
+
+static inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+    Rng r(seed);
+    std::vector<float> v(n);
+    for (auto &x : v) x = r.uniform(lo, hi);
+    return v;
+}
+
+// A device allocation freed at scope exit.
+template <typename T>
+struct DevBuf {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit DevBuf(size_t count) : n(count) { CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T))); }
+    DevBuf(const std::vector<T> &h) : DevBuf(h.size()) { upload(h); }
+    ~DevBuf() { cudaFree(p); }
+    DevBuf(const DevBuf &) = delete;
+    DevBuf &operator=(const DevBuf &) = delete;
+    void upload(const std::vector<T> &h) {
+        CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    std::vector<T> download() const {
+        std::vector<T> h(n);
+        CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return h;
+    }
+};
+
+// A random [rows, cols] matrix of `dtype`: `file` holds it in the model file's layout (what the
+// CPU twins read), `dev` the device layout of weights.h (what the kernels read).
+struct TestWeight {
+    uint32_t dtype;
+    int rows, cols;
+    std::vector<uint8_t> file;
+    DevBuf<uint8_t> *dev = nullptr;
+    EmxCudaWeight w;
+
+    TestWeight(uint32_t dt, int r, int c, uint64_t seed) : dtype(dt), rows(r), cols(c) {
+        std::vector<float> f = random_floats((size_t)r * c, seed);
+        // a few larger weights, as real matrices have: the quantisers' scales must follow them
+        Rng rng(seed + 1);
+        for (size_t i = 0; i < f.size(); i += 97) f[i] *= rng.uniform(2.0f, 6.0f);
+        const uint64_t bytes = emx_tensor_bytes(dt, (uint64_t)r, (uint64_t)c);
+        cr_assert_gt(bytes, 0, "dtype %u does not fit %d x %d", dt, r, c);
+        file.resize(bytes);
+        if (dt == EMX_F32) {
+            memcpy(file.data(), f.data(), bytes);
+        } else if (dt == EMX_F16 || dt == EMX_BF16) {
+            uint16_t *h = (uint16_t *)file.data();
+            for (size_t i = 0; i < f.size(); i++) h[i] = dt == EMX_F16 ? emx_f32_to_f16(f[i]) : emx_f32_to_bf16(f[i]);
+        } else {
+            emx_quantize(dt, f.data(), (uint64_t)r, (uint64_t)c, file.data());
+        }
+        cr_assert_eq(emx_cuda_weight_bytes(dt, (uint64_t)r, (uint64_t)c), bytes);
+        std::vector<uint8_t> packed(bytes);
+        cr_assert_eq(emx_cuda_repack_weight(dt, file.data(), (uint64_t)r, (uint64_t)c, packed.data()), 0);
+        dev = new DevBuf<uint8_t>(packed);
+        w = EmxCudaWeight{dt, r, c, dev->p};
+    }
+    ~TestWeight() { delete dev; }
+    TestWeight(const TestWeight &) = delete;
+    TestWeight &operator=(const TestWeight &) = delete;
+
+    std::vector<float> row(int r) const {
+        std::vector<float> out((size_t)cols);
+        emx_dequantize_row(dtype, file.data(), (uint64_t)rows, (uint64_t)cols, (uint64_t)r, out.data());
+        return out;
+    }
+    // q8/q4/q4_1 pieces of the file layout, for the CPU's integer dot products
+    const uint8_t *quants(int r) const {
+        return file.data() + (size_t)r * cols / (dtype == EMX_Q8 ? 1 : 2);
+    }
+    const uint16_t *scales(int r) const {
+        const size_t qbytes = (size_t)rows * cols / (dtype == EMX_Q8 ? 1 : 2);
+        return (const uint16_t *)(file.data() + qbytes) + (size_t)r * (cols / 32);
+    }
+    const uint16_t *mins(int r) const {  // q4_1: the mins follow all the scales
+        return scales(r) + (size_t)rows * (cols / 32);
+    }
+};
+
+// Dot product in double of dequantised weight row r with x [cols]; *mag = sum |w_j x_j|, the
+// scale of the rounding error of any f32 evaluation of that sum.
+static inline double ref_dot(const TestWeight &tw, int r, const float *x, double *mag) {
+    std::vector<float> w = tw.row(r);
+    double s = 0, m = 0;
+    for (int j = 0; j < tw.cols; j++) {
+        s += (double)w[j] * x[j];
+        m += fabs((double)w[j] * x[j]);
+    }
+    if (mag) *mag = m;
+    return s;
+}
+
+static inline bool is_quantised(uint32_t dt) { return dt == EMX_Q8 || dt == EMX_Q4 || dt == EMX_Q4_1; }
+
+#endif

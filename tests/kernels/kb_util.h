@@ -1,0 +1,73 @@
+// kb_util.h — small helpers of KB's kernel tests (attention, metrics, sampling): a device buffer
+// that frees itself, copies, and a seeded random generator (the tests must be reproducible).
+#ifndef ENTROPIX_TESTS_KB_UTIL_H
+#define ENTROPIX_TESTS_KB_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#define CUDA_OK(call)                                                                        \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        cr_assert_eq(e_, cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));              \
+    } while (0)
+
+// A device allocation of n elements of T, freed when it goes out of scope.
+template <typename T>
+struct DevBuf {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit DevBuf(size_t count) : n(count) {
+        if (count) CUDA_OK(cudaMalloc((void **)&p, count * sizeof(T)));
+    }
+    DevBuf(const DevBuf &) = delete;
+    DevBuf &operator=(const DevBuf &) = delete;
+    ~DevBuf() {
+        if (p) cudaFree(p);
+    }
+    void upload(const T *src, size_t count) {
+        CUDA_OK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    void upload(const std::vector<T> &v) { upload(v.data(), v.size()); }
+    std::vector<T> download(size_t count) const {
+        std::vector<T> v(count);
+        if (count) CUDA_OK(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost));
+        return v;
+    }
+    T get() const { return download(1)[0]; }
+};
+
+// xorshift64*: uniform numbers from a fixed seed.
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    uint64_t next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 0x2545F4914F6CDD1Dull;
+    }
+    double uniform() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+    float uniform(float lo, float hi) { return lo + (hi - lo) * (float)uniform(); }
+    int below(int n) { return (int)(next() % (uint64_t)n); }
+    // Standard normal (Box-Muller).
+    float normal() {
+        double u1 = uniform(), u2 = uniform();
+        if (u1 < 1e-300) u1 = 1e-300;
+        return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+};
+
+// |a - b| <= abs_tol + rel_tol * |b|
+static inline bool close_to(double a, double b, double abs_tol, double rel_tol) {
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= abs_tol + rel_tol * fabs(b);
+}
+
+#endif

@@ -1,0 +1,97 @@
+// test_logits_metrics.cpp — kernels/logits_metrics.cu against emx_logits_metrics and
+// emx_sample_argmax on random and adversarial logit vectors.
+#include <math.h>
+
+#include <vector>
+
+#include "kb_util.h"
+#include "logits_metrics.h"
+
+extern "C" {
+#include "metrics.h"
+#include "sample.h"
+}
+
+namespace {
+
+// Both sides compute the same double sums of exp(l - m) with exact t = l - m; only the order of
+// the additions differs (chunks of 2048 merged by a tree vs. chunks of 1024 merged in order),
+// so the results agree to a few ulp of the sums: 1e-11 relative (plus 1e-11 absolute, for the
+// cancellation in H = ln Z - E[t] of a near one-hot row, whose H is ~1e-13).
+void check(const std::vector<float> &logits, const char *what) {
+    const int n = (int)logits.size();
+    EmxMetrics ref = {};
+    const int ref_valid = emx_logits_metrics(logits.data(), n, &ref);
+    const int ref_arg = emx_sample_argmax(logits.data(), n);
+
+    DevBuf<float> d_l(n);
+    d_l.upload(logits);
+    DevBuf<EmxMetrics> d_m(1);
+    DevBuf<int> d_arg(1), d_valid(1);
+    DevBuf<uint8_t> ws(emx_cuda_logits_metrics_workspace_bytes(n));
+    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, d_arg.p, d_valid.p, ws.p, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    const EmxMetrics m = d_m.get();
+    cr_assert_eq(d_arg.get(), ref_arg, "%s (n %d): argmax %d, cpu %d", what, n, d_arg.get(), ref_arg);
+    cr_assert_eq(d_valid.get(), ref_valid, "%s (n %d): n_valid %d, cpu %d", what, n, d_valid.get(), ref_valid);
+    cr_assert(close_to(m.logits_entropy_bits, ref.logits_entropy_bits, 1e-11, 1e-11),
+              "%s (n %d): H %.17g, cpu %.17g", what, n, m.logits_entropy_bits, ref.logits_entropy_bits);
+    cr_assert(close_to(m.logits_varentropy_bits2, ref.logits_varentropy_bits2, 1e-10, 1e-10),
+              "%s (n %d): V %.17g, cpu %.17g", what, n, m.logits_varentropy_bits2, ref.logits_varentropy_bits2);
+    cr_assert(close_to(m.logits_lse_nats, ref.logits_lse_nats, 1e-11, 1e-12),
+              "%s (n %d): lse %.17g, cpu %.17g", what, n, m.logits_lse_nats, ref.logits_lse_nats);
+}
+
+std::vector<float> random_logits(Rng &rng, int n, float scale) {
+    std::vector<float> l(n);
+    for (float &x : l) x = rng.normal() * scale;
+    return l;
+}
+
+}  // namespace
+
+Test(logits_metrics, random_sizes) {
+    Rng rng(7);
+    const int sizes[] = {1, 31, 1000, 2049, 4099, 49157, 151936};  // ..., SmolLM2-ish, Qwen3's vocabulary
+    for (int n : sizes)
+        for (float scale : {0.5f, 3.0f, 12.0f}) check(random_logits(rng, n, scale), "random");
+}
+
+Test(logits_metrics, minus_inf_and_nan) {
+    Rng rng(8);
+    std::vector<float> l = random_logits(rng, 5003, 4.0f);
+    for (int i = 0; i < 5003; i += 3) l[i] = -INFINITY;
+    l[17] = NAN;
+    l[4000] = NAN;
+    check(l, "-inf and NaN sprinkled");
+    std::vector<float> all(3000, -INFINITY);
+    check(all, "all -inf");
+    all[2999] = NAN;
+    check(all, "all -inf and a NaN");
+}
+
+Test(logits_metrics, one_hot_and_uniform) {
+    std::vector<float> l(4100, -INFINITY);
+    l[2500] = 1.5f;
+    check(l, "one-hot among -inf");
+    std::vector<float> u(4100, 0.25f);
+    check(u, "uniform (argmax: the lowest id)");
+    std::vector<float> peaked(4100, -80.0f);
+    peaked[3] = 40.0f;
+    check(peaked, "near one-hot");
+}
+
+Test(logits_metrics, plus_inf_and_huge) {
+    Rng rng(9);
+    std::vector<float> l = random_logits(rng, 3001, 2.0f);
+    l[2222] = INFINITY;
+    l[100] = INFINITY;
+    check(l, "two +inf (argmax: the lower id)");
+    std::vector<float> h = random_logits(rng, 3001, 1e30f);
+    h[5] = 3.0e38f;
+    h[2900] = -3.0e38f;
+    check(h, "magnitudes ~1e30");
+    std::vector<float> t(2050, 1e6f);
+    t[2049] = 1e6f + 0.0625f;  // the max in the last, one-element chunk
+    check(t, "large equal logits");
+}

@@ -1,0 +1,301 @@
+// test_sampling.cpp — kernels/sampling.cu against the CPU sampler: emx_sample (sampler/sample.h)
+// on many random logit vectors and parameter sets, and the entropix switch (emx_entropix_decide
+// + emx_entropix_execute + emx_entropix_state_update) on random logits and metrics.
+//
+// Equality is exact: the same token for the same (seed, step, lane). The one allowed exception
+// (sampling.h) is a draw or a nucleus boundary that a cumulative sum reaches within rounding:
+// a mismatch passes only if the CPU itself gives another token when u is moved by a relative
+// 1e-12 or top_p / min_p by one float ulp (then it is a straddle, and it is counted and printed);
+// with the emulator's exp being the C library's, none is expected (none was seen).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <vector>
+
+#include "kb_util.h"
+#include "logits_metrics.h"
+#include "sampling.h"
+
+extern "C" {
+#include "entropix.h"
+#include "metrics.h"
+#include "philox.h"
+#include "profile.h"
+#include "sample.h"
+}
+
+namespace {
+
+std::vector<float> make_logits(Rng &rng, int n, int kind) {
+    std::vector<float> l(n);
+    const float scales[] = {0.5f, 2.0f, 8.0f};
+    const float sc = scales[kind % 3];
+    for (float &x : l) x = rng.normal() * sc;
+    if (kind % 4 == 1)  // many exact ties: the rank order must fall back on the id
+        for (float &x : l) x = roundf(x * 2.0f) * 0.5f;
+    if (kind % 5 == 2)  // holes that can never be drawn
+        for (int i = 0; i < n; i += 3) l[i] = -INFINITY;
+    if (kind % 7 == 3) l[rng.below(n)] = NAN;
+    if (kind % 11 == 4) l[rng.below(n)] = 0.0f * -1.0f;  // -0
+    return l;
+}
+
+EmxSamplerParams random_params(Rng &rng, int n) {
+    const float temps[] = {0.0f, 0.3f, 0.8f, 1.0f, 1.7f};
+    const int ks[] = {0, 0, 1, 5, 40, 1500, n + 5};
+    const float ps[] = {1.0f, 1.0f, 0.95f, 0.6f, 0.0f};
+    const float mps[] = {0.0f, 0.0f, 0.05f, 0.3f, 1.0f};
+    EmxSamplerParams sp;
+    sp.temperature = temps[rng.below(5)];
+    sp.top_k = ks[rng.below(7)];
+    sp.top_p = ps[rng.below(5)];
+    sp.min_p = mps[rng.below(5)];
+    sp.temperature_first = rng.below(3) == 0;
+    return sp;
+}
+
+// Does the CPU's answer change when u or top_p moves by a relative 1e-12? Then a device answer
+// that differs is a rounding straddle, not a bug.
+bool cpu_straddles(const std::vector<float> &l, const EmxSamplerParams &sp, double u, std::vector<EmxCandidate> &work) {
+    const int n = (int)l.size();
+    const int lo = emx_sample(l.data(), n, &sp, u * (1 - 1e-12), work.data());
+    const int hi = emx_sample(l.data(), n, &sp, fmin(u * (1 + 1e-12) + 1e-300, 0.9999999999999999), work.data());
+    EmxSamplerParams a = sp, b = sp, c = sp, d = sp;
+    a.top_p = nextafterf(sp.top_p, 0.0f);
+    b.top_p = nextafterf(sp.top_p, 2.0f);
+    c.min_p = nextafterf(sp.min_p, 0.0f);  // an exp() an ulp off moves a min-p boundary like this
+    d.min_p = nextafterf(sp.min_p, 2.0f);
+    const int pa = emx_sample(l.data(), n, &a, u, work.data()), pb = emx_sample(l.data(), n, &b, u, work.data());
+    const int ma = emx_sample(l.data(), n, &c, u, work.data()), mb = emx_sample(l.data(), n, &d, u, work.data());
+    return lo != hi || pa != pb || ma != mb;
+}
+
+struct Dev {
+    DevBuf<float> logits;
+    DevBuf<int> token;
+    DevBuf<uint8_t> ws;
+    explicit Dev(int n) : logits(n), token(1), ws(emx_cuda_sample_workspace_bytes(n)) {}
+};
+
+void run_random_cases(int n, int n_cases, uint64_t seed0) {
+    Rng rng(seed0);
+    Dev dev(n);
+    std::vector<EmxCandidate> work(n);
+    int straddles = 0;
+    for (int c = 0; c < n_cases; c++) {
+        const std::vector<float> l = make_logits(rng, n, c);
+        const EmxSamplerParams sp = random_params(rng, n);
+        const uint64_t seed = rng.next(), step = rng.below(1000);
+        const uint32_t lane = (uint32_t)rng.below(4);
+        const double u = emx_uniform_f64(seed, step, lane);
+        const int ref = emx_sample(l.data(), n, &sp, u, work.data());
+        dev.logits.upload(l);
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, lane, dev.token.p, dev.ws.p, 0));
+        const int got = dev.token.get();
+        if (got == ref) continue;
+        const bool straddle = cpu_straddles(l, sp, u, work);
+        cr_assert(straddle,
+                  "n %d case %d: device token %d, cpu %d (T %g top_k %d top_p %g min_p %g temp_first %d u %.17g)",
+                  n, c, got, ref, sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.temperature_first, u);
+        straddles++;
+    }
+    if (straddles) printf("sampling n=%d: %d of %d draws differ from the CPU by a rounding straddle\n", n, straddles, n_cases);
+}
+
+}  // namespace
+
+Test(sampling, random_small_vocab) { run_random_cases(50, 300, 1); }
+Test(sampling, random_vocab_1000) { run_random_cases(1000, 150, 2); }
+// 3001 tokens: top_k 1500 and flat min-p rows keep more than one batch of 1024 sorted keys
+Test(sampling, random_vocab_3001_multi_batch) { run_random_cases(3001, 40, 3); }
+Test(sampling, random_vocab_49157) { run_random_cases(49157, 12, 4); }  // SmolLM2's size (+5)
+
+Test(sampling, special_rows) {
+    const int n = 777;
+    Dev dev(n);
+    std::vector<EmxCandidate> work(n);
+    std::vector<std::vector<float>> rows;
+    rows.push_back(std::vector<float>(n, -INFINITY));  // nothing: -1
+    std::vector<float> one(n, -INFINITY);
+    one[500] = 3.0f;
+    rows.push_back(one);  // one-hot
+    std::vector<float> inf(n, 1.0f);
+    inf[700] = INFINITY;
+    inf[3] = INFINITY;
+    inf[400] = INFINITY;
+    rows.push_back(inf);  // +inf tokens share everything
+    rows.push_back(std::vector<float>(n, 0.125f));  // all tied
+    std::vector<float> four(n, -INFINITY);
+    for (int i : {9, 90, 400, 776}) four[i] = -2.0f;
+    rows.push_back(four);  // 4 tied tokens, top-p 0.5: the cumulative mass hits 0.5 exactly at 2
+    std::vector<float> huge(n);
+    Rng rng(5);
+    for (float &x : huge) x = rng.normal() * 1e30f;
+    rows.push_back(huge);
+    EmxSamplerParams sps[] = {{0.8f, 40, 0.95f, 0.05f, 0}, {1.0f, 0, 1.0f, 0.0f, 0}, {1.0f, 2, 1.0f, 0.0f, 0},
+                              {0.0f, 0, 1.0f, 0.0f, 0},    {1.3f, 0, 0.5f, 0.0f, 1}, {1.0f, 0, 1.0f, 0.2f, 0}};
+    int r = 0;
+    for (const auto &l : rows) {
+        dev.logits.upload(l);
+        for (const EmxSamplerParams &sp : sps)
+            for (uint64_t step = 0; step < 6; step++) {
+                const double u = emx_uniform_f64(42, step, 0);
+                const int ref = emx_sample(l.data(), n, &sp, u, work.data());
+                CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 42, step, nullptr, 0, dev.token.p, dev.ws.p, 0));
+                cr_assert_eq(dev.token.get(), ref, "row %d step %d (T %g k %d p %g minp %g): device %d, cpu %d", r,
+                             (int)step, sp.temperature, sp.top_k, sp.top_p, sp.min_p, dev.token.get(), ref);
+            }
+        r++;
+    }
+}
+
+// The step read from device memory gives the same draws as the step passed by value.
+Test(sampling, step_from_device) {
+    const int n = 300;
+    Rng rng(6);
+    Dev dev(n);
+    std::vector<float> l = make_logits(rng, n, 0);
+    dev.logits.upload(l);
+    std::vector<EmxCandidate> work(n);
+    EmxSamplerParams sp = {1.0f, 0, 0.9f, 0.0f, 0};
+    DevBuf<uint64_t> d_step(1);
+    for (uint64_t step = 100; step < 110; step++) {
+        d_step.upload(&step, 1);
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 7, 0, d_step.p, 1, dev.token.p, dev.ws.p, 0));
+        cr_assert_eq(dev.token.get(), emx_sample(l.data(), n, &sp, emx_uniform_f64(7, step, 1), work.data()));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The entropix switch on the device against decide + execute + state update on the host.
+
+Test(sampling, entropix_switch_matches_host) {
+    const int n = 1000;
+    Rng rng(21);
+    EmxProfile prof;
+    emx_profile_classic(&prof);
+    DevBuf<float> d_l(n);
+    DevBuf<EmxMetrics> d_m(1);
+    DevBuf<EmxEntropixState> d_st(1);
+    DevBuf<int> d_tok(1);
+    DevBuf<EmxDecision> d_dec(1);
+    DevBuf<double> d_score(1);
+    DevBuf<uint8_t> ws(emx_cuda_sample_workspace_bytes(n));
+    std::vector<EmxCandidate> work(n);
+    const double Hs[] = {0.05, 1.0, 4.0, 6.0, 9.0}, Vs[] = {0.05, 2.0, 6.0, 12.0};
+    int seen[EMX_CASE_COUNT] = {0};
+    for (int c = 0; c < 120; c++) {
+        std::vector<float> l = make_logits(rng, n, c);
+        EmxMetrics m = {};
+        emx_logits_metrics(l.data(), n, &m);  // lse (and H, V) of these logits: the score needs lse
+        m.logits_entropy_bits = Hs[rng.below(5)];
+        m.logits_varentropy_bits2 = Vs[rng.below(4)];
+        m.attn_entropy_bits = rng.uniform(0.0f, 8.0f);
+        m.attn_varentropy_heads_bits2 = rng.uniform(0.0f, 3.0f);
+        m.attn_varentropy_true_bits2 = rng.uniform(0.0f, 3.0f);
+        m.attn_agreement = rng.uniform(0.0f, 0.5f);
+        m.attn_interaction_strength = rng.uniform(0.0f, 4.0f);
+        prof.attn_varentropy_def = rng.below(2);
+        EmxEntropixState st = {rng.below(2)};
+        const int pause = rng.below(3) == 0 ? -1 : rng.below(n);
+        const uint64_t seed = rng.next(), step = rng.below(100000);
+
+        const EmxDecision d = emx_entropix_decide(&m, &prof, &st, pause);
+        double ref_score;
+        const int ref = emx_entropix_execute(&d, l.data(), n, &m, &prof, seed, step, work.data(), &ref_score);
+        EmxEntropixState ref_st = st;
+        emx_entropix_state_update(&ref_st, &d);
+        seen[d.kase]++;
+
+        d_l.upload(l);
+        d_m.upload(&m, 1);
+        d_st.upload(&st, 1);
+        CUDA_OK(emx_cuda_entropix_step(d_l.p, n, d_m.p, &prof, d_st.p, pause, seed, step, nullptr, d_tok.p, d_dec.p,
+                                       d_score.p, ws.p, 0));
+        const int got = d_tok.get();
+        const EmxDecision gd = d_dec.get();
+        const double gs = d_score.get();
+        cr_assert_eq(gd.kase, d.kase, "case %d: kase %d, host %d", c, gd.kase, d.kase);
+        cr_assert_eq(gd.action, d.action, "case %d: action", c);
+        cr_assert_eq(d_st.get().pause_inserted, ref_st.pause_inserted, "case %d: state", c);
+        cr_assert_eq(got, ref, "case %d (%s, action %d, T %g k %d p %g minp %g N %d): device %d, host %d", c,
+                     emx_case_name(d.kase), d.action, d.params.temperature, d.params.top_k, d.params.top_p,
+                     d.params.min_p, d.n_samples, got, ref);
+        cr_assert((isnan(gs) && isnan(ref_score)) || gs == ref_score, "case %d: score %.17g, host %.17g", c, gs,
+                  ref_score);
+    }
+    for (int k = 0; k < EMX_CASE_COUNT; k++) cr_assert_gt(seen[k], 0, "case %s never exercised", emx_case_name((EmxCase)k));
+}
+
+// The decode step's tail as a CUDA graph captured once (logits metrics -> entropix step) and
+// replayed with new logits and a new step in device memory, as the runtime will run it: every
+// replay must give the host's token, and the switch state must carry over between replays.
+Test(sampling, entropix_graph_replay) {
+    const int n = 600;
+    Rng rng(31);
+    EmxProfile prof;
+    emx_profile_classic(&prof);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    DevBuf<float> d_l(n);
+    DevBuf<EmxMetrics> d_m(1);
+    DevBuf<EmxEntropixState> d_st(1);
+    DevBuf<uint64_t> d_step(1);
+    DevBuf<int> d_tok(1);
+    DevBuf<uint8_t> ws_lm(emx_cuda_logits_metrics_workspace_bytes(n)), ws_s(emx_cuda_sample_workspace_bytes(n));
+    EmxMetrics attn = {};  // attention fields: fixed, as if the attention metrics kernel wrote them
+    attn.attn_entropy_bits = 2.5;
+    attn.attn_varentropy_heads_bits2 = 0.4;
+    attn.attn_agreement = 0.1;
+    attn.attn_interaction_strength = 1.2;
+    d_m.upload(&attn, 1);
+    EmxEntropixState st = {0};
+    d_st.upload(&st, 1);
+    const int pause = 17;
+    const uint64_t seed = 0xC0FFEE;
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, nullptr, nullptr, ws_lm.p, stream));
+    CUDA_OK(emx_cuda_entropix_step(d_l.p, n, d_m.p, &prof, d_st.p, pause, seed, 0, d_step.p, d_tok.p, nullptr,
+                                   nullptr, ws_s.p, stream));
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+    std::vector<EmxCandidate> work(n);
+    int seen[EMX_CASE_COUNT] = {0};
+    for (uint64_t step = 0; step < 40; step++) {
+        // logits shaped to reach every case: peaked (LELV), flat (HELV), mixtures (the others)
+        std::vector<float> l(n);
+        const int kind = (int)(step % 5);
+        for (int i = 0; i < n; i++) l[i] = rng.normal() * (kind == 1 ? 0.05f : 2.0f);
+        if (kind == 0) l[rng.below(n)] = 60.0f;
+        if (kind == 2 || kind == 3) l[rng.below(n)] = kind == 2 ? 9.0f : 12.0f;
+        d_l.upload(l);
+        d_step.upload(&step, 1);
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+
+        EmxMetrics m = attn;
+        emx_logits_metrics(l.data(), n, &m);
+        const EmxDecision d = emx_entropix_decide(&m, &prof, &st, pause);
+        const int ref = emx_entropix_execute(&d, l.data(), n, &m, &prof, seed, step, work.data(), nullptr);
+        emx_entropix_state_update(&st, &d);
+        seen[d.kase]++;
+        cr_assert_eq(d_tok.get(), ref, "step %d (%s): device %d, host %d", (int)step, emx_case_name(d.kase), d_tok.get(), ref);
+        cr_assert_eq(d_st.get().pause_inserted, st.pause_inserted, "step %d: state", (int)step);
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    int cases = 0;
+    for (int k = 0; k < EMX_CASE_COUNT; k++) cases += seen[k] > 0;
+    cr_assert_geq(cases, 3, "only %d of the switch's cases were reached", cases);
+}
+
+Test(sampling, rejects_bad_arguments) {
+    EmxSamplerParams sp = {1.0f, 0, 1.0f, 0.0f, 0};
+    cr_assert_eq(emx_cuda_sample(nullptr, 10, &sp, 0, 0, nullptr, 0, nullptr, nullptr, 0), cudaErrorInvalidValue);
+}

@@ -88,7 +88,7 @@ __device__ void scores_range(const float *qs, const KV *k, int kv_stride, int he
         const KV *kt = k + (size_t)t * kv_stride;
         float acc = 0.0f;
         for (int d = lane; d < head_dim; d += 32) acc += qs[d] * kv_load(kt, d);
-        acc = emxr::warp_sum(acc) * scale;
+        acc = emx_warp_sum(acc) * scale;
         if (lane == 0) {
             s[t - t0] = acc;
             if (score_row) score_row[t] = acc;
@@ -254,7 +254,7 @@ attention_split_gqa_kernel(const float *__restrict__ q, const KV *__restrict__ k
         for (int g = 0; g < group; g++) {
             float acc = 0.0f;
             for (int d = lane; d < head_dim; d += 32) acc += qs[g * head_dim + d] * kv_load(kt, d);
-            acc = emxr::warp_sum(acc) * scale;
+            acc = emx_warp_sum(acc) * scale;
             if (lane == 0) {
                 s[g * chunk + t - t0] = acc;
                 if (scores) scores[(size_t)(h0 + g) * score_stride + t] = acc;

@@ -126,15 +126,8 @@ extern "C" cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftm
         n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS || (!valid_len_dev && valid_len < 1) ||
         stride < valid_len)
         return cudaErrorInvalidValue;
-    int first = layer, last = layer;  // the layers [first, last] averaged
-    if (layer == EMX_ATTN_LAYER_LAST) {
-        first = last = n_layers - 1;
-    } else if (layer == EMX_ATTN_LAYERS_ALL) {
-        first = 0;
-        last = n_layers - 1;
-    } else if (layer < 0 || layer >= n_layers) {
-        return cudaErrorInvalidValue;
-    }
+    int first, last;  // the layers [first, last] averaged
+    if (emx_attn_layer_range(layer, n_layers, &first, &last) != 0) return cudaErrorInvalidValue;
     const int count = last - first + 1;
     EmxAttnLayerMetrics *per_layer = (EmxAttnLayerMetrics *)workspace;
     attn_layer_kernel<<<count, AM_BLOCK, 0, stream>>>(scores, head_stats, first, n_heads, stride, valid_len, valid_len_dev, per_layer);

@@ -1,8 +1,6 @@
-// reduce.cuh — block and warp reductions shared by KB's kernels (attention, metrics, sampling).
+// reduce.cuh — block reductions of the attention, metrics and sampling kernels. (Warp sums and
+// maxima by shuffle butterflies are common.cuh's emx_warp_sum / emx_warp_max.)
 //
-// Two kinds:
-//   warp_sum / warp_max: float, by __shfl_xor_sync butterflies (every lane gets the result);
-//     used in the hot loops (one dot product per warp).
 //   block_reduce(v, scratch, op): any type and any associative op, through shared memory
 //     (scratch holds blockDim.x values). Doubles and structs (EmxSoftmaxStats, argmax pairs)
 //     go this way: no 64-bit or struct shuffles, so the emulation layer needs nothing special,
@@ -15,25 +13,13 @@
 
 #include <cuda_runtime.h>
 
+#include "common.cuh"
+
 extern "C" {
 #include "metrics.h"  // declares C functions: C linkage
 }
 
 namespace emxr {
-
-#define EMXR_FULL_MASK 0xffffffffu
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(EMXR_FULL_MASK, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(EMXR_FULL_MASK, v, o));
-    return v;
-}
 
 struct SumOp {
     template <typename T>

@@ -127,16 +127,8 @@ int emx_attention_layer_metrics(const float *scores, int n_heads, int stride, in
 
 int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int stride,
                           int valid_len, int layer, double *scratch, EmxMetrics *m) {
-    if (n_layers < 1) return -1;
-    int first = layer, last = layer;  // the layers [first, last] averaged
-    if (layer == EMX_ATTN_LAYER_LAST) {
-        first = last = n_layers - 1;
-    } else if (layer == EMX_ATTN_LAYERS_ALL) {
-        first = 0;
-        last = n_layers - 1;
-    } else if (layer < 0 || layer >= n_layers) {
-        return -1;
-    }
+    int first, last;  // the layers [first, last] averaged
+    if (emx_attn_layer_range(layer, n_layers, &first, &last) != 0) return -1;
     EmxAttnLayerMetrics sum = {0}, one;
     for (int l = first; l <= last; l++) {
         const float *ls = scores + (long)l * n_heads * stride;  // [n_heads][stride]

@@ -143,6 +143,23 @@ enum {
     EMX_ATTN_LAYERS_ALL = -2,  // every layer's metrics computed alone, then averaged
 };                             // >= 0: that layer
 
+// The layers [*first, *last] that `layer` selects out of n_layers (the metrics average them).
+// Returns 0, or -1 if n_layers < 1 or an index is out of range.
+static inline EMX_HD int emx_attn_layer_range(int layer, int n_layers, int *first, int *last) {
+    if (n_layers < 1) return -1;
+    if (layer == EMX_ATTN_LAYER_LAST) {
+        *first = *last = n_layers - 1;
+    } else if (layer == EMX_ATTN_LAYERS_ALL) {
+        *first = 0;
+        *last = n_layers - 1;
+    } else if (layer >= 0 && layer < n_layers) {
+        *first = *last = layer;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 // One layer's attention metrics (the attn_* fields of EmxMetrics, same units).
 typedef struct {
     double entropy_bits;

@@ -34,6 +34,7 @@
 #include "llama_bench.h"
 #include "machine.h"
 #include "result.h"
+#include "tool_args.h"
 #include "generate.h"
 #include "model.h"
 #include "profile.h"
@@ -71,45 +72,18 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "bench: %s: '%s' is not an integer in [%d, %d]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 static int bench_sampler(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
     const char *profile_name = "classic";
     int n = 128, threads = 0, runs = 5;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        int valued = !strcmp(a, "-n") || !strcmp(a, "-t") || !strcmp(a, "--runs") ||
-                     !strcmp(a, "--prompt") || !strcmp(a, "--profile");
-        if (valued && i + 1 >= argc) {
-            fprintf(stderr, "bench: %s: missing value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 1, 1 << 20, &n)) return 2; }
-        else if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
-        else if (!strcmp(a, "--runs")) { if (parse_int(a, argv[++i], 1, 1000, &runs)) return 2; }
-        else if (!strcmp(a, "--prompt")) prompt = argv[++i];
-        else if (!strcmp(a, "--profile")) profile_name = argv[++i];
-        else if (a[0] == '-') {
-            fprintf(stderr, "bench: unknown option '%s' (see bench sampler --help)\n", a);
-            return 2;
-        } else if (!model_path) model_path = a;
-        else {
-            fprintf(stderr, "bench: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
+    const ToolOpt opts[] = {
+        {"-n", TOOL_INT, &n, 1, 1 << 20},      {"-t", TOOL_INT, &threads, 0, 4096},
+        {"--runs", TOOL_INT, &runs, 1, 1000},  {"--prompt", TOOL_STR, &prompt, 0, 0},
+        {"--profile", TOOL_STR, &profile_name, 0, 0},
+    };
+    int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
+    if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
 
     char err[512];
@@ -167,9 +141,9 @@ static int bench_sampler(int argc, char **argv) {
             EmxEntropixSampler es = {0};
             EmxSampler *s;
             EmxSamplerParams gp = {.temperature = 0.0f};
-            int rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err)
-                            : emx_entropix_sampler_init(&es, &profile, &model, tk, emx_state_ctx(st),
-                                                        (uint64_t)(r + 1), err, sizeof err);
+            rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err)
+                        : emx_entropix_sampler_init(&es, &profile, &model, tk, emx_state_ctx(st),
+                                                    (uint64_t)(r + 1), err, sizeof err);
             if (rc != 0) {
                 fprintf(stderr, "bench: %s\n", err);
                 goto done;
@@ -216,33 +190,14 @@ done:
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     int threads = 0, n_prompt = 512, n_gen = 128, runs = 3;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        int valued = !strcmp(a, "-t") || !strcmp(a, "-p") || !strcmp(a, "-n") ||
-                     !strcmp(a, "--runs") || !strcmp(a, "--llama-bench") || !strcmp(a, "--gguf") ||
-                     !strcmp(a, "--save") || !strcmp(a, "--baseline");
-        if (valued && i + 1 >= argc) {
-            fprintf(stderr, "bench: %s: missing value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
-        else if (!strcmp(a, "-p")) { if (parse_int(a, argv[++i], 0, 1 << 20, &n_prompt)) return 2; }
-        else if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 0, 1 << 20, &n_gen)) return 2; }
-        else if (!strcmp(a, "--runs")) { if (parse_int(a, argv[++i], 1, 1000, &runs)) return 2; }
-        else if (!strcmp(a, "--llama-bench")) llama = argv[++i];
-        else if (!strcmp(a, "--gguf")) gguf = argv[++i];
-        else if (!strcmp(a, "--save")) save = argv[++i];
-        else if (!strcmp(a, "--baseline")) baseline = argv[++i];
-        else if (a[0] == '-') {
-            fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", a);
-            return 2;
-        } else if (!model_path) model_path = a;
-        else {
-            fprintf(stderr, "bench: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
+    const ToolOpt opts[] = {
+        {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
+        {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
+        {"--llama-bench", TOOL_STR, &llama, 0, 0},  {"--gguf", TOOL_STR, &gguf, 0, 0},
+        {"--save", TOOL_STR, &save, 0, 0},          {"--baseline", TOOL_STR, &baseline, 0, 0},
+    };
+    int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
+    if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
     if (!llama != !gguf) {
         fprintf(stderr, "bench: --llama-bench and --gguf go together\n");

@@ -22,6 +22,7 @@
 #include "model.h"
 #include "profile.h"
 #include "tokenizer.h"
+#include "tool_args.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -68,17 +69,6 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "calibrate: %s: '%s' is not an integer in [%d, %d]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 static void print_distribution(FILE *f, const char *prefix, const char *name, const double *frac) {
     fprintf(f, "%s%-12s", prefix, name);
@@ -90,32 +80,17 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *out_path = NULL, *base_name = "classic";
     const char *layer_arg = NULL;
     int max_tokens = 2048, ctx = 512, skip = 16, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        int valued = !strcmp(a, "-o") || !strcmp(a, "--base") || !strcmp(a, "--metric-layers") ||
-                     !strcmp(a, "-n") || !strcmp(a, "-c") || !strcmp(a, "--skip") || !strcmp(a, "-t");
-        if (valued && i + 1 >= argc) {
-            fprintf(stderr, "calibrate: %s: missing value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-o")) out_path = argv[++i];
-        else if (!strcmp(a, "--base")) base_name = argv[++i];
-        else if (!strcmp(a, "--metric-layers")) layer_arg = argv[++i];
-        else if (!strcmp(a, "-n")) { if (parse_int(a, argv[++i], 1, 1 << 24, &max_tokens)) return 2; }
-        else if (!strcmp(a, "-c")) { if (parse_int(a, argv[++i], 8, 1 << 20, &ctx)) return 2; }
-        else if (!strcmp(a, "--skip")) { if (parse_int(a, argv[++i], 0, 1 << 20, &skip)) return 2; }
-        else if (!strcmp(a, "-t")) { if (parse_int(a, argv[++i], 0, 4096, &threads)) return 2; }
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "calibrate: unknown option '%s' (see --help)\n", a);
-            return 2;
-        } else if (!model_path) model_path = a;
-        else if (!text_path) text_path = a;
-        else {
-            fprintf(stderr, "calibrate: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
+    const ToolOpt opts[] = {
+        {"-o", TOOL_STR, &out_path, 0, 0},      {"--base", TOOL_STR, &base_name, 0, 0},
+        {"--metric-layers", TOOL_STR, &layer_arg, 0, 0},
+        {"-n", TOOL_INT, &max_tokens, 1, 1 << 24}, {"-c", TOOL_INT, &ctx, 8, 1 << 20},
+        {"--skip", TOOL_INT, &skip, 0, 1 << 20},   {"-t", TOOL_INT, &threads, 0, 4096},
+    };
+    const char *pos[2] = {NULL, NULL};
+    int rc = tool_parse_args("calibrate", argc - 1, argv + 1, opts, sizeof opts / sizeof opts[0], pos, 2);
+    if (rc) return rc == 1 ? usage(stdout) : 2;
+    model_path = pos[0];
+    text_path = pos[1];
     if (!model_path || !text_path) return usage(stderr);
 
     char err[512];

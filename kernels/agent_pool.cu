@@ -1,0 +1,114 @@
+// agent_pool.cu — the agent pool's step on the device (API in agent_pool.h, semantics in
+// sampler/agents.h): every agent samples from its own (temperature, top_k) distribution of the
+// shared logits row, and the proposal of lowest entropy wins.
+//
+// Mapping: one block of SB = 1024 threads per agent (grid = n_agents), each doing exactly what
+// the single sampler of sampling.cu does (sampling_device.cuh: one scan for max/argmax, a radix
+// select of the best top_k rank keys without sorting the vocabulary, a bitonic sort of that
+// batch, softmax(l/T) over the kept tokens in double), then its thread 0 sums the entropy
+// -Σ q log2 q over the kept list in rank order (sampler/agents.c's order) and draws with lane =
+// agent index. A second launch of one thread picks the winner (lowest entropy, strict <, so ties
+// go to the lower index): blocks cannot wait on each other within a launch, and the pick is 8
+// comparisons. The agents' blocks run concurrently on different SMs, so a pool of 8 costs about
+// one sampler's time, not 8.
+// Bytes per step: each agent block reads the logits 3-5 times (4n bytes each: scan, 2-4 radix
+// passes, gather) — the 8 blocks read the same row, which mostly hits L2 — and writes/reads 16
+// bytes per kept token (top_k of them; the whole vocabulary when top_k is off, then a serial
+// walk of thread 0, ~1 ms at 152k tokens: the slow path of sampling.cu). Out: 16 bytes per
+// proposal, 8 bytes for token and winner.
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "agent_pool.h"
+#include "sampling_device.cuh"
+
+extern "C" {
+#include "philox.h"
+}
+
+namespace {
+
+// One kept list per agent, laid out one after the other in the workspace.
+__host__ __device__ size_t align256_bytes(size_t n) { return (n + 255) & ~(size_t)255; }
+__host__ __device__ size_t kept_bytes(int n) {
+    return align256_bytes((size_t)n * sizeof(double)) + align256_bytes((size_t)n * sizeof(int)) +
+           align256_bytes((size_t)n * sizeof(float));
+}
+__device__ KeptList agent_kept_list(void *ws, int n, int agent) {
+    char *p = (char *)ws + (size_t)agent * kept_bytes(n);
+    KeptList kl;
+    kl.p = (double *)p;
+    p += align256_bytes((size_t)n * sizeof(double));
+    kl.id = (int *)p;
+    p += align256_bytes((size_t)n * sizeof(int));
+    kl.logit = (float *)p;
+    return kl;
+}
+
+// Block b = agent b: its proposal into props[b] (workspace) and, when given, proposals_out[b].
+__global__ void __launch_bounds__(SB, 1)
+agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentParams *agents, u64 seed, u64 step,
+                      const u64 *step_dev, char *kept_ws, EmxProposal *props, EmxProposal *proposals_out) {
+    const Smem sm = block_smem();
+    const int b = blockIdx.x;
+    const EmxAgentParams a = agents[b];
+    EmxSamplerParams sp;  // sampler/agents.c: the agent's filters only (top-p and min-p off)
+    sp.temperature = a.temperature;
+    sp.top_k = a.top_k;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.temperature_first = 0;
+    const KeptList kl = agent_kept_list(kept_ws, n, b);
+    const int m = distribution_block(logits, n, sp, sm, kl);
+    if (threadIdx.x == 0) {
+        EmxProposal pr;
+        if (m <= 0) {
+            pr.token = -1;
+            pr.entropy_bits = NAN;
+        } else {
+            double h = 0.0;  // emx_agent_entropy_bits: the same terms in the same order
+            for (int i = 0; i < m; i++)
+                if (kl.p[i] > 0.0) h -= kl.p[i] * log2(kl.p[i]);
+            const u64 st = step_dev ? *step_dev : step;
+            pr.entropy_bits = h;
+            pr.token = draw(kl, m, emx_uniform_f64(seed, st, (uint32_t)b));
+        }
+        props[b] = pr;
+        if (proposals_out) proposals_out[b] = pr;
+    }
+}
+
+// One thread: the lowest entropy among the agents that propose, ties to the lower index.
+__global__ void agents_pick_kernel(const EmxProposal *props, int n_agents, int *token_out, int *winner_out) {
+    int w = -1;
+    for (int i = 0; i < n_agents; i++) {
+        if (props[i].token < 0) continue;
+        if (w < 0 || props[i].entropy_bits < props[w].entropy_bits) w = i;
+    }
+    *winner_out = w;
+    *token_out = w >= 0 ? props[w].token : -1;
+}
+
+}  // namespace
+
+extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
+    if (n < 1 || n_agents < 1) return 0;
+    return (size_t)n_agents * kept_bytes(n) + (size_t)n_agents * sizeof(EmxProposal);
+}
+
+extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
+                                            int n_agents, uint64_t seed, uint64_t step,
+                                            const uint64_t *step_dev, int *token_out, int *winner_out,
+                                            EmxProposal *proposals_out, void *ws, cudaStream_t s) {
+    if (!logits || n < 1 || !agents || n_agents < 1 || n_agents > 65535 || !token_out || !winner_out || !ws)
+        return cudaErrorInvalidValue;
+    char *kept_ws = (char *)ws;
+    EmxProposal *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
+    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, kept_ws, props, proposals_out);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    agents_pick_kernel<<<1, 1, 0, s>>>(props, n_agents, token_out, winner_out);
+    return cudaGetLastError();
+}

@@ -1,0 +1,41 @@
+// agent_pool.h — the agent pool's proposal rule on the device (launcher of agent_pool.cu): every agent
+// samples its proposal and the lowest-entropy one is chosen, so the host reads one token id per
+// step (issue #6). Semantics: sampler/agents.h (emx_agents_choose), the same tokens and winner
+// for the same (seed, step); entropies equal to rounding (on a GPU the device's exp/log2 may
+// differ from the C library's by an ulp). As in sampling.h, the one place a token can differ is
+// a draw whose cumulative sum lands within rounding of u (a straddle): not under emulation.
+#ifndef ENTROPIX_KERNELS_AGENTS_H
+#define ENTROPIX_KERNELS_AGENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// sampler/agents.h (EmxAgentParams, EmxProposal), inside the C linkage block.
+#include "agents.h"
+
+// Workspace bytes for a vocabulary of n and n_agents agents (one kept list per agent, plus the
+// proposals).
+size_t emx_cuda_agents_workspace_bytes(int n, int n_agents);
+
+// One step of the pool: for agent i (lane i), the proposal of emx_agent_propose; then the winner
+// (lowest entropy, ties to the lower index). Device pointers: logits [n], agents [n_agents],
+// token_out (the winner's token, -1 if no agent proposes), winner_out (its index or -1),
+// proposals_out [n_agents] (may be NULL). step is read from step_dev when that is not NULL (CUDA
+// graph replays). ws: emx_cuda_agents_workspace_bytes(n, n_agents) bytes of device memory.
+// Returns cudaErrorInvalidValue on bad arguments, else the launch's error.
+cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
+                                 int n_agents, uint64_t seed, uint64_t step,
+                                 const uint64_t *step_dev, int *token_out, int *winner_out,
+                                 EmxProposal *proposals_out, void *ws, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

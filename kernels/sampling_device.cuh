@@ -1,0 +1,351 @@
+// sampling_device.cuh — the device side of the combined sampler, shared by sampling.cu (one
+// sampler, entropix) and agent_pool.cu (one sampler per agent): the block-wide radix select of the
+// kept tokens, emx_sample_distribution and emx_sample_draw on the device. The algorithm, the
+// thread mapping and the bytes moved are described at the top of sampling.cu. Every function
+// here is called by all threads of a block of SB threads (block_smem is that block's shared
+// memory); nothing here launches anything.
+#ifndef ENTROPIX_KERNELS_SAMPLING_DEVICE_CUH
+#define ENTROPIX_KERNELS_SAMPLING_DEVICE_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "reduce.cuh"
+#include "sampling.h"
+
+// Threads of the sampling block: a single block must keep enough loads in flight by itself.
+// (Nothing else depends on the count: every loop strides by blockDim.x.)
+#define SB 1024
+#define BATCH_CAP 1024   // rank keys sorted at a time in shared memory (8 KB)
+#define FIRST_BATCH 64   // the first batch: a nucleus is usually this small (as sample.c's heap)
+
+typedef unsigned long long u64;
+typedef emxr::ArgMax ArgMaxT;  // one-word type names for __shared__ declarations
+
+namespace {
+
+// The kept tokens in rank order (or id order with every filter off): [n] each, device memory.
+struct KeptList {
+    int *id;
+    float *logit;
+    double *p;
+};
+
+// The block's shared memory, declared in each kernel and passed down as pointers.
+struct Smem {
+    u64 *batch;         // [BATCH_CAP]
+    unsigned *hist;     // [256]
+    float *red_f;       // [SB]
+    int *red_i;         // [SB]
+    double *red_d;      // [SB]
+    emxr::ArgMax *red_a;  // [SB]
+    int *si;            // [8] values thread 0 hands to the block
+    u64 *su;            // [4]
+};
+
+// The block's shared memory (function-scope __shared__: one copy per block, whichever kernel
+// calls this).
+__device__ Smem block_smem() {
+    __shared__ u64 batch[BATCH_CAP];
+    __shared__ unsigned hist[256];
+    __shared__ float red_f[SB];
+    __shared__ int red_i[SB];
+    __shared__ double red_d[SB];
+    __shared__ ArgMaxT red_a[SB];
+    __shared__ int si[8];
+    __shared__ u64 su[4];
+    Smem sm = {batch, hist, red_f, red_i, red_d, red_a, si, su};
+    return sm;
+}
+
+// A logit that can be chosen at all (sample.c's is_candidate).
+__device__ __forceinline__ bool is_candidate(float l) { return !isnan(l) && l != -INFINITY; }
+
+// Rank key: larger key = ranked earlier. The float's bits made monotone (negative floats
+// inverted, positive ones with the sign bit set) above the complement of the id.
+__device__ __forceinline__ u64 rank_key(float l, int id) {
+    if (l == 0.0f) l = 0.0f;  // -0 == +0 for the CPU: equal logits, ranked by id
+    const uint32_t b = __float_as_uint(l), o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((u64)o << 32) | (u64)(0xFFFFFFFFu - (uint32_t)id);
+}
+__device__ __forceinline__ float key_logit(u64 k) {
+    const uint32_t o = (uint32_t)(k >> 32);
+    return __uint_as_float((o & 0x80000000u) ? (o & 0x7FFFFFFFu) : ~o);
+}
+__device__ __forceinline__ int key_id(u64 k) { return (int)(0xFFFFFFFFu - (uint32_t)k); }
+
+// Pass 1: number of candidates, their max (+inf included) and the argmax (lowest id on ties).
+__device__ void scan_logits(const float *logits, int n, Smem sm, int *n_valid, float *max, int *argmax) {
+    int valid = 0;
+    float mx = -INFINITY;
+    emxr::ArgMax am = {-INFINITY, -1};
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l)) continue;
+        valid++;
+        mx = fmaxf(mx, l);
+        emxr::ArgMax c = {l, i};
+        am = emxr::argmax_better(am, c);
+    }
+    *n_valid = emxr::block_reduce(valid, sm.red_i, emxr::SumOp());
+    *max = emxr::block_reduce(mx, sm.red_f, emxr::MaxOp());
+    *argmax = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp()).id;
+}
+
+// The best `want` (>= 1) candidate keys below `bound` (of logits >= floor) and possibly a few
+// more (at most BATCH_CAP in all), sorted best first into sm.batch; returns their count (0: none
+// left).
+// Radix select: per byte of the key, from the top, a histogram of the keys still in the range;
+// the range narrows to the bin holding the want-th best key until the keys at or above it fit.
+__device__ int select_batch(const float *logits, int n, float floor, int want, u64 bound, Smem sm) {
+    const int tid = threadIdx.x;
+    u64 prefix = 0, mask = 0;  // the bytes fixed so far, and which
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int b = tid; b < 256; b += blockDim.x) sm.hist[b] = 0;
+        __syncthreads();
+        for (int i = tid; i < n; i += blockDim.x) {
+            const float l = logits[i];
+            if (!is_candidate(l) || l < floor) continue;
+            const u64 k = rank_key(l, i);
+            if (k < bound && (k & mask) == prefix) atomicAdd(&sm.hist[(k >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            int above = sm.si[1];  // keys in range above the current bins (earlier levels)
+            if (shift == 56) above = 0;
+            int b = 255, stop = 0;
+            for (; b >= 0; b--) {
+                if (above + (int)sm.hist[b] >= want) break;
+                above += (int)sm.hist[b];
+            }
+            if (b < 0) {
+                stop = 1;  // fewer than want left (first level only): take them all
+                sm.su[2] = prefix;
+            } else if (above + (int)sm.hist[b] <= BATCH_CAP) {
+                stop = 1;  // every key >= this bin's start fits in the batch
+                sm.su[2] = prefix | ((u64)b << shift);
+            } else {
+                sm.su[0] = prefix | ((u64)b << shift);
+                sm.su[1] = mask | ((u64)255 << shift);
+                sm.si[1] = above;
+            }
+            sm.si[0] = stop;
+            sm.si[2] = 0;  // the gather's counter
+        }
+        __syncthreads();
+        if (sm.si[0]) break;
+        prefix = sm.su[0];
+        mask = sm.su[1];
+    }
+    const u64 thr = sm.su[2];
+    for (int i = tid; i < n; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l) || l < floor) continue;
+        const u64 k = rank_key(l, i);
+        if (k >= thr && k < bound) {
+            const int pos = atomicAdd(&sm.si[2], 1);
+            if (pos < BATCH_CAP) sm.batch[pos] = k;  // always true: the select bounded the count
+        }
+    }
+    __syncthreads();
+    const int count = min(sm.si[2], BATCH_CAP);
+    int p2 = 1;
+    while (p2 < count) p2 *= 2;
+    for (int i = count + tid; i < p2; i += blockDim.x) sm.batch[i] = 0;  // 0 is below every key
+    __syncthreads();
+    // bitonic sort, descending
+    for (int k = 2; k <= p2; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < p2; i += blockDim.x) {
+                const int ixj = i ^ j;
+                if (ixj > i) {
+                    const u64 a = sm.batch[i], b = sm.batch[ixj];
+                    if ((i & k) == 0 ? a < b : a > b) {
+                        sm.batch[i] = b;
+                        sm.batch[ixj] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    return count;
+}
+
+// emx_sample_distribution on the device: the kept tokens with their final probabilities in
+// kl[0..m); returns m (0: no token can be chosen). Every thread calls it; all get m.
+__device__ int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl) {
+    const int tid = threadIdx.x;
+    if (n <= 0) return 0;
+    int valid, argmax;
+    float mx;
+    scan_logits(logits, n, sm, &valid, &mx, &argmax);
+    if (!(sp.temperature > 0.0f) || sp.top_k == 1) {  // greedy (NaN temperature too)
+        if (argmax < 0) return 0;
+        if (tid == 0) {
+            kl.id[0] = argmax;
+            kl.logit[0] = logits[argmax];
+            kl.p[0] = 1.0;
+        }
+        __syncthreads();
+        return 1;
+    }
+    if (valid == 0) return 0;
+    if (mx == INFINITY) {  // the +inf tokens share everything: the first top_k of them, id order
+        if (tid == 0) {
+            int m = 0;
+            for (int i = 0; i < n && (sp.top_k <= 0 || m < sp.top_k); i++)
+                if (logits[i] == INFINITY) {
+                    kl.id[m] = i;
+                    kl.logit[m] = INFINITY;
+                    m++;
+                }
+            for (int i = 0; i < m; i++) kl.p[i] = 1.0 / m;
+            sm.si[4] = m;
+        }
+        __syncthreads();
+        return sm.si[4];
+    }
+
+    const double inv_t = 1.0 / (double)sp.temperature, dmax = (double)mx;
+    const double s = sp.temperature_first ? inv_t : 1.0;  // the scale the filters see
+    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
+    const bool top_p_on = sp.top_p < 1.0f;
+    const bool min_p_on = sp.min_p > 0.0f;
+    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+
+    if (!top_k_on && !top_p_on && !min_p_on) {  // every candidate, in id order
+        if (tid == 0) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (is_candidate(logits[i])) {
+                    kl.id[m] = i;
+                    kl.logit[m] = logits[i];
+                    m++;
+                }
+            sm.si[4] = m;
+        }
+    } else {
+        double z = 0.0;  // top-p without top-k: the nucleus is measured against the whole mass
+        if (!top_k_on && top_p_on) {
+            for (int i = tid; i < n; i += blockDim.x)
+                if (is_candidate(logits[i])) z += exp(s * ((double)logits[i] - dmax));
+            z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+        }
+        const double target = (double)sp.top_p * z;
+        // Logits below `floor` can never be kept, so the selection skips them (fewer histogram
+        // atomics; a bounded walk for top-p). In logit space: p_i >= min_p·p_max ⟺
+        // s·(l_i - max) >= ln(min_p); top-p alone: a token of weight below eps = (1-top_p)·Z/n_valid
+        // is never needed (all of them weigh less than (1-top_p)·Z: sample.c's argument). The
+        // walk still decides with the exact test; the margin keeps rounding from excluding a
+        // token the exact test would keep. Not with top-k and top-p together: their nucleus is
+        // measured against the whole top-k, which must be collected first.
+        double floor_d = -INFINITY;
+        if (min_p_on && !(top_k_on && top_p_on)) floor_d = dmax + log(min_p) / s;
+        if (!top_k_on && top_p_on && sp.top_p > 0.0f) {
+            const double eps = (1.0 - (double)sp.top_p) * z / valid;
+            if (eps > 0.0) floor_d = fmax(floor_d, dmax + log(eps) / s);
+        }
+        const float floor = floor_d > -INFINITY ? (float)(floor_d - 1e-6 * (1.0 + fabs(floor_d))) : -INFINITY;
+        const int limit = top_k_on ? sp.top_k : valid;
+        u64 bound = ~0ull;
+        double cum = 0.0;  // thread 0's running nucleus mass, across batches
+        int kept = 0, want = FIRST_BATCH;
+        if (tid == 0) sm.si[4] = 0;
+        for (;;) {
+            if (want > limit - kept) want = limit - kept;
+            const int c = select_batch(logits, n, floor, want, bound, sm);
+            if (tid == 0) {
+                int done = c == 0;
+                for (int j = 0; j < c && !done; j++) {
+                    const float l = key_logit(sm.batch[j]);
+                    if (top_k_on) {  // collect the top_k first; top-p and min-p cut it below
+                        kl.id[kept] = key_id(sm.batch[j]);
+                        kl.logit[kept++] = l;
+                        done = kept == sp.top_k;
+                        continue;
+                    }
+                    const double w = exp(s * ((double)l - dmax));
+                    if (min_p_on && kept > 0 && w < min_p) {  // the rest weigh even less
+                        done = 1;
+                        break;
+                    }
+                    kl.id[kept] = key_id(sm.batch[j]);
+                    kl.logit[kept++] = l;
+                    if (top_p_on) {
+                        cum += w;
+                        if (cum >= target) done = 1;  // the shortest prefix reaching top_p
+                    }
+                    if (kept == valid) done = 1;  // (c == 0 ends a walk the floor cut short)
+                }
+                if (c > 0) sm.su[3] = sm.batch[c - 1];
+                sm.si[4] = kept;
+                sm.si[5] = done;
+            }
+            __syncthreads();
+            if (sm.si[5]) break;
+            kept = sm.si[4];
+            bound = sm.su[3];
+            want = BATCH_CAP;
+            __syncthreads();  // sm.si / sm.su are rewritten by the next select
+        }
+        if (top_k_on && tid == 0) {  // sample.c's order: the nucleus inside the top-k, then min-p
+            int m = sm.si[4];
+            if (top_p_on) {
+                double total = 0.0;
+                for (int i = 0; i < m; i++) total += exp(s * ((double)kl.logit[i] - dmax));
+                const double tgt = (double)sp.top_p * total;
+                double c = 0.0;
+                for (int i = 0; i < m; i++) {
+                    c += exp(s * ((double)kl.logit[i] - dmax));
+                    if (c >= tgt) {
+                        m = i + 1;
+                        break;
+                    }
+                }
+            }
+            if (min_p_on) {
+                int keep = 1;
+                while (keep < m && exp(s * ((double)kl.logit[keep] - dmax)) >= min_p) keep++;
+                m = keep;
+            }
+            sm.si[4] = m;
+        }
+    }
+    // Final distribution: softmax(logit / T) over the kept tokens, in double, in their order.
+    if (tid == 0) {
+        const int m = sm.si[4];
+        double total = 0.0;
+        for (int i = 0; i < m; i++) {
+            kl.p[i] = exp(inv_t * ((double)kl.logit[i] - dmax));
+            total += kl.p[i];
+        }
+        for (int i = 0; i < m; i++) kl.p[i] /= total;
+    }
+    __syncthreads();
+    return sm.si[4];
+}
+
+// emx_sample_draw: the first kept token whose cumulative probability exceeds u · total.
+__device__ int draw(KeptList kl, int m, double u) {
+    if (m <= 0) return -1;
+    if (!(u >= 0.0)) u = 0.0;
+    double total = 0.0;
+    for (int i = 0; i < m; i++) total += kl.p[i];
+    const double target = u * total;
+    double cum = 0.0;
+    int last = -1;
+    for (int i = 0; i < m; i++) {
+        if (kl.p[i] <= 0.0) continue;
+        cum += kl.p[i];
+        last = i;
+        if (cum > target) return kl.id[i];
+    }
+    return last >= 0 ? kl.id[last] : kl.id[0];
+}
+
+}  // namespace
+
+#endif

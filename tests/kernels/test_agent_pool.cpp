@@ -1,0 +1,232 @@
+// test_agents.cpp — kernels/agents.cu against the host rule emx_agents_choose (sampler/agents.h):
+// random logits and agent pools (1..8 agents, temperature 0..2, top_k 0..100) at vocabularies of
+// 1000, 3001 and 49157, the step read from device memory, and one CUDA graph replayed with the
+// step changing in device memory.
+//
+// Equality is exact for every proposal's token, the winner and the chosen token, with the
+// policy of test_sampling.cpp for the one allowed exception: a token that differs passes only if
+// the CPU itself gives another token when u moves by a relative 1e-12 (a draw straddling a
+// cumulative sum: possible on a GPU whose exp differs by an ulp; not expected under emulation,
+// where exp and log2 are the C library's), and a winner that differs passes only if the two
+// agents' entropies differ from the host's (not bit for bit) and are within 1e-9 relative of each
+// other (a rounding tie); an exact tie must go to the lower index. Straddles are counted and printed.
+// Entropies: within 1e-9 relative (on a GPU, exp/log2 may be an ulp off the C library's; the
+// sum has at most top_k or n terms in the same order, so the error stays near 1e-14).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <vector>
+
+#include "agent_pool.h"
+#include "kb_util.h"
+
+extern "C" {
+#include "philox.h"
+#include "sample.h"
+}
+
+namespace {
+
+std::vector<float> make_logits(Rng &rng, int n, int kind) {
+    std::vector<float> l(n);
+    const float scales[] = {0.5f, 2.0f, 8.0f};
+    const float sc = scales[kind % 3];
+    for (float &x : l) x = rng.normal() * sc;
+    if (kind % 4 == 1)  // exact ties: the rank order falls back on the id
+        for (float &x : l) x = roundf(x * 2.0f) * 0.5f;
+    if (kind % 5 == 2)  // holes that can never be proposed
+        for (int i = 0; i < n; i += 3) l[i] = -INFINITY;
+    if (kind % 7 == 3) l[rng.below(n)] = NAN;
+    return l;
+}
+
+std::vector<EmxAgentParams> make_agents(Rng &rng) {
+    std::vector<EmxAgentParams> a(1 + rng.below(8));
+    for (EmxAgentParams &x : a) {
+        x.temperature = rng.below(8) == 0 ? 0.0f : rng.uniform(0.0f, 2.0f);
+        x.top_k = rng.below(101);
+    }
+    if (a.size() > 2 && rng.below(4) == 0) a.back() = a[1];  // an exact entropy tie
+    return a;
+}
+
+bool close_rel(double a, double b, double rel) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    return fabs(a - b) <= rel * fmax(fabs(a), fabs(b));
+}
+
+// Does the CPU's token for agent i change when u moves by a relative 1e-12?
+bool token_straddles(const std::vector<float> &l, const EmxAgentParams &a, double u, std::vector<EmxCandidate> &work) {
+    EmxSamplerParams sp = {a.temperature, a.top_k, 1.0f, 0.0f, 0};
+    const int n = (int)l.size();
+    const int lo = emx_sample(l.data(), n, &sp, u * (1 - 1e-12), work.data());
+    const int hi = emx_sample(l.data(), n, &sp, fmin(u * (1 + 1e-12) + 1e-300, 0.9999999999999999), work.data());
+    return lo != hi;
+}
+
+struct Dev {
+    DevBuf<float> logits;
+    DevBuf<EmxAgentParams> agents;
+    DevBuf<EmxProposal> props;
+    DevBuf<int> token, winner;
+    DevBuf<uint8_t> ws;
+    explicit Dev(int n) : logits(n), agents(8), props(8), token(1), winner(1), ws(emx_cuda_agents_workspace_bytes(n, 8)) {}
+};
+
+// Device result vs host for one (logits, pool, seed, step); returns the number of straddles.
+int check_case(Dev &dev, const std::vector<float> &l, const std::vector<EmxAgentParams> &ag, uint64_t seed,
+               uint64_t step, bool device_step, std::vector<EmxCandidate> &work, const char *what, int c) {
+    const int n = (int)l.size(), na = (int)ag.size();
+    std::vector<EmxProposal> want(na);
+    const int want_w = emx_agents_choose(l.data(), n, ag.data(), na, seed, step, work.data(), want.data());
+    dev.logits.upload(l);
+    dev.agents.upload(ag);
+    DevBuf<uint64_t> d_step(1);
+    d_step.upload(&step, 1);
+    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, device_step ? 0 : step,
+                                 device_step ? d_step.p : nullptr, dev.token.p, dev.winner.p, dev.props.p, dev.ws.p, 0));
+    const std::vector<EmxProposal> got = dev.props.download(na);
+    int straddles = 0;
+    for (int i = 0; i < na; i++) {
+        cr_assert(close_rel(got[i].entropy_bits, want[i].entropy_bits, 1e-9),
+                  "%s case %d agent %d (T %g k %d): entropy %.17g, host %.17g", what, c, i, ag[i].temperature,
+                  ag[i].top_k, got[i].entropy_bits, want[i].entropy_bits);
+        if (got[i].token == want[i].token) continue;
+        cr_assert(token_straddles(l, ag[i], emx_uniform_f64(seed, step, (uint32_t)i), work),
+                  "%s case %d agent %d (T %g k %d): device token %d, host %d", what, c, i, ag[i].temperature,
+                  ag[i].top_k, got[i].token, want[i].token);
+        straddles++;
+    }
+    const int got_w = dev.winner.get(), got_t = dev.token.get();
+    bool same_entropies = true;  // bit for bit (always, under emulation): then no straddle excuses the winner
+    for (int i = 0; i < na; i++)
+        same_entropies &= (isnan(got[i].entropy_bits) && isnan(want[i].entropy_bits)) ||
+                          got[i].entropy_bits == want[i].entropy_bits;
+    if (got_w != want_w) {
+        cr_assert(!same_entropies && got_w >= 0 && want_w >= 0 &&
+                      close_rel(want[got_w].entropy_bits, want[want_w].entropy_bits, 1e-9),
+                  "%s case %d: device winner %d, host %d", what, c, got_w, want_w);
+        straddles++;
+    }
+    cr_assert_eq(got_t, got_w >= 0 ? got[got_w].token : -1, "%s case %d: token is not the winner's", what, c);
+    if (got_w == want_w && got_w >= 0 && got[got_w].token == want[want_w].token)
+        cr_assert_eq(got_t, want[want_w].token);
+    return straddles;
+}
+
+void run_random_cases(int n, int n_cases, uint64_t seed0) {
+    Rng rng(seed0);
+    Dev dev(n);
+    std::vector<EmxCandidate> work(n);
+    int straddles = 0;
+    for (int c = 0; c < n_cases; c++) {
+        const std::vector<float> l = make_logits(rng, n, c);
+        const std::vector<EmxAgentParams> ag = make_agents(rng);
+        const uint64_t seed = rng.next(), step = rng.below(100000);
+        straddles += check_case(dev, l, ag, seed, step, c % 2 == 1, work, "random", c);
+    }
+    if (straddles)
+        printf("agents n=%d: %d of %d cases differ from the host by a rounding straddle\n", n, straddles, n_cases);
+}
+
+}  // namespace
+
+Test(agents_cuda, random_vocab_1000) { run_random_cases(1000, 200, 1); }
+// 3001: not a multiple of the block; several radix levels before the top_k fit
+Test(agents_cuda, random_vocab_3001) { run_random_cases(3001, 80, 2); }
+Test(agents_cuda, random_vocab_49157) { run_random_cases(49157, 12, 3); }  // SmolLM2's size (+5)
+
+// A greedy agent (entropy 0) wins whatever the others; two of them: the lower index. A row with
+// nothing to choose: every proposal -1 / NaN, winner and token -1.
+Test(agents_cuda, special_pools_and_rows) {
+    const int n = 777;
+    Rng rng(5);
+    Dev dev(n);
+    std::vector<EmxCandidate> work(n);
+    std::vector<float> l = make_logits(rng, n, 0);
+    std::vector<EmxAgentParams> g = {{1.5f, 50}, {0.0f, 0}, {0.7f, 1}, {1.0f, 0}};
+    check_case(dev, l, g, 9, 1, false, work, "greedy", 0);
+    cr_assert_eq(dev.winner.get(), 1);
+    cr_assert_eq(dev.token.get(), emx_sample_argmax(l.data(), n));
+    std::vector<EmxAgentParams> same = {{0.9f, 30}, {0.9f, 30}, {0.9f, 30}};
+    check_case(dev, l, same, 9, 2, false, work, "identical", 0);
+    cr_assert_eq(dev.winner.get(), 0);
+    std::vector<float> none(n, -INFINITY);
+    none[4] = NAN;
+    check_case(dev, none, g, 9, 3, false, work, "empty", 0);
+    cr_assert_eq(dev.winner.get(), -1);
+    cr_assert_eq(dev.token.get(), -1);
+    const std::vector<EmxProposal> p = dev.props.download(4);
+    for (const EmxProposal &x : p) cr_assert(x.token == -1 && isnan(x.entropy_bits));
+    // proposals_out may be NULL
+    dev.logits.upload(l);
+    dev.agents.upload(same);
+    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, 3, 9, 2, nullptr, dev.token.p, dev.winner.p, nullptr,
+                                 dev.ws.p, 0));
+    cr_assert_eq(dev.winner.get(), 0);
+}
+
+// The step read from device memory gives the same proposals as the step passed by value.
+Test(agents_cuda, step_from_device) {
+    const int n = 300;
+    Rng rng(6);
+    Dev dev(n);
+    std::vector<EmxCandidate> work(n);
+    const std::vector<float> l = make_logits(rng, n, 0);
+    const std::vector<EmxAgentParams> ag = {{1.0f, 0}, {1.7f, 90}, {0.4f, 10}, {2.0f, 3}};
+    for (uint64_t step = 100; step < 110; step++) check_case(dev, l, ag, 7, step, true, work, "step_dev", (int)step);
+}
+
+// The pool step captured once in a CUDA graph and replayed with new logits and a new step in
+// device memory, as the runtime will run it.
+Test(agents_cuda, graph_replay) {
+    const int n = 600;
+    Rng rng(31);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    Dev dev(n);
+    DevBuf<uint64_t> d_step(1);
+    const std::vector<EmxAgentParams> ag = {{1.2f, 40}, {0.8f, 0}, {2.0f, 7}, {0.5f, 100}, {1.0f, 2}};
+    const int na = (int)ag.size();
+    dev.agents.upload(ag);
+    const uint64_t seed = 0xA6E57;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, 0, d_step.p, dev.token.p, dev.winner.p,
+                                 dev.props.p, dev.ws.p, stream));
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<EmxCandidate> work(n);
+    std::vector<EmxProposal> want(na);
+    int winners[8] = {0}, distinct_tokens = 0, last = -2;
+    for (uint64_t step = 0; step < 24; step++) {
+        const std::vector<float> l = make_logits(rng, n, (int)step);
+        dev.logits.upload(l);
+        d_step.upload(&step, 1);
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        const int w = emx_agents_choose(l.data(), n, ag.data(), na, seed, step, work.data(), want.data());
+        const std::vector<EmxProposal> got = dev.props.download(na);
+        for (int i = 0; i < na; i++) {
+            cr_assert_eq(got[i].token, want[i].token, "step %d agent %d", (int)step, i);
+            cr_assert(close_rel(got[i].entropy_bits, want[i].entropy_bits, 1e-9), "step %d agent %d entropy", (int)step, i);
+        }
+        cr_assert_eq(dev.winner.get(), w, "step %d", (int)step);
+        cr_assert_eq(dev.token.get(), want[w].token, "step %d", (int)step);
+        winners[w]++;
+        distinct_tokens += dev.token.get() != last;
+        last = dev.token.get();
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    cr_assert_gt(distinct_tokens, 12, "the replays did not see the new logits/step");
+}
+
+Test(agents_cuda, rejects_bad_arguments) {
+    cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr, 0),
+                 cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_agents_workspace_bytes(0, 3), (size_t)0);
+}

@@ -3,16 +3,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chat_template.h"
+#include "clock.h"
 #include "philox.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The basic samplers behind the interface.
@@ -167,9 +161,9 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     if (opt->echo_prompt && opt->out) fflush(opt->out);
 
     int rc = 0;
-    double t0 = now_s();
+    double t0 = emx_now_s();
     const float *logits = emx_forward(st, prompt, n_prompt, 0);  // one batched prefill
-    double t1 = now_s();
+    double t1 = emx_now_s();
     stats->prefill_s = t1 - t0;
     if (!logits) {
         snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d)", n_prompt, ctx);
@@ -183,9 +177,9 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             stats->stop = EMX_STOP_N_PREDICT;
             break;
         }
-        double ts = now_s();
+        double ts = emx_now_s();
         int id = sampler->choose(sampler, st, logits, n_vocab, pos);
-        stats->sample_s += now_s() - ts;
+        stats->sample_s += emx_now_s() - ts;
         if (id < 0 || id >= n_vocab) {
             snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
             rc = -1;
@@ -215,7 +209,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
         }
         pos++;
     }
-    stats->decode_s = now_s() - t1;
+    stats->decode_s = emx_now_s() - t1;
 
 done:;
     size_t k = emx_decoder_flush(&dec, buf, cap);

@@ -20,34 +20,10 @@
 #include "generate.h"
 #include "model.h"
 #include "profile.h"
+#include "read_file.h"
 #include "rng.h"
 #include "token_log.h"
 #include "tokenizer.h"
-
-// Whole file into memory (the prompt of -f). NULL with errno set on failure.
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;  // end of file (or an error, checked below)
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    if (!buf) errno = ENOMEM;
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
-    }
-    fclose(f);
-    if (buf) *len = n;
-    return buf;
-}
 
 // The profile ./run uses: --profile, then each --profile-set in order, then the flags that
 // name a profile field directly (--metric-layers, --temp/--top-k/--top-p/--min-p as the base
@@ -195,7 +171,7 @@ int main(int argc, char **argv) {
     size_t prompt_len = a.prompt ? strlen(a.prompt) : 0;
     const char *prompt = a.prompt;
     if (a.prompt_file) {
-        file_prompt = read_file(a.prompt_file, &prompt_len);
+        file_prompt = emx_read_file(a.prompt_file, &prompt_len);
         if (!file_prompt) {
             fprintf(stderr, "run: -f %s: %s\n", a.prompt_file, strerror(errno));
             goto out;
@@ -323,7 +299,8 @@ int main(int argc, char **argv) {
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
     TokenSink sink = {.out = stdout, .metrics = metrics, .color = a.color, .tk = tk,
                       .sampler_name = emx_sampler_kind_name(a.sampler),
-                      .es = entropix ? &es : NULL, .tap = tap.scratch ? &tap : NULL, .params = &sp};
+                      .es = entropix ? &es : NULL, .tap = sampler == &tap.base ? &tap : NULL,
+                      .params = &sp};
     EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .echo_prompt = !chat,
                              .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;

@@ -14,46 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "calibrate.h"
+#include "clock.h"
 #include "entropix_sampler.h"
 #include "forward.h"
 #include "model.h"
 #include "profile.h"
+#include "read_file.h"
 #include "tokenizer.h"
 #include "tool_args.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *bigger = realloc(buf, 2 * cap + 1);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        errno = buf ? EIO : ENOMEM;
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 static int usage(FILE *f) {
     fprintf(f,
@@ -68,7 +38,6 @@ static int usage(FILE *f) {
             "  -t N                    threads (default: all cores)\n");
     return f == stdout ? 0 : 2;
 }
-
 
 static void print_distribution(FILE *f, const char *prefix, const char *name, const double *frac) {
     fprintf(f, "%s%-12s", prefix, name);
@@ -121,7 +90,7 @@ int main(int argc, char **argv) {
     char tmp_path[4096] = "";  // OUT.tmp while it is being written
 
     size_t text_len = 0;
-    text = read_text(text_path, &text_len);
+    text = emx_read_file(text_path, &text_len);
     if (!text) {
         fprintf(stderr, "calibrate: %s: %s\n", text_path, strerror(errno));
         goto done;
@@ -180,7 +149,7 @@ int main(int argc, char **argv) {
 
     fprintf(stderr, "calibrate: %s on %s: %zu tokens, windows of %d, first %d of each skipped\n",
             model_path, text_path, n_ids, ctx, skip);
-    double t0 = now_s();
+    double t0 = emx_now_s();
     int nl = (int)cfg->n_layers, nh = (int)cfg->n_heads, nv = (int)cfg->vocab_size;
     for (size_t w = 0; w < n_ids; w += (size_t)ctx) {
         int len = (int)(n_ids - w < (size_t)ctx ? n_ids - w : (size_t)ctx);
@@ -200,7 +169,7 @@ int main(int argc, char **argv) {
             size_t done_tokens = w + (size_t)p + 1;
             if (done_tokens % 256 == 0)
                 fprintf(stderr, "calibrate: %zu/%zu tokens (%.1f tok/s)\n", done_tokens, n_ids,
-                        (double)done_tokens / (now_s() - t0));
+                        (double)done_tokens / (emx_now_s() - t0));
         }
     }
 
@@ -242,7 +211,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "calibrate: writing %s failed\n", out_path ? out_path : "stdout");
         goto done;
     }
-    fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples.n, now_s() - t0);
+    fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples.n, emx_now_s() - t0);
     fprintf(stderr, "case shares (teacher-forced positions of %s):\n", text_path);
     print_distribution(stderr, "  ", base_name, frac_base);
     print_distribution(stderr, "  ", "calibrated", frac_cal);

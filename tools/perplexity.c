@@ -12,38 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "cpu_matmul.h"
 #include "dtype.h"
 #include "forward.h"
 #include "model.h"
+#include "read_file.h"
 #include "tokenizer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
 
 // -log softmax(logits)[target], in double.
 static double nll(const float *logits, int vocab, int target) {
@@ -87,7 +63,7 @@ int main(int argc, char **argv) {
     int *ids = NULL;
     float *logits = NULL;
     size_t len = 0, n_ids = 0;
-    char *text = read_text(text_path, &len);
+    char *text = emx_read_file(text_path, &len);
     if (!text) {
         fprintf(stderr, "perplexity: cannot read %s\n", text_path);
         goto done;
@@ -120,7 +96,7 @@ int main(int argc, char **argv) {
     printf("model %s (%s weights), %s kernels, text %s: %zu tokens, %d windows of %d\n", model_path,
            emx_dtype_name(m.layers[0].wq.dtype), emx_cpu_simd_name(), text_path, n_ids, n_windows, ctx);
 
-    double sum_nll = 0, t0 = now_s();
+    double sum_nll = 0, t0 = emx_now_s();
     long scored = 0;
     for (int w = 0; w < n_windows; w++) {
         int *win = ids + (size_t)w * ctx;  // [ctx]
@@ -143,7 +119,7 @@ int main(int argc, char **argv) {
         printf("[%d] %.4f\n", w + 1, exp(sum_nll / scored));
         fflush(stdout);
     }
-    double secs = now_s() - t0;
+    double secs = emx_now_s() - t0;
     char tbuf[16] = "all";
     if (threads > 0) snprintf(tbuf, sizeof(tbuf), "%d", threads);
     printf("perplexity %.4f over %ld scored tokens; %d tokens run in %.2f s (%.1f tok/s, threads %s)\n",

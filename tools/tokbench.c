@@ -23,21 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "calibrate.h"
+#include "clock.h"
 #include "gguf.h"
 #include "model.h"
 #include "tokenizer.h"
 #include "tokenizer_build.h"
 
 enum { MAX_ROUNDS = 64 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -256,17 +251,8 @@ static int run_hf(const char *script, const char *json, const char *corpus, int 
     return status == 0 && parsed ? 0 : -1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *v);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
+// The median, numpy's rule (the mean of the middle two for an even count).
+static double median(const double *v, int n) { return emx_percentile(v, (size_t)n, 50.0); }
 
 static void print_loadavg(const char *when) {
     double l[3];
@@ -377,13 +363,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tokbench: %s\n", err);
         return 1;
     }
-    double t0 = now();
+    double t0 = emx_now_s();
     EmxTokenizer *tk = emx_tokenizer_new(&data, err, sizeof err);
     if (!tk) {
         fprintf(stderr, "tokbench: %s\n", err);
         return 1;
     }
-    print_tokenizer(source, tk, &data, (now() - t0) * 1e3);
+    print_tokenizer(source, tk, &data, (emx_now_s() - t0) * 1e3);
     print_loadavg("at start");
 
     char json_buf[4096], why[256], script_buf[4096];
@@ -411,18 +397,18 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         enc_s[r] = dec_s[r] = 1e300;
         for (int i = 0; i < runs; i++) {
-            t0 = now();
+            t0 = emx_now_s();
             if (encode_all(tk, &c, flags, &ids, err, sizeof err) != 0) {
                 fprintf(stderr, "tokbench: encode: %s\n", err);
                 return 1;
             }
-            double t = now() - t0;
+            double t = emx_now_s() - t0;
             enc_s[r] = t < enc_s[r] ? t : enc_s[r];
         }
         for (int i = 0; i < runs; i++) {
-            t0 = now();
+            t0 = emx_now_s();
             out_bytes = decode_all(tk, &c, &ids, out, out_cap, out_off);
-            double t = now() - t0;
+            double t = emx_now_s() - t0;
             dec_s[r] = t < dec_s[r] ? t : dec_s[r];
         }
         if (r == 0) rt_bad = count_roundtrip_bad(&c, out, out_off, (data.flags & EMX_TOKF_ADD_SPACE_PREFIX) != 0, &rt_first);

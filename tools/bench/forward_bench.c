@@ -3,13 +3,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "clock.h"
 
 int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen,
                            EmxForwardSpeed *out, char *err, size_t errlen) {
@@ -31,14 +26,14 @@ int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_
     out->prefill_tps = out->decode_tps = 0.0;
     int rc = 0;
     if (n_prompt > 0) {
-        double t0 = now_s();
+        double t0 = emx_now_s();
         rc = emx_forward(st, ids, n_prompt, 0) ? 0 : -1;
-        out->prefill_tps = n_prompt / (now_s() - t0);
+        out->prefill_tps = n_prompt / (emx_now_s() - t0);
     }
     if (rc == 0 && n_gen > 0) {
-        double t0 = now_s();
+        double t0 = emx_now_s();
         for (int i = 0; i < n_gen && rc == 0; i++) rc = emx_forward(st, &ids[i], 1, i) ? 0 : -1;
-        out->decode_tps = n_gen / (now_s() - t0);
+        out->decode_tps = n_gen / (emx_now_s() - t0);
     }
     free(ids);
     if (rc != 0) snprintf(err, errlen, "bench: the forward pass failed");

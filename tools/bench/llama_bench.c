@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "read_file.h"
+
 extern char **environ;
 
 int emx_llama_bench_parse(const char *jsonl, EmxForwardSpeed *out, char *err, size_t errlen) {
@@ -35,21 +37,6 @@ int emx_llama_bench_parse(const char *jsonl, EmxForwardSpeed *out, char *err, si
         return -1;
     }
     return 0;
-}
-
-static char *slurp(FILE *f) {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    if (buf) buf[n] = 0;
-    return buf;
 }
 
 int emx_llama_bench_run(const char *llama_bench, const char *gguf, int threads, int n_prompt,
@@ -84,7 +71,7 @@ int emx_llama_bench_run(const char *llama_bench, const char *gguf, int threads, 
     waitpid(pid, &status, 0);
     rewind(o);
     rewind(e);
-    char *text = slurp(o), *etext = slurp(e);
+    char *text = emx_read_stream(o, NULL), *etext = emx_read_stream(e, NULL);
     fclose(o);
     fclose(e);
     int result = -1;

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 void emx_bench_cpu_name(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown CPU");
@@ -25,12 +26,6 @@ void emx_bench_cpu_name(char *buf, size_t cap) {
     fclose(f);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds) {
     char *src = malloc(bytes), *dst = malloc(bytes);
     if (!src || !dst) {
@@ -43,7 +38,7 @@ double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds) {
     if (n_threads < 1) n_threads = 1;
     double best = 0.0;
     for (int r = 0; r < rounds; r++) {
-        double t0 = now_s();
+        double t0 = emx_now_s();
 #pragma omp parallel num_threads(n_threads)
         {
             // Each thread copies one contiguous slice, as a matmul's threads stream row blocks.
@@ -51,7 +46,7 @@ double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds) {
             size_t lo = bytes * (size_t)t / (size_t)nt, hi = bytes * (size_t)(t + 1) / (size_t)nt;
             memcpy(dst + lo, src + lo, hi - lo);
         }
-        double dt = now_s() - t0;
+        double dt = emx_now_s() - t0;
         double gbs = 2.0 * (double)bytes / dt / 1e9;  // read + write
         if (gbs > best) best = gbs;
     }

@@ -12,30 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "read_file.h"
 #include "source.h"
 #include "tokenizer_build.h"
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-            if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf[n] = 0;
-            }
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 static cJSON *read_json(const char *path, int required, char *err, size_t errlen) {
-    char *text = read_text(path);
+    char *text = emx_read_file(path, NULL);
     if (!text) {
         if (required) snprintf(err, errlen, "%s: cannot read", path);
         return NULL;
@@ -361,7 +343,7 @@ static void resolve_file(const char *dir, const char *name, char *out, size_t ca
     snprintf(out, cap, "%s/%s", dir, name);
     struct stat st;
     if (lstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size >= 1024) return;
-    char *text = read_text(out);
+    char *text = emx_read_file(out, NULL);
     if (!text) return;
     size_t n = strlen(text);
     while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) text[--n] = 0;

@@ -1,0 +1,18 @@
+// read_file.h — a whole file (or stream) into memory, NUL-terminated: prompts (-f), texts for
+// perplexity and calibration, JSON side files of the converter, a subprocess's captured output.
+// Reads until end of file with a growing buffer, so pipes and /dev/stdin work as well as
+// regular files.
+#ifndef ENTROPIX_READ_FILE_H
+#define ENTROPIX_READ_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+// The rest of stream f. Returns a malloc'd buffer with a NUL after the *len bytes (len may be
+// NULL), or NULL with errno set (ENOMEM, or EIO on a read error).
+char *emx_read_stream(FILE *f, size_t *len);
+
+// The whole file at path. NULL with errno set (fopen's, ENOMEM or EIO) on failure.
+char *emx_read_file(const char *path, size_t *len);
+
+#endif

@@ -233,21 +233,73 @@ float emx_dot_f16(const uint16_t *w, const float *x, int n) {
     return s;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Quantised dots: one accumulation order for one activation row and for four
+//
+// Batch invariance (cpu_matmul.h) needs emx_dot_* and emx_dot4_* to give bitwise the same
+// float for the same (weight row, activation row). The integer part of a group is exact
+// whatever the instructions; the float part follows this order in every kernel, for one
+// weight row against one activation row, with ng = n/32 groups, p_g = the group's 8 int32
+// partial sums as floats (exact; lane l holds bytes 4l..4l+3) and s_g = d_w(g) * d_x(g):
+//   chain A: A = fma(p_g, s_g, A) for g = 8b, 8b+2, 8b+4, 8b+6 of each whole block b of 8
+//            groups, then for every tail group 8*(ng/8) .. ng-1, in order;
+//   chain B: the same for g = 8b+1, 8b+3, 8b+5, 8b+7;
+//   sum = hsum(A + B)                                                        (chains_sum)
+// and for q4/q4_1 the offset term sum c_g * s_x(g) over the groups (offsets_sum), combined by
+// nibble_finish_q4 / nibble_finish_q4_1. Two chains and not one: for one row (decode) a single
+// FMA chain's latency would bound the q4 kernel. The epilogues are shared functions, so the
+// two kernels cannot round them differently; test_batch_invariance.c holds them to it.
+
 // Sum of w[j] * x[j] over 32 signed bytes, as 8 int32 partial sums converted to float.
 // maddubs multiplies unsigned by signed bytes, so move w's sign onto x: |w| * (x * sign(w)).
-// Each int16 pair sum is at most 2 * 128 * 127 < 32768: no saturation.
-static inline __m256 dot32_i8(__m256i w, __m256i x) {
-    return _mm256_cvtepi32_ps(dot_u8i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)));
+// Each int16 pair sum is at most 2 * 128 * 127 < 32768: no saturation. aw = |w|, taken once
+// per weight group by the 4-row kernel.
+static inline __m256 dot32_i8_abs(__m256i aw, __m256i w, __m256i x) {
+    return _mm256_cvtepi32_ps(dot_u8i8(aw, _mm256_sign_epi8(x, w)));
+}
+static inline __m256 dot32_i8(__m256i w, __m256i x) { return dot32_i8_abs(_mm256_sign_epi8(w, w), w, x); }
+
+// 16 bytes of nibbles -> 32 unsigned bytes 0..15: low nibbles are weights 0..15 (low 128-bit
+// lane), high nibbles weights 16..31 (high lane), matching x's order. They are used as they are
+// (maddubs' unsigned operand, no sign trick needed); the +8 offset of q4 is removed for the
+// whole row at once: sum (nib - 8) x = sum nib x - 8 sum x (offsets_sum).
+static inline __m256i unpack_nibbles(const uint8_t *b) {
+    __m128i v = _mm_loadu_si128((const __m128i *)b);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
+}
+static inline __m256 dot32_u4(__m256i nib, const int8_t *x) {
+    return _mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)x)));
 }
 
+static inline float chains_sum(__m256 a, __m256 b) { return hsum_ps(_mm256_add_ps(a, b)); }
+
+// sum over groups of c_g * xs_g (c: f16 per group, xs: the activation's d_x * sum(q_x)): 8
+// lanes over the whole blocks of 8 groups, the tail groups one by one, then lanes + tail.
+// (nibble_dot computes the same inline.)
+static inline float offsets_total(__m256 lanes, float tail) { return hsum_ps(lanes) + tail; }
+static inline float offsets_sum(const uint16_t *c, const float *xs, int ng) {
+    __m256 acc = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 8 <= ng; g += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + g))), _mm256_loadu_ps(xs + g), acc);
+    float tail = 0;
+    for (; g < ng; g++) tail += _cvtsh_ss(c[g]) * xs[g];
+    return offsets_total(acc, tail);
+}
+
+// q4: weight = (nib - 8) d, so the row's dot is the nibbles' dot minus 8 sum d_w s_x.
+static inline float nibble_finish_q4(__m256 a, __m256 b, float offsets) { return chains_sum(a, b) - 8.0f * offsets; }
+// q4_1: weight = nib d + m: the nibbles' dot plus sum m s_x.
+static inline float nibble_finish_q4_1(__m256 a, __m256 b, float offsets) { return chains_sum(a, b) + offsets; }
+
 float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    float ds[8];  // d_w * d_x of 8 groups, converted from f16 together
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();  // chains A and B
+    float ds[8];  // s_g of a block of 8 groups, converted from f16 together
     int g = 0, ng = n / 32;
     for (; g + 8 <= ng; g += 8) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
         _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
-        for (int k = 0; k < 8; k += 2) {  // two independent FMA chains
+        for (int k = 0; k < 8; k += 2) {
             const int8_t *wg = w + (g + k) * 32, *xg = xq + (g + k) * 32;
             __m256 p0 = dot32_i8(_mm256_loadu_si256((const __m256i *)wg), _mm256_loadu_si256((const __m256i *)xg));
             __m256 p1 = dot32_i8(_mm256_loadu_si256((const __m256i *)(wg + 32)), _mm256_loadu_si256((const __m256i *)(xg + 32)));
@@ -260,108 +312,102 @@ float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const fl
                              _mm256_loadu_si256((const __m256i *)(xq + g * 32)));
         a0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a0);
     }
-    return hsum_ps(_mm256_add_ps(a0, a1));
+    return chains_sum(a0, a1);
 }
 
-// 16 bytes of nibbles against 32 int8 activations: low nibbles are weights 0..15 (low 128-bit
-// lane), high nibbles weights 16..31 (high lane), matching x's order. The nibbles are used as
-// they are, unsigned 0..15 (maddubs' unsigned operand, no sign trick needed); the caller
-// subtracts the +8 offset for the whole group at once: sum (nib - 8) x = sum nib x - 8 sum x.
-static inline __m256 dot32_u4(const uint8_t *b, const int8_t *x) {
-    __m128i v = _mm_loadu_si128((const __m128i *)b);
-    __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
-    return _mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)x)));
+// One row of nibbles against one activation row: chains A and B of the nibbles' dot, and the
+// offset term computed alongside (the block loop converts d_w once for both): the same
+// operations in the same order as offsets_sum, which the 4-row kernel calls instead.
+// Always inlined: the q4 / q4_1 choice (wm == NULL: q4) is resolved at compile time.
+static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
+                                                              const int8_t *xq, const float *xd, const float *xs, int ng) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 off = _mm256_setzero_ps();  // offsets_sum's 8 lanes
+    float ds[8];
+    int g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
+        _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
+        __m256 c = wm ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))) : dw;
+        off = _mm256_fmadd_ps(c, _mm256_loadu_ps(xs + g), off);
+        for (int k = 0; k < 8; k += 2) {
+            a0 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + (g + k) * 16), xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
+            a1 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + (g + k + 1) * 16), xq + (g + k + 1) * 32),
+                                 _mm256_broadcast_ss(ds + k + 1), a1);
+        }
+    }
+    float tail = 0;  // offsets_sum's tail
+    for (; g < ng; g++) {
+        const float dw = _cvtsh_ss(wd[g]);
+        a0 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + g * 16), xq + g * 32), _mm256_set1_ps(dw * xd[g]), a0);
+        tail += (wm ? _cvtsh_ss(wm[g]) : dw) * xs[g];
+    }
+    return wm ? nibble_finish_q4_1(a0, a1, offsets_total(off, tail)) : nibble_finish_q4(a0, a1, offsets_total(off, tail));
 }
 
 float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    __m256 offset = _mm256_setzero_ps();  // sum over groups of d_w * d_x * sum(q_x)
-    float ds[8];
-    int g = 0, ng = n / 32;
-    for (; g + 8 <= ng; g += 8) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
-        _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
-        offset = _mm256_fmadd_ps(dw, _mm256_loadu_ps(xs + g), offset);
-        for (int k = 0; k < 8; k += 2) {
-            a0 = _mm256_fmadd_ps(dot32_u4(w + (g + k) * 16, xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
-            a1 = _mm256_fmadd_ps(dot32_u4(w + (g + k + 1) * 16, xq + (g + k + 1) * 32), _mm256_broadcast_ss(ds + k + 1), a1);
-        }
-    }
-    float tail_offset = 0;
-    for (; g < ng; g++) {
-        float dw = _cvtsh_ss(wd[g]);
-        a0 = _mm256_fmadd_ps(dot32_u4(w + g * 16, xq + g * 32), _mm256_set1_ps(dw * xd[g]), a0);
-        tail_offset += dw * xs[g];
-    }
-    return hsum_ps(_mm256_add_ps(a0, a1)) - 8.0f * (hsum_ps(offset) + tail_offset);
+    return nibble_dot(w, wd, NULL, xq, xd, xs, n / 32);
 }
 
-// q4_1: as q4 with the nibbles' offset replaced by the per-group min: sum of d*xd*dot(k, xq)
-// plus sum of m * xs over the groups.
 float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    __m256 mins = _mm256_setzero_ps();  // sum over groups of m * xs
-    float ds[8];
-    int g = 0, ng = n / 32;
-    for (; g + 8 <= ng; g += 8) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
-        _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
-        mins = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))), _mm256_loadu_ps(xs + g), mins);
-        for (int k = 0; k < 8; k += 2) {
-            a0 = _mm256_fmadd_ps(dot32_u4(w + (g + k) * 16, xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
-            a1 = _mm256_fmadd_ps(dot32_u4(w + (g + k + 1) * 16, xq + (g + k + 1) * 32), _mm256_broadcast_ss(ds + k + 1), a1);
-        }
-    }
-    float tail = 0;
-    for (; g < ng; g++) {
-        a0 = _mm256_fmadd_ps(dot32_u4(w + g * 16, xq + g * 32), _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a0);
-        tail += _cvtsh_ss(wm[g]) * xs[g];
-    }
-    return hsum_ps(_mm256_add_ps(a0, a1)) + hsum_ps(mins) + tail;
+    return nibble_dot(w, wd, wm, xq, xd, xs, n / 32);
 }
 
 // 4 activation rows: per group of 32 weights, one load (q8) or unpack (q4) of the weights and
-// one f16 scale conversion serve four rows; each row has its own accumulator.
+// one f16 scale conversion serve four rows. Each row keeps its own chains A and B and gets
+// exactly the single-row kernel's order (8 accumulators: fits AVX2's 16 registers).
 void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
     const int ng = n / 32;
     const int8_t *x0 = xq, *x1 = xq + n, *x2 = xq + 2 * n, *x3 = xq + 3 * n;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    float ds[4][8];  // d_w * d_x per row and group of a block of 8 groups
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
+    float ds[4][8];  // s_g per row of a block of 8 groups
     int g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
         for (int t = 0; t < 4; t++) _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < 8; k += 2) {
+            // group k: chain A of each row, group k+1: chain B, as in emx_dot_q8
+            const int8_t *wg = w + (g + k) * 32;
             const int o = (g + k) * 32;
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(w + o));
-            __m256i aw = _mm256_sign_epi8(wv, wv);
-#define EMX_Q8_ROW(a, x, t)                                                                                    \
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8i8(aw, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x + o)), wv))), \
-                        _mm256_broadcast_ss(&ds[t][k]), a)
-            EMX_Q8_ROW(a0, x0, 0);
-            EMX_Q8_ROW(a1, x1, 1);
-            EMX_Q8_ROW(a2, x2, 2);
-            EMX_Q8_ROW(a3, x3, 3);
+            __m256i wv = _mm256_loadu_si256((const __m256i *)wg), aw = _mm256_sign_epi8(wv, wv);
+#define EMX_Q8_ROW(acc, x, t, kk)                                                                          \
+    acc = _mm256_fmadd_ps(dot32_i8_abs(aw, wv, _mm256_loadu_si256((const __m256i *)(x + o + 32 * (kk - k)))), \
+                          _mm256_broadcast_ss(&ds[t][kk]), acc)
+            EMX_Q8_ROW(a0, x0, 0, k);
+            EMX_Q8_ROW(a1, x1, 1, k);
+            EMX_Q8_ROW(a2, x2, 2, k);
+            EMX_Q8_ROW(a3, x3, 3, k);
+            wv = _mm256_loadu_si256((const __m256i *)(wg + 32));
+            aw = _mm256_sign_epi8(wv, wv);
+            EMX_Q8_ROW(b0, x0, 0, k + 1);
+            EMX_Q8_ROW(b1, x1, 1, k + 1);
+            EMX_Q8_ROW(b2, x2, 2, k + 1);
+            EMX_Q8_ROW(b3, x3, 3, k + 1);
 #undef EMX_Q8_ROW
         }
     }
-    out[0] = hsum_ps(a0);
-    out[1] = hsum_ps(a1);
-    out[2] = hsum_ps(a2);
-    out[3] = hsum_ps(a3);
-    for (; g < ng; g++) {  // groups past the last block of 8
-        float dw = _cvtsh_ss(wd[g]);
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + g * 32));
-        for (int t = 0; t < 4; t++)
-            out[t] += hsum_ps(dot32_i8(wv, _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * n + g * 32)))) *
-                      (dw * xd[(size_t)t * ng + g]);
+    for (; g < ng; g++) {  // tail groups: chain A, as in emx_dot_q8
+        const float dw = _cvtsh_ss(wd[g]);
+        const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + g * 32));
+#define EMX_Q8_TAIL(a, x, t)                                                                               \
+    a = _mm256_fmadd_ps(dot32_i8(wv, _mm256_loadu_si256((const __m256i *)(x + g * 32))),                   \
+                        _mm256_set1_ps(dw * xd[(size_t)t * ng + g]), a)
+        EMX_Q8_TAIL(a0, x0, 0);
+        EMX_Q8_TAIL(a1, x1, 1);
+        EMX_Q8_TAIL(a2, x2, 2);
+        EMX_Q8_TAIL(a3, x3, 3);
+#undef EMX_Q8_TAIL
     }
+    out[0] = chains_sum(a0, b0);
+    out[1] = chains_sum(a1, b1);
+    out[2] = chains_sum(a2, b2);
+    out[3] = chains_sum(a3, b3);
 }
 
-// Four activation rows against one row of 4-bit weights: out[t] = sum over groups of
-// d_w d_x sum(nib * q_x) + c_g * s_x, where s_x = d_x sum(q_x) and c_g is the group's offset
-// coefficient: -8 d_w for q4 (nibble - 8), the stored min m for q4_1 (nibble * d + m).
+// Four activation rows against one row of 4-bit weights: the nibbles' chains as in nibble_dot,
+// then each row's offset term (offsets_sum: nibble_dot's operations, in a loop of their own).
 // Always inlined so each caller gets a copy with the q4 / q4_1 choice resolved at compile time.
 static inline __attribute__((always_inline)) void dot4_nibbles(const uint8_t *w, const uint16_t *wd,
                                                                const uint16_t *wm /* NULL: q4 */,
@@ -370,42 +416,44 @@ static inline __attribute__((always_inline)) void dot4_nibbles(const uint8_t *w,
     const int ng = n / 32;
     const int8_t *x0 = xq, *x1 = xq + n, *x2 = xq + 2 * n, *x3 = xq + 3 * n;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    __m256 off[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
     float ds[4][8];
     int g = 0;
     for (; g + 8 <= ng; g += 8) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + g)));
-        // -8 d_w is exact (a power of two), so q4 keeps the rounding of sum(d_w s_x) * -8
-        __m256 cw = wm ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))) : _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f));
-        for (int t = 0; t < 4; t++) {
-            _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
-            off[t] = _mm256_fmadd_ps(cw, _mm256_loadu_ps(xs + (size_t)t * ng + g), off[t]);
-        }
-        for (int k = 0; k < 8; k++) {
+        for (int t = 0; t < 4; t++) _mm256_storeu_ps(ds[t], _mm256_mul_ps(dw, _mm256_loadu_ps(xd + (size_t)t * ng + g)));
+        for (int k = 0; k < 8; k += 2) {
+            // group k: chain A of each row, group k+1: chain B, as in nibble_dot
             const int o = (g + k) * 32;
-            __m128i v = _mm_loadu_si128((const __m128i *)(w + (g + k) * 16));
-            __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
-#define EMX_Q4_ROW(a, x, t)                                                                                    \
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)(x + o)))),          \
-                        _mm256_broadcast_ss(&ds[t][k]), a)
-            EMX_Q4_ROW(a0, x0, 0);
-            EMX_Q4_ROW(a1, x1, 1);
-            EMX_Q4_ROW(a2, x2, 2);
-            EMX_Q4_ROW(a3, x3, 3);
+            __m256i nib = unpack_nibbles(w + (g + k) * 16);
+#define EMX_Q4_ROW(acc, x, t, kk) \
+    acc = _mm256_fmadd_ps(dot32_u4(nib, x + o + 32 * (kk - k)), _mm256_broadcast_ss(&ds[t][kk]), acc)
+            EMX_Q4_ROW(a0, x0, 0, k);
+            EMX_Q4_ROW(a1, x1, 1, k);
+            EMX_Q4_ROW(a2, x2, 2, k);
+            EMX_Q4_ROW(a3, x3, 3, k);
+            nib = unpack_nibbles(w + (g + k + 1) * 16);
+            EMX_Q4_ROW(b0, x0, 0, k + 1);
+            EMX_Q4_ROW(b1, x1, 1, k + 1);
+            EMX_Q4_ROW(b2, x2, 2, k + 1);
+            EMX_Q4_ROW(b3, x3, 3, k + 1);
 #undef EMX_Q4_ROW
         }
     }
-    out[0] = hsum_ps(a0) + hsum_ps(off[0]);
-    out[1] = hsum_ps(a1) + hsum_ps(off[1]);
-    out[2] = hsum_ps(a2) + hsum_ps(off[2]);
-    out[3] = hsum_ps(a3) + hsum_ps(off[3]);
-    for (; g < ng; g++) {
-        float dw = _cvtsh_ss(wd[g]), cw = wm ? _cvtsh_ss(wm[g]) : -8.0f * dw;
-        for (int t = 0; t < 4; t++) {
-            const size_t tg = (size_t)t * ng + g;
-            out[t] += hsum_ps(dot32_u4(w + g * 16, xq + (size_t)t * n + g * 32)) * (dw * xd[tg]) + cw * xs[tg];
-        }
+    for (; g < ng; g++) {  // tail groups: chain A
+        const float dw = _cvtsh_ss(wd[g]);
+        const __m256i nib = unpack_nibbles(w + g * 16);
+#define EMX_Q4_TAIL(a, x, t) a = _mm256_fmadd_ps(dot32_u4(nib, x + g * 32), _mm256_set1_ps(dw * xd[(size_t)t * ng + g]), a)
+        EMX_Q4_TAIL(a0, x0, 0);
+        EMX_Q4_TAIL(a1, x1, 1);
+        EMX_Q4_TAIL(a2, x2, 2);
+        EMX_Q4_TAIL(a3, x3, 3);
+#undef EMX_Q4_TAIL
     }
+    const __m256 a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
+    for (int t = 0; t < 4; t++)
+        out[t] = wm ? nibble_finish_q4_1(a[t], b[t], offsets_sum(wm, xs + (size_t)t * ng, ng))
+                    : nibble_finish_q4(a[t], b[t], offsets_sum(wd, xs + (size_t)t * ng, ng));
 }
 
 void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
@@ -463,8 +511,9 @@ static inline void matmul_row(float *out, const EmxTensor *w, int r, const EmxAc
     const uint16_t *mins = scales + (size_t)rows * ng;
     int i = i0;
     const int end = i0 + ni;
-    // q8/q4 take the activation rows four at a time: each group of weights is loaded (and
-    // unpacked) once per four
+    // q8/q4/q4_1 take the activation rows four at a time: each group of weights is loaded (and
+    // unpacked) once per four. The 4-row and 1-row kernels sum in the same order, so which one
+    // a row lands in (it depends on n and on the row's index) does not change its result.
     if (w->dtype == EMX_Q8 || w->dtype == EMX_Q4 || w->dtype == EMX_Q4_1) {
         for (; i + 4 <= end; i += 4) {
             float o4[4];

@@ -6,6 +6,19 @@
 // un-suffixed name is the scalar one). emx_cpu_simd_name() says which: "avx2+vnni", "avx2",
 // "scalar".
 //
+// Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
+// activation rows n, the position of row i in the batch and the thread count. Why: the agent
+// pool runs N branches of a sequence as one batched pass and must get, bit for bit, the logits
+// each branch gets alone, whichever worker (thread count, batch) ran it; a rollback compares a
+// single-token forward with the row a batched prefill computed. How: f32/bf16/f16 run one dot
+// per (weight row, activation row) whatever n; q8/q4/q4_1 take activation rows four at a time
+// (emx_dot4_*) and the rest one at a time (emx_dot_*), and the two follow ONE accumulation order
+// per dtype (cpu_matmul.c, "Quantised dots"); threads split weight rows only, so no sum crosses a
+// thread. The scalar twins keep their own (plain) order: SIMD vs scalar agree within rounding
+// only, so the bits are those of one build: workers that must agree run the same binary (an
+// AVX2 build and a scalar build differ in the last bits; AVX2 with and without VNNI agree, the
+// integer sums being exact either way).
+//
 // Quantised weights (q8, q4, q4_1) are never dequantised to floats: the activation vector is
 // quantised on the fly to int8 per group of 32 (one f32 scale per group, once per matmul input,
 // shared by every matrix that reads that input), and each group's dot product is computed in
@@ -60,7 +73,8 @@ float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
 
 // One weight row against 4 activation rows at once (prefill): the weights are loaded, and for
 // q4 unpacked, once for the four. Activation row t is at xq + t*n, xd + t*n/32, xs + t*n/32.
-// out[t] = emx_dot_q8/q4(w, wd, row t). The _scalar versions are four scalar dots.
+// out[t] is bitwise emx_dot_q8/q4/q4_1(w, wd, row t) (batch invariance, above). The _scalar
+// versions are four scalar dots.
 void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
 void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
 void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,

@@ -215,8 +215,9 @@ static void check_quant_dots(uint32_t dtype) {
 
 Test(cpu_ops, dot_q8) { check_quant_dots(EMX_Q8); }
 
-// The 4-row kernels agree with four single-row dots of the same dtype (same integer sums; only
-// the float order of the scaled terms differs).
+// The 4-row kernels agree with four scalar dots of the same dtype (same integer sums; only the
+// float order of the scaled terms differs). That they equal the SIMD single-row dots bitwise is
+// test_batch_invariance.c's.
 Test(cpu_ops, dot4_q8_q4_q4_1) {
     static const int sizes[] = {32, 96, 256, 320, 576};
     for (size_t si = 0; si < 5; si++) {

@@ -17,7 +17,7 @@ $(BUILD)/cuda/bench/bench_kernels.o: kernels/bench/bench_kernels.cu
 
 # libentropix.a is built with -fopenmp: nvcc links it with libgomp rather than the flag
 $(BENCH_KERNELS_BIN): $(BUILD)/cuda/bench/bench_kernels.o $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
-	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lnccl -lgomp $(filter-out -fopenmp,$(LDLIBS))
 
 -include $(BUILD)/cuda/bench/bench_kernels.d
 
@@ -54,6 +54,6 @@ $(BUILD)/cuda/obj/tests/kernels/%.o: tests/kernels/%.cpp
 		-Itokenizer -Itools/convert -Itests -Itests/kernels -MMD -MP -c $< -o $@
 
 $(KERNEL_TEST_GPU_BIN): $(KERNEL_TEST_GPU_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
-	$(CXX) $^ -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcriterion $(LDLIBS)
+	$(CXX) $^ -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lcriterion $(LDLIBS)
 
 -include $(KERNEL_TEST_GPU_OBJ:.o=.d)

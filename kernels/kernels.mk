@@ -6,7 +6,8 @@ NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -Isampler -Iruntime -Ikernels
-CUDA_SRC := $(wildcard kernels/*.cu)
+# runtime/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
+CUDA_SRC := $(wildcard kernels/*.cu) runtime/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
 .PHONY: cuda

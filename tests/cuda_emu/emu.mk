@@ -26,6 +26,10 @@ EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h
 EMU_KERNEL_OBJ := $(EMU_KERNEL_SRC:%.cu=$(EMU_OUT)/obj/%.o)
 EMU_SELFTEST_SRC := $(wildcard $(EMU_DIR)/test_*.cpp)
 EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
+# CUDA host code outside kernels/ (runtime/comm_nccl.cu: the NCCL communicator), rewritten and
+# compiled like the kernels.
+EMU_RUNTIME_SRC := runtime/comm_nccl.cu
+EMU_RUNTIME_OBJ := $(EMU_RUNTIME_SRC:%.cu=$(EMU_OUT)/obj/%.o)
 EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)
 # Test headers are rewritten too (beside the rewritten tests, so quote includes find them first).
 EMU_TEST_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard tests/kernels/*.h $(EMU_DIR)/*.h))
@@ -36,6 +40,10 @@ EMU_TEST_BIN := $(BUILD)/tests/emu_tests
 
 # Rewrite (launches and __shared__ declarations; line numbers kept) before compiling.
 $(EMU_OUT)/kernels/%: kernels/% $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 $(EMU_DIR)/rewrite.py $< $@
+
+$(EMU_OUT)/runtime/%.cu: runtime/%.cu $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
 	python3 $(EMU_DIR)/rewrite.py $< $@
 
@@ -55,11 +63,15 @@ $(EMU_OUT)/obj/kernels/%.o: $(EMU_OUT)/kernels/%.cu $(EMU_KERNEL_HDR)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
+$(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+
 $(EMU_OUT)/obj/tests/%.o: $(EMU_OUT)/tests/%.cpp $(EMU_KERNEL_HDR) $(EMU_TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
 
-$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
+$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
@@ -71,7 +83,7 @@ $(BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(BUILD)/liben
 emu-selftest: $(BUILD)/tests/emu_selftest
 	$(BUILD)/tests/emu_selftest -j2 $(EMU_TEST_ARGS)
 
--include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
+-include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_RUNTIME_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
 
 # Scheduling cost with the x86-64 switch and with ucontext (README, "Performance").
 EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp

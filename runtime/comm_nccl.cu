@@ -1,0 +1,320 @@
+// comm_nccl.cu — the collective interface of comm.h over NCCL (see comm_nccl.h for the model:
+// one process, one GPU per rank, one host thread per rank; synchronous calls; abort by flag).
+// Host code only: compiled by nvcc in `make cuda` and by the CUDA emulator for the tests.
+//
+//   all_gather  ncclAllGather(send, recv, bytes, ncclUint8)   (in place when send == recv + rank * bytes,
+//                                                             which is NCCL's own in-place rule)
+//   broadcast   ncclBroadcast(buf, buf, bytes, ncclUint8, root)
+//   barrier     ncclAllGather of one byte per rank, in place in a scratch buffer
+// each followed by a wait for the rank's stream that also watches the group's abort flag.
+#include <nccl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "comm_nccl.h"
+
+namespace {
+const int kMaxRanks = 64;
+} // namespace
+
+// (Not in the anonymous namespace: EmxCommNccl, which has external linkage, holds them.)
+struct EmxNcclRank {
+    EmxComm comm;           // first: an EmxComm * from this file is an EmxNcclRank *
+    EmxCommNccl *group;
+    int device;
+    ncclComm_t nccl;        // nullptr once this rank's thread aborted it
+    cudaStream_t stream;    // the rank's collectives run here
+    unsigned char *scratch; // [size] on the rank's device: the barrier's one byte per rank
+};
+
+struct EmxCommNccl {
+    int size = 0;
+    std::atomic<int> aborted{0};
+    std::mutex error_mutex; // guards error: ranks fail from their own threads
+    char error[320] = "";   // the first failure; later ones are usually its consequences
+    EmxNcclRank ranks[kMaxRanks] = {};
+};
+
+namespace {
+
+EmxNcclRank *rank_of(EmxComm *c) { return reinterpret_cast<EmxNcclRank *>(c); }
+
+// The emulator has no ncclCommAbort; its ncclCommDestroy never waits for the other ranks, which
+// is all an abort needs there.
+ncclResult_t abort_communicator(ncclComm_t comm) {
+#ifdef ENTROPIX_CUDA_EMU
+    return ncclCommDestroy(comm);
+#else
+    return ncclCommAbort(comm);
+#endif
+}
+
+// Called on the rank's own thread once the group is aborted: stops whatever this rank has in
+// flight (a collective kernel waiting for peers) and releases the communicator.
+void abort_own_communicator(EmxNcclRank *r) {
+    if (!r->nccl) return;
+    abort_communicator(r->nccl); // nothing useful to do if even this fails
+    r->nccl = nullptr;
+}
+
+// Records "rank R (device D): CALL: WHAT" as the group's error if it is the first, aborts the
+// group and this rank's communicator. Returns -1.
+int fail(EmxNcclRank *r, const char *call, const char *what) {
+    EmxCommNccl *g = r->group;
+    {
+        std::lock_guard<std::mutex> lock(g->error_mutex);
+        if (!g->error[0])
+            snprintf(g->error, sizeof g->error, "rank %d (device %d): %s: %s", r->comm.rank, r->device, call, what);
+    }
+    g->aborted.store(1);
+    abort_own_communicator(r);
+    return -1;
+}
+
+int check_cuda(EmxNcclRank *r, cudaError_t e, const char *call) {
+    return e == cudaSuccess ? 0 : fail(r, call, cudaGetErrorString(e));
+}
+
+int check_nccl(EmxNcclRank *r, ncclResult_t e, const char *call) {
+    return e == ncclSuccess ? 0 : fail(r, call, ncclGetErrorString(e));
+}
+
+// Before each call: -1 if the group is aborted (this rank's communicator then goes too).
+int begin_call(EmxNcclRank *r) {
+    if (r->group->aborted.load()) {
+        abort_own_communicator(r);
+        return -1;
+    }
+    return check_cuda(r, cudaSetDevice(r->device), "cudaSetDevice");
+}
+
+// Waits until the rank's stream has run the collective just enqueued by `call`. Returns 0, or -1
+// if it failed or the group was aborted meanwhile.
+int wait_for_stream(EmxNcclRank *r, const char *call) {
+#ifdef ENTROPIX_CUDA_EMU
+    // The emulator runs a collective when every rank has enqueued it, before the enqueueing call
+    // returns (and it has no cudaStreamQuery): there is nothing left to poll.
+    (void)call;
+    return check_cuda(r, cudaStreamSynchronize(r->stream), "cudaStreamSynchronize");
+#else
+    // Poll rather than cudaStreamSynchronize, which could not be interrupted by an abort: spin
+    // at first (a round's collectives are small and take microseconds), then back off so a
+    // rank waiting for a slow peer does not burn a core.
+    for (long polls = 0;; polls++) {
+        cudaError_t e = cudaStreamQuery(r->stream);
+        if (e == cudaSuccess) return 0;
+        if (e != cudaErrorNotReady) return fail(r, "cudaStreamQuery", cudaGetErrorString(e));
+        if (r->group->aborted.load()) {
+            abort_own_communicator(r);
+            return -1;
+        }
+        ncclResult_t async = ncclSuccess;
+        if (check_nccl(r, ncclCommGetAsyncError(r->nccl, &async), "ncclCommGetAsyncError")) return -1;
+        if (async != ncclSuccess && async != ncclInProgress) return fail(r, call, ncclGetErrorString(async));
+        if (polls > 20000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+#endif
+}
+
+int nccl_all_gather(EmxComm *c, const void *send, void *recv, size_t bytes) {
+    EmxNcclRank *r = rank_of(c);
+    if (begin_call(r)) return -1;
+    if (bytes == 0) return 0; // nothing to move, and NCCL need not be asked about zero counts
+    if (check_nccl(r, ncclAllGather(send, recv, bytes, ncclUint8, r->nccl, r->stream), "ncclAllGather")) return -1;
+    return wait_for_stream(r, "ncclAllGather");
+}
+
+int nccl_broadcast(EmxComm *c, void *buf, size_t bytes, int root) {
+    EmxNcclRank *r = rank_of(c);
+    if (begin_call(r)) return -1;
+    if (root < 0 || root >= c->size) {
+        char what[64];
+        snprintf(what, sizeof what, "root %d out of range 0..%d", root, c->size - 1);
+        return fail(r, "broadcast", what);
+    }
+    if (bytes == 0) return 0;
+    if (check_nccl(r, ncclBroadcast(buf, buf, bytes, ncclUint8, root, r->nccl, r->stream), "ncclBroadcast")) return -1;
+    return wait_for_stream(r, "ncclBroadcast");
+}
+
+int nccl_barrier(EmxComm *c) {
+    EmxNcclRank *r = rank_of(c);
+    if (begin_call(r)) return -1;
+    // Nobody's data matters: every rank only has to have arrived for the gather to finish.
+    if (check_nccl(r, ncclAllGather(r->scratch + c->rank, r->scratch, 1, ncclUint8, r->nccl, r->stream),
+                   "ncclAllGather (barrier)"))
+        return -1;
+    return wait_for_stream(r, "ncclAllGather (barrier)");
+}
+
+void nccl_abort(EmxComm *c) { rank_of(c)->group->aborted.store(1); }
+
+// The constructor's one-line error "comm_nccl: CALL: WHAT", after undoing what was made.
+EmxCommNccl *new_failed(EmxCommNccl *g, int caller_device, char *err, size_t errlen, const char *call,
+                        const char *what) {
+    if (err && errlen) snprintf(err, errlen, "comm_nccl: %s: %s", call, what);
+    emx_comm_nccl_free(g);
+    if (caller_device >= 0) cudaSetDevice(caller_device);
+    return nullptr;
+}
+
+// Every rank's first all_gather and broadcast, from this one thread (grouped, so no rank waits
+// for a peer that this same thread has not enqueued yet): NCCL makes its connections here.
+int warm_up(EmxCommNccl *g, char *err, size_t errlen) {
+    ncclResult_t e = ncclGroupStart();
+    const char *call = "ncclGroupStart";
+    for (int r = 0; r < g->size && e == ncclSuccess; r++) {
+        EmxNcclRank *k = &g->ranks[r];
+        if (cudaSetDevice(k->device) != cudaSuccess) {
+            ncclGroupEnd();
+            if (err && errlen) snprintf(err, errlen, "comm_nccl: warm-up: cudaSetDevice(%d) failed", k->device);
+            return -1;
+        }
+        call = "ncclAllGather";
+        e = ncclAllGather(k->scratch + r, k->scratch, 1, ncclUint8, k->nccl, k->stream);
+        if (e == ncclSuccess) {
+            call = "ncclBroadcast";
+            e = ncclBroadcast(k->scratch, k->scratch, g->size, ncclUint8, 0, k->nccl, k->stream);
+        }
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (e == ncclSuccess && end != ncclSuccess) {
+        e = end;
+        call = "ncclGroupEnd";
+    }
+    if (e != ncclSuccess) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: warm-up: %s: %s", call, ncclGetErrorString(e));
+        return -1;
+    }
+    for (int r = 0; r < g->size; r++) {
+        cudaError_t ce = cudaSetDevice(g->ranks[r].device);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(g->ranks[r].stream);
+        if (ce != cudaSuccess) {
+            if (err && errlen)
+                snprintf(err, errlen, "comm_nccl: warm-up: cudaStreamSynchronize on device %d: %s", g->ranks[r].device,
+                         cudaGetErrorString(ce));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errlen) {
+    if (!devices || n < 1 || n > kMaxRanks) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: group size %d is out of range 1..%d", n, kMaxRanks);
+        return nullptr;
+    }
+    int count = 0;
+    cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: cudaGetDeviceCount: %s", cudaGetErrorString(ce));
+        return nullptr;
+    }
+    for (int r = 0; r < n; r++) {
+        if (devices[r] < 0 || devices[r] >= count) {
+            if (err && errlen)
+                snprintf(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", r, devices[r], count);
+            return nullptr;
+        }
+        for (int q = 0; q < r; q++)
+            if (devices[q] == devices[r]) {
+                // NCCL refuses two ranks of one communicator on one GPU.
+                if (err && errlen)
+                    snprintf(err, errlen, "comm_nccl: ranks %d and %d are both on device %d", q, r, devices[r]);
+                return nullptr;
+            }
+    }
+    int caller_device = -1;
+    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
+
+    EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
+    if (!g) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
+        return nullptr;
+    }
+    g->size = n;
+    std::vector<ncclComm_t> comms((size_t)n, nullptr);
+    ncclResult_t ne = ncclCommInitAll(comms.data(), n, devices);
+    for (int r = 0; r < n; r++) {
+        EmxNcclRank *k = &g->ranks[r];
+        k->group = g;
+        k->device = devices[r];
+        k->nccl = ne == ncclSuccess ? comms[(size_t)r] : nullptr;
+        k->comm.rank = r;
+        k->comm.size = n;
+        k->comm.all_gather = nccl_all_gather;
+        k->comm.broadcast = nccl_broadcast;
+        k->comm.barrier = nccl_barrier;
+        k->comm.abort = nccl_abort;
+    }
+    if (ne != ncclSuccess)
+        return new_failed(g, caller_device, err, errlen, "ncclCommInitAll", ncclGetErrorString(ne));
+    for (int r = 0; r < n; r++) {
+        EmxNcclRank *k = &g->ranks[r];
+        const char *call = "cudaSetDevice";
+        ce = cudaSetDevice(k->device);
+        if (ce == cudaSuccess) {
+            call = "cudaStreamCreateWithFlags";
+            ce = cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking);
+        }
+        if (ce == cudaSuccess) {
+            call = "cudaMalloc";
+            ce = cudaMalloc((void **)&k->scratch, (size_t)n);
+        }
+        if (ce != cudaSuccess)
+            return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
+    }
+    if (warm_up(g, err, errlen)) {
+        emx_comm_nccl_free(g);
+        if (caller_device >= 0) cudaSetDevice(caller_device);
+        return nullptr;
+    }
+    if (caller_device >= 0) cudaSetDevice(caller_device);
+    return g;
+}
+
+EmxComm *emx_comm_nccl_rank(EmxCommNccl *g, int rank) {
+    if (!g || rank < 0 || rank >= g->size) return nullptr;
+    return &g->ranks[rank].comm;
+}
+
+cudaStream_t emx_comm_nccl_stream(EmxComm *c) { return rank_of(c)->stream; }
+
+const char *emx_comm_nccl_error(EmxCommNccl *g) {
+    if (!g) return "";
+    std::lock_guard<std::mutex> lock(g->error_mutex);
+    return g->error;
+}
+
+void emx_comm_nccl_free(EmxCommNccl *g) {
+    if (!g) return;
+    int caller_device = -1;
+    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
+    const bool aborted = g->aborted.load() != 0;
+    for (int r = 0; r < g->size; r++) {
+        EmxNcclRank *k = &g->ranks[r];
+        cudaSetDevice(k->device);
+        // An aborted group may have collectives that will never complete: only abort frees those.
+        if (k->nccl && aborted)
+            abort_communicator(k->nccl);
+        else if (k->nccl)
+            ncclCommDestroy(k->nccl);
+        if (k->scratch) cudaFree(k->scratch);
+        if (k->stream) cudaStreamDestroy(k->stream);
+    }
+    if (caller_device >= 0) cudaSetDevice(caller_device);
+    delete g;
+}
+
+} // extern "C"

@@ -13,7 +13,7 @@ static const char *const sampler_names[] = {
     [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
     [EMX_SAMPLER_TEMP] = "temp",         [EMX_SAMPLER_TOPK] = "topk",
     [EMX_SAMPLER_TOPP] = "topp",         [EMX_SAMPLER_MINP] = "minp",
-    [EMX_SAMPLER_ENTROPIX] = "entropix",
+    [EMX_SAMPLER_ENTROPIX] = "entropix", [EMX_SAMPLER_AGENTS] = "agents",
 };
 #define N_SAMPLERS ((int)(sizeof sampler_names / sizeof sampler_names[0]))
 
@@ -96,7 +96,16 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         .profile = "classic",
         .metric_layer = -1,  // EMX_ATTN_LAYER_LAST
         .chat = EMX_CHAT_AUTO,
+        .n_agents = 8,
+        .lookahead = 1,
+        .workers = 1,
+        .devices = "cpu",
+        .check_every = 5,
+        .rollback = 5,
+        .max_rollbacks = 3,
+        .critic_window = 64,
     };
+    int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
     int rc;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *iv;
@@ -131,6 +140,9 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
             {NULL, "--profile"}, {NULL, "--profile-set"}, {NULL, "--metric-layers"},
             {NULL, "--metrics"},
+            {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
+            {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
+            {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
         };
         int which = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
@@ -142,6 +154,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             if (i + 1 >= argc) return fail(err, errlen, "%s: missing value", arg);
             val = argv[++i];
         }
+        rc = 0;
         switch (which) {
         case 0: a->prompt = val; break;
         case 1: a->prompt_file = val; break;
@@ -182,7 +195,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             if (k == N_SAMPLERS)
                 return fail(err, errlen,
                             "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
-                            "minp, entropix)", val);
+                            "minp, entropix, agents)", val);
             a->sampler = k;
             a->sampler_given = 1;
             break;
@@ -204,12 +217,31 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             a->metric_layer_given = 1;
             break;
         case 15: a->metrics_path = val; break;
+        case 16: rc = parse_int(name, val, 1, 64, &a->n_agents, err, errlen); break;
+        case 17: a->agent_configs = val; break;
+        case 18: rc = parse_int(name, val, 1, 16, &a->lookahead, err, errlen); break;
+        case 19: rc = parse_int(name, val, 1, 64, &a->workers, err, errlen); break;
+        case 20: a->devices = val; break;
+        case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen); break;
+        case 22: rc = parse_int(name, val, 1, 1 << 30, &a->rollback, err, errlen); break;
+        case 23: rc = parse_int(name, val, 0, 1 << 30, &a->max_rollbacks, err, errlen); break;
+        case 24: rc = parse_int(name, val, 1, 1 << 20, &a->critic_window, err, errlen); break;
+        case 25: rc = parse_float(name, val, -1000.0, 1000.0, &a->critic_margin, err, errlen); break;
+        case 26: a->critic_model = val; break;
+        case 27: a->log_path = val; break;
+        }
+        if (which >= 16) {
+            if (rc) return rc;
+            agent_flag = 1;
         }
     }
     // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
     // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
     if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
         a->sampler = EMX_SAMPLER_GREEDY;
+    if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
+    if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
+        return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
     if (a->prompt && a->prompt_file)
@@ -256,7 +288,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          entropy/varentropy of the logits and the attention;\n"
         "                          combined: temperature + top-k + top-p + min-p (llama.cpp's\n"
         "                          order); greedy; temp, topk, topp, minp (temperature + that\n"
-        "                          filter only)\n"
+        "                          filter only); agents: the agent pool (below)\n"
         "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666\n"
         "                          in classic; a bare --temp 0 selects greedy)\n"
         "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
@@ -276,6 +308,25 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --metrics FILE      one JSON line per generated token: id, piece, every metric, the\n"
         "                          case, the effective temperature/top-k/top-p/min-p, inserted\n"
         "      --color             colour each token by the case that chose it (legend on stderr)\n"
+        "\n"
+        "Agent pool (--sampler agents; any of these flags selects it):\n"
+        "      --agents N          sampling agents (default 8), temperatures 0.3..1.5 and top-k\n"
+        "                          5..100; each proposes a token, the lowest entropy wins\n"
+        "      --agent-configs S   the agents' own T:k list, e.g. \"0.3:5,0.7:20,1.2:0\" (k 0 = off)\n"
+        "      --lookahead L       each agent extends its branch L tokens before the choice\n"
+        "                          (mean entropy decides; default 1 = token by token)\n"
+        "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
+        "                          any N\n"
+        "      --devices LIST      cpu (default) or cuda:0,cuda:1,... (needs the CUDA runtime)\n"
+        "      --check-every K     the critic judges every K committed tokens (default 5; 0 = off)\n"
+        "      --critic-window W   tokens of text it reads (default 64)\n"
+        "      --critic-margin M   BAD when log p(BAD) - log p(GOOD) > M (default 0)\n"
+        "      --critic-model FILE critic model (default: the same model, weights shared)\n"
+        "      --rollback R        tokens dropped on a BAD verdict (default 5)\n"
+        "      --max-rollbacks N   rollbacks at one step before a BAD is accepted (default 3)\n"
+        "      --log FILE          generation log: every step, proposal, verdict, rollback and\n"
+        "                          the final text, written as it goes (Ctrl-C keeps it)\n"
+        "                          -n defaults to 25000 in this mode, capped by the context\n"
         "\n"
         "Other:\n"
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"

@@ -21,6 +21,7 @@ enum emx_sampler_kind {
     EMX_SAMPLER_TOPP,          // temperature + top-p
     EMX_SAMPLER_MINP,          // temperature + min-p
     EMX_SAMPLER_ENTROPIX,      // the entropix strategy switch (the default)
+    EMX_SAMPLER_AGENTS,        // the agent pool with its critic (runtime/pool_generate.h)
 };
 
 #define EMX_CLI_MAX_PROFILE_SETS 64
@@ -47,6 +48,19 @@ typedef struct {
     int metric_layer_given;
     const char *metrics_path; // --metrics FILE: one JSON line per generated token
     int color;                // --color: tokens coloured by entropix case
+    // the agent pool (--sampler agents, implied by any of its flags)
+    int n_agents;             // --agents N, default 8
+    const char *agent_configs;// --agent-configs "T:k,T:k,...": overrides --agents
+    int lookahead;            // --lookahead L, default 1 (the original design)
+    int workers;              // --workers N: CPU workers, default 1
+    const char *devices;      // --devices cpu|cuda:0,cuda:1,...; default "cpu"
+    int check_every;          // --check-every K, default 5 (0: no critic)
+    int rollback;             // --rollback R, default 5
+    int max_rollbacks;        // --max-rollbacks N, default 3
+    int critic_window;        // --critic-window W, default 64 tokens
+    float critic_margin;      // --critic-margin M, default 0
+    const char *critic_model; // --critic-model FILE; NULL: the generating model
+    const char *log_path;     // --log FILE: the generation log
     int ctx;                  // -c; 0: min(model's max_seq_len, 4096)
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON

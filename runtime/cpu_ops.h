@@ -31,4 +31,15 @@ void emx_swiglu(float *gate, const float *up, int n);
 void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
                         int n_keys, int head_dim, float scale, float *scores, float *probs);
 
+// Keys (and values) in several pieces: the attention of a branch reads the shared prefix from
+// the sequence's cache and its last few positions from its own tail. Same result, bitwise, as
+// one span holding the same keys in the same order.
+typedef struct {
+    const float *k, *v;  // this head's slice of the span's first position
+    size_t stride;       // floats from one position to the next
+    int n;               // positions in the span
+} EmxKeySpan;
+void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
+                              float scale, float *scores, float *probs);
+
 #endif

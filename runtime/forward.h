@@ -47,4 +47,37 @@ int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float
 // was created with (its per-thread scratch is sized for that).
 void emx_forward_set_threads(EmxState *s, int n_threads);
 
+// ---------------------------------------------------------------------------------------------
+// Branches: several continuations of one sequence run as one batch (the agent pool's
+// lookahead). Every branch starts after the same prefix — positions 0..prefix-1 of this state's
+// cache, shared, never copied — and keeps the KV rows of its own tokens in a tail of its own.
+// Branch b's token at step j sits at position prefix + j and attends to the prefix, then to its
+// tail's steps 0..j. The n branches of a step are one batched pass: each weight is read once for
+// all of them, so N branches cost about one decode step, not N.
+//
+// Exactness: a row's result does not depend on the batch it is in (runtime/cpu_matmul.h), and
+// the attention reads the prefix and the tail in the order a contiguous cache would be read, so
+// branch b's logits are bitwise those of feeding its tokens to the sequence one at a time.
+
+// Makes room for max_branches tails of tail_cap positions (grow only). Returns 0, or -1 with a
+// one-line reason (more branches than a batch holds, out of memory).
+int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
+
+// Step `step` of branches 0..n-1: tokens[b] at position prefix + step into branch b's tail;
+// logits [n][vocab] (caller's buffer) receive every branch's next-token logits. Steps 0..step-1
+// must have been run with the same prefix (branches past n keep stale rows). The sequence's own
+// logits, attention scores and cache are untouched. Returns 0, or -1 on a bad call.
+int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
+
+// Commits branch `branch`: copies its tail's steps 0..n_steps-1 into the cache at prefix.., as
+// if its tokens had been fed to the sequence. Returns 0, or -1 on a bad call.
+int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix);
+
+// Cache rows pos..pos+n-1 of every layer packed into one buffer of emx_state_kv_rows_bytes(n)
+// bytes (keys then values, each [n_layers][n][kv_dim] f32): how a committed branch's rows
+// travel from the worker that ran it to the other replicas. Return 0, or -1 on a bad range.
+size_t emx_state_kv_rows_bytes(const EmxState *s, int n);
+int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf);
+int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf);
+
 #endif

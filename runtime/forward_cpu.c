@@ -48,7 +48,21 @@ struct EmxState {
     float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
     int last_pos;       // position of the latest call's last token (-1 before any)
     float *logits;      // [vocab]
+    // Branch tails (emx_state_branches_reserve): the KV rows of up to br_max continuations of
+    // the sequence, br_tail positions each. Step j of every branch is one contiguous block of
+    // rows, so a batched pass writes its k and v straight from the matmul, as for the cache.
+    int br_max, br_tail;
+    float *br_key;      // [n_layers][br_tail][br_max][kv_dim]
+    float *br_value;    // [n_layers][br_tail][br_max][kv_dim]
 };
+
+// Where a batched pass's rows sit. A sequence: row i is the token at position pos + i and
+// attends to cache positions 0..pos+i. Branches: row b is branch b's token at position
+// prefix + step; it attends to the shared cache 0..prefix-1, then its own tail 0..step.
+typedef struct {
+    int prefix, step;   // branches only
+    int is_branches;
+} RowLayout;
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
 
@@ -130,6 +144,8 @@ void emx_state_free(EmxState *s) {
     free(s->value_cache);
     free(s->att_scores);
     free(s->logits);
+    free(s->br_key);
+    free(s->br_value);
     free(s);
 }
 
@@ -160,7 +176,7 @@ static void matmul1(EmxState *s, float *out, const EmxTensor *w, const float *x,
     matmul(s, &job, 1, x, n);
 }
 
-static void attention(EmxState *s, int layer, int n, int pos, int record_last) {
+static void attention(EmxState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxConfig *c = &s->m->cfg;
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, ctx = s->ctx;
     const int group = (int)(c->n_heads / c->n_kv_heads);  // query heads per kv head
@@ -168,23 +184,34 @@ static void attention(EmxState *s, int layer, int n, int pos, int record_last) {
     const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
     const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
     const int tasks = n * n_heads;
+    const int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
     // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
-    const int64_t work = (int64_t)tasks * (pos + n) * hd * 2;
+    const int64_t work = (int64_t)tasks * keys * hd * 2;
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
     for (int task = 0; task < tasks; task++) {
         const int i = task / n_heads, h = task % n_heads, kvh = h / group;
         float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * ctx;
         // the last row's scores go straight into the persistent buffer the samplers read
         float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : tmp;
-        emx_attention_head(s->att + (size_t)i * s->q_dim + (size_t)h * hd, s->q + (size_t)i * s->q_dim + (size_t)h * hd,
-                           kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + i + 1, hd,
-                           scale, scores, tmp);
+        float *out = s->att + (size_t)i * s->q_dim + (size_t)h * hd;
+        const float *q = s->q + (size_t)i * s->q_dim + (size_t)h * hd;
+        EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + i + 1}};
+        int n_spans = 1;
+        if (rows->is_branches) {  // the shared prefix, then branch i's own rows 0..step
+            const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
+            const size_t first = (size_t)layer * s->br_tail * tail_row + (size_t)i * s->kv_dim + (size_t)kvh * hd;
+            spans[0].n = rows->prefix;
+            spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
+            n_spans = 2;
+        }
+        emx_attention_head_spans(out, q, spans, n_spans, hd, scale, scores, tmp);
     }
 }
 
-// Runs tokens[0..n) (n <= batch_cap) at positions pos.. through every layer; leaves the final
+// Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
+// sequence) or every row at pos = prefix + step (branches, see RowLayout); leaves the final
 // hidden states (before the last norm) in s->x. record_last: write the last row's scores.
-static void run_layers(EmxState *s, const int *tokens, int n, int pos, int record_last) {
+static void run_layers(EmxState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;
     const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
@@ -193,13 +220,19 @@ static void run_layers(EmxState *s, const int *tokens, int n, int pos, int recor
     for (int i = 0; i < n; i++) {
         const EmxTensor *e = &m->tok_embeddings;
         emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
-        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half, pos + i);
+        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half,
+                        rows->is_branches ? pos : pos + i);
     }
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
         float *kc = s->key_cache + ((size_t)l * s->ctx + pos) * kv_dim;    // rows pos..pos+n-1
         float *vc = s->value_cache + ((size_t)l * s->ctx + pos) * kv_dim;
+        if (rows->is_branches) {  // rows 0..n-1 of the branches' tails at this step
+            const size_t at = ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim;
+            kc = s->br_key + at;
+            vc = s->br_value + at;
+        }
 
         for (int i = 0; i < n; i++)
             emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->attn_norm.data, dim, c->norm_eps);
@@ -220,7 +253,7 @@ static void run_layers(EmxState *s, const int *tokens, int n, int pos, int recor
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
         }
 
-        attention(s, l, n, pos, record_last);
+        attention(s, l, n, pos, rows, record_last);
         matmul1(s, s->xb, &L->wo, s->att, n);
         for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
 
@@ -233,6 +266,8 @@ static void run_layers(EmxState *s, const int *tokens, int n, int pos, int recor
         for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
     }
 }
+
+static const RowLayout SEQUENCE = {0, 0, 0};
 
 static int check_call(const EmxState *s, const int *tokens, int n, int pos) {
     if (n < 1 || pos < 0 || pos > s->ctx - n) return -1;
@@ -254,7 +289,7 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
     if (check_call(s, tokens, n, pos)) return NULL;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
-        run_layers(s, tokens + done, chunk, pos + done, done + chunk == n);
+        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
         done += chunk;
         if (done == n) classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
     }
@@ -267,7 +302,7 @@ int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
-        run_layers(s, tokens + done, chunk, pos + done, done + chunk == n);
+        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
         classify(s, 0, chunk, logits + (size_t)done * vocab);
         done += chunk;
     }
@@ -285,4 +320,79 @@ void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim) {
 const float *emx_attention_scores(const EmxState *s, int *last_pos) {
     if (last_pos) *last_pos = s->last_pos;
     return s->att_scores;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches
+
+int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen) {
+    if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx) {
+        snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+                 max_branches, tail_cap, s->batch_cap, s->ctx);
+        return -1;
+    }
+    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
+    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim;
+    float *k = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    if (!k || !v) {
+        free(k);
+        free(v);
+        snprintf(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * sizeof(float) >> 20);
+        return -1;
+    }
+    free(s->br_key);
+    free(s->br_value);
+    s->br_key = k;
+    s->br_value = v;
+    s->br_max = max_branches;
+    s->br_tail = tail_cap;
+    return 0;
+}
+
+int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits) {
+    if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
+    const RowLayout rows = {prefix, step, 1};
+    run_layers(s, tokens, n, prefix + step, &rows, 0);
+    classify(s, 0, n, logits);
+    return 0;
+}
+
+int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
+    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
+        prefix + n_steps > s->ctx)
+        return -1;
+    const size_t kv = (size_t)s->kv_dim;
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        for (int j = 0; j < n_steps; j++) {
+            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
+            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
+            memcpy(s->key_cache + to, s->br_key + from, kv * sizeof(float));
+            memcpy(s->value_cache + to, s->br_value + from, kv * sizeof(float));
+        }
+    return 0;
+}
+
+size_t emx_state_kv_rows_bytes(const EmxState *s, int n) {
+    return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
+}
+
+// buf: keys then values, each [n_layers][n][kv_dim].
+static int kv_rows_copy(EmxState *s, int pos, int n, float *buf, int to_cache) {
+    if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
+    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers;
+    for (size_t l = 0; l < layers; l++) {
+        float *k = s->key_cache + (l * s->ctx + pos) * s->kv_dim, *v = s->value_cache + (l * s->ctx + pos) * s->kv_dim;
+        float *bk = buf + l * row, *bv = buf + (layers + l) * row;
+        memcpy(to_cache ? k : bk, to_cache ? bk : k, row * sizeof(float));
+        memcpy(to_cache ? v : bv, to_cache ? bv : v, row * sizeof(float));
+    }
+    return 0;
+}
+
+int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf) { return kv_rows_copy(s, pos, n, buf, 0); }
+int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf) {
+    return kv_rows_copy(s, pos, n, (float *)buf, 1);
 }

@@ -7,6 +7,7 @@
 // summary go to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error. Flags: --help or
 // the README's "Running" section.
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "model.h"
 #include "profile.h"
 #include "read_file.h"
+#include "run_pool.h"
 #include "rng.h"
 #include "token_log.h"
 #include "tokenizer.h"
@@ -128,6 +130,15 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
     fprintf(stderr, "\n");
 }
 
+// Ctrl-C in the agent pool: finish the round, print and log what there is. A second Ctrl-C
+// kills (the handler restores the default). Signal handlers can take no context, hence the
+// one file-level flag; it belongs to this program, not to the library.
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
 int main(int argc, char **argv) {
     char err[512] = {0};
     EmxCliArgs a;
@@ -219,6 +230,24 @@ int main(int argc, char **argv) {
     int n_ids = 0;
     if (emx_prompt_ids(&model, tk, &ps, &ids, &n_ids, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+
+    if (a.sampler == EMX_SAMPLER_AGENTS) {
+        ctx = ctx > 0 ? ctx : (int)(cfg->max_seq_len < 4096 ? cfg->max_seq_len : 4096);
+        if (n_ids >= ctx) {
+            fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", n_ids, ctx);
+            goto out;
+        }
+        if (a.verbose) print_verbose(&model, &a, &a.sampling, chat, ctx, ids, n_ids);
+        if (!chat && prompt_len) {  // raw mode echoes the prompt, as below
+            fwrite(prompt, 1, prompt_len, stdout);
+            fflush(stdout);
+        }
+        struct sigaction sa = {.sa_handler = on_sigint};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        status = emx_run_pool(&a, &model, tk, ids, n_ids, ctx, &interrupted);
         goto out;
     }
 

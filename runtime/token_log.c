@@ -94,6 +94,9 @@ int emx_token_log_json(FILE *f, const EmxTokenRecord *r) {
         mv[6] = m->attn_interaction_strength;
     }
     for (int i = 0; i < 7; i++) add_num(o, mkeys[i], mv[i]);
+    if (r->is_agent) cJSON_AddNumberToObject(o, "agent", r->agent);
+    else cJSON_AddNullToObject(o, "agent");
+    add_num(o, "proposal_entropy_bits", r->is_agent ? r->proposal_entropy_bits : NAN);
 
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

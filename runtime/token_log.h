@@ -19,6 +19,11 @@
 //   logits_entropy_bits, logits_varentropy_bits2, attn_entropy_bits,
 //   attn_varentropy_heads_bits2, attn_varentropy_true_bits2, attn_agreement,
 //   attn_interaction_strength    the step's metrics (sampler/metrics.h)
+//   agent       the agent pool (sampler "agents"): index of the agent whose proposal won;
+//               null otherwise. The pool's lines have the logits metrics only (the attention
+//               of a lookahead branch's rows is not kept), temperature/top_k of that agent,
+//               score = the winning branch's mean entropy in bits
+//   proposal_entropy_bits   agents: entropy of the distribution the token was drawn from
 #ifndef ENTROPIX_TOKEN_LOG_H
 #define ENTROPIX_TOKEN_LOG_H
 
@@ -38,7 +43,10 @@ typedef struct {
     const EmxMetrics *metrics;       // the step's metrics
     const EmxDecision *decision;     // entropix only; NULL for the basic samplers
     const EmxSamplerParams *params;  // basic samplers: their parameters; NULL with a decision
-    double score;                    // best-of-N score, NAN otherwise
+    double score;                    // best-of-N score (agents: branch score), NAN otherwise
+    int is_agent;                    // agent pool: agent and proposal_entropy_bits are set
+    int agent;
+    double proposal_entropy_bits;
 } EmxTokenRecord;
 
 // Writes one JSON line for r. Returns 0, or -1 if the write failed.

@@ -5,6 +5,8 @@
 //                                     [--save FILE] [--baseline FILE]
 //   build/tools/bench sampler MODEL.bin [-n 128] [-t threads] [--runs 5] [--prompt TEXT]
 //                                       [--profile NAME|FILE]
+//   build/tools/bench agents MODEL.bin [-n 128] [-t threads] [--runs 3] [--agents 8]
+//                                      [--workers 1] [--lookahead 4]
 //
 // `speed`: prefill (pp: one batched pass over -p tokens) and decode (tg: -n single-token
 // passes) tok/s of the forward pass, as llama.cpp's llama-bench measures pp512/tg128, with the
@@ -13,6 +15,11 @@
 // ours on the GGUF of the same model (-r 1 per round) and the ratios are reported. --save
 // writes the result as JSON; --baseline compares with a saved one (the regression guard).
 // Medians over --runs rounds.
+//
+// `agents`: what the agent pool costs (no critic): decode tok/s of the single stream (greedy),
+// of N agents at lookahead 1 (one forward per token, N proposals) and of N agents at lookahead
+// L (one batched pass of N branches per step), runs alternated, n tokens each, stop tokens fed
+// back.
 //
 // `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
 // greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
@@ -38,6 +45,7 @@
 #include "tool_args.h"
 #include "generate.h"
 #include "model.h"
+#include "pool_generate.h"
 #include "profile.h"
 #include "tokenizer.h"
 
@@ -59,7 +67,15 @@ static int usage(FILE *f) {
             "  -t N                threads (default: all cores)\n"
             "  --runs N            runs per sampler (default 5; medians are reported)\n"
             "  --prompt TEXT       prompt (default: a short story opening)\n"
-            "  --profile P         entropix profile (default classic)\n");
+            "  --profile P         entropix profile (default classic)\n"
+            "usage: bench agents MODEL.bin [options]\n"
+            "  Decode tok/s: single stream vs the agent pool at lookahead 1 and L, runs alternated.\n"
+            "  -n N                tokens to decode per run (default 128)\n"
+            "  -t N                threads (default: all cores)\n"
+            "  --runs N            runs per configuration (default 3; medians are reported)\n"
+            "  --agents N          agents (default 8)\n"
+            "  --workers N         CPU workers of the pool (default 1)\n"
+            "  --lookahead L       the branch length of the third configuration (default 4)\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -297,11 +313,113 @@ done:
     return status;
 }
 
+static int bench_agents(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
+    int n = 128, threads = 0, runs = 3, n_agents = 8, workers = 1, lookahead = 4;
+    const ToolOpt opts[] = {
+        {"-n", TOOL_INT, &n, 1, 1 << 20},         {"-t", TOOL_INT, &threads, 0, 4096},
+        {"--runs", TOOL_INT, &runs, 1, 1000},     {"--agents", TOOL_INT, &n_agents, 1, EMX_POOL_MAX_AGENTS},
+        {"--workers", TOOL_INT, &workers, 1, 64}, {"--lookahead", TOOL_INT, &lookahead, 2, EMX_POOL_MAX_LOOKAHEAD},
+        {"--prompt", TOOL_STR, &prompt, 0, 0},
+    };
+    int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
+    if (rc) return rc == 1 ? usage(stdout) : 2;
+    if (!model_path) return usage(stderr);
+    if (workers > n_agents) {
+        fprintf(stderr, "bench: --workers %d is more than the %d agents\n", workers, n_agents);
+        return 2;
+    }
+    char err[512];
+    int status = 1, model_open = 0, n_ids = 0;
+    EmxModel model;
+    EmxTokenizer *tk = NULL;
+    EmxState *st = NULL;
+    int *ids = NULL;
+    double *tps[3] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double)),
+                      calloc((size_t)runs, sizeof(double))};
+    if (!tps[0] || !tps[1] || !tps[2]) goto done;
+    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    model_open = 1;
+    if (!(tk = emx_tokenizer_new(&model.tok, err, sizeof err)) ||
+        emx_prompt_ids(&model, tk, &(EmxPromptSpec){.text = prompt, .len = strlen(prompt)}, &ids, &n_ids, err,
+                       sizeof err) != 0) {
+        fprintf(stderr, "bench: %s: %s\n", model_path, err);
+        goto done;
+    }
+    const int ctx = n_ids + n + 1;
+    if (ctx > (int)model.cfg.max_seq_len) {
+        fprintf(stderr, "bench: prompt (%d) + -n %d exceeds the model's context %u\n", n_ids, n, model.cfg.max_seq_len);
+        goto done;
+    }
+    if (!(st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx}, err, sizeof err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        goto done;
+    }
+    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
+    emx_pool_default_configs(agents, n_agents);
+    fprintf(stderr, "bench agents: %s, prompt %d tokens, %d decoded per run, %d agents, %d worker(s), %d runs each\n",
+            model_path, n_ids, n, n_agents, workers, runs);
+    char names[3][48];
+    snprintf(names[0], sizeof names[0], "single stream (greedy)");
+    snprintf(names[1], sizeof names[1], "%d agents, lookahead 1", n_agents);
+    snprintf(names[2], sizeof names[2], "%d agents, lookahead %d", n_agents, lookahead);
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < 3; k++) {
+            double decode_s = 0;
+            int generated = 0;
+            if (k == 0) {
+                EmxBasicSampler greedy = {0};
+                EmxSamplerParams gp = {.temperature = 0.0f};
+                if (emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err) != 0) goto fail;
+                EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
+                EmxGenerateStats gs;
+                rc = emx_generate(st, tk, ids, n_ids, &greedy.base, &go, &gs, err, sizeof err);
+                emx_basic_sampler_free(&greedy);
+                decode_s = gs.decode_s;
+                generated = gs.n_generated;
+            } else {
+                EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = k == 1 ? 1 : lookahead,
+                                     .n_workers = workers, .n_threads = threads > 0 ? threads / workers : 0,
+                                     .ctx = ctx, .seed = (uint64_t)(r + 1), .n_predict = n, .ignore_stop = 1};
+                EmxPoolStats ps;
+                rc = emx_pool_generate(&model, tk, ids, n_ids, &po, &ps, NULL, NULL, err, sizeof err);
+                decode_s = ps.decode_s;
+                generated = ps.n_generated;
+            }
+            if (rc != 0) goto fail;
+            // the first token comes from the prefill's logits: n - 1 decode steps, as emx_generate counts
+            tps[k][r] = generated / decode_s;
+            fprintf(stderr, "  run %d %-26s decode %8.2f tok/s\n", r + 1, names[k], tps[k][r]);
+        }
+    const double t0 = median(tps[0], runs);
+    printf("configuration                decode tok/s (median)   vs single stream\n");
+    for (int k = 0; k < 3; k++) {
+        const double t = median(tps[k], runs);
+        printf("%-26s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t, t / t0,
+               100.0 * (t0 / t - 1.0));
+    }
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "bench: %s\n", err);
+done:
+    for (int k = 0; k < 3; k++) free(tps[k]);
+    free(ids);
+    if (st) emx_state_free(st);
+    if (tk) emx_tokenizer_free(tk);
+    if (model_open) emx_model_close(&model);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "speed")) return bench_speed(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sampler")) return bench_sampler(argc - 2, argv + 2);
-    fprintf(stderr, "bench: unknown benchmark '%s' (speed, sampler)\n", argv[1]);
+    if (!strcmp(argv[1], "agents")) return bench_agents(argc - 2, argv + 2);
+    fprintf(stderr, "bench: unknown benchmark '%s' (speed, sampler, agents)\n", argv[1]);
     return 2;
 }

@@ -27,6 +27,7 @@
 #include "forward.h"
 #include "model.h"
 #include "test_util.h"
+#include "test_weights_util.h"
 
 static uint64_t rng_next(uint64_t *s) {  // xorshift64*
     *s ^= *s >> 12;
@@ -45,19 +46,10 @@ static float rng_normalish(uint64_t *s) {  // sum of 4 uniforms, centred: roughl
 static void *random_weights(uint32_t dtype, int rows, int cols, uint64_t *rng) {
     const size_t n = (size_t)rows * cols;
     float *w = malloc(n * sizeof(float));
+    cr_assert(w);
     for (size_t i = 0; i < n; i++) w[i] = 0.5f * rng_normalish(rng);
-    void *out = malloc(emx_tensor_bytes(dtype, rows, cols));
-    cr_assert(w && out);
-    switch (dtype) {
-    case EMX_F32: memcpy(out, w, n * sizeof(float)); break;
-    case EMX_BF16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)out)[i] = emx_f32_to_bf16(w[i]);
-        break;
-    case EMX_F16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)out)[i] = emx_f32_to_f16(w[i]);
-        break;
-    default: emx_quantize(dtype, w, rows, cols, out); break;
-    }
+    void *out = test_encode_weights(dtype, w, rows, cols, 0);
+    cr_assert(out);
     free(w);
     return out;
 }

@@ -18,6 +18,7 @@
 #include "cpu_matmul.h"
 #include "cpu_ops.h"
 #include "dtype.h"
+#include "test_weights_util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void) {  // xorshift64*, uniform in [0, 1)
@@ -69,17 +70,7 @@ static void *make_weights(uint32_t dtype, int rows, int cols) {
     size_t n = (size_t)rows * cols;
     float *w = malloc(n * sizeof(float));
     fill(w, (int)n, 0.5f);
-    void *out = malloc(emx_tensor_bytes(dtype, rows, cols) + 64);
-    switch (dtype) {
-    case EMX_F32: memcpy(out, w, n * 4); break;
-    case EMX_BF16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)out)[i] = emx_f32_to_bf16(w[i]);
-        break;
-    case EMX_F16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)out)[i] = emx_f32_to_f16(w[i]);
-        break;
-    default: emx_quantize(dtype, w, rows, cols, out); break;
-    }
+    void *out = test_encode_weights(dtype, w, rows, cols, 64);
     free(w);
     return out;
 }

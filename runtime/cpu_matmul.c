@@ -27,8 +27,17 @@
 #endif
 #endif
 
+// The 1-row 4-bit kernel's 512-bit form (see dot64_u4): AVX-512 VNNI with BW/VL/DQ.
+#if defined(EMX_AVX2) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define EMX_NIBBLES_512 1
+#else
+#define EMX_NIBBLES_512 0
+#endif
+
 const char *emx_cpu_simd_name(void) {
-#ifdef EMX_AVX2
+#if EMX_NIBBLES_512
+    return "avx2" EMX_VNNI "+avx512vnni(q4 decode)";
+#elif defined(EMX_AVX2)
     return "avx2" EMX_VNNI;
 #else
     return "scalar";
@@ -267,6 +276,31 @@ static inline __m256i unpack_nibbles(const uint8_t *b) {
     __m128i v = _mm_loadu_si128((const __m128i *)b);
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
 }
+// Two consecutive groups' 32 bytes of nibbles at once: one 256-bit load, one mask for the low
+// and one shift + mask for the high nibbles of both, then each group's lanes regathered
+// (low | high). Per group that is half a load and fewer shuffles than unpack_nibbles: decode
+// of q4 is bound by this unpacking, not by memory. Same bytes as unpack_nibbles(b), (b + 16).
+static inline void unpack_nibbles_pair(const uint8_t *b, __m256i *first, __m256i *second) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)b), mask = _mm256_set1_epi8(0xf);
+    const __m256i lo = _mm256_and_si256(v, mask);                       // [g: 0..15 | g+1: 0..15]
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask); // [g: 16..31 | g+1: 16..31]
+    *first = _mm256_permute2x128_si256(lo, hi, 0x20);
+    *second = _mm256_permute2x128_si256(lo, hi, 0x31);
+}
+#if EMX_NIBBLES_512
+// Two groups' nibble dots in one 512-bit register (the 1-row q4/q4_1 kernel): 32 bytes of
+// nibbles, each 128-bit quarter of the weights' register then holds, in order, group g's
+// weights 0..15 (low nibbles) and 16..31 (high), group g+1's 0..15 and 16..31, against the two
+// groups' 64 activation bytes. Lanes 0..7: group g's 8 partial sums; lanes 8..15: group g+1's.
+static inline __m512 dot64_u4(const uint8_t *b, const int8_t *x) {
+    const __m512i v = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+                                               _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)));
+    // quarters 1 and 3 take the high nibbles (16-bit elements 8..15 and 24..31 shifted)
+    const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4), _mm512_set1_epi8(0xf));
+    const __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, _mm512_loadu_si512((const void *)x));
+    return _mm512_cvtepi32_ps(acc);
+}
+#endif
 static inline __m256 dot32_u4(__m256i nib, const int8_t *x) {
     return _mm256_cvtepi32_ps(dot_u8i8(nib, _mm256_loadu_si256((const __m256i *)x)));
 }
@@ -323,6 +357,9 @@ static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, 
                                                               const int8_t *xq, const float *xd, const float *xs, int ng) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     __m256 off = _mm256_setzero_ps();  // offsets_sum's 8 lanes
+#if EMX_NIBBLES_512
+    __m512 ab = _mm512_setzero_ps();  // [chain A | chain B]
+#endif
     float ds[8];
     int g = 0;
     for (; g + 8 <= ng; g += 8) {
@@ -330,12 +367,30 @@ static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, 
         _mm256_storeu_ps(ds, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + g)));
         __m256 c = wm ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + g))) : dw;
         off = _mm256_fmadd_ps(c, _mm256_loadu_ps(xs + g), off);
+#if EMX_NIBBLES_512
+        // chains A and B side by side in one 512-bit register: its low half takes the even
+        // groups, its high half the odd ones, lane for lane the same FMAs as the two 256-bit
+        // chains, so the result is bitwise that of the 256-bit kernel (and of the 4-row one).
+        const __m512 dsz = _mm512_castps256_ps512(_mm256_loadu_ps(ds));
         for (int k = 0; k < 8; k += 2) {
-            a0 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + (g + k) * 16), xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
-            a1 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + (g + k + 1) * 16), xq + (g + k + 1) * 32),
-                                 _mm256_broadcast_ss(ds + k + 1), a1);
+            const __m512 p = dot64_u4(w + (g + k) * 16, xq + (g + k) * 32);
+            const __m512 sc = _mm512_permutexvar_ps(_mm512_set_epi32(k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1,
+                                                                     k + 1, k, k, k, k, k, k, k, k), dsz);
+            ab = _mm512_fmadd_ps(p, sc, ab);
         }
+#else
+        for (int k = 0; k < 8; k += 2) {
+            __m256i n0, n1;
+            unpack_nibbles_pair(w + (g + k) * 16, &n0, &n1);
+            a0 = _mm256_fmadd_ps(dot32_u4(n0, xq + (g + k) * 32), _mm256_broadcast_ss(ds + k), a0);
+            a1 = _mm256_fmadd_ps(dot32_u4(n1, xq + (g + k + 1) * 32), _mm256_broadcast_ss(ds + k + 1), a1);
+        }
+#endif
     }
+#if EMX_NIBBLES_512
+    a0 = _mm512_castps512_ps256(ab);
+    a1 = _mm512_extractf32x8_ps(ab, 1);
+#endif
     float tail = 0;  // offsets_sum's tail
     for (; g < ng; g++) {
         const float dw = _cvtsh_ss(wd[g]);

@@ -14,7 +14,9 @@
 // per (weight row, activation row) whatever n; q8/q4/q4_1 take activation rows four at a time
 // (emx_dot4_*) and the rest one at a time (emx_dot_*), and the two follow ONE accumulation order
 // per dtype (cpu_matmul.c, "Quantised dots"); threads split weight rows only, so no sum crosses a
-// thread. The scalar twins keep their own (plain) order: SIMD vs scalar agree within rounding
+// thread. (With AVX-512 VNNI the 1-row q4/q4_1 kernel keeps its two chains in the two halves
+// of one 512-bit register: the same FMAs lane by lane, so the same bits.) The scalar twins keep
+// their own (plain) order: SIMD vs scalar agree within rounding
 // only, so the bits are those of one build: workers that must agree run the same binary (an
 // AVX2 build and a scalar build differ in the last bits; AVX2 with and without VNNI agree, the
 // integer sums being exact either way).

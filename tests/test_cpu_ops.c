@@ -77,7 +77,10 @@ static void *make_weights(uint32_t dtype, int rows, int cols) {
 
 Test(cpu_ops, simd_name) {
     const char *name = emx_cpu_simd_name();
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512DQ__)
+    cr_assert_str_eq(name, "avx2+vnni+avx512vnni(q4 decode)");
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
     cr_assert_str_eq(name, "avx2+vnni");
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
     cr_assert_str_eq(name, "avx2");

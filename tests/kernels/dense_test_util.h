@@ -1,7 +1,8 @@
 // dense_test_util.h — helpers of the dense-kernel tests (tests/kernels/test_{embedding,rmsnorm,
 // matvec,gemm,rope,swiglu}.cpp): deterministic random data, device buffers, random weight
 // matrices in every dtype (quantised by the CPU's emx_quantize, uploaded in the device layout),
-// and the f64 reference dot product of a dequantised weight row.
+// and the f64 reference dot product of a dequantised weight row. Device buffers and the random
+// generator are kb_util.h's.
 #ifndef ENTROPIX_DENSE_TEST_UTIL_H
 #define ENTROPIX_DENSE_TEST_UTIL_H
 
@@ -18,27 +19,10 @@ extern "C" {
 #include "cpu_ops.h"
 #include "dtype.h"
 }
+#include "kb_util.h"
 #include "weights.h"
 
 static const uint32_t kAllDtypes[] = {EMX_F32, EMX_F16, EMX_BF16, EMX_Q8, EMX_Q4, EMX_Q4_1};
-
-static inline void cuda_ok(cudaError_t e, const char *what) {
-    cr_assert_eq(e, cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
-}
-#define CUDA_OK(call) cuda_ok((call), #call)
-
-// xorshift64*: the same numbers on every machine
-struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-    uint32_t next() {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        return (uint32_t)((s * 0x2545F4914F6CDD1Dull) >> 32);
-    }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * (float)(next() >> 8) * (1.0f / 16777216.0f); }
-};
 
 static inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
     Rng r(seed);
@@ -46,26 +30,6 @@ static inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo
     for (auto &x : v) x = r.uniform(lo, hi);
     return v;
 }
-
-// A device allocation freed at scope exit.
-template <typename T>
-struct DevBuf {
-    T *p = nullptr;
-    size_t n = 0;
-    explicit DevBuf(size_t count) : n(count) { CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T))); }
-    DevBuf(const std::vector<T> &h) : DevBuf(h.size()) { upload(h); }
-    ~DevBuf() { cudaFree(p); }
-    DevBuf(const DevBuf &) = delete;
-    DevBuf &operator=(const DevBuf &) = delete;
-    void upload(const std::vector<T> &h) {
-        CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    std::vector<T> download() const {
-        std::vector<T> h(n);
-        CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-        return h;
-    }
-};
 
 // A random [rows, cols] matrix of `dtype`: `file` holds it in the model file's layout (what the
 // CPU twins read), `dev` the device layout of weights.h (what the kernels read).

@@ -1,5 +1,6 @@
-// kb_util.h — small helpers of KB's kernel tests (attention, metrics, sampling): a device buffer
-// that frees itself, copies, and a seeded random generator (the tests must be reproducible).
+// kb_util.h — small helpers of the kernel tests: a device buffer that frees itself, copies, a
+// seeded random generator (the tests must be reproducible) and random logits rows.
+// dense_test_util.h builds on it for the dense kernels.
 #ifndef ENTROPIX_TESTS_KB_UTIL_H
 #define ENTROPIX_TESTS_KB_UTIL_H
 
@@ -23,16 +24,15 @@ template <typename T>
 struct DevBuf {
     T *p = nullptr;
     size_t n = 0;
-    explicit DevBuf(size_t count) : n(count) {
-        if (count) CUDA_OK(cudaMalloc((void **)&p, count * sizeof(T)));
-    }
+    explicit DevBuf(size_t count) : n(count) { CUDA_OK(cudaMalloc((void **)&p, (count ? count : 1) * sizeof(T))); }
+    DevBuf(const std::vector<T> &h) : DevBuf(h.size()) { upload(h); }
     DevBuf(const DevBuf &) = delete;
     DevBuf &operator=(const DevBuf &) = delete;
     ~DevBuf() {
         if (p) cudaFree(p);
     }
     void upload(const T *src, size_t count) {
-        CUDA_OK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
+        if (count) CUDA_OK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
     }
     void upload(const std::vector<T> &v) { upload(v.data(), v.size()); }
     std::vector<T> download(size_t count) const {
@@ -40,6 +40,7 @@ struct DevBuf {
         if (count) CUDA_OK(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost));
         return v;
     }
+    std::vector<T> download() const { return download(n); }
     T get() const { return download(1)[0]; }
 };
 
@@ -63,6 +64,22 @@ struct Rng {
         return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
     }
 };
+
+// A random logits row of n: normal values at one of three scales, and by `kind` exact ties (the
+// rank order must fall back on the id), -inf holes (never drawn or proposed), a NaN, a -0.
+static inline std::vector<float> random_logits(Rng &rng, int n, int kind) {
+    std::vector<float> l(n);
+    const float scales[] = {0.5f, 2.0f, 8.0f};
+    const float sc = scales[kind % 3];
+    for (float &x : l) x = rng.normal() * sc;
+    if (kind % 4 == 1)
+        for (float &x : l) x = roundf(x * 2.0f) * 0.5f;
+    if (kind % 5 == 2)
+        for (int i = 0; i < n; i += 3) l[i] = -INFINITY;
+    if (kind % 7 == 3) l[rng.below(n)] = NAN;
+    if (kind % 11 == 4) l[rng.below(n)] = 0.0f * -1.0f;
+    return l;
+}
 
 // |a - b| <= abs_tol + rel_tol * |b|
 static inline bool close_to(double a, double b, double abs_tol, double rel_tol) {

@@ -28,19 +28,6 @@ extern "C" {
 
 namespace {
 
-std::vector<float> make_logits(Rng &rng, int n, int kind) {
-    std::vector<float> l(n);
-    const float scales[] = {0.5f, 2.0f, 8.0f};
-    const float sc = scales[kind % 3];
-    for (float &x : l) x = rng.normal() * sc;
-    if (kind % 4 == 1)  // exact ties: the rank order falls back on the id
-        for (float &x : l) x = roundf(x * 2.0f) * 0.5f;
-    if (kind % 5 == 2)  // holes that can never be proposed
-        for (int i = 0; i < n; i += 3) l[i] = -INFINITY;
-    if (kind % 7 == 3) l[rng.below(n)] = NAN;
-    return l;
-}
-
 std::vector<EmxAgentParams> make_agents(Rng &rng) {
     std::vector<EmxAgentParams> a(1 + rng.below(8));
     for (EmxAgentParams &x : a) {
@@ -121,7 +108,7 @@ void run_random_cases(int n, int n_cases, uint64_t seed0) {
     std::vector<EmxCandidate> work(n);
     int straddles = 0;
     for (int c = 0; c < n_cases; c++) {
-        const std::vector<float> l = make_logits(rng, n, c);
+        const std::vector<float> l = random_logits(rng, n, c);
         const std::vector<EmxAgentParams> ag = make_agents(rng);
         const uint64_t seed = rng.next(), step = rng.below(100000);
         straddles += check_case(dev, l, ag, seed, step, c % 2 == 1, work, "random", c);
@@ -144,7 +131,7 @@ Test(agents_cuda, special_pools_and_rows) {
     Rng rng(5);
     Dev dev(n);
     std::vector<EmxCandidate> work(n);
-    std::vector<float> l = make_logits(rng, n, 0);
+    std::vector<float> l = random_logits(rng, n, 0);
     std::vector<EmxAgentParams> g = {{1.5f, 50}, {0.0f, 0}, {0.7f, 1}, {1.0f, 0}};
     check_case(dev, l, g, 9, 1, false, work, "greedy", 0);
     cr_assert_eq(dev.winner.get(), 1);
@@ -173,7 +160,7 @@ Test(agents_cuda, step_from_device) {
     Rng rng(6);
     Dev dev(n);
     std::vector<EmxCandidate> work(n);
-    const std::vector<float> l = make_logits(rng, n, 0);
+    const std::vector<float> l = random_logits(rng, n, 0);
     const std::vector<EmxAgentParams> ag = {{1.0f, 0}, {1.7f, 90}, {0.4f, 10}, {2.0f, 3}};
     for (uint64_t step = 100; step < 110; step++) check_case(dev, l, ag, 7, step, true, work, "step_dev", (int)step);
 }
@@ -202,7 +189,7 @@ Test(agents_cuda, graph_replay) {
     std::vector<EmxProposal> want(na);
     int winners[8] = {0}, distinct_tokens = 0, last = -2;
     for (uint64_t step = 0; step < 24; step++) {
-        const std::vector<float> l = make_logits(rng, n, (int)step);
+        const std::vector<float> l = random_logits(rng, n, (int)step);
         dev.logits.upload(l);
         d_step.upload(&step, 1);
         CUDA_OK(cudaGraphLaunch(exec, stream));

@@ -27,20 +27,6 @@ extern "C" {
 
 namespace {
 
-std::vector<float> make_logits(Rng &rng, int n, int kind) {
-    std::vector<float> l(n);
-    const float scales[] = {0.5f, 2.0f, 8.0f};
-    const float sc = scales[kind % 3];
-    for (float &x : l) x = rng.normal() * sc;
-    if (kind % 4 == 1)  // many exact ties: the rank order must fall back on the id
-        for (float &x : l) x = roundf(x * 2.0f) * 0.5f;
-    if (kind % 5 == 2)  // holes that can never be drawn
-        for (int i = 0; i < n; i += 3) l[i] = -INFINITY;
-    if (kind % 7 == 3) l[rng.below(n)] = NAN;
-    if (kind % 11 == 4) l[rng.below(n)] = 0.0f * -1.0f;  // -0
-    return l;
-}
-
 EmxSamplerParams random_params(Rng &rng, int n) {
     const float temps[] = {0.0f, 0.3f, 0.8f, 1.0f, 1.7f};
     const int ks[] = {0, 0, 1, 5, 40, 1500, n + 5};
@@ -84,7 +70,7 @@ void run_random_cases(int n, int n_cases, uint64_t seed0) {
     std::vector<EmxCandidate> work(n);
     int straddles = 0;
     for (int c = 0; c < n_cases; c++) {
-        const std::vector<float> l = make_logits(rng, n, c);
+        const std::vector<float> l = random_logits(rng, n, c);
         const EmxSamplerParams sp = random_params(rng, n);
         const uint64_t seed = rng.next(), step = rng.below(1000);
         const uint32_t lane = (uint32_t)rng.below(4);
@@ -155,7 +141,7 @@ Test(sampling, step_from_device) {
     const int n = 300;
     Rng rng(6);
     Dev dev(n);
-    std::vector<float> l = make_logits(rng, n, 0);
+    std::vector<float> l = random_logits(rng, n, 0);
     dev.logits.upload(l);
     std::vector<EmxCandidate> work(n);
     EmxSamplerParams sp = {1.0f, 0, 0.9f, 0.0f, 0};
@@ -186,7 +172,7 @@ Test(sampling, entropix_switch_matches_host) {
     const double Hs[] = {0.05, 1.0, 4.0, 6.0, 9.0}, Vs[] = {0.05, 2.0, 6.0, 12.0};
     int seen[EMX_CASE_COUNT] = {0};
     for (int c = 0; c < 120; c++) {
-        std::vector<float> l = make_logits(rng, n, c);
+        std::vector<float> l = random_logits(rng, n, c);
         EmxMetrics m = {};
         emx_logits_metrics(l.data(), n, &m);  // lse (and H, V) of these logits: the score needs lse
         m.logits_entropy_bits = Hs[rng.below(5)];

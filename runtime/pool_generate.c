@@ -142,6 +142,10 @@ struct Pool {
 // A stop token ends a branch and the generation, unless a benchmark asked for exactly n tokens.
 static int is_stop(const Pool *p, int id) { return !p->opt->ignore_stop && emx_is_stop(p->tk, id); }
 
+// A branch is still growing at step j if it got a token at every step so far and the last one
+// did not end it.
+static int branch_alive(const Pool *p, const Branch *br, int j) { return br->len == j && !is_stop(p, br->tokens[j - 1]); }
+
 static int fail(Worker *w, const char *what) {
     snprintf(w->err, sizeof w->err, "%s", what);
     w->failed = 1;
@@ -195,7 +199,7 @@ static int propose_round(Worker *w, int pos, int n_steps) {
             // an ended branch still takes its row (fed its last token): rows are independent,
             // so it changes nothing for the others and keeps every branch at its tail row
             w->btok[b] = br->len > 0 ? br->tokens[br->len - 1] : 0;
-            alive += br->len == j && !is_stop(p, br->tokens[j - 1]);
+            alive += branch_alive(p, br, j);
         }
         if (!alive) break;
         if (emx_forward_branches(w->st, w->btok, w->n_mine, pos, j - 1, w->blogits) != 0)
@@ -204,7 +208,7 @@ static int propose_round(Worker *w, int pos, int n_steps) {
 #pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
         for (int b = 0; b < w->n_mine; b++) {
             Branch *br = &w->mine[b];
-            if (br->len == j && !is_stop(p, br->tokens[j - 1]))
+            if (branch_alive(p, br, j))
                 propose(w, br, w->work + (size_t)b * p->vocab, w->blogits + (size_t)b * p->vocab, pos, j);
         }
     }
@@ -466,7 +470,7 @@ static int run_worker(Worker *w) {
             log_round(p, w->all, n_all, win, pos);
             if (decide(w, pos, ended, &ctl) != 0) ctl.stop = 1;  // a failed critic ends the run on every rank
         }
-        if (w->comm->size > 1 && w->comm->broadcast(w->comm, &ctl, sizeof ctl, 0) != 0) return -1;
+        if (w->comm->broadcast(w->comm, &ctl, sizeof ctl, 0) != 0) return -1;  // a no-op for one worker
         if (ctl.keep >= 0) {  // roll back: the kept text's last token is fed again at its position
             w->n_seq = ctl.keep;
             w->epoch++;
@@ -546,7 +550,7 @@ static int worker_init(Worker *w, Pool *p, int rank, int n_workers, int n_thread
     return 0;
 }
 
-static int check_options(const EmxModel *m, const EmxPoolOptions *o, int n_prompt, int ctx, char *err, size_t errlen) {
+static int check_options(const EmxPoolOptions *o, int n_prompt, int ctx, char *err, size_t errlen) {
     if (o->n_agents < 1 || o->n_agents > EMX_POOL_MAX_AGENTS) {
         snprintf(err, errlen, "agents: %d agents (1 .. %d)", o->n_agents, EMX_POOL_MAX_AGENTS);
         return -1;
@@ -574,7 +578,6 @@ static int check_options(const EmxModel *m, const EmxPoolOptions *o, int n_promp
                      o->agents[i].top_k);
             return -1;
         }
-    (void)m;
     return 0;
 }
 
@@ -589,7 +592,7 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     if (n_ids_out) *n_ids_out = 0;
     const EmxConfig *c = &m->cfg;
     int ctx = opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
-    if (check_options(m, opt, n_prompt, ctx, err, errlen) != 0) return -1;
+    if (check_options(opt, n_prompt, ctx, err, errlen) != 0) return -1;
 
     Pool p = {.m = m, .tk = tk, .opt = opt, .prompt = prompt, .n_prompt = n_prompt, .ctx = ctx,
               .vocab = (int)c->vocab_size, .stats = stats, .final_len = n_prompt, .printed = n_prompt};

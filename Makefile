@@ -16,7 +16,10 @@ LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
 # Library: everything but the files with a main().
 PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)
-LIB_SRC := $(filter-out $(PROGRAM_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c tools/bench/*.c))
+# runtime/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
+# kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
+CUDA_HOST_SRC := runtime/forward_cuda.c
+LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c tools/bench/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -68,8 +71,8 @@ include tests/models_smollm2.mk
 # barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel
 # stuck in a loop fails by the timeout instead of hanging the run.
 EMU_TEST_ARGS ?= --timeout 300
-test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN)
-	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN)
+	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_EMU_RUN=$(EMU_RUN_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
 	$(if $(EMU_TEST_BIN),EMU_SCHEDULE=reverse EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
 

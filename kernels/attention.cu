@@ -1,34 +1,53 @@
-// attention.cu — attention of one decoding position over the KV cache, with the score rows and
-// per-head softmax statistics the entropix metrics need (API and math in attention.h).
+// attention.cu — attention of one decoding position (or of several consecutive positions: causal
+// prefill) over the KV cache, with the score rows and per-head softmax statistics the entropix
+// metrics need (API and math in attention.h).
 //
 // At decode there is one query per head, so attention is a matrix-vector product twice over:
 // S = K q (n_keys × head_dim) and out = softmaxᵀ V. Every cached key and value is read once;
 // that read is the cost: bytes per call ≈ 2 · n_keys · n_kv_heads · head_dim · sizeof(kv) ·
 // (n_heads / n_kv_heads, less what the L2 cache serves to the heads sharing a KV head)
-// + n_heads · n_keys · 4 for the score rows written.
+// + n_heads · n_keys · 4 for the score rows written. With n_rows query rows, row r is that same
+// computation over its own n_keys - n_rows + r + 1 keys (the rows share the grid's z dimension:
+// one launch, plus the combine, for the whole prefill). The rows read the same keys, so K and V
+// come from memory about once and the repeats from L2 (while a layer's K and V fit in it); each
+// row adds its query and output (2 · n_heads · head_dim · 4 bytes) and its partials, written to
+// the workspace and read back (SPLIT: n_heads · chunks · (head_dim + 2) · 4; PLAIN: its score
+// rows, n_heads · n_keys · 4).
+//
+// Where a key lives: kv_row() below is the one place that turns a key index into a row address.
+// Keys before tail_start are cache rows (stride n_kv_heads · head_dim), the rest rows of a
+// separate tail with its own stride (the agent pool's interleaved lookahead branches). Every
+// kernel reads the same values in the same order either way, so split storage is bitwise the
+// contiguous result.
 //
 // Two versions, selected by EmxAttnKernel:
-//   PLAIN: grid n_heads, one block of 128 threads per head, three passes over its row:
+//   PLAIN: grid (n_heads, 1, n_rows), one block of 128 threads per (head, row), three passes
+//     over its row:
 //     (1) scores (one warp per key: lanes split head_dim, a shuffle sum), written to the score
 //     row in global memory; (2) the row's max and Σ e^{s-max} (+ the double statistics);
 //     (3) out[d] = Σ_t e^{s_t-max} v_t[d] / Σe, a thread per d. Simple, but at long contexts
 //     only n_heads blocks run (9 or 16 of the GPU's 132 SMs): most of the memory bandwidth idles.
-//   SPLIT (flash-decoding): grid (chunks, n_heads), a block per (head, chunk of keys_per_block
-//     keys) does (1)-(3) on its chunk relative to the chunk's own max m_c and leaves the partial
-//     (m_c, l_c = Σ e^{s-m_c}, acc_c = Σ e^{s-m_c} v, EmxSoftmaxStats_c) in the workspace;
-//     a combine kernel (a block per head) rescales each chunk to the global max M:
+//   SPLIT (flash-decoding): grid (chunks, n_heads, n_rows), a block per (head, chunk of
+//     keys_per_block keys, row) does (1)-(3) on its chunk relative to the chunk's own max m_c and
+//     leaves the partial (m_c, l_c = Σ e^{s-m_c}, acc_c = Σ e^{s-m_c} v, EmxSoftmaxStats_c) in
+//     the workspace; a combine kernel (a block per (head, row)) rescales each chunk to the
+//     global max M:
 //       out = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c,  stats = merge of the chunk statistics
 //     (metrics.h's emx_softmax_stats_merge: the same combinable statistic as the CPU's).
 //     n_heads · chunks blocks keep every SM streaming keys; the combine reads only
-//     chunks · (head_dim + 2) floats per head.
-//   SPLIT_GQA: SPLIT with a block per (KV head, chunk) computing all the query heads that share
-//     that KV head (2 for Qwen3-0.6B, 3 for SmolLM2-135M), so every key and value is read from
-//     memory once instead of once per query head (SPLIT relies on the L2 cache for that); the
+//     chunks · (head_dim + 2) floats per head. A row's chunks are the ones it would have alone
+//     (blocks past its last key return at once), hence bitwise the single-row result.
+//   SPLIT_GQA: SPLIT with a block per (KV head, chunk, row) computing all the query heads that
+//     share that KV head (2 for Qwen3-0.6B, 3 for SmolLM2-135M), so every key and value is read
+//     from memory once instead of once per query head (SPLIT relies on the L2 cache for that); the
 //     same partials and combine. Groups over 8, or too large for 48 KB of shared memory, run SPLIT.
 // Scores are computed in float (as the CPU twin), the softmax statistics in double from those
-// float scores (as metrics.c), the weights of V in float with expf.
+// float scores (as metrics.c), the weights of V in float with expf. Scores and statistics are
+// kept for the last row only (the position the sampler decides).
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -42,6 +61,7 @@
 #define ATTN_MAX_HEAD_DIM 512
 #define ATTN_MAX_GROUP 8         // SPLIT_GQA: query heads per KV head it handles (more: SPLIT)
 #define ATTN_STATIC_SMEM_MAX 49152  // dynamic shared memory without an opt-in attribute
+#define ATTN_MAX_ROWS 65535      // gridDim.z
 
 namespace {
 
@@ -50,42 +70,78 @@ typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__
 __device__ __forceinline__ float kv_load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_load(const __half *p, size_t i) { return __half2float(p[i]); }
 
-// The workspace of SPLIT: per (head, chunk) the statistics, (m, l) and acc[head_dim].
+// Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`), the others in
+// `tail` (stride `tail_stride`). Without a tail, tail_start is INT_MAX and tail = cache (never
+// read; not NULL, so no arithmetic on a null pointer).
+template <typename KV>
+struct KvRows {
+    const KV *cache, *tail;
+    int stride, tail_start, tail_stride;
+};
+
+// THE address of key t's row (of this KV head, once head_slice has offset the pointers): every
+// key and value read goes through here.
+template <typename KV>
+__device__ __forceinline__ const KV *kv_row(const KvRows<KV> &r, int t) {
+    return t < r.tail_start ? r.cache + (size_t)t * r.stride
+                            : r.tail + (size_t)(t - r.tail_start) * r.tail_stride;
+}
+
+// The same rows restricted to KV head kvh: both storages keep a row's heads at kvh · head_dim.
+template <typename KV>
+__device__ __forceinline__ KvRows<KV> head_slice(KvRows<KV> r, int kvh, int head_dim) {
+    r.cache += (size_t)kvh * head_dim;
+    r.tail += (size_t)kvh * head_dim;
+    return r;
+}
+
+// The query rows of one call: row r (blockIdx.z) reads q + r·q_stride, writes out + r·out_stride.
+struct QueryRows {
+    int n, q_stride, out_stride;
+};
+
+// Keys that row r attends: causal, the last row all n_keys (n_keys: of the call, or n_keys_dev).
+__device__ __forceinline__ int row_keys(int n_keys_arg, const int *n_keys_dev, const QueryRows &rows, int r) {
+    return (n_keys_dev ? *n_keys_dev : n_keys_arg) - rows.n + r + 1;
+}
+
+// The workspace of SPLIT: per (head, chunk) of the last row the statistics, per (row, head,
+// chunk) (m, l) and acc[head_dim].
 struct SplitWs {
-    EmxSoftmaxStats *stats;  // [n_heads][max_chunks]
-    float *ml;               // [n_heads][max_chunks][2]
-    float *acc;              // [n_heads][max_chunks][head_dim]
+    EmxSoftmaxStats *stats;  // [n_heads][max_chunks] (the last row's: only its statistics are kept)
+    float *ml;               // [n_rows][n_heads][max_chunks][2]
+    float *acc;              // [n_rows][n_heads][max_chunks][head_dim]
 };
 
 size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-SplitWs split_ws(void *base, int n_heads, int max_chunks) {
+SplitWs split_ws(void *base, int n_heads, int max_chunks, int n_rows) {
     char *p = (char *)base;
     size_t n = (size_t)n_heads * max_chunks;
     SplitWs w;
     w.stats = (EmxSoftmaxStats *)p;
     p += align256(n * sizeof(EmxSoftmaxStats));
     w.ml = (float *)p;
-    p += align256(n * 2 * sizeof(float));
+    p += align256(n * n_rows * 2 * sizeof(float));
     w.acc = (float *)p;
     return w;
 }
 
-size_t split_ws_bytes(int n_heads, int head_dim, int max_chunks) {
+size_t split_ws_bytes(int n_heads, int head_dim, int max_chunks, int n_rows) {
     size_t n = (size_t)n_heads * max_chunks;
-    return align256(n * sizeof(EmxSoftmaxStats)) + align256(n * 2 * sizeof(float)) +
-           n * head_dim * sizeof(float);
+    return align256(n * sizeof(EmxSoftmaxStats)) + align256(n * n_rows * 2 * sizeof(float)) +
+           n * n_rows * head_dim * sizeof(float);
 }
 
 // Scores of keys [t0, t1) for head h: s[t - t0] = (q · k_t) * scale, one warp per key (lanes
 // stride over head_dim, so a warp reads a key row as consecutive words). Also writes them to
 // the global score row when asked.
 template <typename KV>
-__device__ void scores_range(const float *qs, const KV *k, int kv_stride, int head_dim, int t0,
-                             int t1, float scale, float *s, float *score_row) {
+__device__ void scores_range(const float *qs, const KvRows<KV> &k, int head_dim, int t0, int t1,
+                             float scale, float *s, float *score_row) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
     for (int t = t0 + warp; t < t1; t += n_warps) {
-        const KV *kt = k + (size_t)t * kv_stride;
+        const KV *kt = kv_row(k, t);
         float acc = 0.0f;
         for (int d = lane; d < head_dim; d += 32) acc += qs[d] * kv_load(kt, d);
         acc = emx_warp_sum(acc) * scale;
@@ -97,29 +153,32 @@ __device__ void scores_range(const float *qs, const KV *k, int kv_stride, int he
 }
 
 // ---------------------------------------------------------------------------------------------
-// PLAIN: one block per head. The score row lives in global memory (the output row, or the
-// workspace when none is asked for).
+// PLAIN: one block per (head, row). The score row lives in global memory (the output row for
+// the last query row when asked, else the workspace: [n_rows][n_heads][n_keys_arg]).
 template <typename KV>
 __global__ void __launch_bounds__(ATTN_BLOCK)
-attention_plain_kernel(const float *__restrict__ q, const KV *__restrict__ k_cache,
-                       const KV *__restrict__ v_cache, int n_heads, int n_kv_heads, int head_dim,
-                       int n_keys_arg, const int *n_keys_dev, float *__restrict__ out,
-                       float *scores, int score_stride, EmxSoftmaxStats *head_stats,
-                       float *ws_rows) {
+attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
+                       int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
+                       float *__restrict__ out, float *scores, int score_stride,
+                       EmxSoftmaxStats *head_stats, float *ws_rows) {
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
-    const int h = blockIdx.x, tid = threadIdx.x;
-    const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
-    const int kvh = h / (n_heads / n_kv_heads), kv_stride = n_kv_heads * head_dim;
-    const KV *k = k_cache + (size_t)kvh * head_dim, *v = v_cache + (size_t)kvh * head_dim;
-    float *row = scores ? scores + (size_t)h * score_stride : ws_rows + (size_t)h * n_keys_arg;
+    const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
+    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
+    const bool last = r == rows.n - 1, stats = head_stats && last;
+    const int kvh = h / (n_heads / n_kv_heads);
+    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
+    float *row = scores && last ? scores + (size_t)h * score_stride
+                                : ws_rows + ((size_t)r * n_heads + h) * n_keys_arg;
     const float scale = 1.0f / sqrtf((float)head_dim);
+    q += (size_t)r * rows.q_stride;
+    out += (size_t)r * rows.out_stride;
 
     for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[(size_t)h * head_dim + d];
     __syncthreads();
     // (1) scores, straight into the global row (s = row: the same addresses)
-    scores_range(qs, k, kv_stride, head_dim, 0, n_keys, scale, row, (float *)0);
+    scores_range(qs, k, head_dim, 0, n_keys, scale, row, (float *)0);
     __syncthreads();  // the row's global writes are visible to the whole block after this
 
     // (2) max and sum of the weights
@@ -131,10 +190,10 @@ attention_plain_kernel(const float *__restrict__ q, const KV *__restrict__ k_cac
     emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
     for (int t = tid; t < n_keys; t += blockDim.x) {
         l += expf(row[t] - mx);
-        if (head_stats) emxr::fixed_max_add(sums, row[t], (double)mx);
+        if (stats) emxr::fixed_max_add(sums, row[t], (double)mx);
     }
     l = emxr::block_reduce(l, red_f, emxr::SumOp());
-    if (head_stats) {
+    if (stats) {  // the same for the whole block: every thread reaches the barriers inside
         sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
         if (tid == 0) head_stats[h] = emxr::fixed_max_to_stats(sums, mx);
     }
@@ -144,50 +203,52 @@ attention_plain_kernel(const float *__restrict__ q, const KV *__restrict__ k_cac
     const float inv_l = 1.0f / l;
     for (int d = tid; d < head_dim; d += blockDim.x) {
         float acc = 0.0f;
-        for (int t = 0; t < n_keys; t++) acc += expf(row[t] - mx) * kv_load(v + (size_t)t * kv_stride, d);
+        for (int t = 0; t < n_keys; t++) acc += expf(row[t] - mx) * kv_load(kv_row(v, t), d);
         out[(size_t)h * head_dim + d] = acc * inv_l;
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// SPLIT, part 1: block (c, h) handles keys [c·chunk, min((c+1)·chunk, n_keys)) of head h.
-// Dynamic shared memory: s[chunk] scores then weights, red[max(blockDim, head_dim)].
+// SPLIT, part 1: block (c, h, r) handles keys [c·chunk, min((c+1)·chunk, n_keys_r)) of head h
+// for query row r. Dynamic shared memory: s[chunk] scores then weights, red[max(blockDim, head_dim)].
 template <typename KV>
 __global__ void __launch_bounds__(ATTN_BLOCK)
-attention_split_kernel(const float *__restrict__ q, const KV *__restrict__ k_cache,
-                       const KV *__restrict__ v_cache, int n_heads, int n_kv_heads, int head_dim,
-                       int n_keys_arg, const int *n_keys_dev, int chunk, float *scores,
-                       int score_stride, int want_stats, SplitWs ws, int max_chunks) {
+attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
+                       int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
+                       int chunk, float *scores, int score_stride, int want_stats, SplitWs ws,
+                       int max_chunks) {
     extern __shared__ float smem[];
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
-    const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
-    const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
+    const int c = blockIdx.x, h = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
+    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
     const int t0 = c * chunk;
-    if (t0 >= n_keys) return;  // past the valid keys (graph replays size the grid for the most)
+    if (t0 >= n_keys) return;  // past the row's keys (graph replays and earlier rows need fewer chunks)
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
-    const int kvh = h / (n_heads / n_kv_heads), kv_stride = n_kv_heads * head_dim;
-    const KV *k = k_cache + (size_t)kvh * head_dim, *v = v_cache + (size_t)kvh * head_dim;
+    const bool last = r == rows.n - 1;
+    const int kvh = h / (n_heads / n_kv_heads);
+    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
     float *s = smem, *red = smem + chunk;
     const float scale = 1.0f / sqrtf((float)head_dim);
+    q += (size_t)r * rows.q_stride;
 
     for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[(size_t)h * head_dim + d];
     __syncthreads();
-    scores_range(qs, k, kv_stride, head_dim, t0, t1, scale, s,
-                 scores ? scores + (size_t)h * score_stride : (float *)0);
+    scores_range(qs, k, head_dim, t0, t1, scale, s,
+                 scores && last ? scores + (size_t)h * score_stride : (float *)0);
     __syncthreads();
 
     float mx = -INFINITY;
     for (int i = tid; i < len; i += blockDim.x)
         if (emxr::is_finite_f(s[i])) mx = fmaxf(mx, s[i]);
     mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
-    const size_t slot = (size_t)h * max_chunks + c;
-    if (want_stats) {
+    const size_t slot = ((size_t)r * n_heads + h) * max_chunks + c;
+    if (want_stats && last) {
         emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
         for (int i = tid; i < len; i += blockDim.x) emxr::fixed_max_add(sums, s[i], (double)mx);
         sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
-        if (tid == 0) ws.stats[slot] = emxr::fixed_max_to_stats(sums, mx);
+        if (tid == 0) ws.stats[(size_t)h * max_chunks + c] = emxr::fixed_max_to_stats(sums, mx);
     }
     float l = 0.0f;
     __syncthreads();  // every thread has read s[] as scores before it becomes the weights
@@ -203,7 +264,7 @@ attention_split_kernel(const float *__restrict__ q, const KV *__restrict__ k_cac
     for (int j = tid; j < parts * head_dim; j += blockDim.x) {
         const int d = j % head_dim, part = j / head_dim;
         float acc = 0.0f;
-        for (int i = part; i < len; i += parts) acc += s[i] * kv_load(v + (size_t)(t0 + i) * kv_stride, d);
+        for (int i = part; i < len; i += parts) acc += s[i] * kv_load(kv_row(v, t0 + i), d);
         red[j] = acc;
     }
     __syncthreads();
@@ -219,45 +280,47 @@ attention_split_kernel(const float *__restrict__ q, const KV *__restrict__ k_cac
     }
 }
 
-// SPLIT_GQA, part 1: block (c, kvh) does chunk c for the `group` query heads that share KV head
-// kvh, so each key and value row is read from memory once for all of them (SPLIT reads it once
-// per query head and counts on the L2 cache for the repeats). Writes the same partials as SPLIT,
-// so the same combine kernel follows. Dynamic shared memory: qs[group][head_dim],
-// s[group][chunk], red[group][max(blockDim, head_dim)].
+// SPLIT_GQA, part 1: block (c, kvh, r) does chunk c of query row r for the `group` query heads
+// that share KV head kvh, so each key and value row is read from memory once for all of them
+// (SPLIT reads it once per query head and counts on the L2 cache for the repeats). Writes the
+// same partials as SPLIT, so the same combine kernel follows. Dynamic shared memory:
+// qs[group][head_dim], s[group][chunk], red[group][max(blockDim, head_dim)].
 template <typename KV>
 __global__ void __launch_bounds__(ATTN_BLOCK)
-attention_split_gqa_kernel(const float *__restrict__ q, const KV *__restrict__ k_cache,
-                           const KV *__restrict__ v_cache, int n_heads, int n_kv_heads, int head_dim,
-                           int n_keys_arg, const int *n_keys_dev, int chunk, float *scores,
-                           int score_stride, int want_stats, SplitWs ws, int max_chunks) {
+attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
+                           int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev,
+                           QueryRows rows, int chunk, float *scores, int score_stride, int want_stats,
+                           SplitWs ws, int max_chunks) {
     extern __shared__ float smem[];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
-    const int c = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x;
+    const int c = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
     const int lane = tid % 32, warp = tid / 32, n_warps = blockDim.x / 32;
     const int group = n_heads / n_kv_heads, h0 = kvh * group;  // query heads h0 .. h0+group-1
-    const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
+    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
     const int t0 = c * chunk;
     if (t0 >= n_keys) return;
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
-    const int kv_stride = n_kv_heads * head_dim;
-    const KV *k = k_cache + (size_t)kvh * head_dim, *v = v_cache + (size_t)kvh * head_dim;
+    const bool last = r == rows.n - 1;
+    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
     const int parts = head_dim < (int)blockDim.x ? (int)blockDim.x / head_dim : 1, width = parts * head_dim;
     float *qs = smem, *s = qs + group * head_dim, *red = s + group * chunk;
+    float *score_rows = scores && last ? scores : (float *)0;
     const float scale = 1.0f / sqrtf((float)head_dim);
+    q += (size_t)r * rows.q_stride;
 
     for (int i = tid; i < group * head_dim; i += blockDim.x) qs[i] = q[(size_t)h0 * head_dim + i];
     __syncthreads();
     // scores: a warp per key; the key row is loaded once (the repeats hit L1) for every head
     for (int t = t0 + warp; t < t1; t += n_warps) {
-        const KV *kt = k + (size_t)t * kv_stride;
+        const KV *kt = kv_row(k, t);
         for (int g = 0; g < group; g++) {
             float acc = 0.0f;
             for (int d = lane; d < head_dim; d += 32) acc += qs[g * head_dim + d] * kv_load(kt, d);
             acc = emx_warp_sum(acc) * scale;
             if (lane == 0) {
                 s[g * chunk + t - t0] = acc;
-                if (scores) scores[(size_t)(h0 + g) * score_stride + t] = acc;
+                if (score_rows) score_rows[(size_t)(h0 + g) * score_stride + t] = acc;
             }
         }
     }
@@ -269,12 +332,12 @@ attention_split_gqa_kernel(const float *__restrict__ q, const KV *__restrict__ k
         for (int i = tid; i < len; i += blockDim.x)
             if (emxr::is_finite_f(sg[i])) mx = fmaxf(mx, sg[i]);
         mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
-        const size_t slot = (size_t)(h0 + g) * max_chunks + c;
-        if (want_stats) {
+        const size_t slot = ((size_t)r * n_heads + h0 + g) * max_chunks + c;
+        if (want_stats && last) {
             emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
             for (int i = tid; i < len; i += blockDim.x) emxr::fixed_max_add(sums, sg[i], (double)mx);
             sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
-            if (tid == 0) ws.stats[slot] = emxr::fixed_max_to_stats(sums, mx);
+            if (tid == 0) ws.stats[(size_t)(h0 + g) * max_chunks + c] = emxr::fixed_max_to_stats(sums, mx);
         }
         __syncthreads();
         float l = 0.0f;
@@ -295,7 +358,7 @@ attention_split_gqa_kernel(const float *__restrict__ q, const KV *__restrict__ k
 #pragma unroll
         for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[g] = 0.0f;
         for (int i = part; i < len; i += parts) {
-            const float vv = kv_load(v + (size_t)(t0 + i) * kv_stride, d);
+            const float vv = kv_load(kv_row(v, t0 + i), d);
 #pragma unroll
             for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[] in registers
                 if (g < group) acc[g] += s[g * chunk + i] * vv;
@@ -309,31 +372,34 @@ attention_split_gqa_kernel(const float *__restrict__ q, const KV *__restrict__ k
         const int g = i / head_dim, d = i % head_dim;
         float a = 0.0f;
         for (int part = 0; part < parts; part++) a += red[g * width + part * head_dim + d];
-        ws.acc[((size_t)(h0 + g) * max_chunks + c) * head_dim + d] = a;
+        ws.acc[(((size_t)r * n_heads + h0 + g) * max_chunks + c) * head_dim + d] = a;
     }
 }
 
-// SPLIT, part 2: block h merges its chunks: out = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c.
+// SPLIT, part 2: block (h, 1, r) merges the chunks of head h, row r:
+// out = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c.
 __global__ void __launch_bounds__(ATTN_BLOCK)
-attention_combine_kernel(int head_dim, int n_keys_arg, const int *n_keys_dev, int chunk,
-                         float *__restrict__ out, EmxSoftmaxStats *head_stats, SplitWs ws,
+attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
+                         int chunk, float *__restrict__ out, EmxSoftmaxStats *head_stats, SplitWs ws,
                          int max_chunks) {
-    const int h = blockIdx.x, tid = threadIdx.x;
-    const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
+    const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
+    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
     const int n_chunks = (n_keys + chunk - 1) / chunk;
-    const float *ml = ws.ml + (size_t)h * max_chunks * 2;
+    const size_t first = ((size_t)r * n_heads + h) * max_chunks;  // slot of chunk 0
+    const float *ml = ws.ml + first * 2;
     float M = -INFINITY;
     for (int c = 0; c < n_chunks; c++) M = fmaxf(M, ml[2 * c]);
     float L = 0.0f;
     for (int c = 0; c < n_chunks; c++) L += expf(ml[2 * c] - M) * ml[2 * c + 1];
     const float inv_L = 1.0f / L;
-    const float *acc = ws.acc + (size_t)h * max_chunks * head_dim;
+    const float *acc = ws.acc + first * head_dim;
+    out += (size_t)r * rows.out_stride;
     for (int d = tid; d < head_dim; d += blockDim.x) {
         float a = 0.0f;
         for (int c = 0; c < n_chunks; c++) a += expf(ml[2 * c] - M) * acc[(size_t)c * head_dim + d];
         out[(size_t)h * head_dim + d] = a * inv_L;
     }
-    if (head_stats && tid == 0) {  // a few chunks: one thread merges them in order
+    if (head_stats && r == rows.n - 1 && tid == 0) {  // a few chunks: one thread merges them in order
         EmxSoftmaxStats st = emx_softmax_stats_empty();
         const EmxSoftmaxStats *cs = ws.stats + (size_t)h * max_chunks;
         for (int c = 0; c < n_chunks; c++) st = emx_softmax_stats_merge(st, cs[c]);
@@ -345,51 +411,112 @@ int chunk_of(const EmxAttentionArgs *a) {
     return a->keys_per_block > 0 ? a->keys_per_block : ATTN_DEFAULT_CHUNK;
 }
 
+int rows_of(const EmxAttentionArgs *a) { return a->n_rows > 1 ? a->n_rows : 1; }
+
+// The key and value storage of a call (see KvRows).
+template <typename KV>
+void kv_rows_of(const EmxAttentionArgs *a, KvRows<KV> *k, KvRows<KV> *v) {
+    const int kv_stride = a->n_kv_heads * a->head_dim;
+    const bool tail = a->tail_k != 0;
+    k->cache = (const KV *)a->k_cache;
+    v->cache = (const KV *)a->v_cache;
+    k->tail = tail ? (const KV *)a->tail_k : k->cache;
+    v->tail = tail ? (const KV *)a->tail_v : v->cache;
+    k->stride = v->stride = kv_stride;
+    k->tail_start = v->tail_start = tail ? a->tail_start : INT_MAX;
+    k->tail_stride = v->tail_stride = tail ? a->tail_row_stride : kv_stride;
+}
+
 template <typename KV>
 cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
-    const KV *k = (const KV *)a->k_cache, *v = (const KV *)a->v_cache;
+    KvRows<KV> k, v;
+    kv_rows_of(a, &k, &v);
+    const int n_rows = rows_of(a), q_dim = a->n_heads * a->head_dim;
+    QueryRows rows;
+    rows.n = n_rows;
+    rows.q_stride = a->q_row_stride > 0 ? a->q_row_stride : q_dim;
+    rows.out_stride = a->out_row_stride > 0 ? a->out_row_stride : q_dim;
     if (kernel == EMX_ATTN_PLAIN) {
-        attention_plain_kernel<KV><<<a->n_heads, ATTN_BLOCK, 0, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, a->out, a->scores, a->score_stride, a->head_stats, (float *)a->workspace);
+        dim3 grid(a->n_heads, 1, n_rows);
+        attention_plain_kernel<KV><<<grid, ATTN_BLOCK, 0, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, a->out, a->scores, a->score_stride, a->head_stats, (float *)a->workspace);
         return cudaGetLastError();
     }
     const int chunk = chunk_of(a), max_chunks = (a->n_keys + chunk - 1) / chunk;
-    SplitWs ws = split_ws(a->workspace, a->n_heads, max_chunks);
+    SplitWs ws = split_ws(a->workspace, a->n_heads, max_chunks, n_rows);
     const int red = a->head_dim > ATTN_BLOCK ? a->head_dim : ATTN_BLOCK;
     const int group = a->n_heads / a->n_kv_heads;
     const size_t gqa_shmem = (size_t)group * (a->head_dim + chunk + red) * sizeof(float);
     if (kernel == EMX_ATTN_SPLIT_GQA && group <= ATTN_MAX_GROUP && gqa_shmem <= ATTN_STATIC_SMEM_MAX) {
-        dim3 grid(max_chunks, a->n_kv_heads);
-        attention_split_gqa_kernel<KV><<<grid, ATTN_BLOCK, gqa_shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
+        dim3 grid(max_chunks, a->n_kv_heads, n_rows);
+        attention_split_gqa_kernel<KV><<<grid, ATTN_BLOCK, gqa_shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
     } else {  // SPLIT, and SPLIT_GQA's fallback for groups too large for its shared memory
         const size_t shmem = (size_t)(chunk + red) * sizeof(float);
-        dim3 grid(max_chunks, a->n_heads);
-        attention_split_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
+        dim3 grid(max_chunks, a->n_heads, n_rows);
+        attention_split_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    attention_combine_kernel<<<a->n_heads, ATTN_BLOCK, 0, stream>>>(a->head_dim, a->n_keys, a->n_keys_dev, chunk, a->out, a->head_stats, ws, max_chunks);
+    dim3 grid(a->n_heads, 1, n_rows);
+    attention_combine_kernel<<<grid, ATTN_BLOCK, 0, stream>>>(a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
     return cudaGetLastError();
+}
+
+// NULL when the call can run, else what is wrong with it (written into buf).
+const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n) {
+    if (!a) return "no arguments";
+    const long kv_dim = (long)a->n_kv_heads * a->head_dim, q_dim = (long)a->n_heads * a->head_dim;
+    if (kernel < EMX_ATTN_PLAIN || kernel > EMX_ATTN_SPLIT_GQA) snprintf(buf, n, "kernel %d unknown", kernel);
+    else if (a->n_heads < 1 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads != 0)
+        snprintf(buf, n, "n_heads %d is not a multiple of n_kv_heads %d >= 1", a->n_heads, a->n_kv_heads);
+    else if (a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM)
+        snprintf(buf, n, "head_dim %d not in 1..%d", a->head_dim, ATTN_MAX_HEAD_DIM);
+    else if (a->n_keys < 1) snprintf(buf, n, "n_keys %d < 1", a->n_keys);
+    else if (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) snprintf(buf, n, "kv_dtype %d unknown", a->kv_dtype);
+    else if (!a->q || !a->k_cache || !a->v_cache || !a->out) snprintf(buf, n, "q, k_cache, v_cache or out is NULL");
+    else if (a->scores && a->score_stride < a->n_keys)
+        snprintf(buf, n, "score_stride %d < n_keys %d", a->score_stride, a->n_keys);
+    else if (a->keys_per_block < 0 || a->keys_per_block > ATTN_MAX_CHUNK)
+        snprintf(buf, n, "keys_per_block %d not in 0..%d", a->keys_per_block, ATTN_MAX_CHUNK);
+    else if (!a->tail_k != !a->tail_v) snprintf(buf, n, "tail_k and tail_v must be both set or both NULL");
+    else if (a->tail_k && (a->tail_start < 0 || a->tail_row_stride < kv_dim))
+        snprintf(buf, n, "tail_start %d < 0 or tail_row_stride %d < n_kv_heads * head_dim %ld", a->tail_start,
+                 a->tail_row_stride, kv_dim);
+    else if (a->n_rows < 0 || a->n_rows > ATTN_MAX_ROWS || a->n_rows > a->n_keys)
+        snprintf(buf, n, "n_rows %d not in 0..min(n_keys %d, %d)", a->n_rows, a->n_keys, ATTN_MAX_ROWS);
+    else if (a->n_rows > 1 && a->n_keys_dev) snprintf(buf, n, "n_rows %d > 1 with n_keys_dev is not supported", a->n_rows);
+    else if ((a->q_row_stride && a->q_row_stride < q_dim) || (a->out_row_stride && a->out_row_stride < q_dim))
+        snprintf(buf, n, "q_row_stride %d or out_row_stride %d < n_heads * head_dim %ld", a->q_row_stride,
+                 a->out_row_stride, q_dim);
+    else if (!a->workspace && (kernel != EMX_ATTN_PLAIN || !a->scores || rows_of(a) > 1))
+        snprintf(buf, n, "workspace is NULL (kernel %d, scores %s, n_rows %d)", kernel, a->scores ? "set" : "NULL",
+                 rows_of(a));
+    else return (const char *)0;
+    return buf;
 }
 
 }  // namespace
 
-extern "C" size_t emx_cuda_attention_workspace_bytes(int kernel, int n_heads, int head_dim, int n_keys,
-                                                int keys_per_block) {
-    if (n_heads < 1 || head_dim < 1 || n_keys < 1) return 0;
-    if (kernel == EMX_ATTN_PLAIN) return (size_t)n_heads * n_keys * sizeof(float);
+extern "C" size_t emx_cuda_attention_workspace_bytes_rows(int kernel, int n_heads, int head_dim, int n_keys,
+                                                          int keys_per_block, int n_rows) {
+    if (n_heads < 1 || head_dim < 1 || n_keys < 1 || n_rows < 0) return 0;
+    if (n_rows < 1) n_rows = 1;
+    if (kernel == EMX_ATTN_PLAIN) return (size_t)n_rows * n_heads * n_keys * sizeof(float);
     const int chunk = keys_per_block > 0 ? keys_per_block : ATTN_DEFAULT_CHUNK;
-    return split_ws_bytes(n_heads, head_dim, (n_keys + chunk - 1) / chunk);
+    return split_ws_bytes(n_heads, head_dim, (n_keys + chunk - 1) / chunk, n_rows);
 }
 
-extern "C" cudaError_t emx_cuda_attention(int kernel, const EmxAttentionArgs *a,
-                                            cudaStream_t stream) {
-    if (!a || a->n_heads < 1 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads != 0 ||
-        a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM || a->n_keys < 1 ||
-        (a->scores && a->score_stride < a->n_keys) || !a->q || !a->k_cache || !a->v_cache ||
-        !a->out || kernel < EMX_ATTN_PLAIN || kernel > EMX_ATTN_SPLIT_GQA ||
-        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || a->keys_per_block < 0 ||
-        a->keys_per_block > ATTN_MAX_CHUNK || (!a->workspace && (kernel != EMX_ATTN_PLAIN || !a->scores)))
+extern "C" size_t emx_cuda_attention_workspace_bytes(int kernel, int n_heads, int head_dim, int n_keys,
+                                                     int keys_per_block) {
+    return emx_cuda_attention_workspace_bytes_rows(kernel, n_heads, head_dim, n_keys, keys_per_block, 1);
+}
+
+extern "C" cudaError_t emx_cuda_attention(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
+    char buf[160];
+    const char *why = bad_args(kernel, a, buf, sizeof buf);
+    if (why) {
+        fprintf(stderr, "emx_cuda_attention: %s\n", why);
         return cudaErrorInvalidValue;
+    }
     return a->kv_dtype == EMX_KV_F16 ? launch<__half>(kernel, a, stream)
                                      : launch<float>(kernel, a, stream);
 }

@@ -40,7 +40,6 @@ $(BENCH_KERNELS_EMU_BIN): $(BUILD)/emu/obj/kernels/bench/bench_kernels.o $$(EMU_
 # real CUDA runtime and the nvcc-built kernels instead of the emulator: `make test-kernels-gpu` on a
 # machine with a GPU runs the same comparisons with the CPU twins on the device. (Here, in this file,
 # because it shares the nvcc build; the design's `make test-gpu` can call it.)
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 KERNEL_TEST_GPU_OBJ := $(patsubst %.cpp,$(BUILD)/cuda/obj/%.o,$(wildcard tests/kernels/test_*.cpp))
 KERNEL_TEST_GPU_BIN := $(BUILD)/cuda/kernel_tests
 
@@ -53,7 +52,7 @@ $(BUILD)/cuda/obj/tests/kernels/%.o: tests/kernels/%.cpp
 	$(CXX) -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I$(CUDA_HOME)/include -Ikernels -Isampler -Iruntime \
 		-Itokenizer -Itools/convert -Itests -Itests/kernels -MMD -MP -c $< -o $@
 
-$(KERNEL_TEST_GPU_BIN): $(KERNEL_TEST_GPU_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+$(KERNEL_TEST_GPU_BIN): $(KERNEL_TEST_GPU_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(CXX) $^ -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lcriterion $(LDLIBS)
 
 -include $(KERNEL_TEST_GPU_OBJ:.o=.d)

@@ -11,7 +11,7 @@ CUDA_SRC := $(wildcard kernels/*.cu) runtime/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
 .PHONY: cuda
-cuda: $(BUILD)/cuda/libentropix_cuda.a
+cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench
 
 $(BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -22,3 +22,24 @@ $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 	ar rcs $@ $^
 
 -include $(CUDA_OBJ:.o=.d)
+
+# The CUDA build of ./run and tools/bench: the CPU library, runtime/forward_cuda.c (the CUDA
+# backend of forward.h: C11 host code compiled against CUDA's headers) and the nvcc-built
+# kernels, linked with the CUDA runtime. `--device auto` (the default) then runs on GPU 0 when
+# there is one and on the CPU otherwise.
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/cuda/obj/%.o)
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
+
+$(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Ikernels -c $< -o $@
+
+$(BUILD)/cuda/run: $(BUILD)/obj/runtime/run.o $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
+
+$(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
+
+-include $(CUDA_HOST_OBJ:.o=.d)

@@ -100,6 +100,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         .lookahead = 1,
         .workers = 1,
         .devices = "cpu",
+        .device = "auto",
         .check_every = 5,
         .rollback = 5,
         .max_rollbacks = 3,
@@ -143,6 +144,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
             {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
             {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
+            {"-dev", "--device"},
         };
         int which = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
@@ -229,11 +231,10 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         case 25: rc = parse_float(name, val, -1000.0, 1000.0, &a->critic_margin, err, errlen); break;
         case 26: a->critic_model = val; break;
         case 27: a->log_path = val; break;
+        case 28: a->device = val; break;
         }
-        if (which >= 16) {
-            if (rc) return rc;
-            agent_flag = 1;
-        }
+        if (rc) return rc;
+        if (which >= 16 && which <= 27) agent_flag = 1;  // the agent pool's flags
     }
     // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
     // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
@@ -282,6 +283,8 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          or the context is full; more than fits is an error)\n"
         "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
         "  -t, --threads N         CPU threads (default: all cores)\n"
+        "  -dev, --device D        cpu, cuda:N, or auto (default): the first GPU when this build\n"
+        "                          has the CUDA backend (make cuda: build/cuda/run) and sees one\n"
         "\n"
         "Sampling:\n"
         "      --sampler NAME      entropix (default): each token's strategy chosen from the\n"

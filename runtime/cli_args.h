@@ -53,6 +53,7 @@ typedef struct {
     const char *agent_configs;// --agent-configs "T:k,T:k,...": overrides --agents
     int lookahead;            // --lookahead L, default 1 (the original design)
     int workers;              // --workers N: CPU workers, default 1
+    const char *device;       // --device cpu|cuda:N|auto (single stream); default "auto"
     const char *devices;      // --devices cpu|cuda:0,cuda:1,...; default "cpu"
     int check_every;          // --check-every K, default 5 (0: no critic)
     int rollback;             // --rollback R, default 5

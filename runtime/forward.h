@@ -1,23 +1,51 @@
 // forward.h — the forward pass: tokens in, logits and attention scores out.
 //
-// One interface, several backends; this is the CPU one, the reference every other backend is
-// tested against. An EmxState is one sequence: activations, its KV cache and scratch. Many
-// states may share one EmxModel.
+// One interface, two backends: the CPU (runtime/forward_cpu.c), the reference every other
+// backend is tested against, and CUDA (runtime/forward_cuda.c: weights, activations and KV cache
+// on one GPU; builds without it refuse "cuda:N"). runtime/forward.c picks the backend when a
+// state is made and forwards every call (runtime/forward_backend.h). An EmxState is one
+// sequence: activations, its KV cache and scratch. Many states may share one EmxModel.
 #ifndef ENTROPIX_FORWARD_H
 #define ENTROPIX_FORWARD_H
 
 #include "model.h"
 
-typedef struct {
-    int n_threads;     // <= 0: all cores
-    int ctx;           // KV cache positions (<= cfg.max_seq_len; <= 0: min(max_seq_len, 4096))
-} EmxStateOptions;
-
 typedef struct EmxState EmxState;
 
+typedef struct {
+    int n_threads;     // CPU: <= 0: all cores
+    int ctx;           // KV cache positions (<= cfg.max_seq_len; <= 0: min(max_seq_len, 4096))
+    const char *device;// NULL, "" or "cpu": the CPU; "cuda:N": GPU N; "auto": GPU 0 when this
+                       // build has the CUDA backend and the machine a GPU, else the CPU
+    const EmxState *share_weights; // CUDA: a state of the same model on the same device whose
+                       // uploaded weights this one uses instead of uploading its own (a critic,
+                       // a second sequence); it must outlive this state. NULL: upload.
+    int no_graphs;     // CUDA: decode steps as direct launches, not a replayed CUDA graph
+} EmxStateOptions;
+
+// Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
+// model that does not fit the device (said before allocating), out of memory with the amount.
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 void emx_state_free(EmxState *s);
 int emx_state_ctx(const EmxState *s);
+// "cpu" or "cuda:N".
+const char *emx_state_device(const EmxState *s);
+// Why the latest call that failed did (a bad argument; on a GPU, the CUDA call and its error).
+const char *emx_state_error(const EmxState *s);
+// What a benchmark reports about where a state runs.
+typedef struct {
+    const char *device;          // "cpu", "cuda:0"
+    char device_desc[128];       // the GPU's name; the CPU's SIMD kernels
+    double peak_gbps;            // GPU: peak memory bandwidth from the device's properties; CPU: 0
+    int uses_graphs;             // GPU: decode steps replay a CUDA graph
+    int decode_graph_nodes;      // GPU: nodes of that graph (kernel launches and copies: the
+                                 // launches one decode step costs); 0 before the first step
+    uint64_t weight_bytes_on_device; // GPU: bytes of weights uploaded (shared states count them once)
+} EmxStateInfo;
+void emx_state_info(const EmxState *s, EmxStateInfo *info);
+
+// 1 when this build has the CUDA backend and sees at least one GPU.
+int emx_cuda_available(void);
 
 // Runs tokens[0..n) at positions pos..pos+n-1 as one batched pass (prefill when n > 1) and
 // returns the logits of the last position, f32 [vocab]. Positions >= pos in the KV cache are

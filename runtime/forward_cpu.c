@@ -19,10 +19,13 @@
 #include "cpu_ops.h"
 #include "dtype.h"
 #include "forward.h"
+#include "forward_backend.h"
 
 #define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
 
-struct EmxState {
+typedef struct CpuState CpuState;
+struct CpuState {
+    EmxState base;    // first: the backend table (forward_backend.h)
     const EmxModel *m;
     int ctx;          // KV cache positions
     int n_threads;
@@ -66,19 +69,14 @@ typedef struct {
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
 
-EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+static const EmxBackend CPU_BACKEND;
+static void cpu_state_free(EmxState *st);
+
+EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;
-    if (c->n_kv_heads == 0 || c->n_heads % c->n_kv_heads != 0 || c->head_dim == 0 || c->head_dim % 2) {
-        snprintf(err, errlen, "state: unsupported heads (n_heads %u, n_kv_heads %u, head_dim %u)",
-                 c->n_heads, c->n_kv_heads, c->head_dim);
-        return NULL;
-    }
-    int ctx = opt && opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
-    if (ctx > (int)c->max_seq_len || ctx < 1) {
-        snprintf(err, errlen, "state: ctx %d exceeds the model's max_seq_len %u", ctx, c->max_seq_len);
-        return NULL;
-    }
-    EmxState *s = calloc(1, sizeof(*s));
+    const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
+    if (ctx < 0) return NULL;
+    CpuState *s = calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errlen, "state: out of memory");
         return NULL;
@@ -117,15 +115,17 @@ EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err
         !s->att_scores || !s->logits) {
         snprintf(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
                  2 * kv * sizeof(float) >> 20);
-        emx_state_free(s);
+        cpu_state_free(&s->base);
         return NULL;
     }
+    s->base.backend = &CPU_BACKEND;
     emx_rope_inv_freq(s->inv_freq, (int)c->head_dim, c->rope_theta,
                       c->rope_freq_factors ? (const float *)m->rope_freq_factors.data : NULL);
-    return s;
+    return &s->base;
 }
 
-void emx_state_free(EmxState *s) {
+static void cpu_state_free(EmxState *st) {
+    CpuState *s = (CpuState *)st;
     if (!s) return;
     free(s->x);
     free(s->xb);
@@ -149,9 +149,13 @@ void emx_state_free(EmxState *s) {
     free(s);
 }
 
-int emx_state_ctx(const EmxState *s) { return s->ctx; }
+static int cpu_state_ctx(const EmxState *st) {
+    const CpuState *s = (const CpuState *)st;
+    return s->ctx;
+}
 
-void emx_forward_set_threads(EmxState *s, int n_threads) {
+static void cpu_forward_set_threads(EmxState *st, int n_threads) {
+    CpuState *s = (CpuState *)st;
     // att_tmp has one row per thread of the count given at creation: never use more
     int n = resolve_threads(n_threads);
     s->n_threads = n < s->max_threads ? n : s->max_threads;
@@ -159,7 +163,7 @@ void emx_forward_set_threads(EmxState *s, int n_threads) {
 
 // Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
 // gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
-static void matmul(EmxState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
+static void matmul(CpuState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
     int quantise = 0;
     for (int j = 0; j < n_jobs; j++) quantise |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
     if (quantise) {
@@ -171,12 +175,12 @@ static void matmul(EmxState *s, const EmxMatmulJob *jobs, int n_jobs, const floa
     emx_matmul_multi(jobs, n_jobs, &a, s->n_threads);
 }
 
-static void matmul1(EmxState *s, float *out, const EmxTensor *w, const float *x, int n) {
+static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x, int n) {
     EmxMatmulJob job = {out, w};
     matmul(s, &job, 1, x, n);
 }
 
-static void attention(EmxState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
+static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxConfig *c = &s->m->cfg;
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, ctx = s->ctx;
     const int group = (int)(c->n_heads / c->n_kv_heads);  // query heads per kv head
@@ -211,7 +215,7 @@ static void attention(EmxState *s, int layer, int n, int pos, const RowLayout *r
 // Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
 // sequence) or every row at pos = prefix + step (branches, see RowLayout); leaves the final
 // hidden states (before the last norm) in s->x. record_last: write the last row's scores.
-static void run_layers(EmxState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
+static void run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;
     const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
@@ -269,7 +273,7 @@ static void run_layers(EmxState *s, const int *tokens, int n, int pos, const Row
 
 static const RowLayout SEQUENCE = {0, 0, 0};
 
-static int check_call(const EmxState *s, const int *tokens, int n, int pos) {
+static int check_call(const CpuState *s, const int *tokens, int n, int pos) {
     if (n < 1 || pos < 0 || pos > s->ctx - n) return -1;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
@@ -277,7 +281,7 @@ static int check_call(const EmxState *s, const int *tokens, int n, int pos) {
 }
 
 // Final norm and classifier of rows [first, first + n) of s->x into out [n][vocab].
-static void classify(EmxState *s, int first, int n, float *out) {
+static void classify(CpuState *s, int first, int n, float *out) {
     const EmxConfig *c = &s->m->cfg;
     const int dim = (int)c->dim;
     for (int i = 0; i < n; i++)
@@ -285,7 +289,8 @@ static void classify(EmxState *s, int first, int n, float *out) {
     matmul1(s, out, &s->m->output, s->xb, n);
 }
 
-const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
+static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
+    CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return NULL;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
@@ -297,7 +302,8 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
     return s->logits;
 }
 
-int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
+static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
+    CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return -1;
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
@@ -311,13 +317,15 @@ int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float
     return 0;
 }
 
-void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim) {
+static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
+    CpuState *s = (CpuState *)st;
     if (key) *key = s->key_cache;
     if (value) *value = s->value_cache;
     if (kv_dim) *kv_dim = s->kv_dim;
 }
 
-const float *emx_attention_scores(const EmxState *s, int *last_pos) {
+static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
+    const CpuState *s = (const CpuState *)st;
     if (last_pos) *last_pos = s->last_pos;
     return s->att_scores;
 }
@@ -325,7 +333,8 @@ const float *emx_attention_scores(const EmxState *s, int *last_pos) {
 // ---------------------------------------------------------------------------------------------
 // Branches
 
-int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen) {
+static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
+    CpuState *s = (CpuState *)st;
     if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx) {
         snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
                  max_branches, tail_cap, s->batch_cap, s->ctx);
@@ -349,7 +358,8 @@ int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char
     return 0;
 }
 
-int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits) {
+static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
+    CpuState *s = (CpuState *)st;
     if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx)
         return -1;
     for (int i = 0; i < n; i++)
@@ -360,7 +370,8 @@ int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int 
     return 0;
 }
 
-int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
+static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
+    CpuState *s = (CpuState *)st;
     if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
         prefix + n_steps > s->ctx)
         return -1;
@@ -375,12 +386,13 @@ int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
     return 0;
 }
 
-size_t emx_state_kv_rows_bytes(const EmxState *s, int n) {
+static size_t cpu_state_kv_rows_bytes(const EmxState *st, int n) {
+    const CpuState *s = (const CpuState *)st;
     return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
 }
 
 // buf: keys then values, each [n_layers][n][kv_dim].
-static int kv_rows_copy(EmxState *s, int pos, int n, float *buf, int to_cache) {
+static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
     const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers;
     for (size_t l = 0; l < layers; l++) {
@@ -392,7 +404,42 @@ static int kv_rows_copy(EmxState *s, int pos, int n, float *buf, int to_cache) {
     return 0;
 }
 
-int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf) { return kv_rows_copy(s, pos, n, buf, 0); }
-int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf) {
+static int cpu_state_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
+    CpuState *s = (CpuState *)st;
+    return kv_rows_copy(s, pos, n, buf, 0);
+}
+static int cpu_state_kv_rows_write(EmxState *st, int pos, int n, const void *buf) {
+    CpuState *s = (CpuState *)st;
     return kv_rows_copy(s, pos, n, (float *)buf, 1);
 }
+
+static const char *cpu_error(const EmxState *st) {
+    (void)st;
+    return "a token id out of range, or positions past the context";
+}
+
+static void cpu_info(const EmxState *st, EmxStateInfo *info) {
+    (void)st;
+    memset(info, 0, sizeof *info);
+    info->device = "cpu";
+    snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
+}
+
+static const EmxBackend CPU_BACKEND = {
+    .name = "cpu",
+    .free = cpu_state_free,
+    .ctx = cpu_state_ctx,
+    .set_threads = cpu_forward_set_threads,
+    .error = cpu_error,
+    .info = cpu_info,
+    .forward = cpu_forward,
+    .forward_all_logits = cpu_forward_all_logits,
+    .attention_scores = cpu_attention_scores,
+    .kv_cache = cpu_state_kv_cache,
+    .branches_reserve = cpu_state_branches_reserve,
+    .forward_branches = cpu_forward_branches,
+    .branch_commit = cpu_branch_commit,
+    .kv_rows_bytes = cpu_state_kv_rows_bytes,
+    .kv_rows_read = cpu_state_kv_rows_read,
+    .kv_rows_write = cpu_state_kv_rows_write,
+};

@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
         goto out;
     }
 
-    EmxStateOptions so = {.n_threads = a.threads, .ctx = ctx};
+    EmxStateOptions so = {.n_threads = a.threads, .ctx = ctx, .device = a.device};
     st = emx_state_new(&model, &so, err, sizeof err);
     if (!st) {
         fprintf(stderr, "run: %s\n", err);

@@ -12,7 +12,7 @@ TEST_MODEL_DIR := $(BUILD)/models
 TESTDATA := $(SHARED)/testdata
 
 TEST_MODELS := \
-	$(foreach d,f32 q8,$(TEST_MODEL_DIR)/stories260K.$(d).bin $(TEST_MODEL_DIR)/stories260K.gguf.$(d).bin) \
+	$(foreach d,f32 q8,$(TEST_MODEL_DIR)/stories260K.$(d).bin $(TEST_MODEL_DIR)/stories260K.gguf.$(d).bin) $(TEST_MODEL_DIR)/stories260K.q4.bin \
 	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4 q4_1,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
 	  $(TEST_MODEL_DIR)/$(m).gguf.f32.bin)
 

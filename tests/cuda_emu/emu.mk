@@ -30,6 +30,9 @@ EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
 # compiled like the kernels.
 EMU_RUNTIME_SRC := runtime/comm_nccl.cu
 EMU_RUNTIME_OBJ := $(EMU_RUNTIME_SRC:%.cu=$(EMU_OUT)/obj/%.o)
+# CUDA host code in C11 (runtime/forward_cuda.c, the CUDA backend of forward.h): compiled by the C
+# compiler against the emulator's C-compatible headers, as against CUDA's on a GPU machine.
+EMU_HOST_C_OBJ := $(CUDA_HOST_SRC:%.c=$(EMU_OUT)/obj/%.o)
 EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)
 # Test headers are rewritten too (beside the rewritten tests, so quote includes find them first).
 EMU_TEST_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard tests/kernels/*.h $(EMU_DIR)/*.h))
@@ -67,13 +70,31 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
+$(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_SAN) -Ikernels -I$(EMU_DIR)/include -c $< -o $@
+
 $(EMU_OUT)/obj/tests/%.o: $(EMU_OUT)/tests/%.cpp $(EMU_KERNEL_HDR) $(EMU_TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
 
-$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
+$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
+
+# ./run with the CUDA backend on emulated GPUs (--device cuda:N): the C suite runs it beside the
+# CPU ./run (EMX_EMU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
+# always under ASan, like every emulated binary.
+EMU_RUN_BIN := $(BUILD)/emu/run
+$(EMU_RUN_BIN): $(BUILD)/obj/runtime/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+
+# tools/bench on emulated GPUs: proves the GPU report's paths (launches per step, bytes per
+# token, peak bandwidth from the device's properties) run; its timings are emulation timings.
+$(BUILD)/emu/tools/%: $(BUILD)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
 
 $(BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
@@ -83,7 +104,7 @@ $(BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(BUILD)/liben
 emu-selftest: $(BUILD)/tests/emu_selftest
 	$(BUILD)/tests/emu_selftest -j2 $(EMU_TEST_ARGS)
 
--include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_RUNTIME_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
+-include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_HOST_C_OBJ:.o=.d) $(EMU_RUNTIME_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
 
 # Scheduling cost with the x86-64 switch and with ucontext (README, "Performance").
 EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp

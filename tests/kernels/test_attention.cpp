@@ -1,5 +1,9 @@
 // test_attention.cpp — kernels/attention.cu (PLAIN, SPLIT, SPLIT_GQA; f32 and f16 KV caches) against the
 // CPU twin emx_attention_head, and its per-head statistics against metrics.h on the CPU's scores.
+// The two extensions are held to bitwise identities with the plain call: split key storage (an
+// interleaved branch tail) against a contiguous cache holding the same keys, and n_rows query
+// rows (causal prefill) against each row run alone.
+#include <string.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -279,5 +283,332 @@ Test(attention, decode_steps_after_rope_kv_write) {
                 cr_assert(close_to(out[i], ref[i], tol, tol), "kv %d pos %d [%d]: %.7g, cpu %.7g", kv_dtype, pos, i,
                           out[i], ref[i]);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split key storage and several query rows: bitwise identities with the plain single-query call.
+
+namespace {
+
+// GQA 6/2 heads of head_dim 40 (not a multiple of a warp), 37 keys (not a multiple of anything).
+const int kNh = 6, kNkv = 2, kHd = 40, kKeys = 37, kKvDim = kNkv * kHd, kQDim = kNh * kHd;
+
+// Floats as the cache's bytes; with f16, `x` is rounded to what the cache holds (the CPU twin
+// then sees exactly the device's values).
+std::vector<uint8_t> cache_bytes(std::vector<float> &x, int kv_dtype) {
+    std::vector<uint8_t> b(x.size() * (kv_dtype == EMX_KV_F16 ? 2 : 4));
+    for (size_t i = 0; i < x.size(); i++) {
+        if (kv_dtype == EMX_KV_F16) {
+            const uint16_t h = emx_f32_to_f16(x[i]);
+            x[i] = emx_f16_to_f32(h);
+            memcpy(&b[2 * i], &h, 2);
+        } else {
+            memcpy(&b[4 * i], &x[i], 4);
+        }
+    }
+    return b;
+}
+
+// What one call leaves behind: the outputs, the score buffer (12345 where not written; the stride
+// leaves room for the n_keys_dev runs' larger n_keys) and the statistics.
+struct Result {
+    std::vector<float> out, scores;
+    std::vector<EmxSoftmaxStats> stats;
+};
+const int kScoreStride = kKeys + 16;
+
+// Runs `a` (q, caches, shape, rows set by the caller) with fresh output buffers of `out_floats`
+// floats (NaN: what the call does not write stays NaN), scores and statistics when `keep`.
+Result run_call(int kernel, EmxAttentionArgs a, size_t out_floats, bool keep) {
+    const int rows = a.n_rows > 1 ? a.n_rows : 1;
+    DevBuf<float> d_out(out_floats), d_scores((size_t)kNh * kScoreStride);
+    DevBuf<EmxSoftmaxStats> d_stats(kNh);
+    d_out.upload(std::vector<float>(out_floats, NAN));
+    d_scores.upload(std::vector<float>((size_t)kNh * kScoreStride, 12345.0f));
+    DevBuf<uint8_t> d_ws(emx_cuda_attention_workspace_bytes_rows(kernel, kNh, kHd, a.n_keys, a.keys_per_block, rows));
+    a.out = d_out.p;
+    a.scores = keep ? d_scores.p : nullptr;
+    a.score_stride = keep ? kScoreStride : 0;
+    a.head_stats = keep ? d_stats.p : nullptr;
+    a.workspace = d_ws.p;
+    CUDA_OK(emx_cuda_attention(kernel, &a, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    Result r;
+    r.out = d_out.download();
+    if (keep) {
+        r.scores = d_scores.download();
+        r.stats = d_stats.download();
+    }
+    return r;
+}
+
+int first_diff(const std::vector<float> &a, const std::vector<float> &b) {
+    for (size_t i = 0; i < a.size(); i++)
+        if (memcmp(&a[i], &b[i], 4)) return (int)i;
+    return -1;
+}
+
+bool same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+// Field by field: the struct's tail padding is not part of the result.
+bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoftmaxStats> &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++)
+        if (!same_bits(&a[i].max, &b[i].max, 8) || !same_bits(&a[i].sum_e, &b[i].sum_e, 8) ||
+            !same_bits(&a[i].sum_et, &b[i].sum_et, 8) || !same_bits(&a[i].sum_et2, &b[i].sum_et2, 8) ||
+            a[i].n_posinf != b[i].n_posinf)
+            return false;
+    return true;
+}
+
+EmxAttentionArgs base_args(const float *q, const void *k, const void *v, int kv_dtype, int n_keys, int kpb) {
+    EmxAttentionArgs a = {};
+    a.q = q;
+    a.k_cache = k;
+    a.v_cache = v;
+    a.kv_dtype = kv_dtype;
+    a.n_heads = kNh;
+    a.n_kv_heads = kNkv;
+    a.head_dim = kHd;
+    a.n_keys = n_keys;
+    a.keys_per_block = kpb;
+    return a;
+}
+
+// (a) The keys from tail_start on live in branch 1 of three interleaved branch tails (row j at
+// tail + (3j + 1)·kv_dim, stride 3·kv_dim); the cache's own rows from tail_start on are NaN and
+// the other branches' rows other random keys, so a read from the wrong place changes the bits.
+// Output, scores and statistics must be bitwise those of a contiguous cache, with n_keys given
+// on the host and from device memory (a grid sized for 13 keys more, as a graph replay).
+void check_split_storage(int kernel, int kv_dtype) {
+    const int n_branches = 3, branch = 1, kpb = 16;  // chunks of 16, 16 and 5 keys
+    Rng rng(4000 + 10 * kernel + kv_dtype);
+    std::vector<float> q(kQDim), kc((size_t)kKeys * kKvDim), vc(kc.size());
+    for (float &x : q) x = rng.normal() * 1.5f;
+    for (float &x : kc) x = rng.normal();
+    for (float &x : vc) x = rng.normal();
+    const std::vector<uint8_t> kb = cache_bytes(kc, kv_dtype), vb = cache_bytes(vc, kv_dtype);
+    const size_t esz = kb.size() / kc.size(), row_bytes = (size_t)kKvDim * esz;
+    DevBuf<float> d_q(q);
+    DevBuf<uint8_t> d_k(kb), d_v(vb);
+    DevBuf<int> d_n(1);
+    d_n.upload(&kKeys, 1);
+    const Result want = run_call(kernel, base_args(d_q.p, d_k.p, d_v.p, kv_dtype, kKeys, kpb), kQDim, true);
+    for (float x : want.out) cr_assert(!isnan(x), "the contiguous run has NaN outputs");
+    for (int h = 0; h < kNh; h++)
+        for (int t = kKeys; t < kScoreStride; t++)
+            cr_assert_eq(want.scores[(size_t)h * kScoreStride + t], 12345.0f, "score written past n_keys");
+
+    for (int tail_start : {0, 1, 15, 16, 30, kKeys - 1, kKeys}) {
+        const int n_tail = kKeys - tail_start;
+        // the cache: rows before tail_start, NaN after (never to be read)
+        std::vector<float> nan_row(kKvDim, NAN);
+        std::vector<uint8_t> kmain = kb, vmain = vb, nan_bytes = cache_bytes(nan_row, kv_dtype);
+        for (int t = tail_start; t < kKeys; t++) {
+            memcpy(&kmain[t * row_bytes], nan_bytes.data(), row_bytes);
+            memcpy(&vmain[t * row_bytes], nan_bytes.data(), row_bytes);
+        }
+        // the tails: [n_tail][n_branches][kv_dim], branch 1 holding keys tail_start.., the
+        // others random
+        std::vector<float> other((size_t)(n_tail > 0 ? n_tail : 1) * n_branches * kKvDim);
+        for (float &x : other) x = rng.normal();
+        std::vector<uint8_t> ktail = cache_bytes(other, kv_dtype), vtail = ktail;
+        for (int j = 0; j < n_tail; j++) {
+            memcpy(&ktail[((size_t)j * n_branches + branch) * row_bytes], &kb[(tail_start + j) * row_bytes], row_bytes);
+            memcpy(&vtail[((size_t)j * n_branches + branch) * row_bytes], &vb[(tail_start + j) * row_bytes], row_bytes);
+        }
+        DevBuf<uint8_t> d_km(kmain), d_vm(vmain), d_kt(ktail), d_vt(vtail);
+        for (int from_device = 0; from_device <= 1; from_device++) {
+            EmxAttentionArgs a = base_args(d_q.p, d_km.p, d_vm.p, kv_dtype, kKeys + (from_device ? 13 : 0), kpb);
+            a.n_keys_dev = from_device ? d_n.p : nullptr;
+            a.tail_k = d_kt.p + branch * row_bytes;
+            a.tail_v = d_vt.p + branch * row_bytes;
+            a.tail_start = tail_start;
+            a.tail_row_stride = n_branches * kKvDim;
+            const Result got = run_call(kernel, a, kQDim, true);
+            cr_assert(same_bits(got.out.data(), want.out.data(), kQDim * 4),
+                      "kernel %d kv %d tail_start %d n_keys_dev %d: out differs from the contiguous cache", kernel,
+                      kv_dtype, tail_start, from_device);
+            cr_assert(same_bits(got.scores.data(), want.scores.data(), want.scores.size() * 4),
+                      "kernel %d kv %d tail_start %d n_keys_dev %d: scores differ", kernel, kv_dtype, tail_start,
+                      from_device);
+            cr_assert(same_stats(got.stats, want.stats),
+                      "kernel %d kv %d tail_start %d n_keys_dev %d: head_stats differ", kernel, kv_dtype, tail_start,
+                      from_device);
+        }
+    }
+}
+
+// (b) 5 query rows at consecutive positions over 37 keys (rows attend 33..37 keys; with chunks of
+// 9 keys the rows need 4 or 5 chunks). Row strides wider than a row (q + 5, out + 3 floats: the
+// gaps stay NaN). Each row bitwise equal to the row run alone with n_keys = 33 + r, and close
+// to the CPU twin (tolerances of check_case); scores and statistics those of the last row alone.
+// The rows call runs under both schedules (block order forward and reversed) and must not depend
+// on it. Also bitwise the same: default strides without scores (PLAIN's score rows all in the
+// workspace), and the keys from 30 on in an interleaved tail (both extensions together).
+void check_rows(int kernel, int kv_dtype) {
+    const int n_rows = 5, kpb = 9, q_stride = kQDim + 5, out_stride = kQDim + 3;
+    Rng rng(5000 + 10 * kernel + kv_dtype);
+    std::vector<float> q((size_t)n_rows * q_stride, NAN), kc((size_t)kKeys * kKvDim), vc(kc.size());
+    std::vector<float> q_packed((size_t)n_rows * kQDim);
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < kQDim; i++)
+            q[(size_t)r * q_stride + i] = q_packed[(size_t)r * kQDim + i] = rng.normal() * 1.5f;
+    for (float &x : kc) x = rng.normal();
+    for (float &x : vc) x = rng.normal();
+    const std::vector<uint8_t> kb = cache_bytes(kc, kv_dtype), vb = cache_bytes(vc, kv_dtype);
+    DevBuf<float> d_q(q), d_qp(q_packed);
+    DevBuf<uint8_t> d_k(kb), d_v(vb);
+
+    EmxAttentionArgs a = base_args(d_q.p, d_k.p, d_v.p, kv_dtype, kKeys, kpb);
+    a.n_rows = n_rows;
+    a.q_row_stride = q_stride;
+    a.out_row_stride = out_stride;
+    // Under both block orders: the rows share the score and statistics outputs, and a row other
+    // than the last writing them would show as a difference between the two.
+    const auto both = emu::run_both_schedules([&] { return run_call(kernel, a, (size_t)n_rows * out_stride, true); });
+    const Result &rows = both.first;
+    cr_assert(emu::same_output(rows.out, both.second.out),
+              "kernel %d kv %d: the rows' outputs depend on the thread and block order (first at %d)", kernel,
+              kv_dtype, first_diff(rows.out, both.second.out));
+    cr_assert(emu::same_output(rows.scores, both.second.scores),
+              "kernel %d kv %d: the scores depend on the thread and block order (first at %d)", kernel, kv_dtype,
+              first_diff(rows.scores, both.second.scores));
+    cr_assert(same_stats(rows.stats, both.second.stats),
+              "kernel %d kv %d: the statistics depend on the thread and block order", kernel, kv_dtype);
+
+    const float scale = 1.0f / sqrtf((float)kHd);
+    for (int r = 0; r < n_rows; r++) {
+        const int n_keys = kKeys - n_rows + r + 1;
+        const Result alone =
+            run_call(kernel, base_args(d_q.p + (size_t)r * q_stride, d_k.p, d_v.p, kv_dtype, n_keys, kpb), kQDim, true);
+        const float *got = &rows.out[(size_t)r * out_stride];
+        cr_assert(same_bits(got, alone.out.data(), kQDim * 4), "kernel %d kv %d row %d: out differs from the row alone",
+                  kernel, kv_dtype, r);
+        for (int i = kQDim; i < out_stride; i++) cr_assert(isnan(got[i]), "row %d: written past the row at %d", r, i);
+        std::vector<float> ref(kHd), sc(n_keys), pr(n_keys);
+        for (int h = 0; h < kNh; h++) {
+            const int kvh = h / (kNh / kNkv);
+            emx_attention_head(ref.data(), &q[(size_t)r * q_stride + (size_t)h * kHd], &kc[(size_t)kvh * kHd],
+                               &vc[(size_t)kvh * kHd], (size_t)kKvDim, n_keys, kHd, scale, sc.data(), pr.data());
+            for (int d = 0; d < kHd; d++)
+                cr_assert(close_to(got[h * kHd + d], ref[d], 2e-5, 1e-4),
+                          "kernel %d kv %d row %d head %d d %d: %.9g, cpu %.9g",
+                          kernel, kv_dtype, r, h, d, got[h * kHd + d], ref[d]);
+        }
+        if (r == n_rows - 1) {
+            cr_assert(same_bits(rows.scores.data(), alone.scores.data(), rows.scores.size() * 4),
+                      "kernel %d kv %d: the scores are not the last row's alone", kernel, kv_dtype);
+            cr_assert(same_stats(rows.stats, alone.stats),
+                      "kernel %d kv %d: the head_stats are not the last row's alone", kernel, kv_dtype);
+        }
+    }
+
+    EmxAttentionArgs packed = base_args(d_qp.p, d_k.p, d_v.p, kv_dtype, kKeys, kpb);
+    packed.n_rows = n_rows;
+    const Result bare = run_call(kernel, packed, (size_t)n_rows * kQDim, false);
+    for (int r = 0; r < n_rows; r++)
+        cr_assert(same_bits(&bare.out[(size_t)r * kQDim], &rows.out[(size_t)r * out_stride], kQDim * 4),
+                  "kernel %d kv %d row %d: default strides without scores differ", kernel, kv_dtype, r);
+
+    const int tail_start = 30, n_tail = kKeys - tail_start, n_branches = 3, branch = 2;
+    const size_t row_bytes = kb.size() / kKeys;
+    std::vector<uint8_t> ktail((size_t)n_tail * n_branches * row_bytes, 0xff), vtail(ktail.size(), 0xff);  // NaN
+    for (int j = 0; j < n_tail; j++) {
+        memcpy(&ktail[((size_t)j * n_branches + branch) * row_bytes], &kb[(tail_start + j) * row_bytes], row_bytes);
+        memcpy(&vtail[((size_t)j * n_branches + branch) * row_bytes], &vb[(tail_start + j) * row_bytes], row_bytes);
+    }
+    DevBuf<uint8_t> d_kt(ktail), d_vt(vtail);
+    a.tail_k = d_kt.p + branch * row_bytes;
+    a.tail_v = d_vt.p + branch * row_bytes;
+    a.tail_start = tail_start;
+    a.tail_row_stride = n_branches * kKvDim;
+    const Result split = run_call(kernel, a, (size_t)n_rows * out_stride, true);
+    cr_assert(same_bits(split.out.data(), rows.out.data(), rows.out.size() * 4),
+              "kernel %d kv %d: rows over split storage differ from the contiguous cache", kernel, kv_dtype);
+    cr_assert(same_bits(split.scores.data(), rows.scores.data(), rows.scores.size() * 4) &&
+                  same_stats(split.stats, rows.stats),
+              "kernel %d kv %d: rows over split storage: scores or statistics differ", kernel, kv_dtype);
+}
+
+}  // namespace
+
+Test(attention, split_storage_plain) {
+    check_split_storage(EMX_ATTN_PLAIN, EMX_KV_F32);
+    check_split_storage(EMX_ATTN_PLAIN, EMX_KV_F16);
+}
+Test(attention, split_storage_split) {
+    check_split_storage(EMX_ATTN_SPLIT, EMX_KV_F32);
+    check_split_storage(EMX_ATTN_SPLIT, EMX_KV_F16);
+}
+Test(attention, split_storage_split_gqa) {
+    check_split_storage(EMX_ATTN_SPLIT_GQA, EMX_KV_F32);
+    check_split_storage(EMX_ATTN_SPLIT_GQA, EMX_KV_F16);
+}
+Test(attention, rows_plain) {
+    check_rows(EMX_ATTN_PLAIN, EMX_KV_F32);
+    check_rows(EMX_ATTN_PLAIN, EMX_KV_F16);
+}
+Test(attention, rows_split) {
+    check_rows(EMX_ATTN_SPLIT, EMX_KV_F32);
+    check_rows(EMX_ATTN_SPLIT, EMX_KV_F16);
+}
+Test(attention, rows_split_gqa) {
+    check_rows(EMX_ATTN_SPLIT_GQA, EMX_KV_F32);
+    check_rows(EMX_ATTN_SPLIT_GQA, EMX_KV_F16);
+}
+
+// The new fields' bad values and the unsupported combination are refused before any launch.
+Test(attention, rejects_bad_rows_and_tails) {
+    DevBuf<float> d(kQDim * 8);
+    DevBuf<int> d_n(1);
+    struct Bad {
+        const char *what;
+        void (*set)(EmxAttentionArgs *, float *, const int *);
+    } bad[] = {
+        {"n_rows > n_keys", [](EmxAttentionArgs *a, float *, const int *) { a->n_rows = kKeys + 1; }},
+        {"n_rows < 0", [](EmxAttentionArgs *a, float *, const int *) { a->n_rows = -1; }},
+        {"n_rows with n_keys_dev", [](EmxAttentionArgs *a, float *, const int *n) {
+             a->n_rows = 2;
+             a->n_keys_dev = n;
+         }},
+        {"out_row_stride < a row", [](EmxAttentionArgs *a, float *, const int *) {
+             a->n_rows = 2;
+             a->out_row_stride = kQDim - 1;
+         }},
+        {"q_row_stride < 0", [](EmxAttentionArgs *a, float *, const int *) { a->n_rows = 2; a->q_row_stride = -1; }},
+        {"tail_k without tail_v", [](EmxAttentionArgs *a, float *p, const int *) { a->tail_k = p; }},
+        {"tail_row_stride < kv_dim", [](EmxAttentionArgs *a, float *p, const int *) {
+             a->tail_k = a->tail_v = p;
+             a->tail_row_stride = kKvDim - 1;
+         }},
+        {"tail_start < 0", [](EmxAttentionArgs *a, float *p, const int *) {
+             a->tail_k = a->tail_v = p;
+             a->tail_row_stride = kKvDim;
+             a->tail_start = -1;
+         }},
+        {"PLAIN rows without a workspace", [](EmxAttentionArgs *a, float *, const int *) {
+             a->n_rows = 2;
+             a->workspace = nullptr;
+         }},
+    };
+    for (const Bad &b : bad) {
+        EmxAttentionArgs a = base_args(d.p, d.p, d.p, EMX_KV_F32, kKeys, 0);
+        a.out = d.p;
+        a.scores = d.p;
+        a.score_stride = kKeys;
+        a.workspace = d.p;
+        b.set(&a, d.p, d_n.p);
+        cr_assert_eq(emx_cuda_attention(EMX_ATTN_PLAIN, &a, 0), cudaErrorInvalidValue, "%s: accepted", b.what);
+    }
+    // and the sizes: the old function is the one-row case, rows add up
+    for (int k = EMX_ATTN_PLAIN; k <= EMX_ATTN_SPLIT_GQA; k++) {
+        cr_assert_eq(emx_cuda_attention_workspace_bytes(k, kNh, kHd, kKeys, 9),
+                     emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 1));
+        cr_assert_eq(emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 0),
+                     emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 1));
+        cr_assert_gt(emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 5),
+                     emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 4));
     }
 }

@@ -252,7 +252,9 @@ static void decode_model(const char *name) {
     EmxModel m;
     if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     char err[256];
-    EmxStateOptions opt = {1, 16};
+    EmxStateOptions opt = {};
+    opt.n_threads = 1;
+    opt.ctx = 16;
     EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
     cr_assert(s, "%s", err);
     {
@@ -275,7 +277,9 @@ static void prefill_model(const char *name, int gemm_variant, float tol) {
     EmxModel m;
     if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     char err[256];
-    EmxStateOptions opt = {1, 16};
+    EmxStateOptions opt = {};
+    opt.n_threads = 1;
+    opt.ctx = 16;
     EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
     cr_assert(s, "%s", err);
     {

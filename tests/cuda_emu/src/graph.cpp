@@ -112,6 +112,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     });
 }
 
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes) {
+    if (!graph || !numNodes) return emu::fail(cudaErrorInvalidValue, "cudaGraphGetNodes: null argument");
+    if (nodes) return emu::fail(cudaErrorNotSupported, "cudaGraphGetNodes: only the count (nodes == NULL) is emulated");
+    *numNodes = graph->nodes.size();
+    return cudaSuccess;
+}
+
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     delete exec;
     return cudaSuccess;

@@ -26,6 +26,7 @@ struct Allocation {
 
 std::mutex allocations_mutex;
 std::map<uintptr_t, Allocation> allocations; // by start address
+size_t device_used[emu::kMaxDevices];         // bytes cudaMalloc'd per device (under the mutex)
 
 // The allocation containing p (one past the end counts), or null.
 const Allocation *find(const void *p, uintptr_t *start) {
@@ -109,9 +110,17 @@ cudaError_t allocate(void **p, size_t size, int device, const char *call) {
     if (!p) return emu::fail(cudaErrorInvalidValue, std::string(call) + ": null result pointer");
     *p = nullptr;
     if (size == 0) return cudaSuccess;
-    if (posix_memalign(p, 256, size) != 0) return emu::fail(cudaErrorMemoryAllocation, std::string(call) + ": out of memory");
     std::lock_guard<std::mutex> lock(allocations_mutex);
+    // A device holds emu::device_memory() bytes (EMU_DEVICE_MEMORY_MB): beyond that cudaMalloc
+    // fails as on a full GPU, so out-of-memory paths can be tested.
+    if (device >= 0 && size > emu::device_memory() - device_used[device])
+        return emu::fail(cudaErrorMemoryAllocation, std::string(call) + ": out of memory (" + std::to_string(size) +
+                                                        " bytes asked, " +
+                                                        std::to_string(emu::device_memory() - device_used[device]) +
+                                                        " free)");
+    if (posix_memalign(p, 256, size) != 0) return emu::fail(cudaErrorMemoryAllocation, std::string(call) + ": out of memory");
     allocations[(uintptr_t)*p] = Allocation{size, device};
+    if (device >= 0) device_used[device] += size;
     return cudaSuccess;
 }
 
@@ -124,6 +133,7 @@ cudaError_t release(void *p, bool pinned, const char *call) {
             fprintf(stderr, "EMU: %s(%p): not a pointer returned by %s\n", call, p, pinned ? "cudaMallocHost" : "cudaMalloc");
             return emu::fail(cudaErrorInvalidValue, std::string(call) + ": bad pointer");
         }
+        if (it->second.device >= 0) device_used[it->second.device] -= it->second.size;
         allocations.erase(it);
     }
     free(p);
@@ -152,6 +162,13 @@ cudaError_t cudaFree(void *devPtr) {
     cudaError_t err = emu::check_not_capturing("cudaFree");
     if (err != cudaSuccess) return err;
     return release(devPtr, false, "cudaFree");
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    if (!free_bytes || !total_bytes) return emu::fail(cudaErrorInvalidValue, "cudaMemGetInfo: null pointer");
+    std::lock_guard<std::mutex> lock(allocations_mutex);
+    *total_bytes = emu::device_memory();
+    *free_bytes = *total_bytes - device_used[emu::current_device()];
+    return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return allocate(ptr, size, -1, "cudaMallocHost"); }
 cudaError_t cudaFreeHost(void *ptr) { return release(ptr, true, "cudaFreeHost"); }

@@ -40,6 +40,12 @@ int device_count() {
 }
 int current_device() { return tl_device; }
 
+size_t device_memory() {
+    const char *env = getenv("EMU_DEVICE_MEMORY_MB");
+    long long mb = env ? atoll(env) : 0;
+    return mb > 0 ? (size_t)mb << 20 : 80ull << 30;
+}
+
 double now_ms() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -129,7 +135,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
     if (device < 0 || device >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: bad device");
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "CUDA emulator (CPU) device %d", device);
-    prop->totalGlobalMem = 80ull << 30;
+    prop->totalGlobalMem = emu::device_memory();
     prop->sharedMemPerBlock = kDefaultShmem;
     prop->sharedMemPerBlockOptin = kOptinShmem;
     prop->warpSize = 32;

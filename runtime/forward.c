@@ -1,0 +1,87 @@
+// forward.c — forward.h's functions: choose a backend when a state is made, then forward every
+// call to the state's table (forward_backend.h).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "forward.h"
+#include "forward_backend.h"
+
+int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+    const EmxConfig *c = &m->cfg;
+    if (c->n_kv_heads == 0 || c->n_heads % c->n_kv_heads != 0 || c->head_dim == 0 || c->head_dim % 2)
+        return emx_seterr(err, errlen, "state: unsupported heads (n_heads %u, n_kv_heads %u, head_dim %u)",
+                          c->n_heads, c->n_kv_heads, c->head_dim);
+    int ctx = opt && opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
+    if (ctx > (int)c->max_seq_len || ctx < 1)
+        return emx_seterr(err, errlen, "state: ctx %d exceeds the model's max_seq_len %u", ctx, c->max_seq_len);
+    return ctx;
+}
+
+int emx_cuda_available(void) { return emx_cuda_device_count && emx_cuda_device_count() > 0; }
+
+// "cuda:N" -> N; -1 if the text is not of that form.
+static int parse_cuda_device(const char *d) {
+    if (strncmp(d, "cuda:", 5) != 0 || d[5] < '0' || d[5] > '9') return -1;
+    char *end;
+    long n = strtol(d + 5, &end, 10);
+    return *end || n > 1024 ? -1 : (int)n;
+}
+
+EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+    const char *d = opt && opt->device ? opt->device : "";
+    if (!strcmp(d, "auto")) d = emx_cuda_available() ? "cuda:0" : "cpu";
+    if (!*d || !strcmp(d, "cpu")) return emx_cpu_state_new(m, opt, err, errlen);
+    const int dev = parse_cuda_device(d);
+    if (dev < 0) {
+        emx_seterr(err, errlen, "device '%s': expected cpu, cuda:N or auto", d);
+        return NULL;
+    }
+    if (!emx_cuda_state_new) {
+        emx_seterr(err, errlen, "device %s: this build has no CUDA backend (make cuda builds build/cuda/run)", d);
+        return NULL;
+    }
+    return emx_cuda_state_new(m, opt, dev, err, errlen);
+}
+
+void emx_state_free(EmxState *s) {
+    if (s) s->backend->free(s);
+}
+int emx_state_ctx(const EmxState *s) { return s->backend->ctx(s); }
+const char *emx_state_device(const EmxState *s) {
+    return s->backend->device ? s->backend->device(s) : s->backend->name;
+}
+const char *emx_state_error(const EmxState *s) { return s->backend->error(s); }
+void emx_state_info(const EmxState *s, EmxStateInfo *info) { s->backend->info(s, info); }
+void emx_forward_set_threads(EmxState *s, int n_threads) { s->backend->set_threads(s, n_threads); }
+
+const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
+    return s->backend->forward(s, tokens, n, pos);
+}
+int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
+    return s->backend->forward_all_logits(s, tokens, n, pos, logits);
+}
+const float *emx_attention_scores(const EmxState *s, int *last_pos) {
+    return s->backend->attention_scores(s, last_pos);
+}
+void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim) {
+    s->backend->kv_cache(s, key, value, kv_dim);
+}
+
+int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen) {
+    return s->backend->branches_reserve(s, max_branches, tail_cap, err, errlen);
+}
+int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits) {
+    return s->backend->forward_branches(s, tokens, n, prefix, step, logits);
+}
+int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
+    return s->backend->branch_commit(s, branch, n_steps, prefix);
+}
+size_t emx_state_kv_rows_bytes(const EmxState *s, int n) { return s->backend->kv_rows_bytes(s, n); }
+int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf) {
+    return s->backend->kv_rows_read(s, pos, n, buf);
+}
+int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf) {
+    return s->backend->kv_rows_write(s, pos, n, buf);
+}

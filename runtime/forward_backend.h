@@ -1,0 +1,49 @@
+// forward_backend.h — what a backend of forward.h provides. Every backend's state begins with
+// an EmxState, whose only member is the backend's table of functions; runtime/forward.c makes
+// states and calls through the table, so callers never know which backend they run on.
+// The semantics of each entry are those of the forward.h function of the same name.
+#ifndef ENTROPIX_FORWARD_BACKEND_H
+#define ENTROPIX_FORWARD_BACKEND_H
+
+#include "forward.h"
+
+typedef struct EmxBackend EmxBackend;
+
+struct EmxState {
+    const EmxBackend *backend;
+};
+
+struct EmxBackend {
+    const char *name;  // "cpu", "cuda"
+    void (*free)(EmxState *s);
+    int (*ctx)(const EmxState *s);
+    const char *(*device)(const EmxState *s);  // NULL: the name
+    void (*set_threads)(EmxState *s, int n_threads);
+    const char *(*error)(const EmxState *s);
+    void (*info)(const EmxState *s, EmxStateInfo *info);
+    const float *(*forward)(EmxState *s, const int *tokens, int n, int pos);
+    int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
+    const float *(*attention_scores)(const EmxState *s, int *last_pos);
+    void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);
+    int (*branches_reserve)(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
+    int (*forward_branches)(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
+    int (*branch_commit)(EmxState *s, int branch, int n_steps, int prefix);
+    size_t (*kv_rows_bytes)(const EmxState *s, int n);
+    int (*kv_rows_read)(EmxState *s, int pos, int n, void *buf);
+    int (*kv_rows_write)(EmxState *s, int pos, int n, const void *buf);
+};
+
+// The context a state gets from its options (opt->ctx, or min(max_seq_len, 4096)), after the
+// checks every backend shares (heads the attention can run, ctx within max_seq_len). Returns
+// the context, or -1 with a one-line reason.
+int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
+
+EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
+
+// The CUDA backend (runtime/forward_cuda.c). Weak: a build without it links, and forward.c
+// finds these NULL and says "this build has no CUDA backend".
+EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err,
+                             size_t errlen) __attribute__((weak));
+int emx_cuda_device_count(void) __attribute__((weak));
+
+#endif

@@ -1,0 +1,252 @@
+// test_forward_cuda.cpp — the CUDA backend of forward.h (runtime/forward_cuda.c) against the CPU
+// backend, through the public API only: the same model opened once, a "cpu" state and a
+// "cuda:N" state fed the same tokens.
+//
+// Tolerance of logits and scores. The two backends do the same arithmetic up to f32 summation
+// order (a warp's shuffle tree against the CPU's SIMD lanes) and the f32 (device) vs double
+// (CPU) sums of squares in RMSNorm: for f32 weights that leaves at most ~1e-6 of max|logit|
+// (measured; as the dense kernel tests found), and we allow 2e-4, 8x below what a 1% error in
+// the RoPE angles gives. q8/q4 weights read int8 activations on both backends, and rounding an
+// activation to int8 is a step function: a last-bit difference that lands on a rounding
+// boundary moves that activation by a whole step (amax/127 of its group), and the position's K
+// and V rows carry it to every later position. Measured: qwen3-tiny q4 agrees to 6e-6 of
+// max|logit| up to position 10, then 0.9% from position 11 on (the attention outputs of both
+// backends agree to < 1e-4 there: one activation flipped). So quantised models get 3e-2 of
+// max|logit| — a flipped step, not a wrong kernel: the f32 runs of the same models pin those
+// down at 2e-4, and tests/kernels/test_matvec.cpp checks the int8 paths alone. Within one
+// backend, the decode graph and direct launches run the same kernels on the same data:
+// bitwise equal.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "forward.h"
+#include "model.h"
+}
+
+namespace {
+
+bool open_model(const char *name, EmxModel *m) {
+    const char *root = getenv("EMX_BUILD");
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/models/%s", root && *root ? root : "build", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    fclose(f);
+    cr_assert(emx_model_open(m, path, err, sizeof err) == 0, "%s", err);
+    return true;
+}
+
+EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
+                    const EmxState *share = nullptr) {
+    EmxStateOptions opt = {};
+    opt.n_threads = 1;
+    opt.ctx = ctx;
+    opt.device = device;
+    opt.no_graphs = no_graphs;
+    opt.share_weights = share;
+    char err[512];
+    EmxState *s = emx_state_new(m, &opt, err, sizeof err);
+    cr_assert(s, "emx_state_new(%s): %s", device, err);
+    return s;
+}
+
+// Worst |a - b| over n values as a fraction of max|b|; fails above tol.
+double compare(const char *what, const float *got, const float *want, size_t n, float tol) {
+    float scale = 0, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(got[i] - want[i]) <= worst)) worst = fabsf(got[i] - want[i]), at = i;
+    cr_assert(worst <= tol * scale, "%s: value %zu differs by %.3g (CPU %.6g, CUDA %.6g; max %.3g)", what, at, worst,
+              want[at], got[at], scale);
+    return scale > 0 ? worst / scale : worst;
+}
+
+const int kPrompt[] = {1, 9707, 11, 1879, 0, 576, 3974, 42, 17, 300, 5, 77, 1000, 8, 64, 3, 12, 99, 4};
+const int kPromptLen = 19;  // more than one 16-row chunk
+const int kCtx = 40;
+
+// kPrompt with every id taken modulo the vocabulary (stories260K has 512 tokens).
+std::vector<int> prompt_for(const EmxModel &m) {
+    std::vector<int> t(kPrompt, kPrompt + kPromptLen);
+    for (int &x : t) x %= (int)m.cfg.vocab_size;
+    return t;
+}
+
+// Prefill, then a few decode steps: logits and the last position's score rows of every layer
+// on both backends.
+void logits_match(const char *name, float tol) {
+    EmxModel m;
+    if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    const int vocab = (int)m.cfg.vocab_size;
+    std::vector<int> toks = prompt_for(m);
+    EmxState *cpu = new_state(&m, "cpu", kCtx), *gpu = new_state(&m, "cuda:0", kCtx);
+    cr_assert_str_eq(emx_state_device(gpu), "cuda:0");
+    double worst = 0;
+    int pos = 0;
+    for (int step = 0; step < 4; step++) {
+        const int n = step == 0 ? kPromptLen : 1;
+        const float *want = emx_forward(cpu, toks.data(), n, pos);
+        std::vector<float> w(want, want + vocab);
+        const float *got = emx_forward(gpu, toks.data(), n, pos);
+        cr_assert(got, "%s: %s", name, emx_state_error(gpu));
+        char what[160];
+        snprintf(what, sizeof what, "%s logits at step %d (pos %d)", name, step, pos);
+        worst = fmax(worst, compare(what, got, w.data(), (size_t)vocab, tol));
+        int lp_cpu, lp_gpu;
+        const float *sc = emx_attention_scores(cpu, &lp_cpu), *sg = emx_attention_scores(gpu, &lp_gpu);
+        cr_assert_eq(lp_cpu, lp_gpu);
+        for (uint32_t l = 0; l < m.cfg.n_layers; l++)
+            for (uint32_t h = 0; h < m.cfg.n_heads; h++) {
+                const size_t at = ((size_t)l * m.cfg.n_heads + h) * kCtx;
+                snprintf(what, sizeof what, "%s scores layer %u head %u step %d", name, l, h, step);
+                compare(what, sg + at, sc + at, (size_t)lp_cpu + 1, tol);
+            }
+        pos += n;
+        toks[0] = (toks[0] * 31 + 7) % vocab;  // the next decode token
+    }
+    cr_log_info("%s: worst logit difference %.2e of max|logit|", name, worst);
+    emx_state_free(gpu);
+    emx_state_free(cpu);
+    emx_model_close(&m);
+}
+
+}  // namespace
+
+Test(forward_cuda, stories260K_logits_match_cpu) {
+    for (const char *d : {"f32", "q8", "q4"})
+        logits_match((std::string("stories260K.") + d + ".bin").c_str(), d[0] == 'f' ? 2e-4f : 3e-2f);
+}
+Test(forward_cuda, qwen3_tiny_logits_match_cpu, .timeout = 600) {
+    for (const char *d : {"f32", "q8", "q4"})
+        logits_match((std::string("qwen3-tiny.") + d + ".bin").c_str(), d[0] == 'f' ? 2e-4f : 3e-2f);
+}
+Test(forward_cuda, llama3_tiny_logits_match_cpu, .timeout = 600) {
+    for (const char *d : {"f32", "q8", "q4"})
+        logits_match((std::string("llama3-tiny.") + d + ".bin").c_str(), d[0] == 'f' ? 2e-4f : 3e-2f);
+}
+
+// The decode step replayed from a CUDA graph against the same kernels launched one by one:
+// bitwise equal logits and score rows at every position (the graph reads the token, position
+// and key count from device memory, so a wrong capture shows as a stale position).
+Test(forward_cuda, graph_replay_equals_direct_launches) {
+    EmxModel m;
+    if (!open_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
+    const int vocab = (int)m.cfg.vocab_size;
+    EmxState *graph = new_state(&m, "cuda:0", kCtx, 0), *direct = new_state(&m, "cuda:0", kCtx, 1, graph);
+    EmxStateInfo gi, di;
+    emx_state_info(graph, &gi);
+    cr_assert_eq(gi.uses_graphs, 1);
+    cr_assert_eq(gi.decode_graph_nodes, 0, "no graph before the first decode step");
+    const std::vector<int> toks = prompt_for(m);
+    cr_assert(emx_forward(graph, toks.data(), 5, 0) && emx_forward(direct, toks.data(), 5, 0));
+    for (int pos = 5; pos < 12; pos++) {
+        const int tok = toks[pos];
+        const float *g = emx_forward(graph, &tok, 1, pos);
+        cr_assert(g, "%s", emx_state_error(graph));
+        std::vector<float> gl(g, g + vocab);
+        const float *d = emx_forward(direct, &tok, 1, pos);
+        cr_assert(d, "%s", emx_state_error(direct));
+        cr_assert(memcmp(gl.data(), d, (size_t)vocab * sizeof(float)) == 0, "logits differ at pos %d", pos);
+        const size_t ns = (size_t)m.cfg.n_layers * m.cfg.n_heads * kCtx;
+        std::vector<float> gs(emx_attention_scores(graph, nullptr), emx_attention_scores(graph, nullptr) + ns);
+        const float *ds = emx_attention_scores(direct, nullptr);
+        for (size_t lh = 0; lh < (size_t)m.cfg.n_layers * m.cfg.n_heads; lh++)
+            cr_assert(memcmp(&gs[lh * kCtx], ds + lh * kCtx, (size_t)(pos + 1) * sizeof(float)) == 0,
+                      "score row %zu differs at pos %d", lh, pos);
+    }
+    emx_state_info(graph, &gi);
+    emx_state_info(direct, &di);
+    cr_assert_gt(gi.decode_graph_nodes, (int)m.cfg.n_layers * 8, "the graph holds the whole step");
+    cr_assert_eq(di.uses_graphs, 0);
+    cr_assert_eq(di.weight_bytes_on_device, gi.weight_bytes_on_device, "shared weights");
+    cr_log_info("decode graph: %d nodes", gi.decode_graph_nodes);
+    emx_state_free(direct);
+    emx_state_free(graph);
+    emx_model_close(&m);
+}
+
+// emx_forward_all_logits and the branch functions (the agent pool's lookahead) against the CPU
+// (f32 weights: no int8 activations, so the tight tolerance holds; see the top).
+Test(forward_cuda, all_logits_and_branches_match_cpu) {
+    EmxModel m;
+    if (!open_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
+    const size_t vocab = m.cfg.vocab_size;
+    EmxState *cpu = new_state(&m, "cpu", kCtx), *gpu = new_state(&m, "cuda:0", kCtx);
+    const int n = 18;
+    std::vector<float> lc((size_t)n * vocab), lg((size_t)n * vocab);
+    const std::vector<int> toks = prompt_for(m);
+    cr_assert_eq(emx_forward_all_logits(cpu, toks.data(), n, 0, lc.data()), 0);
+    cr_assert_eq(emx_forward_all_logits(gpu, toks.data(), n, 0, lg.data()), 0, "%s", emx_state_error(gpu));
+    for (int i = 0; i < n; i++) compare("all_logits row", &lg[(size_t)i * vocab], &lc[(size_t)i * vocab], vocab, 2e-4f);
+    // 5 branches of 3 steps over the 18-token prefix, then branch 3 committed
+    char err[256];
+    const int nb = 5, steps = 3;
+    cr_assert_eq(emx_state_branches_reserve(cpu, nb, steps, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_state_branches_reserve(gpu, nb, steps, err, sizeof err), 0, "%s", err);
+    std::vector<float> bc((size_t)nb * vocab), bg((size_t)nb * vocab);
+    for (int j = 0; j < steps; j++) {
+        int bt[nb];
+        for (int b = 0; b < nb; b++) bt[b] = (17 + 101 * b + 7 * j) % (int)vocab;
+        cr_assert_eq(emx_forward_branches(cpu, bt, nb, n, j, bc.data()), 0);
+        cr_assert_eq(emx_forward_branches(gpu, bt, nb, n, j, bg.data()), 0, "%s", emx_state_error(gpu));
+        for (int b = 0; b < nb; b++) compare("branch logits", &bg[(size_t)b * vocab], &bc[(size_t)b * vocab], vocab, 2e-4f);
+    }
+    cr_assert_eq(emx_branch_commit(cpu, 3, steps, n), 0);
+    cr_assert_eq(emx_branch_commit(gpu, 3, steps, n), 0, "%s", emx_state_error(gpu));
+    const size_t bytes = emx_state_kv_rows_bytes(cpu, n + steps);
+    cr_assert_eq(bytes, emx_state_kv_rows_bytes(gpu, n + steps));
+    std::vector<float> kc(bytes / 4), kg(bytes / 4);
+    cr_assert_eq(emx_state_kv_rows_read(cpu, 0, n + steps, kc.data()), 0);
+    cr_assert_eq(emx_state_kv_rows_read(gpu, 0, n + steps, kg.data()), 0);
+    compare("cache rows after the commit", kg.data(), kc.data(), kc.size(), 2e-4f);
+    // rows written back travel unchanged: the GPU's rows into the CPU state give its logits
+    cr_assert_eq(emx_state_kv_rows_write(cpu, 0, n + steps, kg.data()), 0);
+    const int next = 5;
+    const float *a = emx_forward(cpu, &next, 1, n + steps);
+    std::vector<float> av(a, a + vocab);
+    const float *b = emx_forward(gpu, &next, 1, n + steps);
+    compare("decode after the commit", b, av.data(), vocab, 2e-4f);
+    emx_state_free(gpu);
+    emx_state_free(cpu);
+    emx_model_close(&m);
+}
+
+// Robustness: a model that does not fit says so with the figures before allocating; a bad
+// device, a bad position and a token out of range are one-line errors.
+Test(forward_cuda, errors_name_the_problem) {
+    EmxModel m;
+    if (!open_model("qwen3-tiny.f32.bin", &m)) cr_skip_test("build/models/qwen3-tiny.f32.bin missing");
+    EmxStateOptions opt = {};
+    opt.ctx = kCtx;
+    char err[512];
+    opt.device = "cuda:9";
+    cr_assert_null(emx_state_new(&m, &opt, err, sizeof err));
+    cr_assert(strstr(err, "cuda:9") && strstr(err, "no such GPU"), "%s", err);
+    opt.device = "gpu0";
+    cr_assert_null(emx_state_new(&m, &opt, err, sizeof err));
+    cr_assert(strstr(err, "'gpu0'"), "%s", err);
+    setenv("EMU_DEVICE_MEMORY_MB", "20", 1);  // qwen3-tiny f32: 39 MiB of weights
+    opt.device = "cuda:1";
+    cr_assert_null(emx_state_new(&m, &opt, err, sizeof err));
+    cr_assert(strstr(err, "does not fit") && strstr(err, "MiB free of 20.0"), "%s", err);
+    unsetenv("EMU_DEVICE_MEMORY_MB");
+    EmxState *s = new_state(&m, "cuda:1", kCtx);
+    const int bad = (int)m.cfg.vocab_size;
+    cr_assert_null(emx_forward(s, &bad, 1, 0));
+    cr_assert(strstr(emx_state_error(s), "token id 151936 out of range"), "%s", emx_state_error(s));
+    const int ok = 5;
+    cr_assert_null(emx_forward(s, &ok, 1, kCtx));
+    cr_assert(strstr(emx_state_error(s), "outside the context of 40"), "%s", emx_state_error(s));
+    cr_assert_not_null(emx_forward(s, &ok, 1, 0), "a failed call leaves the state usable");
+    emx_state_free(s);
+    emx_model_close(&m);
+}

@@ -71,14 +71,20 @@ include tests/models_smollm2.mk
 # barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel
 # stuck in a loop fails by the timeout instead of hanging the run.
 EMU_TEST_ARGS ?= --timeout 300
-test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN)
-	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_EMU_RUN=$(EMU_RUN_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
+	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
 	$(if $(EMU_TEST_BIN),EMU_SCHEDULE=reverse EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS))
 
-# On a machine with a GPU: the kernel tests against the real CUDA runtime (kernels/bench.mk).
+# On a machine with a GPU: the kernel and backend tests against the real CUDA runtime
+# (kernels/bench.mk), then the C suite's comparisons of whole generations and benchmark reports,
+# run with the real CUDA build of ./run and tools/bench instead of the emulated ones.
 .PHONY: test-gpu
-test-gpu: test-kernels-gpu
+GPU_C_SUITES ?= run_cuda pool_cuda bench
+test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench all $(BUILD)/tests/tests test-models
+	for suite in $(GPU_C_SUITES); do \
+		EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
+		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.

@@ -59,6 +59,10 @@ void emx_forward_set_threads(EmxState *s, int n_threads) { s->backend->set_threa
 const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
     return s->backend->forward(s, tokens, n, pos);
 }
+int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                       EmxDecideResult *out) {
+    return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;
+}
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);
 }

@@ -8,7 +8,10 @@
 #ifndef ENTROPIX_FORWARD_H
 #define ENTROPIX_FORWARD_H
 
+#include "entropix.h"
+#include "metrics.h"
 #include "model.h"
+#include "sample.h"
 
 typedef struct EmxState EmxState;
 
@@ -107,5 +110,43 @@ int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix);
 size_t emx_state_kv_rows_bytes(const EmxState *s, int n);
 int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf);
 int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf);
+
+// ---------------------------------------------------------------------------------------------
+// Choosing where the logits are. On a GPU the whole step — the forward pass of the fed tokens
+// and the choice of the next token — runs on the device (for a decode step: inside its CUDA
+// graph), so the host receives a token id, not vocab floats. The sampler describes itself
+// with an EmxDecideSpec; the choice is the one the CPU makes from the same logits (the same
+// metrics, emx_entropix_decide, the same Philox draws: sampler/*.h is compiled for both).
+
+enum emx_decide_kind {
+    EMX_DECIDE_GREEDY = 0,   // argmax
+    EMX_DECIDE_SAMPLE = 1,   // emx_sample with params, u = Philox(seed, step, lane 0)
+    EMX_DECIDE_ENTROPIX = 2, // emx_entropix_decide + execute with profile (attention metrics
+                             // from profile.attn_layer), the insert-once state kept on the device
+};
+
+typedef struct {
+    int kind;                // enum emx_decide_kind
+    EmxSamplerParams params; // SAMPLE
+    EmxProfile profile;      // ENTROPIX
+    int pause_token;         // ENTROPIX: -1 none
+    uint64_t seed;
+    int want_metrics;        // copy the step's metrics to the host too (--metrics logs)
+} EmxDecideSpec;
+
+typedef struct {
+    int token;               // the chosen id
+    EmxDecision decision;    // ENTROPIX: what the switch decided
+    double score;            // ENTROPIX best-of-N: the chosen token's score; NAN otherwise
+    EmxMetrics metrics;      // when spec->want_metrics (ENTROPIX: always computed on the device)
+} EmxDecideResult;
+
+// Runs tokens[0..n) at pos.. as emx_forward does, then chooses the next token (it will sit at
+// pos + n: the RNG step) by spec. Returns 1 with *out filled when the backend chose on its side,
+// 0 when it cannot (the CPU backend: call emx_forward and choose from the logits; nothing was
+// run), -1 on error (emx_state_error says why). A state keeps one spec: calling with another
+// re-captures the decode graph, and restarts the entropix insert-once state.
+int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                       EmxDecideResult *out);
 
 #endif

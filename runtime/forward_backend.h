@@ -22,6 +22,9 @@ struct EmxBackend {
     const char *(*error)(const EmxState *s);
     void (*info)(const EmxState *s, EmxStateInfo *info);
     const float *(*forward)(EmxState *s, const int *tokens, int n, int pos);
+    // NULL: the backend does not decide (emx_forward_decide returns 0)
+    int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                          EmxDecideResult *out);
     int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);

@@ -21,7 +21,9 @@
 // Prefill runs the same kernels on chunks of 16 rows (the batched matvec reads each weight once
 // per chunk). Memory: weights as in the file (q4_1 repacked, kernels/weights.h), the KV cache
 // in f32 (bitwise the CPU's layout, so rows travel between backends unchanged).
+#include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +32,18 @@
 #include <cuda_runtime.h>
 
 #include "attention.h"
+#include "attn_metrics.h"
 #include "cpu_matmul.h"
 #include "cpu_ops.h"
 #include "dtype.h"
 #include "embedding.h"
+#include "logits_metrics.h"
 #include "forward.h"
 #include "forward_backend.h"
 #include "matvec.h"
 #include "rmsnorm.h"
 #include "rope.h"
+#include "sampling.h"
 #include "swiglu.h"
 #include "weights.h"
 
@@ -69,7 +74,17 @@ typedef struct {
     int pos[CHUNK];     // their positions (RoPE angles)
     int rows[CHUNK];    // cache rows their k and v go to (branches: tail rows)
     int n_keys;         // keys the last row attends (decode graph: read on the device)
+    uint64_t rng_step;  // emx_forward_decide: the position of the token being chosen
 } StepInput;
+
+// What emx_forward_decide brings back: the token and decision first, so that without
+// --metrics the copy stops before the metrics.
+typedef struct {
+    int token;
+    EmxDecision decision;
+    double score;
+    EmxMetrics metrics;
+} DecideOut;
 
 typedef struct {
     EmxState base;
@@ -105,6 +120,15 @@ typedef struct {
     // the decode step's graph (captured on the first single-token call)
     cudaGraphExec_t decode_graph;
     int graph_nodes;
+    // emx_forward_decide: the spec the decide graph was captured with, the device side of the
+    // choice (metrics, the entropix insert-once state, workspaces) and the result's copies
+    EmxDecideSpec spec;
+    int have_spec;
+    cudaGraphExec_t decide_graph;
+    int decide_graph_nodes;
+    DecideOut *out_d, *out_h;
+    EmxEntropixState *estate_d;
+    void *lm_ws, *am_ws, *sample_ws;
 } CudaState;
 
 static const EmxBackend CUDA_BACKEND;
@@ -233,11 +257,14 @@ static void cuda_state_free(EmxState *st) {
     CudaState *s = (CudaState *)st;
     cudaSetDevice(s->device);
     if (s->decode_graph) cudaGraphExecDestroy(s->decode_graph);
+    if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
-                   s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value};
+                   s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
+                   s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
     cudaFreeHost(s->logits_h);
+    cudaFreeHost(s->out_h);
     free(s->scores_h);
     free(s->key_h);
     free(s->value_h);
@@ -248,7 +275,7 @@ static void cuda_state_free(EmxState *st) {
 
 static size_t attn_ws_bytes(const CudaState *s, int n_keys) {
     const EmxConfig *c = &s->m->cfg;
-    return emx_cuda_attention_workspace_bytes(ATTN_KERNEL, (int)c->n_heads, (int)c->head_dim, n_keys, 0);
+    return emx_cuda_attention_workspace_bytes_rows(ATTN_KERNEL, (int)c->n_heads, (int)c->head_dim, n_keys, 0, CHUNK);
 }
 
 // Device bytes of one state's own buffers (not the weights).
@@ -260,6 +287,8 @@ static uint64_t state_bytes(const CudaState *s) {
     b += 2 * L * s->ctx * s->kv_dim * 4;                             // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
     b += attn_ws_bytes(s, s->ctx) + B * (uint64_t)s->vocab * 4;
+    b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
+         emx_cuda_attn_metrics_workspace_bytes((int)L) + emx_cuda_sample_workspace_bytes(s->vocab);
     return b;
 }
 
@@ -290,6 +319,11 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
         {(void **)&s->attn_ws, attn_ws_bytes(s, s->ctx), "attention workspace"},
         {(void **)&s->logits, B * s->vocab * f, "logits"},
+        {(void **)&s->out_d, sizeof(DecideOut), "the sampler's result"},
+        {(void **)&s->estate_d, sizeof(EmxEntropixState), "the entropix state"},
+        {&s->lm_ws, emx_cuda_logits_metrics_workspace_bytes(s->vocab), "sampler workspace"},
+        {&s->am_ws, emx_cuda_attn_metrics_workspace_bytes((int)L), "sampler workspace"},
+        {&s->sample_ws, emx_cuda_sample_workspace_bytes(s->vocab), "sampler workspace"},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (dev_alloc(s, bufs[i].p, bufs[i].bytes, bufs[i].what)) return -1;
@@ -299,6 +333,8 @@ static int state_alloc(CudaState *s) {
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
     CU(cudaMallocHost((void **)&s->logits_h, (size_t)s->vocab * f));
+    CU(cudaMallocHost((void **)&s->out_h, sizeof(DecideOut)));
+    CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
     memset(s->in_h, 0, sizeof(StepInput));
     return 0;
 }
@@ -414,39 +450,55 @@ typedef struct {
     int device_positions;  // decode graph: the key count is read from in_d->n_keys
 } Rows;
 
-static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
+static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
     const size_t kvl = (size_t)s->ctx * s->kv_dim;
-    for (int i = 0; i < n; i++) {
-        EmxAttentionArgs a;
-        memset(&a, 0, sizeof a);
-        a.q = s->q + (size_t)i * s->q_dim;
-        a.k_cache = s->key + l * kvl;
-        a.v_cache = s->value + l * kvl;
-        a.kv_dtype = EMX_KV_F32;
-        a.n_heads = (int)c->n_heads;
-        a.n_kv_heads = (int)c->n_kv_heads;
-        a.head_dim = (int)c->head_dim;
-        a.n_keys = pos + i + 1;
+    memset(a, 0, sizeof *a);
+    a->k_cache = s->key + l * kvl;
+    a->v_cache = s->value + l * kvl;
+    a->kv_dtype = EMX_KV_F32;
+    a->n_heads = (int)c->n_heads;
+    a->n_kv_heads = (int)c->n_kv_heads;
+    a->head_dim = (int)c->head_dim;
+    a->workspace = s->attn_ws;
+}
+
+// The last row's score rows and softmax statistics go where the samplers read them.
+static void record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
+    const EmxConfig *c = &s->m->cfg;
+    a->scores = s->scores + (size_t)l * c->n_heads * s->ctx;
+    a->score_stride = s->ctx;
+    a->head_stats = s->head_stats + (size_t)l * c->n_heads;
+}
+
+static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
+    EmxAttentionArgs a;
+    if (!r->is_branches) {  // n rows at pos..pos+n-1, causal: one launch (rows on the grid)
+        attention_args(s, l, &a);
+        a.q = s->q;
+        a.out = s->att;
+        a.n_rows = n;
+        a.n_keys = pos + n;
         if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
             a.n_keys = s->ctx;
             a.n_keys_dev = &s->in_d->n_keys;
         }
-        if (r->is_branches) {
-            const size_t tail_row = (size_t)s->br_max * s->kv_dim;
-            a.n_keys = r->prefix + r->step + 1;
-            a.tail_k = s->br_key + (size_t)l * s->br_tail * tail_row + (size_t)i * s->kv_dim;
-            a.tail_v = s->br_value + (size_t)l * s->br_tail * tail_row + (size_t)i * s->kv_dim;
-            a.tail_start = r->prefix;
-            a.tail_row_stride = (int)tail_row;
-        }
+        if (record_last) record_scores(s, l, &a);
+        CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
+        return 0;
+    }
+    // Branches: row i attends the shared prefix in the cache, then its own tail (interleaved
+    // with the other branches': a row of the tail holds one step of every branch).
+    const size_t tail_row = (size_t)s->br_max * s->kv_dim, tail_layer = (size_t)l * s->br_tail * tail_row;
+    for (int i = 0; i < n; i++) {
+        attention_args(s, l, &a);
+        a.q = s->q + (size_t)i * s->q_dim;
         a.out = s->att + (size_t)i * s->q_dim;
-        if (record_last && i == n - 1) {
-            a.scores = s->scores + (size_t)l * c->n_heads * s->ctx;
-            a.score_stride = s->ctx;
-            a.head_stats = s->head_stats + (size_t)l * c->n_heads;
-        }
-        a.workspace = s->attn_ws;
+        a.n_keys = r->prefix + r->step + 1;
+        a.tail_k = s->br_key + tail_layer + (size_t)i * s->kv_dim;
+        a.tail_v = s->br_value + tail_layer + (size_t)i * s->kv_dim;
+        a.tail_start = r->prefix;
+        a.tail_row_stride = (int)tail_row;
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     }
     return 0;
@@ -545,25 +597,61 @@ static int send_input(CudaState *s, const int *tokens, int n, int pos, int same_
     return 0;
 }
 
-// One decode step, its logits copied into logits_h: captured into a graph on the first call,
-// replayed after (the input copy is the graph's first node: it reads in_h at replay time).
-static int decode_step(CudaState *s, int pos) {
-    const Rows graph_rows = {0, 0, 0, 1}, direct_rows = {0, 0, 0, 0};
+// The choice of the next token from logits row 0 (emx_forward_decide), on the device, and the
+// copy of its result to out_h. valid_len: keys of the last position (graph: read from in_d).
+static int decide_kernels(CudaState *s, int valid_len, int graph) {
+    const EmxConfig *c = &s->m->cfg;
+    const EmxDecideSpec *sp = &s->spec;
+    DecideOut *o = s->out_d;
+    const uint64_t step = s->in_h->rng_step;
+    const uint64_t *step_dev = graph ? &s->in_d->rng_step : NULL;
+    const int *valid_dev = graph ? &s->in_d->n_keys : NULL;
+    const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
+    const int metrics = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
+    if (metrics || sp->kind == EMX_DECIDE_GREEDY)
+        CU(emx_cuda_logits_metrics(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,
+                                   NULL, s->lm_ws, s->stream));
+    if (metrics)
+        CU(emx_cuda_attn_metrics(s->scores, s->head_stats, (int)c->n_layers, (int)c->n_heads, s->ctx,
+                                 graph ? s->ctx : valid_len, valid_dev, layer, &o->metrics, s->am_ws, s->stream));
+    if (sp->kind == EMX_DECIDE_SAMPLE)
+        CU(emx_cuda_sample(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
+                           s->stream));
+    if (sp->kind == EMX_DECIDE_ENTROPIX)
+        CU(emx_cuda_entropix_step(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
+                                  sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
+                                  s->stream));
+    const size_t bytes = sp->want_metrics || sp->kind == EMX_DECIDE_ENTROPIX ? sizeof(DecideOut)
+                                                                           : offsetof(DecideOut, metrics);
+    CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
+    return 0;
+}
+
+// The end of a step: the logits to the host (emx_forward) or the choice (emx_forward_decide).
+static int step_tail(CudaState *s, int decide, int valid_len, int graph) {
+    if (decide) return decide_kernels(s, valid_len, graph);
+    CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+    return 0;
+}
+
+// One decode step (in_h filled): captured into a graph on the first call, replayed after (the
+// input copy is the graph's first node: it reads in_h at replay time). no_graphs: the same
+// launches made directly.
+static int decode_step(CudaState *s, int pos, int decide) {
     if (s->no_graphs) {
+        const Rows direct_rows = {0, 0, 0, 0};
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
         if (run_layers(s, 1, pos, &direct_rows, 1) || classify(s, 0, 1)) return -1;
-        CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
-        return 0;
+        return step_tail(s, decide, pos + 1, 0);
     }
-    if (!s->decode_graph) {
+    cudaGraphExec_t *exec = decide ? &s->decide_graph : &s->decode_graph;
+    if (!*exec) {
+        const Rows graph_rows = {0, 0, 0, 1};
         cudaGraph_t g = NULL;
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
                      "cudaMemcpyAsync") ||
-                  run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) ||
-                  cu(s, cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float),
-                                        cudaMemcpyDeviceToHost, s->stream),
-                     "cudaMemcpyAsync");
+                  run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) || step_tail(s, decide, pos + 1, 1);
         cudaError_t end = cudaStreamEndCapture(s->stream, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
@@ -572,43 +660,73 @@ static int decode_step(CudaState *s, int pos) {
         CU(end);
         size_t nodes = 0;
         cudaError_t e = cudaGraphGetNodes(g, NULL, &nodes);
-        if (e == cudaSuccess) e = cudaGraphInstantiate(&s->decode_graph, g, 0);
+        if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
         cudaGraphDestroy(g);
         CU(e);
-        s->graph_nodes = (int)nodes;
+        *(decide ? &s->decide_graph_nodes : &s->graph_nodes) = (int)nodes;
     }
-    CU(cudaGraphLaunch(s->decode_graph, s->stream));
+    CU(cudaGraphLaunch(*exec, s->stream));
     return 0;
 }
 
-static const float *cuda_forward(EmxState *st, const int *tokens, int n, int pos) {
-    CudaState *s = (CudaState *)st;
-    if (check_call(s, tokens, n, pos) || cu(s, cudaSetDevice(s->device), "cudaSetDevice")) return NULL;
-    const Rows rows = {0, 0, 0, 0};
+// Runs tokens at pos.. and ends with step_tail; the stream is synchronised on return.
+static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide) {
+    if (check_call(s, tokens, n, pos)) return -1;
+    CU(cudaSetDevice(s->device));
+    s->in_h->rng_step = (uint64_t)(pos + n);
     if (n == 1) {
         s->in_h->tokens[0] = tokens[0];
         s->in_h->pos[0] = pos;
         s->in_h->rows[0] = 0;
         s->in_h->n_keys = pos + 1;
-        if (decode_step(s, pos)) return NULL;
+        if (decode_step(s, pos, decide)) return -1;
     } else {
+        const Rows rows = {0, 0, 0, 0};
         for (int done = 0; done < n;) {
             const int chunk = n - done < CHUNK ? n - done : CHUNK, last = done + chunk == n;
             // the pinned input is read by the copy when it runs: finish the previous chunk first
-            if (done && cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize")) return NULL;
+            if (done) CU(cudaStreamSynchronize(s->stream));
             if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, last))
-                return NULL;
+                return -1;
             done += chunk;
-            if (last && classify(s, chunk - 1, 1)) return NULL;
+            if (last && (classify(s, chunk - 1, 1) || step_tail(s, decide, pos + n, 0))) return -1;
         }
-        if (cu(s, cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost,
-                                  s->stream),
-               "cudaMemcpyAsync"))
-            return NULL;
     }
-    if (cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (the forward pass)")) return NULL;
+    CU(cudaStreamSynchronize(s->stream));
     s->last_pos = pos + n - 1;
-    return s->logits_h;
+    return 0;
+}
+
+static const float *cuda_forward(EmxState *st, const int *tokens, int n, int pos) {
+    CudaState *s = (CudaState *)st;
+    return run_step(s, tokens, n, pos, 0) ? NULL : s->logits_h;
+}
+
+static int cuda_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                               EmxDecideResult *out) {
+    CudaState *s = (CudaState *)st;
+    if (!s->have_spec || memcmp(&s->spec, spec, sizeof *spec) != 0) {  // a new sampler: a new graph
+        if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
+        s->decide_graph = NULL;
+        s->spec = *spec;
+        s->have_spec = 1;
+        CU(cudaSetDevice(s->device));
+        CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
+    }
+    if (run_step(s, tokens, n, pos, 1)) return -1;
+    memset(out, 0, sizeof *out);
+    out->token = s->out_h->token;
+    out->score = NAN;
+    if (spec->kind == EMX_DECIDE_ENTROPIX) {
+        out->decision = s->out_h->decision;
+        out->score = s->out_h->score;
+    }
+    if (spec->want_metrics || spec->kind == EMX_DECIDE_ENTROPIX) out->metrics = s->out_h->metrics;
+    if (out->token < 0 || out->token >= s->vocab) {
+        snprintf(s->err, sizeof s->err, "%s: the device sampler chose no token (%d)", s->device_name, out->token);
+        return -1;
+    }
+    return 1;
 }
 
 static int cuda_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
@@ -738,7 +856,7 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
     }
     CU(cudaSetDevice(s->device));
     const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * sizeof(float);
-    const cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     for (size_t l = 0; l < layers; l++) {
         float *k = s->key + (l * s->ctx + pos) * s->kv_dim, *v = s->value + (l * s->ctx + pos) * s->kv_dim;
         float *bk = buf + l * row, *bv = buf + (layers + l) * row;
@@ -770,7 +888,7 @@ static double peak_gbps(int device) {
 
 static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     const CudaState *s = (const CudaState *)st;
-    cudaDeviceProp p;
+    struct cudaDeviceProp p;
     memset(info, 0, sizeof *info);
     info->device = s->device_name;
     if (cudaGetDeviceProperties(&p, s->device) == cudaSuccess)
@@ -792,6 +910,7 @@ static const EmxBackend CUDA_BACKEND = {
     .error = cuda_error,
     .info = cuda_info,
     .forward = cuda_forward,
+    .forward_decide = cuda_forward_decide,
     .forward_all_logits = cuda_forward_all_logits,
     .attention_scores = cuda_attention_scores,
     .kv_cache = cuda_kv_cache,

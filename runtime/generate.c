@@ -9,6 +9,31 @@
 #include "philox.h"
 
 // ---------------------------------------------------------------------------------------------
+// One step of the loop: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
+// state's device when the sampler describes itself (device_spec) and the backend chooses there
+// (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
+// failed, -2 if the sampler found no token. sample_s: time of the host-side choice.
+static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
+                           double *sample_s) {
+    const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
+    if (spec) {
+        EmxDecideResult r;
+        int rc = emx_forward_decide(st, tokens, n, pos, spec, &r);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            if (sm->device_result) sm->device_result(sm, &r);
+            return r.token;
+        }
+    }
+    const float *logits = emx_forward(st, tokens, n, pos);
+    if (!logits) return -1;
+    double ts = emx_now_s();
+    int id = sm->choose(sm, st, logits, n_vocab, pos + n);
+    *sample_s += emx_now_s() - ts;
+    return id < 0 || id >= n_vocab ? -2 : id;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The basic samplers behind the interface.
 
 static int basic_choose(EmxSampler *self, EmxState *st, const float *logits, int n_vocab, int pos) {
@@ -19,6 +44,8 @@ static int basic_choose(EmxSampler *self, EmxState *st, const float *logits, int
     return emx_sample(logits, n_vocab, &bs->params, u, bs->work);
 }
 
+static const EmxDecideSpec *basic_device_spec(EmxSampler *self) { return &((EmxBasicSampler *)self)->spec; }
+
 int emx_basic_sampler_init(EmxBasicSampler *bs, const EmxSamplerParams *params, uint64_t seed,
                            int n_vocab, char *err, size_t errlen) {
     memset(bs, 0, sizeof *bs);
@@ -28,8 +55,13 @@ int emx_basic_sampler_init(EmxBasicSampler *bs, const EmxSamplerParams *params, 
         return -1;
     }
     bs->base.choose = basic_choose;
+    bs->base.device_spec = basic_device_spec;
     bs->params = *params;
     bs->seed = seed;
+    bs->spec.kind = EMX_DECIDE_SAMPLE;  // the same emx_sample, on the device
+    bs->spec.params = *params;
+    bs->spec.seed = seed;
+    bs->spec.pause_token = -1;
     bs->n_vocab = n_vocab;
     return 0;
 }
@@ -162,25 +194,23 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
 
     int rc = 0;
     double t0 = emx_now_s();
-    const float *logits = emx_forward(st, prompt, n_prompt, 0);  // one batched prefill
+    int id = feed_and_choose(st, sampler, prompt, n_prompt, 0, n_vocab, &stats->sample_s);  // one batched prefill
     double t1 = emx_now_s();
     stats->prefill_s = t1 - t0;
-    if (!logits) {
-        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d)", n_prompt, ctx);
+    if (id == -1) {
+        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt, ctx,
+                 emx_state_error(st));
         rc = -1;
         goto done;
     }
 
-    int pos = n_prompt;  // where the next chosen token goes
+    int pos = n_prompt;  // where the chosen token goes
     for (;;) {
         if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
             stats->stop = EMX_STOP_N_PREDICT;
             break;
         }
-        double ts = emx_now_s();
-        int id = sampler->choose(sampler, st, logits, n_vocab, pos);
-        stats->sample_s += emx_now_s() - ts;
-        if (id < 0 || id >= n_vocab) {
+        if (id < 0) {
             snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
             rc = -1;
             break;
@@ -201,9 +231,10 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             stats->stop = EMX_STOP_CONTEXT;
             break;
         }
-        logits = emx_forward(st, &id, 1, pos);
-        if (!logits) {
-            snprintf(err, errlen, "forward pass failed at position %d (context %d)", pos, ctx);
+        const int fed = id;
+        id = feed_and_choose(st, sampler, &fed, 1, pos, n_vocab, &stats->sample_s);
+        if (id == -1) {
+            snprintf(err, errlen, "forward pass failed at position %d (context %d): %s", pos, ctx, emx_state_error(st));
             rc = -1;
             break;
         }

@@ -27,11 +27,19 @@ struct EmxSampler {
     // far): the RNG counter, so a replay from the same position draws the same numbers.
     // Returns a token id in [0, n_vocab), or -1 if no token can be chosen.
     int (*choose)(EmxSampler *self, EmxState *st, const float *logits, int n_vocab, int pos);
+    // Optional (NULL: none). The sampler as a backend can run it on its side (forward.h
+    // emx_forward_decide: on a GPU the choice runs in the decode step's graph and only the id
+    // comes back), and the result handed back for the sampler's own records (last decision,
+    // counts). The loop asks for the spec each step; it must stay the same object while the
+    // sampler is unchanged.
+    const EmxDecideSpec *(*device_spec)(EmxSampler *self);
+    void (*device_result)(EmxSampler *self, const EmxDecideResult *r);
 };
 
 // The basic samplers of sample.h as an EmxSampler: u = Philox(seed, pos, lane 0).
 typedef struct {
     EmxSampler base;          // first member: (EmxSampler *)&basic works
+    EmxDecideSpec spec;       // the same sampler for a backend that chooses on its side
     EmxSamplerParams params;
     uint64_t seed;
     EmxCandidate *work;       // [n_vocab] scratch

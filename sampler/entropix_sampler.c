@@ -34,6 +34,19 @@ static int entropix_choose(EmxSampler *self, EmxState *st, const float *logits, 
     return tok;
 }
 
+// The device's choice (forward.h emx_forward_decide): the same records as entropix_choose.
+static const EmxDecideSpec *entropix_device_spec(EmxSampler *self) { return &((EmxEntropixSampler *)self)->spec; }
+
+static void entropix_device_result(EmxSampler *self, const EmxDecideResult *r) {
+    EmxEntropixSampler *es = (EmxEntropixSampler *)self;
+    es->last_metrics = r->metrics;
+    es->last_decision = r->decision;
+    es->last_score = r->score;
+    emx_entropix_state_update(&es->state, &r->decision);  // the host's copy follows the device's
+    es->case_counts[r->decision.kase]++;
+    if (r->decision.action == EMX_ACTION_INSERT) es->n_inserted++;
+}
+
 int emx_entropix_sampler_init(EmxEntropixSampler *es, const EmxProfile *profile,
                               const EmxModel *m, const EmxTokenizer *tk, int ctx, uint64_t seed,
                               char *err, size_t errlen) {
@@ -68,6 +81,12 @@ int emx_entropix_sampler_init(EmxEntropixSampler *es, const EmxProfile *profile,
                  ctx);
         return -1;
     }
+    es->base.device_spec = entropix_device_spec;
+    es->base.device_result = entropix_device_result;
+    es->spec.kind = EMX_DECIDE_ENTROPIX;
+    es->spec.profile = es->profile;
+    es->spec.pause_token = es->pause_token;
+    es->spec.seed = es->seed;
     return 0;
 }
 

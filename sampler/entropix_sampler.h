@@ -16,6 +16,7 @@
 
 typedef struct {
     EmxSampler base;            // first member: (EmxSampler *)&es works
+    EmxDecideSpec spec;         // the same switch for a backend that runs it on its side
     EmxProfile profile;
     uint64_t seed;
     int pause_token;            // resolved at init; -1: none

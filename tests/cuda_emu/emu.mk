@@ -83,15 +83,17 @@ $(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOS
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
 # ./run with the CUDA backend on emulated GPUs (--device cuda:N): the C suite runs it beside the
-# CPU ./run (EMX_EMU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
+# CPU ./run (EMX_GPU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
 # always under ASan, like every emulated binary.
 EMU_RUN_BIN := $(BUILD)/emu/run
 $(EMU_RUN_BIN): $(BUILD)/obj/runtime/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
 
-# tools/bench on emulated GPUs: proves the GPU report's paths (launches per step, bytes per
-# token, peak bandwidth from the device's properties) run; its timings are emulation timings.
+# tools/bench on emulated GPUs (EMX_GPU_BENCH in the C suite): proves the GPU report's paths
+# (launches per step, bytes per token, peak bandwidth from the device's properties) run; its
+# timings are emulation timings.
+EMU_BENCH_BIN := $(BUILD)/emu/tools/bench
 $(BUILD)/emu/tools/%: $(BUILD)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)

@@ -234,12 +234,16 @@ Test(forward_cuda, errors_name_the_problem) {
     opt.device = "gpu0";
     cr_assert_null(emx_state_new(&m, &opt, err, sizeof err));
     cr_assert(strstr(err, "'gpu0'"), "%s", err);
+#ifdef EMU_CUDA_RUNTIME_H  // the emulator's device memory can be made small (a real GPU's cannot)
     setenv("EMU_DEVICE_MEMORY_MB", "20", 1);  // qwen3-tiny f32: 39 MiB of weights
     opt.device = "cuda:1";
     cr_assert_null(emx_state_new(&m, &opt, err, sizeof err));
     cr_assert(strstr(err, "does not fit") && strstr(err, "MiB free of 20.0"), "%s", err);
     unsetenv("EMU_DEVICE_MEMORY_MB");
-    EmxState *s = new_state(&m, "cuda:1", kCtx);
+#else
+    cr_log_info("the does-not-fit message is checked under the emulator only");
+#endif
+    EmxState *s = new_state(&m, "cuda:0", kCtx);
     const int bad = (int)m.cfg.vocab_size;
     cr_assert_null(emx_forward(s, &bad, 1, 0));
     cr_assert(strstr(emx_state_error(s), "token id 151936 out of range"), "%s", emx_state_error(s));

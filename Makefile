@@ -111,7 +111,7 @@ check: all
 clean:
 	rm -rf build build-asan run
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/run.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
 
 # Tokenizer throughput (encode/decode MB/s on a fixed corpus) beside HF tokenizers when
 # `python3 -c "import tokenizers"` works; docs/tokenizer-bench.md. Quick look: TOKBENCH_ARGS="--rounds 1".

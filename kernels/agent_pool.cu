@@ -7,7 +7,7 @@
 // select of the best top_k rank keys without sorting the vocabulary, a bitonic sort of that
 // batch, softmax(l/T) over the kept tokens in double), then its thread 0 sums the entropy
 // -Σ q log2 q over the kept list in rank order (sampler/agents.c's order) and draws with lane =
-// agent index. A second launch of one thread picks the winner (lowest entropy, strict <, so ties
+// first_lane + agent index. A second launch of one thread picks the winner (lowest entropy, strict <, so ties
 // go to the lower index): blocks cannot wait on each other within a launch, and the pick is 8
 // comparisons. The agents' blocks run concurrently on different SMs, so a pool of 8 costs about
 // one sampler's time, not 8.
@@ -50,7 +50,8 @@ __device__ KeptList agent_kept_list(void *ws, int n, int agent) {
 // Block b = agent b: its proposal into props[b] (workspace) and, when given, proposals_out[b].
 __global__ void __launch_bounds__(SB, 1)
 agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentParams *agents, u64 seed, u64 step,
-                      const u64 *step_dev, char *kept_ws, EmxProposal *props, EmxProposal *proposals_out) {
+                      const u64 *step_dev, uint32_t first_lane, char *kept_ws, EmxProposal *props,
+                      EmxProposal *proposals_out) {
     const Smem sm = block_smem();
     const int b = blockIdx.x;
     const EmxAgentParams a = agents[b];
@@ -73,7 +74,7 @@ agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentPar
                 if (kl.p[i] > 0.0) h -= kl.p[i] * log2(kl.p[i]);
             const u64 st = step_dev ? *step_dev : step;
             pr.entropy_bits = h;
-            pr.token = draw(kl, m, emx_uniform_f64(seed, st, (uint32_t)b));
+            pr.token = draw(kl, m, emx_uniform_f64(seed, st, first_lane + (uint32_t)b));
         }
         props[b] = pr;
         if (proposals_out) proposals_out[b] = pr;
@@ -100,13 +101,13 @@ extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
 
 extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
                                             int n_agents, uint64_t seed, uint64_t step,
-                                            const uint64_t *step_dev, int *token_out, int *winner_out,
-                                            EmxProposal *proposals_out, void *ws, cudaStream_t s) {
+                                            const uint64_t *step_dev, uint32_t first_lane, int *token_out,
+                                            int *winner_out, EmxProposal *proposals_out, void *ws, cudaStream_t s) {
     if (!logits || n < 1 || !agents || n_agents < 1 || n_agents > 65535 || !token_out || !winner_out || !ws)
         return cudaErrorInvalidValue;
     char *kept_ws = (char *)ws;
     EmxProposal *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
-    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, kept_ws, props, proposals_out);
+    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, props, proposals_out);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     agents_pick_kernel<<<1, 1, 0, s>>>(props, n_agents, token_out, winner_out);

@@ -23,7 +23,9 @@ extern "C" {
 // proposals).
 size_t emx_cuda_agents_workspace_bytes(int n, int n_agents);
 
-// One step of the pool: for agent i (lane i), the proposal of emx_agent_propose; then the winner
+// One step of the pool: for agent i (RNG lane first_lane + i: a worker holding agents a0.. of the
+// pool passes a0, so every agent draws on its own lane whichever worker runs it), the proposal of
+// emx_agent_propose; then the winner
 // (lowest entropy, ties to the lower index). Device pointers: logits [n], agents [n_agents],
 // token_out (the winner's token, -1 if no agent proposes), winner_out (its index or -1),
 // proposals_out [n_agents] (may be NULL). step is read from step_dev when that is not NULL (CUDA
@@ -31,7 +33,7 @@ size_t emx_cuda_agents_workspace_bytes(int n, int n_agents);
 // Returns cudaErrorInvalidValue on bad arguments, else the launch's error.
 cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
                                  int n_agents, uint64_t seed, uint64_t step,
-                                 const uint64_t *step_dev, int *token_out, int *winner_out,
+                                 const uint64_t *step_dev, uint32_t first_lane, int *token_out, int *winner_out,
                                  EmxProposal *proposals_out, void *ws, cudaStream_t s);
 
 #ifdef __cplusplus

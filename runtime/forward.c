@@ -63,6 +63,10 @@ int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const Emx
                        EmxDecideResult *out) {
     return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;
 }
+int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                      uint32_t first_lane, int ban, EmxProposal *proposals) {
+    return s->backend->propose ? s->backend->propose(s, agents, n_agents, seed, step, first_lane, ban, proposals) : 0;
+}
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);
 }

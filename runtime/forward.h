@@ -8,6 +8,7 @@
 #ifndef ENTROPIX_FORWARD_H
 #define ENTROPIX_FORWARD_H
 
+#include "agents.h"
 #include "entropix.h"
 #include "metrics.h"
 #include "model.h"
@@ -148,5 +149,13 @@ typedef struct {
 // re-captures the decode graph, and restarts the entropix insert-once state.
 int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                        EmxDecideResult *out);
+
+// The agent pool's proposals from the logits of the latest emx_forward, made where the logits
+// are (on a GPU: kernels/agent_pool.cu; only the proposals come back): proposals[i] is
+// emx_agent_propose(logits with `ban` at -inf, agents[i], seed, step, lane first_lane + i).
+// ban: a token id to exclude, or -1. Returns 1 with proposals[0..n_agents) filled, 0 when the
+// backend does not (the CPU: the caller proposes from the logits it has), -1 on error.
+int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                      uint32_t first_lane, int ban, EmxProposal *proposals);
 
 #endif

@@ -25,6 +25,8 @@ struct EmxBackend {
     // NULL: the backend does not decide (emx_forward_decide returns 0)
     int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                           EmxDecideResult *out);
+    int (*propose)(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                   uint32_t first_lane, int ban, EmxProposal *proposals);  // NULL: 0
     int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);

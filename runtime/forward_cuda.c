@@ -8,9 +8,11 @@
 //   rope_kv: q/k per-head norm, RoPE, k and v into the KV cache
 //   attention (split flash-decoding, GQA-aware; the last row writes the score rows and per-head
 //     softmax statistics the entropix metrics read)
-//   x += Wo att (matvec with accumulate);  residual+rmsnorm -> xb;  hb = silu(Wg xb) * (Wu xb)
-//     (fused);  x += Wd hb
-// then the final norm and the classifier on the rows whose logits are wanted.
+//   x += Wo att (the matvec accumulates: the residual add is free);  rmsnorm(x) -> xb
+//   hb = silu(Wg xb) * (Wu xb) (one fused matvec);  x += Wd hb
+// then the final norm and the classifier on the rows whose logits are wanted. Bytes a decode
+// step reads: every weight once (emx_model_weight_bytes_per_token) plus the KV rows attended,
+// 2 * n_layers * kv_dim * 4 per key; the activations (a few KB) stay in L2.
 //
 // Decode (n = 1) is captured once into a CUDA graph and replayed: the token, its position and
 // the number of keys live in device memory (a copy node at the start of the graph fills them
@@ -18,9 +20,14 @@
 // call instead of ~10 per layer, which is what keeps a 0.6B model's decode step (~0.3 ms on an
 // H100) from being bound by launch latency.
 //
+// The choice of the next token can run in the same graph (emx_forward_decide): logits and
+// attention metrics, the entropix decision and its sampling (kernels/sampling.cu), so the host
+// receives the token id and the decision, never the logits.
+//
 // Prefill runs the same kernels on chunks of 16 rows (the batched matvec reads each weight once
-// per chunk). Memory: weights as in the file (q4_1 repacked, kernels/weights.h), the KV cache
-// in f32 (bitwise the CPU's layout, so rows travel between backends unchanged).
+// per chunk; one attention launch covers the chunk's rows). Memory: weights as in the file
+// (q4_1 repacked, kernels/weights.h), the KV cache in f32 (the CPU's layout, so rows travel
+// between backends unchanged).
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -31,6 +38,7 @@
 
 #include <cuda_runtime.h>
 
+#include "agent_pool.h"
 #include "attention.h"
 #include "attn_metrics.h"
 #include "cpu_matmul.h"
@@ -129,6 +137,12 @@ typedef struct {
     DecideOut *out_d, *out_h;
     EmxEntropixState *estate_d;
     void *lm_ws, *am_ws, *sample_ws;
+    // emx_state_propose: the agents, their proposals and the kernel's workspace (grown on demand)
+    int agents_cap;
+    EmxAgentParams *agents_d;
+    EmxProposal *props_d;
+    int *pick_d;  // [2] the winner's token and index (the host picks among all workers' proposals)
+    void *agents_ws;
 } CudaState;
 
 static const EmxBackend CUDA_BACKEND;
@@ -260,7 +274,8 @@ static void cuda_state_free(EmxState *st) {
     if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
                    s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
-                   s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws};
+                   s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
+                   s->agents_ws};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
     cudaFreeHost(s->logits_h);
@@ -729,6 +744,42 @@ static int cuda_forward_decide(EmxState *st, const int *tokens, int n, int pos, 
     return 1;
 }
 
+static int cuda_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                        uint32_t first_lane, int ban, EmxProposal *proposals) {
+    CudaState *s = (CudaState *)st;
+    if (n_agents < 1 || n_agents > 65535 || ban >= s->vocab) {
+        snprintf(s->err, sizeof s->err, "%s: propose: %d agents, ban %d", s->device_name, n_agents, ban);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    if (n_agents > s->agents_cap) {
+        cudaFree(s->agents_d);
+        cudaFree(s->props_d);
+        cudaFree(s->pick_d);
+        cudaFree(s->agents_ws);
+        s->agents_d = NULL, s->props_d = NULL, s->pick_d = NULL, s->agents_ws = NULL;
+        s->agents_cap = 0;
+        if (dev_alloc(s, (void **)&s->agents_d, (size_t)n_agents * sizeof(EmxAgentParams), "agents") ||
+            dev_alloc(s, (void **)&s->props_d, (size_t)n_agents * sizeof(EmxProposal), "proposals") ||
+            dev_alloc(s, (void **)&s->pick_d, 2 * sizeof(int), "proposals") ||
+            dev_alloc(s, &s->agents_ws, emx_cuda_agents_workspace_bytes(s->vocab, n_agents), "the agents' workspace"))
+            return -1;
+        s->agents_cap = n_agents;
+    }
+    // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
+    // rewritten by the next pass anyway)
+    static const float minus_inf = -INFINITY;
+    if (ban >= 0) CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
+    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
+                       s->stream));
+    CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
+                            s->pick_d + 1, s->props_d, s->agents_ws, s->stream));
+    CU(cudaMemcpyAsync(proposals, s->props_d, (size_t)n_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
+                       s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    return 1;
+}
+
 static int cuda_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CudaState *s = (CudaState *)st;
     if (check_call(s, tokens, n, pos)) return -1;
@@ -911,6 +962,7 @@ static const EmxBackend CUDA_BACKEND = {
     .info = cuda_info,
     .forward = cuda_forward,
     .forward_decide = cuda_forward_decide,
+    .propose = cuda_propose,
     .forward_all_logits = cuda_forward_all_logits,
     .attention_scores = cuda_attention_scores,
     .kv_cache = cuda_kv_cache,

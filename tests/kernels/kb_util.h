@@ -5,6 +5,8 @@
 #define ENTROPIX_TESTS_KB_UTIL_H
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -12,6 +14,10 @@
 #include <cuda_runtime.h>
 
 #include <vector>
+
+extern "C" {
+#include "model.h"
+}
 
 #define CUDA_OK(call)                                                                        \
     do {                                                                                     \
@@ -85,6 +91,19 @@ static inline std::vector<float> random_logits(Rng &rng, int n, int kind) {
 static inline bool close_to(double a, double b, double abs_tol, double rel_tol) {
     if (isinf(a) || isinf(b)) return a == b;
     return fabs(a - b) <= abs_tol + rel_tol * fabs(b);
+}
+
+// Opens build/models/<name> (under $EMX_BUILD): a converted test model (make test-models).
+// false if the file is not there, so the caller can skip and say why.
+static inline bool open_test_model(const char *name, EmxModel *m) {
+    const char *root = getenv("EMX_BUILD");
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/models/%s", root && *root ? root : "build", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    fclose(f);
+    cr_assert(emx_model_open(m, path, err, sizeof err) == 0, "%s", err);
+    return true;
 }
 
 #endif

@@ -72,7 +72,7 @@ int check_case(Dev &dev, const std::vector<float> &l, const std::vector<EmxAgent
     DevBuf<uint64_t> d_step(1);
     d_step.upload(&step, 1);
     CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, device_step ? 0 : step,
-                                 device_step ? d_step.p : nullptr, dev.token.p, dev.winner.p, dev.props.p, dev.ws.p, 0));
+                                 device_step ? d_step.p : nullptr, 0, dev.token.p, dev.winner.p, dev.props.p, dev.ws.p, 0));
     const std::vector<EmxProposal> got = dev.props.download(na);
     int straddles = 0;
     for (int i = 0; i < na; i++) {
@@ -149,7 +149,7 @@ Test(agents_cuda, special_pools_and_rows) {
     // proposals_out may be NULL
     dev.logits.upload(l);
     dev.agents.upload(same);
-    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, 3, 9, 2, nullptr, dev.token.p, dev.winner.p, nullptr,
+    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, 3, 9, 2, nullptr, 0, dev.token.p, dev.winner.p, nullptr,
                                  dev.ws.p, 0));
     cr_assert_eq(dev.winner.get(), 0);
 }
@@ -181,7 +181,7 @@ Test(agents_cuda, graph_replay) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, 0, d_step.p, dev.token.p, dev.winner.p,
+    CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, 0, d_step.p, 0, dev.token.p, dev.winner.p,
                                  dev.props.p, dev.ws.p, stream));
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -213,7 +213,34 @@ Test(agents_cuda, graph_replay) {
 }
 
 Test(agents_cuda, rejects_bad_arguments) {
-    cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr, 0),
+    cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0),
                  cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_agents_workspace_bytes(0, 3), (size_t)0);
+}
+
+// A worker holding agents a0.. of the pool passes first_lane = a0: agent i draws on lane a0 + i,
+// as emx_agent_propose with that lane does on the host.
+Test(agents_cuda, first_lane_offsets_the_draws) {
+    const int n = 500, na = 3, a0 = 5;
+    Rng rng(12);
+    std::vector<float> l = random_logits(rng, n, 0);
+    std::vector<EmxAgentParams> ag = {{1.3f, 0}, {0.9f, 50}, {1.5f, 200}};
+    std::vector<EmxCandidate> work(n);
+    Dev dev(n);
+    dev.logits.upload(l);
+    dev.agents.upload(ag);
+    int moved = 0;
+    for (uint64_t step = 0; step < 20; step++) {
+        CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, 77, step, nullptr, a0, dev.token.p, dev.winner.p,
+                                     dev.props.p, dev.ws.p, 0));
+        const std::vector<EmxProposal> got = dev.props.download(na);
+        for (int i = 0; i < na; i++) {
+            EmxProposal want, lane_i;
+            emx_agent_propose(l.data(), n, &ag[i], 77, step, (uint32_t)(a0 + i), work.data(), &want);
+            emx_agent_propose(l.data(), n, &ag[i], 77, step, (uint32_t)i, work.data(), &lane_i);
+            cr_assert_eq(got[i].token, want.token, "step %llu agent %d", (unsigned long long)step, i);
+            moved += lane_i.token != want.token;
+        }
+    }
+    cr_assert_gt(moved, 10, "the lanes must matter for this check to mean anything");
 }

@@ -223,17 +223,6 @@ static std::vector<float> host_logits(const EmxModel *m, const std::vector<float
     return logits;
 }
 
-static bool open_model(const char *name, EmxModel *m) {
-    const char *root = getenv("EMX_BUILD");
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/models/%s", root && *root ? root : "build", name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    fclose(f);
-    cr_assert(emx_model_open(m, path, err, sizeof err) == 0, "%s", err);
-    return true;
-}
-
 static double compare_logits(const char *what, const std::vector<float> &got, const float *want, size_t n) {
     float scale = 0, worst = 0;
     for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
@@ -250,7 +239,7 @@ static const int kNumTokens = 7;
 
 static void decode_model(const char *name) {
     EmxModel m;
-    if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     char err[256];
     EmxStateOptions opt = {};
     opt.n_threads = 1;
@@ -275,7 +264,7 @@ static void decode_model(const char *name) {
 
 static void prefill_model(const char *name, int gemm_variant, float tol) {
     EmxModel m;
-    if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     char err[256];
     EmxStateOptions opt = {};
     opt.n_threads = 1;

@@ -23,6 +23,9 @@
 
 #include <criterion/criterion.h>
 
+#include "kb_util.h"
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,17 +35,6 @@ extern "C" {
 }
 
 namespace {
-
-bool open_model(const char *name, EmxModel *m) {
-    const char *root = getenv("EMX_BUILD");
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/models/%s", root && *root ? root : "build", name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    fclose(f);
-    cr_assert(emx_model_open(m, path, err, sizeof err) == 0, "%s", err);
-    return true;
-}
 
 EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
                     const EmxState *share = nullptr) {
@@ -85,7 +77,7 @@ std::vector<int> prompt_for(const EmxModel &m) {
 // on both backends.
 void logits_match(const char *name, float tol) {
     EmxModel m;
-    if (!open_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     const int vocab = (int)m.cfg.vocab_size;
     std::vector<int> toks = prompt_for(m);
     EmxState *cpu = new_state(&m, "cpu", kCtx), *gpu = new_state(&m, "cuda:0", kCtx);
@@ -139,7 +131,7 @@ Test(forward_cuda, llama3_tiny_logits_match_cpu, .timeout = 600) {
 // and key count from device memory, so a wrong capture shows as a stale position).
 Test(forward_cuda, graph_replay_equals_direct_launches) {
     EmxModel m;
-    if (!open_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
+    if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
     const int vocab = (int)m.cfg.vocab_size;
     EmxState *graph = new_state(&m, "cuda:0", kCtx, 0), *direct = new_state(&m, "cuda:0", kCtx, 1, graph);
     EmxStateInfo gi, di;
@@ -178,7 +170,7 @@ Test(forward_cuda, graph_replay_equals_direct_launches) {
 // (f32 weights: no int8 activations, so the tight tolerance holds; see the top).
 Test(forward_cuda, all_logits_and_branches_match_cpu) {
     EmxModel m;
-    if (!open_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
+    if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     const size_t vocab = m.cfg.vocab_size;
     EmxState *cpu = new_state(&m, "cpu", kCtx), *gpu = new_state(&m, "cuda:0", kCtx);
     const int n = 18;
@@ -224,7 +216,7 @@ Test(forward_cuda, all_logits_and_branches_match_cpu) {
 // device, a bad position and a token out of range are one-line errors.
 Test(forward_cuda, errors_name_the_problem) {
     EmxModel m;
-    if (!open_model("qwen3-tiny.f32.bin", &m)) cr_skip_test("build/models/qwen3-tiny.f32.bin missing");
+    if (!open_test_model("qwen3-tiny.f32.bin", &m)) cr_skip_test("build/models/qwen3-tiny.f32.bin missing");
     EmxStateOptions opt = {};
     opt.ctx = kCtx;
     char err[512];
@@ -252,5 +244,39 @@ Test(forward_cuda, errors_name_the_problem) {
     cr_assert(strstr(emx_state_error(s), "outside the context of 40"), "%s", emx_state_error(s));
     cr_assert_not_null(emx_forward(s, &ok, 1, 0), "a failed call leaves the state usable");
     emx_state_free(s);
+    emx_model_close(&m);
+}
+
+// The agent pool's proposals where the logits are: the GPU's proposals equal emx_agent_propose on
+// the host over the same logits (the ones emx_forward returned), with the ban and the lane
+// offset; the CPU backend says it does not propose (0).
+Test(forward_cuda, proposals_on_the_device_equal_the_host_rule) {
+    EmxModel m;
+    if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
+    const int vocab = (int)m.cfg.vocab_size, na = 4;
+    const EmxAgentParams agents[na] = {{0.3f, 5}, {0.9f, 22}, {1.5f, 100}, {0.0f, 0}};
+    EmxState *gpu = new_state(&m, "cuda:0", kCtx), *cpu = new_state(&m, "cpu", kCtx);
+    const std::vector<int> toks = prompt_for(m);
+    std::vector<EmxCandidate> work((size_t)vocab);
+    EmxProposal got[na];
+    cr_assert_eq(emx_state_propose(cpu, agents, na, 1, 2, 0, -1, got), 0);
+    for (int pos = 0; pos < 6; pos++) {
+        const float *l = emx_forward(gpu, &toks[pos], 1, pos);
+        cr_assert(l, "%s", emx_state_error(gpu));
+        std::vector<float> logits(l, l + vocab);
+        const int ban = pos % 2 ? -1 : (int)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        if (ban >= 0) logits[(size_t)ban] = -INFINITY;
+        cr_assert_eq(emx_state_propose(gpu, agents, na, 42, (uint64_t)pos, 3, ban, got), 1, "%s", emx_state_error(gpu));
+        for (int i = 0; i < na; i++) {
+            EmxProposal want;
+            emx_agent_propose(logits.data(), vocab, &agents[i], 42, (uint64_t)pos, (uint32_t)(3 + i), work.data(), &want);
+            cr_assert_eq(got[i].token, want.token, "pos %d agent %d", pos, i);
+            cr_assert(fabs(got[i].entropy_bits - want.entropy_bits) <= 1e-9 * fabs(want.entropy_bits) + 1e-12,
+                      "pos %d agent %d: entropy %.17g, host %.17g", pos, i, got[i].entropy_bits, want.entropy_bits);
+            cr_assert_neq(got[i].token, ban, "the banned token was proposed");
+        }
+    }
+    emx_state_free(cpu);
+    emx_state_free(gpu);
     emx_model_close(&m);
 }

@@ -52,7 +52,7 @@ $(BUILD)/cuda/obj/tests/kernels/%.o: tests/kernels/%.cpp
 	$(CXX) -std=c++17 $(OPT) -g -Wall -Wextra -Werror -I$(CUDA_HOME)/include -Ikernels -Isampler -Iruntime \
 		-Itokenizer -Itools/convert -Itests -Itests/kernels -MMD -MP -c $< -o $@
 
-$(KERNEL_TEST_GPU_BIN): $(KERNEL_TEST_GPU_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+$(KERNEL_TEST_GPU_BIN): $(KERNEL_TEST_GPU_OBJ) $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(CXX) $^ -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lcriterion $(LDLIBS)
 
 -include $(KERNEL_TEST_GPU_OBJ:.o=.d)

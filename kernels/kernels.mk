@@ -28,17 +28,20 @@ $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 # kernels, linked with the CUDA runtime. `--device auto` (the default) then runs on GPU 0 when
 # there is one and on the CPU otherwise.
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# runtime/comm_nccl.o goes in as an object too: libentropix.a reaches it through weak symbols
+# (runtime/comm_nccl_weak.h), which never pull a member out of an archive.
 CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/cuda/obj/%.o)
+CUDA_LINK_OBJ := $(CUDA_HOST_OBJ) $(BUILD)/cuda/runtime/comm_nccl.o
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
 
 $(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Ikernels -c $< -o $@
 
-$(BUILD)/cuda/run: $(BUILD)/obj/runtime/run.o $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+$(BUILD)/cuda/run: $(BUILD)/obj/runtime/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 
-$(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_HOST_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+$(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 

@@ -320,7 +320,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          (mean entropy decides; default 1 = token by token)\n"
         "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
         "                          any N\n"
-        "      --devices LIST      cpu (default) or cuda:0,cuda:1,... (needs the CUDA runtime)\n"
+        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (build/cuda/run)\n"
         "      --check-every K     the critic judges every K committed tokens (default 5; 0 = off)\n"
         "      --critic-window W   tokens of text it reads (default 64)\n"
         "      --critic-margin M   BAD when log p(BAD) - log p(GOOD) > M (default 0)\n"

@@ -7,9 +7,15 @@
 //   broadcast   ncclBroadcast(buf, buf, bytes, ncclUint8, root)
 //   barrier     ncclAllGather of one byte per rank, in place in a scratch buffer
 // each followed by a wait for the rank's stream that also watches the group's abort flag.
+// The host-buffer ranks (emx_comm_nccl_host_rank) stage through a per-rank device buffer:
+// cudaMemcpyAsync H2D, the same collective in place there, cudaMemcpyAsync D2H, all on the
+// rank's stream (so they are ordered without host waits), then the same wait.
 #include <nccl.h>
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +38,9 @@ struct EmxNcclRank {
     ncclComm_t nccl;        // nullptr once this rank's thread aborted it
     cudaStream_t stream;    // the rank's collectives run here
     unsigned char *scratch; // [size] on the rank's device: the barrier's one byte per rank
+    EmxComm host;           // the host-buffer handle (emx_comm_nccl_host_rank)
+    unsigned char *staging; // [staging_cap] on the rank's device: host buffers in transit
+    size_t staging_cap;
 };
 
 struct EmxCommNccl {
@@ -45,6 +54,11 @@ struct EmxCommNccl {
 namespace {
 
 EmxNcclRank *rank_of(EmxComm *c) { return reinterpret_cast<EmxNcclRank *>(c); }
+
+// The rank a host-buffer handle belongs to (its `host` member).
+EmxNcclRank *rank_of_host(EmxComm *c) {
+    return reinterpret_cast<EmxNcclRank *>(reinterpret_cast<char *>(c) - offsetof(EmxNcclRank, host));
+}
 
 // The emulator has no ncclCommAbort; its ncclCommDestroy never waits for the other ranks, which
 // is all an abort needs there.
@@ -156,6 +170,75 @@ int nccl_barrier(EmxComm *c) {
 
 void nccl_abort(EmxComm *c) { rank_of(c)->group->aborted.store(1); }
 
+// ---------------------------------------------------------------------------------------------
+// Host buffers: staged through the rank's device buffer
+
+// Makes the staging buffer hold at least `bytes` (grow only: a round's sizes repeat). The
+// rank's device is current (begin_call).
+int ensure_staging(EmxNcclRank *r, size_t bytes) {
+    if (bytes <= r->staging_cap) return 0;
+    // Nothing of ours is in flight here (every call waits for its stream before returning).
+    if (r->staging && check_cuda(r, cudaFree(r->staging), "cudaFree (staging)")) return -1;
+    r->staging = nullptr;
+    r->staging_cap = 0;
+    if (check_cuda(r, cudaMalloc((void **)&r->staging, bytes), "cudaMalloc (staging)")) return -1;
+    r->staging_cap = bytes;
+    return 0;
+}
+
+int copy_async(EmxNcclRank *r, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *call) {
+    return check_cuda(r, cudaMemcpyAsync(dst, src, bytes, kind, r->stream), call);
+}
+
+// The device-to-host copy after a collective, once the (abortable) wait has seen it finish: a
+// copy into pageable host memory blocks the host until the stream gets to it, so it must not
+// be enqueued behind a collective that might never end.
+int copy_back(EmxNcclRank *r, void *dst, const void *src, size_t bytes) {
+    return copy_async(r, dst, src, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync (D2H)") ||
+                   check_cuda(r, cudaStreamSynchronize(r->stream), "cudaStreamSynchronize (D2H)")
+               ? -1
+               : 0;
+}
+
+int host_all_gather(EmxComm *c, const void *send, void *recv, size_t bytes) {
+    EmxNcclRank *r = rank_of_host(c);
+    if (begin_call(r)) return -1;
+    if (bytes == 0) return 0;
+    const size_t total = bytes * (size_t)c->size;
+    if (ensure_staging(r, total)) return -1;
+    unsigned char *mine = r->staging + (size_t)c->rank * bytes;
+    // In place on the device (NCCL's own rule), whether or not send aliases recv on the host.
+    if (copy_async(r, mine, send, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync (H2D)") ||
+        check_nccl(r, ncclAllGather(mine, r->staging, bytes, ncclUint8, r->nccl, r->stream), "ncclAllGather") ||
+        wait_for_stream(r, "ncclAllGather"))
+        return -1;
+    return copy_back(r, recv, r->staging, total);
+}
+
+int host_broadcast(EmxComm *c, void *buf, size_t bytes, int root) {
+    EmxNcclRank *r = rank_of_host(c);
+    if (begin_call(r)) return -1;
+    if (root < 0 || root >= c->size) {
+        char what[64];
+        snprintf(what, sizeof what, "root %d out of range 0..%d", root, c->size - 1);
+        return fail(r, "broadcast", what);
+    }
+    if (bytes == 0) return 0;
+    if (ensure_staging(r, bytes)) return -1;
+    if (c->rank == root && copy_async(r, r->staging, buf, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync (H2D)"))
+        return -1;
+    if (check_nccl(r, ncclBroadcast(r->staging, r->staging, bytes, ncclUint8, root, r->nccl, r->stream),
+                   "ncclBroadcast") ||
+        wait_for_stream(r, "ncclBroadcast"))
+        return -1;
+    // The root's buffer already holds the data.
+    return c->rank == root ? 0 : copy_back(r, buf, r->staging, bytes);
+}
+
+int host_barrier(EmxComm *c) { return nccl_barrier(&rank_of_host(c)->comm); }
+
+void host_abort(EmxComm *c) { rank_of_host(c)->group->aborted.store(1); }
+
 // The constructor's one-line error "comm_nccl: CALL: WHAT", after undoing what was made.
 EmxCommNccl *new_failed(EmxCommNccl *g, int caller_device, char *err, size_t errlen, const char *call,
                         const char *what) {
@@ -167,10 +250,11 @@ EmxCommNccl *new_failed(EmxCommNccl *g, int caller_device, char *err, size_t err
 
 // Every rank's first all_gather and broadcast, from this one thread (grouped, so no rank waits
 // for a peer that this same thread has not enqueued yet): NCCL makes its connections here.
-int warm_up(EmxCommNccl *g, char *err, size_t errlen) {
+// Ranks r0..r1-1 are this process's (all of them, or one: emx_comm_nccl_new_rank).
+int warm_up(EmxCommNccl *g, int r0, int r1, char *err, size_t errlen) {
     ncclResult_t e = ncclGroupStart();
     const char *call = "ncclGroupStart";
-    for (int r = 0; r < g->size && e == ncclSuccess; r++) {
+    for (int r = r0; r < r1 && e == ncclSuccess; r++) {
         EmxNcclRank *k = &g->ranks[r];
         if (cudaSetDevice(k->device) != cudaSuccess) {
             ncclGroupEnd();
@@ -193,7 +277,7 @@ int warm_up(EmxCommNccl *g, char *err, size_t errlen) {
         if (err && errlen) snprintf(err, errlen, "comm_nccl: warm-up: %s: %s", call, ncclGetErrorString(e));
         return -1;
     }
-    for (int r = 0; r < g->size; r++) {
+    for (int r = r0; r < r1; r++) {
         cudaError_t ce = cudaSetDevice(g->ranks[r].device);
         if (ce == cudaSuccess) ce = cudaStreamSynchronize(g->ranks[r].stream);
         if (ce != cudaSuccess) {
@@ -204,6 +288,74 @@ int warm_up(EmxCommNccl *g, char *err, size_t errlen) {
         }
     }
     return 0;
+}
+
+// Rank r of g, on `device`, driven through `nccl` (may be nullptr when the init failed).
+void init_rank(EmxCommNccl *g, int r, int device, ncclComm_t nccl) {
+    EmxNcclRank *k = &g->ranks[r];
+    k->group = g;
+    k->device = device;
+    k->nccl = nccl;
+    k->comm.rank = r;
+    k->comm.size = g->size;
+    k->comm.all_gather = nccl_all_gather;
+    k->comm.broadcast = nccl_broadcast;
+    k->comm.barrier = nccl_barrier;
+    k->comm.abort = nccl_abort;
+    k->host = k->comm;
+    k->host.all_gather = host_all_gather;
+    k->host.broadcast = host_broadcast;
+    k->host.barrier = host_barrier;
+    k->host.abort = host_abort;
+}
+
+// A rank's stream and barrier scratch on its device. Returns nullptr, or the failed call's name
+// with its error in *ce.
+const char *rank_resources(EmxNcclRank *k, cudaError_t *ce) {
+    if ((*ce = cudaSetDevice(k->device)) != cudaSuccess) return "cudaSetDevice";
+    if ((*ce = cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return "cudaStreamCreateWithFlags";
+    if ((*ce = cudaMalloc((void **)&k->scratch, (size_t)k->group->size)) != cudaSuccess) return "cudaMalloc";
+    return nullptr;
+}
+
+// Rank 0 of a multi-process group: publishes the id, whole or not at all (a temporary name,
+// then rename, which is atomic within a file system).
+int write_id_file(const char *path, const ncclUniqueId *id, char *err, size_t errlen) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(id, sizeof *id, 1, f) == 1;
+    if (f && fclose(f) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: cannot write the NCCL id to %s: %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+// The other ranks: wait for the file to appear (it is complete when it does), then read it.
+int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, char *err, size_t errlen) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            const size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return 0;
+            if (err && errlen) snprintf(err, errlen, "comm_nccl: %s is shorter than an NCCL id (%zu bytes)", path, sizeof *id);
+            return -1;
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited > timeout_s) {
+            if (err && errlen)
+                snprintf(err, errlen, "comm_nccl: no NCCL id at %s after %.0f s (is rank 0 running?)", path, timeout_s);
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
 }
 
 } // namespace
@@ -246,36 +398,67 @@ EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errl
     g->size = n;
     std::vector<ncclComm_t> comms((size_t)n, nullptr);
     ncclResult_t ne = ncclCommInitAll(comms.data(), n, devices);
-    for (int r = 0; r < n; r++) {
-        EmxNcclRank *k = &g->ranks[r];
-        k->group = g;
-        k->device = devices[r];
-        k->nccl = ne == ncclSuccess ? comms[(size_t)r] : nullptr;
-        k->comm.rank = r;
-        k->comm.size = n;
-        k->comm.all_gather = nccl_all_gather;
-        k->comm.broadcast = nccl_broadcast;
-        k->comm.barrier = nccl_barrier;
-        k->comm.abort = nccl_abort;
-    }
+    for (int r = 0; r < n; r++) init_rank(g, r, devices[r], ne == ncclSuccess ? comms[(size_t)r] : nullptr);
     if (ne != ncclSuccess)
         return new_failed(g, caller_device, err, errlen, "ncclCommInitAll", ncclGetErrorString(ne));
     for (int r = 0; r < n; r++) {
-        EmxNcclRank *k = &g->ranks[r];
-        const char *call = "cudaSetDevice";
-        ce = cudaSetDevice(k->device);
-        if (ce == cudaSuccess) {
-            call = "cudaStreamCreateWithFlags";
-            ce = cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking);
-        }
-        if (ce == cudaSuccess) {
-            call = "cudaMalloc";
-            ce = cudaMalloc((void **)&k->scratch, (size_t)n);
-        }
-        if (ce != cudaSuccess)
-            return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
+        const char *call = rank_resources(&g->ranks[r], &ce);
+        if (call) return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
     }
-    if (warm_up(g, err, errlen)) {
+    if (warm_up(g, 0, n, err, errlen)) {
+        emx_comm_nccl_free(g);
+        if (caller_device >= 0) cudaSetDevice(caller_device);
+        return nullptr;
+    }
+    if (caller_device >= 0) cudaSetDevice(caller_device);
+    return g;
+}
+
+EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int device, double timeout_s, char *err,
+                                    size_t errlen) {
+    if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size || !id_file) {
+        if (err && errlen)
+            snprintf(err, errlen, "comm_nccl: rank %d of a group of %d (size 1..%d, rank 0..size-1, an id file)", rank, size,
+                     kMaxRanks);
+        return nullptr;
+    }
+    int count = 0;
+    cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess || device < 0 || device >= count) {
+        if (err && errlen)
+            snprintf(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", rank, device,
+                     ce == cudaSuccess ? count : 0);
+        return nullptr;
+    }
+    ncclUniqueId id;
+    if (rank == 0) {
+        ncclResult_t ne = ncclGetUniqueId(&id);
+        if (ne != ncclSuccess) {
+            if (err && errlen) snprintf(err, errlen, "comm_nccl: ncclGetUniqueId: %s", ncclGetErrorString(ne));
+            return nullptr;
+        }
+        if (write_id_file(id_file, &id, err, errlen)) return nullptr;
+    } else if (read_id_file(id_file, timeout_s, &id, err, errlen)) {
+        return nullptr;
+    }
+    int caller_device = -1;
+    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
+    EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
+    if (!g) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
+        return nullptr;
+    }
+    g->size = size;
+    ncclComm_t comm = nullptr;
+    ncclResult_t ne = ncclSuccess;
+    ce = cudaSetDevice(device);
+    if (ce == cudaSuccess) ne = ncclCommInitRank(&comm, size, id, rank);  // returns once every rank has joined
+    init_rank(g, rank, device, ne == ncclSuccess && ce == cudaSuccess ? comm : nullptr);
+    if (ce != cudaSuccess) return new_failed(g, caller_device, err, errlen, "cudaSetDevice", cudaGetErrorString(ce));
+    if (ne != ncclSuccess) return new_failed(g, caller_device, err, errlen, "ncclCommInitRank", ncclGetErrorString(ne));
+    if (const char *call = rank_resources(&g->ranks[rank], &ce))
+        return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
+    if (warm_up(g, rank, rank + 1, err, errlen)) {
         emx_comm_nccl_free(g);
         if (caller_device >= 0) cudaSetDevice(caller_device);
         return nullptr;
@@ -285,11 +468,18 @@ EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errl
 }
 
 EmxComm *emx_comm_nccl_rank(EmxCommNccl *g, int rank) {
-    if (!g || rank < 0 || rank >= g->size) return nullptr;
+    if (!g || rank < 0 || rank >= g->size || !g->ranks[rank].group) return nullptr;
     return &g->ranks[rank].comm;
 }
 
-cudaStream_t emx_comm_nccl_stream(EmxComm *c) { return rank_of(c)->stream; }
+EmxComm *emx_comm_nccl_host_rank(EmxCommNccl *g, int rank) {
+    if (!g || rank < 0 || rank >= g->size || !g->ranks[rank].group) return nullptr;
+    return &g->ranks[rank].host;
+}
+
+cudaStream_t emx_comm_nccl_stream(EmxComm *c) {
+    return (c->all_gather == host_all_gather ? rank_of_host(c) : rank_of(c))->stream;
+}
 
 const char *emx_comm_nccl_error(EmxCommNccl *g) {
     if (!g) return "";
@@ -304,6 +494,7 @@ void emx_comm_nccl_free(EmxCommNccl *g) {
     const bool aborted = g->aborted.load() != 0;
     for (int r = 0; r < g->size; r++) {
         EmxNcclRank *k = &g->ranks[r];
+        if (!k->group) continue;  // another process's rank (emx_comm_nccl_new_rank)
         cudaSetDevice(k->device);
         // An aborted group may have collectives that will never complete: only abort frees those.
         if (k->nccl && aborted)
@@ -311,6 +502,7 @@ void emx_comm_nccl_free(EmxCommNccl *g) {
         else if (k->nccl)
             ncclCommDestroy(k->nccl);
         if (k->scratch) cudaFree(k->scratch);
+        if (k->staging) cudaFree(k->staging);
         if (k->stream) cudaStreamDestroy(k->stream);
     }
     if (caller_device >= 0) cudaSetDevice(caller_device);

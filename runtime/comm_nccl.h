@@ -31,13 +31,18 @@
 // emulator has no ncclCommAbort (its ncclCommDestroy stands in): an abort reaches later calls
 // only, not ranks already waiting in a collective.
 //
-// Several processes (one per GPU or per node) would bootstrap the same way NCCL always does,
-// not implemented here: rank 0 calls ncclGetUniqueId and writes the 128-byte id to a file
+// Several processes (one per GPU or per node) bootstrap the way NCCL always does
+// (emx_comm_nccl_new_rank): rank 0 calls ncclGetUniqueId and writes the 128-byte id to a file
 // (to a temporary name, then rename(), so nobody reads half of it); the other processes poll
 // for the file and read it; every process calls cudaSetDevice and then
-// ncclCommInitRank(&comm, size, id, rank). The collectives and the abort logic above stay as
-// they are, except that the abort flag would have to travel between processes (a shared file
-// or the pool's own socket): one process aborting its communicator does not wake its peers.
+// ncclCommInitRank(&comm, size, id, rank), which returns once every rank has joined, and warms
+// its own connections up as above. The collectives stay as they are; the abort does not travel
+// between processes (the flag is per process: one process aborting its communicator does not
+// wake its peers, whose collectives then fail by NCCL's own timeouts or the peer's exit; a
+// shared file or the pool's own socket would carry it). The id file must be new for every run
+// (a new temporary directory per job): a stale one from an earlier run names a dead group, and
+// the waiting ranks would join nothing. The agent pool does not use this yet (one process, all
+// ranks: emx_comm_nccl_new); the tests run it with threads standing in for processes.
 #ifndef ENTROPIX_COMM_NCCL_H
 #define ENTROPIX_COMM_NCCL_H
 
@@ -56,10 +61,27 @@ typedef struct EmxCommNccl EmxCommNccl;
 // NULL with a one-line reason (naming the failed call) in err. The caller's current device is
 // left as it was.
 EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errlen);
-// Rank r's handle (owned by the group; valid until the group is freed); NULL if r is out of range.
+// This process's part of a group of `size` ranks spread over processes: rank `rank` on GPU
+// `device`, bootstrapped through id_file as described above (rank 0 writes it; the others wait
+// up to timeout_s seconds for it). Only emx_comm_nccl_rank/host_rank(g, rank) exist in the
+// returned group; every process frees its own. Returns NULL with a one-line reason.
+EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int device, double timeout_s, char *err,
+                                    size_t errlen);
+// Rank r's handle (owned by the group; valid until the group is freed); NULL if r is out of
+// range or (emx_comm_nccl_new_rank) another process's rank.
 EmxComm *emx_comm_nccl_rank(EmxCommNccl *g, int rank);
+// Rank r's host-buffer handle: the same collectives (same rank, group, stream and abort flag)
+// on HOST buffers, for callers whose data live on the host (the agent pool's proposal records
+// and committed KV rows). Each call copies the host data into a staging buffer on the rank's
+// GPU (cudaMemcpyAsync on the rank's stream), runs the collective in place there, waits for
+// the stream as above (abortable), then copies the result back (all_gather: recv[size * bytes];
+// broadcast: every rank but the root) and returns. The staging buffer is per rank, grows to
+// the largest call (size * bytes for all_gather) and is freed with the group. The device and
+// host handles of one rank are one rank: use either for a given call, never both at once.
+EmxComm *emx_comm_nccl_host_rank(EmxCommNccl *g, int rank);
 // The stream a rank's collectives run on (on the rank's GPU): the worker may put its own
-// kernels on it, so they are ordered with the collectives. c must come from emx_comm_nccl_rank.
+// kernels on it, so they are ordered with the collectives. c must come from emx_comm_nccl_rank
+// or emx_comm_nccl_host_rank.
 cudaStream_t emx_comm_nccl_stream(EmxComm *c);
 // The first failure any rank met ("rank 1 (device 1): ncclAllGather: unhandled cuda error"),
 // or "" if none. Read it once the calls that returned -1 have returned.

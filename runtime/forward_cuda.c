@@ -122,6 +122,7 @@ typedef struct {
     float *scores_h;        // [n_layers][n_heads][ctx] host copy, made when asked for
     float *key_h, *value_h; // host copies for emx_state_kv_cache
     int last_pos;
+    int logits_fresh;       // logits row 0 holds the latest emx_forward's, unchanged (emx_state_propose)
     // branches: tails [n_layers][br_tail][br_max][kv_dim], as the CPU's
     int br_max, br_tail;
     float *br_key, *br_value;
@@ -709,6 +710,7 @@ static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide)
     }
     CU(cudaStreamSynchronize(s->stream));
     s->last_pos = pos + n - 1;
+    s->logits_fresh = 1;
     return 0;
 }
 
@@ -751,6 +753,11 @@ static int cuda_propose(EmxState *st, const EmxAgentParams *agents, int n_agents
         snprintf(s->err, sizeof s->err, "%s: propose: %d agents, ban %d", s->device_name, n_agents, ban);
         return -1;
     }
+    if (!s->logits_fresh) {
+        snprintf(s->err, sizeof s->err, "%s: propose: no logits of an emx_forward to propose from (a branch pass, "
+                 "all-logits pass or banned token came after it)", s->device_name);
+        return -1;
+    }
     CU(cudaSetDevice(s->device));
     if (n_agents > s->agents_cap) {
         cudaFree(s->agents_d);
@@ -769,7 +776,10 @@ static int cuda_propose(EmxState *st, const EmxAgentParams *agents, int n_agents
     // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
     // rewritten by the next pass anyway)
     static const float minus_inf = -INFINITY;
-    if (ban >= 0) CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
+    if (ban >= 0) {
+        CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
+        s->logits_fresh = 0;
+    }
     CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
                        s->stream));
     CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
@@ -784,6 +794,7 @@ static int cuda_forward_all_logits(EmxState *st, const int *tokens, int n, int p
     CudaState *s = (CudaState *)st;
     if (check_call(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
+    s->logits_fresh = 0;
     const Rows rows = {0, 0, 0, 0};
     for (int done = 0; done < n;) {
         const int chunk = n - done < CHUNK ? n - done : CHUNK;
@@ -866,6 +877,7 @@ static int cuda_forward_branches(EmxState *st, const int *tokens, int n, int pre
     }
     if (check_tokens(s, tokens, n)) return -1;
     CU(cudaSetDevice(s->device));
+    s->logits_fresh = 0;
     const Rows rows = {1, prefix, step, 0};
     if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
         return -1;

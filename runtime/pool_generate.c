@@ -10,7 +10,9 @@
 
 #include "clock.h"
 #include "comm.h"
+#include "comm_nccl_weak.h"
 #include "forward.h"
+#include "forward_backend.h"  // emx_cuda_state_new: weak, NULL without the CUDA backend
 #include "generate.h"
 #include "metrics.h"
 #include "token_log.h"
@@ -117,15 +119,18 @@ typedef struct {
     uint32_t epoch;         // rollbacks so far: part of the RNG counter
     int ban_pos, ban_token; // after a rollback: the rejected token, banned at its position
     int failed;
-    char err[256];
+    int init_failed;        // failed making its replica (err is then the whole message)
+    char err[512];
 } Worker;
 
 struct Pool {
     const EmxModel *m;
+    const EmxState *share0;  // GPU: the critic's state whose uploaded weights worker 0 uses, or NULL
     const EmxTokenizer *tk;
     const EmxPoolOptions *opt;
     const int *prompt;
     int n_prompt, ctx, vocab, per_rank, budget;
+    int n_threads;          // OpenMP threads of each worker
     // rank 0 only
     EmxPoolStats *stats;
     TokenInfo *info;        // [ctx] by position
@@ -155,23 +160,54 @@ static int fail(Worker *w, const char *what) {
 // ---------------------------------------------------------------------------------------------
 // A round: proposals, the choice, the commit
 
-static void propose(Worker *w, Branch *br, EmxCandidate *work, const float *logits, int pos, int j) {
+// Step j of branch br gets proposal pr, made from `logits` (--metrics logs their entropy).
+static void record(const Worker *w, Branch *br, const EmxProposal *pr, const float *logits, int j) {
     const Pool *p = w->pool;
-    const EmxPoolOptions *o = p->opt;
-    EmxProposal pr;
-    uint64_t counter = (uint64_t)(pos + j) | ((uint64_t)w->epoch << 32);
-    if (emx_agent_propose(logits, p->vocab, &o->agents[br->agent], o->seed, counter, (uint32_t)br->agent, work, &pr) != 0)
-        return;  // the branch ends here (len stays j)
-    br->tokens[j] = pr.token;
-    br->entropy[j] = pr.entropy_bits;
+    br->tokens[j] = pr->token;
+    br->entropy[j] = pr->entropy_bits;
     br->logits_entropy[j] = br->logits_varentropy[j] = NAN;
-    if (o->metrics) {
+    if (p->opt->metrics) {
         EmxMetrics mm;
         emx_logits_metrics(logits, p->vocab, &mm);
         br->logits_entropy[j] = mm.logits_entropy_bits;
         br->logits_varentropy[j] = mm.logits_varentropy_bits2;
     }
     br->len = j + 1;
+}
+
+// RNG counter of step j of a round at pos: the token's position and the rollback epoch.
+static uint64_t counter_of(const Worker *w, int pos, int j) { return (uint64_t)(pos + j) | ((uint64_t)w->epoch << 32); }
+
+static void propose(Worker *w, Branch *br, EmxCandidate *work, const float *logits, int pos, int j) {
+    const EmxPoolOptions *o = w->pool->opt;
+    EmxProposal pr;
+    if (emx_agent_propose(logits, w->pool->vocab, &o->agents[br->agent], o->seed, counter_of(w, pos, j),
+                          (uint32_t)br->agent, work, &pr) != 0)
+        return;  // the branch ends here (len stays j)
+    record(w, br, &pr, logits, j);
+}
+
+// Step 0: every agent of this worker proposes from the same logits (l0: the latest forward's,
+// with the banned token removed). Where the backend can (a GPU: kernels/agent_pool.cu) the
+// proposals are made beside the logits and only they come back; else here, a thread per agent.
+static int propose_first(Worker *w, const float *l0, int pos) {
+    const Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    EmxProposal pr[EMX_POOL_MAX_AGENTS];
+    const int ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
+    const int rc = emx_state_propose(w->st, &o->agents[w->a0], w->n_mine, o->seed, counter_of(w, pos, 0),
+                                     (uint32_t)w->a0, ban, pr);
+    if (rc < 0) return fail(w, emx_state_error(w->st));
+    if (rc == 1) {
+        for (int b = 0; b < w->n_mine; b++)
+            if (pr[b].token >= 0) record(w, &w->mine[b], &pr[b], l0, 0);
+        return 0;
+    }
+    // At a large vocabulary a proposal (temperature, top-k selection, entropy) costs about as
+    // much as a small model's forward pass, so this is where L = 1 spends its extra time.
+#pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
+    for (int b = 0; b < w->n_mine; b++) propose(w, &w->mine[b], w->work + (size_t)b * p->vocab, l0, pos, 0);
+    return 0;
 }
 
 // Each of this worker's agents builds a branch of up to n_steps tokens after position pos.
@@ -187,11 +223,8 @@ static int propose_round(Worker *w, int pos, int n_steps) {
         memset(&w->mine[b], 0, sizeof w->mine[b]);
         w->mine[b].agent = b < w->n_mine ? w->a0 + b : -1;
     }
-    // The agents sample independently (each its own scratch and RNG lane): one thread each.
-    // At a large vocabulary a proposal (temperature, top-k selection, entropy) costs about as
-    // much as a small model's forward pass, so this is where L = 1 spends its extra time.
-#pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
-    for (int b = 0; b < w->n_mine; b++) propose(w, &w->mine[b], w->work + (size_t)b * p->vocab, l0, pos, 0);
+    // The agents sample independently (each its own scratch and RNG lane).
+    if (w->n_mine && propose_first(w, l0, pos) != 0) return -1;
     for (int j = 1; j < n_steps; j++) {
         int alive = 0;
         for (int b = 0; b < w->n_mine; b++) {
@@ -502,11 +535,6 @@ static int run_worker(Worker *w) {
     return w->failed ? -1 : 0;
 }
 
-static void *worker_thread(void *arg) {
-    Worker *w = arg;
-    if (run_worker(w) != 0) w->comm->abort(w->comm);
-    return NULL;
-}
 
 static void worker_free(Worker *w) {
     emx_state_free(w->st);
@@ -520,16 +548,21 @@ static void worker_free(Worker *w) {
     free(w->kvbuf);
 }
 
-static int worker_init(Worker *w, Pool *p, int rank, int n_workers, int n_threads, char *err, size_t errlen) {
+// Worker `rank`'s replica and buffers, made on the worker's own thread (a GPU state's CUDA
+// calls come from the thread that drives it). w->pool, rank and comm are set.
+static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_t errlen) {
+    Pool *p = w->pool;
     const EmxPoolOptions *o = p->opt;
-    w->pool = p;
-    w->rank = rank;
+    const int rank = w->rank;
     w->ban_token = w->ban_pos = -1;
     // agents split as evenly as possible, in order: worker r owns a contiguous run
     const int base = o->n_agents / n_workers, extra = o->n_agents % n_workers;
     w->n_mine = base + (rank < extra);
     w->a0 = rank * base + (rank < extra ? rank : extra);
-    EmxStateOptions so = {.n_threads = n_threads, .ctx = p->ctx};
+    char device[24] = "cpu";
+    if (o->cuda_devices) snprintf(device, sizeof device, "cuda:%d", o->cuda_devices[rank]);
+    EmxStateOptions so = {.n_threads = n_threads, .ctx = p->ctx, .device = device,
+                          .share_weights = rank == 0 ? p->share0 : NULL};
     w->st = emx_state_new(p->m, &so, err, errlen);
     if (!w->st) return -1;
     if (o->lookahead > 1 && emx_state_branches_reserve(w->st, w->n_mine, o->lookahead - 1, err, errlen) != 0) return -1;
@@ -548,6 +581,21 @@ static int worker_init(Worker *w, Pool *p, int rank, int n_workers, int n_thread
         return -1;
     }
     return 0;
+}
+
+// A worker's thread (rank 0: the caller's): its replica, then — once every worker has said
+// whether it has one (a collective every rank reaches, so a failed one holds nobody up) — the
+// generation.
+static void *worker_thread(void *arg) {
+    Worker *w = arg;
+    Pool *p = w->pool;
+    int32_t ok = worker_init(w, w->comm->size, p->n_threads, w->err, sizeof w->err) == 0, all_ok[EMX_POOL_MAX_AGENTS];
+    if (!ok) w->failed = w->init_failed = 1;
+    if (w->comm->all_gather(w->comm, &ok, all_ok, sizeof ok) != 0) return NULL;
+    for (int r = 0; r < w->comm->size; r++)
+        if (!all_ok[r]) return NULL;  // the worker that failed says why
+    if (run_worker(w) != 0) w->comm->abort(w->comm);
+    return NULL;
 }
 
 static int check_options(const EmxPoolOptions *o, int n_prompt, int ctx, char *err, size_t errlen) {
@@ -603,21 +651,37 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     p.decbuf = malloc(emx_decoder_max_out(tk));
     emx_decoder_init(&p.dec, tk, 1);
     Worker *workers = calloc((size_t)W, sizeof(Worker));
-    EmxCommThreads *group = emx_comm_threads_new(W, err, errlen);
+    EmxCommThreads *group = NULL;  // CPU workers
+    EmxCommNccl *nccl = NULL;      // GPU workers
     int rc = -1;
-    if (!p.info || !p.decbuf || !workers || !group) {
-        if (group) snprintf(err, errlen, "agents: out of memory");
+    if (opt->cuda_devices) {
+        if (emx_pool_gpu_count() < 0) {
+            snprintf(err, errlen, "agents: cuda devices: this build has no CUDA backend (make cuda builds build/cuda/run)");
+            goto out;
+        }
+        nccl = emx_comm_nccl_new(opt->cuda_devices, W, err, errlen);
+        // A critic over this model on worker 0's GPU has uploaded the weights already.
+        const EmxState *cs = opt->critic ? emx_critic_state(opt->critic) : NULL;
+        char dev0[24];
+        snprintf(dev0, sizeof dev0, "cuda:%d", opt->cuda_devices[0]);
+        if (cs && emx_critic_model(opt->critic) == m && strcmp(emx_state_device(cs), dev0) == 0) p.share0 = cs;
+    } else {
+        group = emx_comm_threads_new(W, err, errlen);
+    }
+    if (!p.info || !p.decbuf || !workers || (!group && !nccl)) {
+        if (group || nccl) snprintf(err, errlen, "agents: out of memory");
         goto out;
     }
-    int threads = opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs() / W;
-    if (threads < 1) threads = 1;
-    for (int r = 0; r < W; r++) {
-        if (worker_init(&workers[r], &p, r, W, threads, err, errlen) != 0) goto out;
-        workers[r].comm = emx_comm_threads_rank(group, r);
-    }
+    p.n_threads = opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs() / W;
+    if (p.n_threads < 1) p.n_threads = 1;
     if (p.budget <= 0) {
         snprintf(err, errlen, "agents: no room to generate (-n %d)", opt->n_predict);
         goto out;
+    }
+    for (int r = 0; r < W; r++) {
+        workers[r].pool = &p;
+        workers[r].rank = r;
+        workers[r].comm = nccl ? emx_comm_nccl_host_rank(nccl, r) : emx_comm_threads_rank(group, r);
     }
 
     // rank 0 runs on this thread, the others on threads of their own
@@ -636,10 +700,15 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     rc = 0;
     for (int r = 0; r < W; r++)
         if (workers[r].failed) {
-            snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
+            if (workers[r].init_failed) snprintf(err, errlen, "%s", workers[r].err);
+            else snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
             rc = -1;
             break;
         }
+    if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
+        snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
+        rc = -1;
+    }
     if (rc == 0 && ids_out) {
         const int n = workers[0].n_seq - n_prompt;
         *ids_out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
@@ -653,9 +722,52 @@ out:
         for (int r = 0; r < W; r++) worker_free(&workers[r]);
     free(workers);
     emx_comm_threads_free(group);
+    if (nccl) emx_comm_nccl_free(nccl);
     free(p.info);
     free(p.decbuf);
     return rc;
+}
+
+int emx_pool_gpu_count(void) {
+    if (!emx_comm_nccl_new || !emx_comm_nccl_host_rank || !emx_comm_nccl_error || !emx_comm_nccl_free ||
+        !emx_cuda_state_new || !emx_cuda_device_count)
+        return -1;
+    return emx_cuda_device_count();
+}
+
+int emx_pool_parse_devices(const char *list, int *devices, int max, char *err, size_t errlen) {
+    if (!strcmp(list, "cpu")) return 0;
+    int n = 0;
+    for (const char *s = list;;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char item[32] = "";
+        char *e = NULL;
+        long d = -1;
+        if (len < sizeof item) {
+            memcpy(item, s, len);
+            item[len] = 0;
+            if (!strncmp(item, "cuda:", 5) && item[5] >= '0' && item[5] <= '9') d = strtol(item + 5, &e, 10);
+        }
+        if (d < 0 || !e || *e || d > 1024) {
+            snprintf(err, errlen, "--devices: '%.*s' in '%s' is not cpu or cuda:N[,cuda:M...]", (int)(len < 40 ? len : 40), s,
+                     list);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (devices[i] == d) {
+                snprintf(err, errlen, "--devices %s: cuda:%ld is listed twice (one worker per GPU)", list, d);
+                return -1;
+            }
+        if (n == max) {
+            snprintf(err, errlen, "--devices %s: more than %d devices", list, max);
+            return -1;
+        }
+        devices[n++] = (int)d;
+        if (!end) break;
+        s = end + 1;
+    }
+    return n;
 }
 
 void emx_pool_print_stats(FILE *f, const EmxPoolStats *s, int lookahead) {

@@ -20,6 +20,16 @@
 // depend on the number of workers. After a rollback the epoch changes (fresh draws) and the
 // first rejected token is banned at its position, so even a greedy agent cannot repeat it.
 //
+// Devices: on the CPU the workers are threads with a replica each (weights shared, mmapped
+// once) and talk through comm.h's threads group. With cuda_devices, worker r's replica (its
+// EmxState: uploaded weights, KV cache) lives on GPU cuda_devices[r], its calls are made from
+// its own thread, and the workers are the ranks of an NCCL group (runtime/comm_nccl.h) whose
+// host-buffer handles move the records and KV rows (host memory on both ends) through the GPUs.
+// The critic runs on rank 0's thread; a critic over the same model on rank 0's device lends its
+// uploaded weights to worker 0 (EmxStateOptions.share_weights: one upload for both; the critic
+// outlives the pool). The text is the CPU's for the same seed as long as the backends' logits
+// agree bitwise (f32 weights: see tests/test_pool_cuda.c).
+//
 // Output that a rollback could still take back is held: text is printed once a verdict has
 // accepted it (with no critic: at once). Rollbacks never go below the last accepted point, and
 // after max_rollbacks consecutive rollbacks the next BAD is accepted, so the text always grows.
@@ -50,7 +60,8 @@ typedef struct {
     const EmxAgentParams *agents;  // [n_agents]
     int n_agents;                  // 1 .. EMX_POOL_MAX_AGENTS
     int lookahead;                 // L: tokens per branch before the choice, 1 .. EMX_POOL_MAX_LOOKAHEAD
-    int n_workers;                 // CPU workers (threads with a replica each), 1 .. n_agents
+    int n_workers;                 // workers (threads with a replica each), 1 .. n_agents
+    const int *cuda_devices;       // [n_workers] the GPU of each worker (distinct); NULL: the CPU
     int n_threads;                 // OpenMP threads of each worker's forward pass (<= 0: all cores / n_workers)
     int ctx;                       // KV positions per replica (<= 0: min(max_seq_len, 4096))
     uint64_t seed;
@@ -89,6 +100,15 @@ typedef struct {
 int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                       const EmxPoolOptions *opt, EmxPoolStats *stats, int **ids_out, int *n_ids_out, char *err,
                       size_t errlen);
+
+// --devices "cpu" -> 0; "cuda:0,cuda:1,..." -> the GPU numbers in devices[] (at most max) and
+// their count. Returns -1 with a one-line reason: not cpu or cuda:N entries, a device listed
+// twice, more than max.
+int emx_pool_parse_devices(const char *list, int *devices, int max, char *err, size_t errlen);
+
+// The GPUs the pool can use: -1 when this build cannot run it on GPUs (it lacks the CUDA
+// backend or the NCCL group: the CPU build), else the machine's GPU count (0: none).
+int emx_pool_gpu_count(void);
 
 // The stats block ./run prints at the end.
 void emx_pool_print_stats(FILE *f, const EmxPoolStats *s, int lookahead);

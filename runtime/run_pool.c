@@ -14,15 +14,35 @@
 int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk, const int *ids, int n_ids, int ctx,
                  volatile sig_atomic_t *interrupted) {
     char err[512];
-    if (strcmp(a->devices, "cpu") != 0) {
-        // cuda:N lists are the CUDA runtime's (issue #7); nothing else is a device
-        if (strncmp(a->devices, "cuda:", 5) == 0)
-            fprintf(stderr, "run: --devices %s: this build runs the agent pool on the CPU only (--devices cpu)\n",
-                    a->devices);
-        else
-            fprintf(stderr, "run: --devices: '%s' is not cpu or cuda:N[,cuda:M...]\n", a->devices);
+    // --devices: cpu, or one worker per listed GPU
+    int cuda_devices[EMX_POOL_MAX_AGENTS];
+    const int n_devices = emx_pool_parse_devices(a->devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, sizeof err);
+    if (n_devices < 0) {
+        fprintf(stderr, "run: %s\n", err);
         return 2;
     }
+    const int n_gpus = n_devices > 0 ? emx_pool_gpu_count() : 0;
+    if (n_gpus < 0) {
+        fprintf(stderr,
+                "run: --devices %s: this build has no CUDA backend, so the agent pool runs on the CPU only (make cuda "
+                "builds build/cuda/run)\n",
+                a->devices);
+        return 2;
+    }
+    // one worker per GPU: --workers may only repeat the count (1 is the default, not a choice)
+    if (n_devices > 0 && a->workers != 1 && a->workers != n_devices) {
+        fprintf(stderr, "run: --workers %d with --devices %s: one worker per device (%d), leave --workers out\n",
+                a->workers, a->devices, n_devices);
+        return 2;
+    }
+    for (int i = 0; i < n_devices; i++)
+        if (cuda_devices[i] >= n_gpus) {
+            fprintf(stderr, "run: --devices %s: no GPU cuda:%d (this machine has %d)\n", a->devices, cuda_devices[i], n_gpus);
+            return 1;
+        }
+    const int n_workers = n_devices > 0 ? n_devices : a->workers;
+    char critic_device[24] = "cpu";  // the critic runs on rank 0, beside worker 0's replica
+    if (n_devices > 0) snprintf(critic_device, sizeof critic_device, "cuda:%d", cuda_devices[0]);
     EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
     int n_agents = a->n_agents;
     if (a->agent_configs) {
@@ -34,8 +54,12 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     } else {
         emx_pool_default_configs(agents, n_agents);
     }
-    if (a->workers > n_agents) {
-        fprintf(stderr, "run: --workers %d is more than the %d agents\n", a->workers, n_agents);
+    if (n_workers > n_agents) {
+        if (n_devices > 0)
+            fprintf(stderr, "run: --devices %s: %d devices for %d agents (one worker per device, at least one agent each)\n",
+                    a->devices, n_devices, n_agents);
+        else
+            fprintf(stderr, "run: --workers %d is more than the %d agents\n", a->workers, n_agents);
         return 2;
     }
     // MAX_TOKENS of the original design: 25000 by default, capped by the context
@@ -54,7 +78,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     EmxCritic *critic = NULL;
     FILE *log = NULL, *metrics = NULL;
     if (a->check_every > 0) {
-        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = a->threads};
+        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = a->threads, .device = critic_device};
         critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, sizeof err)
                                  : emx_critic_new(m, tk, &co, err, sizeof err);
         if (!critic) {
@@ -76,8 +100,10 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     if (!a->seed_given)
         fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n", seed, seed);
     if (log) {
-        fprintf(log, "# entropix.c agent pool: model %s, %d agents, lookahead %d, %d worker(s), seed %" PRIu64 "\n",
-                a->model_path, n_agents, a->lookahead, a->workers, seed);
+        fprintf(log, "# entropix.c agent pool: model %s, %d agents, lookahead %d, %d worker(s)", a->model_path, n_agents,
+                a->lookahead, n_workers);
+        if (n_devices > 0) fprintf(log, " on %s", a->devices);
+        fprintf(log, ", seed %" PRIu64 "\n", seed);
         fprintf(log, "# critic: %s, check every %d, window %d, margin %g, rollback %d, max rollbacks %d\n",
                 critic ? (a->critic_model ? a->critic_model : "same model") : "off", a->check_every, a->critic_window,
                 (double)a->critic_margin, a->rollback, a->max_rollbacks);
@@ -88,7 +114,8 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         fflush(log);
     }
     EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = a->lookahead,
-                         .n_workers = a->workers, .n_threads = a->threads > 0 ? (a->threads + a->workers - 1) / a->workers : 0,
+                         .n_workers = n_workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
+                         .n_threads = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : 0,
                          .ctx = ctx, .seed = seed, .n_predict = n_predict, .critic = critic,
                          .check_every = a->check_every, .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
                          .critic_window = a->critic_window, .out = stdout, .log = log, .metrics = metrics,

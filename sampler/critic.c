@@ -271,7 +271,7 @@ static int critic_init(EmxCritic *c, const EmxModel *m, const EmxTokenizer *tk,
     c->margin = o.margin;
     const char *question = o.question ? o.question : EMX_CRITIC_QUESTION;
     int max_ctx = m->cfg.max_seq_len > 0 && m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;
-    EmxStateOptions so = {.n_threads = o.n_threads, .ctx = o.ctx > 0 ? o.ctx : max_ctx};
+    EmxStateOptions so = {.n_threads = o.n_threads, .ctx = o.ctx > 0 ? o.ctx : max_ctx, .device = o.device};
     c->st = emx_state_new(m, &so, err, errlen);
     if (!c->st) return -1;
     c->ctx = emx_state_ctx(c->st);
@@ -375,3 +375,5 @@ void emx_critic_candidates(const EmxCritic *c, int *good_id, int *bad_id) {
 const EmxTokenizer *emx_critic_tokenizer(const EmxCritic *c) { return c->tk; }
 int emx_critic_ctx(const EmxCritic *c) { return c->ctx; }
 uint64_t emx_critic_tokens_fed(const EmxCritic *c) { return c->tokens_fed; }
+const EmxState *emx_critic_state(const EmxCritic *c) { return c->st; }
+const EmxModel *emx_critic_model(const EmxCritic *c) { return c->m; }

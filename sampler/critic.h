@@ -47,6 +47,8 @@ typedef struct {
     int ctx;               // critic KV cache positions; <= 0: min(max_seq_len, 2048)
     int n_threads;         // <= 0: all cores
     const char *question;  // NULL: EMX_CRITIC_QUESTION (the text after "Question: ")
+    const char *device;    // where the critic's state runs (EmxStateOptions.device): NULL or
+                           // "cpu", "cuda:N" (the agent pool's rank 0 GPU), "auto"
 } EmxCriticOptions;
 
 typedef struct {
@@ -99,5 +101,10 @@ const EmxTokenizer *emx_critic_tokenizer(const EmxCritic *c);
 int emx_critic_ctx(const EmxCritic *c);
 // Tokens run through the critic's forward pass since it was created (KV reuse shows here).
 uint64_t emx_critic_tokens_fed(const EmxCritic *c);
+// The critic's state and the model it runs: a generation on the same model and device may
+// share the state's uploaded weights (EmxStateOptions.share_weights) while the critic lives.
+typedef struct EmxState EmxState;
+const EmxState *emx_critic_state(const EmxCritic *c);
+const EmxModel *emx_critic_model(const EmxCritic *c);
 
 #endif

@@ -1,13 +1,18 @@
 // test_bench.c — the pieces of tools/bench that are not timings: llama-bench's JSONL output
-// read back (a real llama-bench output, tests/data/bench/), results saved and compared, the
-// forward-pass measurement's bookkeeping, the copy-bandwidth probe, and the CLI's errors.
-// No test here asserts a speed.
+// read back (a real llama-bench output, tests/data/bench/), a --compare-cmd's figure read
+// back, results saved and compared, the forward-pass measurement's bookkeeping, the
+// copy-bandwidth probe, the CLI's errors, and the `speed` report on the CPU and on an emulated
+// GPU ($EMX_GPU_BENCH: tools/bench linked with the CUDA backend under tests/cuda_emu): the same
+// lines on both, bytes per token from the model's shapes, the peak bandwidth from the emulated
+// device's properties, kernel launches per decode step. No test here asserts a speed.
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "compare_cmd.h"
 #include "forward_bench.h"
 #include "llama_bench.h"
 #include "machine.h"
@@ -52,7 +57,7 @@ Test(bench, llama_bench_real_output_parsed) {
 Test(bench, llama_bench_missing_binary_is_an_error) {
     EmxForwardSpeed fs;
     char err[256];
-    cr_expect_eq(emx_llama_bench_run("/nonexistent/llama-bench", "x.gguf", 1, 8, 8, &fs, err, sizeof err), -1);
+    cr_expect_eq(emx_llama_bench_run("/nonexistent/llama-bench", "x.gguf", 1, 0, 8, 8, &fs, err, sizeof err), -1);
     cr_expect(strstr(err, "/nonexistent/llama-bench") != NULL, "%s", err);
 }
 
@@ -60,6 +65,7 @@ Test(bench, result_round_trip_and_compare) {
     EmxBenchResult a = {.threads = 2, .n_prompt = 512, .n_gen = 128, .prefill_tps = 100.0,
                         .decode_tps = 50.0, .memcpy_gbs = 9.5};
     snprintf(a.model, sizeof a.model, "m.bin");
+    snprintf(a.device, sizeof a.device, "cpu");
     snprintf(a.cpu, sizeof a.cpu, "cpu");
     snprintf(a.simd, sizeof a.simd, "avx2");
     char path[] = "/tmp/emx_bench_XXXXXX", err[256];
@@ -88,6 +94,20 @@ Test(bench, result_round_trip_and_compare) {
     fclose(f);
     cr_expect(strstr(buf, "warning: the baseline ran m.bin, 4 threads") != NULL, "%s", buf);
     free(buf);
+    b.threads = 2;  // the same run on another device is not the same run
+    snprintf(b.device, sizeof b.device, "cuda:0");
+    f = open_memstream(&buf, &len);
+    emx_bench_result_compare(f, &a, &b);
+    fclose(f);
+    cr_expect(strstr(buf, "warning: the baseline ran m.bin, 2 threads, pp512/tg128 on cuda:0") != NULL, "%s", buf);
+    free(buf);
+    // A result saved before devices (no "device" field) was a CPU run.
+    FILE *old = fopen(path, "w");
+    fputs("{\"model\": \"m.bin\", \"threads\": 2, \"n_prompt\": 512, \"n_gen\": 128, \"prefill_tps\": 1,"
+          " \"decode_tps\": 1, \"memcpy_gbs\": 1}", old);
+    fclose(old);
+    cr_assert_eq(emx_bench_result_load(path, &b, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(b.device, "cpu");
     // A file that is not a result names itself and the field.
     FILE *w = fopen(path, "w");
     fputs("{\"threads\": 2}", w);
@@ -133,6 +153,19 @@ Test(bench, cli_errors_are_one_line, .timeout = 60) {
                       "--baseline /nonexistent.json: cannot open");
     expect_error_prog(bin, (const char *[]){"speed", mp, "-p", "999999", NULL}, 1, "exceed the model's context");
     expect_error_prog(bin, (const char *[]){"sampler", mp, "--frob", NULL}, 2, "unknown option '--frob'");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "--peak-gbps", "fast", NULL}, 2,
+                      "--peak-gbps: 'fast' is not a positive number");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "--llama-bench", "lb", "--gguf", "g", "--compare-cmd", "c", NULL},
+                      2, "one comparison runtime at a time");
+    expect_error_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "gpu1", NULL}, 1,
+                      "--devices: 'gpu1' in 'gpu1' is not cpu or cuda:N");
+    for (int k = 0; k < 3; k++) {  // every subcommand takes --device; a bad one is named
+        const char *sub = k == 0 ? "speed" : k == 1 ? "sampler" : "agents";
+        expect_error_prog(bin, (const char *[]){sub, mp, "--device", "gpu0", NULL}, 1,
+                          "device 'gpu0': expected cpu, cuda:N or auto");
+        expect_error_prog(bin, (const char *[]){sub, mp, "--device", "cuda:0", NULL}, 1,
+                          "device cuda:0: this build has no CUDA backend");
+    }
     // A run with --save writes a result that --baseline reads back.
     char path[] = "/tmp/emx_bench_XXXXXX";
     int fd = mkstemp(path);
@@ -148,4 +181,275 @@ Test(bench, cli_errors_are_one_line, .timeout = 60) {
     cr_expect(strstr(r.out, "against the baseline:") != NULL, "%s", r.out);
     run_free(&r);
     unlink(path);
+}
+
+Test(bench, compare_cmd_output_parsed) {
+    double t = 0;
+    char err[256];
+    cr_assert_eq(emx_compare_parse_tps("tg128: 55.3 tok/s\n", &t, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(t, 55.3);
+    // The last figure counts; numbers without a unit, or glued to a word, do not.
+    cr_assert_eq(emx_compare_parse_tps("pp512 100 tok/s\nllama v2 run 7\ntg128 = 20.5 tokens/s (x3)\n", &t, err,
+                                       sizeof err), 0);
+    cr_expect_eq(t, 20.5);
+    cr_assert_eq(emx_compare_parse_tps("eval: 12 t/s", &t, err, sizeof err), 0);
+    cr_expect_eq(t, 12.0);
+    cr_expect_eq(emx_compare_parse_tps("x1 tok/s, 3 tok/sec, 4 tokens per second", &t, err, sizeof err), -1);
+    cr_expect(strstr(err, "no '<number> tok/s'") != NULL, "%s", err);
+    // The command runs under sh with the run's sizes and device in its environment.
+    const EmxCompareRun run = {.n_prompt = 8, .n_gen = 4, .threads = 1, .device = "cpu"};
+    cr_assert_eq(emx_compare_cmd_run("test \"$EMX_BENCH_N_PROMPT/$EMX_BENCH_N_GEN/$EMX_BENCH_THREADS/"
+                                     "$EMX_BENCH_DEVICE\" = 8/4/1/cpu && echo 'decode 42.5 tok/s'",
+                                     &run, &t, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(t, 42.5);
+    cr_expect_eq(emx_compare_cmd_run("echo 'model not found' >&2; exit 3", &run, &t, err, sizeof err), -1);
+    cr_expect(strstr(err, "--compare-cmd failed (exit status 3): model not found") != NULL, "%s", err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `speed` report, read back line by line.
+
+// The keys of the report, in order, on every device (tools/bench/speed_report.h); the prefill
+// and decode lines carry the sizes ("prefill pp4:").
+static const char *const REPORT_KEYS[] = {"device:", "model:", "prefill pp", "decode tg", "bytes/token:",
+                                          "KV cache:", "achieved GB/s:", "peak GB/s:", "of peak:",
+                                          "launches/step:", "memcpy GB/s:"};
+enum { N_REPORT_KEYS = sizeof REPORT_KEYS / sizeof REPORT_KEYS[0] };
+
+// The value of the line that starts with key (after the key's colon and the padding), copied
+// into val; 0 if there is no such line.
+static int report_value(const char *out, const char *key, char *val, size_t cap) {
+    for (const char *line = out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, key, strlen(key)) != 0) continue;
+        const char *v = strchr(line, ':');
+        if (!v) return 0;
+        v++;
+        while (*v == ' ') v++;
+        size_t n = strcspn(v, "\n");
+        snprintf(val, cap, "%.*s", (int)n, v);
+        return 1;
+    }
+    return 0;
+}
+
+// Every key present, in REPORT_KEYS' order, each line once.
+static void expect_report_lines(const char *out) {
+    const char *at = out;
+    for (int k = 0; k < N_REPORT_KEYS; k++) {
+        const char *line = NULL;
+        for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+            if (!strncmp(l, REPORT_KEYS[k], strlen(REPORT_KEYS[k]))) {
+                cr_expect(line == NULL, "'%s' twice in [%s]", REPORT_KEYS[k], out);
+                line = l;
+            }
+        cr_expect(line != NULL, "no '%s' line in [%s]", REPORT_KEYS[k], out);
+        if (line) cr_expect(line >= at, "'%s' out of order in [%s]", REPORT_KEYS[k], out);
+        if (line) at = line;
+    }
+}
+
+static double report_number(const char *out, const char *key) {
+    char v[256];
+    cr_assert(report_value(out, key, v, sizeof v), "no '%s' in [%s]", key, out);
+    char *end;
+    double x = strtod(v, &end);
+    cr_assert(end != v, "'%s' is not a number: [%s]", key, v);
+    return x;
+}
+
+static void expect_dash(const char *out, const char *key) {
+    char v[256];
+    cr_assert(report_value(out, key, v, sizeof v), "no '%s' in [%s]", key, out);
+    cr_expect_str_eq(v, "-", "%s", key);
+}
+
+// The bytes one decode step reads, averaged over n_gen steps from an empty cache: the weights
+// once, and at position p the keys and values of positions 0..p (f32, every layer and KV head).
+static double expected_bytes_per_token(const char *model_rel, int n_gen) {
+    char mp[1024], err[256];
+    test_build_path(mp, sizeof mp, model_rel);
+    EmxModel m;
+    cr_assert_eq(emx_model_open(&m, mp, err, sizeof err), 0, "%s (make test-models)", err);
+    double kv_row = 2.0 * m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * 4.0;  // one position's K and V
+    double kv = 0;
+    for (int p = 0; p < n_gen; p++) kv += kv_row * (p + 1);
+    double bytes = (double)emx_model_weight_bytes_per_token(&m) + kv / n_gen;
+    emx_model_close(&m);
+    return bytes;
+}
+
+// bytes/token, achieved GB/s and of peak agree with each other and with the model's shapes.
+static void expect_bytes_and_rates(const char *out, const char *model_rel, int n_gen, double peak) {
+    char key[32];
+    snprintf(key, sizeof key, "decode tg%d:", n_gen);
+    char line[256];
+    cr_assert(report_value(out, key, line, sizeof line), "no '%s' in [%s]", key, out);
+    const char *ms = strstr(line, "tok/s, ");
+    cr_assert(ms && strstr(ms, " ms/token"), "[%s]", line);
+    // tok/s (2 decimals) and ms/token (3 decimals) say the same; the finer one counts (an
+    // emulated step takes seconds: 0.15 tok/s, 6512.345 ms/token).
+    const double a = atof(line), m = atof(ms + 7), b = m > 0 ? 1e3 / m : 0;
+    const double err_a = 0.005, err_b = b * b * 0.0005 / 1e3;
+    cr_expect(a > 0 && b > 0 && fabs(a - b) <= 1.01 * (err_a + err_b), "[%s]", line);
+    const double tps = err_a / a < 0.0005 / m ? a : b, bytes = report_number(out, "bytes/token:");
+    const double want = expected_bytes_per_token(model_rel, n_gen);
+    cr_expect(bytes == want, "bytes/token %.0f, expected %.1f", bytes, want);
+    const double gbs = report_number(out, "achieved GB/s:");
+    cr_expect(fabs(gbs - bytes * tps / 1e9) <= 0.01 * gbs, "achieved %g vs %g", gbs, bytes * tps / 1e9);
+    if (peak > 0) cr_expect(fabs(report_number(out, "of peak:") - 100.0 * gbs / peak) <= 0.01 * 100.0 * gbs / peak + 1e-9);
+}
+
+static const char *gpu_bench(void) {
+    const char *b = getenv("EMX_GPU_BENCH");
+    if (!b || !*b) cr_skip_test("EMX_GPU_BENCH is not set (make test sets it to build/emu/tools/bench)");
+    if (access(b, X_OK) != 0) cr_skip_test("EMX_GPU_BENCH=%s is not built (make build/emu/tools/bench)", b);
+    return b;
+}
+
+// The emulated device reports an H100's memory: 2619000 kHz, 5120 bits, double data rate.
+static const double EMU_PEAK_GBPS = 2.0 * 2619000e3 * 5120 / 8 / 1e9;  // 3352.32
+
+Test(bench, gpu_speed_report, .timeout = 60) {
+    const char *bin = gpu_bench();
+    char mp[1024];
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    // A comparison command that checks what it is told (sizes, device) and reports 1000 tok/s.
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "4", "-n", "3", "--runs", "1",
+                                                 "--compare-cmd",
+                                                 "test \"$EMX_BENCH_N_GEN $EMX_BENCH_DEVICE\" = '3 cuda:0' && "
+                                                 "echo 'tg: 1000 tok/s'",
+                                                 NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    expect_report_lines(r.out);
+    char v[256];
+    cr_assert(report_value(r.out, "device:", v, sizeof v));
+    cr_expect(!strncmp(v, "cuda:0 (", 8) && strstr(v, "CUDA graph"), "%s", v);
+    cr_expect(report_number(r.out, "prefill pp4:") > 0);
+    expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, EMU_PEAK_GBPS);
+    cr_expect(fabs(report_number(r.out, "peak GB/s:") - EMU_PEAK_GBPS) < 0.005, "%s", r.out);
+    cr_assert(report_value(r.out, "launches/step:", v, sizeof v));
+    char *end;
+    long launches = strtol(v, &end, 10);
+    // At least 10 per layer (2 norms, q k v o, rope + cache write, attention, gate/up, down).
+    cr_expect(*end == 0 && launches >= 10 * 5, "launches/step [%s]", v);
+    expect_dash(r.out, "memcpy GB/s:");
+    cr_assert(report_value(r.out, "other tg3:", v, sizeof v), "%s", r.out);
+    cr_expect(!strncmp(v, "1000.00 tok/s, ours/other ", 26), "%s", v);
+    const double ratio = atof(v + 26), tps = report_number(r.out, "decode tg3:");
+    cr_expect(fabs(ratio - tps / 1000.0) <= 0.0005 + 0.01 * ratio, "%g vs %g", ratio, tps / 1000.0);
+    expect_dash(r.out, "other pp4:");  // the command reports decode only
+    run_free(&r);
+}
+
+// Launches per step: the captured graph's node count grows with the layers (at least 10 kernels
+// a layer: llama3-tiny, 3 layers, against stories260K, 5, both q8), and with the graph off there
+// is no graph to count.
+Test(bench, gpu_launches_per_step, .timeout = 60) {
+    const char *bin = gpu_bench();
+    const char *models[2] = {"models/llama3-tiny.q8.bin", "models/stories260K.q8.bin"};
+    const int layers[2] = {3, 5};
+    long launches[2] = {0, 0};
+    char mp[1024], v[256];
+    for (int k = 0; k < 2; k++) {
+        test_build_path(mp, sizeof mp, models[k]);
+        // llama3-tiny's 128k-row classifier is slow under emulation: one timed step.
+        RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "1", "--runs",
+                                                     "1", NULL});
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        cr_expect(strstr(r.out, "prefill pp") == NULL, "-p 0: no prefill line\n%s", r.out);
+        cr_expect(strstr(r.out, "decode tg1:") != NULL, "%s", r.out);
+        expect_bytes_and_rates(r.out, models[k], 1, EMU_PEAK_GBPS);
+        cr_assert(report_value(r.out, "launches/step:", v, sizeof v), "%s", r.out);
+        launches[k] = strtol(v, NULL, 10);
+        cr_expect(launches[k] >= 10 * layers[k], "%s: %ld launches for %d layers", models[k], launches[k], layers[k]);
+        run_free(&r);
+    }
+    cr_expect(launches[1] - launches[0] >= 10 * (layers[1] - layers[0]), "%ld launches (5 layers) vs %ld (3)",
+              launches[1], launches[0]);
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "2", "--runs", "1",
+                                                 "--graphs", "0", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(report_value(r.out, "device:", v, sizeof v));
+    cr_expect(strstr(v, "launched directly") != NULL, "%s", v);
+    expect_dash(r.out, "launches/step:");
+    run_free(&r);
+}
+
+// The CPU report: the same lines, "-" where the CPU has no figure, a peak when given one.
+Test(bench, cpu_speed_report_same_lines, .timeout = 60) {
+    char bin[1024], mp[1024];
+    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "3",
+                                                 "--runs", "1", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    expect_report_lines(r.out);
+    char v[256];
+    cr_assert(report_value(r.out, "device:", v, sizeof v));
+    cr_expect(!strncmp(v, "cpu (", 5), "%s", v);
+    expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, 0);
+    expect_dash(r.out, "peak GB/s:");
+    expect_dash(r.out, "of peak:");
+    expect_dash(r.out, "launches/step:");
+    cr_expect(report_number(r.out, "memcpy GB/s:") > 0);
+    cr_expect(strstr(r.out, "other") == NULL, "no comparison asked: %s", r.out);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "0", "-n", "3", "--runs", "1",
+                                       "--peak-gbps", "20", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect_eq(report_number(r.out, "peak GB/s:"), 20.0);
+    expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, 20.0);
+    run_free(&r);
+}
+
+// sampler and agents on the emulated GPU: they run there and say so. The agent pool has no GPU
+// path yet: the single stream runs and a note says the pool's rows are skipped (or, once the
+// pool runs on GPUs, its rows are there).
+Test(bench, gpu_sampler_and_agents, .timeout = 60) {
+    const char *bin = gpu_bench();
+    char mp[1024];
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    RunResult r = run_prog(bin, (const char *[]){"sampler", mp, "--device", "cuda:0", "-n", "2", "--runs", "1",
+                                                 "--prompt", "Once", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
+    cr_expect(strstr(r.out, "\ngreedy ") && strstr(r.out, "\nentropix ") && strstr(r.out, "\noverhead: "), "%s",
+              r.out);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cuda:0", "-n", "2", "--runs", "1", "--agents", "2",
+                                       "--lookahead", "2", "--prompt", "Once", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
+    cr_expect(strstr(r.out, "single stream (greedy)") != NULL, "%s", r.out);
+    // The pool on the same GPU (--devices defaults to --device), or a note where it cannot run.
+    if (strstr(r.out, "\npool: "))
+        cr_expect(strstr(r.out, "\npool: cuda:0, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 1 ") &&
+                      strstr(r.out, "\n2 agents, lookahead 2 "),
+                  "%s", r.out);
+    else
+        cr_expect(strstr(r.out, "note: the agent pool cannot run on cuda:0") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+// A build without the CUDA backend asked for the pool on a GPU: the single stream runs, a note
+// says why the pool's rows are missing, and the run succeeds.
+Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 60) {
+    char bin[1024], mp[1024];
+    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+    RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n",
+                                                 "2", "--runs", "1", "--agents", "2", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(!strncmp(r.out, "device: cpu (", 13), "%s", r.out);
+    cr_expect(strstr(r.out, "\nnote: the agent pool cannot run on cuda:0 in this build") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "single stream (greedy)") != NULL && strstr(r.out, "agents, lookahead") == NULL, "%s",
+              r.out);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "-t", "1", "-n", "2", "--runs", "1", "--agents",
+                                       "2", "--lookahead", "2", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\npool: cpu, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 2 "), "%s", r.out);
+    run_free(&r);
 }

@@ -1,32 +1,41 @@
-// bench.c — benchmarks of the CPU runtime, reported as ratios of runs on the same machine.
+// bench.c — benchmarks of the runtime on the CPU or a GPU, one report format for both, and
+// ratios to another runtime run alternately on the same machine.
 //
-//   build/tools/bench speed MODEL.bin [-t threads] [-p 512] [-n 128] [--runs 3]
-//                                     [--llama-bench BIN --gguf MODEL.gguf]
+//   build/tools/bench speed MODEL.bin [--device cpu|cuda:N|auto] [-t threads] [-p 512] [-n 128]
+//                                     [--runs 3] [--peak-gbps X] [--graphs 0|1]
+//                                     [--llama-bench BIN --gguf MODEL.gguf | --compare-cmd CMD]
 //                                     [--save FILE] [--baseline FILE]
-//   build/tools/bench sampler MODEL.bin [-n 128] [-t threads] [--runs 5] [--prompt TEXT]
-//                                       [--profile NAME|FILE]
-//   build/tools/bench agents MODEL.bin [-n 128] [-t threads] [--runs 3] [--agents 8]
+//   build/tools/bench sampler MODEL.bin [--device D] [-n 128] [-t threads] [--runs 5]
+//                                       [--prompt TEXT] [--profile NAME|FILE]
+//   build/tools/bench agents MODEL.bin [--device D] [-n 128] [-t threads] [--runs 3] [--agents 8]
 //                                      [--workers 1] [--lookahead 4]
 //
+// --device is ./run's: "auto" (the default) is GPU 0 when this build has the CUDA backend and
+// the machine a GPU, else the CPU. Every report names the device it ran on.
+//
 // `speed`: prefill (pp: one batched pass over -p tokens) and decode (tg: -n single-token
-// passes) tok/s of the forward pass, as llama.cpp's llama-bench measures pp512/tg128, with the
-// GB/s a decode step streams (the weight bytes each token reads × tok/s) next to the machine's
-// measured copy bandwidth. With --llama-bench, llama.cpp's llama-bench runs alternately with
-// ours on the GGUF of the same model (-r 1 per round) and the ratios are reported. --save
-// writes the result as JSON; --baseline compares with a saved one (the regression guard).
-// Medians over --runs rounds.
+// passes) tok/s of the forward pass, as llama.cpp's llama-bench measures pp512/tg128, and what a
+// decode step moves: the bytes it reads (weights + the KV cache at the run's mean position),
+// the GB/s that makes, its share of the device's peak bandwidth and, on a GPU, the kernel
+// launches per step (speed_report.h has the format). With --llama-bench, llama.cpp's
+// llama-bench runs alternately with ours on the GGUF of the same model (-r 1 per round, -ngl 0
+// or 99 to match our device); with --compare-cmd, any command that prints its decode tok/s
+// (compare_cmd.h). --save writes the result as JSON; --baseline compares with a saved one (the
+// regression guard). Medians over --runs rounds.
 //
 // `agents`: what the agent pool costs (no critic): decode tok/s of the single stream (greedy),
 // of N agents at lookahead 1 (one forward per token, N proposals) and of N agents at lookahead
 // L (one batched pass of N branches per step), runs alternated, n tokens each, stop tokens fed
-// back.
+// back, on --device (the single stream) and --devices (the pool: cpu, or one worker per GPU;
+// default: --device). A build whose pool cannot use GPUs runs the single stream only, with a note.
 //
 // `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
 // greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
 // in the machine's load hits both alike; stop tokens are fed back like any other token so both
 // decode exactly n tokens. Reports per sampler the median decode tok/s and the median time
 // per token spent choosing it (metrics + decision + draw for entropix, an argmax for greedy),
-// and the overhead: how much slower entropix decodes, from both figures.
+// and the overhead: how much slower entropix decodes, from both figures. On a GPU the tokens are
+// chosen on the device (only the id comes back): no host time to show, the tok/s ratio is it.
 #include <errno.h>
 #include <omp.h>
 #include <stdio.h>
@@ -34,6 +43,7 @@
 #include <string.h>
 
 #include "calibrate.h"
+#include "compare_cmd.h"
 #include "cpu_matmul.h"
 #include "dtype.h"
 #include "entropix_sampler.h"
@@ -42,6 +52,7 @@
 #include "llama_bench.h"
 #include "machine.h"
 #include "result.h"
+#include "speed_report.h"
 #include "tool_args.h"
 #include "generate.h"
 #include "model.h"
@@ -52,17 +63,25 @@
 static int usage(FILE *f) {
     fprintf(f,
             "usage: bench speed MODEL.bin [options]\n"
-            "  Prefill and decode tok/s of the forward pass (llama-bench's pp/tg), GB/s vs memcpy.\n"
-            "  -t N                threads (default: all cores)\n"
+            "  Prefill and decode tok/s of the forward pass (llama-bench's pp/tg), bytes and GB/s per\n"
+            "  decode step against the device's peak, kernel launches per step (GPU).\n"
+            "  --device D          cpu, cuda:N or auto (default auto: GPU 0 if there is one)\n"
+            "  -t N                CPU threads (default: all cores)\n"
             "  -p N                prompt tokens for the prefill test (default 512; 0 = skip)\n"
             "  -n N                tokens for the decode test (default 128; 0 = skip)\n"
             "  --runs N            rounds; medians are reported (default 3)\n"
+            "  --peak-gbps X       the device's peak bandwidth in GB/s (default: a GPU's own; CPU: none)\n"
+            "  --graphs 0|1        GPU: replay the decode step as a CUDA graph (default 1)\n"
             "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"
             "  --gguf FILE         the GGUF of the same model for llama-bench\n"
+            "  --compare-cmd CMD   also run `sh -c CMD`, alternating with ours; it prints its decode\n"
+            "                      speed as '<number> tok/s' (env: EMX_BENCH_N_PROMPT, EMX_BENCH_N_GEN,\n"
+            "                      EMX_BENCH_THREADS, EMX_BENCH_DEVICE)\n"
             "  --save FILE         write the result as JSON\n"
             "  --baseline FILE     compare with a result saved earlier\n"
             "usage: bench sampler MODEL.bin [options]\n"
             "  Decode tok/s and sampler time per token, greedy vs entropix, runs alternated.\n"
+            "  --device D          cpu, cuda:N or auto (default auto)\n"
             "  -n N                tokens to decode per run (default 128)\n"
             "  -t N                threads (default: all cores)\n"
             "  --runs N            runs per sampler (default 5; medians are reported)\n"
@@ -70,6 +89,8 @@ static int usage(FILE *f) {
             "  --profile P         entropix profile (default classic)\n"
             "usage: bench agents MODEL.bin [options]\n"
             "  Decode tok/s: single stream vs the agent pool at lookahead 1 and L, runs alternated.\n"
+            "  --device D          cpu, cuda:N or auto (default auto): the single stream's device\n"
+            "  --devices LIST      the pool's: cpu, or cuda:N[,cuda:M...], a worker per GPU (default: D)\n"
             "  -n N                tokens to decode per run (default 128)\n"
             "  -t N                threads (default: all cores)\n"
             "  --runs N            runs per configuration (default 3; medians are reported)\n"
@@ -79,17 +100,24 @@ static int usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
+// The report's first line: where the benchmark runs.
+static void print_device(const EmxState *st) {
+    EmxStateInfo info;
+    emx_state_info(st, &info);
+    printf("device: %s (%s)\n", info.device, info.device_desc);
+}
+
 // The median, numpy's rule (the mean of the middle two for an even count).
 static double median(const double *x, int n) { return emx_percentile(x, (size_t)n, 50.0); }
 
 static int bench_sampler(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
-    const char *profile_name = "classic";
+    const char *profile_name = "classic", *device = "auto";
     int n = 128, threads = 0, runs = 5;
     const ToolOpt opts[] = {
         {"-n", TOOL_INT, &n, 1, 1 << 20},      {"-t", TOOL_INT, &threads, 0, 4096},
         {"--runs", TOOL_INT, &runs, 1, 1000},  {"--prompt", TOOL_STR, &prompt, 0, 0},
-        {"--profile", TOOL_STR, &profile_name, 0, 0},
+        {"--profile", TOOL_STR, &profile_name, 0, 0}, {"--device", TOOL_STR, &device, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -135,13 +163,15 @@ static int bench_sampler(int argc, char **argv) {
                 model.cfg.max_seq_len);
         goto done;
     }
-    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx}, err, sizeof err);
+    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx, .device = device}, err,
+                       sizeof err);
     if (!st) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }
     fprintf(stderr, "bench sampler: %s, prompt %d tokens, %d decoded per run, %d runs each, profile %s\n",
             model_path, n_ids, n, runs, profile_name);
+    print_device(st);
 
     const char *names[2] = {"greedy", "entropix"};
     for (int r = 0; r < runs; r++) {
@@ -177,11 +207,21 @@ static int bench_sampler(int argc, char **argv) {
     double sg = median(spt[0], runs), se = median(spt[1], runs);
     double ms_per_tok_g = 1e3 / tg;
     printf("sampler    decode tok/s (median)   sampler ms/token (median)\n");
-    printf("greedy     %10.2f              %10.3f\n", tg, sg);
-    printf("entropix   %10.2f              %10.3f\n", te, se);
-    printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
-           "of a greedy decode step (%.2f ms)\n",
-           100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
+    // On a GPU both samplers choose on the device (generate.c: only the id comes back), so no
+    // host time is spent choosing: their cost is inside the decode tok/s, and "-" says so.
+    if (sg == 0 && se == 0 && strcmp(emx_state_device(st), "cpu") != 0) {
+        printf("greedy     %10.2f                       -\n", tg);
+        printf("entropix   %10.2f                       -\n", te);
+        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); the tokens are chosen on %s, inside the "
+               "decode step (%.2f ms greedy)\n",
+               100.0 * (tg / te - 1.0), te / tg, emx_state_device(st), ms_per_tok_g);
+    } else {
+        printf("greedy     %10.2f              %10.3f\n", tg, sg);
+        printf("entropix   %10.2f              %10.3f\n", te, se);
+        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
+               "of a greedy decode step (%.2f ms)\n",
+               100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
+    }
     status = 0;
 
 done:
@@ -196,14 +236,31 @@ done:
     return status;
 }
 
+// --peak-gbps X: a positive number, else a one-line error.
+static int parse_peak(const char *text, double *out) {
+    if (!text) return 0;
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || *end || errno || !(v > 0)) {
+        fprintf(stderr, "bench: --peak-gbps: '%s' is not a positive number of GB/s\n", text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
-    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3;
+    const char *device = "auto", *compare = NULL, *peak_text = NULL;
+    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1;
     const ToolOpt opts[] = {
         {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
         {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
         {"--llama-bench", TOOL_STR, &llama, 0, 0},  {"--gguf", TOOL_STR, &gguf, 0, 0},
         {"--save", TOOL_STR, &save, 0, 0},          {"--baseline", TOOL_STR, &baseline, 0, 0},
+        {"--device", TOOL_STR, &device, 0, 0},      {"--compare-cmd", TOOL_STR, &compare, 0, 0},
+        {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -212,10 +269,16 @@ static int bench_speed(int argc, char **argv) {
         fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
         return 2;
     }
+    if (llama && compare) {
+        fprintf(stderr, "bench: --llama-bench and --compare-cmd: one comparison runtime at a time\n");
+        return 2;
+    }
     if (n_prompt == 0 && n_gen == 0) {
         fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
         return 2;
     }
+    double peak_flag = 0;
+    if (parse_peak(peak_text, &peak_flag) != 0) return 2;
     char err[512];
     EmxBenchResult base;
     if (baseline && emx_bench_result_load(baseline, &base, err, sizeof err) != 0) {
@@ -243,59 +306,80 @@ static int bench_speed(int argc, char **argv) {
         fprintf(stderr, "bench: %d tokens exceed the model's context %u\n", need, model.cfg.max_seq_len);
         goto done;
     }
-    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = need}, err, sizeof err);
+    EmxStateOptions so = {.n_threads = threads, .ctx = need, .device = device, .no_graphs = !graphs};
+    st = emx_state_new(&model, &so, err, sizeof err);
     if (!st) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }
+    EmxStateInfo info;
+    emx_state_info(st, &info);
+    const int on_gpu = strcmp(info.device, "cpu") != 0;
 
     EmxBenchResult r = {.threads = threads > 0 ? threads : omp_get_num_procs(),
                         .n_prompt = n_prompt, .n_gen = n_gen};
     snprintf(r.model, sizeof r.model, "%s", model_path);
+    snprintf(r.device, sizeof r.device, "%s", info.device);
+    snprintf(r.device_desc, sizeof r.device_desc, "%s", info.device_desc);
     snprintf(r.simd, sizeof r.simd, "%s", emx_cpu_simd_name());
     emx_bench_cpu_name(r.cpu, sizeof r.cpu);
-    r.memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r.threads, 5);
-    double weight_gb = (double)emx_model_weight_bytes_per_token(&model) / 1e9;
-    fprintf(stderr, "machine: %s, %s, %d threads, memcpy %.1f GB/s (read + write)\n", r.cpu, r.simd,
-            r.threads, r.memcpy_gbs);
-    fprintf(stderr, "model: %s (%s weights), %.1f MB read per decoded token\n", model_path,
-            emx_dtype_name(model.layers[0].wq.dtype), 1e3 * weight_gb);
+    // The host's copy bandwidth is the CPU's ceiling; a GPU's is its peak_gbps.
+    if (!on_gpu) r.memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r.threads, 5);
+    const uint64_t weight_bytes = emx_model_weight_bytes_per_token(&model);
+    fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s)\n", r.cpu, r.simd, r.threads, info.device,
+            info.device_desc);
+    fprintf(stderr, "model: %s (%s weights), %.3f MB of weights read per decoded token\n", model_path,
+            emx_dtype_name(model.layers[0].wq.dtype), (double)weight_bytes / 1e6);
 
+    char other[600] = "";
+    if (llama) snprintf(other, sizeof other, "llama.cpp llama-bench (%s, -ngl %d)", llama, on_gpu ? 99 : 0);
+    if (compare) snprintf(other, sizeof other, "--compare-cmd %s", compare);
     for (int k = 0; k < runs; k++) {
         EmxForwardSpeed fs;
         if (emx_bench_forward_once(st, &model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
-            fprintf(stderr, "%s\n", err);
+            fprintf(stderr, "%s (%s)\n", err, emx_state_error(st));
             goto done;
         }
         ours[0][k] = fs.prefill_tps;
         ours[1][k] = fs.decode_tps;
-        fprintf(stderr, "  round %d  ours      pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+        fprintf(stderr, "  round %d  ours   pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
                 fs.prefill_tps, n_gen, fs.decode_tps);
-        if (!llama) continue;
-        if (emx_llama_bench_run(llama, gguf, r.threads, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
-            fprintf(stderr, "bench: %s\n", err);
-            goto done;
+        if (llama) {
+            if (emx_llama_bench_run(llama, gguf, r.threads, on_gpu ? 99 : 0, n_prompt, n_gen, &fs, err,
+                                    sizeof err) != 0) {
+                fprintf(stderr, "bench: %s\n", err);
+                goto done;
+            }
+        } else if (compare) {
+            const EmxCompareRun cr = {.n_prompt = n_prompt, .n_gen = n_gen, .threads = r.threads,
+                                      .device = info.device};
+            fs.prefill_tps = 0;  // the command reports decode only
+            if (emx_compare_cmd_run(compare, &cr, &fs.decode_tps, err, sizeof err) != 0) {
+                fprintf(stderr, "bench: %s\n", err);
+                goto done;
+            }
+        } else {
+            continue;
         }
         theirs[0][k] = fs.prefill_tps;
         theirs[1][k] = fs.decode_tps;
-        fprintf(stderr, "  round %d  llama.cpp pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+        fprintf(stderr, "  round %d  other  pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
                 fs.prefill_tps, n_gen, fs.decode_tps);
     }
     r.prefill_tps = median(ours[0], runs);
     r.decode_tps = median(ours[1], runs);
-    double lp = llama ? median(theirs[0], runs) : 0, ld = llama ? median(theirs[1], runs) : 0;
-    printf("test      ours tok/s   weights GB/s  of memcpy%s\n", llama ? "   llama.cpp tok/s   ours/llama.cpp" : "");
-    if (n_prompt > 0) {
-        printf("pp%-6d %11.2f            -          -", n_prompt, r.prefill_tps);
-        if (llama) printf("   %15.2f   %14.3f", lp, lp > 0 ? r.prefill_tps / lp : 0.0);
-        printf("\n");
-    }
-    if (n_gen > 0) {
-        double gbs = weight_gb * r.decode_tps;
-        printf("tg%-6d %11.2f   %12.2f     %5.1f%%", n_gen, r.decode_tps, gbs, 100.0 * gbs / r.memcpy_gbs);
-        if (llama) printf("   %15.2f   %14.3f", ld, ld > 0 ? r.decode_tps / ld : 0.0);
-        printf("\n");
-    }
+    emx_state_info(st, &info);  // after the decode steps: the graph's node count is known
+    const EmxSpeedReport rep = {
+        .device = info.device, .device_desc = info.device_desc, .uses_graphs = info.uses_graphs,
+        .model = model_path, .dtype = emx_dtype_name(model.layers[0].wq.dtype), .cfg = &model.cfg,
+        .n_prompt = n_prompt, .n_gen = n_gen, .prefill_tps = r.prefill_tps, .decode_tps = r.decode_tps,
+        .weight_bytes = weight_bytes, .peak_gbps = peak_flag > 0 ? peak_flag : info.peak_gbps,
+        .launches_per_step = on_gpu && info.uses_graphs ? info.decode_graph_nodes : 0,
+        .memcpy_gbs = r.memcpy_gbs, .other = other[0] ? other : NULL,
+        .other_prefill_tps = other[0] ? median(theirs[0], runs) : 0,
+        .other_decode_tps = other[0] ? median(theirs[1], runs) : 0,
+    };
+    emx_speed_report_print(stdout, &rep);
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
@@ -315,12 +399,14 @@ done:
 
 static int bench_agents(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
+    const char *device = "auto", *devices = NULL;
     int n = 128, threads = 0, runs = 3, n_agents = 8, workers = 1, lookahead = 4;
     const ToolOpt opts[] = {
         {"-n", TOOL_INT, &n, 1, 1 << 20},         {"-t", TOOL_INT, &threads, 0, 4096},
         {"--runs", TOOL_INT, &runs, 1, 1000},     {"--agents", TOOL_INT, &n_agents, 1, EMX_POOL_MAX_AGENTS},
         {"--workers", TOOL_INT, &workers, 1, 64}, {"--lookahead", TOOL_INT, &lookahead, 2, EMX_POOL_MAX_LOOKAHEAD},
-        {"--prompt", TOOL_STR, &prompt, 0, 0},
+        {"--prompt", TOOL_STR, &prompt, 0, 0},    {"--device", TOOL_STR, &device, 0, 0},
+        {"--devices", TOOL_STR, &devices, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -354,10 +440,48 @@ static int bench_agents(int argc, char **argv) {
         fprintf(stderr, "bench: prompt (%d) + -n %d exceeds the model's context %u\n", n_ids, n, model.cfg.max_seq_len);
         goto done;
     }
-    if (!(st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx}, err, sizeof err))) {
+    if (!(st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx, .device = device}, err,
+                             sizeof err))) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }
+    print_device(st);
+    // The pool makes its own replicas: on the CPU (workers threads), or one worker per GPU of
+    // --devices (default: the single stream's device). A build without the pool's GPU path
+    // (no CUDA backend or NCCL group) runs the single stream only, with a note.
+    char dev_list[32];
+    snprintf(dev_list, sizeof dev_list, "%s", emx_state_device(st));
+    if (!devices) devices = dev_list;
+    int cuda_devices[EMX_POOL_MAX_AGENTS];
+    const int n_devices = emx_pool_parse_devices(devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, sizeof err);
+    if (n_devices < 0) goto fail;
+    int pool_rows = 3;
+    if (n_devices > 0) {
+        const int n_gpus = emx_pool_gpu_count();
+        if (n_gpus < 0) {
+            pool_rows = 1;
+            printf("note: the agent pool cannot run on %s in this build (no CUDA backend or NCCL group): its rows are "
+                   "skipped\n", devices);
+        }
+        for (int i = 0; i < n_devices && n_gpus >= 0; i++)
+            if (cuda_devices[i] >= n_gpus) {
+                snprintf(err, sizeof err, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
+                         n_gpus);
+                goto fail;
+            }
+        if (workers != 1 && workers != n_devices) {
+            snprintf(err, sizeof err, "--workers %d with --devices %s: one worker per GPU (%d)", workers, devices,
+                     n_devices);
+            goto fail;
+        }
+        workers = n_devices;
+        if (workers > n_agents) {
+            snprintf(err, sizeof err, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, workers, n_agents);
+            goto fail;
+        }
+    }
+    if (pool_rows > 1)
+        printf("pool: %s, %d worker(s)\n", n_devices > 0 ? devices : "cpu", workers);
     EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
     emx_pool_default_configs(agents, n_agents);
     fprintf(stderr, "bench agents: %s, prompt %d tokens, %d decoded per run, %d agents, %d worker(s), %d runs each\n",
@@ -367,7 +491,7 @@ static int bench_agents(int argc, char **argv) {
     snprintf(names[1], sizeof names[1], "%d agents, lookahead 1", n_agents);
     snprintf(names[2], sizeof names[2], "%d agents, lookahead %d", n_agents, lookahead);
     for (int r = 0; r < runs; r++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < pool_rows; k++) {
             double decode_s = 0;
             int generated = 0;
             if (k == 0) {
@@ -382,7 +506,8 @@ static int bench_agents(int argc, char **argv) {
                 generated = gs.n_generated;
             } else {
                 EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = k == 1 ? 1 : lookahead,
-                                     .n_workers = workers, .n_threads = threads > 0 ? threads / workers : 0,
+                                     .n_workers = workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
+                                     .n_threads = threads > 0 ? threads / workers : 0,
                                      .ctx = ctx, .seed = (uint64_t)(r + 1), .n_predict = n, .ignore_stop = 1};
                 EmxPoolStats ps;
                 rc = emx_pool_generate(&model, tk, ids, n_ids, &po, &ps, NULL, NULL, err, sizeof err);
@@ -396,7 +521,7 @@ static int bench_agents(int argc, char **argv) {
         }
     const double t0 = median(tps[0], runs);
     printf("configuration                decode tok/s (median)   vs single stream\n");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < pool_rows; k++) {
         const double t = median(tps[k], runs);
         printf("%-26s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t, t / t0,
                100.0 * (t0 / t - 1.0));

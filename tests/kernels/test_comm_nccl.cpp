@@ -1,7 +1,11 @@
 // test_comm_nccl.cpp — the NCCL implementation of runtime/comm.h (suite comm_nccl) under the
 // CUDA emulator: the shared checks of tests/comm_checks.h (the same ones tests/test_comm.c runs
 // on the threads implementation) with 1, 2 and 3 emulated GPUs, one host thread per rank, every
-// buffer cudaMalloc'd on its rank's device; then abort, errors and the constructor's checks.
+// buffer cudaMalloc'd on its rank's device; then abort, errors and the constructor's checks;
+// then the same checks through the host-buffer handles (emx_comm_nccl_host_rank: malloc'd
+// buffers staged through each rank's device) and the multi-process bootstrap through an id file
+// (emx_comm_nccl_new_rank, threads standing in for processes). Run under both schedules
+// (EMU_SCHEDULE=reverse), as `make test` does.
 //
 // No .timeout here: a hang in an emulated collective is reported and aborted by the emulator
 // itself (EMU_NCCL_TIMEOUT_S), and Criterion leaks when tests' timeouts differ.
@@ -11,7 +15,10 @@
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -49,16 +56,28 @@ std::vector<int> devices_for(int size) {
     return d;
 }
 
-// Runs check on every rank of a fresh group of `size` emulated GPUs and asserts that all passed.
-void run_check(int size, CommCheck check, void *arg) {
+// Host buffers for the host-buffer handles (emx_comm_nccl_host_rank): plain malloc'd memory;
+// the handle stages them through the rank's device itself.
+void *host_alloc(const CommMem *, size_t bytes) { return malloc(bytes ? bytes : 1); }
+void host_release(const CommMem *, void *p) { free(p); }
+int host_put(const CommMem *, void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+// Runs check on every rank of a fresh group of `size` emulated GPUs and asserts that all passed:
+// through the device handles (buffers cudaMalloc'd on each rank's GPU) or, with host, through
+// the host-buffer handles (malloc'd buffers).
+void run_check(int size, CommCheck check, void *arg, bool host = false) {
     RankDevices rd{devices_for(size)};
-    const CommMem mem = {enter_device, device_alloc, device_release, to_device, to_host, &rd};
+    const CommMem mem = host ? CommMem{nullptr, host_alloc, host_release, host_put, host_put, &rd}
+                             : CommMem{enter_device, device_alloc, device_release, to_device, to_host, &rd};
     char err[320] = "";
     EmxCommNccl *g = emx_comm_nccl_new(rd.devices.data(), size, err, sizeof err);
     cr_assert_not_null(g, "%s", err);
     std::vector<EmxComm *> ranks((size_t)size);
     for (int r = 0; r < size; r++) {
-        ranks[(size_t)r] = emx_comm_nccl_rank(g, r);
+        ranks[(size_t)r] = host ? emx_comm_nccl_host_rank(g, r) : emx_comm_nccl_rank(g, r);
         cr_assert_not_null(ranks[(size_t)r]);
         cr_assert_eq(ranks[(size_t)r]->rank, r);
         cr_assert_eq(ranks[(size_t)r]->size, size);
@@ -84,14 +103,14 @@ int device_count() {
 }
 
 // Runs check on groups of every size in kSizes that the machine has GPUs for.
-void run_check_all_sizes(CommCheck check, void *arg) {
+void run_check_all_sizes(CommCheck check, void *arg, bool host = false) {
     const int devices = device_count();
     for (int size : kSizes) {
         if (size > devices) {
             cr_log_warn("comm_nccl: %d ranks need %d GPUs, this machine has %d: left out", size, size, devices);
             continue;
         }
-        run_check(size, check, arg);
+        run_check(size, check, arg, host);
     }
 }
 
@@ -222,4 +241,184 @@ Test(comm_nccl, constructor_keeps_the_callers_device) {
     cr_expect_eq(cudaGetDevice(&now), cudaSuccess);
     cr_expect_eq(now, 2);
     cudaSetDevice(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host-buffer handles (emx_comm_nccl_host_rank): the same checks on malloc'd buffers, staged
+// through each rank's device. 1 MiB gathers, shrinking and growing sizes (the staging buffer
+// grows) and alternating calls with 1, 2 and 3 ranks (3: on devices 2, 0, 1).
+
+Test(comm_nccl, host_all_gather_odd_sizes_and_in_place) {
+    run_check_all_sizes(comm_check_all_gather, nullptr, true);
+}
+
+Test(comm_nccl, host_broadcast_from_every_root) {
+    run_check_all_sizes(comm_check_broadcast, nullptr, true);
+}
+
+Test(comm_nccl, host_byte_counts_change_between_calls) {
+    run_check_all_sizes(comm_check_changing_sizes, nullptr, true);
+}
+
+Test(comm_nccl, host_three_hundred_alternating_collectives) {
+    int calls = 300;
+    run_check_all_sizes(comm_check_alternating, &calls, true);
+}
+
+// A host handle is its rank: same rank number and size, NULL out of range; and an abort through
+// it reaches the device handles' later calls (one flag per group).
+Test(comm_nccl, host_handles_share_rank_and_abort) {
+    require_devices(2);
+    int devs[2] = {1, 0};
+    char err[320] = "";
+    EmxCommNccl *g = emx_comm_nccl_new(devs, 2, err, sizeof err);
+    cr_assert_not_null(g, "%s", err);
+    for (int r = 0; r < 2; r++) {
+        EmxComm *h = emx_comm_nccl_host_rank(g, r);
+        cr_assert_not_null(h);
+        cr_expect_eq(h->rank, r);
+        cr_expect_eq(h->size, 2);
+        cr_expect_neq(h, emx_comm_nccl_rank(g, r));
+    }
+    cr_expect_null(emx_comm_nccl_host_rank(g, 2));
+    cr_expect_null(emx_comm_nccl_host_rank(g, -1));
+    cr_expect_null(emx_comm_nccl_host_rank(nullptr, 0));
+    EmxComm *h0 = emx_comm_nccl_host_rank(g, 0);
+    h0->abort(h0);
+    unsigned char b[4] = {0};
+    cr_expect_eq(h0->broadcast(h0, b, sizeof b, 0), -1);
+    EmxComm *d1 = emx_comm_nccl_rank(g, 1);
+    cr_expect_eq(d1->barrier(d1), -1);
+    cr_expect_str_empty(emx_comm_nccl_error(g)); // an abort is no error
+    emx_comm_nccl_free(g);
+}
+
+namespace {
+
+int check_bad_root_host(EmxComm *c, const CommMem *m, void *, char *msg, size_t msglen) {
+    void *buf = m->alloc(m, 4);
+    int rc = c->broadcast(c, buf, 4, -1);
+    m->release(m, buf);
+    if (rc != -1) {
+        snprintf(msg, msglen, "rank %d: host broadcast from root -1 returned %d, want -1", c->rank, rc);
+        return -1;
+    }
+    return 0;
+}
+
+} // namespace
+
+Test(comm_nccl, host_bad_root_is_an_error) {
+    require_devices(3);
+    int devs[3] = {2, 0, 1};
+    EmxCommNccl *g = emx_comm_nccl_new(devs, 3, nullptr, 0);
+    cr_assert_not_null(g);
+    EmxComm *ranks[3] = {emx_comm_nccl_host_rank(g, 0), emx_comm_nccl_host_rank(g, 1), emx_comm_nccl_host_rank(g, 2)};
+    const CommMem mem = {nullptr, host_alloc, host_release, host_put, host_put, nullptr};
+    CommRankResult res[3];
+    cr_assert_eq(comm_run_ranks(ranks, 3, &mem, check_bad_root_host, nullptr, res), 0);
+    std::string error = emx_comm_nccl_error(g);
+    emx_comm_nccl_free(g);
+    for (int r = 0; r < 3; r++) cr_expect_eq(res[r].failed, 0, "%s", res[r].msg);
+    cr_expect(error.find("broadcast: root -1 out of range 0..2") != std::string::npos, "error: '%s'", error.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The multi-process bootstrap (emx_comm_nccl_new_rank), with threads standing in for processes:
+// each makes its own one-rank part of the group through the id file, then runs the checks on
+// its host-buffer handle (and the device one) and frees its part.
+
+namespace {
+
+struct BootstrapRank {
+    const char *id_file;
+    int rank, size, device;
+    CommCheck check;
+    void *arg;
+    int failed;
+    char msg[320];
+};
+
+void *bootstrap_thread(void *p) {
+    BootstrapRank *b = static_cast<BootstrapRank *>(p);
+    b->failed = 1;
+    // rank 0 comes last: the others must wait for the file, not find it there already
+    if (b->rank == 0) usleep(50000);
+    EmxCommNccl *g = emx_comm_nccl_new_rank(b->id_file, b->rank, b->size, b->device, 20.0, b->msg, sizeof b->msg);
+    if (!g) return nullptr;
+    EmxComm *h = emx_comm_nccl_host_rank(g, b->rank), *d = emx_comm_nccl_rank(g, b->rank);
+    const int other = (b->rank + 1) % b->size;
+    if (!h || !d || h->rank != b->rank || h->size != b->size ||
+        (b->size > 1 && (emx_comm_nccl_rank(g, other) || emx_comm_nccl_host_rank(g, other)))) {
+        snprintf(b->msg, sizeof b->msg, "rank %d: wrong handles", b->rank);
+    } else {
+        const CommMem mem = {nullptr, host_alloc, host_release, host_put, host_put, nullptr};
+        b->failed = b->check(h, &mem, b->arg, b->msg, sizeof b->msg) != 0;
+        if (!b->failed) {
+            // the device handle of the same rank works too, on cudaMalloc'd buffers
+            RankDevices rd{std::vector<int>((size_t)b->size, b->device)};
+            const CommMem dmem = {enter_device, device_alloc, device_release, to_device, to_host, &rd};
+            b->failed = enter_device(&dmem, b->rank) || b->check(d, &dmem, b->arg, b->msg, sizeof b->msg) != 0;
+        }
+    }
+    std::string error = emx_comm_nccl_error(g);
+    emx_comm_nccl_free(g);
+    if (!b->failed && !error.empty()) {
+        snprintf(b->msg, sizeof b->msg, "rank %d: the group recorded an error: %s", b->rank, error.c_str());
+        b->failed = 1;
+    }
+    return nullptr;
+}
+
+void run_bootstrap(int size, CommCheck check, void *arg) {
+    char dir[] = "/tmp/emx_nccl_id_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    std::string id_file = std::string(dir) + "/nccl.id";
+    std::vector<int> devices = devices_for(size);
+    std::vector<BootstrapRank> ranks((size_t)size);
+    std::vector<pthread_t> threads((size_t)size);
+    for (int r = 0; r < size; r++) {
+        ranks[(size_t)r] = BootstrapRank{id_file.c_str(), r, size, devices[(size_t)r], check, arg, 1, ""};
+        cr_assert_eq(pthread_create(&threads[(size_t)r], nullptr, bootstrap_thread, &ranks[(size_t)r]), 0);
+    }
+    for (int r = 0; r < size; r++) pthread_join(threads[(size_t)r], nullptr);
+    unlink(id_file.c_str());
+    rmdir(dir);
+    for (int r = 0; r < size; r++) cr_expect_eq(ranks[(size_t)r].failed, 0, "rank %d: %s", r, ranks[(size_t)r].msg);
+}
+
+} // namespace
+
+Test(comm_nccl, bootstrap_through_an_id_file_2_and_3_ranks) {
+    for (int size : {2, 3}) {
+        if (size > device_count()) continue;
+        run_bootstrap(size, comm_check_all_gather, nullptr);
+        run_bootstrap(size, comm_check_broadcast, nullptr);
+    }
+}
+
+Test(comm_nccl, bootstrap_errors) {
+    char err[320] = "";
+    char dir[] = "/tmp/emx_nccl_id_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    std::string id_file = std::string(dir) + "/nccl.id";
+    // a rank other than 0 with nobody writing the id
+    cr_expect_null(emx_comm_nccl_new_rank(id_file.c_str(), 1, 2, 0, 0.05, err, sizeof err));
+    cr_expect(strstr(err, "no NCCL id at ") && strstr(err, "(is rank 0 running?)"), "%s", err);
+    // a file too short to be an id
+    FILE *f = fopen(id_file.c_str(), "wb");
+    cr_assert_not_null(f);
+    fputs("short", f);
+    fclose(f);
+    cr_expect_null(emx_comm_nccl_new_rank(id_file.c_str(), 1, 2, 0, 1.0, err, sizeof err));
+    cr_expect(strstr(err, "is shorter than an NCCL id"), "%s", err);
+    unlink(id_file.c_str());
+    // rank 0 cannot write; bad rank, size and device
+    cr_expect_null(emx_comm_nccl_new_rank("/nonexistent/dir/nccl.id", 0, 2, 0, 1.0, err, sizeof err));
+    cr_expect(strstr(err, "cannot write the NCCL id to /nonexistent/dir/nccl.id"), "%s", err);
+    cr_expect_null(emx_comm_nccl_new_rank(id_file.c_str(), 2, 2, 0, 1.0, err, sizeof err));
+    cr_expect(strstr(err, "rank 2 of a group of 2"), "%s", err);
+    cr_expect_null(emx_comm_nccl_new_rank(id_file.c_str(), 0, 1, 99, 1.0, err, sizeof err));
+    cr_expect(strstr(err, "device 99 does not exist"), "%s", err);
+    rmdir(dir);
 }

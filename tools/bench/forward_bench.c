@@ -31,6 +31,9 @@ int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_
         out->prefill_tps = n_prompt / (emx_now_s() - t0);
     }
     if (rc == 0 && n_gen > 0) {
+        // One untimed step first, as llama-bench warms up: a GPU captures its decode graph on
+        // its first step, which is set-up, not decoding (the timed steps overwrite position 0).
+        rc = emx_forward(st, &ids[0], 1, 0) ? 0 : -1;
         double t0 = emx_now_s();
         for (int i = 0; i < n_gen && rc == 0; i++) rc = emx_forward(st, &ids[i], 1, i) ? 0 : -1;
         out->decode_tps = n_gen / (emx_now_s() - t0);

@@ -1,8 +1,10 @@
-// forward_bench.h — prefill and decode speed of the CPU forward pass, measured the way
+// forward_bench.h — prefill and decode speed of the forward pass, measured the way
 // llama.cpp's llama-bench measures pp<N> and tg<N>, so the two can be put side by side:
 //   prefill: one batched forward pass over n_prompt tokens from an empty cache (tok/s =
 //            n_prompt / time);
-//   decode:  n_gen single-token forward passes at positions 0..n_gen-1 (tok/s = n_gen / time).
+//   decode:  n_gen single-token forward passes at positions 0..n_gen-1 (tok/s = n_gen / time),
+//            after one untimed warm-up step (a GPU captures its decode graph there).
+// The same code measures every device: the state's backend decides where it runs.
 // Token ids are fixed pseudo-random ones (no tokenizer, no sampler: the forward pass alone).
 #ifndef ENTROPIX_BENCH_FORWARD_BENCH_H
 #define ENTROPIX_BENCH_FORWARD_BENCH_H

@@ -9,6 +9,8 @@ int emx_bench_result_save(const char *path, const EmxBenchResult *r, char *err, 
     cJSON *o = cJSON_CreateObject();
     if (!o) goto oom;
     cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddStringToObject(o, "device", r->device);
+    cJSON_AddStringToObject(o, "device_desc", r->device_desc);
     cJSON_AddStringToObject(o, "cpu", r->cpu);
     cJSON_AddStringToObject(o, "simd", r->simd);
     cJSON_AddNumberToObject(o, "threads", r->threads);
@@ -78,6 +80,9 @@ int emx_bench_result_load(const char *path, EmxBenchResult *r, char *err, size_t
         r->n_prompt = (int)np;
         r->n_gen = (int)ng;
         get_str(o, "model", r->model, sizeof r->model);
+        get_str(o, "device", r->device, sizeof r->device);
+        if (!r->device[0]) snprintf(r->device, sizeof r->device, "cpu");  // saved before devices
+        get_str(o, "device_desc", r->device_desc, sizeof r->device_desc);
         get_str(o, "cpu", r->cpu, sizeof r->cpu);
         get_str(o, "simd", r->simd, sizeof r->simd);
     }
@@ -99,8 +104,10 @@ void emx_bench_result_compare(FILE *f, const EmxBenchResult *now, const EmxBench
     fprintf(f, "against the baseline:\n");
     compare_line(f, "prefill", now->prefill_tps, base->prefill_tps);
     compare_line(f, "decode", now->decode_tps, base->decode_tps);
-    if (strcmp(now->model, base->model) || now->threads != base->threads ||
-        now->n_prompt != base->n_prompt || now->n_gen != base->n_gen || strcmp(now->cpu, base->cpu))
-        fprintf(f, "  warning: the baseline ran %s, %d threads, pp%d/tg%d on %s: not the same run\n",
-                base->model, base->threads, base->n_prompt, base->n_gen, base->cpu);
+    const char *dn = now->device[0] ? now->device : "cpu", *db = base->device[0] ? base->device : "cpu";
+    if (strcmp(now->model, base->model) || strcmp(dn, db) || strcmp(now->device_desc, base->device_desc) ||
+        now->threads != base->threads || now->n_prompt != base->n_prompt || now->n_gen != base->n_gen ||
+        strcmp(now->cpu, base->cpu))
+        fprintf(f, "  warning: the baseline ran %s, %d threads, pp%d/tg%d on %s (%s), %s: not the same run\n",
+                base->model, base->threads, base->n_prompt, base->n_gen, db, base->device_desc, base->cpu);
 }

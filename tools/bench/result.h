@@ -8,6 +8,8 @@
 
 typedef struct {
     char model[512];
+    char device[32];        // "cpu", "cuda:0" (files from before devices: "", read as "cpu")
+    char device_desc[128];  // the GPU's name; the CPU's SIMD kernels
     char cpu[128];
     char simd[32];
     int threads, n_prompt, n_gen;

@@ -1,0 +1,73 @@
+// speed_report.c — the `bench speed` report (speed_report.h).
+#include "speed_report.h"
+
+#include <stdint.h>
+#include <string.h>
+
+uint64_t emx_bench_kv_bytes_per_token(const EmxConfig *c, int n_gen) {
+    if (n_gen <= 0) return 0;
+    // 2 (keys and values) x ... x (n_gen + 1) / 2: the 2s cancel, and the result is exact.
+    return (uint64_t)c->n_layers * c->n_kv_heads * c->head_dim * sizeof(float) * (uint64_t)(n_gen + 1);
+}
+
+static void tps_line(FILE *f, const char *what, int n, double tps) {
+    char key[32];
+    snprintf(key, sizeof key, "%s%d:", what, n);
+    if (tps > 0)
+        fprintf(f, "%-18s %.2f tok/s, %.3f ms/token\n", key, tps, 1e3 / tps);
+    else
+        fprintf(f, "%-18s -\n", key);
+}
+
+static void other_line(FILE *f, const char *what, int n, double ours, double theirs) {
+    char key[40];
+    snprintf(key, sizeof key, "other %s%d:", what, n);
+    if (ours > 0 && theirs > 0)
+        fprintf(f, "%-18s %.2f tok/s, ours/other %.3f\n", key, theirs, ours / theirs);
+    else
+        fprintf(f, "%-18s -\n", key);
+}
+
+void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
+    const int gpu = strcmp(r->device, "cpu") != 0;
+    fprintf(f, "%-18s %s (%s)%s\n", "device:", r->device, r->device_desc,
+            !gpu ? "" : r->uses_graphs ? ", decode steps replayed as a CUDA graph" : ", decode steps launched directly");
+    fprintf(f, "%-18s %s (%s weights, %u layers)\n", "model:", r->model, r->dtype, r->cfg->n_layers);
+    if (r->n_prompt > 0) tps_line(f, "prefill pp", r->n_prompt, r->prefill_tps);
+    if (r->n_gen > 0) tps_line(f, "decode tg", r->n_gen, r->decode_tps);
+
+    const int decode = r->n_gen > 0 && r->decode_tps > 0;
+    const uint64_t kv = emx_bench_kv_bytes_per_token(r->cfg, r->n_gen);
+    const double bytes = (double)(r->weight_bytes + kv), gbs = bytes * r->decode_tps / 1e9;
+    if (decode) {
+        fprintf(f, "%-18s %llu = weights %llu + KV cache %llu\n", "bytes/token:",
+                (unsigned long long)(r->weight_bytes + kv), (unsigned long long)r->weight_bytes,
+                (unsigned long long)kv);
+        fprintf(f, "%-18s 2 x %u layers x %u KV heads x %u head_dim x 4 B x %.1f keys (mean of tg%d: (n+1)/2)\n",
+                "KV cache:", r->cfg->n_layers, r->cfg->n_kv_heads, r->cfg->head_dim, (r->n_gen + 1) / 2.0,
+                r->n_gen);
+        fprintf(f, "%-18s %.6g\n", "achieved GB/s:", gbs);
+    } else {
+        fprintf(f, "%-18s -\n%-18s -\n%-18s -\n", "bytes/token:", "KV cache:", "achieved GB/s:");
+    }
+    if (r->peak_gbps > 0)
+        fprintf(f, "%-18s %.2f\n", "peak GB/s:", r->peak_gbps);
+    else
+        fprintf(f, "%-18s -\n", "peak GB/s:");
+    if (decode && r->peak_gbps > 0)
+        fprintf(f, "%-18s %.4g%%\n", "of peak:", 100.0 * gbs / r->peak_gbps);
+    else
+        fprintf(f, "%-18s -\n", "of peak:");
+    if (r->launches_per_step > 0)
+        fprintf(f, "%-18s %d\n", "launches/step:", r->launches_per_step);
+    else
+        fprintf(f, "%-18s -\n", "launches/step:");
+    if (r->memcpy_gbs > 0)
+        fprintf(f, "%-18s %.1f (host copy, read + write)\n", "memcpy GB/s:", r->memcpy_gbs);
+    else
+        fprintf(f, "%-18s -\n", "memcpy GB/s:");
+    if (!r->other) return;
+    fprintf(f, "%-18s %s\n", "other:", r->other);
+    if (r->n_prompt > 0) other_line(f, "pp", r->n_prompt, r->prefill_tps, r->other_prefill_tps);
+    if (r->n_gen > 0) other_line(f, "tg", r->n_gen, r->decode_tps, r->other_decode_tps);
+}

@@ -358,6 +358,29 @@ int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, char *err
     }
 }
 
+// The two constructors' common ends. group_new: an empty group of `size` ranks; remembers the
+// caller's current device (every call below may change it). group_ready: ranks [r0, r1) connect
+// (warm_up), then the caller's device is restored; the group, or NULL after freeing it.
+EmxCommNccl *group_new(int size, int *caller_device, char *err, size_t errlen) {
+    if (cudaGetDevice(caller_device) != cudaSuccess) *caller_device = -1;
+    EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
+    if (!g) {
+        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
+        return nullptr;
+    }
+    g->size = size;
+    return g;
+}
+
+EmxCommNccl *group_ready(EmxCommNccl *g, int r0, int r1, int caller_device, char *err, size_t errlen) {
+    if (warm_up(g, r0, r1, err, errlen)) {
+        emx_comm_nccl_free(g);
+        g = nullptr;
+    }
+    if (caller_device >= 0) cudaSetDevice(caller_device);
+    return g;
+}
+
 } // namespace
 
 extern "C" {
@@ -388,14 +411,8 @@ EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errl
             }
     }
     int caller_device = -1;
-    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
-
-    EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
-    if (!g) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
-        return nullptr;
-    }
-    g->size = n;
+    EmxCommNccl *g = group_new(n, &caller_device, err, errlen);
+    if (!g) return nullptr;
     std::vector<ncclComm_t> comms((size_t)n, nullptr);
     ncclResult_t ne = ncclCommInitAll(comms.data(), n, devices);
     for (int r = 0; r < n; r++) init_rank(g, r, devices[r], ne == ncclSuccess ? comms[(size_t)r] : nullptr);
@@ -405,13 +422,7 @@ EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errl
         const char *call = rank_resources(&g->ranks[r], &ce);
         if (call) return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
     }
-    if (warm_up(g, 0, n, err, errlen)) {
-        emx_comm_nccl_free(g);
-        if (caller_device >= 0) cudaSetDevice(caller_device);
-        return nullptr;
-    }
-    if (caller_device >= 0) cudaSetDevice(caller_device);
-    return g;
+    return group_ready(g, 0, n, caller_device, err, errlen);
 }
 
 EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int device, double timeout_s, char *err,
@@ -442,13 +453,8 @@ EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int
         return nullptr;
     }
     int caller_device = -1;
-    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
-    EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
-    if (!g) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
-        return nullptr;
-    }
-    g->size = size;
+    EmxCommNccl *g = group_new(size, &caller_device, err, errlen);
+    if (!g) return nullptr;
     ncclComm_t comm = nullptr;
     ncclResult_t ne = ncclSuccess;
     ce = cudaSetDevice(device);
@@ -458,13 +464,7 @@ EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int
     if (ne != ncclSuccess) return new_failed(g, caller_device, err, errlen, "ncclCommInitRank", ncclGetErrorString(ne));
     if (const char *call = rank_resources(&g->ranks[rank], &ce))
         return new_failed(g, caller_device, err, errlen, call, cudaGetErrorString(ce));
-    if (warm_up(g, rank, rank + 1, err, errlen)) {
-        emx_comm_nccl_free(g);
-        if (caller_device >= 0) cudaSetDevice(caller_device);
-        return nullptr;
-    }
-    if (caller_device >= 0) cudaSetDevice(caller_device);
-    return g;
+    return group_ready(g, rank, rank + 1, caller_device, err, errlen);
 }
 
 EmxComm *emx_comm_nccl_rank(EmxCommNccl *g, int rank) {

@@ -2,7 +2,7 @@
 // stdout/stderr out, and the one-line error contract. Header-only (static inline) so each test
 // file that spawns ./run includes it.
 //
-// The binary is $EMX_RUN (default "./run").
+// The binary is $EMX_RUN (default "./run"); the CUDA build's is $EMX_GPU_RUN.
 #ifndef ENTROPIX_RUN_UTIL_H
 #define ENTROPIX_RUN_UTIL_H
 
@@ -25,6 +25,15 @@ typedef struct {
 static inline const char *run_binary(void) {
     const char *p = getenv("EMX_RUN");
     return p && *p ? p : "./run";
+}
+
+// The CUDA build of ./run, $EMX_GPU_RUN (make test: build/emu/run, on emulated GPUs; make
+// test-gpu: build/cuda/run), or a skip that says what is missing.
+static inline const char *gpu_run_binary(void) {
+    const char *p = getenv("EMX_GPU_RUN");
+    if (!p || !*p) cr_skip_test("EMX_GPU_RUN is not set (make test sets it to build/emu/run)");
+    if (access(p, X_OK) != 0) cr_skip_test("EMX_GPU_RUN=%s is not an executable (make build/emu/run)", p);
+    return p;
 }
 
 static inline char *slurp_fd(int fd, size_t *len) {

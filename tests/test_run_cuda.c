@@ -16,17 +16,9 @@
 #include "run_util.h"
 #include "test_util.h"
 
-static const char *gpu_run(void) {
-    const char *p = getenv("EMX_GPU_RUN");
-    if (!p || !*p || access(p, X_OK) != 0)
-        cr_skip_test("no CUDA build of ./run to test: EMX_GPU_RUN is '%s' (make test sets it to build/emu/run)",
-                     p ? p : "");
-    return p;
-}
-
 // The generated text (stdout) of both backends for the same arguments; they must be equal.
 static void same_text(const char *model, const char *const *extra, int n_extra) {
-    const char *gpu = gpu_run();
+    const char *gpu = gpu_run_binary();
     char rel[128], path[512];
     snprintf(rel, sizeof rel, "models/%s", model);
     test_build_path(path, sizeof path, rel);
@@ -83,7 +75,7 @@ Test(run_cuda, device_errors_are_one_line) {
                       "this build has no CUDA backend");
     expect_error_prog(run_binary(), (const char *const[]){path, "-p", "x", "--device", "gpu", NULL}, 1,
                       "expected cpu, cuda:N or auto");
-    const char *gpu = gpu_run();
+    const char *gpu = gpu_run_binary();
     expect_error_prog(gpu, (const char *const[]){path, "-p", "x", "--device", "cuda:7", NULL}, 1,
                       "no such GPU");
 }

@@ -132,14 +132,15 @@ typedef struct {
     EmxProfile profile;      // ENTROPIX
     int pause_token;         // ENTROPIX: -1 none
     uint64_t seed;
-    int want_metrics;        // copy the step's metrics to the host too (--metrics logs)
+    int want_metrics;        // copy the step's metrics to the host too (--metrics logs); else
+                             // only the token, the decision and the score come back
 } EmxDecideSpec;
 
 typedef struct {
     int token;               // the chosen id
     EmxDecision decision;    // ENTROPIX: what the switch decided
     double score;            // ENTROPIX best-of-N: the chosen token's score; NAN otherwise
-    EmxMetrics metrics;      // when spec->want_metrics (ENTROPIX: always computed on the device)
+    EmxMetrics metrics;      // when spec->want_metrics (zeros otherwise)
 } EmxDecideResult;
 
 // Runs tokens[0..n) at pos.. as emx_forward does, then chooses the next token (it will sit at

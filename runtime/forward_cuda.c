@@ -637,8 +637,7 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
         CU(emx_cuda_entropix_step(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
                                   sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
                                   s->stream));
-    const size_t bytes = sp->want_metrics || sp->kind == EMX_DECIDE_ENTROPIX ? sizeof(DecideOut)
-                                                                           : offsetof(DecideOut, metrics);
+    const size_t bytes = sp->want_metrics ? sizeof(DecideOut) : offsetof(DecideOut, metrics);
     CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
     return 0;
 }
@@ -738,7 +737,7 @@ static int cuda_forward_decide(EmxState *st, const int *tokens, int n, int pos, 
         out->decision = s->out_h->decision;
         out->score = s->out_h->score;
     }
-    if (spec->want_metrics || spec->kind == EMX_DECIDE_ENTROPIX) out->metrics = s->out_h->metrics;
+    if (spec->want_metrics) out->metrics = s->out_h->metrics;
     if (out->token < 0 || out->token >= s->vocab) {
         snprintf(s->err, sizeof s->err, "%s: the device sampler chose no token (%d)", s->device_name, out->token);
         return -1;

@@ -290,6 +290,7 @@ int main(int argc, char **argv) {
             goto out;
         }
         sampler = &es.base;
+        es.spec.want_metrics = metrics != NULL;  // on a GPU the metrics come back only for the log
     } else {
         if (emx_basic_sampler_init(&basic, &sp, a.seed, (int)cfg->vocab_size, err, sizeof err) != 0) {
             fprintf(stderr, "run: %s\n", err);

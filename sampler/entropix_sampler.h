@@ -17,6 +17,7 @@
 typedef struct {
     EmxSampler base;            // first member: (EmxSampler *)&es works
     EmxDecideSpec spec;         // the same switch for a backend that runs it on its side
+                                // (spec.want_metrics: last_metrics filled there too)
     EmxProfile profile;
     uint64_t seed;
     int pause_token;            // resolved at init; -1: none

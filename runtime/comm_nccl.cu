@@ -137,6 +137,14 @@ int wait_for_stream(EmxNcclRank *r, const char *call) {
 #endif
 }
 
+// A broadcast root outside the group fails the call (and the group), naming it.
+int bad_root(EmxNcclRank *r, const EmxComm *c, int root) {
+    if (root >= 0 && root < c->size) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "root %d out of range 0..%d", root, c->size - 1);
+    return fail(r, "broadcast", what);
+}
+
 int nccl_all_gather(EmxComm *c, const void *send, void *recv, size_t bytes) {
     EmxNcclRank *r = rank_of(c);
     if (begin_call(r)) return -1;
@@ -148,11 +156,7 @@ int nccl_all_gather(EmxComm *c, const void *send, void *recv, size_t bytes) {
 int nccl_broadcast(EmxComm *c, void *buf, size_t bytes, int root) {
     EmxNcclRank *r = rank_of(c);
     if (begin_call(r)) return -1;
-    if (root < 0 || root >= c->size) {
-        char what[64];
-        snprintf(what, sizeof what, "root %d out of range 0..%d", root, c->size - 1);
-        return fail(r, "broadcast", what);
-    }
+    if (bad_root(r, c, root)) return -1;
     if (bytes == 0) return 0;
     if (check_nccl(r, ncclBroadcast(buf, buf, bytes, ncclUint8, root, r->nccl, r->stream), "ncclBroadcast")) return -1;
     return wait_for_stream(r, "ncclBroadcast");
@@ -218,11 +222,7 @@ int host_all_gather(EmxComm *c, const void *send, void *recv, size_t bytes) {
 int host_broadcast(EmxComm *c, void *buf, size_t bytes, int root) {
     EmxNcclRank *r = rank_of_host(c);
     if (begin_call(r)) return -1;
-    if (root < 0 || root >= c->size) {
-        char what[64];
-        snprintf(what, sizeof what, "root %d out of range 0..%d", root, c->size - 1);
-        return fail(r, "broadcast", what);
-    }
+    if (bad_root(r, c, root)) return -1;
     if (bytes == 0) return 0;
     if (ensure_staging(r, bytes)) return -1;
     if (c->rank == root && copy_async(r, r->staging, buf, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync (H2D)"))

@@ -403,9 +403,7 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 60) {
     run_free(&r);
 }
 
-// sampler and agents on the emulated GPU: they run there and say so. The agent pool has no GPU
-// path yet: the single stream runs and a note says the pool's rows are skipped (or, once the
-// pool runs on GPUs, its rows are there).
+// sampler and agents on the emulated GPU: they run there and say so, the pool's rows included.
 Test(bench, gpu_sampler_and_agents, .timeout = 60) {
     const char *bin = gpu_bench();
     char mp[1024];
@@ -422,13 +420,10 @@ Test(bench, gpu_sampler_and_agents, .timeout = 60) {
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
     cr_expect(strstr(r.out, "single stream (greedy)") != NULL, "%s", r.out);
-    // The pool on the same GPU (--devices defaults to --device), or a note where it cannot run.
-    if (strstr(r.out, "\npool: "))
-        cr_expect(strstr(r.out, "\npool: cuda:0, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 1 ") &&
-                      strstr(r.out, "\n2 agents, lookahead 2 "),
-                  "%s", r.out);
-    else
-        cr_expect(strstr(r.out, "note: the agent pool cannot run on cuda:0") != NULL, "%s", r.out);
+    // The pool on the same GPU (--devices defaults to --device): the CUDA build has its GPU path.
+    cr_expect(strstr(r.out, "\npool: cuda:0, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 1 ") &&
+                  strstr(r.out, "\n2 agents, lookahead 2 "),
+              "%s", r.out);
     run_free(&r);
 }
 

@@ -601,14 +601,19 @@ static int check_call(CudaState *s, const int *tokens, int n, int pos) {
     return check_tokens(s, tokens, n);
 }
 
-// Fills the pinned input and queues its copy to the device.
-static int send_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+// Fills the pinned input: rows at pos.. (same_pos: all at pos, the branches).
+static void fill_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
     for (int i = 0; i < n; i++) {
         s->in_h->tokens[i] = tokens[i];
         s->in_h->pos[i] = same_pos ? pos : pos + i;
         s->in_h->rows[i] = i;
     }
     s->in_h->n_keys = pos + n;
+}
+
+// Fills the pinned input and queues its copy to the device.
+static int send_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+    fill_input(s, tokens, n, pos, same_pos);
     CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
     return 0;
 }
@@ -690,10 +695,7 @@ static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide)
     CU(cudaSetDevice(s->device));
     s->in_h->rng_step = (uint64_t)(pos + n);
     if (n == 1) {
-        s->in_h->tokens[0] = tokens[0];
-        s->in_h->pos[0] = pos;
-        s->in_h->rows[0] = 0;
-        s->in_h->n_keys = pos + 1;
+        fill_input(s, tokens, 1, pos, 0);  // decode_step copies it (in the graph: its first node)
         if (decode_step(s, pos, decide)) return -1;
     } else {
         const Rows rows = {0, 0, 0, 0};

@@ -250,10 +250,13 @@ float emx_dot_f16(const uint16_t *w, const float *x, int n) {
 // whatever the instructions; the float part follows this order in every kernel, for one
 // weight row against one activation row, with ng = n/32 groups, p_g = the group's 8 int32
 // partial sums as floats (exact; lane l holds bytes 4l..4l+3) and s_g = d_w(g) * d_x(g):
-//   chain A: A = fma(p_g, s_g, A) for g = 8b, 8b+2, 8b+4, 8b+6 of each whole block b of 8
-//            groups, then for every tail group 8*(ng/8) .. ng-1, in order;
-//   chain B: the same for g = 8b+1, 8b+3, 8b+5, 8b+7;
+//   chain A: A = fma(p_g, s_g, A) for the even groups g = 0, 2, 4, ..., in order, and the
+//            last group if ng is odd;
+//   chain B: the same for the odd groups g = 1, 3, 5, ... (ng odd: but the last);
 //   sum = hsum(A + B)                                                        (chains_sum)
+// so a pair of groups (2p, 2p+1) is one step of both chains: one 512-bit register holds it.
+// (The kernels take the scales of 8 groups at a time; the last, partial block of 8 goes on in
+// pairs, then the odd group, if any, alone.)
 // and for q4/q4_1 the offset term sum c_g * s_x(g) over the groups (offsets_sum), combined by
 // nibble_finish_q4 / nibble_finish_q4_1. Two chains and not one: for one row (decode) a single
 // FMA chain's latency would bound the q4 kernel. The epilogues are shared functions, so the
@@ -341,10 +344,10 @@ float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const fl
             a1 = _mm256_fmadd_ps(p1, _mm256_broadcast_ss(ds + k + 1), a1);
         }
     }
-    for (; g < ng; g++) {
-        __m256 p0 = dot32_i8(_mm256_loadu_si256((const __m256i *)(w + g * 32)),
-                             _mm256_loadu_si256((const __m256i *)(xq + g * 32)));
-        a0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a0);
+    for (; g < ng; g++) {  // the partial block: pairs into chains A and B, an odd last group into A
+        __m256 p = dot32_i8(_mm256_loadu_si256((const __m256i *)(w + g * 32)), _mm256_loadu_si256((const __m256i *)(xq + g * 32)));
+        if ((g & 1) == 0) a0 = _mm256_fmadd_ps(p, _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a0);
+        else a1 = _mm256_fmadd_ps(p, _mm256_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), a1);
     }
     return chains_sum(a0, a1);
 }
@@ -392,9 +395,11 @@ static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, 
     a1 = _mm512_extractf32x8_ps(ab, 1);
 #endif
     float tail = 0;  // offsets_sum's tail
-    for (; g < ng; g++) {
+    for (; g < ng; g++) {  // the partial block: even groups into chain A, odd into B
         const float dw = _cvtsh_ss(wd[g]);
-        a0 = _mm256_fmadd_ps(dot32_u4(unpack_nibbles(w + g * 16), xq + g * 32), _mm256_set1_ps(dw * xd[g]), a0);
+        const __m256 p = dot32_u4(unpack_nibbles(w + g * 16), xq + g * 32);
+        if ((g & 1) == 0) a0 = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * xd[g]), a0);
+        else a1 = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * xd[g]), a1);
         tail += (wm ? _cvtsh_ss(wm[g]) : dw) * xs[g];
     }
     return wm ? nibble_finish_q4_1(a0, a1, offsets_total(off, tail)) : nibble_finish_q4(a0, a1, offsets_total(off, tail));
@@ -443,16 +448,20 @@ void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const fl
 #undef EMX_Q8_ROW
         }
     }
-    for (; g < ng; g++) {  // tail groups: chain A, as in emx_dot_q8
+    for (; g < ng; g++) {  // the partial block: even groups into chain A, odd into B, as in emx_dot_q8
         const float dw = _cvtsh_ss(wd[g]);
         const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + g * 32));
-#define EMX_Q8_TAIL(a, x, t)                                                                               \
-    a = _mm256_fmadd_ps(dot32_i8(wv, _mm256_loadu_si256((const __m256i *)(x + g * 32))),                   \
-                        _mm256_set1_ps(dw * xd[(size_t)t * ng + g]), a)
-        EMX_Q8_TAIL(a0, x0, 0);
-        EMX_Q8_TAIL(a1, x1, 1);
-        EMX_Q8_TAIL(a2, x2, 2);
-        EMX_Q8_TAIL(a3, x3, 3);
+#define EMX_Q8_TAIL(a, b, x, t)                                                                            \
+    do {                                                                                                   \
+        const __m256 p = dot32_i8(wv, _mm256_loadu_si256((const __m256i *)(x + g * 32)));                  \
+        const __m256 sc = _mm256_set1_ps(dw * xd[(size_t)t * ng + g]);                                     \
+        if ((g & 1) == 0) a = _mm256_fmadd_ps(p, sc, a);                                                   \
+        else b = _mm256_fmadd_ps(p, sc, b);                                                                \
+    } while (0)
+        EMX_Q8_TAIL(a0, b0, x0, 0);
+        EMX_Q8_TAIL(a1, b1, x1, 1);
+        EMX_Q8_TAIL(a2, b2, x2, 2);
+        EMX_Q8_TAIL(a3, b3, x3, 3);
 #undef EMX_Q8_TAIL
     }
     out[0] = chains_sum(a0, b0);
@@ -495,14 +504,19 @@ static inline __attribute__((always_inline)) void dot4_nibbles(const uint8_t *w,
 #undef EMX_Q4_ROW
         }
     }
-    for (; g < ng; g++) {  // tail groups: chain A
+    for (; g < ng; g++) {  // the partial block: even groups into chain A, odd into B
         const float dw = _cvtsh_ss(wd[g]);
         const __m256i nib = unpack_nibbles(w + g * 16);
-#define EMX_Q4_TAIL(a, x, t) a = _mm256_fmadd_ps(dot32_u4(nib, x + g * 32), _mm256_set1_ps(dw * xd[(size_t)t * ng + g]), a)
-        EMX_Q4_TAIL(a0, x0, 0);
-        EMX_Q4_TAIL(a1, x1, 1);
-        EMX_Q4_TAIL(a2, x2, 2);
-        EMX_Q4_TAIL(a3, x3, 3);
+#define EMX_Q4_TAIL(a, b, x, t)                                                                            \
+    do {                                                                                                   \
+        const __m256 p = dot32_u4(nib, x + g * 32), sc = _mm256_set1_ps(dw * xd[(size_t)t * ng + g]);      \
+        if ((g & 1) == 0) a = _mm256_fmadd_ps(p, sc, a);                                                   \
+        else b = _mm256_fmadd_ps(p, sc, b);                                                                \
+    } while (0)
+        EMX_Q4_TAIL(a0, b0, x0, 0);
+        EMX_Q4_TAIL(a1, b1, x1, 1);
+        EMX_Q4_TAIL(a2, b2, x2, 2);
+        EMX_Q4_TAIL(a3, b3, x3, 3);
 #undef EMX_Q4_TAIL
     }
     const __m256 a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
@@ -520,6 +534,89 @@ void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
                    const float *xs, int n, float out[4]) {
     dot4_nibbles(w, wd, wm, xq, xd, xs, n, out);
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4 × 4 tiles (prefill): four weight rows against four activation rows
+//
+// The 4-row kernels above load each weight group once per four activation rows but still
+// re-read every activation group once per weight row, and spend five instructions per group
+// and row pair (sign, dot, convert, broadcast, FMA). Here a 512-bit register holds two groups
+// (chains A and B side by side, as in dot64_u4), and 16 cells (weight row r, activation row t)
+// share each load: per pair of groups and cell, one vpdpbusd, one convert, one multiply (the
+// scales) and one FMA, for 64 multiply-adds. The order of the float operations of a cell is
+// exactly the 1-row kernel's (chains A and B, an odd last group in chain A, chains_sum), so the
+// result is bitwise emx_dot_* of that cell.
+#if EMX_NIBBLES_512
+// 32 bytes of nibbles (groups g, g+1) -> 64 unsigned bytes in the activations' order (dot64_u4)
+static inline __m512i nibbles64(const uint8_t *b) {
+    const __m512i v = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+                                               _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4), _mm512_set1_epi8(0xf));
+}
+
+// The pairs of groups of a 4 x 4 tile into acc[r][t] = [chain A | chain B] (an odd last group is
+// left to the caller).
+// q8: int8 rows (row r at w + r*n); nibbles: 4-bit rows (row r at w + r*n/2).
+// vpdpbusd multiplies unsigned by signed bytes. Nibbles are unsigned already. int8 weights are
+// made unsigned (w + 128: one xor per weight group, shared by the four activation rows) and
+// each activation row's 128 * sum(x) taken off by starting its sums at -128 * sum(x) (one
+// vpdpbusd per activation group, shared by the four weight rows): in every lane the same exact
+// integer as the 1-row kernel's |w| * sign(x, w).
+// Registers: 16 accumulators, 4 weight groups, the activation group and its start, the scale
+// pair: the 32 zmm registers hold them without spilling. The 16 scale products of a block are
+// computed at once (s_g = d_w * d_x, the 1-row kernel's multiply) and each pair spread over its
+// lanes straight from memory.
+static inline __attribute__((always_inline)) void tile_blocks(__m512 acc[4][4], int nibbles, const uint8_t *w,
+                                                              const uint16_t *wd, const int8_t *xq, const float *xd,
+                                                              int n, int ng) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    // the block's scales spread by pairs: [r or t][pair p][lanes 0..7: group 2p, 8..15: 2p+1]
+    float wsp[4][4][16] __attribute__((aligned(64))), xsp[4][4][16] __attribute__((aligned(64)));
+    for (int g = 0; g + 2 <= ng; g += 8) {
+        // groups of this block: 8, or what is left of the row rounded down to pairs (the odd
+        // last group, if any, is the caller's); masked loads stay inside the rows' scales
+        const int m = ng - g >= 8 ? 8 : (ng - g) & ~1;
+        const __mmask8 live = (__mmask8)((1u << m) - 1);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g)));
+            const __m512 dx = _mm512_castps256_ps512(_mm256_maskz_loadu_ps(live, xd + (size_t)r * ng + g));  // activation row r
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                                        2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+                                                        2 * k, 2 * k);
+                _mm512_store_ps(wsp[r][k], _mm512_permutexvar_ps(spread, dw));
+                _mm512_store_ps(xsp[r][k], _mm512_permutexvar_ps(spread, dx));
+            }
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+            if (k >= m) break;
+            __m512i wv[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                wv[r] = nibbles ? nibbles64(w + (size_t)r * n / 2 + (size_t)(g + k) * 16)
+                                : _mm512_xor_si512(_mm512_loadu_si512((const void *)(w + (size_t)r * n + (size_t)(g + k) * 32)), flip);
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                const __m512i x = _mm512_loadu_si512((const void *)(xq + (size_t)t * n + (size_t)(g + k) * 32));
+                const __m512i start = nibbles ? _mm512_setzero_si512()
+                                              : _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, x));
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, wv[r], x));
+                    // s_g = d_w(g) * d_x(g), the 1-row kernel's product, lane by lane
+                    const __m512 sc = _mm512_mul_ps(_mm512_load_ps(wsp[r][k / 2]), _mm512_load_ps(xsp[t][k / 2]));
+                    acc[r][t] = _mm512_fmadd_ps(p, sc, acc[r][t]);
+                }
+            }
+        }
+    }
+}
+#endif
+
 
 #else  // no AVX2: the fast names are the scalar kernels
 
@@ -550,8 +647,80 @@ void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
 }
 #endif
 
+void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4][4]) {
+    const int ng = n / 32;
+#if EMX_NIBBLES_512
+    __m512 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
+    tile_blocks(acc, 0, (const uint8_t *)w, wd, xq, xd, n, ng);
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) {
+            __m256 a = _mm512_castps512_ps256(acc[r][t]), b = _mm512_extractf32x8_ps(acc[r][t], 1);
+            if (ng & 1) {  // the odd last group: chain A, as in emx_dot_q8
+                const int g = ng - 1;
+                const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * n + (size_t)g * 32));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * n + (size_t)g * 32));
+                a = _mm256_fmadd_ps(dot32_i8(wv, xv), _mm256_set1_ps(_cvtsh_ss(wd[(size_t)r * ng + g]) * xd[(size_t)t * ng + g]), a);
+            }
+            out[r][t] = chains_sum(a, b);
+        }
+#else
+    for (int r = 0; r < 4; r++) emx_dot4_q8(w + (size_t)r * n, wd + (size_t)r * ng, xq, xd, n, out[r]);
+#endif
+}
+
+#if EMX_NIBBLES_512
+static inline __attribute__((always_inline)) void dot4x4_nibbles(const uint8_t *w, const uint16_t *wd,
+                                                                 const uint16_t *wm /* NULL: q4 */, const int8_t *xq,
+                                                                 const float *xd, const float *xs, int n, float out[4][4]) {
+    const int ng = n / 32;
+    __m512 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
+    tile_blocks(acc, 1, w, wd, xq, xd, n, ng);
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) {
+            __m256 a = _mm512_castps512_ps256(acc[r][t]), b = _mm512_extractf32x8_ps(acc[r][t], 1);
+            const uint16_t *wdr = wd + (size_t)r * ng;
+            if (ng & 1) {  // the odd last group: chain A, as in nibble_dot
+                const int g = ng - 1;
+                const __m256i nib = unpack_nibbles(w + (size_t)r * n / 2 + (size_t)g * 16);
+                a = _mm256_fmadd_ps(dot32_u4(nib, xq + (size_t)t * n + (size_t)g * 32),
+                                    _mm256_set1_ps(_cvtsh_ss(wdr[g]) * xd[(size_t)t * ng + g]), a);
+            }
+            const float *xst = xs + (size_t)t * ng;
+            out[r][t] = wm ? nibble_finish_q4_1(a, b, offsets_sum(wm + (size_t)r * ng, xst, ng))
+                           : nibble_finish_q4(a, b, offsets_sum(wdr, xst, ng));
+        }
+}
+#endif
+
+void emx_dot4x4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                   float out[4][4]) {
+#if EMX_NIBBLES_512
+    dot4x4_nibbles(w, wd, NULL, xq, xd, xs, n, out);
+#else
+    for (int r = 0; r < 4; r++) emx_dot4_q4(w + (size_t)r * n / 2, wd + (size_t)r * (n / 32), xq, xd, xs, n, out[r]);
+#endif
+}
+
+void emx_dot4x4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                     const float *xs, int n, float out[4][4]) {
+#if EMX_NIBBLES_512
+    dot4x4_nibbles(w, wd, wm, xq, xd, xs, n, out);
+#else
+    const int ng = n / 32;
+    for (int r = 0; r < 4; r++)
+        emx_dot4_q4_1(w + (size_t)r * n / 2, wd + (size_t)r * ng, wm + (size_t)r * ng, xq, xd, xs, n, out[r]);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matmul
+
+// The 4 x 4 tiles pay off where they are more than four 4-row kernels (AVX-512 VNNI).
+#define EMX_TILES_4X4 EMX_NIBBLES_512
 
 // Below this many multiply-adds a parallel region costs more than it saves.
 #define EMX_PARALLEL_MIN_WORK 32768
@@ -608,6 +777,31 @@ static inline void matmul_row(float *out, const EmxTensor *w, int r, const EmxAc
     }
 }
 
+// out[i][r..r+3] for activation rows i in [i0, i0 + ni): four weight rows of one matrix at once,
+// 4 x 4 tiles, then the activation rows left over one by one (the same bits either way).
+static inline void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, int i0, int ni) {
+    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+    const uint8_t *base = (const uint8_t *)w->data;
+    const size_t qbytes = w->dtype == EMX_Q8 ? (size_t)rows * cols : (size_t)rows * cols / 2;
+    const uint16_t *scales = (const uint16_t *)(base + qbytes) + (size_t)r * ng;
+    const uint16_t *mins = scales + (size_t)rows * ng;
+    const size_t wrow = w->dtype == EMX_Q8 ? (size_t)cols : (size_t)cols / 2;  // bytes per weight row
+    int i = i0;
+    const int end = i0 + ni;
+    for (; i + 4 <= end; i += 4) {
+        float o[4][4];  // [weight row][activation row]
+        const int8_t *xq = a->xq + (size_t)i * cols;
+        const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
+        if (w->dtype == EMX_Q8) emx_dot4x4_q8((const int8_t *)base + (size_t)r * wrow, scales, xq, xd, cols, o);
+        else if (w->dtype == EMX_Q4) emx_dot4x4_q4(base + (size_t)r * wrow, scales, xq, xd, xs, cols, o);
+        else emx_dot4x4_q4_1(base + (size_t)r * wrow, scales, mins, xq, xd, xs, cols, o);
+        for (int t = 0; t < 4; t++)
+            for (int k = 0; k < 4; k++) out[(size_t)(i + t) * rows + r + k] = o[k][t];
+    }
+    if (i < end)
+        for (int k = 0; k < 4; k++) matmul_row(out, w, r + k, a, i, end - i);
+}
+
 // Tiles: ROW_TILE weight rows (a few KiB, stay in L1) meet TOK_TILE activation rows at a time,
 // so in a prefill neither the weights nor the activations are streamed from L2 for every
 // pairing. Threads take whole row tiles (static: thread t gets the same rows every call).
@@ -627,10 +821,17 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         const int g0 = tile * ROW_TILE, g1 = g0 + ROW_TILE < total ? g0 + ROW_TILE : total;
         for (int i = 0; i < a->n; i += TOK_TILE) {
             const int ni = a->n - i < TOK_TILE ? a->n - i : TOK_TILE;
-            for (int gr = g0; gr < g1; gr++) {
+            for (int gr = g0; gr < g1;) {
                 int j = 0, r = gr;  // global row -> (matrix, row)
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
-                matmul_row(jobs[j].out, jobs[j].w, r, a, i, ni);
+                const EmxTensor *w = jobs[j].w;
+                if (EMX_TILES_4X4 && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
+                    matmul_quad(jobs[j].out, w, r, a, i, ni);
+                    gr += 4;
+                } else {
+                    matmul_row(jobs[j].out, w, r, a, i, ni);
+                    gr++;
+                }
             }
         }
     }

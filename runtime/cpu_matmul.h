@@ -88,6 +88,17 @@ void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
 void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n, float out[4]);
 
+// Four weight rows against four activation rows (prefill's inner tile): weight row r at
+// w + r*n (q8) or w + r*n/2 (q4, q4_1), its scales at wd + r*n/32 (and mins at wm + r*n/32),
+// activation row t as for emx_dot4_*. out[r][t] is bitwise emx_dot_*(row r, row t). With
+// AVX-512 VNNI one 512-bit register holds a pair of groups for 16 cells at once; otherwise
+// these are four emx_dot4_* calls.
+void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4][4]);
+void emx_dot4x4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                   float out[4][4]);
+void emx_dot4x4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                     const float *xs, int n, float out[4][4]);
+
 // Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
 // q8/q4/q4_1 (NULL otherwise; fill with emx_quantize_acts row by row).
 typedef struct {

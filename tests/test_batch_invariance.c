@@ -187,6 +187,40 @@ Test(batch_invariance, dot4_equals_dot) {
     }
 }
 
+// The 4 x 4 tile (four weight rows, four activation rows) against sixteen single-row kernels:
+// sizes with whole blocks of 8 groups, a partial block of pairs, and an odd last group.
+Test(batch_invariance, dot4x4_equals_dot) {
+    static const int sizes[] = {32, 64, 96, 256, 320, 352, 576, 1024};
+    uint64_t rng = 4242;
+    for (size_t si = 0; si < 8 * sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const int n = sizes[si % (sizeof(sizes) / sizeof(sizes[0]))], ng = n / 32;
+        Rows r = rows_new(4, n, &rng);
+        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
+            uint8_t *w = random_weights(dt, 4, n, &rng);  // quants [4][...], scales [4][ng], (mins [4][ng])
+            const size_t row_bytes = dt == EMX_Q8 ? (size_t)n : (size_t)n / 2;
+            const uint16_t *wd = (const uint16_t *)(w + 4 * row_bytes), *wm = wd + 4 * ng;
+            float o16[4][4];
+            if (dt == EMX_Q8) emx_dot4x4_q8((const int8_t *)w, wd, r.xq, r.xd, n, o16);
+            else if (dt == EMX_Q4) emx_dot4x4_q4(w, wd, r.xq, r.xd, r.xs, n, o16);
+            else emx_dot4x4_q4_1(w, wd, wm, r.xq, r.xd, r.xs, n, o16);
+            for (int k = 0; k < 4; k++)
+                for (int t = 0; t < 4; t++) {
+                    const uint8_t *wk = w + k * row_bytes;
+                    const uint16_t *wdk = wd + k * ng, *wmk = wm + k * ng;
+                    const int8_t *xq = r.xq + (size_t)t * n;
+                    const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
+                    const float o1 = dt == EMX_Q8   ? emx_dot_q8((const int8_t *)wk, wdk, xq, xd, n)
+                                     : dt == EMX_Q4 ? emx_dot_q4(wk, wdk, xq, xd, xs, n)
+                                                    : emx_dot_q4_1(wk, wdk, wmk, xq, xd, xs, n);
+                    cr_assert(memcmp(&o16[k][t], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: tile %.9g, dot %.9g",
+                              emx_dtype_name(dt), n, k, t, o16[k][t], o1);
+                }
+            free(w);
+        }
+        rows_free(&r);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Whole models
 

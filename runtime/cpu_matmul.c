@@ -566,9 +566,9 @@ static inline __m512i nibbles64(const uint8_t *b) {
 // pair: the 32 zmm registers hold them without spilling. The 16 scale products of a block are
 // computed at once (s_g = d_w * d_x, the 1-row kernel's multiply) and each pair spread over its
 // lanes straight from memory.
-static inline __attribute__((always_inline)) void tile_blocks(__m512 acc[4][4], int nibbles, const uint8_t *w,
-                                                              const uint16_t *wd, const int8_t *xq, const float *xd,
-                                                              int n, int ng) {
+static inline __attribute__((always_inline)) void tile_pairs(__m512 acc[4][4], int nt, int nibbles, const uint8_t *w,
+                                                             const uint16_t *wd, const int8_t *xq, const float *xd,
+                                                             int n, int ng) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     // the block's scales spread by pairs: [r or t][pair p][lanes 0..7: group 2p, 8..15: 2p+1]
     float wsp[4][4][16] __attribute__((aligned(64))), xsp[4][4][16] __attribute__((aligned(64)));
@@ -578,16 +578,20 @@ static inline __attribute__((always_inline)) void tile_blocks(__m512 acc[4][4], 
         const int m = ng - g >= 8 ? 8 : (ng - g) & ~1;
         const __mmask8 live = (__mmask8)((1u << m) - 1);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g)));
-            const __m512 dx = _mm512_castps256_ps512(_mm256_maskz_loadu_ps(live, xd + (size_t)r * ng + g));  // activation row r
+        for (int k = 0; k < 4; k++) {
+            const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                                    2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+                                                    2 * k, 2 * k);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
-                                                        2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
-                                                        2 * k, 2 * k);
+            for (int r = 0; r < 4; r++) {
+                const __m256i dw16 = _mm256_castsi128_si256(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g));
+                const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_castsi256_si128(dw16)));
                 _mm512_store_ps(wsp[r][k], _mm512_permutexvar_ps(spread, dw));
-                _mm512_store_ps(xsp[r][k], _mm512_permutexvar_ps(spread, dx));
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                const __m512 dx = _mm512_castps256_ps512(_mm256_maskz_loadu_ps(live, xd + (size_t)t * ng + g));
+                _mm512_store_ps(xsp[t][k], _mm512_permutexvar_ps(spread, dx));
             }
         }
 #pragma GCC unroll 4
@@ -599,7 +603,7 @@ static inline __attribute__((always_inline)) void tile_blocks(__m512 acc[4][4], 
                 wv[r] = nibbles ? nibbles64(w + (size_t)r * n / 2 + (size_t)(g + k) * 16)
                                 : _mm512_xor_si512(_mm512_loadu_si512((const void *)(w + (size_t)r * n + (size_t)(g + k) * 32)), flip);
 #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
+            for (int t = 0; t < nt; t++) {
                 const __m512i x = _mm512_loadu_si512((const void *)(xq + (size_t)t * n + (size_t)(g + k) * 32));
                 const __m512i start = nibbles ? _mm512_setzero_si512()
                                               : _mm512_sub_epi32(_mm512_setzero_si512(),
@@ -647,15 +651,19 @@ void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
 }
 #endif
 
-void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4][4]) {
+// Four weight rows against nt = 4 or 1 activation rows: the tile's pairs, then per cell the odd
+// last group (chain A) and the epilogue. out [4][nt]. Without AVX-512 VNNI: the 4-row and
+// 1-row kernels, which give the same bits.
+static inline __attribute__((always_inline)) void tile_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq,
+                                                          const float *xd, int n, int nt, float *out) {
     const int ng = n / 32;
 #if EMX_NIBBLES_512
     __m512 acc[4][4];
     for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
-    tile_blocks(acc, 0, (const uint8_t *)w, wd, xq, xd, n, ng);
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
+    tile_pairs(acc, nt, 0, (const uint8_t *)w, wd, xq, xd, n, ng);
     for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             __m256 a = _mm512_castps512_ps256(acc[r][t]), b = _mm512_extractf32x8_ps(acc[r][t], 1);
             if (ng & 1) {  // the odd last group: chain A, as in emx_dot_q8
                 const int g = ng - 1;
@@ -663,24 +671,28 @@ void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const 
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * n + (size_t)g * 32));
                 a = _mm256_fmadd_ps(dot32_i8(wv, xv), _mm256_set1_ps(_cvtsh_ss(wd[(size_t)r * ng + g]) * xd[(size_t)t * ng + g]), a);
             }
-            out[r][t] = chains_sum(a, b);
+            out[r * nt + t] = chains_sum(a, b);
         }
 #else
-    for (int r = 0; r < 4; r++) emx_dot4_q8(w + (size_t)r * n, wd + (size_t)r * ng, xq, xd, n, out[r]);
+    for (int r = 0; r < 4; r++) {
+        if (nt == 4) emx_dot4_q8(w + (size_t)r * n, wd + (size_t)r * ng, xq, xd, n, out + r * 4);
+        else out[r] = emx_dot_q8(w + (size_t)r * n, wd + (size_t)r * ng, xq, xd, n);
+    }
 #endif
 }
 
-#if EMX_NIBBLES_512
-static inline __attribute__((always_inline)) void dot4x4_nibbles(const uint8_t *w, const uint16_t *wd,
-                                                                 const uint16_t *wm /* NULL: q4 */, const int8_t *xq,
-                                                                 const float *xd, const float *xs, int n, float out[4][4]) {
+static inline __attribute__((always_inline)) void tile_nibbles(const uint8_t *w, const uint16_t *wd,
+                                                               const uint16_t *wm /* NULL: q4 */, const int8_t *xq,
+                                                               const float *xd, const float *xs, int n, int nt,
+                                                               float *out) {
     const int ng = n / 32;
+#if EMX_NIBBLES_512
     __m512 acc[4][4];
     for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
-    tile_blocks(acc, 1, w, wd, xq, xd, n, ng);
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
+    tile_pairs(acc, nt, 1, w, wd, xq, xd, n, ng);
     for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             __m256 a = _mm512_castps512_ps256(acc[r][t]), b = _mm512_extractf32x8_ps(acc[r][t], 1);
             const uint16_t *wdr = wd + (size_t)r * ng;
             if (ng & 1) {  // the odd last group: chain A, as in nibble_dot
@@ -690,30 +702,44 @@ static inline __attribute__((always_inline)) void dot4x4_nibbles(const uint8_t *
                                     _mm256_set1_ps(_cvtsh_ss(wdr[g]) * xd[(size_t)t * ng + g]), a);
             }
             const float *xst = xs + (size_t)t * ng;
-            out[r][t] = wm ? nibble_finish_q4_1(a, b, offsets_sum(wm + (size_t)r * ng, xst, ng))
-                           : nibble_finish_q4(a, b, offsets_sum(wdr, xst, ng));
+            out[r * nt + t] = wm ? nibble_finish_q4_1(a, b, offsets_sum(wm + (size_t)r * ng, xst, ng))
+                                 : nibble_finish_q4(a, b, offsets_sum(wdr, xst, ng));
         }
-}
+#else
+    for (int r = 0; r < 4; r++) {
+        const uint8_t *wr = w + (size_t)r * n / 2;
+        const uint16_t *wdr = wd + (size_t)r * ng, *wmr = wm ? wm + (size_t)r * ng : NULL;
+        if (nt == 4) {
+            if (wm) emx_dot4_q4_1(wr, wdr, wmr, xq, xd, xs, n, out + r * 4);
+            else emx_dot4_q4(wr, wdr, xq, xd, xs, n, out + r * 4);
+        } else {
+            out[r] = wm ? emx_dot_q4_1(wr, wdr, wmr, xq, xd, xs, n) : emx_dot_q4(wr, wdr, xq, xd, xs, n);
+        }
+    }
 #endif
+}
 
+void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4][4]) {
+    tile_q8(w, wd, xq, xd, n, 4, &out[0][0]);
+}
 void emx_dot4x4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
                    float out[4][4]) {
-#if EMX_NIBBLES_512
-    dot4x4_nibbles(w, wd, NULL, xq, xd, xs, n, out);
-#else
-    for (int r = 0; r < 4; r++) emx_dot4_q4(w + (size_t)r * n / 2, wd + (size_t)r * (n / 32), xq, xd, xs, n, out[r]);
-#endif
+    tile_nibbles(w, wd, NULL, xq, xd, xs, n, 4, &out[0][0]);
 }
-
 void emx_dot4x4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                      const float *xs, int n, float out[4][4]) {
-#if EMX_NIBBLES_512
-    dot4x4_nibbles(w, wd, wm, xq, xd, xs, n, out);
-#else
-    const int ng = n / 32;
-    for (int r = 0; r < 4; r++)
-        emx_dot4_q4_1(w + (size_t)r * n / 2, wd + (size_t)r * ng, wm + (size_t)r * ng, xq, xd, xs, n, out[r]);
-#endif
+    tile_nibbles(w, wd, wm, xq, xd, xs, n, 4, &out[0][0]);
+}
+void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
+    tile_q8(w, wd, xq, xd, n, 1, out);
+}
+void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                   float out[4]) {
+    tile_nibbles(w, wd, NULL, xq, xd, xs, n, 1, out);
+}
+void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                     const float *xs, int n, float out[4]) {
+    tile_nibbles(w, wd, wm, xq, xd, xs, n, 1, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -798,8 +824,15 @@ static inline void matmul_quad(float *out, const EmxTensor *w, int r, const EmxA
         for (int t = 0; t < 4; t++)
             for (int k = 0; k < 4; k++) out[(size_t)(i + t) * rows + r + k] = o[k][t];
     }
-    if (i < end)
-        for (int k = 0; k < 4; k++) matmul_row(out, w, r + k, a, i, end - i);
+    for (; i < end; i++) {  // the activation rows left over (decode: the only one), one at a time
+        float o[4];
+        const int8_t *xq = a->xq + (size_t)i * cols;
+        const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
+        if (w->dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)base + (size_t)r * wrow, scales, xq, xd, cols, o);
+        else if (w->dtype == EMX_Q4) emx_dot4x1_q4(base + (size_t)r * wrow, scales, xq, xd, xs, cols, o);
+        else emx_dot4x1_q4_1(base + (size_t)r * wrow, scales, mins, xq, xd, xs, cols, o);
+        for (int k = 0; k < 4; k++) out[(size_t)i * rows + r + k] = o[k];
+    }
 }
 
 // Tiles: ROW_TILE weight rows (a few KiB, stay in L1) meet TOK_TILE activation rows at a time,

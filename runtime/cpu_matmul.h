@@ -98,6 +98,13 @@ void emx_dot4x4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const
                    float out[4][4]);
 void emx_dot4x4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                      const float *xs, int n, float out[4][4]);
+// Four weight rows against one activation row (decode): out[r] bitwise emx_dot_*(row r).
+// Four independent chains and one epilogue per four rows instead of per row.
+void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
+void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+                   float out[4]);
+void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                     const float *xs, int n, float out[4]);
 
 // Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
 // q8/q4/q4_1 (NULL otherwise; fill with emx_quantize_acts row by row).

@@ -187,9 +187,10 @@ Test(batch_invariance, dot4_equals_dot) {
     }
 }
 
-// The 4 x 4 tile (four weight rows, four activation rows) against sixteen single-row kernels:
+// The 4 x 4 tile (four weight rows, four activation rows) and the 4 x 1 kernel (decode) against
+// the single-row kernels:
 // sizes with whole blocks of 8 groups, a partial block of pairs, and an odd last group.
-Test(batch_invariance, dot4x4_equals_dot) {
+Test(batch_invariance, tiles_equal_dot) {
     static const int sizes[] = {32, 64, 96, 256, 320, 352, 576, 1024};
     uint64_t rng = 4242;
     for (size_t si = 0; si < 8 * sizeof(sizes) / sizeof(sizes[0]); si++) {
@@ -199,10 +200,19 @@ Test(batch_invariance, dot4x4_equals_dot) {
             uint8_t *w = random_weights(dt, 4, n, &rng);  // quants [4][...], scales [4][ng], (mins [4][ng])
             const size_t row_bytes = dt == EMX_Q8 ? (size_t)n : (size_t)n / 2;
             const uint16_t *wd = (const uint16_t *)(w + 4 * row_bytes), *wm = wd + 4 * ng;
-            float o16[4][4];
+            float o16[4][4], o4[4][4];  // [weight row][activation row]: the tile, and four 4 x 1 calls
             if (dt == EMX_Q8) emx_dot4x4_q8((const int8_t *)w, wd, r.xq, r.xd, n, o16);
             else if (dt == EMX_Q4) emx_dot4x4_q4(w, wd, r.xq, r.xd, r.xs, n, o16);
             else emx_dot4x4_q4_1(w, wd, wm, r.xq, r.xd, r.xs, n, o16);
+            for (int t = 0; t < 4; t++) {
+                float col[4];
+                const int8_t *xq = r.xq + (size_t)t * n;
+                const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
+                if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xd, n, col);
+                else if (dt == EMX_Q4) emx_dot4x1_q4(w, wd, xq, xd, xs, n, col);
+                else emx_dot4x1_q4_1(w, wd, wm, xq, xd, xs, n, col);
+                for (int k = 0; k < 4; k++) o4[k][t] = col[k];
+            }
             for (int k = 0; k < 4; k++)
                 for (int t = 0; t < 4; t++) {
                     const uint8_t *wk = w + k * row_bytes;
@@ -214,6 +224,8 @@ Test(batch_invariance, dot4x4_equals_dot) {
                                                     : emx_dot_q4_1(wk, wdk, wmk, xq, xd, xs, n);
                     cr_assert(memcmp(&o16[k][t], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: tile %.9g, dot %.9g",
                               emx_dtype_name(dt), n, k, t, o16[k][t], o1);
+                    cr_assert(memcmp(&o4[k][t], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: 4 x 1 %.9g, dot %.9g",
+                              emx_dtype_name(dt), n, k, t, o4[k][t], o1);
                 }
             free(w);
         }

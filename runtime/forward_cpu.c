@@ -163,11 +163,17 @@ static void cpu_forward_set_threads(EmxState *st, int n_threads) {
 
 // Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
 // gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
+// The per-row work of a batch (norms, RoPE, residual adds, SwiGLU, quantisation) is split among
+// the threads from this many rows on: in a prefill, work left on one thread is time the other
+// threads spend waiting; for one row (decode) a fork/join would cost more than the row.
+#define ROWS_PARALLEL_MIN 4
+
 static void matmul(CpuState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
     int quantise = 0;
     for (int j = 0; j < n_jobs; j++) quantise |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
     if (quantise) {
         const size_t cols = jobs[0].w->cols, ng = cols / 32;
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++)
             emx_quantize_acts(x + i * cols, (int)cols, s->xq + i * cols, s->xd + i * ng, s->xs + i * ng);
     }
@@ -221,6 +227,7 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
     const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
     const int q_dim = s->q_dim, kv_dim = s->kv_dim;
 
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
     for (int i = 0; i < n; i++) {
         const EmxTensor *e = &m->tok_embeddings;
         emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
@@ -238,12 +245,14 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             vc = s->br_value + at;
         }
 
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++)
             emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->attn_norm.data, dim, c->norm_eps);
         // q, k, v in one pass over one quantised copy of xb; k and v land in the cache directly
         const EmxMatmulJob qkv[3] = {{s->q, &L->wq}, {kc, &L->wk}, {vc, &L->wv}};
         matmul(s, qkv, 3, s->xb, n);
 
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++) {
             float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kv_dim;
             if (c->qk_norm) {
@@ -259,15 +268,23 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
 
         attention(s, l, n, pos, rows, record_last);
         matmul1(s, s->xb, &L->wo, s->att, n);
-        for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
-
-        for (int i = 0; i < n; i++)
-            emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->ffn_norm.data, dim, c->norm_eps);
+        // residual, then the FFN's norm, row by row
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) {
+            float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+            for (int j = 0; j < dim; j++) xi[j] += xbi[j];
+            emx_rmsnorm(xbi, xi, L->ffn_norm.data, dim, c->norm_eps);
+        }
         const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate}, {s->hb2, &L->w_up}};
         matmul(s, gate_up, 2, s->xb, n);
-        emx_swiglu(s->hb, s->hb2, n * hid);
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) emx_swiglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
         matmul1(s, s->xb, &L->w_down, s->hb, n);
-        for (size_t j = 0; j < (size_t)n * dim; j++) s->x[j] += s->xb[j];
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) {
+            float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+            for (int j = 0; j < dim; j++) xi[j] += xbi[j];
+        }
     }
 }
 

@@ -1,10 +1,8 @@
-// cpu_ops.c — RMSNorm, RoPE, softmax, SwiGLU and one attention head on the CPU.
+// cpu_ops.c — RMSNorm, RoPE, softmax, SwiGLU on the CPU (attention: cpu_attention.c).
 #include "cpu_ops.h"
 
 #include <math.h>
-#include <string.h>
 
-#include "cpu_matmul.h"
 #include "model_format.h"
 
 void emx_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
@@ -58,38 +56,4 @@ void emx_softmax(float *x, int n) {
 
 void emx_swiglu(float *gate, const float *up, int n) {
     for (int i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
-}
-
-void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
-                        int n_keys, int head_dim, float scale, float *scores, float *probs) {
-    const EmxKeySpan all = {k, v, stride, n_keys};
-    emx_attention_head_spans(out, q, &all, 1, head_dim, scale, scores, probs);
-}
-
-void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
-                              float scale, float *scores, float *probs) {
-    // Key t of the concatenation is key t - first of the span holding it. Every loop visits the
-    // keys in that order with the same expressions whatever the split, so a branch (shared
-    // prefix + own tail) gets bitwise the result of one contiguous cache.
-    int n_keys = 0;
-    float max = -INFINITY;
-    for (int sp = 0; sp < n_spans; sp++)
-        for (int t = 0; t < spans[sp].n; t++, n_keys++) {
-            scores[n_keys] = emx_dot_f32(q, spans[sp].k + t * spans[sp].stride, head_dim) * scale;
-            max = scores[n_keys] > max ? scores[n_keys] : max;
-        }
-    float sum = 0;
-    for (int t = 0; t < n_keys; t++) {
-        probs[t] = expf(scores[t] - max);
-        sum += probs[t];
-    }
-    float inv = 1.0f / sum;
-    memset(out, 0, (size_t)head_dim * sizeof(float));
-    for (int sp = 0, t = 0; sp < n_spans; sp++)
-        for (int j = 0; j < spans[sp].n; j++, t++) {
-            const float p = probs[t] * inv;
-            const float *vt = spans[sp].v + j * spans[sp].stride;
-            for (int d = 0; d < head_dim; d++) out[d] += p * vt[d];
-        }
-    for (int t = 0; t < n_keys; t++) probs[t] *= inv;  // callers may read the distribution
 }

@@ -1,9 +1,11 @@
 // cpu_ops.h — the element-wise and per-head operations of the CPU forward pass: RMSNorm, RoPE,
-// softmax, SwiGLU, and attention for one query head. Matrix products are in cpu_matmul.h.
+// softmax, SwiGLU (attention for one query head: cpu_attention.h). Matrix products are in cpu_matmul.h.
 #ifndef ENTROPIX_CPU_OPS_H
 #define ENTROPIX_CPU_OPS_H
 
 #include <stddef.h>
+
+#include "cpu_attention.h"
 
 // out[i] = x[i] / sqrt(mean(x²) + eps) * w[i], i < n (out may equal x).
 void emx_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
@@ -23,23 +25,5 @@ void emx_softmax(float *x, int n);
 // gate[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up.
 void emx_swiglu(float *gate, const float *up, int n);
 
-// Attention of one query head over n_keys cached positions. k and v point at this head's
-// slice of position 0 of the caches; position t is at k + t * stride.
-//   scores[t] = q·k_t * scale           (pre-softmax, kept when probs != scores)
-//   probs = softmax(scores)             (probs may equal scores: computed in place)
-//   out[d] = sum_t probs[t] * v_t[d]    out [head_dim]
-void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
-                        int n_keys, int head_dim, float scale, float *scores, float *probs);
-
-// Keys (and values) in several pieces: the attention of a branch reads the shared prefix from
-// the sequence's cache and its last few positions from its own tail. Same result, bitwise, as
-// one span holding the same keys in the same order.
-typedef struct {
-    const float *k, *v;  // this head's slice of the span's first position
-    size_t stride;       // floats from one position to the next
-    int n;               // positions in the span
-} EmxKeySpan;
-void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
-                              float scale, float *scores, float *probs);
-
+// Attention of one query head (emx_attention_head, emx_attention_head_spans): cpu_attention.h.
 #endif

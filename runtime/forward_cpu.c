@@ -105,7 +105,8 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->rope_cos = malloc(B * half * sizeof(float));
     s->rope_sin = malloc(B * half * sizeof(float));
     s->inv_freq = malloc(half * sizeof(double));
-    s->att_tmp = malloc((size_t)s->n_threads * ctx * sizeof(float));
+    // one softmax row per query head of a GQA group (attention() runs a group per task)
+    s->att_tmp = malloc((size_t)s->n_threads * (c->n_heads / c->n_kv_heads) * ctx * sizeof(float));
     s->key_cache = calloc(kv, sizeof(float));
     s->value_cache = calloc(kv, sizeof(float));
     s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
@@ -188,23 +189,27 @@ static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x,
 
 static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxConfig *c = &s->m->cfg;
-    const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, ctx = s->ctx;
-    const int group = (int)(c->n_heads / c->n_kv_heads);  // query heads per kv head
+    const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
+    const int group = n_heads / n_kv;  // query heads per kv head
     const float scale = 1.0f / sqrtf((float)hd);
     const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
     const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
-    const int tasks = n * n_heads;
+    // One task per (row, kv head): the group's query heads share one pass over the keys (they
+    // are read from memory once, not once per query head). Each head's bits are those of the
+    // head alone (emx_attention_group_spans), so the grouping changes no result. With fewer
+    // tasks than a few per thread (decode), one task per query head balances the threads better.
+    const int per = n * n_kv >= 4 * s->n_threads ? group : 1;  // query heads per task
+    const int tasks = n * n_heads / per;
     const int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
     // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
-    const int64_t work = (int64_t)tasks * keys * hd * 2;
+    const int64_t work = (int64_t)n * n_heads * keys * hd * 2;
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
     for (int task = 0; task < tasks; task++) {
-        const int i = task / n_heads, h = task % n_heads, kvh = h / group;
-        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * ctx;
-        // the last row's scores go straight into the persistent buffer the samplers read
-        float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : tmp;
-        float *out = s->att + (size_t)i * s->q_dim + (size_t)h * hd;
-        const float *q = s->q + (size_t)i * s->q_dim + (size_t)h * hd;
+        const int i = task / (n_heads / per), h0 = task % (n_heads / per) * per, kvh = h0 / group;
+        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * group * ctx;
+        float *scores[8], *probs[8];  // of heads h0 .. h0 + per - 1, 8 at a time below
+        float *out = s->att + (size_t)i * s->q_dim + (size_t)h0 * hd;
+        const float *q = s->q + (size_t)i * s->q_dim + (size_t)h0 * hd;
         EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + i + 1}};
         int n_spans = 1;
         if (rows->is_branches) {  // the shared prefix, then branch i's own rows 0..step
@@ -214,7 +219,17 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
             spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
             n_spans = 2;
         }
-        emx_attention_head_spans(out, q, spans, n_spans, hd, scale, scores, tmp);
+        for (int j0 = 0; j0 < per; j0 += 8) {
+            const int m = per - j0 < 8 ? per - j0 : 8;
+            for (int j = 0; j < m; j++) {
+                probs[j] = tmp + (size_t)(j0 + j) * ctx;
+                // the last row's scores go straight into the persistent buffer the samplers read
+                scores[j] = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h0 + j0 + j) * ctx
+                                                      : probs[j];
+            }
+            emx_attention_group_spans(out + (size_t)j0 * hd, (size_t)hd, q + (size_t)j0 * hd, (size_t)hd, m, spans,
+                                      n_spans, hd, scale, scores, probs);
+        }
     }
 }
 

@@ -1,0 +1,56 @@
+// cpu_attention.h — attention of query heads over their cached keys and values on the CPU.
+//
+// Two versions: a plain one (emx_attention_head_spans_scalar: one dot product, one expf and one
+// pass over out per key; it says what is computed) and, when the compiler targets AVX-512F, a
+// blocked one used by default (cpu_attention.c says how). They agree within rounding only: the
+// bits are those of one build (an AVX-512 and a non-AVX-512 build differ in the last bits, as
+// the matmuls do; cpu_matmul.h).
+//
+// Invariance (both versions): the scores, probabilities and output for one query depend only on
+// (q, the keys and values in order, head_dim, scale): bitwise the same whatever the split of the
+// keys into spans, whichever other queries share the call (emx_attention_group_spans) and
+// whatever else the caller runs around it. A branch that reads a shared
+// prefix plus its own tail gets the bits of one contiguous cache; a row of a batched prefill gets
+// the bits of the same row decoded alone.
+#ifndef ENTROPIX_CPU_ATTENTION_H
+#define ENTROPIX_CPU_ATTENTION_H
+
+#include <stddef.h>
+
+// Attention of one query head over n_keys cached positions. k and v point at this head's
+// slice of position 0 of the caches; position t is at k + t * stride.
+//   scores[t] = q·k_t * scale           (pre-softmax, kept when probs != scores)
+//   probs = softmax(scores)             (probs may equal scores: computed in place)
+//   out[d] = sum_t probs[t] * v_t[d]    out [head_dim]
+void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
+                        int n_keys, int head_dim, float scale, float *scores, float *probs);
+
+// Keys (and values) in several pieces: the attention of a branch reads the shared prefix from
+// the sequence's cache and its last few positions from its own tail. Same result, bitwise, as
+// one span holding the same keys in the same order.
+typedef struct {
+    const float *k, *v;  // this head's slice of the span's first position
+    size_t stride;       // floats from one position to the next
+    int n;               // positions in the span
+} EmxKeySpan;
+void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
+                              float scale, float *scores, float *probs);
+// n_q query heads against the same keys and values (the query heads of one GQA group, or
+// several rows of a sequence that see the same keys): query i at q + i * q_stride, its output at
+// out + i * out_stride [head_dim], its scores and probabilities in scores[i], probs[i] (probs[i]
+// may equal scores[i]). Each query gets, bitwise, what emx_attention_head_spans gives it alone;
+// the keys and values are read from memory once per 8 queries instead of once per query.
+void emx_attention_group_spans(float *out, size_t out_stride, const float *q, size_t q_stride, int n_q,
+                               const EmxKeySpan *spans, int n_spans, int head_dim, float scale,
+                               float *const *scores, float *const *probs);
+// The plain version (the default where AVX-512F is not targeted).
+void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
+                                     int head_dim, float scale, float *scores, float *probs);
+
+// y[i] = e^x[i], i < n (y may equal x): the exponential of the fast softmax. With AVX-512F a
+// polynomial within 2 ulp of expf on normal results (tests/test_cpu_ops.c), 0 below -103.97
+// (where e^x is under half the smallest subnormal) and for -inf, +inf above 88.72, NaN for
+// NaN; otherwise expf itself.
+void emx_exp_f32(float *y, const float *x, int n);
+
+#endif

@@ -2,24 +2,23 @@
 //
 // Every kernel exists twice: a plain scalar version (it says what is computed, and the tests
 // compare against it) and a SIMD version (AVX2 + FMA + F16C when the compiler targets them,
-// plus AVX-VNNI for the int8 products where available, selected at compile time; otherwise the
-// un-suffixed name is the scalar one). emx_cpu_simd_name() says which: "avx2+vnni", "avx2",
-// "scalar".
+// plus AVX-VNNI for the int8 products where available, and AVX-512 VNNI's 4-row kernels,
+// selected at compile time; otherwise the un-suffixed name is the scalar one).
+// emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni", "avx2+vnni", "avx2", "scalar".
+// The quantised SIMD kernels are in cpu_qdot.c, the float ones and the matmul here.
 //
 // Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
 // activation rows n, the position of row i in the batch and the thread count. Why: the agent
 // pool runs N branches of a sequence as one batched pass and must get, bit for bit, the logits
 // each branch gets alone, whichever worker (thread count, batch) ran it; a rollback compares a
 // single-token forward with the row a batched prefill computed. How: f32/bf16/f16 run one dot
-// per (weight row, activation row) whatever n; q8/q4/q4_1 take activation rows four at a time
-// (emx_dot4_*) and the rest one at a time (emx_dot_*), and the two follow ONE accumulation order
-// per dtype (cpu_matmul.c, "Quantised dots"); threads split weight rows only, so no sum crosses a
-// thread. (With AVX-512 VNNI the 1-row q4/q4_1 kernel keeps its two chains in the two halves
-// of one 512-bit register: the same FMAs lane by lane, so the same bits.) The scalar twins keep
-// their own (plain) order: SIMD vs scalar agree within rounding
-// only, so the bits are those of one build: workers that must agree run the same binary (an
-// AVX2 build and a scalar build differ in the last bits; AVX2 with and without VNNI agree, the
-// integer sums being exact either way).
+// per (weight row, activation row) whatever n; q8/q4/q4_1 run four weight rows at a time
+// (the prefill tile over many activation rows, emx_quad_*, or the decode kernel emx_dot4x1_*)
+// and any other row alone (emx_dot_*), and all of them follow ONE accumulation order
+// (cpu_qdot.c, top); threads split weight rows only, so no sum crosses a thread. The scalar
+// twins keep their own (plain) order: SIMD vs scalar agree within rounding only, so the bits
+// are those of one build: workers that must agree run the same binary (an AVX-512 build, an
+// AVX2 build and a scalar build differ in the last bits; the integer sums are exact in all).
 //
 // Quantised weights (q8, q4, q4_1) are never dequantised to floats: the activation vector is
 // quantised on the fly to int8 per group of 32 (one f32 scale per group, once per matmul input,
@@ -29,6 +28,7 @@
 #ifndef ENTROPIX_CPU_MATMUL_H
 #define ENTROPIX_CPU_MATMUL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -73,10 +73,9 @@ float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
 float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n);
 
-// One weight row against 4 activation rows at once (prefill): the weights are loaded, and for
-// q4 unpacked, once for the four. Activation row t is at xq + t*n, xd + t*n/32, xs + t*n/32.
-// out[t] is bitwise emx_dot_q8/q4/q4_1(w, wd, row t) (batch invariance, above). The _scalar
-// versions are four scalar dots.
+// One weight row against 4 activation rows: activation row t is at xq + t*n, xd + t*n/32,
+// xs + t*n/32; out[t] = emx_dot_q8/q4/q4_1(w, wd, row t), four 1-row dots (the batched work is
+// done four weight rows at a time, below). The _scalar versions are four scalar dots.
 void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
 void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
 void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
@@ -88,23 +87,20 @@ void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
 void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n, float out[4]);
 
-// Four weight rows against four activation rows (prefill's inner tile): weight row r at
-// w + r*n (q8) or w + r*n/2 (q4, q4_1), its scales at wd + r*n/32 (and mins at wm + r*n/32),
-// activation row t as for emx_dot4_*. out[r][t] is bitwise emx_dot_*(row r, row t). With
-// AVX-512 VNNI one 512-bit register holds a pair of groups for 16 cells at once; otherwise
-// these are four emx_dot4_* calls.
-void emx_dot4x4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4][4]);
-void emx_dot4x4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                   float out[4][4]);
-void emx_dot4x4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                     const float *xs, int n, float out[4][4]);
-// Four weight rows against one activation row (decode): out[r] bitwise emx_dot_*(row r).
-// Four independent chains and one epilogue per four rows instead of per row.
-void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
-void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
+// The activation's lane sums (the 4-row kernels' offsets, cpu_qdot.c): for each group g of
+// 32, xl[4g + l] = -(sum of xq[32g + j] over j in 4l..4l+3 and 16+4l..16+4l+3); int32 [n/8].
+void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl);
+
+// Four consecutive weight rows (row k at w + k*n (q8) or w + k*n/2 (q4, q4_1), its scales at
+// wd + k*n/32, mins at wm + k*n/32) against one activation row (decode): out[k] bitwise
+// emx_dot_*(row k). With AVX-512 VNNI the four rows share each instruction; otherwise these
+// are four emx_dot_* calls.
+void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd, int n,
                    float out[4]);
-void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                     const float *xs, int n, float out[4]);
+void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd,
+                   const float *xs, int n, float out[4]);
+void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                     const float *xd, const float *xs, int n, float out[4]);
 
 // Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
 // q8/q4/q4_1 (NULL otherwise; fill with emx_quantize_acts row by row).
@@ -128,5 +124,18 @@ typedef struct {
     const EmxTensor *w;
 } EmxMatmulJob;
 void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
+
+
+// The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(), i.e. AVX-512 VNNI):
+// four weight rows repacked once (emx_quad_pack: EMX_QUAD_PACK_GROUP bytes per group of 32,
+// 64-byte aligned, emx_quad_pack_bytes(n) in all) then run against activation rows i0..i0+ni-1
+// of a (emx_quad_tile; xl: the rows' lane sums [a->n][n/8]): out[i * out_stride + k] for weight
+// row k, bitwise emx_dot_*(row k, activation row i).
+#define EMX_QUAD_PACK_GROUP 192
+int emx_quad_kernels_available(void);
+size_t emx_quad_pack_bytes(int n);
+void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
+                   int i0, int ni, float *out, size_t out_stride);
 
 #endif

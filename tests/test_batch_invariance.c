@@ -187,48 +187,53 @@ Test(batch_invariance, dot4_equals_dot) {
     }
 }
 
-// The 4 x 4 tile (four weight rows, four activation rows) and the 4 x 1 kernel (decode) against
-// the single-row kernels:
-// sizes with whole blocks of 8 groups, a partial block of pairs, and an odd last group.
-Test(batch_invariance, tiles_equal_dot) {
+// The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
+// activation row) and the prefill tile (four weight rows repacked, 1..11 activation rows: tiles
+// of 8, 4 and 1), at sizes with whole blocks of 8 groups, a partial block, and an odd count.
+Test(batch_invariance, four_row_kernels_equal_dot) {
+    if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (they need AVX-512 VNNI)");
     static const int sizes[] = {32, 64, 96, 256, 320, 352, 576, 1024};
+    enum { ROWS = 11 };
     uint64_t rng = 4242;
-    for (size_t si = 0; si < 8 * sizeof(sizes) / sizeof(sizes[0]); si++) {
+    for (size_t si = 0; si < 4 * sizeof(sizes) / sizeof(sizes[0]); si++) {
         const int n = sizes[si % (sizeof(sizes) / sizeof(sizes[0]))], ng = n / 32;
-        Rows r = rows_new(4, n, &rng);
+        Rows r = rows_new(ROWS, n, &rng);
+        int32_t *xl = malloc((size_t)ROWS * (n / 8) * sizeof(int32_t));
+        uint8_t *pack = aligned_alloc(64, emx_quad_pack_bytes(n) + 64);
+        cr_assert(xl && pack);
+        for (int t = 0; t < ROWS; t++) emx_act_lane_sums(r.xq + (size_t)t * n, n, xl + (size_t)t * (n / 8));
         for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
             uint8_t *w = random_weights(dt, 4, n, &rng);  // quants [4][...], scales [4][ng], (mins [4][ng])
             const size_t row_bytes = dt == EMX_Q8 ? (size_t)n : (size_t)n / 2;
             const uint16_t *wd = (const uint16_t *)(w + 4 * row_bytes), *wm = wd + 4 * ng;
-            float o16[4][4], o4[4][4];  // [weight row][activation row]: the tile, and four 4 x 1 calls
-            if (dt == EMX_Q8) emx_dot4x4_q8((const int8_t *)w, wd, r.xq, r.xd, n, o16);
-            else if (dt == EMX_Q4) emx_dot4x4_q4(w, wd, r.xq, r.xd, r.xs, n, o16);
-            else emx_dot4x4_q4_1(w, wd, wm, r.xq, r.xd, r.xs, n, o16);
-            for (int t = 0; t < 4; t++) {
+            float tile[ROWS][4];  // [activation row][weight row]
+            const EmxActs a = {.x = r.x, .xq = r.xq, .xd = r.xd, .xs = r.xs, .n = ROWS};
+            emx_quad_pack(pack, dt, w, wd, n);
+            emx_quad_tile(pack, dt, wm, &a, xl, n, 0, ROWS, &tile[0][0], 4);
+            for (int t = 0; t < ROWS; t++) {
                 float col[4];
                 const int8_t *xq = r.xq + (size_t)t * n;
+                const int32_t *xlt = xl + (size_t)t * (n / 8);
                 const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
-                if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xd, n, col);
-                else if (dt == EMX_Q4) emx_dot4x1_q4(w, wd, xq, xd, xs, n, col);
-                else emx_dot4x1_q4_1(w, wd, wm, xq, xd, xs, n, col);
-                for (int k = 0; k < 4; k++) o4[k][t] = col[k];
-            }
-            for (int k = 0; k < 4; k++)
-                for (int t = 0; t < 4; t++) {
+                if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xlt, xd, n, col);
+                else if (dt == EMX_Q4) emx_dot4x1_q4(w, wd, xq, xlt, xd, xs, n, col);
+                else emx_dot4x1_q4_1(w, wd, wm, xq, xlt, xd, xs, n, col);
+                for (int k = 0; k < 4; k++) {
                     const uint8_t *wk = w + k * row_bytes;
                     const uint16_t *wdk = wd + k * ng, *wmk = wm + k * ng;
-                    const int8_t *xq = r.xq + (size_t)t * n;
-                    const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
                     const float o1 = dt == EMX_Q8   ? emx_dot_q8((const int8_t *)wk, wdk, xq, xd, n)
                                      : dt == EMX_Q4 ? emx_dot_q4(wk, wdk, xq, xd, xs, n)
                                                     : emx_dot_q4_1(wk, wdk, wmk, xq, xd, xs, n);
-                    cr_assert(memcmp(&o16[k][t], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: tile %.9g, dot %.9g",
-                              emx_dtype_name(dt), n, k, t, o16[k][t], o1);
-                    cr_assert(memcmp(&o4[k][t], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: 4 x 1 %.9g, dot %.9g",
-                              emx_dtype_name(dt), n, k, t, o4[k][t], o1);
+                    cr_assert(memcmp(&tile[t][k], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: tile %.9g, dot %.9g",
+                              emx_dtype_name(dt), n, k, t, tile[t][k], o1);
+                    cr_assert(memcmp(&col[k], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: 4 x 1 %.9g, dot %.9g",
+                              emx_dtype_name(dt), n, k, t, col[k], o1);
                 }
+            }
             free(w);
         }
+        free(xl);
+        free(pack);
         rows_free(&r);
     }
 }

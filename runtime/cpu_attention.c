@@ -15,16 +15,20 @@
 // Per key and query at head_dim 64: 4 loads + 4 FMAs (score), 1/16 of the tree and of the exp,
 // 1 broadcast + 4 loads + 4 FMAs (value). Single-threaded: the caller spreads heads and rows
 // over its threads. A group of queries (emx_attention_group_spans: the query heads of one kv
-// head) runs each block of keys (16 for the scores, 32 for the values) through every query
-// while the block sits in L1, so the keys and values are read from L2/memory once per group.
+// head, of several rows of a prefill) runs each block of keys (16 for the scores, 32 for the
+// values) through every query that sees it while the block sits in L1, so the keys and values
+// are read from L2/memory once per group (copied into a packed block first: see pack_block).
 // Invariance: a key's score is the same FMA chain and the same lane tree whichever block and
 // block lane it lands in (a block cut short by the end of a span is padded with zero
 // accumulators, and each key's own lanes follow one fixed tree: see reduce16); the exp sum, the
 // normalisation and the value chains run over global key indices; a query's arithmetic never
-// involves another query's. So neither the split of the keys into spans nor the grouping of
-// queries changes a bit, as the header promises.
+// involves another query's. A query that sees fewer keys than the spans hold runs exactly as if
+// its spans ended at its count: keys past it are not masked but never visited (no score, no
+// exp, no FMA), so no -inf, -0 or +0 term can reach its sums. So neither the split of the keys
+// into spans nor the grouping of queries changes a bit, as the header promises.
 #include "cpu_attention.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -36,32 +40,39 @@ void emx_attention_head(float *out, const float *q, const float *k, const float 
     emx_attention_head_spans(out, q, &all, 1, head_dim, scale, scores, probs);
 }
 
-void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
-                                     int head_dim, float scale, float *scores, float *probs) {
+// The plain version over the first `limit` keys of the spans (fewer if they hold fewer).
+static void attention_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int limit,
+                             int head_dim, float scale, float *scores, float *probs) {
     // Key t of the concatenation is key t - first of the span holding it. Every loop visits the
     // keys in that order with the same expressions whatever the split, so a branch (shared
     // prefix + own tail) gets bitwise the result of one contiguous cache.
     int n_keys = 0;
     float max = -INFINITY;
     for (int sp = 0; sp < n_spans; sp++)
-        for (int t = 0; t < spans[sp].n; t++, n_keys++) {
+        for (int t = 0; t < spans[sp].n && n_keys < limit; t++, n_keys++) {
             scores[n_keys] = emx_dot_f32(q, spans[sp].k + t * spans[sp].stride, head_dim) * scale;
             max = scores[n_keys] > max ? scores[n_keys] : max;
         }
+    memset(out, 0, (size_t)head_dim * sizeof(float));
+    if (n_keys == 0) return;  // nothing to attend to: out = 0
     float sum = 0;
     for (int t = 0; t < n_keys; t++) {
         probs[t] = expf(scores[t] - max);
         sum += probs[t];
     }
     float inv = 1.0f / sum;
-    memset(out, 0, (size_t)head_dim * sizeof(float));
-    for (int sp = 0, t = 0; sp < n_spans; sp++)
-        for (int j = 0; j < spans[sp].n; j++, t++) {
+    for (int sp = 0, t = 0; sp < n_spans && t < n_keys; sp++)
+        for (int j = 0; j < spans[sp].n && t < n_keys; j++, t++) {
             const float p = probs[t] * inv;
             const float *vt = spans[sp].v + j * spans[sp].stride;
             for (int d = 0; d < head_dim; d++) out[d] += p * vt[d];
         }
     for (int t = 0; t < n_keys; t++) probs[t] *= inv;  // callers may read the distribution
+}
+
+void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
+                                     int head_dim, float scale, float *scores, float *probs) {
+    attention_scalar(out, q, spans, n_spans, INT_MAX, head_dim, scale, scores, probs);
 }
 
 #ifdef __AVX512F__
@@ -153,69 +164,95 @@ INLINE __m512 block_scores(float *s, const __m512 *qv, int nc, __mmask16 last, c
     return _mm512_mask_max_ps(max, valid, max, sc);
 }
 
+// Of the keys [g, g + m) of the concatenation, how many a query that sees its first n keys
+// sees: they are always the first ones of the range.
+INLINE int seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
+
+// The m rows x + r * stride, r < m, of nc 16-float chunks (the last masked to `last`): copied
+// into buf [m][16 nc] when several queries will read them (returns buf), else x itself. A cache
+// row of several kv heads is often 4 KiB or a multiple (Qwen3-0.6B: 8 x 128 floats): then every
+// key of a block falls into the same few L1 sets, more keys than the sets have ways, and the
+// block is evicted before the next query reads it; packed, it stays in L1 for all of them. The
+// copy moves the same floats: no result changes.
+INLINE const float *pack_block(float *buf, const float *x, size_t stride, int m, int nc, __mmask16 last, int n_q) {
+    if (n_q < 2) return x;
+    for (int r = 0; r < m; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < nc; c++)
+            _mm512_store_ps(buf + r * 16 * nc + 16 * c,
+                            _mm512_maskz_loadu_ps(chunk_mask(c, nc, last), x + r * stride + 16 * c));
+    return buf;
+}
+
 // Pass 1 for nc chunks (a constant after inlining: the chunk loops unrolled, q and the 16
-// accumulators in registers), for n_q <= GROUP queries against the same keys: each block of 16
-// keys is read from memory once and scored for every query while it sits in L1. Returns the
-// number of keys, max_out[i] the largest score of query i.
-INLINE int all_scores(float *const *scores, float *max_out, const float *q, size_t q_stride, int n_q, int nc,
-                      __mmask16 last, const EmxKeySpan *spans, int n_spans, float scale) {
+// accumulators in registers), for n_q <= GROUP queries against the same keys, query i over its
+// first n[i] keys (n_max the largest): each block of 16 keys is read from memory once and scored
+// for every query that sees any of it while it sits in L1. A query that sees only part of a
+// block scores that part as the block cut short by the end of a span (the same chains and
+// tree), and nothing past its n[i] keys is computed or stored. max_out[i]: query i's largest
+// score.
+INLINE void all_scores(const EmxAttnQuery *qs, const int *n, int n_max, float *max_out, int n_q, int nc,
+                       __mmask16 last, const EmxKeySpan *spans, int n_spans, float scale) {
     const __m512 vscale = _mm512_set1_ps(scale);
+    __attribute__((aligned(64))) float packed[16 * 128];  // [16 keys][16 nc] a block's keys, packed
     __m512 max[GROUP];
     for (int i = 0; i < n_q; i++) max[i] = _mm512_set1_ps(-INFINITY);
-    int t = 0;
-    for (int sp = 0; sp < n_spans; t += spans[sp].n, sp++) {
+    for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++) {
         const float *k = spans[sp].k;
         const size_t stride = spans[sp].stride;
-        for (int j = 0; j < spans[sp].n; j += 16) {
+        for (int j = 0; j < spans[sp].n && t + j < n_max; j += 16) {
             const int m = spans[sp].n - j < 16 ? spans[sp].n - j : 16;
+            // packed: only the keys some query sees
+            const float *kb = pack_block(packed, k + j * stride, stride, seen(n_max, t + j, m), nc, last, n_q);
+            const size_t kstride = kb == packed ? (size_t)16 * nc : stride;
             for (int i = 0; i < n_q; i++) {
+                const int mi = seen(n[i], t + j, m);
+                if (mi == 0) continue;
                 __m512 qv[8];  // q reloaded per block: nc loads per 16 keys
 #pragma GCC unroll 8
-                for (int c = 0; c < nc; c++)
-                    qv[c] = _mm512_maskz_loadu_ps(chunk_mask(c, nc, last), q + i * q_stride + 16 * c);
-                if (m == 16)  // the whole blocks with m a constant: no per-key test
-                    max[i] = block_scores(scores[i] + t + j, qv, nc, last, k + j * stride, stride, 16, vscale, max[i]);
+                for (int c = 0; c < nc; c++) qv[c] = _mm512_maskz_loadu_ps(chunk_mask(c, nc, last), qs[i].q + 16 * c);
+                float *s = qs[i].scores + t + j;
+                if (mi == 16)  // the whole blocks with m a constant: no per-key test
+                    max[i] = block_scores(s, qv, nc, last, kb, kstride, 16, vscale, max[i]);
                 else
-                    max[i] = block_scores(scores[i] + t + j, qv, nc, last, k + j * stride, stride, m, vscale, max[i]);
+                    max[i] = block_scores(s, qv, nc, last, kb, kstride, mi, vscale, max[i]);
             }
         }
     }
     for (int i = 0; i < n_q; i++) max_out[i] = _mm512_reduce_max_ps(max[i]);
-    return t;
 }
 
 // Pass 1 for head_dim > 128: the same per-key chain and tree, q read from memory (L1) as it goes.
-static int all_scores_wide(float *const *scores, float *max_out, const float *q, size_t q_stride, int n_q, int nc,
-                           __mmask16 last, const EmxKeySpan *spans, int n_spans, float scale) {
+static void all_scores_wide(const EmxAttnQuery *qs, const int *n, int n_max, float *max_out, int n_q, int nc,
+                            __mmask16 last, const EmxKeySpan *spans, int n_spans, float scale) {
     const __m512 vscale = _mm512_set1_ps(scale);
     __m512 max[GROUP];
     for (int i = 0; i < n_q; i++) max[i] = _mm512_set1_ps(-INFINITY);
-    int t = 0;
-    for (int sp = 0; sp < n_spans; t += spans[sp].n, sp++)
-        for (int j = 0; j < spans[sp].n; j += 16) {
+    for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++)
+        for (int j = 0; j < spans[sp].n && t + j < n_max; j += 16) {
             const int m = spans[sp].n - j < 16 ? spans[sp].n - j : 16;
             const float *k = spans[sp].k + j * spans[sp].stride;
             for (int i = 0; i < n_q; i++) {
-                const float *qi = q + i * q_stride;
+                const int mi = seen(n[i], t + j, m);
+                if (mi == 0) continue;
                 __m512 acc[16];
                 for (int r = 0; r < 16; r++) {
                     __m512 a = _mm512_setzero_ps();
-                    if (r < m)
+                    if (r < mi)
                         for (int c = 0; c < nc; c++) {
                             const __mmask16 mc = chunk_mask(c, nc, last);
-                            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mc, qi + 16 * c),
+                            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mc, qs[i].q + 16 * c),
                                                 _mm512_maskz_loadu_ps(mc, k + r * spans[sp].stride + 16 * c), a);
                         }
                     acc[r] = a;
                 }
                 const __m512 sc = _mm512_mul_ps(reduce16(acc), vscale);
-                const __mmask16 valid = (__mmask16)((1u << m) - 1);
-                _mm512_mask_storeu_ps(scores[i] + t + j, valid, sc);
+                const __mmask16 valid = (__mmask16)((1u << mi) - 1);
+                _mm512_mask_storeu_ps(qs[i].scores + t + j, valid, sc);
                 max[i] = _mm512_mask_max_ps(max[i], valid, max[i], sc);
             }
         }
     for (int i = 0; i < n_q; i++) max_out[i] = _mm512_reduce_max_ps(max[i]);
-    return t;
 }
 
 // Pass 2: probs = softmax(scores) over the flat array, the sum lane = key index mod 16.
@@ -268,26 +305,31 @@ INLINE void values_range(__m512 *even, __m512 *odd, int nv, __mmask16 last, cons
 // Pass 3 for columns [col, col + 16 nv) of every query's out (nv <= 8, a constant after
 // inlining). One chain per parity of the global key index, so neither the split into spans nor
 // the blocks move a key from one chain to another. The keys go by blocks of VBLOCK: a block is
-// read from memory once and used by every query while it sits in L1 (the queries' chains wait
-// in acc between blocks).
+// read from memory once and used by every query that sees any of it while it sits in L1 (the
+// queries' chains wait in acc between blocks); query i stops at its own n[i] keys, as if its
+// spans ended there.
 #define VBLOCK 32
-INLINE void values_block(float *out, size_t out_stride, float *const *probs, int n_q, const EmxKeySpan *spans,
+INLINE void values_block(const EmxAttnQuery *qs, const int *n, int n_max, int n_q, const EmxKeySpan *spans,
                          int n_spans, int col, int nv, __mmask16 last) {
     __m512 acc[GROUP][2][8];  // [query][even, odd][chunk]
+    __attribute__((aligned(64))) float packed[VBLOCK * 128];  // [VBLOCK keys][16 nv] a block's values
     for (int i = 0; i < n_q; i++)
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++) acc[i][0][c] = acc[i][1][c] = _mm512_setzero_ps();
-    int t = 0;  // global index of the span's first key
-    for (int sp = 0; sp < n_spans; t += spans[sp].n, sp++) {
+    for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++) {  // t: the span's first key
         const size_t stride = spans[sp].stride;
-        for (int j = 0; j < spans[sp].n; j += VBLOCK) {
+        for (int j = 0; j < spans[sp].n && t + j < n_max; j += VBLOCK) {
             const int m = spans[sp].n - j < VBLOCK ? spans[sp].n - j : VBLOCK;
-            const float *v = spans[sp].v + col + j * stride;
+            const float *v =
+                pack_block(packed, spans[sp].v + col + j * stride, stride, seen(n_max, t + j, m), nv, last, n_q);
+            const size_t vstride = v == packed ? (size_t)16 * nv : stride;
             for (int i = 0; i < n_q; i++) {
+                const int mi = seen(n[i], t + j, m);
+                if (mi == 0) continue;
                 __m512 even[8], odd[8];
 #pragma GCC unroll 8
                 for (int c = 0; c < nv; c++) even[c] = acc[i][0][c], odd[c] = acc[i][1][c];
-                values_range(even, odd, nv, last, probs[i] + t + j, v, stride, t + j, m);
+                values_range(even, odd, nv, last, qs[i].probs + t + j, v, vstride, t + j, mi);
 #pragma GCC unroll 8
                 for (int c = 0; c < nv; c++) acc[i][0][c] = even[c], acc[i][1][c] = odd[c];
             }
@@ -296,55 +338,56 @@ INLINE void values_block(float *out, size_t out_stride, float *const *probs, int
     for (int i = 0; i < n_q; i++)
 #pragma GCC unroll 8
         for (int c = 0; c < nv; c++)
-            _mm512_mask_storeu_ps(out + i * out_stride + col + 16 * c, chunk_mask(c, nv, last),
+            _mm512_mask_storeu_ps(qs[i].out + col + 16 * c, chunk_mask(c, nv, last),
                                   _mm512_add_ps(acc[i][0][c], acc[i][1][c]));
 }
 
 // n_q <= GROUP queries against the same keys.
-static void attention_group(float *out, size_t out_stride, const float *q, size_t q_stride, int n_q,
-                            const EmxKeySpan *spans, int n_spans, int head_dim, float scale, float *const *scores,
-                            float *const *probs) {
+static void attention_group(const EmxAttnQuery *qs, int n_q, const EmxKeySpan *spans, int n_spans, int head_dim,
+                            float scale) {
     const int nc = (head_dim + 15) / 16;  // 16-float chunks of q, k, v and out
     const __mmask16 last = head_dim % 16 ? (__mmask16)((1u << (head_dim % 16)) - 1) : (__mmask16)0xFFFF;
+    int total = 0;
+    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
+    int n[GROUP], n_max = 0;  // each query's key count, never past the spans' keys
+    for (int i = 0; i < n_q; i++) {
+        n[i] = qs[i].n_keys < 0 ? 0 : qs[i].n_keys < total ? qs[i].n_keys : total;
+        n_max = n[i] > n_max ? n[i] : n_max;
+    }
     float max[GROUP];
-    int n_keys;
     switch (nc) {  // a constant nc per case
 #define SCORES(N) \
-    case N: n_keys = all_scores(scores, max, q, q_stride, n_q, N, last, spans, n_spans, scale); break;
+    case N: all_scores(qs, n, n_max, max, n_q, N, last, spans, n_spans, scale); break;
         SCORES(1) SCORES(2) SCORES(3) SCORES(4) SCORES(5) SCORES(6) SCORES(7) SCORES(8)
 #undef SCORES
-    default: n_keys = all_scores_wide(scores, max, q, q_stride, n_q, nc, last, spans, n_spans, scale);
+    default: all_scores_wide(qs, n, n_max, max, n_q, nc, last, spans, n_spans, scale);
     }
-    if (n_keys == 0) {  // nothing to attend to (callers always have the current key): out = 0
-        for (int i = 0; i < n_q; i++) memset(out + i * out_stride, 0, (size_t)head_dim * sizeof(float));
-        return;
-    }
-    for (int i = 0; i < n_q; i++) softmax_probs(probs[i], scores[i], n_keys, max[i]);  // in place if probs == scores
+    // in place if probs == scores. A query with no keys (callers always have the current key)
+    // gets out = 0 from the value pass: its chains stay at +0.
+    for (int i = 0; i < n_q; i++)
+        if (n[i] > 0) softmax_probs(qs[i].probs, qs[i].scores, n[i], max[i]);
     for (int col = 0; col < head_dim; col += 128) {
         const int nv = nc - col / 16 < 8 ? nc - col / 16 : 8;
         const __mmask16 lm = col / 16 + nv == nc ? last : (__mmask16)0xFFFF;
         switch (nv) {
 #define VALUES(N) \
-    case N: values_block(out, out_stride, probs, n_q, spans, n_spans, col, N, lm); break;
+    case N: values_block(qs, n, n_max, n_q, spans, n_spans, col, N, lm); break;
             VALUES(1) VALUES(2) VALUES(3) VALUES(4) VALUES(5) VALUES(6) VALUES(7) VALUES(8)
 #undef VALUES
         }
     }
 }
 
-void emx_attention_group_spans(float *out, size_t out_stride, const float *q, size_t q_stride, int n_q,
-                               const EmxKeySpan *spans, int n_spans, int head_dim, float scale,
-                               float *const *scores, float *const *probs) {
-    for (int i = 0; i < n_q; i += GROUP) {  // each query's arithmetic is its own: any grouping gives its bits
-        const int g = n_q - i < GROUP ? n_q - i : GROUP;
-        attention_group(out + i * out_stride, out_stride, q + i * q_stride, q_stride, g, spans, n_spans, head_dim,
-                        scale, scores + i, probs + i);
-    }
+void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
+                               int head_dim, float scale) {
+    for (int i = 0; i < n_q; i += GROUP)  // each query's arithmetic is its own: any grouping gives its bits
+        attention_group(queries + i, n_q - i < GROUP ? n_q - i : GROUP, spans, n_spans, head_dim, scale);
 }
 
 void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
                               float scale, float *scores, float *probs) {
-    attention_group(out, 0, q, 0, 1, spans, n_spans, head_dim, scale, &scores, &probs);
+    const EmxAttnQuery one = {q, out, scores, probs, INT_MAX};
+    attention_group(&one, 1, spans, n_spans, head_dim, scale);
 }
 
 #else  // no AVX-512F: the plain version is the one
@@ -358,12 +401,11 @@ void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *span
     emx_attention_head_spans_scalar(out, q, spans, n_spans, head_dim, scale, scores, probs);
 }
 
-void emx_attention_group_spans(float *out, size_t out_stride, const float *q, size_t q_stride, int n_q,
-                               const EmxKeySpan *spans, int n_spans, int head_dim, float scale,
-                               float *const *scores, float *const *probs) {
+void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
+                               int head_dim, float scale) {
     for (int i = 0; i < n_q; i++)
-        emx_attention_head_spans_scalar(out + i * out_stride, q + i * q_stride, spans, n_spans, head_dim, scale,
-                                        scores[i], probs[i]);
+        attention_scalar(queries[i].out, queries[i].q, spans, n_spans, queries[i].n_keys, head_dim, scale,
+                         queries[i].scores, queries[i].probs);
 }
 
 #endif

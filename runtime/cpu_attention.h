@@ -8,10 +8,10 @@
 //
 // Invariance (both versions): the scores, probabilities and output for one query depend only on
 // (q, the keys and values in order, head_dim, scale): bitwise the same whatever the split of the
-// keys into spans, whichever other queries share the call (emx_attention_group_spans) and
-// whatever else the caller runs around it. A branch that reads a shared
-// prefix plus its own tail gets the bits of one contiguous cache; a row of a batched prefill gets
-// the bits of the same row decoded alone.
+// keys into spans, whichever other queries (with whatever key counts) share the call
+// (emx_attention_group_spans) and whatever else the caller runs around it. A branch that reads
+// a shared prefix plus its own tail gets the bits of one contiguous cache; a row of a batched
+// prefill gets the bits of the same row decoded alone.
 #ifndef ENTROPIX_CPU_ATTENTION_H
 #define ENTROPIX_CPU_ATTENTION_H
 
@@ -35,14 +35,21 @@ typedef struct {
 } EmxKeySpan;
 void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
                               float scale, float *scores, float *probs);
-// n_q query heads against the same keys and values (the query heads of one GQA group, or
-// several rows of a sequence that see the same keys): query i at q + i * q_stride, its output at
-// out + i * out_stride [head_dim], its scores and probabilities in scores[i], probs[i] (probs[i]
-// may equal scores[i]). Each query gets, bitwise, what emx_attention_head_spans gives it alone;
-// the keys and values are read from memory once per 8 queries instead of once per query.
-void emx_attention_group_spans(float *out, size_t out_stride, const float *q, size_t q_stride, int n_q,
-                               const EmxKeySpan *spans, int n_spans, int head_dim, float scale,
-                               float *const *scores, float *const *probs);
+// Several queries against one pass over the same keys and values: the query heads of one GQA
+// group, and several rows of a prefill (row i of a chunk at position pos + i sees the first
+// pos + i + 1 keys: each query has its own key count).
+typedef struct {
+    const float *q;   // [head_dim]
+    float *out;       // [head_dim]
+    float *scores;    // [n_keys] pre-softmax scores; nothing past n_keys is written
+    float *probs;     // [n_keys] the distribution (may equal scores: computed in place)
+    int n_keys;       // this query sees keys 0 .. n_keys-1 of the spans (at most their total)
+} EmxAttnQuery;
+// Each query gets, bitwise, what emx_attention_head_spans gives it alone with exactly its own
+// n_keys keys; the keys and values are read from memory once per 8 queries instead of once per
+// query (a larger n_q runs as calls of 8).
+void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
+                               int head_dim, float scale);
 // The plain version (the default where AVX-512F is not targeted).
 void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
                                      int head_dim, float scale, float *scores, float *probs);

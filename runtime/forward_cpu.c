@@ -43,7 +43,7 @@ struct CpuState {
     float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
     float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
     double *inv_freq; // [head_dim/2]
-    float *att_tmp;   // [n_threads][ctx] softmax scratch per thread
+    float *att_tmp;   // [n_threads][8][ctx] softmax scratch: a thread's task has up to 8 queries
     // KV cache, f32: exact, and simple to index. An f16 cache would halve its memory and the
     // bytes attention reads per step (which dominate at long contexts for small models).
     float *key_cache;   // [n_layers][ctx][kv_dim]
@@ -105,8 +105,8 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->rope_cos = malloc(B * half * sizeof(float));
     s->rope_sin = malloc(B * half * sizeof(float));
     s->inv_freq = malloc(half * sizeof(double));
-    // one softmax row per query head of a GQA group (attention() runs a group per task)
-    s->att_tmp = malloc((size_t)s->n_threads * (c->n_heads / c->n_kv_heads) * ctx * sizeof(float));
+    // one softmax row per query of one call in an attention task (attention(): at most 8)
+    s->att_tmp = malloc((size_t)s->n_threads * 8 * ctx * sizeof(float));
     s->key_cache = calloc(kv, sizeof(float));
     s->value_cache = calloc(kv, sizeof(float));
     s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
@@ -191,44 +191,54 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     const EmxConfig *c = &s->m->cfg;
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
     const int group = n_heads / n_kv;  // query heads per kv head
+    enum { PASS = 8 };  // queries per call of emx_attention_group_spans: rows of att_tmp per thread
     const float scale = 1.0f / sqrtf((float)hd);
     const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
     const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
-    // One task per (row, kv head): the group's query heads share one pass over the keys (they
-    // are read from memory once, not once per query head). Each head's bits are those of the
-    // head alone (emx_attention_group_spans), so the grouping changes no result. With fewer
-    // tasks than a few per thread (decode), one task per query head balances the threads better.
-    const int per = n * n_kv >= 4 * s->n_threads ? group : 1;  // query heads per task
-    const int tasks = n * n_heads / per;
+    // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
+    // consecutive ones that share one pass over the keys (read from memory once, not once per
+    // query). A prefill with enough tasks: 8 queries, several rows (Qwen3: 4 rows x 2 heads),
+    // each seeing its own keys (row i: pos + i + 1). Branches (every row its own tail): the
+    // group's heads of one row. Few tasks (decode): one query each, to balance the threads. Each
+    // query's bits are those of the query alone with its own keys (emx_attention_group_spans),
+    // so the tasks change no result. Tasks go kv head by kv head: the keys and values a thread
+    // reads stay in its L2 from one task to the next.
+    const int n_q = n * group;  // queries per kv head
+    const int by_rows = !rows->is_branches && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;
+    const int per = by_rows ? PASS : n * n_kv >= 4 * s->n_threads ? group : 1;
+    const int chunks = (n_q + per - 1) / per, tasks = n_kv * chunks;
     const int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
     // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
     const int64_t work = (int64_t)n * n_heads * keys * hd * 2;
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
     for (int task = 0; task < tasks; task++) {
-        const int i = task / (n_heads / per), h0 = task % (n_heads / per) * per, kvh = h0 / group;
-        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * group * ctx;
-        float *scores[8], *probs[8];  // of heads h0 .. h0 + per - 1, 8 at a time below
-        float *out = s->att + (size_t)i * s->q_dim + (size_t)h0 * hd;
-        const float *q = s->q + (size_t)i * s->q_dim + (size_t)h0 * hd;
-        EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + i + 1}};
+        const int kvh = task / chunks, u0 = task % chunks * per, u1 = u0 + per < n_q ? u0 + per : n_q;
+        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * PASS * ctx;
+        // the keys of the task's last row (the most); the rows before see fewer of them
+        const int last_row = (u1 - 1) / group;
+        EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + last_row + 1}};
         int n_spans = 1;
-        if (rows->is_branches) {  // the shared prefix, then branch i's own rows 0..step
+        if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
             const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
-            const size_t first = (size_t)layer * s->br_tail * tail_row + (size_t)i * s->kv_dim + (size_t)kvh * hd;
+            const size_t first =
+                (size_t)layer * s->br_tail * tail_row + (size_t)last_row * s->kv_dim + (size_t)kvh * hd;
             spans[0].n = rows->prefix;
             spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
             n_spans = 2;
         }
-        for (int j0 = 0; j0 < per; j0 += 8) {
-            const int m = per - j0 < 8 ? per - j0 : 8;
+        for (int v0 = u0; v0 < u1; v0 += PASS) {
+            EmxAttnQuery qs[PASS];
+            const int m = u1 - v0 < PASS ? u1 - v0 : PASS;
             for (int j = 0; j < m; j++) {
-                probs[j] = tmp + (size_t)(j0 + j) * ctx;
+                const int i = (v0 + j) / group, h = kvh * group + (v0 + j) % group;
+                float *probs = tmp + (size_t)j * ctx;
                 // the last row's scores go straight into the persistent buffer the samplers read
-                scores[j] = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h0 + j0 + j) * ctx
-                                                      : probs[j];
+                float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : probs;
+                const int n_keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + i + 1;
+                qs[j] = (EmxAttnQuery){s->q + (size_t)i * s->q_dim + (size_t)h * hd,
+                                       s->att + (size_t)i * s->q_dim + (size_t)h * hd, scores, probs, n_keys};
             }
-            emx_attention_group_spans(out + (size_t)j0 * hd, (size_t)hd, q + (size_t)j0 * hd, (size_t)hd, m, spans,
-                                      n_spans, hd, scale, scores, probs);
+            emx_attention_group_spans(qs, m, spans, n_spans, hd, scale);
         }
     }
 }

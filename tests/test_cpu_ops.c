@@ -588,15 +588,15 @@ Test(cpu_ops, exp_f32) {
 }
 
 // emx_attention_group_spans: n_q queries in one call give, bitwise, what each gets from
-// emx_attention_head_spans alone, for groups below, at and above the 8 queries of one pass, keys in one span or three, and probs
-// in place.
+// emx_attention_head_spans alone, for groups below, at and above the 8 queries of one pass, keys
+// in one span or three, and probs in place.
 static void check_group(int hd, int n, int n_q) {
     const int stride = 3 * hd;
     float *k = malloc(sizeof(float) * n * stride), *v = malloc(sizeof(float) * n * stride);
     float *q = malloc(sizeof(float) * n_q * (hd + 8)), *out = malloc(sizeof(float) * n_q * (hd + 8));
     float *one = malloc(sizeof(float) * hd), *s = malloc(sizeof(float) * n), *p = malloc(sizeof(float) * n);
     float *gs = malloc(sizeof(float) * n_q * n), *gp = malloc(sizeof(float) * n_q * n);
-    float *sp[16], *pp[16];
+    EmxAttnQuery qs[16];
     cr_assert(k && v && q && out && one && s && p && gs && gp && n_q <= 16);
     fill(k, n * stride, 1.5f);
     fill(v, n * stride, 1.0f);
@@ -608,16 +608,18 @@ static void check_group(int hd, int n, int n_q) {
                                  {k + (size_t)a * stride + hd, v + (size_t)a * stride + hd, (size_t)stride, b - a},
                                  {k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, n - b}};
     for (int mode = 0; mode < 3; mode++) {  // 0: one span, 1: three spans, 2: probs in place
-        for (int i = 0; i < n_q; i++) sp[i] = gs + (size_t)i * n, pp[i] = mode == 2 ? sp[i] : gp + (size_t)i * n;
-        emx_attention_group_spans(out, hd + 8, q, hd + 8, n_q, mode == 1 ? three : &all, mode == 1 ? 3 : 1, hd, scale,
-                                  sp, pp);
+        for (int i = 0; i < n_q; i++)
+            qs[i] = (EmxAttnQuery){q + (size_t)i * (hd + 8), out + (size_t)i * (hd + 8), gs + (size_t)i * n,
+                                   mode == 2 ? gs + (size_t)i * n : gp + (size_t)i * n, n};
+        emx_attention_group_spans(qs, n_q, mode == 1 ? three : &all, mode == 1 ? 3 : 1, hd, scale);
         for (int i = 0; i < n_q; i++) {
             emx_attention_head_spans(one, q + (size_t)i * (hd + 8), &all, 1, hd, scale, s, p);
-            cr_assert(memcmp(out + (size_t)i * (hd + 8), one, sizeof(float) * hd) == 0, "hd %d n %d q %d/%d mode %d: out",
-                      hd, n, i, n_q, mode);
-            cr_assert(memcmp(pp[i], p, sizeof(float) * n) == 0, "hd %d n %d q %d/%d mode %d: probs", hd, n, i, n_q, mode);
+            cr_assert(memcmp(qs[i].out, one, sizeof(float) * hd) == 0, "hd %d n %d q %d/%d mode %d: out", hd, n, i,
+                      n_q, mode);
+            cr_assert(memcmp(qs[i].probs, p, sizeof(float) * n) == 0, "hd %d n %d q %d/%d mode %d: probs", hd, n, i,
+                      n_q, mode);
             if (mode != 2)
-                cr_assert(memcmp(sp[i], s, sizeof(float) * n) == 0, "hd %d n %d q %d/%d: scores", hd, n, i, n_q);
+                cr_assert(memcmp(qs[i].scores, s, sizeof(float) * n) == 0, "hd %d n %d q %d/%d: scores", hd, n, i, n_q);
         }
     }
     free(k), free(v), free(q), free(out), free(one), free(s), free(p), free(gs), free(gp);
@@ -628,4 +630,86 @@ Test(cpu_ops, attention_group_bitwise) {
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++)
             for (int g = 0; g < 5; g++) check_group(dims[i], counts[j], groups[g]);
+}
+
+// Queries with their own key counts (the rows of a prefill: row i sees pos + i + 1 keys): query
+// i of the call sees the first n_i = base + off_i keys (off_i random in 0..3) of spans holding
+// T = max n_i + extra keys, the spans split at a and b (before, inside and after the keys some
+// queries do not see; the middle span from another buffer with another stride). Each query
+// gets, bitwise, the scores, probs and out of emx_attention_head_spans alone over exactly its
+// n_i keys in one span; nothing is written past its n_i scores and probs, nor past head_dim in
+// out (sentinels). Probs in place too.
+#define SENTINEL 777.0f
+static void check_rows(int hd, int base, int n_q, int extra) {
+    const int stride = 3 * hd, tail_stride = 5 * hd, cap = base + 3 + extra;  // cap >= T
+    float *k = malloc(sizeof(float) * cap * stride), *v = malloc(sizeof(float) * cap * stride);
+    float *tk = malloc(sizeof(float) * cap * tail_stride), *tv = malloc(sizeof(float) * cap * tail_stride);
+    float *q = malloc(sizeof(float) * n_q * hd), *out = malloc(sizeof(float) * n_q * (hd + 8));
+    float *gs = malloc(sizeof(float) * n_q * (cap + 8)), *gp = malloc(sizeof(float) * n_q * (cap + 8));
+    float *one = malloc(sizeof(float) * hd), *s = malloc(sizeof(float) * cap), *p = malloc(sizeof(float) * cap);
+    EmxAttnQuery qs[16];
+    int nk[16], lo = cap, hi = 0;
+    cr_assert(k && v && tk && tv && q && out && gs && gp && one && s && p && n_q <= 16);
+    fill(k, cap * stride, 1.5f);
+    fill(v, cap * stride, 1.0f);
+    fill(q, n_q * hd, 1.0f);
+    for (int t = 0; t < cap; t++) {  // the tail buffer holds copies of every key
+        memcpy(tk + (size_t)t * tail_stride + 2 * hd, k + (size_t)t * stride + hd, sizeof(float) * hd);
+        memcpy(tv + (size_t)t * tail_stride + 2 * hd, v + (size_t)t * stride + hd, sizeof(float) * hd);
+    }
+    for (int i = 0; i < n_q; i++) {
+        nk[i] = base + (int)(urand() * 4);
+        lo = nk[i] < lo ? nk[i] : lo;
+        hi = nk[i] > hi ? nk[i] : hi;
+    }
+    const int total = hi + extra;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int cuts[] = {0, lo > 0 ? lo - 1 : 0, lo, (lo + hi) / 2, hi - 1 > lo ? hi - 1 : lo, hi, total};
+    for (int ia = 0; ia < 7; ia++)
+        for (int ib = ia; ib < 7; ib++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const int a = cuts[ia], b = cuts[ib];
+                const EmxKeySpan three[3] = {
+                    {k + hd, v + hd, (size_t)stride, a},
+                    {tk + (size_t)a * tail_stride + 2 * hd, tv + (size_t)a * tail_stride + 2 * hd, (size_t)tail_stride,
+                     b - a},
+                    {k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, total - b},
+                };
+                for (int x = 0; x < n_q * (cap + 8); x++) gs[x] = gp[x] = SENTINEL;
+                for (int x = 0; x < n_q * (hd + 8); x++) out[x] = SENTINEL;
+                for (int i = 0; i < n_q; i++) {
+                    float *si = gs + (size_t)i * (cap + 8);
+                    qs[i] = (EmxAttnQuery){q + (size_t)i * hd, out + (size_t)i * (hd + 8), si,
+                                           in_place ? si : gp + (size_t)i * (cap + 8), nk[i]};
+                }
+                emx_attention_group_spans(qs, n_q, three, 3, hd, scale);
+                for (int i = 0; i < n_q; i++) {
+                    const int ni = nk[i];
+                    const EmxKeySpan own = {k + hd, v + hd, (size_t)stride, ni};
+                    emx_attention_head_spans(one, q + (size_t)i * hd, &own, 1, hd, scale, s, p);
+                    cr_assert(memcmp(qs[i].out, one, sizeof(float) * hd) == 0,
+                              "hd %d q %d/%d (%d keys of %d, spans %d|%d|%d, in place %d): out", hd, i, n_q, ni, total,
+                              a, b - a, total - b, in_place);
+                    cr_assert(memcmp(qs[i].probs, p, sizeof(float) * ni) == 0,
+                              "hd %d q %d/%d (%d keys of %d, spans %d|%d|%d, in place %d): probs", hd, i, n_q, ni,
+                              total, a, b - a, total - b, in_place);
+                    if (!in_place)
+                        cr_assert(memcmp(qs[i].scores, s, sizeof(float) * ni) == 0,
+                                  "hd %d q %d/%d (%d keys of %d, spans %d|%d|%d): scores", hd, i, n_q, ni, total, a,
+                                  b - a, total - b);
+                    for (int t = ni; t < cap + 8; t++)
+                        cr_assert(qs[i].scores[t] == SENTINEL && qs[i].probs[t] == SENTINEL,
+                                  "hd %d q %d/%d: score or prob %d written past its %d keys", hd, i, n_q, t, ni);
+                    for (int d = hd; d < hd + 8; d++)
+                        cr_assert(qs[i].out[d] == SENTINEL, "hd %d q %d/%d: out[%d] written", hd, i, n_q, d);
+                }
+            }
+    free(k), free(v), free(tk), free(tv), free(q), free(out), free(gs), free(gp), free(one), free(s), free(p);
+}
+
+Test(cpu_ops, attention_rows_own_key_counts_bitwise) {
+    const int dims[] = {8, 24, 64, 128, 160}, bases[] = {0, 1, 2, 13, 15, 16, 17, 30, 62, 100};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 10; j++)
+            for (int n_q = 1; n_q <= 9; n_q++) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0);
 }

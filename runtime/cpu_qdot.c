@@ -214,6 +214,10 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         const __m512 dxx = _mm512_insertf32x8(_mm512_castps256_ps512(dx), dx, 1);
         s01 = _mm512_mul_ps(s01, dxx);
         s23 = _mm512_mul_ps(s23, dxx);
+        // the next block of the four rows, asked for ahead: decode streams the weights once
+        const size_t block_bytes = kind == 0 ? 256 : 128, ahead = (size_t)(g0 + 8) * (block_bytes / 8);
+        for (int r = 0; r < 4; r++)
+            for (size_t b = 0; b < block_bytes; b += 64) _mm_prefetch((const char *)(w + r * row_bytes + ahead + b), _MM_HINT_T0);
         if (m == 8) {  // whole block: constant spreads (the usual case; no index arithmetic)
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {

@@ -244,13 +244,13 @@ static QuantRows quant_rows(const EmxTensor *w) {
 static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) {
     const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
     const uint8_t *base = (const uint8_t *)w->data;
+    const QuantRows q = quant_rows(w);  // (meaningful for q8/q4/q4_1 only)
+    const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
+    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
     for (int i = 0; i < a->n; i++) {
         const float *x = a->x + (size_t)i * cols;
         float s = 0;
         if (emx_dtype_wants_q8_acts(w->dtype)) {
-            const QuantRows q = quant_rows(w);
-            const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
-            const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
             const int8_t *xq = a->xq + (size_t)i * cols;
             const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
             s = w->dtype == EMX_Q8   ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
@@ -309,19 +309,20 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         work += (int64_t)jobs[j].w->rows * jobs[j].w->cols * a->n;
         quantised |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
     }
-    const int quads = quantised && emx_quad_kernels_available();
-    // the activations' lane sums (the 4-row kernels' offsets), once for every matrix
+    int quads = quantised && emx_quad_kernels_available();
+    // the activations' lane sums (the 4-row kernels' offsets), once for every matrix; without
+    // memory for them the rows run one by one, which gives the same bits
     int32_t lanes_small[1024];
     const size_t n_lanes = quads ? (size_t)a->n * (cols / 32) * 4 : 0;
     int32_t *xl = n_lanes <= 1024 ? lanes_small : malloc(n_lanes * sizeof(int32_t));
-    if (!xl) abort();  // a few KiB per prompt row; the state's buffers are far larger
+    if (!xl) quads = 0;
     for (int i = 0; quads && i < a->n; i++) emx_act_lane_sums(a->xq + (size_t)i * cols, cols, xl + (size_t)i * (cols / 8));
     const int use_pack = quads && a->n >= EMX_PACK_MIN_ROWS;
     const int n_tiles = (total + ROW_TILE - 1) / ROW_TILE;
 #pragma omp parallel num_threads(n_threads) if (work > EMX_PARALLEL_MIN_WORK)
     {
-        uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols) + 64) : NULL;
-        if (use_pack && !pack) abort();
+        // the thread's repacked quad; NULL (no memory) runs the decode kernel instead, same bits
+        uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols)) : NULL;
 #pragma omp for schedule(static)
         for (int tile = 0; tile < n_tiles; tile++) {
             const int g0 = tile * ROW_TILE, g1 = g0 + ROW_TILE < total ? g0 + ROW_TILE : total;
@@ -340,7 +341,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         }
         free(pack);
     }
-    if (xl != lanes_small) free(xl);
+    if (xl && xl != lanes_small) free(xl);
 }
 
 void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads) {

@@ -10,12 +10,17 @@
 // backend's emx_attention_head and emx_matmul, from the device's q, KV cache and final hidden
 // state. So what is compared is exactly what the dense kernels computed.
 //
-// Tolerance: both sides do the same arithmetic up to f32 summation order, the f32 (device) vs
-// double (CPU) sum of squares in RMSNorm, and, at rare exact ties, a different int8 rounding of
-// an activation. Measured under emulation: at most 1e-6 of max|logit| for all ten models. We allow
-// 2e-4 * max|logit|: room for a GPU's other summation order and an occasional tie, yet 8x below
-// what a 1% error in the RoPE angles does (1.6e-3 on qwen3-tiny, 7e-3 on llama3-tiny; a norm
-// weight read from the wrong half of the head gives 0.3).
+// Tolerance: both sides do the same arithmetic up to f32 summation order and the f32 (device) vs
+// double (CPU) sum of squares in RMSNorm. Float weights (f32, bf16): 2e-4 * max|logit|, room for
+// a GPU's other summation order, yet 8x below what a 1% error in the RoPE angles does (1.6e-3 on
+// qwen3-tiny, 7e-3 on llama3-tiny; a norm weight read from the wrong half of the head gives 0.3):
+// these runs pin down everything that is not the quantised matvec. Quantised weights (q8, q4,
+// q4_1): both sides round activations to int8, and a last-bit difference of summation order
+// that lands on a rounding boundary moves an activation by a whole int8 step, which the next
+// layers carry: llama3-tiny q4_1 measured 7.5e-3 of max|logit| at decode position 0 against the
+// CPU's 4-row kernels (whose matmuls agree with the scalar twin to 2e-7 on the same weights).
+// They are held to 3e-2 (as test_forward_cuda.cpp does); the quantised matvec itself is held
+// tightly in test_matvec.cpp.
 #include "dense_test_util.h"
 
 #include <stdio.h>
@@ -223,13 +228,13 @@ static std::vector<float> host_logits(const EmxModel *m, const std::vector<float
     return logits;
 }
 
-static double compare_logits(const char *what, const std::vector<float> &got, const float *want, size_t n) {
+static double compare_logits(const char *what, const std::vector<float> &got, const float *want, size_t n, float tol) {
     float scale = 0, worst = 0;
     for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
     size_t at = 0;
     for (size_t i = 0; i < n; i++)
         if (fabsf(got[i] - want[i]) > worst) worst = fabsf(got[i] - want[i]), at = i;
-    cr_assert(worst <= 2e-4f * scale, "%s: logit %zu differs by %.3g (CPU %.6g, device path %.6g; max|logit| %.3g)",
+    cr_assert(worst <= tol * scale, "%s: logit %zu differs by %.3g (CPU %.6g, device path %.6g; max|logit| %.3g)",
               what, at, worst, want[at], got[at], scale);
     return worst / scale;
 }
@@ -237,7 +242,7 @@ static double compare_logits(const char *what, const std::vector<float> &got, co
 static const int kTokens[] = {9707, 11, 1879, 0, 576, 3974, 42};
 static const int kNumTokens = 7;
 
-static void decode_model(const char *name) {
+static void decode_model(const char *name, float tol) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     char err[256];
@@ -254,7 +259,8 @@ static void decode_model(const char *name) {
             cr_assert(want);
             char what[128];
             snprintf(what, sizeof what, "%s decode pos %d", name, p);
-            worst = fmax(worst, compare_logits(what, host_logits(&m, g.run(&kTokens[p], 1, p, -1)), want, m.cfg.vocab_size));
+            worst = fmax(worst, compare_logits(what, host_logits(&m, g.run(&kTokens[p], 1, p, -1)), want, m.cfg.vocab_size,
+                                               tol));
         }
         cr_log_info("%s decode: worst logit difference %.2e of max|logit|", name, worst);
     }
@@ -293,7 +299,7 @@ Test(dense_forward, qwen3_tiny_decode_every_dtype) {
     for (const char *d : {"f32", "bf16", "q8", "q4", "q4_1"}) {
         char name[64];
         snprintf(name, sizeof name, "qwen3-tiny.%s.bin", d);
-        decode_model(name);
+        decode_model(name, d[0] == 'q' ? 3e-2f : 2e-4f);
     }
 }
 
@@ -301,7 +307,7 @@ Test(dense_forward, llama3_tiny_decode_every_dtype) {
     for (const char *d : {"f32", "bf16", "q8", "q4", "q4_1"}) {
         char name[64];
         snprintf(name, sizeof name, "llama3-tiny.%s.bin", d);
-        decode_model(name);
+        decode_model(name, d[0] == 'q' ? 3e-2f : 2e-4f);
     }
 }
 

@@ -199,6 +199,8 @@ static inline void quad_sums(__m512 acc, float out[4]) {
     out[3] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 3));
 }
 
+// Decode: four weight rows against one activation row, the rows read as they are (each weight
+// is used once: no repacking pays), the next block of the rows asked for ahead.
 static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
                                                          const uint16_t *wm, const int8_t *xq, const int32_t *xl,
                                                          const float *xd, const float *xs, int n, float out[4]) {

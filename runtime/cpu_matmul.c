@@ -101,22 +101,6 @@ float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
     return s;
 }
 
-void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
-    for (int t = 0; t < 4; t++) out[t] = emx_dot_q8_scalar(w, wd, xq + (size_t)t * n, xd + (size_t)t * (n / 32), n);
-}
-
-void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                        float out[4]) {
-    for (int t = 0; t < 4; t++)
-        out[t] = emx_dot_q4_scalar(w, wd, xq + (size_t)t * n, xd + (size_t)t * (n / 32), xs + (size_t)t * (n / 32), n);
-}
-
-void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                          const float *xs, int n, float out[4]) {
-    for (int t = 0; t < 4; t++)
-        out[t] = emx_dot_q4_1_scalar(w, wd, wm, xq + (size_t)t * n, xd + (size_t)t * (n / 32), xs + (size_t)t * (n / 32), n);
-}
-
 // ---------------------------------------------------------------------------------------------
 // AVX2 kernels
 

@@ -73,20 +73,6 @@ float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
 float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n);
 
-// One weight row against 4 activation rows: activation row t is at xq + t*n, xd + t*n/32,
-// xs + t*n/32; out[t] = emx_dot_q8/q4/q4_1(w, wd, row t), four 1-row dots (the batched work is
-// done four weight rows at a time, below). The _scalar versions are four scalar dots.
-void emx_dot4_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
-void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]);
-void emx_dot4_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                        float out[4]);
-void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                 float out[4]);
-void emx_dot4_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                          const float *xs, int n, float out[4]);
-void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                   const float *xs, int n, float out[4]);
-
 // The activation's lane sums (the 4-row kernels' offsets, cpu_qdot.c): for each group g of
 // 32, xl[4g + l] = -(sum of xq[32g + j] over j in 4l..4l+3 and 16+4l..16+4l+3); int32 [n/8].
 void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl);

@@ -362,19 +362,3 @@ void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, cons
 
 int emx_quad_kernels_available(void) { return EMX_AVX512_VNNI; }
 
-// One weight row against four activation rows: four 1-row dots (the tile does the batched work).
-void emx_dot4_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n, float out[4]) {
-    for (int t = 0; t < 4; t++) out[t] = emx_dot_q8(w, wd, xq + (size_t)t * n, xd + (size_t)t * (n / 32), n);
-}
-void emx_dot4_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n,
-                 float out[4]) {
-    const int ng = n / 32;
-    for (int t = 0; t < 4; t++)
-        out[t] = emx_dot_q4(w, wd, xq + (size_t)t * n, xd + (size_t)t * ng, xs + (size_t)t * ng, n);
-}
-void emx_dot4_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                   const float *xs, int n, float out[4]) {
-    const int ng = n / 32;
-    for (int t = 0; t < 4; t++)
-        out[t] = emx_dot_q4_1(w, wd, wm, xq + (size_t)t * n, xd + (size_t)t * ng, xs + (size_t)t * ng, n);
-}

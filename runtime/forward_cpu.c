@@ -22,6 +22,7 @@
 #include "forward_backend.h"
 
 #define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
+#define PASS 8             // queries per call of emx_attention_group_spans in attention()
 
 typedef struct CpuState CpuState;
 struct CpuState {
@@ -43,7 +44,7 @@ struct CpuState {
     float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
     float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
     double *inv_freq; // [head_dim/2]
-    float *att_tmp;   // [n_threads][8][ctx] softmax scratch: a thread's task has up to 8 queries
+    float *att_tmp;   // [n_threads][PASS][ctx] softmax scratch: a softmax row per query of a call
     // KV cache, f32: exact, and simple to index. An f16 cache would halve its memory and the
     // bytes attention reads per step (which dominate at long contexts for small models).
     float *key_cache;   // [n_layers][ctx][kv_dim]
@@ -105,8 +106,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->rope_cos = malloc(B * half * sizeof(float));
     s->rope_sin = malloc(B * half * sizeof(float));
     s->inv_freq = malloc(half * sizeof(double));
-    // one softmax row per query of one call in an attention task (attention(): at most 8)
-    s->att_tmp = malloc((size_t)s->n_threads * 8 * ctx * sizeof(float));
+    s->att_tmp = malloc((size_t)s->n_threads * PASS * ctx * sizeof(float));
     s->key_cache = calloc(kv, sizeof(float));
     s->value_cache = calloc(kv, sizeof(float));
     s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
@@ -162,12 +162,13 @@ static void cpu_forward_set_threads(EmxState *st, int n_threads) {
     s->n_threads = n < s->max_threads ? n : s->max_threads;
 }
 
-// Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
-// gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
 // The per-row work of a batch (norms, RoPE, residual adds, SwiGLU, quantisation) is split among
 // the threads from this many rows on: in a prefill, work left on one thread is time the other
 // threads spend waiting; for one row (decode) a fork/join would cost more than the row.
 #define ROWS_PARALLEL_MIN 4
+
+// Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
+// gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
 
 static void matmul(CpuState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
     int quantise = 0;
@@ -191,7 +192,6 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     const EmxConfig *c = &s->m->cfg;
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
     const int group = n_heads / n_kv;  // query heads per kv head
-    enum { PASS = 8 };  // queries per call of emx_attention_group_spans: rows of att_tmp per thread
     const float scale = 1.0f / sqrtf((float)hd);
     const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
     const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;

@@ -11,9 +11,9 @@
 //
 //   matmul     random weights of every dtype, odd row counts, cols with and without whole
 //              blocks of 8 groups of 32 (the SIMD kernels' block size) and with a tail of
-//              groups; batches of n = 1..21 activation rows (4-row kernel and 1-row kernel
-//              both used, the 16-row token tile crossed), rows placed at several indices,
-//              1 and 2 threads.
+//              groups; batches of n = 1..21 activation rows (the decode kernel for n = 1,
+//              the prefill tile's 8-, 4- and 1-row steps for more, and the 1-row kernel for
+//              the rows outside whole quads), rows placed at several indices, 1 and 2 threads.
 //   models     a 13-token prompt as one prefill, as two chunks, and one token at a time;
 //              emx_forward_all_logits rows against the one-at-a-time logits; 1 vs 2 threads.
 #include <criterion/criterion.h>
@@ -97,7 +97,7 @@ static void matmul_rows(float *out, const EmxTensor *w, const Rows *r, int n, in
     emx_matmul(out, w, &a, threads);
 }
 
-#define POOL 21  // activation rows: more than one 16-row token tile, not a multiple of 4
+#define POOL 21  // activation rows: 8 + 8 + 4 + 1, every step of the prefill tile
 
 // Every row of every batch 1..POOL (rows in order, and rotated so each lands at other indices
 // and in the other kernel), with 1 and 2 threads, against the row alone.
@@ -155,37 +155,6 @@ Test(batch_invariance, matmul_f16, .timeout = 120) { check_dtype(EMX_F16); }
 Test(batch_invariance, matmul_q8, .timeout = 120) { check_dtype(EMX_Q8); }
 Test(batch_invariance, matmul_q4, .timeout = 120) { check_dtype(EMX_Q4); }
 Test(batch_invariance, matmul_q4_1, .timeout = 120) { check_dtype(EMX_Q4_1); }
-
-// The 4-row kernels against four single-row kernels, directly: the same floats (several random
-// trials per size: a different order can round the same by chance on one row).
-Test(batch_invariance, dot4_equals_dot) {
-    static const int sizes[] = {32, 96, 256, 320, 576, 1024};
-    uint64_t rng = 42;
-    for (size_t si = 0; si < 16 * sizeof(sizes) / sizeof(sizes[0]); si++) {
-        const int n = sizes[si % (sizeof(sizes) / sizeof(sizes[0]))], ng = n / 32;
-        Rows r = rows_new(4, n, &rng);
-        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
-            uint8_t *w = random_weights(dt, 1, n, &rng);
-            const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? n : n / 2)), *wm = wd + ng;
-            float o4[4], o1[4];
-            for (int t = 0; t < 4; t++) {
-                const int8_t *xq = r.xq + (size_t)t * n;
-                const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
-                o1[t] = dt == EMX_Q8   ? emx_dot_q8((const int8_t *)w, wd, xq, xd, n)
-                        : dt == EMX_Q4 ? emx_dot_q4(w, wd, xq, xd, xs, n)
-                                       : emx_dot_q4_1(w, wd, wm, xq, xd, xs, n);
-            }
-            if (dt == EMX_Q8) emx_dot4_q8((const int8_t *)w, wd, r.xq, r.xd, n, o4);
-            else if (dt == EMX_Q4) emx_dot4_q4(w, wd, r.xq, r.xd, r.xs, n, o4);
-            else emx_dot4_q4_1(w, wd, wm, r.xq, r.xd, r.xs, n, o4);
-            for (int t = 0; t < 4; t++)
-                cr_assert(memcmp(&o4[t], &o1[t], sizeof(float)) == 0, "%s n=%d row %d: dot4 %.9g, dot %.9g",
-                          emx_dtype_name(dt), n, t, o4[t], o1[t]);
-            free(w);
-        }
-        rows_free(&r);
-    }
-}
 
 // The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
 // activation row) and the prefill tile (four weight rows repacked, 1..11 activation rows: tiles

@@ -209,38 +209,39 @@ static void check_quant_dots(uint32_t dtype) {
 
 Test(cpu_ops, dot_q8) { check_quant_dots(EMX_Q8); }
 
-// The 4-row kernels agree with four scalar dots of the same dtype (same integer sums; only the
-// float order of the scaled terms differs). That they equal the SIMD single-row dots bitwise is
-// test_batch_invariance.c's.
-Test(cpu_ops, dot4_q8_q4_q4_1) {
+// The 4-row decode kernel (four weight rows, one activation row) agrees with the scalar dot of
+// each row (same integer sums; only the float order of the scaled terms differs). That it and
+// the prefill tile equal the SIMD single-row dots bitwise is test_batch_invariance.c's.
+Test(cpu_ops, dot4x1_q8_q4_q4_1) {
     static const int sizes[] = {32, 96, 256, 320, 576};
     for (size_t si = 0; si < 5; si++) {
         const int n = sizes[si], ng = n / 32;
-        float x[4 * 576], xd[4 * 18], xs[4 * 18], o4[4], o4s[4];
-        int8_t xq[4 * 576];
-        fill(x, 4 * n, 1.5f);
-        for (int t = 0; t < 4; t++) emx_quantize_acts(x + t * n, n, xq + t * n, xd + t * ng, xs + t * ng);
+        float x[576], xd[18], xs[18], o4[4];
+        int8_t xq[576];
+        int32_t xl[576 / 8];
+        fill(x, n, 1.5f);
+        emx_quantize_acts(x, n, xq, xd, xs);
+        emx_act_lane_sums(xq, n, xl);
         for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
-            uint8_t *w = make_weights(dt, 1, n);
-            const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? n : n / 2)), *wm = wd + ng;
-            if (dt == EMX_Q4_1) {
-                emx_dot4_q4_1(w, wd, wm, xq, xd, xs, n, o4);
-                emx_dot4_q4_1_scalar(w, wd, wm, xq, xd, xs, n, o4s);
-            } else if (dt == EMX_Q8) {
-                emx_dot4_q8((const int8_t *)w, wd, xq, xd, n, o4);
-                emx_dot4_q8_scalar((const int8_t *)w, wd, xq, xd, n, o4s);
-            } else {
-                emx_dot4_q4(w, wd, xq, xd, xs, n, o4);
-                emx_dot4_q4_scalar(w, wd, xq, xd, xs, n, o4s);
-            }
-            for (int t = 0; t < 4; t++) {
+            uint8_t *w = make_weights(dt, 4, n);
+            const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? 4 * n : 2 * n)), *wm = wd + 4 * ng;
+            if (dt == EMX_Q4_1) emx_dot4x1_q4_1(w, wd, wm, xq, xl, xd, xs, n, o4);
+            else if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xl, xd, n, o4);
+            else emx_dot4x1_q4(w, wd, xq, xl, xd, xs, n, o4);
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *wk = w + (size_t)k * (dt == EMX_Q8 ? n : n / 2);
+                const uint16_t *wdk = wd + k * ng, *wmk = wm + k * ng;
+                const float ref = dt == EMX_Q8   ? emx_dot_q8_scalar((const int8_t *)wk, wdk, xq, xd, n)
+                                  : dt == EMX_Q4 ? emx_dot_q4_scalar(wk, wdk, xq, xd, xs, n)
+                                                 : emx_dot_q4_1_scalar(wk, wdk, wmk, xq, xd, xs, n);
                 double mag = 0;  // sum |w| |x| with q4's +8 offset counted (see check_quant_dots)
                 for (int j = 0; j < n; j++)
-                    mag += (fabs(weight_at(dt, w, 1, n, 0, j)) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wd[j / 32])) : 0) +
-                            (dt == EMX_Q4_1 ? 2 * fabs(emx_f16_to_f32(wm[j / 32])) : 0)) *
-                           fabs(xq[t * n + j] * (double)xd[t * ng + j / 32]);
+                    mag += (fabs(weight_at(dt, w, 4, n, k, j)) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wdk[j / 32])) : 0) +
+                            (dt == EMX_Q4_1 ? 2 * fabs(emx_f16_to_f32(wmk[j / 32])) : 0)) *
+                           fabs(xq[j] * (double)xd[j / 32]);
                 double tol = 2 * (ng + 2) * FLT_EPSILON * mag + 1e-30;
-                cr_assert(fabs(o4[t] - o4s[t]) <= tol, "%s dot4 n=%d row %d: %.9g vs %.9g", emx_dtype_name(dt), n, t, o4[t], o4s[t]);
+                cr_assert(fabs(o4[k] - ref) <= tol, "%s dot4x1 n=%d weight row %d: %.9g vs %.9g", emx_dtype_name(dt), n, k,
+                          o4[k], ref);
             }
             free(w);
         }

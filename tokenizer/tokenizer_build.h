@@ -22,6 +22,15 @@
 int tokdata_from_hf_dir(const char *dir, uint32_t n_vocab, TokenizerData *out, char *err,
                         size_t errlen);
 
+// A git checkout without symlink support stores a link as a small text file holding its
+// target. The n bytes of `text` are such a "link stub" only when all of them (a trailing
+// newline aside) are a relative path of at most TOKDATA_STUB_MAX bytes, without control bytes,
+// whose last component is `name`, the stub's own file name ("../../x/tokenizer.json" for
+// tokenizer.json). Returns 1 with the path in target (cap bytes), else 0: the file is read as
+// JSON, never followed to an absolute path or to a file of another name.
+#define TOKDATA_STUB_MAX 255
+int tokdata_link_stub(const char *text, size_t n, const char *name, char *target, size_t cap);
+
 // tokenizer.ggml.* keys of an opened GGUF: model "gpt2" (byte-level BPE) or "llama" (SPM).
 // The GGUF carries no normalizer: pre "qwen2" implies Qwen's NFC normalizer, and pre
 // "llama-bpe"/"llama3" implies Llama 3's ignore_merges (both as the HF tokenizer.json has them).

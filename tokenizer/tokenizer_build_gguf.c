@@ -11,6 +11,7 @@
 #include "tok_builder.h"
 #include "tokenizer_build.h"
 #include "errmsg.h"
+#include "msg_esc.h"
 
 
 static int str_is(const char *s, size_t len, const char *lit) {
@@ -51,8 +52,8 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
     if (str_is(model, mlen, "gpt2")) kind = EMX_TOK_BPE_BYTELEVEL;
     else if (str_is(model, mlen, "llama")) kind = EMX_TOK_SPM;
     else {
-        emx_seterr(err, errlen, "%s: tokenizer.ggml.model = \"%.*s\" is not supported (gpt2, llama)",
-               path, model ? (int)(mlen < 40 ? mlen : 40) : 9, model ? model : "(missing)");
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.model = \"%s\" is not supported (gpt2, llama)",
+               path, model ? ESCN(model, mlen < 40 ? mlen : 40) : "(missing)");
         return -1;
     }
     const GGUFKV *tokens = gguf_find(g, "tokenizer.ggml.tokens");
@@ -97,8 +98,8 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
         const char *pre = gguf_get_str(g, "tokenizer.ggml.pre", &plen);
         if (!pre) pre = "default", plen = 7;
         if (pre_from_name(pre, plen, &b.meta.pre, &flags) != 0) {
-            emx_seterr(err, errlen, "%s: tokenizer.ggml.pre = \"%.*s\" is not supported", path,
-                   (int)(plen < 40 ? plen : 40), pre);
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.pre = \"%s\" is not supported", path,
+                   ESCN(pre, plen < 40 ? plen : 40));
             goto fail;
         }
     } else {
@@ -152,8 +153,8 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
                 }
             }
             if (ia < 0 || ib < 0 || im < 0) {
-                emx_seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%.*s\": a part or the merged piece is not a token",
-                       path, (unsigned long long)i, (int)(len < 60 ? len : 60), s);
+                emx_seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%s\": a part or the merged piece is not a token",
+                       path, (unsigned long long)i, ESCN(s, len < 60 ? len : 60));
                 goto fail;
             }
             if (tb_add_merge(&b, ia, ib) != 0) goto oom;

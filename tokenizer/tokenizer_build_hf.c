@@ -9,6 +9,7 @@
 #include "tok_builder.h"
 #include "tokenizer_build.h"
 #include "errmsg.h"
+#include "msg_esc.h"
 
 // The split regexes of the supported pre-tokenisers, exactly as tokenizer.json spells them.
 static const char QWEN2_REGEX[] =
@@ -18,6 +19,23 @@ static const char LLAMA3_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+
+int tokdata_link_stub(const char *text, size_t n, const char *name, char *target, size_t cap) {
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) n--;
+    if (n == 0 || n > TOKDATA_STUB_MAX || n >= cap || text[0] == '/') return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) return 0;  // NUL, newline, any control byte
+    // The last component must be the file's own name: a stub links a file to its twin elsewhere,
+    // never to an arbitrary file ("../../../../etc/passwd" is refused).
+    const char *base = text;
+    for (size_t i = 0; i < n; i++)
+        if (text[i] == '/') base = text + i + 1;
+    size_t bl = (size_t)(text + n - base);
+    if (bl != strlen(name) || memcmp(base, name, bl) != 0) return 0;
+    memcpy(target, text, n);
+    target[n] = 0;
+    return 1;
+}
 
 // Parses dir/name; NULL with *missing = 1 if the file does not exist, NULL with err if bad.
 static cJSON *read_json_at(const char *dir, const char *name, int *missing, char *err,
@@ -44,17 +62,13 @@ static cJSON *read_json_at(const char *dir, const char *name, int *missing, char
     fclose(f);
     buf[n] = 0;
     // A symlink stored as a plain file holding its target (a checkout or copy without
-    // symlink support): follow it once, relative to dir.
-    if (n > 0 && n < 1024 && buf[0] != '{' && !strchr(buf, '{') && depth == 0) {
-        size_t l = (size_t)n;
-        while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r' || buf[l - 1] == ' ')) buf[--l] = 0;
-        char target[4096];
-        snprintf(target, sizeof target, "%s", buf);
+    // symlink support): followed once, relative to dir. Anything else is parsed as JSON.
+    char target[TOKDATA_STUB_MAX + 1];
+    if (depth == 0 && tokdata_link_stub(buf, (size_t)n, name, target, sizeof target)) {
         free(buf);
         char *slash = strrchr(target, '/');
         char tdir[4096];
-        if (target[0] == '/') snprintf(tdir, sizeof tdir, "%.*s", (int)(slash - target), target);
-        else if (slash) snprintf(tdir, sizeof tdir, "%s/%.*s", dir, (int)(slash - target), target);
+        if (slash) snprintf(tdir, sizeof tdir, "%s/%.*s", dir, (int)(slash - target), target);
         else snprintf(tdir, sizeof tdir, "%s", dir);
         return read_json_at(tdir, slash ? slash + 1 : target, missing, err, errlen, 1);
     }
@@ -112,7 +126,7 @@ static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) 
         return 0;
     }
     if (strcmp(type, "Sequence") != 0) {
-        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer.type = \"%s\" is not supported", type);
+        emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer.type = \"%s\" is not supported", ESC(type));
         return -1;
     }
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
@@ -128,14 +142,14 @@ static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) 
             if (!re || (beh && strcmp(beh, "Isolated") != 0) || jbool(p, "invert", 0)) {
                 emx_seterr(err, errlen,
                        "tokenizer.json: pre_tokenizer Split (behavior \"%s\") is not supported",
-                       beh ? beh : "?");
+                       ESC(beh ? beh : "?"));
                 return -1;
             }
             if (strcmp(re, QWEN2_REGEX) == 0) split = EMX_PRE_QWEN2;
             else if (strcmp(re, LLAMA3_REGEX) == 0) split = EMX_PRE_LLAMA3;
             else {
                 emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer Split regex \"%.80s\" is not a known one",
-                       re);
+                       ESC(re));
                 return -1;
             }
         } else if (strcmp(t, "Digits") == 0) {
@@ -152,7 +166,7 @@ static int parse_pre(const cJSON *pre, uint32_t *out, char *err, size_t errlen) 
             bytelevel = 1;
             bytelevel_regex = jbool(p, "use_regex", 1);
         } else {
-            emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" in Sequence is not supported", t);
+            emx_seterr(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" in Sequence is not supported", ESC(t));
             return -1;
         }
     }
@@ -185,7 +199,7 @@ static int parse_normalizer(const cJSON *norm, uint32_t *flags, char *err, size_
         return 0;
     }
     emx_seterr(err, errlen, "tokenizer.json: normalizer.type = \"%s\" is not supported",
-           type ? type : "?");
+           ESC(type ? type : "?"));
     return -1;
 }
 
@@ -214,7 +228,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     const char *mtype = jstr(model, "type");
     if (!model || (mtype && strcmp(mtype, "BPE") != 0)) {
         emx_seterr(err, errlen, "%s/tokenizer.json: model.type = \"%s\" is not supported (byte-level BPE only)",
-               dir, mtype ? mtype : "(missing)");
+               dir, ESC(mtype ? mtype : "(missing)"));
         return -1;
     }
     if (jbool(model, "byte_fallback", 0)) {
@@ -247,7 +261,7 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
     cJSON_ArrayForEach(e, vocab) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 30)) {
             emx_seterr(err, errlen, "%s/tokenizer.json: model.vocab[\"%.40s\"] is not a valid id", dir,
-                   e->string);
+                   ESC(e->string));
             return -1;
         }
         if (e->valuedouble > max_id) max_id = e->valuedouble;
@@ -262,6 +276,14 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     uint32_t need = (uint32_t)(max_id + 1);
+    // Without the model's n_vocab the ids size the tokenizer: they may leave gaps, but an id far
+    // past the number of entries ("2E8" among a few hundred) is an error, not an allocation.
+    uint64_t entries = (uint64_t)cJSON_GetArraySize(vocab) + (uint64_t)cJSON_GetArraySize(added);
+    if (n_vocab == 0 && need > 2 * entries + 65536) {
+        emx_seterr(err, errlen, "%s/tokenizer.json: token id %u is far past the %llu entries (sparse ids)", dir,
+                   need - 1, (unsigned long long)entries);
+        return -1;
+    }
     if (n_vocab == 0) n_vocab = need;
     if (n_vocab < need) {
         emx_seterr(err, errlen, "%s/tokenizer.json: token id %u does not fit n_vocab = %u", dir,
@@ -316,8 +338,8 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
             im = tb_find(&b, tmp, la + lb);
         }
         if (ia < 0 || ib < 0 || im < 0) {
-            emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] = \"%.*s\" \"%.*s\": a part or the merged piece is not in the vocab",
-                   dir, rank, (int)(la < 40 ? la : 40), a, (int)(lb < 40 ? lb : 40), bb);
+            emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] = \"%s\" \"%s\": a part or the merged piece is not in the vocab",
+                   dir, rank, ESCN(a, la < 40 ? la : 40), ESCN(bb, lb < 40 ? lb : 40));
             goto fail;
         }
         if (tb_add_merge(&b, ia, ib) != 0) goto oom;
@@ -397,7 +419,10 @@ int tokdata_from_hf_dir(const char *dir, uint32_t n_vocab, TokenizerData *out, c
         cJSON_Delete(tcfg);
         return -1;
     }
-    int rc = build(dir, tj, tcfg, cfg, n_vocab, out, err, errlen);
+    int rc = -1;
+    if (!cJSON_IsObject(tj)) emx_seterr(err, errlen, "%s/tokenizer.json: not a JSON object", dir);
+    else if (tcfg && !cJSON_IsObject(tcfg)) emx_seterr(err, errlen, "%s/tokenizer_config.json: not a JSON object", dir);
+    else rc = build(dir, tj, tcfg, cfg, n_vocab, out, err, errlen);
     cJSON_Delete(tj);
     cJSON_Delete(tcfg);
     cJSON_Delete(cfg);

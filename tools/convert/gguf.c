@@ -1,6 +1,8 @@
 // gguf.c — GGUF reader: mmap, index keys and tensors, validate every size against the file.
 #include "gguf.h"
 
+#include "msg_esc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -80,8 +82,8 @@ static int read_kv(Cursor *c, GGUFKV *kv) {
         kv->value = c->base + c->pos;
         if (kv->arr_type == GGUF_STRING) {
             // Each element needs at least its 8-byte length: bound n before allocating.
-            if (kv->arr_n > (c->size - c->pos) / 8) return fail(c, "key %.*s: string array of %llu elements cannot fit",
-                                                               (int)klen, k, (unsigned long long)kv->arr_n);
+            if (kv->arr_n > (c->size - c->pos) / 8) return fail(c, "key %s: string array of %llu elements cannot fit",
+                                                               ESCN(k, klen), (unsigned long long)kv->arr_n);
             kv->arr_strings = malloc(kv->arr_n * sizeof *kv->arr_strings + 1);
             kv->arr_str_lens = malloc(kv->arr_n * sizeof *kv->arr_str_lens + 1);
             if (!kv->arr_strings || !kv->arr_str_lens) return fail(c, "out of memory");
@@ -90,14 +92,14 @@ static int read_kv(Cursor *c, GGUFKV *kv) {
             return 0;
         }
         uint64_t es = scalar_size(kv->arr_type);
-        if (es == 0) return fail(c, "key %.*s: unsupported array element type %u", (int)klen, k, kv->arr_type);
-        if (kv->arr_n > (c->size - c->pos) / es) return fail(c, "key %.*s: array of %llu elements past end of file",
-                                                            (int)klen, k, (unsigned long long)kv->arr_n);
+        if (es == 0) return fail(c, "key %s: unsupported array element type %u", ESCN(k, klen), kv->arr_type);
+        if (kv->arr_n > (c->size - c->pos) / es) return fail(c, "key %s: array of %llu elements past end of file",
+                                                            ESCN(k, klen), (unsigned long long)kv->arr_n);
         c->pos += kv->arr_n * es;
         return 0;
     }
     uint64_t s = scalar_size(kv->type);
-    if (s == 0) return fail(c, "key %.*s: unknown value type %u", (int)klen, k, kv->type);
+    if (s == 0) return fail(c, "key %s: unknown value type %u", ESCN(k, klen), kv->type);
     if (need(c, s, "scalar value")) return -1;
     kv->value = c->base + c->pos;
     c->pos += s;
@@ -224,7 +226,7 @@ int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
         t->name = (const char *)name;
         t->name_len = nlen;
         if (t->n_dims < 1 || t->n_dims > 4) {
-            fail(&c, "tensor %.*s: n_dims %u not in 1..4", (int)nlen, name, t->n_dims);
+            fail(&c, "tensor %s: n_dims %u not in 1..4", ESCN(name, nlen), t->n_dims);
             goto bad_off;
         }
         uint64_t n = 1;
@@ -232,7 +234,7 @@ int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
         for (uint32_t d = 0; d < t->n_dims; d++) {
             if (rd_u64(&c, &t->ne[d], "tensor dim")) goto bad_off;
             if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || n > (1ull << 40) / t->ne[d]) {
-                fail(&c, "tensor %.*s: dimension %u = %llu out of range", (int)nlen, name, d, (unsigned long long)t->ne[d]);
+                fail(&c, "tensor %s: dimension %u = %llu out of range", ESCN(name, nlen), d, (unsigned long long)t->ne[d]);
                 goto bad_off;
             }
             n *= t->ne[d];
@@ -240,11 +242,11 @@ int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
         if (rd_u32(&c, &t->type, "tensor type") || rd_u64(&c, &offsets[i], "tensor offset")) goto bad_off;
         uint64_t be = ggml_block_elems(t->type), bb = ggml_block_bytes(t->type);
         if (be == 0) {
-            fail(&c, "tensor %.*s: unsupported ggml type %u", (int)nlen, name, t->type);
+            fail(&c, "tensor %s: unsupported ggml type %u", ESCN(name, nlen), t->type);
             goto bad_off;
         }
         if (t->ne[0] % be) {
-            fail(&c, "tensor %.*s: row length %llu not a multiple of the %s block (%llu)", (int)nlen, name,
+            fail(&c, "tensor %s: row length %llu not a multiple of the %s block (%llu)", ESCN(name, nlen),
                  (unsigned long long)t->ne[0], ggml_type_name(t->type), (unsigned long long)be);
             goto bad_off;
         }
@@ -256,7 +258,7 @@ int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
         if (offsets[i] % f->alignment || offsets[i] > f->map_size || data_start > f->map_size - offsets[i] ||
             t->nbytes > f->map_size - data_start - offsets[i]) {
             c.pos = data_start;
-            fail(&c, "tensor %.*s: data [%llu, +%llu) past end of file (%zu bytes)", (int)t->name_len, t->name,
+            fail(&c, "tensor %s: data [%llu, +%llu) past end of file (%zu bytes)", ESCN(t->name, t->name_len),
                  (unsigned long long)(data_start + offsets[i]), (unsigned long long)t->nbytes, f->map_size);
             goto bad_off;
         }

@@ -1,6 +1,8 @@
 // source.c — the pieces every source reader shares: the tensor list and mapped files.
 #include "source.h"
 
+#include "msg_esc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,11 +15,11 @@
 int src_add(ConvSource *s, const char *name, const char *src_name, uint32_t type, uint32_t ndim, uint64_t rows,
             uint64_t cols, const void *data, char *err, size_t errlen) {
     if (strlen(name) >= EMX_NAME_BYTES) {
-        snprintf(err, errlen, "%s: tensor %s: name too long", s->path, src_name);
+        snprintf(err, errlen, "%s: tensor %s: name too long", s->path, ESC(src_name));
         return -1;
     }
     if (src_find(s, name)) {
-        snprintf(err, errlen, "%s: tensor %s: appears twice (as %s)", s->path, src_name, name);
+        snprintf(err, errlen, "%s: tensor %s: appears twice (as %s)", s->path, ESC(src_name), name);
         return -1;
     }
     if (s->n == s->cap) {
@@ -33,7 +35,7 @@ int src_add(ConvSource *s, const char *name, const char *src_name, uint32_t type
     SrcTensor *t = &s->t[s->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
-    snprintf(t->src_name, sizeof t->src_name, "%s", src_name);
+    emx_esc(t->src_name, sizeof t->src_name, src_name);  // for messages: one line whatever the source holds
     t->type = type;
     t->ndim = ndim;
     t->rows = rows;

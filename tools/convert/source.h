@@ -18,7 +18,7 @@
 
 typedef struct {
     char name[EMX_NAME_BYTES];  // our name, e.g. "layers.3.wq"
-    char src_name[96];          // the source's name, for messages ("model.layers.3.self_attn.q_proj.weight")
+    char src_name[96];          // the source's name escaped (msg_esc.h), for messages ("model.layers.3.self_attn.q_proj.weight")
     uint32_t type;              // enum ggml_type of the data (safetensors/llama2.c use F32/F16/BF16)
     uint32_t ndim;              // 1 or 2
     uint64_t rows, cols;        // as stored: [rows, cols] row-major; vectors [n, 1]

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ggml_dequant.h"
+#include "msg_esc.h"
 #include "source.h"
 #include "tokenizer_build.h"
 
@@ -88,7 +89,7 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
         c->rope_style = EMX_ROPE_HALF;
         c->qk_norm = 1;
     } else {
-        snprintf(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, arch);
+        snprintf(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, ESC(arch));
         return -1;
     }
     snprintf(s->kind, sizeof s->kind, "GGUF v%u %s", g->version, arch);
@@ -116,7 +117,7 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
     size_t stl;
     const char *st = gguf_get_str(g, key, &stl);
     if (st && !(stl == 4 && memcmp(st, "none", 4) == 0)) {
-        snprintf(err, errlen, "%s: %s = \"%.*s\" is not supported", path, key, (int)stl, st);
+        snprintf(err, errlen, "%s: %s = \"%s\" is not supported", path, key, ESCN(st, stl));
         return -1;
     }
     if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS) {
@@ -133,16 +134,16 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
         int m = map_name(name, ours, sizeof ours);
         if (m == 0) continue;
         if (m < 0) {
-            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, name);
+            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(name));
             return -1;
         }
         if (t->n_dims > 2 || t->ne[2] != 1 || t->ne[3] != 1) {
-            snprintf(err, errlen, "%s: tensor %s has %u dimensions (want 1 or 2)", path, name, t->n_dims);
+            snprintf(err, errlen, "%s: tensor %s has %u dimensions (want 1 or 2)", path, ESC(name), t->n_dims);
             return -1;
         }
         if (!ggml_dequant_supported(t->type)) {
             snprintf(err, errlen, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-                     "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", path, name, ggml_type_name(t->type));
+                     "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", path, ESC(name), ggml_type_name(t->type));
             return -1;
         }
         // ggml [ne0, ne1] is row-major [ne1 rows, ne0 cols]; a vector [ne0] is our [n, 1].

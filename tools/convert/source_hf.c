@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "msg_esc.h"
 #include "read_file.h"
 #include "source.h"
 #include "tokenizer_build.h"
@@ -98,7 +99,7 @@ static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path,
     const char *t = cJSON_IsString(type) ? type->valuestring : "(none)";
     if (strcmp(t, "default") == 0) return 0;
     if (strcmp(t, "llama3") != 0) {
-        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, t);
+        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, ESC(t));
         return -1;
     }
     double factor, low_ff, high_ff, old_ctx;
@@ -128,6 +129,11 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *cfg = read_json(path, 1, err, errlen);
     if (!cfg) return -1;
+    if (!cJSON_IsObject(cfg)) {
+        snprintf(err, errlen, "%s: not a JSON object", path);
+        cJSON_Delete(cfg);
+        return -1;
+    }
     int rc = -1;
     EmxConfig *c = &s->cfg;
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
@@ -142,7 +148,7 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
         c->qk_norm = 1;
     } else {
         snprintf(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
-                 "(LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)", path, arch, model_type);
+                 "(LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)", path, ESC(arch), ESC(model_type));
         goto out;
     }
     snprintf(s->kind, sizeof s->kind, "HuggingFace %s", *arch ? arch : model_type);
@@ -152,7 +158,7 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
     if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0) {
-        snprintf(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, act->valuestring);
+        snprintf(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, ESC(act->valuestring));
         goto out;
     }
     double eps, theta;
@@ -212,6 +218,102 @@ static int map_name(const char *hf, int tied, char *ours, size_t cap) {
     return -1;
 }
 
+// One header entry, checked whatever its name: {"dtype": string, "shape": [non-negative
+// integers], "data_offsets": [begin, end]} with begin <= end inside the data. `esize` is 0 for
+// a dtype we cannot read (an error only if the tensor is used).
+typedef struct {
+    const char *dtype;
+    uint32_t esize, type;
+    int nd;
+    uint64_t dims[2];
+    uint64_t b0, b1;
+} StEntry;
+
+// A JSON number that is an integer in [0, 2^53] (exact in a double).
+static int json_uint(const cJSON *v, uint64_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9007199254740992.0 ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+static int st_entry(const cJSON *e, const char *path, uint64_t data_size, StEntry *x, char *err, size_t errlen) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    const char *bad = !cJSON_IsObject(e)                                  ? "is not an object"
+                      : !cJSON_IsString(dt)                               ? "dtype is not a string"
+                      : !cJSON_IsArray(shape)                             ? "shape is not an array"
+                      : !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ? "data_offsets is not a pair"
+                                                                          : NULL;
+    if (bad) {
+        snprintf(err, errlen, "%s: malformed safetensors header: tensor %s: %s", path, ESC(e->string), bad);
+        return -1;
+    }
+    memset(x, 0, sizeof *x);
+    x->dtype = dt->valuestring;
+    if (strcmp(x->dtype, "F32") == 0) x->type = GGML_F32, x->esize = 4;
+    else if (strcmp(x->dtype, "F16") == 0) x->type = GGML_F16, x->esize = 2;
+    else if (strcmp(x->dtype, "BF16") == 0) x->type = GGML_BF16, x->esize = 2;
+    x->nd = cJSON_GetArraySize(shape);
+    uint64_t count = 1;
+    const cJSON *v;
+    int d = 0;
+    cJSON_ArrayForEach(v, shape) {
+        uint64_t n;
+        if (json_uint(v, &n) || (n && count > UINT64_MAX / 8 / n)) {
+            snprintf(err, errlen, "%s: malformed safetensors header: tensor %s: shape[%d] is not a non-negative "
+                     "integer of a sane size", path, ESC(e->string), d);
+            return -1;
+        }
+        count *= n;
+        if (d < 2) x->dims[d] = n;
+        d++;
+    }
+    if (json_uint(cJSON_GetArrayItem(offs, 0), &x->b0) || json_uint(cJSON_GetArrayItem(offs, 1), &x->b1) ||
+        x->b0 > x->b1 || x->b1 > data_size) {
+        snprintf(err, errlen, "%s: tensor %s: data_offsets are not integers 0 <= begin <= end <= %llu (the data "
+                 "bytes; truncated?)", path, ESC(e->string), (unsigned long long)data_size);
+        return -1;
+    }
+    if (x->esize && x->b1 - x->b0 != count * x->esize) {
+        snprintf(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu) do not hold the %llu bytes its shape needs "
+                 "(truncated?)", path, ESC(e->string), (unsigned long long)x->b0, (unsigned long long)x->b1,
+                 (unsigned long long)(count * x->esize));
+        return -1;
+    }
+    return 0;
+}
+
+// Every entry of a parsed header: an object whose values are tensor entries, besides an
+// optional "__metadata__" object.
+static int st_check_header(const cJSON *h, const char *path, uint64_t data_size, char *err, size_t errlen) {
+    if (!cJSON_IsObject(h)) {
+        snprintf(err, errlen, "%s: malformed safetensors header: not a JSON object", path);
+        return -1;
+    }
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, h) {
+        StEntry x;
+        if (strcmp(e->string, "__metadata__") == 0) {
+            if (!cJSON_IsObject(e)) {
+                snprintf(err, errlen, "%s: malformed safetensors header: __metadata__ is not an object", path);
+                return -1;
+            }
+            continue;
+        }
+        if (st_entry(e, path, data_size, &x, err, errlen)) return -1;
+        n++;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "%s: malformed safetensors header: it lists no tensors", path);
+        return -1;
+    }
+    return 0;
+}
+
 // Indexes one .safetensors file: 8-byte header length, JSON header, then the data.
 static int read_safetensors(ConvSource *s, const char *path, char *err, size_t errlen) {
     size_t size;
@@ -222,15 +324,7 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
         snprintf(err, errlen, "%s: header length does not fit the file (%zu bytes; truncated?)", path, size);
         return -1;
     }
-    char *text = malloc(hlen + 1);
-    if (!text) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    memcpy(text, base + 8, hlen);
-    text[hlen] = 0;
-    cJSON *h = cJSON_Parse(text);
-    free(text);
+    cJSON *h = cJSON_ParseWithLength((const char *)base + 8, hlen);
     if (!h) {
         snprintf(err, errlen, "%s: safetensors header is not valid JSON", path);
         return -1;
@@ -238,6 +332,7 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
     int rc = -1;
     const uint8_t *data = base + 8 + hlen;
     uint64_t data_size = size - 8 - hlen;
+    if (st_check_header(h, path, data_size, err, errlen)) goto out;
     const cJSON *e;
     cJSON_ArrayForEach(e, h) {
         if (strcmp(e->string, "__metadata__") == 0) continue;
@@ -245,47 +340,24 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
         int m = map_name(e->string, (int)s->cfg.tied_output, ours, sizeof ours);
         if (m == 0) continue;
         if (m < 0) {
-            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, e->string);
+            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(e->string));
             goto out;
         }
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
-            snprintf(err, errlen, "%s: tensor %s: malformed header entry", path, e->string);
+        StEntry x;
+        if (st_entry(e, path, data_size, &x, err, errlen)) goto out;
+        if (!x.esize) {
+            snprintf(err, errlen, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", path, ESC(e->string),
+                     ESC(x.dtype));
             goto out;
         }
-        uint32_t type, esize;
-        if (strcmp(dt->valuestring, "F32") == 0) type = GGML_F32, esize = 4;
-        else if (strcmp(dt->valuestring, "F16") == 0) type = GGML_F16, esize = 2;
-        else if (strcmp(dt->valuestring, "BF16") == 0) type = GGML_BF16, esize = 2;
-        else {
-            snprintf(err, errlen, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", path, e->string,
-                     dt->valuestring);
+        if (x.nd < 1 || x.nd > 2 || x.dims[0] == 0 || (x.nd == 2 && x.dims[1] == 0)) {
+            snprintf(err, errlen, "%s: tensor %s: %d dimensions or an empty one (want 1 or 2, each >= 1)", path,
+                     ESC(e->string), x.nd);
             goto out;
         }
-        int nd = cJSON_GetArraySize(shape);
-        uint64_t dims[2] = {1, 1};
-        if (nd < 1 || nd > 2) {
-            snprintf(err, errlen, "%s: tensor %s: %d dimensions (want 1 or 2)", path, e->string, nd);
+        if (x.nd == 1) x.dims[1] = 1;
+        if (src_add(s, ours, e->string, x.type, (uint32_t)x.nd, x.dims[0], x.dims[1], data + x.b0, err, errlen))
             goto out;
-        }
-        for (int d = 0; d < nd; d++) {
-            const cJSON *v = cJSON_GetArrayItem(shape, d);
-            if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e12) {
-                snprintf(err, errlen, "%s: tensor %s: bad shape", path, e->string);
-                goto out;
-            }
-            dims[d] = (uint64_t)v->valuedouble;
-        }
-        double b0 = cJSON_GetArrayItem(offs, 0)->valuedouble, b1 = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        uint64_t want = dims[0] * dims[1] * esize;
-        if (b0 < 0 || b1 < b0 || (uint64_t)b1 > data_size || (uint64_t)(b1 - b0) != want) {
-            snprintf(err, errlen, "%s: tensor %s: data_offsets [%.0f, %.0f) do not hold %llu bytes inside the %llu data "
-                     "bytes (truncated?)", path, e->string, b0, b1, (unsigned long long)want, (unsigned long long)data_size);
-            goto out;
-        }
-        if (src_add(s, ours, e->string, type, (uint32_t)nd, dims[0], dims[1], data + (uint64_t)b0, err, errlen)) goto out;
     }
     rc = 0;
 out:
@@ -315,7 +387,7 @@ static int read_weights(ConvSource *s, const char *dir, char *err, size_t errlen
     const cJSON *e;
     cJSON_ArrayForEach(e, wm) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
-            snprintf(err, errlen, "%s: weight_map[%s] is not a file name in the directory", path, e->string);
+            snprintf(err, errlen, "%s: weight_map[%s] is not a file name in the directory", path, ESC(e->string));
             goto out;
         }
         int dup = 0;
@@ -338,20 +410,18 @@ out:
 
 // Path of dir/name to read. A git checkout without symlink support stores a link as a small
 // text file holding the link's target ("../../../tokenizers/qwen3/tokenizer.json"); such a
-// stub is followed (relative to dir) when the target exists.
+// stub (tokdata_link_stub: a relative path to a file of the same name) is followed, relative
+// to dir, when the target exists.
 static void resolve_file(const char *dir, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", dir, name);
     struct stat st;
-    if (lstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size >= 1024) return;
-    char *text = emx_read_file(out, NULL);
+    if (lstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size > TOKDATA_STUB_MAX + 2) return;
+    size_t n = 0;
+    char *text = emx_read_file(out, &n);
     if (!text) return;
-    size_t n = strlen(text);
-    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) text[--n] = 0;
-    char target[PATH_MAX + 8];
-    if (n && text[0] != '{' && !strchr(text, '\n')) {
-        snprintf(target, sizeof target, "%s/%s", dir, text);
-        if (text[0] == '/') snprintf(target, sizeof target, "%s", text);
-        char real[PATH_MAX];
+    char rel[TOKDATA_STUB_MAX + 1], target[PATH_MAX + 8], real[PATH_MAX];
+    if (tokdata_link_stub(text, n, name, rel, sizeof rel)) {
+        snprintf(target, sizeof target, "%s/%s", dir, rel);
         if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && realpath(target, real)) snprintf(out, cap, "%s", real);
     }
     free(text);
@@ -427,6 +497,18 @@ int src_open_hf(ConvSource *s, const char *dir, const char *tokenizer, char *err
     memset(s, 0, sizeof *s);
     s->path = dir;
     if (parse_config(s, dir, err, errlen) || read_weights(s, dir, err, errlen)) return -1;
+    // The tokenizer is sized by vocab_size: check it against the embedding before building one
+    // (a wrong vocab_size must not allocate a huge tokenizer first).
+    const SrcTensor *emb = src_find(s, "tok_embeddings");
+    if (!emb) {
+        snprintf(err, errlen, "%s: tensor model.embed_tokens.weight (tok_embeddings) is missing", dir);
+        return -1;
+    }
+    if (emb->rows != s->cfg.vocab_size) {
+        snprintf(err, errlen, "%s/config.json: vocab_size = %u but tensor %s has %llu rows", dir, s->cfg.vocab_size,
+                 emb->src_name, (unsigned long long)emb->rows);
+        return -1;
+    }
     const char *tok_dir = tokenizer ? tokenizer : dir;
     read_chat_template(s, tok_dir);
     char use[PATH_MAX + 64];

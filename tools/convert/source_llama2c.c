@@ -2,6 +2,7 @@
 // then float32 weights in run.c's order) and the "ak42" version 1 export (256-byte header,
 // float32 weights with the norms first). Weights are in Meta's layout: RoPE on interleaved
 // pairs. Version 2 (int8 Q8_0 groups) is not read.
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,6 +89,11 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
     } else {
         memcpy(p, base, sizeof p);
         shared = p[5] > 0;  // v0: a negative vocab_size means a separate classifier follows
+        if (p[5] == INT32_MIN) {  // has no positive twin
+            snprintf(err, errlen, "%s: header vocab_size = %d is not a plausible llama2.c value (not a llama2.c "
+                     "checkpoint?)", path, p[5]);
+            return -1;
+        }
         if (p[5] < 0) p[5] = -p[5];
         header = 28;
     }

@@ -71,8 +71,18 @@ typedef struct {
     uint32_t tied_output;     // 1: the classifier is the embedding ("output" tensor absent)
     uint32_t group_size;      // EMX_GROUP_SIZE for quantised tensors
     uint32_t chat_template;   // enum emx_chat_template
-    uint32_t reserved[8];     // zero; room for later fields without a version bump
+    uint32_t reserved[8];     // zero; room for later fields without a version bump, except
+                              // the integrity record convert writes (EMX_CHECK_*): readers
+                              // that do not know it ignore it
 } EmxConfig;
+
+// Integrity record in config.reserved (runtime/model_verify.h, docs/model-format.md): [0] is
+// EMX_CHECK_MAGIC when present; then three 64-bit hashes (emx_hash64), low word first: [1..2]
+// the header (with reserved[1..6] zero) followed by the tensor directory, [3..4] the tokenizer
+// section, [5..6] the tensor data (from the end of the directory to file_bytes). A file whose
+// reserved[0] is 0 has no record and is not checked.
+#define EMX_CHECK_MAGIC 0x31534b43u  // "CKS1"
+#define EMX_CHECK_WORDS 7u           // reserved[0..6]
 
 typedef struct {
     char magic[8];            // EMX_MAGIC

@@ -4,6 +4,7 @@
 //   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1] [--keep-embeddings-q8]
 //                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml]
 //                       [--tokenizer path]
+//   build/tools/convert --check <model.bin>
 //
 // The source kind is detected: a directory is HuggingFace, a file starting with "GGUF" is
 // GGUF, anything else is read as a llama2.c checkpoint (which needs --tokenizer tokenizer.bin).
@@ -17,6 +18,7 @@
 #include "chat_template.h"
 #include "dtype.h"
 #include "model.h"
+#include "model_verify.h"
 #include "model_writer.h"
 #include "source.h"
 
@@ -32,7 +34,12 @@ static void usage(FILE *f) {
             "  --no-keep-embeddings-q8 q4/q4_1 only: quantise the embeddings to q4/q4_1 too\n"
             "  --chat-template none|qwen3|llama3|smollm2|chatml   override the detected template\n"
             "  --tokenizer path        llama2.c: tokenizer.bin (required); HuggingFace: a directory\n"
-            "                          holding tokenizer.json to use instead of the model's\n");
+            "                          holding tokenizer.json to use instead of the model's\n"
+            "usage: convert --check <model.bin>\n"
+            "  loads a model file and recomputes the checksum convert recorded in it\n"
+            "The model is written to a hidden temporary file beside <out.bin> (.<out.bin>.XXXXXX.tmp),\n"
+            "checked, then renamed over <out.bin>; on an error <out.bin> is left as it was. A killed\n"
+            "convert (kill -9, power loss) may leave that .tmp file behind: delete it.\n");
 }
 
 static const char *const chat_names[] = {"none", "qwen3", "llama3", "smollm2", "chatml"};
@@ -74,6 +81,7 @@ static size_t plan(const EmxConfig *c, Want *w) {
 
 typedef struct {
     const char *source, *out, *tokenizer;
+    const char *check;  // --check FILE
     int dtype;
     int keep_emb_q8;
     int chat_template;  // -1: detect
@@ -110,7 +118,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             o->keep_emb_q8 = 1;
         } else if (!strcmp(a, "--no-keep-embeddings-q8")) {
             o->keep_emb_q8 = 0;
-        } else if (!strcmp(a, "--dtype") || !strcmp(a, "--chat-template") || !strcmp(a, "--tokenizer")) {
+        } else if (!strcmp(a, "--dtype") || !strcmp(a, "--chat-template") || !strcmp(a, "--tokenizer") ||
+                   !strcmp(a, "--check")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "convert: %s needs a value\n", a);
                 return -1;
@@ -118,6 +127,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             const char *v = argv[++i];
             if (!strcmp(a, "--tokenizer")) {
                 o->tokenizer = v;
+            } else if (!strcmp(a, "--check")) {
+                o->check = v;
             } else if (!strcmp(a, "--dtype")) {
                 if ((o->dtype = emx_dtype_from_name(v)) < 0) {
                     fprintf(stderr, "convert: --dtype %s is not one of f32, bf16, f16, q8, q4, q4_1\n", v);
@@ -142,8 +153,10 @@ static int parse_args(int argc, char **argv, Options *o) {
             return -1;
         }
     }
-    if (n_pos != 2) {
-        usage(stderr);
+    if (o->check && n_pos == 0) return 0;
+    if (o->check || n_pos != 2) {
+        if (o->check) fprintf(stderr, "convert: --check takes one model file and no other argument\n");
+        else usage(stderr);
         return -1;
     }
     o->source = pos[0];
@@ -168,6 +181,39 @@ static int open_source(ConvSource *s, const Options *o, char *err, size_t errlen
     fclose(f);
     if (got == 4 && !memcmp(magic, "GGUF", 4)) return src_open_gguf(s, o->source, err, errlen);
     return src_open_llama2c(s, o->source, o->tokenizer, err, errlen);
+}
+
+// The output may not be an input of the conversion (same device and inode, whatever the path:
+// "convert x.gguf x.gguf", a link to the safetensors, a hard link), a directory or a device:
+// refused before anything is written.
+static int check_out(const ConvSource *s, const char *out, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(out, &st) != 0) return 0;  // a new file
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: the output exists and is not a regular file (a directory?): refusing to replace it",
+                 out);
+        return -1;
+    }
+    for (int i = 0; i < s->n_in; i++)
+        if (s->in[i].dev == (uint64_t)st.st_dev && s->in[i].ino == (uint64_t)st.st_ino) {
+            snprintf(err, errlen, "%s: the output is %s, an input of this conversion: refusing to replace it", out,
+                     s->in[i].path);
+            return -1;
+        }
+    return 0;
+}
+
+// convert --check FILE: 0 when the file loads and its checksum matches (or it has none).
+static int check_file(const char *path) {
+    char msg[768];
+    int rc = emx_model_verify(path, msg, sizeof msg);
+    if (rc < 0) {
+        fprintf(stderr, "convert: %s\n", msg);
+        return 1;
+    }
+    if (rc == 0) printf("%s: ok (%s)\n", path, msg);
+    else printf("%s\n", msg);
+    return 0;
 }
 
 // Every tensor the configuration needs, with the shape it implies, and nothing else.
@@ -214,6 +260,7 @@ out:
 int main(int argc, char **argv) {
     Options o;
     if (parse_args(argc, argv, &o)) return 2;
+    if (o.check) return check_file(o.check);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char err[512];
@@ -222,7 +269,7 @@ int main(int argc, char **argv) {
     ModelWriter w;
     mw_init(&w);
     int rc = 1;
-    if (open_source(&s, &o, err, sizeof err)) goto fail;
+    if (open_source(&s, &o, err, sizeof err) || check_out(&s, o.out, err, sizeof err)) goto fail;
     s.cfg.chat_template = EMX_CHAT_NONE;
     if (o.chat_template >= 0)
         s.cfg.chat_template = (uint32_t)o.chat_template;
@@ -238,14 +285,8 @@ int main(int argc, char **argv) {
            c->chat_template < 5 ? chat_names[c->chat_template] : "?");
     if (collect(&s, &o, &w, err, sizeof err)) goto fail;
     printf("writing %s (%s)\n", o.out, emx_dtype_name((uint32_t)o.dtype));
+    // The writer checks the file with the runtime's own validation before it replaces o.out.
     if (mw_write(&w, o.out, &s.cfg, &s.tok, stdout, err, sizeof err)) goto fail;
-    // Read back what was written with the runtime's own validation before calling it done.
-    EmxModel check;
-    if (emx_model_open(&check, o.out, err, sizeof err)) {
-        unlink(o.out);
-        goto fail;
-    }
-    emx_model_close(&check);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     struct stat st;
     double mb = stat(o.out, &st) == 0 ? (double)st.st_size / 1e6 : 0;

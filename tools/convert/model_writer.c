@@ -1,17 +1,22 @@
-// model_writer.c — lay out and write a model file, tensor by tensor, through "<out>.tmp".
+// model_writer.c — lay out and write a model file, tensor by tensor, through a temporary file
+// beside it (".<out>.XXXXXX.tmp"), checked and then renamed over <out>.
 #include "model_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtype.h"
 #include "ggml_dequant.h"
+#include "model.h"
+#include "model_verify.h"
 
 // Rows decoded at a time: bounds memory to about this many f32 values per chunk.
 #define CHUNK_FLOATS (4u << 20)
@@ -206,12 +211,85 @@ done:
     return rc;
 }
 
+// The temporary file of a write in progress: removed by a SIGINT/SIGTERM/SIGHUP arriving
+// meanwhile (a kill -9 leaves it: its name, ".<out>.XXXXXX.tmp", is hidden and says what it is).
+static char active_tmp[4096];
+static volatile sig_atomic_t tmp_active;
+
+static void on_signal(int sig) {
+    if (tmp_active) unlink(active_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+// Creates "<dir of out>/.<name of out>.XXXXXX.tmp" (unique per call: two converts to one
+// output never share it) with the mode a plain create would give.
+static int create_tmp(const char *out_path, char *tmp, size_t cap, char *err, size_t errlen) {
+    const char *slash = strrchr(out_path, '/');
+    int dlen = slash ? (int)(slash - out_path + 1) : 0;
+    if ((size_t)snprintf(tmp, cap, "%.*s.%s.XXXXXX.tmp", dlen, out_path, slash ? slash + 1 : out_path) >= cap)
+        return fail(err, errlen, "%s: path too long", out_path);
+    int fd = mkstemps(tmp, 4);
+    if (fd < 0) return fail(err, errlen, "%s: cannot create a temporary file beside it: %s", out_path, strerror(errno));
+    mode_t um = umask(0);
+    umask(um);
+    if (fchmod(fd, 0644 & ~um) != 0) {
+        close(fd);
+        unlink(tmp);
+        return fail(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
+    }
+    return fd;
+}
+
+// Header, tokenizer section, directory and tensors into fd, then the length and the
+// integrity record (the hashes of what is now in the file, read back through a mapping).
+static int write_all(int fd, const char *tmp_path, const ModelWriter *w, EmxFileHeader *h, const char *tok_buf,
+                     const EmxTensorEntry *dir, FILE *log, char *err, size_t errlen) {
+    if (pwrite_all(fd, h, sizeof *h, 0) || pwrite_all(fd, tok_buf, h->tokenizer_bytes, h->tokenizer_offset) ||
+        pwrite_all(fd, dir, w->n * sizeof *dir, h->tensor_dir_offset))
+        return fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+    for (size_t i = 0; i < w->n; i++)
+        if (write_tensor(fd, &w->t[i], dir[i].offset, log, err, errlen)) return -1;
+    // Gaps between tensors read back as zeros; the length must still be exactly file_bytes.
+    if (ftruncate(fd, (off_t)h->file_bytes) != 0)
+        return fail(err, errlen, "%s: cannot set length: %s", tmp_path, strerror(errno));
+    void *map = mmap(NULL, h->file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return fail(err, errlen, "%s: mmap failed: %s", tmp_path, strerror(errno));
+    int bad = emx_check_record(map, h->file_bytes, h);
+    munmap(map, h->file_bytes);
+    if (bad) return fail(err, errlen, "%s: sections outside the file", tmp_path);
+    if (pwrite_all(fd, h, sizeof *h, 0)) return fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+    if (fsync(fd) != 0) return fail(err, errlen, "%s: fsync failed: %s", tmp_path, strerror(errno));
+    return 0;
+}
+
+// The finished temporary file is opened as the runtime will open it, then renamed over out:
+// a file the loader rejects never replaces out (the old one stays).
+static int install(const char *tmp_path, const char *out_path, char *err, size_t errlen) {
+    EmxModel check;
+    char why[512];
+    if (emx_model_open(&check, tmp_path, why, sizeof why)) {
+        size_t k = strlen(tmp_path);  // the loader names the temporary file: drop it
+        const char *msg = strncmp(why, tmp_path, k) == 0 && why[k] == ':' ? why + k + 2 : why;
+        return fail(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, out_path);
+    }
+    emx_model_close(&check);
+    if (rename(tmp_path, out_path) != 0)
+        return fail(err, errlen, "%s: cannot rename %s to it: %s", out_path, tmp_path, strerror(errno));
+    // The rename is durable once the directory is on disk too.
+    char dir[4096];
+    const char *slash = strrchr(out_path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out_path) + (slash == out_path) : 1, slash ? out_path : ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);  // best effort: some filesystems refuse fsync on a directory
+        close(dfd);
+    }
+    return 0;
+}
+
 int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok, FILE *log,
              char *err, size_t errlen) {
-    char tmp_path[4096];
-    if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= sizeof tmp_path)
-        return fail(err, errlen, "%s: path too long", out_path);
-
     // The tokenizer section is serialised in memory first: its size places the directory.
     char *tok_buf = NULL;
     size_t tok_len = 0;
@@ -254,37 +332,22 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     h.file_bytes = pos;
 
     int rc = -1;
-    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        fail(err, errlen, "%s: cannot create: %s", tmp_path, strerror(errno));
-        goto out;
+    struct sigaction sa, old[3];
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    int fd = create_tmp(out_path, active_tmp, sizeof active_tmp, err, errlen);
+    if (fd >= 0) {
+        tmp_active = 1;
+        for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
+        rc = write_all(fd, active_tmp, w, &h, tok_buf, dir, log, err, errlen);
+        if (close(fd) != 0 && rc == 0) rc = fail(err, errlen, "%s: close failed: %s", active_tmp, strerror(errno));
+        if (rc == 0) rc = install(active_tmp, out_path, err, errlen);
+        if (rc != 0) unlink(active_tmp);
+        tmp_active = 0;
+        for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     }
-    if (pwrite_all(fd, &h, sizeof h, 0) || pwrite_all(fd, tok_buf, tok_bytes, h.tokenizer_offset) ||
-        pwrite_all(fd, dir, w->n * sizeof *dir, h.tensor_dir_offset)) {
-        fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
-        goto out;
-    }
-    for (size_t i = 0; i < w->n; i++)
-        if (write_tensor(fd, &w->t[i], dir[i].offset, log, err, errlen)) goto out;
-    // Gaps between tensors read back as zeros; the length must still be exactly file_bytes.
-    if (ftruncate(fd, (off_t)h.file_bytes) != 0) {
-        fail(err, errlen, "%s: cannot set length: %s", tmp_path, strerror(errno));
-        goto out;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        fail(err, errlen, "%s: close failed: %s", tmp_path, strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp_path, out_path) != 0) {
-        fail(err, errlen, "%s: cannot rename to %s: %s", tmp_path, out_path, strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    if (fd >= 0) close(fd);
-    if (rc != 0) unlink(tmp_path);
     free(dir);
     free(tok_buf);
     return rc;

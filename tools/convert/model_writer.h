@@ -2,9 +2,12 @@
 //
 // Collect the tensors first (name, output dtype, shape, a pointer to the source data and its
 // ggml element type), then write once: header, tokenizer section, directory and EMX_ALIGN-
-// aligned data go to "<out>.tmp", tensor by tensor in chunks of rows (a 1B model converts in
-// tens of MB), and the file is renamed to <out> only when everything succeeded. On any error
-// the .tmp is removed: a failed conversion leaves nothing behind.
+// aligned data go to a temporary file beside <out>, ".<name of out>.XXXXXX.tmp" (unique: two
+// converts to one output never share it), tensor by tensor in chunks of rows (a 1B model
+// converts in tens of MB). The header gets the integrity record (model_verify.h); the file is
+// fsynced, opened as the runtime would open it, and only then renamed over <out> (and the
+// directory fsynced). On any error, or SIGINT/SIGTERM/SIGHUP, the temporary file is removed and
+// an existing <out> is left as it was; a kill -9 can leave the hidden .tmp file behind.
 #ifndef ENTROPIX_MODEL_WRITER_H
 #define ENTROPIX_MODEL_WRITER_H
 
@@ -39,7 +42,8 @@ int mw_add(ModelWriter *w, const char *name, uint32_t dtype, uint32_t ndim, uint
 
 // Writes the file. `log` (may be NULL) gets one line per tensor: name, source type -> dtype,
 // shape, and for lossy conversions the RMS error relative to the weights' RMS and the max
-// absolute error. Returns 0, or -1 with a one-line reason in err (no file left behind).
+// absolute error. Returns 0, or -1 with a one-line reason in err (no file left behind, <out>
+// untouched).
 int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok,
              FILE *log, char *err, size_t errlen);
 

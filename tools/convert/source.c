@@ -72,13 +72,27 @@ const uint8_t *src_map_file(ConvSource *s, const char *path, size_t *size, char 
         snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return NULL;
     }
+    src_note_input(s, path);
     s->maps[s->n_maps] = p;
     s->map_sizes[s->n_maps++] = (size_t)st.st_size;
     *size = (size_t)st.st_size;
     return p;
 }
 
+void src_note_input(ConvSource *s, const char *path) {
+    struct stat st;
+    if (s->n_in == SRC_MAX_INPUTS || stat(path, &st) != 0) return;
+    for (int i = 0; i < s->n_in; i++)
+        if (s->in[i].dev == (uint64_t)st.st_dev && s->in[i].ino == (uint64_t)st.st_ino) return;
+    char *copy = strdup(path);
+    if (!copy) return;
+    s->in[s->n_in].dev = (uint64_t)st.st_dev;
+    s->in[s->n_in].ino = (uint64_t)st.st_ino;
+    s->in[s->n_in++].path = copy;
+}
+
 void src_free(ConvSource *s) {
+    for (int i = 0; i < s->n_in; i++) free(s->in[i].path);
     for (int i = 0; i < s->n_maps; i++) munmap(s->maps[i], s->map_sizes[i]);
     for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
     if (s->has_gguf) gguf_close(&s->gguf);

@@ -15,6 +15,7 @@
 #include "tokenizer_data.h"
 
 #define SRC_MAX_MAPS 64
+#define SRC_MAX_INPUTS (SRC_MAX_MAPS + 8)
 
 typedef struct {
     char name[EMX_NAME_BYTES];  // our name, e.g. "layers.3.wq"
@@ -40,6 +41,11 @@ typedef struct {
     int n_owned;
     GGUFFile gguf;              // the open GGUF (GGUF sources only)
     int has_gguf;
+    struct {                    // every file the reader opened (device, inode): the output
+        uint64_t dev, ino;      // may not be one of them
+        char *path;
+    } in[SRC_MAX_INPUTS];
+    int n_in;
 } ConvSource;
 
 // Readers: fill `s` (zeroed first) or return -1 with a one-line reason in err. Whatever they
@@ -54,6 +60,8 @@ void src_free(ConvSource *s);
 int src_add(ConvSource *s, const char *name, const char *src_name, uint32_t type, uint32_t ndim, uint64_t rows,
             uint64_t cols, const void *data, char *err, size_t errlen);
 const SrcTensor *src_find(const ConvSource *s, const char *name);
+// Records `path` (when it exists) as an input of the conversion (src_map_file does it itself).
+void src_note_input(ConvSource *s, const char *path);
 // mmaps a whole file read-only and keeps it until src_free; returns its bytes or NULL.
 const uint8_t *src_map_file(ConvSource *s, const char *path, size_t *size, char *err, size_t errlen);
 

@@ -3,6 +3,7 @@
 // llama.cpp's converter permutes the q/k rows of "llama" models into interleaved RoPE pairs
 // (its rope type NORM), so those files are EMX_ROPE_INTERLEAVED and copied as they are; "qwen3"
 // uses NEOX (rotate-half) order: EMX_ROPE_HALF. ggml dims: ne[0] is the row length.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +40,9 @@ static int key_f32(const GGUFFile *g, const char *arch, const char *suffix, doub
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     double v;
     if (gguf_get_f64(g, key, &v) != 0) v = def;
-    if (!(v > 0)) {
-        snprintf(err, errlen, "%s: key %s = %g is not a positive number", g->path, key, v);
+    // Checked as the loader checks the float it becomes (1e39 is a finite double, an infinite float).
+    if (!(v > 0) || !isfinite((float)v) || (float)v == 0) {
+        snprintf(err, errlen, "%s: key %s = %g is not a positive number that fits a float32", g->path, key, v);
         return -1;
     }
     *out = (float)v;
@@ -75,6 +77,7 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
     s->path = path;
     if (gguf_open(&s->gguf, path, err, errlen)) return -1;
     s->has_gguf = 1;
+    src_note_input(s, path);
     const GGUFFile *g = &s->gguf;
     size_t alen;
     const char *a = gguf_get_str(g, "general.architecture", &alen);

@@ -61,6 +61,11 @@ static int json_num(const cJSON *cfg, const char *key, double def, double *out, 
         snprintf(err, errlen, "%s: %s is not a positive number", path, key);
         return -1;
     }
+    // Stored as a float32: checked as the loader checks it (1e39 is a finite double, an infinite float).
+    if (!isfinite((float)v->valuedouble) || (float)v->valuedouble == 0) {
+        snprintf(err, errlen, "%s: %s = %g does not fit a float32", path, key, v->valuedouble);
+        return -1;
+    }
     *out = v->valuedouble;
     return 0;
 }
@@ -371,6 +376,7 @@ static int read_weights(ConvSource *s, const char *dir, char *err, size_t errlen
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     cJSON *idx = read_json(path, 0, err, errlen);
+    src_note_input(s, path);
     if (!idx) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         return read_safetensors(s, path, err, errlen);
@@ -510,6 +516,13 @@ int src_open_hf(ConvSource *s, const char *dir, const char *tokenizer, char *err
         return -1;
     }
     const char *tok_dir = tokenizer ? tokenizer : dir;
+    static const char *const read[] = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 3; i++) {
+        char p[PATH_MAX + 64];
+        resolve_file(i ? tok_dir : dir, read[i], p, sizeof p);
+        src_note_input(s, p);
+        if (i == 0 && tokenizer) resolve_file(tok_dir, read[i], p, sizeof p), src_note_input(s, p);
+    }
     read_chat_template(s, tok_dir);
     char use[PATH_MAX + 64];
     int tmp_made;

@@ -157,5 +157,6 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
         snprintf(err, errlen, "%s: a llama2.c checkpoint carries no tokenizer: pass --tokenizer tokenizer.bin", path);
         return -1;
     }
+    src_note_input(s, tokenizer);
     return tokdata_from_llama2c(tokenizer, c->vocab_size, &s->tok, err, errlen);
 }

@@ -129,6 +129,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         if (is_flag(arg, "-h", "--help", &iv) && !iv) { a->help = 1; continue; }
         if (is_flag(arg, NULL, "--version", &iv) && !iv) { a->version = 1; continue; }
         if (is_flag(arg, NULL, "--verbose", &iv) && !iv) { a->verbose = 1; continue; }
+        if (is_flag(arg, NULL, "--verify", &iv) && !iv) { a->verify = 1; continue; }
         if (is_flag(arg, NULL, "--chat", &iv) && !iv) { a->chat = EMX_CHAT_ON; continue; }
         if (is_flag(arg, NULL, "--raw", &iv) && !iv) { a->chat = EMX_CHAT_RAW; continue; }
         if (is_flag(arg, NULL, "--no-think", &iv) && !iv) { a->no_think = 1; continue; }
@@ -333,6 +334,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "\n"
         "Other:\n"
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"
+        "      --verify            check the model file's recorded checksum before running\n"
         "  -h, --help              this help\n"
         "      --version           print the version\n"
         "\n"

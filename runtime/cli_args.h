@@ -67,6 +67,7 @@ typedef struct {
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON
     int no_think;             // --no-think (Qwen3)
     int verbose;
+    int verify;               // --verify: check the model file's checksum before running
     int help, version;        // -h / --version: print and exit 0
 } EmxCliArgs;
 

@@ -20,6 +20,7 @@
 #include "forward.h"
 #include "generate.h"
 #include "model.h"
+#include "model_verify.h"
 #include "profile.h"
 #include "read_file.h"
 #include "run_pool.h"
@@ -190,6 +191,12 @@ int main(int argc, char **argv) {
         prompt = file_prompt;
     }
 
+    if (a.verify) {  // a corrupted file is told apart from a bad model before anything runs
+        int v = emx_model_verify(a.model_path, err, sizeof err);
+        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", a.model_path, err);
+        else fprintf(stderr, "run: %s\n", err);  // no checksum recorded (v == 1), or the error
+        if (v < 0) goto out;
+    }
     if (emx_model_open(&model, a.model_path, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;

@@ -337,17 +337,24 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
+    // Signals are held while the file is created, so none can leave it behind unnoticed.
+    sigset_t block, prev;
+    sigemptyset(&block);
+    for (int i = 0; i < 3; i++) sigaddset(&block, sigs[i]), sigaction(sigs[i], &sa, &old[i]);
+    sigprocmask(SIG_BLOCK, &block, &prev);
     int fd = create_tmp(out_path, active_tmp, sizeof active_tmp, err, errlen);
+    tmp_active = fd >= 0;
+    sigprocmask(SIG_SETMASK, &prev, NULL);
     if (fd >= 0) {
-        tmp_active = 1;
-        for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
         rc = write_all(fd, active_tmp, w, &h, tok_buf, dir, log, err, errlen);
         if (close(fd) != 0 && rc == 0) rc = fail(err, errlen, "%s: close failed: %s", active_tmp, strerror(errno));
         if (rc == 0) rc = install(active_tmp, out_path, err, errlen);
+        sigprocmask(SIG_BLOCK, &block, &prev);
         if (rc != 0) unlink(active_tmp);
         tmp_active = 0;
-        for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+        sigprocmask(SIG_SETMASK, &prev, NULL);
     }
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     free(dir);
     free(tok_buf);
     return rc;

@@ -305,10 +305,11 @@ static void stories_args(const Ctx *c, const char **args, char *bin, char *tok) 
     memcpy(args, a, sizeof a);
 }
 
+// The file loads; its checksum, when recorded, matches.
 static void expect_loads(const char *path) {
     char msg[768];
     int v = emx_model_verify(path, msg, sizeof msg);
-    cr_assert_eq(v, 0, "%s does not verify: %s", path, msg);
+    cr_assert_geq(v, 0, "%s does not verify: %s", path, msg);
 }
 
 // Two converts to one output at once, several times: both succeed and the file is whole.

@@ -42,15 +42,16 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
     return 0;
 }
 
-// Whole-string finite number in [lo, hi].
+// Whole-string finite number in [lo, hi]. A number too small for a double (1e-400) or a
+// float (1e-320) is a valid value that rounds to a denormal or zero, as any rounding does:
+// strtod's ERANGE on underflow is no error, only an overflow (an infinity) is.
 static int parse_float(const char *flag, const char *s, double lo, double hi, float *out,
                        char *err, size_t errlen) {
     char *end;
-    errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end != 0 || isnan(v))
         return fail(err, errlen, "%s: '%s' is not a number", flag, s);
-    if (errno == ERANGE || !isfinite(v) || v < lo || v > hi)
+    if (!isfinite(v) || v < lo || v > hi)
         return fail(err, errlen, "%s: %s is out of range [%g, %g]", flag, s, lo, hi);
     *out = (float)v;
     return 0;

@@ -1,6 +1,7 @@
 // generate.c — prompt to ids, and the prefill + decode loop (see generate.h).
 #include "generate.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,17 +148,30 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
 // ---------------------------------------------------------------------------------------------
 // The loop.
 
+// Writes text[0..k) to opt->out (if any) and flushes it. A full disk or a closed stdout is an
+// error: the text must not vanish while the run reports success.
+static int write_out(const EmxGenerateOptions *opt, const char *text, size_t k, char *err, size_t errlen) {
+    if (!opt->out) return 0;
+    if ((k && fwrite(text, 1, k, opt->out) != k) || fflush(opt->out) != 0 || ferror(opt->out)) {
+        snprintf(err, errlen, "writing the generated text to %s: %s", opt->out_name ? opt->out_name : "the output",
+                 strerror(errno ? errno : EIO));
+        return -1;
+    }
+    return 0;
+}
+
 // Writes a token's text (if any) and flushes, so the text appears as it is produced; or hands
-// it to the caller's callback. The stop token is never printed.
-static void emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int id, int pos,
-                 int is_stop, char *buf, size_t cap) {
+// it to the caller's callback. The stop token is never printed. Returns 0, or -1 with the
+// reason in err when the text could not be written or the callback stopped the loop.
+static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int id, int pos,
+                int is_stop, char *buf, size_t cap, char *err, size_t errlen) {
     size_t k = is_stop ? 0 : emx_decoder_push(dec, id, buf, cap);
     if (opt->on_token) {
-        opt->on_token(opt->on_token_user, index, id, pos, buf, k, is_stop);
-    } else if (opt->out && k) {
-        fwrite(buf, 1, k, opt->out);
-        fflush(opt->out);
+        if (opt->on_token(opt->on_token_user, index, id, pos, buf, k, is_stop) == 0) return 0;
+        snprintf(err, errlen, "generation stopped by the token callback at position %d", pos);
+        return -1;
     }
+    return k ? write_out(opt, buf, k, err, errlen) : 0;
 }
 
 int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
@@ -186,17 +200,20 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     emx_decoder_init(&dec, tk, !opt->print_control);
     // The prompt goes through the decoder even when not echoed: the decoder's state (the
     // previous token, e.g. BOS for SPM's leading-space rule) must be that of the sequence.
-    for (int i = 0; i < n_prompt; i++) {
-        size_t k = emx_decoder_push(&dec, prompt[i], buf, cap);
-        if (opt->echo_prompt && opt->out && k) fwrite(buf, 1, k, opt->out);
-    }
-    if (opt->echo_prompt && opt->out) fflush(opt->out);
-
     int rc = 0;
+    errno = 0;
+    for (int i = 0; i < n_prompt && rc == 0; i++) {
+        size_t k = emx_decoder_push(&dec, prompt[i], buf, cap);
+        if (opt->echo_prompt && k) rc = write_out(opt, buf, k, err, errlen);
+    }
+    if (rc != 0) goto done;
+    // The first token is chosen right after the prefill's forward; its choice is counted in
+    // the decode interval with the others, so the sampler's share is of one interval.
     double t0 = emx_now_s();
     int id = feed_and_choose(st, sampler, prompt, n_prompt, 0, n_vocab, &stats->sample_s);  // one batched prefill
     double t1 = emx_now_s();
-    stats->prefill_s = t1 - t0;
+    const double first_choice_s = stats->sample_s;
+    stats->prefill_s = t1 - t0 - first_choice_s;
     if (id == -1) {
         snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt, ctx,
                  emx_state_error(st));
@@ -218,7 +235,10 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
         if (opt->ids_out && stats->n_generated < opt->ids_cap) opt->ids_out[stats->n_generated] = id;
         int index = stats->n_generated++;
         int is_stop = emx_is_stop(tk, id) && !(opt->ignore_stop && opt->n_predict >= 0);
-        emit(opt, &dec, index, id, pos, is_stop, buf, cap);
+        if (emit(opt, &dec, index, id, pos, is_stop, buf, cap, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
         if (is_stop) {
             stats->stop = EMX_STOP_TOKEN;
             break;
@@ -240,14 +260,11 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
         }
         pos++;
     }
-    stats->decode_s = emx_now_s() - t1;
+    stats->decode_s = emx_now_s() - t1 + first_choice_s;
 
 done:;
     size_t k = emx_decoder_flush(&dec, buf, cap);
-    if (opt->out && k) {
-        fwrite(buf, 1, k, opt->out);
-        fflush(opt->out);
-    }
+    if (k && write_out(opt, buf, k, rc ? NULL : err, rc ? 0 : errlen) != 0) rc = -1;  // the first reason stays
     free(buf);
     return rc;
 }

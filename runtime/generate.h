@@ -83,12 +83,15 @@ enum emx_stop_reason {
 // can be empty (bytes held until a UTF-8 character is complete, control tokens, the stop
 // token) or hold earlier tokens' held bytes too. When set, the callback prints the text (to
 // colour it, say) and `out` receives only the echoed prompt and the decoder's final flush.
-typedef void (*EmxTokenFn)(void *user, int index, int id, int pos, const char *text, size_t len,
-                           int is_stop);
+// Returns 0 to go on; anything else stops the loop (emx_generate returns -1: the callback's
+// owner knows why, e.g. its output failed).
+typedef int (*EmxTokenFn)(void *user, int index, int id, int pos, const char *text, size_t len,
+                          int is_stop);
 
 typedef struct {
     int n_predict;       // tokens to generate; < 0: until a stop token or the context is full
     FILE *out;           // detokenised text, flushed per token; NULL: nothing printed
+    const char *out_name;// for the message when a write to out fails ("stdout"); NULL: "the output"
     int echo_prompt;     // print the prompt's text before the generated text
     int print_control;   // print control tokens' text (default 0: skipped, as HF does)
     int ignore_stop;     // benchmarks: a stop token is fed back like any other (n_predict >= 0)
@@ -102,15 +105,17 @@ typedef struct {
     int n_prompt;        // tokens prefilled
     int n_generated;     // tokens chosen (a final stop token included)
     double prefill_s;    // one batched forward over the prompt
-    double decode_s;     // from the end of the prefill to the last token: choosing, printing
-                         // and the n_generated - 1 single-token forwards
+    double decode_s;     // from the end of the prefill's forward to the last token: the
+                         // n_generated choices, printing and the n_generated - 1 single-token
+                         // forwards
     double sample_s;     // the part of decode_s spent in the sampler's choose()
     int stop;            // enum emx_stop_reason
 } EmxGenerateStats;
 
 // Runs the prompt from position 0 of `st`, then generates. A stop token ends generation and is
 // not printed. Returns 0, or -1 with a one-line reason (prompt longer than the context, the
-// forward pass refusing, the sampler finding no token).
+// forward pass refusing, the sampler finding no token, a failed write to out, the callback
+// stopping it).
 int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                  EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
                  char *err, size_t errlen);

@@ -2,6 +2,7 @@
 // round per choice, a critic on rank 0, rollback on every replica.
 #include "pool_generate.h"
 
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -141,6 +142,7 @@ struct Pool {
     int bad_count;          // consecutive BAD verdicts: rollbacks since text was last accepted
     int n_rounds;
     int metrics_failed;
+    int out_errno, log_errno, metrics_errno;  // the first failed write of each (0: none); it stops the run
     int interrupted;        // the run stopped because *opt->interrupted was set
 };
 
@@ -284,6 +286,13 @@ static int commit(Worker *w, const Branch *br, int owner, int local, int pos) {
 // ---------------------------------------------------------------------------------------------
 // Rank 0: log, output, critic
 
+// Flushes f and keeps the first failure's errno in *slot: a full disk or a closed stdout ends the
+// run with an error rather than losing the text and the log while it goes on.
+static void flush_checked(FILE *f, int *slot) {
+    if (!f) return;
+    if ((fflush(f) != 0 || ferror(f)) && !*slot) *slot = errno ? errno : EIO;
+}
+
 // A token's text for a one-line log entry: control bytes escaped.
 static void log_piece(FILE *f, const EmxTokenizer *tk, int id) {
     size_t len = 0;
@@ -337,13 +346,14 @@ static void log_round(Pool *p, const Branch *all, int n, int win, int pos) {
             }
             fprintf(f, b->len ? " (mean=%.3f)%s\n" : " no token%.0f%s\n", b->len ? b->score : 0.0, i == win ? " *" : "");
         }
-    fflush(f);
+    flush_checked(f, &p->log_errno);
 }
 
 // Prints (and writes --metrics lines for) the positions that became final: [printed, upto).
 static void emit_final(Pool *p, const int *seq, int upto) {
     const EmxPoolOptions *o = p->opt;
     const size_t cap = emx_decoder_max_out(p->tk);
+    errno = 0;
     for (int pos = p->printed; pos < upto; pos++) {
         const int id = seq[pos], stop = emx_is_stop(p->tk, id);
         if (o->out && !stop) {
@@ -361,12 +371,15 @@ static void emit_final(Pool *p, const int *seq, int upto) {
                                 .metrics = &mm, .params = &sp, .score = ti->score, .is_agent = 1, .agent = ti->agent,
                                 .proposal_entropy_bits = ti->entropy};
             r.piece = emx_token_bytes_ref(p->tk, id, &r.piece_len);
-            if (emx_token_log_json(o->metrics, &r) != 0) p->metrics_failed = 1;
+            if (emx_token_log_json(o->metrics, &r) != 0) {
+                p->metrics_failed = 1;
+                if (!p->metrics_errno) p->metrics_errno = errno ? errno : EIO;
+            }
         }
     }
     if (upto > p->printed) {
-        if (o->out) fflush(o->out);
-        if (o->metrics) fflush(o->metrics);
+        flush_checked(o->out, &p->out_errno);
+        flush_checked(o->metrics, &p->metrics_errno);
         p->printed = upto;
     }
 }
@@ -434,7 +447,7 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
         }
         if (f) {
             fprintf(f, " (log p GOOD=%.3f BAD=%.3f)\n", v.logp_good, v.logp_bad);
-            fflush(f);
+            flush_checked(f, &p->log_errno);
         }
         if (accept) {
             p->final_len = w->n_seq;
@@ -446,6 +459,7 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
     if (ctl->keep < 0 && ended) ctl->stop = 1;
     if (o->interrupted && *o->interrupted) ctl->stop = p->interrupted = 1;
     emit_final(p, w->seq, p->final_len);
+    if (p->out_errno || p->log_errno || p->metrics_errno) ctl->stop = 1;  // emx_pool_generate says which
     return 0;
 }
 
@@ -454,8 +468,9 @@ static void write_final(Pool *p, Worker *w, int interrupted) {
     emit_final(p, w->seq, w->n_seq);  // an interrupted run shows what it had, accepted or not
     if (o->out) {
         size_t n = emx_decoder_flush(&p->dec, p->decbuf, emx_decoder_max_out(p->tk));
+        errno = 0;
         fwrite(p->decbuf, 1, n, o->out);
-        fflush(o->out);
+        flush_checked(o->out, &p->out_errno);
     }
     if (o->log) {
         size_t len = 0;
@@ -463,7 +478,7 @@ static void write_final(Pool *p, Worker *w, int interrupted) {
         fprintf(o->log, "=== Final text%s (%d tokens) ===\n", interrupted ? " (interrupted)" : "", w->n_seq - p->n_prompt);
         if (text) fwrite(text, 1, len, o->log);
         fputc('\n', o->log);
-        fflush(o->log);
+        flush_checked(o->log, &p->log_errno);
         free(text);
     }
 }
@@ -707,6 +722,14 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
         }
     if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
         snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
+        rc = -1;
+    }
+    // A failed write stopped the run: the text or a log is incomplete, which is an error.
+    stats->out_errno = p.out_errno, stats->log_errno = p.log_errno, stats->metrics_errno = p.metrics_errno;
+    if (rc == 0 && (p.out_errno || p.log_errno || p.metrics_errno)) {
+        const int e = p.out_errno ? p.out_errno : p.log_errno ? p.log_errno : p.metrics_errno;
+        snprintf(err, errlen, "writing the %s: %s", p.out_errno ? "generated text" : p.log_errno ? "log" : "metrics",
+                 strerror(e));
         rc = -1;
     }
     if (rc == 0 && ids_out) {

@@ -92,6 +92,8 @@ typedef struct {
     int n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
     double prefill_s, decode_s, critic_s;  // critic_s is part of decode_s
     int stop;                // enum emx_stop_reason or EMX_STOP_INTERRUPTED
+    int out_errno, log_errno, metrics_errno;  // a write to out / log / metrics failed (0: none):
+                                              // the run stopped there and returned -1
 } EmxPoolStats;
 
 // Runs prompt[0..n_prompt) on every replica, then generates. *ids_out (optional, malloc'd)

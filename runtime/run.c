@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat_template.h"
 #include "cli_args.h"
@@ -23,6 +24,8 @@
 #include "model_verify.h"
 #include "profile.h"
 #include "read_file.h"
+#include "forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
+#include "run_io.h"
 #include "run_pool.h"
 #include "rng.h"
 #include "token_log.h"
@@ -59,8 +62,10 @@ static int build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t e
 typedef struct {
     FILE *out;
     FILE *metrics;                 // --metrics, or NULL
+    const char *metrics_path;
     int color;
-    int write_failed;
+    int out_errno;                 // the write to out that failed (0: none)
+    int metrics_errno;             // the write to metrics that failed (-1: a failure without errno)
     const EmxTokenizer *tk;
     const char *sampler_name;
     EmxEntropixSampler *es;        // entropix: its last_metrics / last_decision
@@ -68,9 +73,12 @@ typedef struct {
     const EmxSamplerParams *params;
 } TokenSink;
 
-static void on_token(void *user, int index, int id, int pos, const char *text, size_t len,
-                     int is_stop) {
+// Returns -1 to stop the loop when a write failed: generating text nobody receives is wasted,
+// and the run must end with the error, not with exit 0.
+static int on_token(void *user, int index, int id, int pos, const char *text, size_t len,
+                    int is_stop) {
     TokenSink *ts = user;
+    errno = 0;
     if (len) {
         if (ts->color && ts->es) {
             int inserted = ts->es->last_decision.action == EMX_ACTION_INSERT;
@@ -80,9 +88,12 @@ static void on_token(void *user, int index, int id, int pos, const char *text, s
         } else {
             fwrite(text, 1, len, ts->out);
         }
-        fflush(ts->out);
+        if (fflush(ts->out) != 0 || ferror(ts->out)) {
+            ts->out_errno = errno ? errno : EIO;
+            return -1;
+        }
     }
-    if (!ts->metrics || ts->write_failed) return;
+    if (!ts->metrics) return 0;
     EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
                         .sampler = ts->sampler_name, .score = NAN};
     r.piece = emx_token_bytes_ref(ts->tk, id, &r.piece_len);
@@ -94,7 +105,58 @@ static void on_token(void *user, int index, int id, int pos, const char *text, s
         r.metrics = &ts->tap->last_metrics;
         r.params = ts->params;
     }
-    if (emx_token_log_json(ts->metrics, &r) != 0) ts->write_failed = 1;
+    if (emx_token_log_json(ts->metrics, &r) != 0 || fflush(ts->metrics) != 0) {
+        ts->metrics_errno = errno ? errno : -1;
+        return -1;
+    }
+    return 0;
+}
+
+// "run: --metrics m.jsonl: No space left on device" (e < 0: no errno, "write failed").
+static void report_write_error(const char *what, const char *path, int e) {
+    fprintf(stderr, "run: %s%s%s: %s\n", what, path ? " " : "", path ? path : "", e > 0 ? strerror(e) : "write failed");
+}
+
+// The files this run reads and the ones it writes: an output may not be an input, nor another
+// output (run_io.h). Checked before any input is opened, so nothing is truncated by a mistake.
+static int check_paths(const EmxCliArgs *a, int entropix, char *err, size_t errlen) {
+    EmxProfile scratch;
+    const int profile_file = entropix && emx_profile_builtin(&scratch, a->profile) != 0;
+    const EmxRunPath in[] = {{"the model file", a->model_path},
+                             {"the critic model file", a->critic_model},
+                             {"the prompt file (-f)", a->prompt_file},
+                             {"the profile file", profile_file ? a->profile : NULL}};
+    const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}};
+    return emx_run_check_outputs(in, 4, out, 2, err, errlen);
+}
+
+// -f's text, read no further than a context of ctx tokens can hold (run_io.h's bound), so
+// /dev/zero or a 10 GB file costs a bounded read and a one-line error. NULL: said on stderr.
+static char *read_prompt_file(const char *path, const EmxTokenizer *tk, int ctx, size_t *len) {
+    size_t max_piece = 0;
+    for (int i = 0; i < emx_tokenizer_n_vocab(tk); i++) {
+        size_t n = 0;
+        emx_token_bytes_ref(tk, i, &n);
+        if (n > max_piece) max_piece = n;
+    }
+    const size_t bound = emx_prompt_byte_bound(ctx, max_piece);
+    char *text = emx_read_file_max(path, bound, len);
+    if (!text && errno == EFBIG)
+        fprintf(stderr, "run: -f %s: the prompt is longer than %zu bytes, more than the context of %d tokens can hold\n",
+                path, bound, ctx);
+    else if (!text)
+        fprintf(stderr, "run: -f %s: %s\n", path, strerror(errno));
+    return text;
+}
+
+// Does one CPU state at ctx fit the memory there is? (The CUDA backend checks its own.)
+static int check_cpu_memory(const EmxModel *m, const EmxCliArgs *a, int ctx, char *err, size_t errlen) {
+    const char *d = a->device;
+    const int on_cpu = !d || !*d || strcmp(d, "cpu") == 0 || (strcmp(d, "auto") == 0 && !emx_cuda_available());
+    if (!on_cpu) return 0;
+    const int threads = a->threads > 0 ? a->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t kv = 0, need = emx_cpu_state_bytes(&m->cfg, ctx, threads, &kv);
+    return emx_mem_check(need, kv, emx_mem_available(), ctx, "1 state", err, errlen);
 }
 
 // The entropix run's case counts, one line on stderr.
@@ -156,6 +218,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     int entropix = a.sampler == EMX_SAMPLER_ENTROPIX;
+    int out_errno = emx_run_check_stdio();
+    if (out_errno) {
+        report_write_error("writing the generated text to stdout", NULL, out_errno);
+        return 1;
+    }
+    if (check_paths(&a, entropix, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 2;
+    }
     EmxProfile profile;
     if (entropix && build_profile(&a, &profile, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
@@ -179,17 +250,6 @@ int main(int argc, char **argv) {
     FILE *metrics = NULL;
     char *file_prompt = NULL;
     int *ids = NULL;
-
-    size_t prompt_len = a.prompt ? strlen(a.prompt) : 0;
-    const char *prompt = a.prompt;
-    if (a.prompt_file) {
-        file_prompt = emx_read_file(a.prompt_file, &prompt_len);
-        if (!file_prompt) {
-            fprintf(stderr, "run: -f %s: %s\n", a.prompt_file, strerror(errno));
-            goto out;
-        }
-        prompt = file_prompt;
-    }
 
     if (a.verify) {  // a corrupted file is told apart from a bad model before anything runs
         int v = emx_model_verify(a.model_path, err, sizeof err);
@@ -221,6 +281,13 @@ int main(int argc, char **argv) {
                 emx_tokenizer_n_vocab(tk), cfg->vocab_size);
         goto out;
     }
+    size_t prompt_len = a.prompt ? strlen(a.prompt) : 0;
+    const char *prompt = a.prompt;
+    if (a.prompt_file) {
+        int max_ctx = cfg->max_seq_len < 4096 ? (int)cfg->max_seq_len : 4096;  // -c 0's context
+        if (!(file_prompt = read_prompt_file(a.prompt_file, tk, ctx > 0 ? ctx : max_ctx, &prompt_len))) goto out;
+        prompt = file_prompt;
+    }
 
     int has_template = cfg->chat_template != EMX_CHAT_NONE;
     int chat = a.chat == EMX_CHAT_AUTO ? has_template : a.chat == EMX_CHAT_ON;
@@ -247,9 +314,11 @@ int main(int argc, char **argv) {
             goto out;
         }
         if (a.verbose) print_verbose(&model, &a, &a.sampling, chat, ctx, ids, n_ids);
-        if (!chat && prompt_len) {  // raw mode echoes the prompt, as below
-            fwrite(prompt, 1, prompt_len, stdout);
-            fflush(stdout);
+        errno = 0;
+        if (!chat && prompt_len &&  // raw mode echoes the prompt, as below
+            (fwrite(prompt, 1, prompt_len, stdout) != prompt_len || fflush(stdout) != 0)) {
+            report_write_error("writing the generated text to stdout", NULL, errno ? errno : EIO);
+            goto out;
         }
         struct sigaction sa = {.sa_handler = on_sigint};
         sigemptyset(&sa.sa_mask);
@@ -259,6 +328,11 @@ int main(int argc, char **argv) {
     }
 
     EmxStateOptions so = {.n_threads = a.threads, .ctx = ctx, .device = a.device};
+    int state_ctx = emx_state_resolve_ctx(&model, &so, err, sizeof err);
+    if (state_ctx > 0 && check_cpu_memory(&model, &a, state_ctx, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
     st = emx_state_new(&model, &so, err, sizeof err);
     if (!st) {
         fprintf(stderr, "run: %s\n", err);
@@ -334,26 +408,35 @@ int main(int argc, char **argv) {
     if (a.color && entropix) emx_color_legend(stderr);
 
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
-    TokenSink sink = {.out = stdout, .metrics = metrics, .color = a.color, .tk = tk,
+    TokenSink sink = {.out = stdout, .metrics = metrics, .metrics_path = a.metrics_path, .color = a.color, .tk = tk,
                       .sampler_name = emx_sampler_kind_name(a.sampler),
                       .es = entropix ? &es : NULL, .tap = sampler == &tap.base ? &tap : NULL,
                       .params = &sp};
-    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .echo_prompt = !chat,
+    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !chat,
                              .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;
     int rc = emx_generate(st, tk, ids, n_ids, sampler, &go, &stats, err, sizeof err);
-    printf("\n");
-    fflush(stdout);
+    errno = 0;
+    if (!sink.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
+        sink.out_errno = errno ? errno : EIO;
+    if (sink.out_errno) {  // the callback stopped the loop, or the last newline failed
+        report_write_error("writing the generated text to stdout", NULL, sink.out_errno);
+        goto out;
+    }
+    if (sink.metrics_errno) {
+        report_write_error("--metrics", a.metrics_path, sink.metrics_errno);
+        goto out;
+    }
     if (rc != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
     if (metrics) {
-        int bad = sink.write_failed || ferror(metrics);
-        bad |= fclose(metrics) != 0;
+        errno = 0;
+        int bad = ferror(metrics) || fclose(metrics) != 0;
         metrics = NULL;
         if (bad) {
-            fprintf(stderr, "run: --metrics %s: write failed\n", a.metrics_path);
+            report_write_error("--metrics", a.metrics_path, errno ? errno : -1);
             goto out;
         }
     }

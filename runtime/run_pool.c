@@ -6,10 +6,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "critic.h"
+#include "run_io.h"
 #include "pool_generate.h"
 #include "rng.h"
+
+// CPU workers: do their replicas (and a critic over the same model, on the CPU beside them) fit
+// the memory there is? Checked before any is allocated; GPUs check their own.
+static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
+    const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int per = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : cores / n_workers;
+    uint64_t kv = 0, need = (uint64_t)n_workers * emx_cpu_state_bytes(&m->cfg, ctx, per > 0 ? per : 1, &kv);
+    kv *= (uint64_t)n_workers;
+    int critic = a->check_every > 0 && !a->critic_model;  // a critic model file is sized when it is opened
+    if (critic) {
+        const int cctx = m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;  // critic.c's context
+        uint64_t ckv = 0;
+        need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, &ckv);
+        kv += ckv;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%d worker state%s%s", n_workers, n_workers > 1 ? "s" : "",
+             critic ? " and a critic state" : "");
+    return emx_mem_check(need, kv, emx_mem_available(), ctx, what, err, errlen);
+}
 
 int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk, const int *ids, int n_ids, int ctx,
                  volatile sig_atomic_t *interrupted) {
@@ -74,6 +96,10 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         n_predict = room;
     }
 
+    if (n_devices == 0 && check_pool_memory(a, m, ctx, n_workers, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 1;
+    }
     int status = 1;
     EmxCritic *critic = NULL;
     FILE *log = NULL, *metrics = NULL;
@@ -122,21 +148,33 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
                          .interrupted = interrupted};
     EmxPoolStats stats;
     int rc = emx_pool_generate(m, tk, ids, n_ids, &po, &stats, NULL, NULL, err, sizeof err);
-    printf("\n");
-    fflush(stdout);
+    errno = 0;
+    if (!stats.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
+        stats.out_errno = errno ? errno : EIO;
+    if (stats.out_errno || stats.log_errno || stats.metrics_errno) {  // one line: the first that failed
+        if (stats.out_errno)
+            fprintf(stderr, "run: writing the generated text to stdout: %s\n", strerror(stats.out_errno));
+        else if (stats.log_errno)
+            fprintf(stderr, "run: --log %s: %s\n", a->log_path, strerror(stats.log_errno));
+        else
+            fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(stats.metrics_errno));
+        goto out;
+    }
     if (rc != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
+    errno = 0;
     if (metrics && (ferror(metrics) || fclose(metrics) != 0)) {
-        fprintf(stderr, "run: --metrics %s: write failed\n", a->metrics_path);
+        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, errno ? strerror(errno) : "write failed");
         status = 1;
     }
     metrics = NULL;
+    errno = 0;
     if (log && (ferror(log) || fclose(log) != 0)) {
-        fprintf(stderr, "run: --log %s: write failed\n", a->log_path);
+        fprintf(stderr, "run: --log %s: %s\n", a->log_path, errno ? strerror(errno) : "write failed");
         status = 1;
     }
     log = NULL;

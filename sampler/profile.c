@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,14 +233,21 @@ int emx_profile_load(EmxProfile *p, const char *name_or_path, char *err, size_t 
                  name_or_path);
         return -1;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {  // fopen opens one; its read fails
+        snprintf(err, errlen, "profile %s: is a directory, not a profile file", name_or_path);
+        fclose(f);
+        return -1;
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     int rc = -1;
     if (!buf) {
         snprintf(err, errlen, "%s: out of memory", name_or_path);
     } else {
+        errno = 0;
         len = fread(buf, 1, cap, f);
-        if (ferror(f)) snprintf(err, errlen, "%s: read error", name_or_path);
+        if (ferror(f)) snprintf(err, errlen, "profile %s: %s", name_or_path, strerror(errno ? errno : EIO));
         else if (len == cap) snprintf(err, errlen, "%s: larger than %zu bytes", name_or_path, cap);
         else {
             emx_profile_classic(p);

@@ -74,6 +74,25 @@ void emx_basic_sampler_free(EmxBasicSampler *bs) {
 // ---------------------------------------------------------------------------------------------
 // Prompt -> ids.
 
+// Tells ps->warn which prompt byte had no token. In chat mode the offset is into the rendered
+// conversation; the user's text is found in it to give the offset in what the user wrote.
+static void warn_dropped(const EmxPromptSpec *ps, const EmxEncodeDrops *d, const char *rendered) {
+    size_t off = d->first_offset;
+    const char *of = "the prompt";
+    if (rendered) {
+        const char *u = NULL;  // the first copy of the user's text (memmem is not C11)
+        for (const char *r = rendered; ps->len && *r && !u; r++)
+            if (strncmp(r, ps->text, ps->len) == 0) u = r;
+        if (u && off >= (size_t)(u - rendered) && off < (size_t)(u - rendered) + ps->len) off -= (size_t)(u - rendered);
+        else of = "the rendered chat prompt";
+    }
+    char msg[200], more[64] = "";
+    if (d->n_dropped > 1) snprintf(more, sizeof more, " (%zu such bytes in all)", d->n_dropped);
+    snprintf(msg, sizeof msg, "the vocabulary has no token for byte 0x%02x at offset %zu of %s; it is left out%s",
+             d->first_byte, off, of, more);
+    ps->warn(ps->warn_ctx, msg);
+}
+
 int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpec *ps, int **ids,
                    int *n_ids, char *err, size_t errlen) {
     *ids = NULL;
@@ -111,7 +130,9 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
         if (emx_chat_template_adds_bos(family)) flags &= ~EMX_ENC_BOS;  // the template's BOS wins
     }
     size_t n = 0;
-    int rc = emx_encode(tk, text, len, flags, ids, &n, err, errlen);
+    EmxEncodeDrops drops;
+    int rc = emx_encode_ex(tk, text, len, flags, ids, &n, &drops, err, errlen);
+    if (rc == 0 && drops.n_dropped && ps->warn) warn_dropped(ps, &drops, rendered);
     free(rendered);
     if (rc != 0) return -1;
     if (n == 0) {

@@ -1,6 +1,7 @@
 // generate.c — prompt to ids, and the prefill + decode loop (see generate.h).
 #include "generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,8 @@
 // One step of the loop: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
 // state's device when the sampler describes itself (device_spec) and the backend chooses there
 // (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
-// failed, -2 if the sampler found no token. sample_s: time of the host-side choice.
+// failed, -2 if the sampler found no token, -3 if it found none because the logits hold NaN or
+// Inf (a broken model: see emx_state_nonfinite). sample_s: time of the host-side choice.
 static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
                            double *sample_s) {
     const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
@@ -30,7 +32,22 @@ static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int 
     double ts = emx_now_s();
     int id = sm->choose(sm, st, logits, n_vocab, pos + n);
     *sample_s += emx_now_s() - ts;
-    return id < 0 || id >= n_vocab ? -2 : id;
+    if (id >= 0 && id < n_vocab) return id;
+    for (int i = 0; i < n_vocab; i++)
+        if (isnan(logits[i]) || isinf(logits[i])) return -3;
+    return -2;
+}
+
+// The error of a step whose sampler found no token (feed_and_choose's -2 or -3).
+static void no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
+    const char *where = id == -3 ? emx_state_nonfinite(st) : NULL;
+    if (id != -3)
+        snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+    else if (where)
+        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d): %s is the first non-finite "
+                 "value (a NaN or Inf weight?)", pos, step, where);
+    else
+        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d)", pos, step);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +249,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             break;
         }
         if (id < 0) {
-            snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+            no_token_error(st, id, pos, stats->n_generated, err, errlen);
             rc = -1;
             break;
         }

@@ -54,6 +54,9 @@ const char *emx_state_device(const EmxState *s) {
 }
 const char *emx_state_error(const EmxState *s) { return s->backend->error(s); }
 void emx_state_info(const EmxState *s, EmxStateInfo *info) { s->backend->info(s, info); }
+const char *emx_state_nonfinite(const EmxState *s) {
+    return s->backend->nonfinite ? s->backend->nonfinite(s) : NULL;
+}
 void emx_forward_set_threads(EmxState *s, int n_threads) { s->backend->set_threads(s, n_threads); }
 
 const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {

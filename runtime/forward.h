@@ -36,6 +36,11 @@ int emx_state_ctx(const EmxState *s);
 const char *emx_state_device(const EmxState *s);
 // Why the latest call that failed did (a bad argument; on a GPU, the CUDA call and its error).
 const char *emx_state_error(const EmxState *s);
+// Where the values of the latest forward call first stopped being finite (NaN or Inf): "the
+// embedding", "layer 3's output", "the classifier" (a NaN or Inf weight there, or an overflow);
+// NULL when they did not, or the backend does not check (CUDA). The CPU checks the residual
+// stream after each layer: a scan of [n][dim] per layer, nothing next to the matmuls.
+const char *emx_state_nonfinite(const EmxState *s);
 // What a benchmark reports about where a state runs.
 typedef struct {
     const char *device;          // "cpu", "cuda:0"

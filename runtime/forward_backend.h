@@ -21,6 +21,7 @@ struct EmxBackend {
     void (*set_threads)(EmxState *s, int n_threads);
     const char *(*error)(const EmxState *s);
     void (*info)(const EmxState *s, EmxStateInfo *info);
+    const char *(*nonfinite)(const EmxState *s);  // NULL: the backend does not check
     const float *(*forward)(EmxState *s, const int *tokens, int n, int pos);
     // NULL: the backend does not decide (emx_forward_decide returns 0)
     int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,

@@ -52,6 +52,10 @@ struct CpuState {
     float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
     int last_pos;       // position of the latest call's last token (-1 before any)
     float *logits;      // [vocab]
+    // Where the latest call's values first became NaN or Inf: NONFINITE_NONE, NONFINITE_EMBEDDING,
+    // a layer, or n_layers for the classifier (emx_state_nonfinite).
+    int nonfinite_at;
+    char nonfinite_desc[48];
     // Branch tails (emx_state_branches_reserve): the KV rows of up to br_max continuations of
     // the sequence, br_tail positions each. Step j of every branch is one contiguous block of
     // rows, so a batched pass writes its k and v straight from the matmul, as for the cache.
@@ -67,6 +71,26 @@ typedef struct {
     int prefix, step;   // branches only
     int is_branches;
 } RowLayout;
+
+enum { NONFINITE_NONE = -2, NONFINITE_EMBEDDING = -1 };
+
+// 1 when x[0..n) holds a NaN or an Inf (exponent all ones). Integer ops: the compiler
+// vectorises the OR, so the check per layer costs about a copy of the residual stream.
+static int any_nonfinite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
+// Records `at` as where the values first stopped being finite, if x[0..n) did and no earlier
+// stage of this call was already recorded.
+static void note_nonfinite(CpuState *s, int at, const float *x, size_t n) {
+    if (s->nonfinite_at == NONFINITE_NONE && any_nonfinite(x, n)) s->nonfinite_at = at;
+}
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
 
@@ -90,6 +114,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->q_dim = (int)(c->n_heads * c->head_dim);
     s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
     s->last_pos = -1;
+    s->nonfinite_at = NONFINITE_NONE;
     size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
     widest = widest > hid ? widest : hid;
@@ -259,6 +284,7 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
         emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half,
                         rows->is_branches ? pos : pos + i);
     }
+    note_nonfinite(s, NONFINITE_EMBEDDING, s->x, (size_t)n * dim);
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
@@ -310,6 +336,7 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
             for (int j = 0; j < dim; j++) xi[j] += xbi[j];
         }
+        note_nonfinite(s, l, s->x, (size_t)n * dim);
     }
 }
 
@@ -329,11 +356,13 @@ static void classify(CpuState *s, int first, int n, float *out) {
     for (int i = 0; i < n; i++)
         emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)(first + i) * dim, s->m->norm.data, dim, c->norm_eps);
     matmul1(s, out, &s->m->output, s->xb, n);
+    note_nonfinite(s, (int)c->n_layers, out, (size_t)n * c->vocab_size);
 }
 
 static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return NULL;
+    s->nonfinite_at = NONFINITE_NONE;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
         run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
@@ -347,6 +376,7 @@ static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos)
 static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return -1;
+    s->nonfinite_at = NONFINITE_NONE;
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
@@ -407,6 +437,7 @@ static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int pref
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
     const RowLayout rows = {prefix, step, 1};
+    s->nonfinite_at = NONFINITE_NONE;
     run_layers(s, tokens, n, prefix + step, &rows, 0);
     classify(s, 0, n, logits);
     return 0;
@@ -460,6 +491,16 @@ static const char *cpu_error(const EmxState *st) {
     return "a token id out of range, or positions past the context";
 }
 
+static const char *cpu_nonfinite(const EmxState *st) {
+    CpuState *s = (CpuState *)st;  // the description is rebuilt in the state's own buffer
+    int at = s->nonfinite_at;
+    if (at == NONFINITE_NONE) return NULL;
+    if (at == NONFINITE_EMBEDDING) return "the embedding";
+    if (at >= (int)s->m->cfg.n_layers) return "the classifier";
+    snprintf(s->nonfinite_desc, sizeof s->nonfinite_desc, "layer %d's output", at);
+    return s->nonfinite_desc;
+}
+
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     (void)st;
     memset(info, 0, sizeof *info);
@@ -474,6 +515,7 @@ static const EmxBackend CPU_BACKEND = {
     .set_threads = cpu_forward_set_threads,
     .error = cpu_error,
     .info = cpu_info,
+    .nonfinite = cpu_nonfinite,
     .forward = cpu_forward,
     .forward_all_logits = cpu_forward_all_logits,
     .attention_scores = cpu_attention_scores,

@@ -2,6 +2,7 @@
 #include "generate.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@
 // One step of the loop: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
 // state's device when the sampler describes itself (device_spec) and the backend chooses there
 // (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
-// failed, -2 if the sampler found no token. sample_s: time of the host-side choice.
+// failed, -2 if the sampler found no token, -3 if it found none because the logits hold NaN or
+// Inf (a broken model: see emx_state_nonfinite). sample_s: time of the host-side choice.
 static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
                            double *sample_s) {
     const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
@@ -31,7 +33,22 @@ static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int 
     double ts = emx_now_s();
     int id = sm->choose(sm, st, logits, n_vocab, pos + n);
     *sample_s += emx_now_s() - ts;
-    return id < 0 || id >= n_vocab ? -2 : id;
+    if (id >= 0 && id < n_vocab) return id;
+    for (int i = 0; i < n_vocab; i++)
+        if (isnan(logits[i]) || isinf(logits[i])) return -3;
+    return -2;
+}
+
+// The error of a step whose sampler found no token (feed_and_choose's -2 or -3).
+static void no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
+    const char *where = id == -3 ? emx_state_nonfinite(st) : NULL;
+    if (id != -3)
+        snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+    else if (where)
+        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d): %s is the first non-finite "
+                 "value (a NaN or Inf weight?)", pos, step, where);
+    else
+        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d)", pos, step);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -75,6 +92,25 @@ void emx_basic_sampler_free(EmxBasicSampler *bs) {
 // ---------------------------------------------------------------------------------------------
 // Prompt -> ids.
 
+// Tells ps->warn which prompt byte had no token. In chat mode the offset is into the rendered
+// conversation; the user's text is found in it to give the offset in what the user wrote.
+static void warn_dropped(const EmxPromptSpec *ps, const EmxEncodeDrops *d, const char *rendered) {
+    size_t off = d->first_offset;
+    const char *of = "the prompt";
+    if (rendered) {
+        const char *u = NULL;  // the first copy of the user's text (memmem is not C11)
+        for (const char *r = rendered; ps->len && *r && !u; r++)
+            if (strncmp(r, ps->text, ps->len) == 0) u = r;
+        if (u && off >= (size_t)(u - rendered) && off < (size_t)(u - rendered) + ps->len) off -= (size_t)(u - rendered);
+        else of = "the rendered chat prompt";
+    }
+    char msg[200], more[64] = "";
+    if (d->n_dropped > 1) snprintf(more, sizeof more, " (%zu such bytes in all)", d->n_dropped);
+    snprintf(msg, sizeof msg, "the vocabulary has no token for byte 0x%02x at offset %zu of %s; it is left out%s",
+             d->first_byte, off, of, more);
+    ps->warn(ps->warn_ctx, msg);
+}
+
 int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpec *ps, int **ids,
                    int *n_ids, char *err, size_t errlen) {
     *ids = NULL;
@@ -112,7 +148,9 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
         if (emx_chat_template_adds_bos(family)) flags &= ~EMX_ENC_BOS;  // the template's BOS wins
     }
     size_t n = 0;
-    int rc = emx_encode(tk, text, len, flags, ids, &n, err, errlen);
+    EmxEncodeDrops drops;
+    int rc = emx_encode_ex(tk, text, len, flags, ids, &n, &drops, err, errlen);
+    if (rc == 0 && drops.n_dropped && ps->warn) warn_dropped(ps, &drops, rendered);
     free(rendered);
     if (rc != 0) return -1;
     if (n == 0) {
@@ -228,7 +266,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             break;
         }
         if (id < 0) {
-            snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+            no_token_error(st, id, pos, stats->n_generated, err, errlen);
             rc = -1;
             break;
         }

@@ -59,6 +59,10 @@ typedef struct {
     int chat;                // 1: render through the model's chat template (cfg.chat_template)
     const char *system;      // chat: system message or NULL
     int enable_thinking;     // chat, Qwen3: 0 renders enable_thinking=False
+    // Called once with a one-line warning when the vocabulary has no token for some prompt
+    // bytes (they are left out, see EmxEncodeDrops); NULL: not told.
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
 } EmxPromptSpec;
 
 // Token ids of the prompt. Raw: the text with special-token texts parsed and BOS added if the

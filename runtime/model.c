@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "errmsg.h"
 
 // One-line error "<path>: <message>".
 static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
@@ -28,17 +29,25 @@ static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...
 }
 
 static int check_config(const EmxConfig *c, const char *path, char *err, size_t errlen) {
-    const struct { const char *name; uint32_t v; } nonzero[] = {
-        {"dim", c->dim}, {"hidden_dim", c->hidden_dim}, {"n_layers", c->n_layers},
-        {"n_heads", c->n_heads}, {"n_kv_heads", c->n_kv_heads}, {"head_dim", c->head_dim},
-        {"vocab_size", c->vocab_size}, {"max_seq_len", c->max_seq_len},
+    // Every size the forward pass turns into an int (and products of them: q_dim, kv_dim) must
+    // fit one; the bounds are far above any real model and below what overflows. A field past
+    // its bound is reported alone, before anything derived from it can contradict it.
+    const struct { const char *name; uint32_t v, max; } range[] = {
+        {"dim", c->dim, 1u << 20},          {"hidden_dim", c->hidden_dim, 1u << 22},
+        {"n_layers", c->n_layers, EMX_MAX_LAYERS},
+        {"n_heads", c->n_heads, 1u << 16},  {"n_kv_heads", c->n_kv_heads, 1u << 16},
+        {"head_dim", c->head_dim, 1u << 16},{"vocab_size", c->vocab_size, 1u << 30},
+        {"max_seq_len", c->max_seq_len, 1u << 30},  // positions are ints: pos + n must not wrap
     };
-    for (size_t i = 0; i < sizeof nonzero / sizeof nonzero[0]; i++)
-        if (nonzero[i].v == 0) return fail(err, errlen, path, "config.%s = 0", nonzero[i].name);
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++)
+        if (range[i].v == 0 || range[i].v > range[i].max)
+            return fail(err, errlen, path, "config.%s = %u is out of range [1, %u]", range[i].name, range[i].v,
+                        range[i].max);
+    if ((uint64_t)c->n_heads * c->head_dim > (1u << 24))
+        return fail(err, errlen, path, "config.n_heads = %u times head_dim = %u exceeds %u", c->n_heads,
+                    c->head_dim, 1u << 24);
     if (c->arch != EMX_ARCH_LLAMA && c->arch != EMX_ARCH_QWEN3)
         return fail(err, errlen, path, "config.arch = %u is not a known architecture", c->arch);
-    if (c->n_layers > EMX_MAX_LAYERS)
-        return fail(err, errlen, path, "config.n_layers = %u exceeds %u", c->n_layers, EMX_MAX_LAYERS);
     if (c->n_heads % c->n_kv_heads)
         return fail(err, errlen, path, "config.n_heads = %u is not a multiple of n_kv_heads = %u",
                     c->n_heads, c->n_kv_heads);
@@ -139,44 +148,92 @@ static const char *first_missing(const EmxModel *m, char *buf, size_t cap) {
 
 static int check_tensor(EmxModel *m, const EmxTensorEntry *te, const char *name, const char *path,
                         char *err, size_t errlen) {
+    char shown[4 * EMX_NAME_BYTES + 1];  // the name as messages show it: control bytes escaped
+    emx_escape(name, EMX_NAME_BYTES, shown, sizeof shown);
     const uint8_t *base = m->map;
     uint64_t size = m->map_size;
     if (te->dtype >= EMX_DTYPE_COUNT)
-        return fail(err, errlen, path, "tensor %s: dtype = %u is not known", name, te->dtype);
+        return fail(err, errlen, path, "tensor %s: dtype = %u is not known", shown, te->dtype);
     Expected e;
     if (expected_for(m, name, &e) != 0)
-        return fail(err, errlen, path, "tensor %s: name not expected for this config", name);
-    if (e.slot->data) return fail(err, errlen, path, "tensor %s: appears twice", name);
+        return fail(err, errlen, path, "tensor %s: name not expected for this config", shown);
+    if (e.slot->data) return fail(err, errlen, path, "tensor %s: appears twice", shown);
     if (te->ndim != (e.is_vector ? 1u : 2u))
-        return fail(err, errlen, path, "tensor %s: ndim = %u but expected %u", name, te->ndim, e.is_vector ? 1 : 2);
+        return fail(err, errlen, path, "tensor %s: ndim = %u but expected %u", shown, te->ndim, e.is_vector ? 1 : 2);
     if (te->shape[0] != e.rows || te->shape[1] != e.cols) {
         if (e.is_vector)
-            return fail(err, errlen, path, "tensor %s: shape [%llu, %llu] but config implies [%llu]", name,
+            return fail(err, errlen, path, "tensor %s: shape [%llu, %llu] but config implies [%llu]", shown,
                         (unsigned long long)te->shape[0], (unsigned long long)te->shape[1], (unsigned long long)e.rows);
-        return fail(err, errlen, path, "tensor %s: shape [%llu, %llu] but config implies [%llu, %llu]", name,
+        return fail(err, errlen, path, "tensor %s: shape [%llu, %llu] but config implies [%llu, %llu]", shown,
                     (unsigned long long)te->shape[0], (unsigned long long)te->shape[1],
                     (unsigned long long)e.rows, (unsigned long long)e.cols);
     }
     if (e.is_vector && te->dtype != EMX_F32)
-        return fail(err, errlen, path, "tensor %s: dtype = %s but norms and rope factors must be f32", name,
+        return fail(err, errlen, path, "tensor %s: dtype = %s but norms and rope factors must be f32", shown,
                     emx_dtype_name(te->dtype));
     uint64_t want = emx_tensor_bytes(te->dtype, te->shape[0], te->shape[1]);
     if (want == 0)
-        return fail(err, errlen, path, "tensor %s: dtype %s cannot hold %llu columns", name,
+        return fail(err, errlen, path, "tensor %s: dtype %s cannot hold %llu columns", shown,
                     emx_dtype_name(te->dtype), (unsigned long long)te->shape[1]);
     if (te->nbytes != want)
-        return fail(err, errlen, path, "tensor %s: nbytes = %llu but %s [%llu, %llu] needs %llu", name,
+        return fail(err, errlen, path, "tensor %s: nbytes = %llu but %s [%llu, %llu] needs %llu", shown,
                     (unsigned long long)te->nbytes, emx_dtype_name(te->dtype), (unsigned long long)te->shape[0],
                     (unsigned long long)te->shape[1], (unsigned long long)want);
     if (te->offset % EMX_ALIGN)
-        return fail(err, errlen, path, "tensor %s: offset = %llu is not a multiple of %u", name,
+        return fail(err, errlen, path, "tensor %s: offset = %llu is not a multiple of %u", shown,
                     (unsigned long long)te->offset, EMX_ALIGN);
     if (te->offset > size || te->nbytes > size - te->offset)
-        return fail(err, errlen, path, "tensor %s: data [%llu, %llu) past the end of the file (%llu bytes)", name,
+        return fail(err, errlen, path, "tensor %s: data [%llu, %llu) past the end of the file (%llu bytes)", shown,
                     (unsigned long long)te->offset, (unsigned long long)(te->offset + te->nbytes),
                     (unsigned long long)size);
     *e.slot = (EmxTensor){te->dtype, te->shape[0], te->shape[1], base + te->offset};
     return 0;
+}
+
+// A byte range of the file that one part of it owns.
+typedef struct {
+    uint64_t off, len;
+    char what[4 * EMX_NAME_BYTES + 16];  // "tensor layers.0.wq", "tokenizer section"
+} Section;
+
+static int section_cmp(const void *a, const void *b) {
+    const Section *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
+}
+
+// No two parts of the file (header, tokenizer section, tensor directory, each tensor's data)
+// share a byte: a crafted file could otherwise make one tensor's weights another's, or the
+// tokenizer's pieces weights. Each part is already known to lie inside the file. Sorted by
+// offset, a part overlaps an earlier one exactly when it starts before the furthest end so far.
+static int check_sections(const EmxModel *m, const EmxFileHeader *h, const char *path, char *err, size_t errlen) {
+    const uint8_t *base = m->map;
+    size_t n = 0;
+    Section *s = malloc(((size_t)h->n_tensors + 3) * sizeof *s);
+    if (!s) return fail(err, errlen, path, "out of memory checking %u tensors", h->n_tensors);
+    s[n++] = (Section){0, sizeof *h, "header"};
+    s[n++] = (Section){h->tokenizer_offset, h->tokenizer_bytes, "tokenizer section"};
+    s[n++] = (Section){h->tensor_dir_offset, (uint64_t)h->n_tensors * sizeof(EmxTensorEntry), "tensor directory"};
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        EmxTensorEntry te;
+        memcpy(&te, base + h->tensor_dir_offset + (uint64_t)i * sizeof te, sizeof te);
+        Section *t = &s[n++];
+        t->off = te.offset, t->len = te.nbytes;
+        memcpy(t->what, "tensor ", 7);
+        emx_escape(te.name, EMX_NAME_BYTES, t->what + 7, sizeof t->what - 7);
+    }
+    qsort(s, n, sizeof *s, section_cmp);
+    size_t far = 0;  // the part that ends furthest among those seen
+    int rc = 0;
+    for (size_t i = 1; i < n && rc == 0; i++) {
+        if (s[i].len == 0) continue;
+        if (s[i].off < s[far].off + s[far].len)
+            rc = fail(err, errlen, path, "%s [%llu, %llu) overlaps %s [%llu, %llu)", s[i].what,
+                      (unsigned long long)s[i].off, (unsigned long long)(s[i].off + s[i].len), s[far].what,
+                      (unsigned long long)s[far].off, (unsigned long long)(s[far].off + s[far].len));
+        if (s[i].off + s[i].len > s[far].off + s[far].len) far = i;
+    }
+    free(s);
+    return rc;
 }
 
 static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
@@ -199,10 +256,14 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
     m->cfg = h.config;
     if (check_config(&m->cfg, path, err, errlen)) return -1;
 
-    if (h.tokenizer_offset % 8 || h.tokenizer_offset < sizeof h || h.tokenizer_offset > size ||
-        h.tokenizer_bytes > size - h.tokenizer_offset)
-        return fail(err, errlen, path, "tokenizer section [offset %llu, %llu bytes] is misaligned or outside the file",
-                    (unsigned long long)h.tokenizer_offset, (unsigned long long)h.tokenizer_bytes);
+    if (h.tokenizer_offset % 8 || h.tokenizer_offset < sizeof h)
+        return fail(err, errlen, path, "tokenizer_offset = %llu is %s", (unsigned long long)h.tokenizer_offset,
+                    h.tokenizer_offset < sizeof h ? "inside the header" : "not a multiple of 8");
+    if (h.tokenizer_offset > size || h.tokenizer_bytes > size - h.tokenizer_offset)
+        return fail(err, errlen, path,
+                    "tokenizer section [offset %llu, tokenizer_bytes = %llu] is outside the file (%llu bytes)",
+                    (unsigned long long)h.tokenizer_offset, (unsigned long long)h.tokenizer_bytes,
+                    (unsigned long long)size);
     char tok_err[320];
     if (tokdata_view(base + h.tokenizer_offset, h.tokenizer_bytes, &m->tok, tok_err, sizeof tok_err))
         return fail(err, errlen, path, "%s", tok_err);
@@ -211,10 +272,13 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
                     m->cfg.vocab_size);
 
     uint64_t dir_bytes = (uint64_t)h.n_tensors * sizeof(EmxTensorEntry);
-    if (h.tensor_dir_offset % 8 || h.tensor_dir_offset < sizeof h || h.tensor_dir_offset > size ||
-        dir_bytes > size - h.tensor_dir_offset)
-        return fail(err, errlen, path, "tensor directory [offset %llu, %u entries] is misaligned or outside the file",
-                    (unsigned long long)h.tensor_dir_offset, h.n_tensors);
+    if (h.tensor_dir_offset % 8 || h.tensor_dir_offset < sizeof h)
+        return fail(err, errlen, path, "tensor_dir_offset = %llu is %s", (unsigned long long)h.tensor_dir_offset,
+                    h.tensor_dir_offset < sizeof h ? "inside the header" : "not a multiple of 8");
+    if (h.tensor_dir_offset > size || dir_bytes > size - h.tensor_dir_offset)
+        return fail(err, errlen, path,
+                    "tensor directory [tensor_dir_offset = %llu, n_tensors = %u] is outside the file (%llu bytes)",
+                    (unsigned long long)h.tensor_dir_offset, h.n_tensors, (unsigned long long)size);
 
     m->layers = calloc(m->cfg.n_layers, sizeof *m->layers);
     if (!m->layers) return fail(err, errlen, path, "out of memory for %u layers", m->cfg.n_layers);
@@ -224,10 +288,14 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
         char name[EMX_NAME_BYTES + 1];
         memcpy(name, te.name, EMX_NAME_BYTES);
         name[EMX_NAME_BYTES] = 0;
-        if (memchr(te.name, 0, EMX_NAME_BYTES) == NULL || name[0] == 0)
-            return fail(err, errlen, path, "tensor directory entry %u: name is empty or not NUL-terminated", i);
+        if (memchr(te.name, 0, EMX_NAME_BYTES) == NULL || name[0] == 0) {
+            char shown[4 * EMX_NAME_BYTES + 1];
+            return fail(err, errlen, path, "tensor directory entry %u: name \"%s\" is empty or not NUL-terminated", i,
+                        emx_escape(name, EMX_NAME_BYTES, shown, sizeof shown));
+        }
         if (check_tensor(m, &te, name, path, err, errlen)) return -1;
     }
+    if (check_sections(m, &h, path, err, errlen)) return -1;
     char buf[64];
     const char *missing = first_missing(m, buf, sizeof buf);
     if (missing) return fail(err, errlen, path, "tensor %s: missing", missing);

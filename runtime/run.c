@@ -196,6 +196,12 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
 // Ctrl-C in the agent pool: finish the round, print and log what there is. A second Ctrl-C
 // kills (the handler restores the default). Signal handlers can take no context, hence the
 // one file-level flag; it belongs to this program, not to the library.
+// The library's warnings (EmxPromptSpec.warn), one line each.
+static void warn_stderr(void *ctx, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "run: warning: %s\n", msg);
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
     interrupted = 1;
@@ -300,7 +306,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "run: warning: --no-think only applies to Qwen3 chat; ignored\n");
 
     EmxPromptSpec ps = {.text = prompt, .len = prompt_len, .chat = chat, .system = a.system,
-                        .enable_thinking = !a.no_think};
+                        .enable_thinking = !a.no_think, .warn = warn_stderr};
     int n_ids = 0;
     if (emx_prompt_ids(&model, tk, &ps, &ids, &n_ids, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);

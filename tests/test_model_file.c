@@ -400,3 +400,93 @@ Test(model_file, random_corruption_never_crashes) {
     free(good);
     fixture_free(&f);
 }
+
+// max_piece_len sizes the tokenizer's buffers: it must be the longest piece, not any bound.
+Test(model_file, tokenizer_max_piece_len_must_be_the_longest_piece) {
+    Fixture f;
+    fixture_load(&f);
+    const size_t at = f.h.tokenizer_offset + 8 + 6 * 4;  // after the magic: u32 kind ... max_piece_len
+    uint32_t good;
+    memcpy(&good, f.buf + at, 4);
+    char want[64];
+    snprintf(want, sizeof want, "longest piece (id ");
+    const uint32_t bad[] = {UINT32_MAX, good + 1, good - 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(f.buf + at, &bad[i], 4);
+        char field[64], len[64];
+        snprintf(field, sizeof field, "max_piece_len = %u", bad[i]);
+        snprintf(len, sizeof len, "is %u bytes", good);
+        EXPECT_FAILURE(&f, field, want, len);
+    }
+    fixture_free(&f);
+}
+
+// Every size field is range-checked on its own, with its name and value, before anything
+// derived from it (an int context of -2147483648) can contradict it.
+Test(model_file, config_fields_out_of_range) {
+    Fixture f;
+    fixture_load(&f);
+    const EmxFileHeader good = f.h;
+    f.h.config.max_seq_len = 1u << 31;
+    put_header(&f);
+    EXPECT_FAILURE(&f, "config.max_seq_len = 2147483648 is out of range");
+    f.h = good;
+    f.h.config.dim = UINT32_MAX;
+    put_header(&f);
+    EXPECT_FAILURE(&f, "config.dim = 4294967295 is out of range");
+    f.h = good;
+    f.h.config.n_heads = f.h.config.n_kv_heads = 1u << 16;
+    f.h.config.head_dim = 1u << 16;
+    put_header(&f);
+    EXPECT_FAILURE(&f, "n_heads = 65536 times head_dim = 65536");
+    fixture_free(&f);
+}
+
+static uint64_t align_up(uint64_t x) { return (x + EMX_ALIGN - 1) / EMX_ALIGN * EMX_ALIGN; }
+
+// Two tensors, or a tensor and the tokenizer section or the directory, sharing bytes.
+Test(model_file, sections_overlap) {
+    Fixture f;
+    fixture_load(&f);
+    char *good = malloc(f.len);
+    memcpy(good, f.buf, f.len);
+    uint32_t iq = find_entry(&f, "layers.0.wq"), ik = find_entry(&f, "layers.0.wk");
+    EmxTensorEntry q = get_entry(&f, iq), k = get_entry(&f, ik);
+    k.offset = q.offset + EMX_ALIGN;  // wk's data starts inside wq's
+    put_entry(&f, ik, &k);
+    EXPECT_FAILURE(&f, "tensor layers.0.wk", "overlaps tensor layers.0.wq");
+    memcpy(f.buf, good, f.len);
+    k = get_entry(&f, ik);
+    k.offset = align_up(f.h.tokenizer_offset);
+    cr_assert_lt(k.offset + 64, f.h.tokenizer_offset + f.h.tokenizer_bytes);
+    put_entry(&f, ik, &k);
+    EXPECT_FAILURE(&f, "tensor layers.0.wk", "tokenizer section", "overlaps");
+    memcpy(f.buf, good, f.len);
+    k = get_entry(&f, ik);
+    k.offset = align_up(f.h.tensor_dir_offset);
+    put_entry(&f, ik, &k);
+    EXPECT_FAILURE(&f, "tensor layers.0.wk", "tensor directory", "overlaps");
+    memcpy(f.buf, good, f.len);
+    f.h.tokenizer_offset = f.h.tensor_dir_offset;  // the directory read as a tokenizer section
+    f.h.tokenizer_bytes = 64;
+    put_header(&f);
+    EXPECT_FAILURE(&f, "tokenizer");
+    free(good);
+    fixture_free(&f);
+}
+
+// Names come from the file: a CR/LF or other control byte is escaped, the message stays one line.
+Test(model_file, control_bytes_in_a_name_are_escaped) {
+    Fixture f;
+    fixture_load(&f);
+    uint32_t i = find_entry(&f, "layers.2.wv");
+    EmxTensorEntry e = get_entry(&f, i);
+    memset(e.name, 0, sizeof e.name);
+    memcpy(e.name, "layers.2.w\r\nv\x1b[2J\\", 19);
+    put_entry(&f, i, &e);
+    EXPECT_FAILURE(&f, "tensor layers.2.w\\r\\nv\\x1b[2J\\\\", "not expected");
+    memset(e.name, '\n', sizeof e.name);  // no terminator
+    put_entry(&f, i, &e);
+    EXPECT_FAILURE(&f, "entry", "\\n\\n", "not NUL-terminated");
+    fixture_free(&f);
+}

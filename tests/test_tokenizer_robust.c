@@ -314,3 +314,49 @@ Test(tokenizer_robust, nfc_shortcut_matches_utf8proc, .timeout = 120) {
     cr_expect_eq(bad, 0);
     testtok_free(&t);
 }
+
+// A byte-level vocabulary without a token for byte 0x16 (as SmolLM2's): made from Llama 3's by
+// marking that byte's token unused. The byte is left out of the ids, as HF tokenizers does, and
+// emx_encode_ex says which byte and where.
+Test(tokenizer_robust, byte_without_token_is_reported) {
+    TestTok t;
+    testtok_hf(&t, "testdata/tokenizers/llama3", 128256);
+    int id16 = emx_token_find(t.tk, "\xC4\x96");  // U+0116: 0x16 in the GPT-2 byte alphabet
+    cr_assert_geq(id16, 0);
+    uint8_t *types = malloc(t.data.n_vocab);
+    memcpy(types, t.data.types, t.data.n_vocab);
+    types[id16] = EMX_TOKT_UNUSED;
+    TokenizerData d = t.data;
+    d.types = types;
+    char err[256] = "";
+    EmxTokenizer *tk = emx_tokenizer_new(&d, err, sizeof err);
+    cr_assert(tk, "%s", err);
+    int *ids, *want;
+    size_t n, nw;
+    EmxEncodeDrops drops;
+    // A lone 0x16 (a one-byte word), then the same byte inside longer words, the first of which
+    // is the first word of the text (no id pushed yet when it is merged).
+    cr_assert_eq(emx_encode_ex(tk, "Hello\x16 world", 12, 0, &ids, &n, &drops, err, sizeof err), 0, "%s", err);
+    want = enc(t.tk, "Hello world", 11, 0, &nw);
+    cr_expect(n == nw && memcmp(ids, want, n * sizeof *ids) == 0, "the byte is left out, nothing else");
+    cr_expect_eq(drops.n_dropped, 1);
+    cr_expect_eq(drops.first_byte, 0x16);
+    cr_expect_eq(drops.first_offset, 5);
+    free(ids);
+    free(want);
+    cr_assert_eq(emx_encode_ex(tk, "\x16\x16!!\t\x16\x16!!", 9, 0, &ids, &n, &drops, err, sizeof err), 0);
+    cr_expect_eq(drops.n_dropped, 4, "a word seen twice is noted twice (no cached result)");
+    cr_expect_eq(drops.first_offset, 0);
+    free(ids);
+    // Nothing but such bytes: no id at all (UBSan: no offset applied to the empty id vector).
+    cr_assert_eq(emx_encode_ex(tk, "\x16\x16", 2, 0, &ids, &n, &drops, err, sizeof err), 0);
+    cr_expect(n == 0 && drops.n_dropped == 2 && drops.first_offset == 0);
+    free(ids);
+    // A text without such bytes reports none; emx_encode (no report) gives the same ids.
+    cr_assert_eq(emx_encode_ex(tk, "Hello world", 11, 0, &ids, &n, &drops, err, sizeof err), 0);
+    cr_expect_eq(drops.n_dropped, 0);
+    free(ids);
+    emx_tokenizer_free(tk);
+    free(types);
+    testtok_free(&t);
+}

@@ -123,7 +123,11 @@ static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int ini
 int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
                     IdVec *out) {
     if (n == 0) return 0;
-    if (n == 1) return tk->byte_id[w[0]] >= 0 ? idvec_push(out, tk->byte_id[w[0]]) : 0;
+    if (n == 1) {
+        if (tk->byte_id[w[0]] >= 0) return idvec_push(out, tk->byte_id[w[0]]);
+        enc_note_drop(s, (const char *)w);
+        return 0;
+    }
     // Words seen before in this text (the cache is small and hot, the vocabulary is not).
     uint32_t h = tok_hash_bytes(w, n);
     size_t first = out->n;
@@ -145,11 +149,20 @@ int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, siz
         }
     }
     if (n > INT32_MAX / 2 || enc_scratch_reserve(s, n) != 0) return -1;
-    for (size_t i = 0; i < n; i++) s->sym_id[i] = tk->byte_id[w[i]];  // -1 if the vocabulary lacks the byte: dropped
+    // A byte the vocabulary lacks gets -1: no pair with it merges, and it is left out of the
+    // ids (HF tokenizers' BPE without unk_token does the same), but noted for the caller.
+    const size_t dropped_before = s->n_dropped;
+    for (size_t i = 0; i < n; i++) {
+        s->sym_id[i] = tk->byte_id[w[i]];
+        if (s->sym_id[i] < 0) enc_note_drop(s, (const char *)w + i);
+    }
     if (enc_merge_symbols(tk, s, n, push_pair) != 0) return -1;
     for (int32_t i = 0; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
-    if (n <= WORDCACHE_MAX_WORD) wordcache_put(&s->cache, w, n, h, out->v + first, out->n - first);
+    // Words with dropped bytes are not cached: each occurrence must be noted (and out->v may
+    // still be NULL when nothing was pushed).
+    if (n <= WORDCACHE_MAX_WORD && s->n_dropped == dropped_before)
+        wordcache_put(&s->cache, w, n, h, out->v + first, out->n - first);
     return 0;
 }
 

@@ -67,7 +67,10 @@ int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, 
             int nb = text[i] == ' ' ? 3 : l;
             if (ns + (size_t)nb > s->cap && enc_scratch_reserve(s, ns + (size_t)nb + n - i) != 0)
                 return -1;
-            for (int k = 0; k < nb; k++) s->sym_id[ns++] = tk->byte_id[(uint8_t)bytes[k]];
+            for (int k = 0; k < nb; k++) {
+                s->sym_id[ns] = tk->byte_id[(uint8_t)bytes[k]];  // -1: no <0xNN> piece and no <unk>
+                if (s->sym_id[ns++] < 0) enc_note_drop(s, text + i + (text[i] == ' ' ? 0 : k));
+            }
         }
         i += (size_t)l;
     }

@@ -323,7 +323,10 @@ static int encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *tex
             return -1;
         }
         if (nfc) {
+            const char *base = s->base;
+            s->base_off = (size_t)(text - base), s->base = nfc;  // dropped bytes: offsets from here
             int rc = bpe_encode_segment(tk, s, nfc, m, out, err, errlen);
+            s->base = base, s->base_off = 0;
             free(nfc);
             return rc;
         }
@@ -333,8 +336,14 @@ static int encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *tex
 
 int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, int **ids,
                size_t *n_ids, char *err, size_t errlen) {
+    return emx_encode_ex(tk, text, len, flags, ids, n_ids, NULL, err, errlen);
+}
+
+int emx_encode_ex(const EmxTokenizer *tk, const char *text, size_t len, int flags, int **ids,
+                  size_t *n_ids, EmxEncodeDrops *drops, char *err, size_t errlen) {
     *ids = NULL;
     *n_ids = 0;
+    if (drops) memset(drops, 0, sizeof *drops);
     IdVec out = {0};
     EncScratch s = {0};
     size_t n = 0;
@@ -344,6 +353,7 @@ int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, 
         emx_seterr(err, errlen, "tokenizer: out of memory for a %zu-byte text", len);
         goto done;
     }
+    s.base = clean;
     if ((flags & EMX_ENC_BOS) && (tk->td.flags & EMX_TOKF_ADD_BOS) && tk->td.bos_id >= 0)
         if (idvec_push(&out, tk->td.bos_id) != 0) goto oom;
     size_t seg = 0;
@@ -377,6 +387,7 @@ int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, 
     *ids = out.v;
     *n_ids = out.n;
     out.v = NULL;
+    if (drops) *drops = (EmxEncodeDrops){s.n_dropped, s.drop_off, s.drop_byte};
     rc = 0;
     goto done;
 oom:

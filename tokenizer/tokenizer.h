@@ -48,6 +48,22 @@ enum {
 int emx_encode(const EmxTokenizer *tk, const char *text, size_t len, int flags, int **ids,
                size_t *n_ids, char *err, size_t errlen);
 
+// Input bytes an encode left out because the vocabulary has no token for them: a byte-level
+// vocabulary without that byte (SmolLM2's has none for 0x16, for one), an SPM vocabulary with
+// neither its <0xNN> piece nor <unk>. HF tokenizers leaves them out the same way; the ids match
+// it, and a caller that wants to tell its user passes an EmxEncodeDrops (the library prints
+// nothing). Offsets are into the text as encoded: the input itself unless invalid UTF-8 before
+// the byte became U+FFFD or NFC normalisation changed the text before it.
+typedef struct {
+    size_t n_dropped;     // bytes left out (0: none)
+    size_t first_offset;  // offset of the first one
+    uint8_t first_byte;   // its value
+} EmxEncodeDrops;
+
+// emx_encode, and *drops (if non-NULL) says which input bytes had no token.
+int emx_encode_ex(const EmxTokenizer *tk, const char *text, size_t len, int flags, int **ids,
+                  size_t *n_ids, EmxEncodeDrops *drops, char *err, size_t errlen);
+
 // The raw bytes token `id` stands for: byte-level alphabet undone ("Ġthe" -> " the"),
 // <0xNN> -> that byte, SPM U+2581 -> space, added tokens -> their text, padding rows -> "".
 // Copies min(len, cap) bytes to buf and returns len (0 for an id out of range).

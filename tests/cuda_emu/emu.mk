@@ -1,14 +1,17 @@
 # tests/cuda_emu/emu.mk — the CUDA emulation layer and the emulated test binary.
 # Included by the top Makefile after its library rules. Builds, with the host C++ compiler and
 # always with AddressSanitizer + UBSan:
-#   $(BUILD)/tests/emu_tests     the layer + every kernels/*.cu (rewritten by rewrite.py) +
+#   $(EMU_BUILD)/tests/emu_tests the layer + every kernels/*.cu (rewritten by rewrite.py) +
 #                                tests/cuda_emu/test_*.cpp + tests/kernels/test_*.cpp
-#   $(BUILD)/tests/emu_selftest  the layer + its self-tests only (works while kernels/ is broken)
+#   $(EMU_BUILD)/tests/emu_selftest the layer + its self-tests only (works while kernels/ is broken)
 #   make emu-selftest            builds and runs the latter
-# Rewritten sources go to $(BUILD)/emu/<same path>, objects to $(BUILD)/emu/obj/<same path>.
+# Rewritten sources go to $(EMU_BUILD)/emu/<same path>, objects to $(EMU_BUILD)/emu/obj/<same path>.
 
 EMU_DIR := tests/cuda_emu
-EMU_OUT := $(BUILD)/emu
+# Where the emulated binaries are built: $(BUILD), but `make test-asan` (BUILD=build-asan) uses
+# those of build/, which are built with the same sanitizers already.
+EMU_BUILD ?= $(BUILD)
+EMU_OUT := $(EMU_BUILD)/emu
 EMU_CXX ?= g++
 EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -37,9 +40,15 @@ EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)
 # Test headers are rewritten too (beside the rewritten tests, so quote includes find them first).
 EMU_TEST_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard tests/kernels/*.h $(EMU_DIR)/*.h))
 EMU_KTEST_OBJ := $(EMU_KTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
-EMU_LIBS := $(BUILD)/libentropix.a $(LDLIBS) -lcriterion
+# The C library and programs linked into the emulated binaries, compiled again with the same
+# sanitizers as the layer: the CPU code those binaries run (the kernels' CPU twins, the pool's
+# host side, ./run itself) is checked too, so `make test-asan` need not build and run them again.
+EMU_C_OBJ_OF = $(patsubst %.c,$(EMU_OUT)/obj/%.o,$(1))
+EMU_LIB := $(EMU_OUT)/libentropix.a
+EMU_LIB_OBJ := $(call EMU_C_OBJ_OF,$(LIB_SRC))
+EMU_LIBS := $(EMU_LIB) $(LDLIBS) -lcriterion
 
-EMU_TEST_BIN := $(BUILD)/tests/emu_tests
+EMU_TEST_BIN := $(EMU_BUILD)/tests/emu_tests
 
 # Rewrite (launches and __shared__ declarations; line numbers kept) before compiling.
 $(EMU_OUT)/kernels/%: kernels/% $(EMU_DIR)/rewrite.py
@@ -74,39 +83,47 @@ $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(EMU_SAN) -Ikernels -I$(EMU_DIR)/include -c $< -o $@
 
+$(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
+
+$(EMU_LIB): $(EMU_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 $(EMU_OUT)/obj/tests/%.o: $(EMU_OUT)/tests/%.cpp $(EMU_KERNEL_HDR) $(EMU_TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
 
-$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(BUILD)/libentropix.a
+$(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
 # ./run with the CUDA backend on emulated GPUs (--device cuda:N): the C suite runs it beside the
 # CPU ./run (EMX_GPU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
 # always under ASan, like every emulated binary.
-EMU_RUN_BIN := $(BUILD)/emu/run
-$(EMU_RUN_BIN): $(BUILD)/obj/runtime/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
+EMU_RUN_BIN := $(EMU_OUT)/run
+$(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 
 # tools/bench on emulated GPUs (EMX_GPU_BENCH in the C suite): proves the GPU report's paths
 # (launches per step, bytes per token, peak bandwidth from the device's properties) run; its
 # timings are emulation timings.
-EMU_BENCH_BIN := $(BUILD)/emu/tools/bench
-$(BUILD)/emu/tools/%: $(BUILD)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(BUILD)/libentropix.a
+EMU_BENCH_BIN := $(EMU_OUT)/tools/bench
+$(EMU_OUT)/tools/%: $(EMU_OUT)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 
-$(BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(BUILD)/libentropix.a
+$(EMU_BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
 .PHONY: emu-selftest
-emu-selftest: $(BUILD)/tests/emu_selftest
-	$(BUILD)/tests/emu_selftest -j2 $(EMU_TEST_ARGS)
+emu-selftest: $(EMU_BUILD)/tests/emu_selftest
+	$(EMU_BUILD)/tests/emu_selftest -j2 $(EMU_TEST_ARGS)
 
--include $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_HOST_C_OBJ:.o=.d) $(EMU_RUNTIME_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
+-include $(EMU_LIB_OBJ:.o=.d) $(patsubst %.c,$(EMU_OUT)/obj/%.d,$(PROGRAM_SRC)) $(EMU_LAYER_OBJ:.o=.d) $(EMU_KERNEL_OBJ:.o=.d) $(EMU_HOST_C_OBJ:.o=.d) $(EMU_RUNTIME_OBJ:.o=.d) $(EMU_SELFTEST_OBJ:.o=.d) $(EMU_KTEST_OBJ:.o=.d)
 
 # Scheduling cost with the x86-64 switch and with ucontext (README, "Performance").
 EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp

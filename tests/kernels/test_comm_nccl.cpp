@@ -7,8 +7,8 @@
 // (emx_comm_nccl_new_rank, threads standing in for processes). Run under both schedules
 // (EMU_SCHEDULE=reverse), as `make test` does.
 //
-// No .timeout here: a hang in an emulated collective is reported and aborted by the emulator
-// itself (EMU_NCCL_TIMEOUT_S), and Criterion leaks when tests' timeouts differ.
+// No .timeout here: a deadlock in an emulated collective is reported and aborted by the emulator
+// itself, and Criterion leaks when tests' timeouts differ.
 //
 // The emulator's collectives cannot be woken once every rank but one is waiting in them (see
 // comm_nccl.h), so abort is tested on later calls only; the threads test covers pending ones.
@@ -344,7 +344,9 @@ void *bootstrap_thread(void *p) {
     b->failed = 1;
     // rank 0 comes last: the others must wait for the file, not find it there already
     if (b->rank == 0) usleep(50000);
-    EmxCommNccl *g = emx_comm_nccl_new_rank(b->id_file, b->rank, b->size, b->device, 20.0, b->msg, sizeof b->msg);
+    // No deadline worth the name (rank 0 writes the id at once, but a loaded machine may stall
+    // it): make test's --timeout ends a real hang.
+    EmxCommNccl *g = emx_comm_nccl_new_rank(b->id_file, b->rank, b->size, b->device, 3600.0, b->msg, sizeof b->msg);
     if (!g) return nullptr;
     EmxComm *h = emx_comm_nccl_host_rank(g, b->rank), *d = emx_comm_nccl_rank(g, b->rank);
     const int other = (b->rank + 1) % b->size;

@@ -6,8 +6,11 @@
 // (one thread, all ranks). Collectives match across ranks by their order on each communicator:
 // the k-th call on every rank is one collective, run by whichever rank arrives last; a call
 // returns when the collective is done. Between ncclGroupStart and ncclGroupEnd the calls only
-// register, and ncclGroupEnd waits for all of them, so one thread may drive every rank. A rank
-// that waits more than EMU_NCCL_TIMEOUT_S (default 20) seconds reports who is missing and aborts.
+// register, and ncclGroupEnd waits for all of them, so one thread may drive every rank. A wait
+// never times out (a slow rank is no error); a deadlock aborts with a report naming the rank that
+// can never arrive, as soon as it is certain: that rank's communicator was destroyed, or the
+// thread that drove it (called its collectives outside a group) has exited or is itself blocked
+// for good (src/nccl_wait.cpp). A rank that no thread has driven yet is assumed to be coming.
 // Reductions run in rank order (0, 1, ...) in the element type (f16/bf16 sums rounded after each
 // add); real NCCL's order differs, so compare floating-point results with a tolerance.
 #ifndef EMU_NCCL_H

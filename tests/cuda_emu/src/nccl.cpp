@@ -3,7 +3,8 @@
 // A clique holds the communicators of all ranks and the collectives in flight, keyed by their
 // sequence number (the k-th call on each rank's communicator). Each rank deposits its buffers;
 // the last to arrive does the data movement for everybody and wakes the others. Everything is
-// under the clique's mutex; waits time out loudly instead of hanging the test suite.
+// under one mutex (emu_nccl::mu); waits never time out, but a deadlock is reported and aborts as
+// soon as it forms (nccl_wait.cpp).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,75 +26,23 @@ using namespace emu_nccl;
 
 namespace {
 
-struct Clique {
-    int nranks;
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<ncclComm_t> comms; // by rank
-    int joined = 0;
-    int refs = 0;
-    std::string id;
-    std::map<uint64_t, Op> ops;
-};
-
-} // namespace
-
-struct ncclComm {
-    Clique *clique;
-    int rank;
-    int device;
-    uint64_t next_seq;
-};
-
-namespace {
-
-std::mutex registry_mutex;
 std::map<std::string, Clique *> registry; // cliques being formed by ncclCommInitRank
 std::atomic<unsigned long> id_counter{0};
 
 // Work this host thread registered inside ncclGroupStart/End: wait for it at the end.
-struct Pending {
-    Clique *clique;
-    uint64_t seq; // an op, or UINT64_MAX: wait for the clique to be fully joined
-    int rank;
-};
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> pending;
-
-double timeout_s() {
-    const char *env = getenv("EMU_NCCL_TIMEOUT_S");
-    return env && atof(env) > 0 ? atof(env) : 20.0;
-}
 
 ncclResult_t fail(ncclResult_t r, const std::string &msg) {
     fprintf(stderr, "EMU: NCCL: %s\n", msg.c_str());
     return r;
 }
 
-// Waits (the lock held) until `ready()`; past the timeout reports `what` and aborts.
-template <class F> void wait_or_die(Clique &c, std::unique_lock<std::mutex> &lock, F ready, const std::string &what) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s());
-    while (!ready()) {
-        if (c.cv.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
-            fprintf(stderr, "EMU FAULT: NCCL: %s (one host thread that drives several ranks must wrap the calls in "
-                            "ncclGroupStart/ncclGroupEnd)\n", what.c_str());
-            abort();
-        }
-    }
-}
-
-std::string missing_ranks(const Op &op) {
-    std::string s;
-    for (size_t r = 0; r < op.arrived.size(); r++)
-        if (!op.arrived[r]) s += (s.empty() ? "" : ", ") + std::to_string(r);
-    return s;
-}
-
 // Registers rank `comm`'s part of its next collective; runs it if this rank is the last.
-// Returns the sequence number.
-ncclResult_t deposit(ncclComm_t comm, Kind kind, const Args &args, uint64_t *seq_out) {
+// Returns the sequence number. Lock held.
+uint64_t deposit(ncclComm_t comm, Kind kind, const Args &args, bool grouped) {
     Clique &c = *comm->clique;
-    std::unique_lock<std::mutex> lock(c.mu);
+    if (!grouped) note_driver(comm);
     uint64_t seq = comm->next_seq++;
     auto it = c.ops.find(seq);
     if (it == c.ops.end()) {
@@ -123,26 +70,9 @@ ncclResult_t deposit(ncclComm_t comm, Kind kind, const Args &args, uint64_t *seq
     if (++op.count == c.nranks) {
         nccl_perform(op);
         op.done = true;
-        c.cv.notify_all();
+        cv.notify_all();
     }
-    *seq_out = seq;
-    return ncclSuccess;
-}
-
-// Waits until collective `seq` is done; the last rank to see it erases it.
-void await_op(Clique &c, uint64_t seq, int rank) {
-    std::unique_lock<std::mutex> lock(c.mu);
-    Op &op = c.ops.at(seq);
-    wait_or_die(c, lock, [&op] { return op.done; },
-                "rank " + std::to_string(rank) + ": " + kind_name(op.kind) + " (collective #" + std::to_string(seq) +
-                    ") waits for rank(s) " + missing_ranks(op) + ", which never called it");
-    if (--op.remaining == 0) c.ops.erase(seq);
-}
-
-void await_joined(Clique &c) {
-    std::unique_lock<std::mutex> lock(c.mu);
-    wait_or_die(c, lock, [&c] { return c.joined == c.nranks; },
-                "ncclCommInitRank: " + std::to_string(c.joined) + " of " + std::to_string(c.nranks) + " ranks joined");
+    return seq;
 }
 
 bool buffer_ok(const void *p, size_t bytes) { return bytes == 0 || emu::device_range(p, bytes); }
@@ -162,12 +92,12 @@ ncclResult_t collective(ncclComm_t comm, Kind kind, Args args, cudaStream_t stre
                                              std::to_string(send_bytes) + ", recv " + std::to_string(recv_bytes) + " bytes)");
     bool grouped = group_depth > 0 && !(stream && stream->capture);
     cudaError_t err = emu::submit(stream, kind_name(kind), [comm, kind, args, grouped]() {
-        uint64_t seq;
-        deposit(comm, kind, args, &seq);
+        std::unique_lock<std::mutex> lock(mu);
+        Pending p{comm->clique, deposit(comm, kind, args, grouped), comm->rank};
         if (grouped)
-            pending.push_back(Pending{comm->clique, seq, comm->rank});
+            pending.push_back(p);
         else
-            await_op(*comm->clique, seq, comm->rank);
+            wait_all(lock, {p});
         return cudaSuccess;
     });
     return err == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
@@ -177,10 +107,26 @@ Clique *new_clique(int nranks) {
     Clique *c = new Clique;
     c->nranks = nranks;
     c->comms.assign((size_t)nranks, nullptr);
+    c->gone.assign((size_t)nranks, false);
     return c;
 }
 
+ncclComm_t new_comm(Clique *c, int rank, int device) {
+    ncclComm_t comm = new ncclComm{c, rank, device, 0, nullptr, false};
+    c->comms[(size_t)rank] = comm;
+    c->refs++;
+    comm_created(comm);
+    return comm;
+}
+
 } // namespace
+
+void emu_nccl::release_if_unused(Clique *c) {
+    if (c->refs > 0 || c->waiting > 0) return;
+    auto it = registry.find(c->id);
+    if (it != registry.end() && it->second == c) registry.erase(it);
+    delete c;
+}
 
 extern "C" {
 
@@ -209,62 +155,49 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     if (!comm || nranks < 1 || rank < 0 || rank >= nranks)
         return fail(ncclInvalidArgument, "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks));
     std::string id(commId.internal, strnlen(commId.internal, sizeof commId.internal));
+    std::unique_lock<std::mutex> lock(mu);
+    auto it = registry.find(id);
     Clique *c;
-    {
-        std::lock_guard<std::mutex> lock(registry_mutex);
-        auto it = registry.find(id);
-        if (it == registry.end()) {
-            c = new_clique(nranks);
-            c->id = id;
-            registry[id] = c;
-        } else {
-            c = it->second;
-        }
-        std::lock_guard<std::mutex> clock(c->mu);
-        if (c->nranks != nranks || c->comms[(size_t)rank])
-            return fail(ncclInvalidUsage, "ncclCommInitRank: rank " + std::to_string(rank) + " joined twice or nranks differs");
-        *comm = new ncclComm{c, rank, emu::current_device(), 0};
-        c->comms[(size_t)rank] = *comm;
-        c->refs++;
-        if (++c->joined == nranks) {
-            registry.erase(id); // formed: the id may not be used again
-            c->cv.notify_all();
-        }
+    if (it == registry.end()) {
+        c = new_clique(nranks);
+        c->id = id;
+        registry[id] = c;
+    } else {
+        c = it->second;
     }
+    if (c->nranks != nranks || c->comms[(size_t)rank] || c->gone[(size_t)rank])
+        return fail(ncclInvalidUsage, "ncclCommInitRank: rank " + std::to_string(rank) + " joined twice or nranks differs");
+    *comm = new_comm(c, rank, emu::current_device());
+    if (group_depth == 0) note_driver(*comm);
+    if (++c->joined == nranks) {
+        registry.erase(id); // formed: the id may not be used again
+        cv.notify_all();
+    }
+    Pending p{c, kJoin, rank};
     if (group_depth > 0)
-        pending.push_back(Pending{c, UINT64_MAX, rank});
+        pending.push_back(p);
     else
-        await_joined(*c);
+        wait_all(lock, {p});
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     if (!comms || ndev < 1) return fail(ncclInvalidArgument, "ncclCommInitAll: bad arguments");
+    std::lock_guard<std::mutex> lock(mu);
     Clique *c = new_clique(ndev);
-    for (int r = 0; r < ndev; r++) {
-        comms[r] = new ncclComm{c, r, devlist ? devlist[r] : r, 0};
-        c->comms[(size_t)r] = comms[r];
-    }
-    c->joined = c->refs = ndev;
+    // No driving thread yet: the ranks are usually handed to threads of their own.
+    for (int r = 0; r < ndev; r++) comms[r] = new_comm(c, r, devlist ? devlist[r] : r);
+    c->joined = ndev;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return fail(ncclInvalidArgument, "ncclCommDestroy: null communicator");
+    std::lock_guard<std::mutex> lock(mu);
     Clique *c = comm->clique;
-    bool last;
-    {
-        std::lock_guard<std::mutex> lock(c->mu);
-        c->comms[(size_t)comm->rank] = nullptr;
-        last = --c->refs == 0;
-    }
+    comm_destroyed(comm); // a rank that others wait for is gone: that deadlock is reported here
     delete comm;
-    if (last) {
-        std::lock_guard<std::mutex> lock(registry_mutex);
-        auto it = registry.find(c->id);
-        if (it != registry.end() && it->second == c) registry.erase(it);
-        delete c;
-    }
+    release_if_unused(c);
     return ncclSuccess;
 }
 
@@ -293,12 +226,8 @@ ncclResult_t ncclGroupEnd(void) {
     if (--group_depth > 0) return ncclSuccess;
     std::vector<Pending> work;
     work.swap(pending);
-    for (const Pending &p : work) {
-        if (p.seq == UINT64_MAX)
-            await_joined(*p.clique);
-        else
-            await_op(*p.clique, p.seq, p.rank);
-    }
+    std::unique_lock<std::mutex> lock(mu);
+    wait_all(lock, std::move(work));
     return ncclSuccess;
 }
 

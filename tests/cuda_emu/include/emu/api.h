@@ -35,6 +35,10 @@ FailureMode failure_mode();
 std::string last_fault(); // the last fault message on this host thread ("" if none)
 void clear_last_fault();
 
+// Host threads now blocked in an emulated NCCL call, waiting for other ranks (for self-tests
+// that must know a rank really waits).
+int nccl_blocked_threads();
+
 // Runs `run` (which launches kernels and returns their output copied to the host, e.g. a
 // std::vector) under the forward and then the reverse schedule; returns both outputs.
 template <class F>

@@ -149,12 +149,12 @@ static void check_dtype(uint32_t dtype) {
     if (!emx_dtype_wants_q8_acts(dtype)) check_matmul_invariance(dtype, 23, 75);  // float dots: any cols
 }
 
-Test(batch_invariance, matmul_f32, .timeout = 120) { check_dtype(EMX_F32); }
-Test(batch_invariance, matmul_bf16, .timeout = 120) { check_dtype(EMX_BF16); }
-Test(batch_invariance, matmul_f16, .timeout = 120) { check_dtype(EMX_F16); }
-Test(batch_invariance, matmul_q8, .timeout = 120) { check_dtype(EMX_Q8); }
-Test(batch_invariance, matmul_q4, .timeout = 120) { check_dtype(EMX_Q4); }
-Test(batch_invariance, matmul_q4_1, .timeout = 120) { check_dtype(EMX_Q4_1); }
+Test(batch_invariance, matmul_f32, .timeout = 300) { check_dtype(EMX_F32); }
+Test(batch_invariance, matmul_bf16, .timeout = 300) { check_dtype(EMX_BF16); }
+Test(batch_invariance, matmul_f16, .timeout = 300) { check_dtype(EMX_F16); }
+Test(batch_invariance, matmul_q8, .timeout = 300) { check_dtype(EMX_Q8); }
+Test(batch_invariance, matmul_q4, .timeout = 300) { check_dtype(EMX_Q4); }
+Test(batch_invariance, matmul_q4_1, .timeout = 300) { check_dtype(EMX_Q4_1); }
 
 // The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
 // activation row) and the prefill tile (four weight rows repacked, 1..11 activation rows: tiles
@@ -293,15 +293,15 @@ static void check_model(const char *name) {
     emx_model_close(&m);
 }
 
-Test(batch_invariance, qwen3_tiny_f32, .timeout = 60) { check_model("qwen3-tiny.f32.bin"); }
-Test(batch_invariance, qwen3_tiny_q8, .timeout = 60) { check_model("qwen3-tiny.q8.bin"); }
-Test(batch_invariance, qwen3_tiny_q4, .timeout = 60) { check_model("qwen3-tiny.q4.bin"); }
-Test(batch_invariance, qwen3_tiny_q4_1, .timeout = 60) { check_model("qwen3-tiny.q4_1.bin"); }
-Test(batch_invariance, llama3_tiny_f32, .timeout = 60) { check_model("llama3-tiny.f32.bin"); }
-Test(batch_invariance, llama3_tiny_q8, .timeout = 60) { check_model("llama3-tiny.q8.bin"); }
-Test(batch_invariance, llama3_tiny_q4, .timeout = 60) { check_model("llama3-tiny.q4.bin"); }
-Test(batch_invariance, llama3_tiny_q4_1, .timeout = 60) { check_model("llama3-tiny.q4_1.bin"); }
-Test(batch_invariance, stories260K_q8, .timeout = 60) { check_model("stories260K.q8.bin"); }
+Test(batch_invariance, qwen3_tiny_f32, .timeout = 300) { check_model("qwen3-tiny.f32.bin"); }
+Test(batch_invariance, qwen3_tiny_q8, .timeout = 300) { check_model("qwen3-tiny.q8.bin"); }
+Test(batch_invariance, qwen3_tiny_q4, .timeout = 300) { check_model("qwen3-tiny.q4.bin"); }
+Test(batch_invariance, qwen3_tiny_q4_1, .timeout = 300) { check_model("qwen3-tiny.q4_1.bin"); }
+Test(batch_invariance, llama3_tiny_f32, .timeout = 300) { check_model("llama3-tiny.f32.bin"); }
+Test(batch_invariance, llama3_tiny_q8, .timeout = 300) { check_model("llama3-tiny.q8.bin"); }
+Test(batch_invariance, llama3_tiny_q4, .timeout = 300) { check_model("llama3-tiny.q4.bin"); }
+Test(batch_invariance, llama3_tiny_q4_1, .timeout = 300) { check_model("llama3-tiny.q4_1.bin"); }
+Test(batch_invariance, stories260K_q8, .timeout = 300) { check_model("stories260K.q8.bin"); }
 // SmolLM2 (dim 576, hidden 1536): whole blocks of 8 groups and a tail in a real model; the
 // model is optional data (tests/models_smollm2.mk)
-Test(batch_invariance, smollm2_q8, .timeout = 120) { check_model("smollm2.q8.bin"); }
+Test(batch_invariance, smollm2_q8, .timeout = 300) { check_model("smollm2.q8.bin"); }

@@ -140,7 +140,7 @@ Test(bench, forward_measurement_and_copy_probe) {
     cr_expect(cpu[0] != 0);
 }
 
-Test(bench, cli_errors_are_one_line, .timeout = 60) {
+Test(bench, cli_errors_are_one_line, .timeout = 300) {
     char bin[1024], mp[1024];
     test_build_path(bin, sizeof bin, "tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.f32.bin");
@@ -309,7 +309,7 @@ static const char *gpu_bench(void) {
 // The emulated device reports an H100's memory: 2619000 kHz, 5120 bits, double data rate.
 static const double EMU_PEAK_GBPS = 2.0 * 2619000e3 * 5120 / 8 / 1e9;  // 3352.32
 
-Test(bench, gpu_speed_report, .timeout = 60) {
+Test(bench, gpu_speed_report, .timeout = 300) {
     const char *bin = gpu_bench();
     char mp[1024];
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
@@ -344,7 +344,7 @@ Test(bench, gpu_speed_report, .timeout = 60) {
 // Launches per step: the captured graph's node count grows with the layers (at least 10 kernels
 // a layer: llama3-tiny, 3 layers, against stories260K, 5, both q8), and with the graph off there
 // is no graph to count.
-Test(bench, gpu_launches_per_step, .timeout = 60) {
+Test(bench, gpu_launches_per_step, .timeout = 300) {
     const char *bin = gpu_bench();
     const char *models[2] = {"models/llama3-tiny.q8.bin", "models/stories260K.q8.bin"};
     const int layers[2] = {3, 5};
@@ -376,7 +376,7 @@ Test(bench, gpu_launches_per_step, .timeout = 60) {
 }
 
 // The CPU report: the same lines, "-" where the CPU has no figure, a peak when given one.
-Test(bench, cpu_speed_report_same_lines, .timeout = 60) {
+Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     char bin[1024], mp[1024];
     test_build_path(bin, sizeof bin, "tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
@@ -404,7 +404,7 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 60) {
 }
 
 // sampler and agents on the emulated GPU: they run there and say so, the pool's rows included.
-Test(bench, gpu_sampler_and_agents, .timeout = 60) {
+Test(bench, gpu_sampler_and_agents, .timeout = 300) {
     const char *bin = gpu_bench();
     char mp[1024];
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
@@ -429,7 +429,7 @@ Test(bench, gpu_sampler_and_agents, .timeout = 60) {
 
 // A build without the CUDA backend asked for the pool on a GPU: the single stream runs, a note
 // says why the pool's rows are missing, and the run succeeds.
-Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 60) {
+Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 300) {
     char bin[1024], mp[1024];
     test_build_path(bin, sizeof bin, "tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");

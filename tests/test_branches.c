@@ -88,11 +88,11 @@ static void check_batched_equals_alone(const char *name, int threads) {
     emx_model_close(&l.m);
 }
 
-Test(branches, batched_equals_alone_qwen3_f32, .timeout = 60) { check_batched_equals_alone("qwen3-tiny.f32.bin", 2); }
-Test(branches, batched_equals_alone_qwen3_q8, .timeout = 60) { check_batched_equals_alone("qwen3-tiny.q8.bin", 2); }
-Test(branches, batched_equals_alone_qwen3_q4, .timeout = 60) { check_batched_equals_alone("qwen3-tiny.q4.bin", 1); }
-Test(branches, batched_equals_alone_llama3_q4_1, .timeout = 60) { check_batched_equals_alone("llama3-tiny.q4_1.bin", 2); }
-Test(branches, batched_equals_alone_stories_q8, .timeout = 60) { check_batched_equals_alone("stories260K.q8.bin", 1); }
+Test(branches, batched_equals_alone_qwen3_f32, .timeout = 300) { check_batched_equals_alone("qwen3-tiny.f32.bin", 2); }
+Test(branches, batched_equals_alone_qwen3_q8, .timeout = 300) { check_batched_equals_alone("qwen3-tiny.q8.bin", 2); }
+Test(branches, batched_equals_alone_qwen3_q4, .timeout = 300) { check_batched_equals_alone("qwen3-tiny.q4.bin", 1); }
+Test(branches, batched_equals_alone_llama3_q4_1, .timeout = 300) { check_batched_equals_alone("llama3-tiny.q4_1.bin", 2); }
+Test(branches, batched_equals_alone_stories_q8, .timeout = 300) { check_batched_equals_alone("stories260K.q8.bin", 1); }
 
 // Commit, KV transfer to another replica, rollback into the committed branch, fresh prefill.
 static void check_commit_and_rollback(const char *name) {
@@ -169,11 +169,11 @@ static void check_commit_and_rollback(const char *name) {
     emx_model_close(&l.m);
 }
 
-Test(branches, commit_rollback_qwen3_f32, .timeout = 60) { check_commit_and_rollback("qwen3-tiny.f32.bin"); }
-Test(branches, commit_rollback_qwen3_q8, .timeout = 60) { check_commit_and_rollback("qwen3-tiny.q8.bin"); }
-Test(branches, commit_rollback_llama3_q4, .timeout = 60) { check_commit_and_rollback("llama3-tiny.q4.bin"); }
+Test(branches, commit_rollback_qwen3_f32, .timeout = 300) { check_commit_and_rollback("qwen3-tiny.f32.bin"); }
+Test(branches, commit_rollback_qwen3_q8, .timeout = 300) { check_commit_and_rollback("qwen3-tiny.q8.bin"); }
+Test(branches, commit_rollback_llama3_q4, .timeout = 300) { check_commit_and_rollback("llama3-tiny.q4.bin"); }
 
-Test(branches, bad_calls, .timeout = 30) {
+Test(branches, bad_calls, .timeout = 300) {
     Loaded l;
     load(&l, "qwen3-tiny.f32.bin");
     EmxState *s = state(&l, 1);

@@ -87,7 +87,7 @@ static const char *calibrate_bin(char *buf, size_t cap) {
 
 // On stories260K: the written profile reads back, its thresholds are ordered as the
 // percentiles are, and ./run accepts it.
-Test(calibrate, tool_writes_a_profile_run_accepts, .timeout = 120) {
+Test(calibrate, tool_writes_a_profile_run_accepts, .timeout = 300) {
     char bin[1024], model[1024], text[1024], out[] = "/tmp/emx_cal_XXXXXX";
     calibrate_bin(bin, sizeof bin);
     test_build_path(model, sizeof model, "models/stories260K.f32.bin");
@@ -121,7 +121,7 @@ Test(calibrate, tool_writes_a_profile_run_accepts, .timeout = 120) {
     unlink(out);
 }
 
-Test(calibrate, tool_errors_are_one_line, .timeout = 60) {
+Test(calibrate, tool_errors_are_one_line, .timeout = 300) {
     char bin[1024], model[1024], text[1024];
     calibrate_bin(bin, sizeof bin);
     test_build_path(model, sizeof model, "models/stories260K.f32.bin");

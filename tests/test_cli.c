@@ -60,7 +60,7 @@ static cJSON *golden(void) {
 // ---------------------------------------------------------------------------------------------
 // Against llama2.c's outputs.
 
-Test(cli, greedy_unconditional_200_matches_llama2c, .timeout = 60) {
+Test(cli, greedy_unconditional_200_matches_llama2c, .timeout = 300) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
@@ -87,7 +87,7 @@ Test(cli, greedy_unconditional_200_matches_llama2c, .timeout = 60) {
     free(expect);
 }
 
-Test(cli, greedy_prompts_match_llama2c, .timeout = 60) {
+Test(cli, greedy_prompts_match_llama2c, .timeout = 300) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
@@ -114,7 +114,7 @@ Test(cli, greedy_prompts_match_llama2c, .timeout = 60) {
     cJSON_Delete(g);
 }
 
-Test(cli, prompt_from_file, .timeout = 60) {
+Test(cli, prompt_from_file, .timeout = 300) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
@@ -140,7 +140,7 @@ Test(cli, prompt_from_file, .timeout = 60) {
 // ---------------------------------------------------------------------------------------------
 // Seeds.
 
-Test(cli, same_seed_same_text_different_seeds_differ, .timeout = 60) {
+Test(cli, same_seed_same_text_different_seeds_differ, .timeout = 300) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
@@ -223,7 +223,7 @@ Test(cli, usage_errors_exit_2_with_one_line) {
     expect_error((const char *[]){mp, "-p", "a", "-f", "b", NULL}, 2, "-p and -f");
 }
 
-Test(cli, runtime_errors_exit_1_with_one_line, .timeout = 60) {
+Test(cli, runtime_errors_exit_1_with_one_line, .timeout = 300) {
     require_inputs();
     char mp[1024], bogus[1024];
     model_path(mp, sizeof mp);
@@ -240,7 +240,7 @@ Test(cli, runtime_errors_exit_1_with_one_line, .timeout = 60) {
     expect_error((const char *[]){mp, "--chat", "-p", "hi", NULL}, 1, "no chat template");
 }
 
-Test(cli, n_predict_beyond_context_is_an_error, .timeout = 60) {
+Test(cli, n_predict_beyond_context_is_an_error, .timeout = 300) {
     require_inputs();
     char mp[1024];
     model_path(mp, sizeof mp);
@@ -403,7 +403,7 @@ Test(cli_args, entropix_flags) {
 // ---------------------------------------------------------------------------------------------
 // The generation loop in-process: ids against the numpy reference's greedy ids.
 
-Test(generate, greedy_ids_match_reference_and_context_stop, .timeout = 60) {
+Test(generate, greedy_ids_match_reference_and_context_stop, .timeout = 300) {
     char mp[1024], err[512];
     model_path(mp, sizeof mp);
     if (access(mp, R_OK) != 0) cr_assert_fail("%s is missing: convert it with `make test-models`", mp);
@@ -470,7 +470,7 @@ static int count_id(const int *ids, int n, int id) {
     return c;
 }
 
-Test(generate, chat_prompt_ids_llama3, .timeout = 60) {
+Test(generate, chat_prompt_ids_llama3, .timeout = 300) {
     EmxModel m;
     EmxTokenizer *tk;
     open_tiny("models/llama3-tiny.f32.bin", &m, &tk);
@@ -502,7 +502,7 @@ Test(generate, chat_prompt_ids_llama3, .timeout = 60) {
     emx_model_close(&m);
 }
 
-Test(generate, chat_prompt_ids_qwen3, .timeout = 60) {
+Test(generate, chat_prompt_ids_qwen3, .timeout = 300) {
     EmxModel m;
     EmxTokenizer *tk;
     open_tiny("models/qwen3-tiny.f32.bin", &m, &tk);

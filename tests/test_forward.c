@@ -159,7 +159,7 @@ static void check_stories_prompts(const char *model_file) {
 
 // stories260K with q8 weights (a real trained model, unlike the random tiny ones): step-0
 // logits of the 5 prompts within 0.5 of numpy's f32 (observed <= 0.27), greedy agreement printed.
-Test(forward, stories_q8, .timeout = 60) {
+Test(forward, stories_q8, .timeout = 300) {
     EmxModel m;
     EmxState *s;
     open_model("stories260K.q8.bin", &m, &s, 0, 2);
@@ -193,10 +193,10 @@ Test(forward, stories_q8, .timeout = 60) {
     close_model(&m, s);
 }
 
-Test(forward, stories_unconditional_200, .timeout = 60) { check_stories_unconditional(STORIES); }
-Test(forward, stories_gguf_unconditional_200, .timeout = 60) { check_stories_unconditional("stories260K.gguf.f32.bin"); }
-Test(forward, stories_prompts, .timeout = 60) { check_stories_prompts(STORIES); }
-Test(forward, stories_gguf_prompts, .timeout = 60) { check_stories_prompts("stories260K.gguf.f32.bin"); }
+Test(forward, stories_unconditional_200, .timeout = 300) { check_stories_unconditional(STORIES); }
+Test(forward, stories_gguf_unconditional_200, .timeout = 300) { check_stories_unconditional("stories260K.gguf.f32.bin"); }
+Test(forward, stories_prompts, .timeout = 300) { check_stories_prompts(STORIES); }
+Test(forward, stories_gguf_prompts, .timeout = 300) { check_stories_prompts("stories260K.gguf.f32.bin"); }
 
 // ---------------------------------------------------------------------------------------------
 // qwen3-tiny / llama3-tiny at f32 against numpy and llama.cpp
@@ -258,10 +258,10 @@ static void check_tiny_f32(const char *model_file, const char *ref_dir) {
     close_model(&m, s);
 }
 
-Test(forward, qwen3_tiny_hf_f32, .timeout = 120) { check_tiny_f32("qwen3-tiny.f32.bin", "qwen3-tiny"); }
-Test(forward, qwen3_tiny_gguf_f32, .timeout = 120) { check_tiny_f32("qwen3-tiny.gguf.f32.bin", "qwen3-tiny"); }
-Test(forward, llama3_tiny_hf_f32, .timeout = 120) { check_tiny_f32("llama3-tiny.f32.bin", "llama3-tiny"); }
-Test(forward, llama3_tiny_gguf_f32, .timeout = 120) { check_tiny_f32("llama3-tiny.gguf.f32.bin", "llama3-tiny"); }
+Test(forward, qwen3_tiny_hf_f32, .timeout = 300) { check_tiny_f32("qwen3-tiny.f32.bin", "qwen3-tiny"); }
+Test(forward, qwen3_tiny_gguf_f32, .timeout = 300) { check_tiny_f32("qwen3-tiny.gguf.f32.bin", "qwen3-tiny"); }
+Test(forward, llama3_tiny_hf_f32, .timeout = 300) { check_tiny_f32("llama3-tiny.f32.bin", "llama3-tiny"); }
+Test(forward, llama3_tiny_gguf_f32, .timeout = 300) { check_tiny_f32("llama3-tiny.gguf.f32.bin", "llama3-tiny"); }
 
 // ---------------------------------------------------------------------------------------------
 // Batching, rollback, threads
@@ -299,12 +299,12 @@ static void check_prefill_vs_decode(const char *model_file) {
     close_model(&m, s);
 }
 
-Test(forward, prefill_equals_decode, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.f32.bin"); }
-Test(forward, prefill_equals_decode_q8, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q8.bin"); }
-Test(forward, prefill_equals_decode_q4, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q4.bin"); }
-Test(forward, prefill_equals_decode_q4_1, .timeout = 60) { check_prefill_vs_decode("qwen3-tiny.q4_1.bin"); }
+Test(forward, prefill_equals_decode, .timeout = 300) { check_prefill_vs_decode("qwen3-tiny.f32.bin"); }
+Test(forward, prefill_equals_decode_q8, .timeout = 300) { check_prefill_vs_decode("qwen3-tiny.q8.bin"); }
+Test(forward, prefill_equals_decode_q4, .timeout = 300) { check_prefill_vs_decode("qwen3-tiny.q4.bin"); }
+Test(forward, prefill_equals_decode_q4_1, .timeout = 300) { check_prefill_vs_decode("qwen3-tiny.q4_1.bin"); }
 
-Test(forward, rollback_is_exact, .timeout = 60) {
+Test(forward, rollback_is_exact, .timeout = 300) {
     EmxModel m;
     EmxState *s;
     open_model("qwen3-tiny.f32.bin", &m, &s, 256, 2);
@@ -337,7 +337,7 @@ Test(forward, rollback_is_exact, .timeout = 60) {
     close_model(&m, s);
 }
 
-Test(forward, threads_do_not_change_results, .timeout = 60) {
+Test(forward, threads_do_not_change_results, .timeout = 300) {
     EmxModel m;
     EmxState *s;
     open_model("llama3-tiny.f32.bin", &m, &s, 256, 2);
@@ -368,7 +368,7 @@ Test(forward, bad_calls_return_null) {
 }
 
 // Logits for every position agree with the last-position logits of separate calls.
-Test(forward, all_logits, .timeout = 60) {
+Test(forward, all_logits, .timeout = 300) {
     EmxModel m;
     EmxState *s;
     open_model(STORIES, &m, &s, 0, 2);
@@ -463,8 +463,8 @@ static void check_scores(const char *model_file, const char *ref_dir) {
     close_model(&m, s);
 }
 
-Test(forward, attention_scores_qwen3, .timeout = 60) { check_scores("qwen3-tiny.f32.bin", "qwen3-tiny"); }
-Test(forward, attention_scores_llama3_gguf, .timeout = 60) { check_scores("llama3-tiny.gguf.f32.bin", "llama3-tiny"); }
+Test(forward, attention_scores_qwen3, .timeout = 300) { check_scores("qwen3-tiny.f32.bin", "qwen3-tiny"); }
+Test(forward, attention_scores_llama3_gguf, .timeout = 300) { check_scores("llama3-tiny.gguf.f32.bin", "llama3-tiny"); }
 
 // ---------------------------------------------------------------------------------------------
 // Quantised weights: greedy agreement where the reference's margins allow it, error reported.
@@ -572,18 +572,18 @@ static void check_int8_path(const char *model_file) {
     close_model(&m, s);
 }
 
-Test(forward, qwen3_tiny_q8_int8_path, .timeout = 60) { check_int8_path("qwen3-tiny.q8.bin"); }
-Test(forward, qwen3_tiny_q4_int8_path, .timeout = 60) { check_int8_path("qwen3-tiny.q4.bin"); }
-Test(forward, llama3_tiny_q8_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q8.bin"); }
-Test(forward, llama3_tiny_q4_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q4.bin"); }
-Test(forward, qwen3_tiny_q4_1_int8_path, .timeout = 60) { check_int8_path("qwen3-tiny.q4_1.bin"); }
-Test(forward, llama3_tiny_q4_1_int8_path, .timeout = 60) { check_int8_path("llama3-tiny.q4_1.bin"); }
+Test(forward, qwen3_tiny_q8_int8_path, .timeout = 300) { check_int8_path("qwen3-tiny.q8.bin"); }
+Test(forward, qwen3_tiny_q4_int8_path, .timeout = 300) { check_int8_path("qwen3-tiny.q4.bin"); }
+Test(forward, llama3_tiny_q8_int8_path, .timeout = 300) { check_int8_path("llama3-tiny.q8.bin"); }
+Test(forward, llama3_tiny_q4_int8_path, .timeout = 300) { check_int8_path("llama3-tiny.q4.bin"); }
+Test(forward, qwen3_tiny_q4_1_int8_path, .timeout = 300) { check_int8_path("qwen3-tiny.q4_1.bin"); }
+Test(forward, llama3_tiny_q4_1_int8_path, .timeout = 300) { check_int8_path("llama3-tiny.q4_1.bin"); }
 
-Test(forward, qwen3_tiny_bf16, .timeout = 120) { check_quantised("qwen3-tiny.bf16.bin", "qwen3-tiny", 0.5); }
-Test(forward, qwen3_tiny_q8, .timeout = 120) { check_quantised("qwen3-tiny.q8.bin", "qwen3-tiny", 2.0); }
-Test(forward, qwen3_tiny_q4, .timeout = 120) { check_quantised("qwen3-tiny.q4.bin", "qwen3-tiny", 20.0); }
-Test(forward, llama3_tiny_bf16, .timeout = 120) { check_quantised("llama3-tiny.bf16.bin", "llama3-tiny", 0.5); }
-Test(forward, llama3_tiny_q8, .timeout = 120) { check_quantised("llama3-tiny.q8.bin", "llama3-tiny", 2.0); }
-Test(forward, llama3_tiny_q4, .timeout = 120) { check_quantised("llama3-tiny.q4.bin", "llama3-tiny", 20.0); }
-Test(forward, qwen3_tiny_q4_1, .timeout = 120) { check_quantised("qwen3-tiny.q4_1.bin", "qwen3-tiny", 20.0); }
-Test(forward, llama3_tiny_q4_1, .timeout = 120) { check_quantised("llama3-tiny.q4_1.bin", "llama3-tiny", 20.0); }
+Test(forward, qwen3_tiny_bf16, .timeout = 300) { check_quantised("qwen3-tiny.bf16.bin", "qwen3-tiny", 0.5); }
+Test(forward, qwen3_tiny_q8, .timeout = 300) { check_quantised("qwen3-tiny.q8.bin", "qwen3-tiny", 2.0); }
+Test(forward, qwen3_tiny_q4, .timeout = 300) { check_quantised("qwen3-tiny.q4.bin", "qwen3-tiny", 20.0); }
+Test(forward, llama3_tiny_bf16, .timeout = 300) { check_quantised("llama3-tiny.bf16.bin", "llama3-tiny", 0.5); }
+Test(forward, llama3_tiny_q8, .timeout = 300) { check_quantised("llama3-tiny.q8.bin", "llama3-tiny", 2.0); }
+Test(forward, llama3_tiny_q4, .timeout = 300) { check_quantised("llama3-tiny.q4.bin", "llama3-tiny", 20.0); }
+Test(forward, qwen3_tiny_q4_1, .timeout = 300) { check_quantised("qwen3-tiny.q4_1.bin", "qwen3-tiny", 20.0); }
+Test(forward, llama3_tiny_q4_1, .timeout = 300) { check_quantised("llama3-tiny.q4_1.bin", "llama3-tiny", 20.0); }

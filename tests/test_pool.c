@@ -67,7 +67,7 @@ static const char *final_text(const char *log) {
 // The choice, as logged: at every step the starred agent has the lowest entropy (ties: lower
 // index) and its token is the chosen one.
 
-Test(pool, log_step_picks_lowest_entropy, .timeout = 60) {
+Test(pool, log_step_picks_lowest_entropy, .timeout = 300) {
     char mp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "40", "-s", "5",
                           "--agents", "6", "--check-every", "0", "-t", "1", "--log", tmp_path(lp), NULL};
@@ -160,7 +160,7 @@ static LogCounts check_log(char *log) {
     return c;
 }
 
-Test(pool, critic_verdicts_and_rollbacks_stories, .timeout = 120) {
+Test(pool, critic_verdicts_and_rollbacks_stories, .timeout = 300) {
     char mp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "120", "-s",
                           "11", "--agents", "4", "--critic-margin", "-2.12", "-t", "1", "--log", tmp_path(lp), NULL};
@@ -203,7 +203,7 @@ Test(pool, critic_verdicts_smollm2, .timeout = 300) {
 
 // A pool of greedy agents would regenerate the rejected text exactly: the ban and the new
 // epoch must prevent it; every BAD here (margin -1000) rolls back until the cap accepts one.
-Test(pool, no_repeat_after_rollback_and_capped, .timeout = 120) {
+Test(pool, no_repeat_after_rollback_and_capped, .timeout = 300) {
     char mp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "40", "-s", "1",
                           "--agent-configs", "0:0,0:1", "--critic-margin", "-1000", "--max-rollbacks", "2", "-t", "1",
@@ -254,14 +254,14 @@ static void check_workers(const char *name, const char *lookahead, const char *m
     free(first_log);
 }
 
-Test(pool, workers_same_text_stories_l1, .timeout = 120) { check_workers("stories260K.f32.bin", "1", "-2.12"); }
-Test(pool, workers_same_text_stories_l4, .timeout = 120) { check_workers("stories260K.q8.bin", "4", "-2.12"); }
-Test(pool, workers_same_text_qwen3_q8_l4, .timeout = 180) { check_workers("qwen3-tiny.q8.bin", "4", "0"); }
+Test(pool, workers_same_text_stories_l1, .timeout = 300) { check_workers("stories260K.f32.bin", "1", "-2.12"); }
+Test(pool, workers_same_text_stories_l4, .timeout = 300) { check_workers("stories260K.q8.bin", "4", "-2.12"); }
+Test(pool, workers_same_text_qwen3_q8_l4, .timeout = 300) { check_workers("qwen3-tiny.q8.bin", "4", "0"); }
 
 // ---------------------------------------------------------------------------------------------
 // --metrics: one JSON line per token of the final text, the winning agent's parameters.
 
-Test(pool, metrics_jsonl, .timeout = 60) {
+Test(pool, metrics_jsonl, .timeout = 300) {
     char mp[1024], mpath[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "30", "-s", "2",
                           "--agents", "4", "--lookahead", "3", "--critic-margin", "-2.12", "-t", "1", "--metrics",
@@ -306,7 +306,7 @@ static int count_steps(const char *path) {
     return k;
 }
 
-Test(pool, sigint_keeps_log_and_text, .timeout = 120) {
+Test(pool, sigint_keeps_log_and_text, .timeout = 300) {
     char mp[1024], lp[64], op[] = "/tmp/emx_pool_out_XXXXXX", ep[] = "/tmp/emx_pool_err_XXXXXX";
     model(mp, sizeof mp, "qwen3-tiny.q8.bin");
     tmp_path(lp);
@@ -363,7 +363,7 @@ static void expect_fail(const char *const *args, int code, const char *needle) {
     run_free(&r);
 }
 
-Test(pool, bad_flags, .timeout = 60) {
+Test(pool, bad_flags, .timeout = 300) {
     char mp[1024];
     const char *m = model(mp, sizeof mp, "stories260K.f32.bin");
     expect_fail((const char *[]){m, "--agent-configs", "0.3", NULL}, 2, "entry 1 ('0.3') is not T:k");
@@ -382,7 +382,7 @@ Test(pool, bad_flags, .timeout = 60) {
     expect_fail((const char *[]){m, "--agents", "2", "-n", "100000", NULL}, 1, "-n 100000 is more than");
 }
 
-Test(pool, default_n_is_capped_by_the_context, .timeout = 60) {
+Test(pool, default_n_is_capped_by_the_context, .timeout = 300) {
     char mp[1024];
     RunResult r = run((const char *[]){model(mp, sizeof mp, "stories260K.f32.bin"), "--agents", "2", "-s", "1",
                                        "--check-every", "0", "-c", "64", NULL});
@@ -393,7 +393,7 @@ Test(pool, default_n_is_capped_by_the_context, .timeout = 60) {
 
 // --critic-model: the critic on another model file with its own tokenizer (llama3-tiny judging
 // qwen3-tiny's text); the log names it and shows its verdicts.
-Test(pool, critic_model_from_another_file, .timeout = 120) {
+Test(pool, critic_model_from_another_file, .timeout = 300) {
     char mp[1024], cp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "qwen3-tiny.q8.bin"), "-p", "hello", "-n", "20", "-s", "4", "--agents",
                           "3", "--critic-model", model(cp, sizeof cp, "llama3-tiny.q8.bin"), "-c", "256", "-t", "1",

@@ -144,7 +144,7 @@ Test(pool_cuda, log_header_names_the_devices, .timeout = 300) {
 }
 
 // Device lists: one line each, non-zero exit, on the GPU build.
-Test(pool_cuda, device_list_errors, .timeout = 120) {
+Test(pool_cuda, device_list_errors, .timeout = 300) {
     const char *gpu = gpu_run_binary();
     char mp[1024];
     const char *m = stories(mp, sizeof mp);
@@ -163,7 +163,7 @@ Test(pool_cuda, device_list_errors, .timeout = 120) {
 }
 
 // The CPU build (no CUDA backend, no NCCL: their weak symbols are NULL) refuses GPUs in one line.
-Test(pool_cuda, cpu_build_refuses_gpus, .timeout = 60) {
+Test(pool_cuda, cpu_build_refuses_gpus, .timeout = 300) {
     char mp[1024];
     const char *m = stories(mp, sizeof mp);
     expect_error((const char *[]){m, "--agents", "4", "--devices", "cuda:0,cuda:1", NULL}, 2,

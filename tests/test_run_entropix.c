@@ -33,7 +33,7 @@ static int generated_count(const char *err) {
     return n;
 }
 
-Test(run_entropix, default_sampler_runs_and_a_seed_reproduces, .timeout = 120) {
+Test(run_entropix, default_sampler_runs_and_a_seed_reproduces, .timeout = 300) {
     char mp[1024];
     stories(mp, sizeof mp);
     const char *a42[] = {mp, "-s", "42", "-n", "80", "-t", "1", NULL};
@@ -101,7 +101,7 @@ static EmxMetrics metrics_of(const cJSON *o) {
 
 // Every line has every key; the case and the effective parameters are what the classic
 // profile's switch gives for the logged metrics (cJSON writes doubles that read back exactly).
-Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 120) {
+Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 300) {
     char mp[1024], path[] = "/tmp/emx_metrics_XXXXXX";
     stories(mp, sizeof mp);
     int fd = mkstemp(path);
@@ -150,7 +150,7 @@ Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 120) {
     run_free(&r);
 }
 
-Test(run_entropix, metrics_with_a_basic_sampler, .timeout = 60) {
+Test(run_entropix, metrics_with_a_basic_sampler, .timeout = 300) {
     char mp[1024], path[] = "/tmp/emx_metrics_XXXXXX";
     stories(mp, sizeof mp);
     int fd = mkstemp(path);
@@ -176,7 +176,7 @@ Test(run_entropix, metrics_with_a_basic_sampler, .timeout = 60) {
     run_free(&r);
 }
 
-Test(run_entropix, color_shows_cases_with_a_legend, .timeout = 60) {
+Test(run_entropix, color_shows_cases_with_a_legend, .timeout = 300) {
     char mp[1024];
     stories(mp, sizeof mp);
     const char *plain[] = {mp, "-s", "1", "-n", "30", "-t", "1", NULL};
@@ -210,7 +210,7 @@ Test(run_entropix, color_shows_cases_with_a_legend, .timeout = 60) {
     run_free(&g);
 }
 
-Test(run_entropix, profile_flags_and_their_errors, .timeout = 60) {
+Test(run_entropix, profile_flags_and_their_errors, .timeout = 300) {
     char mp[1024];
     stories(mp, sizeof mp);
     // Built-in profiles, a file, overrides and layer choices all run.

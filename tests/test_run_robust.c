@@ -82,7 +82,7 @@ static void expect_refused(const Tmp *t, const char *const *args, const char *ne
     free(before);
 }
 
-Test(run_robust, metrics_or_log_naming_an_input_is_refused, .timeout = 60) {
+Test(run_robust, metrics_or_log_naming_an_input_is_refused, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     char sym[160], hard[160], prompt[160], profile[160];
@@ -119,7 +119,7 @@ Test(run_robust, metrics_or_log_naming_an_input_is_refused, .timeout = 60) {
     tmp_cleanup(&t);
 }
 
-Test(run_robust, two_outputs_naming_one_file_are_refused, .timeout = 60) {
+Test(run_robust, two_outputs_naming_one_file_are_refused, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     char out[160], alias[200];
@@ -143,7 +143,7 @@ Test(run_robust, two_outputs_naming_one_file_are_refused, .timeout = 60) {
     tmp_cleanup(&t);
 }
 
-Test(run_robust, failing_run_leaves_an_existing_output_untouched, .timeout = 60) {
+Test(run_robust, failing_run_leaves_an_existing_output_untouched, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     char out[160], missing[160];
@@ -204,7 +204,7 @@ static void expect_write_error(const char *const *args, int out_fd, const char *
     free(err);
 }
 
-Test(run_robust, full_disk_or_closed_stdout_is_an_error, .timeout = 120) {
+Test(run_robust, full_disk_or_closed_stdout_is_an_error, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     int full = open("/dev/full", O_WRONLY);
@@ -222,7 +222,7 @@ Test(run_robust, full_disk_or_closed_stdout_is_an_error, .timeout = 120) {
     tmp_cleanup(&t);
 }
 
-Test(run_robust, full_disk_under_metrics_or_log_is_an_error, .timeout = 120) {
+Test(run_robust, full_disk_under_metrics_or_log_is_an_error, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     const char *const single[] = {t.model, "-t", "1", "-n", "8", "-s", "1", "--metrics", "/dev/full", NULL};
@@ -238,7 +238,7 @@ Test(run_robust, full_disk_under_metrics_or_log_is_an_error, .timeout = 120) {
 
 // A reader that closed the pipe: the run stops as a Unix filter does (killed by SIGPIPE), or,
 // where SIGPIPE is ignored, with the one-line error. Never exit 0 with the text lost.
-Test(run_robust, closed_pipe_stops_the_run, .timeout = 120) {
+Test(run_robust, closed_pipe_stops_the_run, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     const char *const single[] = {t.model, "-t", "1", "-n", "64", "-s", "1", NULL};
@@ -282,7 +282,7 @@ static RunResult run_capped(const char *const *args) {
     return r;
 }
 
-Test(run_robust, prompt_file_is_bounded_by_the_context, .timeout = 60) {
+Test(run_robust, prompt_file_is_bounded_by_the_context, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     const char *const zero[] = {t.model, "-t", "1", "-n", "4", "-f", "/dev/zero", NULL};
@@ -312,7 +312,7 @@ Test(run_robust, prompt_file_is_bounded_by_the_context, .timeout = 60) {
     tmp_cleanup(&t);
 }
 
-Test(run_robust, directory_as_prompt_or_profile_says_so, .timeout = 60) {
+Test(run_robust, directory_as_prompt_or_profile_says_so, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     const char *const f_dir[] = {t.model, "-t", "1", "-n", "4", "-f", t.dir, NULL};
@@ -326,7 +326,7 @@ Test(run_robust, directory_as_prompt_or_profile_says_so, .timeout = 60) {
 // Memory
 
 // EMX_MEMAVAILABLE_MB stands in for the machine's memory (run_io.h), so the figures are fixed.
-Test(run_robust, kv_cache_larger_than_memory_is_refused, .timeout = 60) {
+Test(run_robust, kv_cache_larger_than_memory_is_refused, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     EmxModel m;
@@ -388,7 +388,7 @@ static void expect_consistent_timing(const char *const *args) {
     run_free(&r);
 }
 
-Test(run_robust, sampler_share_is_of_the_decode_interval, .timeout = 60) {
+Test(run_robust, sampler_share_is_of_the_decode_interval, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);
     const char *const one[] = {t.model, "-t", "1", "-n", "1", "-s", "1", NULL};

@@ -22,9 +22,12 @@ static void expect_same(const EmxTokenizer *tk, const char *a, size_t na, const 
     free(i2);
 }
 
+// The CPU time of this test's process, not the wall clock: two busy processes beside the suite
+// stretch wall time but not the time encode itself spends, so the "quadratic?" bounds below do
+// not depend on the machine's load (Criterion runs each test in a process of its own).
 static double now(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
@@ -128,9 +131,9 @@ static void time_encode(const EmxTokenizer *tk, const char *what, const char *s,
     size_t nid = 0;
     int *ids = enc(tk, s, n, EMX_ENC_SPECIAL, &nid);
     double dt = now() - t0;
-    fprintf(stderr, "%s: %zu bytes -> %zu ids in %.3f s (%.1f MB/s)\n", what, n, nid, dt, n / dt / 1e6);
+    fprintf(stderr, "%s: %zu bytes -> %zu ids in %.3f s of CPU (%.1f MB/s)\n", what, n, nid, dt, n / dt / 1e6);
     cr_expect_gt(nid, 0);
-    cr_expect_lt(dt, limit_s, "%s took %.2f s: quadratic?", what, dt);
+    cr_expect_lt(dt, limit_s, "%s took %.2f s of CPU: quadratic?", what, dt);
     // Decodes back (no NFC change in these texts).
     size_t len = 0;
     char *back = decode_stream(tk, ids, nid, 0, &len);
@@ -139,7 +142,7 @@ static void time_encode(const EmxTokenizer *tk, const char *what, const char *s,
     free(ids);
 }
 
-Test(tokenizer_robust, big_inputs_bpe, .timeout = 120) {
+Test(tokenizer_robust, big_inputs_bpe, .timeout = 300) {
     TestTok t;
     testtok_hf(&t, "testdata/tokenizers/llama3", 128256);
     size_t n = 10u << 20;
@@ -170,7 +173,7 @@ Test(tokenizer_robust, big_inputs_bpe, .timeout = 120) {
     testtok_free(&t);
 }
 
-Test(tokenizer_robust, big_inputs_qwen_spm, .timeout = 120) {
+Test(tokenizer_robust, big_inputs_qwen_spm, .timeout = 300) {
     TestTok t;
     testtok_hf(&t, "testdata/tokenizers/qwen3", 151936);
     size_t n = 10u << 20;
@@ -188,7 +191,7 @@ Test(tokenizer_robust, big_inputs_qwen_spm, .timeout = 120) {
     double t0 = now();
     int *ids = enc(t.tk, s, m, 0, &nid);
     double dt = now() - t0;
-    fprintf(stderr, "tok512 1 MB prompt: %zu ids in %.3f s\n", nid, dt);
+    fprintf(stderr, "tok512 1 MB prompt: %zu ids in %.3f s of CPU\n", nid, dt);
     cr_expect_lt(dt, 10);
     size_t len = 0;
     char *back = decode_stream(t.tk, ids, nid, 0, &len);
@@ -274,7 +277,7 @@ static int shortcut_equals_full(const EmxTokenizer *tk, const char *s, size_t n)
     return same;
 }
 
-Test(tokenizer_robust, nfc_shortcut_matches_utf8proc, .timeout = 120) {
+Test(tokenizer_robust, nfc_shortcut_matches_utf8proc, .timeout = 300) {
     TestTok t;
     testtok_hf(&t, "testdata/tokenizers/qwen3", 151936);
     static const uint32_t pool[] = {'a', 'e', 'A', ' ', 0xE9, 0x212B, 0xC5, 0x301, 0x323, 0x308,

@@ -1,8 +1,11 @@
 // fuzz_hf.c — the HuggingFace reader: config.json and the safetensors header
 // (tools/convert/source_hf.c), then the rest of the conversion as tools/convert.c's main does
-// it (linked in as emx_convert_main). Input: config.json, a NUL byte, model.safetensors (the
-// rest of the input). The directory also holds a fixed, valid byte-level tokenizer.json (266
-// tokens, made at start-up) so a good config and header get past the tokenizer.
+// it (linked in as emx_convert_main). Input: config.json NUL header NUL data: the harness writes
+// model.safetensors as the format lays it out, u64 header length + header JSON + data, so the
+// mutator edits the header as text (a length that disagrees with the file is one branch, the
+// JSON behind it is most of the parser). Without a second NUL there is no model.safetensors.
+// The directory also holds a fixed, valid byte-level tokenizer.json (266 tokens, made at
+// start-up) so a good config and header get past the tokenizer.
 // The converter must exit 0 or 1, and a reported success must leave a loadable model file.
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -64,12 +67,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const uint8_t *nul = memchr(data, 0, size);
-    size_t cfg_len = nul ? (size_t)(nul - data) : size;
+    size_t pos = 0, cfg_len = 0, hdr_len = 0;
+    const uint8_t *cfg = data, *hdr = NULL;
     char path[160], out[160];
-    fuzz_write("config.json", data, cfg_len, path, sizeof path);
-    if (nul) fuzz_write("model.safetensors", nul + 1, size - cfg_len - 1, path, sizeof path);
-    else fuzz_unlink("model.safetensors");
+    fuzz_next_part(data, size, &pos, &cfg, &cfg_len);
+    fuzz_write("config.json", cfg, cfg_len, path, sizeof path);
+    if (fuzz_next_part(data, size, &pos, &hdr, &hdr_len)) {
+        size_t data_len = pos < size ? size - pos : 0;
+        uint8_t *st = malloc(8 + hdr_len + data_len);
+        if (!st) abort();
+        uint64_t n = hdr_len;
+        memcpy(st, &n, 8);  // little-endian, as the host
+        memcpy(st + 8, hdr, hdr_len);
+        memcpy(st + 8 + hdr_len, data + size - data_len, data_len);
+        fuzz_write("model.safetensors", st, 8 + hdr_len + data_len, path, sizeof path);
+        free(st);
+    } else {
+        fuzz_unlink("model.safetensors");
+    }
     snprintf(out, sizeof out, "%s/out.bin", fuzz_dir());
     char a0[] = "convert", a3[] = "--dtype", a4[] = "q8";
     char *argv[] = {a0, (char *)fuzz_dir(), out, a3, a4, NULL};

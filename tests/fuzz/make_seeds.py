@@ -192,14 +192,19 @@ def tiny_tokenizer_json():
 
 
 def safetensors(tensors):
-    """tensors: [(name, dtype, shape, bytes)] -> the file: u64 header length, JSON header, data."""
-    header, data = {}, b""
+    """tensors: [(name, dtype, shape, bytes)] -> (header JSON, data); the file is u64 header
+    length, header, data (fuzz_hf writes it from the two)."""
+    header, data = {"__metadata__": {"format": "pt"}}, b""  # as torch's save_file writes it
     for name, dt, shape, raw in tensors:
         header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + data
+    return h, data
+
+
+def st_file(hd):
+    return struct.pack("<Q", len(hd[0])) + hd[0] + hd[1]
 
 
 def hf_qwen3(vocab_n, qk_norm=True):
@@ -263,13 +268,13 @@ def main():
 
     vocab_n = len(bpe_vocab()[0]) + len(bpe_vocab()[2])
     cfg, st = hf_qwen3(vocab_n)
-    put("hf", "qwen3-tiny", json.dumps(cfg, indent=1).encode() + b"\0" + st)
+    put("hf", "qwen3-tiny", json.dumps(cfg, indent=1).encode() + b"\0" + st[0] + b"\0" + st[1])
     cfg_l = dict(cfg, architectures=["LlamaForCausalLM"], model_type="llama", tie_word_embeddings=True,
                  rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 32})
     cfg_l.pop("head_dim")
     st_l = hf_qwen3(vocab_n, qk_norm=False)[1]
-    put("hf", "llama-rope-scaling", json.dumps(cfg_l).encode() + b"\0" + st_l)
+    put("hf", "llama-rope-scaling", json.dumps(cfg_l).encode() + b"\0" + st_l[0] + b"\0" + st_l[1])
 
     tj = json.dumps(tiny_tokenizer_json(), ensure_ascii=False)
     put("tokjson", "tiny-bpe", tj.encode())
@@ -294,7 +299,7 @@ def main():
             hf = os.path.join(d, "hf")
             os.makedirs(hf)
             open(os.path.join(hf, "config.json"), "w").write(json.dumps(cfg))
-            open(os.path.join(hf, "model.safetensors"), "wb").write(st)
+            open(os.path.join(hf, "model.safetensors"), "wb").write(st_file(st))
             open(os.path.join(hf, "tokenizer.json"), "w").write(tj)
             out = os.path.join(d, "hf.bin")
             subprocess.run([a.convert, hf, out, "--dtype", "bf16"], check=True, stdout=subprocess.DEVNULL)

@@ -2,6 +2,7 @@
 #   make            ./run and tools/ programs (build/)
 #   make test       Criterion suite (converts the test models first)
 #   make test-asan  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz       libFuzzer on every parser (clang; tests/fuzz/README.md)
 #   make weights    fetch and convert the default model (SmolLM2-135M-Instruct)
 
 CC      ?= gcc
@@ -58,6 +59,8 @@ $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 # Models converted from ../shared/testdata by our converter; the tests read them from here.
 include tests/models.mk
 include tests/models_smollm2.mk
+# libFuzzer harnesses of the parsers (clang; `make fuzz`, `make fuzz-ci`): tests/fuzz/README.md.
+include tests/fuzz/fuzz.mk
 
 # CUDA: kernels/kernels.mk (`make cuda`: the real nvcc build of kernels/*.cu for sm_80 and sm_90),
 # kernels/bench.mk (`make bench-kernels`) and tests/cuda_emu/emu.mk (the emulation layer, which
@@ -117,6 +120,8 @@ check: all
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
 	$(MAKE) emu-compile-checks
 	$(MAKE) test
+	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
+	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
 	$(MAKE) test-asan
 
 clean:

@@ -145,7 +145,10 @@ static int parse_value(const Field *f, const char *value, EmxProfile *p) {
         *(int *)dst = (int)v;
     } else {
         double v = strtod(value, &end);
-        if (*value == 0 || *end || errno || !isfinite(v) || v < f->lo || v > f->hi) return -1;
+        // strtod flags ERANGE for a subnormal result too: keep it (emx_profile_write writes one
+        // back as e.g. 5e-324, which must read back); underflow to 0 and overflow stay errors.
+        int range_err = errno && !(errno == ERANGE && fpclassify(v) == FP_SUBNORMAL);
+        if (*value == 0 || *end || range_err || !isfinite(v) || v < f->lo || v > f->hi) return -1;
         *(double *)dst = v;
     }
     return 0;

@@ -11,23 +11,24 @@ SHARED  ?= ../shared
 BUILD   ?= build
 ARCHFLAGS ?= -march=native
 OPT     ?= -O2
+# Includes are written from the repository root ("runtime/cpu/cpu_ops.h"): one -I.
 CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) -fopenmp -g \
-           -Iruntime -Isampler -Itokenizer -Itools/convert -Itools/bench -MMD -MP
+           -I. -MMD -MP
 LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
-# Library: everything but the files with a main().
-PROGRAM_SRC := runtime/run.c $(wildcard tools/*.c)
-# runtime/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
+# Library: everything but the files with a main(). Folders in layer order (tools/check_layers.py).
+PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
+# runtime/cuda/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
 # kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
-CUDA_HOST_SRC := runtime/forward_cuda.c
-LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard runtime/*.c sampler/*.c tokenizer/*.c tools/convert/*.c tools/bench/*.c))
+CUDA_HOST_SRC := runtime/cuda/forward_cuda.c
+LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 
 .SECONDARY:
-.PHONY: all check test test-asan test-models weights clean
+.PHONY: all check check-layers test test-asan test-models weights clean
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
 all: run $(TOOLS)
@@ -45,7 +46,7 @@ $(BUILD)/libentropix.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/run: $(BUILD)/obj/runtime/run.o $(BUILD)/libentropix.a
+$(BUILD)/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
@@ -79,7 +80,7 @@ include tests/fuzz/fuzz.mk
 EMU_TEST_ARGS ?= --timeout 900
 SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 EMU_TEST_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
-test: all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
+test: check-layers all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
 	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
@@ -114,7 +115,12 @@ weights: all
 # The README's test command: everything CI runs. The default model is fetched first so the
 # SmolLM2 tests run; without network they skip and say why. The real nvcc build of the kernels
 # (sm_80, sm_90, warnings as errors) runs when nvcc is installed, and says so when it is not.
-check: all
+# The include graph between folders follows the layers and no file or function outgrows its
+# limit (tools/check_layers.py; the allowed offenders are in tools/layer_limits_allow.txt).
+check-layers:
+	python3 tools/check_layers.py
+
+check: check-layers all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
 	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
@@ -127,7 +133,7 @@ check: all
 clean:
 	rm -rf build build-asan run
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/cli/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
 
 # Tokenizer throughput (encode/decode MB/s on a fixed corpus) beside HF tokenizers when
 # `python3 -c "import tokenizers"` works; docs/tokenizer-bench.md. Quick look: TOKBENCH_ARGS="--rounds 1".

@@ -25,7 +25,7 @@
 #include "sampling_device.cuh"
 
 extern "C" {
-#include "philox.h"
+#include "sampler/philox.h"
 }
 
 namespace {

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 // sampler/agents.h (EmxAgentParams, EmxProposal), inside the C linkage block.
-#include "agents.h"
+#include "sampler/agents.h"
 
 // Workspace bytes for a vocabulary of n and n_agents agents (one kept list per agent, plus the
 // proposals).

@@ -6,7 +6,7 @@
 //   out_h  = Σ_t softmax(S_h)[t] · v_t
 // and, when asked, the raw scores S_h (the rows the attention metrics read) and the per-head
 // softmax statistics (metrics.h's EmxSoftmaxStats: entropy and varentropy of each head for free).
-// The CPU twin is emx_attention_head (runtime/cpu_ops.h); the cache layout is the CPU's:
+// The CPU twin is emx_attention_head (runtime/cpu/cpu_ops.h); the cache layout is the CPU's:
 // [ctx][n_kv_heads][head_dim] per layer, f32, or f16 (same layout, half the bytes), the current
 // position's key and value already written (kernels/rope.h's emx_cuda_rope_kv does that).
 // Which kernel: SPLIT_GQA for speed (SPLIT when a group exceeds 8 heads), PLAIN to read.
@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
-#include "metrics.h"
+#include "sampler/metrics.h"
 
 typedef enum {
     EMX_ATTN_PLAIN = 0,  // one block per head, three passes over its keys (the teaching version)

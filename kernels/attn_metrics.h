@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
-#include "metrics.h"
+#include "sampler/metrics.h"
 
 #define EMX_CUDA_ATTN_METRICS_MAX_HEADS 256
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 
 #define EMX_FULL_MASK 0xffffffffu
 

@@ -5,9 +5,9 @@
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
-             -Xcompiler -Wall,-Wextra,-Werror -Isampler -Iruntime -Ikernels
-# runtime/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
-CUDA_SRC := $(wildcard kernels/*.cu) runtime/comm_nccl.cu
+             -Xcompiler -Wall,-Wextra,-Werror -I.
+# runtime/cuda/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
+CUDA_SRC := $(wildcard kernels/*.cu) runtime/cuda/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
 .PHONY: cuda
@@ -23,22 +23,22 @@ $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 
 -include $(CUDA_OBJ:.o=.d)
 
-# The CUDA build of ./run and tools/bench: the CPU library, runtime/forward_cuda.c (the CUDA
+# The CUDA build of ./run and tools/bench: the CPU library, runtime/cuda/forward_cuda.c (the CUDA
 # backend of forward.h: C11 host code compiled against CUDA's headers) and the nvcc-built
 # kernels, linked with the CUDA runtime. `--device auto` (the default) then runs on GPU 0 when
 # there is one and on the CPU otherwise.
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-# runtime/comm_nccl.o goes in as an object too: libentropix.a reaches it through weak symbols
-# (runtime/comm_nccl_weak.h), which never pull a member out of an archive.
+# runtime/cuda/comm_nccl.o goes in as an object too: libentropix.a reaches it through weak symbols
+# (runtime/pool/comm_nccl_weak.h), which never pull a member out of an archive.
 CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/cuda/obj/%.o)
-CUDA_LINK_OBJ := $(CUDA_HOST_OBJ) $(BUILD)/cuda/runtime/comm_nccl.o
+CUDA_LINK_OBJ := $(CUDA_HOST_OBJ) $(BUILD)/cuda/runtime/cuda/comm_nccl.o
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
 
 $(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Ikernels -c $< -o $@
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
-$(BUILD)/cuda/run: $(BUILD)/obj/runtime/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
+$(BUILD)/cuda/run: $(BUILD)/obj/runtime/cli/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 
 $(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
-#include "metrics.h"
+#include "sampler/metrics.h"
 
 // Workspace bytes for a vocabulary of n.
 size_t emx_cuda_logits_metrics_workspace_bytes(int n);

@@ -16,7 +16,7 @@
 #include "common.cuh"
 
 extern "C" {
-#include "metrics.h"  // declares C functions: C linkage
+#include "sampler/metrics.h"  // declares C functions: C linkage
 }
 
 namespace emxr {

@@ -36,7 +36,7 @@
 #include "sampling_device.cuh"
 
 extern "C" {
-#include "philox.h"
+#include "sampler/philox.h"
 }
 
 namespace {

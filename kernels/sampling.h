@@ -24,9 +24,9 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
-#include "entropix.h"
-#include "metrics.h"
-#include "sample.h"
+#include "sampler/entropix.h"
+#include "sampler/metrics.h"
+#include "sampler/sample.h"
 
 // Workspace bytes for a vocabulary of n (the kept list: id, logit, p per entry).
 size_t emx_cuda_sample_workspace_bytes(int n);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 
 extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
     const uint64_t n = rows * cols;

@@ -1,7 +1,7 @@
 // weights.h — how a weight matrix lies in GPU memory, and the host function that puts it there.
 //
 // The device layout of an [rows, cols] matrix (row-major, weight matrices are [out, in]) is the
-// model file's layout (runtime/model_format.h) except for q4_1, whose scales and mins are
+// model file's layout (base/model_format.h) except for q4_1, whose scales and mins are
 // interleaved. Bytes per weight in brackets:
 //   f32   float w[rows][cols]                                               [4]
 //   f16   u16 w[rows][cols]  (IEEE half)                                    [2]
@@ -30,7 +30,7 @@ extern "C" {
 
 // A matrix in device memory, layout above (data: emx_cuda_weight_bytes bytes).
 typedef struct {
-    uint32_t dtype;    // enum emx_dtype (runtime/model_format.h)
+    uint32_t dtype;    // enum emx_dtype (base/model_format.h)
     int rows, cols;    // [rows, cols]
     const void *data;  // device pointer
 } EmxCudaWeight;

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errmsg.h"
-#include "forward.h"
-#include "forward_backend.h"
+#include "base/errmsg.h"
+#include "runtime/forward.h"
+#include "runtime/forward_backend.h"
 
 int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;

@@ -1,18 +1,18 @@
 // forward.h — the forward pass: tokens in, logits and attention scores out.
 //
-// One interface, two backends: the CPU (runtime/forward_cpu.c), the reference every other
-// backend is tested against, and CUDA (runtime/forward_cuda.c: weights, activations and KV cache
+// One interface, two backends: the CPU (runtime/cpu/forward_cpu.c), the reference every other
+// backend is tested against, and CUDA (runtime/cuda/forward_cuda.c: weights, activations and KV cache
 // on one GPU; builds without it refuse "cuda:N"). runtime/forward.c picks the backend when a
 // state is made and forwards every call (runtime/forward_backend.h). An EmxState is one
 // sequence: activations, its KV cache and scratch. Many states may share one EmxModel.
 #ifndef ENTROPIX_FORWARD_H
 #define ENTROPIX_FORWARD_H
 
-#include "agents.h"
-#include "entropix.h"
-#include "metrics.h"
-#include "model.h"
-#include "sample.h"
+#include "sampler/agents.h"
+#include "sampler/entropix.h"
+#include "sampler/metrics.h"
+#include "runtime/model.h"
+#include "sampler/sample.h"
 
 typedef struct EmxState EmxState;
 
@@ -92,7 +92,7 @@ void emx_forward_set_threads(EmxState *s, int n_threads);
 // tail's steps 0..j. The n branches of a step are one batched pass: each weight is read once for
 // all of them, so N branches cost about one decode step, not N.
 //
-// Exactness: a row's result does not depend on the batch it is in (runtime/cpu_matmul.h), and
+// Exactness: a row's result does not depend on the batch it is in (runtime/cpu/cpu_matmul.h), and
 // the attention reads the prefix and the tail in the order a contiguous cache would be read, so
 // branch b's logits are bitwise those of feeding its tokens to the sequence one at a time.
 

@@ -5,7 +5,7 @@
 #ifndef ENTROPIX_FORWARD_BACKEND_H
 #define ENTROPIX_FORWARD_BACKEND_H
 
-#include "forward.h"
+#include "runtime/forward.h"
 
 typedef struct EmxBackend EmxBackend;
 
@@ -46,7 +46,7 @@ int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *e
 
 EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 
-// The CUDA backend (runtime/forward_cuda.c). Weak: a build without it links, and forward.c
+// The CUDA backend (runtime/cuda/forward_cuda.c). Weak: a build without it links, and forward.c
 // finds these NULL and says "this build has no CUDA backend".
 EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err,
                              size_t errlen) __attribute__((weak));

@@ -1,14 +1,14 @@
 // generate.c — prompt to ids, and the prefill + decode loop (see generate.h).
-#include "generate.h"
+#include "runtime/generate.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "clock.h"
-#include "philox.h"
+#include "tokenizer/chat_template.h"
+#include "base/clock.h"
+#include "sampler/philox.h"
 
 // ---------------------------------------------------------------------------------------------
 // One step of the loop: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the

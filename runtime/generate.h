@@ -12,10 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "forward.h"
-#include "model.h"
-#include "sample.h"
-#include "tokenizer.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "sampler/sample.h"
+#include "tokenizer/tokenizer.h"
 
 // ---------------------------------------------------------------------------------------------
 // The decision interface.

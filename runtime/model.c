@@ -1,7 +1,7 @@
 // model.c — open a model file: mmap it, validate every field against the file and the
 // configuration, and point EmxModel's tensors into the mapping (see model_format.h and
 // docs/model-format.md for the layout and the rules checked here).
-#include "model.h"
+#include "runtime/model.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "errmsg.h"
+#include "base/dtype.h"
+#include "base/errmsg.h"
 
 // One-line error "<path>: <message>".
 static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {

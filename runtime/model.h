@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model_format.h"
-#include "tokenizer_data.h"
+#include "base/model_format.h"
+#include "tokenizer/tokenizer_data.h"
 
 typedef struct {
     uint32_t dtype;     // enum emx_dtype

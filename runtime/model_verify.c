@@ -1,10 +1,10 @@
 // model_verify.c — integrity record of a model file (model_verify.h).
-#include "model_verify.h"
+#include "runtime/model_verify.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "runtime/model.h"
 
 uint64_t emx_hash64(const void *p, size_t n, uint64_t h) {
     const uint8_t *b = p;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 
 #define EMX_HASH64_SEED 0xcbf29ce484222325ull
 

@@ -1,5 +1,5 @@
 // run_io.c — ./run's checks before it writes or allocates (run_io.h).
-#include "run_io.h"
+#include "runtime/run_io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "runtime/model.h"
 
 // Makes sure fds 0 and 2 are open (on /dev/null when closed), so a file ./run opens later cannot
 // become its stdin or stderr; then whether fd 1 is open. Returns 0, or the errno (EBADF) of a

@@ -1,12 +1,12 @@
 // token_log.c — --metrics JSON lines and --color (token_log.h).
-#include "token_log.h"
+#include "runtime/token_log.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_utf8.h"
+#include "tokenizer/tok_utf8.h"
 
 static const char *action_name(EmxAction a) {
     switch (a) {

@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "entropix.h"
-#include "metrics.h"
-#include "sample.h"
+#include "sampler/entropix.h"
+#include "sampler/metrics.h"
+#include "sampler/sample.h"
 
 typedef struct {
     int index, id, pos;

@@ -1,9 +1,9 @@
 // agents.c — the agent pool's proposal rule (semantics in agents.h).
-#include "agents.h"
+#include "sampler/agents.h"
 
 #include <math.h>
 
-#include "philox.h"
+#include "sampler/philox.h"
 
 double emx_agent_entropy_bits(const EmxCandidate *q, int m) {
     double h = 0.0;

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "sample.h"
+#include "sampler/sample.h"
 
 typedef struct {
     float temperature;  // <= 0: greedy

@@ -1,11 +1,11 @@
 // calibrate.c — percentile thresholds from a model's metrics (calibrate.h).
-#include "calibrate.h"
+#include "sampler/calibrate.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile.h"
+#include "sampler/profile.h"
 
 int emx_metric_samples_add(EmxMetricSamples *s, const EmxMetrics *m, int attn_varentropy_def) {
     if (s->n == s->cap) {

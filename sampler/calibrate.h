@@ -29,8 +29,8 @@
 
 #include <stddef.h>
 
-#include "entropix.h"
-#include "metrics.h"
+#include "sampler/entropix.h"
+#include "sampler/metrics.h"
 
 // The metric samples of a calibration run, one entry per position.
 typedef struct {

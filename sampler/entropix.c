@@ -1,11 +1,11 @@
 // entropix.c — carrying out a decision of the strategy switch (entropix.h), and the pause token.
-#include "entropix.h"
+#include "sampler/entropix.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "philox.h"
-#include "tokenizer.h"
+#include "sampler/philox.h"
+#include "tokenizer/tokenizer.h"
 
 const char *emx_case_name(EmxCase c) {
     static const char *const names[EMX_CASE_COUNT] = {"LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"};

@@ -45,9 +45,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hostdevice.h"
-#include "metrics.h"
-#include "sample.h"
+#include "sampler/hostdevice.h"
+#include "sampler/metrics.h"
+#include "sampler/sample.h"
 
 // Which "attention varentropy" the formulas read.
 enum {

@@ -1,6 +1,6 @@
 // metrics.c — host loops over the row statistics of metrics.h: logits entropy/varentropy, the
 // two-pass reference, and the attention metrics of one layer or several.
-#include "metrics.h"
+#include "sampler/metrics.h"
 
 #include <math.h>
 #include <stddef.h>

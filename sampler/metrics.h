@@ -22,7 +22,7 @@
 
 #include <math.h>
 
-#include "hostdevice.h"
+#include "sampler/hostdevice.h"
 
 #define EMX_LN2 0.69314718055994530942
 

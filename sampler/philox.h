@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "hostdevice.h"
+#include "sampler/hostdevice.h"
 
 // Round multipliers and Weyl key increments (golden ratio, sqrt(3) - 1), from the paper.
 #define EMX_PHILOX_M0 0xD2511F53u

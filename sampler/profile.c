@@ -2,7 +2,7 @@
 //
 // One table lists every EmxProfile field with its type and allowed range; parsing, writing and
 // the tests all go through it, so a field added to the struct needs one line here.
-#include "profile.h"
+#include "sampler/profile.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "entropix.h"
+#include "sampler/entropix.h"
 
 void emx_profile_classic(EmxProfile *p);
 

@@ -1,5 +1,5 @@
 // rng.c — seeds for the counter-based generator in philox.h.
-#include "rng.h"
+#include "sampler/rng.h"
 
 #include <time.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "philox.h"
+#include "sampler/philox.h"
 
 // A seed for runs that did not ask for one: wall-clock nanoseconds mixed with the process id,
 // then through Philox, so two runs started in the same second still differ. Callers print it

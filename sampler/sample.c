@@ -4,7 +4,7 @@
 // of the whole vocabulary); top-p without top-k looks in the best 64 first (enough for a
 // confident model), else sorts only the tokens that can be in the nucleus (nucleus_of_all);
 // min-p alone needs one pass plus a sort of the survivors. Probabilities are in double.
-#include "sample.h"
+#include "sampler/sample.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// comm_checks.h — the checks every implementation of runtime/comm.h must pass, written once and
+// comm_checks.h — the checks every implementation of runtime/pool/comm.h must pass, written once and
 // run by tests/test_comm.c (threads, host memory) and tests/kernels/test_comm_nccl.cpp (NCCL
 // under the CUDA emulator, device memory). Plain C that also compiles as C++.
 //
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "runtime/pool/comm.h"
 
 // Where the buffers passed to the collectives live: host memory, or the rank's GPU.
 typedef struct CommMem CommMem;

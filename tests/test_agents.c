@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents.h"
-#include "philox.h"
-#include "sample.h"
+#include "sampler/agents.h"
+#include "sampler/philox.h"
+#include "sampler/sample.h"
 
 // Deterministic test inputs: logits in [-scale, scale) from Philox (seed 77, lane i).
 static void random_logits(float *l, int n, uint64_t row, float scale) {

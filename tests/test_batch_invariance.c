@@ -1,5 +1,5 @@
 // test_batch_invariance.c — a row's result does not depend on the batch it is in
-// (runtime/cpu_matmul.h, "Batch invariance"): the agent pool runs N branches as one batched
+// (runtime/cpu/cpu_matmul.h, "Batch invariance"): the agent pool runs N branches as one batched
 // pass and must get, bit for bit, the logits each branch would get alone, whatever the batch
 // and the thread count of the worker that ran it; a rollback compares a single-token forward
 // with the row a batched prefill computed.
@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_matmul.h"
-#include "dtype.h"
-#include "forward.h"
-#include "model.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "base/dtype.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 #include "test_util.h"
 #include "test_weights_util.h"
 

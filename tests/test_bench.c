@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compare_cmd.h"
-#include "forward_bench.h"
-#include "llama_bench.h"
-#include "machine.h"
-#include "result.h"
+#include "tools/bench/compare_cmd.h"
+#include "tools/bench/forward_bench.h"
+#include "tools/bench/llama_bench.h"
+#include "tools/bench/machine.h"
+#include "tools/bench/result.h"
 #include "run_util.h"
 #include "test_util.h"
 

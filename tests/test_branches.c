@@ -5,13 +5,13 @@
 // text; KV rows moved between replicas (the multi-worker commit) change nothing.
 //
 // Bitwise equality holds because a matmul row's result does not depend on the batch it is in
-// (runtime/cpu_matmul.h) and the attention visits prefix and tail keys in cache order.
+// (runtime/cpu/cpu_matmul.h) and the attention visits prefix and tail keys in cache order.
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "model.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 #include "test_util.h"
 
 #define N_BRANCH 5

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "calibrate.h"
-#include "profile.h"
+#include "sampler/calibrate.h"
+#include "sampler/profile.h"
 #include "run_util.h"
 #include "test_util.h"
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "gguf.h"
+#include "tokenizer/chat_template.h"
+#include "tools/convert/gguf.h"
 #include "test_util.h"
 
 #define DATA_DIR "tests/data/chat_templates/"

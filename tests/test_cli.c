@@ -16,13 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli_args.h"
-#include "forward.h"
-#include "generate.h"
-#include "model.h"
+#include "runtime/cli/cli_args.h"
+#include "runtime/forward.h"
+#include "runtime/generate.h"
+#include "runtime/model.h"
 #include "run_util.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define MODEL_REL "models/stories260K.f32.bin"
 

@@ -1,4 +1,4 @@
-// test_comm.c — the threads implementation of runtime/comm.h (suite comm): the shared checks of
+// test_comm.c — the threads implementation of runtime/pool/comm.h (suite comm): the shared checks of
 // tests/comm_checks.h with 1, 2, 3 and 5 ranks, one pthread each and host buffers; abort
 // while the others wait; argument errors. The NCCL implementation runs the same checks in
 // tests/kernels/test_comm_nccl.cpp.
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "runtime/pool/comm.h"
 #include "comm_checks.h"
 
 // Host memory: the threads implementation's buffers.

@@ -20,10 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "ggml_dequant.h"
-#include "gguf.h"
-#include "model.h"
+#include "base/dtype.h"
+#include "tools/convert/ggml_dequant.h"
+#include "tools/convert/gguf.h"
+#include "runtime/model.h"
 #include "test_util.h"
 
 // ---------------------------------------------------------------------------------------------

@@ -20,11 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model.h"
-#include "model_verify.h"
+#include "runtime/model.h"
+#include "runtime/model_verify.h"
 #include "run_util.h"
 #include "test_util.h"
-#include "tokenizer_build.h"
+#include "tools/convert/tokenizer_build.h"
 
 typedef struct {
     char dir[64], out[128], conv[512];

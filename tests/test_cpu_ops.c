@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_matmul.h"
-#include "cpu_ops.h"
-#include "dtype.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "base/dtype.h"
 #include "test_weights_util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

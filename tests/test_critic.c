@@ -1,4 +1,4 @@
-// test_critic.c — the agent pool's critic (sampler/critic.h).
+// test_critic.c — the agent pool's critic (runtime/pool/critic.h).
 //
 // The verdict rule on hand-made logits against log-softmax references computed here in long
 // double; the prompt each model family gets, checked against the prompt text written out by
@@ -14,13 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "critic.h"
-#include "forward.h"
-#include "generate.h"
-#include "model.h"
+#include "runtime/pool/critic.h"
+#include "runtime/forward.h"
+#include "runtime/generate.h"
+#include "runtime/model.h"
 #include "test_util.h"
-#include "tok_builder.h"
-#include "tokenizer.h"
+#include "tools/convert/tok_builder.h"
+#include "tokenizer/tokenizer.h"
 
 #define SMOLLM2_Q8 "weights/smollm2-135m-instruct.q8.bin"
 #define QUESTION "Is this text coherent and not nonsense? Reply GOOD or BAD."

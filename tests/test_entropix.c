@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entropix.h"
-#include "entropix_sampler.h"
-#include "forward.h"
-#include "model.h"
-#include "philox.h"
-#include "profile.h"
+#include "sampler/entropix.h"
+#include "runtime/entropix_sampler.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "sampler/philox.h"
+#include "sampler/profile.h"
 #include "test_util.h"
-#include "tokenizer.h"
-#include "tokenizer_build.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/convert/tokenizer_build.h"
 
 #define PAUSE 2564  // any id; the switch does not care which
 

@@ -6,7 +6,7 @@
 //   stories260K          1e-4   (numpy vs llama.cpp differ by 9.1e-6; we compute in f32)
 //   tiny models, f32     2e-4 for prompts up to 32 tokens, 1e-3 for the 410-token prompt
 //                        (testdata README 3.3: f32 runtimes with these weights)
-//   prefill vs decode    bitwise equal, every dtype (batch invariance, runtime/cpu_matmul.h)
+//   prefill vs decode    bitwise equal, every dtype (batch invariance, runtime/cpu/cpu_matmul.h)
 //   rollback             bitwise equal
 //   attention scores     1e-4 relative to 1 + |score| against a double recomputation
 //   bf16/q8/q4           step-0 error bounded per dtype and greedy tokens equal to the
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "forward.h"
-#include "model.h"
+#include "base/dtype.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 #include "test_util.h"
 
 // Opens build/models/<name> and a state; skips the test if the file was not made.
@@ -277,7 +277,7 @@ static int *chat_prompt(const char *ref_dir, int *n) {
     return ids;
 }
 
-// Bitwise: a row's result does not depend on the batch it is in (runtime/cpu_matmul.h, "Batch
+// Bitwise: a row's result does not depend on the batch it is in (runtime/cpu/cpu_matmul.h, "Batch
 // invariance"), so the prefill's last row is the same float computation as the last decode step.
 static void check_prefill_vs_decode(const char *model_file) {
     EmxModel m;
@@ -378,7 +378,7 @@ Test(forward, all_logits, .timeout = 300) {
     cr_assert(emx_forward_all_logits(s, ids, 6, 0, all) == 0);
     for (int i = 0; i < 6; i++) {
         const float *l = emx_forward(s, &ids[i], 1, i);
-        // bitwise: a row's result does not depend on its batch (runtime/cpu_matmul.h)
+        // bitwise: a row's result does not depend on its batch (runtime/cpu/cpu_matmul.h)
         double d = max_abs_diff(l, all + (size_t)i * vocab, vocab);
         cr_assert(memcmp(l, all + (size_t)i * vocab, (size_t)vocab * sizeof(float)) == 0,
                   "position %d differs by %g", i, d);

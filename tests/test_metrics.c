@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
-#include "philox.h"
+#include "sampler/metrics.h"
+#include "sampler/philox.h"
 #include "test_util.h"
 
 // |got - want| within rel·|want| + abs, NaN never passes.

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "model.h"
+#include "base/dtype.h"
+#include "runtime/model.h"
 #include "test_util.h"
 
 #define GOOD_MODEL "models/stories260K.f32.bin"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 #include "run_util.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// test_pool.c — the agent pool end to end through ./run (runtime/pool_generate.h): the log's
+// test_pool.c — the agent pool end to end through ./run (runtime/pool/pool_generate.h): the log's
 // format and choices, critic verdicts and rollbacks, no deterministic repeat after a rollback,
 // the cap on rollbacks, the same text for 1, 2 and 3 workers, --metrics, SIGINT, bad flags.
 //
@@ -6,7 +6,7 @@
 // prompt) and qwen3-tiny q8 (random weights, 151k vocabulary, chat template); SmolLM2 when
 // `make weights` has fetched it. Margins are chosen per model so that both verdicts occur: the
 // critic's logit difference BAD - GOOD sits near -2.1 on stories260K's texts and near +5 on
-// SmolLM2's (a 135M model is no judge of coherence; sampler/critic.h).
+// SmolLM2's (a 135M model is no judge of coherence; runtime/pool/critic.h).
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile.h"
+#include "sampler/profile.h"
 
 Test(profile, subnormal_values_parse_and_round_trip) {
     EmxProfile p, q;

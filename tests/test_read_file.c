@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "read_file.h"
+#include "base/read_file.h"
 
 Test(read_file, contents_length_and_nul) {
     char path[] = "/tmp/emx_read_XXXXXX";

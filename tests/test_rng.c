@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "philox.h"
-#include "rng.h"
+#include "sampler/philox.h"
+#include "sampler/rng.h"
 
 // Known answers from Random123 (D. E. Shaw Research), file tests/kat_vectors,
 // github.com/DEShawResearch/random123 (commit 9545ff6413f258be2f04c1d319d99aaef7521150), the

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "entropix.h"
-#include "profile.h"
+#include "sampler/entropix.h"
+#include "sampler/profile.h"
 #include "run_util.h"
 #include "test_util.h"
 

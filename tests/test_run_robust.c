@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli_args.h"
-#include "model.h"
-#include "read_file.h"
-#include "run_io.h"
+#include "runtime/cli/cli_args.h"
+#include "runtime/model.h"
+#include "base/read_file.h"
+#include "runtime/run_io.h"
 #include "run_util.h"
 #include "test_util.h"
 

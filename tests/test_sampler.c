@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "philox.h"
-#include "sample.h"
+#include "sampler/philox.h"
+#include "sampler/sample.h"
 
 // ---------------------------------------------------------------------------------------------
 // Reference: the kept set and final probabilities by definition, probabilities by token id.

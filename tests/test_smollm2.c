@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "forward.h"
-#include "model.h"
+#include "tokenizer/chat_template.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define DATA_DIR "tests/data/smollm2/"
 #define TOL_F32 5e-4     // 10x the llama.cpp F32 vs numpy float64 difference (4.3e-5): README.md

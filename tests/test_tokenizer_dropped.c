@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 #include "run_util.h"
 #include "test_util.h"
-#include "tokenizer_data.h"
+#include "tokenizer/tokenizer_data.h"
 
 static uint64_t align8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
 

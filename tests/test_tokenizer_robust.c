@@ -255,7 +255,7 @@ Test(tokenizer_robust, decoder_boundaries) {
 
 #include <utf8proc.h>
 
-#include "tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 static char *full_nfc(const char *s, size_t n, size_t *m) {
     utf8proc_uint8_t *o = NULL;

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "tools/convert/gguf.h"
 #include "test_util.h"
-#include "tokenizer.h"
-#include "tokenizer_build.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/convert/tokenizer_build.h"
 
 // A tokenizer together with the data it was built from.
 typedef struct {

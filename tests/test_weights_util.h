@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "base/dtype.h"
 
 // w [rows][cols] f32 stored as `dtype` in a fresh buffer (free it), with `pad` spare bytes at
 // the end (SIMD tests that read a little past a row). NULL if out of memory.

@@ -2,14 +2,14 @@
 // produces the same bytes for system/user/assistant conversations (see chat_template.h).
 // The string operations the templates use (Python's str.strip(), split(), `in`) are mirrored
 // exactly, because a single stray newline changes the tokens the model sees.
-#include "chat_template.h"
+#include "tokenizer/chat_template.h"
 
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "errmsg.h"
+#include "base/errmsg.h"
 
 // ---------------------------------------------------------------------------------------------
 // Growing output buffer. `failed` latches an allocation failure so callers check once at the end.

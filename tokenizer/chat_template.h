@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model_format.h"   // enum emx_chat_template
+#include "base/model_format.h"   // enum emx_chat_template
 
 typedef struct {
     const char *role;      // "system", "user", "assistant"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_utf8.h"
-#include "tokenizer_internal.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer_internal.h"
 
 int enc_scratch_reserve(EncScratch *s, size_t n) {
     if (n <= s->cap) return 0;

@@ -1,7 +1,7 @@
 // tok_byte_level.c — see tok_byte_level.h.
-#include "tok_byte_level.h"
+#include "tokenizer/tok_byte_level.h"
 
-#include "tok_utf8.h"
+#include "tokenizer/tok_utf8.h"
 
 static int printable(int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
 

@@ -6,8 +6,8 @@
 // maximal-subpart rule, so the stream equals bytes.decode("utf-8", "replace") of the whole.
 #include <string.h>
 
-#include "tok_utf8.h"
-#include "tokenizer_internal.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer_internal.h"
 
 void emx_decoder_init(EmxDecoder *d, const EmxTokenizer *tk, int skip_control) {
     memset(d, 0, sizeof *d);

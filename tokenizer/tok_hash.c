@@ -1,5 +1,5 @@
 // tok_hash.c — piece and merge hash tables (see tok_hash.h).
-#include "tok_hash.h"
+#include "tokenizer/tok_hash.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_utf8.h"
-#include "tokenizer_internal.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer_internal.h"
 
 static int is_second(uint32_t cp, const utf8proc_property_t *p) {
     // Hangul V and T jamo compose algorithmically (utf8proc has no table entry for them);

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_utf8.h"
-#include "tokenizer_internal.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer_internal.h"
 
 // Orders floats so that a HIGHER score gives a LOWER prio (the heap is a min-heap).
 static uint32_t score_prio(float f) {

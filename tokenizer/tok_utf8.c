@@ -1,5 +1,5 @@
 // tok_utf8.c — see tok_utf8.h.
-#include "tok_utf8.h"
+#include "tokenizer/tok_utf8.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 // tok_wordcache.c — see tok_wordcache.h.
-#include "tok_wordcache.h"
+#include "tokenizer/tok_wordcache.h"
 
 #include <stdlib.h>
 #include <string.h>

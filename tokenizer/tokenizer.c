@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_byte_level.h"
-#include "tok_utf8.h"
-#include "tokenizer_internal.h"
-#include "errmsg.h"
+#include "tokenizer/tok_byte_level.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "base/errmsg.h"
 
 
 // Split regexes, HF tokenizer.json spelling (PCRE2 reads them the same way under UTF+UCP).

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer_data.h"
+#include "tokenizer/tokenizer_data.h"
 
 typedef struct EmxTokenizer EmxTokenizer;
 

@@ -1,13 +1,12 @@
 // tokenizer_data.c — the tokenizer section of a model file: writing it, validating and viewing
 // it in place (no copy), and packing builder output into one owned blob.
-#include "tokenizer_data.h"
+#include "tokenizer/tokenizer_data.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer_build.h"
-#include "errmsg.h"
+#include "base/errmsg.h"
 
 // Fixed part: magic, 8 u32, 4 i32, stop ids.
 #define TOK_HEADER_BYTES (8 + 8 * 4 + 4 * 4 + EMX_TOK_MAX_STOP * 4)

@@ -83,4 +83,8 @@ uint64_t tokdata_write(const TokenizerData *t, FILE *f);
 int tokdata_view(const void *blob, uint64_t nbytes, TokenizerData *out, char *err, size_t errlen);
 void tokdata_free(TokenizerData *t);  // frees `owned` (no-op for views)
 
+// Serializes `src` (arrays anywhere, e.g. a builder's temporaries) into one heap blob,
+// validates it with tokdata_view and points `out` into it (out->owned = the blob).
+int tokdata_pack(const TokenizerData *src, TokenizerData *out, char *err, size_t errlen);
+
 #endif

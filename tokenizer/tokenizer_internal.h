@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tok_hash.h"
-#include "tok_wordcache.h"
-#include "tokenizer.h"
+#include "tokenizer/tok_hash.h"
+#include "tokenizer/tok_wordcache.h"
+#include "tokenizer/tokenizer.h"
 
 struct EmxTokenizer {
     TokenizerData td;          // copy of the header; arrays point into the caller's data

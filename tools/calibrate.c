@@ -15,15 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calibrate.h"
-#include "clock.h"
-#include "entropix_sampler.h"
-#include "forward.h"
-#include "model.h"
-#include "profile.h"
-#include "read_file.h"
-#include "tokenizer.h"
-#include "tool_args.h"
+#include "sampler/calibrate.h"
+#include "base/clock.h"
+#include "runtime/entropix_sampler.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "sampler/profile.h"
+#include "base/read_file.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/tool_args.h"
 
 static int usage(FILE *f) {
     fprintf(f,

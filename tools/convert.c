@@ -1,5 +1,5 @@
 // convert — turn a HuggingFace directory, a GGUF file or a llama2.c checkpoint into an
-// entropix.c model file (runtime/model_format.h).
+// entropix.c model file (base/model_format.h).
 //
 //   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1] [--keep-embeddings-q8]
 //                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml]
@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat_template.h"
-#include "dtype.h"
-#include "model.h"
-#include "model_verify.h"
-#include "model_writer.h"
-#include "source.h"
+#include "tokenizer/chat_template.h"
+#include "base/dtype.h"
+#include "runtime/model.h"
+#include "runtime/model_verify.h"
+#include "tools/convert/model_writer.h"
+#include "tools/convert/source.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "cpu_matmul.h"
-#include "dtype.h"
-#include "forward.h"
-#include "model.h"
-#include "read_file.h"
-#include "tokenizer.h"
+#include "base/clock.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "base/dtype.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "base/read_file.h"
+#include "tokenizer/tokenizer.h"
 
 // -log softmax(logits)[target], in double.
 static double nll(const float *logits, int vocab, int target) {

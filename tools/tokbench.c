@@ -25,12 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "calibrate.h"
-#include "clock.h"
-#include "gguf.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "tokenizer_build.h"
+#include "sampler/calibrate.h"
+#include "base/clock.h"
+#include "tools/convert/gguf.h"
+#include "runtime/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/convert/tokenizer_build.h"
 
 enum { MAX_ROUNDS = 64 };
 

@@ -17,9 +17,10 @@ EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
 EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) -MMD -MP
-# Rewritten kernel headers first, so a rewritten .cu includes rewritten .cuh files.
-EMU_INC := -I$(EMU_OUT)/kernels -Ikernels -Isampler -Iruntime -Itokenizer -Itools/convert -Itests -Itests/kernels -I$(EMU_DIR) \
-           -I$(EMU_DIR)/include
+# Includes are written from the repository root ("kernels/attention.h", "sampler/metrics.h"); a
+# kernel's own .cuh files are included bare and found beside the rewritten .cu. The rewritten tree
+# comes first, so "kernels/attention.h" from a rewritten test is the rewritten header.
+EMU_INC := -I$(EMU_OUT) -I. -I$(EMU_DIR)/include
 EMU_FORCE := -include $(EMU_DIR)/include/emu/cuda_emu.h
 
 EMU_LAYER_SRC := $(wildcard $(EMU_DIR)/src/*.cpp)
@@ -29,11 +30,11 @@ EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h
 EMU_KERNEL_OBJ := $(EMU_KERNEL_SRC:%.cu=$(EMU_OUT)/obj/%.o)
 EMU_SELFTEST_SRC := $(wildcard $(EMU_DIR)/test_*.cpp)
 EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
-# CUDA host code outside kernels/ (runtime/comm_nccl.cu: the NCCL communicator), rewritten and
+# CUDA host code outside kernels/ (runtime/cuda/comm_nccl.cu: the NCCL communicator), rewritten and
 # compiled like the kernels.
-EMU_RUNTIME_SRC := runtime/comm_nccl.cu
+EMU_RUNTIME_SRC := runtime/cuda/comm_nccl.cu
 EMU_RUNTIME_OBJ := $(EMU_RUNTIME_SRC:%.cu=$(EMU_OUT)/obj/%.o)
-# CUDA host code in C11 (runtime/forward_cuda.c, the CUDA backend of forward.h): compiled by the C
+# CUDA host code in C11 (runtime/cuda/forward_cuda.c, the CUDA backend of forward.h): compiled by the C
 # compiler against the emulator's C-compatible headers, as against CUDA's on a GPU machine.
 EMU_HOST_C_OBJ := $(CUDA_HOST_SRC:%.c=$(EMU_OUT)/obj/%.o)
 EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)
@@ -81,7 +82,7 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_SAN) -Ikernels -I$(EMU_DIR)/include -c $< -o $@
+	$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -c $< -o $@
 
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -103,7 +104,7 @@ $(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOS
 # CPU ./run (EMX_GPU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
 # always under ASan, like every emulated binary.
 EMU_RUN_BIN := $(EMU_OUT)/run
-$(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
+$(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/cli/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 

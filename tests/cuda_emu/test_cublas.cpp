@@ -15,7 +15,7 @@
 #include "emu_test.h"
 
 extern "C" {
-#include "dtype.h"
+#include "base/dtype.h"
 }
 
 static float round_to(cudaDataType t, float x) {

@@ -1,5 +1,5 @@
 // test_intrinsics.cpp — __dp4a and the half/bfloat16 conversions, run in a kernel, against
-// independent references: byte products summed in 64 bits, and runtime/dtype.h's converters
+// independent references: byte products summed in 64 bits, and base/dtype.h's converters
 // (the C library's, tested on their own). Conversions must be bit-exact: all 65536 halves, and
 // floats around every rounding case (ties, overflow, subnormals, inf, NaN) plus random bits.
 #include <criterion/criterion.h>
@@ -13,7 +13,7 @@
 #include "emu_test.h"
 
 extern "C" {
-#include "dtype.h"
+#include "base/dtype.h"
 }
 
 __global__ void dp4a_kernel(const int *a, const int *b, const int *c, int *out_s, unsigned *out_u, int *out_c4, int n) {

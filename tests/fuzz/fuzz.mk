@@ -26,7 +26,7 @@ FUZZ_ARGS ?=
 FUZZ_BUILD := $(BUILD)/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
-               -fopenmp $(FUZZ_SAN) -Iruntime -Isampler -Itokenizer -Itools/convert -Itools/bench
+               -fopenmp $(FUZZ_SAN) -I.
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/tools/convert_main.o
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # Dictionaries (libFuzzer -dict): tokens the mutator splices in.

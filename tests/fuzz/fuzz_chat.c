@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "fuzz_util.h"
 
 #define MAX_MSGS 64

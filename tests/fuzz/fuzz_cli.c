@@ -1,11 +1,11 @@
-// fuzz_cli.c — the ./run command line (runtime/cli_args.c). Input: the arguments after argv[0],
+// fuzz_cli.c — the ./run command line (runtime/cli/cli_args.c). Input: the arguments after argv[0],
 // separated by NUL bytes. A command line that parses must give sampler settings in range.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli_args.h"
+#include "runtime/cli/cli_args.h"
 #include "fuzz_util.h"
 
 #define MAX_ARGS 256

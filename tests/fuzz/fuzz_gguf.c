@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "model.h"
+#include "runtime/model.h"
 
 int emx_convert_main(int argc, char **argv);
 

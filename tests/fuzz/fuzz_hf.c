@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "model.h"
-#include "tok_byte_level.h"
-#include "tok_utf8.h"
+#include "runtime/model.h"
+#include "tokenizer/tok_byte_level.h"
+#include "tokenizer/tok_utf8.h"
 
 int emx_convert_main(int argc, char **argv);
 

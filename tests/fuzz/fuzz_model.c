@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "runtime/model.h"
+#include "tokenizer/tokenizer.h"
 
 static void exercise_tokenizer(const EmxModel *m) {
     char err[512];

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "profile.h"
+#include "sampler/profile.h"
 
 static void round_trip(const EmxProfile *p) {
     char *text = NULL;

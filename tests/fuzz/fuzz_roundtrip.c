@@ -19,10 +19,10 @@
 #include <utf8proc.h>
 
 #include "fuzz_util.h"
-#include "model.h"
-#include "tok_byte_level.h"
-#include "tok_utf8.h"
-#include "tokenizer.h"
+#include "runtime/model.h"
+#include "tokenizer/tok_byte_level.h"
+#include "tokenizer/tok_utf8.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     EmxModel m;

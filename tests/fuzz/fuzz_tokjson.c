@@ -1,4 +1,4 @@
-// fuzz_tokjson.c — tokenizer.json (tokenizer/tokenizer_build_hf.c), with the optional
+// fuzz_tokjson.c — tokenizer.json (tools/convert/tokenizer_build_hf.c), with the optional
 // tokenizer_config.json and config.json beside it, then the runtime tokenizer built from the
 // result. Input: tokenizer.json, NUL, tokenizer_config.json, NUL, config.json (a part that is
 // absent is no file). A tokenizer the builder accepts must build and encode/decode a fixed text.
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "tokenizer.h"
-#include "tokenizer_build.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/convert/tokenizer_build.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "config.json"};

@@ -15,12 +15,12 @@
 #include <vector>
 
 extern "C" {
-#include "cpu_matmul.h"
-#include "cpu_ops.h"
-#include "dtype.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "base/dtype.h"
 }
 #include "kb_util.h"
-#include "weights.h"
+#include "kernels/weights.h"
 
 static const uint32_t kAllDtypes[] = {EMX_F32, EMX_F16, EMX_BF16, EMX_Q8, EMX_Q4, EMX_Q4_1};
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 extern "C" {
-#include "model.h"
+#include "runtime/model.h"
 }
 
 #define CUDA_OK(call)                                                                        \

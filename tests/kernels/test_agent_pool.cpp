@@ -18,12 +18,12 @@
 
 #include <vector>
 
-#include "agent_pool.h"
+#include "kernels/agent_pool.h"
 #include "kb_util.h"
 
 extern "C" {
-#include "philox.h"
-#include "sample.h"
+#include "sampler/philox.h"
+#include "sampler/sample.h"
 }
 
 namespace {

@@ -10,15 +10,15 @@
 
 #include <vector>
 
-#include "attention.h"
+#include "kernels/attention.h"
 #include "kb_util.h"
-#include "rope.h"
+#include "kernels/rope.h"
 
 extern "C" {
-#include "cpu_ops.h"
-#include "dtype.h"
-#include "metrics.h"
-#include "model_format.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "base/dtype.h"
+#include "sampler/metrics.h"
+#include "base/model_format.h"
 }
 
 namespace {

@@ -5,13 +5,13 @@
 
 #include <vector>
 
-#include "attention.h"
-#include "attn_metrics.h"
+#include "kernels/attention.h"
+#include "kernels/attn_metrics.h"
 #include "kb_util.h"
 
 extern "C" {
-#include "cpu_ops.h"
-#include "metrics.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "sampler/metrics.h"
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// test_comm_nccl.cpp — the NCCL implementation of runtime/comm.h (suite comm_nccl) under the
+// test_comm_nccl.cpp — the NCCL implementation of runtime/pool/comm.h (suite comm_nccl) under the
 // CUDA emulator: the shared checks of tests/comm_checks.h (the same ones tests/test_comm.c runs
 // on the threads implementation) with 1, 2 and 3 emulated GPUs, one host thread per rank, every
 // buffer cudaMalloc'd on its rank's device; then abort, errors and the constructor's checks;
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "comm_checks.h"
-#include "comm_nccl.h"
+#include "tests/comm_checks.h"
+#include "runtime/cuda/comm_nccl.h"
 
 namespace {
 

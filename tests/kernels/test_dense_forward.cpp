@@ -29,15 +29,15 @@
 #include <algorithm>
 
 extern "C" {
-#include "forward.h"
-#include "model.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 }
-#include "embedding.h"
-#include "gemm.h"
-#include "matvec.h"
-#include "rmsnorm.h"
-#include "rope.h"
-#include "swiglu.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/matvec.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 struct GpuLayer {
     EmxCudaWeight wq, wk, wv, wo, gate, up, down;

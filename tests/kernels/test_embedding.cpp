@@ -7,7 +7,7 @@
 // in the form 1e-6 * (|w| + |ref row max|).
 #include "dense_test_util.h"
 
-#include "embedding.h"
+#include "kernels/embedding.h"
 
 Test(embedding, every_dtype_matches_cpu_dequantisation) {
     const int vocab = 37, dim = 288;  // neither a multiple of the 256-thread block

@@ -1,4 +1,4 @@
-// test_forward_cuda.cpp — the CUDA backend of forward.h (runtime/forward_cuda.c) against the CPU
+// test_forward_cuda.cpp — the CUDA backend of forward.h (runtime/cuda/forward_cuda.c) against the CPU
 // backend, through the public API only: the same model opened once, a "cpu" state and a
 // "cuda:N" state fed the same tokens.
 //
@@ -30,8 +30,8 @@
 #include <vector>
 
 extern "C" {
-#include "forward.h"
-#include "model.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 }
 
 namespace {

@@ -12,7 +12,7 @@
 // (round to nearest even): checked bit for bit.
 #include "dense_test_util.h"
 
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 static double gemm_tol(int variant) {
     return variant == EMX_GEMM_TILED ? 1e-4 : variant == EMX_GEMM_CUBLAS_BF16 ? 4.3e-3 : 1.1e-3;

@@ -5,11 +5,11 @@
 #include <vector>
 
 #include "kb_util.h"
-#include "logits_metrics.h"
+#include "kernels/logits_metrics.h"
 
 extern "C" {
-#include "metrics.h"
-#include "sample.h"
+#include "sampler/metrics.h"
+#include "sampler/sample.h"
 }
 
 namespace {

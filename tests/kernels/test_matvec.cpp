@@ -16,7 +16,7 @@
 // 577; cols 96, 288, 544 (the fast kernel's lanes then get 0, 1 or 2 chunks per row).
 #include "dense_test_util.h"
 
-#include "matvec.h"
+#include "kernels/matvec.h"
 
 struct Shape {
     int rows, cols;

@@ -6,7 +6,7 @@
 // is one f32 addition on both sides: x must come back bit-identical.
 #include "dense_test_util.h"
 
-#include "rmsnorm.h"
+#include "kernels/rmsnorm.h"
 
 static void check_rows(const std::vector<float> &got, const std::vector<float> &want, const char *what, int n) {
     for (size_t i = 0; i < want.size(); i++)

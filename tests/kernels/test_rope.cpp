@@ -11,7 +11,7 @@
 // (round to nearest even, as __float2half) in f16.
 #include "dense_test_util.h"
 
-#include "rope.h"
+#include "kernels/rope.h"
 
 struct RopeCase {
     const char *name;

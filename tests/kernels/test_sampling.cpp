@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "kb_util.h"
-#include "logits_metrics.h"
-#include "sampling.h"
+#include "kernels/logits_metrics.h"
+#include "kernels/sampling.h"
 
 extern "C" {
-#include "entropix.h"
-#include "metrics.h"
-#include "philox.h"
-#include "profile.h"
-#include "sample.h"
+#include "sampler/entropix.h"
+#include "sampler/metrics.h"
+#include "sampler/philox.h"
+#include "sampler/profile.h"
+#include "sampler/sample.h"
 }
 
 namespace {

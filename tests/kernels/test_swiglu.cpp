@@ -8,8 +8,8 @@
 // |silu(g)| e_u + 1e-6 |cpu|.
 #include "dense_test_util.h"
 
-#include "matvec.h"
-#include "swiglu.h"
+#include "kernels/matvec.h"
+#include "kernels/swiglu.h"
 
 Test(swiglu, elementwise_matches_cpu) {
     const int n = 1001;  // odd: the float4 loop leaves a tail

@@ -4,7 +4,7 @@
 // bytes (exactly, but q4_1's nib * d + m, which a GPU may fuse into one FMA: see test_embedding).
 #include "dense_test_util.h"
 
-#include "embedding.h"
+#include "kernels/embedding.h"
 
 Test(weights, sizes_match_the_file_format) {
     for (uint32_t dt : kAllDtypes)

@@ -1,12 +1,12 @@
 // compare_cmd.c — another runtime's decode speed from a shell command (compare_cmd.h).
-#include "compare_cmd.h"
+#include "tools/bench/compare_cmd.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "subprocess.h"
+#include "tools/bench/subprocess.h"
 
 extern char **environ;
 

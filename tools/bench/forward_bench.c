@@ -1,10 +1,10 @@
 // forward_bench.c — prefill / decode timing of the forward pass (forward_bench.h).
-#include "forward_bench.h"
+#include "tools/bench/forward_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen,
                            EmxForwardSpeed *out, char *err, size_t errlen) {

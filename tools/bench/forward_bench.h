@@ -11,8 +11,8 @@
 
 #include <stddef.h>
 
-#include "forward.h"
-#include "model.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 
 typedef struct {
     double prefill_tps;  // tokens/s, 0 if n_prompt == 0

@@ -1,11 +1,11 @@
 // llama_bench.c — llama-bench as a subprocess (llama_bench.h).
-#include "llama_bench.h"
+#include "tools/bench/llama_bench.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "subprocess.h"
+#include "tools/bench/subprocess.h"
 
 int emx_llama_bench_parse(const char *jsonl, EmxForwardSpeed *out, char *err, size_t errlen) {
     out->prefill_tps = out->decode_tps = 0.0;

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "forward_bench.h"
+#include "tools/bench/forward_bench.h"
 
 // Reads llama-bench's JSONL output text into out (fields it lacks stay 0). Returns 0, or -1
 // with a reason if no line is a result object.

@@ -1,12 +1,12 @@
 // machine.c — CPU name and copy bandwidth (machine.h).
-#include "machine.h"
+#include "tools/bench/machine.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 void emx_bench_cpu_name(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown CPU");

@@ -1,5 +1,5 @@
 // result.c — benchmark results as JSON (result.h).
-#include "result.h"
+#include "tools/bench/result.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

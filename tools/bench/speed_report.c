@@ -1,5 +1,5 @@
 // speed_report.c — the `bench speed` report (speed_report.h).
-#include "speed_report.h"
+#include "tools/bench/speed_report.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model_format.h"
+#include "base/model_format.h"
 
 // Bytes of KV cache one decode step reads, averaged over a run of n_gen steps at positions
 // 0..n_gen-1 from an empty cache: the step at position p reads p + 1 keys and as many values,

@@ -1,5 +1,5 @@
 // subprocess.c — a child process with captured output (subprocess.h).
-#include "subprocess.h"
+#include "tools/bench/subprocess.h"
 
 #include <spawn.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "read_file.h"
+#include "base/read_file.h"
 
 extern char **environ;
 

@@ -3,11 +3,11 @@
 // Every block format stores a fixed number of weights (32, or 256 for the K-quants) in a fixed
 // number of bytes; fp16 scales are little-endian IEEE halves. Reads go through memcpy/bytes so
 // the data may sit at any address.
-#include "ggml_dequant.h"
+#include "tools/convert/ggml_dequant.h"
 
 #include <string.h>
 
-#include "dtype.h"
+#include "base/dtype.h"
 
 static float f16_at(const uint8_t *p) {
     uint16_t h;

@@ -1,7 +1,7 @@
 // gguf.c — GGUF reader: mmap, index keys and tensors, validate every size against the file.
-#include "gguf.h"
+#include "tools/convert/gguf.h"
 
-#include "msg_esc.h"
+#include "tools/convert/msg_esc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // model_writer.c — lay out and write a model file, tensor by tensor, through a temporary file
 // beside it (".<out>.XXXXXX.tmp"), checked and then renamed over <out>.
-#include "model_writer.h"
+#include "tools/convert/model_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "ggml_dequant.h"
-#include "model.h"
-#include "model_verify.h"
+#include "base/dtype.h"
+#include "tools/convert/ggml_dequant.h"
+#include "runtime/model.h"
+#include "runtime/model_verify.h"
 
 // Rows decoded at a time: bounds memory to about this many f32 values per chunk.
 #define CHUNK_FLOATS (4u << 20)

@@ -1,4 +1,4 @@
-// model_writer.h — writes an entropix.c model file (runtime/model_format.h) from source tensors.
+// model_writer.h — writes an entropix.c model file (base/model_format.h) from source tensors.
 //
 // Collect the tensors first (name, output dtype, shape, a pointer to the source data and its
 // ggml element type), then write once: header, tokenizer section, directory and EMX_ALIGN-
@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model_format.h"
-#include "tokenizer_data.h"
+#include "base/model_format.h"
+#include "tokenizer/tokenizer_data.h"
 
 typedef struct {
     char name[EMX_NAME_BYTES];

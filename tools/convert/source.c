@@ -1,7 +1,7 @@
 // source.c — the pieces every source reader shares: the tensor list and mapped files.
-#include "source.h"
+#include "tools/convert/source.h"
 
-#include "msg_esc.h"
+#include "tools/convert/msg_esc.h"
 
 #include <errno.h>
 #include <fcntl.h>

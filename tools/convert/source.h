@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
-#include "model_format.h"
-#include "tokenizer_data.h"
+#include "tools/convert/gguf.h"
+#include "base/model_format.h"
+#include "tokenizer/tokenizer_data.h"
 
 #define SRC_MAX_MAPS 64
 #define SRC_MAX_INPUTS (SRC_MAX_MAPS + 8)

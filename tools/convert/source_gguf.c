@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml_dequant.h"
-#include "msg_esc.h"
-#include "source.h"
-#include "tokenizer_build.h"
+#include "tools/convert/ggml_dequant.h"
+#include "tools/convert/msg_esc.h"
+#include "tools/convert/source.h"
+#include "tools/convert/tokenizer_build.h"
 
 // "{arch}.{suffix}" as an integer; def < 0 means required.
 static int key_u32(const GGUFFile *g, const char *arch, const char *suffix, int64_t def, uint32_t *out, char *err,

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "msg_esc.h"
-#include "read_file.h"
-#include "source.h"
-#include "tokenizer_build.h"
+#include "tools/convert/msg_esc.h"
+#include "base/read_file.h"
+#include "tools/convert/source.h"
+#include "tools/convert/tokenizer_build.h"
 
 static cJSON *read_json(const char *path, int required, char *err, size_t errlen) {
     char *text = emx_read_file(path, NULL);

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "source.h"
-#include "tokenizer_build.h"
+#include "tools/convert/source.h"
+#include "tools/convert/tokenizer_build.h"
 
 #define AK42_MAGIC 0x616b3432u
 

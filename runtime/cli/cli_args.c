@@ -1,0 +1,344 @@
+// cli_args.c — parsing ./run's command line (flags documented in emx_cli_usage and
+// the README's "Running" section). Every error is one line naming the flag and the value.
+#include "runtime/cli/cli_args.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sampler_names[] = {
+    [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
+    [EMX_SAMPLER_TEMP] = "temp",         [EMX_SAMPLER_TOPK] = "topk",
+    [EMX_SAMPLER_TOPP] = "topp",         [EMX_SAMPLER_MINP] = "minp",
+    [EMX_SAMPLER_ENTROPIX] = "entropix", [EMX_SAMPLER_AGENTS] = "agents",
+};
+#define N_SAMPLERS ((int)(sizeof sampler_names / sizeof sampler_names[0]))
+
+const char *emx_sampler_kind_name(int kind) {
+    return kind >= 0 && kind < N_SAMPLERS ? sampler_names[kind] : "?";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+// Whole-string integer in [lo, hi]. Returns 0 or 2 with the message.
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
+                     size_t errlen) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != 0) return fail(err, errlen, "%s: '%s' is not an integer", flag, s);
+    if (errno == ERANGE || v < lo || v > hi)
+        return fail(err, errlen, "%s: %s is out of range [%ld, %ld]", flag, s, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+// Whole-string finite number in [lo, hi]. A number too small for a double (1e-400) or a
+// float (1e-320) is a valid value that rounds to a denormal or zero, as any rounding does:
+// strtod's ERANGE on underflow is no error, only an overflow (an infinity) is.
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out,
+                       char *err, size_t errlen) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != 0 || isnan(v))
+        return fail(err, errlen, "%s: '%s' is not a number", flag, s);
+    if (!isfinite(v) || v < lo || v > hi)
+        return fail(err, errlen, "%s: %s is out of range [%g, %g]", flag, s, lo, hi);
+    *out = (float)v;
+    return 0;
+}
+
+// -s: an unsigned 64-bit integer, or -1 (llama.cpp's "random").
+static int parse_seed(const char *s, EmxCliArgs *a, char *err, size_t errlen) {
+    if (strcmp(s, "-1") == 0) {
+        a->seed_given = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end != 0 || s[0] == '-' || s[0] == '+')
+        return fail(err, errlen, "--seed: '%s' is not a non-negative integer (or -1)", s);
+    if (errno == ERANGE) return fail(err, errlen, "--seed: %s does not fit in 64 bits", s);
+    a->seed = (uint64_t)v;
+    a->seed_given = 1;
+    return 0;
+}
+
+// Is `arg` the flag spelt `s` (short) or `l` (long)? A long flag may carry "=value".
+static int is_flag(const char *arg, const char *s, const char *l, const char **inline_val) {
+    *inline_val = NULL;
+    if (s && strcmp(arg, s) == 0) return 1;
+    if (!l) return 0;
+    size_t n = strlen(l);
+    if (strncmp(arg, l, n) != 0) return 0;
+    if (arg[n] == 0) return 1;
+    if (arg[n] == '=') {
+        *inline_val = arg + n + 1;
+        return 1;
+    }
+    return 0;
+}
+
+int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
+    *a = (EmxCliArgs){
+        .n_predict = 256,
+        .sampling = EMX_SAMPLER_PARAMS_DEFAULT,
+        .sampler = EMX_SAMPLER_ENTROPIX,
+        .profile = "classic",
+        .metric_layer = -1,  // EMX_ATTN_LAYER_LAST
+        .chat = EMX_CHAT_AUTO,
+        .n_agents = 8,
+        .lookahead = 1,
+        .workers = 1,
+        .devices = "cpu",
+        .device = "auto",
+        .check_every = 5,
+        .rollback = 5,
+        .max_rollbacks = 3,
+        .critic_window = 64,
+    };
+    int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *iv;
+        if (arg[0] != '-' || arg[1] == 0) {  // positional ("-" alone is a file name too)
+            if (a->model_path)
+                return fail(err, errlen, "unexpected argument '%s' (the model is '%s')", arg,
+                            a->model_path);
+            a->model_path = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {  // everything after is positional
+            for (i++; i < argc; i++) {
+                if (a->model_path) return fail(err, errlen, "unexpected argument '%s'", argv[i]);
+                a->model_path = argv[i];
+            }
+            break;
+        }
+
+        // Flags without a value.
+        if (is_flag(arg, "-h", "--help", &iv) && !iv) { a->help = 1; continue; }
+        if (is_flag(arg, NULL, "--version", &iv) && !iv) { a->version = 1; continue; }
+        if (is_flag(arg, NULL, "--verbose", &iv) && !iv) { a->verbose = 1; continue; }
+        if (is_flag(arg, NULL, "--verify", &iv) && !iv) { a->verify = 1; continue; }
+        if (is_flag(arg, NULL, "--chat", &iv) && !iv) { a->chat = EMX_CHAT_ON; continue; }
+        if (is_flag(arg, NULL, "--raw", &iv) && !iv) { a->chat = EMX_CHAT_RAW; continue; }
+        if (is_flag(arg, NULL, "--no-think", &iv) && !iv) { a->no_think = 1; continue; }
+        if (is_flag(arg, NULL, "--color", &iv) && !iv) { a->color = 1; continue; }
+
+        // Flags with a value: "-x VALUE", "--long VALUE" or "--long=VALUE".
+        static const struct { const char *s, *l; } valued[] = {
+            {"-p", "--prompt"},  {"-f", "--file"},   {"-n", "--n-predict"}, {"-s", "--seed"},
+            {NULL, "--temp"},    {NULL, "--top-k"},  {NULL, "--top-p"},     {NULL, "--min-p"},
+            {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
+            {NULL, "--profile"}, {NULL, "--profile-set"}, {NULL, "--metric-layers"},
+            {NULL, "--metrics"},
+            {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
+            {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
+            {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
+            {"-dev", "--device"},
+        };
+        int which = -1;
+        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
+            if (is_flag(arg, valued[k].s, valued[k].l, &iv)) which = k;
+        if (which < 0) return fail(err, errlen, "unknown option '%s' (see --help)", arg);
+        const char *name = valued[which].l;  // messages name the long form
+        const char *val = iv;
+        if (!val) {
+            if (i + 1 >= argc) return fail(err, errlen, "%s: missing value", arg);
+            val = argv[++i];
+        }
+        rc = 0;
+        switch (which) {
+        case 0: a->prompt = val; break;
+        case 1: a->prompt_file = val; break;
+        case 2:
+            if ((rc = parse_int(name, val, -1, 1L << 30, &a->n_predict, err, errlen))) return rc;
+            a->n_predict_given = 1;
+            break;
+        case 3:
+            if ((rc = parse_seed(val, a, err, errlen))) return rc;
+            break;
+        case 4:
+            if ((rc = parse_float(name, val, 0.0, 100.0, &a->sampling.temperature, err, errlen)))
+                return rc;
+            a->temp_given = 1;
+            break;
+        case 5:
+            if ((rc = parse_int(name, val, 0, 1000000, &a->sampling.top_k, err, errlen))) return rc;
+            a->top_k_given = 1;
+            break;
+        case 6:
+            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.top_p, err, errlen))) return rc;
+            a->top_p_given = 1;
+            break;
+        case 7:
+            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.min_p, err, errlen))) return rc;
+            a->min_p_given = 1;
+            break;
+        case 8:
+            if ((rc = parse_int(name, val, 0, 1L << 30, &a->ctx, err, errlen))) return rc;
+            break;
+        case 9:
+            if ((rc = parse_int(name, val, 0, 4096, &a->threads, err, errlen))) return rc;
+            break;
+        case 10: a->system = val; break;
+        case 11: {
+            int k = 0;
+            while (k < N_SAMPLERS && strcmp(val, sampler_names[k]) != 0) k++;
+            if (k == N_SAMPLERS)
+                return fail(err, errlen,
+                            "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
+                            "minp, entropix, agents)", val);
+            a->sampler = k;
+            a->sampler_given = 1;
+            break;
+        }
+        case 12: a->profile = val; break;
+        case 13:
+            if (!strchr(val, '='))
+                return fail(err, errlen, "--profile-set: '%s' is not KEY=VALUE", val);
+            if (a->n_profile_sets == EMX_CLI_MAX_PROFILE_SETS)
+                return fail(err, errlen, "--profile-set: more than %d given (use a profile file)",
+                            EMX_CLI_MAX_PROFILE_SETS);
+            a->profile_sets[a->n_profile_sets++] = val;
+            break;
+        case 14:
+            if (strcmp(val, "last") == 0) a->metric_layer = -1;
+            else if (strcmp(val, "all") == 0) a->metric_layer = -2;
+            else if (parse_int(name, val, 0, 1000000, &a->metric_layer, err, errlen))
+                return fail(err, errlen, "--metric-layers: '%s' is not last, all or a layer index", val);
+            a->metric_layer_given = 1;
+            break;
+        case 15: a->metrics_path = val; break;
+        case 16: rc = parse_int(name, val, 1, 64, &a->n_agents, err, errlen); break;
+        case 17: a->agent_configs = val; break;
+        case 18: rc = parse_int(name, val, 1, 16, &a->lookahead, err, errlen); break;
+        case 19: rc = parse_int(name, val, 1, 64, &a->workers, err, errlen); break;
+        case 20: a->devices = val; break;
+        case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen); break;
+        case 22: rc = parse_int(name, val, 1, 1 << 30, &a->rollback, err, errlen); break;
+        case 23: rc = parse_int(name, val, 0, 1 << 30, &a->max_rollbacks, err, errlen); break;
+        case 24: rc = parse_int(name, val, 1, 1 << 20, &a->critic_window, err, errlen); break;
+        case 25: rc = parse_float(name, val, -1000.0, 1000.0, &a->critic_margin, err, errlen); break;
+        case 26: a->critic_model = val; break;
+        case 27: a->log_path = val; break;
+        case 28: a->device = val; break;
+        }
+        if (rc) return rc;
+        if (which >= 16 && which <= 27) agent_flag = 1;  // the agent pool's flags
+    }
+    // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
+    // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
+    if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
+        a->sampler = EMX_SAMPLER_GREEDY;
+    if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
+    if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
+        return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
+    if (a->help || a->version) return 0;
+    if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
+    if (a->prompt && a->prompt_file)
+        return fail(err, errlen, "-p and -f both give a prompt: use one of them");
+    return 0;
+}
+
+EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {
+    EmxSamplerParams p = a->sampling;
+    switch (a->sampler) {
+    case EMX_SAMPLER_GREEDY: p.temperature = 0.0f; break;
+    case EMX_SAMPLER_TEMP: p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_TOPK: p.top_p = 1.0f; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_TOPP: p.top_k = 0; p.min_p = 0.0f; break;
+    case EMX_SAMPLER_MINP: p.top_k = 0; p.top_p = 1.0f; break;
+    default: break;
+    }
+    return p;
+}
+
+void emx_cli_usage(FILE *f, const char *prog) {
+    fprintf(f,
+        "usage: %s MODEL.bin [options]\n"
+        "Generates text with an entropix.c model file; the text goes to stdout as it is\n"
+        "produced, timings to stderr.\n"
+        "\n"
+        "Prompt:\n"
+        "  -p, --prompt TEXT       prompt text (default: empty = start from BOS, base models)\n"
+        "  -f, --file FILE         read the prompt from FILE\n"
+        "      --chat              wrap the prompt in the model's chat template\n"
+        "      --raw               feed the prompt as is (echoed to stdout before the output)\n"
+        "                          (default: --chat if the model file has a chat template)\n"
+        "      --system TEXT       system message (chat mode)\n"
+        "      --no-think          Qwen3: thinking off, as the official template renders it\n"
+        "\n"
+        "Generation:\n"
+        "  -n, --n-predict N       tokens to generate (default 256; -1 = until a stop token\n"
+        "                          or the context is full; more than fits is an error)\n"
+        "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
+        "  -t, --threads N         CPU threads (default: all cores)\n"
+        "  -dev, --device D        cpu, cuda:N, or auto (default): the first GPU when this build\n"
+        "                          has the CUDA backend (make cuda: build/cuda/run) and sees one\n"
+        "\n"
+        "Sampling:\n"
+        "      --sampler NAME      entropix (default): each token's strategy chosen from the\n"
+        "                          entropy/varentropy of the logits and the attention;\n"
+        "                          combined: temperature + top-k + top-p + min-p (llama.cpp's\n"
+        "                          order); greedy; temp, topk, topp, minp (temperature + that\n"
+        "                          filter only); agents: the agent pool (below)\n"
+        "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666\n"
+        "                          in classic; a bare --temp 0 selects greedy)\n"
+        "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
+        "      --top-p P           keep the smallest set of most likely tokens with mass >= P\n"
+        "                          (default 0.95; 1 = off)\n"
+        "      --min-p P           keep tokens with p >= P * p(most likely) (default 0.05; 0 = off)\n"
+        "                          (entropix: --top-k/--top-p/--min-p set the profile's base values)\n"
+        "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
+        "\n"
+        "Entropix:\n"
+        "      --profile NAME|FILE the switch's thresholds and coefficients: classic (default),\n"
+        "                          masked-bits, or a profile file (tools/calibrate writes one)\n"
+        "      --profile-set K=V   override one profile constant (repeatable), e.g.\n"
+        "                          --profile-set helv_insert_pause=0\n"
+        "      --metric-layers L   attention metrics from: last (default), all (averaged), or a\n"
+        "                          layer index\n"
+        "      --metrics FILE      one JSON line per generated token: id, piece, every metric, the\n"
+        "                          case, the effective temperature/top-k/top-p/min-p, inserted\n"
+        "      --color             colour each token by the case that chose it (legend on stderr)\n"
+        "\n"
+        "Agent pool (--sampler agents; any of these flags selects it):\n"
+        "      --agents N          sampling agents (default 8), temperatures 0.3..1.5 and top-k\n"
+        "                          5..100; each proposes a token, the lowest entropy wins\n"
+        "      --agent-configs S   the agents' own T:k list, e.g. \"0.3:5,0.7:20,1.2:0\" (k 0 = off)\n"
+        "      --lookahead L       each agent extends its branch L tokens before the choice\n"
+        "                          (mean entropy decides; default 1 = token by token)\n"
+        "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
+        "                          any N\n"
+        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (build/cuda/run)\n"
+        "      --check-every K     the critic judges every K committed tokens (default 5; 0 = off)\n"
+        "      --critic-window W   tokens of text it reads (default 64)\n"
+        "      --critic-margin M   BAD when log p(BAD) - log p(GOOD) > M (default 0)\n"
+        "      --critic-model FILE critic model (default: the same model, weights shared)\n"
+        "      --rollback R        tokens dropped on a BAD verdict (default 5)\n"
+        "      --max-rollbacks N   rollbacks at one step before a BAD is accepted (default 3)\n"
+        "      --log FILE          generation log: every step, proposal, verdict, rollback and\n"
+        "                          the final text, written as it goes (Ctrl-C keeps it)\n"
+        "                          -n defaults to 25000 in this mode, capped by the context\n"
+        "\n"
+        "Other:\n"
+        "      --verbose           model, prompt tokens and sampler settings to stderr\n"
+        "      --verify            check the model file's recorded checksum before running\n"
+        "  -h, --help              this help\n"
+        "      --version           print the version\n"
+        "\n"
+        "Exit status: 0 ok, 1 error (model, prompt, context), 2 usage error.\n",
+        prog);
+}

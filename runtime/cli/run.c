@@ -1,0 +1,466 @@
+// run.c — ./run MODEL.bin [options]: generate text from a prompt with an entropix.c model.
+//
+//   ./run weights/smollm2-135m-instruct.bin -p "What is the capital of France?"
+//   ./run build/models/stories260K.f32.bin --temp 0 -n 200
+//
+// Text goes to stdout as it is produced; the seed (when not given), warnings and the timing
+// summary go to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error. Flags: --help or
+// the README's "Running" section.
+#include <errno.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tokenizer/chat_template.h"
+#include "runtime/cli/cli_args.h"
+#include "runtime/entropix_sampler.h"
+#include "runtime/forward.h"
+#include "runtime/generate.h"
+#include "runtime/model.h"
+#include "runtime/model_verify.h"
+#include "sampler/profile.h"
+#include "base/read_file.h"
+#include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
+#include "runtime/run_io.h"
+#include "runtime/cli/run_pool.h"
+#include "sampler/rng.h"
+#include "runtime/token_log.h"
+#include "tokenizer/tokenizer.h"
+
+// The profile ./run uses: --profile, then each --profile-set in order, then the flags that
+// name a profile field directly (--metric-layers, --temp/--top-k/--top-p/--min-p as the base
+// values). Returns 0, or -1 with a one-line reason.
+static int build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
+    if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
+    for (int i = 0; i < a->n_profile_sets; i++) {
+        char key[128];
+        const char *set = a->profile_sets[i], *eq = strchr(set, '=');
+        size_t klen = (size_t)(eq - set);
+        if (klen >= sizeof key) klen = sizeof key - 1;
+        memcpy(key, set, klen);
+        key[klen] = 0;
+        char why[256];
+        if (emx_profile_set(p, key, eq + 1, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--profile-set %s: %s", set, why);
+            return -1;
+        }
+    }
+    if (a->metric_layer_given) p->attn_layer = a->metric_layer;
+    if (a->temp_given) p->temperature = a->sampling.temperature;
+    if (a->top_k_given) p->top_k = a->sampling.top_k;
+    if (a->top_p_given) p->top_p = a->sampling.top_p;
+    if (a->min_p_given) p->min_p = a->sampling.min_p;
+    return 0;
+}
+
+// What the per-token callback needs: where the text and the log go, and the sampler whose
+// last step describes the token just chosen.
+typedef struct {
+    FILE *out;
+    FILE *metrics;                 // --metrics, or NULL
+    const char *metrics_path;
+    int color;
+    int out_errno;                 // the write to out that failed (0: none)
+    int metrics_errno;             // the write to metrics that failed (-1: a failure without errno)
+    const EmxTokenizer *tk;
+    const char *sampler_name;
+    EmxEntropixSampler *es;        // entropix: its last_metrics / last_decision
+    EmxMetricsTap *tap;            // a basic sampler under --metrics
+    const EmxSamplerParams *params;
+} TokenSink;
+
+// Returns -1 to stop the loop when a write failed: generating text nobody receives is wasted,
+// and the run must end with the error, not with exit 0.
+static int on_token(void *user, int index, int id, int pos, const char *text, size_t len,
+                    int is_stop) {
+    TokenSink *ts = user;
+    errno = 0;
+    if (len) {
+        if (ts->color && ts->es) {
+            int inserted = ts->es->last_decision.action == EMX_ACTION_INSERT;
+            fputs(emx_case_color(ts->es->last_decision.kase, inserted), ts->out);
+            fwrite(text, 1, len, ts->out);
+            fputs(EMX_COLOR_RESET, ts->out);
+        } else {
+            fwrite(text, 1, len, ts->out);
+        }
+        if (fflush(ts->out) != 0 || ferror(ts->out)) {
+            ts->out_errno = errno ? errno : EIO;
+            return -1;
+        }
+    }
+    if (!ts->metrics) return 0;
+    EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
+                        .sampler = ts->sampler_name, .score = NAN};
+    r.piece = emx_token_bytes_ref(ts->tk, id, &r.piece_len);
+    if (ts->es) {
+        r.metrics = &ts->es->last_metrics;
+        r.decision = &ts->es->last_decision;
+        r.score = ts->es->last_score;
+    } else if (ts->tap) {
+        r.metrics = &ts->tap->last_metrics;
+        r.params = ts->params;
+    }
+    if (emx_token_log_json(ts->metrics, &r) != 0 || fflush(ts->metrics) != 0) {
+        ts->metrics_errno = errno ? errno : -1;
+        return -1;
+    }
+    return 0;
+}
+
+// "run: --metrics m.jsonl: No space left on device" (e < 0: no errno, "write failed").
+static void report_write_error(const char *what, const char *path, int e) {
+    fprintf(stderr, "run: %s%s%s: %s\n", what, path ? " " : "", path ? path : "", e > 0 ? strerror(e) : "write failed");
+}
+
+// The files this run reads and the ones it writes: an output may not be an input, nor another
+// output (run_io.h). Checked before any input is opened, so nothing is truncated by a mistake.
+static int check_paths(const EmxCliArgs *a, int entropix, char *err, size_t errlen) {
+    EmxProfile scratch;
+    const int profile_file = entropix && emx_profile_builtin(&scratch, a->profile) != 0;
+    const EmxRunPath in[] = {{"the model file", a->model_path},
+                             {"the critic model file", a->critic_model},
+                             {"the prompt file (-f)", a->prompt_file},
+                             {"the profile file", profile_file ? a->profile : NULL}};
+    const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}};
+    return emx_run_check_outputs(in, 4, out, 2, err, errlen);
+}
+
+// -f's text, read no further than a context of ctx tokens can hold (run_io.h's bound), so
+// /dev/zero or a 10 GB file costs a bounded read and a one-line error. NULL: said on stderr.
+static char *read_prompt_file(const char *path, const EmxTokenizer *tk, int ctx, size_t *len) {
+    size_t max_piece = 0;
+    for (int i = 0; i < emx_tokenizer_n_vocab(tk); i++) {
+        size_t n = 0;
+        emx_token_bytes_ref(tk, i, &n);
+        if (n > max_piece) max_piece = n;
+    }
+    const size_t bound = emx_prompt_byte_bound(ctx, max_piece);
+    char *text = emx_read_file_max(path, bound, len);
+    if (!text && errno == EFBIG)
+        fprintf(stderr, "run: -f %s: the prompt is longer than %zu bytes, more than the context of %d tokens can hold\n",
+                path, bound, ctx);
+    else if (!text)
+        fprintf(stderr, "run: -f %s: %s\n", path, strerror(errno));
+    return text;
+}
+
+// Does one CPU state at ctx fit the memory there is? (The CUDA backend checks its own.)
+static int check_cpu_memory(const EmxModel *m, const EmxCliArgs *a, int ctx, char *err, size_t errlen) {
+    const char *d = a->device;
+    const int on_cpu = !d || !*d || strcmp(d, "cpu") == 0 || (strcmp(d, "auto") == 0 && !emx_cuda_available());
+    if (!on_cpu) return 0;
+    const int threads = a->threads > 0 ? a->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t kv = 0, need = emx_cpu_state_bytes(&m->cfg, ctx, threads, &kv);
+    return emx_mem_check(need, kv, emx_mem_available(), ctx, "1 state", err, errlen);
+}
+
+// The entropix run's case counts, one line on stderr.
+static void print_case_summary(const EmxEntropixSampler *es) {
+    long total = 0;
+    for (int c = 0; c < EMX_CASE_COUNT; c++) total += es->case_counts[c];
+    if (total == 0) return;
+    fprintf(stderr, "entropix cases:");
+    for (int c = 0; c < EMX_CASE_COUNT; c++)
+        fprintf(stderr, " %s %.1f%% (%ld)%s", emx_case_name((EmxCase)c),
+                100.0 * (double)es->case_counts[c] / (double)total, es->case_counts[c],
+                c + 1 < EMX_CASE_COUNT ? "," : "");
+    fprintf(stderr, "; pauses inserted: %ld\n", es->n_inserted);
+}
+
+static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSamplerParams *sp,
+                          int chat, int ctx, const int *ids, int n_ids) {
+    const EmxConfig *c = &m->cfg;
+    fprintf(stderr,
+            "model: %s: arch %u, dim %u, hidden %u, layers %u, heads %u/%u (kv), head_dim %u, "
+            "vocab %u, max_seq_len %u, chat template %s\n",
+            a->model_path, c->arch, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+            c->head_dim, c->vocab_size, c->max_seq_len,
+            emx_chat_template_name(c->chat_template) ? emx_chat_template_name(c->chat_template) : "?");
+    if (a->threads > 0)
+        fprintf(stderr, "mode: %s, context %d, threads %d\n", chat ? "chat" : "raw", ctx, a->threads);
+    else
+        fprintf(stderr, "mode: %s, context %d, threads: all cores\n", chat ? "chat" : "raw", ctx);
+    fprintf(stderr, "sampler: %s (temp %g, top-k %d, top-p %g, min-p %g), seed %" PRIu64 "\n",
+            emx_sampler_kind_name(a->sampler), (double)sp->temperature, sp->top_k,
+            (double)sp->top_p, (double)sp->min_p, a->seed);
+    fprintf(stderr, "prompt ids (%d):", n_ids);
+    for (int i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+// Ctrl-C in the agent pool: finish the round, print and log what there is. A second Ctrl-C
+// kills (the handler restores the default). Signal handlers can take no context, hence the
+// one file-level flag; it belongs to this program, not to the library.
+// The library's warnings (EmxPromptSpec.warn), one line each.
+static void warn_stderr(void *ctx, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "run: warning: %s\n", msg);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
+int main(int argc, char **argv) {
+    char err[512] = {0};
+    EmxCliArgs a;
+    if (emx_cli_parse(argc, argv, &a, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 2;
+    }
+    if (a.help) {
+        emx_cli_usage(stdout, argv[0]);
+        return 0;
+    }
+    if (a.version) {
+        printf("entropix.c run %s\n", EMX_VERSION_STRING);
+        return 0;
+    }
+    int entropix = a.sampler == EMX_SAMPLER_ENTROPIX;
+    int out_errno = emx_run_check_stdio();
+    if (out_errno) {
+        report_write_error("writing the generated text to stdout", NULL, out_errno);
+        return 1;
+    }
+    if (check_paths(&a, entropix, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 2;
+    }
+    EmxProfile profile;
+    if (entropix && build_profile(&a, &profile, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 2;
+    }
+    if (!entropix && (strcmp(a.profile, "classic") != 0 || a.n_profile_sets > 0))
+        fprintf(stderr, "run: warning: --profile/--profile-set only apply to --sampler entropix; ignored\n");
+    if (!entropix && a.color)
+        fprintf(stderr, "run: warning: --color shows entropix cases; with --sampler %s it is ignored\n",
+                emx_sampler_kind_name(a.sampler));
+
+    int status = 1;
+    EmxModel model;
+    int model_open = 0;
+    EmxTokenizer *tk = NULL;
+    EmxState *st = NULL;
+    EmxBasicSampler basic = {0};
+    EmxEntropixSampler es = {0};
+    EmxMetricsTap tap = {0};
+    EmxSampler *sampler = NULL;
+    FILE *metrics = NULL;
+    char *file_prompt = NULL;
+    int *ids = NULL;
+
+    if (a.verify) {  // a corrupted file is told apart from a bad model before anything runs
+        int v = emx_model_verify(a.model_path, err, sizeof err);
+        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", a.model_path, err);
+        else fprintf(stderr, "run: %s\n", err);  // no checksum recorded (v == 1), or the error
+        if (v < 0) goto out;
+    }
+    if (emx_model_open(&model, a.model_path, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+    model_open = 1;
+    const EmxConfig *cfg = &model.cfg;
+
+    int ctx = a.ctx;
+    if (ctx > (int)cfg->max_seq_len) {
+        fprintf(stderr, "run: warning: -c %d exceeds the model's context %u; using %u\n", ctx,
+                cfg->max_seq_len, cfg->max_seq_len);
+        ctx = (int)cfg->max_seq_len;
+    }
+
+    tk = emx_tokenizer_new(&model.tok, err, sizeof err);
+    if (!tk) {
+        fprintf(stderr, "run: %s: %s\n", a.model_path, err);
+        goto out;
+    }
+    if (emx_tokenizer_n_vocab(tk) != (int)cfg->vocab_size) {
+        fprintf(stderr, "run: %s: tokenizer has %d tokens, model vocab_size is %u\n", a.model_path,
+                emx_tokenizer_n_vocab(tk), cfg->vocab_size);
+        goto out;
+    }
+    size_t prompt_len = a.prompt ? strlen(a.prompt) : 0;
+    const char *prompt = a.prompt;
+    if (a.prompt_file) {
+        int max_ctx = cfg->max_seq_len < 4096 ? (int)cfg->max_seq_len : 4096;  // -c 0's context
+        if (!(file_prompt = read_prompt_file(a.prompt_file, tk, ctx > 0 ? ctx : max_ctx, &prompt_len))) goto out;
+        prompt = file_prompt;
+    }
+
+    int has_template = cfg->chat_template != EMX_CHAT_NONE;
+    int chat = a.chat == EMX_CHAT_AUTO ? has_template : a.chat == EMX_CHAT_ON;
+    if (chat && !has_template) {
+        fprintf(stderr, "run: --chat: %s has no chat template (use --raw)\n", a.model_path);
+        goto out;
+    }
+    if (!chat && a.system) fprintf(stderr, "run: warning: --system is ignored in raw mode\n");
+    if (a.no_think && !(chat && cfg->chat_template == EMX_CHAT_QWEN3))
+        fprintf(stderr, "run: warning: --no-think only applies to Qwen3 chat; ignored\n");
+
+    EmxPromptSpec ps = {.text = prompt, .len = prompt_len, .chat = chat, .system = a.system,
+                        .enable_thinking = !a.no_think, .warn = warn_stderr};
+    int n_ids = 0;
+    if (emx_prompt_ids(&model, tk, &ps, &ids, &n_ids, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+
+    if (a.sampler == EMX_SAMPLER_AGENTS) {
+        ctx = ctx > 0 ? ctx : (int)(cfg->max_seq_len < 4096 ? cfg->max_seq_len : 4096);
+        if (n_ids >= ctx) {
+            fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", n_ids, ctx);
+            goto out;
+        }
+        if (a.verbose) print_verbose(&model, &a, &a.sampling, chat, ctx, ids, n_ids);
+        errno = 0;
+        if (!chat && prompt_len &&  // raw mode echoes the prompt, as below
+            (fwrite(prompt, 1, prompt_len, stdout) != prompt_len || fflush(stdout) != 0)) {
+            report_write_error("writing the generated text to stdout", NULL, errno ? errno : EIO);
+            goto out;
+        }
+        struct sigaction sa = {.sa_handler = on_sigint};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        status = emx_run_pool(&a, &model, tk, ids, n_ids, ctx, &interrupted);
+        goto out;
+    }
+
+    EmxStateOptions so = {.n_threads = a.threads, .ctx = ctx, .device = a.device};
+    int state_ctx = emx_state_resolve_ctx(&model, &so, err, sizeof err);
+    if (state_ctx > 0 && check_cpu_memory(&model, &a, state_ctx, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+    st = emx_state_new(&model, &so, err, sizeof err);
+    if (!st) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+    ctx = emx_state_ctx(st);
+    if (n_ids > ctx) {
+        fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", n_ids, ctx);
+        goto out;
+    }
+    // Every chosen token but the last is fed back, so ctx - n_ids + 1 tokens fit.
+    int room = ctx - n_ids + 1;
+    if (a.n_predict > room && !a.n_predict_given) a.n_predict = room;  // the default fits itself
+    if (a.n_predict > room) {  // asking for more than fits is a mistake worth stopping for
+        fprintf(stderr, "run: -n %d is more than the %d tokens the context has room for (-c %d, prompt %d "
+                        "tokens); -n -1 generates until the context is full\n", a.n_predict, room, ctx, n_ids);
+        goto out;
+    }
+
+    if (a.metrics_path) {
+        metrics = fopen(a.metrics_path, "w");
+        if (!metrics) {
+            fprintf(stderr, "run: --metrics %s: %s\n", a.metrics_path, strerror(errno));
+            goto out;
+        }
+    }
+    EmxSamplerParams sp = entropix ? (EmxSamplerParams){.temperature = (float)profile.temperature,
+                                                         .top_k = profile.top_k,
+                                                         .top_p = (float)profile.top_p,
+                                                         .min_p = (float)profile.min_p}
+                                   : emx_cli_effective_sampling(&a);
+    if (!a.seed_given) a.seed = emx_rng_seed_from_time();
+    if (entropix) {
+        if (emx_entropix_sampler_init(&es, &profile, &model, tk, ctx, a.seed, err, sizeof err) != 0) {
+            fprintf(stderr, "run: %s\n", err);
+            goto out;
+        }
+        sampler = &es.base;
+        es.spec.want_metrics = metrics != NULL;  // on a GPU the metrics come back only for the log
+    } else {
+        if (emx_basic_sampler_init(&basic, &sp, a.seed, (int)cfg->vocab_size, err, sizeof err) != 0) {
+            fprintf(stderr, "run: %s\n", err);
+            goto out;
+        }
+        sampler = &basic.base;
+        if (a.metrics_path) {  // the metrics are computed beside the basic sampler, for the log
+            if (emx_metrics_tap_init(&tap, &basic.base, &model, ctx, a.metric_layer, err, sizeof err) != 0) {
+                fprintf(stderr, "run: --metric-layers: %s\n", err);
+                goto out;
+            }
+            sampler = &tap.base;
+        }
+    }
+    if (a.verbose) {
+        print_verbose(&model, &a, &sp, chat, ctx, ids, n_ids);
+        if (entropix) {
+            fprintf(stderr, "entropix: profile %s, attention metrics from %s, pause token %d",
+                    a.profile, profile.attn_layer == EMX_ATTN_LAYER_LAST ? "the last layer"
+                               : profile.attn_layer == EMX_ATTN_LAYERS_ALL ? "all layers" : "one layer",
+                    es.pause_token);
+            if (es.pause_token >= 0) {
+                size_t plen = 0;
+                const char *piece = emx_token_bytes_ref(tk, es.pause_token, &plen);
+                fprintf(stderr, " ('%.*s')", (int)plen, piece ? piece : "");
+            }
+            fprintf(stderr, "\n");
+        }
+    }
+    // Greedy draws nothing: no seed to report. Entropix draws in most of its cases.
+    if (!a.seed_given && (entropix || (sp.temperature > 0.0f && sp.top_k != 1)))
+        fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n",
+                a.seed, a.seed);
+    if (a.color && entropix) emx_color_legend(stderr);
+
+    // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
+    TokenSink sink = {.out = stdout, .metrics = metrics, .metrics_path = a.metrics_path, .color = a.color, .tk = tk,
+                      .sampler_name = emx_sampler_kind_name(a.sampler),
+                      .es = entropix ? &es : NULL, .tap = sampler == &tap.base ? &tap : NULL,
+                      .params = &sp};
+    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !chat,
+                             .on_token = on_token, .on_token_user = &sink};
+    EmxGenerateStats stats;
+    int rc = emx_generate(st, tk, ids, n_ids, sampler, &go, &stats, err, sizeof err);
+    errno = 0;
+    if (!sink.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
+        sink.out_errno = errno ? errno : EIO;
+    if (sink.out_errno) {  // the callback stopped the loop, or the last newline failed
+        report_write_error("writing the generated text to stdout", NULL, sink.out_errno);
+        goto out;
+    }
+    if (sink.metrics_errno) {
+        report_write_error("--metrics", a.metrics_path, sink.metrics_errno);
+        goto out;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
+    }
+    if (metrics) {
+        errno = 0;
+        int bad = ferror(metrics) || fclose(metrics) != 0;
+        metrics = NULL;
+        if (bad) {
+            report_write_error("--metrics", a.metrics_path, errno ? errno : -1);
+            goto out;
+        }
+    }
+    if (stats.stop == EMX_STOP_CONTEXT)
+        fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
+    emx_generate_print_stats(stderr, &stats);
+    if (entropix) print_case_summary(&es);
+    status = 0;
+
+out:
+    if (metrics) fclose(metrics);
+    emx_metrics_tap_free(&tap);
+    emx_entropix_sampler_free(&es);
+    emx_basic_sampler_free(&basic);
+    free(ids);
+    if (st) emx_state_free(st);
+    if (tk) emx_tokenizer_free(tk);
+    if (model_open) emx_model_close(&model);
+    free(file_prompt);
+    return status;
+}

@@ -1,0 +1,334 @@
+// cpu_matmul.c — dot-product kernels per weight dtype (scalar, and AVX2 + FMA + F16C with
+// AVX-VNNI's vpdpbusd where the target has it) and the threaded, tiled matmul.
+#include "runtime/cpu/cpu_matmul.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/dtype.h"
+
+#include "runtime/cpu/cpu_simd.h"
+
+const char *emx_cpu_simd_name(void) {
+#if EMX_AVX512_VNNI
+    return "avx2" EMX_VNNI "+avx512vnni";
+#elif defined(EMX_AVX2)
+    return "avx2" EMX_VNNI;
+#else
+    return "scalar";
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar reference kernels
+
+void emx_quantize_acts_scalar(const float *x, int n, int8_t *q, float *d, float *s) {
+    for (int g = 0; g < n / 32; g++) {
+        const float *xg = x + g * 32;
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xg[j]));
+        float dg = amax / 127.0f;
+        float id = dg != 0 ? 1.0f / dg : 0;
+        d[g] = dg;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            long v = lrintf(xg[j] * id);
+            q[g * 32 + j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
+            sum += q[g * 32 + j];
+        }
+        s[g] = dg * (float)sum;
+    }
+}
+
+float emx_dot_f32_scalar(const float *w, const float *x, int n) {
+    float s = 0;
+    for (int j = 0; j < n; j++) s += w[j] * x[j];
+    return s;
+}
+
+float emx_dot_bf16_scalar(const uint16_t *w, const float *x, int n) {
+    float s = 0;
+    for (int j = 0; j < n; j++) s += emx_bf16_to_f32(w[j]) * x[j];
+    return s;
+}
+
+float emx_dot_f16_scalar(const uint16_t *w, const float *x, int n) {
+    float s = 0;
+    for (int j = 0; j < n; j++) s += emx_f16_to_f32(w[j]) * x[j];
+    return s;
+}
+
+float emx_dot_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
+    float s = 0;
+    for (int g = 0; g < n / 32; g++) {
+        int32_t isum = 0;  // exact: |sum| <= 32 * 128 * 127
+        for (int j = 0; j < 32; j++) isum += (int32_t)w[g * 32 + j] * xq[g * 32 + j];
+        s += (float)isum * (emx_f16_to_f32(wd[g]) * xd[g]);
+    }
+    return s;
+}
+
+float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
+    (void)xs;
+    float s = 0;
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += ((b[j] & 0xf) - 8) * xg[j];
+            isum += ((b[j] >> 4) - 8) * xg[j + 16];
+        }
+        s += (float)isum * (emx_f16_to_f32(wd[g]) * xd[g]);
+    }
+    return s;
+}
+
+float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n) {
+    (void)xs;
+    float s = 0;
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0, xsum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += (b[j] & 0xf) * xg[j] + (b[j] >> 4) * xg[j + 16];
+            xsum += xg[j] + xg[j + 16];
+        }
+        s += (float)isum * (emx_f16_to_f32(wd[g]) * xd[g]) + emx_f16_to_f32(wm[g]) * (xd[g] * (float)xsum);
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX2 kernels
+
+#ifdef EMX_AVX2
+static inline float hmax_ps(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+void emx_quantize_acts(const float *x, int n, int8_t *q, float *d, float *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    // packs_epi32/packs_epi16 interleave the 128-bit lanes; this puts the 4-byte runs back in order
+    const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int g = 0; g < n / 32; g++) {
+        const float *xg = x + g * 32;
+        __m256 v0 = _mm256_loadu_ps(xg), v1 = _mm256_loadu_ps(xg + 8);
+        __m256 v2 = _mm256_loadu_ps(xg + 16), v3 = _mm256_loadu_ps(xg + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        float amax = hmax_ps(m);
+        float dg = amax / 127.0f;
+        float id = dg != 0 ? 1.0f / dg : 0;
+        d[g] = dg;
+        __m256 vid = _mm256_set1_ps(id);
+        // cvtps rounds to nearest even (default MXCSR), like lrintf in the scalar version
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)(q + g * 32), _mm256_permutevar8x32_epi32(b, unshuffle));
+        __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        s[g] = dg * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+float emx_dot_f32(const float *w, const float *x, int n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {  // four accumulators hide the FMA latency
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 24), _mm256_loadu_ps(x + j + 24), a3);
+    }
+    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+    float s = emx_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; j < n; j++) s += w[j] * x[j];
+    return s;
+}
+
+// bf16 is the top half of an f32: widen to 32 bits and shift left by 16
+static inline __m256 load_bf16(const uint16_t *p) {
+    __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+static inline __m256 load_f16(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+float emx_dot_bf16(const uint16_t *w, const float *x, int n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        a0 = _mm256_fmadd_ps(load_bf16(w + j), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(load_bf16(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+    }
+    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(load_bf16(w + j), _mm256_loadu_ps(x + j), a0);
+    float s = emx_hsum_ps(_mm256_add_ps(a0, a1));
+    for (; j < n; j++) s += emx_bf16_to_f32(w[j]) * x[j];
+    return s;
+}
+
+float emx_dot_f16(const uint16_t *w, const float *x, int n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        a0 = _mm256_fmadd_ps(load_f16(w + j), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(load_f16(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+    }
+    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(load_f16(w + j), _mm256_loadu_ps(x + j), a0);
+    float s = emx_hsum_ps(_mm256_add_ps(a0, a1));
+    for (; j < n; j++) s += emx_f16_to_f32(w[j]) * x[j];
+    return s;
+}
+
+#else  // no AVX2: the fast names are the scalar kernels
+
+void emx_quantize_acts(const float *x, int n, int8_t *q, float *d, float *s) { emx_quantize_acts_scalar(x, n, q, d, s); }
+float emx_dot_f32(const float *w, const float *x, int n) { return emx_dot_f32_scalar(w, x, n); }
+float emx_dot_bf16(const uint16_t *w, const float *x, int n) { return emx_dot_bf16_scalar(w, x, n); }
+float emx_dot_f16(const uint16_t *w, const float *x, int n) { return emx_dot_f16_scalar(w, x, n); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Matmul
+
+// Below this many multiply-adds a parallel region costs more than it saves.
+#define EMX_PARALLEL_MIN_WORK 32768
+
+// Where a weight matrix's parts are (q8/q4/q4_1: quants [rows][...], then f16 scales
+// [rows][cols/32], then q4_1's f16 mins [rows][cols/32]).
+typedef struct {
+    const uint8_t *quants;  // row r at quants + r * row_bytes
+    size_t row_bytes;
+    const uint16_t *scales, *mins;  // row r at + r * cols/32
+} QuantRows;
+
+static QuantRows quant_rows(const EmxTensor *w) {
+    const size_t rows = w->rows, cols = w->cols;
+    QuantRows q = {(const uint8_t *)w->data, w->dtype == EMX_Q8 ? cols : cols / 2, NULL, NULL};
+    q.scales = (const uint16_t *)(q.quants + rows * q.row_bytes);
+    q.mins = q.scales + rows * (cols / 32);
+    return q;
+}
+
+// out[i][r] for activation rows i in [0, n) and weight row r, one dot per pair.
+static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) {
+    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+    const uint8_t *base = (const uint8_t *)w->data;
+    const QuantRows q = quant_rows(w);  // (meaningful for q8/q4/q4_1 only)
+    const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
+    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    for (int i = 0; i < a->n; i++) {
+        const float *x = a->x + (size_t)i * cols;
+        float s = 0;
+        if (emx_dtype_wants_q8_acts(w->dtype)) {
+            const int8_t *xq = a->xq + (size_t)i * cols;
+            const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
+            s = w->dtype == EMX_Q8   ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
+                : w->dtype == EMX_Q4 ? emx_dot_q4(wr, wd, xq, xd, xs, cols)
+                                     : emx_dot_q4_1(wr, wd, wm, xq, xd, xs, cols);
+        } else if (w->dtype == EMX_F32) {
+            s = emx_dot_f32((const float *)base + (size_t)r * cols, x, cols);
+        } else if (w->dtype == EMX_BF16) {
+            s = emx_dot_bf16((const uint16_t *)base + (size_t)r * cols, x, cols);
+        } else {
+            s = emx_dot_f16((const uint16_t *)base + (size_t)r * cols, x, cols);
+        }
+        out[(size_t)i * rows + r] = s;
+    }
+}
+
+// Weight rows r..r+3 of a quantised matrix against every activation row. A batch of rows
+// (prefill) repacks the four rows once into `pack` and runs the tile over all of them; a
+// single row (decode) reads the four rows as they are (emx_dot4x1_*).
+static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl, uint8_t *pack) {
+    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+    const QuantRows q = quant_rows(w);
+    const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
+    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    if (pack) {
+        emx_quad_pack(pack, w->dtype, wr, wd, cols);
+        emx_quad_tile(pack, w->dtype, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
+        return;
+    }
+    for (int i = 0; i < a->n; i++) {
+        float o[4];
+        const int8_t *xq = a->xq + (size_t)i * cols;
+        const int32_t *xli = xl + (size_t)i * ng * 4;
+        const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
+        if (w->dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)wr, wd, xq, xli, xd, cols, o);
+        else if (w->dtype == EMX_Q4) emx_dot4x1_q4(wr, wd, xq, xli, xd, xs, cols, o);
+        else emx_dot4x1_q4_1(wr, wd, wm, xq, xli, xd, xs, cols, o);
+        for (int k = 0; k < 4; k++) out[(size_t)i * rows + r + k] = o[k];
+    }
+}
+
+// From this many activation rows on, a quad of weight rows is repacked for the tile (the
+// repacking costs about one pass over the four rows; it serves every activation row).
+#define EMX_PACK_MIN_ROWS 4
+
+// Threads take whole tiles of ROW_TILE weight rows (static: thread t gets the same rows every
+// call), four rows at a time where the rows are quantised and the build has the 4-row kernels.
+#define ROW_TILE 16
+
+void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads) {
+    int total = 0, quantised = 0;
+    int64_t work = 0;
+    const int cols = (int)jobs[0].w->cols;
+    for (int j = 0; j < n_jobs; j++) {
+        total += (int)jobs[j].w->rows;
+        work += (int64_t)jobs[j].w->rows * jobs[j].w->cols * a->n;
+        quantised |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
+    }
+    int quads = quantised && emx_quad_kernels_available();
+    // the activations' lane sums (the 4-row kernels' offsets), once for every matrix; without
+    // memory for them the rows run one by one, which gives the same bits
+    int32_t lanes_small[1024];
+    const size_t n_lanes = quads ? (size_t)a->n * (cols / 32) * 4 : 0;
+    int32_t *xl = n_lanes <= 1024 ? lanes_small : malloc(n_lanes * sizeof(int32_t));
+    if (!xl) quads = 0;
+    for (int i = 0; quads && i < a->n; i++) emx_act_lane_sums(a->xq + (size_t)i * cols, cols, xl + (size_t)i * (cols / 8));
+    const int use_pack = quads && a->n >= EMX_PACK_MIN_ROWS;
+    const int n_tiles = (total + ROW_TILE - 1) / ROW_TILE;
+#pragma omp parallel num_threads(n_threads) if (work > EMX_PARALLEL_MIN_WORK)
+    {
+        // the thread's repacked quad; NULL (no memory) runs the decode kernel instead, same bits
+        uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols)) : NULL;
+#pragma omp for schedule(static)
+        for (int tile = 0; tile < n_tiles; tile++) {
+            const int g0 = tile * ROW_TILE, g1 = g0 + ROW_TILE < total ? g0 + ROW_TILE : total;
+            for (int gr = g0; gr < g1;) {
+                int j = 0, r = gr;  // global row -> (matrix, row)
+                while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
+                const EmxTensor *w = jobs[j].w;
+                if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
+                    matmul_quad(jobs[j].out, w, r, a, xl, pack);
+                    gr += 4;
+                } else {
+                    matmul_row(jobs[j].out, w, r, a);
+                    gr++;
+                }
+            }
+        }
+        free(pack);
+    }
+    if (xl && xl != lanes_small) free(xl);
+}
+
+void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads) {
+    EmxMatmulJob job = {out, w};
+    emx_matmul_multi(&job, 1, a, n_threads);
+}

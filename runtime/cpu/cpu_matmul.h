@@ -1,0 +1,127 @@
+// cpu_matmul.h — weight × activation products on the CPU, one kernel per weight dtype.
+//
+// Every kernel exists twice: a plain scalar version (it says what is computed, and the tests
+// compare against it) and a SIMD version (AVX2 + FMA + F16C when the compiler targets them,
+// plus AVX-VNNI for the int8 products where available, and AVX-512 VNNI's 4-row kernels,
+// selected at compile time; otherwise the un-suffixed name is the scalar one).
+// emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni", "avx2+vnni", "avx2", "scalar".
+// The quantised SIMD kernels are in cpu_qdot.c, the float ones and the matmul here.
+//
+// Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
+// activation rows n, the position of row i in the batch and the thread count. Why: the agent
+// pool runs N branches of a sequence as one batched pass and must get, bit for bit, the logits
+// each branch gets alone, whichever worker (thread count, batch) ran it; a rollback compares a
+// single-token forward with the row a batched prefill computed. How: f32/bf16/f16 run one dot
+// per (weight row, activation row) whatever n; q8/q4/q4_1 run four weight rows at a time
+// (the prefill tile over many activation rows, emx_quad_*, or the decode kernel emx_dot4x1_*)
+// and any other row alone (emx_dot_*), and all of them follow ONE accumulation order
+// (cpu_qdot.c, top); threads split weight rows only, so no sum crosses a thread. The scalar
+// twins keep their own (plain) order: SIMD vs scalar agree within rounding only, so the bits
+// are those of one build: workers that must agree run the same binary (an AVX-512 build, an
+// AVX2 build and a scalar build differ in the last bits; the integer sums are exact in all).
+//
+// Quantised weights (q8, q4, q4_1) are never dequantised to floats: the activation vector is
+// quantised on the fly to int8 per group of 32 (one f32 scale per group, once per matmul input,
+// shared by every matrix that reads that input), and each group's dot product is computed in
+// integers, then scaled by d_weight * d_activation and accumulated in f32. This is the scheme
+// of llama.cpp's Q8_0×Q8_0 and Q4_0×Q8_0; it reads 34 or 18 bytes per 32 weights instead of 128.
+#ifndef ENTROPIX_CPU_MATMUL_H
+#define ENTROPIX_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/model.h"
+
+// Name of the compiled kernel path: "avx2+vnni", "avx2" or "scalar".
+const char *emx_cpu_simd_name(void);
+
+// True if matrices of this dtype read int8-quantised activations (q8, q4, q4_1).
+static inline int emx_dtype_wants_q8_acts(uint32_t dtype) {
+    return dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
+}
+
+// x [n] (n % 32 == 0) -> q [n] int8 in [-127, 127], d [n/32] and s [n/32]: x ≈ q * d per
+// group, d = max|x| / 127 (0 for an all-zero group), s = d * sum(q) of the group (the q4 kernel
+// uses it to remove the nibbles' +8 offset once per group instead of once per weight). Rounds
+// to nearest even, as lrintf does.
+void emx_quantize_acts_scalar(const float *x, int n, int8_t *q, float *d, float *s);
+void emx_quantize_acts(const float *x, int n, int8_t *q, float *d, float *s);
+
+// Dot products of one weight row with one activation row of length n.
+// f32/bf16/f16: any n. q8/q4: n % 32 == 0; wd = the row's f16 group scales [n/32],
+// xq/xd = the quantised activation (emx_quantize_acts).
+float emx_dot_f32_scalar(const float *w, const float *x, int n);
+float emx_dot_f32(const float *w, const float *x, int n);
+float emx_dot_bf16_scalar(const uint16_t *w, const float *x, int n);
+float emx_dot_bf16(const uint16_t *w, const float *x, int n);
+float emx_dot_f16_scalar(const uint16_t *w, const float *x, int n);
+float emx_dot_f16(const uint16_t *w, const float *x, int n);
+// w [n] int8, weight j = w[j] * wd[j/32]
+float emx_dot_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n);
+float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n);
+// w [n/2] nibbles: in group g, byte j holds weight 32g+j (low nibble) and 32g+j+16 (high),
+// weight = (nibble - 8) * wd[g]
+// (xs: the activation's group sums from emx_quantize_acts; the scalar version ignores it)
+float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
+float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n);
+// q4_1: nibbles as q4, weight = nibble * wd[g] + wm[g]. Per group,
+// sum (k d + m) xq xd = d xd sum(k xq) + m xs: the integer dot of the nibbles as they are, plus
+// the min times the activation's group sum (xs, as for q4; the scalar version sums xq itself).
+float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n);
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n);
+
+// The activation's lane sums (the 4-row kernels' offsets, cpu_qdot.c): for each group g of
+// 32, xl[4g + l] = -(sum of xq[32g + j] over j in 4l..4l+3 and 16+4l..16+4l+3); int32 [n/8].
+void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl);
+
+// Four consecutive weight rows (row k at w + k*n (q8) or w + k*n/2 (q4, q4_1), its scales at
+// wd + k*n/32, mins at wm + k*n/32) against one activation row (decode): out[k] bitwise
+// emx_dot_*(row k). With AVX-512 VNNI the four rows share each instruction; otherwise these
+// are four emx_dot_* calls.
+void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd, int n,
+                   float out[4]);
+void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd,
+                   const float *xs, int n, float out[4]);
+void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                     const float *xd, const float *xs, int n, float out[4]);
+
+// Activations of a matmul: n rows of `cols` floats, plus their int8 form when the weight is
+// q8/q4/q4_1 (NULL otherwise; fill with emx_quantize_acts row by row).
+typedef struct {
+    const float *x;    // [n][cols]
+    const int8_t *xq;  // [n][cols]
+    const float *xd;   // [n][cols/32]
+    const float *xs;   // [n][cols/32]
+    int n;
+} EmxActs;
+
+// out[i][r] = sum_c W[r][c] * x[i][c] for every activation row i < a->n and weight row
+// r < W.rows; out is [n][W.rows]. Parallel over weight rows (OpenMP, n_threads), each weight
+// row read once from memory for all n activation rows (prefill is matrix × matrix).
+void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads);
+
+// Several matrices over the same activations (q/k/v, gate/up) in one parallel region, their
+// rows split among the threads together: one fork/join instead of several, better balance.
+typedef struct {
+    float *out;           // [n][w->rows]
+    const EmxTensor *w;
+} EmxMatmulJob;
+void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
+
+
+// The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(), i.e. AVX-512 VNNI):
+// four weight rows repacked once (emx_quad_pack: EMX_QUAD_PACK_GROUP bytes per group of 32,
+// 64-byte aligned, emx_quad_pack_bytes(n) in all) then run against activation rows i0..i0+ni-1
+// of a (emx_quad_tile; xl: the rows' lane sums [a->n][n/8]): out[i * out_stride + k] for weight
+// row k, bitwise emx_dot_*(row k, activation row i).
+#define EMX_QUAD_PACK_GROUP 192
+int emx_quad_kernels_available(void);
+size_t emx_quad_pack_bytes(int n);
+void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
+                   int i0, int ni, float *out, size_t out_stride);
+
+#endif

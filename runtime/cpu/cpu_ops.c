@@ -1,0 +1,59 @@
+// cpu_ops.c — RMSNorm, RoPE, softmax, SwiGLU on the CPU (attention: cpu_attention.c).
+#include "runtime/cpu/cpu_ops.h"
+
+#include <math.h>
+
+#include "base/model_format.h"
+
+void emx_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    double ss = 0;  // double: a few hundred squares, summed once per row, cheap and exact enough
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
+}
+
+void emx_rope_inv_freq(double *inv_freq, int head_dim, double theta, const float *factors) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        inv_freq[i] = pow(theta, -2.0 * i / head_dim);
+        if (factors) inv_freq[i] /= factors[i];
+    }
+}
+
+void emx_rope_angles(float *cos_out, float *sin_out, const double *inv_freq, int half, int pos) {
+    for (int i = 0; i < half; i++) {
+        double a = pos * inv_freq[i];
+        cos_out[i] = (float)cos(a);
+        sin_out[i] = (float)sin(a);
+    }
+}
+
+void emx_rope(float *v, int n_heads, int head_dim, int style, const float *cos_a, const float *sin_a) {
+    const int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *hv = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            // the two members of pair i
+            float *a = style == EMX_ROPE_INTERLEAVED ? &hv[2 * i] : &hv[i];
+            float *b = style == EMX_ROPE_INTERLEAVED ? &hv[2 * i + 1] : &hv[i + half];
+            float x0 = *a, x1 = *b;
+            *a = x0 * cos_a[i] - x1 * sin_a[i];
+            *b = x0 * sin_a[i] + x1 * cos_a[i];
+        }
+    }
+}
+
+void emx_softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    float sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+void emx_swiglu(float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}

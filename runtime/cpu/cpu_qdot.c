@@ -1,0 +1,364 @@
+// cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1) with int8 activations on the
+// CPU: one weight row (emx_dot_*), four weight rows against one activation row (emx_dot4x1_*,
+// decode) and the prefill tile of four weight rows against up to 8 activation rows from a
+// repacked copy of the four rows (emx_quad_pack / emx_quad_tile).
+//
+// One accumulation order (batch invariance, cpu_matmul.h). A group g of 32 weights w_j and
+// activations x_j (integers: q8 w_j = the int8, q4 w_j = nibble - 8, q4_1 w_j = nibble) gives
+// four exact integer lane sums
+//     P_g[l] = sum of w_j x_j over j in {4l .. 4l+3} and {16+4l .. 16+4l+3},   l = 0..3,
+// and, with s_g = d_w(g) * d_x(g) (an f32 product),
+//     A[l] = fma((float)P_g[l], s_g, A[l])   for g = 0 .. ng-1 in order, from A = 0,
+//     dot  = (A[0] + A[2]) + (A[1] + A[3])                                         (lanes_sum)
+// plus, for q4_1, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every SIMD kernel follows it
+// exactly, so a (weight row, activation row) pair gives the same float whichever kernel ran it.
+// Why this lane split: 16 bytes of each of four weight rows fill one 512-bit register (row k
+// in quarter k), the activation's 16 bytes are broadcast to the four quarters, and two
+// vpdpbusd give every lane of the four rows at once; so one convert, one multiply (the scales,
+// which differ per quarter) and one FMA serve 4 rows x 32 weights: 5 instructions per 128
+// multiply-adds where a lane-per-group layout needs 8.
+// The scalar twins (cpu_matmul.c) keep the plain order; SIMD and scalar agree within rounding.
+//
+// vpdpbusd multiplies unsigned by signed bytes. Nibbles are unsigned already; int8 weights
+// are made unsigned (w + 128, an xor). The sum then holds sum w x + c * sum x (c = 128 for q8,
+// c = 8 taken off for q4's offset), removed exactly by starting the sum at -c * sum x, from
+// the activation's lane sums computed once per matmul input (emx_act_lane_sums).
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_simd.h"
+#include "base/dtype.h"
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl) {
+    for (int g = 0; g < n / 32; g++) {
+        const int8_t *x = xq + (size_t)g * 32;
+#ifdef EMX_AVX2
+        const __m256i s8 = dot_u8i8(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)x));  // 4-byte runs
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        _mm_storeu_si128((__m128i *)(xl + (size_t)g * 4), _mm_sub_epi32(_mm_setzero_si128(), s4));
+#else
+        for (int l = 0; l < 4; l++) {
+            int32_t s = 0;
+            for (int j = 0; j < 4; j++) s += x[4 * l + j] + x[16 + 4 * l + j];
+            xl[g * 4 + l] = -s;
+        }
+#endif
+    }
+}
+
+#ifdef EMX_AVX2
+// The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).
+static inline __m128i fold8(__m256i v) {
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// (A[0] + A[2]) + (A[1] + A[3])
+static inline float lanes_sum(__m128 a) {
+    const __m128 h = _mm_add_ps(a, _mm_movehl_ps(a, a));  // [a0 + a2, a1 + a3, ..]
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+// sum over groups of c_g * xs_g (c: f16 per group, xs: the activation's d_x * sum(q_x)): 8
+// lanes over the whole blocks of 8 groups, the tail groups one by one, then lanes + tail.
+static inline float offsets_sum(const uint16_t *c, const float *xs, int ng) {
+    __m256 acc = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 8 <= ng; g += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + g))), _mm256_loadu_ps(xs + g), acc);
+    float tail = 0;
+    for (; g < ng; g++) tail += _cvtsh_ss(c[g]) * xs[g];
+    return emx_hsum_ps(acc) + tail;
+}
+
+// 16 bytes of nibbles -> 32 unsigned bytes 0..15 in the activation's order: low nibbles are
+// weights 0..15 (low 128-bit lane), high nibbles weights 16..31.
+static inline __m256i unpack_nibbles(const uint8_t *b) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)b);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
+}
+
+// ---------------------------------------------------------------------------------------------
+// One weight row (the rows a matmul does not take four at a time, and AVX2-only builds)
+
+float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
+    __m128 acc = _mm_setzero_ps();
+    for (int g = 0; g < n / 32; g++) {
+        const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)g * 32));
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32));
+        // u8 x i8 only: |w| * (x * sign(w)), the same integers as w * x
+        const __m128i p = fold8(dot_u8i8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(p), _mm_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), acc);
+    }
+    return lanes_sum(acc);
+}
+
+// Always inlined: the q4 / q4_1 choice (wm == NULL: q4) is resolved at compile time.
+static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
+                                                              const int8_t *xq, const float *xd, const float *xs, int ng) {
+    __m128 acc = _mm_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32));
+        __m128i p = fold8(dot_u8i8(unpack_nibbles(w + (size_t)g * 16), xv));
+        if (!wm) p = _mm_sub_epi32(p, fold8(dot_u8i8(_mm256_set1_epi8(8), xv)));  // q4: (nib - 8) x
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(p), _mm_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), acc);
+    }
+    const float dot = lanes_sum(acc);
+    return wm ? dot + offsets_sum(wm, xs, ng) : dot;
+}
+
+float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
+    return nibble_dot(w, wd, NULL, xq, xd, xs, n / 32);
+}
+
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n) {
+    return nibble_dot(w, wd, wm, xq, xd, xs, n / 32);
+}
+#else  // no AVX2: the fast names are the scalar kernels
+float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
+    return emx_dot_q8_scalar(w, wd, xq, xd, n);
+}
+float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
+    return emx_dot_q4_scalar(w, wd, xq, xd, xs, n);
+}
+float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                   const float *xs, int n) {
+    return emx_dot_q4_1_scalar(w, wd, wm, xq, xd, xs, n);
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Four weight rows at once (AVX-512 VNNI)
+
+#if EMX_AVX512_VNNI
+// 16 bytes of each of four rows (row k at p + k * stride) side by side: [r0 | r1 | r2 | r3]
+static inline __m512i quad16(const uint8_t *p, size_t stride) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * stride)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * stride)), 3);
+}
+
+// Group g of four weight rows as two unsigned registers: w1 = bytes 0..15 of each row, w2 =
+// bytes 16..31 (q8: w + 128; q4/q4_1: the nibbles, low ones are weights 0..15).
+static inline __attribute__((always_inline)) void quad_group(int q8, const uint8_t *w, size_t row_bytes, int g,
+                                                             __m512i *w1, __m512i *w2) {
+    if (q8) {  // two rows per register, then their halves regathered: fewer shuffles than four quad16
+        const uint8_t *p = w + (size_t)g * 32;
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        const __m512i r01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                               _mm256_loadu_si256((const __m256i *)(p + row_bytes)), 1);
+        const __m512i r23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2 * row_bytes))),
+                                               _mm256_loadu_si256((const __m256i *)(p + 3 * row_bytes)), 1);
+        *w1 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), r23), flip);
+        *w2 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), r23), flip);
+    } else {
+        const __m512i nib = quad16(w + (size_t)g * 16, row_bytes), mask = _mm512_set1_epi8(0xf);
+        *w1 = _mm512_and_si512(nib, mask);
+        *w2 = _mm512_and_si512(_mm512_srli_epi16(nib, 4), mask);
+    }
+}
+
+// The four rows' scales d_w of the groups g0 .. g0+7 (fewer at the row's end: masked loads stay
+// inside the rows), as two tables [r0 | r1] and [r2 | r3] of 8 floats each.
+static inline void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01, __m512 *t23) {
+    const int m = ng - g0 < 8 ? ng - g0 : 8;
+    const __mmask8 live = (__mmask8)((1u << m) - 1);
+    __m256 d[4];
+    for (int r = 0; r < 4; r++) d[r] = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g0));
+    *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(d[0]), d[1], 1);
+    *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(d[2]), d[3], 1);
+}
+// A group of the tables spread over the quarters, [d_r0 x 4 | d_r1 x 4 | d_r2 x 4 | d_r3 x 4]:
+// the index of group 0 is SPREAD0; each next group adds 1 to every lane.
+#define SPREAD0 _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0)
+static inline __m512 quad_spread(__m512 t01, __m512 t23, __m512i idx) { return _mm512_permutex2var_ps(t01, idx, t23); }
+
+// One step of the order for four rows against activation row x (its group g at x + 32g, its
+// lane sums at xl + 4g): acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
+// kind: 0 q8, 1 q4, 2 q4_1.
+static inline __attribute__((always_inline)) __m512 quad_step(int kind, __m512 acc, __m512i w1, __m512i w2, __m512 sc,
+                                                              const int8_t *x, const int32_t *xl) {
+    const __m512i x1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
+    const __m512i x2 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
+    __m512i start = _mm512_setzero_si512();  // -c * (the lane's sum of x): q8 c = 128, q4 c = 8
+    if (kind != 2)
+        start = _mm512_slli_epi32(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl)), kind == 0 ? 7 : 3);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, w1, x1), w2, x2);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+}
+
+// Each quarter's (A[0] + A[2]) + (A[1] + A[3]) -> out[0..3]
+static inline void quad_sums(__m512 acc, float out[4]) {
+    const __m512 h = _mm512_add_ps(acc, _mm512_shuffle_ps(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 s = _mm512_add_ps(h, _mm512_shuffle_ps(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+    out[0] = _mm512_cvtss_f32(s);
+    out[1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 1));
+    out[2] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 2));
+    out[3] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 3));
+}
+
+// Decode: four weight rows against one activation row, the rows read as they are (each weight
+// is used once: no repacking pays), the next block of the rows asked for ahead.
+static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
+                                                         const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                                                         const float *xd, const float *xs, int n, float out[4]) {
+    const int ng = n / 32;
+    const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < ng; g0 += 8) {
+        // the block's s_g = d_w * d_x of the four rows at once, then spread group by group
+        __m512 s01, s23;
+        quad_scales(wd, ng, g0, &s01, &s23);
+        const int m = ng - g0 < 8 ? ng - g0 : 8;
+        const __m256 dx = _mm256_maskz_loadu_ps((__mmask8)((1u << m) - 1), xd + g0);
+        const __m512 dxx = _mm512_insertf32x8(_mm512_castps256_ps512(dx), dx, 1);
+        s01 = _mm512_mul_ps(s01, dxx);
+        s23 = _mm512_mul_ps(s23, dxx);
+        // the next block of the four rows, asked for ahead: decode streams the weights once
+        const size_t block_bytes = kind == 0 ? 256 : 128, ahead = (size_t)(g0 + 8) * (block_bytes / 8);
+        for (int r = 0; r < 4; r++)
+            for (size_t b = 0; b < block_bytes; b += 64) _mm_prefetch((const char *)(w + r * row_bytes + ahead + b), _MM_HINT_T0);
+        if (m == 8) {  // whole block: constant spreads (the usual case; no index arithmetic)
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const int g = g0 + k;
+                __m512i w1, w2;
+                quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
+                const __m512i idx = _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(k));
+                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4);
+            }
+        } else {
+            __m512i idx = SPREAD0;
+            for (int k = 0; k < m; k++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
+                const int g = g0 + k;
+                __m512i w1, w2;
+                quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
+                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4);
+            }
+        }
+    }
+    quad_sums(acc, out);
+    if (kind == 2)
+        for (int r = 0; r < 4; r++) out[r] += offsets_sum(wm + (size_t)r * ng, xs, ng);
+}
+#endif
+
+void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd, int n,
+                   float out[4]) {
+#if EMX_AVX512_VNNI
+    dot4x1(0, (const uint8_t *)w, wd, NULL, xq, xl, xd, NULL, n, out);
+#else
+    (void)xl;
+    for (int r = 0; r < 4; r++) out[r] = emx_dot_q8(w + (size_t)r * n, wd + (size_t)r * (n / 32), xq, xd, n);
+#endif
+}
+
+void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd,
+                   const float *xs, int n, float out[4]) {
+#if EMX_AVX512_VNNI
+    dot4x1(1, w, wd, NULL, xq, xl, xd, xs, n, out);
+#else
+    (void)xl;
+    for (int r = 0; r < 4; r++) out[r] = emx_dot_q4(w + (size_t)r * n / 2, wd + (size_t)r * (n / 32), xq, xd, xs, n);
+#endif
+}
+
+void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                     const float *xd, const float *xs, int n, float out[4]) {
+#if EMX_AVX512_VNNI
+    dot4x1(2, w, wd, wm, xq, xl, xd, xs, n, out);
+#else
+    (void)xl;
+    const int ng = n / 32;
+    for (int r = 0; r < 4; r++)
+        out[r] = emx_dot_q4_1(w + (size_t)r * n / 2, wd + (size_t)r * ng, wm + (size_t)r * ng, xq, xd, xs, n);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// The prefill tile: four weight rows, repacked once, against many activation rows
+
+size_t emx_quad_pack_bytes(int n) { return (size_t)(n / 32) * EMX_QUAD_PACK_GROUP; }
+
+void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n) {
+#if EMX_AVX512_VNNI
+    // per group: w1 [64 B], w2 [64 B] (quad_group's registers), the spread scales [16 floats]
+    const int ng = n / 32, q8 = dtype == EMX_Q8;
+    const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
+    for (int g0 = 0; g0 < ng; g0 += 8) {
+        __m512 t01, t23;
+        quad_scales(wd, ng, g0, &t01, &t23);
+        const int m = ng - g0 < 8 ? ng - g0 : 8;
+        __m512i idx = SPREAD0;
+        for (int k = 0; k < m; k++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
+            uint8_t *p = pack + (size_t)(g0 + k) * EMX_QUAD_PACK_GROUP;
+            __m512i w1, w2;
+            quad_group(q8, w, row_bytes, g0 + k, &w1, &w2);
+            _mm512_store_si512((void *)p, w1);
+            _mm512_store_si512((void *)(p + 64), w2);
+            _mm512_store_ps((void *)(p + 128), quad_spread(t01, t23, idx));
+        }
+    }
+#else
+    (void)pack, (void)dtype, (void)w, (void)wd, (void)n;
+#endif
+}
+
+#if EMX_AVX512_VNNI
+// nt (<= 8) activation rows (row t at xq + t*n, xl + t*n/8, xd + t*n/32, xs + t*n/32) against
+// the packed quad; out[t][r] (row stride out_stride).
+static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, const uint8_t *pack, const uint16_t *wm,
+                                                            const int8_t *xq, const int32_t *xl, const float *xd,
+                                                            const float *xs, int n, float *out, size_t out_stride) {
+    const int ng = n / 32;
+    __m512 acc[8];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+        const __m512i w1 = _mm512_load_si512((const void *)p), w2 = _mm512_load_si512((const void *)(p + 64));
+        const __m512 dw = _mm512_load_ps((const void *)(p + 128));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++)
+            acc[t] = quad_step(kind, acc[t], w1, w2, _mm512_mul_ps(dw, _mm512_set1_ps(xd[(size_t)t * ng + g])),
+                               xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4);
+    }
+    for (int t = 0; t < nt; t++) {
+        float o[4];
+        quad_sums(acc[t], o);
+        for (int r = 0; r < 4; r++)
+            out[(size_t)t * out_stride + r] = kind == 2 ? o[r] + offsets_sum(wm + (size_t)r * ng, xs + (size_t)t * ng, ng)
+                                                        : o[r];
+    }
+}
+
+static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const uint8_t *pack, const uint16_t *wm,
+                                                                 const EmxActs *a, const int32_t *xl, int n, int i0,
+                                                                 int ni, float *out, size_t out_stride) {
+    const int ng = n / 32;
+    int i = i0;
+    const int end = i0 + ni;
+#define EMX_TILE(nt)                                                                                              \
+    quad_tile(kind, nt, pack, wm, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4, a->xd + (size_t)i * ng,        \
+              a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride)
+    for (; i + 8 <= end; i += 8) EMX_TILE(8);
+    for (; i + 4 <= end; i += 4) EMX_TILE(4);
+    for (; i < end; i++) EMX_TILE(1);
+#undef EMX_TILE
+}
+#endif
+
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
+                   int i0, int ni, float *out, size_t out_stride) {
+#if EMX_AVX512_VNNI
+    if (dtype == EMX_Q8) quad_tile_kind(0, pack, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4) quad_tile_kind(1, pack, wm, a, xl, n, i0, ni, out, out_stride);
+    else quad_tile_kind(2, pack, wm, a, xl, n, i0, ni, out, out_stride);
+#else
+    (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)n, (void)i0, (void)ni, (void)out, (void)out_stride;
+#endif
+}
+
+int emx_quad_kernels_available(void) { return EMX_AVX512_VNNI; }
+

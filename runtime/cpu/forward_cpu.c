@@ -1,0 +1,529 @@
+// forward_cpu.c — the CPU forward pass (reference backend) of forward.h.
+//
+// A pre-norm decoder (Llama 2/3, SmolLM2, Qwen3), per layer:
+//   h = RMSNorm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  (Qwen3: RMSNorm per q/k head)
+//   RoPE(q, k);  k, v -> KV cache;  a = softmax(q·k / sqrt(hd)) v  per head;  x += Wo a
+//   h = RMSNorm(x) * ffn_norm;  x += W_down (silu(W_gate h) * W_up h)
+// then logits = W_out RMSNorm(x) * norm.
+//
+// A call runs n tokens as one batch: every matrix is read once for all n rows (matrix × matrix
+// during prefill, matrix × vector when decoding). Batches longer than the state's batch
+// capacity are run in consecutive chunks of that size, which bounds the scratch memory.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "base/dtype.h"
+#include "runtime/forward.h"
+#include "runtime/forward_backend.h"
+
+#define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
+#define PASS 8             // queries per call of emx_attention_group_spans in attention()
+
+typedef struct CpuState CpuState;
+struct CpuState {
+    EmxState base;    // first: the backend table (forward_backend.h)
+    const EmxModel *m;
+    int ctx;          // KV cache positions
+    int n_threads;
+    int max_threads;  // n_threads at creation: rows of att_tmp
+    int batch_cap;    // rows of the batch buffers
+    int q_dim, kv_dim;
+    // batch activations, one row per token of the chunk being run
+    float *x;         // [batch_cap][dim] residual stream
+    float *xb;        // [batch_cap][dim] normed input of a matmul, then a matmul's output
+    float *q;         // [batch_cap][q_dim]
+    float *att;       // [batch_cap][q_dim] attention output, heads concatenated
+    float *hb, *hb2;  // [batch_cap][hidden_dim] gate, up
+    int8_t *xq;       // [batch_cap][max(dim, q_dim, hidden_dim)] int8 activations (q8/q4)
+    float *xd;        // [batch_cap][max(...)/32] their group scales
+    float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
+    float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
+    double *inv_freq; // [head_dim/2]
+    float *att_tmp;   // [n_threads][PASS][ctx] softmax scratch: a softmax row per query of a call
+    // KV cache, f32: exact, and simple to index. An f16 cache would halve its memory and the
+    // bytes attention reads per step (which dominate at long contexts for small models).
+    float *key_cache;   // [n_layers][ctx][kv_dim]
+    float *value_cache; // [n_layers][ctx][kv_dim]
+    float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
+    int last_pos;       // position of the latest call's last token (-1 before any)
+    float *logits;      // [vocab]
+    // Where the latest call's values first became NaN or Inf: NONFINITE_NONE, NONFINITE_EMBEDDING,
+    // a layer, or n_layers for the classifier (emx_state_nonfinite).
+    int nonfinite_at;
+    char nonfinite_desc[48];
+    // Branch tails (emx_state_branches_reserve): the KV rows of up to br_max continuations of
+    // the sequence, br_tail positions each. Step j of every branch is one contiguous block of
+    // rows, so a batched pass writes its k and v straight from the matmul, as for the cache.
+    int br_max, br_tail;
+    float *br_key;      // [n_layers][br_tail][br_max][kv_dim]
+    float *br_value;    // [n_layers][br_tail][br_max][kv_dim]
+};
+
+// Where a batched pass's rows sit. A sequence: row i is the token at position pos + i and
+// attends to cache positions 0..pos+i. Branches: row b is branch b's token at position
+// prefix + step; it attends to the shared cache 0..prefix-1, then its own tail 0..step.
+typedef struct {
+    int prefix, step;   // branches only
+    int is_branches;
+} RowLayout;
+
+enum { NONFINITE_NONE = -2, NONFINITE_EMBEDDING = -1 };
+
+// 1 when x[0..n) holds a NaN or an Inf (exponent all ones). Integer ops: the compiler
+// vectorises the OR, so the check per layer costs about a copy of the residual stream.
+static int any_nonfinite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
+// Records `at` as where the values first stopped being finite, if x[0..n) did and no earlier
+// stage of this call was already recorded.
+static void note_nonfinite(CpuState *s, int at, const float *x, size_t n) {
+    if (s->nonfinite_at == NONFINITE_NONE && any_nonfinite(x, n)) s->nonfinite_at = at;
+}
+
+static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
+
+static const EmxBackend CPU_BACKEND;
+static void cpu_state_free(EmxState *st);
+
+EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+    const EmxConfig *c = &m->cfg;
+    const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
+    if (ctx < 0) return NULL;
+    CpuState *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "state: out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->ctx = ctx;
+    s->n_threads = resolve_threads(opt ? opt->n_threads : 0);
+    s->max_threads = s->n_threads;
+    s->batch_cap = ctx < EMX_MAX_BATCH ? ctx : EMX_MAX_BATCH;
+    s->q_dim = (int)(c->n_heads * c->head_dim);
+    s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
+    s->last_pos = -1;
+    s->nonfinite_at = NONFINITE_NONE;
+    size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
+    size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
+    widest = widest > hid ? widest : hid;
+    size_t kv = (size_t)c->n_layers * ctx * s->kv_dim;
+    s->x = malloc(B * dim * sizeof(float));
+    s->xb = malloc(B * dim * sizeof(float));
+    s->q = malloc(B * s->q_dim * sizeof(float));
+    s->att = malloc(B * s->q_dim * sizeof(float));
+    s->hb = malloc(B * hid * sizeof(float));
+    s->hb2 = malloc(B * hid * sizeof(float));
+    s->xq = malloc(B * widest);
+    s->xd = malloc(B * (widest / 32 + 1) * sizeof(float));
+    s->xs = malloc(B * (widest / 32 + 1) * sizeof(float));
+    s->rope_cos = malloc(B * half * sizeof(float));
+    s->rope_sin = malloc(B * half * sizeof(float));
+    s->inv_freq = malloc(half * sizeof(double));
+    s->att_tmp = malloc((size_t)s->n_threads * PASS * ctx * sizeof(float));
+    s->key_cache = calloc(kv, sizeof(float));
+    s->value_cache = calloc(kv, sizeof(float));
+    s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
+    s->logits = malloc((size_t)c->vocab_size * sizeof(float));
+    if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
+        !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
+        !s->att_scores || !s->logits) {
+        snprintf(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
+                 2 * kv * sizeof(float) >> 20);
+        cpu_state_free(&s->base);
+        return NULL;
+    }
+    s->base.backend = &CPU_BACKEND;
+    emx_rope_inv_freq(s->inv_freq, (int)c->head_dim, c->rope_theta,
+                      c->rope_freq_factors ? (const float *)m->rope_freq_factors.data : NULL);
+    return &s->base;
+}
+
+static void cpu_state_free(EmxState *st) {
+    CpuState *s = (CpuState *)st;
+    if (!s) return;
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->xq);
+    free(s->xd);
+    free(s->xs);
+    free(s->rope_cos);
+    free(s->rope_sin);
+    free(s->inv_freq);
+    free(s->att_tmp);
+    free(s->key_cache);
+    free(s->value_cache);
+    free(s->att_scores);
+    free(s->logits);
+    free(s->br_key);
+    free(s->br_value);
+    free(s);
+}
+
+static int cpu_state_ctx(const EmxState *st) {
+    const CpuState *s = (const CpuState *)st;
+    return s->ctx;
+}
+
+static void cpu_forward_set_threads(EmxState *st, int n_threads) {
+    CpuState *s = (CpuState *)st;
+    // att_tmp has one row per thread of the count given at creation: never use more
+    int n = resolve_threads(n_threads);
+    s->n_threads = n < s->max_threads ? n : s->max_threads;
+}
+
+// The per-row work of a batch (norms, RoPE, residual adds, SwiGLU, quantisation) is split among
+// the threads from this many rows on: in a prefill, work left on one thread is time the other
+// threads spend waiting; for one row (decode) a fork/join would cost more than the row.
+#define ROWS_PARALLEL_MIN 4
+
+// Matmuls of the rows x [n][cols] by one or more matrices of the same input width (q/k/v,
+// gate/up) in one parallel region. x is quantised to int8 once if any of them reads int8.
+
+static void matmul(CpuState *s, const EmxMatmulJob *jobs, int n_jobs, const float *x, int n) {
+    int quantise = 0;
+    for (int j = 0; j < n_jobs; j++) quantise |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
+    if (quantise) {
+        const size_t cols = jobs[0].w->cols, ng = cols / 32;
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++)
+            emx_quantize_acts(x + i * cols, (int)cols, s->xq + i * cols, s->xd + i * ng, s->xs + i * ng);
+    }
+    EmxActs a = {.x = x, .xq = s->xq, .xd = s->xd, .xs = s->xs, .n = n};
+    emx_matmul_multi(jobs, n_jobs, &a, s->n_threads);
+}
+
+static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x, int n) {
+    EmxMatmulJob job = {out, w};
+    matmul(s, &job, 1, x, n);
+}
+
+static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
+    const EmxConfig *c = &s->m->cfg;
+    const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
+    const int group = n_heads / n_kv;  // query heads per kv head
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
+    const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
+    // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
+    // consecutive ones that share one pass over the keys (read from memory once, not once per
+    // query). A prefill with enough tasks: 8 queries, several rows (Qwen3: 4 rows x 2 heads),
+    // each seeing its own keys (row i: pos + i + 1). Branches (every row its own tail): the
+    // group's heads of one row. Few tasks (decode): one query each, to balance the threads. Each
+    // query's bits are those of the query alone with its own keys (emx_attention_group_spans),
+    // so the tasks change no result. Tasks go kv head by kv head: the keys and values a thread
+    // reads stay in its L2 from one task to the next.
+    const int n_q = n * group;  // queries per kv head
+    const int by_rows = !rows->is_branches && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;
+    const int per = by_rows ? PASS : n * n_kv >= 4 * s->n_threads ? group : 1;
+    const int chunks = (n_q + per - 1) / per, tasks = n_kv * chunks;
+    const int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
+    // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
+    const int64_t work = (int64_t)n * n_heads * keys * hd * 2;
+#pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
+    for (int task = 0; task < tasks; task++) {
+        const int kvh = task / chunks, u0 = task % chunks * per, u1 = u0 + per < n_q ? u0 + per : n_q;
+        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * PASS * ctx;
+        // the keys of the task's last row (the most); the rows before see fewer of them
+        const int last_row = (u1 - 1) / group;
+        EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + last_row + 1}};
+        int n_spans = 1;
+        if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
+            const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
+            const size_t first =
+                (size_t)layer * s->br_tail * tail_row + (size_t)last_row * s->kv_dim + (size_t)kvh * hd;
+            spans[0].n = rows->prefix;
+            spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
+            n_spans = 2;
+        }
+        for (int v0 = u0; v0 < u1; v0 += PASS) {
+            EmxAttnQuery qs[PASS];
+            const int m = u1 - v0 < PASS ? u1 - v0 : PASS;
+            for (int j = 0; j < m; j++) {
+                const int i = (v0 + j) / group, h = kvh * group + (v0 + j) % group;
+                float *probs = tmp + (size_t)j * ctx;
+                // the last row's scores go straight into the persistent buffer the samplers read
+                float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : probs;
+                const int n_keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + i + 1;
+                qs[j] = (EmxAttnQuery){s->q + (size_t)i * s->q_dim + (size_t)h * hd,
+                                       s->att + (size_t)i * s->q_dim + (size_t)h * hd, scores, probs, n_keys};
+            }
+            emx_attention_group_spans(qs, m, spans, n_spans, hd, scale);
+        }
+    }
+}
+
+// Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
+// sequence) or every row at pos = prefix + step (branches, see RowLayout); leaves the final
+// hidden states (before the last norm) in s->x. record_last: write the last row's scores.
+static void run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
+    const EmxModel *m = s->m;
+    const EmxConfig *c = &m->cfg;
+    const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
+    const int q_dim = s->q_dim, kv_dim = s->kv_dim;
+
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+    for (int i = 0; i < n; i++) {
+        const EmxTensor *e = &m->tok_embeddings;
+        emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
+        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half,
+                        rows->is_branches ? pos : pos + i);
+    }
+    note_nonfinite(s, NONFINITE_EMBEDDING, s->x, (size_t)n * dim);
+
+    for (int l = 0; l < (int)c->n_layers; l++) {
+        const EmxLayer *L = &m->layers[l];
+        float *kc = s->key_cache + ((size_t)l * s->ctx + pos) * kv_dim;    // rows pos..pos+n-1
+        float *vc = s->value_cache + ((size_t)l * s->ctx + pos) * kv_dim;
+        if (rows->is_branches) {  // rows 0..n-1 of the branches' tails at this step
+            const size_t at = ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim;
+            kc = s->br_key + at;
+            vc = s->br_value + at;
+        }
+
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++)
+            emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->attn_norm.data, dim, c->norm_eps);
+        // q, k, v in one pass over one quantised copy of xb; k and v land in the cache directly
+        const EmxMatmulJob qkv[3] = {{s->q, &L->wq}, {kc, &L->wk}, {vc, &L->wv}};
+        matmul(s, qkv, 3, s->xb, n);
+
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) {
+            float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kv_dim;
+            if (c->qk_norm) {
+                for (int h = 0; h < (int)c->n_heads; h++)
+                    emx_rmsnorm(qi + h * hd, qi + h * hd, L->q_norm.data, hd, c->norm_eps);
+                for (int h = 0; h < (int)c->n_kv_heads; h++)
+                    emx_rmsnorm(ki + h * hd, ki + h * hd, L->k_norm.data, hd, c->norm_eps);
+            }
+            const float *cs = s->rope_cos + (size_t)i * half, *sn = s->rope_sin + (size_t)i * half;
+            emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
+            emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
+        }
+
+        attention(s, l, n, pos, rows, record_last);
+        matmul1(s, s->xb, &L->wo, s->att, n);
+        // residual, then the FFN's norm, row by row
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) {
+            float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+            for (int j = 0; j < dim; j++) xi[j] += xbi[j];
+            emx_rmsnorm(xbi, xi, L->ffn_norm.data, dim, c->norm_eps);
+        }
+        const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate}, {s->hb2, &L->w_up}};
+        matmul(s, gate_up, 2, s->xb, n);
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) emx_swiglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
+        matmul1(s, s->xb, &L->w_down, s->hb, n);
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) {
+            float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+            for (int j = 0; j < dim; j++) xi[j] += xbi[j];
+        }
+        note_nonfinite(s, l, s->x, (size_t)n * dim);
+    }
+}
+
+static const RowLayout SEQUENCE = {0, 0, 0};
+
+static int check_call(const CpuState *s, const int *tokens, int n, int pos) {
+    if (n < 1 || pos < 0 || pos > s->ctx - n) return -1;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
+    return 0;
+}
+
+// Final norm and classifier of rows [first, first + n) of s->x into out [n][vocab].
+static void classify(CpuState *s, int first, int n, float *out) {
+    const EmxConfig *c = &s->m->cfg;
+    const int dim = (int)c->dim;
+    for (int i = 0; i < n; i++)
+        emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)(first + i) * dim, s->m->norm.data, dim, c->norm_eps);
+    matmul1(s, out, &s->m->output, s->xb, n);
+    note_nonfinite(s, (int)c->n_layers, out, (size_t)n * c->vocab_size);
+}
+
+static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
+    CpuState *s = (CpuState *)st;
+    if (check_call(s, tokens, n, pos)) return NULL;
+    s->nonfinite_at = NONFINITE_NONE;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
+        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
+        done += chunk;
+        if (done == n) classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
+    }
+    s->last_pos = pos + n - 1;
+    return s->logits;
+}
+
+static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
+    CpuState *s = (CpuState *)st;
+    if (check_call(s, tokens, n, pos)) return -1;
+    s->nonfinite_at = NONFINITE_NONE;
+    const size_t vocab = s->m->cfg.vocab_size;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
+        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
+        classify(s, 0, chunk, logits + (size_t)done * vocab);
+        done += chunk;
+    }
+    memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
+    s->last_pos = pos + n - 1;
+    return 0;
+}
+
+static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
+    CpuState *s = (CpuState *)st;
+    if (key) *key = s->key_cache;
+    if (value) *value = s->value_cache;
+    if (kv_dim) *kv_dim = s->kv_dim;
+}
+
+static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
+    const CpuState *s = (const CpuState *)st;
+    if (last_pos) *last_pos = s->last_pos;
+    return s->att_scores;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches
+
+static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
+    CpuState *s = (CpuState *)st;
+    if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx) {
+        snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+                 max_branches, tail_cap, s->batch_cap, s->ctx);
+        return -1;
+    }
+    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
+    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim;
+    float *k = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    if (!k || !v) {
+        free(k);
+        free(v);
+        snprintf(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * sizeof(float) >> 20);
+        return -1;
+    }
+    free(s->br_key);
+    free(s->br_value);
+    s->br_key = k;
+    s->br_value = v;
+    s->br_max = max_branches;
+    s->br_tail = tail_cap;
+    return 0;
+}
+
+static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
+    CpuState *s = (CpuState *)st;
+    if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
+    const RowLayout rows = {prefix, step, 1};
+    s->nonfinite_at = NONFINITE_NONE;
+    run_layers(s, tokens, n, prefix + step, &rows, 0);
+    classify(s, 0, n, logits);
+    return 0;
+}
+
+static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
+    CpuState *s = (CpuState *)st;
+    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
+        prefix + n_steps > s->ctx)
+        return -1;
+    const size_t kv = (size_t)s->kv_dim;
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        for (int j = 0; j < n_steps; j++) {
+            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
+            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
+            memcpy(s->key_cache + to, s->br_key + from, kv * sizeof(float));
+            memcpy(s->value_cache + to, s->br_value + from, kv * sizeof(float));
+        }
+    return 0;
+}
+
+static size_t cpu_state_kv_rows_bytes(const EmxState *st, int n) {
+    const CpuState *s = (const CpuState *)st;
+    return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
+}
+
+// buf: keys then values, each [n_layers][n][kv_dim].
+static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
+    if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
+    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers;
+    for (size_t l = 0; l < layers; l++) {
+        float *k = s->key_cache + (l * s->ctx + pos) * s->kv_dim, *v = s->value_cache + (l * s->ctx + pos) * s->kv_dim;
+        float *bk = buf + l * row, *bv = buf + (layers + l) * row;
+        memcpy(to_cache ? k : bk, to_cache ? bk : k, row * sizeof(float));
+        memcpy(to_cache ? v : bv, to_cache ? bv : v, row * sizeof(float));
+    }
+    return 0;
+}
+
+static int cpu_state_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
+    CpuState *s = (CpuState *)st;
+    return kv_rows_copy(s, pos, n, buf, 0);
+}
+static int cpu_state_kv_rows_write(EmxState *st, int pos, int n, const void *buf) {
+    CpuState *s = (CpuState *)st;
+    return kv_rows_copy(s, pos, n, (float *)buf, 1);
+}
+
+static const char *cpu_error(const EmxState *st) {
+    (void)st;
+    return "a token id out of range, or positions past the context";
+}
+
+static const char *cpu_nonfinite(const EmxState *st) {
+    CpuState *s = (CpuState *)st;  // the description is rebuilt in the state's own buffer
+    int at = s->nonfinite_at;
+    if (at == NONFINITE_NONE) return NULL;
+    if (at == NONFINITE_EMBEDDING) return "the embedding";
+    if (at >= (int)s->m->cfg.n_layers) return "the classifier";
+    snprintf(s->nonfinite_desc, sizeof s->nonfinite_desc, "layer %d's output", at);
+    return s->nonfinite_desc;
+}
+
+static void cpu_info(const EmxState *st, EmxStateInfo *info) {
+    (void)st;
+    memset(info, 0, sizeof *info);
+    info->device = "cpu";
+    snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
+}
+
+static const EmxBackend CPU_BACKEND = {
+    .name = "cpu",
+    .free = cpu_state_free,
+    .ctx = cpu_state_ctx,
+    .set_threads = cpu_forward_set_threads,
+    .error = cpu_error,
+    .info = cpu_info,
+    .nonfinite = cpu_nonfinite,
+    .forward = cpu_forward,
+    .forward_all_logits = cpu_forward_all_logits,
+    .attention_scores = cpu_attention_scores,
+    .kv_cache = cpu_state_kv_cache,
+    .branches_reserve = cpu_state_branches_reserve,
+    .forward_branches = cpu_forward_branches,
+    .branch_commit = cpu_branch_commit,
+    .kv_rows_bytes = cpu_state_kv_rows_bytes,
+    .kv_rows_read = cpu_state_kv_rows_read,
+    .kv_rows_write = cpu_state_kv_rows_write,
+};

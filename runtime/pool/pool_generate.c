@@ -1,0 +1,810 @@
+// pool_generate.c — the agent pool's generation loop (pool_generate.h): SPMD workers, one
+// round per choice, a critic on rank 0, rollback on every replica.
+#include "runtime/pool/pool_generate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "runtime/pool/comm.h"
+#include "runtime/pool/comm_nccl_weak.h"
+#include "runtime/forward.h"
+#include "runtime/forward_backend.h"  // emx_cuda_state_new: weak, NULL without the CUDA backend
+#include "runtime/generate.h"
+#include "sampler/metrics.h"
+#include "runtime/token_log.h"
+
+// ---------------------------------------------------------------------------------------------
+// Agent configurations
+
+void emx_pool_default_configs(EmxAgentParams *agents, int n) {
+    if (n == 1) {
+        agents[0] = (EmxAgentParams){0.7f, 40};
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double f = (double)i / (n - 1);
+        agents[i].temperature = (float)(0.3 + 1.2 * f);
+        agents[i].top_k = (int)lround(5.0 * pow(20.0, f));
+    }
+}
+
+int emx_pool_parse_configs(const char *spec, EmxAgentParams *agents, int max, char *err, size_t errlen) {
+    int n = 0;
+    const char *s = spec;
+    while (*s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        char item[64];
+        if (len == 0 || len >= sizeof item) {
+            snprintf(err, errlen, "--agent-configs: entry %d ('%.*s') is not T:k", n + 1, (int)(len < 40 ? len : 40), s);
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = 0;
+        char *colon = strchr(item, ':'), *e1 = NULL, *e2 = NULL;
+        double t = colon ? strtod(item, &e1) : NAN;
+        long k = colon ? strtol(colon + 1, &e2, 10) : -1;
+        if (!colon || e1 != colon || *e2 || colon[1] == 0 || !isfinite(t) || t < 0 || t > 100 || k < 0 || k > 1000000) {
+            snprintf(err, errlen, "--agent-configs: entry %d ('%s') is not T:k (T >= 0, k >= 0; k 0 = no top-k)", n + 1,
+                     item);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "--agent-configs: more than %d agents", max);
+            return -1;
+        }
+        agents[n++] = (EmxAgentParams){(float)t, (int)k};
+        s += len + (end ? 1 : 0);
+        if (end && !*s) {
+            snprintf(err, errlen, "--agent-configs: empty entry after the last ','");
+            return -1;
+        }
+    }
+    if (n == 0) snprintf(err, errlen, "--agent-configs: no agents given");
+    return n ? n : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the workers exchange
+
+// One agent's branch, as every worker sees it after the all-gather.
+typedef struct {
+    int32_t agent;                                      // global index; -1: padding
+    int32_t len;                                        // tokens (0: none could be proposed;
+                                                        // < L: it ended with a stop token)
+    double score;                                       // mean proposal entropy, bits
+    int32_t tokens[EMX_POOL_MAX_LOOKAHEAD];
+    double entropy[EMX_POOL_MAX_LOOKAHEAD];             // each proposal's entropy, bits
+    double logits_entropy[EMX_POOL_MAX_LOOKAHEAD];      // --metrics: H and V of the logits the
+    double logits_varentropy[EMX_POOL_MAX_LOOKAHEAD];   // proposal was sampled from
+} Branch;
+
+// Rank 0's decision after a round, broadcast to every worker.
+typedef struct {
+    int32_t stop;  // 1: the generation is over (end reached, interrupted, rank 0 failed)
+    int32_t keep;  // roll back to this sequence length; -1: no rollback
+    int32_t ban;   // token banned at position `keep` (the first rejected one)
+    int32_t pad;
+} Control;
+
+// What rank 0 remembers of a committed token until it is final (printed, --metrics).
+typedef struct {
+    int agent;
+    double entropy, score, logits_entropy, logits_varentropy;
+} TokenInfo;
+
+typedef struct Pool Pool;
+
+typedef struct {
+    Pool *pool;
+    int rank;
+    EmxComm *comm;
+    EmxState *st;
+    int a0, n_mine;         // this worker's agents: a0 .. a0 + n_mine - 1
+    int *seq;               // [ctx] prompt + committed tokens (the same on every worker)
+    int n_seq;
+    const float *logits;    // next-token logits of seq[0..n_seq)
+    float *masked;          // [vocab] the logits with the banned token removed
+    float *blogits;         // [n_mine][vocab] branch logits
+    EmxCandidate *work;     // [n_mine][vocab] each agent's sampling scratch
+    int n_threads;          // OpenMP threads of this worker
+    Branch *mine;           // [per_rank]
+    Branch *all;            // [size][per_rank]
+    int *btok;              // [n_mine] tokens of a branch pass
+    void *kvbuf;            // KV rows of a committed branch, in transit
+    uint32_t epoch;         // rollbacks so far: part of the RNG counter
+    int ban_pos, ban_token; // after a rollback: the rejected token, banned at its position
+    int failed;
+    int init_failed;        // failed making its replica (err is then the whole message)
+    char err[512];
+} Worker;
+
+struct Pool {
+    const EmxModel *m;
+    const EmxState *share0;  // GPU: the critic's state whose uploaded weights worker 0 uses, or NULL
+    const EmxTokenizer *tk;
+    const EmxPoolOptions *opt;
+    const int *prompt;
+    int n_prompt, ctx, vocab, per_rank, budget;
+    int n_threads;          // OpenMP threads of each worker
+    // rank 0 only
+    EmxPoolStats *stats;
+    TokenInfo *info;        // [ctx] by position
+    int final_len;          // positions < final_len are accepted: printed, never rolled back
+    int printed;            // positions printed so far
+    EmxDecoder dec;
+    char *decbuf;           // [emx_decoder_max_out]
+    int bad_count;          // consecutive BAD verdicts: rollbacks since text was last accepted
+    int n_rounds;
+    int metrics_failed;
+    int out_errno, log_errno, metrics_errno;  // the first failed write of each (0: none); it stops the run
+    int interrupted;        // the run stopped because *opt->interrupted was set
+};
+
+// A stop token ends a branch and the generation, unless a benchmark asked for exactly n tokens.
+static int is_stop(const Pool *p, int id) { return !p->opt->ignore_stop && emx_is_stop(p->tk, id); }
+
+// A branch is still growing at step j if it got a token at every step so far and the last one
+// did not end it.
+static int branch_alive(const Pool *p, const Branch *br, int j) { return br->len == j && !is_stop(p, br->tokens[j - 1]); }
+
+static int fail(Worker *w, const char *what) {
+    snprintf(w->err, sizeof w->err, "%s", what);
+    w->failed = 1;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A round: proposals, the choice, the commit
+
+// Step j of branch br gets proposal pr, made from `logits` (--metrics logs their entropy).
+static void record(const Worker *w, Branch *br, const EmxProposal *pr, const float *logits, int j) {
+    const Pool *p = w->pool;
+    br->tokens[j] = pr->token;
+    br->entropy[j] = pr->entropy_bits;
+    br->logits_entropy[j] = br->logits_varentropy[j] = NAN;
+    if (p->opt->metrics) {
+        EmxMetrics mm;
+        emx_logits_metrics(logits, p->vocab, &mm);
+        br->logits_entropy[j] = mm.logits_entropy_bits;
+        br->logits_varentropy[j] = mm.logits_varentropy_bits2;
+    }
+    br->len = j + 1;
+}
+
+// RNG counter of step j of a round at pos: the token's position and the rollback epoch.
+static uint64_t counter_of(const Worker *w, int pos, int j) { return (uint64_t)(pos + j) | ((uint64_t)w->epoch << 32); }
+
+static void propose(Worker *w, Branch *br, EmxCandidate *work, const float *logits, int pos, int j) {
+    const EmxPoolOptions *o = w->pool->opt;
+    EmxProposal pr;
+    if (emx_agent_propose(logits, w->pool->vocab, &o->agents[br->agent], o->seed, counter_of(w, pos, j),
+                          (uint32_t)br->agent, work, &pr) != 0)
+        return;  // the branch ends here (len stays j)
+    record(w, br, &pr, logits, j);
+}
+
+// Step 0: every agent of this worker proposes from the same logits (l0: the latest forward's,
+// with the banned token removed). Where the backend can (a GPU: kernels/agent_pool.cu) the
+// proposals are made beside the logits and only they come back; else here, a thread per agent.
+static int propose_first(Worker *w, const float *l0, int pos) {
+    const Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    EmxProposal pr[EMX_POOL_MAX_AGENTS];
+    const int ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
+    const int rc = emx_state_propose(w->st, &o->agents[w->a0], w->n_mine, o->seed, counter_of(w, pos, 0),
+                                     (uint32_t)w->a0, ban, pr);
+    if (rc < 0) return fail(w, emx_state_error(w->st));
+    if (rc == 1) {
+        for (int b = 0; b < w->n_mine; b++)
+            if (pr[b].token >= 0) record(w, &w->mine[b], &pr[b], l0, 0);
+        return 0;
+    }
+    // At a large vocabulary a proposal (temperature, top-k selection, entropy) costs about as
+    // much as a small model's forward pass, so this is where L = 1 spends its extra time.
+#pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
+    for (int b = 0; b < w->n_mine; b++) propose(w, &w->mine[b], w->work + (size_t)b * p->vocab, l0, pos, 0);
+    return 0;
+}
+
+// Each of this worker's agents builds a branch of up to n_steps tokens after position pos.
+static int propose_round(Worker *w, int pos, int n_steps) {
+    Pool *p = w->pool;
+    const float *l0 = w->logits;
+    if (w->ban_token >= 0 && w->ban_pos == pos) {
+        memcpy(w->masked, l0, (size_t)p->vocab * sizeof(float));
+        w->masked[w->ban_token] = -INFINITY;
+        l0 = w->masked;
+    }
+    for (int b = 0; b < p->per_rank; b++) {
+        memset(&w->mine[b], 0, sizeof w->mine[b]);
+        w->mine[b].agent = b < w->n_mine ? w->a0 + b : -1;
+    }
+    // The agents sample independently (each its own scratch and RNG lane).
+    if (w->n_mine && propose_first(w, l0, pos) != 0) return -1;
+    for (int j = 1; j < n_steps; j++) {
+        int alive = 0;
+        for (int b = 0; b < w->n_mine; b++) {
+            const Branch *br = &w->mine[b];
+            // an ended branch still takes its row (fed its last token): rows are independent,
+            // so it changes nothing for the others and keeps every branch at its tail row
+            w->btok[b] = br->len > 0 ? br->tokens[br->len - 1] : 0;
+            alive += branch_alive(p, br, j);
+        }
+        if (!alive) break;
+        if (emx_forward_branches(w->st, w->btok, w->n_mine, pos, j - 1, w->blogits) != 0)
+            return fail(w, "branch pass refused");
+        if (w->rank == 0) p->stats->n_branch_passes++;
+#pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
+        for (int b = 0; b < w->n_mine; b++) {
+            Branch *br = &w->mine[b];
+            if (branch_alive(p, br, j))
+                propose(w, br, w->work + (size_t)b * p->vocab, w->blogits + (size_t)b * p->vocab, pos, j);
+        }
+    }
+    for (int b = 0; b < w->n_mine; b++) {
+        Branch *br = &w->mine[b];
+        double sum = 0;
+        for (int j = 0; j < br->len; j++) sum += br->entropy[j];
+        br->score = br->len ? sum / br->len : NAN;
+    }
+    return 0;
+}
+
+// Lowest mean entropy; records are in agent order, so a strict < keeps the lower index on ties.
+static int choose_branch(const Branch *all, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (all[i].agent < 0 || all[i].len < 1) continue;
+        if (best < 0 || all[i].score < all[best].score) best = i;
+    }
+    return best;
+}
+
+// Appends the winner's tokens to every replica: its KV rows (all but the last token's) come
+// from the worker that ran the branch; the last token is fed later by a normal forward.
+static int commit(Worker *w, const Branch *br, int owner, int local, int pos) {
+    const int m = br->len;
+    if (m > 1) {
+        if (w->rank == owner && emx_branch_commit(w->st, local, m - 1, pos) != 0) return fail(w, "branch commit refused");
+        if (w->comm->size > 1) {
+            if (w->rank == owner) emx_state_kv_rows_read(w->st, pos, m - 1, w->kvbuf);
+            if (w->comm->broadcast(w->comm, w->kvbuf, emx_state_kv_rows_bytes(w->st, m - 1), owner) != 0) return -1;
+            if (w->rank != owner) emx_state_kv_rows_write(w->st, pos, m - 1, w->kvbuf);
+        }
+    }
+    for (int j = 0; j < m; j++) w->seq[pos + j] = br->tokens[j];
+    w->n_seq = pos + m;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank 0: log, output, critic
+
+// Flushes f and keeps the first failure's errno in *slot: a full disk or a closed stdout ends the
+// run with an error rather than losing the text and the log while it goes on.
+static void flush_checked(FILE *f, int *slot) {
+    if (!f) return;
+    if ((fflush(f) != 0 || ferror(f)) && !*slot) *slot = errno ? errno : EIO;
+}
+
+// A token's text for a one-line log entry: control bytes escaped.
+static void log_piece(FILE *f, const EmxTokenizer *tk, int id) {
+    size_t len = 0;
+    const char *s = emx_token_bytes_ref(tk, id, &len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '\\') fputs("\\\\", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+}
+
+static void log_round(Pool *p, const Branch *all, int n, int win, int pos) {
+    FILE *f = p->opt->log;
+    if (!f) return;
+    const EmxAgentParams *ag = p->opt->agents;
+    const Branch *wb = &all[win];
+    const int L = p->opt->lookahead, step = pos - p->n_prompt + 1;
+    if (L > 1)
+        fprintf(f, "Round %d (steps %d-%d): agent %d wins (mean entropy=%.3f)\n", p->n_rounds, step,
+                step + wb->len - 1, wb->agent, wb->score);
+    for (int j = 0; j < wb->len; j++) {
+        fprintf(f, "Step %d: chosen=", step + j);
+        log_piece(f, p->tk, wb->tokens[j]);
+        fprintf(f, " (entropy=%.3f)\n", wb->entropy[j]);
+        if (L > 1) continue;
+        for (int i = 0; i < n; i++) {  // L = 1: every agent's proposal for this step
+            const Branch *b = &all[i];
+            if (b->agent < 0) continue;
+            fprintf(f, "  agent %d (T=%.2f k=%d): ", b->agent, (double)ag[b->agent].temperature, ag[b->agent].top_k);
+            if (b->len < 1) {
+                fprintf(f, "no token\n");
+                continue;
+            }
+            log_piece(f, p->tk, b->tokens[0]);
+            fprintf(f, " (entropy=%.3f)%s\n", b->entropy[0], i == win ? " *" : "");
+        }
+    }
+    if (L > 1)
+        for (int i = 0; i < n; i++) {  // every agent's branch: tokens, entropies, mean
+            const Branch *b = &all[i];
+            if (b->agent < 0) continue;
+            fprintf(f, "  agent %d (T=%.2f k=%d):", b->agent, (double)ag[b->agent].temperature, ag[b->agent].top_k);
+            for (int j = 0; j < b->len; j++) {
+                fputs(j ? " | " : " ", f);
+                log_piece(f, p->tk, b->tokens[j]);
+                fprintf(f, " %.3f", b->entropy[j]);
+            }
+            fprintf(f, b->len ? " (mean=%.3f)%s\n" : " no token%.0f%s\n", b->len ? b->score : 0.0, i == win ? " *" : "");
+        }
+    flush_checked(f, &p->log_errno);
+}
+
+// Prints (and writes --metrics lines for) the positions that became final: [printed, upto).
+static void emit_final(Pool *p, const int *seq, int upto) {
+    const EmxPoolOptions *o = p->opt;
+    const size_t cap = emx_decoder_max_out(p->tk);
+    errno = 0;
+    for (int pos = p->printed; pos < upto; pos++) {
+        const int id = seq[pos], stop = emx_is_stop(p->tk, id);
+        if (o->out && !stop) {
+            size_t n = emx_decoder_push(&p->dec, id, p->decbuf, cap);
+            fwrite(p->decbuf, 1, n, o->out);
+        }
+        if (o->metrics && !p->metrics_failed) {
+            const TokenInfo *ti = &p->info[pos];
+            const EmxAgentParams *a = &o->agents[ti->agent];
+            EmxSamplerParams sp = {.temperature = a->temperature, .top_k = a->top_k, .top_p = 1.0f, .min_p = 0.0f};
+            EmxMetrics mm = {.logits_entropy_bits = ti->logits_entropy, .logits_varentropy_bits2 = ti->logits_varentropy,
+                             .logits_lse_nats = NAN, .attn_entropy_bits = NAN, .attn_varentropy_heads_bits2 = NAN,
+                             .attn_varentropy_true_bits2 = NAN, .attn_agreement = NAN, .attn_interaction_strength = NAN};
+            EmxTokenRecord r = {.index = pos - p->n_prompt, .id = id, .pos = pos, .is_stop = stop, .sampler = "agents",
+                                .metrics = &mm, .params = &sp, .score = ti->score, .is_agent = 1, .agent = ti->agent,
+                                .proposal_entropy_bits = ti->entropy};
+            r.piece = emx_token_bytes_ref(p->tk, id, &r.piece_len);
+            if (emx_token_log_json(o->metrics, &r) != 0) {
+                p->metrics_failed = 1;
+                if (!p->metrics_errno) p->metrics_errno = errno ? errno : EIO;
+            }
+        }
+    }
+    if (upto > p->printed) {
+        flush_checked(o->out, &p->out_errno);
+        flush_checked(o->metrics, &p->metrics_errno);
+        p->printed = upto;
+    }
+}
+
+// The generated text of seq[from..to), decoded (control tokens skipped). malloc'd.
+static char *decode_text(const Pool *p, const int *seq, int from, int to, size_t *len) {
+    const size_t cap = emx_decoder_max_out(p->tk);
+    char *text = malloc((size_t)(to - from + 1) * cap + 1);
+    if (!text) return NULL;
+    EmxDecoder d;
+    emx_decoder_init(&d, p->tk, 1);
+    size_t n = 0;
+    for (int i = from; i < to; i++)
+        if (!emx_is_stop(p->tk, seq[i])) n += emx_decoder_push(&d, seq[i], text + n, cap);
+    n += emx_decoder_flush(&d, text + n, cap);
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
+// After a round on rank 0: what happens next (critic verdict, rollback, stop).
+static int decide(Worker *w, int n_before, int ended, Control *ctl) {
+    Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    EmxPoolStats *st = p->stats;
+    *ctl = (Control){.stop = 0, .keep = -1, .ban = -1};
+    const int gen = w->n_seq - p->n_prompt, K = o->check_every;
+    if (o->critic && K > 0 && gen / K > (n_before - p->n_prompt) / K) {
+        size_t len = 0;
+        int from = w->n_seq - o->critic_window > p->n_prompt ? w->n_seq - o->critic_window : p->n_prompt;
+        char *text = decode_text(p, w->seq, from, w->n_seq, &len);
+        if (!text) return fail(w, "critic: out of memory");
+        EmxVerdict v;
+        char why[200];
+        double t0 = emx_now_s();
+        int rc = emx_critic_judge(o->critic, text, len, &v, why, sizeof why);
+        st->critic_s += emx_now_s() - t0;
+        free(text);
+        if (rc != 0) {
+            snprintf(w->err, sizeof w->err, "critic: %s", why);
+            w->failed = 1;
+            return -1;
+        }
+        st->n_checks++;
+        FILE *f = o->log;
+        if (f) fprintf(f, "Evaluator after step %d: %s", gen, v.bad ? "BAD" : "GOOD");
+        int accept = !v.bad;
+        if (v.bad) {
+            st->n_bad++;
+            p->bad_count++;
+            int keep = w->n_seq - o->rollback;
+            if (keep < p->final_len) keep = p->final_len;  // never below accepted text
+            if (p->bad_count > o->max_rollbacks || keep >= w->n_seq) {
+                accept = 1;
+                st->n_bad_accepted++;
+                if (f) fprintf(f, " → accepted (%d rollbacks since the last accepted text)", p->bad_count - 1);
+                p->bad_count = 0;
+            } else {
+                ctl->keep = keep;
+                ctl->ban = w->seq[keep];
+                st->n_rollbacks++;
+                st->n_rolled_back_tokens += w->n_seq - keep;
+                if (f) fprintf(f, " → rolling back %d tokens", w->n_seq - keep);
+            }
+        }
+        if (f) {
+            fprintf(f, " (log p GOOD=%.3f BAD=%.3f)\n", v.logp_good, v.logp_bad);
+            flush_checked(f, &p->log_errno);
+        }
+        if (accept) {
+            p->final_len = w->n_seq;
+            p->bad_count = 0;
+        }
+    } else if (!o->critic || K <= 0) {
+        p->final_len = w->n_seq;
+    }
+    if (ctl->keep < 0 && ended) ctl->stop = 1;
+    if (o->interrupted && *o->interrupted) ctl->stop = p->interrupted = 1;
+    emit_final(p, w->seq, p->final_len);
+    if (p->out_errno || p->log_errno || p->metrics_errno) ctl->stop = 1;  // emx_pool_generate says which
+    return 0;
+}
+
+static void write_final(Pool *p, Worker *w, int interrupted) {
+    const EmxPoolOptions *o = p->opt;
+    emit_final(p, w->seq, w->n_seq);  // an interrupted run shows what it had, accepted or not
+    if (o->out) {
+        size_t n = emx_decoder_flush(&p->dec, p->decbuf, emx_decoder_max_out(p->tk));
+        errno = 0;
+        fwrite(p->decbuf, 1, n, o->out);
+        flush_checked(o->out, &p->out_errno);
+    }
+    if (o->log) {
+        size_t len = 0;
+        char *text = decode_text(p, w->seq, p->n_prompt, w->n_seq, &len);
+        fprintf(o->log, "=== Final text%s (%d tokens) ===\n", interrupted ? " (interrupted)" : "", w->n_seq - p->n_prompt);
+        if (text) fwrite(text, 1, len, o->log);
+        fputc('\n', o->log);
+        flush_checked(o->log, &p->log_errno);
+        free(text);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker loop
+
+static int run_worker(Worker *w) {
+    Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    const int L = o->lookahead;
+    double t0 = emx_now_s();
+    memcpy(w->seq, p->prompt, (size_t)p->n_prompt * sizeof(int));
+    w->n_seq = p->n_prompt;
+    w->logits = emx_forward(w->st, p->prompt, p->n_prompt, 0);
+    if (!w->logits) return fail(w, "the forward pass refused the prompt");
+    if (w->rank == 0) p->stats->prefill_s = emx_now_s() - t0;
+    t0 = emx_now_s();
+    for (;;) {
+        const int pos = w->n_seq, gen = pos - p->n_prompt;
+        int n_steps = L < p->budget - gen ? L : p->budget - gen;
+        if (n_steps > p->ctx - pos) n_steps = p->ctx - pos;
+        if (propose_round(w, pos, n_steps) != 0) return -1;
+        if (w->comm->all_gather(w->comm, w->mine, w->all, (size_t)p->per_rank * sizeof(Branch)) != 0) return -1;
+        const int n_all = p->per_rank * w->comm->size, win = choose_branch(w->all, n_all);
+        if (win < 0) return fail(w, "no agent could propose a token (every logit is -inf or NaN)");
+        if (commit(w, &w->all[win], win / p->per_rank, win % p->per_rank, pos) != 0) return -1;
+        const int last = w->seq[w->n_seq - 1];
+        const int ended = is_stop(p, last) || w->n_seq - p->n_prompt >= p->budget || w->n_seq >= p->ctx;
+
+        Control ctl = {0, -1, -1, 0};
+        if (w->rank == 0) {
+            p->n_rounds++;
+            for (int j = 0; j < w->all[win].len; j++)
+                p->info[pos + j] = (TokenInfo){w->all[win].agent, w->all[win].entropy[j], w->all[win].score,
+                                               w->all[win].logits_entropy[j], w->all[win].logits_varentropy[j]};
+            log_round(p, w->all, n_all, win, pos);
+            if (decide(w, pos, ended, &ctl) != 0) ctl.stop = 1;  // a failed critic ends the run on every rank
+        }
+        if (w->comm->broadcast(w->comm, &ctl, sizeof ctl, 0) != 0) return -1;  // a no-op for one worker
+        if (ctl.keep >= 0) {  // roll back: the kept text's last token is fed again at its position
+            w->n_seq = ctl.keep;
+            w->epoch++;
+            w->ban_pos = ctl.keep;
+            w->ban_token = ctl.ban;
+            w->logits = emx_forward(w->st, &w->seq[ctl.keep - 1], 1, ctl.keep - 1);
+            if (!w->logits) return fail(w, "the forward pass refused a rollback");
+            if (w->rank == 0) p->stats->n_forward_tokens++;
+        }
+        if (ctl.stop) break;
+        if (ctl.keep < 0) {
+            w->logits = emx_forward(w->st, &w->seq[w->n_seq - 1], 1, w->n_seq - 1);
+            if (!w->logits) return fail(w, "the forward pass refused a token");
+            if (w->rank == 0) p->stats->n_forward_tokens++;
+        }
+    }
+    if (w->rank == 0) {
+        EmxPoolStats *st = p->stats;
+        st->decode_s = emx_now_s() - t0;
+        st->n_rounds = p->n_rounds;
+        st->n_generated = w->n_seq - p->n_prompt;
+        const int last = w->n_seq > p->n_prompt ? w->seq[w->n_seq - 1] : -1;
+        const int interrupted = p->interrupted;
+        st->stop = interrupted ? EMX_STOP_INTERRUPTED
+                   : last >= 0 && is_stop(p, last) ? EMX_STOP_TOKEN
+                   : w->n_seq >= p->ctx ? EMX_STOP_CONTEXT : EMX_STOP_N_PREDICT;
+        if (!w->failed) write_final(p, w, interrupted);
+    }
+    return w->failed ? -1 : 0;
+}
+
+
+static void worker_free(Worker *w) {
+    emx_state_free(w->st);
+    free(w->seq);
+    free(w->masked);
+    free(w->blogits);
+    free(w->work);
+    free(w->mine);
+    free(w->all);
+    free(w->btok);
+    free(w->kvbuf);
+}
+
+// Worker `rank`'s replica and buffers, made on the worker's own thread (a GPU state's CUDA
+// calls come from the thread that drives it). w->pool, rank and comm are set.
+static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_t errlen) {
+    Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    const int rank = w->rank;
+    w->ban_token = w->ban_pos = -1;
+    // agents split as evenly as possible, in order: worker r owns a contiguous run
+    const int base = o->n_agents / n_workers, extra = o->n_agents % n_workers;
+    w->n_mine = base + (rank < extra);
+    w->a0 = rank * base + (rank < extra ? rank : extra);
+    char device[24] = "cpu";
+    if (o->cuda_devices) snprintf(device, sizeof device, "cuda:%d", o->cuda_devices[rank]);
+    EmxStateOptions so = {.n_threads = n_threads, .ctx = p->ctx, .device = device,
+                          .share_weights = rank == 0 ? p->share0 : NULL};
+    w->st = emx_state_new(p->m, &so, err, errlen);
+    if (!w->st) return -1;
+    if (o->lookahead > 1 && emx_state_branches_reserve(w->st, w->n_mine, o->lookahead - 1, err, errlen) != 0) return -1;
+    const size_t V = (size_t)p->vocab;
+    w->seq = malloc((size_t)p->ctx * sizeof(int));
+    w->masked = malloc(V * sizeof(float));
+    w->blogits = malloc((size_t)w->n_mine * V * sizeof(float));
+    w->work = malloc((size_t)w->n_mine * V * sizeof(EmxCandidate));
+    w->n_threads = n_threads;
+    w->mine = calloc((size_t)p->per_rank, sizeof(Branch));
+    w->all = calloc((size_t)p->per_rank * n_workers, sizeof(Branch));
+    w->btok = calloc((size_t)w->n_mine, sizeof(int));
+    w->kvbuf = malloc(emx_state_kv_rows_bytes(w->st, o->lookahead > 1 ? o->lookahead - 1 : 1));
+    if (!w->seq || !w->masked || !w->blogits || !w->work || !w->mine || !w->all || !w->btok || !w->kvbuf) {
+        snprintf(err, errlen, "agents: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+// A worker's thread (rank 0: the caller's): its replica, then — once every worker has said
+// whether it has one (a collective every rank reaches, so a failed one holds nobody up) — the
+// generation.
+static void *worker_thread(void *arg) {
+    Worker *w = arg;
+    Pool *p = w->pool;
+    int32_t ok = worker_init(w, w->comm->size, p->n_threads, w->err, sizeof w->err) == 0, all_ok[EMX_POOL_MAX_AGENTS];
+    if (!ok) w->failed = w->init_failed = 1;
+    if (w->comm->all_gather(w->comm, &ok, all_ok, sizeof ok) != 0) return NULL;
+    for (int r = 0; r < w->comm->size; r++)
+        if (!all_ok[r]) return NULL;  // the worker that failed says why
+    if (run_worker(w) != 0) w->comm->abort(w->comm);
+    return NULL;
+}
+
+static int check_options(const EmxPoolOptions *o, int n_prompt, int ctx, char *err, size_t errlen) {
+    if (o->n_agents < 1 || o->n_agents > EMX_POOL_MAX_AGENTS) {
+        snprintf(err, errlen, "agents: %d agents (1 .. %d)", o->n_agents, EMX_POOL_MAX_AGENTS);
+        return -1;
+    }
+    if (o->lookahead < 1 || o->lookahead > EMX_POOL_MAX_LOOKAHEAD) {
+        snprintf(err, errlen, "agents: --lookahead %d (1 .. %d)", o->lookahead, EMX_POOL_MAX_LOOKAHEAD);
+        return -1;
+    }
+    if (o->n_workers < 1 || o->n_workers > o->n_agents) {
+        snprintf(err, errlen, "agents: %d workers for %d agents (1 .. agents)", o->n_workers, o->n_agents);
+        return -1;
+    }
+    if (o->critic && o->check_every > 0 && (o->rollback < 1 || o->critic_window < 1 || o->max_rollbacks < 0)) {
+        snprintf(err, errlen, "agents: --rollback %d, --critic-window %d, --max-rollbacks %d (need >= 1, >= 1, >= 0)",
+                 o->rollback, o->critic_window, o->max_rollbacks);
+        return -1;
+    }
+    if (n_prompt < 1 || n_prompt >= ctx) {
+        snprintf(err, errlen, "agents: prompt of %d tokens leaves no room in a context of %d", n_prompt, ctx);
+        return -1;
+    }
+    for (int i = 0; i < o->n_agents; i++)
+        if (!(o->agents[i].temperature >= 0) || o->agents[i].top_k < 0) {
+            snprintf(err, errlen, "agents: agent %d has temperature %g, top-k %d", i, (double)o->agents[i].temperature,
+                     o->agents[i].top_k);
+            return -1;
+        }
+    return 0;
+}
+
+int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                      const EmxPoolOptions *opt, EmxPoolStats *stats, int **ids_out, int *n_ids_out, char *err,
+                      size_t errlen) {
+    EmxPoolStats local_stats;
+    if (!stats) stats = &local_stats;
+    memset(stats, 0, sizeof *stats);
+    stats->n_prompt = n_prompt;
+    if (ids_out) *ids_out = NULL;
+    if (n_ids_out) *n_ids_out = 0;
+    const EmxConfig *c = &m->cfg;
+    int ctx = opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
+    if (check_options(opt, n_prompt, ctx, err, errlen) != 0) return -1;
+
+    Pool p = {.m = m, .tk = tk, .opt = opt, .prompt = prompt, .n_prompt = n_prompt, .ctx = ctx,
+              .vocab = (int)c->vocab_size, .stats = stats, .final_len = n_prompt, .printed = n_prompt};
+    const int W = opt->n_workers;
+    p.per_rank = (opt->n_agents + W - 1) / W;
+    p.budget = opt->n_predict < 0 || opt->n_predict > ctx - n_prompt ? ctx - n_prompt : opt->n_predict;
+    p.info = calloc((size_t)ctx, sizeof(TokenInfo));
+    p.decbuf = malloc(emx_decoder_max_out(tk));
+    emx_decoder_init(&p.dec, tk, 1);
+    Worker *workers = calloc((size_t)W, sizeof(Worker));
+    EmxCommThreads *group = NULL;  // CPU workers
+    EmxCommNccl *nccl = NULL;      // GPU workers
+    int rc = -1;
+    if (opt->cuda_devices) {
+        if (emx_pool_gpu_count() < 0) {
+            snprintf(err, errlen, "agents: cuda devices: this build has no CUDA backend (make cuda builds build/cuda/run)");
+            goto out;
+        }
+        nccl = emx_comm_nccl_new(opt->cuda_devices, W, err, errlen);
+        // A critic over this model on worker 0's GPU has uploaded the weights already.
+        const EmxState *cs = opt->critic ? emx_critic_state(opt->critic) : NULL;
+        char dev0[24];
+        snprintf(dev0, sizeof dev0, "cuda:%d", opt->cuda_devices[0]);
+        if (cs && emx_critic_model(opt->critic) == m && strcmp(emx_state_device(cs), dev0) == 0) p.share0 = cs;
+    } else {
+        group = emx_comm_threads_new(W, err, errlen);
+    }
+    if (!p.info || !p.decbuf || !workers || (!group && !nccl)) {
+        if (group || nccl) snprintf(err, errlen, "agents: out of memory");
+        goto out;
+    }
+    p.n_threads = opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs() / W;
+    if (p.n_threads < 1) p.n_threads = 1;
+    if (p.budget <= 0) {
+        snprintf(err, errlen, "agents: no room to generate (-n %d)", opt->n_predict);
+        goto out;
+    }
+    for (int r = 0; r < W; r++) {
+        workers[r].pool = &p;
+        workers[r].rank = r;
+        workers[r].comm = nccl ? emx_comm_nccl_host_rank(nccl, r) : emx_comm_threads_rank(group, r);
+    }
+
+    // rank 0 runs on this thread, the others on threads of their own
+    pthread_t th[EMX_POOL_MAX_AGENTS];
+    int started = 0;
+    for (int r = 1; r < W; r++, started++)
+        if (pthread_create(&th[r], NULL, worker_thread, &workers[r]) != 0) {
+            workers[0].comm->abort(workers[0].comm);
+            snprintf(err, errlen, "agents: cannot start worker thread %d", r);
+            break;
+        }
+    if (started == W - 1) worker_thread(&workers[0]);
+    for (int r = 1; r <= started; r++) pthread_join(th[r], NULL);
+    if (started < W - 1) goto out;
+
+    rc = 0;
+    for (int r = 0; r < W; r++)
+        if (workers[r].failed) {
+            if (workers[r].init_failed) snprintf(err, errlen, "%s", workers[r].err);
+            else snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
+            rc = -1;
+            break;
+        }
+    if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
+        snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
+        rc = -1;
+    }
+    // A failed write stopped the run: the text or a log is incomplete, which is an error.
+    stats->out_errno = p.out_errno, stats->log_errno = p.log_errno, stats->metrics_errno = p.metrics_errno;
+    if (rc == 0 && (p.out_errno || p.log_errno || p.metrics_errno)) {
+        const int e = p.out_errno ? p.out_errno : p.log_errno ? p.log_errno : p.metrics_errno;
+        snprintf(err, errlen, "writing the %s: %s", p.out_errno ? "generated text" : p.log_errno ? "log" : "metrics",
+                 strerror(e));
+        rc = -1;
+    }
+    if (rc == 0 && ids_out) {
+        const int n = workers[0].n_seq - n_prompt;
+        *ids_out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+        if (*ids_out) {
+            memcpy(*ids_out, workers[0].seq + n_prompt, (size_t)n * sizeof(int));
+            if (n_ids_out) *n_ids_out = n;
+        }
+    }
+out:
+    if (workers)
+        for (int r = 0; r < W; r++) worker_free(&workers[r]);
+    free(workers);
+    emx_comm_threads_free(group);
+    if (nccl) emx_comm_nccl_free(nccl);
+    free(p.info);
+    free(p.decbuf);
+    return rc;
+}
+
+int emx_pool_gpu_count(void) {
+    if (!emx_comm_nccl_new || !emx_comm_nccl_host_rank || !emx_comm_nccl_error || !emx_comm_nccl_free ||
+        !emx_cuda_state_new || !emx_cuda_device_count)
+        return -1;
+    return emx_cuda_device_count();
+}
+
+int emx_pool_parse_devices(const char *list, int *devices, int max, char *err, size_t errlen) {
+    if (!strcmp(list, "cpu")) return 0;
+    int n = 0;
+    for (const char *s = list;;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char item[32] = "";
+        char *e = NULL;
+        long d = -1;
+        if (len < sizeof item) {
+            memcpy(item, s, len);
+            item[len] = 0;
+            if (!strncmp(item, "cuda:", 5) && item[5] >= '0' && item[5] <= '9') d = strtol(item + 5, &e, 10);
+        }
+        if (d < 0 || !e || *e || d > 1024) {
+            snprintf(err, errlen, "--devices: '%.*s' in '%s' is not cpu or cuda:N[,cuda:M...]", (int)(len < 40 ? len : 40), s,
+                     list);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (devices[i] == d) {
+                snprintf(err, errlen, "--devices %s: cuda:%ld is listed twice (one worker per GPU)", list, d);
+                return -1;
+            }
+        if (n == max) {
+            snprintf(err, errlen, "--devices %s: more than %d devices", list, max);
+            return -1;
+        }
+        devices[n++] = (int)d;
+        if (!end) break;
+        s = end + 1;
+    }
+    return n;
+}
+
+void emx_pool_print_stats(FILE *f, const EmxPoolStats *s, int lookahead) {
+    fprintf(f, "prompt: %d tokens, prefill %.2f ms (%.2f tok/s)\n", s->n_prompt, s->prefill_s * 1e3,
+            s->prefill_s > 0 ? s->n_prompt / s->prefill_s : 0.0);
+    const double per = s->n_generated > 0 ? s->decode_s * 1e3 / s->n_generated : 0.0;
+    fprintf(f, "generated: %d tokens in %d rounds (lookahead %d), decode %.2f ms (%.2f tok/s, %.2f ms/token)\n",
+            s->n_generated, s->n_rounds, lookahead, s->decode_s * 1e3, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
+            per);
+    fprintf(f, "passes per replica: %d single-token forwards, %d batched branch passes\n", s->n_forward_tokens,
+            s->n_branch_passes);
+    if (s->n_checks)
+        fprintf(f, "critic: %d checks, %d BAD, %d rollbacks (%d tokens), %d BAD accepted; %.2f ms (%.1f%% of decode)\n",
+                s->n_checks, s->n_bad, s->n_rollbacks, s->n_rolled_back_tokens, s->n_bad_accepted, s->critic_s * 1e3,
+                s->decode_s > 0 ? 100.0 * s->critic_s / s->decode_s : 0.0);
+    if (s->stop == EMX_STOP_INTERRUPTED) fprintf(f, "interrupted\n");
+}

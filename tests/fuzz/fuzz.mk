@@ -86,7 +86,7 @@ fuzz:
 
 # CI's budget: 8 targets x 40 s, two at a time (~3 minutes of fuzzing on 2 cores).
 fuzz-ci:
-	$(MAKE) fuzz-build $(FUZZ_NEEDS_roundtrip)
+	$(MAKE) -j2 fuzz-build $(FUZZ_NEEDS_roundtrip)
 	$(MAKE) fuzz FUZZ_SECONDS=40 FUZZ_JOBS=2
 
 -include $(FUZZ_LIB_OBJ:.o=.d)

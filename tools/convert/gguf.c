@@ -311,9 +311,14 @@ static int scalar_to_f64(uint32_t type, const uint8_t *p, double *out, int64_t *
     case GGUF_I32: { int32_t v; memcpy(&v, p, 4); iv = v; dv = v; break; }
     case GGUF_U64: { uint64_t v; memcpy(&v, p, 8); if (v > INT64_MAX) return -1; iv = (int64_t)v; dv = (double)v; break; }
     case GGUF_I64: { int64_t v; memcpy(&v, p, 8); iv = v; dv = (double)v; break; }
-    case GGUF_F32: { float v; memcpy(&v, p, 4); dv = v; iv = (int64_t)v; break; }
-    case GGUF_F64: { double v; memcpy(&v, p, 8); dv = v; iv = (int64_t)v; break; }
+    case GGUF_F32: { float v; memcpy(&v, p, 4); dv = v; break; }
+    case GGUF_F64: { double v; memcpy(&v, p, 8); dv = v; break; }
     default: return -1;
+    }
+    if (type == GGUF_F32 || type == GGUF_F64) {
+        // A float outside int64's range (or NaN) is not convertible: the cast would be undefined.
+        if (iout && !(dv >= -0x1p63 && dv < 0x1p63)) return -1;
+        iv = iout ? (int64_t)dv : 0;
     }
     if (out) *out = dv;
     if (iout) *iout = iv;

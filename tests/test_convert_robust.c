@@ -243,6 +243,38 @@ Test(convert_robust, gguf_eps_inf_keeps_old_output) {
     cleanup(&c);
 }
 
+// An optional key that is present but not an integer in range is an error, not its default:
+// head_count_kv = 1e30 stored as a float once converted as if the key were absent (n_heads).
+Test(convert_robust, gguf_optional_key_not_an_integer_is_an_error) {
+    Ctx c;
+    setup(&c);
+    char p[512], g[256];
+    size_t n;
+    uint8_t *buf = (uint8_t *)test_read_file(test_shared_path(p, sizeof p, "testdata/stories260K/stories260K.gguf"), &n);
+    cr_assert_not_null(buf);
+    const char key[] = "llama.attention.head_count_kv";
+    uint8_t *k = NULL;
+    for (size_t i = 0; !k && i + sizeof key < n; i++)
+        if (!memcmp(buf + i, key, sizeof key - 1)) k = buf + i;
+    cr_assert_not_null(k, "no %s in the GGUF", key);
+    uint32_t type, f32 = 6;  // a 4-byte integer type becomes GGUF_FLOAT32 in place
+    memcpy(&type, k + sizeof key - 1, 4);
+    cr_assert(type == 4 || type == 5, "%s is not a 32-bit integer (type %u)", key, type);
+    float big = 1e30f;
+    memcpy(k + sizeof key - 1, &f32, 4);
+    memcpy(k + sizeof key - 1 + 4, &big, 4);
+    snprintf(g, sizeof g, "%s/m.gguf", c.dir);
+    write_file(g, buf, n);
+    free(buf);
+    put(&c, "out.bin", OLD);
+    RunResult r = convert(&c, (const char *const[]){g, c.out, NULL});
+    expect_fail(&c, &r, key);
+    cr_assert_not_null(strstr(r.err, "not an integer"), "%s", r.err);
+    expect_old_kept(&c);
+    run_free(&r);
+    cleanup(&c);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The output may not be an input.
 

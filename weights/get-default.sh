@@ -110,11 +110,11 @@ if [ -s "$OUT" ] && [ "$OUT" -nt "$GGUF" ]; then
     say "have $OUT (delete it to convert again)"
 else
     [ -x "$CONVERT" ] || die "$CONVERT not found: build it first (make $CONVERT)"
-    say "converting: $CONVERT $GGUF $OUT.tmp --dtype $DTYPE"
-    # Write to a temporary name so an interrupted conversion never leaves a half file as $OUT.
-    "$CONVERT" "$GGUF" "$OUT.tmp" --dtype "$DTYPE" ||
-        { rm -f "$OUT.tmp"; die "$CONVERT failed on $GGUF (see its message above)"; }
-    mv -f "$OUT.tmp" "$OUT"
+    say "converting: $CONVERT $GGUF $OUT --dtype $DTYPE"
+    # The converter writes a temporary file of its own beside $OUT, checks it and renames it: an
+    # interrupted or failed conversion never leaves a half file as $OUT, nor removes an old one.
+    "$CONVERT" "$GGUF" "$OUT" --dtype "$DTYPE" ||
+        die "$CONVERT failed on $GGUF (see its message above)"
     say "wrote $OUT ($(wc -c <"$OUT") bytes)"
 fi
 

@@ -20,8 +20,11 @@ static int key_u32(const GGUFFile *g, const char *arch, const char *suffix, int6
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int64_t v;
     if (gguf_get_i64(g, key, &v) != 0) {
-        if (def < 0) {
-            snprintf(err, errlen, "%s: key %s is missing (or not a scalar)", g->path, key);
+        // Present but not a whole number in range (a string, an array, 1e30 as a float) is an
+        // error even for an optional key: taking the default would convert a different model.
+        if (def < 0 || gguf_find(g, key)) {
+            snprintf(err, errlen, "%s: key %s is %s", g->path, key,
+                     gguf_find(g, key) ? "not an integer in range" : "missing (or not a scalar)");
             return -1;
         }
         v = def;
@@ -39,7 +42,13 @@ static int key_f32(const GGUFFile *g, const char *arch, const char *suffix, doub
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     double v;
-    if (gguf_get_f64(g, key, &v) != 0) v = def;
+    if (gguf_get_f64(g, key, &v) != 0) {
+        if (gguf_find(g, key)) {  // present but not a number: not the default's to replace
+            snprintf(err, errlen, "%s: key %s is not a number", g->path, key);
+            return -1;
+        }
+        v = def;
+    }
     // Checked as the loader checks the float it becomes (1e39 is a finite double, an infinite float).
     if (!(v > 0) || !isfinite((float)v) || (float)v == 0) {
         snprintf(err, errlen, "%s: key %s = %g is not a positive number that fits a float32", g->path, key, v);

@@ -105,29 +105,24 @@ uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, uint64_
     return kv + act;
 }
 
-// "MemAvailable:   12345678 kB" of /proc/meminfo, in bytes; 0 when there is none.
-static uint64_t meminfo_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
+// A "Key:   12345678 kB" line of a /proc file (MemAvailable of /proc/meminfo, VmSize of
+// /proc/self/status), in bytes; 0 when the file or the key is not there.
+static uint64_t proc_kb_field(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[256];
+    size_t klen = strlen(key);
     unsigned long long kb = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+        if (!strncmp(line, key, klen) && line[klen] == ':' && sscanf(line + klen + 1, "%llu kB", &kb) == 1) break;
     fclose(f);
     return (uint64_t)kb << 10;
 }
 
-// The address space in use (VmSize of /proc/self/status), in bytes; 0 when unknown.
-static uint64_t vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb << 10;
-}
+static uint64_t meminfo_available(void) { return proc_kb_field("/proc/meminfo", "MemAvailable"); }
+
+// The address space in use, in bytes; 0 when unknown.
+static uint64_t vm_size(void) { return proc_kb_field("/proc/self/status", "VmSize"); }
 
 uint64_t emx_mem_available(void) {
     const char *hook = getenv("EMX_MEMAVAILABLE_MB");

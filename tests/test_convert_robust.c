@@ -213,26 +213,36 @@ Test(convert_robust, hf_rope_theta_overflowing_float_keeps_old_output) {
     cleanup(&c);
 }
 
+// stories260K.gguf with the 4-byte value of `key` replaced in place (its type too when
+// new_type is not 0): written to DIR/m.gguf, whose path goes to g. Returns the key's old type.
+static uint32_t gguf_with_key(const Ctx *c, const char *key, uint32_t new_type, const void *value, char *g,
+                              size_t glen) {
+    char p[512];
+    size_t n, klen = strlen(key);
+    uint8_t *buf = (uint8_t *)test_read_file(test_shared_path(p, sizeof p, "testdata/stories260K/stories260K.gguf"), &n);
+    cr_assert_not_null(buf);
+    uint8_t *k = NULL;
+    for (size_t i = 0; !k && i + klen + 8 < n; i++)
+        if (!memcmp(buf + i, key, klen)) k = buf + i;
+    cr_assert_not_null(k, "no %s in the GGUF", key);
+    uint32_t type;
+    memcpy(&type, k + klen, 4);
+    if (new_type) memcpy(k + klen, &new_type, 4);
+    memcpy(k + klen + 4, value, 4);
+    snprintf(g, glen, "%s/m.gguf", c->dir);
+    write_file(g, buf, n);
+    free(buf);
+    return type;
+}
+
 Test(convert_robust, gguf_eps_inf_keeps_old_output) {
     Ctx c;
     setup(&c);
-    char p[512], g[256];
-    size_t n;
-    uint8_t *buf = (uint8_t *)test_read_file(test_shared_path(p, sizeof p, "testdata/stories260K/stories260K.gguf"), &n);
-    cr_assert_not_null(buf);
+    char g[256];
     const char key[] = "llama.attention.layer_norm_rms_epsilon";
-    uint8_t *k = NULL;
-    for (size_t i = 0; !k && i + sizeof key < n; i++)
-        if (!memcmp(buf + i, key, sizeof key - 1)) k = buf + i;
-    cr_assert_not_null(k, "no %s in the GGUF", key);
-    uint32_t type;
-    memcpy(&type, k + sizeof key - 1, 4);
-    cr_assert_eq(type, 6u, "%s is not an f32 (type %u)", key, type);  // GGUF_FLOAT32
     float inf = INFINITY;
-    memcpy(k + sizeof key - 1 + 4, &inf, 4);
-    snprintf(g, sizeof g, "%s/m.gguf", c.dir);
-    write_file(g, buf, n);
-    free(buf);
+    uint32_t type = gguf_with_key(&c, key, 0, &inf, g, sizeof g);
+    cr_assert_eq(type, 6u, "%s is not an f32 (type %u)", key, type);  // GGUF_FLOAT32
     put(&c, "out.bin", OLD);
     RunResult r = convert(&c, (const char *const[]){g, c.out, NULL});
     expect_fail(&c, &r, key);
@@ -248,24 +258,11 @@ Test(convert_robust, gguf_eps_inf_keeps_old_output) {
 Test(convert_robust, gguf_optional_key_not_an_integer_is_an_error) {
     Ctx c;
     setup(&c);
-    char p[512], g[256];
-    size_t n;
-    uint8_t *buf = (uint8_t *)test_read_file(test_shared_path(p, sizeof p, "testdata/stories260K/stories260K.gguf"), &n);
-    cr_assert_not_null(buf);
+    char g[256];
     const char key[] = "llama.attention.head_count_kv";
-    uint8_t *k = NULL;
-    for (size_t i = 0; !k && i + sizeof key < n; i++)
-        if (!memcmp(buf + i, key, sizeof key - 1)) k = buf + i;
-    cr_assert_not_null(k, "no %s in the GGUF", key);
-    uint32_t type, f32 = 6;  // a 4-byte integer type becomes GGUF_FLOAT32 in place
-    memcpy(&type, k + sizeof key - 1, 4);
+    float big = 1e30f;  // a 4-byte integer key becomes GGUF_FLOAT32 (6) in place
+    uint32_t type = gguf_with_key(&c, key, 6, &big, g, sizeof g);
     cr_assert(type == 4 || type == 5, "%s is not a 32-bit integer (type %u)", key, type);
-    float big = 1e30f;
-    memcpy(k + sizeof key - 1, &f32, 4);
-    memcpy(k + sizeof key - 1 + 4, &big, 4);
-    snprintf(g, sizeof g, "%s/m.gguf", c.dir);
-    write_file(g, buf, n);
-    free(buf);
     put(&c, "out.bin", OLD);
     RunResult r = convert(&c, (const char *const[]){g, c.out, NULL});
     expect_fail(&c, &r, key);

@@ -79,9 +79,14 @@ include tests/fuzz/fuzz.mk
 # report printed at a test's exit), and `make test-asan` does not run them again.
 EMU_TEST_ARGS ?= --timeout 900
 SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
-EMU_TEST_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
+# Tests run two at a time (-j2), each with OpenMP threads, on 2 cores: with OpenMP's default
+# spin-waiting at barriers, a thread spins on a core while the thread it waits for sits
+# descheduled behind the other test's, and a 6 s pool test took over 300 s beside the SmolLM2
+# forward test. Passive waiting sleeps instead: the same results, no collapse when oversubscribed.
+TEST_OMP_ENV := OMP_WAIT_POLICY=passive
+EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
 test: check-layers all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
-	EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),@if grep -nE "$(SAN_REPORT)" $(EMU_BUILD)/emu_tests.log; then \
@@ -94,7 +99,7 @@ test: check-layers all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RU
 GPU_C_SUITES ?= run_cuda pool_cuda bench
 test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench all $(BUILD)/tests/tests test-models
 	for suite in $(GPU_C_SUITES); do \
-		EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
 		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at

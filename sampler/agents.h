@@ -1,20 +1,20 @@
-// agents.h — the agent pool's proposal rule (docs: ../shared/docs/sampler-spec.md §3).
+// agents.h — the agent pool's proposal rule (docs/agents.md).
 //
 // N agents share one context (one forward pass, one logits row); each holds a (temperature,
 // top_k) configuration and proposes the next token: it samples from its own distribution, and
 // the controller keeps the proposal of LOWEST entropy (ties: the lower agent index).
 //
-// Unspecified by the original design, decided here (spec §3): the entropy of a proposal is the
-// entropy, in bits, of the distribution the agent actually sampled from: q = softmax(logit / T)
-// over the tokens its top-k kept, renormalised (emx_sample_distribution with top_p = 1,
-// min_p = 0). Consequence: a greedy agent (temperature <= 0 or top_k == 1) samples from a
-// single token, entropy 0, so whenever one is in the pool it always wins (the lowest index among
+// Unspecified by the original design, decided here (docs/agents.md): the entropy of a proposal is
+// the entropy, in bits, of the distribution the agent actually sampled from: q =
+// softmax(logit / T) over the tokens its top-k kept, renormalised (emx_sample_distribution with
+// top_p = 1, min_p = 0). Consequence: a greedy agent (temperature <= 0 or top_k == 1) samples from
+// a single token, entropy 0, so whenever one is in the pool it always wins (the lowest index among
 // greedy agents), and a pool's choice is then just argmax. Non-greedy agents only compete among
-// themselves: lower temperature and smaller top-k make lower entropy, so the rule favours the
-// most conservative configuration of the pool on every step.
+// themselves: lower temperature and smaller top-k make lower entropy, so the rule favours the most
+// conservative configuration of the pool on every step.
 //
 // Randomness: agent i draws with lane i, u = emx_uniform_f64(seed, step, i) (sampler/philox.h),
-// so a step can be replayed and the device (kernels/agents.cu) gives the same tokens.
+// so a step can be replayed and the device (kernels/agent_pool.cu) gives the same tokens.
 #ifndef ENTROPIX_AGENTS_H
 #define ENTROPIX_AGENTS_H
 

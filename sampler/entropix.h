@@ -1,4 +1,4 @@
-// entropix.h — the classic entropix strategy switch (sampler-spec.md §2): from the step's
+// entropix.h — the classic entropix strategy switch (docs/entropix.md): from the step's
 // metrics, choose how to pick the next token.
 //
 // Cases, checked in this order, the first match wins (H, V: logits entropy in bits and

@@ -1,4 +1,4 @@
-// metrics.h — the uncertainty measures the entropix sampler decides from (sampler-spec.md §1):
+// metrics.h — the uncertainty measures the entropix sampler decides from (docs/entropix.md):
 // entropy and varentropy of the next-token distribution, and statistics of the last position's
 // attention (per-head entropy, varentropy, agreement between heads, interaction strength).
 //

@@ -79,7 +79,7 @@ void emx_profile_classic(EmxProfile *p) {
 // masked-bits: classic with the attention-fed coefficients rescaled for masked attention.
 // The sources' constants were set with scores over a zero-padded 4096-slot cache, where every
 // head's entropy is ≈ log2 4096 ≈ 11.9 bits, their spread across heads ≈ 0, agreement ≈ 1e-6
-// and interaction strength ≈ 0.2 (sampler-spec.md §1). Our metrics are masked to the valid
+// and interaction strength ≈ 0.2 (docs/entropix.md). Our metrics are masked to the valid
 // keys. Measured with SmolLM2-135M-Instruct (q8; 391 teacher-forced positions of English prose
 // and 200 generated tokens; medians): attention entropy ≈ 3.3 bits, spread across heads ≈ 1.1,
 // agreement ≈ 0.005, interaction strength ≈ 2.5. (The logits metrics H, V do not depend on

@@ -10,7 +10,7 @@
 //   "my.profile:3: bad value 'abc' for top_k (an integer in [0, 1000000])"
 //
 // Built-in profiles (also shipped as sampler/profiles/<name>.profile):
-//   classic      the sources' constants (sampler-spec.md §2)
+//   classic      the sources' constants (docs/entropix.md)
 //   masked-bits  classic re-tuned for masked attention metrics (profile.c says why)
 #ifndef ENTROPIX_PROFILE_H
 #define ENTROPIX_PROFILE_H

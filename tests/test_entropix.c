@@ -1,5 +1,5 @@
 // test_entropix.c — the classic entropix switch (sampler/entropix.h) on synthetic metrics: each
-// case, values exactly on every threshold (all comparisons strict, as in sampler-spec.md §2),
+// case, values exactly on every threshold (all comparisons strict, as docs/entropix.md states),
 // the first-match order, the insert-once rule over a sequence of steps, the effective
 // parameters against values computed by hand from the spec's formulas, the best-of-N draws
 // and score, the pause token of real tokenizers, and the profile text format.

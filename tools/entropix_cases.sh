@@ -4,7 +4,7 @@
 #
 #   tools/entropix_cases.sh MODEL.bin [-n N] [--raw] PROFILE [PROFILE ...]
 #
-# Used for the README's case-distribution table (`make entropix-cases`).
+# Used for the case-distribution table of docs/entropix.md (`make entropix-cases`).
 set -euo pipefail
 RUN=${RUN:-./run}
 model=$1; shift

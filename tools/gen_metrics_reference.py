@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for tests/test_metrics.c: the entropix metrics (sampler-spec.md section 1)
+"""Reference values for tests/test_metrics.c: the entropix metrics (docs/entropix.md, "Metrics")
 of seeded random inputs, computed independently of our C code with mpmath at 40 significant
 digits, straight from the definitions (no log-sum-exp tricks, no running statistics).
 

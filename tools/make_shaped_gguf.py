@@ -14,7 +14,7 @@ llama.cpp's quantize writes for Q8_0 / Q4_0 / Q4_1); norms stay F32 as llama.cpp
 Our converter reads this same file, so both runtimes run identical weights.
 
 gguf-py (numpy only) ships inside llama.cpp, e.g. the llama-cpp-python sdist's
-vendor/llama.cpp/gguf-py (README, "Benchmarking").
+vendor/llama.cpp/gguf-py (docs/benchmarking.md).
 """
 import argparse
 import sys

@@ -1,5 +1,5 @@
 // cli_args.c — parsing ./run's command line (flags documented in emx_cli_usage and
-// the README's "Running" section). Every error is one line naming the flag and the value.
+// docs/cli.md). Every error is one line naming the flag and the value.
 #include "runtime/cli/cli_args.h"
 
 #include <errno.h>

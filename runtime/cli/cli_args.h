@@ -1,6 +1,6 @@
 // cli_args.h — the command line of ./run (llama.cpp-style flags), parsed into a struct with
 // every default filled in. Parsing is separate from running so it can be tested in-process;
-// the README's "Running: ./run" section describes every flag.
+// docs/cli.md describes every flag.
 #ifndef ENTROPIX_CLI_ARGS_H
 #define ENTROPIX_CLI_ARGS_H
 

@@ -5,7 +5,7 @@
 //
 // Text goes to stdout as it is produced; the seed (when not given), warnings and the timing
 // summary go to stderr. Exit status: 0 ok, 1 runtime error, 2 usage error. Flags: --help or
-// the README's "Running" section.
+// docs/cli.md.
 #include <errno.h>
 #include <signal.h>
 #include <inttypes.h>

@@ -1,4 +1,4 @@
-// critic.h — the agent pool's in-process critic (../shared/docs/sampler-spec.md §3, issue #5).
+// critic.h — the agent pool's in-process critic (docs/agents.md, "The critic").
 //
 // Every K committed tokens the generation loop hands the critic the last W tokens of text. The
 // critic asks its model

@@ -1,6 +1,6 @@
 // pool_generate.h — the second decoding mode: a pool of sampling agents proposes every next
 // token, the lowest entropy wins, and a critic reading the text rolls back stretches it judges
-// incoherent (../shared/docs/sampler-spec.md §3; the proposal rule is sampler/agents.h).
+// incoherent (docs/agents.md; the proposal rule is sampler/agents.h).
 //
 // A round, on every worker (SPMD: each worker owns a model replica and a slice of the agents):
 //   1. each agent proposes a token from the shared next-token logits (its temperature, top-k);

@@ -1,6 +1,6 @@
 # classic — the entropix strategy switch as the sources had it (xjdr-alt/entropix, attic
-# branch, 2024-10-10); sampler-spec.md section 2. Entropies in bits, varentropies in bits².
-# Every comparison is strict. Formulas: sampler/entropix.h. Built in as `--profile classic`.
+# branch, 2024-10-10); docs/entropix.md, "The strategy switch". Entropies in bits,
+# varentropies in bits². Every comparison is strict. Formulas: sampler/entropix.h. Built in as `--profile classic`.
 
 # Metrics
 attn_layer = last              # last | all | a layer index

@@ -1,6 +1,6 @@
 // llama_bench.h — running llama.cpp's llama-bench as the comparison runtime and reading its
 // result. llama-bench is built from the llama.cpp vendored in the llama-cpp-python sdist
-// (README, "Benchmarking"); it runs on the GGUF of the same model.
+// (docs/benchmarking.md); it runs on the GGUF of the same model.
 //
 // It is run as:  LLAMA_BENCH -m GGUF -t THREADS -ngl N_GPU_LAYERS -p N_PROMPT -n N_GEN -r 1 -o jsonl
 // with -ngl 0 when ours runs on the CPU and -ngl 99 (every layer) when ours runs on a GPU, so

@@ -28,7 +28,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 
 .SECONDARY:
-.PHONY: all check check-layers test test-asan test-models weights clean
+.PHONY: all check check-layers check-links test test-asan test-models weights clean
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
 all: run $(TOOLS)
@@ -85,7 +85,7 @@ SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 # forward test. Passive waiting sleeps instead: the same results, no collapse when oversubscribed.
 TEST_OMP_ENV := OMP_WAIT_POLICY=passive
 EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
-test: check-layers all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
+test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
@@ -125,7 +125,14 @@ weights: all
 check-layers:
 	python3 tools/check_layers.py
 
-check: check-layers all
+# Every relative link and #anchor in README.md and docs/*.md resolves inside the repository, and
+# README.md stays a front door of at most 12 KiB (tools/check_links.py; its self-test first, so a
+# checker that stopped catching broken links fails here instead of passing everything).
+check-links:
+	python3 tools/check_links.py --self-test
+	python3 tools/check_links.py
+
+check: check-layers check-links all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
 	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
@@ -149,14 +156,14 @@ bench-tokenizer: $(BUILD)/tools/tokbench
 	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/qwen3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)
 	$(BUILD)/tools/tokbench $(SHARED)/testdata/tokenizers/llama3 $(TOKBENCH_CORPUS) $(TOKBENCH_ARGS)
 
-# Perplexity of each weight type against f32 (the README's quantisation table).
+# Perplexity of each weight type against f32 (the table of docs/quantisation.md).
 .PHONY: quality
 quality: all
 	OMP_WAIT_POLICY=passive tools/quant_quality.sh $(SHARED)/testdata/stories260K/stories260K.bin tests/data/perplexity/tinystory.txt --tokenizer $(SHARED)/testdata/stories260K/tok512.bin
 	$(MAKE) weights
 	OMP_WAIT_POLICY=passive tools/quant_quality.sh weights/download/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/perplexity/text.txt
 
-# The README's entropix case-distribution table (generated tokens, classic vs calibrated).
+# The case-distribution table of docs/entropix.md (generated tokens, classic vs calibrated).
 .PHONY: entropix-cases
 entropix-cases: all
 	$(MAKE) weights

@@ -79,15 +79,19 @@ def anchors(text):
 
 
 def links(text):
-    """(line number, target) of every link outside code."""
+    """(line number, target) of every link outside code. A link's text may span lines, so the
+    links are found in the whole prose (code blocks and inline code blanked, lines kept)."""
+    lines = text.split("\n")
+    prose = [""] * len(lines)
     for no, line in prose_lines(text):
         m = REFDEF_RE.match(line)
         if m:
             yield no, m.group(1)
             continue
-        bare = INLINE_CODE_RE.sub(lambda c: " " * len(c.group(0)), line)
-        for lm in LINK_RE.finditer(bare):
-            yield no, lm.group(1)
+        prose[no - 1] = INLINE_CODE_RE.sub(lambda c: " " * len(c.group(0)), line)
+    bare = "\n".join(prose)
+    for lm in LINK_RE.finditer(bare):
+        yield bare.count("\n", 0, lm.start()) + 1, lm.group(1)
 
 
 def check_file(root, rel, cache):
@@ -138,6 +142,7 @@ def self_test():
             "![img](docs/) [e](docs/b.md#running-run) [f](https://example.com/x.md#nope) "
             "`[code](nowhere.md)` [g](docs/b.md#named)\n\n[ref]: docs/b.md#snake_case\n")
     bad = {"nowhere.md": "no such file", "../outside.md": "leaves the repository",
+           "split-text.md": "no such file",
            "docs/b.md#missing": "has no heading", "#not-here": "has no heading",
            "docs/b.md#two-words-2": "has no heading"}
     with tempfile.TemporaryDirectory() as d:
@@ -146,7 +151,8 @@ def self_test():
         with open(os.path.join(d, "docs", "b.md"), "w") as f:
             f.write("# Top\n## Two words\n## Two `words`\n## Running: `./run`\n"
                     "## snake_case\n<a name=\"named\"></a>\n```\n# Not a heading\n```\n")
-        body = "# Top\n" + good + "".join("[x](%s)\n" % t for t in bad)
+        body = "# Top\n" + good + "".join("[x](%s)\n" % t for t in bad if t != "split-text.md")
+        body += "[a link's text\nover two lines](split-text.md)\n"
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(body)
         errors = check(d)

@@ -3,7 +3,7 @@
 // before anything runs; the agents configs; and the CUDA build's results equal the CPU's.
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,5 +179,152 @@ Test(eval_run, agents_with_and_without_critic, .timeout = 300) {
                            {"agents:n=3,critic=off", {"--agents", "3", "--check-every", "0"}},
                            {"agents:n=3,lookahead=2,check_every=2", {"--agents", "3", "--lookahead", "2", "--check-every", "2"}}};
     same_as_run(m, t.out, items, 2, cfgs, 3, 6);
+    tmp_remove(&t);
+}
+
+static int count_substr(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+// --limit 2, then the last line cut mid-write (a kill), then the whole file: the finished lines
+// stay as they were, the cut one is redone, nothing is computed twice, the summary covers all.
+Test(eval_run, resume_after_kill, .timeout = 300) {
+    const char *m = model_path("stories260K.f32.bin");
+    Tmp t;
+    tmp_make(&t, "res.jsonl",
+             "{\"id\":\"a\",\"prompt\":\"Once upon a time\",\"answer\":\"Lily\",\"check\":\"contains\",\"max_tokens\":12}\n"
+             "{\"id\":\"b\",\"prompt\":\"Tom\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":10}\n"
+             "{\"id\":\"c\",\"prompt\":\"The sun\",\"answer\":\"A\",\"check\":\"choice\",\"max_tokens\":10}\n");
+    const char *base[] = {m, t.tasks, "-o", t.out, "-t", "1", "--seeds", "2", "--config", "greedy", "--config", "combined", NULL};
+    const char *args[24];
+    int a = 0;
+    for (; base[a]; a++) args[a] = base[a];
+    args[a] = "--limit", args[a + 1] = "2", args[a + 2] = NULL;
+    RunResult r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    size_t len = 0;
+    char *first = test_read_file(t.out, &len);
+    cr_assert_eq(count_lines(first), 2 + 4);
+    // cut the last line in half, as a kill while writing it leaves it
+    const char *last = first + len - 1;
+    while (last > first && last[-1] != '\n') last--;
+    const size_t keep = (size_t)(last - first), cut = keep + (len - keep) / 2;
+    cr_assert_eq(truncate(t.out, (off_t)cut), 0);
+    args[a] = NULL;
+    r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "warning") && strstr(r.err, "dropping an incomplete last line"), "%s", r.err);
+    cr_expect(strstr(r.err, "(5 from the results file)"), "%s", r.err);
+    cr_expect(strstr(r.out, "== overall (3 items)"), "%s", r.out);
+    cr_expect(strstr(r.out, "\ngreedy                            3 "), "the summary misses results:\n%s", r.out);
+    cr_expect(strstr(r.out, "\ncombined                          6 "), "the summary misses results:\n%s", r.out);
+    run_free(&r);
+    char *second = test_read_file(t.out, NULL);
+    cr_expect(strncmp(second, first, keep) == 0, "the finished lines were rewritten");
+    cr_expect_eq(count_lines(second), 3 + 6);
+    cr_expect_eq(count_substr(second, "\"id\":\"a\",\"config\":\"greedy\",\"seed\":0,"), 1);
+    cr_expect_eq(count_substr(second, "\"config\":\"combined\",\"seed\":1,"), 3, "a result twice or missing:\n%s", second);
+    // a third run computes nothing
+    r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "9/9 done (9 from the results file)"), "%s", r.err);
+    run_free(&r);
+    char *third = test_read_file(t.out, NULL);
+    cr_expect_str_eq(third, second);
+    free(first);
+    free(second);
+    free(third);
+    tmp_remove(&t);
+}
+
+// A results file written by hand: the summary's numbers against values computed independently.
+// greedy i1..i4 = 1,1,0,0; combined seeds (0,1): i1 0,0  i2 1,1  i3 1,0  i4 1,1.
+// greedy 2/4, combined 5/8; b (greedy higher) = 1 (i1), c = 2 (i3, i4); diff = (-1+0+.5+1)/4.
+//   python3 -c "from statsmodels.stats.proportion import proportion_confint as pc; from scipy.stats import binomtest
+//   print(pc(5,8,method='wilson'), pc(2,4,method='wilson'), binomtest(1,3,0.5).pvalue)"
+Test(eval_run, summary_from_results, .timeout = 120) {
+    const char *m = model_path("stories260K.f32.bin");
+    Tmp t;
+    tmp_make(&t, "fam.jsonl",
+             "{\"id\":\"i1\",\"prompt\":\"a\",\"answer\":\"x\",\"check\":\"exact\"}\n{\"id\":\"i2\",\"prompt\":\"b\",\"answer\":\"x\",\"check\":\"exact\"}\n"
+             "{\"id\":\"i3\",\"prompt\":\"c\",\"answer\":\"x\",\"check\":\"exact\"}\n{\"id\":\"i4\",\"prompt\":\"d\",\"answer\":\"x\",\"check\":\"exact\"}\n");
+    FILE *f = fopen(t.out, "w");
+    const char *cfg[] = {"greedy", "combined", "combined"};
+    const int seed[] = {0, 0, 1}, ok[3][4] = {{1, 1, 0, 0}, {0, 1, 1, 1}, {0, 1, 0, 1}};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 4; i++)
+            fprintf(f, "{\"model\":\"%s\",\"family\":\"fam\",\"id\":\"i%d\",\"config\":\"%s\",\"seed\":%d,\"correct\":%s,"
+                       "\"n_tokens\":10,\"time_s\":0.5}\n", m, i + 1, cfg[c], seed[c], ok[c][i] ? "true" : "false");
+    fclose(f);
+    char json[160];
+    snprintf(json, sizeof json, "%s/summary.json", t.dir);
+    RunResult r = run_prog(eval_binary(), (const char *[]){m, t.tasks, "-o", t.out, "--seeds", "2", "--config", "greedy",
+                                                           "--config", "combined", "--json", json, NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "12/12 done (12 from the results file)"), "%s", r.err);
+    run_free(&r);
+    char *s = test_read_file(json, NULL);
+    cJSON *doc = cJSON_Parse(s);
+    cr_assert(doc, "%s", s);
+    const cJSON *rows = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "overall"), "configs");
+    const cJSON *g = cJSON_GetArrayItem(rows, 0), *c = cJSON_GetArrayItem(rows, 1);
+    cr_expect_eq(jnum(g, "n"), 4);
+    cr_expect_eq(jnum(c, "n"), 8);
+    cr_expect_eq(jnum(c, "correct"), 5);
+    cr_expect(fabs(jnum(g, "ci95_low") - 0.150038989152) < 1e-9 && fabs(jnum(g, "ci95_high") - 0.849961010848) < 1e-9);
+    cr_expect(fabs(jnum(c, "ci95_low") - 0.305742394603) < 1e-9 && fabs(jnum(c, "ci95_high") - 0.863155714176) < 1e-9);
+    cr_expect_eq(jnum(c, "b"), 1);
+    cr_expect_eq(jnum(c, "c"), 2);
+    cr_expect(fabs(jnum(c, "diff_vs_first") - 0.125) < 1e-12);
+    cr_expect(fabs(jnum(c, "p") - 1.0) < 1e-12);
+    cr_expect(fabs(jnum(c, "mean_tokens") - 10.0) < 1e-12);
+    cr_expect(fabs(jnum(c, "tok_per_s") - 20.0) < 1e-9);
+    cJSON_Delete(doc);
+    free(s);
+    tmp_remove(&t);
+}
+
+// Bad inputs: one line, exit 2, nothing generated (the -o file is not even created).
+Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
+    const char *m = model_path("stories260K.f32.bin");
+    Tmp t;
+    tmp_make(&t, "arith.jsonl",
+             "{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"number\"}\n"
+             "{\"id\":\"b\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"numbr\"}\n");
+    char good[160];
+    snprintf(good, sizeof good, "%s/good.jsonl", t.dir);
+    FILE *f = fopen(good, "w");
+    fputs("{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":4}\n", f);
+    fclose(f);
+    // the good file first: still nothing runs
+    expect_error_prog(eval_binary(), (const char *[]){m, good, t.tasks, "-o", t.out, NULL}, 2,
+                      "arith.jsonl:2: field 'check': unknown check 'numbr' (number, exact, choice, regex, contains)");
+    cr_expect(access(t.out, F_OK) != 0, "results written for a bad task file");
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "combined:temp=x", NULL}, 2,
+                      "eval: config 'combined:temp=x': key 'temp': --temp: 'x' is not a number");
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "agents:critic=no", NULL}, 2,
+                      "key 'critic'");
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--seeds", "0", NULL}, 2, "--seeds");
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", good, NULL}, 2, "eval: ");
+    cr_expect(access(t.out, F_OK) != 0, "results written for a bad config");
+    // chat items on a model without a chat template: refused before anything runs
+    FILE *c = fopen(good, "a");
+    fputs("{\"id\":\"c\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"answer\":\"1\",\"check\":\"number\"}\n", c);
+    fclose(c);
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, NULL}, 2,
+                      "good.jsonl:2: field 'messages': ");
+    cr_expect(access(t.out, F_OK) != 0);
+    // results of another model in -o
+    f = fopen(t.out, "w");
+    fputs("{\"model\":\"other.bin\",\"family\":\"good\",\"id\":\"a\",\"config\":\"greedy\",\"seed\":0,\"correct\":true,"
+          "\"n_tokens\":1,\"time_s\":0.1}\n", f);
+    fclose(f);
+    f = fopen(good, "w");
+    fputs("{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":4}\n", f);
+    fclose(f);
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, NULL}, 2, "a result of model 'other.bin'");
     tmp_remove(&t);
 }

@@ -66,6 +66,7 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         rec.score = s->rs->es.last_score;
     } else {
         rec.params = &s->rs->params;
+        if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the hook
     }
     s->r->hook(s->r->hook_user, s->it, s->c, s->seed, &rec);
     return 0;

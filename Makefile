@@ -21,7 +21,7 @@ PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
 # runtime/cuda/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
 # kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
 CUDA_HOST_SRC := runtime/cuda/forward_cuda.c
-LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c))
+LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -85,8 +85,8 @@ SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 # forward test. Passive waiting sleeps instead: the same results, no collapse when oversubscribed.
 TEST_OMP_ENV := OMP_WAIT_POLICY=passive
 EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
-test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN)
-	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN) $(EMU_EVAL_BIN)
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) EMX_GPU_EVAL=$(EMU_EVAL_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),@if grep -nE "$(SAN_REPORT)" $(EMU_BUILD)/emu_tests.log; then \
@@ -96,11 +96,11 @@ test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_B
 # (kernels/bench.mk), then the C suite's comparisons of whole generations and benchmark reports,
 # run with the real CUDA build of ./run and tools/bench instead of the emulated ones.
 .PHONY: test-gpu
-GPU_C_SUITES ?= run_cuda pool_cuda bench
-test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench all $(BUILD)/tests/tests test-models
+GPU_C_SUITES ?= run_cuda pool_cuda bench eval_cuda
+test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/cuda/tools/eval all $(BUILD)/tests/tests test-models
 	for suite in $(GPU_C_SUITES); do \
 		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
-		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
+		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench EMX_GPU_EVAL=$(BUILD)/cuda/tools/eval $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.
@@ -109,7 +109,7 @@ test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench all $(BUI
 # beside the sanitized CPU ./run.
 test-asan:
 	@mkdir -p build-asan
-	$(MAKE) EMU_BUILD=build build/emu/run build/emu/tools/bench
+	$(MAKE) EMU_BUILD=build build/emu/run build/emu/tools/bench build/emu/tools/eval
 	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan EMU_BUILD=build EMU_TEST_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi

@@ -27,35 +27,10 @@
 #include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
 #include "runtime/run_io.h"
 #include "runtime/cli/run_pool.h"
+#include "runtime/cli/run_setup.h"
 #include "sampler/rng.h"
 #include "runtime/token_log.h"
 #include "tokenizer/tokenizer.h"
-
-// The profile ./run uses: --profile, then each --profile-set in order, then the flags that
-// name a profile field directly (--metric-layers, --temp/--top-k/--top-p/--min-p as the base
-// values). Returns 0, or -1 with a one-line reason.
-static int build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
-    if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
-    for (int i = 0; i < a->n_profile_sets; i++) {
-        char key[128];
-        const char *set = a->profile_sets[i], *eq = strchr(set, '=');
-        size_t klen = (size_t)(eq - set);
-        if (klen >= sizeof key) klen = sizeof key - 1;
-        memcpy(key, set, klen);
-        key[klen] = 0;
-        char why[256];
-        if (emx_profile_set(p, key, eq + 1, why, sizeof why) != 0) {
-            snprintf(err, errlen, "--profile-set %s: %s", set, why);
-            return -1;
-        }
-    }
-    if (a->metric_layer_given) p->attn_layer = a->metric_layer;
-    if (a->temp_given) p->temperature = a->sampling.temperature;
-    if (a->top_k_given) p->top_k = a->sampling.top_k;
-    if (a->top_p_given) p->top_p = a->sampling.top_p;
-    if (a->min_p_given) p->min_p = a->sampling.min_p;
-    return 0;
-}
 
 // What the per-token callback needs: where the text and the log go, and the sampler whose
 // last step describes the token just chosen.
@@ -234,7 +209,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     EmxProfile profile;
-    if (entropix && build_profile(&a, &profile, err, sizeof err) != 0) {
+    if (entropix && emx_run_build_profile(&a, &profile, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         return 2;
     }
@@ -249,10 +224,7 @@ int main(int argc, char **argv) {
     int model_open = 0;
     EmxTokenizer *tk = NULL;
     EmxState *st = NULL;
-    EmxBasicSampler basic = {0};
-    EmxEntropixSampler es = {0};
-    EmxMetricsTap tap = {0};
-    EmxSampler *sampler = NULL;
+    EmxRunSampler rs = {0};
     FILE *metrics = NULL;
     char *file_prompt = NULL;
     int *ids = NULL;
@@ -365,43 +337,24 @@ int main(int argc, char **argv) {
             goto out;
         }
     }
-    EmxSamplerParams sp = entropix ? (EmxSamplerParams){.temperature = (float)profile.temperature,
-                                                         .top_k = profile.top_k,
-                                                         .top_p = (float)profile.top_p,
-                                                         .min_p = (float)profile.min_p}
-                                   : emx_cli_effective_sampling(&a);
     if (!a.seed_given) a.seed = emx_rng_seed_from_time();
-    if (entropix) {
-        if (emx_entropix_sampler_init(&es, &profile, &model, tk, ctx, a.seed, err, sizeof err) != 0) {
-            fprintf(stderr, "run: %s\n", err);
-            goto out;
-        }
-        sampler = &es.base;
-        es.spec.want_metrics = metrics != NULL;  // on a GPU the metrics come back only for the log
-    } else {
-        if (emx_basic_sampler_init(&basic, &sp, a.seed, (int)cfg->vocab_size, err, sizeof err) != 0) {
-            fprintf(stderr, "run: %s\n", err);
-            goto out;
-        }
-        sampler = &basic.base;
-        if (a.metrics_path) {  // the metrics are computed beside the basic sampler, for the log
-            if (emx_metrics_tap_init(&tap, &basic.base, &model, ctx, a.metric_layer, err, sizeof err) != 0) {
-                fprintf(stderr, "run: --metric-layers: %s\n", err);
-                goto out;
-            }
-            sampler = &tap.base;
-        }
+    if (emx_run_sampler_init(&rs, &a, &profile, &model, tk, ctx, a.seed, metrics != NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        goto out;
     }
+    const EmxSamplerParams sp = rs.params;
+    EmxEntropixSampler *es = entropix ? &rs.es : NULL;
+    EmxSampler *sampler = rs.sampler;
     if (a.verbose) {
         print_verbose(&model, &a, &sp, chat, ctx, ids, n_ids);
         if (entropix) {
             fprintf(stderr, "entropix: profile %s, attention metrics from %s, pause token %d",
                     a.profile, profile.attn_layer == EMX_ATTN_LAYER_LAST ? "the last layer"
                                : profile.attn_layer == EMX_ATTN_LAYERS_ALL ? "all layers" : "one layer",
-                    es.pause_token);
-            if (es.pause_token >= 0) {
+                    es->pause_token);
+            if (es->pause_token >= 0) {
                 size_t plen = 0;
-                const char *piece = emx_token_bytes_ref(tk, es.pause_token, &plen);
+                const char *piece = emx_token_bytes_ref(tk, es->pause_token, &plen);
                 fprintf(stderr, " ('%.*s')", (int)plen, piece ? piece : "");
             }
             fprintf(stderr, "\n");
@@ -416,7 +369,7 @@ int main(int argc, char **argv) {
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
     TokenSink sink = {.out = stdout, .metrics = metrics, .metrics_path = a.metrics_path, .color = a.color, .tk = tk,
                       .sampler_name = emx_sampler_kind_name(a.sampler),
-                      .es = entropix ? &es : NULL, .tap = sampler == &tap.base ? &tap : NULL,
+                      .es = es, .tap = sampler == &rs.tap.base ? &rs.tap : NULL,
                       .params = &sp};
     EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !chat,
                              .on_token = on_token, .on_token_user = &sink};
@@ -449,14 +402,12 @@ int main(int argc, char **argv) {
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
     emx_generate_print_stats(stderr, &stats);
-    if (entropix) print_case_summary(&es);
+    if (entropix) print_case_summary(es);
     status = 0;
 
 out:
     if (metrics) fclose(metrics);
-    emx_metrics_tap_free(&tap);
-    emx_entropix_sampler_free(&es);
-    emx_basic_sampler_free(&basic);
+    emx_run_sampler_free(&rs);
     free(ids);
     if (st) emx_state_free(st);
     if (tk) emx_tokenizer_free(tk);

@@ -112,6 +112,8 @@ $(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/cli/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME
 # (launches per step, bytes per token, peak bandwidth from the device's properties) run; its
 # timings are emulation timings.
 EMU_BENCH_BIN := $(EMU_OUT)/tools/bench
+# tools/eval on emulated GPUs (EMX_GPU_EVAL in the C suite): its results must equal the CPU eval's.
+EMU_EVAL_BIN := $(EMU_OUT)/tools/eval
 $(EMU_OUT)/tools/%: $(EMU_OUT)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)

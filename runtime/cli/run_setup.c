@@ -1,0 +1,62 @@
+// run_setup.c — the profile and the sampler ./run builds from its flags (run_setup.h).
+#include "runtime/cli/run_setup.h"
+
+#include <string.h>
+
+int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
+    if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
+    for (int i = 0; i < a->n_profile_sets; i++) {
+        char key[128];
+        const char *set = a->profile_sets[i], *eq = strchr(set, '=');
+        size_t klen = (size_t)(eq - set);
+        if (klen >= sizeof key) klen = sizeof key - 1;
+        memcpy(key, set, klen);
+        key[klen] = 0;
+        char why[256];
+        if (emx_profile_set(p, key, eq + 1, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--profile-set %s: %s", set, why);
+            return -1;
+        }
+    }
+    if (a->metric_layer_given) p->attn_layer = a->metric_layer;
+    if (a->temp_given) p->temperature = a->sampling.temperature;
+    if (a->top_k_given) p->top_k = a->sampling.top_k;
+    if (a->top_p_given) p->top_p = a->sampling.top_p;
+    if (a->min_p_given) p->min_p = a->sampling.min_p;
+    return 0;
+}
+
+int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
+                         const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
+    const int entropix = a->sampler == EMX_SAMPLER_ENTROPIX;
+    rs->entropix = entropix;
+    rs->params = entropix ? (EmxSamplerParams){.temperature = (float)profile->temperature,
+                                               .top_k = profile->top_k,
+                                               .top_p = (float)profile->top_p,
+                                               .min_p = (float)profile->min_p}
+                          : emx_cli_effective_sampling(a);
+    if (entropix) {
+        if (emx_entropix_sampler_init(&rs->es, profile, m, tk, ctx, seed, err, errlen) != 0) return -1;
+        rs->sampler = &rs->es.base;
+        rs->es.spec.want_metrics = want_metrics;  // on a GPU the metrics come back only for the log
+        return 0;
+    }
+    if (emx_basic_sampler_init(&rs->basic, &rs->params, seed, (int)m->cfg.vocab_size, err, errlen) != 0) return -1;
+    rs->sampler = &rs->basic.base;
+    if (want_metrics) {  // the metrics are computed beside the basic sampler, for the log
+        char why[256];
+        if (emx_metrics_tap_init(&rs->tap, &rs->basic.base, m, ctx, a->metric_layer, why, sizeof why) != 0) {
+            snprintf(err, errlen, "--metric-layers: %s", why);
+            return -1;
+        }
+        rs->sampler = &rs->tap.base;
+    }
+    return 0;
+}
+
+void emx_run_sampler_free(EmxRunSampler *rs) {
+    emx_metrics_tap_free(&rs->tap);
+    emx_entropix_sampler_free(&rs->es);
+    emx_basic_sampler_free(&rs->basic);
+    rs->sampler = NULL;
+}

@@ -1,0 +1,41 @@
+// run_setup.h — what ./run builds from its flags before generating: the entropix profile and the
+// sampler (entropix, a basic sampler, or a basic sampler with the metrics tap for --metrics).
+// Shared by ./run and tools/eval so that the same flags and seed give the same tokens.
+#ifndef ENTROPIX_RUN_SETUP_H
+#define ENTROPIX_RUN_SETUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cli/cli_args.h"
+#include "runtime/entropix_sampler.h"
+#include "runtime/generate.h"
+#include "runtime/model.h"
+#include "sampler/profile.h"
+#include "tokenizer/tokenizer.h"
+
+// The profile ./run uses: --profile, then each --profile-set in order, then the flags that
+// name a profile field directly (--metric-layers, --temp/--top-k/--top-p/--min-p as the base
+// values). Returns 0, or -1 with a one-line reason.
+int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen);
+
+// One generation's sampler. Zero-initialise, then emx_run_sampler_init; free with
+// emx_run_sampler_free (safe on a zeroed or half-initialised one).
+typedef struct {
+    EmxBasicSampler basic;
+    EmxEntropixSampler es;
+    EmxMetricsTap tap;
+    EmxSampler *sampler;       // what emx_generate gets: &es.base, &basic.base or &tap.base
+    EmxSamplerParams params;   // the base values (entropix: the profile's)
+    int entropix;
+} EmxRunSampler;
+
+// The sampler of a->sampler (not agents) for a state of context ctx, seeded with seed.
+// profile: the built profile (entropix only; may be NULL otherwise). want_metrics: a --metrics
+// log is written (entropix computes its metrics on the device too; a basic sampler gets the
+// tap). Returns 0, or -1 with a one-line reason.
+int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
+                         const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen);
+void emx_run_sampler_free(EmxRunSampler *rs);
+
+#endif

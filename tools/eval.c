@@ -1,0 +1,184 @@
+// eval.c — eval MODEL.bin TASKS.jsonl [...] [--config NAME[:k=v,...]]... : answer accuracy of
+// sampler configurations, with statistics (docs/eval.md). Every task file and config is checked
+// before the first generation; each result is appended to -o as it finishes, and a rerun skips
+// what is there. Exit status: 0 ok, 1 runtime error, 2 bad flag, task file or config.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "runtime/model.h"
+#include "runtime/run_io.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/eval/checks.h"
+#include "tools/eval/cli.h"
+#include "tools/eval/config.h"
+#include "tools/eval/report.h"
+#include "tools/eval/results.h"
+#include "tools/eval/runner.h"
+#include "tools/eval/tasks.h"
+
+typedef struct {
+    EvalArgs a;
+    EvalTaskFile files[EVAL_MAX_FILES];
+    const EvalItem **items;  // --limit applied, files in order
+    int n_items;
+    EvalConfig configs[EVAL_MAX_CONFIGS];
+    int n_configs;
+} Eval;
+
+// Progress on stderr: a \r-updated line on a terminal, a line every 5 s otherwise.
+typedef struct {
+    long total, done, resumed, generated;
+    double t0, last;
+    int tty;
+} Progress;
+
+static void progress(Progress *p, const char *config, int final) {
+    const double now = emx_now_s();
+    if (!final && !p->tty && now - p->last < 5.0) return;
+    p->last = now;
+    const double el = now - p->t0, rate = el > 0 ? (double)p->generated / el : 0.0;
+    const long left = p->total - p->done;
+    char eta[32] = "?";
+    if (rate > 0) snprintf(eta, sizeof eta, "%.0fs", (double)left / rate);
+    fprintf(stderr, "%seval: %ld/%ld done (%ld from the results file), %.2f gen/s, ETA %s, %s%s", p->tty ? "\r" : "",
+            p->done, p->total, p->resumed, rate, left ? eta : "0s", config, p->tty && !final ? "   " : "\n");
+}
+
+// Task files and configs, all checked before anything else. Returns 0 or 2 (said on stderr).
+static int load_inputs(Eval *e, char *err, size_t errlen) {
+    int cap = 0;
+    for (int f = 0; f < e->a.n_tasks; f++) {
+        if (eval_tasks_load(e->a.tasks[f], &e->files[f], err, errlen) != 0) return 2;
+        cap += e->files[f].n;
+    }
+    if (!(e->items = malloc((size_t)cap * sizeof *e->items))) return 2;
+    for (int f = 0; f < e->a.n_tasks; f++)
+        for (int i = 0; i < e->files[f].n && (e->a.limit == 0 || i < e->a.limit); i++)
+            e->items[e->n_items++] = &e->files[f].items[i];
+    for (int c = 0; c < e->a.n_configs; c++) {
+        for (int d = 0; d < c; d++)
+            if (strcmp(e->a.configs[c], e->a.configs[d]) == 0)
+                return snprintf(err, errlen, "config '%s' given twice", e->a.configs[c]), 2;
+        if (eval_config_parse(e->a.configs[c], e->a.model, &e->configs[c], err, errlen) != 0) return 2;
+        e->n_configs++;
+    }
+    return 0;
+}
+
+// Every (item, config) prompt renders and fits the context before the first generation.
+static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t errlen) {
+    const int has_template = r->m->cfg.chat_template != EMX_CHAT_NONE;
+    for (int i = 0; i < e->n_items; i++) {
+        const EvalItem *it = e->items[i];
+        const char *file = "";
+        for (int f = 0; f < e->a.n_tasks; f++)
+            if (it >= e->files[f].items && it < e->files[f].items + e->files[f].n) file = e->files[f].path;
+        if (it->chat && !has_template)
+            return snprintf(err, errlen, "%s:%d: field 'messages': %s has no chat template (use 'prompt')", file, it->line,
+                            e->a.model), 2;
+        for (int c = 0; c < e->n_configs; c++) {
+            int *ids = NULL, n_ids = 0;
+            char why[256];
+            if (eval_prompt_ids(r, it, &e->configs[c], &ids, &n_ids, why, sizeof why) != 0)
+                return snprintf(err, errlen, "%s:%d: %s", file, it->line, why), 2;
+            free(ids);
+            const int ctx = eval_runner_ctx(r, &e->configs[c]);
+            if (n_ids >= ctx)
+                return snprintf(err, errlen, "%s:%d: the prompt is %d tokens, the context is %d", file, it->line, n_ids,
+                                ctx), 2;
+        }
+    }
+    return 0;
+}
+
+// Every (config, seed, item) not in the results file yet. Returns 0 or 1 (said in err).
+static int run_all(Eval *e, EvalRunner *r, EvalResults *res, char *err, size_t errlen) {
+    Progress p = {.t0 = emx_now_s(), .tty = isatty(STDERR_FILENO)};
+    for (int c = 0; c < e->n_configs; c++) p.total += (long)(e->configs[c].deterministic ? 1 : e->a.seeds) * e->n_items;
+    for (int c = 0; c < e->n_configs; c++) {
+        const EvalConfig *cfg = &e->configs[c];
+        const int seeds = cfg->deterministic ? 1 : e->a.seeds;
+        for (int s = 0; s < seeds; s++)
+            for (int i = 0; i < e->n_items; i++) {
+                const EvalItem *it = e->items[i];
+                p.done++;
+                if (eval_results_find(res, it->family, it->id, cfg->spec, (uint64_t)s)) {
+                    p.resumed++;
+                    continue;
+                }
+                EvalGen g;
+                char why[512];
+                if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
+                    return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
+                char *extracted = NULL;
+                int ok = eval_check(it, g.text, &extracted);
+                int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
+                free(extracted);
+                free(g.text);
+                if (rc) return 1;
+                p.generated++;
+                progress(&p, cfg->spec, 0);
+            }
+    }
+    progress(&p, "finished", 1);
+    return 0;
+}
+
+// The summary to stdout and --json. Returns 0 or 1.
+static int summarize(const Eval *e, const EvalResults *res, char *err, size_t errlen) {
+    EvalSummaryInput in = {.items = e->items, .n_items = e->n_items, .configs = e->configs,
+                           .n_configs = e->n_configs, .n_seeds = e->a.seeds, .results = res};
+    eval_summary_print(stdout, &in);
+    if (!e->a.json) return 0;
+    FILE *f = fopen(e->a.json, "w");
+    if (!f || eval_summary_json(f, &in, e->a.model) != 0 || fclose(f) != 0)
+        return snprintf(err, errlen, "--json %s: write failed", e->a.json), 1;
+    return 0;
+}
+
+static int run_eval(Eval *e, char *err, size_t errlen) {
+    EmxRunPath in[EVAL_MAX_FILES + 1] = {{"the model file", e->a.model}};
+    for (int f = 0; f < e->a.n_tasks; f++) in[f + 1] = (EmxRunPath){"a task file", e->a.tasks[f]};
+    const EmxRunPath out[] = {{"-o", e->a.out}, {"--json", e->a.json}};
+    if (emx_run_check_outputs(in, e->a.n_tasks + 1, out, 2, err, errlen) != 0) return 2;
+    int rc = load_inputs(e, err, errlen);
+    if (rc) return rc;
+    EmxModel m;
+    if (emx_model_open(&m, e->a.model, err, errlen) != 0) return 1;
+    EmxTokenizer *tk = emx_tokenizer_new(&m.tok, err, errlen);
+    EvalRunner r = {0};
+    EvalResults res = {0};
+    rc = 1;
+    if (tk && eval_runner_init(&r, &m, tk, e->a.device, e->a.threads, err, errlen) == 0) {
+        rc = check_prompts(e, &r, err, errlen);
+        if (!rc) rc = eval_results_open(&res, e->a.out, e->a.model, err, errlen) ? 2 : 0;
+        if (!rc) rc = run_all(e, &r, &res, err, errlen);
+        if (!rc) rc = summarize(e, &res, err, errlen);
+        char why[256];
+        if (eval_results_close(&res, why, sizeof why) != 0 && !rc) rc = (snprintf(err, errlen, "%s", why), 1);
+    }
+    eval_runner_free(&r);
+    if (tk) emx_tokenizer_free(tk);
+    emx_model_close(&m);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    char err[1024] = {0};
+    Eval *e = calloc(1, sizeof *e);
+    if (!e) return 1;
+    int rc = eval_parse_args(argc, argv, &e->a, err, sizeof err);
+    if (rc == 0 && e->a.help) eval_usage(stdout);
+    else if (rc == 0) rc = run_eval(e, err, sizeof err);
+    if (rc) fprintf(stderr, "eval: %s\n", err);
+    for (int c = 0; c < e->n_configs; c++) eval_config_free(&e->configs[c]);
+    for (int f = 0; f < e->a.n_tasks; f++) eval_tasks_free(&e->files[f]);
+    free(e->items);
+    free(e);
+    return rc;
+}

@@ -1,0 +1,170 @@
+// runner.c — eval's generations through ./run's code paths (runner.h).
+#include "tools/eval/runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/errmsg.h"
+#include "runtime/cli/run_setup.h"
+#include "runtime/generate.h"
+#include "runtime/pool/pool_generate.h"
+
+int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, const char *device, int threads,
+                     char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    r->m = m;
+    r->tk = tk;
+    r->device = device;
+    r->threads = threads;
+    EmxStateOptions so = {.n_threads = threads, .ctx = 0, .device = device};  // ./run's default -c
+    r->st = emx_state_new(m, &so, err, errlen);
+    return r->st ? 0 : -1;
+}
+
+void eval_runner_free(EvalRunner *r) {
+    emx_critic_free(r->critic);
+    if (r->st) emx_state_free(r->st);
+    memset(r, 0, sizeof *r);
+}
+
+int eval_prompt_ids(const EvalRunner *r, const EvalItem *it, const EvalConfig *c, int **ids, int *n_ids, char *err,
+                    size_t errlen) {
+    EmxPromptSpec ps = {.text = it->prompt, .len = it->prompt ? strlen(it->prompt) : 0, .chat = it->chat,
+                        .system = it->chat ? it->system : NULL, .enable_thinking = !c->args.no_think};
+    return emx_prompt_ids(r->m, r->tk, &ps, ids, n_ids, err, errlen);
+}
+
+int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c) {
+    const unsigned max = r->m->cfg.max_seq_len;
+    if (c->args.sampler == EMX_SAMPLER_AGENTS) return (int)(max < 4096 ? max : 4096);  // ./run's agents default
+    return emx_state_ctx(r->st);
+}
+
+typedef struct {
+    FILE *out;
+    EvalRunner *r;
+    const EvalConfig *c;
+    const EvalItem *it;
+    uint64_t seed;
+    EmxRunSampler *rs;
+} Sink;
+
+// emx_generate's per-token callback: the text to the buffer, the record to the hook.
+static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
+    Sink *s = user;
+    if (len && fwrite(text, 1, len, s->out) != len) return -1;
+    if (!s->r->hook) return 0;
+    EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
+                          .sampler = emx_sampler_kind_name(s->c->args.sampler), .score = NAN};
+    rec.piece = emx_token_bytes_ref(s->r->tk, id, &rec.piece_len);
+    if (s->rs->entropix) {
+        rec.metrics = &s->rs->es.last_metrics;
+        rec.decision = &s->rs->es.last_decision;
+        rec.score = s->rs->es.last_score;
+    } else {
+        rec.params = &s->rs->params;
+        if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the hook
+    }
+    s->r->hook(s->r->hook_user, s->it, s->c, s->seed, &rec);
+    return 0;
+}
+
+static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, const int *ids,
+                      int n_ids, FILE *out, EvalGen *g, char *err, size_t errlen) {
+    const int ctx = emx_state_ctx(r->st);
+    EmxRunSampler rs = {0};
+    if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, r->hook != NULL, err, errlen) != 0)
+        return -1;
+    const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
+    Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs};
+    EmxGenerateOptions go = {.n_predict = it->max_tokens < room ? it->max_tokens : room, .out = out,
+                             .out_name = "the text buffer", .on_token = on_token, .on_token_user = &sink};
+    EmxGenerateStats stats;
+    int rc = emx_generate(r->st, r->tk, ids, n_ids, rs.sampler, &go, &stats, err, errlen);
+    if (rc == 0) {
+        g->n_tokens = stats.n_generated;
+        if (rs.entropix) {
+            memcpy(g->cases, rs.es.case_counts, sizeof g->cases);
+            g->n_inserted = rs.es.n_inserted;
+        }
+    }
+    emx_run_sampler_free(&rs);
+    return rc;
+}
+
+// The pool's options from the config's flags, as runtime/cli/run_pool.c builds them.
+static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int *ids, int n_ids, int ctx,
+                    const EvalItem *it, FILE *out, EvalGen *g, char *err, size_t errlen) {
+    const EmxCliArgs *a = &c->args;
+    int cuda_devices[EMX_POOL_MAX_AGENTS];
+    const int n_devices = emx_pool_parse_devices(a->devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, errlen);
+    if (n_devices < 0) return -1;
+    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
+    int n_agents = a->n_agents;
+    if (a->agent_configs) {
+        if ((n_agents = emx_pool_parse_configs(a->agent_configs, agents, EMX_POOL_MAX_AGENTS, err, errlen)) < 0) return -1;
+    } else {
+        emx_pool_default_configs(agents, n_agents);
+    }
+    const int n_workers = n_devices > 0 ? n_devices : a->workers;
+    if (n_workers > n_agents) return emx_seterr(err, errlen, "%d workers for %d agents", n_workers, n_agents);
+    if (a->check_every > 0 && r->critic_for != c) {  // one critic per config, kept across its items
+        emx_critic_free(r->critic);
+        r->critic_for = NULL;
+        char cdev[24] = "cpu";
+        if (n_devices > 0) snprintf(cdev, sizeof cdev, "cuda:%d", cuda_devices[0]);
+        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = r->threads, .device = cdev};
+        r->critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, errlen)
+                                    : emx_critic_new(r->m, r->tk, &co, err, errlen);
+        if (!r->critic) return -1;
+        r->critic_for = c;
+    }
+    const int room = ctx - n_ids;
+    EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = a->lookahead,
+                         .n_workers = n_workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
+                         .n_threads = r->threads > 0 ? (r->threads + n_workers - 1) / n_workers : 0,
+                         .ctx = ctx, .seed = seed, .n_predict = it->max_tokens < room ? it->max_tokens : room,
+                         .critic = a->check_every > 0 ? r->critic : NULL, .check_every = a->check_every,
+                         .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
+                         .critic_window = a->critic_window, .out = out};
+    EmxPoolStats stats;
+    int rc = emx_pool_generate(r->m, r->tk, ids, n_ids, &po, &stats, NULL, NULL, err, errlen);
+    if (rc == 0 && stats.out_errno) rc = emx_seterr(err, errlen, "writing the text buffer failed");
+    if (rc == 0) g->n_tokens = stats.n_generated;
+    return rc;
+}
+
+int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
+                  size_t errlen) {
+    memset(g, 0, sizeof *g);
+    int *ids = NULL, n_ids = 0;
+    if (eval_prompt_ids(r, it, c, &ids, &n_ids, err, errlen) != 0) return -1;
+    const int ctx = eval_runner_ctx(r, c);
+    const int agents = c->args.sampler == EMX_SAMPLER_AGENTS;
+    if (agents ? n_ids >= ctx : n_ids > ctx) {
+        free(ids);
+        return emx_seterr(err, errlen, "prompt is %d tokens, context is %d", n_ids, ctx);
+    }
+    size_t len = 0;
+    char *buf = NULL;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out) {
+        free(ids);
+        return emx_seterr(err, errlen, "out of memory");
+    }
+    const double t0 = emx_now_s();
+    int rc = agents ? gen_pool(r, c, seed, ids, n_ids, ctx, it, out, g, err, errlen)
+                    : gen_single(r, c, it, seed, ids, n_ids, out, g, err, errlen);
+    g->time_s = emx_now_s() - t0;
+    if (fclose(out) != 0 && rc == 0) rc = emx_seterr(err, errlen, "out of memory");
+    free(ids);
+    if (rc != 0) {
+        free(buf);
+        return -1;
+    }
+    g->text = buf;
+    return 0;
+}

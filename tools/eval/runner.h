@@ -1,0 +1,60 @@
+// runner.h — one generation of eval: an item's prompt through a config's sampler with a seed,
+// by the code paths of ./run (emx_prompt_ids, emx_generate with run_setup's sampler, or
+// emx_pool_generate for agents), so the text is ./run's for the same prompt, flags and -s.
+#ifndef ENTROPIX_EVAL_RUNNER_H
+#define ENTROPIX_EVAL_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "runtime/pool/critic.h"
+#include "runtime/token_log.h"
+#include "sampler/entropix.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/eval/config.h"
+#include "tools/eval/tasks.h"
+
+// Called for every token a single-stream generation chooses (the record --metrics would log),
+// for a per-token report; NULL: none.
+typedef void (*EvalTokenHook)(void *user, const EvalItem *it, const EvalConfig *c, uint64_t seed,
+                              const EmxTokenRecord *r);
+
+typedef struct {
+    const EmxModel *m;
+    const EmxTokenizer *tk;
+    EmxState *st;                 // one state for every single-stream generation
+    int threads;
+    const char *device;
+    EmxCritic *critic;            // the agents config's critic, kept while that config runs
+    const EvalConfig *critic_for;
+    EvalTokenHook hook;
+    void *hook_user;
+} EvalRunner;
+
+typedef struct {
+    char *text;                   // the generated text (without the echoed prompt); malloc'd
+    int n_tokens;                 // tokens generated (a final stop token included)
+    double time_s;                // prefill + decode
+    long cases[EMX_CASE_COUNT];   // entropix: tokens chosen per case
+    long n_inserted;              // entropix: pause tokens inserted
+} EvalGen;
+
+// device, threads: as ./run's --device and -t. Allocates the state. Returns 0 or -1.
+int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, const char *device, int threads,
+                     char *err, size_t errlen);
+void eval_runner_free(EvalRunner *r);
+
+// The item's prompt ids as ./run builds them (raw, or chat with the config's --no-think).
+int eval_prompt_ids(const EvalRunner *r, const EvalItem *it, const EvalConfig *c, int **ids, int *n_ids, char *err,
+                    size_t errlen);
+
+// The context a generation with c has (the state's, or the agents' replicas').
+int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c);
+
+// Generates it's answer with c and seed. Returns 0 (g filled; free g->text), or -1.
+int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
+                  size_t errlen);
+
+#endif

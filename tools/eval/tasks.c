@@ -1,0 +1,251 @@
+// tasks.c — loading and validating eval task files (tasks.h).
+#include "tools/eval/tasks.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/errmsg.h"
+#include "base/read_file.h"
+
+static const char *const check_names[] = {"number", "exact", "choice", "regex", "contains"};
+#define N_CHECKS 5
+static const char *const known_fields[] = {"id", "family", "prompt", "messages", "answer",
+                                           "check", "tolerance", "pattern", "max_tokens"};
+#define N_FIELDS 9
+
+const char *eval_check_name(int kind) { return kind >= 0 && kind < N_CHECKS ? check_names[kind] : "?"; }
+
+// "FILE:LINE: field 'F': <why>" (field NULL: no field part). Returns -1.
+__attribute__((format(printf, 6, 7)))
+static int field_err(char *err, size_t errlen, const char *path, int line, const char *field, const char *fmt, ...) {
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (field) return emx_seterr(err, errlen, "%s:%d: field '%s': %s", path, line, field, why);
+    return emx_seterr(err, errlen, "%s:%d: %s", path, line, why);
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+// The item's text fields: an optional string field (NULL if absent). Returns 0 or -1.
+static int opt_string(const cJSON *o, const char *name, char **out, const char *path, int line, char *err,
+                      size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    *out = NULL;
+    if (!v) return 0;
+    if (!cJSON_IsString(v)) return field_err(err, errlen, path, line, name, "not a string");
+    if (!(*out = dup_str(v->valuestring))) return field_err(err, errlen, path, line, name, "out of memory");
+    return 0;
+}
+
+// messages: an optional system message first, then exactly one user message (./run --chat's
+// conversation: --system and the prompt).
+static int parse_messages(const cJSON *msgs, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
+    const char *F = "messages";
+    if (!cJSON_IsArray(msgs)) return field_err(err, errlen, path, line, F, "not an array");
+    int n = cJSON_GetArraySize(msgs);
+    if (n < 1 || n > 2) return field_err(err, errlen, path, line, F, "%d messages: expected a user message, after an optional system message", n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *m = cJSON_GetArrayItem(msgs, i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role) || !cJSON_IsString(content))
+            return field_err(err, errlen, path, line, F, "message %d is not an object with string \"role\" and \"content\"", i);
+        const char *r = role->valuestring;
+        int want_user = i == n - 1;
+        if (strcmp(r, want_user ? "user" : "system") != 0)
+            return field_err(err, errlen, path, line, F, "message %d has role '%.40s': expected '%s'%s", i, r,
+                             want_user ? "user" : "system", want_user ? " (the last message is the user's)" : " (only a system message may come first)");
+        char **dst = want_user ? &it->prompt : &it->system;
+        if (!(*dst = dup_str(content->valuestring))) return field_err(err, errlen, path, line, F, "out of memory");
+    }
+    it->chat = 1;
+    return 0;
+}
+
+static int parse_check(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "check");
+    if (!c) return field_err(err, errlen, path, line, "check", "missing (number, exact, choice, regex, contains)");
+    if (!cJSON_IsString(c)) return field_err(err, errlen, path, line, "check", "not a string");
+    it->check = -1;
+    for (int k = 0; k < N_CHECKS; k++)
+        if (strcmp(c->valuestring, check_names[k]) == 0) it->check = k;
+    if (it->check < 0)
+        return field_err(err, errlen, path, line, "check", "unknown check '%.40s' (number, exact, choice, regex, contains)",
+                         c->valuestring);
+    const cJSON *tol = cJSON_GetObjectItemCaseSensitive(o, "tolerance");
+    if (tol && it->check != EVAL_CHECK_NUMBER)
+        return field_err(err, errlen, path, line, "tolerance", "only applies to check 'number'");
+    if (tol && (!cJSON_IsNumber(tol) || !(tol->valuedouble >= 0) || !isfinite(tol->valuedouble)))
+        return field_err(err, errlen, path, line, "tolerance", "not a finite number >= 0");
+    it->tolerance = tol ? tol->valuedouble : 0.0;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(o, "pattern");
+    if (pat && it->check != EVAL_CHECK_REGEX)
+        return field_err(err, errlen, path, line, "pattern", "only applies to check 'regex'");
+    if (it->check != EVAL_CHECK_REGEX) return 0;
+    if (!pat) return field_err(err, errlen, path, line, "pattern", "missing (check 'regex' needs one)");
+    if (!cJSON_IsString(pat)) return field_err(err, errlen, path, line, "pattern", "not a string");
+    int code = 0;
+    PCRE2_SIZE off = 0;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat->valuestring, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_MATCH_INVALID_UTF,
+                                   &code, &off, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return field_err(err, errlen, path, line, "pattern", "bad regex at offset %zu: %s", (size_t)off, (const char *)msg);
+    }
+    it->re = re;
+    return (it->pattern = dup_str(pat->valuestring)) ? 0 : field_err(err, errlen, path, line, "pattern", "out of memory");
+}
+
+// answer: a string; for 'number' a JSON number or a numeric string; for 'choice' one letter A-Z.
+static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "answer");
+    if (!a) return field_err(err, errlen, path, line, "answer", "missing");
+    char buf[64];
+    if (cJSON_IsNumber(a) && it->check == EVAL_CHECK_NUMBER) {
+        snprintf(buf, sizeof buf, "%.17g", a->valuedouble);
+        it->answer_num = a->valuedouble;
+        return (it->answer = dup_str(buf)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
+    }
+    if (!cJSON_IsString(a))
+        return field_err(err, errlen, path, line, "answer", "not a string%s", it->check == EVAL_CHECK_NUMBER ? " or a number" : "");
+    const char *s = a->valuestring;
+    if (it->check == EVAL_CHECK_NUMBER) {
+        char *end;
+        errno = 0;
+        it->answer_num = strtod(s, &end);
+        if (end == s || *end || !isfinite(it->answer_num))
+            return field_err(err, errlen, path, line, "answer", "'%.40s' is not a number (check 'number')", s);
+    }
+    if (it->check == EVAL_CHECK_CHOICE && !(s[0] >= 'A' && s[0] <= 'Z' && s[1] == 0))
+        return field_err(err, errlen, path, line, "answer", "'%.40s' is not one letter A-Z (check 'choice')", s);
+    return (it->answer = dup_str(s)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
+}
+
+static int parse_item(const cJSON *o, EvalItem *it, const char *family, const char *path, int line, char *err,
+                      size_t errlen) {
+    it->line = line;
+    if (!cJSON_IsObject(o)) return field_err(err, errlen, path, line, NULL, "not a JSON object");
+    for (const cJSON *f = o->child; f; f = f->next) {
+        int known = 0;
+        for (int k = 0; k < N_FIELDS; k++) known |= strcmp(f->string, known_fields[k]) == 0;
+        if (!known)
+            return field_err(err, errlen, path, line, f->string,
+                             "unknown field (id, family, prompt, messages, answer, check, tolerance, pattern, max_tokens)");
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+    if (!id) return field_err(err, errlen, path, line, "id", "missing");
+    if (!cJSON_IsString(id) || !id->valuestring[0]) return field_err(err, errlen, path, line, "id", "not a non-empty string");
+    if (opt_string(o, "id", &it->id, path, line, err, errlen) || opt_string(o, "family", &it->family, path, line, err, errlen))
+        return -1;
+    if (!it->family && !(it->family = dup_str(family))) return field_err(err, errlen, path, line, "family", "out of memory");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *m = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if ((p != NULL) == (m != NULL))
+        return field_err(err, errlen, path, line, p ? "messages" : "prompt", "exactly one of 'prompt' and 'messages' is needed");
+    if (p && opt_string(o, "prompt", &it->prompt, path, line, err, errlen)) return -1;
+    if (m && parse_messages(m, it, path, line, err, errlen)) return -1;
+    if (parse_check(o, it, path, line, err, errlen) || parse_answer(o, it, path, line, err, errlen)) return -1;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    it->max_tokens = 64;
+    if (mt) {
+        double v = cJSON_IsNumber(mt) ? mt->valuedouble : -1;
+        if (!(v >= 1 && v <= EVAL_MAX_TOKENS_LIMIT && v == floor(v)))
+            return field_err(err, errlen, path, line, "max_tokens", "not an integer in 1..%d", EVAL_MAX_TOKENS_LIMIT);
+        it->max_tokens = (int)v;
+    }
+    return 0;
+}
+
+// The default family: the file's basename without ".jsonl".
+static void default_family(const char *path, char *out, size_t cap) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(out, cap, "%s", b);
+    size_t n = strlen(out);
+    if (n > 6 && strcmp(out + n - 6, ".jsonl") == 0) out[n - 6] = 0;
+}
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
+    return 1;
+}
+
+// One line [s, s+n) of the file: blank, or an item appended to tf. Returns 0 or -1.
+static int load_line(EvalTaskFile *tf, const char *s, size_t n, int line, const char *family, char *err, size_t errlen) {
+    if (is_blank(s, n)) return 0;
+    if (memchr(s, 0, n)) return field_err(err, errlen, tf->path, line, NULL, "a NUL byte in the line");
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(s, n, &end, 0);
+    if (!o || !is_blank(end, n - (size_t)(end - s))) {
+        cJSON_Delete(o);
+        return field_err(err, errlen, tf->path, line, NULL, "not a JSON object (one per line)");
+    }
+    EvalItem *grown = realloc(tf->items, (size_t)(tf->n + 1) * sizeof *grown);
+    if (!grown) {
+        cJSON_Delete(o);
+        return field_err(err, errlen, tf->path, line, NULL, "out of memory");
+    }
+    tf->items = grown;
+    EvalItem *it = &tf->items[tf->n++];
+    memset(it, 0, sizeof *it);
+    int rc = parse_item(o, it, family, tf->path, line, err, errlen);
+    cJSON_Delete(o);
+    if (rc) return -1;
+    for (int i = 0; i < tf->n - 1; i++)
+        if (strcmp(tf->items[i].id, it->id) == 0 && strcmp(tf->items[i].family, it->family) == 0)
+            return field_err(err, errlen, tf->path, line, "id", "'%.60s' repeats line %d's", it->id, tf->items[i].line);
+    return 0;
+}
+
+int eval_tasks_load(const char *path, EvalTaskFile *tf, char *err, size_t errlen) {
+    memset(tf, 0, sizeof *tf);
+    size_t len = 0;
+    char *text = emx_read_file(path, &len);
+    if (!text) return emx_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    tf->path = dup_str(path);
+    char family[256];
+    default_family(path, family, sizeof family);
+    int rc = 0, line = 1;
+    for (size_t at = 0; at < len && rc == 0; line++) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
+        rc = load_line(tf, text + at, n, line, family, err, errlen);
+        at += n + 1;
+    }
+    free(text);
+    if (rc == 0 && tf->n == 0) rc = emx_seterr(err, errlen, "%s: no items", path);
+    if (rc) eval_tasks_free(tf);
+    return rc;
+}
+
+void eval_tasks_free(EvalTaskFile *tf) {
+    for (int i = 0; i < tf->n; i++) {
+        EvalItem *it = &tf->items[i];
+        free(it->id);
+        free(it->family);
+        free(it->prompt);
+        free(it->system);
+        free(it->answer);
+        free(it->pattern);
+        pcre2_code_free((pcre2_code *)it->re);
+    }
+    free(tf->items);
+    free(tf->path);
+    memset(tf, 0, sizeof *tf);
+}

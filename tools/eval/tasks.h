@@ -1,0 +1,43 @@
+// tasks.h — eval task files (docs/eval.md "Task files"): one JSON object per line, each an item
+// with a prompt (raw) or messages (chat), an answer and how to check it. A file is validated
+// whole when it is loaded, so a mistake on line 900 stops the run before anything is generated.
+#ifndef ENTROPIX_EVAL_TASKS_H
+#define ENTROPIX_EVAL_TASKS_H
+
+#include <stddef.h>
+
+enum eval_check_kind { EVAL_CHECK_NUMBER, EVAL_CHECK_EXACT, EVAL_CHECK_CHOICE, EVAL_CHECK_REGEX, EVAL_CHECK_CONTAINS };
+
+#define EVAL_MAX_TOKENS_LIMIT 4096
+
+typedef struct {
+    char *id;
+    char *family;        // the item's, or the file's basename without .jsonl
+    int chat;            // 1: messages (rendered with the chat template), 0: prompt (raw)
+    char *prompt;        // raw: the prompt; chat: the user message
+    char *system;        // chat: the system message, or NULL
+    char *answer;        // as text (a JSON number as %.17g)
+    double answer_num;   // number: the answer's value
+    int check;           // enum eval_check_kind
+    double tolerance;    // number: |extracted - answer| allowed (default 0)
+    char *pattern;       // regex: the PCRE2 pattern
+    void *re;            // regex: the compiled pcre2_code
+    int max_tokens;      // 1..4096, default 64
+    int line;            // 1-based line in its file
+} EvalItem;
+
+typedef struct {
+    char *path;
+    EvalItem *items;
+    int n;
+} EvalTaskFile;
+
+// Reads and validates the whole file. Returns 0, or -1 with one line in err naming the file,
+// line and field: "tasks/arith.jsonl:17: field 'check': unknown check 'numbr' (number, ...)".
+int eval_tasks_load(const char *path, EvalTaskFile *tf, char *err, size_t errlen);
+void eval_tasks_free(EvalTaskFile *tf);
+
+// The name of a check kind ("number", ...).
+const char *eval_check_name(int kind);
+
+#endif

@@ -22,7 +22,10 @@ import random
 import sys
 
 N_ITEMS = 300
-SYSTEM = os.environ.get("SYS", "")
+# A short system message in place of SmolLM2's default one ("You are a helpful AI assistant named
+# SmolLM, trained by Hugging Face"): 13 prompt tokens fewer per item for the same accuracy
+# (docs/eval-tasks.md has both measurements).
+SYSTEM = "Be brief."
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 # Short common words for the letter-counting and list-counting items: one to three syllables,
 # lower case ASCII, no proper nouns.
@@ -38,13 +41,12 @@ LIST_ITEMS = """cat dog cow pig hen fox owl bee ant bat cup pen box hat key bus 
 red blue green pink gray gold rose lily oak elm fig nut egg jam tea milk rice corn""".split()
 
 
-def item(family, idx, user, answer, check, max_tokens, **extra):
-    """One task: chat mode with a single user message (./run --chat -p USER runs the same)."""
-    msgs = [{"role": "system", "content": SYSTEM}] if SYSTEM else []
+def item(family, idx, user, answer, check, max_tokens):
+    """One task in chat mode: SYSTEM and one user message (./run --chat --system SYSTEM -p USER)."""
+    msgs = [{"role": "system", "content": SYSTEM}]
     obj = {"id": "%s-%04d" % (family, idx), "family": family,
            "messages": msgs + [{"role": "user", "content": user}],
            "answer": answer, "check": check}
-    obj.update(extra)
     obj["max_tokens"] = max_tokens
     return obj
 
@@ -115,7 +117,7 @@ def gen_decimals(rng, n):
         want_a = (a[1] > b[1]) == larger
         q = "Which number is %s? A) %s B) %s Reply with the letter only." % (
             "larger" if larger else "smaller", a[0], b[0])
-        out.append(item("decimals", i, q, "A" if want_a else "B", "choice", 6))
+        out.append(item("decimals", i, q, "A" if want_a else "B", "choice", 4))
     return out
 
 
@@ -152,22 +154,18 @@ def gen_weekday(rng, n):
         days = -rng.randrange(1, 8) if i % 3 == 2 else rng.randrange(1, 15)
         ans = (monday + datetime.timedelta(days=start + 28 + days)).strftime("%A")
         assert ans == DAYS[(start + days) % 7]
-        if days == 1:
-            q = "Today is %s. What day is it tomorrow?" % DAYS[start]
-        elif days == -1:
-            q = "Today is %s. What day was it yesterday?" % DAYS[start]
-        elif days > 0:
-            q = "Today is %s. What day is it %d days from now?" % (DAYS[start], days)
-        else:
-            q = "Today is %s. What day was it %d days ago?" % (DAYS[start], -days)
-        # distractors: one day off either way, or today (the model's favourite echo)
+        # "Which day is N days after DAY?", not "Today is DAY. ...": with the latter SmolLM2-135M
+        # answers "Today is DAY." and picks no option (10% vs 33% greedy, docs/eval-tasks.md)
+        q = "Which day is %d day%s %s %s?" % (abs(days), "" if abs(days) == 1 else "s",
+                                              "after" if days > 0 else "before", DAYS[start])
+        # distractors: one day off either way, or the day named (what the model likes to echo)
         wrong = sorted({DAYS[(start + days + d) % 7] for d in (-1, 1)} | {DAYS[start]} - {ans})
         opts = rng.sample(wrong, 2)
         opts.insert(i // 3 % 3, ans)  # A, B, C a third each, for each kind of question
         letters = "ABC"
         q += " " + " ".join("%s) %s" % (letters[k], o) for k, o in enumerate(opts))
         out.append(item("weekday", i, q + " Reply with the letter only.", letters[opts.index(ans)],
-                        "choice", 6))
+                        "choice", 4))
     return out
 
 
@@ -200,7 +198,7 @@ def gen_units(rng, n):
         if (a[1] > b[1]) != ((i // len(UNITS)) % 2 == 0):  # the answer is A for half of each kind
             a, b = b, a
         q = "Which is %s? A) %s B) %s Reply with the letter only." % (word, a[0], b[0])
-        out.append(item("units", i, q, "A" if a[1] > b[1] else "B", "choice", 6))
+        out.append(item("units", i, q, "A" if a[1] > b[1] else "B", "choice", 4))
     return out
 
 

@@ -71,6 +71,12 @@ include tests/fuzz/fuzz.mk
 -include kernels/bench.mk
 -include tests/cuda_emu/emu.mk
 
+# The --report page is built into report_template.o by the assembler's .incbin, which the
+# compiler's dependency files do not see: every build of that object names the page here.
+REPORT_TEMPLATE_OBJ := $(BUILD)/obj/runtime/report/report_template.o $(FUZZ_BUILD)/obj/runtime/report/report_template.o \
+                       $(if $(EMU_OUT),$(EMU_OUT)/obj/runtime/report/report_template.o)
+$(REPORT_TEMPLATE_OBJ): runtime/report/report_template.html
+
 # The emulated kernel tests run twice: threads of a block in forward, then reverse order between
 # barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel
 # stuck in a loop fails by the timeout instead of hanging the run (a safety net only: the longest

@@ -123,7 +123,8 @@ test-asan:
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
-# The README's test command: everything CI runs. The default model is fetched first so the
+# The README's test command: everything CI runs. It renders the --report pages in headless
+# chromium (tests/test_report.c; EMX_REQUIRE_BROWSER=1: a missing chromium fails, not skips). The default model is fetched first so the
 # SmolLM2 tests run; without network they skip and say why. The real nvcc build of the kernels
 # (sm_80, sm_90, warnings as errors) runs when nvcc is installed, and says so when it is not.
 # The include graph between folders follows the layers and no file or function outgrows its
@@ -136,10 +137,10 @@ check: check-layers all
 	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
 	$(MAKE) emu-compile-checks
-	$(MAKE) test
+	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
-	$(MAKE) test-asan
+	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
 
 clean:
 	rm -rf build build-asan run

@@ -173,8 +173,9 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
-    if (emx_run_report_finish(report, a->report_path) != 0) goto out;  // an interrupted run's too
+    EmxReport *done = report;  // written (an interrupted run's too) and freed either way
     report = NULL;
+    if (emx_run_report_finish(done, a->report_path) != 0) goto out;
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
     errno = 0;

@@ -1,8 +1,11 @@
 // run_report.c — ./run's --report and --logprobs hooks (run_report.h).
 #include "runtime/cli/run_report.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "sampler/profile.h"
 
@@ -29,6 +32,14 @@ static char *prompt_text(const EmxTokenizer *tk, const int *ids, int n_ids, size
 EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
                               const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents) {
     if (!a->report_path) return NULL;
+    // The page is written at the end: a folder it cannot go to is said now, before the run.
+    char dir[4096];
+    const char *slash = strrchr(a->report_path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - a->report_path) + 1 : 1, slash ? a->report_path : ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "run: --report %s: %s\n", a->report_path, strerror(errno));
+        return NULL;
+    }
     EmxProfile own;
     char why[256];
     if (!profile && emx_profile_load(&own, a->profile, why, sizeof why) != 0) emx_profile_builtin(&own, "classic");

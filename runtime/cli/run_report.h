@@ -12,6 +12,7 @@ int emx_run_logprobs_wanted(const EmxCliArgs *a);
 // The report of this run (NULL without --report; also NULL, said on stderr, when out of memory:
 // the caller then exits 1). profile: the entropix run's; NULL: --profile's thresholds are drawn
 // (classic when it names a file that does not load). The prompt is shown as its decoded ids.
+// A folder the page cannot be written to is refused here ("run: --report FILE: why").
 EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
                               const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents);
 

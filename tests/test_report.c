@@ -184,7 +184,18 @@ Test(report, single_stream_entropix_stories, .timeout = 300) {
     for (int s = 0; s < 7; s++)
         cr_expect_eq(plot_points(dom, SERIES[s]), mc.n, "plot %s: %d points for %d tokens", SERIES[s],
                      plot_points(dom, SERIES[s]), mc.n);
-    cr_expect_eq(count(dom, "<line class=\"thr\""), 8, "the profile's 8 entropy/varentropy thresholds");
+    // the classic profile's thresholds, one dashed line per distinct value on each of the two plots
+    EmxProfile p;
+    emx_profile_builtin(&p, "classic");
+    const double h[4] = {p.lelv_entropy_below, p.helv_entropy_above, p.lehv_entropy_below, p.hehv_entropy_above};
+    const double v[4] = {p.lelv_varentropy_below, p.helv_varentropy_below, p.lehv_varentropy_above, p.hehv_varentropy_above};
+    int distinct = 0;
+    for (int i = 0; i < 4; i++) {
+        int seen_h = 0, seen_v = 0;
+        for (int j = 0; j < i; j++) seen_h |= h[j] == h[i], seen_v |= v[j] == v[i];
+        distinct += !seen_h + !seen_v;
+    }
+    cr_expect_eq(count(dom, "<line class=\"thr\""), distinct, "threshold lines: %d, want %d", count(dom, "<line class=\"thr\""), distinct);
     cr_expect(!strstr(dom, "<div class=\"note\">Sampler"), "entropix chose these tokens");
     free(dom);
     unlink(html), unlink(metrics);

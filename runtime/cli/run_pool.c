@@ -105,9 +105,6 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     EmxCritic *critic = NULL;
     FILE *log = NULL, *metrics = NULL;
     EmxReport *report = NULL;
-    if (a->critic_default_off)
-        fprintf(stderr, "run: agents: no critic (a model judges its own text poorly; --critic-model FILE or "
-                        "--check-every K turns it on)\n");
     if (a->check_every > 0) {
         EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = a->threads, .device = critic_device};
         critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, sizeof err)
@@ -176,6 +173,9 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     EmxReport *done = report;  // written (an interrupted run's too) and freed either way
     report = NULL;
     if (emx_run_report_finish(done, a->report_path) != 0) goto out;
+    if (a->critic_default_off)  // beside the summary: a failed run's error stays its one line
+        fprintf(stderr, "run: agents: no critic (a model judges its own text poorly; --critic-model FILE or "
+                        "--check-every K turns it on)\n");
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
     errno = 0;

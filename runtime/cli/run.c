@@ -473,9 +473,7 @@ int main(int argc, char **argv) {
             goto out;
         }
     }
-    EmxReport *done = report;  // written and freed either way
-    report = NULL;
-    if (emx_run_report_finish(done, a.report_path) != 0) goto out;
+    if (emx_run_report_finish(&report, a.report_path) != 0) goto out;
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
     emx_generate_print_stats(stderr, &stats);

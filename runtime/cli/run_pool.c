@@ -170,9 +170,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
-    EmxReport *done = report;  // written (an interrupted run's too) and freed either way
-    report = NULL;
-    if (emx_run_report_finish(done, a->report_path) != 0) goto out;
+    if (emx_run_report_finish(&report, a->report_path) != 0) goto out;  // an interrupted run's too
     if (a->critic_default_off)  // beside the summary: a failed run's error stays its one line
         fprintf(stderr, "run: agents: no critic (a model judges its own text poorly; --critic-model FILE or "
                         "--check-every K turns it on)\n");

@@ -55,11 +55,12 @@ EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, co
     return r;
 }
 
-int emx_run_report_finish(EmxReport *r, const char *path) {
-    if (!r) return 0;
+int emx_run_report_finish(EmxReport **r, const char *path) {
+    if (!*r) return 0;
     char err[512];
-    int rc = emx_report_write(r, path, err, sizeof err);
+    int rc = emx_report_write(*r, path, err, sizeof err);
     if (rc != 0) fprintf(stderr, "run: --report %s\n", err);
-    emx_report_free(r);
+    emx_report_free(*r);
+    *r = NULL;
     return rc;
 }

@@ -16,7 +16,8 @@ int emx_run_logprobs_wanted(const EmxCliArgs *a);
 EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
                               const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents);
 
-// Writes and frees the report (NULL: nothing). Returns 0, or -1 with "run: --report FILE: why" on stderr.
-int emx_run_report_finish(EmxReport *r, const char *path);
+// Writes and frees *r (NULL: nothing) and sets *r to NULL, whether the write worked or not.
+// Returns 0, or -1 with "run: --report FILE: why" on stderr.
+int emx_run_report_finish(EmxReport **r, const char *path);
 
 #endif

@@ -71,6 +71,12 @@ include tests/fuzz/fuzz.mk
 -include kernels/bench.mk
 -include tests/cuda_emu/emu.mk
 
+# The --report page is built into report_template.o by the assembler's .incbin, which the
+# compiler's dependency files do not see: every build of that object names the page here.
+REPORT_TEMPLATE_OBJ := $(BUILD)/obj/runtime/report/report_template.o $(FUZZ_BUILD)/obj/runtime/report/report_template.o \
+                       $(if $(EMU_OUT),$(EMU_OUT)/obj/runtime/report/report_template.o)
+$(REPORT_TEMPLATE_OBJ): runtime/report/report_template.html
+
 # The emulated kernel tests run twice: threads of a block in forward, then reverse order between
 # barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel
 # stuck in a loop fails by the timeout instead of hanging the run (a safety net only: the longest
@@ -117,7 +123,8 @@ test-asan:
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
-# The README's test command: everything CI runs. The default model is fetched first so the
+# The README's test command: everything CI runs. It renders the --report pages in headless
+# chromium (tests/test_report.c; EMX_REQUIRE_BROWSER=1: a missing chromium fails, not skips). The default model is fetched first so the
 # SmolLM2 tests run; without network they skip and say why. The real nvcc build of the kernels
 # (sm_80, sm_90, warnings as errors) runs when nvcc is installed, and says so when it is not.
 # The include graph between folders follows the layers and no file or function outgrows its
@@ -137,10 +144,10 @@ check: check-layers check-links all
 	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
 	$(MAKE) emu-compile-checks
-	$(MAKE) test
+	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
-	$(MAKE) test-asan
+	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
 
 clean:
 	rm -rf build build-asan run

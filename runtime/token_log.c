@@ -43,15 +43,90 @@ static int add_piece(cJSON *o, const char *piece, size_t len) {
     return 0;
 }
 
-int emx_token_log_json(FILE *f, const EmxTokenRecord *r) {
+void emx_logprobs_compute(const float *logits, int n_vocab, int n, EmxLogprobs *lp) {
+    if (n > EMX_MAX_LOGPROBS) n = EMX_MAX_LOGPROBS;
+    if (n > n_vocab) n = n_vocab;
+    if (n < 0) n = 0;
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];  // NaN compares false: skipped
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] > -INFINITY) sum += exp((double)logits[i] - (double)mx);
+    lp->lse = mx > -INFINITY ? (double)mx + log(sum) : NAN;
+    lp->chosen = NAN;
+    // Insertion into a sorted list of at most n: a later id goes after an equal logit, so ties
+    // keep the lower id first. Most logits fail the first compare against the n-th best.
+    int k = 0;
+    float v[EMX_MAX_LOGPROBS];
+    for (int i = 0; i < n_vocab && n > 0; i++) {
+        const float x = logits[i] == logits[i] ? logits[i] : -INFINITY;
+        if (k == n && !(x > v[k - 1])) continue;
+        int j = k < n ? k++ : n - 1;
+        while (j > 0 && x > v[j - 1]) {
+            v[j] = v[j - 1];
+            lp->id[j] = lp->id[j - 1];
+            j--;
+        }
+        v[j] = x;
+        lp->id[j] = i;
+    }
+    lp->n = k;
+    for (int j = 0; j < k; j++) lp->logprob[j] = (float)((double)v[j] - lp->lse);
+}
+
+static int logprob_tap_choose(EmxSampler *self, EmxState *st, const float *logits, int n_vocab, int pos) {
+    EmxLogprobTap *t = (EmxLogprobTap *)self;
+    emx_logprobs_compute(logits, n_vocab, t->n, &t->last);
+    const int id = t->inner->choose(t->inner, st, logits, n_vocab, pos);
+    if (id >= 0 && id < n_vocab) t->last.chosen = emx_logprob_of(&t->last, logits, id);
+    return id;
+}
+
+void emx_logprob_tap_init(EmxLogprobTap *t, EmxSampler *inner, int n) {
+    memset(t, 0, sizeof *t);
+    t->base.choose = logprob_tap_choose;
+    t->inner = inner;
+    t->n = n;
+}
+
+static int add_top_logprobs(cJSON *o, const EmxTokenRecord *r) {
+    const EmxLogprobs *lp = r->logprobs;
+    cJSON *arr = cJSON_AddArrayToObject(o, "top_logprobs");
+    if (!arr) return -1;
+    const int n = r->n_logprobs < lp->n ? r->n_logprobs : lp->n;
+    for (int j = 0; j < n; j++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e) return -1;
+        cJSON_AddItemToArray(arr, e);
+        cJSON_AddNumberToObject(e, "id", lp->id[j]);
+        size_t len = 0;
+        const char *piece = r->tk ? emx_token_bytes_ref(r->tk, lp->id[j], &len) : NULL;
+        if (piece) {
+            char *clean = tok_utf8_sanitize(piece, len, &len);
+            if (!clean) return -1;
+            for (size_t i = 0; i < len; i++)
+                if (clean[i] == 0) clean[i] = '?';  // a JSON string cannot hold NUL
+            cJSON_AddStringToObject(e, "piece", clean);
+            free(clean);
+        } else {
+            cJSON_AddNullToObject(e, "piece");
+        }
+        add_num(e, "logprob", lp->logprob[j]);
+    }
+    add_num(o, "logprob", lp->chosen);
+    return 0;
+}
+
+static cJSON *record_json(const EmxTokenRecord *r) {
     cJSON *o = cJSON_CreateObject();
-    if (!o) return -1;
+    if (!o) return NULL;
     cJSON_AddNumberToObject(o, "index", r->index);
     cJSON_AddNumberToObject(o, "pos", r->pos);
     cJSON_AddNumberToObject(o, "id", r->id);
     if (add_piece(o, r->piece, r->piece_len) != 0) {
         cJSON_Delete(o);
-        return -1;
+        return NULL;
     }
     cJSON_AddBoolToObject(o, "stop", r->is_stop);
     cJSON_AddStringToObject(o, "sampler", r->sampler ? r->sampler : "?");
@@ -97,9 +172,23 @@ int emx_token_log_json(FILE *f, const EmxTokenRecord *r) {
     if (r->is_agent) cJSON_AddNumberToObject(o, "agent", r->agent);
     else cJSON_AddNullToObject(o, "agent");
     add_num(o, "proposal_entropy_bits", r->is_agent ? r->proposal_entropy_bits : NAN);
+    if (r->logprobs && add_top_logprobs(o, r) != 0) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
 
-    char *line = cJSON_PrintUnformatted(o);
+char *emx_token_log_string(const EmxTokenRecord *r) {
+    cJSON *o = record_json(r);
+    if (!o) return NULL;
+    char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
+    return s;
+}
+
+int emx_token_log_json(FILE *f, const EmxTokenRecord *r) {
+    char *line = emx_token_log_string(r);
     if (!line) return -1;
     int ok = fputs(line, f) >= 0 && fputc('\n', f) != EOF;
     free(line);

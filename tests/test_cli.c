@@ -183,7 +183,7 @@ Test(cli, help_lists_every_flag) {
                            "--temp", "--top-k", "--top-p", "--min-p", "-c, --ctx-size",
                            "-t, --threads", "--chat", "--raw", "--system", "--no-think",
                            "--sampler", "--verbose", "-h, --help", "--version", "--profile",
-                           "--profile-set", "--metric-layers", "--metrics", "--color"};
+                           "--profile-set", "--metric-layers", "--metrics", "--color", "--logprobs", "--report"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         cr_expect(strstr(r.out, flags[i]) != NULL, "--help lacks %s", flags[i]);
     run_free(&r);
@@ -311,6 +311,27 @@ Test(cli_args, defaults) {
     cr_expect_eq(a.threads, 0);
     cr_expect_eq(a.chat, EMX_CHAT_AUTO);
     cr_expect(!a.prompt && !a.prompt_file && !a.system && !a.no_think && !a.verbose);
+}
+
+// The agent pool's critic: off unless a --critic-model or an explicit --check-every asks for it
+// (the generating model judges its own text poorly); --report and --logprobs.
+Test(cli_args, critic_default_report_logprobs) {
+    EmxCliArgs a;
+    char err[256];
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--agents", "4", NULL}), 0, "%s", err);
+    cr_expect(a.check_every == 0 && a.critic_default_off, "no critic by default");
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--agents", "4", "--check-every", "5", NULL}), 0, "%s", err);
+    cr_expect(a.check_every == 5 && !a.critic_default_off);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--critic-model", "c.bin", NULL}), 0, "%s", err);
+    cr_expect(a.sampler == EMX_SAMPLER_AGENTS && a.check_every == 5 && !a.critic_default_off);
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--check-every", "0", NULL}), 0, "%s", err);
+    cr_expect(a.check_every == 0 && !a.critic_default_off, "asked off: nothing to say");
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", NULL}), 0, "%s", err);
+    cr_expect(!a.critic_default_off && a.logprobs == -1 && !a.report_path, "single stream: untouched");
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", "--logprobs", "20", "--report=r.html", NULL}), 0, "%s", err);
+    cr_expect(a.logprobs == 20 && a.sampler == EMX_SAMPLER_ENTROPIX);
+    cr_expect_str_eq(a.report_path, "r.html");
+    cr_expect_eq(parse(&a, err, (const char *[]){"m.bin", "--logprobs", "21", NULL}), 2);
 }
 
 Test(cli_args, every_flag) {

@@ -19,6 +19,12 @@
 #include "run_util.h"
 #include "test_util.h"
 
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
 static const char *model(char *buf, size_t cap, const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s", name);
@@ -163,7 +169,7 @@ static LogCounts check_log(char *log) {
 Test(pool, critic_verdicts_and_rollbacks_stories, .timeout = 300) {
     char mp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "120", "-s",
-                          "11", "--agents", "4", "--critic-margin", "-2.12", "-t", "1", "--log", tmp_path(lp), NULL};
+                          "11", "--agents", "4", "--check-every", "5", "--critic-margin", "-2.12", "-t", "1", "--log", tmp_path(lp), NULL};
     char *log;
     RunResult r = run_logged(args, lp, &log);
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -188,7 +194,7 @@ Test(pool, critic_verdicts_smollm2, .timeout = 300) {
     model(mp, sizeof mp, "smollm2.q8.bin");
     if (access(mp, R_OK) != 0) cr_skip_test("%s missing: run `make weights` first", mp);
     const char *args[] = {mp, "-p", "Write a short story about a lighthouse keeper.", "-n", "60", "-s", "3",
-                          "--agents", "4", "--critic-margin", "5.3", "-t", "2", "-c", "512", "--log", tmp_path(lp),
+                          "--agents", "4", "--check-every", "5", "--critic-margin", "5.3", "-t", "2", "-c", "512", "--log", tmp_path(lp),
                           NULL};
     char *log;
     RunResult r = run_logged(args, lp, &log);
@@ -206,7 +212,7 @@ Test(pool, critic_verdicts_smollm2, .timeout = 300) {
 Test(pool, no_repeat_after_rollback_and_capped, .timeout = 300) {
     char mp[1024], lp[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "40", "-s", "1",
-                          "--agent-configs", "0:0,0:1", "--critic-margin", "-1000", "--max-rollbacks", "2", "-t", "1",
+                          "--agent-configs", "0:0,0:1", "--check-every", "5", "--critic-margin", "-1000", "--max-rollbacks", "2", "-t", "1",
                           "--log", tmp_path(lp), NULL};
     char *log;
     RunResult r = run_logged(args, lp, &log);
@@ -231,7 +237,7 @@ static void check_workers(const char *name, const char *lookahead, const char *m
         char lp[64], ws[16];
         snprintf(ws, sizeof ws, "%d", w);
         const char *args[] = {mp, "-p", "Once upon a time", "-n", "48", "-s", "9", "--agents", "5", "--lookahead",
-                              lookahead, "--workers", ws, "--critic-margin", margin, "-c", "256", "-t", "2", "--log",
+                              lookahead, "--workers", ws, "--check-every", "5", "--critic-margin", margin, "-c", "256", "-t", "2", "--log",
                               tmp_path(lp), NULL};
         char *log;
         RunResult r = run_logged(args, lp, &log);
@@ -264,7 +270,7 @@ Test(pool, workers_same_text_qwen3_q8_l4, .timeout = 300) { check_workers("qwen3
 Test(pool, metrics_jsonl, .timeout = 300) {
     char mp[1024], mpath[64];
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "30", "-s", "2",
-                          "--agents", "4", "--lookahead", "3", "--critic-margin", "-2.12", "-t", "1", "--metrics",
+                          "--agents", "4", "--lookahead", "3", "--check-every", "5", "--critic-margin", "-2.12", "-t", "1", "--metrics",
                           tmp_path(mpath), NULL};
     RunResult r = run(args);
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -388,6 +394,24 @@ Test(pool, default_n_is_capped_by_the_context, .timeout = 300) {
                                        "--check-every", "0", "-c", "64", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect(strstr(r.err, "-n 25000 capped to 63 by the context"), "%s", r.err);
+    run_free(&r);
+}
+
+// No critic unless asked for (the generating model judges its own text poorly): said once on
+// stderr; --check-every turns it on over the same model.
+Test(pool, critic_off_by_default, .timeout = 300) {
+    char mp[1024];
+    model(mp, sizeof mp, "stories260K.f32.bin");
+    RunResult r = run((const char *[]){mp, "--agents", "2", "-s", "1", "-n", "12", "-t", "1", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "run: agents: no critic ("), "%s", r.err);
+    cr_expect_eq(count(r.err, "no critic"), 1, "said once: %s", r.err);
+    cr_expect(!strstr(r.err, "critic: "), "a critic ran: %s", r.err);
+    run_free(&r);
+    r = run((const char *[]){mp, "--agents", "2", "-s", "1", "-n", "12", "-t", "1", "--check-every", "4", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(!strstr(r.err, "no critic"), "%s", r.err);
+    cr_expect(strstr(r.err, "critic: 3 checks"), "%s", r.err);
     run_free(&r);
 }
 

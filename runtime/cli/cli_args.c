@@ -89,6 +89,16 @@ static int is_flag(const char *arg, const char *s, const char *l, const char **i
     return 0;
 }
 
+// The generating model judges its own text poorly (SmolLM2-135M judged every check BAD and
+// rolled back until --max-rollbacks gave in: 13 tok/s instead of ~100), so the critic runs only
+// when asked for: a --critic-model, or an explicit --check-every.
+static void critic_default(EmxCliArgs *a) {
+    if (a->sampler == EMX_SAMPLER_AGENTS && !a->check_every_given && !a->critic_model) {
+        a->check_every = 0;
+        a->critic_default_off = 1;
+    }
+}
+
 int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
     *a = (EmxCliArgs){
         .n_predict = 256,
@@ -106,6 +116,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         .rollback = 5,
         .max_rollbacks = 3,
         .critic_window = 64,
+        .logprobs = -1,
     };
     int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
     int rc;
@@ -146,7 +157,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
             {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
             {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
-            {"-dev", "--device"},
+            {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"},
         };
         int which = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
@@ -226,7 +237,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         case 18: rc = parse_int(name, val, 1, 16, &a->lookahead, err, errlen); break;
         case 19: rc = parse_int(name, val, 1, 64, &a->workers, err, errlen); break;
         case 20: a->devices = val; break;
-        case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen); break;
+        case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen), a->check_every_given = 1; break;
         case 22: rc = parse_int(name, val, 1, 1 << 30, &a->rollback, err, errlen); break;
         case 23: rc = parse_int(name, val, 0, 1 << 30, &a->max_rollbacks, err, errlen); break;
         case 24: rc = parse_int(name, val, 1, 1 << 20, &a->critic_window, err, errlen); break;
@@ -234,6 +245,8 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         case 26: a->critic_model = val; break;
         case 27: a->log_path = val; break;
         case 28: a->device = val; break;
+        case 29: a->report_path = val; break;
+        case 30: rc = parse_int(name, val, 0, 20, &a->logprobs, err, errlen); break;
         }
         if (rc) return rc;
         if (which >= 16 && which <= 27) agent_flag = 1;  // the agent pool's flags
@@ -245,6 +258,7 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
     if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
     if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
         return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
+    critic_default(a);
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
     if (a->prompt && a->prompt_file)
@@ -313,6 +327,10 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --metrics FILE      one JSON line per generated token: id, piece, every metric, the\n"
         "                          case, the effective temperature/top-k/top-p/min-p, inserted\n"
         "      --color             colour each token by the case that chose it (legend on stderr)\n"
+        "      --logprobs N        --metrics lines get top_logprobs (the N most likely tokens,\n"
+        "                          0..20, natural log, temperature 1) and the chosen token's logprob\n"
+        "      --report FILE.html  one self-contained page of the run: the text coloured by case,\n"
+        "                          each token's metrics and alternatives, plots, agents' rounds\n"
         "\n"
         "Agent pool (--sampler agents; any of these flags selects it):\n"
         "      --agents N          sampling agents (default 8), temperatures 0.3..1.5 and top-k\n"
@@ -323,10 +341,12 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
         "                          any N\n"
         "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (build/cuda/run)\n"
-        "      --check-every K     the critic judges every K committed tokens (default 5; 0 = off)\n"
+        "      --check-every K     the critic judges every K committed tokens (default: no critic;\n"
+        "                          5 with --critic-model; given, it turns on a critic over the\n"
+        "                          same model, weights shared; 0 = off)\n"
         "      --critic-window W   tokens of text it reads (default 64)\n"
         "      --critic-margin M   BAD when log p(BAD) - log p(GOOD) > M (default 0)\n"
-        "      --critic-model FILE critic model (default: the same model, weights shared)\n"
+        "      --critic-model FILE critic model (turns the critic on)\n"
         "      --rollback R        tokens dropped on a BAD verdict (default 5)\n"
         "      --max-rollbacks N   rollbacks at one step before a BAD is accepted (default 3)\n"
         "      --log FILE          generation log: every step, proposal, verdict, rollback and\n"

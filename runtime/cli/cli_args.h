@@ -55,13 +55,19 @@ typedef struct {
     int workers;              // --workers N: CPU workers, default 1
     const char *device;       // --device cpu|cuda:N|auto (single stream); default "auto"
     const char *devices;      // --devices cpu|cuda:0,cuda:1,...; default "cpu"
-    int check_every;          // --check-every K, default 5 (0: no critic)
+    int check_every;          // --check-every K, default 5 when a critic runs (0: no critic)
+    int check_every_given;    // --check-every was given: the critic runs with the same model
+    int critic_default_off;   // agents mode without --critic-model or --check-every: no critic
+                              // (check_every is 0 then; ./run says so once on stderr)
     int rollback;             // --rollback R, default 5
     int max_rollbacks;        // --max-rollbacks N, default 3
     int critic_window;        // --critic-window W, default 64 tokens
     float critic_margin;      // --critic-margin M, default 0
     const char *critic_model; // --critic-model FILE; NULL: the generating model
     const char *log_path;     // --log FILE: the generation log
+    const char *report_path;  // --report FILE.html: the run as one self-contained page
+    int logprobs;             // --logprobs N (0..20): top-N log-probabilities per --metrics line;
+                              // -1: not given (no top_logprobs/logprob keys)
     int ctx;                  // -c; 0: min(model's max_seq_len, 4096)
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON

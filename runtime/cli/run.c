@@ -27,6 +27,7 @@
 #include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
 #include "runtime/run_io.h"
 #include "runtime/cli/run_pool.h"
+#include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
 #include "sampler/rng.h"
 #include "runtime/token_log.h"
@@ -46,6 +47,9 @@ typedef struct {
     EmxEntropixSampler *es;        // entropix: its last_metrics / last_decision
     EmxMetricsTap *tap;            // a basic sampler under --metrics
     const EmxSamplerParams *params;
+    const EmxLogprobTap *lpt;      // --logprobs / --report: the step's top logprobs, or NULL
+    int n_logprobs;                // --logprobs N for the --metrics lines (-1: no keys)
+    EmxReport *report;             // --report, or NULL
 } TokenSink;
 
 // Returns -1 to stop the loop when a write failed: generating text nobody receives is wasted,
@@ -68,7 +72,7 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
             return -1;
         }
     }
-    if (!ts->metrics) return 0;
+    if (!ts->metrics && !ts->report) return 0;
     EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
                         .sampler = ts->sampler_name, .score = NAN};
     r.piece = emx_token_bytes_ref(ts->tk, id, &r.piece_len);
@@ -80,11 +84,30 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         r.metrics = &ts->tap->last_metrics;
         r.params = ts->params;
     }
+    if (ts->lpt) r.logprobs = &ts->lpt->last, r.tk = ts->tk;
+    if (ts->report) emx_report_add_token(ts->report, &r);  // out of memory: the page says it is incomplete
+    if (!ts->metrics) return 0;
+    r.n_logprobs = ts->n_logprobs;
+    if (ts->n_logprobs < 0) r.logprobs = NULL;
     if (emx_token_log_json(ts->metrics, &r) != 0 || fflush(ts->metrics) != 0) {
         ts->metrics_errno = errno ? errno : -1;
         return -1;
     }
     return 0;
+}
+
+// --logprobs / --report: the logprob tap goes outermost, so it sees the logits every sampler
+// gets; the report is made (sink->report NULL when that failed, said on stderr).
+static EmxSampler *attach_report(const EmxCliArgs *a, TokenSink *ts, EmxLogprobTap *lpt, EmxSampler *sampler,
+                                 const EmxProfile *profile, const int *ids, int n_ids) {
+    ts->n_logprobs = a->logprobs;
+    const int n = emx_run_logprobs_wanted(a);
+    if (n >= 0) {
+        emx_logprob_tap_init(lpt, sampler, n);
+        sampler = &lpt->base, ts->lpt = lpt;
+    }
+    ts->report = emx_run_report_new(a, profile, ts->tk, ids, n_ids, a->seed, NULL, 0);
+    return sampler;
 }
 
 // "run: --metrics m.jsonl: No space left on device" (e < 0: no errno, "write failed").
@@ -101,8 +124,8 @@ static int check_paths(const EmxCliArgs *a, int entropix, char *err, size_t errl
                              {"the critic model file", a->critic_model},
                              {"the prompt file (-f)", a->prompt_file},
                              {"the profile file", profile_file ? a->profile : NULL}};
-    const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}};
-    return emx_run_check_outputs(in, 4, out, 2, err, errlen);
+    const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}, {"--report", a->report_path}};
+    return emx_run_check_outputs(in, 4, out, 3, err, errlen);
 }
 
 // -f's text, read no further than a context of ctx tokens can hold (run_io.h's bound), so
@@ -228,6 +251,7 @@ int main(int argc, char **argv) {
     FILE *metrics = NULL;
     char *file_prompt = NULL;
     int *ids = NULL;
+    EmxReport *report = NULL;
 
     if (a.verify) {  // a corrupted file is told apart from a bad model before anything runs
         int v = emx_model_verify(a.model_path, err, sizeof err);
@@ -338,7 +362,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!a.seed_given) a.seed = emx_rng_seed_from_time();
-    if (emx_run_sampler_init(&rs, &a, &profile, &model, tk, ctx, a.seed, metrics != NULL, err, sizeof err) != 0) {
+    if (emx_run_sampler_init(&rs, &a, &profile, &model, tk, ctx, a.seed, metrics != NULL || a.report_path != NULL, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
@@ -371,6 +395,9 @@ int main(int argc, char **argv) {
                       .sampler_name = emx_sampler_kind_name(a.sampler),
                       .es = es, .tap = sampler == &rs.tap.base ? &rs.tap : NULL,
                       .params = &sp};
+    EmxLogprobTap lpt;
+    sampler = attach_report(&a, &sink, &lpt, sampler, entropix ? &profile : NULL, ids, n_ids);
+    if (a.report_path && !(report = sink.report)) goto out;
     EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !chat,
                              .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;
@@ -399,6 +426,7 @@ int main(int argc, char **argv) {
             goto out;
         }
     }
+    if (emx_run_report_finish(&report, a.report_path) != 0) goto out;
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
     emx_generate_print_stats(stderr, &stats);
@@ -406,6 +434,7 @@ int main(int argc, char **argv) {
     status = 0;
 
 out:
+    emx_report_free(report);
     if (metrics) fclose(metrics);
     emx_run_sampler_free(&rs);
     free(ids);

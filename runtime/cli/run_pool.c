@@ -1,5 +1,6 @@
 // run_pool.c — ./run --sampler agents (run_pool.h).
 #include "runtime/cli/run_pool.h"
+#include "runtime/cli/run_report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -103,6 +104,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     int status = 1;
     EmxCritic *critic = NULL;
     FILE *log = NULL, *metrics = NULL;
+    EmxReport *report = NULL;
     if (a->check_every > 0) {
         EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = a->threads, .device = critic_device};
         critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, sizeof err)
@@ -145,7 +147,11 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
                          .ctx = ctx, .seed = seed, .n_predict = n_predict, .critic = critic,
                          .check_every = a->check_every, .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
                          .critic_window = a->critic_window, .out = stdout, .log = log, .metrics = metrics,
-                         .interrupted = interrupted};
+                         .interrupted = interrupted, .want_logprobs = a->logprobs >= 0, .n_logprobs = a->logprobs};
+    if (a->report_path) {  // the pool's rounds, verdicts and rollbacks fill it
+        if (!(report = emx_run_report_new(a, NULL, tk, ids, n_ids, seed, agents, n_agents))) goto out;
+        po.on_event = emx_report_pool_event, po.on_event_user = report;
+    }
     EmxPoolStats stats;
     int rc = emx_pool_generate(m, tk, ids, n_ids, &po, &stats, NULL, NULL, err, sizeof err);
     errno = 0;
@@ -164,6 +170,10 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         fprintf(stderr, "run: %s\n", err);
         goto out;
     }
+    if (emx_run_report_finish(&report, a->report_path) != 0) goto out;  // an interrupted run's too
+    if (a->critic_default_off)  // beside the summary: a failed run's error stays its one line
+        fprintf(stderr, "run: agents: no critic (a model judges its own text poorly; --critic-model FILE or "
+                        "--check-every K turns it on)\n");
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
     errno = 0;
@@ -179,6 +189,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     }
     log = NULL;
 out:
+    emx_report_free(report);
     if (metrics) fclose(metrics);
     if (log) fclose(log);
     emx_critic_free(critic);

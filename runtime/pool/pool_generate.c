@@ -19,57 +19,6 @@
 #include "runtime/token_log.h"
 
 // ---------------------------------------------------------------------------------------------
-// Agent configurations
-
-void emx_pool_default_configs(EmxAgentParams *agents, int n) {
-    if (n == 1) {
-        agents[0] = (EmxAgentParams){0.7f, 40};
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        double f = (double)i / (n - 1);
-        agents[i].temperature = (float)(0.3 + 1.2 * f);
-        agents[i].top_k = (int)lround(5.0 * pow(20.0, f));
-    }
-}
-
-int emx_pool_parse_configs(const char *spec, EmxAgentParams *agents, int max, char *err, size_t errlen) {
-    int n = 0;
-    const char *s = spec;
-    while (*s) {
-        const char *end = strchr(s, ',');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        char item[64];
-        if (len == 0 || len >= sizeof item) {
-            snprintf(err, errlen, "--agent-configs: entry %d ('%.*s') is not T:k", n + 1, (int)(len < 40 ? len : 40), s);
-            return -1;
-        }
-        memcpy(item, s, len);
-        item[len] = 0;
-        char *colon = strchr(item, ':'), *e1 = NULL, *e2 = NULL;
-        double t = colon ? strtod(item, &e1) : NAN;
-        long k = colon ? strtol(colon + 1, &e2, 10) : -1;
-        if (!colon || e1 != colon || *e2 || colon[1] == 0 || !isfinite(t) || t < 0 || t > 100 || k < 0 || k > 1000000) {
-            snprintf(err, errlen, "--agent-configs: entry %d ('%s') is not T:k (T >= 0, k >= 0; k 0 = no top-k)", n + 1,
-                     item);
-            return -1;
-        }
-        if (n == max) {
-            snprintf(err, errlen, "--agent-configs: more than %d agents", max);
-            return -1;
-        }
-        agents[n++] = (EmxAgentParams){(float)t, (int)k};
-        s += len + (end ? 1 : 0);
-        if (end && !*s) {
-            snprintf(err, errlen, "--agent-configs: empty entry after the last ','");
-            return -1;
-        }
-    }
-    if (n == 0) snprintf(err, errlen, "--agent-configs: no agents given");
-    return n ? n : -1;
-}
-
-// ---------------------------------------------------------------------------------------------
 // What the workers exchange
 
 // One agent's branch, as every worker sees it after the all-gather.
@@ -82,6 +31,7 @@ typedef struct {
     double entropy[EMX_POOL_MAX_LOOKAHEAD];             // each proposal's entropy, bits
     double logits_entropy[EMX_POOL_MAX_LOOKAHEAD];      // --metrics: H and V of the logits the
     double logits_varentropy[EMX_POOL_MAX_LOOKAHEAD];   // proposal was sampled from
+    EmxLogprobs lp[EMX_POOL_MAX_LOOKAHEAD];             // --logprobs / on_event: their top logprobs
 } Branch;
 
 // Rank 0's decision after a round, broadcast to every worker.
@@ -96,6 +46,7 @@ typedef struct {
 typedef struct {
     int agent;
     double entropy, score, logits_entropy, logits_varentropy;
+    EmxLogprobs lp;
 } TokenInfo;
 
 typedef struct Pool Pool;
@@ -144,7 +95,15 @@ struct Pool {
     int metrics_failed;
     int out_errno, log_errno, metrics_errno;  // the first failed write of each (0: none); it stops the run
     int interrupted;        // the run stopped because *opt->interrupted was set
+    int n_lp;               // logprobs kept per proposal (0: none)
 };
+
+// Tells the observer (opt->on_event), if any.
+static void notify(const Pool *p, EmxPoolEvent ev) {
+    if (!p->opt->on_event) return;
+    ev.round = p->n_rounds;
+    p->opt->on_event(p->opt->on_event_user, &ev);
+}
 
 // A stop token ends a branch and the generation, unless a benchmark asked for exactly n tokens.
 static int is_stop(const Pool *p, int id) { return !p->opt->ignore_stop && emx_is_stop(p->tk, id); }
@@ -168,7 +127,11 @@ static void record(const Worker *w, Branch *br, const EmxProposal *pr, const flo
     br->tokens[j] = pr->token;
     br->entropy[j] = pr->entropy_bits;
     br->logits_entropy[j] = br->logits_varentropy[j] = NAN;
-    if (p->opt->metrics) {
+    if (p->n_lp > 0) {
+        emx_logprobs_compute(logits, p->vocab, p->n_lp, &br->lp[j]);
+        br->lp[j].chosen = emx_logprob_of(&br->lp[j], logits, pr->token);
+    }
+    if (p->opt->metrics || p->opt->on_event) {
         EmxMetrics mm;
         emx_logits_metrics(logits, p->vocab, &mm);
         br->logits_entropy[j] = mm.logits_entropy_bits;
@@ -349,6 +312,24 @@ static void log_round(Pool *p, const Branch *all, int n, int win, int pos) {
     flush_checked(f, &p->log_errno);
 }
 
+static void notify_round(const Pool *p, const Branch *all, int n, int win, int pos) {
+    if (!p->opt->on_event) return;
+    double score[EMX_POOL_MAX_AGENTS];
+    int first[EMX_POOL_MAX_AGENTS];
+    for (int i = 0; i < n; i++) {
+        const Branch *b = &all[i];
+        if (b->agent < 0) continue;
+        score[b->agent] = b->len ? b->score : NAN;
+        first[b->agent] = b->len ? b->tokens[0] : -1;
+    }
+    const Branch *wb = &all[win];
+    notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_ROUND, .pos = pos, .winner = wb->agent,
+                             .n_agents = p->opt->n_agents, .agent_score = score, .agent_token = first,
+                             .n_tokens = wb->len, .tokens = wb->tokens, .entropy = wb->entropy,
+                             .logits_entropy = wb->logits_entropy, .logits_varentropy = wb->logits_varentropy,
+                             .logprobs = wb->lp});
+}
+
 // Prints (and writes --metrics lines for) the positions that became final: [printed, upto).
 static void emit_final(Pool *p, const int *seq, int upto) {
     const EmxPoolOptions *o = p->opt;
@@ -370,6 +351,7 @@ static void emit_final(Pool *p, const int *seq, int upto) {
             EmxTokenRecord r = {.index = pos - p->n_prompt, .id = id, .pos = pos, .is_stop = stop, .sampler = "agents",
                                 .metrics = &mm, .params = &sp, .score = ti->score, .is_agent = 1, .agent = ti->agent,
                                 .proposal_entropy_bits = ti->entropy};
+            if (o->want_logprobs) r.logprobs = &ti->lp, r.n_logprobs = o->n_logprobs, r.tk = p->tk;
             r.piece = emx_token_bytes_ref(p->tk, id, &r.piece_len);
             if (emx_token_log_json(o->metrics, &r) != 0) {
                 p->metrics_failed = 1;
@@ -449,6 +431,11 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
             fprintf(f, " (log p GOOD=%.3f BAD=%.3f)\n", v.logp_good, v.logp_bad);
             flush_checked(f, &p->log_errno);
         }
+        notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_VERDICT, .pos = w->n_seq, .bad = v.bad, .accepted = accept,
+                                 .logp_good = v.logp_good, .logp_bad = v.logp_bad});
+        if (ctl->keep >= 0)
+            notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_ROLLBACK, .pos = ctl->keep,
+                                     .n_dropped = w->n_seq - ctl->keep, .ban = ctl->ban});
         if (accept) {
             p->final_len = w->n_seq;
             p->bad_count = 0;
@@ -514,8 +501,10 @@ static int run_worker(Worker *w) {
             p->n_rounds++;
             for (int j = 0; j < w->all[win].len; j++)
                 p->info[pos + j] = (TokenInfo){w->all[win].agent, w->all[win].entropy[j], w->all[win].score,
-                                               w->all[win].logits_entropy[j], w->all[win].logits_varentropy[j]};
+                                               w->all[win].logits_entropy[j], w->all[win].logits_varentropy[j],
+                                               w->all[win].lp[j]};
             log_round(p, w->all, n_all, win, pos);
+            notify_round(p, w->all, n_all, win, pos);
             if (decide(w, pos, ended, &ctl) != 0) ctl.stop = 1;  // a failed critic ends the run on every rank
         }
         if (w->comm->broadcast(w->comm, &ctl, sizeof ctl, 0) != 0) return -1;  // a no-op for one worker
@@ -663,6 +652,8 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     p.per_rank = (opt->n_agents + W - 1) / W;
     p.budget = opt->n_predict < 0 || opt->n_predict > ctx - n_prompt ? ctx - n_prompt : opt->n_predict;
     p.info = calloc((size_t)ctx, sizeof(TokenInfo));
+    p.n_lp = opt->want_logprobs ? opt->n_logprobs : 0;
+    if (opt->on_event && p.n_lp < EMX_POOL_EVENT_TOP) p.n_lp = EMX_POOL_EVENT_TOP;
     p.decbuf = malloc(emx_decoder_max_out(tk));
     emx_decoder_init(&p.dec, tk, 1);
     Worker *workers = calloc((size_t)W, sizeof(Worker));
@@ -756,55 +747,4 @@ int emx_pool_gpu_count(void) {
         !emx_cuda_state_new || !emx_cuda_device_count)
         return -1;
     return emx_cuda_device_count();
-}
-
-int emx_pool_parse_devices(const char *list, int *devices, int max, char *err, size_t errlen) {
-    if (!strcmp(list, "cpu")) return 0;
-    int n = 0;
-    for (const char *s = list;;) {
-        const char *end = strchr(s, ',');
-        const size_t len = end ? (size_t)(end - s) : strlen(s);
-        char item[32] = "";
-        char *e = NULL;
-        long d = -1;
-        if (len < sizeof item) {
-            memcpy(item, s, len);
-            item[len] = 0;
-            if (!strncmp(item, "cuda:", 5) && item[5] >= '0' && item[5] <= '9') d = strtol(item + 5, &e, 10);
-        }
-        if (d < 0 || !e || *e || d > 1024) {
-            snprintf(err, errlen, "--devices: '%.*s' in '%s' is not cpu or cuda:N[,cuda:M...]", (int)(len < 40 ? len : 40), s,
-                     list);
-            return -1;
-        }
-        for (int i = 0; i < n; i++)
-            if (devices[i] == d) {
-                snprintf(err, errlen, "--devices %s: cuda:%ld is listed twice (one worker per GPU)", list, d);
-                return -1;
-            }
-        if (n == max) {
-            snprintf(err, errlen, "--devices %s: more than %d devices", list, max);
-            return -1;
-        }
-        devices[n++] = (int)d;
-        if (!end) break;
-        s = end + 1;
-    }
-    return n;
-}
-
-void emx_pool_print_stats(FILE *f, const EmxPoolStats *s, int lookahead) {
-    fprintf(f, "prompt: %d tokens, prefill %.2f ms (%.2f tok/s)\n", s->n_prompt, s->prefill_s * 1e3,
-            s->prefill_s > 0 ? s->n_prompt / s->prefill_s : 0.0);
-    const double per = s->n_generated > 0 ? s->decode_s * 1e3 / s->n_generated : 0.0;
-    fprintf(f, "generated: %d tokens in %d rounds (lookahead %d), decode %.2f ms (%.2f tok/s, %.2f ms/token)\n",
-            s->n_generated, s->n_rounds, lookahead, s->decode_s * 1e3, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
-            per);
-    fprintf(f, "passes per replica: %d single-token forwards, %d batched branch passes\n", s->n_forward_tokens,
-            s->n_branch_passes);
-    if (s->n_checks)
-        fprintf(f, "critic: %d checks, %d BAD, %d rollbacks (%d tokens), %d BAD accepted; %.2f ms (%.1f%% of decode)\n",
-                s->n_checks, s->n_bad, s->n_rollbacks, s->n_rolled_back_tokens, s->n_bad_accepted, s->critic_s * 1e3,
-                s->decode_s > 0 ? 100.0 * s->critic_s / s->decode_s : 0.0);
-    if (s->stop == EMX_STOP_INTERRUPTED) fprintf(f, "interrupted\n");
 }

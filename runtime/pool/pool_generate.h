@@ -43,6 +43,7 @@
 #include "sampler/agents.h"
 #include "runtime/pool/critic.h"
 #include "runtime/model.h"
+#include "runtime/token_log.h"
 #include "tokenizer/tokenizer.h"
 
 #define EMX_POOL_MAX_AGENTS 64
@@ -55,6 +56,39 @@ int emx_pool_parse_configs(const char *spec, EmxAgentParams *agents, int max, ch
 // The default spread of n agents: temperatures 0.3 .. 1.5 evenly, top-k 5 .. 100 geometrically
 // (one agent: T 0.7, k 40). Conservative to adventurous, so entropy has something to choose.
 void emx_pool_default_configs(EmxAgentParams *agents, int n);
+
+// What the pool tells an observer (EmxPoolOptions.on_event, e.g. the --report writer), on rank 0,
+// in the order it happens. Pointers are valid during the call only.
+enum emx_pool_event_kind {
+    EMX_POOL_EVENT_ROUND = 1,  // a round committed tokens[0..n_tokens) at pos..
+    EMX_POOL_EVENT_VERDICT,    // the critic judged the text up to pos (exclusive)
+    EMX_POOL_EVENT_ROLLBACK,   // positions pos.. were dropped (n_dropped tokens); ban is banned at pos
+};
+#define EMX_POOL_EVENT_TOP 5  // logprobs kept per committed token when on_event is set
+
+typedef struct {
+    int kind;                      // enum emx_pool_event_kind
+    int round;                     // rounds so far (1-based: the round this event belongs to)
+    int pos;                       // see the kinds
+    // ROUND
+    int winner;                    // the winning agent
+    int n_agents;
+    const double *agent_score;     // [n_agents] each agent's mean proposal entropy (bits); NAN: no token
+    const int *agent_token;        // [n_agents] each agent's first proposed token; -1: none
+    int n_tokens;
+    const int *tokens;             // [n_tokens] the winner's tokens, now committed
+    const double *entropy;         // [n_tokens] their proposal entropies (bits)
+    const double *logits_entropy;  // [n_tokens] H and V of the logits each was drawn from
+    const double *logits_varentropy;
+    const EmxLogprobs *logprobs;   // [n_tokens] their top logprobs and own logprob
+    // VERDICT
+    int bad, accepted;             // accepted: a BAD let through (--max-rollbacks) or GOOD
+    double logp_good, logp_bad;
+    // ROLLBACK
+    int n_dropped, ban;
+} EmxPoolEvent;
+
+typedef void (*EmxPoolEventFn)(void *user, const EmxPoolEvent *ev);
 
 typedef struct {
     const EmxAgentParams *agents;  // [n_agents]
@@ -79,6 +113,10 @@ typedef struct {
     FILE *metrics;                 // --metrics JSON lines, one per committed token (NULL: none)
     volatile sig_atomic_t *interrupted;  // set asynchronously (SIGINT): stop after the current round
     int ignore_stop;               // benchmarks: stop tokens are committed like any other
+    int want_logprobs;             // --logprobs: --metrics lines get top_logprobs and logprob
+    int n_logprobs;                // top_logprobs entries (0 .. EMX_MAX_LOGPROBS)
+    EmxPoolEventFn on_event;       // optional observer (rank 0's thread), see EmxPoolEvent
+    void *on_event_user;
 } EmxPoolOptions;
 
 enum { EMX_STOP_INTERRUPTED = 16 };  // beside generate.h's emx_stop_reason

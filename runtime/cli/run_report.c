@@ -1,0 +1,66 @@
+// run_report.c — ./run's --report and --logprobs hooks (run_report.h).
+#include "runtime/cli/run_report.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sampler/profile.h"
+
+int emx_run_logprobs_wanted(const EmxCliArgs *a) {
+    int n = a->logprobs;  // -1: not given
+    if (a->report_path && n < EMX_REPORT_TOP) n = EMX_REPORT_TOP;
+    return n;
+}
+
+// The prompt ids as text, control tokens (the chat template's) included: what the model read.
+static char *prompt_text(const EmxTokenizer *tk, const int *ids, int n_ids, size_t *len) {
+    const size_t cap = emx_decoder_max_out(tk);
+    char *text = malloc((size_t)(n_ids + 1) * cap + 1);
+    if (!text) return NULL;
+    EmxDecoder d;
+    emx_decoder_init(&d, tk, 0);
+    size_t n = 0;
+    for (int i = 0; i < n_ids; i++) n += emx_decoder_push(&d, ids[i], text + n, cap);
+    n += emx_decoder_flush(&d, text + n, cap);
+    *len = n;
+    return text;
+}
+
+EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
+                              const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents) {
+    if (!a->report_path) return NULL;
+    // The page is written at the end: a folder it cannot go to is said now, before the run.
+    char dir[4096];
+    const char *slash = strrchr(a->report_path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - a->report_path) + 1 : 1, slash ? a->report_path : ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "run: --report %s: %s\n", a->report_path, strerror(errno));
+        return NULL;
+    }
+    EmxProfile own;
+    char why[256];
+    if (!profile && emx_profile_load(&own, a->profile, why, sizeof why) != 0) emx_profile_builtin(&own, "classic");
+    size_t len = 0;
+    char *prompt = prompt_text(tk, ids, n_ids, &len);
+    EmxReportInfo info = {.model = a->model_path, .prompt = prompt, .prompt_len = prompt ? len : 0,
+                          .sampler = emx_sampler_kind_name(a->sampler), .entropix = a->sampler == EMX_SAMPLER_ENTROPIX,
+                          .profile = profile ? profile : &own, .profile_name = a->profile, .seed = seed,
+                          .n_prompt = n_ids, .agents = agents, .n_agents = n_agents};
+    EmxReport *r = emx_report_new(&info, tk);
+    free(prompt);
+    if (!r) fprintf(stderr, "run: --report %s: out of memory\n", a->report_path);
+    return r;
+}
+
+int emx_run_report_finish(EmxReport **r, const char *path) {
+    if (!*r) return 0;
+    char err[512];
+    int rc = emx_report_write(*r, path, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "run: --report %s\n", err);
+    emx_report_free(*r);
+    *r = NULL;
+    return rc;
+}

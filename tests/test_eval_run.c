@@ -169,13 +169,13 @@ Test(eval_run, agents_with_and_without_critic, .timeout = 300) {
              "{\"id\":\"p2\",\"prompt\":\"The dog\",\"answer\":\"B\",\"check\":\"choice\",\"max_tokens\":12}\n"
              "{\"id\":\"p3\",\"prompt\":\"not run (--limit 2)\",\"answer\":\"B\",\"check\":\"choice\"}\n");
     RunResult r = run_prog(eval_binary(), (const char *[]){m, t.tasks, "-o", t.out, "-t", "1", "--limit", "2", "--seeds", "1",
-                                                           "--config", "agents:n=3", "--config", "agents:n=3,critic=off",
+                                                           "--config", "agents:n=3,critic=on", "--config", "agents:n=3,critic=off",
                                                            "--config", "agents:n=3,lookahead=2,check_every=2", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect(strstr(r.out, "== pool (2 items)"), "%s", r.out);
     run_free(&r);
     const Item items[] = {{"p1", "Once upon a time", NULL, 0, "20"}, {"p2", "The dog", NULL, 0, "12"}};
-    const Config cfgs[] = {{"agents:n=3", {"--agents", "3"}},
+    const Config cfgs[] = {{"agents:n=3,critic=on", {"--agents", "3", "--check-every", "5"}},
                            {"agents:n=3,critic=off", {"--agents", "3", "--check-every", "0"}},
                            {"agents:n=3,lookahead=2,check_every=2", {"--agents", "3", "--lookahead", "2", "--check-every", "2"}}};
     same_as_run(m, t.out, items, 2, cfgs, 3, 6);

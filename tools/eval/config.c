@@ -43,9 +43,10 @@ static int add_key(EvalConfig *c, const char *key, const char *val, char *why, s
     while (k < N_KEYS && strcmp(key_flags[k].key, key) != 0) k++;
     if (k == N_KEYS) return emx_seterr(why, whylen, "unknown key (" KEY_LIST ")");
     if (!*val) return emx_seterr(why, whylen, "empty value");
-    if (strcmp(key, "critic") == 0) {  // critic=off: no critic, as --check-every 0
+    if (strcmp(key, "critic") == 0) {  // critic=off / on: ./run's --check-every 0 / 5 (its default
+                                       // without --critic-model is no critic; a later check_every wins)
         if (strcmp(val, "off") == 0) return push(c, "--check-every") || push(c, "0") ? emx_seterr(why, whylen, "too many keys") : 0;
-        if (strcmp(val, "on") == 0) return 0;
+        if (strcmp(val, "on") == 0) return push(c, "--check-every") || push(c, "5") ? emx_seterr(why, whylen, "too many keys") : 0;
         return emx_seterr(why, whylen, "'%s': expected on or off", val);
     }
     if (strcmp(key, "no_think") == 0) {

@@ -403,11 +403,13 @@ static void cpu_vs_ref(const char *model_file, double tol_logit, double tol_scor
 // compounded over the layers. The tiny models' random weights (std 0.2, logits ±30) amplify it:
 // measured max |Δlogit| 0.97..1.8, |Δscore| 0.14..0.49, relative RMS 2.5..3.7% (q8, q4 and
 // q4_1 alike: the activations dominate, not the weights); the trained stories260K 0.26, 0.5 and
-// 0.7%. Allowed about 2x. A wrong kernel (a swapped nibble, a misread scale) decorrelates the
+// 0.7%; SmolLM2 q8 (30 layers; its scores reach the tens) 2.0, 1.5 and 4.0%. Allowed about 2x.
+// A wrong kernel (a swapped nibble, a misread scale) decorrelates the
 // logits: relative RMS near 1.
 #define TOL_F32 5e-4, 2e-4, 1e-5
 #define TOL_Q_STORIES 0.6, 1.0, 0.015
 #define TOL_Q_TINY 3.5, 1.0, 0.075
+#define TOL_Q_SMOLLM2 4.0, 3.0, 0.08
 Test(forward_ref, cpu_stories_f32, .timeout = 300) { cpu_vs_ref("stories260K.f32.bin", TOL_F32); }
 Test(forward_ref, cpu_stories_q8, .timeout = 300) { cpu_vs_ref("stories260K.q8.bin", TOL_Q_STORIES); }
 Test(forward_ref, cpu_stories_q4, .timeout = 300) { cpu_vs_ref("stories260K.q4.bin", TOL_Q_STORIES); }
@@ -426,7 +428,7 @@ Test(forward_ref, cpu_llama3_q8, .timeout = 300) { cpu_vs_ref("llama3-tiny.q8.bi
 Test(forward_ref, cpu_llama3_q4, .timeout = 300) { cpu_vs_ref("llama3-tiny.q4.bin", TOL_Q_TINY); }
 Test(forward_ref, cpu_llama3_q4_1, .timeout = 300) { cpu_vs_ref("llama3-tiny.q4_1.bin", TOL_Q_TINY); }
 Test(forward_ref, cpu_smollm2_f32, .timeout = 900) { cpu_vs_ref("smollm2.f32.bin", TOL_F32); }
-Test(forward_ref, cpu_smollm2_q8, .timeout = 900) { cpu_vs_ref("smollm2.q8.bin", TOL_Q_TINY); }
+Test(forward_ref, cpu_smollm2_q8, .timeout = 900) { cpu_vs_ref("smollm2.q8.bin", TOL_Q_SMOLLM2); }
 
 // The 410-token prompt of the tiny models in one emx_forward: the fast path runs it in batches of
 // 256 rows (EMX_MAX_BATCH), the second attending to the first's cached keys; positions up to 409

@@ -1,0 +1,133 @@
+// test_forward_cuda_ref.cpp — the CUDA backend of forward.h against the reference forward pass
+// (runtime/reference/forward_ref.c), position by position, for a model of each architecture:
+// stories260K (Llama 2: interleaved RoPE, GQA), llama3-tiny (Llama 3: "llama3" RoPE scaling,
+// rotate-half pairs), qwen3-tiny (q/k norms, head_dim != dim / n_heads), each at f32, and
+// stories260K at q8 (the int8 path). test_forward_cuda.cpp compares the same backend with the
+// CPU one; this compares it with the plain f32 definition of the model, so that a mistake the
+// two fast backends share cannot pass.
+//
+// The sequence: a 19-token prefill (two of the backend's 16-row chunks; its last position's
+// logits, and its scores over every position's keys of every layer), then 3 decode steps
+// (logits and scores at each). For stories260K also every prompt position's logits through
+// emx_forward_all_logits (the tiny models' 128k-152k-row classifier for 19 rows takes minutes
+// under emulation). Tolerances, absolute: f32 weights 5e-4 on logits (measured 7.4e-5) and 5e-4
+// on scores (measured 1.1e-4, stories260K: larger scores than the tiny models'); q8 weights read
+// int8 activations (tests/test_forward_ref.c), measured 0.24 / 0.98 for stories260K: 0.6 / 2.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "kb_util.h"
+
+#include <vector>
+
+extern "C" {
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "runtime/reference/forward_ref.h"
+}
+
+namespace {
+
+const int kCtx = 32;
+const int kPrompt[] = {1, 9707, 11, 1879, 0, 576, 3974, 42, 17, 300, 5, 77, 1000, 8, 64, 3, 12, 99, 4};
+const int kPromptLen = 19;
+const int kDecode = 3;
+
+// Worst |got - want| over n values; fails above tol.
+double check(const char *what, const float *got, const float *want, size_t n, double tol) {
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - want[i]) <= worst)) worst = fabs((double)got[i] - want[i]), at = i;
+    cr_assert(worst <= tol, "%s: value %zu differs by %.3g (reference %.6g, CUDA %.6g; tol %g)", what, at, worst,
+              want[at], got[at], tol);
+    return worst;
+}
+
+// Every layer's and head's score row of the latest position, keys 0..pos.
+double check_scores(const char *name, const EmxModel &m, EmxState *gpu, const RefState *ref, int pos, double tol) {
+    int lp_gpu, lp_ref;
+    const float *sg = emx_attention_scores(gpu, &lp_gpu), *sr = ref_attention_scores(ref, &lp_ref);
+    cr_assert(sg, "%s: %s", name, emx_state_error(gpu));
+    cr_assert_eq(lp_gpu, pos);
+    cr_assert_eq(lp_ref, pos);
+    double worst = 0;
+    char what[160];
+    for (uint32_t l = 0; l < m.cfg.n_layers; l++)
+        for (uint32_t h = 0; h < m.cfg.n_heads; h++) {
+            const size_t at = ((size_t)l * m.cfg.n_heads + h) * kCtx;
+            snprintf(what, sizeof what, "%s scores layer %u head %u pos %d", name, l, h, pos);
+            worst = fmax(worst, check(what, sg + at, sr + at, (size_t)pos + 1, tol));
+        }
+    return worst;
+}
+
+void cuda_vs_ref(const char *name, double tol_logit, double tol_score, bool all_positions) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    const size_t vocab = m.cfg.vocab_size;
+    char err[512];
+    RefModel *rm = ref_model_new(&m, err, sizeof err);
+    cr_assert(rm, "%s", err);
+    RefState *ref = ref_state_new(rm, kCtx, err, sizeof err);
+    cr_assert(ref, "%s", err);
+    EmxStateOptions opt = {};
+    opt.ctx = kCtx;
+    opt.device = "cuda:0";
+    EmxState *gpu = emx_state_new(&m, &opt, err, sizeof err);
+    cr_assert(gpu, "emx_state_new(cuda:0): %s", err);
+    cr_assert_str_eq(emx_state_device(gpu), "cuda:0");
+
+    std::vector<int> toks(kPrompt, kPrompt + kPromptLen);
+    for (int &t : toks) t %= (int)vocab;
+    for (int i = 0; i < kDecode; i++) toks.push_back((toks.back() * 31 + 7) % (int)vocab);
+    double worst_logit = 0, worst_score = 0;
+    char what[160];
+    std::vector<float> want((size_t)kPromptLen * vocab);  // the reference's logits at every prompt position
+    for (int pos = 0; pos < kPromptLen; pos++) {
+        const float *w = ref_forward(ref, toks[pos], pos);
+        cr_assert(w);
+        memcpy(&want[(size_t)pos * vocab], w, vocab * sizeof(float));
+    }
+    // prefill: the last position's logits, and its scores over every position's keys
+    const float *last = emx_forward(gpu, toks.data(), kPromptLen, 0);
+    cr_assert(last, "%s: %s", name, emx_state_error(gpu));
+    snprintf(what, sizeof what, "%s prefill logits pos %d", name, kPromptLen - 1);
+    worst_logit = check(what, last, &want[(size_t)(kPromptLen - 1) * vocab], vocab, tol_logit);
+    worst_score = check_scores(name, m, gpu, ref, kPromptLen - 1, tol_score);
+    if (all_positions) {  // every position's logits from one batched call
+        std::vector<float> all((size_t)kPromptLen * vocab);
+        cr_assert_eq(emx_forward_all_logits(gpu, toks.data(), kPromptLen, 0, all.data()), 0, "%s: %s", name,
+                     emx_state_error(gpu));
+        for (int pos = 0; pos < kPromptLen; pos++) {
+            snprintf(what, sizeof what, "%s prefill (all logits) pos %d", name, pos);
+            worst_logit = fmax(worst_logit, check(what, &all[(size_t)pos * vocab], &want[(size_t)pos * vocab], vocab, tol_logit));
+        }
+    }
+    // decode: one token per call
+    for (int pos = kPromptLen; pos < kPromptLen + kDecode; pos++) {
+        const float *got = emx_forward(gpu, &toks[pos], 1, pos);
+        cr_assert(got, "%s: %s", name, emx_state_error(gpu));
+        std::vector<float> g(got, got + vocab);
+        const float *r = ref_forward(ref, toks[pos], pos);
+        snprintf(what, sizeof what, "%s decode logits pos %d", name, pos);
+        worst_logit = fmax(worst_logit, check(what, g.data(), r, vocab, tol_logit));
+        worst_score = fmax(worst_score, check_scores(name, m, gpu, ref, pos, tol_score));
+    }
+    cr_log_info("%s: CUDA vs reference over %d positions: max|dlogit| %.3g, max|dscore| %.3g", name,
+                kPromptLen + kDecode, worst_logit, worst_score);
+    emx_state_free(gpu);
+    ref_state_free(ref);
+    ref_model_free(rm);
+    emx_model_close(&m);
+}
+
+}  // namespace
+
+Test(forward_cuda_ref, stories260K_f32, .timeout = 900) { cuda_vs_ref("stories260K.f32.bin", 5e-4, 5e-4, true); }
+Test(forward_cuda_ref, stories260K_q8, .timeout = 900) { cuda_vs_ref("stories260K.q8.bin", 0.6, 2.0, true); }
+Test(forward_cuda_ref, llama3_tiny_f32, .timeout = 900) { cuda_vs_ref("llama3-tiny.f32.bin", 5e-4, 5e-4, false); }
+Test(forward_cuda_ref, qwen3_tiny_f32, .timeout = 900) { cuda_vs_ref("qwen3-tiny.f32.bin", 5e-4, 5e-4, false); }

@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -132,7 +133,8 @@ struct LabErr {
     int pass;
 };
 
-static inline LabErr lab_compare(const float *got, const float *want, size_t n, double abs_tol, double rel_tol) {
+template <typename T>
+static inline LabErr lab_compare(const T *got, const T *want, size_t n, double abs_tol, double rel_tol) {
     LabErr e = {0.0, 0.0, 1};
     for (size_t i = 0; i < n; i++) {
         const double g = got[i], w = want[i];
@@ -148,7 +150,8 @@ static inline LabErr lab_compare(const float *got, const float *want, size_t n, 
     return e;
 }
 
-static inline LabErr lab_compare(const std::vector<float> &got, const std::vector<float> &want, double abs_tol,
+template <typename T>
+static inline LabErr lab_compare(const std::vector<T> &got, const std::vector<T> &want, double abs_tol,
                                  double rel_tol) {
     if (got.size() != want.size()) return LabErr{INFINITY, INFINITY, 0};
     return lab_compare(got.data(), want.data(), got.size(), abs_tol, rel_tol);

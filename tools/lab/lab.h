@@ -79,6 +79,13 @@ static inline int lab_int(Lab *L, const char *name, int def, int lo, int hi) {
     return def;
 }
 
+// `--name VALUE` from the command line, else def (the family checks the value).
+static inline const char *lab_str(Lab *L, const char *name, const char *def) {
+    for (int i = 1; i + 1 < L->argc; i++)
+        if (!strcmp(L->argv[i], name)) return L->argv[i + 1];
+    return def;
+}
+
 // Whether `a` is one of the space-separated names in `flags` ("--n --rows").
 static inline int lab_is_flag(const char *flags, const char *a) {
     const size_t len = strlen(a);
@@ -87,8 +94,8 @@ static inline int lab_is_flag(const char *flags, const char *a) {
     return 0;
 }
 
-// Parses the common flags, refuses unknown ones (`flags`: the family's integer flags,
-// space-separated: "--n --rows"), prints what the family computes and the device line.
+// Parses the common flags, refuses unknown ones (`flags`: the family's flags, each taking a
+// value, space-separated: "--n --rows"), prints what the family computes and the device line.
 static inline void lab_init(Lab *L, const char *family, int argc, char **argv, const char *flags,
                             const char *what) {
     memset(L, 0, sizeof *L);
@@ -105,7 +112,7 @@ static inline void lab_init(Lab *L, const char *family, int argc, char **argv, c
                 exit(2);
             }
         } else {
-            fprintf(stderr, "lab %s: unknown argument '%s' (usage: %s [--check-only] [--iters N] %s, each flag N)\n",
+            fprintf(stderr, "lab %s: unknown argument '%s' (usage: %s [--check-only] [--iters N] %s, each flag with a value)\n",
                     family, a, argv[0], flags);
             exit(2);
         }
@@ -155,6 +162,20 @@ static inline LabErr lab_compare(const std::vector<T> &got, const std::vector<T>
                                  double rel_tol) {
     if (got.size() != want.size()) return LabErr{INFINITY, INFINITY, 0};
     return lab_compare(got.data(), want.data(), got.size(), abs_tol, rel_tol);
+}
+
+// As lab_compare, but element i may be off by tol * scale[i] (a dot product's rounding error is
+// relative to sum |w_j x_j|, not to the result, which can be near 0).
+static inline LabErr lab_compare_scaled(const std::vector<float> &got, const std::vector<double> &want,
+                                        const std::vector<double> &scale, double tol) {
+    LabErr e = {0.0, 0.0, got.size() == want.size()};
+    for (size_t i = 0; i < got.size() && i < want.size(); i++) {
+        const double d = fabs(got[i] - want[i]);
+        e.max_abs = fmax(e.max_abs, d);
+        if (want[i] != 0.0) e.max_rel = fmax(e.max_rel, d / fabs(want[i]));
+        if (!(d <= tol * scale[i] + 1e-12)) e.pass = 0;  // a NaN fails too
+    }
+    return e;
 }
 
 // Two results in one check (both must pass; the larger errors are shown).

@@ -24,7 +24,7 @@ LAB_DEPS_embedding := embedding weights
 LAB_DEPS_logits_metrics := logits_metrics logits_metrics_naive
 LAB_DEPS_attn_metrics := attn_metrics attention
 LAB_DEPS_sampling := sampling
-LAB_DEPS_agent_pool := agent_pool sampling
+LAB_DEPS_agent_pool := agent_pool
 
 LAB_EMU_DIR := $(EMU_OUT)/lab
 LAB_GPU_DIR := $(BUILD)/cuda/lab

@@ -112,8 +112,13 @@ static inline void lab_init(Lab *L, const char *family, int argc, char **argv, c
                 exit(2);
             }
         } else {
-            fprintf(stderr, "lab %s: unknown argument '%s' (usage: %s [--check-only] [--iters N] %s, each flag with a value)\n",
-                    family, a, argv[0], flags);
+            fprintf(stderr, "lab %s: unknown argument '%s' (usage: %s [--check-only] [--iters N]", family, a, argv[0]);
+            for (const char *f = flags; *f;) {  // each family flag as "[--name VALUE]"
+                const size_t len = strcspn(f, " ");
+                fprintf(stderr, " [%.*s VALUE]", (int)len, f);
+                f += len + (f[len] == ' ');
+            }
+            fprintf(stderr, ")\n");
             exit(2);
         }
     }

@@ -20,7 +20,7 @@
 #define NAIVE_ATTN_THREADS 128
 
 // Max (take_max) or sum of v over the block; every thread gets it.
-__device__ float naive_attn_reduce(float v, float *s, bool take_max) {
+static __device__ float naive_attn_reduce(float v, float *s, bool take_max) {
     s[threadIdx.x] = v;
     __syncthreads();
     for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {

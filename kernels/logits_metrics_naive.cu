@@ -16,7 +16,7 @@
 #define NAIVE_LM_THREADS 256
 
 // Sum (or max) of v over the block through shared memory; every thread gets it.
-__device__ double naive_block_reduce(double v, double *s, bool take_max) {
+static __device__ double naive_block_reduce(double v, double *s, bool take_max) {
     s[threadIdx.x] = v;
     __syncthreads();
     for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {

@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     std::vector<double> scratch(n_keys);
     if (emx_attention_metrics(scores.data(), 1, nh, n_keys, n_keys, EMX_ATTN_LAYER_LAST, scratch.data(), &cpu)) {
         fprintf(stderr, "lab attn_metrics: the CPU twin refused the shape\n");
-        return 1;
+        exit(1);
     }
     const std::vector<double> want = {cpu.attn_entropy_bits, cpu.attn_varentropy_heads_bits2,
                                       cpu.attn_varentropy_true_bits2, cpu.attn_agreement, cpu.attn_interaction_strength};

@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     cublasHandle_t handle;
     if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "lab gemm: cublasCreate failed\n");
-        return 1;
+        exit(1);
     }
     char shape[96];
     snprintf(shape, sizeof shape, "%s %d x %d, %d tokens (--dtype --rows --cols --tokens)", emx_dtype_name(dtype),

@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     const bool quant = dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
     if (cols % 32) {
         fprintf(stderr, "lab matvec: --cols %d: the fast variants need a multiple of 32\n", cols);
-        return 2;
+        exit(2);
     }
     LabWeight w(dtype, rows, cols, 21);
     std::vector<float> x = lab_random((size_t)batch * cols, 22, -2.0f, 2.0f);

@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
     const int nkv = lab_int(&L, "--kv-heads", 8, 1, 256), hd = lab_int(&L, "--head-dim", 128, 2, 512);
     if (hd % 2) {
         fprintf(stderr, "lab rope: --head-dim %d: must be even\n", hd);
-        return 2;
+        exit(2);
     }
     const int half = hd / 2, q_dim = nh * hd, kv_dim = nkv * hd;
     const float eps = 1e-6f;

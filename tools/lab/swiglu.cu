@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     const int hidden = 1536;
     if (dim % 32) {
         fprintf(stderr, "lab swiglu: --dim %d: the fused matvec needs a multiple of 32\n", dim);
-        return 2;
+        exit(2);
     }
     std::vector<float> gate = lab_random(n, 31, -6.0f, 6.0f), up = lab_random(n, 32), want = gate;
     emx_swiglu(want.data(), up.data(), n);

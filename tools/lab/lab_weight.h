@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "base/dtype.h"
+#include "runtime/cpu/cpu_matmul.h"
 }
 
 struct LabWeight {
@@ -54,6 +55,18 @@ struct LabWeight {
         std::vector<float> out((size_t)cols);
         emx_dequantize_row(dtype, file.data(), (uint64_t)rows, (uint64_t)cols, (uint64_t)r, out.data());
         return out;
+    }
+    // q8/q4/q4_1: the CPU's integer dot product of row r with activations quantised by
+    // emx_quantize_acts_scalar (q [cols], d and s [cols/32]), what the fast matvec reproduces
+    double int_dot(int r, const int8_t *q, const float *d, const float *s) const {
+        const int n = cols;
+        const size_t qbytes = (size_t)rows * n / (dtype == EMX_Q8 ? 1 : 2);
+        const uint8_t *quants = file.data() + (size_t)r * n / (dtype == EMX_Q8 ? 1 : 2);
+        const uint16_t *scales = (const uint16_t *)(file.data() + qbytes) + (size_t)r * (n / 32);
+        if (dtype == EMX_Q8) return emx_dot_q8_scalar((const int8_t *)quants, scales, q, d, n);
+        if (dtype == EMX_Q4) return emx_dot_q4_scalar(quants, scales, q, d, s, n);
+        const uint16_t *mins = scales + (size_t)rows * (n / 32);  // q4_1: the mins follow all the scales
+        return emx_dot_q4_1_scalar(quants, scales, mins, q, d, s, n);
     }
 };
 

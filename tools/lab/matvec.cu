@@ -9,22 +9,6 @@
 
 #include "kernels/matvec.h"
 
-extern "C" {
-#include "runtime/cpu/cpu_matmul.h"
-}
-
-// The CPU integer dot product of row r with the quantised activations (q, d, s of one vector).
-static double cpu_int_dot(const LabWeight &w, int r, const int8_t *q, const float *d, const float *s) {
-    const int n = w.cols;
-    const size_t qbytes = (size_t)w.rows * n / (w.dtype == EMX_Q8 ? 1 : 2);
-    const uint8_t *quants = w.file.data() + (size_t)r * n / (w.dtype == EMX_Q8 ? 1 : 2);
-    const uint16_t *scales = (const uint16_t *)(w.file.data() + qbytes) + (size_t)r * (n / 32);
-    if (w.dtype == EMX_Q8) return emx_dot_q8_scalar((const int8_t *)quants, scales, q, d, n);
-    if (w.dtype == EMX_Q4) return emx_dot_q4_scalar(quants, scales, q, d, s, n);
-    const uint16_t *mins = scales + (size_t)w.rows * (n / 32);  // q4_1: the mins follow all the scales
-    return emx_dot_q4_1_scalar(quants, scales, mins, q, d, s, n);
-}
-
 int main(int argc, char **argv) {
     Lab L;
     lab_init(&L, "matvec", argc, argv, "--rows --cols --batch --dtype",
@@ -59,7 +43,7 @@ int main(int argc, char **argv) {
     }
     for (int b = 0; b < batch && quant; b++) {
         emx_quantize_acts_scalar(&x[(size_t)b * cols], cols, q.data(), d.data(), s.data());
-        for (int r = 0; r < rows; r++) want_i[(size_t)b * rows + r] = cpu_int_dot(w, r, q.data(), d.data(), s.data());
+        for (int r = 0; r < rows; r++) want_i[(size_t)b * rows + r] = w.int_dot(r, q.data(), d.data(), s.data());
     }
     LabBuf<float> dx(x), dout((size_t)batch * rows), xd((size_t)batch * cols / 32);
     LabBuf<int8_t> xq((size_t)batch * cols);

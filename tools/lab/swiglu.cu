@@ -1,13 +1,15 @@
 // tools/lab/swiglu.cu — the SwiGLU gate, out = silu(gate) * up (kernels/swiglu.cu), against the
 // CPU's emx_swiglu: one element-wise kernel (prefill, after the gate and up GEMMs). The decode
 // step uses the gate/up matvec fused with it instead (emx_cuda_matvec_swiglu: the matvec lab's
-// arithmetic plus this one), so the lab shows that fused version's check too. `make lab K=swiglu`.
+// arithmetic plus this one; plain, fast_f32 and fast, the runtime's, whose int8 activations are
+// checked against the CPU's integer dot products), so the lab shows those too. `make lab K=swiglu`.
 #include "tools/lab/lab_weight.h"
 
 #include "kernels/matvec.h"
 #include "kernels/swiglu.h"
 
 extern "C" {
+#include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_ops.h"
 }
 
@@ -50,13 +52,29 @@ int main(int argc, char **argv) {
         // plain (f32 activations) against the exact products: d silu/dg <= 1.1
         tol[r] = 1.1 * fabs(u) * mg + fabs(silu) * mu + 1e-2 * fabs(want_f[r]);
     }
-    LabBuf<float> dx(x), dfo(hidden);
-    const EmxCudaActs acts = {dx.p, nullptr, nullptr, nullptr};
-    lab_version(&L, "fused matvec (plain)", wg.bytes() + wu.bytes() + dim * 4.0 + hidden * 4.0,
-                [&] { return emx_cuda_matvec_swiglu(EMX_MATVEC_PLAIN, &wg.w, &wu.w, &acts, 1, dfo.p, L.stream); },
-                [&] { return lab_compare_scaled(dfo.get(), want_f, tol, 1e-4); });
-    lab_version(&L, "fused matvec (fast_f32)", wg.bytes() + wu.bytes() + dim * 4.0 + hidden * 4.0,
-                [&] { return emx_cuda_matvec_swiglu(EMX_MATVEC_FAST_F32, &wg.w, &wu.w, &acts, 1, dfo.p, L.stream); },
-                [&] { return lab_compare_scaled(dfo.get(), want_f, tol, 1e-4); });
+    LabBuf<float> dx(x), dfo(hidden), xd(dim / 32);
+    LabBuf<int8_t> xq(dim);
+    LabBuf<int> xsum(dim / 32);
+    LAB_CHECK(emx_cuda_quantize_acts(dx.p, dim, 1, xq.p, xd.p, xsum.p, L.stream));
+    const EmxCudaActs acts = {dx.p, xq.p, xd.p, xsum.p};
+    // fast: int8 activations, so its reference is silu and the product on the CPU's integer dots
+    std::vector<int8_t> q(dim);
+    std::vector<float> d(dim / 32), sums(dim / 32);
+    emx_quantize_acts_scalar(x.data(), dim, q.data(), d.data(), sums.data());
+    std::vector<double> want_i(hidden);
+    for (int r = 0; r < hidden; r++) {
+        const double g = wg.int_dot(r, q.data(), d.data(), sums.data()), u = wu.int_dot(r, q.data(), d.data(), sums.data());
+        want_i[r] = g / (1.0 + exp(-g)) * u;
+    }
+    const double bytes = wg.bytes() + wu.bytes() + dim * 4.0 + hidden * 4.0;
+    const struct { int variant; const char *name; } versions[] = {{EMX_MATVEC_PLAIN, "fused matvec (plain)"},
+                                                                 {EMX_MATVEC_FAST_F32, "fused matvec (fast_f32)"},
+                                                                 {EMX_MATVEC_FAST, "fused matvec (fast)"}};
+    for (const auto &v : versions) {
+        LAB_CHECK(cudaMemset(dfo.p, 0, dfo.n * 4));
+        lab_version(&L, v.name, bytes,
+                    [&] { return emx_cuda_matvec_swiglu(v.variant, &wg.w, &wu.w, &acts, 1, dfo.p, L.stream); },
+                    [&] { return lab_compare_scaled(dfo.get(), v.variant == EMX_MATVEC_FAST ? want_i : want_f, tol, 1e-4); });
+    }
     return lab_finish(&L);
 }

@@ -222,7 +222,8 @@ static inline void lab_version(Lab *L, const char *name, double bytes, const std
         LAB_CHECK(cudaEventDestroy(t0));
         LAB_CHECK(cudaEventDestroy(t1));
         const double us = 1000.0 * ms / L->iters, gbs = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
-        printf(" %12.2f %12.0f %9.2f", us, bytes, gbs);
+        // emulated rates are tiny: significant digits, not two decimals of zero
+        printf(kLabEmulated ? " %12.2f %12.0f %9.3g" : " %12.2f %12.0f %9.2f", us, bytes, gbs);
         if (!kLabEmulated && L->peak_gbs > 0) printf(" %6.1f%%", 100.0 * gbs / L->peak_gbs);
     }
     printf("\n");

@@ -70,6 +70,8 @@ include tests/fuzz/fuzz.mk
 -include kernels/kernels.mk
 -include kernels/bench.mk
 -include tests/cuda_emu/emu.mk
+# The kernel lab (`make lab K=<family>`, `make lab-test`): tools/lab/lab.mk, docs/kernel-lab.md.
+-include tools/lab/lab.mk
 
 # The --report page is built into report_template.o by the assembler's .incbin, which the
 # compiler's dependency files do not see: every build of that object names the page here.
@@ -97,6 +99,7 @@ test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_B
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),@if grep -nE "$(SAN_REPORT)" $(EMU_BUILD)/emu_tests.log; then \
 		echo "test: sanitizer reports in the emulated tests above"; exit 1; fi)
+	$(if $(EMU_TEST_BIN),$(MAKE) --no-print-directory lab-test)
 
 # On a machine with a GPU: the kernel and backend tests against the real CUDA runtime
 # (kernels/bench.mk), then the C suite's comparisons of whole generations and benchmark reports,

@@ -1,0 +1,38 @@
+// naive.h — the naive versions of the kernel lab (tools/lab, docs/kernel-lab.md): the idea of a
+// family with nothing else, the first row of its lab table. The runtime never launches them; they
+// live in kernels/<family>_naive.cu beside the versions it does launch, so the fast file's header
+// stays about what ships, and the naive one reads alone. Each is checked against the same CPU
+// twin as the fast versions, by the lab and so by `make lab-test`.
+#ifndef ENTROPIX_KERNELS_NAIVE_H
+#define ENTROPIX_KERNELS_NAIVE_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// (sampler/ headers inside the C linkage block: they declare C functions)
+#include "sampler/metrics.h"
+
+// emx_cuda_rmsnorm's result with one thread per row: x, out [rows][n], w [n] (device).
+cudaError_t emx_cuda_rmsnorm_naive(float *out, const float *x, const float *w, int n, int rows, float eps,
+                                   cudaStream_t stream);
+
+// m->logits_entropy_bits and m->logits_varentropy_bits2 of logits[0..n) (device) with one block
+// and two passes: max and Σe^(l-max) first, then the sums of p·log p and p·log² p. Finite logits
+// only (the fast kernel also handles -inf/NaN/+inf; this one shows the math).
+cudaError_t emx_cuda_logits_metrics_naive(const float *logits, int n, EmxMetrics *m, cudaStream_t stream);
+
+// out [n_heads][head_dim] = softmax(q_h · k_t / sqrt(head_dim)) v_t over t < n_keys for every
+// query head h (GQA: KV head h / (n_heads / n_kv_heads)); q [n_heads][head_dim], k, v f32
+// [n_keys][n_kv_heads][head_dim]; one block per head, scores [n_heads][n_keys] a device
+// scratch. No split over keys, no f16 cache, no statistics, no score output.
+cudaError_t emx_cuda_attention_naive(const float *q, const float *k, const float *v, float *out, float *scores,
+                                     int n_heads, int n_kv_heads, int head_dim, int n_keys, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,88 @@
+# tools/lab/lab.mk — the kernel lab (docs/kernel-lab.md): one small program per kernel family,
+# tools/lab/<family>.cu, that runs every version of the family (naive ... fast) on the same
+# inputs, checks each against the CPU twin and times it.
+#   make lab K=rmsnorm [LAB_ARGS="--rows 64"]   build and run one family: on the GPU when nvcc
+#                        and a GPU are there (LAB_MODE=gpu), else through the emulation layer
+#                        (LAB_MODE=emu, tests/cuda_emu: emulation timings, not GPU timings)
+#   make lab-build K=rmsnorm LAB_MODE=gpu       build only (here: the nvcc build, sm_80 + sm_90)
+#   make lab-cuda        nvcc-build every family (a compile and link check on machines without GPU)
+#   make lab-test        every family, emulated, with --check-only: fails if a version FAILs
+#                        (run by `make test` after the emulated kernel tests)
+# A family's program links only the kernels it needs (LAB_DEPS_<family>) and the CPU library
+# (the twins), so an emulated lab builds in seconds once the emulation layer is built.
+# Included by the top Makefile after tests/cuda_emu/emu.mk (EMU_* and NVCC* are set).
+
+LAB_FAMILIES := matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
+# kernels/<name>.cu each family's program links (its launchers, and what those call)
+LAB_DEPS_matvec := matvec weights
+LAB_DEPS_gemm := gemm weights
+LAB_DEPS_attention := attention attention_naive
+LAB_DEPS_rmsnorm := rmsnorm rmsnorm_naive
+LAB_DEPS_rope := rope
+LAB_DEPS_swiglu := swiglu matvec weights
+LAB_DEPS_embedding := embedding weights
+LAB_DEPS_logits_metrics := logits_metrics logits_metrics_naive
+LAB_DEPS_attn_metrics := attn_metrics attention
+LAB_DEPS_sampling := sampling
+LAB_DEPS_agent_pool := agent_pool
+
+LAB_EMU_DIR := $(EMU_OUT)/lab
+LAB_GPU_DIR := $(BUILD)/cuda/lab
+LAB_DIR_emu := $(LAB_EMU_DIR)
+LAB_DIR_gpu := $(LAB_GPU_DIR)
+LAB_EMU_BINS := $(addprefix $(LAB_EMU_DIR)/,$(LAB_FAMILIES))
+LAB_GPU_BINS := $(addprefix $(LAB_GPU_DIR)/,$(LAB_FAMILIES))
+# gpu when nvidia-smi lists a GPU and nvcc is there; deferred, so only `make lab` runs nvidia-smi
+LAB_MODE ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && command -v $(NVCC) >/dev/null && echo y),gpu,emu)
+LAB_ARGS ?=
+# The kernel objects of family $1 (functions: a '%' written in a rule's prerequisites would be the stem)
+lab_emu_kobj = $(patsubst %,$(EMU_OUT)/obj/kernels/%.o,$(LAB_DEPS_$1))
+lab_gpu_kobj = $(patsubst %,$(BUILD)/cuda/kernels/%.o,$(LAB_DEPS_$1))
+
+.PHONY: lab lab-build lab-cuda lab-test
+lab: lab-build
+	$(LAB_DIR_$(LAB_MODE))/$(K) $(LAB_ARGS)
+
+lab-build:
+	@case " $(LAB_FAMILIES) " in *" $(K) "*) ;; *) echo "lab: K='$(K)' is not a kernel family; one of: $(LAB_FAMILIES)"; exit 2;; esac
+	@case "$(LAB_MODE)" in emu|gpu) ;; *) echo "lab: LAB_MODE='$(LAB_MODE)': emu or gpu"; exit 2;; esac
+	$(MAKE) --no-print-directory $(LAB_DIR_$(LAB_MODE))/$(K)
+
+lab-cuda: $(LAB_GPU_BINS)
+
+# Each family's check, emulated, under both thread schedules (tests/cuda_emu/README.md: a race
+# between the threads of a block, a missing __syncthreads, gives a wrong result under one of
+# them; the naive kernels have no other test). Every family runs even after a failure, then the
+# list of those that failed. Sanitizer reports abort (UBSan) or make the exit status non-zero
+# (ASan, LSan).
+lab-test: $(LAB_EMU_BINS)
+	@failed=""; for k in $(LAB_FAMILIES); do for sched in forward reverse; do \
+		echo "lab-test: $$k, $$sched schedule"; \
+		EMU_SCHEDULE=$$sched $(EMU_TEST_ENV) $(LAB_EMU_DIR)/$$k --check-only || failed="$$failed $$k($$sched)"; \
+		done; done; \
+	if [ -n "$$failed" ]; then echo "lab-test: FAILED:$$failed"; exit 1; fi; \
+	echo "lab-test: every version of every family matches its CPU twin"
+
+# Emulated: the program rewritten like the kernels (launch syntax), compiled by the host C++
+# compiler with the layer's flags (ASan + UBSan), linked with the layer and the family's kernels.
+$(LAB_EMU_DIR)/src/%.cu: tools/lab/%.cu $(EMU_DIR)/rewrite.py
+	@mkdir -p $(dir $@)
+	python3 $(EMU_DIR)/rewrite.py $< $@
+
+$(LAB_EMU_DIR)/obj/%.o: $(LAB_EMU_DIR)/src/%.cu tools/lab/lab.h $(EMU_KERNEL_HDR)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+
+$(LAB_EMU_DIR)/%: $(LAB_EMU_DIR)/obj/%.o $(EMU_LAYER_OBJ) $$(call lab_emu_kobj,$$*) $(BUILD)/libentropix.a
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+
+# GPU: nvcc, the flags of `make cuda` (sm_80 + sm_90, warnings as errors); libentropix.a is built
+# with -fopenmp, so nvcc links libgomp instead of the flag (as kernels/bench.mk).
+$(LAB_GPU_DIR)/obj/%.o: tools/lab/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(LAB_GPU_DIR)/%: $(LAB_GPU_DIR)/obj/%.o $$(call lab_gpu_kobj,$$*) $(BUILD)/libentropix.a
+	$(NVCC) $(CUDA_ARCHS) $(filter %.o %.a,$^) -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+
+-include $(patsubst %,$(LAB_EMU_DIR)/obj/%.d,$(LAB_FAMILIES)) $(patsubst %,$(LAB_GPU_DIR)/obj/%.d,$(LAB_FAMILIES))

@@ -24,6 +24,7 @@
 #include "runtime/forward.h"
 #include "runtime/model.h"
 #include "test_util.h"
+#include "test_ref_util.h"
 
 // Opens build/models/<name> and a state; skips the test if the file was not made.
 static void open_model(const char *name, EmxModel *m, EmxState **s, int ctx, int threads) {
@@ -42,39 +43,6 @@ static void open_model(const char *name, EmxModel *m, EmxState **s, int ctx, int
 static void close_model(EmxModel *m, EmxState *s) {
     emx_state_free(s);
     emx_model_close(m);
-}
-
-static cJSON *load_json(const char *rel) {
-    char path[512];
-    test_shared_path(path, sizeof(path), rel);
-    char *text = test_read_file(path, NULL);
-    cr_assert(text != NULL, "cannot read %s", path);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    cr_assert(j != NULL, "%s: invalid JSON", path);
-    return j;
-}
-
-// JSON array of ints -> heap int array; *n = its length.
-static int *json_ints(const cJSON *arr, int *n) {
-    cr_assert(cJSON_IsArray(arr));
-    *n = cJSON_GetArraySize(arr);
-    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof(int));
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
-    return v;
-}
-
-static int argmax(const float *x, int n) {  // lowest id on ties, as the references
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-static double max_abs_diff(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
 }
 
 // Every [id, logit] pair of a top-k list matches our logits within tol; returns the max diff.
@@ -100,9 +68,9 @@ static void check_stories_unconditional(const char *model_file) {
     EmxModel m;
     EmxState *s;
     open_model(model_file, &m, &s, 0, 2);
-    cJSON *g = load_json("testdata/stories260K/golden.json");
+    cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     int n_gold;
-    int *gold = json_ints(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "unconditional_200"), "greedy_ids_numpy"), &n_gold);
+    int *gold = ref_json_ints(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "unconditional_200"), "greedy_ids_numpy"), &n_gold);
     cr_assert_eq(n_gold, 200);
     // llama.cpp's GGUF of this model says context_length 128 (it was trained at 512): as far as it goes
     const int n_steps = emx_state_ctx(s) < 200 ? emx_state_ctx(s) : 200;
@@ -110,7 +78,7 @@ static void check_stories_unconditional(const char *model_file) {
     for (int i = 0; i < n_steps; i++) {
         const float *logits = emx_forward(s, &tok, 1, i);
         cr_assert(logits != NULL);
-        tok = argmax(logits, (int)m.cfg.vocab_size);
+        tok = ref_argmax(logits, (int)m.cfg.vocab_size);
         cr_assert_eq(tok, gold[i], "step %d: token %d, golden %d", i, tok, gold[i]);
     }
     free(gold);
@@ -122,14 +90,14 @@ static void check_stories_prompts(const char *model_file) {
     EmxModel m;
     EmxState *s;
     open_model(model_file, &m, &s, 0, 2);
-    cJSON *g = load_json("testdata/stories260K/golden.json");
+    cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     const int vocab = (int)m.cfg.vocab_size;
     double worst_step0 = 0, worst_topk = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(g, "prompts")) {
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
         const cJSON *ref0 = cJSON_GetObjectItem(p, "step0_logits_numpy");
         const cJSON *top10 = cJSON_GetObjectItem(p, "top10_per_step_numpy");
         cr_assert_eq(cJSON_GetArraySize(ref0), vocab);
@@ -144,7 +112,7 @@ static void check_stories_prompts(const char *model_file) {
         for (int step = 0; step < n_greedy; step++) {
             if (step < cJSON_GetArraySize(top10))
                 worst_topk = fmax(worst_topk, check_topk(cJSON_GetArrayItem(top10, step), logits, 1e-4, "stories top10"));
-            int tok = argmax(logits, vocab);
+            int tok = ref_argmax(logits, vocab);
             cr_assert_eq(tok, greedy[step], "prompt %d step %d: %d vs %d", n, step, tok, greedy[step]);
             logits = emx_forward(s, &tok, 1, n + step);
         }
@@ -163,14 +131,14 @@ Test(forward, stories_q8, .timeout = 300) {
     EmxModel m;
     EmxState *s;
     open_model("stories260K.q8.bin", &m, &s, 0, 2);
-    cJSON *g = load_json("testdata/stories260K/golden.json");
+    cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     const int vocab = (int)m.cfg.vocab_size;
     double worst = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(g, "prompts")) {
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
         const cJSON *ref0 = cJSON_GetObjectItem(p, "step0_logits_numpy");
         const float *logits = emx_forward(s, ids, n, 0);
         cr_assert(logits != NULL);
@@ -178,7 +146,7 @@ Test(forward, stories_q8, .timeout = 300) {
         for (int v = 0; v < vocab; v++) err = fmax(err, fabs(logits[v] - cJSON_GetArrayItem(ref0, v)->valuedouble));
         int agree = 0;
         for (; agree < n_greedy; agree++) {
-            int tok = argmax(logits, vocab);
+            int tok = ref_argmax(logits, vocab);
             if (tok != greedy[agree]) break;
             logits = emx_forward(s, &tok, 1, n + agree);
         }
@@ -201,40 +169,30 @@ Test(forward, stories_gguf_prompts, .timeout = 300) { check_stories_prompts("sto
 // ---------------------------------------------------------------------------------------------
 // qwen3-tiny / llama3-tiny at f32 against numpy and llama.cpp
 
-static float *read_f32(const char *rel, size_t count) {
-    char path[512];
-    test_shared_path(path, sizeof(path), rel);
-    size_t len = 0;
-    char *buf = test_read_file(path, &len);
-    cr_assert(buf != NULL, "cannot read %s", path);
-    cr_assert_eq(len, count * 4, "%s: %zu bytes, expected %zu", path, len, count * 4);
-    return (float *)buf;
-}
-
 static void check_tiny_f32(const char *model_file, const char *ref_dir) {
     EmxModel m;
     EmxState *s;
     open_model(model_file, &m, &s, 1024, 2);
     char rel[256];
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/reference.json", ref_dir);
-    cJSON *ref = load_json(rel);
+    cJSON *ref = ref_load_shared_json(rel);
     const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
     const int vocab = (int)m.cfg.vocab_size, n_prompts = cJSON_GetArraySize(prompts);
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/logits_step0.numpy.f32", ref_dir);
-    float *numpy0 = read_f32(rel, (size_t)n_prompts * vocab);
+    float *numpy0 = ref_read_shared_f32(rel, (size_t)n_prompts * vocab);
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/logits_step0.llamacpp.f32", ref_dir);
-    float *llama0 = read_f32(rel, (size_t)n_prompts * vocab);
+    float *llama0 = ref_read_shared_f32(rel, (size_t)n_prompts * vocab);
     for (int pi = 0; pi < n_prompts; pi++) {
         const cJSON *p = cJSON_GetArrayItem(prompts, pi);
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
         const cJSON *steps = cJSON_GetObjectItem(p, "steps");
         const double tol = n <= 32 ? 2e-4 : 1e-3;
         const float *logits = emx_forward(s, ids, n, 0);  // prefill in one pass
         cr_assert(logits != NULL);
-        double d_np = max_abs_diff(logits, numpy0 + (size_t)pi * vocab, vocab);
-        double d_lc = max_abs_diff(logits, llama0 + (size_t)pi * vocab, vocab);
+        double d_np = ref_max_abs_diff(logits, numpy0 + (size_t)pi * vocab, vocab);
+        double d_lc = ref_max_abs_diff(logits, llama0 + (size_t)pi * vocab, vocab);
         cr_assert(d_np <= tol, "%s prompt %d (%d tokens): step-0 logits vs numpy off by %g (tol %g)", model_file, pi, n, d_np, tol);
         cr_assert(d_lc <= tol, "%s prompt %d (%d tokens): step-0 logits vs llama.cpp off by %g (tol %g)", model_file, pi, n, d_lc, tol);
         double worst_top = 0;
@@ -242,7 +200,7 @@ static void check_tiny_f32(const char *model_file, const char *ref_dir) {
             if (step < cJSON_GetArraySize(steps))
                 worst_top = fmax(worst_top, check_topk(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, step), "top20_numpy"),
                                                        logits, tol, model_file));
-            int tok = argmax(logits, vocab);
+            int tok = ref_argmax(logits, vocab);
             cr_assert_eq(tok, greedy[step], "%s prompt %d greedy step %d: %d vs numpy %d", model_file, pi, step, tok, greedy[step]);
             logits = emx_forward(s, &tok, 1, n + step);
             cr_assert(logits != NULL);
@@ -270,9 +228,9 @@ Test(forward, llama3_tiny_gguf_f32, .timeout = 300) { check_tiny_f32("llama3-tin
 static int *chat_prompt(const char *ref_dir, int *n) {
     char rel[256];
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/reference.json", ref_dir);
-    cJSON *ref = load_json(rel);
+    cJSON *ref = ref_load_shared_json(rel);
     const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
-    int *ids = json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(prompts, 2), "ids"), n);  // the chat prompt
+    int *ids = ref_json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(prompts, 2), "ids"), n);  // the chat prompt
     cJSON_Delete(ref);
     return ids;
 }
@@ -290,7 +248,7 @@ static void check_prefill_vs_decode(const char *model_file) {
     memcpy(batched, emx_forward(s, ids, n, 0), (size_t)vocab * sizeof(float));
     const float *one = NULL;
     for (int i = 0; i < n; i++) one = emx_forward(s, &ids[i], 1, i);
-    double d = max_abs_diff(batched, one, vocab);
+    double d = ref_max_abs_diff(batched, one, vocab);
     cr_assert(memcmp(batched, one, (size_t)vocab * sizeof(float)) == 0,
               "%s: prefill (%d tokens in one pass) vs token by token differ (max|d| %g), expected bitwise equal",
               model_file, n, d);
@@ -379,7 +337,7 @@ Test(forward, all_logits, .timeout = 300) {
     for (int i = 0; i < 6; i++) {
         const float *l = emx_forward(s, &ids[i], 1, i);
         // bitwise: a row's result does not depend on its batch (runtime/cpu/cpu_matmul.h)
-        double d = max_abs_diff(l, all + (size_t)i * vocab, vocab);
+        double d = ref_max_abs_diff(l, all + (size_t)i * vocab, vocab);
         cr_assert(memcmp(l, all + (size_t)i * vocab, (size_t)vocab * sizeof(float)) == 0,
                   "position %d differs by %g", i, d);
     }
@@ -482,28 +440,28 @@ static void check_quantised(const char *model_file, const char *ref_dir, double 
     open_model(model_file, &m, &s, 1024, 2);
     char rel[256];
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/reference.json", ref_dir);
-    cJSON *ref = load_json(rel);
+    cJSON *ref = ref_load_shared_json(rel);
     const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
     const int vocab = (int)m.cfg.vocab_size, n_prompts = cJSON_GetArraySize(prompts);
     snprintf(rel, sizeof(rel), "testdata/tiny/%s/logits_step0.numpy.f32", ref_dir);
-    float *numpy0 = read_f32(rel, (size_t)n_prompts * vocab);
+    float *numpy0 = ref_read_shared_f32(rel, (size_t)n_prompts * vocab);
     for (int pi = 0; pi < n_prompts; pi++) {
         const cJSON *p = cJSON_GetArrayItem(prompts, pi);
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
         const cJSON *margins = cJSON_GetObjectItem(p, "greedy_margins_top1_top2_numpy");
         int safe = cJSON_GetObjectItem(p, "greedy_steps_before_first_margin_below_0.05")->valueint;
         const float *logits = emx_forward(s, ids, n, 0);
         cr_assert(logits != NULL);
-        double err = max_abs_diff(logits, numpy0 + (size_t)pi * vocab, vocab);
+        double err = ref_max_abs_diff(logits, numpy0 + (size_t)pi * vocab, vocab);
         cr_assert(err <= max_err, "%s prompt %d: step-0 logits off by %g (bound %g)", model_file, pi, err, max_err);
         int k = 0;
         while (k < cJSON_GetArraySize(margins) && cJSON_GetArrayItem(margins, k)->valuedouble > 2 * err) k++;
         int required = safe < k ? safe : k;
         int agree = 0;
         for (int step = 0; step < n_greedy; step++) {
-            int tok = argmax(logits, vocab);
+            int tok = ref_argmax(logits, vocab);
             if (tok != greedy[step]) break;
             agree++;
             logits = emx_forward(s, &tok, 1, n + step);
@@ -553,7 +511,7 @@ static void check_int8_path(const char *model_file) {
     const int ids[6] = {9707, 11, 847, 5562, 374, 18};
     const int vocab = (int)m.cfg.vocab_size;
     const float *lq = emx_forward(s, ids, 6, 0), *lf = emx_forward(sd, ids, 6, 0);
-    double diff = max_abs_diff(lq, lf, vocab);
+    double diff = ref_max_abs_diff(lq, lf, vocab);
     fprintf(stderr, "%s: int8-activation kernels vs the same weights in f32: max|dlogit| %.3g\n", model_file, diff);
     cr_assert(diff <= 1.5, "%s: int8 path differs from the dequantised f32 path by %g", model_file, diff);
     emx_state_free(sd);

@@ -25,6 +25,7 @@
 #include "runtime/model.h"
 #include "runtime/reference/forward_ref.h"
 #include "test_util.h"
+#include "test_ref_util.h"
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -54,51 +55,6 @@ static RefState *ref_state(const RefModel *rm, int ctx) {
     return s;
 }
 
-static cJSON *load_json(const char *path) {
-    char *text = test_read_file(path, NULL);
-    cr_assert(text != NULL, "cannot read %s", path);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    cr_assert(j != NULL, "%s: invalid JSON", path);
-    return j;
-}
-
-static cJSON *load_shared_json(const char *rel) {
-    char path[512];
-    return load_json(test_shared_path(path, sizeof path, rel));
-}
-
-// JSON array of ints -> heap array; *n = its length.
-static int *json_ints(const cJSON *arr, int *n) {
-    cr_assert(cJSON_IsArray(arr));
-    *n = cJSON_GetArraySize(arr);
-    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof(int));
-    cr_assert(v != NULL);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
-    return v;
-}
-
-static float *read_f32(const char *path, size_t count) {
-    size_t len = 0;
-    char *buf = test_read_file(path, &len);
-    cr_assert(buf != NULL, "cannot read %s", path);
-    cr_assert_eq(len, count * 4, "%s: %zu bytes, expected %zu", path, len, count * 4);
-    return (float *)buf;
-}
-
-static int argmax(const float *x, int n) {  // lowest id on ties, as the references
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 // Every [id, logit] pair of a top-k list within tol of logits; returns the worst difference.
 static double check_topk(const cJSON *topk, const float *logits, double tol, const char *what, int step) {
     double worst = 0;
@@ -123,15 +79,15 @@ static void ref_stories_unconditional(const char *model_file) {
     // llama.cpp's GGUF of this model says context_length 128: as far as that goes
     const int ctx = m.cfg.max_seq_len < 200 ? (int)m.cfg.max_seq_len : 200;
     RefState *s = ref_state(rm, ctx);
-    cJSON *g = load_shared_json("testdata/stories260K/golden.json");
+    cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     int n_gold;
-    int *gold = json_ints(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "unconditional_200"), "greedy_ids_numpy"), &n_gold);
+    int *gold = ref_json_ints(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "unconditional_200"), "greedy_ids_numpy"), &n_gold);
     cr_assert_eq(n_gold, 200);
     int tok = 1;  // BOS
     for (int pos = 0; pos < ctx; pos++) {
         const float *logits = ref_forward(s, tok, pos);
         cr_assert(logits != NULL);
-        tok = argmax(logits, (int)m.cfg.vocab_size);
+        tok = ref_argmax(logits, (int)m.cfg.vocab_size);
         cr_assert_eq(tok, gold[pos], "%s step %d: token %d, llama2.c/numpy %d", model_file, pos, tok, gold[pos]);
     }
     free(gold);
@@ -148,14 +104,14 @@ static void ref_stories_prompts(const char *model_file) {
     open_model(model_file, &m);
     RefModel *rm = ref_open(&m);
     RefState *s = ref_state(rm, 128);
-    cJSON *g = load_shared_json("testdata/stories260K/golden.json");
+    cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     const int vocab = (int)m.cfg.vocab_size;
     double worst0 = 0, worst_top = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(g, "prompts")) {
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "prompt_ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_ids_numpy"), &n_greedy);
         const cJSON *ref0 = cJSON_GetObjectItem(p, "step0_logits_numpy");
         const cJSON *top10 = cJSON_GetObjectItem(p, "top10_per_step_numpy");
         cr_assert_eq(cJSON_GetArraySize(ref0), vocab);
@@ -169,7 +125,7 @@ static void ref_stories_prompts(const char *model_file) {
         for (int step = 0; step < n_greedy; step++) {
             if (step < cJSON_GetArraySize(top10))
                 worst_top = fmax(worst_top, check_topk(cJSON_GetArrayItem(top10, step), logits, 1e-4, model_file, step));
-            const int tok = argmax(logits, vocab);
+            const int tok = ref_argmax(logits, vocab);
             cr_assert_eq(tok, greedy[step], "%s prompt %d step %d: %d vs numpy %d", model_file, n, step, tok, greedy[step]);
             logits = ref_forward(s, tok, n + step);
         }
@@ -203,24 +159,24 @@ static void ref_tiny(const char *model_file, const char *ref_dir) {
     RefState *s = ref_state(rm, 512);
     char rel[256], path[512];
     snprintf(rel, sizeof rel, "testdata/tiny/%s/reference.json", ref_dir);
-    cJSON *ref = load_shared_json(rel);
+    cJSON *ref = ref_load_shared_json(rel);
     const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
     const int vocab = (int)m.cfg.vocab_size, n_prompts = cJSON_GetArraySize(prompts);
     snprintf(rel, sizeof rel, "testdata/tiny/%s/logits_step0.numpy.f32", ref_dir);
-    float *numpy0 = read_f32(test_shared_path(path, sizeof path, rel), (size_t)n_prompts * vocab);
+    float *numpy0 = ref_read_f32(test_shared_path(path, sizeof path, rel), (size_t)n_prompts * vocab);
     snprintf(rel, sizeof rel, "testdata/tiny/%s/logits_step0.llamacpp.f32", ref_dir);
-    float *llama0 = read_f32(test_shared_path(path, sizeof path, rel), (size_t)n_prompts * vocab);
+    float *llama0 = ref_read_f32(test_shared_path(path, sizeof path, rel), (size_t)n_prompts * vocab);
     for (int pi = 0; pi < n_prompts; pi++) {
         const cJSON *p = cJSON_GetArrayItem(prompts, pi);
         int n, n_greedy;
-        int *ids = json_ints(cJSON_GetObjectItem(p, "ids"), &n);
-        int *greedy = json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(p, "ids"), &n);
+        int *greedy = ref_json_ints(cJSON_GetObjectItem(p, "greedy_numpy"), &n_greedy);
         const cJSON *steps = cJSON_GetObjectItem(p, "steps");
         const double tol = n <= 32 ? 2e-4 : 1e-3;
         const float *logits = NULL;
         for (int i = 0; i < n; i++) logits = ref_forward(s, ids[i], i);
-        const double d_np = max_abs_diff(logits, numpy0 + (size_t)pi * vocab, (size_t)vocab);
-        const double d_lc = max_abs_diff(logits, llama0 + (size_t)pi * vocab, (size_t)vocab);
+        const double d_np = ref_max_abs_diff(logits, numpy0 + (size_t)pi * vocab, (size_t)vocab);
+        const double d_lc = ref_max_abs_diff(logits, llama0 + (size_t)pi * vocab, (size_t)vocab);
         cr_assert(d_np <= tol, "%s prompt %d (%d tokens): step-0 logits vs numpy off by %g (tol %g)", model_file, pi, n, d_np, tol);
         cr_assert(d_lc <= tol, "%s prompt %d (%d tokens): step-0 logits vs llama.cpp off by %g (tol %g)", model_file, pi, n, d_lc, tol);
         double worst_top = 0;
@@ -228,7 +184,7 @@ static void ref_tiny(const char *model_file, const char *ref_dir) {
             if (step < cJSON_GetArraySize(steps))
                 worst_top = fmax(worst_top, check_topk(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, step), "top20_numpy"),
                                                        logits, tol, model_file, step));
-            const int tok = argmax(logits, vocab);
+            const int tok = ref_argmax(logits, vocab);
             cr_assert_eq(tok, greedy[step], "%s prompt %d step %d: %d vs numpy %d", model_file, pi, step, tok, greedy[step]);
             logits = ref_forward(s, tok, n + step);
         }
@@ -257,18 +213,18 @@ Test(forward_ref, ref_smollm2, .timeout = 900) {
     open_model("smollm2.f32.bin", &m);
     RefModel *rm = ref_open(&m);
     RefState *s = ref_state(rm, 256);
-    cJSON *ref = load_json("tests/data/smollm2/reference.json");
+    cJSON *ref = ref_load_json("tests/data/smollm2/reference.json");
     const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
     const int vocab = (int)m.cfg.vocab_size, n_prompts = cJSON_GetArraySize(prompts);
-    float *lc0 = read_f32("tests/data/smollm2/logits_step0.f32", (size_t)n_prompts * vocab);
-    float *np0 = read_f32("tests/data/smollm2/logits_step0.numpy.f32", (size_t)n_prompts * vocab);
+    float *lc0 = ref_read_f32("tests/data/smollm2/logits_step0.f32", (size_t)n_prompts * vocab);
+    float *np0 = ref_read_f32("tests/data/smollm2/logits_step0.numpy.f32", (size_t)n_prompts * vocab);
     for (int pi = 0; pi < n_prompts; pi++) {
         int n;
-        int *ids = json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(prompts, pi), "ids"), &n);
+        int *ids = ref_json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(prompts, pi), "ids"), &n);
         const float *logits = NULL;
         for (int i = 0; i < n; i++) logits = ref_forward(s, ids[i], i);
-        const double d_lc = max_abs_diff(logits, lc0 + (size_t)pi * vocab, (size_t)vocab);
-        const double d_np = max_abs_diff(logits, np0 + (size_t)pi * vocab, (size_t)vocab);
+        const double d_lc = ref_max_abs_diff(logits, lc0 + (size_t)pi * vocab, (size_t)vocab);
+        const double d_np = ref_max_abs_diff(logits, np0 + (size_t)pi * vocab, (size_t)vocab);
         fprintf(stderr, "reference smollm2 prompt %d (%d tokens): step 0 max|d| llama.cpp %.2g numpy %.2g\n", pi, n, d_lc, d_np);
         cr_assert(d_lc <= 5e-4 && d_np <= 5e-4, "smollm2 prompt %d: step-0 logits off by %g (llama.cpp), %g (numpy)", pi, d_lc, d_np);
         free(ids);
@@ -292,23 +248,23 @@ static int *sequence_for(const char *model_file, int *n) {
     const char *ids_key, *greedy_key;
     int extra;
     if (strncmp(model_file, "stories", 7) == 0) {  // "Once upon a time" + 24 greedy tokens
-        j = load_shared_json("testdata/stories260K/golden.json");
+        j = ref_load_shared_json("testdata/stories260K/golden.json");
         p = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), 1);
         ids_key = "prompt_ids", greedy_key = "greedy_ids_numpy", extra = 24;
     } else if (strncmp(model_file, "smollm2", 7) == 0) {  // a 37-token chat prompt + 8
-        j = load_json("tests/data/smollm2/reference.json");
+        j = ref_load_json("tests/data/smollm2/reference.json");
         p = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), 0);
         ids_key = "ids", greedy_key = "greedy", extra = 8;
     } else {  // the tiny models' chat prompt (22 / 25 tokens, special tokens included) + 8
         char rel[256];
         snprintf(rel, sizeof rel, "testdata/tiny/%.*s/reference.json", (int)strcspn(model_file, "."), model_file);
-        j = load_shared_json(rel);
+        j = ref_load_shared_json(rel);
         p = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), 2);
         ids_key = "ids", greedy_key = "greedy_numpy", extra = 8;
     }
     int n_ids, n_greedy;
-    int *ids = json_ints(cJSON_GetObjectItem(p, ids_key), &n_ids);
-    int *greedy = json_ints(cJSON_GetObjectItem(p, greedy_key), &n_greedy);
+    int *ids = ref_json_ints(cJSON_GetObjectItem(p, ids_key), &n_ids);
+    int *greedy = ref_json_ints(cJSON_GetObjectItem(p, greedy_key), &n_greedy);
     cr_assert(n_greedy >= extra && n_ids + extra <= 48);
     ids = realloc(ids, (size_t)(n_ids + extra) * sizeof(int));
     cr_assert(ids != NULL);
@@ -331,13 +287,13 @@ typedef struct {
 // [n_layers][n_heads][ctx]).
 static void compare_scores(const EmxModel *m, const float *fast, const float *ref, int ctx, int pos, Worst *w) {
     for (size_t lh = 0; lh < (size_t)m->cfg.n_layers * m->cfg.n_heads; lh++) {
-        const double d = max_abs_diff(fast + lh * ctx, ref + lh * ctx, (size_t)pos + 1);
+        const double d = ref_max_abs_diff(fast + lh * ctx, ref + lh * ctx, (size_t)pos + 1);
         if (d > w->score) w->score = d, w->score_pos = pos;
     }
 }
 
 static void note_logits(const float *fast, const float *ref, int vocab, int pos, Worst *w) {
-    const double d = max_abs_diff(fast, ref, (size_t)vocab);
+    const double d = ref_max_abs_diff(fast, ref, (size_t)vocab);
     if (d > w->logit) w->logit = d, w->logit_pos = pos;
     for (int i = 0; i < vocab; i++) {
         w->sq_diff += ((double)fast[i] - ref[i]) * ((double)fast[i] - ref[i]);
@@ -447,9 +403,9 @@ static void cpu_long_prompt(const char *model_file) {
     EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
     cr_assert(s != NULL, "%s", err);
     snprintf(rel, sizeof rel, "testdata/tiny/%.*s/reference.json", (int)strcspn(model_file, "."), model_file);
-    cJSON *j = load_shared_json(rel);
+    cJSON *j = ref_load_shared_json(rel);
     int n;
-    int *ids = json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), 5), "ids"), &n);
+    int *ids = ref_json_ints(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), 5), "ids"), &n);
     cr_assert(n > 256 && n <= ctx, "%s: the long prompt has %d tokens", rel, n);
     const float *want = NULL;
     for (int i = 0; i < n; i++) want = ref_forward(r, ids[i], i);

@@ -28,6 +28,7 @@
 #include "runtime/forward.h"
 #include "runtime/model.h"
 #include "test_util.h"
+#include "test_ref_util.h"
 #include "tokenizer/tokenizer.h"
 
 #define DATA_DIR "tests/data/smollm2/"
@@ -67,27 +68,10 @@ static cJSON *load_reference(void) {
     return j;
 }
 
-// JSON array of ints -> heap array; *n = its length.
-static int *json_ints(const cJSON *arr, int *n) {
-    cr_assert(cJSON_IsArray(arr));
-    *n = cJSON_GetArraySize(arr);
-    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof(int));
-    cr_assert(v != NULL);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
-    return v;
-}
-
 static const cJSON *item(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     cr_assert(v != NULL, DATA_DIR "reference.json: no field \"%s\"", key);
     return v;
-}
-
-static int argmax(const float *x, int n) {  // lowest id on ties, as the references
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
 }
 
 // Largest |ours - reference| over the [id, logit] pairs of a top-10 list.
@@ -144,7 +128,7 @@ Test(smollm2, chat_prompts_render_and_tokenize_like_reference) {
         cr_expect_str_eq(rendered, item(p, "rendered")->valuestring, "%s: rendered prompt differs", name);
 
         int n_ref;
-        int *want = json_ints(item(p, "ids"), &n_ref);
+        int *want = ref_json_ints(item(p, "ids"), &n_ref);
         int *ids = NULL;
         size_t n = 0;
         cr_assert(emx_encode(tk, rendered, strlen(rendered), EMX_ENC_SPECIAL, &ids, &n, err, sizeof err) == 0,
@@ -186,8 +170,8 @@ static void check_greedy(const char *model_name, int quantised) {
         const cJSON *p = cJSON_GetArrayItem(prompts, pi);
         const char *name = item(p, "name")->valuestring;
         int n_prompt, n_gen;
-        int *prompt = json_ints(item(p, "ids"), &n_prompt);
-        int *want = json_ints(item(p, "greedy"), &n_gen);
+        int *prompt = ref_json_ints(item(p, "ids"), &n_prompt);
+        int *want = ref_json_ints(item(p, "greedy"), &n_gen);
         const cJSON *steps = item(p, "steps");
         cr_assert_eq(cJSON_GetArraySize(steps), n_gen);
 
@@ -203,7 +187,7 @@ static void check_greedy(const char *model_name, int quantised) {
             double mg = item(st, "margin_top1_top2")->valuedouble;
             min_margin = fmin(min_margin, mg);
             worst_top = fmax(worst_top, top10_diff(item(st, "top10"), logits));
-            int tok = argmax(logits, vocab);
+            int tok = ref_argmax(logits, vocab);
             if (!quantised && tok != want[t]) break;  // free-running: the rest would be off-track
             match += tok == want[t];
             if (mg >= Q8_DECISIVE_MARGIN) {

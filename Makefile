@@ -21,7 +21,7 @@ PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
 # runtime/cuda/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
 # kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
 CUDA_HOST_SRC := runtime/cuda/forward_cuda.c
-LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c))
+LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c tools/server/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -52,6 +52,9 @@ $(BUILD)/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The HTTP server (tools/server/http.c) is the one program that links libmicrohttpd.
+$(BUILD)/tools/server: LDLIBS += -lmicrohttpd
 
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)

@@ -146,7 +146,8 @@ static int add_text(Gen *g, const char *text, size_t len, int final) {
 static int add_entries(Gen *g, int index, int id, int pos, int is_stop) {
     if (g->lpt) {
         if (!g->logprobs && !(g->logprobs = cJSON_CreateArray())) return g->oom = 1;
-        cJSON *o = token_entry(g->sm->tk, id, g->lpt->last.chosen), *top = cJSON_CreateArray();
+        // The chosen logprob as a float, as its top_logprobs entry has it (the same number twice).
+        cJSON *o = token_entry(g->sm->tk, id, (float)g->lpt->last.chosen), *top = cJSON_CreateArray();
         for (int j = 0; j < g->lpt->last.n && j < g->r->top_logprobs; j++)
             cJSON_AddItemToArray(top, token_entry(g->sm->tk, g->lpt->last.id[j], g->lpt->last.logprob[j]));
         cJSON_AddItemToObject(o, "top_logprobs", top);

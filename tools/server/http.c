@@ -275,7 +275,8 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, int kind
         goto fail;
     }
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || s->n_queued >= s->o.queue) {
+    // A free slot takes the request at once; --queue counts only those that must wait.
+    if (s->stopping || s->n_queued >= s->o.queue + (s->n_slots - s->n_busy)) {
         pthread_mutex_unlock(&s->mu);
         srv_fail(&e, 503, NULL, s->stopping ? "shutting_down" : "queue_full",
                  s->stopping ? "the server is shutting down" : "the queue is full (%d requests waiting); try again later",

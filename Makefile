@@ -21,7 +21,7 @@ PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
 # runtime/cuda/forward_cuda.c is the CUDA backend: built only against a CUDA runtime (the real one in
 # kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
 CUDA_HOST_SRC := runtime/cuda/forward_cuda.c
-LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c))
+LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c tools/server/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -52,6 +52,19 @@ $(BUILD)/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The HTTP server (tools/server/http.c) is the one program that links libmicrohttpd.
+$(BUILD)/tools/server: LDLIBS += -lmicrohttpd
+
+# The official openai Python client, in a venv (python3-venv) so a fresh Debian 12 needs no
+# system pip install; tests/test_server.c runs tests/server/test_openai_client.py with it and
+# fails when it is missing.
+SERVER_VENV := $(BUILD)/server-venv/.ok
+$(SERVER_VENV):
+	rm -rf $(BUILD)/server-venv
+	python3 -m venv $(BUILD)/server-venv
+	$(BUILD)/server-venv/bin/pip install -q openai==3.57.0
+	touch $@
 
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
@@ -93,7 +106,7 @@ SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 # forward test. Passive waiting sleeps instead: the same results, no collapse when oversubscribed.
 TEST_OMP_ENV := OMP_WAIT_POLICY=passive
 EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
-test: check-layers check-links all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN) $(EMU_EVAL_BIN)
+test: check-layers check-links all $(BUILD)/tests/tests test-models $(SERVER_VENV) $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN) $(EMU_EVAL_BIN)
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) EMX_GPU_EVAL=$(EMU_EVAL_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)

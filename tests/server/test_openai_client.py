@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""build/tools/server against the official `openai` Python client, as users call it.
+
+    python test_openai_client.py SERVER RUN MODELS_DIR
+
+Starts the server on loopback (an ephemeral port) over qwen3-tiny (chat template) and
+stories260K (raw), runs every check, stops the servers with SIGTERM (exit 0 expected) and prints
+'N passed, N failed'. Exit 1 when any check failed. Run by tests/test_server.c (make test).
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+import openai
+
+SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
+passed, failed = 0, 0
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print(f"ok   {name}")
+    except Exception as e:  # report and go on: every check runs
+        failed += 1
+        print(f"FAIL {name}: {type(e).__name__}: {e}")
+
+
+class Server:
+    def __init__(self, model, *flags):
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen([SERVER, f"{MODELS}/{model}.bin", "--port", "0", "-t", "1", *flags],
+                                  stdout=subprocess.DEVNULL, stderr=self.err)
+        line = b""
+        while b"listening on" not in line:
+            if self.p.poll() is not None:
+                self.err.seek(0)
+                raise RuntimeError(f"server exited: {self.err.read().decode()}")
+            self.err.seek(0)
+            line = self.err.read()
+        self.port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", line).group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.model = model
+
+    def client(self, key="none"):
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        return self.p.wait(timeout=60)
+
+
+def raw(url, body, headers=None, method="POST"):
+    """(status, parsed JSON or text) for a hand-made request."""
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            data, status = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        data, status = e.read(), e.code
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, data.decode()
+
+
+def run_text(model, *args):
+    out = subprocess.run([RUN, f"{MODELS}/{model}.bin", "-t", "1", *args], capture_output=True, check=True)
+    return out.stdout.decode()
+
+
+def error_object(status, body, want_status, param=None):
+    assert status == want_status, (status, body)
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    assert err["message"] and "\n" not in err["message"], err
+    if param:
+        assert err["param"] == param, err
+
+
+chat = Server("qwen3-tiny.f32")
+raw_srv = Server("stories260K.f32", "--api-key", "sekret", "--max-body", "4096")
+c = chat.client()
+r = raw_srv.client("sekret")
+MSG = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
+
+
+def chat_same_as_run():
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12)
+    want = run_text(chat.model, "--system", "Be brief.", "-p", "Name a colour.", "-s", "7", "-n", "12")
+    assert got.choices[0].message.content + "\n" == want, (got.choices[0].message.content, want)
+    assert got.usage.completion_tokens <= 12 and got.usage.prompt_tokens > 5
+    assert got.choices[0].finish_reason in ("stop", "length")
+
+
+def chat_temperature_same_as_run():
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=3, max_tokens=10, temperature=0.5, top_p=0.9,
+                                    extra_body={"entropix": {"sampler": "combined"}})
+    want = run_text(chat.model, "--system", "Be brief.", "-p", "Name a colour.", "-s", "3", "-n", "10", "--temp", "0.5",
+                    "--top-p", "0.9", "--sampler", "combined")
+    assert got.choices[0].message.content + "\n" == want
+
+
+def completion_same_as_run():
+    got = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30)
+    want = run_text(raw_srv.model, "-p", "Once upon a time", "-s", "11", "-n", "30")
+    assert "Once upon a time" + got.choices[0].text + "\n" == want, (got.choices[0].text, want)
+    assert got.usage.completion_tokens == 30 and got.choices[0].finish_reason == "length"
+
+
+def chat_stream_same_text():
+    whole = c.chat.completions.create(model=chat.model, messages=MSG, seed=5, max_tokens=16).choices[0].message.content
+    chunks = list(c.chat.completions.create(model=chat.model, messages=MSG, seed=5, max_tokens=16, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == whole, (text, whole)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 1
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] in ("stop", "length")
+
+
+def completion_stream_sse_format():
+    req = urllib.request.Request(raw_srv.url + "/v1/completions", method="POST",
+                                 data=json.dumps({"model": raw_srv.model, "prompt": "Once", "max_tokens": 5, "seed": 1,
+                                                  "stream": True}).encode(),
+                                 headers={"Authorization": "Bearer sekret"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.headers["Content-Type"] == "text/event-stream"
+        body = resp.read().decode()
+    events = body.split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]", events[-3:]
+    for e in events[:-2]:
+        assert e.startswith("data: {"), e
+        assert json.loads(e[6:])["object"] == "text_completion"
+
+
+def chat_logprobs():
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=6, logprobs=True,
+                                    top_logprobs=3)
+    content = got.choices[0].logprobs.content
+    assert len(content) == got.usage.completion_tokens
+    for t in content:
+        assert len(t.top_logprobs) == 3 and t.logprob <= 0
+        assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob >= t.top_logprobs[2].logprob
+        assert t.logprob <= t.top_logprobs[0].logprob
+        assert bytes(t.bytes).decode("utf-8", "replace") == t.token or "\ufffd" in t.token
+
+
+def completion_logprobs():
+    got = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=2, max_tokens=8, logprobs=2)
+    lp = got.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 8
+    assert "".join(lp.tokens) == got.choices[0].text
+    assert lp.text_offset[0] == 0 and all(len(d) <= 2 for d in lp.top_logprobs)
+
+
+def stop_strings():
+    base = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30).choices[0].text
+    stop = base[10:13]
+    got = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30,
+                               stop=["zzzz", stop])
+    assert got.choices[0].text == base[:base.index(stop)], (got.choices[0].text, base, stop)
+    assert got.choices[0].finish_reason == "stop"
+    streamed = "".join(ch.choices[0].text for ch in r.completions.create(
+        model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30, stop=stop, stream=True))
+    assert streamed == got.choices[0].text, (streamed, got.choices[0].text)
+
+
+def extension_metrics():
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=6,
+                                    extra_body={"entropix": {"sampler": "entropix", "profile": "classic",
+                                                             "metrics": True}})
+    d = got.model_dump()
+    toks = d["choices"][0]["entropix"]["tokens"]
+    assert len(toks) >= got.usage.completion_tokens
+    assert all(t["sampler"] == "entropix" and t["case"] in ("LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE") for t in toks)
+    assert d["entropix"]["seed"] == 7 and sum(d["entropix"]["cases"].values()) == len(toks)
+
+
+def multi_turn():
+    msgs = MSG + [{"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another?"}]
+    got = c.chat.completions.create(model=chat.model, messages=msgs, seed=1, max_tokens=4)
+    assert got.usage.prompt_tokens > c.chat.completions.create(model=chat.model, messages=MSG, seed=1,
+                                                               max_tokens=1).usage.prompt_tokens
+
+
+def errors_via_client():
+    for kwargs, exc in [(dict(temperature=3), openai.BadRequestError), (dict(top_p=0), openai.BadRequestError),
+                        (dict(max_tokens=0), openai.BadRequestError), (dict(max_tokens=100000), openai.BadRequestError),
+                        (dict(model="nope"), openai.NotFoundError), (dict(n=2), openai.BadRequestError)]:
+        args = dict(model=chat.model, messages=MSG, max_tokens=2)
+        args.update(kwargs)
+        try:
+            c.chat.completions.create(**args)
+        except exc as e:
+            assert e.body["message"], e.body
+            continue
+        raise AssertionError(f"{kwargs}: no {exc.__name__}")
+    try:
+        raw_srv.client("wrong").completions.create(model=raw_srv.model, prompt="x", max_tokens=1)
+        raise AssertionError("wrong key accepted")
+    except openai.AuthenticationError:
+        pass
+
+
+def errors_raw():
+    url, auth = raw_srv.url + "/v1/completions", {"Authorization": "Bearer sekret"}
+    error_object(*raw(url, b"{not json", auth), 400)
+    error_object(*raw(url, b"[1, 2]", auth), 400)
+    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": 5}', auth), 400, "prompt")
+    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x", "stop": [1]}', auth), 400, "stop")
+    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x", "seed": -1}', auth), 400, "seed")
+    error_object(*raw(url, json.dumps({"model": "stories260K.f32", "prompt": "x" * 5000}).encode(), auth), 413)
+    error_object(*raw(url, json.dumps({"model": "stories260K.f32", "prompt": "a b " * 1000}).encode(), auth), 400)
+    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x"}'), 401)
+    error_object(*raw(raw_srv.url + "/v1/nothing", b"{}", auth), 404)
+    error_object(*raw(url, None, auth, "GET"), 405)
+    status, body = raw(raw_srv.url + "/health", None, method="GET")
+    assert status == 200 and body == {"status": "ok"}
+    # chat on a model without a template: a 400 that says so
+    error_object(*raw(raw_srv.url + "/v1/chat/completions",
+                      b'{"model": "stories260K.f32", "messages": [{"role": "user", "content": "x"}]}', auth), 400)
+
+
+def models_and_metrics():
+    assert [m.id for m in c.models.list().data] == [chat.model]
+    status, text = raw(chat.url + "/metrics", None, method="GET")
+    assert status == 200
+    values = dict(line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))
+    assert int(values["entropix_requests_total"]) > 0 and int(values["entropix_completion_tokens_total"]) > 0
+    assert values["entropix_slots_total"] == "1" and values["entropix_queue_length"] == "0"
+
+
+for name, fn in list(globals().items()):
+    if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "error_object", "Server"):
+        check(name, fn)
+for s in (chat, raw_srv):
+    check(f"SIGTERM exits 0 ({s.model})", lambda s=s: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(
+        AssertionError(f"exit {rc}")))(s.stop()))
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,125 @@
+// test_server.c — build/tools/server: its request parser called directly, its flags through
+// the binary, and the whole server through the official openai Python client
+// (tests/server/test_openai_client.py, run in the venv `make test` builds: $EMX_BUILD/server-venv).
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "run_util.h"
+#include "tools/server/engine.h"
+#include "tools/server/request.h"
+
+static const char *build_dir(void) {
+    const char *b = getenv("EMX_BUILD");
+    return b && *b ? b : "build";
+}
+
+static void parse_ok(const char *body, int kind, SrvRequest *r) {
+    SrvError e;
+    cr_assert_eq(srv_request_parse(body, strlen(body), kind, r, &e), 0, "%s: %s", body, e.message);
+}
+
+static void parse_bad(const char *body, int kind, const char *param, const char *needle) {
+    SrvRequest r;
+    SrvError e;
+    cr_assert_eq(srv_request_parse(body, strlen(body), kind, &r, &e), -1, "accepted: %s", body);
+    cr_assert_eq(e.status, 400, "%s", body);
+    cr_assert(strstr(e.message, needle), "%s: '%s' lacks '%s'", body, e.message, needle);
+    cr_assert(!strchr(e.message, '\n'));
+    if (param) cr_assert(e.param && !strcmp(e.param, param), "%s: param %s", body, e.param ? e.param : "NULL");
+    srv_request_free(&r);
+}
+
+Test(server, parse_chat_fields) {
+    SrvRequest r;
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+             "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],\"max_tokens\":5,\"temperature\":0,"
+             "\"top_p\":0.5,\"seed\":42,\"stop\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+             "\"logprobs\":true,\"top_logprobs\":3,\"entropix\":{\"sampler\":\"greedy\",\"metrics\":true},\"user\":\"u\"}",
+             SRV_CHAT, &r);
+    cr_assert_eq(r.n_messages, 2);
+    cr_assert_str_eq(r.messages[0].role, "system");
+    cr_assert_str_eq(r.messages[1].content, "ab");
+    cr_assert(r.max_tokens == 5 && r.has_temperature && r.temperature == 0 && r.top_p == 0.5 && r.seed == 42);
+    cr_assert(r.n_stop == 1 && !strcmp(r.stop[0], "x") && r.stream && r.include_usage);
+    cr_assert(r.logprobs && r.top_logprobs == 3 && r.sampler == EMX_SAMPLER_GREEDY && r.metrics);
+    srv_request_free(&r);
+    parse_ok("{\"model\":\"m\",\"prompt\":[\"p\"],\"logprobs\":2,\"stop\":null,\"seed\":null}", SRV_COMPLETION, &r);
+    cr_assert(!strcmp(r.prompt, "p") && r.logprobs && r.top_logprobs == 2 && !r.has_seed && r.max_tokens == -1);
+    srv_request_free(&r);
+}
+
+Test(server, parse_rejects_each_bad_field) {
+    const int C = SRV_CHAT, P = SRV_COMPLETION;
+    parse_bad("{\"model\":\"m\"", C, NULL, "not valid JSON");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\"} x", P, NULL, "after its JSON value");
+    parse_bad("[]", C, NULL, "must be a JSON object");
+    parse_bad("{\"messages\":[]}", C, "model", "model is required");
+    parse_bad("{\"model\":1,\"prompt\":\"p\"}", P, "model", "must be a string");
+    parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
+    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");
+    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":3}]}", C, "messages", "content");
+    parse_bad("{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", P, "prompt", "batches");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"max_tokens\":0}", P, "max_tokens", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"max_tokens\":1.5}", P, "max_tokens", "integer");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"temperature\":2.5}", P, "temperature", "[0, 2]");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"temperature\":\"hot\"}", P, "temperature", "a number");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"top_p\":0}", P, "top_p", "(0, 1]");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"seed\":-1}", P, "seed", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"n\":2}", P, "n", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", P, "stop", "at most 4");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"\"]}", P, "stop", "1 to");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stream\":1}", P, "stream", "boolean");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"logprobs\":21}", P, "logprobs", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"echo\":true}", P, "echo", "not supported");
+    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", C,
+              "top_logprobs", "needs logprobs");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stream_options\":{}}", P, "stream_options", "needs stream");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"presence_penalty\":1}", P, "presence_penalty", "not supported");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"sampler\":\"agents\"}}", P, "entropix.sampler",
+              "not served yet");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"profile\":\"/etc/passwd\"}}", P, "entropix.profile",
+              "built-in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", P, NULL, "\\u0000");
+}
+
+Test(server, stop_holdback) {
+    char *stop[] = {"abc", "xy"};
+    long match;
+    cr_assert_eq(srv_stop_holdback("hello ab", 8, stop, 2, &match), 2);
+    cr_assert_eq(match, -1);
+    cr_assert_eq(srv_stop_holdback("hello x", 7, stop, 2, &match), 1);
+    cr_assert_eq(srv_stop_holdback("hexy abc", 8, stop, 2, &match), 0);
+    cr_assert_eq(match, 2);
+}
+
+Test(server, bad_flags_exit_2) {
+    char model[512];
+    snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());
+    char prog[512];
+    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    const char *cases[][4] = {{"--port", "70000", NULL}, {"--parallel", "0", NULL}, {"--queue", "x", NULL},
+                              {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[6] = {model, cases[i][0], cases[i][1], NULL};
+        RunResult r = run_prog(prog, args);
+        cr_assert_eq(r.code, 2, "%s: exit %d", cases[i][0], r.code);
+        cr_assert(strncmp(r.err, "server: ", 8) == 0 && count_lines(r.err) == 1, "%s", r.err);
+        run_free(&r);
+    }
+}
+
+// The whole server as users call it. A missing client is a failure, never a skip.
+Test(server, openai_client, .timeout = 900) {
+    char py[512], prog[512], models[512], run_bin[512];
+    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
+    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(models, sizeof models, "%s/models", build_dir());
+    snprintf(run_bin, sizeof run_bin, "%s", run_binary());
+    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs the openai client", py, build_dir());
+    const char *args[] = {"tests/server/test_openai_client.py", prog, run_bin, models, NULL};
+    RunResult r = run_prog(py, args);
+    cr_assert_eq(r.code, 0, "openai client checks failed:\n%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
+    run_free(&r);
+}

@@ -1,0 +1,270 @@
+// engine.c — one request's generation (engine.h).
+#include "tools/server/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cli/run_setup.h"
+#include "runtime/generate.h"
+#include "runtime/token_log.h"
+#include "sampler/rng.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tok_utf8.h"
+
+int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e) {
+    char err[320] = {0};
+    *ids = NULL;
+    *n_ids = 0;
+    if (r->kind == SRV_COMPLETION) {  // raw, exactly as ./run -p TEXT --raw
+        EmxPromptSpec ps = {.text = r->prompt, .len = strlen(r->prompt)};
+        if (emx_prompt_ids(&sm->model, sm->tk, &ps, ids, n_ids, err, sizeof err) != 0)
+            return srv_fail(e, 400, "prompt", NULL, "%s", err);
+    } else {
+        const uint32_t family = sm->model.cfg.chat_template;
+        if (family == EMX_CHAT_NONE)
+            return srv_fail(e, 400, "messages", NULL, "model %s has no chat template: use /v1/completions", sm->id);
+        EmxChatMessage msgs[SRV_MAX_MESSAGES];
+        for (int i = 0; i < r->n_messages; i++) msgs[i] = (EmxChatMessage){r->messages[i].role, r->messages[i].content};
+        EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = !sm->defaults.no_think};
+        char *text = emx_chat_render(family, msgs, r->n_messages, &co, err, sizeof err);
+        if (!text) return srv_fail(e, 400, "messages", NULL, "%s", err);
+        // As emx_prompt_ids tokenizes a chat (so system + user gives ./run's ids): special
+        // tokens parsed, and the template's own BOS instead of the tokenizer's.
+        int flags = EMX_ENC_SPECIAL | (emx_chat_template_adds_bos(family) ? 0 : EMX_ENC_BOS);
+        size_t n = 0;
+        EmxEncodeDrops drops;
+        int rc = emx_encode_ex(sm->tk, text, strlen(text), flags, ids, &n, &drops, err, sizeof err);
+        free(text);
+        if (rc != 0) return srv_fail(e, 400, "messages", NULL, "%s", err);
+        *n_ids = (int)n;
+    }
+    if (*n_ids > sm->ctx) {
+        free(*ids);
+        *ids = NULL;
+        return srv_fail(e, 400, r->kind == SRV_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                        "the prompt is %d tokens; the context is %d", *n_ids, sm->ctx);
+    }
+    return 0;
+}
+
+size_t srv_stop_holdback(const char *text, size_t len, char *const *stop, int n_stop, long *match) {
+    *match = -1;
+    for (int s = 0; s < n_stop; s++) {  // the earliest complete match wins
+        const size_t sl = strlen(stop[s]);
+        for (size_t i = 0; i + sl <= len && (*match < 0 || (long)i < *match); i++)
+            if (memcmp(text + i, stop[s], sl) == 0) {
+                *match = (long)i;
+                break;
+            }
+    }
+    size_t hold = 0;
+    for (int s = 0; s < n_stop; s++) {
+        const size_t sl = strlen(stop[s]);
+        for (size_t k = sl - 1; k > hold; k--)  // a suffix of length k that starts stop[s]
+            if (k <= len && memcmp(text + len - k, stop[s], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+cJSON *srv_text_json(const char *s, size_t n) {
+    size_t len = 0;
+    char *clean = tok_utf8_sanitize(s, n, &len);  // invalid UTF-8 becomes U+FFFD: JSON must be UTF-8
+    if (!clean) return NULL;
+    for (size_t i = 0; i < len; i++)
+        if (!clean[i]) clean[i] = '?';  // unreachable for text (requests refuse NUL); token pieces may
+    cJSON *j = cJSON_CreateString(clean);
+    free(clean);
+    return j;
+}
+
+// {token, logprob, bytes} for token id.
+static cJSON *token_entry(const EmxTokenizer *tk, int id, double logprob) {
+    size_t n = 0;
+    const char *piece = emx_token_bytes_ref(tk, id, &n);
+    cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
+    cJSON_AddItemToObject(o, "token", srv_text_json(piece ? piece : "", piece ? n : 0));
+    cJSON_AddItemToObject(o, "logprob", isfinite(logprob) ? cJSON_CreateNumber(logprob) : cJSON_CreateNumber(-9999.0));
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    return o;
+}
+
+typedef struct {
+    const SrvModel *sm;
+    const SrvRequest *r;
+    EmxRunSampler *rs;
+    EmxLogprobTap *lpt;          // NULL: no logprobs
+    const char *sampler_name;
+    atomic_int *cancel;
+    SrvEmit emit;
+    void *emit_user;
+    char *text;                  // every byte of text so far [len], emitted up to `sent`
+    size_t len, cap, sent;
+    cJSON *logprobs, *metrics;   // entries not yet emitted
+    int n_tokens;                // tokens chosen, the stop token included
+    int stopped;                 // a stop string matched
+    int emit_failed, oom;
+} Gen;
+
+// Emits text[sent..upto) with the pending entries; force: the entries even without text (the
+// end of the generation). Entries otherwise wait for their text, which may be held back.
+static int flush_text(Gen *g, size_t upto, int force) {
+    if (upto <= g->sent && !(force && (g->logprobs || g->metrics))) return 0;
+    int rc = g->emit(g->emit_user, g->text + g->sent, upto - g->sent, g->logprobs, g->metrics);
+    g->logprobs = g->metrics = NULL;
+    g->sent = upto;
+    if (rc) g->emit_failed = 1;
+    return rc;
+}
+
+// Appends text, then emits what can no longer be part of a stop string. Returns non-zero to stop.
+static int add_text(Gen *g, const char *text, size_t len, int final) {
+    if (g->len + len + 1 > g->cap) {
+        size_t cap = (g->len + len + 1) * 2;
+        char *t = realloc(g->text, cap);
+        if (!t) return g->oom = 1;
+        g->text = t, g->cap = cap;
+    }
+    memcpy(g->text + g->len, text, len);
+    g->len += len;
+    g->text[g->len] = 0;
+    long match = -1;
+    size_t hold = srv_stop_holdback(g->text, g->len, g->r->stop, g->r->n_stop, &match);
+    if (match >= 0) {
+        g->stopped = 1;
+        g->len = (size_t)match;  // the stop string and what follows it are not returned
+        return flush_text(g, g->len, 0) || 1;
+    }
+    return flush_text(g, final ? g->len : g->len - hold, 0);
+}
+
+static int add_entries(Gen *g, int index, int id, int pos, int is_stop) {
+    if (g->lpt) {
+        if (!g->logprobs && !(g->logprobs = cJSON_CreateArray())) return g->oom = 1;
+        // The chosen logprob as a float, as its top_logprobs entry has it (the same number twice).
+        cJSON *o = token_entry(g->sm->tk, id, (float)g->lpt->last.chosen), *top = cJSON_CreateArray();
+        for (int j = 0; j < g->lpt->last.n && j < g->r->top_logprobs; j++)
+            cJSON_AddItemToArray(top, token_entry(g->sm->tk, g->lpt->last.id[j], g->lpt->last.logprob[j]));
+        cJSON_AddItemToObject(o, "top_logprobs", top);
+        cJSON_AddItemToArray(g->logprobs, o);
+    }
+    if (g->r->metrics) {  // the --metrics line of ./run, as an object
+        EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop, .sampler = g->sampler_name,
+                              .score = NAN};
+        rec.piece = emx_token_bytes_ref(g->sm->tk, id, &rec.piece_len);
+        if (g->rs->entropix) {
+            rec.metrics = &g->rs->es.last_metrics;
+            rec.decision = &g->rs->es.last_decision;
+            rec.score = g->rs->es.last_score;
+        } else {
+            rec.metrics = &g->rs->tap.last_metrics;
+            rec.params = &g->rs->params;
+        }
+        char *line = emx_token_log_string(&rec);
+        cJSON *o = line ? cJSON_Parse(line) : NULL;
+        free(line);
+        if (!o || (!g->metrics && !(g->metrics = cJSON_CreateArray()))) return cJSON_Delete(o), g->oom = 1;
+        cJSON_AddItemToArray(g->metrics, o);
+    }
+    return 0;
+}
+
+static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
+    Gen *g = user;
+    g->n_tokens = index + 1;
+    if (*g->cancel) return 1;
+    // A stop token is not part of the completion: no entries (OpenAI's logprobs list the
+    // returned tokens only), except in the metrics, where ./run logs it too.
+    if (!is_stop && g->lpt && add_entries(g, index, id, pos, 0)) return 1;
+    if (g->r->metrics) {
+        EmxLogprobTap *lpt = g->lpt;
+        g->lpt = NULL;
+        int rc = add_entries(g, index, id, pos, is_stop);
+        g->lpt = lpt;
+        if (rc) return 1;
+    }
+    return add_text(g, text, len, 0);
+}
+
+// ./run's flags for this request: the server's, then the request's settings on top.
+static void request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
+    *a = sm->defaults;
+    if (r->has_temperature) a->sampling.temperature = (float)r->temperature, a->temp_given = 1;
+    if (r->has_top_p) a->sampling.top_p = (float)r->top_p, a->top_p_given = 1;
+    if (r->has_top_k) a->sampling.top_k = r->top_k, a->top_k_given = 1;
+    if (r->has_min_p) a->sampling.min_p = (float)r->min_p, a->min_p_given = 1;
+    if (r->profile) a->profile = r->profile, a->n_profile_sets = 0;
+    if (r->sampler >= 0) a->sampler = r->sampler, a->sampler_given = 1;
+    // ./run's rule: a bare temperature 0 (no sampler named) means greedy.
+    if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
+}
+
+static int run_loop(Gen *g, EmxState *st, const int *ids, int n_ids, int n_predict, EmxSampler *sampler,
+                    EmxGenerateStats *stats, SrvError *e) {
+    char *flushed = NULL, err[320] = {0};
+    size_t flushed_len = 0;
+    FILE *out = open_memstream(&flushed, &flushed_len);  // the decoder's final flush lands here
+    if (!out) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    EmxGenerateOptions go = {.n_predict = n_predict, .out = out, .out_name = "the response", .on_token = on_token,
+                             .on_token_user = g};
+    int rc = emx_generate(st, g->sm->tk, ids, n_ids, sampler, &go, stats, err, sizeof err);
+    fclose(out);
+    if (rc != 0 && !g->stopped && !g->emit_failed && !*g->cancel && !g->oom) {
+        free(flushed);
+        return srv_fail(e, 500, NULL, NULL, "generation failed: %s", err);
+    }
+    if (!g->stopped && !g->emit_failed && !*g->cancel) add_text(g, flushed ? flushed : "", flushed_len, 1);
+    free(flushed);
+    if (!g->emit_failed && (g->logprobs || g->metrics)) flush_text(g, g->sent, 1);  // entries left over
+    if (g->oom) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
+int srv_generate(const SrvModel *sm, EmxState *st, const SrvRequest *r, const int *ids, int n_ids,
+                 atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e) {
+    memset(res, 0, sizeof *res);
+    EmxCliArgs a;
+    request_args(sm, r, &a);
+    char err[320] = {0};
+    EmxProfile profile = {0};
+    if (a.sampler == EMX_SAMPLER_ENTROPIX && emx_run_build_profile(&a, &profile, err, sizeof err) != 0)
+        return srv_fail(e, 400, "entropix.profile", NULL, "%s", err);
+    const int room = sm->ctx - n_ids + 1;  // every chosen token but the last is fed back
+    if (r->max_tokens > room)
+        return srv_fail(e, 400, "max_tokens", "context_length_exceeded",
+                        "max_tokens is %d; the context of %d has room for %d after the prompt's %d tokens", r->max_tokens,
+                        sm->ctx, room, n_ids);
+    const int n_predict = r->max_tokens > 0 ? r->max_tokens : (a.n_predict < 0 || a.n_predict > room ? room : a.n_predict);
+    res->seed = r->has_seed ? r->seed : a.seed_given ? a.seed : emx_rng_seed_from_time();
+    res->sampler = emx_sampler_kind_name(a.sampler);
+    EmxRunSampler rs = {0};
+    if (emx_run_sampler_init(&rs, &a, &profile, &sm->model, sm->tk, sm->ctx, res->seed, r->metrics, err, sizeof err) != 0) {
+        emx_run_sampler_free(&rs);
+        return srv_fail(e, 500, NULL, NULL, "%s", err);
+    }
+    EmxLogprobTap lpt;
+    EmxSampler *sampler = rs.sampler;
+    if (r->logprobs) emx_logprob_tap_init(&lpt, sampler, r->top_logprobs), sampler = &lpt.base;
+    Gen g = {.sm = sm, .r = r, .rs = &rs, .lpt = r->logprobs ? &lpt : NULL, .sampler_name = res->sampler,
+             .cancel = cancel, .emit = emit, .emit_user = emit_user};
+    EmxGenerateStats stats = {0};
+    int rc = run_loop(&g, st, ids, n_ids, n_predict, sampler, &stats, e);
+    res->n_prompt = n_ids;
+    res->n_completion = g.n_tokens - (stats.stop == EMX_STOP_TOKEN && !g.stopped ? 1 : 0);
+    res->finish_reason = g.stopped || stats.stop == EMX_STOP_TOKEN ? "stop" : "length";
+    res->decode_s = stats.decode_s;
+    if (rs.entropix) {
+        for (int c = 0; c < EMX_CASE_COUNT && c < 8; c++) res->cases[c] = rs.es.case_counts[c];
+        res->n_inserted = rs.es.n_inserted;
+    }
+    emx_run_sampler_free(&rs);
+    free(g.text);
+    cJSON_Delete(g.logprobs);
+    cJSON_Delete(g.metrics);
+    return rc;
+}

@@ -1,0 +1,64 @@
+// engine.h — one request's generation through ./run's code paths: the prompt rendered by the
+// model's chat template (every turn) or taken raw, the sampler ./run would build from the same
+// flags (run_setup.h: the same seed and settings give the same tokens as ./run), emx_generate,
+// and the OpenAI extras on top: stop strings, logprobs, the entropix metrics.
+//
+// Output goes through SrvEmit: the text in pieces as it becomes final (held back while it could
+// still be the start of a stop string), each piece with the per-token entries of the tokens
+// that produced it. The response module turns the calls into a JSON body or SSE chunks.
+#ifndef ENTROPIX_SERVER_ENGINE_H
+#define ENTROPIX_SERVER_ENGINE_H
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cli/cli_args.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/server/request.h"
+
+typedef struct {
+    EmxModel model;
+    EmxTokenizer *tk;
+    EmxCliArgs defaults;      // the server's sampler flags, as ./run parses them
+    const char *id;           // the model's name in the API (the file name without .bin)
+    int ctx;                  // each slot's context (tokens)
+} SrvModel;
+
+// What a finished generation reports.
+typedef struct {
+    int n_prompt, n_completion;     // usage (the final stop token not counted)
+    const char *finish_reason;      // "stop" (stop token or string), "length"
+    uint64_t seed;                  // the seed used (drawn from the clock when the request gave none)
+    const char *sampler;            // sampler name
+    long cases[8];                  // entropix: tokens per case (LELV, HELV, LEHV, HEHV, ADAPTIVE)
+    long n_inserted;
+    double decode_s;
+} SrvGenResult;
+
+// Called with each piece of final text (len may be 0 when only entries are passed) and the
+// per-token entries of its tokens: logprobs (OpenAI's chat entries {token, logprob, bytes,
+// top_logprobs}; NULL when not asked) and metrics (the --metrics objects; NULL when not asked).
+// The callee takes ownership of both arrays. Returns 0 to go on, non-zero to stop (client gone).
+typedef int (*SrvEmit)(void *user, const char *text, size_t len, cJSON *logprobs, cJSON *metrics);
+
+// Prompt ids for r (chat: every message through the template; completions: raw). Returns 0,
+// or -1 with e filled (400: prompt longer than the context, a role order the template refuses).
+int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e);
+
+// Runs r on state st (its own slot). cancel: polled each token (non-zero: stop, the result is
+// then partial). Returns 0, or -1 with e filled (a 4xx for the request, 500 for the runtime).
+int srv_generate(const SrvModel *sm, EmxState *st, const SrvRequest *r, const int *ids, int n_ids,
+                 atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
+
+// s[0..n) as a JSON string, invalid UTF-8 replaced by U+FFFD (NULL: out of memory).
+cJSON *srv_text_json(const char *s, size_t n);
+
+// Longest suffix of text[0..len) that is a proper prefix of one of the stop strings (the bytes
+// to hold back), and the offset of the first complete stop string (-1: none). Exposed for tests.
+size_t srv_stop_holdback(const char *text, size_t len, char *const *stop, int n_stop, long *match);
+
+#endif

@@ -1,0 +1,36 @@
+// http.h — the HTTP side of tools/server: libmicrohttpd (one thread per connection), the
+// request queue and the generation slots.
+//
+// Slots: --parallel N worker threads, each with its own EmxState (KV cache) over the one
+// mmapped model, each running one generation at a time. There is no continuous batching: the
+// runtime has no multi-sequence batched forward, so N busy slots run N independent forwards
+// side by side (sharing the cores). A request waits in a FIFO queue of at most --queue
+// entries; past that it gets 503. A streaming client that disconnects cancels its generation
+// at the next token (libmicrohttpd frees the response when a write fails).
+#ifndef ENTROPIX_SERVER_HTTP_H
+#define ENTROPIX_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "tools/server/engine.h"
+
+typedef struct {
+    const char *host;      // listen address (numeric IPv4)
+    int port;              // 0: an ephemeral port (srv_http_port tells which)
+    const char *api_key;   // NULL: no authentication
+    int parallel;          // slots
+    int queue;             // requests waiting at most
+    size_t max_body;       // bytes of a request body at most
+    int threads;           // OpenMP threads per forward (-t; 0: all cores)
+    const char *device;
+} SrvHttpOptions;
+
+typedef struct SrvServer SrvServer;
+
+// Starts the slots and the listener. Returns NULL with a one-line reason.
+SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size_t errlen);
+int srv_http_port(const SrvServer *s);
+// Stops accepting, answers queued requests 503, lets running generations finish, joins.
+void srv_http_stop(SrvServer *s);
+
+#endif

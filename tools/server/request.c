@@ -1,0 +1,333 @@
+// request.c — OpenAI request bodies to SrvRequest, every field checked (request.h).
+#include "tools/server/request.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cli/cli_args.h"
+#include "sampler/profile.h"
+
+int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
+    e->status = status;
+    e->type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
+    e->param = param;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *type_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "null";
+}
+
+// The field, or NULL when absent or null (OpenAI treats null as "not given").
+static const cJSON *field(const cJSON *obj, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int get_number(const cJSON *obj, const char *name, double lo, double hi, int lo_open, int *has, double *out,
+                      SrvError *e) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return srv_fail(e, 400, name, NULL, "%s must be a number, not %s", name, type_name(v));
+    const double d = v->valuedouble;
+    if (!isfinite(d) || d > hi || (lo_open ? d <= lo : d < lo))
+        return srv_fail(e, 400, name, NULL, "%s is %g; it must be in %s%g, %g]", name, d, lo_open ? "(" : "[", lo, hi);
+    *has = 1;
+    *out = d;
+    return 0;
+}
+
+static int get_int(const cJSON *obj, const char *name, double lo, double hi, int *has, double *out, SrvError *e) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    // cJSON keeps every number as a double: an integer is one whose value has no fraction.
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return srv_fail(e, 400, name, NULL, "%s must be an integer, not %s", name,
+                        cJSON_IsNumber(v) ? "a fraction" : type_name(v));
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
+        return srv_fail(e, 400, name, NULL, "%s is %.17g; it must be in [%.17g, %.17g]", name, v->valuedouble, lo, hi);
+    *has = 1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *obj, const char *name, int *out, SrvError *e) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return srv_fail(e, 400, name, NULL, "%s must be a boolean, not %s", name, type_name(v));
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static char *dup_checked(const char *s, const char *param, SrvError *e) {
+    char *d = strdup(s);
+    if (!d) srv_fail(e, 500, param, NULL, "out of memory");
+    return d;
+}
+
+// content: a string, or an array of {"type": "text", "text": "..."} parts (joined).
+static char *message_content(const cJSON *c, SrvError *e) {
+    if (cJSON_IsString(c)) return dup_checked(c->valuestring, "messages", e);
+    if (!cJSON_IsArray(c)) {
+        srv_fail(e, 400, "messages", NULL, "a message's content must be a string or an array of text parts, not %s",
+                 c ? type_name(c) : "absent");
+        return NULL;
+    }
+    size_t total = 1;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
+            srv_fail(e, 400, "messages", NULL, "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+            return NULL;
+        }
+        total += strlen(text->valuestring);
+    }
+    char *out = malloc(total);
+    if (!out) {
+        srv_fail(e, 500, "messages", NULL, "out of memory");
+        return NULL;
+    }
+    size_t o = 0;
+    cJSON_ArrayForEach(part, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        memcpy(out + o, t, strlen(t));
+        o += strlen(t);
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int parse_messages(const cJSON *root, SrvRequest *r, SrvError *e) {
+    const cJSON *msgs = field(root, "messages");
+    if (!msgs) return srv_fail(e, 400, "messages", NULL, "messages is required");
+    if (!cJSON_IsArray(msgs)) return srv_fail(e, 400, "messages", NULL, "messages must be an array, not %s", type_name(msgs));
+    const int n = cJSON_GetArraySize(msgs);
+    if (n < 1 || n > SRV_MAX_MESSAGES)
+        return srv_fail(e, 400, "messages", NULL, "messages has %d entries; it must have 1 to %d", n, SRV_MAX_MESSAGES);
+    if (!(r->messages = calloc((size_t)n, sizeof *r->messages))) return srv_fail(e, 500, "messages", NULL, "out of memory");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const int i = r->n_messages;
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role))
+            return srv_fail(e, 400, "messages", NULL, "messages[%d] must be an object with a string role", i);
+        const char *rn = role->valuestring;
+        if (strcmp(rn, "developer") == 0) rn = "system";  // OpenAI's newer name for the system role
+        if (strcmp(rn, "system") != 0 && strcmp(rn, "user") != 0 && strcmp(rn, "assistant") != 0)
+            return srv_fail(e, 400, "messages", NULL,
+                            "messages[%d].role '%.40s' is not supported (system, user, assistant, developer)", i, rn);
+        char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), e);
+        if (!content) return -1;
+        r->messages[i].content = content;
+        r->n_messages++;
+        if (!(r->messages[i].role = dup_checked(rn, "messages", e))) return -1;
+    }
+    return 0;
+}
+
+static int parse_prompt(const cJSON *root, SrvRequest *r, SrvError *e) {
+    const cJSON *p = field(root, "prompt");
+    if (!p) return srv_fail(e, 400, "prompt", NULL, "prompt is required");
+    // The API also takes a batch of prompts or token arrays; one string (alone or in an
+    // array) is what one generation answers.
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    if (!cJSON_IsString(p))
+        return srv_fail(e, 400, "prompt", NULL, "prompt must be a string (batches and token arrays are not supported), not %s",
+                        type_name(p));
+    return (r->prompt = dup_checked(p->valuestring, "prompt", e)) ? 0 : -1;
+}
+
+static int parse_stop(const cJSON *root, SrvRequest *r, SrvError *e) {
+    const cJSON *s = field(root, "stop");
+    if (!s) return 0;
+    const cJSON *one = s;
+    if (cJSON_IsArray(s)) {
+        if (cJSON_GetArraySize(s) > SRV_MAX_STOP)
+            return srv_fail(e, 400, "stop", NULL, "stop has %d strings; at most %d are allowed", cJSON_GetArraySize(s), SRV_MAX_STOP);
+        one = NULL;
+    } else if (!cJSON_IsString(s)) {
+        return srv_fail(e, 400, "stop", NULL, "stop must be a string or an array of strings, not %s", type_name(s));
+    }
+    const cJSON *it = one;
+    if (!one) it = s->child;
+    for (; it; it = one ? NULL : it->next) {
+        if (!cJSON_IsString(it)) return srv_fail(e, 400, "stop", NULL, "stop[%d] must be a string, not %s", r->n_stop, type_name(it));
+        const size_t n = strlen(it->valuestring);
+        if (n == 0 || n > SRV_MAX_STOP_LEN)
+            return srv_fail(e, 400, "stop", NULL, "a stop string is %zu bytes; it must have 1 to %d", n, SRV_MAX_STOP_LEN);
+        if (!(r->stop[r->n_stop] = dup_checked(it->valuestring, "stop", e))) return -1;
+        r->n_stop++;
+    }
+    return 0;
+}
+
+static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
+    int has = 0;
+    double d = 0;
+    if (get_int(root, "max_tokens", 1, SRV_MAX_TOKENS, &has, &d, e) ||
+        get_int(root, "max_completion_tokens", 1, SRV_MAX_TOKENS, &has, &d, e))
+        return -1;
+    if (has) r->max_tokens = (int)d;
+    if (get_number(root, "temperature", 0, 2, 0, &r->has_temperature, &r->temperature, e) ||
+        get_number(root, "top_p", 0, 1, 1, &r->has_top_p, &r->top_p, e))
+        return -1;
+    if (get_int(root, "seed", 0, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
+    if (r->has_seed) r->seed = (uint64_t)d;
+    has = 0;
+    if (get_int(root, "n", 1, 1, &has, &d, e)) return -1;  // one choice per request
+    const char *penalties[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        has = 0;
+        if (get_number(root, penalties[i], -2, 2, 0, &has, &d, e)) return -1;
+        if (has && d != 0) return srv_fail(e, 400, penalties[i], NULL, "%s is not supported (only 0)", penalties[i]);
+    }
+    if (field(root, "logit_bias") || field(root, "tools") || field(root, "functions") || field(root, "suffix"))
+        return srv_fail(e, 400, field(root, "logit_bias") ? "logit_bias" : field(root, "suffix") ? "suffix" : "tools", NULL,
+                        "logit_bias, tools, functions and suffix are not supported");
+    return 0;
+}
+
+static int parse_logprobs(const cJSON *root, SrvRequest *r, SrvError *e) {
+    int has = 0;
+    double d = 0;
+    if (r->kind == SRV_COMPLETION) {  // completions: logprobs is the number of alternatives
+        if (get_int(root, "logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
+        if (has) r->logprobs = 1, r->top_logprobs = (int)d;
+        int echo = 0;
+        if (get_bool(root, "echo", &echo, e)) return -1;
+        if (echo) return srv_fail(e, 400, "echo", NULL, "echo is not supported");
+        return 0;
+    }
+    if (get_bool(root, "logprobs", &r->logprobs, e)) return -1;
+    if (get_int(root, "top_logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
+    if (has && !r->logprobs) return srv_fail(e, 400, "top_logprobs", NULL, "top_logprobs needs logprobs: true");
+    if (has) r->top_logprobs = (int)d;
+    return 0;
+}
+
+static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
+    const cJSON *x = field(root, "entropix");
+    if (!x) return 0;
+    if (!cJSON_IsObject(x)) return srv_fail(e, 400, "entropix", NULL, "entropix must be an object, not %s", type_name(x));
+    const cJSON *s = field(x, "sampler");
+    if (s) {
+        if (!cJSON_IsString(s)) return srv_fail(e, 400, "entropix.sampler", NULL, "entropix.sampler must be a string");
+        for (int k = 0; k <= EMX_SAMPLER_ENTROPIX; k++)
+            if (strcmp(s->valuestring, emx_sampler_kind_name(k)) == 0) r->sampler = k;
+        if (r->sampler < 0)
+            return srv_fail(e, 400, "entropix.sampler", NULL,
+                            "entropix.sampler '%.40s' is not one of entropix, greedy, combined, temp, topk, topp, minp%s",
+                            s->valuestring, strcmp(s->valuestring, "agents") == 0 ? " (the agent pool is not served yet)" : "");
+    }
+    const cJSON *p = field(x, "profile");
+    if (p) {
+        EmxProfile scratch;
+        // Built-in names only: a path would let a client make the server read its files.
+        if (!cJSON_IsString(p) || emx_profile_builtin(&scratch, p->valuestring) != 0)
+            return srv_fail(e, 400, "entropix.profile", NULL, "entropix.profile must be a built-in profile's name");
+        if (!(r->profile = dup_checked(p->valuestring, "entropix.profile", e))) return -1;
+    }
+    double d = 0;
+    if (get_int(x, "top_k", -1, 1 << 20, &r->has_top_k, &d, e)) return -1;
+    r->top_k = (int)d;
+    if (get_number(x, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
+    return get_bool(x, "metrics", &r->metrics, e);
+}
+
+static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
+    if (!cJSON_IsObject(root)) return srv_fail(e, 400, NULL, NULL, "the body must be a JSON object, not %s", type_name(root));
+    const cJSON *model = field(root, "model");
+    if (!model) return srv_fail(e, 400, "model", NULL, "model is required");
+    if (!cJSON_IsString(model)) return srv_fail(e, 400, "model", NULL, "model must be a string, not %s", type_name(model));
+    if (!(r->model = dup_checked(model->valuestring, "model", e))) return -1;
+    if ((r->kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) != 0) return -1;
+    if (parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_logprobs(root, r, e)) return -1;
+    if (get_bool(root, "stream", &r->stream, e)) return -1;
+    const cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) return srv_fail(e, 400, "stream_options", NULL, "stream_options must be an object");
+        if (!r->stream) return srv_fail(e, 400, "stream_options", NULL, "stream_options needs stream: true");
+        if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
+    }
+    return parse_extension(root, r, e);
+}
+
+// A "\u0000" escape (its backslash not itself escaped) anywhere in the body.
+static int has_nul_escape(const char *body, size_t len) {
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (memcmp(body + i, "\\u0000", 6) != 0) continue;
+        size_t n = 0;  // backslashes ending at i: odd means this one starts an escape
+        while (n <= i && body[i - n] == '\\') n++;
+        if (n % 2 == 1) return 1;
+    }
+    return 0;
+}
+
+int srv_request_parse(const char *body, size_t len, int kind, SrvRequest *r, SrvError *e) {
+    memset(r, 0, sizeof *r);
+    memset(e, 0, sizeof *e);
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->sampler = -1;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        const size_t off = end && end >= body ? (size_t)(end - body) : 0;
+        return srv_fail(e, 400, NULL, NULL, "the body is not valid JSON (at byte %zu)", off);
+    }
+    size_t off = (size_t)(end - body);
+    while (off < len && strchr(" \t\r\n", body[off]) && body[off]) off++;
+    int rc = off < len ? srv_fail(e, 400, NULL, NULL, "the body has bytes after its JSON value (at byte %zu)", off)
+                       : parse_root(root, r, e);
+    // cJSON ends a string at an escaped NUL ("\u0000"): a prompt or message holding one would
+    // be cut silently. Refused instead: the user's text is never changed behind their back.
+    if (rc == 0 && has_nul_escape(body, len))
+        rc = srv_fail(e, 400, NULL, NULL, "a string holds \\u0000, which cannot be passed to the model");
+    cJSON_Delete(root);
+    if (rc != 0) srv_request_free(r);
+    return rc;
+}
+
+void srv_request_free(SrvRequest *r) {
+    for (int i = 0; i < r->n_messages; i++) free(r->messages[i].role), free(r->messages[i].content);
+    free(r->messages);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->model);
+    free(r->prompt);
+    free(r->profile);
+    const int kind = r->kind;
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+}
+
+char *srv_error_json(const SrvError *e) {
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
+    if (o) {
+        cJSON_AddStringToObject(o, "message", e->message);
+        cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
+        if (e->param) cJSON_AddStringToObject(o, "param", e->param);
+        else cJSON_AddNullToObject(o, "param");
+        if (e->code) cJSON_AddStringToObject(o, "code", e->code);
+        else cJSON_AddNullToObject(o, "code");
+    }
+    char *s = o ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}

@@ -1,0 +1,83 @@
+// request.h — an OpenAI-style request body (POST /v1/chat/completions, /v1/completions) parsed
+// into a struct with every type and range checked: a pure function of the bytes, no model, no
+// I/O (tests/test_server_request.c, and libFuzzer's tests/fuzz/fuzz_server.c). What depends on
+// the model (the model's name, the prompt against the context) is checked later, by the engine.
+//
+// Fields read (OpenAI's names and meanings; docs/server.md):
+//   model (string, required), messages (chat: [{role: system|user|assistant|developer,
+//   content: string | [{type: "text", text}]}], at least one) or prompt (completions: string,
+//   or an array holding one string), max_tokens / max_completion_tokens (1 ..
+//   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop
+//   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
+//   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
+//   0 .. 20, needs logprobs), n (1 only), echo (completions: false only), presence_penalty /
+//   frequency_penalty (0 only). null is the same as absent. Unknown fields are ignored, as
+//   most OpenAI-compatible servers do, so newer clients keep working.
+//   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p,
+//   metrics (bool)}.
+#ifndef ENTROPIX_SERVER_REQUEST_H
+#define ENTROPIX_SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRV_MAX_STOP 4
+#define SRV_MAX_STOP_LEN 256
+#define SRV_MAX_MESSAGES 1024
+#define SRV_MAX_TOKENS (1 << 20)
+#define SRV_MAX_LOGPROBS 20
+
+enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
+
+typedef struct {
+    char *role;      // "system", "user", "assistant" (developer is read as system)
+    char *content;   // malloc'd UTF-8 (text parts joined)
+} SrvMessage;
+
+typedef struct {
+    int kind;                 // enum srv_kind
+    char *model;
+    SrvMessage *messages;     // chat: [n_messages]
+    int n_messages;
+    char *prompt;             // completions; NUL-terminated (a NUL inside is refused)
+    int max_tokens;           // -1: not given
+    int has_temperature, has_top_p, has_seed;
+    double temperature, top_p;
+    uint64_t seed;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int stream, include_usage;
+    int logprobs;             // 0/1: token logprobs wanted
+    int top_logprobs;         // alternatives per token (0 .. SRV_MAX_LOGPROBS)
+    // the "entropix" extension
+    int sampler;              // enum emx_sampler_kind, -1: the server's default
+    char *profile;            // built-in profile name or NULL
+    int has_top_k, top_k;     // -1 .. (0 / -1: off)
+    int has_min_p;
+    double min_p;
+    int metrics;              // return each token's entropix metrics
+} SrvRequest;
+
+// An error as the OpenAI API reports it: the HTTP status and the error object's fields.
+typedef struct {
+    int status;               // 400, 401, 404, 413, 503, ...
+    char message[320];        // one line
+    const char *type;         // "invalid_request_error", ...
+    const char *param;        // the field at fault, or NULL
+    const char *code;         // NULL or a code ("model_not_found", ...)
+} SrvError;
+
+// Sets e and returns -1 (`return srv_fail(e, 400, "temperature", NULL, "...", ...)`).
+__attribute__((format(printf, 5, 6)))
+int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...);
+
+// Parses body[0..len) for endpoint kind into *r (zeroed first). Returns 0, or -1 with e filled
+// (status 400; r then holds nothing to free, but srv_request_free is safe on it).
+int srv_request_parse(const char *body, size_t len, int kind, SrvRequest *r, SrvError *e);
+void srv_request_free(SrvRequest *r);
+
+// The error as the JSON body {"error": {"message", "type", "param", "code"}} (malloc'd; NULL
+// when out of memory).
+char *srv_error_json(const SrvError *e);
+
+#endif

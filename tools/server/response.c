@@ -1,0 +1,204 @@
+// response.c — OpenAI response bodies and SSE chunks (response.h).
+#include "tools/server/response.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, unsigned long serial) {
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    s->model = model;
+    s->created = (long)time(NULL);
+    snprintf(s->id, sizeof s->id, "%s-%lx%lx", r->kind == SRV_CHAT ? "chatcmpl" : "cmpl", (unsigned long)s->created,
+             serial);
+}
+
+void srv_response_free(SrvResponse *s) {
+    free(s->text);
+    cJSON_Delete(s->logprobs);
+    cJSON_Delete(s->metrics);
+    memset(s, 0, sizeof *s);
+}
+
+// Chat entries -> the completions' legacy logprobs object, text_offset counted from *offset.
+static cJSON *legacy_logprobs(const cJSON *entries, size_t *offset) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) {
+        cJSON_AddItemToArray(tokens, cJSON_Duplicate(cJSON_GetObjectItem(e, "token"), 1));
+        cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 1));
+        cJSON *top = cJSON_CreateObject();
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "top_logprobs")) {
+            const char *tok = cJSON_GetStringValue(cJSON_GetObjectItem(t, "token"));
+            if (tok && !cJSON_GetObjectItemCaseSensitive(top, tok))  // two ids can share a text
+                cJSON_AddNumberToObject(top, tok, cJSON_GetNumberValue(cJSON_GetObjectItem(t, "logprob")));
+        }
+        cJSON_AddItemToArray(tops, top);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+        *offset += (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(e, "bytes"));
+    }
+    return o;
+}
+
+// choices[0] with text (content or delta) and entries; takes the entries.
+static cJSON *choice(SrvResponse *s, cJSON *text, int delta, int role, cJSON *logprobs, cJSON *metrics,
+                     const char *finish) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (s->r->kind == SRV_CHAT) {
+        cJSON *m = cJSON_AddObjectToObject(c, delta ? "delta" : "message");
+        if (role || !delta) cJSON_AddStringToObject(m, "role", "assistant");
+        if (text) cJSON_AddItemToObject(m, "content", text);
+    } else {
+        cJSON_AddItemToObject(c, "text", text ? text : cJSON_CreateString(""));
+    }
+    if (!s->r->logprobs || !logprobs) {
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_Delete(logprobs);
+    } else if (s->r->kind == SRV_CHAT) {
+        cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+        cJSON_AddItemToObject(lp, "content", logprobs);
+    } else {
+        cJSON_AddItemToObject(c, "logprobs", legacy_logprobs(logprobs, &s->offset));
+        cJSON_Delete(logprobs);
+    }
+    if (metrics) cJSON_AddItemToObject(cJSON_AddObjectToObject(c, "entropix"), "tokens", metrics);
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    return c;
+}
+
+static cJSON *envelope(SrvResponse *s, int chunk) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", s->id);
+    cJSON_AddStringToObject(o, "object", s->r->kind == SRV_COMPLETION ? "text_completion"
+                                         : chunk                      ? "chat.completion.chunk"
+                                                                      : "chat.completion");
+    cJSON_AddNumberToObject(o, "created", (double)s->created);
+    cJSON_AddStringToObject(o, "model", s->model);
+    return o;
+}
+
+// "data: {json}\n\n" for o (deleted).
+static int send_event(SrvResponse *s, cJSON *o) {
+    char *j = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!j) return -1;
+    size_t n = strlen(j);
+    char *ev = malloc(n + 9);
+    if (!ev) return free(j), -1;
+    memcpy(ev, "data: ", 6);
+    memcpy(ev + 6, j, n);
+    memcpy(ev + 6 + n, "\n\n", 3);
+    int rc = s->write(s->write_user, ev, n + 8);
+    free(ev);
+    free(j);
+    return rc;
+}
+
+static int send_choice(SrvResponse *s, cJSON *c) {
+    cJSON *o = envelope(s, 1);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    return send_event(s, o);
+}
+
+static int start_stream(SrvResponse *s) {
+    if (s->started || s->r->kind != SRV_CHAT) return s->started = 1, 0;
+    s->started = 1;  // OpenAI's first chat chunk: the role and an empty content
+    return send_choice(s, choice(s, cJSON_CreateString(""), 1, 1, NULL, NULL, NULL));
+}
+
+static void append_entries(cJSON **to, cJSON *from) {
+    if (!from) return;
+    if (!*to) {
+        *to = from;
+        return;
+    }
+    while (from->child) cJSON_AddItemToArray(*to, cJSON_DetachItemViaPointer(from, from->child));
+    cJSON_Delete(from);
+}
+
+int srv_response_emit(void *user, const char *text, size_t len, cJSON *logprobs, cJSON *metrics) {
+    SrvResponse *s = user;
+    if (s->r->stream) {
+        if (start_stream(s) != 0) return cJSON_Delete(logprobs), cJSON_Delete(metrics), -1;
+        return send_choice(s, choice(s, srv_text_json(text, len), 1, 0, logprobs, metrics, NULL));
+    }
+    if (s->len + len + 1 > s->cap) {
+        size_t cap = (s->len + len + 1) * 2;
+        char *t = realloc(s->text, cap);
+        if (!t) return cJSON_Delete(logprobs), cJSON_Delete(metrics), -1;
+        s->text = t, s->cap = cap;
+    }
+    memcpy(s->text + s->len, text, len);
+    s->len += len;
+    s->text[s->len] = 0;
+    append_entries(&s->logprobs, logprobs);
+    append_entries(&s->metrics, metrics);
+    return 0;
+}
+
+static cJSON *usage(const SrvGenResult *res) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", res->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", res->n_completion);
+    cJSON_AddNumberToObject(u, "total_tokens", res->n_prompt + res->n_completion);
+    return u;
+}
+
+static cJSON *extension(const SrvGenResult *res) {
+    static const char *names[] = {"LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"};
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "seed", (double)res->seed);  // <= 2^53 when the request gave it
+    cJSON_AddStringToObject(x, "sampler", res->sampler ? res->sampler : "");
+    if (res->sampler && strcmp(res->sampler, "entropix") == 0) {
+        cJSON *c = cJSON_AddObjectToObject(x, "cases");
+        for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(c, names[i], (double)res->cases[i]);
+        cJSON_AddNumberToObject(x, "pauses_inserted", (double)res->n_inserted);
+    }
+    return x;
+}
+
+int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
+    if (start_stream(s) != 0) return -1;
+    cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
+    cJSON *o = envelope(s, 1);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    if (s->r->metrics || s->r->sampler >= 0) cJSON_AddItemToObject(o, "entropix", extension(res));
+    if (send_event(s, o) != 0) return -1;
+    if (s->r->include_usage) {  // as OpenAI: a last chunk with no choices and the usage
+        o = envelope(s, 1);
+        cJSON_AddArrayToObject(o, "choices");
+        cJSON_AddItemToObject(o, "usage", usage(res));
+        if (send_event(s, o) != 0) return -1;
+    }
+    return s->write(s->write_user, "data: [DONE]\n\n", 14);
+}
+
+int srv_response_stream_error(SrvResponse *s, const SrvError *e) {
+    char *j = srv_error_json(e);
+    if (!j) return -1;
+    cJSON *o = cJSON_Parse(j);
+    free(j);
+    if (!o || send_event(s, o) != 0) return -1;
+    return s->write(s->write_user, "data: [DONE]\n\n", 14);
+}
+
+char *srv_response_body(SrvResponse *s, const SrvGenResult *res) {
+    cJSON *o = envelope(s, 0);
+    if (s->r->logprobs && !s->logprobs) s->logprobs = cJSON_CreateArray();  // no tokens: an empty list
+    cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), 0, 1, s->logprobs, s->metrics,
+                      res->finish_reason);
+    s->logprobs = s->metrics = NULL;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    cJSON_AddItemToObject(o, "usage", usage(res));
+    if (s->r->metrics || s->r->sampler >= 0) cJSON_AddItemToObject(o, "entropix", extension(res));
+    char *j = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return j;
+}

@@ -47,6 +47,13 @@ Test(server, parse_chat_fields) {
     parse_ok("{\"model\":\"m\",\"prompt\":[\"p\"],\"logprobs\":2,\"stop\":null,\"seed\":null}", SRV_COMPLETION, &r);
     cr_assert(!strcmp(r.prompt, "p") && r.logprobs && r.top_logprobs == 2 && !r.has_seed && r.max_tokens == -1);
     srv_request_free(&r);
+    // model is optional (one model is served, as llama.cpp's server has it): absent or null is NULL
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", SRV_CHAT, &r);
+    cr_assert(r.model == NULL && r.n_messages == 1);
+    srv_request_free(&r);
+    parse_ok("{\"model\":null,\"prompt\":\"p\"}", SRV_COMPLETION, &r);
+    cr_assert(r.model == NULL && !strcmp(r.prompt, "p"));
+    srv_request_free(&r);
 }
 
 Test(server, parse_rejects_each_bad_field) {
@@ -54,7 +61,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\"", C, NULL, "not valid JSON");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\"} x", P, NULL, "after its JSON value");
     parse_bad("[]", C, NULL, "must be a JSON object");
-    parse_bad("{\"messages\":[]}", C, "model", "model is required");
+    parse_bad("{\"messages\":[]}", C, "messages", "1 to");  // model is optional: the messages are what is wrong
     parse_bad("{\"model\":1,\"prompt\":\"p\"}", P, "model", "must be a string");
     parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");

@@ -223,6 +223,10 @@ def errors_raw():
     error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x"}'), 401)
     error_object(*raw(raw_srv.url + "/v1/nothing", b"{}", auth), 404)
     error_object(*raw(url, None, auth, "GET"), 405)
+    # no "model" (a curl user's request, as llama.cpp's server takes it): the served model answers
+    status, body = raw(url, b'{"prompt": "Once upon a time", "max_tokens": 3, "seed": 1}', auth)
+    assert status == 200 and body["model"] == raw_srv.model and body["usage"]["completion_tokens"] == 3, body
+    error_object(*raw(url, b'{"model": "other", "prompt": "x"}', auth), 404, "model")
     status, body = raw(raw_srv.url + "/health", None, method="GET")
     assert status == 200 and body == {"status": "ok"}
     # chat on a model without a template: a 400 that says so

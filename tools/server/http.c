@@ -261,7 +261,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, int kind
     pthread_mutex_unlock(&s->mu);
     enum MHD_Result rc;
     if (srv_request_parse(body, len, kind, &j->req, &e) != 0) goto fail;
-    if (strcmp(j->req.model, s->sm->id) != 0) {
+    if (j->req.model && strcmp(j->req.model, s->sm->id) != 0) {
         srv_fail(&e, 404, "model", "model_not_found", "the model '%.80s' does not exist (this server has '%s')",
                  j->req.model, s->sm->id);
         goto fail;

@@ -253,10 +253,13 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
 
 static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (!cJSON_IsObject(root)) return srv_fail(e, 400, NULL, NULL, "the body must be a JSON object, not %s", type_name(root));
+    // model: optional, as llama.cpp's server has it (one model is served: `curl -d '{"messages":...}'`
+    // works); when given it must name the served model (the engine answers 404 otherwise).
     const cJSON *model = field(root, "model");
-    if (!model) return srv_fail(e, 400, "model", NULL, "model is required");
-    if (!cJSON_IsString(model)) return srv_fail(e, 400, "model", NULL, "model must be a string, not %s", type_name(model));
-    if (!(r->model = dup_checked(model->valuestring, "model", e))) return -1;
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) return srv_fail(e, 400, "model", NULL, "model must be a string, not %s", type_name(model));
+        if (!(r->model = dup_checked(model->valuestring, "model", e))) return -1;
+    }
     if ((r->kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) != 0) return -1;
     if (parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_logprobs(root, r, e)) return -1;
     if (get_bool(root, "stream", &r->stream, e)) return -1;

@@ -4,7 +4,7 @@
 // the model (the model's name, the prompt against the context) is checked later, by the engine.
 //
 // Fields read (OpenAI's names and meanings; docs/server.md):
-//   model (string, required), messages (chat: [{role: system|user|assistant|developer,
+//   model (string, optional: NULL when absent or null), messages (chat: [{role: system|user|assistant|developer,
 //   content: string | [{type: "text", text}]}], at least one) or prompt (completions: string,
 //   or an array holding one string), max_tokens / max_completion_tokens (1 ..
 //   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop

@@ -23,7 +23,7 @@ $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 
 -include $(CUDA_OBJ:.o=.d)
 
-# The CUDA build of ./run and tools/bench: the CPU library, runtime/cuda/forward_cuda.c (the CUDA
+# The CUDA build of ./run and tools/bench: the CPU library, runtime/cuda/forward_cuda*.c (the CUDA
 # backend of forward.h: C11 host code compiled against CUDA's headers) and the nvcc-built
 # kernels, linked with the CUDA runtime. `--device auto` (the default) then runs on GPU 0 when
 # there is one and on the CPU otherwise.

@@ -110,6 +110,60 @@ static void print_device(const EmxState *st) {
 // The median, numpy's rule (the mean of the middle two for an even count).
 static double median(const double *x, int n) { return emx_percentile(x, (size_t)n, 50.0); }
 
+// One decode of n tokens after the prompt with sampler k (0 greedy, 1 entropix seeded r + 1):
+// its decode tok/s and host ms per token spent choosing.
+static int sampler_run(EmxState *st, EmxTokenizer *tk, const EmxModel *model, const EmxProfile *profile,
+                       const int *ids, int n_ids, int n, int k, int r, double *tps, double *spt) {
+    static const char *names[2] = {"greedy", "entropix"};
+    char err[512];
+    EmxBasicSampler greedy = {0};
+    EmxEntropixSampler es = {0};
+    EmxSampler *s;
+    EmxSamplerParams gp = {.temperature = 0.0f};
+    int rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model->cfg.vocab_size, err, sizeof err)
+                    : emx_entropix_sampler_init(&es, profile, model, tk, emx_state_ctx(st),
+                                                (uint64_t)(r + 1), err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
+    s = k == 0 ? &greedy.base : &es.base;
+    EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
+    EmxGenerateStats gs;
+    rc = emx_generate(st, tk, ids, n_ids, s, &go, &gs, err, sizeof err);
+    emx_basic_sampler_free(&greedy);
+    emx_entropix_sampler_free(&es);
+    if (rc != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
+    *tps = gs.n_generated / gs.decode_s;
+    *spt = 1e3 * gs.sample_s / gs.n_generated;
+    fprintf(stderr, "  run %d %-8s decode %7.2f tok/s, sampler %.3f ms/token\n", r + 1, names[k], *tps, *spt);
+    return 0;
+}
+
+// The table of medians (tg/te decode tok/s, sg/se sampler ms/token, greedy/entropix) and the overhead.
+static void print_sampler_report(EmxState *st, double tg, double te, double sg, double se) {
+    double ms_per_tok_g = 1e3 / tg;
+    printf("sampler    decode tok/s (median)   sampler ms/token (median)\n");
+    // On a GPU both samplers choose on the device (generate.c: only the id comes back), so no
+    // host time is spent choosing: their cost is inside the decode tok/s, and "-" says so.
+    if (sg == 0 && se == 0 && strcmp(emx_state_device(st), "cpu") != 0) {
+        printf("greedy     %10.2f                       -\n", tg);
+        printf("entropix   %10.2f                       -\n", te);
+        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); the tokens are chosen on %s, inside the "
+               "decode step (%.2f ms greedy)\n",
+               100.0 * (tg / te - 1.0), te / tg, emx_state_device(st), ms_per_tok_g);
+    } else {
+        printf("greedy     %10.2f              %10.3f\n", tg, sg);
+        printf("entropix   %10.2f              %10.3f\n", te, se);
+        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
+               "of a greedy decode step (%.2f ms)\n",
+               100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
+    }
+}
+
 static int bench_sampler(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
     const char *profile_name = "classic", *device = "auto";
@@ -173,55 +227,10 @@ static int bench_sampler(int argc, char **argv) {
             model_path, n_ids, n, runs, profile_name);
     print_device(st);
 
-    const char *names[2] = {"greedy", "entropix"};
-    for (int r = 0; r < runs; r++) {
-        for (int k = 0; k < 2; k++) {
-            EmxBasicSampler greedy = {0};
-            EmxEntropixSampler es = {0};
-            EmxSampler *s;
-            EmxSamplerParams gp = {.temperature = 0.0f};
-            rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err)
-                        : emx_entropix_sampler_init(&es, &profile, &model, tk, emx_state_ctx(st),
-                                                    (uint64_t)(r + 1), err, sizeof err);
-            if (rc != 0) {
-                fprintf(stderr, "bench: %s\n", err);
-                goto done;
-            }
-            s = k == 0 ? &greedy.base : &es.base;
-            EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
-            EmxGenerateStats gs;
-            rc = emx_generate(st, tk, ids, n_ids, s, &go, &gs, err, sizeof err);
-            emx_basic_sampler_free(&greedy);
-            emx_entropix_sampler_free(&es);
-            if (rc != 0) {
-                fprintf(stderr, "bench: %s\n", err);
-                goto done;
-            }
-            tps[k][r] = gs.n_generated / gs.decode_s;
-            spt[k][r] = 1e3 * gs.sample_s / gs.n_generated;
-            fprintf(stderr, "  run %d %-8s decode %7.2f tok/s, sampler %.3f ms/token\n", r + 1,
-                    names[k], tps[k][r], spt[k][r]);
-        }
-    }
-    double tg = median(tps[0], runs), te = median(tps[1], runs);
-    double sg = median(spt[0], runs), se = median(spt[1], runs);
-    double ms_per_tok_g = 1e3 / tg;
-    printf("sampler    decode tok/s (median)   sampler ms/token (median)\n");
-    // On a GPU both samplers choose on the device (generate.c: only the id comes back), so no
-    // host time is spent choosing: their cost is inside the decode tok/s, and "-" says so.
-    if (sg == 0 && se == 0 && strcmp(emx_state_device(st), "cpu") != 0) {
-        printf("greedy     %10.2f                       -\n", tg);
-        printf("entropix   %10.2f                       -\n", te);
-        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); the tokens are chosen on %s, inside the "
-               "decode step (%.2f ms greedy)\n",
-               100.0 * (tg / te - 1.0), te / tg, emx_state_device(st), ms_per_tok_g);
-    } else {
-        printf("greedy     %10.2f              %10.3f\n", tg, sg);
-        printf("entropix   %10.2f              %10.3f\n", te, se);
-        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
-               "of a greedy decode step (%.2f ms)\n",
-               100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
-    }
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < 2; k++)
+            if (sampler_run(st, tk, &model, &profile, ids, n_ids, n, k, r, &tps[k][r], &spt[k][r])) goto done;
+    print_sampler_report(st, median(tps[0], runs), median(tps[1], runs), median(spt[0], runs), median(spt[1], runs));
     status = 0;
 
 done:
@@ -250,6 +259,85 @@ static int parse_peak(const char *text, double *out) {
     return 0;
 }
 
+// The option combinations `speed` refuses.
+static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen) {
+    if (!llama != !gguf) {
+        fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
+        return -1;
+    }
+    if (llama && compare) {
+        fprintf(stderr, "bench: --llama-bench and --compare-cmd: one comparison runtime at a time\n");
+        return -1;
+    }
+    if (n_prompt == 0 && n_gen == 0) {
+        fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
+        return -1;
+    }
+    return 0;
+}
+
+// The result's description of the machine (CPU, SIMD, threads, device; on the CPU its copy
+// bandwidth, the ceiling a decode step can reach), also printed to stderr.
+static void describe_machine(EmxBenchResult *r, const char *model_path, const EmxStateInfo *info, int threads,
+                             int n_prompt, int n_gen, int on_gpu) {
+    *r = (EmxBenchResult){.threads = threads > 0 ? threads : omp_get_num_procs(),
+                          .n_prompt = n_prompt, .n_gen = n_gen};
+    snprintf(r->model, sizeof r->model, "%s", model_path);
+    snprintf(r->device, sizeof r->device, "%s", info->device);
+    snprintf(r->device_desc, sizeof r->device_desc, "%s", info->device_desc);
+    snprintf(r->simd, sizeof r->simd, "%s", emx_cpu_simd_name());
+    emx_bench_cpu_name(r->cpu, sizeof r->cpu);
+    // The host's copy bandwidth is the CPU's ceiling; a GPU's is its peak_gbps.
+    if (!on_gpu) r->memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r->threads, 5);
+    fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s)\n", r->cpu, r->simd, r->threads, info->device,
+            info->device_desc);
+}
+
+// The runtime that `speed` compares with, run alternately with ours.
+typedef struct {
+    const char *llama, *gguf, *compare;  // llama-bench + its GGUF, or a command, or none
+    int threads, on_gpu;
+    const char *device;
+} OtherRuntime;
+
+// Round k: ours (then the other runtime, if any) over the same prompt and decode lengths; the
+// [prefill, decode] tok/s go to ours[] and theirs[] (theirs untouched without another runtime).
+static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_gen, const OtherRuntime *o, int k,
+                       double ours[2], double theirs[2]) {
+    char err[512];
+    EmxForwardSpeed fs;
+    if (emx_bench_forward_once(st, model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
+        fprintf(stderr, "%s (%s)\n", err, emx_state_error(st));
+        return -1;
+    }
+    ours[0] = fs.prefill_tps;
+    ours[1] = fs.decode_tps;
+    fprintf(stderr, "  round %d  ours   pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+            fs.prefill_tps, n_gen, fs.decode_tps);
+    if (o->llama) {
+        if (emx_llama_bench_run(o->llama, o->gguf, o->threads, o->on_gpu ? 99 : 0, n_prompt, n_gen, &fs, err,
+                                sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            return -1;
+        }
+    } else if (o->compare) {
+        const EmxCompareRun cr = {.n_prompt = n_prompt, .n_gen = n_gen, .threads = o->threads,
+                                  .device = o->device};
+        fs.prefill_tps = 0;  // the command reports decode only
+        if (emx_compare_cmd_run(o->compare, &cr, &fs.decode_tps, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    theirs[0] = fs.prefill_tps;
+    theirs[1] = fs.decode_tps;
+    fprintf(stderr, "  round %d  other  pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
+            fs.prefill_tps, n_gen, fs.decode_tps);
+    return 0;
+}
+
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     const char *device = "auto", *compare = NULL, *peak_text = NULL;
@@ -265,18 +353,7 @@ static int bench_speed(int argc, char **argv) {
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
-    if (!llama != !gguf) {
-        fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
-        return 2;
-    }
-    if (llama && compare) {
-        fprintf(stderr, "bench: --llama-bench and --compare-cmd: one comparison runtime at a time\n");
-        return 2;
-    }
-    if (n_prompt == 0 && n_gen == 0) {
-        fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
-        return 2;
-    }
+    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen)) return 2;
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0) return 2;
     char err[512];
@@ -316,55 +393,20 @@ static int bench_speed(int argc, char **argv) {
     emx_state_info(st, &info);
     const int on_gpu = strcmp(info.device, "cpu") != 0;
 
-    EmxBenchResult r = {.threads = threads > 0 ? threads : omp_get_num_procs(),
-                        .n_prompt = n_prompt, .n_gen = n_gen};
-    snprintf(r.model, sizeof r.model, "%s", model_path);
-    snprintf(r.device, sizeof r.device, "%s", info.device);
-    snprintf(r.device_desc, sizeof r.device_desc, "%s", info.device_desc);
-    snprintf(r.simd, sizeof r.simd, "%s", emx_cpu_simd_name());
-    emx_bench_cpu_name(r.cpu, sizeof r.cpu);
-    // The host's copy bandwidth is the CPU's ceiling; a GPU's is its peak_gbps.
-    if (!on_gpu) r.memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r.threads, 5);
+    EmxBenchResult r;
+    describe_machine(&r, model_path, &info, threads, n_prompt, n_gen, on_gpu);
     const uint64_t weight_bytes = emx_model_weight_bytes_per_token(&model);
-    fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s)\n", r.cpu, r.simd, r.threads, info.device,
-            info.device_desc);
     fprintf(stderr, "model: %s (%s weights), %.3f MB of weights read per decoded token\n", model_path,
             emx_dtype_name(model.layers[0].wq.dtype), (double)weight_bytes / 1e6);
 
     char other[600] = "";
     if (llama) snprintf(other, sizeof other, "llama.cpp llama-bench (%s, -ngl %d)", llama, on_gpu ? 99 : 0);
     if (compare) snprintf(other, sizeof other, "--compare-cmd %s", compare);
+    const OtherRuntime o = {llama, gguf, compare, r.threads, on_gpu, info.device};
     for (int k = 0; k < runs; k++) {
-        EmxForwardSpeed fs;
-        if (emx_bench_forward_once(st, &model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
-            fprintf(stderr, "%s (%s)\n", err, emx_state_error(st));
-            goto done;
-        }
-        ours[0][k] = fs.prefill_tps;
-        ours[1][k] = fs.decode_tps;
-        fprintf(stderr, "  round %d  ours   pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
-                fs.prefill_tps, n_gen, fs.decode_tps);
-        if (llama) {
-            if (emx_llama_bench_run(llama, gguf, r.threads, on_gpu ? 99 : 0, n_prompt, n_gen, &fs, err,
-                                    sizeof err) != 0) {
-                fprintf(stderr, "bench: %s\n", err);
-                goto done;
-            }
-        } else if (compare) {
-            const EmxCompareRun cr = {.n_prompt = n_prompt, .n_gen = n_gen, .threads = r.threads,
-                                      .device = info.device};
-            fs.prefill_tps = 0;  // the command reports decode only
-            if (emx_compare_cmd_run(compare, &cr, &fs.decode_tps, err, sizeof err) != 0) {
-                fprintf(stderr, "bench: %s\n", err);
-                goto done;
-            }
-        } else {
-            continue;
-        }
-        theirs[0][k] = fs.prefill_tps;
-        theirs[1][k] = fs.decode_tps;
-        fprintf(stderr, "  round %d  other  pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
-                fs.prefill_tps, n_gen, fs.decode_tps);
+        double ou[2], th[2] = {0, 0};
+        if (speed_round(st, &model, n_prompt, n_gen, &o, k, ou, th) != 0) goto done;
+        ours[0][k] = ou[0], ours[1][k] = ou[1], theirs[0][k] = th[0], theirs[1][k] = th[1];
     }
     r.prefill_tps = median(ours[0], runs);
     r.decode_tps = median(ours[1], runs);
@@ -395,6 +437,74 @@ done:
     if (st) emx_state_free(st);
     if (model_open) emx_model_close(&model);
     return status;
+}
+
+// Where the pool runs: the GPUs of devices (cuda_devices[0..*n_devices), one worker each, so
+// *workers becomes their count) or the CPU (*n_devices 0, *workers kept). Returns the number of
+// rows to measure: 3, or 1 (the single stream) when this build's pool cannot use GPUs; -1 with
+// err set on a bad --devices / --workers.
+static int pool_devices(const char *devices, int *cuda_devices, int *n_devices_out, int *workers, int n_agents,
+                        char *err, size_t errlen) {
+    const int n_devices = emx_pool_parse_devices(devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, errlen);
+    if (n_devices < 0) return -1;
+    *n_devices_out = n_devices;
+    int pool_rows = 3;
+    if (n_devices > 0) {
+        const int n_gpus = emx_pool_gpu_count();
+        if (n_gpus < 0) {
+            pool_rows = 1;
+            printf("note: the agent pool cannot run on %s in this build (no CUDA backend or NCCL group): its rows are "
+                   "skipped\n", devices);
+        }
+        for (int i = 0; i < n_devices && n_gpus >= 0; i++)
+            if (cuda_devices[i] >= n_gpus) {
+                snprintf(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
+                         n_gpus);
+                return -1;
+            }
+        if (*workers != 1 && *workers != n_devices) {
+            snprintf(err, errlen, "--workers %d with --devices %s: one worker per GPU (%d)", *workers, devices,
+                     n_devices);
+            return -1;
+        }
+        *workers = n_devices;
+        if (*workers > n_agents) {
+            snprintf(err, errlen, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, *workers, n_agents);
+            return -1;
+        }
+    }
+    return pool_rows;
+}
+
+// Run r of row k: the single stream (k 0, greedy) or the pool at lookahead 1 (k 1) or po's
+// lookahead (k 2), seeded r + 1; the decode tok/s to *tps.
+static int agents_run(EmxState *st, const EmxModel *model, EmxTokenizer *tk, const int *ids, int n_ids, int n,
+                      int k, int r, const EmxPoolOptions *pool, double *tps, char *err, size_t errlen) {
+    double decode_s = 0;
+    int generated = 0, rc;
+    if (k == 0) {
+        EmxBasicSampler greedy = {0};
+        EmxSamplerParams gp = {.temperature = 0.0f};
+        if (emx_basic_sampler_init(&greedy, &gp, 1, (int)model->cfg.vocab_size, err, errlen) != 0) return -1;
+        EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
+        EmxGenerateStats gs;
+        rc = emx_generate(st, tk, ids, n_ids, &greedy.base, &go, &gs, err, errlen);
+        emx_basic_sampler_free(&greedy);
+        decode_s = gs.decode_s;
+        generated = gs.n_generated;
+    } else {
+        EmxPoolOptions po = *pool;
+        if (k == 1) po.lookahead = 1;
+        po.seed = (uint64_t)(r + 1);
+        EmxPoolStats ps;
+        rc = emx_pool_generate(model, tk, ids, n_ids, &po, &ps, NULL, NULL, err, errlen);
+        decode_s = ps.decode_s;
+        generated = ps.n_generated;
+    }
+    if (rc != 0) return -1;
+    // the first token comes from the prefill's logits: n - 1 decode steps, as emx_generate counts
+    *tps = generated / decode_s;
+    return 0;
 }
 
 static int bench_agents(int argc, char **argv) {
@@ -452,34 +562,9 @@ static int bench_agents(int argc, char **argv) {
     char dev_list[32];
     snprintf(dev_list, sizeof dev_list, "%s", emx_state_device(st));
     if (!devices) devices = dev_list;
-    int cuda_devices[EMX_POOL_MAX_AGENTS];
-    const int n_devices = emx_pool_parse_devices(devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, sizeof err);
-    if (n_devices < 0) goto fail;
-    int pool_rows = 3;
-    if (n_devices > 0) {
-        const int n_gpus = emx_pool_gpu_count();
-        if (n_gpus < 0) {
-            pool_rows = 1;
-            printf("note: the agent pool cannot run on %s in this build (no CUDA backend or NCCL group): its rows are "
-                   "skipped\n", devices);
-        }
-        for (int i = 0; i < n_devices && n_gpus >= 0; i++)
-            if (cuda_devices[i] >= n_gpus) {
-                snprintf(err, sizeof err, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
-                         n_gpus);
-                goto fail;
-            }
-        if (workers != 1 && workers != n_devices) {
-            snprintf(err, sizeof err, "--workers %d with --devices %s: one worker per GPU (%d)", workers, devices,
-                     n_devices);
-            goto fail;
-        }
-        workers = n_devices;
-        if (workers > n_agents) {
-            snprintf(err, sizeof err, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, workers, n_agents);
-            goto fail;
-        }
-    }
+    int cuda_devices[EMX_POOL_MAX_AGENTS], n_devices = 0;
+    const int pool_rows = pool_devices(devices, cuda_devices, &n_devices, &workers, n_agents, err, sizeof err);
+    if (pool_rows < 0) goto fail;
     if (pool_rows > 1)
         printf("pool: %s, %d worker(s)\n", n_devices > 0 ? devices : "cpu", workers);
     EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
@@ -490,33 +575,13 @@ static int bench_agents(int argc, char **argv) {
     snprintf(names[0], sizeof names[0], "single stream (greedy)");
     snprintf(names[1], sizeof names[1], "%d agents, lookahead 1", n_agents);
     snprintf(names[2], sizeof names[2], "%d agents, lookahead %d", n_agents, lookahead);
+    const EmxPoolOptions pool = {.agents = agents, .n_agents = n_agents, .lookahead = lookahead,
+                                 .n_workers = workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
+                                 .n_threads = threads > 0 ? threads / workers : 0,
+                                 .ctx = ctx, .n_predict = n, .ignore_stop = 1};
     for (int r = 0; r < runs; r++)
         for (int k = 0; k < pool_rows; k++) {
-            double decode_s = 0;
-            int generated = 0;
-            if (k == 0) {
-                EmxBasicSampler greedy = {0};
-                EmxSamplerParams gp = {.temperature = 0.0f};
-                if (emx_basic_sampler_init(&greedy, &gp, 1, (int)model.cfg.vocab_size, err, sizeof err) != 0) goto fail;
-                EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
-                EmxGenerateStats gs;
-                rc = emx_generate(st, tk, ids, n_ids, &greedy.base, &go, &gs, err, sizeof err);
-                emx_basic_sampler_free(&greedy);
-                decode_s = gs.decode_s;
-                generated = gs.n_generated;
-            } else {
-                EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = k == 1 ? 1 : lookahead,
-                                     .n_workers = workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
-                                     .n_threads = threads > 0 ? threads / workers : 0,
-                                     .ctx = ctx, .seed = (uint64_t)(r + 1), .n_predict = n, .ignore_stop = 1};
-                EmxPoolStats ps;
-                rc = emx_pool_generate(&model, tk, ids, n_ids, &po, &ps, NULL, NULL, err, sizeof err);
-                decode_s = ps.decode_s;
-                generated = ps.n_generated;
-            }
-            if (rc != 0) goto fail;
-            // the first token comes from the prefill's logits: n - 1 decode steps, as emx_generate counts
-            tps[k][r] = generated / decode_s;
+            if (agents_run(st, &model, tk, ids, n_ids, n, k, r, &pool, &tps[k][r], err, sizeof err) != 0) goto fail;
             fprintf(stderr, "  run %d %-26s decode %8.2f tok/s\n", r + 1, names[k], tps[k][r]);
         }
     const double t0 = median(tps[0], runs);

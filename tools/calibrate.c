@@ -45,6 +45,134 @@ static void print_distribution(FILE *f, const char *prefix, const char *name, co
     fprintf(f, "\n");
 }
 
+// The profile is written to OUT.tmp (tmp_path) and renamed at the end: a failed run leaves no
+// file behind, and an unwritable path is reported before the long part. Without -o: stdout.
+static int open_output(const char *out_path, char *tmp_path, size_t tmp_cap, FILE **out) {
+    if (out_path) {
+        if (snprintf(tmp_path, tmp_cap, "%s.tmp", out_path) >= (int)tmp_cap) {
+            fprintf(stderr, "calibrate: -o %s: path too long\n", out_path);
+            tmp_path[0] = 0;  // not ours to remove
+            return -1;
+        }
+        *out = fopen(tmp_path, "w");
+        if (!*out) {
+            fprintf(stderr, "calibrate: -o %s: %s\n", out_path, strerror(errno));
+            return -1;
+        }
+    } else {
+        *out = stdout;
+    }
+    return 0;
+}
+
+// Teacher-forced: each window of ctx tokens from position 0, every position's metrics after
+// the first skip added to samples (attention from base's layer); progress every 256 tokens.
+static int sample_text(EmxState *st, const EmxConfig *cfg, const int *ids, size_t n_ids, int ctx, int skip,
+                       const EmxProfile *base, double *scratch, EmxMetricSamples *samples, double t0) {
+    int nl = (int)cfg->n_layers, nh = (int)cfg->n_heads, nv = (int)cfg->vocab_size;
+    for (size_t w = 0; w < n_ids; w += (size_t)ctx) {
+        int len = (int)(n_ids - w < (size_t)ctx ? n_ids - w : (size_t)ctx);
+        for (int p = 0; p < len; p++) {
+            const float *logits = emx_forward(st, &ids[w + (size_t)p], 1, p);
+            if (!logits) {
+                fprintf(stderr, "calibrate: forward pass failed at token %zu\n", w + (size_t)p);
+                return -1;
+            }
+            if (p < skip) continue;
+            EmxMetrics m;
+            emx_step_metrics(st, logits, nv, nl, nh, ctx, base->attn_layer, scratch, &m);
+            if (emx_metric_samples_add(samples, &m, base->attn_varentropy_def) != 0) {
+                fprintf(stderr, "calibrate: out of memory\n");
+                return -1;
+            }
+            size_t done_tokens = w + (size_t)p + 1;
+            if (done_tokens % 256 == 0)
+                fprintf(stderr, "calibrate: %zu/%zu tokens (%.1f tok/s)\n", done_tokens, n_ids,
+                        (double)done_tokens / (emx_now_s() - t0));
+        }
+    }
+    return 0;
+}
+
+// What this run calibrates from, for the file's header and the messages.
+typedef struct {
+    const char *model_path, *text_path, *out_path, *base_name;
+    int ctx, skip;  // window length, positions skipped at the start of each
+} CalRun;
+
+// The profile file's comment header: where the numbers came from, the metrics' percentiles and
+// the case shares under the base and the calibrated profile (the profile reader skips it).
+static void write_header(FILE *out, const CalRun *run, const EmxMetricSamples *samples, const double *frac_base,
+                         const double *frac_cal) {
+    fprintf(out, "# calibrated by tools/calibrate from %s on %s\n", run->model_path, run->text_path);
+    fprintf(out, "# %zu positions (windows of %d tokens, first %d skipped), base profile %s\n",
+            samples->n, run->ctx, run->skip, run->base_name);
+    static const double qs[] = {10, 25, 30, 50, 70, 75, 85, 90};
+    const char *names[] = {"logits entropy H (bits)", "logits varentropy V (bits²)",
+                           "attention entropy (bits)", "attention varentropy (bits²)",
+                           "interaction strength", "agreement"};
+    const double *cols[] = {samples->h, samples->v, samples->ae, samples->av, samples->is, samples->agr};
+    for (int c = 0; c < 6; c++) {
+        fprintf(out, "# %s:", names[c]);
+        for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++)
+            fprintf(out, " P%.0f %.4g", qs[k], emx_percentile(cols[c], samples->n, qs[k]));
+        fprintf(out, "\n");
+    }
+    fprintf(out, "# thresholds: LELV H<P30 V<P30, HELV H>P85 V<P30, LEHV H<P50 V>P70, HEHV H>P70 V>P70 (sampler/calibrate.h)\n");
+    fprintf(out, "# case shares on these positions:\n");
+    print_distribution(out, "#   ", run->base_name, frac_base);
+    print_distribution(out, "#   ", "calibrated", frac_cal);
+}
+
+// The calibrated profile from the samples, written after its header to *out (closed and set to
+// NULL here; OUT.tmp renamed to OUT), and the case shares on stderr.
+static int finish_profile(FILE **out, const char *tmp_path, const CalRun *run, const EmxProfile *base,
+                          const EmxMetricSamples *samples, double t0) {
+    EmxProfile cal_profile;
+    EmxCalibration cal;
+    if (emx_calibrate_profile(base, samples, &cal_profile, &cal) != 0) {
+        fprintf(stderr, "calibrate: only %zu positions sampled\n", samples->n);
+        return -1;
+    }
+    double frac_base[EMX_CASE_COUNT], frac_cal[EMX_CASE_COUNT];
+    emx_case_distribution(base, samples, frac_base);
+    emx_case_distribution(&cal_profile, samples, frac_cal);
+
+    write_header(*out, run, samples, frac_base, frac_cal);
+    emx_profile_write(*out, &cal_profile);
+    int bad = ferror(*out) != 0;
+    if (*out != stdout) bad |= fclose(*out) != 0;
+    *out = NULL;
+    if (!bad && run->out_path && rename(tmp_path, run->out_path) != 0) bad = 1;
+    if (bad) {
+        fprintf(stderr, "calibrate: writing %s failed\n", run->out_path ? run->out_path : "stdout");
+        return -1;
+    }
+    fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples->n, emx_now_s() - t0);
+    fprintf(stderr, "case shares (teacher-forced positions of %s):\n", run->text_path);
+    print_distribution(stderr, "  ", run->base_name, frac_base);
+    print_distribution(stderr, "  ", "calibrated", frac_cal);
+    return 0;
+}
+
+// The --base profile with --metric-layers applied, and --skip checked against the window.
+static int load_base(EmxProfile *base, const char *base_name, const char *layer_arg, int skip, int ctx) {
+    char err[512];
+    if (emx_profile_load(base, base_name, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: --base: %s\n", err);
+        return -1;
+    }
+    if (layer_arg && emx_profile_set(base, "attn_layer", layer_arg, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: --metric-layers: %s\n", err);
+        return -1;
+    }
+    if (skip >= ctx - 1) {
+        fprintf(stderr, "calibrate: --skip %d leaves nothing of a %d-token window\n", skip, ctx);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *out_path = NULL, *base_name = "classic";
     const char *layer_arg = NULL;
@@ -64,18 +192,7 @@ int main(int argc, char **argv) {
 
     char err[512];
     EmxProfile base;
-    if (emx_profile_load(&base, base_name, err, sizeof err) != 0) {
-        fprintf(stderr, "calibrate: --base: %s\n", err);
-        return 2;
-    }
-    if (layer_arg && emx_profile_set(&base, "attn_layer", layer_arg, err, sizeof err) != 0) {
-        fprintf(stderr, "calibrate: --metric-layers: %s\n", err);
-        return 2;
-    }
-    if (skip >= ctx - 1) {
-        fprintf(stderr, "calibrate: --skip %d leaves nothing of a %d-token window\n", skip, ctx);
-        return 2;
-    }
+    if (load_base(&base, base_name, layer_arg, skip, ctx) != 0) return 2;
 
     int status = 1;
     EmxModel model;
@@ -130,91 +247,15 @@ int main(int argc, char **argv) {
         goto done;
     }
 
-    // The profile is written to OUT.tmp and renamed at the end: a failed run leaves no file
-    // behind, and an unwritable path is reported before the long part.
-    if (out_path) {
-        if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= (int)sizeof tmp_path) {
-            fprintf(stderr, "calibrate: -o %s: path too long\n", out_path);
-            tmp_path[0] = 0;  // not ours to remove
-            goto done;
-        }
-        out = fopen(tmp_path, "w");
-        if (!out) {
-            fprintf(stderr, "calibrate: -o %s: %s\n", out_path, strerror(errno));
-            goto done;
-        }
-    } else {
-        out = stdout;
-    }
+    if (open_output(out_path, tmp_path, sizeof tmp_path, &out) != 0) goto done;
 
     fprintf(stderr, "calibrate: %s on %s: %zu tokens, windows of %d, first %d of each skipped\n",
             model_path, text_path, n_ids, ctx, skip);
     double t0 = emx_now_s();
-    int nl = (int)cfg->n_layers, nh = (int)cfg->n_heads, nv = (int)cfg->vocab_size;
-    for (size_t w = 0; w < n_ids; w += (size_t)ctx) {
-        int len = (int)(n_ids - w < (size_t)ctx ? n_ids - w : (size_t)ctx);
-        for (int p = 0; p < len; p++) {
-            const float *logits = emx_forward(st, &ids[w + (size_t)p], 1, p);
-            if (!logits) {
-                fprintf(stderr, "calibrate: forward pass failed at token %zu\n", w + (size_t)p);
-                goto done;
-            }
-            if (p < skip) continue;
-            EmxMetrics m;
-            emx_step_metrics(st, logits, nv, nl, nh, ctx, base.attn_layer, scratch, &m);
-            if (emx_metric_samples_add(&samples, &m, base.attn_varentropy_def) != 0) {
-                fprintf(stderr, "calibrate: out of memory\n");
-                goto done;
-            }
-            size_t done_tokens = w + (size_t)p + 1;
-            if (done_tokens % 256 == 0)
-                fprintf(stderr, "calibrate: %zu/%zu tokens (%.1f tok/s)\n", done_tokens, n_ids,
-                        (double)done_tokens / (emx_now_s() - t0));
-        }
-    }
+    if (sample_text(st, cfg, ids, n_ids, ctx, skip, &base, scratch, &samples, t0) != 0) goto done;
 
-    EmxProfile cal_profile;
-    EmxCalibration cal;
-    if (emx_calibrate_profile(&base, &samples, &cal_profile, &cal) != 0) {
-        fprintf(stderr, "calibrate: only %zu positions sampled\n", samples.n);
-        goto done;
-    }
-    double frac_base[EMX_CASE_COUNT], frac_cal[EMX_CASE_COUNT];
-    emx_case_distribution(&base, &samples, frac_base);
-    emx_case_distribution(&cal_profile, &samples, frac_cal);
-
-    // The header says where the numbers came from; the profile reader skips it.
-    fprintf(out, "# calibrated by tools/calibrate from %s on %s\n", model_path, text_path);
-    fprintf(out, "# %zu positions (windows of %d tokens, first %d skipped), base profile %s\n",
-            samples.n, ctx, skip, base_name);
-    static const double qs[] = {10, 25, 30, 50, 70, 75, 85, 90};
-    const char *names[] = {"logits entropy H (bits)", "logits varentropy V (bits²)",
-                           "attention entropy (bits)", "attention varentropy (bits²)",
-                           "interaction strength", "agreement"};
-    const double *cols[] = {samples.h, samples.v, samples.ae, samples.av, samples.is, samples.agr};
-    for (int c = 0; c < 6; c++) {
-        fprintf(out, "# %s:", names[c]);
-        for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++)
-            fprintf(out, " P%.0f %.4g", qs[k], emx_percentile(cols[c], samples.n, qs[k]));
-        fprintf(out, "\n");
-    }
-    fprintf(out, "# thresholds: LELV H<P30 V<P30, HELV H>P85 V<P30, LEHV H<P50 V>P70, HEHV H>P70 V>P70 (sampler/calibrate.h)\n");
-    fprintf(out, "# case shares on these positions:\n");
-    print_distribution(out, "#   ", base_name, frac_base);
-    print_distribution(out, "#   ", "calibrated", frac_cal);
-    emx_profile_write(out, &cal_profile);
-    int bad = ferror(out) != 0;
-    if (out != stdout) bad |= fclose(out) != 0;
-    out = NULL;
-    if (!bad && out_path && rename(tmp_path, out_path) != 0) bad = 1;
-    if (bad) {
-        fprintf(stderr, "calibrate: writing %s failed\n", out_path ? out_path : "stdout");
-        goto done;
-    }
-    fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples.n, emx_now_s() - t0);
-    fprintf(stderr, "case shares (teacher-forced positions of %s):\n", text_path);
-    print_distribution(stderr, "  ", base_name, frac_base);
-    print_distribution(stderr, "  ", "calibrated", frac_cal);
+    const CalRun run = {model_path, text_path, out_path, base_name, ctx, skip};
+    if (finish_profile(&out, tmp_path, &run, &base, &samples, t0) != 0) goto done;
     status = 0;
 
 done:

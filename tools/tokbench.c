@@ -324,35 +324,125 @@ static int usage(const char *argv0) {
     return 2;
 }
 
-int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);  // progress shows round by round when piped to a file
-    if (argc < 3) return usage(argv[0]);
-    const char *source = argv[1], *corpus_path = argv[2], *hf_json = NULL, *hf_script = NULL;
-    int flags = 0, runs = 5, rounds = 1, want_hf = 1;
+// The command line; 0, or the exit status to leave with.
+typedef struct {
+    const char *source, *corpus_path, *hf_json, *hf_script;
+    int flags, runs, rounds, want_hf;
+} TbOpts;
+
+static int parse_args(int argc, char **argv, TbOpts *o) {
+    *o = (TbOpts){.source = argv[1], .corpus_path = argv[2], .runs = 5, .rounds = 1, .want_hf = 1};
     for (int i = 3; i < argc; i++) {
-        if (strcmp(argv[i], "--special") == 0) flags |= EMX_ENC_SPECIAL;
-        else if (strcmp(argv[i], "--no-hf") == 0) want_hf = 0;
-        else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--hf-json") == 0 && i + 1 < argc) hf_json = argv[++i];
-        else if (strcmp(argv[i], "--hf-script") == 0 && i + 1 < argc) hf_script = argv[++i];
+        if (strcmp(argv[i], "--special") == 0) o->flags |= EMX_ENC_SPECIAL;
+        else if (strcmp(argv[i], "--no-hf") == 0) o->want_hf = 0;
+        else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) o->runs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) o->rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--hf-json") == 0 && i + 1 < argc) o->hf_json = argv[++i];
+        else if (strcmp(argv[i], "--hf-script") == 0 && i + 1 < argc) o->hf_script = argv[++i];
         else {
             fprintf(stderr, "tokbench: unknown option or missing value: %s\n", argv[i]);
             return usage(argv[0]);
         }
     }
-    if (runs < 1 || rounds < 1 || rounds > MAX_ROUNDS) {
+    if (o->runs < 1 || o->rounds < 1 || o->rounds > MAX_ROUNDS) {
         fprintf(stderr, "tokbench: --runs must be >= 1 and --rounds in 1..%d (got %d, %d)\n",
-                MAX_ROUNDS, runs, rounds);
+                MAX_ROUNDS, o->runs, o->rounds);
         return 2;
     }
-    const char *const paths[] = {source, corpus_path, hf_json, hf_script};
+    const char *const paths[] = {o->source, o->corpus_path, o->hf_json, o->hf_script};
     for (int i = 0; i < 4; i++) {
         if (paths[i] && strchr(paths[i], '\'')) {  // the HF command line quotes paths with '...'
             fprintf(stderr, "tokbench: %s: paths with a single quote are not supported\n", paths[i]);
             return 2;
         }
     }
+    return 0;
+}
+
+// What the rounds measured.
+typedef struct {
+    double enc_s[MAX_ROUNDS], dec_s[MAX_ROUNDS];        // ours, best of the runs, per round
+    double hf_enc_s[MAX_ROUNDS], hf_dec_s[MAX_ROUNDS];  // HF's, likewise
+    size_t out_bytes, rt_bad, rt_first;  // bytes decoded; round-trip failures (round 1), the first
+    HFResult hf;                         // HF's first round: version, ids comparison, counts
+    int hf_ok;                           // HF ran in every round
+} Results;
+
+// Round r of ours: best of runs encodes of every chunk, then best of runs decodes into out.
+static int time_ours(const EmxTokenizer *tk, const Corpus *c, const TbOpts *o, ChunkIds *ids, char *out,
+                     size_t out_cap, size_t *out_off, int r, Results *res) {
+    char err[512];
+    res->enc_s[r] = res->dec_s[r] = 1e300;
+    for (int i = 0; i < o->runs; i++) {
+        double t0 = emx_now_s();
+        if (encode_all(tk, c, o->flags, ids, err, sizeof err) != 0) {
+            fprintf(stderr, "tokbench: encode: %s\n", err);
+            return -1;
+        }
+        double t = emx_now_s() - t0;
+        res->enc_s[r] = t < res->enc_s[r] ? t : res->enc_s[r];
+    }
+    for (int i = 0; i < o->runs; i++) {
+        double t0 = emx_now_s();
+        res->out_bytes = decode_all(tk, c, ids, out, out_cap, out_off);
+        double t = emx_now_s() - t0;
+        res->dec_s[r] = t < res->dec_s[r] ? t : res->dec_s[r];
+    }
+    return 0;
+}
+
+// The summary lines after the rounds; 1 when the ids differ from HF's or a round trip failed.
+static int print_summary(const TbOpts *o, const Corpus *c, const ChunkIds *ids, const Results *res,
+                         const char *why) {
+    int status = 0, runs = o->runs, rounds = o->rounds;
+    const HFResult hf = res->hf;
+    double enc = median(res->enc_s, rounds), dec = median(res->dec_s, rounds);
+    double enc_mbs = (double)c->n_bytes / enc / 1e6, dec_mbs = (double)res->out_bytes / dec / 1e6;
+    printf("corpus: %s, %zu bytes, %zu chunks -> %zu tokens (%.3f tokens/byte, %.2f bytes/token)\n",
+           o->corpus_path, c->n_bytes, c->n_chunks, ids->n_ids, (double)ids->n_ids / (double)c->n_bytes,
+           ids->n_ids ? (double)c->n_bytes / (double)ids->n_ids : 0.0);
+    printf("method: 1 thread, wall time, best of %d runs, median of %d round%s\n", runs, rounds,
+           rounds > 1 ? "s (ours and HF alternating)" : "");
+    if (res->hf_ok) {
+        double he = median(res->hf_enc_s, rounds), hd = median(res->hf_dec_s, rounds);
+        double he_mbs = (double)c->n_bytes / he / 1e6, hd_mbs = (double)hf.out_bytes / hd / 1e6;
+        printf("encode: entropix.c %.2f MB/s, HF tokenizers %s %.2f MB/s, ratio %.2fx\n", enc_mbs,
+               hf.version, he_mbs, enc_mbs / he_mbs);
+        printf("decode: entropix.c %.2f MB/s, HF tokenizers %s %.2f MB/s, ratio %.2fx\n", dec_mbs,
+               hf.version, hd_mbs, dec_mbs / hd_mbs);
+        printf("tokens/s: entropix.c %.2f M encode, %.2f M decode; HF %.2f M encode, %.2f M decode\n",
+               (double)ids->n_ids / enc / 1e6, (double)ids->n_ids / dec / 1e6,
+               (double)hf.tokens / he / 1e6, (double)hf.tokens / hd / 1e6);
+        if (hf.diff_chunks == 0 && hf.tokens == (long)ids->n_ids)
+            printf("ids vs HF: identical in all %zu chunks\n", c->n_chunks);
+        else {
+            printf("ids vs HF: FAILED, %ld of %zu chunks differ (%ld tokens HF, %zu ours)\n",
+                   hf.diff_chunks, c->n_chunks, hf.tokens, ids->n_ids);
+            status = 1;
+        }
+        if (hf.roundtrip_bad) printf("HF round trip: %ld chunks differ\n", hf.roundtrip_bad);
+    } else {
+        printf("encode: entropix.c %.2f MB/s, %.2f M tokens/s\n", enc_mbs, (double)ids->n_ids / enc / 1e6);
+        printf("decode: entropix.c %.2f MB/s, %.2f M tokens/s\n", dec_mbs, (double)ids->n_ids / dec / 1e6);
+        printf("HF tokenizers: %s\n", why);
+    }
+    if (res->rt_bad == 0)
+        printf("round trip: decode(encode(chunk)) == chunk for all %zu chunks\n", c->n_chunks);
+    else {
+        printf("round trip: FAILED in %zu of %zu chunks (first: chunk %zu at byte offset %zu)\n",
+               res->rt_bad, c->n_chunks, res->rt_first, c->off[res->rt_first]);
+        status = 1;
+    }
+    return status;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // progress shows round by round when piped to a file
+    if (argc < 3) return usage(argv[0]);
+    TbOpts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    const char *source = o.source, *corpus_path = o.corpus_path, *hf_script = o.hf_script;
     char err[512];
     TokenizerData data = {0};
     EmxModel model;
@@ -373,8 +463,8 @@ int main(int argc, char **argv) {
     print_loadavg("at start");
 
     char json_buf[4096], why[256], script_buf[4096];
-    const char *json = want_hf ? hf_json_for(source, hf_json, json_buf, sizeof json_buf, why, sizeof why) : NULL;
-    if (!want_hf) snprintf(why, sizeof why, "skipped (--no-hf)");
+    const char *json = o.want_hf ? hf_json_for(source, o.hf_json, json_buf, sizeof json_buf, why, sizeof why) : NULL;
+    if (!o.want_hf) snprintf(why, sizeof why, "skipped (--no-hf)");
     if (json && !hf_script) hf_script = hf_script_path(argv[0], script_buf, sizeof script_buf);
 
     ChunkIds ids = {0};
@@ -389,32 +479,17 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    double enc_s[MAX_ROUNDS], dec_s[MAX_ROUNDS], hf_enc_s[MAX_ROUNDS], hf_dec_s[MAX_ROUNDS];
-    size_t out_bytes = 0, rt_bad = 0, rt_first = 0;
-    HFResult hf = {0};
-    int hf_ok = json != NULL, status = 0;
+    Results res = {.hf_ok = json != NULL};
+    int status = 0;
     char ids_path[] = "/tmp/tokbench-ids-XXXXXX";
-    for (int r = 0; r < rounds; r++) {
-        enc_s[r] = dec_s[r] = 1e300;
-        for (int i = 0; i < runs; i++) {
-            t0 = emx_now_s();
-            if (encode_all(tk, &c, flags, &ids, err, sizeof err) != 0) {
-                fprintf(stderr, "tokbench: encode: %s\n", err);
-                return 1;
-            }
-            double t = emx_now_s() - t0;
-            enc_s[r] = t < enc_s[r] ? t : enc_s[r];
-        }
-        for (int i = 0; i < runs; i++) {
-            t0 = emx_now_s();
-            out_bytes = decode_all(tk, &c, &ids, out, out_cap, out_off);
-            double t = emx_now_s() - t0;
-            dec_s[r] = t < dec_s[r] ? t : dec_s[r];
-        }
-        if (r == 0) rt_bad = count_roundtrip_bad(&c, out, out_off, (data.flags & EMX_TOKF_ADD_SPACE_PREFIX) != 0, &rt_first);
+    for (int r = 0; r < o.rounds; r++) {
+        if (time_ours(tk, &c, &o, &ids, out, out_cap, out_off, r, &res) != 0) return 1;
+        if (r == 0)
+            res.rt_bad = count_roundtrip_bad(&c, out, out_off, (data.flags & EMX_TOKF_ADD_SPACE_PREFIX) != 0,
+                                             &res.rt_first);
         printf("round %d: entropix.c encode %.2f MB/s, decode %.2f MB/s\n", r + 1,
-               (double)c.n_bytes / enc_s[r] / 1e6, (double)out_bytes / dec_s[r] / 1e6);
-        if (!hf_ok) continue;
+               (double)c.n_bytes / res.enc_s[r] / 1e6, (double)res.out_bytes / res.dec_s[r] / 1e6);
+        if (!res.hf_ok) continue;
         // HF's ids are compared with ours once, in the first round.
         int fd = r == 0 ? mkstemp(ids_path) : -1;
         if (r == 0 && (fd < 0 || close(fd) != 0 || write_ids(ids_path, &c, &ids) != 0)) {
@@ -422,57 +497,20 @@ int main(int argc, char **argv) {
             return 1;
         }
         HFResult h = {0};
-        if (run_hf(hf_script, json, corpus_path, runs, r == 0 ? ids_path : NULL, &h) != 0) {
+        if (run_hf(hf_script, json, corpus_path, o.runs, r == 0 ? ids_path : NULL, &h) != 0) {
             snprintf(why, sizeof why, "%.200s failed (its messages are above)", hf_script);
-            hf_ok = 0;
+            res.hf_ok = 0;
             status = 1;  // installed but broken: the comparison asked for did not happen
         } else {
-            if (r == 0) hf = h;
-            hf_enc_s[r] = h.enc_s;
-            hf_dec_s[r] = h.dec_s;
+            if (r == 0) res.hf = h;
+            res.hf_enc_s[r] = h.enc_s;
+            res.hf_dec_s[r] = h.dec_s;
             printf("round %d: HF tokenizers encode %.2f MB/s, decode %.2f MB/s\n", r + 1,
                    (double)c.n_bytes / h.enc_s / 1e6, (double)h.out_bytes / h.dec_s / 1e6);
         }
         if (r == 0) unlink(ids_path);
     }
-
-    double enc = median(enc_s, rounds), dec = median(dec_s, rounds);
-    double enc_mbs = (double)c.n_bytes / enc / 1e6, dec_mbs = (double)out_bytes / dec / 1e6;
-    printf("corpus: %s, %zu bytes, %zu chunks -> %zu tokens (%.3f tokens/byte, %.2f bytes/token)\n",
-           corpus_path, c.n_bytes, c.n_chunks, ids.n_ids, (double)ids.n_ids / (double)c.n_bytes,
-           ids.n_ids ? (double)c.n_bytes / (double)ids.n_ids : 0.0);
-    printf("method: 1 thread, wall time, best of %d runs, median of %d round%s\n", runs, rounds,
-           rounds > 1 ? "s (ours and HF alternating)" : "");
-    if (hf_ok) {
-        double he = median(hf_enc_s, rounds), hd = median(hf_dec_s, rounds);
-        double he_mbs = (double)c.n_bytes / he / 1e6, hd_mbs = (double)hf.out_bytes / hd / 1e6;
-        printf("encode: entropix.c %.2f MB/s, HF tokenizers %s %.2f MB/s, ratio %.2fx\n", enc_mbs,
-               hf.version, he_mbs, enc_mbs / he_mbs);
-        printf("decode: entropix.c %.2f MB/s, HF tokenizers %s %.2f MB/s, ratio %.2fx\n", dec_mbs,
-               hf.version, hd_mbs, dec_mbs / hd_mbs);
-        printf("tokens/s: entropix.c %.2f M encode, %.2f M decode; HF %.2f M encode, %.2f M decode\n",
-               (double)ids.n_ids / enc / 1e6, (double)ids.n_ids / dec / 1e6,
-               (double)hf.tokens / he / 1e6, (double)hf.tokens / hd / 1e6);
-        if (hf.diff_chunks == 0 && hf.tokens == (long)ids.n_ids)
-            printf("ids vs HF: identical in all %zu chunks\n", c.n_chunks);
-        else {
-            printf("ids vs HF: FAILED, %ld of %zu chunks differ (%ld tokens HF, %zu ours)\n",
-                   hf.diff_chunks, c.n_chunks, hf.tokens, ids.n_ids);
-            status = 1;
-        }
-        if (hf.roundtrip_bad) printf("HF round trip: %ld chunks differ\n", hf.roundtrip_bad);
-    } else {
-        printf("encode: entropix.c %.2f MB/s, %.2f M tokens/s\n", enc_mbs, (double)ids.n_ids / enc / 1e6);
-        printf("decode: entropix.c %.2f MB/s, %.2f M tokens/s\n", dec_mbs, (double)ids.n_ids / dec / 1e6);
-        printf("HF tokenizers: %s\n", why);
-    }
-    if (rt_bad == 0)
-        printf("round trip: decode(encode(chunk)) == chunk for all %zu chunks\n", c.n_chunks);
-    else {
-        printf("round trip: FAILED in %zu of %zu chunks (first: chunk %zu at byte offset %zu)\n",
-               rt_bad, c.n_chunks, rt_first, c.off[rt_first]);
-        status = 1;
-    }
+    status |= print_summary(&o, &c, &ids, &res, why);
     print_loadavg("at end");
 
     free(out);

@@ -1,5 +1,6 @@
 // pool_generate.c — the agent pool's generation loop (pool_generate.h): SPMD workers, one
-// round per choice, a critic on rank 0, rollback on every replica.
+// round per choice, a critic on rank 0, rollback on every replica. Rank 0's output (text, log,
+// --metrics, events) is in pool_output.c.
 #include "runtime/pool/pool_generate.h"
 
 #include <errno.h>
@@ -16,94 +17,8 @@
 #include "runtime/forward_backend.h"  // emx_cuda_state_new: weak, NULL without the CUDA backend
 #include "runtime/generate.h"
 #include "sampler/metrics.h"
+#include "runtime/pool/pool_internal.h"
 #include "runtime/token_log.h"
-
-// ---------------------------------------------------------------------------------------------
-// What the workers exchange
-
-// One agent's branch, as every worker sees it after the all-gather.
-typedef struct {
-    int32_t agent;                                      // global index; -1: padding
-    int32_t len;                                        // tokens (0: none could be proposed;
-                                                        // < L: it ended with a stop token)
-    double score;                                       // mean proposal entropy, bits
-    int32_t tokens[EMX_POOL_MAX_LOOKAHEAD];
-    double entropy[EMX_POOL_MAX_LOOKAHEAD];             // each proposal's entropy, bits
-    double logits_entropy[EMX_POOL_MAX_LOOKAHEAD];      // --metrics: H and V of the logits the
-    double logits_varentropy[EMX_POOL_MAX_LOOKAHEAD];   // proposal was sampled from
-    EmxLogprobs lp[EMX_POOL_MAX_LOOKAHEAD];             // --logprobs / on_event: their top logprobs
-} Branch;
-
-// Rank 0's decision after a round, broadcast to every worker.
-typedef struct {
-    int32_t stop;  // 1: the generation is over (end reached, interrupted, rank 0 failed)
-    int32_t keep;  // roll back to this sequence length; -1: no rollback
-    int32_t ban;   // token banned at position `keep` (the first rejected one)
-    int32_t pad;
-} Control;
-
-// What rank 0 remembers of a committed token until it is final (printed, --metrics).
-typedef struct {
-    int agent;
-    double entropy, score, logits_entropy, logits_varentropy;
-    EmxLogprobs lp;
-} TokenInfo;
-
-typedef struct Pool Pool;
-
-typedef struct {
-    Pool *pool;
-    int rank;
-    EmxComm *comm;
-    EmxState *st;
-    int a0, n_mine;         // this worker's agents: a0 .. a0 + n_mine - 1
-    int *seq;               // [ctx] prompt + committed tokens (the same on every worker)
-    int n_seq;
-    const float *logits;    // next-token logits of seq[0..n_seq)
-    float *masked;          // [vocab] the logits with the banned token removed
-    float *blogits;         // [n_mine][vocab] branch logits
-    EmxCandidate *work;     // [n_mine][vocab] each agent's sampling scratch
-    int n_threads;          // OpenMP threads of this worker
-    Branch *mine;           // [per_rank]
-    Branch *all;            // [size][per_rank]
-    int *btok;              // [n_mine] tokens of a branch pass
-    void *kvbuf;            // KV rows of a committed branch, in transit
-    uint32_t epoch;         // rollbacks so far: part of the RNG counter
-    int ban_pos, ban_token; // after a rollback: the rejected token, banned at its position
-    int failed;
-    int init_failed;        // failed making its replica (err is then the whole message)
-    char err[512];
-} Worker;
-
-struct Pool {
-    const EmxModel *m;
-    const EmxState *share0;  // GPU: the critic's state whose uploaded weights worker 0 uses, or NULL
-    const EmxTokenizer *tk;
-    const EmxPoolOptions *opt;
-    const int *prompt;
-    int n_prompt, ctx, vocab, per_rank, budget;
-    int n_threads;          // OpenMP threads of each worker
-    // rank 0 only
-    EmxPoolStats *stats;
-    TokenInfo *info;        // [ctx] by position
-    int final_len;          // positions < final_len are accepted: printed, never rolled back
-    int printed;            // positions printed so far
-    EmxDecoder dec;
-    char *decbuf;           // [emx_decoder_max_out]
-    int bad_count;          // consecutive BAD verdicts: rollbacks since text was last accepted
-    int n_rounds;
-    int metrics_failed;
-    int out_errno, log_errno, metrics_errno;  // the first failed write of each (0: none); it stops the run
-    int interrupted;        // the run stopped because *opt->interrupted was set
-    int n_lp;               // logprobs kept per proposal (0: none)
-};
-
-// Tells the observer (opt->on_event), if any.
-static void notify(const Pool *p, EmxPoolEvent ev) {
-    if (!p->opt->on_event) return;
-    ev.round = p->n_rounds;
-    p->opt->on_event(p->opt->on_event_user, &ev);
-}
 
 // A stop token ends a branch and the generation, unless a benchmark asked for exactly n tokens.
 static int is_stop(const Pool *p, int id) { return !p->opt->ignore_stop && emx_is_stop(p->tk, id); }
@@ -247,140 +162,7 @@ static int commit(Worker *w, const Branch *br, int owner, int local, int pos) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rank 0: log, output, critic
-
-// Flushes f and keeps the first failure's errno in *slot: a full disk or a closed stdout ends the
-// run with an error rather than losing the text and the log while it goes on.
-static void flush_checked(FILE *f, int *slot) {
-    if (!f) return;
-    if ((fflush(f) != 0 || ferror(f)) && !*slot) *slot = errno ? errno : EIO;
-}
-
-// A token's text for a one-line log entry: control bytes escaped.
-static void log_piece(FILE *f, const EmxTokenizer *tk, int id) {
-    size_t len = 0;
-    const char *s = emx_token_bytes_ref(tk, id, &len);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c == '\\') fputs("\\\\", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
-    }
-}
-
-static void log_round(Pool *p, const Branch *all, int n, int win, int pos) {
-    FILE *f = p->opt->log;
-    if (!f) return;
-    const EmxAgentParams *ag = p->opt->agents;
-    const Branch *wb = &all[win];
-    const int L = p->opt->lookahead, step = pos - p->n_prompt + 1;
-    if (L > 1)
-        fprintf(f, "Round %d (steps %d-%d): agent %d wins (mean entropy=%.3f)\n", p->n_rounds, step,
-                step + wb->len - 1, wb->agent, wb->score);
-    for (int j = 0; j < wb->len; j++) {
-        fprintf(f, "Step %d: chosen=", step + j);
-        log_piece(f, p->tk, wb->tokens[j]);
-        fprintf(f, " (entropy=%.3f)\n", wb->entropy[j]);
-        if (L > 1) continue;
-        for (int i = 0; i < n; i++) {  // L = 1: every agent's proposal for this step
-            const Branch *b = &all[i];
-            if (b->agent < 0) continue;
-            fprintf(f, "  agent %d (T=%.2f k=%d): ", b->agent, (double)ag[b->agent].temperature, ag[b->agent].top_k);
-            if (b->len < 1) {
-                fprintf(f, "no token\n");
-                continue;
-            }
-            log_piece(f, p->tk, b->tokens[0]);
-            fprintf(f, " (entropy=%.3f)%s\n", b->entropy[0], i == win ? " *" : "");
-        }
-    }
-    if (L > 1)
-        for (int i = 0; i < n; i++) {  // every agent's branch: tokens, entropies, mean
-            const Branch *b = &all[i];
-            if (b->agent < 0) continue;
-            fprintf(f, "  agent %d (T=%.2f k=%d):", b->agent, (double)ag[b->agent].temperature, ag[b->agent].top_k);
-            for (int j = 0; j < b->len; j++) {
-                fputs(j ? " | " : " ", f);
-                log_piece(f, p->tk, b->tokens[j]);
-                fprintf(f, " %.3f", b->entropy[j]);
-            }
-            fprintf(f, b->len ? " (mean=%.3f)%s\n" : " no token%.0f%s\n", b->len ? b->score : 0.0, i == win ? " *" : "");
-        }
-    flush_checked(f, &p->log_errno);
-}
-
-static void notify_round(const Pool *p, const Branch *all, int n, int win, int pos) {
-    if (!p->opt->on_event) return;
-    double score[EMX_POOL_MAX_AGENTS];
-    int first[EMX_POOL_MAX_AGENTS];
-    for (int i = 0; i < n; i++) {
-        const Branch *b = &all[i];
-        if (b->agent < 0) continue;
-        score[b->agent] = b->len ? b->score : NAN;
-        first[b->agent] = b->len ? b->tokens[0] : -1;
-    }
-    const Branch *wb = &all[win];
-    notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_ROUND, .pos = pos, .winner = wb->agent,
-                             .n_agents = p->opt->n_agents, .agent_score = score, .agent_token = first,
-                             .n_tokens = wb->len, .tokens = wb->tokens, .entropy = wb->entropy,
-                             .logits_entropy = wb->logits_entropy, .logits_varentropy = wb->logits_varentropy,
-                             .logprobs = wb->lp});
-}
-
-// Prints (and writes --metrics lines for) the positions that became final: [printed, upto).
-static void emit_final(Pool *p, const int *seq, int upto) {
-    const EmxPoolOptions *o = p->opt;
-    const size_t cap = emx_decoder_max_out(p->tk);
-    errno = 0;
-    for (int pos = p->printed; pos < upto; pos++) {
-        const int id = seq[pos], stop = emx_is_stop(p->tk, id);
-        if (o->out && !stop) {
-            size_t n = emx_decoder_push(&p->dec, id, p->decbuf, cap);
-            fwrite(p->decbuf, 1, n, o->out);
-        }
-        if (o->metrics && !p->metrics_failed) {
-            const TokenInfo *ti = &p->info[pos];
-            const EmxAgentParams *a = &o->agents[ti->agent];
-            EmxSamplerParams sp = {.temperature = a->temperature, .top_k = a->top_k, .top_p = 1.0f, .min_p = 0.0f};
-            EmxMetrics mm = {.logits_entropy_bits = ti->logits_entropy, .logits_varentropy_bits2 = ti->logits_varentropy,
-                             .logits_lse_nats = NAN, .attn_entropy_bits = NAN, .attn_varentropy_heads_bits2 = NAN,
-                             .attn_varentropy_true_bits2 = NAN, .attn_agreement = NAN, .attn_interaction_strength = NAN};
-            EmxTokenRecord r = {.index = pos - p->n_prompt, .id = id, .pos = pos, .is_stop = stop, .sampler = "agents",
-                                .metrics = &mm, .params = &sp, .score = ti->score, .is_agent = 1, .agent = ti->agent,
-                                .proposal_entropy_bits = ti->entropy};
-            if (o->want_logprobs) r.logprobs = &ti->lp, r.n_logprobs = o->n_logprobs, r.tk = p->tk;
-            r.piece = emx_token_bytes_ref(p->tk, id, &r.piece_len);
-            if (emx_token_log_json(o->metrics, &r) != 0) {
-                p->metrics_failed = 1;
-                if (!p->metrics_errno) p->metrics_errno = errno ? errno : EIO;
-            }
-        }
-    }
-    if (upto > p->printed) {
-        flush_checked(o->out, &p->out_errno);
-        flush_checked(o->metrics, &p->metrics_errno);
-        p->printed = upto;
-    }
-}
-
-// The generated text of seq[from..to), decoded (control tokens skipped). malloc'd.
-static char *decode_text(const Pool *p, const int *seq, int from, int to, size_t *len) {
-    const size_t cap = emx_decoder_max_out(p->tk);
-    char *text = malloc((size_t)(to - from + 1) * cap + 1);
-    if (!text) return NULL;
-    EmxDecoder d;
-    emx_decoder_init(&d, p->tk, 1);
-    size_t n = 0;
-    for (int i = from; i < to; i++)
-        if (!emx_is_stop(p->tk, seq[i])) n += emx_decoder_push(&d, seq[i], text + n, cap);
-    n += emx_decoder_flush(&d, text + n, cap);
-    text[n] = 0;
-    *len = n;
-    return text;
-}
+// Rank 0: the critic
 
 // After a round on rank 0: what happens next (critic verdict, rollback, stop).
 static int decide(Worker *w, int n_before, int ended, Control *ctl) {
@@ -392,7 +174,7 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
     if (o->critic && K > 0 && gen / K > (n_before - p->n_prompt) / K) {
         size_t len = 0;
         int from = w->n_seq - o->critic_window > p->n_prompt ? w->n_seq - o->critic_window : p->n_prompt;
-        char *text = decode_text(p, w->seq, from, w->n_seq, &len);
+        char *text = pool_decode_text(p, w->seq, from, w->n_seq, &len);
         if (!text) return fail(w, "critic: out of memory");
         EmxVerdict v;
         char why[200];
@@ -429,12 +211,12 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
         }
         if (f) {
             fprintf(f, " (log p GOOD=%.3f BAD=%.3f)\n", v.logp_good, v.logp_bad);
-            flush_checked(f, &p->log_errno);
+            pool_flush_checked(f, &p->log_errno);
         }
-        notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_VERDICT, .pos = w->n_seq, .bad = v.bad, .accepted = accept,
+        pool_notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_VERDICT, .pos = w->n_seq, .bad = v.bad, .accepted = accept,
                                  .logp_good = v.logp_good, .logp_bad = v.logp_bad});
         if (ctl->keep >= 0)
-            notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_ROLLBACK, .pos = ctl->keep,
+            pool_notify(p, (EmxPoolEvent){.kind = EMX_POOL_EVENT_ROLLBACK, .pos = ctl->keep,
                                      .n_dropped = w->n_seq - ctl->keep, .ban = ctl->ban});
         if (accept) {
             p->final_len = w->n_seq;
@@ -445,29 +227,9 @@ static int decide(Worker *w, int n_before, int ended, Control *ctl) {
     }
     if (ctl->keep < 0 && ended) ctl->stop = 1;
     if (o->interrupted && *o->interrupted) ctl->stop = p->interrupted = 1;
-    emit_final(p, w->seq, p->final_len);
+    pool_emit_final(p, w->seq, p->final_len);
     if (p->out_errno || p->log_errno || p->metrics_errno) ctl->stop = 1;  // emx_pool_generate says which
     return 0;
-}
-
-static void write_final(Pool *p, Worker *w, int interrupted) {
-    const EmxPoolOptions *o = p->opt;
-    emit_final(p, w->seq, w->n_seq);  // an interrupted run shows what it had, accepted or not
-    if (o->out) {
-        size_t n = emx_decoder_flush(&p->dec, p->decbuf, emx_decoder_max_out(p->tk));
-        errno = 0;
-        fwrite(p->decbuf, 1, n, o->out);
-        flush_checked(o->out, &p->out_errno);
-    }
-    if (o->log) {
-        size_t len = 0;
-        char *text = decode_text(p, w->seq, p->n_prompt, w->n_seq, &len);
-        fprintf(o->log, "=== Final text%s (%d tokens) ===\n", interrupted ? " (interrupted)" : "", w->n_seq - p->n_prompt);
-        if (text) fwrite(text, 1, len, o->log);
-        fputc('\n', o->log);
-        flush_checked(o->log, &p->log_errno);
-        free(text);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -503,8 +265,8 @@ static int run_worker(Worker *w) {
                 p->info[pos + j] = (TokenInfo){w->all[win].agent, w->all[win].entropy[j], w->all[win].score,
                                                w->all[win].logits_entropy[j], w->all[win].logits_varentropy[j],
                                                w->all[win].lp[j]};
-            log_round(p, w->all, n_all, win, pos);
-            notify_round(p, w->all, n_all, win, pos);
+            pool_log_round(p, w->all, n_all, win, pos);
+            pool_notify_round(p, w->all, n_all, win, pos);
             if (decide(w, pos, ended, &ctl) != 0) ctl.stop = 1;  // a failed critic ends the run on every rank
         }
         if (w->comm->broadcast(w->comm, &ctl, sizeof ctl, 0) != 0) return -1;  // a no-op for one worker
@@ -534,11 +296,10 @@ static int run_worker(Worker *w) {
         st->stop = interrupted ? EMX_STOP_INTERRUPTED
                    : last >= 0 && is_stop(p, last) ? EMX_STOP_TOKEN
                    : w->n_seq >= p->ctx ? EMX_STOP_CONTEXT : EMX_STOP_N_PREDICT;
-        if (!w->failed) write_final(p, w, interrupted);
+        if (!w->failed) pool_write_final(p, w, interrupted);
     }
     return w->failed ? -1 : 0;
 }
-
 
 static void worker_free(Worker *w) {
     emx_state_free(w->st);
@@ -633,6 +394,49 @@ static int check_options(const EmxPoolOptions *o, int n_prompt, int ctx, char *e
     return 0;
 }
 
+// Rank 0 runs on this thread, the others on threads of their own; -1 (err set) when a thread
+// could not start (the others are aborted and joined).
+static int run_workers(Worker *workers, int W, char *err, size_t errlen) {
+    pthread_t th[EMX_POOL_MAX_AGENTS];
+    int started = 0;
+    for (int r = 1; r < W; r++, started++)
+        if (pthread_create(&th[r], NULL, worker_thread, &workers[r]) != 0) {
+            workers[0].comm->abort(workers[0].comm);
+            snprintf(err, errlen, "agents: cannot start worker thread %d", r);
+            break;
+        }
+    if (started == W - 1) worker_thread(&workers[0]);
+    for (int r = 1; r <= started; r++) pthread_join(th[r], NULL);
+    return started < W - 1 ? -1 : 0;
+}
+
+// The run's outcome after the workers are done: the first failed worker's message, a failed
+// collective, or a failed write (which stopped the run); the write errors go to stats too.
+static int run_status(const Pool *p, const Worker *workers, int W, EmxCommNccl *nccl, char *err, size_t errlen) {
+    EmxPoolStats *stats = p->stats;
+    int rc = 0;
+    for (int r = 0; r < W; r++)
+        if (workers[r].failed) {
+            if (workers[r].init_failed) snprintf(err, errlen, "%s", workers[r].err);
+            else snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
+            rc = -1;
+            break;
+        }
+    if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
+        snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
+        rc = -1;
+    }
+    // A failed write stopped the run: the text or a log is incomplete, which is an error.
+    stats->out_errno = p->out_errno, stats->log_errno = p->log_errno, stats->metrics_errno = p->metrics_errno;
+    if (rc == 0 && (p->out_errno || p->log_errno || p->metrics_errno)) {
+        const int e = p->out_errno ? p->out_errno : p->log_errno ? p->log_errno : p->metrics_errno;
+        snprintf(err, errlen, "writing the %s: %s", p->out_errno ? "generated text" : p->log_errno ? "log" : "metrics",
+                 strerror(e));
+        rc = -1;
+    }
+    return rc;
+}
+
 int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                       const EmxPoolOptions *opt, EmxPoolStats *stats, int **ids_out, int *n_ids_out, char *err,
                       size_t errlen) {
@@ -690,39 +494,8 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
         workers[r].comm = nccl ? emx_comm_nccl_host_rank(nccl, r) : emx_comm_threads_rank(group, r);
     }
 
-    // rank 0 runs on this thread, the others on threads of their own
-    pthread_t th[EMX_POOL_MAX_AGENTS];
-    int started = 0;
-    for (int r = 1; r < W; r++, started++)
-        if (pthread_create(&th[r], NULL, worker_thread, &workers[r]) != 0) {
-            workers[0].comm->abort(workers[0].comm);
-            snprintf(err, errlen, "agents: cannot start worker thread %d", r);
-            break;
-        }
-    if (started == W - 1) worker_thread(&workers[0]);
-    for (int r = 1; r <= started; r++) pthread_join(th[r], NULL);
-    if (started < W - 1) goto out;
-
-    rc = 0;
-    for (int r = 0; r < W; r++)
-        if (workers[r].failed) {
-            if (workers[r].init_failed) snprintf(err, errlen, "%s", workers[r].err);
-            else snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
-            rc = -1;
-            break;
-        }
-    if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
-        snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
-        rc = -1;
-    }
-    // A failed write stopped the run: the text or a log is incomplete, which is an error.
-    stats->out_errno = p.out_errno, stats->log_errno = p.log_errno, stats->metrics_errno = p.metrics_errno;
-    if (rc == 0 && (p.out_errno || p.log_errno || p.metrics_errno)) {
-        const int e = p.out_errno ? p.out_errno : p.log_errno ? p.log_errno : p.metrics_errno;
-        snprintf(err, errlen, "writing the %s: %s", p.out_errno ? "generated text" : p.log_errno ? "log" : "metrics",
-                 strerror(e));
-        rc = -1;
-    }
+    if (run_workers(workers, W, err, errlen) != 0) goto out;
+    rc = run_status(&p, workers, W, nccl, err, errlen);
     if (rc == 0 && ids_out) {
         const int n = workers[0].n_seq - n_prompt;
         *ids_out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));

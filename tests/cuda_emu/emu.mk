@@ -34,7 +34,7 @@ EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
 # compiled like the kernels.
 EMU_RUNTIME_SRC := runtime/cuda/comm_nccl.cu
 EMU_RUNTIME_OBJ := $(EMU_RUNTIME_SRC:%.cu=$(EMU_OUT)/obj/%.o)
-# CUDA host code in C11 (runtime/cuda/forward_cuda.c, the CUDA backend of forward.h): compiled by the C
+# CUDA host code in C11 (runtime/cuda/forward_cuda*.c, the CUDA backend of forward.h): compiled by the C
 # compiler against the emulator's C-compatible headers, as against CUDA's on a GPU machine.
 EMU_HOST_C_OBJ := $(CUDA_HOST_SRC:%.c=$(EMU_OUT)/obj/%.o)
 EMU_KTEST_SRC := $(wildcard tests/kernels/test_*.cpp)

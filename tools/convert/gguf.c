@@ -156,9 +156,8 @@ const char *ggml_type_name(uint32_t type) {
     }
 }
 
-int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
-    memset(f, 0, sizeof *f);
-    f->path = path;
+// Maps the whole file read-only into f->map / f->map_size (nothing to undo on failure).
+static int map_file(GGUFFile *f, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -178,96 +177,96 @@ int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return -1;
     }
-    Cursor c = {f->map, f->map_size, 0, err, errlen, path};
-    if (memcmp(c.base, "GGUF", 4) != 0) {
-        fail(&c, "bad magic (not a GGUF file)");
-        goto bad;
-    }
-    c.pos = 4;
-    if (rd_u32(&c, &f->version, "version")) goto bad;
-    if (f->version != 2 && f->version != 3) {
-        fail(&c, "unsupported GGUF version %u (want 2 or 3)", f->version);
-        goto bad;
-    }
-    if (rd_u64(&c, &f->n_tensors, "tensor count") || rd_u64(&c, &f->n_kv, "kv count")) goto bad;
+    return 0;
+}
+
+// Magic, version, counts and the key/value section; allocates f->kv and f->tensors and
+// sets f->alignment. The cursor ends at the first tensor info.
+static int read_header(Cursor *c, GGUFFile *f) {
+    if (memcmp(c->base, "GGUF", 4) != 0) return fail(c, "bad magic (not a GGUF file)");
+    c->pos = 4;
+    if (rd_u32(c, &f->version, "version")) return -1;
+    if (f->version != 2 && f->version != 3) return fail(c, "unsupported GGUF version %u (want 2 or 3)", f->version);
+    if (rd_u64(c, &f->n_tensors, "tensor count") || rd_u64(c, &f->n_kv, "kv count")) return -1;
     // Every kv needs >= 12 bytes and every tensor info >= 24: bound counts before allocating.
-    if (f->n_kv > f->map_size / 12 || f->n_tensors > f->map_size / 24) {
-        fail(&c, "implausible counts: %llu keys, %llu tensors for a %zu-byte file",
-             (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors, f->map_size);
-        goto bad;
-    }
+    if (f->n_kv > f->map_size / 12 || f->n_tensors > f->map_size / 24)
+        return fail(c, "implausible counts: %llu keys, %llu tensors for a %zu-byte file",
+                    (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors, f->map_size);
     f->kv = calloc(f->n_kv + 1, sizeof *f->kv);
     f->tensors = calloc(f->n_tensors + 1, sizeof *f->tensors);
-    if (!f->kv || !f->tensors) {
-        fail(&c, "out of memory");
-        goto bad;
-    }
+    if (!f->kv || !f->tensors) return fail(c, "out of memory");
     for (uint64_t i = 0; i < f->n_kv; i++)
-        if (read_kv(&c, &f->kv[i])) goto bad;
+        if (read_kv(c, &f->kv[i])) return -1;
     f->alignment = 32;
     int64_t a;
     if (gguf_get_i64(f, "general.alignment", &a) == 0) {
-        if (a <= 0 || (a & (a - 1)) || a > 1 << 20) {
-            fail(&c, "general.alignment = %lld is not a power of two", (long long)a);
-            goto bad;
-        }
+        if (a <= 0 || (a & (a - 1)) || a > 1 << 20)
+            return fail(c, "general.alignment = %lld is not a power of two", (long long)a);
         f->alignment = (uint64_t)a;
     }
+    return 0;
+}
+
+// One tensor info: name, dims (ne[] padded with 1s), type, byte size; its data offset
+// (relative to the data section) goes to *offset.
+static int read_tensor_info(Cursor *c, GGUFTensor *t, uint64_t *offset) {
+    const uint8_t *name;
+    uint64_t nlen;
+    if (rd_str(c, &name, &nlen, "tensor name") || rd_u32(c, &t->n_dims, "tensor n_dims")) return -1;
+    t->name = (const char *)name;
+    t->name_len = nlen;
+    if (t->n_dims < 1 || t->n_dims > 4) return fail(c, "tensor %s: n_dims %u not in 1..4", ESCN(name, nlen), t->n_dims);
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < 4; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        if (rd_u64(c, &t->ne[d], "tensor dim")) return -1;
+        if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || n > (1ull << 40) / t->ne[d])
+            return fail(c, "tensor %s: dimension %u = %llu out of range", ESCN(name, nlen), d, (unsigned long long)t->ne[d]);
+        n *= t->ne[d];
+    }
+    if (rd_u32(c, &t->type, "tensor type") || rd_u64(c, offset, "tensor offset")) return -1;
+    uint64_t be = ggml_block_elems(t->type), bb = ggml_block_bytes(t->type);
+    if (be == 0) return fail(c, "tensor %s: unsupported ggml type %u", ESCN(name, nlen), t->type);
+    if (t->ne[0] % be)
+        return fail(c, "tensor %s: row length %llu not a multiple of the %s block (%llu)", ESCN(name, nlen),
+                    (unsigned long long)t->ne[0], ggml_type_name(t->type), (unsigned long long)be);
+    t->nbytes = n / be * bb;
+    return 0;
+}
+
+// Points each tensor's data into the map: the data section starts at the cursor rounded up to
+// the alignment, and every [offset, +nbytes) must lie inside the file.
+static int place_tensors(Cursor *c, GGUFFile *f, const uint64_t *offsets) {
+    uint64_t data_start = (c->pos + f->alignment - 1) / f->alignment * f->alignment;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        GGUFTensor *t = &f->tensors[i];
+        if (offsets[i] % f->alignment || offsets[i] > f->map_size || data_start > f->map_size - offsets[i] ||
+            t->nbytes > f->map_size - data_start - offsets[i]) {
+            c->pos = data_start;
+            return fail(c, "tensor %s: data [%llu, +%llu) past end of file (%zu bytes)", ESCN(t->name, t->name_len),
+                        (unsigned long long)(data_start + offsets[i]), (unsigned long long)t->nbytes, f->map_size);
+        }
+        t->data = (const uint8_t *)f->map + data_start + offsets[i];
+    }
+    return 0;
+}
+
+int gguf_open(GGUFFile *f, const char *path, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    if (map_file(f, path, err, errlen)) return -1;
+    Cursor c = {f->map, f->map_size, 0, err, errlen, path};
+    if (read_header(&c, f)) goto bad;
     uint64_t *offsets = calloc(f->n_tensors + 1, sizeof *offsets);
     if (!offsets) {
         fail(&c, "out of memory");
         goto bad;
     }
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        GGUFTensor *t = &f->tensors[i];
-        const uint8_t *name;
-        uint64_t nlen;
-        if (rd_str(&c, &name, &nlen, "tensor name") || rd_u32(&c, &t->n_dims, "tensor n_dims")) goto bad_off;
-        t->name = (const char *)name;
-        t->name_len = nlen;
-        if (t->n_dims < 1 || t->n_dims > 4) {
-            fail(&c, "tensor %s: n_dims %u not in 1..4", ESCN(name, nlen), t->n_dims);
-            goto bad_off;
-        }
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < 4; d++) t->ne[d] = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            if (rd_u64(&c, &t->ne[d], "tensor dim")) goto bad_off;
-            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || n > (1ull << 40) / t->ne[d]) {
-                fail(&c, "tensor %s: dimension %u = %llu out of range", ESCN(name, nlen), d, (unsigned long long)t->ne[d]);
-                goto bad_off;
-            }
-            n *= t->ne[d];
-        }
-        if (rd_u32(&c, &t->type, "tensor type") || rd_u64(&c, &offsets[i], "tensor offset")) goto bad_off;
-        uint64_t be = ggml_block_elems(t->type), bb = ggml_block_bytes(t->type);
-        if (be == 0) {
-            fail(&c, "tensor %s: unsupported ggml type %u", ESCN(name, nlen), t->type);
-            goto bad_off;
-        }
-        if (t->ne[0] % be) {
-            fail(&c, "tensor %s: row length %llu not a multiple of the %s block (%llu)", ESCN(name, nlen),
-                 (unsigned long long)t->ne[0], ggml_type_name(t->type), (unsigned long long)be);
-            goto bad_off;
-        }
-        t->nbytes = n / be * bb;
-    }
-    uint64_t data_start = (c.pos + f->alignment - 1) / f->alignment * f->alignment;
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        GGUFTensor *t = &f->tensors[i];
-        if (offsets[i] % f->alignment || offsets[i] > f->map_size || data_start > f->map_size - offsets[i] ||
-            t->nbytes > f->map_size - data_start - offsets[i]) {
-            c.pos = data_start;
-            fail(&c, "tensor %s: data [%llu, +%llu) past end of file (%zu bytes)", ESCN(t->name, t->name_len),
-                 (unsigned long long)(data_start + offsets[i]), (unsigned long long)t->nbytes, f->map_size);
-            goto bad_off;
-        }
-        t->data = (const uint8_t *)f->map + data_start + offsets[i];
-    }
+    int rc = 0;
+    for (uint64_t i = 0; i < f->n_tensors && rc == 0; i++) rc = read_tensor_info(&c, &f->tensors[i], &offsets[i]);
+    if (rc == 0) rc = place_tensors(&c, f, offsets);
     free(offsets);
-    return 0;
-bad_off:
-    free(offsets);
+    if (rc == 0) return 0;
 bad:
     gguf_close(f);
     return -1;

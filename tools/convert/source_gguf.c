@@ -81,30 +81,10 @@ static int map_name(const char *gg, char *ours, size_t cap) {
     return -1;
 }
 
-int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
-    memset(s, 0, sizeof *s);
-    s->path = path;
-    if (gguf_open(&s->gguf, path, err, errlen)) return -1;
-    s->has_gguf = 1;
-    src_note_input(s, path);
-    const GGUFFile *g = &s->gguf;
-    size_t alen;
-    const char *a = gguf_get_str(g, "general.architecture", &alen);
-    char arch[64];
-    snprintf(arch, sizeof arch, "%.*s", a ? (int)(alen < 63 ? alen : 63) : 0, a ? a : "");
-    EmxConfig *c = &s->cfg;
-    if (strcmp(arch, "llama") == 0) {
-        c->arch = EMX_ARCH_LLAMA;
-        c->rope_style = EMX_ROPE_INTERLEAVED;
-    } else if (strcmp(arch, "qwen3") == 0) {
-        c->arch = EMX_ARCH_QWEN3;
-        c->rope_style = EMX_ROPE_HALF;
-        c->qk_norm = 1;
-    } else {
-        snprintf(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, ESC(arch));
-        return -1;
-    }
-    snprintf(s->kind, sizeof s->kind, "GGUF v%u %s", g->version, arch);
+// The hyperparameters under "{arch}.*" into c, and the checks that they describe a model we run
+// (full RoPE, no scaling, whole head groups).
+static int read_config(const GGUFFile *g, const char *arch, EmxConfig *c, const char *path, char *err,
+                       size_t errlen) {
     if (key_u32(g, arch, "block_count", -1, &c->n_layers, err, errlen) ||
         key_u32(g, arch, "embedding_length", -1, &c->dim, err, errlen) ||
         key_u32(g, arch, "feed_forward_length", -1, &c->hidden_dim, err, errlen) ||
@@ -138,7 +118,12 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
         return -1;
     }
     c->group_size = EMX_GROUP_SIZE;
+    return 0;
+}
 
+// Every tensor the model needs, named ours, added to s (dims and ggml type checked).
+static int add_tensors(ConvSource *s, const char *path, char *err, size_t errlen) {
+    const GGUFFile *g = &s->gguf;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const GGUFTensor *t = &g->tensors[i];
         char name[160], ours[EMX_NAME_BYTES];
@@ -162,6 +147,34 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
         uint64_t rows = t->n_dims == 1 ? t->ne[0] : t->ne[1], cols = t->n_dims == 1 ? 1 : t->ne[0];
         if (src_add(s, ours, name, t->type, t->n_dims, rows, cols, t->data, err, errlen)) return -1;
     }
+    return 0;
+}
+
+int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    if (gguf_open(&s->gguf, path, err, errlen)) return -1;
+    s->has_gguf = 1;
+    src_note_input(s, path);
+    const GGUFFile *g = &s->gguf;
+    size_t alen;
+    const char *a = gguf_get_str(g, "general.architecture", &alen);
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", a ? (int)(alen < 63 ? alen : 63) : 0, a ? a : "");
+    EmxConfig *c = &s->cfg;
+    if (strcmp(arch, "llama") == 0) {
+        c->arch = EMX_ARCH_LLAMA;
+        c->rope_style = EMX_ROPE_INTERLEAVED;
+    } else if (strcmp(arch, "qwen3") == 0) {
+        c->arch = EMX_ARCH_QWEN3;
+        c->rope_style = EMX_ROPE_HALF;
+        c->qk_norm = 1;
+    } else {
+        snprintf(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, ESC(arch));
+        return -1;
+    }
+    snprintf(s->kind, sizeof s->kind, "GGUF v%u %s", g->version, arch);
+    if (read_config(g, arch, c, path, err, errlen) || add_tensors(s, path, err, errlen)) return -1;
     const SrcTensor *emb = src_find(s, "tok_embeddings");
     if (!emb) {
         snprintf(err, errlen, "%s: tensor token_embd.weight is missing", path);

@@ -54,22 +54,21 @@ static int take_layers(Reader *r, const char *name, uint32_t n_layers, uint32_t 
     return 0;
 }
 
-int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, char *err, size_t errlen) {
-    memset(s, 0, sizeof *s);
-    s->path = path;
-    size_t size;
-    const uint8_t *base = src_map_file(s, path, &size, err, errlen);
-    if (!base) return -1;
-    if (size < 28) {
-        snprintf(err, errlen, "%s: %zu bytes, too small for a llama2.c header (28)", path, size);
-        return -1;
-    }
-    uint32_t magic;
-    memcpy(&magic, base, 4);
-    int version = 0;
-    int32_t p[7];
+// What the header says: layout version (0: legacy 28-byte header, 1: "ak42" 256-byte), the seven
+// config ints (vocab_size made positive), whether the classifier is the embedding, and where the
+// weights start.
+typedef struct {
+    int version;
+    int32_t p[7];  // dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
     int shared;
     uint64_t header;
+} Header;
+
+static int read_header(const uint8_t *base, size_t size, const char *path, Header *h, char *err, size_t errlen) {
+    uint32_t magic;
+    memcpy(&magic, base, 4);
+    int32_t *p = h->p;
+    h->version = 0;
     if (magic == AK42_MAGIC) {
         int32_t v;
         memcpy(&v, base + 4, 4);
@@ -82,20 +81,20 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
             snprintf(err, errlen, "%s: %zu bytes, too small for a llama2.c v1 header (256)", path, size);
             return -1;
         }
-        version = 1;
-        memcpy(p, base + 8, sizeof p);
-        shared = base[36] != 0;
-        header = 256;
+        h->version = 1;
+        memcpy(p, base + 8, sizeof h->p);
+        h->shared = base[36] != 0;
+        h->header = 256;
     } else {
-        memcpy(p, base, sizeof p);
-        shared = p[5] > 0;  // v0: a negative vocab_size means a separate classifier follows
+        memcpy(p, base, sizeof h->p);
+        h->shared = p[5] > 0;  // v0: a negative vocab_size means a separate classifier follows
         if (p[5] == INT32_MIN) {  // has no positive twin
             snprintf(err, errlen, "%s: header vocab_size = %d is not a plausible llama2.c value (not a llama2.c "
                      "checkpoint?)", path, p[5]);
             return -1;
         }
         if (p[5] < 0) p[5] = -p[5];
-        header = 28;
+        h->header = 28;
     }
     const char *field[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
     for (int i = 0; i < 7; i++)
@@ -109,6 +108,48 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
                  p[0], p[3], p[4], p[2]);
         return -1;
     }
+    return 0;
+}
+
+// The weights in the file's order (v0 and v1 differ), checked against the config's shapes.
+static int take_weights(Reader *r, const EmxConfig *c, int version) {
+    uint64_t dim = c->dim, hid = c->hidden_dim, hd = c->head_dim;
+    uint64_t q = c->n_heads * hd, kv = c->n_kv_heads * hd;
+    if (version == 0) {
+        if (take(r, "tok_embeddings", -1, 2, c->vocab_size, dim) || take_layers(r, "attn_norm", c->n_layers, 1, dim, 1) ||
+            take_layers(r, "wq", c->n_layers, 2, q, dim) || take_layers(r, "wk", c->n_layers, 2, kv, dim) ||
+            take_layers(r, "wv", c->n_layers, 2, kv, dim) || take_layers(r, "wo", c->n_layers, 2, dim, q) ||
+            take_layers(r, "ffn_norm", c->n_layers, 1, dim, 1) || take_layers(r, "w_gate", c->n_layers, 2, hid, dim) ||
+            take_layers(r, "w_down", c->n_layers, 2, dim, hid) || take_layers(r, "w_up", c->n_layers, 2, hid, dim) ||
+            take(r, "norm", -1, 1, dim, 1) ||
+            skip(r, "freq_cis tables", 2 * (uint64_t)c->max_seq_len * (hd / 2) * 4))  // we compute RoPE ourselves
+            return -1;
+    } else {
+        if (take_layers(r, "attn_norm", c->n_layers, 1, dim, 1) || take_layers(r, "ffn_norm", c->n_layers, 1, dim, 1) ||
+            take(r, "norm", -1, 1, dim, 1) || take(r, "tok_embeddings", -1, 2, c->vocab_size, dim) ||
+            take_layers(r, "wq", c->n_layers, 2, q, dim) || take_layers(r, "wk", c->n_layers, 2, kv, dim) ||
+            take_layers(r, "wv", c->n_layers, 2, kv, dim) || take_layers(r, "wo", c->n_layers, 2, dim, q) ||
+            take_layers(r, "w_gate", c->n_layers, 2, hid, dim) || take_layers(r, "w_down", c->n_layers, 2, dim, hid) ||
+            take_layers(r, "w_up", c->n_layers, 2, hid, dim))
+            return -1;
+    }
+    return 0;
+}
+
+int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    size_t size;
+    const uint8_t *base = src_map_file(s, path, &size, err, errlen);
+    if (!base) return -1;
+    if (size < 28) {
+        snprintf(err, errlen, "%s: %zu bytes, too small for a llama2.c header (28)", path, size);
+        return -1;
+    }
+    Header h;
+    if (read_header(base, size, path, &h, err, errlen)) return -1;
+    const int32_t *p = h.p;
+    int version = h.version, shared = h.shared;
     EmxConfig *c = &s->cfg;
     c->arch = EMX_ARCH_LLAMA;
     c->dim = (uint32_t)p[0];
@@ -126,28 +167,9 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
     c->group_size = EMX_GROUP_SIZE;
     snprintf(s->kind, sizeof s->kind, "llama2.c checkpoint (v%d)", version);
 
-    uint64_t dim = c->dim, hid = c->hidden_dim, hd = c->head_dim;
-    uint64_t q = c->n_heads * hd, kv = c->n_kv_heads * hd;
-    Reader r = {s, base, size, header, err, errlen};
-    if (version == 0) {
-        if (take(&r, "tok_embeddings", -1, 2, c->vocab_size, dim) || take_layers(&r, "attn_norm", c->n_layers, 1, dim, 1) ||
-            take_layers(&r, "wq", c->n_layers, 2, q, dim) || take_layers(&r, "wk", c->n_layers, 2, kv, dim) ||
-            take_layers(&r, "wv", c->n_layers, 2, kv, dim) || take_layers(&r, "wo", c->n_layers, 2, dim, q) ||
-            take_layers(&r, "ffn_norm", c->n_layers, 1, dim, 1) || take_layers(&r, "w_gate", c->n_layers, 2, hid, dim) ||
-            take_layers(&r, "w_down", c->n_layers, 2, dim, hid) || take_layers(&r, "w_up", c->n_layers, 2, hid, dim) ||
-            take(&r, "norm", -1, 1, dim, 1) ||
-            skip(&r, "freq_cis tables", 2 * (uint64_t)c->max_seq_len * (hd / 2) * 4))  // we compute RoPE ourselves
-            return -1;
-    } else {
-        if (take_layers(&r, "attn_norm", c->n_layers, 1, dim, 1) || take_layers(&r, "ffn_norm", c->n_layers, 1, dim, 1) ||
-            take(&r, "norm", -1, 1, dim, 1) || take(&r, "tok_embeddings", -1, 2, c->vocab_size, dim) ||
-            take_layers(&r, "wq", c->n_layers, 2, q, dim) || take_layers(&r, "wk", c->n_layers, 2, kv, dim) ||
-            take_layers(&r, "wv", c->n_layers, 2, kv, dim) || take_layers(&r, "wo", c->n_layers, 2, dim, q) ||
-            take_layers(&r, "w_gate", c->n_layers, 2, hid, dim) || take_layers(&r, "w_down", c->n_layers, 2, dim, hid) ||
-            take_layers(&r, "w_up", c->n_layers, 2, hid, dim))
-            return -1;
-    }
-    if (!shared && take(&r, "output", -1, 2, c->vocab_size, dim)) return -1;
+    Reader r = {s, base, size, h.header, err, errlen};
+    if (take_weights(&r, c, version)) return -1;
+    if (!shared && take(&r, "output", -1, 2, c->vocab_size, c->dim)) return -1;
     if (r.pos != size) {
         snprintf(err, errlen, "%s: %llu bytes past the last tensor (offset %llu): header does not match the weights",
                  path, (unsigned long long)(size - r.pos), (unsigned long long)r.pos);

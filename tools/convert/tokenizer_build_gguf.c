@@ -42,15 +42,18 @@ static int pre_from_name(const char *s, size_t len, uint32_t *pre, uint32_t *fla
     return 0;
 }
 
-int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, char *err,
-                      size_t errlen) {
-    memset(out, 0, sizeof *out);
-    const char *path = g->path ? g->path : "gguf";
+// The arrays a GGUF tokenizer is read from, checked for presence and agreeing lengths.
+typedef struct {
+    uint32_t kind, n_tok, n_vocab;
+    const GGUFKV *tokens, *types, *scores;  // types and scores may be NULL
+} GgufTokArrays;
+
+static int find_arrays(const GGUFFile *g, const char *path, uint32_t n_vocab, GgufTokArrays *a, char *err,
+                       size_t errlen) {
     size_t mlen = 0;
     const char *model = gguf_get_str(g, "tokenizer.ggml.model", &mlen);
-    uint32_t kind;
-    if (str_is(model, mlen, "gpt2")) kind = EMX_TOK_BPE_BYTELEVEL;
-    else if (str_is(model, mlen, "llama")) kind = EMX_TOK_SPM;
+    if (str_is(model, mlen, "gpt2")) a->kind = EMX_TOK_BPE_BYTELEVEL;
+    else if (str_is(model, mlen, "llama")) a->kind = EMX_TOK_SPM;
     else {
         emx_seterr(err, errlen, "%s: tokenizer.ggml.model = \"%s\" is not supported (gpt2, llama)",
                path, model ? ESCN(model, mlen < 40 ? mlen : 40) : "(missing)");
@@ -81,19 +84,110 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
                (unsigned long long)(scores->type == GGUF_ARRAY ? scores->arr_n : 0), n_tok);
         return -1;
     }
-    if (kind == EMX_TOK_SPM && !scores) {
+    if (a->kind == EMX_TOK_SPM && !scores) {
         emx_seterr(err, errlen, "%s: tokenizer.ggml.scores missing for a llama (SPM) tokenizer", path);
         return -1;
     }
+    a->n_tok = n_tok, a->n_vocab = n_vocab, a->tokens = tokens, a->types = types, a->scores = scores;
+    return 0;
+}
 
-    TokBuilder b;
-    if (tb_init(&b, n_vocab) != 0) {
-        emx_seterr(err, errlen, "tokenizer: out of memory");
+static int oom(char *err, size_t errlen) {
+    emx_seterr(err, errlen, "tokenizer: out of memory");
+    return -1;
+}
+
+// Every token's piece, type and score into b, then the piece index.
+static int add_pieces(TokBuilder *b, const GgufTokArrays *a, const char *path, char *err, size_t errlen) {
+    for (uint32_t i = 0; i < a->n_tok; i++) {
+        int64_t t = EMX_TOKT_NORMAL;
+        double sc = 0;
+        if (a->types && gguf_arr_i64(a->types, i, &t) != 0) {
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] is not a number", path, i);
+            return -1;
+        }
+        if (t == 0) t = EMX_TOKT_NORMAL;  // "undefined" in old files
+        if (t < EMX_TOKT_NORMAL || t > EMX_TOKT_BYTE) {
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] = %lld is not a token type", path,
+                   i, (long long)t);
+            return -1;
+        }
+        if (a->scores && gguf_arr_f64(a->scores, i, &sc) != 0) {
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.scores[%u] is not a number", path, i);
+            return -1;
+        }
+        // Padding rows ("[PAD151669]" in Qwen GGUFs) have no text in the HF tokenizer.
+        uint64_t len = t == EMX_TOKT_UNUSED ? 0 : a->tokens->arr_str_lens[i];
+        if (tb_set_piece(b, i, (const char *)a->tokens->arr_strings[i], len, (uint8_t)t, (float)sc))
+            return oom(err, errlen);
+    }
+    if (tb_index(b) != 0) return oom(err, errlen);
+    return 0;
+}
+
+// tokenizer.ggml.merges ("a b" strings) as pairs of token ids; a, b and "ab" must all be tokens.
+static int add_merges(TokBuilder *b, const GGUFFile *g, const char *path, char *err, size_t errlen) {
+    const GGUFKV *merges = gguf_find(g, "tokenizer.ggml.merges");
+    if (!merges || merges->type != GGUF_ARRAY || merges->arr_type != GGUF_STRING) {
+        emx_seterr(err, errlen, "%s: tokenizer.ggml.merges missing for a gpt2 tokenizer", path);
         return -1;
     }
-    b.meta.kind = kind;
+    char tmp[1024];
+    for (uint64_t i = 0; i < merges->arr_n; i++) {
+        const char *s = (const char *)merges->arr_strings[i];
+        size_t len = merges->arr_str_lens[i];
+        const char *sp = memchr(s, ' ', len);
+        int32_t ia = -1, ib = -1, im = -1;
+        if (sp) {
+            size_t la = (size_t)(sp - s), lb = len - la - 1;
+            ia = tb_find(b, s, la);
+            ib = tb_find(b, sp + 1, lb);
+            if (la + lb < sizeof tmp) {
+                memcpy(tmp, s, la);
+                memcpy(tmp + la, sp + 1, lb);
+                im = tb_find(b, tmp, la + lb);
+            }
+        }
+        if (ia < 0 || ib < 0 || im < 0) {
+            emx_seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%s\": a part or the merged piece is not a token",
+                   path, (unsigned long long)i, ESCN(s, len < 60 ? len : 60));
+            return -1;
+        }
+        if (tb_add_merge(b, ia, ib) != 0) return oom(err, errlen);
+    }
+    return 0;
+}
+
+// Special ids, the BOS / space-prefix flags (added to flags) and the stop tokens.
+static void set_specials(TokBuilder *b, const GGUFFile *g, uint32_t kind, uint32_t n_vocab, uint32_t flags) {
+    b->meta.bos_id = get_id(g, "tokenizer.ggml.bos_token_id", n_vocab);
+    b->meta.eos_id = get_id(g, "tokenizer.ggml.eos_token_id", n_vocab);
+    b->meta.pad_id = get_id(g, "tokenizer.ggml.padding_token_id", n_vocab);
+    b->meta.unk_id = get_id(g, "tokenizer.ggml.unknown_token_id", n_vocab);
+    // llama.cpp's defaults: SPM adds BOS and a space prefix unless told otherwise.
+    int spm = kind == EMX_TOK_SPM;
+    if (get_bool(g, "tokenizer.ggml.add_bos_token", spm) && b->meta.bos_id >= 0)
+        flags |= EMX_TOKF_ADD_BOS;
+    if (spm && get_bool(g, "tokenizer.ggml.add_space_prefix", 1)) flags |= EMX_TOKF_ADD_SPACE_PREFIX;
+    b->meta.flags = flags;
+    tb_add_stop(b, b->meta.eos_id);
+    tb_add_stop(b, get_id(g, "tokenizer.ggml.eot_token_id", n_vocab));
+    tb_add_stop(b, get_id(g, "tokenizer.ggml.eom_token_id", n_vocab));
+    tb_add_known_stops(b);
+}
+
+int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, char *err,
+                      size_t errlen) {
+    memset(out, 0, sizeof *out);
+    const char *path = g->path ? g->path : "gguf";
+    GgufTokArrays a;
+    if (find_arrays(g, path, n_vocab, &a, err, errlen)) return -1;
+    n_vocab = a.n_vocab;
+    TokBuilder b;
+    if (tb_init(&b, n_vocab) != 0) return oom(err, errlen);
+    b.meta.kind = a.kind;
     uint32_t flags = 0;
-    if (kind == EMX_TOK_BPE_BYTELEVEL) {
+    if (a.kind == EMX_TOK_BPE_BYTELEVEL) {
         size_t plen = 0;
         const char *pre = gguf_get_str(g, "tokenizer.ggml.pre", &plen);
         if (!pre) pre = "default", plen = 7;
@@ -105,81 +199,12 @@ int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, c
     } else {
         b.meta.pre = EMX_PRE_NONE;
     }
-
-    for (uint32_t i = 0; i < n_tok; i++) {
-        int64_t t = EMX_TOKT_NORMAL;
-        double sc = 0;
-        if (types && gguf_arr_i64(types, i, &t) != 0) {
-            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] is not a number", path, i);
-            goto fail;
-        }
-        if (t == 0) t = EMX_TOKT_NORMAL;  // "undefined" in old files
-        if (t < EMX_TOKT_NORMAL || t > EMX_TOKT_BYTE) {
-            emx_seterr(err, errlen, "%s: tokenizer.ggml.token_type[%u] = %lld is not a token type", path,
-                   i, (long long)t);
-            goto fail;
-        }
-        if (scores && gguf_arr_f64(scores, i, &sc) != 0) {
-            emx_seterr(err, errlen, "%s: tokenizer.ggml.scores[%u] is not a number", path, i);
-            goto fail;
-        }
-        // Padding rows ("[PAD151669]" in Qwen GGUFs) have no text in the HF tokenizer.
-        uint64_t len = t == EMX_TOKT_UNUSED ? 0 : tokens->arr_str_lens[i];
-        if (tb_set_piece(&b, i, (const char *)tokens->arr_strings[i], len, (uint8_t)t, (float)sc))
-            goto oom;
-    }
-    if (tb_index(&b) != 0) goto oom;
-
-    const GGUFKV *merges = gguf_find(g, "tokenizer.ggml.merges");
-    if (kind == EMX_TOK_BPE_BYTELEVEL) {
-        if (!merges || merges->type != GGUF_ARRAY || merges->arr_type != GGUF_STRING) {
-            emx_seterr(err, errlen, "%s: tokenizer.ggml.merges missing for a gpt2 tokenizer", path);
-            goto fail;
-        }
-        char tmp[1024];
-        for (uint64_t i = 0; i < merges->arr_n; i++) {
-            const char *s = (const char *)merges->arr_strings[i];
-            size_t len = merges->arr_str_lens[i];
-            const char *sp = memchr(s, ' ', len);
-            int32_t ia = -1, ib = -1, im = -1;
-            if (sp) {
-                size_t la = (size_t)(sp - s), lb = len - la - 1;
-                ia = tb_find(&b, s, la);
-                ib = tb_find(&b, sp + 1, lb);
-                if (la + lb < sizeof tmp) {
-                    memcpy(tmp, s, la);
-                    memcpy(tmp + la, sp + 1, lb);
-                    im = tb_find(&b, tmp, la + lb);
-                }
-            }
-            if (ia < 0 || ib < 0 || im < 0) {
-                emx_seterr(err, errlen, "%s: tokenizer.ggml.merges[%llu] = \"%s\": a part or the merged piece is not a token",
-                       path, (unsigned long long)i, ESCN(s, len < 60 ? len : 60));
-                goto fail;
-            }
-            if (tb_add_merge(&b, ia, ib) != 0) goto oom;
-        }
-    }
-
-    b.meta.bos_id = get_id(g, "tokenizer.ggml.bos_token_id", n_vocab);
-    b.meta.eos_id = get_id(g, "tokenizer.ggml.eos_token_id", n_vocab);
-    b.meta.pad_id = get_id(g, "tokenizer.ggml.padding_token_id", n_vocab);
-    b.meta.unk_id = get_id(g, "tokenizer.ggml.unknown_token_id", n_vocab);
-    // llama.cpp's defaults: SPM adds BOS and a space prefix unless told otherwise.
-    int spm = kind == EMX_TOK_SPM;
-    if (get_bool(g, "tokenizer.ggml.add_bos_token", spm) && b.meta.bos_id >= 0)
-        flags |= EMX_TOKF_ADD_BOS;
-    if (spm && get_bool(g, "tokenizer.ggml.add_space_prefix", 1)) flags |= EMX_TOKF_ADD_SPACE_PREFIX;
-    b.meta.flags = flags;
-    tb_add_stop(&b, b.meta.eos_id);
-    tb_add_stop(&b, get_id(g, "tokenizer.ggml.eot_token_id", n_vocab));
-    tb_add_stop(&b, get_id(g, "tokenizer.ggml.eom_token_id", n_vocab));
-    tb_add_known_stops(&b);
+    if (add_pieces(&b, &a, path, err, errlen)) goto fail;
+    if (a.kind == EMX_TOK_BPE_BYTELEVEL && add_merges(&b, g, path, err, errlen)) goto fail;
+    set_specials(&b, g, a.kind, n_vocab, flags);
     int rc = tb_finish(&b, out, err, errlen);
     tb_free(&b);
     return rc;
-oom:
-    emx_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     tb_free(&b);
     return -1;

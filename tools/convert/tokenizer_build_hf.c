@@ -222,8 +222,14 @@ static int32_t find_text(const TokBuilder *b, const char *s) {
     return s ? tb_find(b, s, strlen(s)) : -1;
 }
 
-static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSON *cfg,
-                 uint32_t n_vocab, TokenizerData *out, char *err, size_t errlen) {
+// model.vocab, model.merges and added_tokens of a byte-level BPE tokenizer.json; the
+// pre-tokeniser and the normalizer / ignore_merges flags it asks for.
+typedef struct {
+    const cJSON *model, *vocab, *merges, *added;
+    uint32_t pre, flags;
+} HfParts;
+
+static int find_parts(const char *dir, const cJSON *tj, HfParts *h, char *err, size_t errlen) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
     const char *mtype = jstr(model, "type");
     if (!model || (mtype && strcmp(mtype, "BPE") != 0)) {
@@ -254,8 +260,14 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         return -1;
     }
     if (jbool(model, "ignore_merges", 0)) flags |= EMX_TOKF_IGNORE_MERGES;
+    h->model = model, h->vocab = vocab, h->merges = merges, h->added = added, h->pre = pre, h->flags = flags;
+    return 0;
+}
 
-    // Size: the largest id + 1 (ids need not be dense).
+// The tokenizer's size: n_vocab when given (every id must fit), else the largest id + 1 (ids
+// need not be dense).
+static int vocab_size(const char *dir, const cJSON *vocab, const cJSON *added, uint32_t n_vocab, uint32_t *out,
+                      char *err, size_t errlen) {
     double max_id = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
@@ -290,28 +302,33 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
                need - 1, n_vocab);
         return -1;
     }
+    *out = n_vocab;
+    return 0;
+}
 
-    TokBuilder b;
-    if (tb_init(&b, n_vocab) != 0) {
-        emx_seterr(err, errlen, "tokenizer: out of memory");
-        return -1;
-    }
-    b.meta.kind = EMX_TOK_BPE_BYTELEVEL;
-    b.meta.pre = pre;
+// Every vocab entry (normal) and added token (control if special, else user-defined), then the
+// piece index; -1 only when out of memory.
+static int add_pieces(TokBuilder *b, const cJSON *vocab, const cJSON *added) {
+    const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (tb_set_piece(&b, (uint32_t)e->valuedouble, e->string, strlen(e->string),
+        if (tb_set_piece(b, (uint32_t)e->valuedouble, e->string, strlen(e->string),
                          EMX_TOKT_NORMAL, 0) != 0)
-            goto oom;
+            return -1;
     }
     cJSON_ArrayForEach(e, added) {
         const char *content = jstr(e, "content");
         uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         uint8_t type = jbool(e, "special", 0) ? EMX_TOKT_CONTROL : EMX_TOKT_USER_DEFINED;
-        if (tb_set_piece(&b, id, content, strlen(content), type, 0) != 0) goto oom;
+        if (tb_set_piece(b, id, content, strlen(content), type, 0) != 0) return -1;
     }
-    if (tb_index(&b) != 0) goto oom;
+    if (tb_index(b) != 0) return -1;
+    return 0;
+}
 
-    // Merges: "a b" strings (older files) or ["a", "b"] pairs, in rank order.
+// Merges: "a b" strings (older files) or ["a", "b"] pairs, in rank order; both parts and the
+// merged piece must be in the vocab.
+static int add_merges(TokBuilder *b, const char *dir, const cJSON *merges, char *err, size_t errlen) {
+    const cJSON *e;
     char tmp[1024];
     int rank = 0;
     cJSON_ArrayForEach(e, merges) {
@@ -329,71 +346,96 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         if (!a) {
             emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] is not \"a b\" or [a, b]", dir,
                    rank);
-            goto fail;
+            return -1;
         }
-        int32_t ia = tb_find(&b, a, la), ib = tb_find(&b, bb, lb), im = -1;
+        int32_t ia = tb_find(b, a, la), ib = tb_find(b, bb, lb), im = -1;
         if (la + lb < sizeof tmp) {
             memcpy(tmp, a, la);
             memcpy(tmp + la, bb, lb);
-            im = tb_find(&b, tmp, la + lb);
+            im = tb_find(b, tmp, la + lb);
         }
         if (ia < 0 || ib < 0 || im < 0) {
             emx_seterr(err, errlen, "%s/tokenizer.json: model.merges[%d] = \"%s\" \"%s\": a part or the merged piece is not in the vocab",
                    dir, rank, ESCN(a, la < 40 ? la : 40), ESCN(bb, lb < 40 ? lb : 40));
-            goto fail;
+            return -1;
         }
-        if (tb_add_merge(&b, ia, ib) != 0) goto oom;
+        if (tb_add_merge(b, ia, ib) != 0) {
+            emx_seterr(err, errlen, "tokenizer: out of memory");
+            return -1;
+        }
         rank++;
     }
+    return 0;
+}
 
-    // Special ids: unk from the model; BOS from the post-processor template; the rest from
-    // tokenizer_config.json, then config.json (the model's own view wins for eos/bos).
-    b.meta.unk_id = find_text(&b, jstr(model, "unk_token"));
+// Special ids: unk from the model; BOS from the post-processor template; the rest from
+// tokenizer_config.json, then config.json (the model's own view wins for eos/bos).
+static void set_specials(TokBuilder *b, const cJSON *tj, const cJSON *model, const cJSON *tcfg, const cJSON *cfg,
+                         uint32_t n_vocab) {
+    b->meta.unk_id = find_text(b, jstr(model, "unk_token"));
     const cJSON *tmpl = find_template(cJSON_GetObjectItemCaseSensitive(tj, "post_processor"));
     if (tmpl) {
         const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(tmpl, "single"), 0);
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "SpecialToken");
-        int32_t id = find_text(&b, jstr(st, "id"));
+        int32_t id = find_text(b, jstr(st, "id"));
         if (id >= 0) {
-            b.meta.bos_id = id;
-            b.meta.flags |= EMX_TOKF_ADD_BOS;
+            b->meta.bos_id = id;
+            b->meta.flags |= EMX_TOKF_ADD_BOS;
         }
     }
     if (tcfg) {
         int32_t id;
-        if ((id = find_text(&b, config_token_text(tcfg, "bos_token"))) >= 0) b.meta.bos_id = id;
-        if ((id = find_text(&b, config_token_text(tcfg, "eos_token"))) >= 0) b.meta.eos_id = id;
-        if ((id = find_text(&b, config_token_text(tcfg, "pad_token"))) >= 0) b.meta.pad_id = id;
-        if ((id = find_text(&b, config_token_text(tcfg, "unk_token"))) >= 0) b.meta.unk_id = id;
+        if ((id = find_text(b, config_token_text(tcfg, "bos_token"))) >= 0) b->meta.bos_id = id;
+        if ((id = find_text(b, config_token_text(tcfg, "eos_token"))) >= 0) b->meta.eos_id = id;
+        if ((id = find_text(b, config_token_text(tcfg, "pad_token"))) >= 0) b->meta.pad_id = id;
+        if ((id = find_text(b, config_token_text(tcfg, "unk_token"))) >= 0) b->meta.unk_id = id;
         const cJSON *ab = cJSON_GetObjectItemCaseSensitive(tcfg, "add_bos_token");
-        if (cJSON_IsTrue(ab)) b.meta.flags |= EMX_TOKF_ADD_BOS;
+        if (cJSON_IsTrue(ab)) b->meta.flags |= EMX_TOKF_ADD_BOS;
     }
     if (cfg) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "bos_token_id");
         if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < n_vocab)
-            b.meta.bos_id = (int32_t)v->valuedouble;
+            b->meta.bos_id = (int32_t)v->valuedouble;
         v = cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id");
         if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < n_vocab) {
-            if (b.meta.eos_id < 0) b.meta.eos_id = (int32_t)v->valuedouble;
-            tb_add_stop(&b, (int32_t)v->valuedouble);
+            if (b->meta.eos_id < 0) b->meta.eos_id = (int32_t)v->valuedouble;
+            tb_add_stop(b, (int32_t)v->valuedouble);
         } else if (cJSON_IsArray(v)) {
             const cJSON *x;
             cJSON_ArrayForEach(x, v) {
                 if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= n_vocab) continue;
-                if (b.meta.eos_id < 0) b.meta.eos_id = (int32_t)x->valuedouble;
-                tb_add_stop(&b, (int32_t)x->valuedouble);
+                if (b->meta.eos_id < 0) b->meta.eos_id = (int32_t)x->valuedouble;
+                tb_add_stop(b, (int32_t)x->valuedouble);
             }
         }
     }
+}
+
+static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSON *cfg,
+                 uint32_t n_vocab, TokenizerData *out, char *err, size_t errlen) {
+    HfParts h;
+    if (find_parts(dir, tj, &h, err, errlen) || vocab_size(dir, h.vocab, h.added, n_vocab, &n_vocab, err, errlen))
+        return -1;
+    TokBuilder b;
+    if (tb_init(&b, n_vocab) != 0) {
+        emx_seterr(err, errlen, "tokenizer: out of memory");
+        return -1;
+    }
+    b.meta.kind = EMX_TOK_BPE_BYTELEVEL;
+    b.meta.pre = h.pre;
+    if (add_pieces(&b, h.vocab, h.added) != 0) {
+        emx_seterr(err, errlen, "tokenizer: out of memory");
+        goto fail;
+    }
+    if (add_merges(&b, dir, h.merges, err, errlen)) goto fail;
+    set_specials(&b, tj, h.model, tcfg, cfg, n_vocab);
     if (b.meta.bos_id < 0) b.meta.flags &= ~(uint32_t)EMX_TOKF_ADD_BOS;
-    b.meta.flags |= flags;
+    b.meta.flags |= h.flags;
     tb_add_stop(&b, b.meta.eos_id);
     tb_add_known_stops(&b);
     int rc = tb_finish(&b, out, err, errlen);
     tb_free(&b);
     return rc;
-oom:
-    emx_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     tb_free(&b);
     return -1;

@@ -1,0 +1,149 @@
+// forward_cuda_state.h — what the CUDA backend's files share (not an API): the uploaded weights,
+// the state (CudaState: activations, KV cache, graphs, the device side of the choice), the error
+// helpers, and the pass's entry points (forward_cuda_step.c) that the backend table
+// (forward_cuda.c) points to.
+#ifndef EMX_FORWARD_CUDA_STATE_H
+#define EMX_FORWARD_CUDA_STATE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/agent_pool.h"
+#include "kernels/attention.h"
+#include "kernels/attn_metrics.h"
+#include "kernels/matvec.h"
+#include "kernels/sampling.h"
+#include "kernels/weights.h"
+#include "runtime/forward.h"
+#include "runtime/forward_backend.h"
+
+#define CHUNK EMX_MATVEC_MAX_BATCH  // rows per batched pass: the batched matvec's limit
+#define ATTN_KERNEL EMX_ATTN_SPLIT_GQA
+
+typedef struct {
+    EmxCudaWeight wq, wk, wv, wo, gate, up, down;
+    float *attn_norm, *ffn_norm;  // [dim]
+    float *q_norm, *k_norm;       // [head_dim] (Qwen3) or NULL
+} CudaLayer;
+
+// The uploaded model, shared by the states of one device that ask for it (share_weights).
+typedef struct {
+    atomic_int refs;
+    int device;
+    const EmxModel *m;
+    EmxCudaWeight emb, out;  // out.data == emb.data when the classifier is tied
+    float *norm;             // [dim]
+    double *inv_freq;        // [head_dim/2]
+    CudaLayer *layers;       // [n_layers]
+    uint64_t bytes;
+} CudaWeights;
+
+// What the host writes before each pass: one copy of it to the device per call.
+typedef struct {
+    int tokens[CHUNK];  // the rows' token ids
+    int pos[CHUNK];     // their positions (RoPE angles)
+    int rows[CHUNK];    // cache rows their k and v go to (branches: tail rows)
+    int n_keys;         // keys the last row attends (decode graph: read on the device)
+    uint64_t rng_step;  // emx_forward_decide: the position of the token being chosen
+} StepInput;
+
+// What emx_forward_decide brings back: the token and decision first, so that without
+// --metrics the copy stops before the metrics.
+typedef struct {
+    int token;
+    EmxDecision decision;
+    double score;
+    EmxMetrics metrics;
+} DecideOut;
+
+typedef struct {
+    EmxState base;
+    const EmxModel *m;
+    int device;
+    char device_name[24];
+    char err[320];
+    int ctx, q_dim, kv_dim, widest, vocab;
+    int no_graphs;
+    cudaStream_t stream;
+    CudaWeights *w;
+    // activations, device, one row per token of the chunk
+    float *x, *xb, *tmp;    // [CHUNK][dim]
+    float *q, *att;         // [CHUNK][q_dim]
+    float *k, *v;           // [CHUNK][kv_dim] (rope_kv copies them into the cache)
+    float *hb, *hb2;        // [CHUNK][hidden_dim]
+    int8_t *xq;             // [CHUNK][widest] int8 activations
+    float *xd;              // [CHUNK][widest/32] their scales
+    int *xsum;              // [CHUNK][widest/32] their integer group sums
+    StepInput *in_d, *in_h; // device / pinned host
+    float *key, *value;     // [n_layers][ctx][kv_dim] KV cache, f32
+    float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
+    EmxSoftmaxStats *head_stats; // [n_layers][n_heads]
+    void *attn_ws;          // attention workspace (ctx keys)
+    float *logits;          // [CHUNK][vocab] device
+    float *logits_h;        // [vocab] pinned host: what emx_forward returns
+    float *scores_h;        // [n_layers][n_heads][ctx] host copy, made when asked for
+    float *key_h, *value_h; // host copies for emx_state_kv_cache
+    int last_pos;
+    int logits_fresh;       // logits row 0 holds the latest emx_forward's, unchanged (emx_state_propose)
+    // branches: tails [n_layers][br_tail][br_max][kv_dim], as the CPU's
+    int br_max, br_tail;
+    float *br_key, *br_value;
+    // the decode step's graph (captured on the first single-token call)
+    cudaGraphExec_t decode_graph;
+    int graph_nodes;
+    // emx_forward_decide: the spec the decide graph was captured with, the device side of the
+    // choice (metrics, the entropix insert-once state, workspaces) and the result's copies
+    EmxDecideSpec spec;
+    int have_spec;
+    cudaGraphExec_t decide_graph;
+    int decide_graph_nodes;
+    DecideOut *out_d, *out_h;
+    EmxEntropixState *estate_d;
+    void *lm_ws, *am_ws, *sample_ws;
+    // emx_state_propose: the agents, their proposals and the kernel's workspace (grown on demand)
+    int agents_cap;
+    EmxAgentParams *agents_d;
+    EmxProposal *props_d;
+    int *pick_d;  // [2] the winner's token and index (the host picks among all workers' proposals)
+    void *agents_ws;
+} CudaState;
+
+// ---------------------------------------------------------------------------------------------
+// Errors: every CUDA call goes through cu(), which keeps a message naming the call.
+
+static inline int cu(CudaState *s, cudaError_t e, const char *call) {
+    if (e == cudaSuccess) return 0;
+    snprintf(s->err, sizeof s->err, "%s: %s: %s", s->device_name, call, cudaGetErrorString(e));
+    return -1;
+}
+#define CU(call)                                       \
+    do {                                               \
+        if (cu(s, (call), #call)) return -1;           \
+    } while (0)
+
+static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *what) {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e == cudaSuccess) return 0;
+    *p = NULL;
+    snprintf(s->err, sizeof s->err, "%s: cudaMalloc of %.1f MiB for %s: %s", s->device_name,
+             (double)bytes / (1 << 20), what, cudaGetErrorString(e));
+    return -1;
+}
+
+// The pass (forward_cuda_step.c): the backend functions of forward_backend.h.
+const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos);
+int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                                  EmxDecideResult *out);
+int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                           uint32_t first_lane, int ban, EmxProposal *proposals);
+int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits);
+const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos);
+void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim);
+int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen);
+int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits);
+int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix);
+
+#endif

@@ -1,0 +1,490 @@
+// forward_cuda_step.c — the CUDA backend's pass (forward_cuda.c has the header comment: the
+// layers, the decode graph, the on-device choice, prefill in chunks): the matvecs and attention
+// of one chunk, the decode step's graph, emx_forward_decide's choice on the device, the agents'
+// proposals, the logits and caches brought to the host, and the lookahead branches.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "kernels/embedding.h"
+#include "kernels/logits_metrics.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/cuda/forward_cuda_state.h"
+
+// ---------------------------------------------------------------------------------------------
+// The pass
+
+// out[n][w.rows] (+)= W in[n][w.cols]. The fast matvec (a warp per row) reads int8 activations
+// for q8/q4/q4_1, as the CPU does; widths that are not a multiple of 32 take the plain one.
+static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate,
+                  int quantised) {
+    const int fast = w->cols % 32 == 0;
+    EmxCudaActs a = {in, s->xq, s->xd, s->xsum};
+    if (fast && emx_dtype_wants_q8_acts(w->dtype) && !quantised)
+        CU(emx_cuda_quantize_acts(in, w->cols, n, s->xq, s->xd, s->xsum, s->stream));
+    CU(emx_cuda_matvec(fast ? EMX_MATVEC_FAST : EMX_MATVEC_PLAIN, w, &a, n, out, accumulate, s->stream));
+    return 0;
+}
+
+// Activations quantised once for the matrices that share them (q/k/v, gate/up).
+static int quantise_for(CudaState *s, const EmxCudaWeight *w, const float *in, int n) {
+    if (w->cols % 32 == 0 && emx_dtype_wants_q8_acts(w->dtype))
+        CU(emx_cuda_quantize_acts(in, w->cols, n, s->xq, s->xd, s->xsum, s->stream));
+    return 0;
+}
+
+// Where a pass's rows sit (as forward_cpu.c's RowLayout): a sequence's rows at pos.. attend
+// keys 0..pos+i; branch rows all sit at prefix+step and attend the prefix, then their tail.
+typedef struct {
+    int is_branches, prefix, step;
+    int device_positions;  // decode graph: the key count is read from in_d->n_keys
+} Rows;
+
+static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
+    const EmxConfig *c = &s->m->cfg;
+    const size_t kvl = (size_t)s->ctx * s->kv_dim;
+    memset(a, 0, sizeof *a);
+    a->k_cache = s->key + l * kvl;
+    a->v_cache = s->value + l * kvl;
+    a->kv_dtype = EMX_KV_F32;
+    a->n_heads = (int)c->n_heads;
+    a->n_kv_heads = (int)c->n_kv_heads;
+    a->head_dim = (int)c->head_dim;
+    a->workspace = s->attn_ws;
+}
+
+// The last row's score rows and softmax statistics go where the samplers read them.
+static void record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
+    const EmxConfig *c = &s->m->cfg;
+    a->scores = s->scores + (size_t)l * c->n_heads * s->ctx;
+    a->score_stride = s->ctx;
+    a->head_stats = s->head_stats + (size_t)l * c->n_heads;
+}
+
+static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
+    EmxAttentionArgs a;
+    if (!r->is_branches) {  // n rows at pos..pos+n-1, causal: one launch (rows on the grid)
+        attention_args(s, l, &a);
+        a.q = s->q;
+        a.out = s->att;
+        a.n_rows = n;
+        a.n_keys = pos + n;
+        if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
+            a.n_keys = s->ctx;
+            a.n_keys_dev = &s->in_d->n_keys;
+        }
+        if (record_last) record_scores(s, l, &a);
+        CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
+        return 0;
+    }
+    // Branches: row i attends the shared prefix in the cache, then its own tail (interleaved
+    // with the other branches': a row of the tail holds one step of every branch).
+    const size_t tail_row = (size_t)s->br_max * s->kv_dim, tail_layer = (size_t)l * s->br_tail * tail_row;
+    for (int i = 0; i < n; i++) {
+        attention_args(s, l, &a);
+        a.q = s->q + (size_t)i * s->q_dim;
+        a.out = s->att + (size_t)i * s->q_dim;
+        a.n_keys = r->prefix + r->step + 1;
+        a.tail_k = s->br_key + tail_layer + (size_t)i * s->kv_dim;
+        a.tail_v = s->br_value + tail_layer + (size_t)i * s->kv_dim;
+        a.tail_start = r->prefix;
+        a.tail_row_stride = (int)tail_row;
+        CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
+    }
+    return 0;
+}
+
+// Runs n rows (n <= CHUNK; in_d already on the device) through every layer; leaves the final
+// hidden states, before the output norm, in x.
+static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
+    const EmxConfig *c = &s->m->cfg;
+    const CudaWeights *w = s->w;
+    const float eps = c->norm_eps;
+    const int dim = (int)c->dim;
+    CU(emx_cuda_embedding(&w->emb, s->in_d->tokens, n, s->x, s->stream));
+    for (int l = 0; l < (int)c->n_layers; l++) {
+        const CudaLayer *L = &w->layers[l];
+        CU(emx_cuda_rmsnorm(s->xb, s->x, L->attn_norm, dim, n, eps, s->stream));
+        if (quantise_for(s, &L->wq, s->xb, n) || matvec(s, &L->wq, s->xb, n, s->q, 0, 1) ||
+            matvec(s, &L->wk, s->xb, n, s->k, 0, 1) || matvec(s, &L->wv, s->xb, n, s->v, 0, 1))
+            return -1;
+        EmxRopeArgs a;
+        memset(&a, 0, sizeof a);
+        a.q = s->q;
+        a.k = s->k;
+        a.v = s->v;
+        if (r->is_branches) {  // this step's rows of every branch's tail
+            const size_t at = ((size_t)l * s->br_tail + r->step) * s->br_max * s->kv_dim;
+            a.k_cache = s->br_key + at;
+            a.v_cache = s->br_value + at;
+            a.cache_row = s->in_d->rows;
+        } else {
+            a.k_cache = s->key + (size_t)l * s->ctx * s->kv_dim;
+            a.v_cache = s->value + (size_t)l * s->ctx * s->kv_dim;
+        }
+        a.kv_dtype = EMX_KV_F32;
+        a.pos = s->in_d->pos;
+        a.inv_freq = w->inv_freq;
+        a.q_norm = L->q_norm;
+        a.k_norm = L->k_norm;
+        a.eps = eps;
+        a.batch = n;
+        a.n_heads = (int)c->n_heads;
+        a.n_kv_heads = (int)c->n_kv_heads;
+        a.head_dim = (int)c->head_dim;
+        a.style = (int)c->rope_style;
+        CU(emx_cuda_rope_kv(&a, s->stream));
+        if (attention(s, l, n, pos, r, record_last)) return -1;
+        if (matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;  // x += Wo att
+        CU(emx_cuda_rmsnorm(s->xb, s->x, L->ffn_norm, dim, n, eps, s->stream));
+        if (L->gate.cols % 32 == 0) {
+            if (quantise_for(s, &L->gate, s->xb, n)) return -1;
+            EmxCudaActs act = {s->xb, s->xq, s->xd, s->xsum};
+            CU(emx_cuda_matvec_swiglu(EMX_MATVEC_FAST, &L->gate, &L->up, &act, n, s->hb, s->stream));
+        } else {
+            EmxCudaActs act = {s->xb, NULL, NULL, NULL};
+            CU(emx_cuda_matvec_swiglu(EMX_MATVEC_PLAIN, &L->gate, &L->up, &act, n, s->hb, s->stream));
+        }
+        if (matvec(s, &L->down, s->hb, n, s->x, 1, 0)) return -1;  // x += Wd h
+    }
+    return 0;
+}
+
+// Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device).
+static int classify(CudaState *s, int first, int n) {
+    const EmxConfig *c = &s->m->cfg;
+    CU(emx_cuda_rmsnorm(s->xb, s->x + (size_t)first * c->dim, s->w->norm, (int)c->dim, n, c->norm_eps, s->stream));
+    return matvec(s, &s->w->out, s->xb, n, s->logits, 0, 0);
+}
+
+static int check_tokens(CudaState *s, const int *tokens, int n) {
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->vocab) {
+            snprintf(s->err, sizeof s->err, "%s: token id %d out of range [0, %d)", s->device_name, tokens[i], s->vocab);
+            return -1;
+        }
+    return 0;
+}
+
+static int check_call(CudaState *s, const int *tokens, int n, int pos) {
+    if (n < 1 || pos < 0 || pos > s->ctx - n) {
+        snprintf(s->err, sizeof s->err, "%s: positions %d..%d outside the context of %d", s->device_name, pos,
+                 pos + n - 1, s->ctx);
+        return -1;
+    }
+    return check_tokens(s, tokens, n);
+}
+
+// Fills the pinned input: rows at pos.. (same_pos: all at pos, the branches).
+static void fill_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+    for (int i = 0; i < n; i++) {
+        s->in_h->tokens[i] = tokens[i];
+        s->in_h->pos[i] = same_pos ? pos : pos + i;
+        s->in_h->rows[i] = i;
+    }
+    s->in_h->n_keys = pos + n;
+}
+
+// Fills the pinned input and queues its copy to the device.
+static int send_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+    fill_input(s, tokens, n, pos, same_pos);
+    CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+    return 0;
+}
+
+// The choice of the next token from logits row 0 (emx_forward_decide), on the device, and the
+// copy of its result to out_h. valid_len: keys of the last position (graph: read from in_d).
+static int decide_kernels(CudaState *s, int valid_len, int graph) {
+    const EmxConfig *c = &s->m->cfg;
+    const EmxDecideSpec *sp = &s->spec;
+    DecideOut *o = s->out_d;
+    const uint64_t step = s->in_h->rng_step;
+    const uint64_t *step_dev = graph ? &s->in_d->rng_step : NULL;
+    const int *valid_dev = graph ? &s->in_d->n_keys : NULL;
+    const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
+    const int metrics = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
+    if (metrics || sp->kind == EMX_DECIDE_GREEDY)
+        CU(emx_cuda_logits_metrics(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,
+                                   NULL, s->lm_ws, s->stream));
+    if (metrics)
+        CU(emx_cuda_attn_metrics(s->scores, s->head_stats, (int)c->n_layers, (int)c->n_heads, s->ctx,
+                                 graph ? s->ctx : valid_len, valid_dev, layer, &o->metrics, s->am_ws, s->stream));
+    if (sp->kind == EMX_DECIDE_SAMPLE)
+        CU(emx_cuda_sample(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
+                           s->stream));
+    if (sp->kind == EMX_DECIDE_ENTROPIX)
+        CU(emx_cuda_entropix_step(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
+                                  sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
+                                  s->stream));
+    const size_t bytes = sp->want_metrics ? sizeof(DecideOut) : offsetof(DecideOut, metrics);
+    CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
+    return 0;
+}
+
+// The end of a step: the logits to the host (emx_forward) or the choice (emx_forward_decide).
+static int step_tail(CudaState *s, int decide, int valid_len, int graph) {
+    if (decide) return decide_kernels(s, valid_len, graph);
+    CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+    return 0;
+}
+
+// One decode step (in_h filled): captured into a graph on the first call, replayed after (the
+// input copy is the graph's first node: it reads in_h at replay time). no_graphs: the same
+// launches made directly.
+static int decode_step(CudaState *s, int pos, int decide) {
+    if (s->no_graphs) {
+        const Rows direct_rows = {0, 0, 0, 0};
+        CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+        if (run_layers(s, 1, pos, &direct_rows, 1) || classify(s, 0, 1)) return -1;
+        return step_tail(s, decide, pos + 1, 0);
+    }
+    cudaGraphExec_t *exec = decide ? &s->decide_graph : &s->decode_graph;
+    if (!*exec) {
+        const Rows graph_rows = {0, 0, 0, 1};
+        cudaGraph_t g = NULL;
+        CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+        int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
+                     "cudaMemcpyAsync") ||
+                  run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) || step_tail(s, decide, pos + 1, 1);
+        cudaError_t end = cudaStreamEndCapture(s->stream, &g);
+        if (bad) {
+            if (g) cudaGraphDestroy(g);
+            return -1;
+        }
+        CU(end);
+        size_t nodes = 0;
+        cudaError_t e = cudaGraphGetNodes(g, NULL, &nodes);
+        if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
+        cudaGraphDestroy(g);
+        CU(e);
+        *(decide ? &s->decide_graph_nodes : &s->graph_nodes) = (int)nodes;
+    }
+    CU(cudaGraphLaunch(*exec, s->stream));
+    return 0;
+}
+
+// Runs tokens at pos.. and ends with step_tail; the stream is synchronised on return.
+static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide) {
+    if (check_call(s, tokens, n, pos)) return -1;
+    CU(cudaSetDevice(s->device));
+    s->in_h->rng_step = (uint64_t)(pos + n);
+    if (n == 1) {
+        fill_input(s, tokens, 1, pos, 0);  // decode_step copies it (in the graph: its first node)
+        if (decode_step(s, pos, decide)) return -1;
+    } else {
+        const Rows rows = {0, 0, 0, 0};
+        for (int done = 0; done < n;) {
+            const int chunk = n - done < CHUNK ? n - done : CHUNK, last = done + chunk == n;
+            // the pinned input is read by the copy when it runs: finish the previous chunk first
+            if (done) CU(cudaStreamSynchronize(s->stream));
+            if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, last))
+                return -1;
+            done += chunk;
+            if (last && (classify(s, chunk - 1, 1) || step_tail(s, decide, pos + n, 0))) return -1;
+        }
+    }
+    CU(cudaStreamSynchronize(s->stream));
+    s->last_pos = pos + n - 1;
+    s->logits_fresh = 1;
+    return 0;
+}
+
+const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos) {
+    CudaState *s = (CudaState *)st;
+    return run_step(s, tokens, n, pos, 0) ? NULL : s->logits_h;
+}
+
+int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                                  EmxDecideResult *out) {
+    CudaState *s = (CudaState *)st;
+    if (!s->have_spec || memcmp(&s->spec, spec, sizeof *spec) != 0) {  // a new sampler: a new graph
+        if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
+        s->decide_graph = NULL;
+        s->spec = *spec;
+        s->have_spec = 1;
+        CU(cudaSetDevice(s->device));
+        CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
+    }
+    if (run_step(s, tokens, n, pos, 1)) return -1;
+    memset(out, 0, sizeof *out);
+    out->token = s->out_h->token;
+    out->score = NAN;
+    if (spec->kind == EMX_DECIDE_ENTROPIX) {
+        out->decision = s->out_h->decision;
+        out->score = s->out_h->score;
+    }
+    if (spec->want_metrics) out->metrics = s->out_h->metrics;
+    if (out->token < 0 || out->token >= s->vocab) {
+        snprintf(s->err, sizeof s->err, "%s: the device sampler chose no token (%d)", s->device_name, out->token);
+        return -1;
+    }
+    return 1;
+}
+
+int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
+                           uint32_t first_lane, int ban, EmxProposal *proposals) {
+    CudaState *s = (CudaState *)st;
+    if (n_agents < 1 || n_agents > 65535 || ban >= s->vocab) {
+        snprintf(s->err, sizeof s->err, "%s: propose: %d agents, ban %d", s->device_name, n_agents, ban);
+        return -1;
+    }
+    if (!s->logits_fresh) {
+        snprintf(s->err, sizeof s->err, "%s: propose: no logits of an emx_forward to propose from (a branch pass, "
+                 "all-logits pass or banned token came after it)", s->device_name);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    if (n_agents > s->agents_cap) {
+        cudaFree(s->agents_d);
+        cudaFree(s->props_d);
+        cudaFree(s->pick_d);
+        cudaFree(s->agents_ws);
+        s->agents_d = NULL, s->props_d = NULL, s->pick_d = NULL, s->agents_ws = NULL;
+        s->agents_cap = 0;
+        if (dev_alloc(s, (void **)&s->agents_d, (size_t)n_agents * sizeof(EmxAgentParams), "agents") ||
+            dev_alloc(s, (void **)&s->props_d, (size_t)n_agents * sizeof(EmxProposal), "proposals") ||
+            dev_alloc(s, (void **)&s->pick_d, 2 * sizeof(int), "proposals") ||
+            dev_alloc(s, &s->agents_ws, emx_cuda_agents_workspace_bytes(s->vocab, n_agents), "the agents' workspace"))
+            return -1;
+        s->agents_cap = n_agents;
+    }
+    // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
+    // rewritten by the next pass anyway)
+    static const float minus_inf = -INFINITY;
+    if (ban >= 0) {
+        CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
+        s->logits_fresh = 0;
+    }
+    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
+                       s->stream));
+    CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
+                            s->pick_d + 1, s->props_d, s->agents_ws, s->stream));
+    CU(cudaMemcpyAsync(proposals, s->props_d, (size_t)n_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
+                       s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    return 1;
+}
+
+int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
+    CudaState *s = (CudaState *)st;
+    if (check_call(s, tokens, n, pos)) return -1;
+    CU(cudaSetDevice(s->device));
+    s->logits_fresh = 0;
+    const Rows rows = {0, 0, 0, 0};
+    for (int done = 0; done < n;) {
+        const int chunk = n - done < CHUNK ? n - done : CHUNK;
+        if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, done + chunk == n) ||
+            classify(s, 0, chunk))
+            return -1;
+        CU(cudaMemcpyAsync(logits + (size_t)done * s->vocab, s->logits, (size_t)chunk * s->vocab * sizeof(float),
+                           cudaMemcpyDeviceToHost, s->stream));
+        CU(cudaStreamSynchronize(s->stream));
+        done += chunk;
+    }
+    memcpy(s->logits_h, logits + (size_t)(n - 1) * s->vocab, (size_t)s->vocab * sizeof(float));
+    s->last_pos = pos + n - 1;
+    return 0;
+}
+
+// Score rows are copied to the host only when asked for (the device samplers read them where
+// they are). const in forward.h: the copy is a cache of device state, not a change of it.
+const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos) {
+    CudaState *s = (CudaState *)cst;
+    const EmxConfig *c = &s->m->cfg;
+    const size_t n = (size_t)c->n_layers * c->n_heads * s->ctx;
+    if (last_pos) *last_pos = s->last_pos;
+    if (!s->scores_h && !(s->scores_h = malloc(n * sizeof(float)))) return NULL;
+    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") ||
+        cu(s, cudaMemcpy(s->scores_h, s->scores, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (scores)"))
+        return NULL;
+    return s->scores_h;
+}
+
+// A host copy of the cache, made now: writes to it do not reach the device.
+void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
+    CudaState *s = (CudaState *)st;
+    const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
+    if (!s->key_h) s->key_h = malloc(n * sizeof(float));
+    if (!s->value_h) s->value_h = malloc(n * sizeof(float));
+    int ok = s->key_h && s->value_h && !cu(s, cudaSetDevice(s->device), "cudaSetDevice") &&
+             !cu(s, cudaMemcpy(s->key_h, s->key, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (keys)") &&
+             !cu(s, cudaMemcpy(s->value_h, s->value, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (values)");
+    if (key) *key = ok ? s->key_h : NULL;
+    if (value) *value = ok ? s->value_h : NULL;
+    if (kv_dim) *kv_dim = s->kv_dim;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches (forward.h): the tails on the device, the attention reading the prefix from the
+// cache and the rest from the branch's tail (EmxAttentionArgs tail_k/tail_v).
+
+int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
+    CudaState *s = (CudaState *)st;
+    if (max_branches < 1 || max_branches > CHUNK || tail_cap < 1 || tail_cap > s->ctx) {
+        snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+                 max_branches, tail_cap, CHUNK, s->ctx);
+        return -1;
+    }
+    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
+    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim * sizeof(float);
+    float *k = NULL, *v = NULL;
+    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, (void **)&k, n, "branch KV tails") ||
+        dev_alloc(s, (void **)&v, n, "branch KV tails")) {
+        cudaFree(k);
+        snprintf(err, errlen, "branches: %s", s->err);
+        return -1;
+    }
+    cudaFree(s->br_key);
+    cudaFree(s->br_value);
+    s->br_key = k;
+    s->br_value = v;
+    s->br_max = max_branches;
+    s->br_tail = tail_cap;
+    return 0;
+}
+
+int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
+    CudaState *s = (CudaState *)st;
+    if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx) {
+        snprintf(s->err, sizeof s->err, "%s: branches: bad call (n %d, prefix %d, step %d)", s->device_name, n, prefix,
+                 step);
+        return -1;
+    }
+    if (check_tokens(s, tokens, n)) return -1;
+    CU(cudaSetDevice(s->device));
+    s->logits_fresh = 0;
+    const Rows rows = {1, prefix, step, 0};
+    if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
+        return -1;
+    CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    return 0;
+}
+
+int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
+    CudaState *s = (CudaState *)st;
+    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
+        prefix + n_steps > s->ctx) {
+        snprintf(s->err, sizeof s->err, "%s: branch commit: bad call", s->device_name);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    const size_t kv = (size_t)s->kv_dim, bytes = kv * sizeof(float);
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        for (int j = 0; j < n_steps; j++) {
+            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
+            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
+            CU(cudaMemcpyAsync(s->key + to, s->br_key + from, bytes, cudaMemcpyDeviceToDevice, s->stream));
+            CU(cudaMemcpyAsync(s->value + to, s->br_value + from, bytes, cudaMemcpyDeviceToDevice, s->stream));
+        }
+    CU(cudaStreamSynchronize(s->stream));
+    return 0;
+}

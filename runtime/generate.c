@@ -216,11 +216,17 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
                  EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
                  char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
-    stats->n_prompt = n_prompt;
+    const int n_cached = opt->n_cached;
+    stats->n_prompt = n_prompt - n_cached;
     int ctx = emx_state_ctx(st);
     int n_vocab = emx_tokenizer_n_vocab(tk);
     if (n_prompt < 1) {
         snprintf(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
+        return -1;
+    }
+    if (n_cached < 0 || n_cached >= n_prompt) {  // the last prompt token must run: its logits choose
+        snprintf(err, errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", n_cached, n_prompt - 1,
+                 n_prompt);
         return -1;
     }
     if (n_prompt > ctx) {
@@ -248,12 +254,13 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     // The first token is chosen right after the prefill's forward; its choice is counted in
     // the decode interval with the others, so the sampler's share is of one interval.
     double t0 = emx_now_s();
-    int id = feed_and_choose(st, sampler, prompt, n_prompt, 0, n_vocab, &stats->sample_s);  // one batched prefill
+    // one batched prefill of what is not cached yet
+    int id = feed_and_choose(st, sampler, prompt + n_cached, n_prompt - n_cached, n_cached, n_vocab, &stats->sample_s);
     double t1 = emx_now_s();
     const double first_choice_s = stats->sample_s;
     stats->prefill_s = t1 - t0 - first_choice_s;
     if (id == -1) {
-        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt, ctx,
+        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt - n_cached, ctx,
                  emx_state_error(st));
         rc = -1;
         goto done;

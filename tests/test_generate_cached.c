@@ -92,6 +92,14 @@ static void same_ids_with_cache(const char *model, const char *prompt) {
         cr_expect_arr_eq(got, want[k], sizeof(int) * (size_t)(n < n_want[k] ? n : n_want[k]),
                          "%s %s: the ids differ with n_cached", model, samplers[k][1]);
     }
+    // a cache that holds only the start (another prompt shared it): the rest of the prefix runs
+    // from there, as its own batch, and the ids are still the same
+    const int half = (s.n_ids - 1) / 2;
+    cr_assert(emx_forward(s.st, s.ids, half, 0));
+    cr_assert(emx_forward(s.st, s.ids + half, s.n_ids - 1 - half, half));
+    const int n = gen(&s, samplers[1], seeds[1], s.n_ids - 1, got, &n_prompt);
+    cr_expect(n == n_want[1] && memcmp(got, want[1], sizeof(int) * (size_t)n) == 0,
+              "%s: the ids differ when the prefix ran in two batches", model);
     setup_close(&s);
 }
 

@@ -30,9 +30,13 @@ typedef struct {
     int n_configs;
 } Eval;
 
-// Progress on stderr: a \r-updated line on a terminal, a line every 5 s otherwise.
+// Progress on stderr: a \r-updated line on a terminal, a line every 5 s otherwise. The ETA
+// prices what is left of each kind (single stream, agents: several times slower) at that
+// kind's mean time per generation so far (the other kind's while it has none).
 typedef struct {
     long total, done, resumed, generated;
+    long left[2], gen[2];  // [0] single-stream, [1] agents: still to do / generated
+    double spent[2];       // seconds of those generations
     double t0, last;
     int tty;
 } Progress;
@@ -43,10 +47,16 @@ static void progress(Progress *p, const char *config, int final) {
     p->last = now;
     const double el = now - p->t0, rate = el > 0 ? (double)p->generated / el : 0.0;
     const long left = p->total - p->done;
-    char eta[32] = "?";
-    if (rate > 0) snprintf(eta, sizeof eta, "%.0fs", (double)left / rate);
+    double eta = 0;
+    for (int k = 0; k < 2; k++) {
+        const int from = p->gen[k] ? k : 1 - k;
+        if (p->left[k] && !p->gen[from]) eta = -1;
+        if (eta >= 0 && p->left[k]) eta += (double)p->left[k] * p->spent[from] / (double)p->gen[from];
+    }
+    char etas[32] = "?";
+    if (eta >= 0) snprintf(etas, sizeof etas, "%.0fs", eta);
     fprintf(stderr, "%seval: %ld/%ld done (%ld from the results file), %.2f gen/s, ETA %s, %s%s", p->tty ? "\r" : "",
-            p->done, p->total, p->resumed, rate, left ? eta : "0s", config, p->tty && !final ? "   " : "\n");
+            p->done, p->total, p->resumed, rate, left ? etas : "0s", config, p->tty && !final ? "   " : "\n");
 }
 
 // Task files and configs, all checked before anything else. Returns 0 or 2 (said on stderr).
@@ -96,35 +106,52 @@ static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t e
     return 0;
 }
 
-// Every (config, seed, item) not in the results file yet. Returns 0 or 1 (said in err).
+static int is_agents(const EvalConfig *c) { return c->args.sampler == EMX_SAMPLER_AGENTS; }
+
+// One (item, config, seed): skipped when the results file has it, else generated, checked and
+// appended. Returns 0 or 1 (said in err).
+static int run_one(EvalRunner *r, EvalResults *res, Progress *p, const EvalItem *it, const EvalConfig *cfg, int s,
+                   char *err, size_t errlen) {
+    const int k = is_agents(cfg);
+    p->done++, p->left[k]--;
+    if (eval_results_find(res, it->family, it->id, cfg->spec, (uint64_t)s)) {
+        p->resumed++;
+        return 0;
+    }
+    EvalGen g;
+    char why[512];
+    if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
+        return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
+    char *extracted = NULL;
+    int ok = eval_check(it, g.text, &extracted);
+    int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
+    free(extracted);
+    free(g.text);
+    if (rc) return 1;
+    p->generated++, p->gen[k]++, p->spent[k] += g.time_s;
+    progress(p, cfg->spec, 0);
+    return 0;
+}
+
+// Every (item, config, seed) not in the results file yet. The single-stream configs run
+// item-major: every (config, seed) of an item follows the others, so the item's prompt is
+// prefilled once and each generation runs only its last token (runner.c, cache_prefix). The
+// agents configs run after, config-major: each has replicas of its own and keeps its critic
+// across its items. Returns 0 or 1 (said in err).
 static int run_all(Eval *e, EvalRunner *r, EvalResults *res, char *err, size_t errlen) {
     Progress p = {.t0 = emx_now_s(), .tty = isatty(STDERR_FILENO)};
-    for (int c = 0; c < e->n_configs; c++) p.total += (long)(e->configs[c].deterministic ? 1 : e->a.seeds) * e->n_items;
     for (int c = 0; c < e->n_configs; c++) {
-        const EvalConfig *cfg = &e->configs[c];
-        const int seeds = cfg->deterministic ? 1 : e->a.seeds;
-        for (int s = 0; s < seeds; s++)
-            for (int i = 0; i < e->n_items; i++) {
-                const EvalItem *it = e->items[i];
-                p.done++;
-                if (eval_results_find(res, it->family, it->id, cfg->spec, (uint64_t)s)) {
-                    p.resumed++;
-                    continue;
-                }
-                EvalGen g;
-                char why[512];
-                if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
-                    return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
-                char *extracted = NULL;
-                int ok = eval_check(it, g.text, &extracted);
-                int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
-                free(extracted);
-                free(g.text);
-                if (rc) return 1;
-                p.generated++;
-                progress(&p, cfg->spec, 0);
-            }
+        const long n = (long)(e->configs[c].deterministic ? 1 : e->a.seeds) * e->n_items;
+        p.total += n, p.left[is_agents(&e->configs[c])] += n;
     }
+    for (int i = 0; i < e->n_items; i++)
+        for (int c = 0; c < e->n_configs; c++)
+            for (int s = 0; !is_agents(&e->configs[c]) && s < (e->configs[c].deterministic ? 1 : e->a.seeds); s++)
+                if (run_one(r, res, &p, e->items[i], &e->configs[c], s, err, errlen)) return 1;
+    for (int c = 0; c < e->n_configs; c++)
+        for (int s = 0; is_agents(&e->configs[c]) && s < (e->configs[c].deterministic ? 1 : e->a.seeds); s++)
+            for (int i = 0; i < e->n_items; i++)
+                if (run_one(r, res, &p, e->items[i], &e->configs[c], s, err, errlen)) return 1;
     progress(&p, "finished", 1);
     return 0;
 }

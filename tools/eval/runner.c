@@ -25,6 +25,7 @@ int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, c
 }
 
 void eval_runner_free(EvalRunner *r) {
+    free(r->cached);
     emx_critic_free(r->critic);
     if (r->st) emx_state_free(r->st);
     memset(r, 0, sizeof *r);
@@ -72,16 +73,43 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
     return 0;
 }
 
+// Puts the rows of ids[0..n_ids-1) into the state's cache, running only what is not there yet:
+// the positions past the longest common prefix with what the cache holds. So the generations of
+// one item (every config and seed: same prompt) prefill once, and items that share a start (a
+// chat template, a system message) share its rows too. Exact: a row's result does not depend on
+// the batch it is run in (runtime/cpu/cpu_matmul.h), so these rows are those a full prefill
+// writes. Returns the positions now cached (n_ids - 1), or -1.
+static int cache_prefix(EvalRunner *r, const int *ids, int n_ids, char *err, size_t errlen) {
+    const int want = n_ids - 1;
+    int k = 0;
+    while (k < r->n_cached && k < want && r->cached[k] == ids[k]) k++;
+    if (k == want) return r->n_cached = want;  // rows past `want` are stale; they are not read
+    if (want > r->cap_cached) {
+        int *c = realloc(r->cached, (size_t)want * sizeof *c);
+        if (!c) return emx_seterr(err, errlen, "out of memory");
+        r->cached = c, r->cap_cached = want;
+    }
+    r->n_cached = k;  // what stays valid if the forward fails
+    if (!emx_forward(r->st, ids + k, want - k, k))
+        return emx_seterr(err, errlen, "forward pass failed on the prompt (%d tokens): %s", n_ids,
+                          emx_state_error(r->st));
+    memcpy(r->cached + k, ids + k, (size_t)(want - k) * sizeof *ids);
+    return r->n_cached = want;
+}
+
 static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, const int *ids,
                       int n_ids, FILE *out, EvalGen *g, char *err, size_t errlen) {
     const int ctx = emx_state_ctx(r->st);
+    const int n_cached = cache_prefix(r, ids, n_ids, err, errlen);
+    if (n_cached < 0) return -1;
     EmxRunSampler rs = {0};
     if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, r->hook != NULL, err, errlen) != 0)
         return -1;
     const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
     Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs};
     EmxGenerateOptions go = {.n_predict = it->max_tokens < room ? it->max_tokens : room, .out = out,
-                             .out_name = "the text buffer", .on_token = on_token, .on_token_user = &sink};
+                             .out_name = "the text buffer", .on_token = on_token, .on_token_user = &sink,
+                             .n_cached = n_cached};  // only the last prompt token runs
     EmxGenerateStats stats;
     int rc = emx_generate(r->st, r->tk, ids, n_ids, rs.sampler, &go, &stats, err, errlen);
     if (rc == 0) {

@@ -25,6 +25,8 @@ typedef struct {
     const EmxModel *m;
     const EmxTokenizer *tk;
     EmxState *st;                 // one state for every single-stream generation
+    int *cached;                  // st's cache holds the rows of these prompt ids at 0..n_cached-1
+    int n_cached, cap_cached;     // (a generation from prompt p writes rows >= len(p) - 1 only)
     int threads;
     const char *device;
     EmxCritic *critic;            // the agents config's critic, kept while that config runs

@@ -308,6 +308,9 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "agents:critic=no", NULL}, 2,
                       "key 'critic'");
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--seeds", "0", NULL}, 2, "--seeds");
+    // the pool's flags are checked by ./run's code before anything runs
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "agents:n=2,workers=3", NULL}, 2,
+                      "eval: config 'agents:n=2,workers=3': --workers 3 is more than the 2 agents");
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", good, NULL}, 2, "eval: ");
     cr_expect(access(t.out, F_OK) != 0, "results written for a bad config");
     // chat items on a model without a chat template: refused before anything runs

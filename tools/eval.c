@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "runtime/cli/run_pool.h"
 #include "runtime/model.h"
 #include "runtime/run_io.h"
 #include "tokenizer/chat_template.h"
@@ -76,6 +77,11 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
                 return snprintf(err, errlen, "config '%s' given twice", e->a.configs[c]), 2;
         if (eval_config_parse(e->a.configs[c], e->a.model, &e->configs[c], err, errlen) != 0) return 2;
         e->n_configs++;
+        EmxRunPoolSetup ps;  // the pool's flags checked now, as ./run checks them, not at its first item
+        char why[256];
+        const EmxCliArgs *ca = &e->configs[c].args;
+        const int bad = ca->sampler == EMX_SAMPLER_AGENTS ? emx_run_pool_setup(ca, &ps, why, sizeof why) : 0;
+        if (bad) return snprintf(err, errlen, "config '%s': %s", e->a.configs[c], why), bad;
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/errmsg.h"
+#include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_setup.h"
 #include "runtime/generate.h"
 #include "runtime/pool/pool_generate.h"
@@ -123,41 +124,22 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     return rc;
 }
 
-// The pool's options from the config's flags, as runtime/cli/run_pool.c builds them.
+// The pool from the config's flags, by ./run's code (runtime/cli/run_pool.h).
 static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int *ids, int n_ids, int ctx,
                     const EvalItem *it, FILE *out, EvalGen *g, char *err, size_t errlen) {
     const EmxCliArgs *a = &c->args;
-    int cuda_devices[EMX_POOL_MAX_AGENTS];
-    const int n_devices = emx_pool_parse_devices(a->devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, errlen);
-    if (n_devices < 0) return -1;
-    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
-    int n_agents = a->n_agents;
-    if (a->agent_configs) {
-        if ((n_agents = emx_pool_parse_configs(a->agent_configs, agents, EMX_POOL_MAX_AGENTS, err, errlen)) < 0) return -1;
-    } else {
-        emx_pool_default_configs(agents, n_agents);
-    }
-    const int n_workers = n_devices > 0 ? n_devices : a->workers;
-    if (n_workers > n_agents) return emx_seterr(err, errlen, "%d workers for %d agents", n_workers, n_agents);
+    EmxRunPoolSetup ps;
+    if (emx_run_pool_setup(a, &ps, err, errlen) != 0) return -1;
     if (a->check_every > 0 && r->critic_for != c) {  // one critic per config, kept across its items
         emx_critic_free(r->critic);
         r->critic_for = NULL;
-        char cdev[24] = "cpu";
-        if (n_devices > 0) snprintf(cdev, sizeof cdev, "cuda:%d", cuda_devices[0]);
-        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = r->threads, .device = cdev};
-        r->critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, errlen)
-                                    : emx_critic_new(r->m, r->tk, &co, err, errlen);
-        if (!r->critic) return -1;
+        if (!(r->critic = emx_run_pool_critic(a, &ps, r->m, r->tk, r->threads, err, errlen))) return -1;
         r->critic_for = c;
     }
     const int room = ctx - n_ids;
-    EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = a->lookahead,
-                         .n_workers = n_workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
-                         .n_threads = r->threads > 0 ? (r->threads + n_workers - 1) / n_workers : 0,
-                         .ctx = ctx, .seed = seed, .n_predict = it->max_tokens < room ? it->max_tokens : room,
-                         .critic = a->check_every > 0 ? r->critic : NULL, .check_every = a->check_every,
-                         .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
-                         .critic_window = a->critic_window, .out = out};
+    EmxPoolOptions po = emx_run_pool_options(a, &ps, r->threads, ctx, seed,
+                                             it->max_tokens < room ? it->max_tokens : room, r->critic);
+    po.out = out;
     EmxPoolStats stats;
     int rc = emx_pool_generate(r->m, r->tk, ids, n_ids, &po, &stats, NULL, NULL, err, errlen);
     if (rc == 0 && stats.out_errno) rc = emx_seterr(err, errlen, "writing the text buffer failed");

@@ -2,10 +2,12 @@
 // sampler configurations, with statistics (docs/eval.md). Every task file and config is checked
 // before the first generation; each result is appended to -o as it finishes, and a rerun skips
 // what is there. Exit status: 0 ok, 1 runtime error, 2 bad flag, task file or config.
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -174,6 +176,17 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
     return 0;
 }
 
+// --report-dir: made if missing (its parent must exist), and writable. Returns 0 or 1.
+static int report_dir(const char *dir, char *err, size_t errlen) {
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return snprintf(err, errlen, "--report-dir %s: not a folder", dir), 1;
+    if (access(dir, W_OK | X_OK) != 0) return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
+    return 0;
+}
+
 static int run_eval(Eval *e, char *err, size_t errlen) {
     EmxRunPath in[EVAL_MAX_FILES + 1] = {{"the model file", e->a.model}};
     for (int f = 0; f < e->a.n_tasks; f++) in[f + 1] = (EmxRunPath){"a task file", e->a.tasks[f]};
@@ -189,7 +202,9 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     rc = 1;
     if (tk && eval_runner_init(&r, &m, tk, e->a.device, e->a.threads, err, errlen) == 0) {
         rc = check_prompts(e, &r, err, errlen);
+        if (!rc && e->a.report_dir) rc = report_dir(e->a.report_dir, err, errlen);
         if (!rc) rc = eval_results_open(&res, e->a.out, e->a.model, err, errlen) ? 2 : 0;
+        r.report_dir = e->a.report_dir;
         if (!rc) rc = run_all(e, &r, &res, err, errlen);
         if (!rc) rc = summarize(e, &res, err, errlen);
         char why[256];

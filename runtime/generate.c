@@ -212,14 +212,8 @@ static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int i
     return k ? write_out(opt, buf, k, err, errlen) : 0;
 }
 
-int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
-                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
-                 char *err, size_t errlen) {
-    memset(stats, 0, sizeof *stats);
-    const int n_cached = opt->n_cached;
-    stats->n_prompt = n_prompt - n_cached;
-    int ctx = emx_state_ctx(st);
-    int n_vocab = emx_tokenizer_n_vocab(tk);
+// The prompt's length against the context, and what is cached of it. Returns 0 or -1 (err).
+static int check_prompt(int n_prompt, int n_cached, int ctx, char *err, size_t errlen) {
     if (n_prompt < 1) {
         snprintf(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
         return -1;
@@ -233,6 +227,18 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
         snprintf(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
         return -1;
     }
+    return 0;
+}
+
+int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
+                 char *err, size_t errlen) {
+    memset(stats, 0, sizeof *stats);
+    const int n_cached = opt->n_cached;
+    stats->n_prompt = n_prompt - n_cached;
+    int ctx = emx_state_ctx(st);
+    int n_vocab = emx_tokenizer_n_vocab(tk);
+    if (check_prompt(n_prompt, n_cached, ctx, err, errlen) != 0) return -1;
 
     size_t cap = emx_decoder_max_out(tk);
     char *buf = malloc(cap);

@@ -1,10 +1,12 @@
 // runner.c — eval's generations through ./run's code paths (runner.h).
 #include "tools/eval/runner.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/errmsg.h"
@@ -106,11 +108,15 @@ static int cache_prefix(EvalRunner *r, const int *ids, int n_ids, char *err, siz
 // The report page of a generation, as ./run --report makes it (NULL with err: out of memory).
 static EmxReport *report_new(const EvalRunner *r, const EvalConfig *c, const char *page, const int *ids, int n_ids,
                              uint64_t seed, const EmxAgentParams *agents, int n_agents, char *err, size_t errlen) {
+    if (access(r->report_dir, W_OK | X_OK) != 0) {  // said here, as eval says it (./run's helper would too)
+        emx_seterr(err, errlen, "--report-dir %s: %s", r->report_dir, strerror(errno));
+        return NULL;
+    }
     EmxCliArgs a = c->args;
     a.report_path = page;
     const EmxProfile *prof = a.sampler == EMX_SAMPLER_ENTROPIX ? &c->profile : NULL;
     EmxReport *rep = emx_run_report_new(&a, prof, r->tk, ids, n_ids, seed, agents, n_agents);
-    if (!rep) emx_seterr(err, errlen, "--report-dir %s: cannot start a report", r->report_dir);
+    if (!rep) emx_seterr(err, errlen, "--report-dir %s: out of memory", r->report_dir);
     return rep;
 }
 

@@ -212,21 +212,33 @@ static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int i
     return k ? write_out(opt, buf, k, err, errlen) : 0;
 }
 
-int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
-                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
-                 char *err, size_t errlen) {
-    memset(stats, 0, sizeof *stats);
-    stats->n_prompt = n_prompt;
-    int ctx = emx_state_ctx(st);
-    int n_vocab = emx_tokenizer_n_vocab(tk);
+// The prompt's length against the context, and what is cached of it. Returns 0 or -1 (err).
+static int check_prompt(int n_prompt, int n_cached, int ctx, char *err, size_t errlen) {
     if (n_prompt < 1) {
         snprintf(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
+        return -1;
+    }
+    if (n_cached < 0 || n_cached >= n_prompt) {  // the last prompt token must run: its logits choose
+        snprintf(err, errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", n_cached, n_prompt - 1,
+                 n_prompt);
         return -1;
     }
     if (n_prompt > ctx) {
         snprintf(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
         return -1;
     }
+    return 0;
+}
+
+int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                 EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
+                 char *err, size_t errlen) {
+    memset(stats, 0, sizeof *stats);
+    const int n_cached = opt->n_cached;
+    stats->n_prompt = n_prompt - n_cached;
+    int ctx = emx_state_ctx(st);
+    int n_vocab = emx_tokenizer_n_vocab(tk);
+    if (check_prompt(n_prompt, n_cached, ctx, err, errlen) != 0) return -1;
 
     size_t cap = emx_decoder_max_out(tk);
     char *buf = malloc(cap);
@@ -248,12 +260,13 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     // The first token is chosen right after the prefill's forward; its choice is counted in
     // the decode interval with the others, so the sampler's share is of one interval.
     double t0 = emx_now_s();
-    int id = feed_and_choose(st, sampler, prompt, n_prompt, 0, n_vocab, &stats->sample_s);  // one batched prefill
+    // one batched prefill of what is not cached yet
+    int id = feed_and_choose(st, sampler, prompt + n_cached, n_prompt - n_cached, n_cached, n_vocab, &stats->sample_s);
     double t1 = emx_now_s();
     const double first_choice_s = stats->sample_s;
     stats->prefill_s = t1 - t0 - first_choice_s;
     if (id == -1) {
-        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt, ctx,
+        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt - n_cached, ctx,
                  emx_state_error(st));
         rc = -1;
         goto done;

@@ -103,12 +103,18 @@ typedef struct {
     int ids_cap;
     EmxTokenFn on_token; // optional, see above
     void *on_token_user;
+    // Prompt positions 0..n_cached-1 are already in st's cache, from an earlier forward of the
+    // same prompt[0..n_cached) (e.g. prompt[0..n_prompt-1) run once, then several generations
+    // from it): only prompt[n_cached..n_prompt) is run. 0..n_prompt-1; 0: the whole prompt. The
+    // text is bitwise the same as with 0, since a row's result does not depend on its batch
+    // (runtime/cpu/cpu_matmul.h) and the cached rows are those a full prefill writes.
+    int n_cached;
 } EmxGenerateOptions;
 
 typedef struct {
-    int n_prompt;        // tokens prefilled
+    int n_prompt;        // tokens prefilled (n_prompt - opt->n_cached: what ran)
     int n_generated;     // tokens chosen (a final stop token included)
-    double prefill_s;    // one batched forward over the prompt
+    double prefill_s;    // one batched forward over the prompt's uncached tokens
     double decode_s;     // from the end of the prefill's forward to the last token: the
                          // n_generated choices, printing and the n_generated - 1 single-token
                          // forwards
@@ -116,7 +122,7 @@ typedef struct {
     int stop;            // enum emx_stop_reason
 } EmxGenerateStats;
 
-// Runs the prompt from position 0 of `st`, then generates. A stop token ends generation and is
+// Runs the prompt from position opt->n_cached of `st` (0: from the start), then generates. A stop token ends generation and is
 // not printed. Returns 0, or -1 with a one-line reason (prompt longer than the context, the
 // forward pass refusing, the sampler finding no token, a failed write to out, the callback
 // stopping it).

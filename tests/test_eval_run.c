@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run_util.h"
@@ -308,6 +309,9 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "agents:critic=no", NULL}, 2,
                       "key 'critic'");
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--seeds", "0", NULL}, 2, "--seeds");
+    // the pool's flags are checked by ./run's code before anything runs
+    expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "agents:n=2,workers=3", NULL}, 2,
+                      "eval: config 'agents:n=2,workers=3': --workers 3 is more than the 2 agents");
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", good, NULL}, 2, "eval: ");
     cr_expect(access(t.out, F_OK) != 0, "results written for a bad config");
     // chat items on a model without a chat template: refused before anything runs
@@ -326,5 +330,92 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
     fputs("{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":4}\n", f);
     fclose(f);
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, NULL}, 2, "a result of model 'other.bin'");
+    tmp_remove(&t);
+}
+
+// --report-dir: a page per (item, config, seed), named from them ('/' and ':' as '_'), each with
+// its JSON blob holding one token record per generated token (rolled-back ones marked); the
+// reports change nothing in the results; an existing page is replaced; a folder that cannot be
+// made is one line, exit 1.
+static void slug(char *out, const char *s) {
+    for (; *s; s++) *out++ = (strchr("._-", *s) || (*s >= '0' && *s <= '9') || ((*s | 32) >= 'a' && (*s | 32) <= 'z')) ? *s : '_';
+    *out = 0;
+}
+
+// The tokens of the page's blob that were not rolled back; -1 when the page has no blob.
+static int page_tokens(const char *path, int *n_all) {
+    char *s = test_read_file(path, NULL);
+    cr_assert(s, "%s missing", path);
+    const char *tag = "<script type=\"application/json\"", *b = strstr(s, tag);
+    char *e = b ? strstr(b, "</script>") : NULL;
+    if (!b || !e || !(b = strchr(b, '>'))) return free(s), -1;
+    *e = 0;
+    cJSON *doc = cJSON_Parse(b + 1);
+    free(s);
+    cr_assert(doc, "%s: the blob does not parse", path);
+    const cJSON *tokens = cJSON_GetObjectItem(doc, "tokens"), *state = cJSON_GetObjectItem(doc, "state");
+    cr_assert(cJSON_IsArray(tokens) && cJSON_IsArray(state) && cJSON_GetArraySize(tokens) == cJSON_GetArraySize(state));
+    int kept = 0;
+    *n_all = cJSON_GetArraySize(tokens);
+    for (int i = 0; i < *n_all; i++) kept += cJSON_GetArrayItem(cJSON_GetArrayItem(state, i), 0)->valueint == 0;
+    cJSON_Delete(doc);
+    return kept;
+}
+
+Test(eval_run, report_dir_pages, .timeout = 300) {
+    const char *m = model_path("stories260K.f32.bin");
+    Tmp t;
+    tmp_make(&t, "story.jsonl",
+             "{\"id\":\"s/1\",\"prompt\":\"Once upon a time\",\"answer\":\"Lily\",\"check\":\"contains\",\"max_tokens\":14}\n"
+             "{\"id\":\"s2\",\"prompt\":\"Tom had 3 apples\",\"answer\":\"3\",\"check\":\"number\",\"max_tokens\":9}\n");
+    char pages[160], plain[160], page[512];
+    snprintf(pages, sizeof pages, "%s/pages", t.dir);
+    snprintf(plain, sizeof plain, "%s/plain.jsonl", t.dir);
+    cr_assert_eq(mkdir(pages, 0777), 0);  // one page there already, with other content: replaced
+    snprintf(page, sizeof page, "%s/story-s2-entropix-s1.html", pages);
+    FILE *f = fopen(page, "w");
+    fputs("old page", f);
+    fclose(f);
+    const char *args[] = {m, t.tasks, "-o", t.out, "-t", "1", "--seeds", "2", "--config", "greedy", "--config",
+                          "combined:temp=1.0", "--config", "entropix", "--config", "agents:n=3,critic=on,check_every=2",
+                          "--report-dir", pages, NULL};
+    RunResult r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    int n = 0;
+    cJSON **lines = read_results(t.out, &n);
+    cr_assert_eq(n, 2 * (1 + 2 + 2 + 2));
+    for (int i = 0; i < n; i++) {
+        char id[64], cfg[128];
+        slug(id, jstr(lines[i], "id"));
+        slug(cfg, jstr(lines[i], "config"));
+        snprintf(page, sizeof page, "%s/story-%s-%s-s%.0f.html", pages, id, cfg, jnum(lines[i], "seed"));
+        int all = 0;
+        cr_expect_eq(page_tokens(page, &all), (int)jnum(lines[i], "n_tokens"), "%s: tokens of the page (%d with the "
+                     "rolled-back ones) against n_tokens", page, all);
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "test $(ls -A '%s' | wc -l) -eq %d", pages, n);
+    cr_expect_eq(system(cmd), 0, "a page too many or a temporary file left in %s", pages);
+    // the same run without pages: the same results
+    args[3] = plain, args[16] = NULL;
+    r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    int n2 = 0;
+    cJSON **lines2 = read_results(plain, &n2);
+    cr_assert_eq(n2, n);
+    for (int i = 0; i < n; i++) {
+        cr_expect_str_eq(jstr(lines2[i], "text"), jstr(lines[i], "text"), "line %d: the report changed the text", i);
+        cr_expect_eq(jnum(lines2[i], "n_tokens"), jnum(lines[i], "n_tokens"));
+    }
+    free_lines(lines, n);
+    free_lines(lines2, n2);
+    // a folder that cannot be made: one line, exit 1, nothing run
+    snprintf(pages, sizeof pages, "%s/no/such/pages", t.dir);
+    snprintf(plain, sizeof plain, "%s/none.jsonl", t.dir);
+    args[3] = plain, args[16] = "--report-dir";
+    expect_error_prog(eval_binary(), args, 1, "/no/such/pages: No such file or directory");
+    cr_expect(access(plain, F_OK) != 0, "results written with a bad --report-dir");
     tmp_remove(&t);
 }

@@ -2,13 +2,16 @@
 // sampler configurations, with statistics (docs/eval.md). Every task file and config is checked
 // before the first generation; each result is appended to -o as it finishes, and a rerun skips
 // what is there. Exit status: 0 ok, 1 runtime error, 2 bad flag, task file or config.
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "runtime/cli/run_pool.h"
 #include "runtime/model.h"
 #include "runtime/run_io.h"
 #include "tokenizer/chat_template.h"
@@ -30,9 +33,13 @@ typedef struct {
     int n_configs;
 } Eval;
 
-// Progress on stderr: a \r-updated line on a terminal, a line every 5 s otherwise.
+// Progress on stderr: a \r-updated line on a terminal, a line every 5 s otherwise. The ETA
+// prices what is left of each kind (single stream, agents: several times slower) at that
+// kind's mean time per generation so far (the other kind's while it has none).
 typedef struct {
     long total, done, resumed, generated;
+    long left[2], gen[2];  // [0] single-stream, [1] agents: still to do / generated
+    double spent[2];       // seconds of those generations
     double t0, last;
     int tty;
 } Progress;
@@ -43,10 +50,16 @@ static void progress(Progress *p, const char *config, int final) {
     p->last = now;
     const double el = now - p->t0, rate = el > 0 ? (double)p->generated / el : 0.0;
     const long left = p->total - p->done;
-    char eta[32] = "?";
-    if (rate > 0) snprintf(eta, sizeof eta, "%.0fs", (double)left / rate);
+    double eta = 0;
+    for (int k = 0; k < 2; k++) {
+        const int from = p->gen[k] ? k : 1 - k;
+        if (p->left[k] && !p->gen[from]) eta = -1;
+        if (eta >= 0 && p->left[k]) eta += (double)p->left[k] * p->spent[from] / (double)p->gen[from];
+    }
+    char etas[32] = "?";
+    if (eta >= 0) snprintf(etas, sizeof etas, "%.0fs", eta);
     fprintf(stderr, "%seval: %ld/%ld done (%ld from the results file), %.2f gen/s, ETA %s, %s%s", p->tty ? "\r" : "",
-            p->done, p->total, p->resumed, rate, left ? eta : "0s", config, p->tty && !final ? "   " : "\n");
+            p->done, p->total, p->resumed, rate, left ? etas : "0s", config, p->tty && !final ? "   " : "\n");
 }
 
 // Task files and configs, all checked before anything else. Returns 0 or 2 (said on stderr).
@@ -66,6 +79,11 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
                 return snprintf(err, errlen, "config '%s' given twice", e->a.configs[c]), 2;
         if (eval_config_parse(e->a.configs[c], e->a.model, &e->configs[c], err, errlen) != 0) return 2;
         e->n_configs++;
+        EmxRunPoolSetup ps;  // the pool's flags checked now, as ./run checks them, not at its first item
+        char why[256];
+        const EmxCliArgs *ca = &e->configs[c].args;
+        const int bad = ca->sampler == EMX_SAMPLER_AGENTS ? emx_run_pool_setup(ca, &ps, why, sizeof why) : 0;
+        if (bad) return snprintf(err, errlen, "config '%s': %s", e->a.configs[c], why), bad;
     }
     return 0;
 }
@@ -96,35 +114,52 @@ static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t e
     return 0;
 }
 
-// Every (config, seed, item) not in the results file yet. Returns 0 or 1 (said in err).
+static int is_agents(const EvalConfig *c) { return c->args.sampler == EMX_SAMPLER_AGENTS; }
+
+// One (item, config, seed): skipped when the results file has it, else generated, checked and
+// appended. Returns 0 or 1 (said in err).
+static int run_one(EvalRunner *r, EvalResults *res, Progress *p, const EvalItem *it, const EvalConfig *cfg, int s,
+                   char *err, size_t errlen) {
+    const int k = is_agents(cfg);
+    p->done++, p->left[k]--;
+    if (eval_results_find(res, it->family, it->id, cfg->spec, (uint64_t)s)) {
+        p->resumed++;
+        return 0;
+    }
+    EvalGen g;
+    char why[512];
+    if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
+        return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
+    char *extracted = NULL;
+    int ok = eval_check(it, g.text, &extracted);
+    int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
+    free(extracted);
+    free(g.text);
+    if (rc) return 1;
+    p->generated++, p->gen[k]++, p->spent[k] += g.time_s;
+    progress(p, cfg->spec, 0);
+    return 0;
+}
+
+// Every (item, config, seed) not in the results file yet. The single-stream configs run
+// item-major: every (config, seed) of an item follows the others, so the item's prompt is
+// prefilled once and each generation runs only its last token (runner.c, cache_prefix). The
+// agents configs run after, config-major: each has replicas of its own and keeps its critic
+// across its items. Returns 0 or 1 (said in err).
 static int run_all(Eval *e, EvalRunner *r, EvalResults *res, char *err, size_t errlen) {
     Progress p = {.t0 = emx_now_s(), .tty = isatty(STDERR_FILENO)};
-    for (int c = 0; c < e->n_configs; c++) p.total += (long)(e->configs[c].deterministic ? 1 : e->a.seeds) * e->n_items;
     for (int c = 0; c < e->n_configs; c++) {
-        const EvalConfig *cfg = &e->configs[c];
-        const int seeds = cfg->deterministic ? 1 : e->a.seeds;
-        for (int s = 0; s < seeds; s++)
-            for (int i = 0; i < e->n_items; i++) {
-                const EvalItem *it = e->items[i];
-                p.done++;
-                if (eval_results_find(res, it->family, it->id, cfg->spec, (uint64_t)s)) {
-                    p.resumed++;
-                    continue;
-                }
-                EvalGen g;
-                char why[512];
-                if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
-                    return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
-                char *extracted = NULL;
-                int ok = eval_check(it, g.text, &extracted);
-                int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
-                free(extracted);
-                free(g.text);
-                if (rc) return 1;
-                p.generated++;
-                progress(&p, cfg->spec, 0);
-            }
+        const long n = (long)(e->configs[c].deterministic ? 1 : e->a.seeds) * e->n_items;
+        p.total += n, p.left[is_agents(&e->configs[c])] += n;
     }
+    for (int i = 0; i < e->n_items; i++)
+        for (int c = 0; c < e->n_configs; c++)
+            for (int s = 0; !is_agents(&e->configs[c]) && s < (e->configs[c].deterministic ? 1 : e->a.seeds); s++)
+                if (run_one(r, res, &p, e->items[i], &e->configs[c], s, err, errlen)) return 1;
+    for (int c = 0; c < e->n_configs; c++)
+        for (int s = 0; is_agents(&e->configs[c]) && s < (e->configs[c].deterministic ? 1 : e->a.seeds); s++)
+            for (int i = 0; i < e->n_items; i++)
+                if (run_one(r, res, &p, e->items[i], &e->configs[c], s, err, errlen)) return 1;
     progress(&p, "finished", 1);
     return 0;
 }
@@ -138,6 +173,17 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
     FILE *f = fopen(e->a.json, "w");
     if (!f || eval_summary_json(f, &in, e->a.model) != 0 || fclose(f) != 0)
         return snprintf(err, errlen, "--json %s: write failed", e->a.json), 1;
+    return 0;
+}
+
+// --report-dir: made if missing (its parent must exist), and writable. Returns 0 or 1.
+static int report_dir(const char *dir, char *err, size_t errlen) {
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return snprintf(err, errlen, "--report-dir %s: not a folder", dir), 1;
+    if (access(dir, W_OK | X_OK) != 0) return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
     return 0;
 }
 
@@ -156,7 +202,9 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     rc = 1;
     if (tk && eval_runner_init(&r, &m, tk, e->a.device, e->a.threads, err, errlen) == 0) {
         rc = check_prompts(e, &r, err, errlen);
+        if (!rc && e->a.report_dir) rc = report_dir(e->a.report_dir, err, errlen);
         if (!rc) rc = eval_results_open(&res, e->a.out, e->a.model, err, errlen) ? 2 : 0;
+        r.report_dir = e->a.report_dir;
         if (!rc) rc = run_all(e, &r, &res, err, errlen);
         if (!rc) rc = summarize(e, &res, err, errlen);
         char why[256];

@@ -37,54 +37,14 @@ static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, in
 int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk, const int *ids, int n_ids, int ctx,
                  volatile sig_atomic_t *interrupted) {
     char err[512];
-    // --devices: cpu, or one worker per listed GPU
-    int cuda_devices[EMX_POOL_MAX_AGENTS];
-    const int n_devices = emx_pool_parse_devices(a->devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, sizeof err);
-    if (n_devices < 0) {
+    EmxRunPoolSetup ps;
+    const int bad = emx_run_pool_setup(a, &ps, err, sizeof err);
+    if (bad) {
         fprintf(stderr, "run: %s\n", err);
-        return 2;
+        return bad;
     }
-    const int n_gpus = n_devices > 0 ? emx_pool_gpu_count() : 0;
-    if (n_gpus < 0) {
-        fprintf(stderr,
-                "run: --devices %s: this build has no CUDA backend, so the agent pool runs on the CPU only (make cuda "
-                "builds build/cuda/run)\n",
-                a->devices);
-        return 2;
-    }
-    // one worker per GPU: --workers may only repeat the count (1 is the default, not a choice)
-    if (n_devices > 0 && a->workers != 1 && a->workers != n_devices) {
-        fprintf(stderr, "run: --workers %d with --devices %s: one worker per device (%d), leave --workers out\n",
-                a->workers, a->devices, n_devices);
-        return 2;
-    }
-    for (int i = 0; i < n_devices; i++)
-        if (cuda_devices[i] >= n_gpus) {
-            fprintf(stderr, "run: --devices %s: no GPU cuda:%d (this machine has %d)\n", a->devices, cuda_devices[i], n_gpus);
-            return 1;
-        }
-    const int n_workers = n_devices > 0 ? n_devices : a->workers;
-    char critic_device[24] = "cpu";  // the critic runs on rank 0, beside worker 0's replica
-    if (n_devices > 0) snprintf(critic_device, sizeof critic_device, "cuda:%d", cuda_devices[0]);
-    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
-    int n_agents = a->n_agents;
-    if (a->agent_configs) {
-        n_agents = emx_pool_parse_configs(a->agent_configs, agents, EMX_POOL_MAX_AGENTS, err, sizeof err);
-        if (n_agents < 0) {
-            fprintf(stderr, "run: %s\n", err);
-            return 2;
-        }
-    } else {
-        emx_pool_default_configs(agents, n_agents);
-    }
-    if (n_workers > n_agents) {
-        if (n_devices > 0)
-            fprintf(stderr, "run: --devices %s: %d devices for %d agents (one worker per device, at least one agent each)\n",
-                    a->devices, n_devices, n_agents);
-        else
-            fprintf(stderr, "run: --workers %d is more than the %d agents\n", a->workers, n_agents);
-        return 2;
-    }
+    const int n_workers = ps.n_workers, n_agents = ps.n_agents, n_devices = ps.n_devices;
+    const EmxAgentParams *agents = ps.agents;
     // MAX_TOKENS of the original design: 25000 by default, capped by the context
     int n_predict = a->n_predict_given ? a->n_predict : 25000;
     const int room = ctx - n_ids;
@@ -106,10 +66,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     FILE *log = NULL, *metrics = NULL;
     EmxReport *report = NULL;
     if (a->check_every > 0) {
-        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = a->threads, .device = critic_device};
-        critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, sizeof err)
-                                 : emx_critic_new(m, tk, &co, err, sizeof err);
-        if (!critic) {
+        if (!(critic = emx_run_pool_critic(a, &ps, m, tk, a->threads, err, sizeof err))) {
             fprintf(stderr, "run: critic: %s\n", err);
             goto out;
         }
@@ -141,13 +98,9 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
         fprintf(log, "\n");
         fflush(log);
     }
-    EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = a->lookahead,
-                         .n_workers = n_workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
-                         .n_threads = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : 0,
-                         .ctx = ctx, .seed = seed, .n_predict = n_predict, .critic = critic,
-                         .check_every = a->check_every, .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
-                         .critic_window = a->critic_window, .out = stdout, .log = log, .metrics = metrics,
-                         .interrupted = interrupted, .want_logprobs = a->logprobs >= 0, .n_logprobs = a->logprobs};
+    EmxPoolOptions po = emx_run_pool_options(a, &ps, a->threads, ctx, seed, n_predict, critic);
+    po.out = stdout, po.log = log, po.metrics = metrics, po.interrupted = interrupted;
+    po.want_logprobs = a->logprobs >= 0, po.n_logprobs = a->logprobs;
     if (a->report_path) {  // the pool's rounds, verdicts and rollbacks fill it
         if (!(report = emx_run_report_new(a, NULL, tk, ids, n_ids, seed, agents, n_agents))) goto out;
         po.on_event = emx_report_pool_event, po.on_event_user = report;

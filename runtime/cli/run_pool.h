@@ -4,10 +4,40 @@
 #define ENTROPIX_RUN_POOL_H
 
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/cli/cli_args.h"
 #include "runtime/model.h"
+#include "runtime/pool/critic.h"
+#include "runtime/pool/pool_generate.h"
 #include "tokenizer/tokenizer.h"
+
+// The pool's layout from the flags (run_pool_setup.c), shared by ./run and tools/eval.
+typedef struct {
+    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];  // --agents N's defaults, or --agent-configs
+    int n_agents;
+    int cuda_devices[EMX_POOL_MAX_AGENTS];       // --devices cuda:0,cuda:1 -> {0, 1}
+    int n_devices;                               // 0: CPU workers
+    int n_workers;                               // one per device, else --workers
+    char critic_device[24];                      // "cpu", or rank 0's GPU "cuda:N"
+} EmxRunPoolSetup;
+
+// Reads --devices, --workers, --agents, --agent-configs; checks that the GPUs exist and that
+// every worker has an agent. Returns 0, or 2 (a bad flag value) or 1 (no such GPU) with a
+// one-line reason in err ("--workers 5 is more than the 4 agents").
+int emx_run_pool_setup(const EmxCliArgs *a, EmxRunPoolSetup *s, char *err, size_t errlen);
+
+// The critic the flags ask for: --critic-model's, else the generating model judging (on
+// s->critic_device, `threads` OpenMP threads). NULL with err on failure.
+EmxCritic *emx_run_pool_critic(const EmxCliArgs *a, const EmxRunPoolSetup *s, const EmxModel *m,
+                               const EmxTokenizer *tk, int threads, char *err, size_t errlen);
+
+// The pool's options from the flags and the setup: agents, lookahead, workers and their devices,
+// `threads` split over the workers, the critic (used when --check-every > 0) and its schedule.
+// Output, log, metrics, events and the interrupt flag are left for the caller.
+EmxPoolOptions emx_run_pool_options(const EmxCliArgs *a, const EmxRunPoolSetup *s, int threads, int ctx,
+                                    uint64_t seed, int n_predict, EmxCritic *critic);
 
 // Generates from the prompt ids with the agent pool as the flags in `a` say. `interrupted`
 // is the SIGINT flag (set asynchronously; the run stops after the current round, prints and

@@ -41,10 +41,11 @@ int eval_parse_args(int argc, char **argv, EvalArgs *a, char *err, size_t errlen
             else a->tasks[a->n_tasks++] = f;
             continue;
         }
-        static const char *const valued[] = {"--config", "--seeds", "--limit", "-o", "--json", "--device", "-t"};
+        static const char *const valued[] = {"--config", "--seeds", "--limit", "-o", "--json", "--device", "-t",
+                                             "--report-dir"};
         int k = 0;
-        while (k < 7 && strcmp(f, valued[k]) != 0) k++;
-        if (k == 7) return usage_err(err, errlen, "unknown option '%s' (see --help)", f);
+        while (k < 8 && strcmp(f, valued[k]) != 0) k++;
+        if (k == 8) return usage_err(err, errlen, "unknown option '%s' (see --help)", f);
         if (i + 1 >= argc) return usage_err(err, errlen, "%s needs a value", f);
         const char *v = argv[++i];
         int rc = 0;
@@ -59,6 +60,7 @@ int eval_parse_args(int argc, char **argv, EvalArgs *a, char *err, size_t errlen
         case 4: a->json = v; break;
         case 5: a->device = v; break;
         case 6: rc = parse_int(f, v, 0, 4096, &a->threads, err, errlen); break;
+        case 7: a->report_dir = v; break;
         }
         if (rc) return rc;
     }
@@ -88,6 +90,8 @@ void eval_usage(FILE *f) {
           "  -o FILE                 results, one JSON line each, appended as they finish (default\n"
           "                          " EVAL_DEFAULT_OUT "); a rerun with the same file skips what is there\n"
           "  --json FILE             the summary as JSON too\n"
+          "  --report-dir DIR        an HTML report (./run --report's page) per generation, named\n"
+          "                          DIR/FAMILY-ID-CONFIG-sSEED.html; DIR is created if missing\n"
           "  --device D              cpu, cuda:N or auto (default), as ./run's\n"
           "  -t N                    CPU threads (default: all cores)\n"
           "Exit: 0 ok, 1 runtime error, 2 bad flag, task file or config (nothing is generated).\n",

@@ -19,6 +19,7 @@ typedef struct {
     int limit;          // --limit N: the first N items of each file (0: all)
     const char *out;    // -o, default eval-results.jsonl
     const char *json;   // --json FILE: the summary as JSON (NULL: none)
+    const char *report_dir; // --report-dir DIR: an HTML report per generation (NULL: none)
     const char *device; // --device, default auto
     int threads;        // -t, default 0 (all cores)
     int help;

@@ -1,13 +1,17 @@
 // runner.c — eval's generations through ./run's code paths (runner.h).
 #include "tools/eval/runner.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/errmsg.h"
+#include "runtime/cli/run_pool.h"
+#include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
 #include "runtime/generate.h"
 #include "runtime/pool/pool_generate.h"
@@ -25,6 +29,7 @@ int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, c
 }
 
 void eval_runner_free(EvalRunner *r) {
+    free(r->cached);
     emx_critic_free(r->critic);
     if (r->st) emx_state_free(r->st);
     memset(r, 0, sizeof *r);
@@ -50,13 +55,15 @@ typedef struct {
     const EvalItem *it;
     uint64_t seed;
     EmxRunSampler *rs;
+    const EmxLogprobTap *lpt;  // --report-dir: the step's top logprobs
+    EmxReport *rep;            // --report-dir, or NULL
 } Sink;
 
 // emx_generate's per-token callback: the text to the buffer, the record to the hook.
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
     Sink *s = user;
     if (len && fwrite(text, 1, len, s->out) != len) return -1;
-    if (!s->r->hook) return 0;
+    if (!s->r->hook && !s->rep) return 0;
     EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
                           .sampler = emx_sampler_kind_name(s->c->args.sampler), .score = NAN};
     rec.piece = emx_token_bytes_ref(s->r->tk, id, &rec.piece_len);
@@ -68,22 +75,77 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         rec.params = &s->rs->params;
         if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the hook
     }
-    s->r->hook(s->r->hook_user, s->it, s->c, s->seed, &rec);
+    if (s->lpt) rec.logprobs = &s->lpt->last, rec.tk = s->r->tk;
+    if (s->rep) emx_report_add_token(s->rep, &rec);  // out of memory: the page says it is incomplete
+    if (s->r->hook) s->r->hook(s->r->hook_user, s->it, s->c, s->seed, &rec);
     return 0;
 }
 
+// Puts the rows of ids[0..n_ids-1) into the state's cache, running only what is not there yet:
+// the positions past the longest common prefix with what the cache holds. So the generations of
+// one item (every config and seed: same prompt) prefill once, and items that share a start (a
+// chat template, a system message) share its rows too. Exact: a row's result does not depend on
+// the batch it is run in (runtime/cpu/cpu_matmul.h), so these rows are those a full prefill
+// writes. Returns the positions now cached (n_ids - 1), or -1.
+static int cache_prefix(EvalRunner *r, const int *ids, int n_ids, char *err, size_t errlen) {
+    const int want = n_ids - 1;
+    int k = 0;
+    while (k < r->n_cached && k < want && r->cached[k] == ids[k]) k++;
+    if (k == want) return r->n_cached = want;  // rows past `want` are stale; they are not read
+    if (want > r->cap_cached) {
+        int *c = realloc(r->cached, (size_t)want * sizeof *c);
+        if (!c) return emx_seterr(err, errlen, "out of memory");
+        r->cached = c, r->cap_cached = want;
+    }
+    r->n_cached = k;  // what stays valid if the forward fails
+    if (!emx_forward(r->st, ids + k, want - k, k))
+        return emx_seterr(err, errlen, "forward pass failed on the prompt (%d tokens): %s", n_ids,
+                          emx_state_error(r->st));
+    memcpy(r->cached + k, ids + k, (size_t)(want - k) * sizeof *ids);
+    return r->n_cached = want;
+}
+
+// The report page of a generation, as ./run --report makes it (NULL with err: out of memory).
+static EmxReport *report_new(const EvalRunner *r, const EvalConfig *c, const char *page, const int *ids, int n_ids,
+                             uint64_t seed, const EmxAgentParams *agents, int n_agents, char *err, size_t errlen) {
+    if (access(r->report_dir, W_OK | X_OK) != 0) {  // said here, as eval says it (./run's helper would too)
+        emx_seterr(err, errlen, "--report-dir %s: %s", r->report_dir, strerror(errno));
+        return NULL;
+    }
+    EmxCliArgs a = c->args;
+    a.report_path = page;
+    const EmxProfile *prof = a.sampler == EMX_SAMPLER_ENTROPIX ? &c->profile : NULL;
+    EmxReport *rep = emx_run_report_new(&a, prof, r->tk, ids, n_ids, seed, agents, n_agents);
+    if (!rep) emx_seterr(err, errlen, "--report-dir %s: out of memory", r->report_dir);
+    return rep;
+}
+
 static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, const int *ids,
-                      int n_ids, FILE *out, EvalGen *g, char *err, size_t errlen) {
+                      int n_ids, FILE *out, const char *page, EmxReport **rep, EvalGen *g, char *err, size_t errlen) {
     const int ctx = emx_state_ctx(r->st);
+    const int n_cached = cache_prefix(r, ids, n_ids, err, errlen);
+    if (n_cached < 0) return -1;
     EmxRunSampler rs = {0};
-    if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, r->hook != NULL, err, errlen) != 0)
+    const int want_metrics = r->hook != NULL || page != NULL;
+    if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, want_metrics, err, errlen) != 0)
         return -1;
     const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
     Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs};
+    EmxSampler *sampler = rs.sampler;
+    EmxLogprobTap lpt;
+    if (page) {  // as ./run --report: the logprob tap outermost, the page's alternatives
+        if (!(*rep = sink.rep = report_new(r, c, page, ids, n_ids, seed, NULL, 0, err, errlen))) {
+            emx_run_sampler_free(&rs);
+            return -1;
+        }
+        emx_logprob_tap_init(&lpt, sampler, EMX_REPORT_TOP);
+        sampler = &lpt.base, sink.lpt = &lpt;
+    }
     EmxGenerateOptions go = {.n_predict = it->max_tokens < room ? it->max_tokens : room, .out = out,
-                             .out_name = "the text buffer", .on_token = on_token, .on_token_user = &sink};
+                             .out_name = "the text buffer", .on_token = on_token, .on_token_user = &sink,
+                             .n_cached = n_cached};  // only the last prompt token runs
     EmxGenerateStats stats;
-    int rc = emx_generate(r->st, r->tk, ids, n_ids, rs.sampler, &go, &stats, err, errlen);
+    int rc = emx_generate(r->st, r->tk, ids, n_ids, sampler, &go, &stats, err, errlen);
     if (rc == 0) {
         g->n_tokens = stats.n_generated;
         if (rs.entropix) {
@@ -95,46 +157,55 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     return rc;
 }
 
-// The pool's options from the config's flags, as runtime/cli/run_pool.c builds them.
+// The pool from the config's flags, by ./run's code (runtime/cli/run_pool.h).
 static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int *ids, int n_ids, int ctx,
-                    const EvalItem *it, FILE *out, EvalGen *g, char *err, size_t errlen) {
+                    const EvalItem *it, FILE *out, const char *page, EmxReport **rep, EvalGen *g, char *err,
+                    size_t errlen) {
     const EmxCliArgs *a = &c->args;
-    int cuda_devices[EMX_POOL_MAX_AGENTS];
-    const int n_devices = emx_pool_parse_devices(a->devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, errlen);
-    if (n_devices < 0) return -1;
-    EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
-    int n_agents = a->n_agents;
-    if (a->agent_configs) {
-        if ((n_agents = emx_pool_parse_configs(a->agent_configs, agents, EMX_POOL_MAX_AGENTS, err, errlen)) < 0) return -1;
-    } else {
-        emx_pool_default_configs(agents, n_agents);
-    }
-    const int n_workers = n_devices > 0 ? n_devices : a->workers;
-    if (n_workers > n_agents) return emx_seterr(err, errlen, "%d workers for %d agents", n_workers, n_agents);
+    EmxRunPoolSetup ps;
+    if (emx_run_pool_setup(a, &ps, err, errlen) != 0) return -1;
     if (a->check_every > 0 && r->critic_for != c) {  // one critic per config, kept across its items
         emx_critic_free(r->critic);
         r->critic_for = NULL;
-        char cdev[24] = "cpu";
-        if (n_devices > 0) snprintf(cdev, sizeof cdev, "cuda:%d", cuda_devices[0]);
-        EmxCriticOptions co = {.margin = a->critic_margin, .n_threads = r->threads, .device = cdev};
-        r->critic = a->critic_model ? emx_critic_open(a->critic_model, &co, err, errlen)
-                                    : emx_critic_new(r->m, r->tk, &co, err, errlen);
-        if (!r->critic) return -1;
+        if (!(r->critic = emx_run_pool_critic(a, &ps, r->m, r->tk, r->threads, err, errlen))) return -1;
         r->critic_for = c;
     }
     const int room = ctx - n_ids;
-    EmxPoolOptions po = {.agents = agents, .n_agents = n_agents, .lookahead = a->lookahead,
-                         .n_workers = n_workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
-                         .n_threads = r->threads > 0 ? (r->threads + n_workers - 1) / n_workers : 0,
-                         .ctx = ctx, .seed = seed, .n_predict = it->max_tokens < room ? it->max_tokens : room,
-                         .critic = a->check_every > 0 ? r->critic : NULL, .check_every = a->check_every,
-                         .rollback = a->rollback, .max_rollbacks = a->max_rollbacks,
-                         .critic_window = a->critic_window, .out = out};
+    EmxPoolOptions po = emx_run_pool_options(a, &ps, r->threads, ctx, seed,
+                                             it->max_tokens < room ? it->max_tokens : room, r->critic);
+    po.out = out;
+    if (page) {  // the pool's rounds, verdicts and rollbacks fill it
+        if (!(*rep = report_new(r, c, page, ids, n_ids, seed, ps.agents, ps.n_agents, err, errlen))) return -1;
+        po.on_event = emx_report_pool_event, po.on_event_user = *rep;
+    }
     EmxPoolStats stats;
     int rc = emx_pool_generate(r->m, r->tk, ids, n_ids, &po, &stats, NULL, NULL, err, errlen);
     if (rc == 0 && stats.out_errno) rc = emx_seterr(err, errlen, "writing the text buffer failed");
     if (rc == 0) g->n_tokens = stats.n_generated;
     return rc;
+}
+
+// Bytes outside [A-Za-z0-9._-] as '_', so no name makes a path of its own ("a/b", "..").
+static size_t slug(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 1 < cap; s++, n++) {
+        const char ch = *s;
+        const int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                         ch == '_' || ch == '-';
+        out[n] = keep ? ch : '_';
+    }
+    if (cap) out[n] = 0;
+    return *s ? cap : n;  // cap: it did not fit
+}
+
+int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed) {
+    char fam[256], id[256], cfg[512];
+    if (slug(fam, sizeof fam, it->family) >= sizeof fam || slug(id, sizeof id, it->id) >= sizeof id ||
+        slug(cfg, sizeof cfg, c->spec) >= sizeof cfg)
+        return -1;
+    // the names are joined with '-' between a prefix and ".html": no slash, never "." or ".."
+    const int n = snprintf(out, cap, "%s/%s-%s-%s-s%llu.html", dir, fam, id, cfg, (unsigned long long)seed);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
@@ -155,12 +226,23 @@ int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64
         free(ids);
         return emx_seterr(err, errlen, "out of memory");
     }
+    char path[4096] = "";
+    if (r->report_dir && eval_report_path(path, sizeof path, r->report_dir, it, c, seed) != 0) {
+        fclose(out), free(buf), free(ids);
+        return emx_seterr(err, errlen, "--report-dir %s: the page's name is too long", r->report_dir);
+    }
+    EmxReport *rep = NULL;
     const double t0 = emx_now_s();
-    int rc = agents ? gen_pool(r, c, seed, ids, n_ids, ctx, it, out, g, err, errlen)
-                    : gen_single(r, c, it, seed, ids, n_ids, out, g, err, errlen);
+    const char *page = r->report_dir ? path : NULL;
+    int rc = agents ? gen_pool(r, c, seed, ids, n_ids, ctx, it, out, page, &rep, g, err, errlen)
+                    : gen_single(r, c, it, seed, ids, n_ids, out, page, &rep, g, err, errlen);
     g->time_s = emx_now_s() - t0;
     if (fclose(out) != 0 && rc == 0) rc = emx_seterr(err, errlen, "out of memory");
     free(ids);
+    char why[512];
+    if (rep && rc == 0 && emx_report_write(rep, path, why, sizeof why) != 0)
+        rc = emx_seterr(err, errlen, "--report-dir: %s", why);
+    emx_report_free(rep);
     if (rc != 0) {
         free(buf);
         return -1;

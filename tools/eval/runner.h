@@ -25,12 +25,15 @@ typedef struct {
     const EmxModel *m;
     const EmxTokenizer *tk;
     EmxState *st;                 // one state for every single-stream generation
+    int *cached;                  // st's cache holds the rows of these prompt ids at 0..n_cached-1
+    int n_cached, cap_cached;     // (a generation from prompt p writes rows >= len(p) - 1 only)
     int threads;
     const char *device;
     EmxCritic *critic;            // the agents config's critic, kept while that config runs
     const EvalConfig *critic_for;
     EvalTokenHook hook;
     void *hook_user;
+    const char *report_dir;       // --report-dir: a page per generation (NULL: none)
 } EvalRunner;
 
 typedef struct {
@@ -53,7 +56,12 @@ int eval_prompt_ids(const EvalRunner *r, const EvalItem *it, const EvalConfig *c
 // The context a generation with c has (the state's, or the agents' replicas').
 int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c);
 
-// Generates it's answer with c and seed. Returns 0 (g filled; free g->text), or -1.
+// The --report-dir page of (it, c, seed): dir/<family>-<id>-<config>-s<seed>.html, each name
+// with every byte outside [A-Za-z0-9._-] written as '_'. Returns 0, or -1 when it does not fit.
+int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed);
+
+// Generates it's answer with c and seed (and its report page when r->report_dir is set).
+// Returns 0 (g filled; free g->text), or -1.
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
                   size_t errlen);
 

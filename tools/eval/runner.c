@@ -59,11 +59,11 @@ typedef struct {
     EmxReport *rep;            // --report-dir, or NULL
 } Sink;
 
-// emx_generate's per-token callback: the text to the buffer, the record to the hook.
+// emx_generate's per-token callback: the text to the buffer, the record to the page (--report-dir).
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
     Sink *s = user;
     if (len && fwrite(text, 1, len, s->out) != len) return -1;
-    if (!s->r->hook && !s->rep) return 0;
+    if (!s->rep) return 0;
     EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
                           .sampler = emx_sampler_kind_name(s->c->args.sampler), .score = NAN};
     rec.piece = emx_token_bytes_ref(s->r->tk, id, &rec.piece_len);
@@ -73,11 +73,10 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         rec.score = s->rs->es.last_score;
     } else {
         rec.params = &s->rs->params;
-        if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the hook
+        if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the page
     }
     if (s->lpt) rec.logprobs = &s->lpt->last, rec.tk = s->r->tk;
     if (s->rep) emx_report_add_token(s->rep, &rec);  // out of memory: the page says it is incomplete
-    if (s->r->hook) s->r->hook(s->r->hook_user, s->it, s->c, s->seed, &rec);
     return 0;
 }
 
@@ -126,7 +125,7 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     const int n_cached = cache_prefix(r, ids, n_ids, err, errlen);
     if (n_cached < 0) return -1;
     EmxRunSampler rs = {0};
-    const int want_metrics = r->hook != NULL || page != NULL;
+    const int want_metrics = page != NULL;
     if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, want_metrics, err, errlen) != 0)
         return -1;
     const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back

@@ -16,11 +16,6 @@
 #include "tools/eval/config.h"
 #include "tools/eval/tasks.h"
 
-// Called for every token a single-stream generation chooses (the record --metrics would log),
-// for a per-token report; NULL: none.
-typedef void (*EvalTokenHook)(void *user, const EvalItem *it, const EvalConfig *c, uint64_t seed,
-                              const EmxTokenRecord *r);
-
 typedef struct {
     const EmxModel *m;
     const EmxTokenizer *tk;
@@ -31,8 +26,6 @@ typedef struct {
     const char *device;
     EmxCritic *critic;            // the agents config's critic, kept while that config runs
     const EvalConfig *critic_for;
-    EvalTokenHook hook;
-    void *hook_user;
     const char *report_dir;       // --report-dir: a page per generation (NULL: none)
 } EvalRunner;
 

@@ -149,7 +149,7 @@ check-layers:
 	python3 tools/check_layers.py
 
 # Every relative link and #anchor in README.md and docs/*.md resolves inside the repository, and
-# README.md stays a front door of at most 12 KiB (tools/check_links.py; its self-test first, so a
+# README.md stays a front door of at most 12 KB (12,000 bytes) (tools/check_links.py; its self-test first, so a
 # checker that stopped catching broken links fails here instead of passing everything).
 check-links:
 	python3 tools/check_links.py --self-test

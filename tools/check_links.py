@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-README_MAX = 12288
+README_MAX = 12000  # 12 KB, as the reader's front door is promised
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
 HEADING_RE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")

@@ -65,6 +65,8 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":1,\"prompt\":\"p\"}", P, "model", "must be a string");
     parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");
+    // a quoted client value with a newline stays one line (parse_bad asserts no '\n')
+    parse_bad("{\"messages\":[{\"role\":\"us\\nx\",\"content\":\"x\"}]}", C, "messages", "'us?x' is not supported");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":3}]}", C, "messages", "content");
     parse_bad("{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", P, "prompt", "batches");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"max_tokens\":0}", P, "max_tokens", "must be in");

@@ -16,7 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e.status < 400 || e.status > 599 || strchr(e.message, '\n')) abort();
         return 0;
     }
-    if (!r.model || (kind == SRV_CHAT ? r.n_messages < 1 : !r.prompt)) abort();
+    // model is optional (NULL when absent, as llama.cpp's server has it); a chat has messages,
+    // a completion its prompt
+    if (kind == SRV_CHAT ? r.n_messages < 1 : !r.prompt) abort();
     if (r.max_tokens == 0 || r.max_tokens > SRV_MAX_TOKENS || r.top_logprobs > SRV_MAX_LOGPROBS) abort();
     if ((r.has_temperature && !(r.temperature >= 0 && r.temperature <= 2)) || (r.has_top_p && !(r.top_p > 0 && r.top_p <= 1)))
         abort();

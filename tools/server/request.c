@@ -20,6 +20,10 @@ int srv_fail(SrvError *e, int status, const char *param, const char *code, const
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    // The message may quote the client's own bytes (a role, a sampler name, a model, a URL): a
+    // control byte there becomes '?', so the error stays one line in the logs and the JSON.
+    for (char *c = e->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return -1;
 }
 

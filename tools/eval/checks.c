@@ -13,14 +13,6 @@
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alnum(char c) { return isalnum((unsigned char)c) != 0; }
 
-static char *dup_n(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
-
 int eval_last_number(const char *text, double *value, char *out, size_t outlen) {
     int found = 0;
     char buf[128];
@@ -96,7 +88,7 @@ static char *trim_exact(const char *text) {
     while (s < e && isspace((unsigned char)*s)) s++;
     while (e > s && isspace((unsigned char)e[-1])) e--;
     if (e > s && e[-1] == '.') e--;  // one trailing period: "Paris."
-    return dup_n(s, (size_t)(e - s));
+    return strndup(s, (size_t)(e - s));
 }
 
 static int check_regex(const EvalItem *it, const char *text, char **extracted) {
@@ -109,7 +101,7 @@ static int check_regex(const EvalItem *it, const char *text, char **extracted) {
         pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         int g = groups >= 1 ? 1 : 0;  // group 1, or the whole match when there are no groups
-        if (g < rc && ov[2 * g] != PCRE2_UNSET) *extracted = dup_n(text + ov[2 * g], ov[2 * g + 1] - ov[2 * g]);
+        if (g < rc && ov[2 * g] != PCRE2_UNSET) *extracted = strndup(text + ov[2 * g], ov[2 * g + 1] - ov[2 * g]);
     }
     pcre2_match_data_free(md);
     return *extracted && strcmp(*extracted, it->answer) == 0;
@@ -122,7 +114,7 @@ int eval_check(const EvalItem *it, const char *text, char **extracted) {
         char buf[128];
         double v;
         if (!eval_last_number(text, &v, buf, sizeof buf)) return 0;
-        *extracted = dup_n(buf, strlen(buf));
+        *extracted = strndup(buf, strlen(buf));
         return fabs(v - it->answer_num) <= it->tolerance + 1e-9;
     }
     case EVAL_CHECK_EXACT:
@@ -132,14 +124,14 @@ int eval_check(const EvalItem *it, const char *text, char **extracted) {
         int c = eval_choice_letter(text);
         if (!c) return 0;
         char s[2] = {(char)c, 0};
-        *extracted = dup_n(s, 1);
+        *extracted = strndup(s, 1);
         return c == it->answer[0];
     }
     case EVAL_CHECK_REGEX:
         return check_regex(it, text, extracted);
     case EVAL_CHECK_CONTAINS:
         if (!find_ci(text, it->answer, 0)) return 0;
-        *extracted = dup_n(it->answer, strlen(it->answer));
+        *extracted = strndup(it->answer, strlen(it->answer));
         return 1;
     }
     return 0;

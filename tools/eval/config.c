@@ -23,16 +23,9 @@ static const struct { const char *key, *flag; } key_flags[] = {
 #define KEY_LIST "temp, top_k, top_p, min_p, profile, profile_set, metric_layers, n, agent_configs, lookahead, " \
                  "workers, devices, critic=off, check_every, window, margin, critic_model, rollback, max_rollbacks, no_think=1"
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static int push(EvalConfig *c, const char *s) {
     if (c->argc >= EVAL_CONFIG_MAX_ARGS - 1) return -1;
-    if (!(c->argv[c->argc] = dup_str(s))) return -1;
+    if (!(c->argv[c->argc] = strdup(s))) return -1;
     c->argc++;
     return 0;
 }
@@ -54,7 +47,7 @@ static int add_key(EvalConfig *c, const char *key, const char *val, char *why, s
         if (strcmp(val, "0") == 0) return 0;
         return emx_seterr(why, whylen, "'%s': expected 1 or 0", val);
     }
-    char *v = dup_str(val);
+    char *v = strdup(val);
     if (!v) return emx_seterr(why, whylen, "out of memory");
     for (char *p = v; *p; p++)
         if (*p == ';') *p = ',';
@@ -77,8 +70,8 @@ static void reset_argv(EvalConfig *c, int keep) {
 int eval_config_parse(const char *spec, const char *model_path, EvalConfig *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     char why[400];
-    char *s = dup_str(spec);
-    c->spec = dup_str(spec);
+    char *s = strdup(spec);
+    c->spec = strdup(spec);
     if (!s || !c->spec || push(c, "eval") || push(c, model_path) || push(c, "--sampler")) {
         free(s);
         return emx_seterr(err, errlen, "config '%s': out of memory", spec);

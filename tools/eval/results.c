@@ -10,13 +10,6 @@
 #include "base/errmsg.h"
 #include "base/read_file.h"
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static int push(EvalResults *rs, const EvalResult *r) {
     if (rs->n == rs->cap) {
         int cap = rs->cap ? rs->cap * 2 : 64;
@@ -50,7 +43,7 @@ static int load_line(EvalResults *rs, const char *s, size_t n, const char **othe
             *other_model = keep;
             rc = -1;
         } else {
-            EvalResult r = {.family = dup_str(fam), .id = dup_str(id), .config = dup_str(cfg),
+            EvalResult r = {.family = strdup(fam), .id = strdup(id), .config = strdup(cfg),
                             .seed = (uint64_t)seed->valuedouble, .correct = cJSON_IsTrue(ok),
                             .n_tokens = (int)nt->valuedouble, .time_s = t->valuedouble};
             const cJSON *cases = cJSON_GetObjectItemCaseSensitive(o, "cases");
@@ -160,7 +153,7 @@ int eval_results_add(EvalResults *rs, const EvalItem *it, const EvalConfig *c, u
     int bad = fprintf(rs->f, "%s\n", line) < 0 || fflush(rs->f) != 0;
     free(line);
     if (bad) return emx_seterr(err, errlen, "-o %s: %s", rs->path, errno ? strerror(errno) : "write failed");
-    EvalResult r = {.family = dup_str(it->family), .id = dup_str(it->id), .config = dup_str(c->spec), .seed = seed,
+    EvalResult r = {.family = strdup(it->family), .id = strdup(it->id), .config = strdup(c->spec), .seed = seed,
                     .correct = correct, .n_tokens = g->n_tokens, .time_s = g->time_s};
     memcpy(r.cases, g->cases, sizeof r.cases);
     if (!r.family || !r.id || !r.config || push(rs, &r) != 0) return emx_seterr(err, errlen, "out of memory");

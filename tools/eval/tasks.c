@@ -34,13 +34,6 @@ static int field_err(char *err, size_t errlen, const char *path, int line, const
     return emx_seterr(err, errlen, "%s:%d: %s", path, line, why);
 }
 
-static char *dup_str(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 // The item's text fields: an optional string field (NULL if absent). Returns 0 or -1.
 static int opt_string(const cJSON *o, const char *name, char **out, const char *path, int line, char *err,
                       size_t errlen) {
@@ -48,7 +41,7 @@ static int opt_string(const cJSON *o, const char *name, char **out, const char *
     *out = NULL;
     if (!v) return 0;
     if (!cJSON_IsString(v)) return field_err(err, errlen, path, line, name, "not a string");
-    if (!(*out = dup_str(v->valuestring))) return field_err(err, errlen, path, line, name, "out of memory");
+    if (!(*out = strdup(v->valuestring))) return field_err(err, errlen, path, line, name, "out of memory");
     return 0;
 }
 
@@ -71,7 +64,7 @@ static int parse_messages(const cJSON *msgs, EvalItem *it, const char *path, int
             return field_err(err, errlen, path, line, F, "message %d has role '%.40s': expected '%s'%s", i, r,
                              want_user ? "user" : "system", want_user ? " (the last message is the user's)" : " (only a system message may come first)");
         char **dst = want_user ? &it->prompt : &it->system;
-        if (!(*dst = dup_str(content->valuestring))) return field_err(err, errlen, path, line, F, "out of memory");
+        if (!(*dst = strdup(content->valuestring))) return field_err(err, errlen, path, line, F, "out of memory");
     }
     it->chat = 1;
     return 0;
@@ -109,7 +102,7 @@ static int parse_check(const cJSON *o, EvalItem *it, const char *path, int line,
         return field_err(err, errlen, path, line, "pattern", "bad regex at offset %zu: %s", (size_t)off, (const char *)msg);
     }
     it->re = re;
-    return (it->pattern = dup_str(pat->valuestring)) ? 0 : field_err(err, errlen, path, line, "pattern", "out of memory");
+    return (it->pattern = strdup(pat->valuestring)) ? 0 : field_err(err, errlen, path, line, "pattern", "out of memory");
 }
 
 // answer: a string; for 'number' a JSON number or a numeric string; for 'choice' one letter A-Z.
@@ -120,7 +113,7 @@ static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line
     if (cJSON_IsNumber(a) && it->check == EVAL_CHECK_NUMBER) {
         snprintf(buf, sizeof buf, "%.17g", a->valuedouble);
         it->answer_num = a->valuedouble;
-        return (it->answer = dup_str(buf)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
+        return (it->answer = strdup(buf)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
     }
     if (!cJSON_IsString(a))
         return field_err(err, errlen, path, line, "answer", "not a string%s", it->check == EVAL_CHECK_NUMBER ? " or a number" : "");
@@ -134,7 +127,7 @@ static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line
     }
     if (it->check == EVAL_CHECK_CHOICE && !(s[0] >= 'A' && s[0] <= 'Z' && s[1] == 0))
         return field_err(err, errlen, path, line, "answer", "'%.40s' is not one letter A-Z (check 'choice')", s);
-    return (it->answer = dup_str(s)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
+    return (it->answer = strdup(s)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
 }
 
 static int parse_item(const cJSON *o, EvalItem *it, const char *family, const char *path, int line, char *err,
@@ -153,7 +146,7 @@ static int parse_item(const cJSON *o, EvalItem *it, const char *family, const ch
     if (!cJSON_IsString(id) || !id->valuestring[0]) return field_err(err, errlen, path, line, "id", "not a non-empty string");
     if (opt_string(o, "id", &it->id, path, line, err, errlen) || opt_string(o, "family", &it->family, path, line, err, errlen))
         return -1;
-    if (!it->family && !(it->family = dup_str(family))) return field_err(err, errlen, path, line, "family", "out of memory");
+    if (!it->family && !(it->family = strdup(family))) return field_err(err, errlen, path, line, "family", "out of memory");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *m = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if ((p != NULL) == (m != NULL))
         return field_err(err, errlen, path, line, p ? "messages" : "prompt", "exactly one of 'prompt' and 'messages' is needed");
@@ -218,7 +211,7 @@ int eval_tasks_load(const char *path, EvalTaskFile *tf, char *err, size_t errlen
     size_t len = 0;
     char *text = emx_read_file(path, &len);
     if (!text) return emx_seterr(err, errlen, "%s: %s", path, strerror(errno));
-    tf->path = dup_str(path);
+    tf->path = strdup(path);
     char family[256];
     default_family(path, family, sizeof family);
     int rc = 0, line = 1;

@@ -44,9 +44,7 @@ typedef struct {
     int metrics_errno;             // the write to metrics that failed (-1: a failure without errno)
     const EmxTokenizer *tk;
     const char *sampler_name;
-    EmxEntropixSampler *es;        // entropix: its last_metrics / last_decision
-    EmxMetricsTap *tap;            // a basic sampler under --metrics
-    const EmxSamplerParams *params;
+    const EmxRunSampler *rs;       // the sampler: the record of each token comes from it
     const EmxLogprobTap *lpt;      // --logprobs / --report: the step's top logprobs, or NULL
     int n_logprobs;                // --logprobs N for the --metrics lines (-1: no keys)
     EmxReport *report;             // --report, or NULL
@@ -59,9 +57,9 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
     TokenSink *ts = user;
     errno = 0;
     if (len) {
-        if (ts->color && ts->es) {
-            int inserted = ts->es->last_decision.action == EMX_ACTION_INSERT;
-            fputs(emx_case_color(ts->es->last_decision.kase, inserted), ts->out);
+        if (ts->color && ts->rs->entropix) {
+            const EmxDecision *d = &ts->rs->es.last_decision;
+            fputs(emx_case_color(d->kase, d->action == EMX_ACTION_INSERT), ts->out);
             fwrite(text, 1, len, ts->out);
             fputs(EMX_COLOR_RESET, ts->out);
         } else {
@@ -73,17 +71,7 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         }
     }
     if (!ts->metrics && !ts->report) return 0;
-    EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
-                        .sampler = ts->sampler_name, .score = NAN};
-    r.piece = emx_token_bytes_ref(ts->tk, id, &r.piece_len);
-    if (ts->es) {
-        r.metrics = &ts->es->last_metrics;
-        r.decision = &ts->es->last_decision;
-        r.score = ts->es->last_score;
-    } else if (ts->tap) {
-        r.metrics = &ts->tap->last_metrics;
-        r.params = ts->params;
-    }
+    EmxTokenRecord r = emx_run_sampler_record(ts->rs, ts->tk, ts->sampler_name, index, id, pos, is_stop);
     if (ts->lpt) r.logprobs = &ts->lpt->last, r.tk = ts->tk;
     if (ts->report) emx_report_add_token(ts->report, &r);  // out of memory: the page says it is incomplete
     if (!ts->metrics) return 0;
@@ -393,8 +381,7 @@ int main(int argc, char **argv) {
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
     TokenSink sink = {.out = stdout, .metrics = metrics, .metrics_path = a.metrics_path, .color = a.color, .tk = tk,
                       .sampler_name = emx_sampler_kind_name(a.sampler),
-                      .es = es, .tap = sampler == &rs.tap.base ? &rs.tap : NULL,
-                      .params = &sp};
+                      .rs = &rs};
     EmxLogprobTap lpt;
     sampler = attach_report(&a, &sink, &lpt, sampler, entropix ? &profile : NULL, ids, n_ids);
     if (a.report_path && !(report = sink.report)) goto out;

@@ -1,6 +1,7 @@
 // run_setup.c — the profile and the sampler ./run builds from its flags (run_setup.h).
 #include "runtime/cli/run_setup.h"
 
+#include <math.h>
 #include <string.h>
 
 int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
@@ -59,4 +60,20 @@ void emx_run_sampler_free(EmxRunSampler *rs) {
     emx_entropix_sampler_free(&rs->es);
     emx_basic_sampler_free(&rs->basic);
     rs->sampler = NULL;
+}
+
+EmxTokenRecord emx_run_sampler_record(const EmxRunSampler *rs, const EmxTokenizer *tk, const char *sampler_name,
+                                      int index, int id, int pos, int is_stop) {
+    EmxTokenRecord r = {.index = index, .id = id, .pos = pos, .is_stop = is_stop, .sampler = sampler_name,
+                        .score = NAN};
+    r.piece = emx_token_bytes_ref(tk, id, &r.piece_len);
+    if (rs->entropix) {
+        r.metrics = &rs->es.last_metrics;
+        r.decision = &rs->es.last_decision;
+        r.score = rs->es.last_score;
+    } else {
+        r.params = &rs->params;
+        if (rs->sampler == &rs->tap.base) r.metrics = &rs->tap.last_metrics;
+    }
+    return r;
 }

@@ -11,6 +11,7 @@
 #include "runtime/entropix_sampler.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
+#include "runtime/token_log.h"
 #include "sampler/profile.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,5 +38,12 @@ typedef struct {
 int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
                          const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen);
 void emx_run_sampler_free(EmxRunSampler *rs);
+
+// The --metrics record of the token the sampler just chose (called from emx_generate's
+// per-token callback): entropix's metrics, decision and best-of-N score; a basic sampler's
+// parameters, and the metrics when the tap measured them (want_metrics). The caller adds the
+// logprobs. The pointers refer into rs and tk: use the record before the next step.
+EmxTokenRecord emx_run_sampler_record(const EmxRunSampler *rs, const EmxTokenizer *tk, const char *sampler_name,
+                                      int index, int id, int pos, int is_stop);
 
 #endif

@@ -64,17 +64,8 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
     Sink *s = user;
     if (len && fwrite(text, 1, len, s->out) != len) return -1;
     if (!s->rep) return 0;
-    EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop,
-                          .sampler = emx_sampler_kind_name(s->c->args.sampler), .score = NAN};
-    rec.piece = emx_token_bytes_ref(s->r->tk, id, &rec.piece_len);
-    if (s->rs->entropix) {
-        rec.metrics = &s->rs->es.last_metrics;
-        rec.decision = &s->rs->es.last_decision;
-        rec.score = s->rs->es.last_score;
-    } else {
-        rec.params = &s->rs->params;
-        if (s->rs->sampler == &s->rs->tap.base) rec.metrics = &s->rs->tap.last_metrics;  // computed for the page
-    }
+    EmxTokenRecord rec = emx_run_sampler_record(s->rs, s->r->tk, emx_sampler_kind_name(s->c->args.sampler), index,
+                                                id, pos, is_stop);
     if (s->lpt) rec.logprobs = &s->lpt->last, rec.tk = s->r->tk;
     if (s->rep) emx_report_add_token(s->rep, &rec);  // out of memory: the page says it is incomplete
     return 0;

@@ -154,17 +154,7 @@ static int add_entries(Gen *g, int index, int id, int pos, int is_stop) {
         cJSON_AddItemToArray(g->logprobs, o);
     }
     if (g->r->metrics) {  // the --metrics line of ./run, as an object
-        EmxTokenRecord rec = {.index = index, .id = id, .pos = pos, .is_stop = is_stop, .sampler = g->sampler_name,
-                              .score = NAN};
-        rec.piece = emx_token_bytes_ref(g->sm->tk, id, &rec.piece_len);
-        if (g->rs->entropix) {
-            rec.metrics = &g->rs->es.last_metrics;
-            rec.decision = &g->rs->es.last_decision;
-            rec.score = g->rs->es.last_score;
-        } else {
-            rec.metrics = &g->rs->tap.last_metrics;
-            rec.params = &g->rs->params;
-        }
+        EmxTokenRecord rec = emx_run_sampler_record(g->rs, g->sm->tk, g->sampler_name, index, id, pos, is_stop);
         char *line = emx_token_log_string(&rec);
         cJSON *o = line ? cJSON_Parse(line) : NULL;
         free(line);

@@ -119,6 +119,8 @@ Test(eval, malformed_task_files) {
         {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\",\"max_tokens\":0}", "field 'max_tokens': not an integer in 1..4096"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\",\"max_tokens\":2.5}", "field 'max_tokens'"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\",\"tolerence\":1}", "field 'tolerence': unknown field"},
+        // a field name with a newline in it is escaped: the message stays one line
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\",\"a\\nswer\":1}", "field 'a\\nswer': unknown field"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\"}\n{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"1\",\"check\":\"exact\"}", ":2: field 'id': 'a' repeats line 1's"},
         {"{\"id\":\"a\",\"prompt\":\"p\",", ":1: not a JSON object"},
         {"[1,2]", ":1: not a JSON object"},

@@ -15,7 +15,7 @@
 # A new target: tests/fuzz/fuzz_<name>.c (LLVMFuzzerTestOneInput), a seed or two in
 # tests/fuzz/corpus/<name>/, and <name> added to FUZZ_TARGETS below.
 
-FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server
+FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server evaltasks
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
@@ -40,6 +40,7 @@ FUZZ_DICT_profile := tests/fuzz/dict/profile.dict
 FUZZ_DICT_cli := tests/fuzz/dict/cli.dict
 FUZZ_DICT_chat := tests/fuzz/dict/chat.dict
 FUZZ_DICT_server := tests/fuzz/dict/json.dict
+FUZZ_DICT_evaltasks := tests/fuzz/dict/json.dict
 # The round trip reads real vocabularies from the converted test models.
 FUZZ_NEEDS_roundtrip := $(TEST_MODEL_DIR)/qwen3-tiny.f32.bin $(TEST_MODEL_DIR)/stories260K.f32.bin
 

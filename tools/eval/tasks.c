@@ -30,8 +30,14 @@ static int field_err(char *err, size_t errlen, const char *path, int line, const
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (field) return emx_seterr(err, errlen, "%s:%d: field '%s': %s", path, line, field, why);
-    return emx_seterr(err, errlen, "%s:%d: %s", path, line, why);
+    // The field name and the values the reason quotes come from the file: escaped, so a name
+    // like "a\nswer" keeps the message on one line (found by fuzz_evaltasks).
+    char why_esc[800], field_esc[200];
+    emx_escape(why, sizeof why, why_esc, sizeof why_esc);
+    if (field)
+        return emx_seterr(err, errlen, "%s:%d: field '%s': %s", path, line,
+                          emx_escape(field, strlen(field), field_esc, sizeof field_esc), why_esc);
+    return emx_seterr(err, errlen, "%s:%d: %s", path, line, why_esc);
 }
 
 // The item's text fields: an optional string field (NULL if absent). Returns 0 or -1.

@@ -309,6 +309,21 @@ static const char *gpu_bench(void) {
 // The emulated device reports an H100's memory: 2619000 kHz, 5120 bits, double data rate.
 static const double EMU_PEAK_GBPS = 2.0 * 2619000e3 * 5120 / 8 / 1e9;  // 3352.32
 
+// The peak a GPU report must show: the emulated device's, known here; a real GPU's (make
+// test-gpu) comes from its own clock and bus width, which this test cannot know: a positive
+// figure, against which 'of peak' is then checked.
+static double expected_peak(const char *out) {
+    char v[256];
+    cr_assert(report_value(out, "device:", v, sizeof v), "%s", out);
+    const double peak = report_number(out, "peak GB/s:");
+    if (strstr(v, "CUDA emulator")) {
+        cr_expect(fabs(peak - EMU_PEAK_GBPS) < 0.005, "%s", out);
+        return EMU_PEAK_GBPS;
+    }
+    cr_expect(peak > 0, "%s", out);
+    return peak;
+}
+
 Test(bench, gpu_speed_report, .timeout = 300) {
     const char *bin = gpu_bench();
     char mp[1024];
@@ -325,8 +340,7 @@ Test(bench, gpu_speed_report, .timeout = 300) {
     cr_assert(report_value(r.out, "device:", v, sizeof v));
     cr_expect(!strncmp(v, "cuda:0 (", 8) && strstr(v, "CUDA graph"), "%s", v);
     cr_expect(report_number(r.out, "prefill pp4:") > 0);
-    expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, EMU_PEAK_GBPS);
-    cr_expect(fabs(report_number(r.out, "peak GB/s:") - EMU_PEAK_GBPS) < 0.005, "%s", r.out);
+    expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, expected_peak(r.out));
     cr_assert(report_value(r.out, "launches/step:", v, sizeof v));
     char *end;
     long launches = strtol(v, &end, 10);
@@ -358,7 +372,7 @@ Test(bench, gpu_launches_per_step, .timeout = 300) {
         cr_assert_eq(r.code, 0, "%s", r.err);
         cr_expect(strstr(r.out, "prefill pp") == NULL, "-p 0: no prefill line\n%s", r.out);
         cr_expect(strstr(r.out, "decode tg1:") != NULL, "%s", r.out);
-        expect_bytes_and_rates(r.out, models[k], 1, EMU_PEAK_GBPS);
+        expect_bytes_and_rates(r.out, models[k], 1, expected_peak(r.out));
         cr_assert(report_value(r.out, "launches/step:", v, sizeof v), "%s", r.out);
         launches[k] = strtol(v, NULL, 10);
         cr_expect(launches[k] >= 10 * layers[k], "%s: %ld launches for %d layers", models[k], launches[k], layers[k]);

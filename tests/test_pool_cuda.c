@@ -6,7 +6,8 @@
 //
 // The GPU binary is $EMX_GPU_RUN (`make test` sets it to build/emu/run: ./run with the CUDA
 // backend on the emulator's GPUs, 4 of them); the CPU one $EMX_RUN. Without EMX_GPU_RUN the
-// tests skip and say why (all but the CPU build's refusal of GPUs).
+// tests skip and say why (all but the CPU build's refusal of GPUs). A real machine (make
+// test-gpu) may have fewer GPUs than a test needs: that test is skipped and names the count.
 //
 // Model: stories260K f32. With f32 weights the backends' logits differ only in summation order
 // (~1e-7 relative; no int8 activations, whose rounding may differ by a step between backends:
@@ -30,6 +31,20 @@ static const char *stories(char *buf, size_t cap) {
     test_build_path(buf, cap, "models/stories260K.f32.bin");
     if (access(buf, R_OK) != 0) cr_skip_test("%s missing: run `make test-models` first", buf);
     return buf;
+}
+
+// Skips the test when the GPU build finds fewer than n GPUs (a probe run on cuda:0..n-1, whose
+// error names the machine's count); the emulator has 4.
+static void need_gpus(const char *gpu, const char *model, int n) {
+    char list[64] = "cuda:0", agents[8];
+    for (int i = 1; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), ",cuda:%d", i);
+    snprintf(agents, sizeof agents, "%d", n);
+    RunResult r = run_prog(gpu, (const char *[]){model, "-p", "Once", "-n", "1", "--agents", agents, "--check-every",
+                                                 "0", "-c", "16", "-t", "1", "--devices", list, NULL});
+    char why[256] = "";
+    if (r.code != 0 && strstr(r.err, "(this machine has ")) snprintf(why, sizeof why, "%s", r.err);
+    run_free(&r);
+    if (why[0]) cr_skip_test("needs %d GPUs: %s", n, why);
 }
 
 static char *tmp_path(char *buf) {
@@ -92,6 +107,7 @@ static void check_same_as_cpu(const PoolCase *pc) {
     const char *gpu = gpu_run_binary();
     char mp[1024];
     const char *m = stories(mp, sizeof mp);
+    need_gpus(gpu, m, 2);
     const char *L = pc->lookahead;
     PoolRun cpu1 = pool_run(run_binary(), m, pc, (const char *[]){"--devices", "cpu", NULL});
     PoolRun cpu2 = pool_run(run_binary(), m, pc, (const char *[]){"--devices", "cpu", "--workers", "2", NULL});
@@ -119,6 +135,7 @@ Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l1, .timeout = 900) {
 Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l4, .timeout = 900) {
     const PoolCase pc = {"4", "6", "--agent-configs", "0.8:40,1.5:100,0.7:40,1.2:50"};
     char mp[1024];
+    need_gpus(gpu_run_binary(), stories(mp, sizeof mp), 2);
     PoolRun cpu = pool_run(run_binary(), stories(mp, sizeof mp), &pc, (const char *[]){NULL});
     cr_assert(strstr(cpu.log, "agent 0 wins") && strstr(cpu.log, "agent 2 wins"), "a worker never wins:\n%s", cpu.log);
     pool_run_free(&cpu);
@@ -129,7 +146,8 @@ Test(pool_cuda, two_gpus_same_text_and_log_as_cpu_l4, .timeout = 900) {
 Test(pool_cuda, log_header_names_the_devices, .timeout = 300) {
     const char *gpu = gpu_run_binary();
     char mp[1024], lp[64];
-    const char *args[] = {stories(mp, sizeof mp), "-p", "Once", "-n", "2", "-s", "1", "--agents", "3", "--check-every",
+    need_gpus(gpu, stories(mp, sizeof mp), 2);
+    const char *args[] = {mp, "-p", "Once", "-n", "2", "-s", "1", "--agents", "3", "--check-every",
                           "0", "-c", "32", "--devices", "cuda:1,cuda:0", "--log", tmp_path(lp), NULL};
     RunResult r = run_prog(gpu, args);
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -178,7 +196,7 @@ Test(pool_cuda, cpu_build_refuses_gpus, .timeout = 300) {
 Test(pool_cuda, critic_model_on_rank0_gpu, .timeout = 900) {
     const char *gpu = gpu_run_binary();
     char mp[1024], cp[1024], lp[64];
-    stories(mp, sizeof mp);
+    need_gpus(gpu, stories(mp, sizeof mp), 2);
     test_build_path(cp, sizeof cp, "models/stories260K.q8.bin");
     if (access(cp, R_OK) != 0) cr_skip_test("%s missing: run `make test-models` first", cp);
     const char *args[] = {mp, "-p", "Once upon a time", "-n", "8", "-s", "4", "--agents", "4", "--check-every", "4",

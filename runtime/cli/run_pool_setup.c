@@ -18,10 +18,6 @@ int emx_run_pool_setup(const EmxCliArgs *a, EmxRunPoolSetup *s, char *err, size_
     if (s->n_devices > 0 && a->workers != 1 && a->workers != s->n_devices)
         return emx_seterr(err, errlen, "--workers %d with --devices %s: one worker per device (%d), leave --workers out",
                           a->workers, a->devices, s->n_devices), 2;
-    for (int i = 0; i < s->n_devices; i++)
-        if (s->cuda_devices[i] >= n_gpus)
-            return emx_seterr(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", a->devices,
-                              s->cuda_devices[i], n_gpus), 1;
     s->n_workers = s->n_devices > 0 ? s->n_devices : a->workers;
     snprintf(s->critic_device, sizeof s->critic_device, "cpu");  // the critic runs on rank 0, beside worker 0
     if (s->n_devices > 0) snprintf(s->critic_device, sizeof s->critic_device, "cuda:%d", s->cuda_devices[0]);
@@ -38,6 +34,11 @@ int emx_run_pool_setup(const EmxCliArgs *a, EmxRunPoolSetup *s, char *err, size_
                               "agent each)", a->devices, s->n_devices, s->n_agents), 2;
         return emx_seterr(err, errlen, "--workers %d is more than the %d agents", a->workers, s->n_agents), 2;
     }
+    // the machine last: every usage error (exit 2) is named whatever GPUs this machine has
+    for (int i = 0; i < s->n_devices; i++)
+        if (s->cuda_devices[i] >= n_gpus)
+            return emx_seterr(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", a->devices,
+                              s->cuda_devices[i], n_gpus), 1;
     return 0;
 }
 

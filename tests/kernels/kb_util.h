@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
 
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -24,6 +25,27 @@ extern "C" {
         cudaError_t e_ = (call);                                                             \
         cr_assert_eq(e_, cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));              \
     } while (0)
+
+// Runs `run` (kernels launched, output copied to the host) twice and returns both outputs. Under
+// the emulator the two runs take the threads and blocks in forward, then reverse order, so a
+// missing barrier or a race on a shared output shows as a difference; on a GPU the hardware picks
+// the order, and two runs catch only what varied between them.
+template <class F>
+auto run_two_schedules(F run) -> std::pair<decltype(run()), decltype(run())> {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::run_both_schedules(run);
+#else
+    auto first = run();
+    auto second = run();
+    return {std::move(first), std::move(second)};
+#endif
+}
+
+// Bytewise equality of two outputs (NaN == NaN, -0 != 0: any difference counts).
+template <class T>
+bool same_bytes(const std::vector<T> &a, const std::vector<T> &b) {
+    return a.size() == b.size() && (a.empty() || memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
 
 // A device allocation of n elements of T, freed when it goes out of scope.
 template <typename T>

@@ -42,8 +42,14 @@ void *device_alloc(const CommMem *, size_t bytes) {
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
 }
 void device_release(const CommMem *, void *p) { cudaFree(p); }
+// cudaMemcpy from pageable memory may return before its copy has landed, and the rank's stream
+// is non-blocking (not ordered after the default stream): comm_nccl.h asks for the buffers'
+// writes to be finished before the call, so the copy is waited for. (The emulator's copies are
+// synchronous; on an H200 a collective read the send buffer before this copy had finished.)
 int to_device(const CommMem *, void *dst, const void *host, size_t bytes) {
-    return cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+    return cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess
+               ? 0
+               : -1;
 }
 int to_host(const CommMem *, void *host, const void *src, size_t bytes) {
     return cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
@@ -95,7 +101,8 @@ void run_check(int size, CommCheck check, void *arg, bool host = false) {
 const int kSizes[] = {1, 2, 3};
 
 // The emulator has 4 devices (EMU_DEVICE_COUNT); a real machine (make test-kernels-gpu) may have
-// fewer, and NCCL wants a GPU per rank: groups larger than the machine are left out.
+// fewer, and NCCL wants a GPU per rank: groups larger than the machine are left out, and the
+// test says so at info level (Criterion exits 1 after any warning, even when every test passed).
 int device_count() {
     int n = 0;
     cr_assert_eq(cudaGetDeviceCount(&n), cudaSuccess, "cudaGetDeviceCount failed");
@@ -107,7 +114,7 @@ void run_check_all_sizes(CommCheck check, void *arg, bool host = false) {
     const int devices = device_count();
     for (int size : kSizes) {
         if (size > devices) {
-            cr_log_warn("comm_nccl: %d ranks need %d GPUs, this machine has %d: left out", size, size, devices);
+            cr_log_info("comm_nccl: %d ranks need %d GPUs, this machine has %d: left out", size, size, devices);
             continue;
         }
         run_check(size, check, arg, host);

@@ -41,6 +41,9 @@
 //     share that KV head (2 for Qwen3-0.6B, 3 for SmolLM2-135M), so every key and value is read
 //     from memory once instead of once per query head (SPLIT relies on the L2 cache for that); the
 //     same partials and combine. Groups over 8, or too large for 48 KB of shared memory, run SPLIT.
+//     Its two loops over keys keep GQA_KEYS loads in flight (gqa_scores, gqa_values): at decode a
+//     chunk is a few dozen keys and latency, not bandwidth, sets the time (measured on an H200:
+//     docs/cuda.md#measured-on-a-gpu).
 // Scores are computed in float (as the CPU twin), the softmax statistics in double from those
 // float scores (as metrics.c), the weights of V in float with expf. Scores and statistics are
 // kept for the last row only (the position the sampler decides).
@@ -56,10 +59,13 @@
 #include "reduce.cuh"
 
 #define ATTN_BLOCK 128           // threads per block: 4 warps
-#define ATTN_DEFAULT_CHUNK 256   // keys per SPLIT block
+#define ATTN_DEFAULT_CHUNK 64    // keys per SPLIT block: short chunks keep many blocks busy at decode
 #define ATTN_MAX_CHUNK 2048
 #define ATTN_MAX_HEAD_DIM 512
 #define ATTN_MAX_GROUP 8         // SPLIT_GQA: query heads per KV head it handles (more: SPLIT)
+#ifndef GQA_KEYS
+#define GQA_KEYS 4  // SPLIT_GQA: keys (or values) whose loads a warp (thread) keeps in flight
+#endif
 #define ATTN_STATIC_SMEM_MAX 49152  // dynamic shared memory without an opt-in attribute
 #define ATTN_MAX_ROWS 65535      // gridDim.z
 
@@ -280,6 +286,90 @@ attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
     }
 }
 
+// SPLIT_GQA's scores: s[g][t - t0] = q_g · k_t · scale for the chunk's keys t0..t1-1 and the
+// group's heads (qs: their queries in shared memory), also into the score rows when kept.
+// A warp per key, GQA_KEYS keys at a time (t, t + n_warps, ...) so that their loads are in
+// flight together: one key at a time, each key cost the warp a full memory latency, and a
+// chunk's keys were a serial chain. Each key's sum runs over d in the same order as one key
+// alone, so the scores are bitwise those of the one-key loop.
+template <typename KV>
+__device__ __forceinline__ void gqa_scores(const float *qs, const KvRows<KV> &k, int t0, int t1, int group,
+                                           int head_dim, float scale, float *s, int chunk, float *score_rows,
+                                           int score_stride, int h0) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    for (int tb = t0 + warp; tb < t1; tb += GQA_KEYS * n_warps) {
+        float acc[GQA_KEYS][ATTN_MAX_GROUP];
+#pragma unroll
+        for (int u = 0; u < GQA_KEYS; u++)
+#pragma unroll
+            for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[u][g] = 0.0f;
+        const KV *kt[GQA_KEYS];
+#pragma unroll
+        for (int u = 0; u < GQA_KEYS; u++) kt[u] = kv_row(k, min(tb + u * n_warps, t1 - 1));  // past t1: not kept
+        for (int d = lane; d < head_dim; d += 32) {
+            float kd[GQA_KEYS];
+#pragma unroll
+            for (int u = 0; u < GQA_KEYS; u++) kd[u] = kv_load(kt[u], d);
+#pragma unroll
+            for (int u = 0; u < GQA_KEYS; u++)
+#pragma unroll
+                for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[][] in registers
+                    if (g < group) acc[u][g] += qs[g * head_dim + d] * kd[u];
+        }
+#pragma unroll
+        for (int u = 0; u < GQA_KEYS; u++) {
+            const int t = tb + u * n_warps;
+#pragma unroll
+            for (int g = 0; g < ATTN_MAX_GROUP; g++) {
+                if (g >= group) continue;
+                const float sc = emx_warp_sum(acc[u][g]) * scale;  // every lane takes part: t < t1 below
+                if (lane == 0 && t < t1) {
+                    s[g * chunk + t - t0] = sc;
+                    if (score_rows) score_rows[(size_t)(h0 + g) * score_stride + t] = sc;
+                }
+            }
+        }
+    }
+}
+
+// SPLIT_GQA's weighted values: red[g][part · head_dim + d] = Σ_i s[g][i] v[t0+i][d] over this
+// thread's part of the chunk's len keys (a thread per (part, d); parts = blockDim / head_dim
+// when a head is narrower than the block). Each value is loaded once and used by every head.
+// GQA_KEYS values are loaded before any is used, so their reads overlap (one load at a time
+// made a thread's walk over its keys a chain of latencies); the sum still adds i in increasing
+// order, bitwise the one-at-a-time result.
+template <typename KV>
+__device__ __forceinline__ void gqa_values(const float *s, const KvRows<KV> &v, int t0, int len, int group,
+                                           int head_dim, int chunk, int parts, float *red) {
+    const int width = parts * head_dim;
+    for (int j = threadIdx.x; j < width; j += blockDim.x) {
+        const int d = j % head_dim, part = j / head_dim;
+        float acc[ATTN_MAX_GROUP];
+#pragma unroll
+        for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[g] = 0.0f;
+        int i = part;
+        for (; i + (GQA_KEYS - 1) * parts < len; i += GQA_KEYS * parts) {
+            float vv[GQA_KEYS];
+#pragma unroll
+            for (int u = 0; u < GQA_KEYS; u++) vv[u] = kv_load(kv_row(v, t0 + i + u * parts), d);
+#pragma unroll
+            for (int u = 0; u < GQA_KEYS; u++)
+#pragma unroll
+                for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[] in registers
+                    if (g < group) acc[g] += s[g * chunk + i + u * parts] * vv[u];
+        }
+        for (; i < len; i += parts) {
+            const float vv = kv_load(kv_row(v, t0 + i), d);
+#pragma unroll
+            for (int g = 0; g < ATTN_MAX_GROUP; g++)
+                if (g < group) acc[g] += s[g * chunk + i] * vv;
+        }
+#pragma unroll
+        for (int g = 0; g < ATTN_MAX_GROUP; g++)
+            if (g < group) red[g * width + j] = acc[g];
+    }
+}
+
 // SPLIT_GQA, part 1: block (c, kvh, r) does chunk c of query row r for the `group` query heads
 // that share KV head kvh, so each key and value row is read from memory once for all of them
 // (SPLIT reads it once per query head and counts on the L2 cache for the repeats). Writes the
@@ -295,7 +385,6 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     const int c = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
-    const int lane = tid % 32, warp = tid / 32, n_warps = blockDim.x / 32;
     const int group = n_heads / n_kv_heads, h0 = kvh * group;  // query heads h0 .. h0+group-1
     const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
     const int t0 = c * chunk;
@@ -311,19 +400,7 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
 
     for (int i = tid; i < group * head_dim; i += blockDim.x) qs[i] = q[(size_t)h0 * head_dim + i];
     __syncthreads();
-    // scores: a warp per key; the key row is loaded once (the repeats hit L1) for every head
-    for (int t = t0 + warp; t < t1; t += n_warps) {
-        const KV *kt = kv_row(k, t);
-        for (int g = 0; g < group; g++) {
-            float acc = 0.0f;
-            for (int d = lane; d < head_dim; d += 32) acc += qs[g * head_dim + d] * kv_load(kt, d);
-            acc = emx_warp_sum(acc) * scale;
-            if (lane == 0) {
-                s[g * chunk + t - t0] = acc;
-                if (score_rows) score_rows[(size_t)(h0 + g) * score_stride + t] = acc;
-            }
-        }
-    }
+    gqa_scores(qs, k, t0, t1, group, head_dim, scale, s, chunk, score_rows, score_stride, h0);
     __syncthreads();
     // per head: the chunk's max, statistics and weights, as SPLIT
     for (int g = 0; g < group; g++) {
@@ -351,22 +428,7 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
             ws.ml[2 * slot + 1] = l;
         }
     }
-    // acc[g][d] = Σ_i s[g][i] v[t0+i][d]: each value is loaded once and used by every head
-    for (int j = tid; j < width; j += blockDim.x) {
-        const int d = j % head_dim, part = j / head_dim;
-        float acc[ATTN_MAX_GROUP];
-#pragma unroll
-        for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[g] = 0.0f;
-        for (int i = part; i < len; i += parts) {
-            const float vv = kv_load(kv_row(v, t0 + i), d);
-#pragma unroll
-            for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[] in registers
-                if (g < group) acc[g] += s[g * chunk + i] * vv;
-        }
-#pragma unroll
-        for (int g = 0; g < ATTN_MAX_GROUP; g++)
-            if (g < group) red[g * width + j] = acc[g];
-    }
+    gqa_values(s, v, t0, len, group, head_dim, chunk, parts, red);
     __syncthreads();
     for (int i = tid; i < group * head_dim; i += blockDim.x) {
         const int g = i / head_dim, d = i % head_dim;

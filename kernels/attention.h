@@ -67,7 +67,7 @@ typedef struct {
     float *scores;        // NULL, or [n_heads][score_stride]: S_h[t] for t < n_keys (last row only)
     int score_stride;     // >= n_keys when scores != NULL
     EmxSoftmaxStats *head_stats;  // NULL, or [n_heads]: statistics of each row S_h (last row only)
-    int keys_per_block;   // SPLIT, SPLIT_GQA: keys per chunk (0: 256; at most 2048)
+    int keys_per_block;   // SPLIT, SPLIT_GQA: keys per chunk (0: 64; at most 2048)
     void *workspace;      // emx_cuda_attention_workspace_bytes_rows() bytes (device); PLAIN needs
                           // it only when scores == NULL or n_rows > 1 (score rows not kept go there)
 

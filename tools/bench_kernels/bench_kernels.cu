@@ -8,7 +8,7 @@
 //                             those of CPU fibers, not of a GPU; it says so, and uses reduced
 //                             sizes (--emu) so that it finishes in seconds.
 // Options: --emu (reduced sizes, 1 iteration), --iters N, --only SUBSTRING (rows whose name
-// contains it).
+// contains it), --keys-per-block N (attention's chunk, for a sweep; 0: the kernel's default).
 // Bytes are the compulsory traffic of one call (each input read once, each output written once:
 // weights + activations for a matvec; the valid keys and values + score rows for attention; the
 // logits for the metrics and sampling), so GB/s is the effective bandwidth the kernel achieves.
@@ -72,7 +72,8 @@ static const ModelShape kModels[] = {
 typedef struct {
     int iters;
     const char *only;
-    double peak_gbs;  // 0: unknown
+    int keys_per_block;  // attention's chunk (0: the kernel's default)
+    double peak_gbs;     // 0: unknown
     cudaStream_t stream;
 } Bench;
 
@@ -367,7 +368,8 @@ static void bench_attention(Bench *b, const ModelShape *m, int n_keys) {
             c.a.scores = scores;
             c.a.score_stride = n_keys;
             c.a.head_stats = stats;
-            void *ws = dev_alloc(emx_cuda_attention_workspace_bytes(k, m->n_heads, m->head_dim, n_keys, 0), 0);
+            c.a.keys_per_block = b->keys_per_block;
+            void *ws = dev_alloc(emx_cuda_attention_workspace_bytes(k, m->n_heads, m->head_dim, n_keys, b->keys_per_block), 0);
             c.a.workspace = ws;
             char name[64], shape[64];
             static const char *const kernel_names[] = {"plain", "split", "split_gqa"};
@@ -504,7 +506,7 @@ static double peak_bandwidth_gbs(int dev) {
 
 int main(int argc, char **argv) {
     int emu = kEmulated, iters = 0;
-    Bench b = {0, NULL, 0.0, 0};
+    Bench b = {0, NULL, 0, 0.0, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--emu")) {
             emu = 1;
@@ -512,8 +514,10 @@ int main(int argc, char **argv) {
             iters = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             b.only = argv[++i];
+        } else if (!strcmp(argv[i], "--keys-per-block") && i + 1 < argc) {
+            b.keys_per_block = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: %s [--emu] [--iters N] [--only SUBSTRING]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--emu] [--iters N] [--only SUBSTRING] [--keys-per-block N]\n", argv[0]);
             return 2;
         }
     }

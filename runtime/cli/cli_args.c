@@ -99,8 +99,9 @@ static void critic_default(EmxCliArgs *a) {
     }
 }
 
-int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
-    *a = (EmxCliArgs){
+// ./run's defaults (docs/cli.md lists them).
+static EmxCliArgs cli_defaults(void) {
+    return (EmxCliArgs){
         .n_predict = 256,
         .sampling = EMX_SAMPLER_PARAMS_DEFAULT,
         .sampler = EMX_SAMPLER_ENTROPIX,
@@ -118,8 +119,143 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         .critic_window = 64,
         .logprobs = -1,
     };
+}
+
+// A flag without a value: sets it and returns 1, or 0 when arg is no such flag.
+static int set_switch(const char *arg, EmxCliArgs *a) {
+    const char *iv;
+    if (is_flag(arg, "-h", "--help", &iv) && !iv) return a->help = 1;
+    if (is_flag(arg, NULL, "--version", &iv) && !iv) return a->version = 1;
+    if (is_flag(arg, NULL, "--verbose", &iv) && !iv) return a->verbose = 1;
+    if (is_flag(arg, NULL, "--verify", &iv) && !iv) return a->verify = 1;
+    if (is_flag(arg, NULL, "--chat", &iv) && !iv) return a->chat = EMX_CHAT_ON, 1;
+    if (is_flag(arg, NULL, "--raw", &iv) && !iv) return a->chat = EMX_CHAT_RAW, 1;
+    if (is_flag(arg, NULL, "--no-think", &iv) && !iv) return a->no_think = 1;
+    if (is_flag(arg, NULL, "--color", &iv) && !iv) return a->color = 1;
+    return 0;
+}
+
+// Flags with a value: "-x VALUE", "--long VALUE" or "--long=VALUE". set_value's cases follow
+// this table's order.
+static const struct {
+    const char *s, *l;
+} valued[] = {
+    {"-p", "--prompt"},  {"-f", "--file"},   {"-n", "--n-predict"}, {"-s", "--seed"},
+    {NULL, "--temp"},    {NULL, "--top-k"},  {NULL, "--top-p"},     {NULL, "--min-p"},
+    {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
+    {NULL, "--profile"}, {NULL, "--profile-set"}, {NULL, "--metric-layers"},
+    {NULL, "--metrics"},
+    {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
+    {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
+    {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
+    {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"},
+};
+enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
+
+// Sets valued[which] (long name `name`) to val. 0, or 2 with err set.
+static int set_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
+    int rc = 0;
+    switch (which) {
+    case 0: a->prompt = val; break;
+    case 1: a->prompt_file = val; break;
+    case 2:
+        if ((rc = parse_int(name, val, -1, 1L << 30, &a->n_predict, err, errlen))) return rc;
+        a->n_predict_given = 1;
+        break;
+    case 3:
+        if ((rc = parse_seed(val, a, err, errlen))) return rc;
+        break;
+    case 4:
+        if ((rc = parse_float(name, val, 0.0, 100.0, &a->sampling.temperature, err, errlen)))
+            return rc;
+        a->temp_given = 1;
+        break;
+    case 5:
+        if ((rc = parse_int(name, val, 0, 1000000, &a->sampling.top_k, err, errlen))) return rc;
+        a->top_k_given = 1;
+        break;
+    case 6:
+        if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.top_p, err, errlen))) return rc;
+        a->top_p_given = 1;
+        break;
+    case 7:
+        if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.min_p, err, errlen))) return rc;
+        a->min_p_given = 1;
+        break;
+    case 8:
+        if ((rc = parse_int(name, val, 0, 1L << 30, &a->ctx, err, errlen))) return rc;
+        break;
+    case 9:
+        if ((rc = parse_int(name, val, 0, 4096, &a->threads, err, errlen))) return rc;
+        break;
+    case 10: a->system = val; break;
+    case 11: {
+        int k = 0;
+        while (k < N_SAMPLERS && strcmp(val, sampler_names[k]) != 0) k++;
+        if (k == N_SAMPLERS)
+            return fail(err, errlen,
+                        "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
+                        "minp, entropix, agents)", val);
+        a->sampler = k;
+        a->sampler_given = 1;
+        break;
+    }
+    case 12: a->profile = val; break;
+    case 13:
+        if (!strchr(val, '='))
+            return fail(err, errlen, "--profile-set: '%s' is not KEY=VALUE", val);
+        if (a->n_profile_sets == EMX_CLI_MAX_PROFILE_SETS)
+            return fail(err, errlen, "--profile-set: more than %d given (use a profile file)",
+                        EMX_CLI_MAX_PROFILE_SETS);
+        a->profile_sets[a->n_profile_sets++] = val;
+        break;
+    case 14:
+        if (strcmp(val, "last") == 0) a->metric_layer = -1;
+        else if (strcmp(val, "all") == 0) a->metric_layer = -2;
+        else if (parse_int(name, val, 0, 1000000, &a->metric_layer, err, errlen))
+            return fail(err, errlen, "--metric-layers: '%s' is not last, all or a layer index", val);
+        a->metric_layer_given = 1;
+        break;
+    case 15: a->metrics_path = val; break;
+    case 16: rc = parse_int(name, val, 1, 64, &a->n_agents, err, errlen); break;
+    case 17: a->agent_configs = val; break;
+    case 18: rc = parse_int(name, val, 1, 16, &a->lookahead, err, errlen); break;
+    case 19: rc = parse_int(name, val, 1, 64, &a->workers, err, errlen); break;
+    case 20: a->devices = val; break;
+    case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen), a->check_every_given = 1; break;
+    case 22: rc = parse_int(name, val, 1, 1 << 30, &a->rollback, err, errlen); break;
+    case 23: rc = parse_int(name, val, 0, 1 << 30, &a->max_rollbacks, err, errlen); break;
+    case 24: rc = parse_int(name, val, 1, 1 << 20, &a->critic_window, err, errlen); break;
+    case 25: rc = parse_float(name, val, -1000.0, 1000.0, &a->critic_margin, err, errlen); break;
+    case 26: a->critic_model = val; break;
+    case 27: a->log_path = val; break;
+    case 28: a->device = val; break;
+    case 29: a->report_path = val; break;
+    case 30: rc = parse_int(name, val, 0, 20, &a->logprobs, err, errlen); break;
+    }
+    return rc;
+}
+
+// What holds only for the whole command line. 0, or 2 with err set.
+static int check_whole(EmxCliArgs *a, int agent_flag, char *err, size_t errlen) {
+    // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
+    // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
+    if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
+        a->sampler = EMX_SAMPLER_GREEDY;
+    if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
+    if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
+        return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
+    critic_default(a);
+    if (a->help || a->version) return 0;
+    if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
+    if (a->prompt && a->prompt_file)
+        return fail(err, errlen, "-p and -f both give a prompt: use one of them");
+    return 0;
+}
+
+int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
+    *a = cli_defaults();
     int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
-    int rc;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *iv;
         if (arg[0] != '-' || arg[1] == 0) {  // positional ("-" alone is a file name too)
@@ -136,134 +272,21 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
             }
             break;
         }
-
-        // Flags without a value.
-        if (is_flag(arg, "-h", "--help", &iv) && !iv) { a->help = 1; continue; }
-        if (is_flag(arg, NULL, "--version", &iv) && !iv) { a->version = 1; continue; }
-        if (is_flag(arg, NULL, "--verbose", &iv) && !iv) { a->verbose = 1; continue; }
-        if (is_flag(arg, NULL, "--verify", &iv) && !iv) { a->verify = 1; continue; }
-        if (is_flag(arg, NULL, "--chat", &iv) && !iv) { a->chat = EMX_CHAT_ON; continue; }
-        if (is_flag(arg, NULL, "--raw", &iv) && !iv) { a->chat = EMX_CHAT_RAW; continue; }
-        if (is_flag(arg, NULL, "--no-think", &iv) && !iv) { a->no_think = 1; continue; }
-        if (is_flag(arg, NULL, "--color", &iv) && !iv) { a->color = 1; continue; }
-
-        // Flags with a value: "-x VALUE", "--long VALUE" or "--long=VALUE".
-        static const struct { const char *s, *l; } valued[] = {
-            {"-p", "--prompt"},  {"-f", "--file"},   {"-n", "--n-predict"}, {"-s", "--seed"},
-            {NULL, "--temp"},    {NULL, "--top-k"},  {NULL, "--top-p"},     {NULL, "--min-p"},
-            {"-c", "--ctx-size"}, {"-t", "--threads"}, {NULL, "--system"},  {NULL, "--sampler"},
-            {NULL, "--profile"}, {NULL, "--profile-set"}, {NULL, "--metric-layers"},
-            {NULL, "--metrics"},
-            {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
-            {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
-            {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
-            {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"},
-        };
+        if (set_switch(arg, a)) continue;
         int which = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]) && which < 0; k++)
             if (is_flag(arg, valued[k].s, valued[k].l, &iv)) which = k;
         if (which < 0) return fail(err, errlen, "unknown option '%s' (see --help)", arg);
-        const char *name = valued[which].l;  // messages name the long form
         const char *val = iv;
         if (!val) {
             if (i + 1 >= argc) return fail(err, errlen, "%s: missing value", arg);
             val = argv[++i];
         }
-        rc = 0;
-        switch (which) {
-        case 0: a->prompt = val; break;
-        case 1: a->prompt_file = val; break;
-        case 2:
-            if ((rc = parse_int(name, val, -1, 1L << 30, &a->n_predict, err, errlen))) return rc;
-            a->n_predict_given = 1;
-            break;
-        case 3:
-            if ((rc = parse_seed(val, a, err, errlen))) return rc;
-            break;
-        case 4:
-            if ((rc = parse_float(name, val, 0.0, 100.0, &a->sampling.temperature, err, errlen)))
-                return rc;
-            a->temp_given = 1;
-            break;
-        case 5:
-            if ((rc = parse_int(name, val, 0, 1000000, &a->sampling.top_k, err, errlen))) return rc;
-            a->top_k_given = 1;
-            break;
-        case 6:
-            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.top_p, err, errlen))) return rc;
-            a->top_p_given = 1;
-            break;
-        case 7:
-            if ((rc = parse_float(name, val, 0.0, 1.0, &a->sampling.min_p, err, errlen))) return rc;
-            a->min_p_given = 1;
-            break;
-        case 8:
-            if ((rc = parse_int(name, val, 0, 1L << 30, &a->ctx, err, errlen))) return rc;
-            break;
-        case 9:
-            if ((rc = parse_int(name, val, 0, 4096, &a->threads, err, errlen))) return rc;
-            break;
-        case 10: a->system = val; break;
-        case 11: {
-            int k = 0;
-            while (k < N_SAMPLERS && strcmp(val, sampler_names[k]) != 0) k++;
-            if (k == N_SAMPLERS)
-                return fail(err, errlen,
-                            "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
-                            "minp, entropix, agents)", val);
-            a->sampler = k;
-            a->sampler_given = 1;
-            break;
-        }
-        case 12: a->profile = val; break;
-        case 13:
-            if (!strchr(val, '='))
-                return fail(err, errlen, "--profile-set: '%s' is not KEY=VALUE", val);
-            if (a->n_profile_sets == EMX_CLI_MAX_PROFILE_SETS)
-                return fail(err, errlen, "--profile-set: more than %d given (use a profile file)",
-                            EMX_CLI_MAX_PROFILE_SETS);
-            a->profile_sets[a->n_profile_sets++] = val;
-            break;
-        case 14:
-            if (strcmp(val, "last") == 0) a->metric_layer = -1;
-            else if (strcmp(val, "all") == 0) a->metric_layer = -2;
-            else if (parse_int(name, val, 0, 1000000, &a->metric_layer, err, errlen))
-                return fail(err, errlen, "--metric-layers: '%s' is not last, all or a layer index", val);
-            a->metric_layer_given = 1;
-            break;
-        case 15: a->metrics_path = val; break;
-        case 16: rc = parse_int(name, val, 1, 64, &a->n_agents, err, errlen); break;
-        case 17: a->agent_configs = val; break;
-        case 18: rc = parse_int(name, val, 1, 16, &a->lookahead, err, errlen); break;
-        case 19: rc = parse_int(name, val, 1, 64, &a->workers, err, errlen); break;
-        case 20: a->devices = val; break;
-        case 21: rc = parse_int(name, val, 0, 1 << 30, &a->check_every, err, errlen), a->check_every_given = 1; break;
-        case 22: rc = parse_int(name, val, 1, 1 << 30, &a->rollback, err, errlen); break;
-        case 23: rc = parse_int(name, val, 0, 1 << 30, &a->max_rollbacks, err, errlen); break;
-        case 24: rc = parse_int(name, val, 1, 1 << 20, &a->critic_window, err, errlen); break;
-        case 25: rc = parse_float(name, val, -1000.0, 1000.0, &a->critic_margin, err, errlen); break;
-        case 26: a->critic_model = val; break;
-        case 27: a->log_path = val; break;
-        case 28: a->device = val; break;
-        case 29: a->report_path = val; break;
-        case 30: rc = parse_int(name, val, 0, 20, &a->logprobs, err, errlen); break;
-        }
+        int rc = set_value(which, valued[which].l, val, a, err, errlen);  // messages name the long form
         if (rc) return rc;
-        if (which >= 16 && which <= 27) agent_flag = 1;  // the agent pool's flags
+        if (which >= VALUED_FIRST_AGENT_FLAG && which <= VALUED_LAST_AGENT_FLAG) agent_flag = 1;
     }
-    // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
-    // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
-    if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
-        a->sampler = EMX_SAMPLER_GREEDY;
-    if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
-    if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
-        return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
-    critic_default(a);
-    if (a->help || a->version) return 0;
-    if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
-    if (a->prompt && a->prompt_file)
-        return fail(err, errlen, "-p and -f both give a prompt: use one of them");
-    return 0;
+    return check_whole(a, agent_flag, err, errlen);
 }
 
 EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {

@@ -179,6 +179,21 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
     fprintf(stderr, "\n");
 }
 
+// -v with --sampler entropix: the profile, where the attention metrics come from, the pause token.
+static void print_entropix_setup(const EmxCliArgs *a, const EmxProfile *profile, const EmxEntropixSampler *es,
+                                 const EmxTokenizer *tk) {
+    fprintf(stderr, "entropix: profile %s, attention metrics from %s, pause token %d", a->profile,
+            profile->attn_layer == EMX_ATTN_LAYER_LAST ? "the last layer"
+            : profile->attn_layer == EMX_ATTN_LAYERS_ALL ? "all layers" : "one layer",
+            es->pause_token);
+    if (es->pause_token >= 0) {
+        size_t plen = 0;
+        const char *piece = emx_token_bytes_ref(tk, es->pause_token, &plen);
+        fprintf(stderr, " ('%.*s')", (int)plen, piece ? piece : "");
+    }
+    fprintf(stderr, "\n");
+}
+
 // Ctrl-C in the agent pool: finish the round, print and log what there is. A second Ctrl-C
 // kills (the handler restores the default). Signal handlers can take no context, hence the
 // one file-level flag; it belongs to this program, not to the library.
@@ -194,240 +209,274 @@ static void on_sigint(int sig) {
     signal(sig, SIG_DFL);
 }
 
-int main(int argc, char **argv) {
-    char err[512] = {0};
+// Everything one run of ./run holds; run_close frees whatever was made.
+typedef struct {
     EmxCliArgs a;
-    if (emx_cli_parse(argc, argv, &a, err, sizeof err) != 0) {
+    int entropix, chat, ctx;
+    EmxProfile profile;          // --sampler entropix only
+    EmxModel model;
+    int model_open;
+    EmxTokenizer *tk;
+    EmxState *st;
+    EmxRunSampler rs;
+    FILE *metrics;               // --metrics, or NULL
+    char *file_prompt;           // -f's text, or NULL
+    const char *prompt;          // -p's or -f's text
+    size_t prompt_len;
+    int *ids, n_ids;             // the prompt's token ids (chat template applied)
+    EmxReport *report;           // --report, or NULL
+} Run;
+
+static void run_close(Run *r) {
+    emx_report_free(r->report);
+    if (r->metrics) fclose(r->metrics);
+    emx_run_sampler_free(&r->rs);
+    free(r->ids);
+    if (r->st) emx_state_free(r->st);
+    if (r->tk) emx_tokenizer_free(r->tk);
+    if (r->model_open) emx_model_close(&r->model);
+    free(r->file_prompt);
+}
+
+// The flags and everything checkable before a file is opened. Returns the exit status when the
+// run ends here (usage error 2, --help/--version 0, stdout unusable 1), -1 to go on.
+static int read_args(Run *r, int argc, char **argv) {
+    char err[512] = {0};
+    EmxCliArgs *a = &r->a;
+    if (emx_cli_parse(argc, argv, a, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         return 2;
     }
-    if (a.help) {
+    if (a->help) {
         emx_cli_usage(stdout, argv[0]);
         return 0;
     }
-    if (a.version) {
+    if (a->version) {
         printf("entropix.c run %s\n", EMX_VERSION_STRING);
         return 0;
     }
-    int entropix = a.sampler == EMX_SAMPLER_ENTROPIX;
+    r->entropix = a->sampler == EMX_SAMPLER_ENTROPIX;
     int out_errno = emx_run_check_stdio();
     if (out_errno) {
         report_write_error("writing the generated text to stdout", NULL, out_errno);
         return 1;
     }
-    if (check_paths(&a, entropix, err, sizeof err) != 0) {
+    if (check_paths(a, r->entropix, err, sizeof err) != 0 ||
+        (r->entropix && emx_run_build_profile(a, &r->profile, err, sizeof err) != 0)) {
         fprintf(stderr, "run: %s\n", err);
         return 2;
     }
-    EmxProfile profile;
-    if (entropix && emx_run_build_profile(&a, &profile, err, sizeof err) != 0) {
-        fprintf(stderr, "run: %s\n", err);
-        return 2;
-    }
-    if (!entropix && (strcmp(a.profile, "classic") != 0 || a.n_profile_sets > 0))
+    if (!r->entropix && (strcmp(a->profile, "classic") != 0 || a->n_profile_sets > 0))
         fprintf(stderr, "run: warning: --profile/--profile-set only apply to --sampler entropix; ignored\n");
-    if (!entropix && a.color)
+    if (!r->entropix && a->color)
         fprintf(stderr, "run: warning: --color shows entropix cases; with --sampler %s it is ignored\n",
-                emx_sampler_kind_name(a.sampler));
+                emx_sampler_kind_name(a->sampler));
+    return -1;
+}
 
-    int status = 1;
-    EmxModel model;
-    int model_open = 0;
-    EmxTokenizer *tk = NULL;
-    EmxState *st = NULL;
-    EmxRunSampler rs = {0};
-    FILE *metrics = NULL;
-    char *file_prompt = NULL;
-    int *ids = NULL;
-    EmxReport *report = NULL;
-
-    if (a.verify) {  // a corrupted file is told apart from a bad model before anything runs
-        int v = emx_model_verify(a.model_path, err, sizeof err);
-        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", a.model_path, err);
+// --verify, the model, its context (-c clamped to it) and its tokenizer. 0, or -1 (said why).
+static int open_model(Run *r) {
+    char err[512] = {0};
+    const EmxCliArgs *a = &r->a;
+    if (a->verify) {  // a corrupted file is told apart from a bad model before anything runs
+        int v = emx_model_verify(a->model_path, err, sizeof err);
+        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", a->model_path, err);
         else fprintf(stderr, "run: %s\n", err);  // no checksum recorded (v == 1), or the error
-        if (v < 0) goto out;
+        if (v < 0) return -1;
     }
-    if (emx_model_open(&model, a.model_path, err, sizeof err) != 0) {
+    if (emx_model_open(&r->model, a->model_path, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return -1;
     }
-    model_open = 1;
-    const EmxConfig *cfg = &model.cfg;
-
-    int ctx = a.ctx;
-    if (ctx > (int)cfg->max_seq_len) {
-        fprintf(stderr, "run: warning: -c %d exceeds the model's context %u; using %u\n", ctx,
+    r->model_open = 1;
+    const EmxConfig *cfg = &r->model.cfg;
+    r->ctx = a->ctx;
+    if (r->ctx > (int)cfg->max_seq_len) {
+        fprintf(stderr, "run: warning: -c %d exceeds the model's context %u; using %u\n", r->ctx,
                 cfg->max_seq_len, cfg->max_seq_len);
-        ctx = (int)cfg->max_seq_len;
+        r->ctx = (int)cfg->max_seq_len;
     }
+    r->tk = emx_tokenizer_new(&r->model.tok, err, sizeof err);
+    if (!r->tk) {
+        fprintf(stderr, "run: %s: %s\n", a->model_path, err);
+        return -1;
+    }
+    if (emx_tokenizer_n_vocab(r->tk) != (int)cfg->vocab_size) {
+        fprintf(stderr, "run: %s: tokenizer has %d tokens, model vocab_size is %u\n", a->model_path,
+                emx_tokenizer_n_vocab(r->tk), cfg->vocab_size);
+        return -1;
+    }
+    return 0;
+}
 
-    tk = emx_tokenizer_new(&model.tok, err, sizeof err);
-    if (!tk) {
-        fprintf(stderr, "run: %s: %s\n", a.model_path, err);
-        goto out;
-    }
-    if (emx_tokenizer_n_vocab(tk) != (int)cfg->vocab_size) {
-        fprintf(stderr, "run: %s: tokenizer has %d tokens, model vocab_size is %u\n", a.model_path,
-                emx_tokenizer_n_vocab(tk), cfg->vocab_size);
-        goto out;
-    }
-    size_t prompt_len = a.prompt ? strlen(a.prompt) : 0;
-    const char *prompt = a.prompt;
-    if (a.prompt_file) {
+// The prompt (-p or -f), chat or raw, and its token ids. 0, or -1 (said why).
+static int read_prompt(Run *r) {
+    char err[512] = {0};
+    const EmxCliArgs *a = &r->a;
+    const EmxConfig *cfg = &r->model.cfg;
+    r->prompt_len = a->prompt ? strlen(a->prompt) : 0;
+    r->prompt = a->prompt;
+    if (a->prompt_file) {
         int max_ctx = cfg->max_seq_len < 4096 ? (int)cfg->max_seq_len : 4096;  // -c 0's context
-        if (!(file_prompt = read_prompt_file(a.prompt_file, tk, ctx > 0 ? ctx : max_ctx, &prompt_len))) goto out;
-        prompt = file_prompt;
+        r->file_prompt = read_prompt_file(a->prompt_file, r->tk, r->ctx > 0 ? r->ctx : max_ctx, &r->prompt_len);
+        if (!r->file_prompt) return -1;
+        r->prompt = r->file_prompt;
     }
-
     int has_template = cfg->chat_template != EMX_CHAT_NONE;
-    int chat = a.chat == EMX_CHAT_AUTO ? has_template : a.chat == EMX_CHAT_ON;
-    if (chat && !has_template) {
-        fprintf(stderr, "run: --chat: %s has no chat template (use --raw)\n", a.model_path);
-        goto out;
+    r->chat = a->chat == EMX_CHAT_AUTO ? has_template : a->chat == EMX_CHAT_ON;
+    if (r->chat && !has_template) {
+        fprintf(stderr, "run: --chat: %s has no chat template (use --raw)\n", a->model_path);
+        return -1;
     }
-    if (!chat && a.system) fprintf(stderr, "run: warning: --system is ignored in raw mode\n");
-    if (a.no_think && !(chat && cfg->chat_template == EMX_CHAT_QWEN3))
+    if (!r->chat && a->system) fprintf(stderr, "run: warning: --system is ignored in raw mode\n");
+    if (a->no_think && !(r->chat && cfg->chat_template == EMX_CHAT_QWEN3))
         fprintf(stderr, "run: warning: --no-think only applies to Qwen3 chat; ignored\n");
-
-    EmxPromptSpec ps = {.text = prompt, .len = prompt_len, .chat = chat, .system = a.system,
-                        .enable_thinking = !a.no_think, .warn = warn_stderr};
-    int n_ids = 0;
-    if (emx_prompt_ids(&model, tk, &ps, &ids, &n_ids, err, sizeof err) != 0) {
+    EmxPromptSpec ps = {.text = r->prompt, .len = r->prompt_len, .chat = r->chat, .system = a->system,
+                        .enable_thinking = !a->no_think, .warn = warn_stderr};
+    if (emx_prompt_ids(&r->model, r->tk, &ps, &r->ids, &r->n_ids, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return -1;
     }
+    return 0;
+}
 
-    if (a.sampler == EMX_SAMPLER_AGENTS) {
-        ctx = ctx > 0 ? ctx : (int)(cfg->max_seq_len < 4096 ? cfg->max_seq_len : 4096);
-        if (n_ids >= ctx) {
-            fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", n_ids, ctx);
-            goto out;
-        }
-        if (a.verbose) print_verbose(&model, &a, &a.sampling, chat, ctx, ids, n_ids);
-        errno = 0;
-        if (!chat && prompt_len &&  // raw mode echoes the prompt, as below
-            (fwrite(prompt, 1, prompt_len, stdout) != prompt_len || fflush(stdout) != 0)) {
-            report_write_error("writing the generated text to stdout", NULL, errno ? errno : EIO);
-            goto out;
-        }
-        struct sigaction sa = {.sa_handler = on_sigint};
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        status = emx_run_pool(&a, &model, tk, ids, n_ids, ctx, &interrupted);
-        goto out;
+// --sampler agents: the pool generates (runtime/cli/run_pool.c). Returns the exit status.
+static int run_agents(Run *r) {
+    const EmxConfig *cfg = &r->model.cfg;
+    int ctx = r->ctx > 0 ? r->ctx : (int)(cfg->max_seq_len < 4096 ? cfg->max_seq_len : 4096);
+    if (r->n_ids >= ctx) {
+        fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", r->n_ids, ctx);
+        return 1;
     }
+    if (r->a.verbose) print_verbose(&r->model, &r->a, &r->a.sampling, r->chat, ctx, r->ids, r->n_ids);
+    errno = 0;
+    if (!r->chat && r->prompt_len &&  // raw mode echoes the prompt, as a single stream does
+        (fwrite(r->prompt, 1, r->prompt_len, stdout) != r->prompt_len || fflush(stdout) != 0)) {
+        report_write_error("writing the generated text to stdout", NULL, errno ? errno : EIO);
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    return emx_run_pool(&r->a, &r->model, r->tk, r->ids, r->n_ids, ctx, &interrupted);
+}
 
-    EmxStateOptions so = {.n_threads = a.threads, .ctx = ctx, .device = a.device};
-    int state_ctx = emx_state_resolve_ctx(&model, &so, err, sizeof err);
-    if (state_ctx > 0 && check_cpu_memory(&model, &a, state_ctx, err, sizeof err) != 0) {
+// The single stream's state (its context decides how many tokens -n may ask for) and the
+// --metrics file, opened only now that every input has been read. 0, or -1 (said why).
+static int open_state(Run *r) {
+    char err[512] = {0};
+    EmxCliArgs *a = &r->a;
+    EmxStateOptions so = {.n_threads = a->threads, .ctx = r->ctx, .device = a->device};
+    int state_ctx = emx_state_resolve_ctx(&r->model, &so, err, sizeof err);
+    if (state_ctx > 0 && check_cpu_memory(&r->model, a, state_ctx, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return -1;
     }
-    st = emx_state_new(&model, &so, err, sizeof err);
-    if (!st) {
+    r->st = emx_state_new(&r->model, &so, err, sizeof err);
+    if (!r->st) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return -1;
     }
-    ctx = emx_state_ctx(st);
-    if (n_ids > ctx) {
-        fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", n_ids, ctx);
-        goto out;
+    r->ctx = emx_state_ctx(r->st);
+    if (r->n_ids > r->ctx) {
+        fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", r->n_ids, r->ctx);
+        return -1;
     }
     // Every chosen token but the last is fed back, so ctx - n_ids + 1 tokens fit.
-    int room = ctx - n_ids + 1;
-    if (a.n_predict > room && !a.n_predict_given) a.n_predict = room;  // the default fits itself
-    if (a.n_predict > room) {  // asking for more than fits is a mistake worth stopping for
+    int room = r->ctx - r->n_ids + 1;
+    if (a->n_predict > room && !a->n_predict_given) a->n_predict = room;  // the default fits itself
+    if (a->n_predict > room) {  // asking for more than fits is a mistake worth stopping for
         fprintf(stderr, "run: -n %d is more than the %d tokens the context has room for (-c %d, prompt %d "
-                        "tokens); -n -1 generates until the context is full\n", a.n_predict, room, ctx, n_ids);
-        goto out;
+                        "tokens); -n -1 generates until the context is full\n", a->n_predict, room, r->ctx, r->n_ids);
+        return -1;
     }
+    if (a->metrics_path && !(r->metrics = fopen(a->metrics_path, "w"))) {
+        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
-    if (a.metrics_path) {
-        metrics = fopen(a.metrics_path, "w");
-        if (!metrics) {
-            fprintf(stderr, "run: --metrics %s: %s\n", a.metrics_path, strerror(errno));
-            goto out;
-        }
-    }
-    if (!a.seed_given) a.seed = emx_rng_seed_from_time();
-    if (emx_run_sampler_init(&rs, &a, &profile, &model, tk, ctx, a.seed, metrics != NULL || a.report_path != NULL, err, sizeof err) != 0) {
+// The sampler of the run (runtime/cli/run_setup.c), and what -v and a time-based seed say
+// about it. 0, or -1 (said why).
+static int start_sampler(Run *r) {
+    char err[512] = {0};
+    EmxCliArgs *a = &r->a;
+    if (!a->seed_given) a->seed = emx_rng_seed_from_time();
+    if (emx_run_sampler_init(&r->rs, a, &r->profile, &r->model, r->tk, r->ctx, a->seed,
+                             r->metrics != NULL || a->report_path != NULL, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return -1;
     }
-    const EmxSamplerParams sp = rs.params;
-    EmxEntropixSampler *es = entropix ? &rs.es : NULL;
-    EmxSampler *sampler = rs.sampler;
-    if (a.verbose) {
-        print_verbose(&model, &a, &sp, chat, ctx, ids, n_ids);
-        if (entropix) {
-            fprintf(stderr, "entropix: profile %s, attention metrics from %s, pause token %d",
-                    a.profile, profile.attn_layer == EMX_ATTN_LAYER_LAST ? "the last layer"
-                               : profile.attn_layer == EMX_ATTN_LAYERS_ALL ? "all layers" : "one layer",
-                    es->pause_token);
-            if (es->pause_token >= 0) {
-                size_t plen = 0;
-                const char *piece = emx_token_bytes_ref(tk, es->pause_token, &plen);
-                fprintf(stderr, " ('%.*s')", (int)plen, piece ? piece : "");
-            }
-            fprintf(stderr, "\n");
-        }
+    const EmxSamplerParams *sp = &r->rs.params;
+    if (a->verbose) {
+        print_verbose(&r->model, a, sp, r->chat, r->ctx, r->ids, r->n_ids);
+        if (r->entropix) print_entropix_setup(a, &r->profile, &r->rs.es, r->tk);
     }
     // Greedy draws nothing: no seed to report. Entropix draws in most of its cases.
-    if (!a.seed_given && (entropix || (sp.temperature > 0.0f && sp.top_k != 1)))
-        fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n",
-                a.seed, a.seed);
-    if (a.color && entropix) emx_color_legend(stderr);
+    if (!a->seed_given && (r->entropix || (sp->temperature > 0.0f && sp->top_k != 1)))
+        fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n", a->seed, a->seed);
+    if (a->color && r->entropix) emx_color_legend(stderr);
+    return 0;
+}
 
+// Closes --metrics, reporting a failed write. 0, or -1 (said why).
+static int close_metrics(Run *r) {
+    if (!r->metrics) return 0;
+    errno = 0;
+    int bad = ferror(r->metrics) || fclose(r->metrics) != 0;
+    r->metrics = NULL;
+    if (bad) report_write_error("--metrics", r->a.metrics_path, errno ? errno : -1);
+    return bad ? -1 : 0;
+}
+
+// Generates the text, then the files and the summary. Returns the exit status.
+static int generate_text(Run *r) {
+    char err[512] = {0};
+    const EmxCliArgs *a = &r->a;
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
-    TokenSink sink = {.out = stdout, .metrics = metrics, .metrics_path = a.metrics_path, .color = a.color, .tk = tk,
-                      .sampler_name = emx_sampler_kind_name(a.sampler),
-                      .rs = &rs};
+    TokenSink sink = {.out = stdout, .metrics = r->metrics, .metrics_path = a->metrics_path, .color = a->color,
+                      .tk = r->tk, .sampler_name = emx_sampler_kind_name(a->sampler), .rs = &r->rs};
     EmxLogprobTap lpt;
-    sampler = attach_report(&a, &sink, &lpt, sampler, entropix ? &profile : NULL, ids, n_ids);
-    if (a.report_path && !(report = sink.report)) goto out;
-    EmxGenerateOptions go = {.n_predict = a.n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !chat,
+    EmxSampler *sampler = attach_report(a, &sink, &lpt, r->rs.sampler, r->entropix ? &r->profile : NULL, r->ids, r->n_ids);
+    if (a->report_path && !(r->report = sink.report)) return 1;
+    EmxGenerateOptions go = {.n_predict = a->n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !r->chat,
                              .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;
-    int rc = emx_generate(st, tk, ids, n_ids, sampler, &go, &stats, err, sizeof err);
+    int rc = emx_generate(r->st, r->tk, r->ids, r->n_ids, sampler, &go, &stats, err, sizeof err);
     errno = 0;
     if (!sink.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
         sink.out_errno = errno ? errno : EIO;
     if (sink.out_errno) {  // the callback stopped the loop, or the last newline failed
         report_write_error("writing the generated text to stdout", NULL, sink.out_errno);
-        goto out;
+        return 1;
     }
     if (sink.metrics_errno) {
-        report_write_error("--metrics", a.metrics_path, sink.metrics_errno);
-        goto out;
+        report_write_error("--metrics", a->metrics_path, sink.metrics_errno);
+        return 1;
     }
     if (rc != 0) {
         fprintf(stderr, "run: %s\n", err);
-        goto out;
+        return 1;
     }
-    if (metrics) {
-        errno = 0;
-        int bad = ferror(metrics) || fclose(metrics) != 0;
-        metrics = NULL;
-        if (bad) {
-            report_write_error("--metrics", a.metrics_path, errno ? errno : -1);
-            goto out;
-        }
-    }
-    if (emx_run_report_finish(&report, a.report_path) != 0) goto out;
+    if (close_metrics(r) != 0 || emx_run_report_finish(&r->report, a->report_path) != 0) return 1;
     if (stats.stop == EMX_STOP_CONTEXT)
-        fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", ctx);
+        fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", r->ctx);
     emx_generate_print_stats(stderr, &stats);
-    if (entropix) print_case_summary(es);
-    status = 0;
+    if (r->entropix) print_case_summary(&r->rs.es);
+    return 0;
+}
 
-out:
-    emx_report_free(report);
-    if (metrics) fclose(metrics);
-    emx_run_sampler_free(&rs);
-    free(ids);
-    if (st) emx_state_free(st);
-    if (tk) emx_tokenizer_free(tk);
-    if (model_open) emx_model_close(&model);
-    free(file_prompt);
+int main(int argc, char **argv) {
+    Run r;
+    memset(&r, 0, sizeof r);
+    int status = read_args(&r, argc, argv);
+    if (status >= 0) return status;
+    status = 1;
+    if (open_model(&r) == 0 && read_prompt(&r) == 0) {
+        if (r.a.sampler == EMX_SAMPLER_AGENTS) status = run_agents(&r);
+        else if (open_state(&r) == 0 && start_sampler(&r) == 0) status = generate_text(&r);
+    }
+    run_close(&r);
     return status;
 }

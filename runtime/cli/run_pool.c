@@ -34,6 +34,44 @@ static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, in
     return emx_mem_check(need, kv, emx_mem_available(), ctx, what, err, errlen);
 }
 
+// The --log file's header: the model, the pool, the critic and every agent's settings.
+static void write_log_header(FILE *log, const EmxCliArgs *a, const EmxRunPoolSetup *ps, int critic, uint64_t seed) {
+    fprintf(log, "# entropix.c agent pool: model %s, %d agents, lookahead %d, %d worker(s)", a->model_path,
+            ps->n_agents, a->lookahead, ps->n_workers);
+    if (ps->n_devices > 0) fprintf(log, " on %s", a->devices);
+    fprintf(log, ", seed %" PRIu64 "\n", seed);
+    fprintf(log, "# critic: %s, check every %d, window %d, margin %g, rollback %d, max rollbacks %d\n",
+            critic ? (a->critic_model ? a->critic_model : "same model") : "off", a->check_every, a->critic_window,
+            (double)a->critic_margin, a->rollback, a->max_rollbacks);
+    fprintf(log, "# agents:");
+    for (int i = 0; i < ps->n_agents; i++)
+        fprintf(log, " %d=T%.2f/k%d", i, (double)ps->agents[i].temperature, ps->agents[i].top_k);
+    fprintf(log, "\n");
+    fflush(log);
+}
+
+// A write that failed during the run, in one line (the first: stdout, --log, --metrics). 1 if any.
+static int report_failed_write(const EmxCliArgs *a, const EmxPoolStats *stats) {
+    if (stats->out_errno)
+        fprintf(stderr, "run: writing the generated text to stdout: %s\n", strerror(stats->out_errno));
+    else if (stats->log_errno)
+        fprintf(stderr, "run: --log %s: %s\n", a->log_path, strerror(stats->log_errno));
+    else if (stats->metrics_errno)
+        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(stats->metrics_errno));
+    else
+        return 0;
+    return 1;
+}
+
+// Closes an output file (NULL: nothing to do); 1, said in one line, if its data did not all land.
+static int close_output(FILE *f, const char *flag, const char *path) {
+    if (!f) return 0;
+    errno = 0;
+    if (!ferror(f) && fclose(f) == 0) return 0;
+    fprintf(stderr, "run: %s %s: %s\n", flag, path, errno ? strerror(errno) : "write failed");
+    return 1;
+}
+
 int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk, const int *ids, int n_ids, int ctx,
                  volatile sig_atomic_t *interrupted) {
     char err[512];
@@ -84,20 +122,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     uint64_t seed = a->seed_given ? a->seed : emx_rng_seed_from_time();
     if (!a->seed_given)
         fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n", seed, seed);
-    if (log) {
-        fprintf(log, "# entropix.c agent pool: model %s, %d agents, lookahead %d, %d worker(s)", a->model_path, n_agents,
-                a->lookahead, n_workers);
-        if (n_devices > 0) fprintf(log, " on %s", a->devices);
-        fprintf(log, ", seed %" PRIu64 "\n", seed);
-        fprintf(log, "# critic: %s, check every %d, window %d, margin %g, rollback %d, max rollbacks %d\n",
-                critic ? (a->critic_model ? a->critic_model : "same model") : "off", a->check_every, a->critic_window,
-                (double)a->critic_margin, a->rollback, a->max_rollbacks);
-        fprintf(log, "# agents:");
-        for (int i = 0; i < n_agents; i++)
-            fprintf(log, " %d=T%.2f/k%d", i, (double)agents[i].temperature, agents[i].top_k);
-        fprintf(log, "\n");
-        fflush(log);
-    }
+    if (log) write_log_header(log, a, &ps, critic != NULL, seed);
     EmxPoolOptions po = emx_run_pool_options(a, &ps, a->threads, ctx, seed, n_predict, critic);
     po.out = stdout, po.log = log, po.metrics = metrics, po.interrupted = interrupted;
     po.want_logprobs = a->logprobs >= 0, po.n_logprobs = a->logprobs;
@@ -110,15 +135,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     errno = 0;
     if (!stats.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
         stats.out_errno = errno ? errno : EIO;
-    if (stats.out_errno || stats.log_errno || stats.metrics_errno) {  // one line: the first that failed
-        if (stats.out_errno)
-            fprintf(stderr, "run: writing the generated text to stdout: %s\n", strerror(stats.out_errno));
-        else if (stats.log_errno)
-            fprintf(stderr, "run: --log %s: %s\n", a->log_path, strerror(stats.log_errno));
-        else
-            fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(stats.metrics_errno));
-        goto out;
-    }
+    if (report_failed_write(a, &stats)) goto out;
     if (rc != 0) {
         fprintf(stderr, "run: %s\n", err);
         goto out;
@@ -129,18 +146,9 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
                         "--check-every K turns it on)\n");
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
-    errno = 0;
-    if (metrics && (ferror(metrics) || fclose(metrics) != 0)) {
-        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, errno ? strerror(errno) : "write failed");
-        status = 1;
-    }
-    metrics = NULL;
-    errno = 0;
-    if (log && (ferror(log) || fclose(log) != 0)) {
-        fprintf(stderr, "run: --log %s: %s\n", a->log_path, errno ? strerror(errno) : "write failed");
-        status = 1;
-    }
-    log = NULL;
+    // `|`, not `||`: both files are closed, and each failure said
+    if (close_output(metrics, "--metrics", a->metrics_path) | close_output(log, "--log", a->log_path)) status = 1;
+    metrics = log = NULL;
 out:
     emx_report_free(report);
     if (metrics) fclose(metrics);

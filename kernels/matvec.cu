@@ -94,151 +94,194 @@ __device__ __forceinline__ void unpack16(const uint4 u, float *w) {
     }
 }
 
-// INT8: quantised weights meet the int8 activations (__dp4a); else they are dequantised in
-// registers and meet the f32 activations (the "fast_f32" variant). Float weights ignore it.
-template <int DT, int MAXB, bool INT8>
-__device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int rows, int cols, int r,
-                                             const EmxCudaActs &a, int nb, float *acc) {
+// f32 / f16 / bf16 rows: 16-byte chunks of 4 or 8 weights against the f32 activations.
+template <int DT, int MAXB>
+__device__ __forceinline__ void row_dot_dense(const void *__restrict__ W, int rows, int cols, int r,
+                                              const EmxCudaActs &a, int nb, float *acc) {
     const int lane = threadIdx.x & 31;
-    const int G = cols / 32;  // groups per row
-    if constexpr (DT == EMX_F32 || DT == EMX_F16 || DT == EMX_BF16) {
-        constexpr int PER = DT == EMX_F32 ? 4 : 8;  // weights per 16-byte chunk
-        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols * (16 / PER));
-        for (int c = lane; c < cols / PER; c += 32) {
-            float w[PER];
-            unpack16<DT>(wr[c], w);
+    (void)rows;
+    constexpr int PER = DT == EMX_F32 ? 4 : 8;  // weights per 16-byte chunk
+    const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols * (16 / PER));
+    for (int c = lane; c < cols / PER; c += 32) {
+        float w[PER];
+        unpack16<DT>(wr[c], w);
 #pragma unroll
-            for (int b = 0; b < MAXB; b++) {
-                if (b >= nb) break;
-                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * PER);
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * PER);
 #pragma unroll
-                for (int k = 0; k < PER / 4; k++) {
-                    const float4 x4 = xv[k];
-                    acc[b] += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
-                }
-            }
-        }
-    } else if constexpr (DT == EMX_Q8 && !INT8) {
-        // chunk c = 16 int8 weights converted to f32; the group scale multiplies the chunk's sum
-        const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
-        const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
-        for (int c = lane; c < cols / 16; c += 32) {
-            const uint4 u = wr[c];
-            const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-            float w[16];
-#pragma unroll
-            for (int k = 0; k < 16; k++) w[k] = (float)(int8_t)(words[k >> 2] >> (8 * (k & 3)));
-            const float dw = emx_f16_to_float(wd[c >> 1]);
-#pragma unroll
-            for (int b = 0; b < MAXB; b++) {
-                if (b >= nb) break;
-                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * 16);
-                float s = 0.0f;
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const float4 x4 = xv[k];
-                    s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
-                }
-                acc[b] += dw * s;
-            }
-        }
-    } else if constexpr ((DT == EMX_Q4 || DT == EMX_Q4_1) && !INT8) {
-        // group g's 32 nibbles converted to f32 (q4: minus the offset 8); q4_1 adds m * sum(x)
-        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
-        const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
-        for (int g = lane; g < G; g += 32) {
-            const uint4 u = wr[g];
-            const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-            constexpr int OFFSET = DT == EMX_Q4 ? 8 : 0;
-            float w[32];
-#pragma unroll
-            for (int k = 0; k < 16; k++) {
-                const int byte = (int)(words[k >> 2] >> (8 * (k & 3))) & 0xff;
-                w[k] = (float)((byte & 0xf) - OFFSET);
-                w[k + 16] = (float)((byte >> 4) - OFFSET);
-            }
-            const size_t pg = (size_t)r * G + g;
-            float d, m = 0.0f;
-            if constexpr (DT == EMX_Q4) {
-                d = emx_f16_to_float(p[pg]);
-            } else {
-                const uint32_t dm = ((const uint32_t *)p)[pg];
-                d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
-                m = emx_f16_to_float((uint16_t)(dm >> 16));
-            }
-#pragma unroll
-            for (int b = 0; b < MAXB; b++) {
-                if (b >= nb) break;
-                const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)g * 32);
-                float s = 0.0f, sx = 0.0f;
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    const float4 x4 = xv[k];
-                    s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
-                    if constexpr (DT == EMX_Q4_1) sx += x4.x + x4.y + x4.z + x4.w;
-                }
-                acc[b] += DT == EMX_Q4_1 ? d * s + m * sx : d * s;
-            }
-        }
-    } else if constexpr (DT == EMX_Q8) {
-        // chunk c = 16 int8 weights = half of group c/2
-        const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
-        const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
-        for (int c = lane; c < cols / 16; c += 32) {
-            const uint4 u = wr[c];
-            const float dw = emx_f16_to_float(wd[c >> 1]);
-#pragma unroll
-            for (int b = 0; b < MAXB; b++) {
-                if (b >= nb) break;
-                const int4 x4 = *(const int4 *)(a.xq + (size_t)b * cols + (size_t)c * 16);
-                int s = __dp4a((int)u.x, x4.x, 0);
-                s = __dp4a((int)u.y, x4.y, s);
-                s = __dp4a((int)u.z, x4.z, s);
-                s = __dp4a((int)u.w, x4.w, s);
-                acc[b] += (float)s * (dw * a.xd[(size_t)b * G + (c >> 1)]);
-            }
-        }
-    } else {
-        // q4 / q4_1: chunk g = the 16 bytes of group g; params: d (q4) or {d, m} (q4_1) per group
-        const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
-        const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
-        for (int g = lane; g < G; g += 32) {
-            const uint4 u = wr[g];
-            const size_t pg = (size_t)r * G + g;
-            float d, m = 0.0f;
-            if constexpr (DT == EMX_Q4) {
-                d = emx_f16_to_float(p[pg]);
-            } else {
-                const uint32_t dm = ((const uint32_t *)p)[pg];  // one 4-byte load: d low, m high
-                d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
-                m = emx_f16_to_float((uint16_t)(dm >> 16));
-            }
-            const int lo[4] = {(int)(u.x & 0x0f0f0f0fu), (int)(u.y & 0x0f0f0f0fu), (int)(u.z & 0x0f0f0f0fu),
-                               (int)(u.w & 0x0f0f0f0fu)};
-            const int hi[4] = {(int)((u.x >> 4) & 0x0f0f0f0fu), (int)((u.y >> 4) & 0x0f0f0f0fu),
-                               (int)((u.z >> 4) & 0x0f0f0f0fu), (int)((u.w >> 4) & 0x0f0f0f0fu)};
-#pragma unroll
-            for (int b = 0; b < MAXB; b++) {
-                if (b >= nb) break;
-                const int4 *xv = (const int4 *)(a.xq + (size_t)b * cols + (size_t)g * 32);
-                const int4 x0 = xv[0], x1 = xv[1];  // activations j = 0..15 and 16..31 of the group
-                int s = __dp4a(lo[0], x0.x, 0);
-                s = __dp4a(lo[1], x0.y, s);
-                s = __dp4a(lo[2], x0.z, s);
-                s = __dp4a(lo[3], x0.w, s);
-                s = __dp4a(hi[0], x1.x, s);
-                s = __dp4a(hi[1], x1.y, s);
-                s = __dp4a(hi[2], x1.z, s);
-                s = __dp4a(hi[3], x1.w, s);
-                const float xd = a.xd[(size_t)b * G + g];
-                const int xs = a.xsum[(size_t)b * G + g];
-                if constexpr (DT == EMX_Q4)
-                    acc[b] += (float)(s - 8 * xs) * (d * xd);  // sum (nib - 8) x = sum nib x - 8 sum x
-                else
-                    acc[b] += (float)s * (d * xd) + m * (xd * (float)xs);
+            for (int k = 0; k < PER / 4; k++) {
+                const float4 x4 = xv[k];
+                acc[b] += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
             }
         }
     }
+}
+
+// q8 weights dequantised in registers against the f32 activations (the "fast_f32" variant).
+template <int DT, int MAXB>
+__device__ __forceinline__ void row_dot_q8_f32(const void *__restrict__ W, int rows, int cols, int r,
+                                               const EmxCudaActs &a, int nb, float *acc) {
+    const int lane = threadIdx.x & 31;
+    const int G = cols / 32;  // groups per row
+    // chunk c = 16 int8 weights converted to f32; the group scale multiplies the chunk's sum
+    const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
+    const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
+    for (int c = lane; c < cols / 16; c += 32) {
+        const uint4 u = wr[c];
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+        float w[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++) w[k] = (float)(int8_t)(words[k >> 2] >> (8 * (k & 3)));
+        const float dw = emx_f16_to_float(wd[c >> 1]);
+#pragma unroll
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * 16);
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float4 x4 = xv[k];
+                s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+            }
+            acc[b] += dw * s;
+        }
+    }
+}
+
+// q4 / q4_1 weights dequantised in registers against the f32 activations ("fast_f32").
+template <int DT, int MAXB>
+__device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int rows, int cols, int r,
+                                               const EmxCudaActs &a, int nb, float *acc) {
+    const int lane = threadIdx.x & 31;
+    const int G = cols / 32;  // groups per row
+    // group g's 32 nibbles converted to f32 (q4: minus the offset 8); q4_1 adds m * sum(x)
+    const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
+    const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
+    for (int g = lane; g < G; g += 32) {
+        const uint4 u = wr[g];
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+        constexpr int OFFSET = DT == EMX_Q4 ? 8 : 0;
+        float w[32];
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const int byte = (int)(words[k >> 2] >> (8 * (k & 3))) & 0xff;
+            w[k] = (float)((byte & 0xf) - OFFSET);
+            w[k + 16] = (float)((byte >> 4) - OFFSET);
+        }
+        const size_t pg = (size_t)r * G + g;
+        float d, m = 0.0f;
+        if constexpr (DT == EMX_Q4) {
+            d = emx_f16_to_float(p[pg]);
+        } else {
+            const uint32_t dm = ((const uint32_t *)p)[pg];
+            d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
+            m = emx_f16_to_float((uint16_t)(dm >> 16));
+        }
+#pragma unroll
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)g * 32);
+            float s = 0.0f, sx = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float4 x4 = xv[k];
+                s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                if constexpr (DT == EMX_Q4_1) sx += x4.x + x4.y + x4.z + x4.w;
+            }
+            acc[b] += DT == EMX_Q4_1 ? d * s + m * sx : d * s;
+        }
+    }
+}
+
+// q8 weights against the int8 activations: four __dp4a per 16-byte chunk.
+template <int DT, int MAXB>
+__device__ __forceinline__ void row_dot_q8_int8(const void *__restrict__ W, int rows, int cols, int r,
+                                                const EmxCudaActs &a, int nb, float *acc) {
+    const int lane = threadIdx.x & 31;
+    const int G = cols / 32;  // groups per row
+    // chunk c = 16 int8 weights = half of group c/2
+    const uint4 *wr = (const uint4 *)((const int8_t *)W + (size_t)r * cols);
+    const uint16_t *wd = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols) + (size_t)r * G;
+    for (int c = lane; c < cols / 16; c += 32) {
+        const uint4 u = wr[c];
+        const float dw = emx_f16_to_float(wd[c >> 1]);
+#pragma unroll
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            const int4 x4 = *(const int4 *)(a.xq + (size_t)b * cols + (size_t)c * 16);
+            int s = __dp4a((int)u.x, x4.x, 0);
+            s = __dp4a((int)u.y, x4.y, s);
+            s = __dp4a((int)u.z, x4.z, s);
+            s = __dp4a((int)u.w, x4.w, s);
+            acc[b] += (float)s * (dw * a.xd[(size_t)b * G + (c >> 1)]);
+        }
+    }
+}
+
+// q4 / q4_1 weights against the int8 activations: a group's 32 nibbles, eight __dp4a.
+template <int DT, int MAXB>
+__device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int rows, int cols, int r,
+                                                const EmxCudaActs &a, int nb, float *acc) {
+    const int lane = threadIdx.x & 31;
+    const int G = cols / 32;  // groups per row
+    // q4 / q4_1: chunk g = the 16 bytes of group g; params: d (q4) or {d, m} (q4_1) per group
+    const uint4 *wr = (const uint4 *)((const uint8_t *)W + (size_t)r * cols / 2);
+    const uint16_t *p = (const uint16_t *)((const uint8_t *)W + (size_t)rows * cols / 2);
+    for (int g = lane; g < G; g += 32) {
+        const uint4 u = wr[g];
+        const size_t pg = (size_t)r * G + g;
+        float d, m = 0.0f;
+        if constexpr (DT == EMX_Q4) {
+            d = emx_f16_to_float(p[pg]);
+        } else {
+            const uint32_t dm = ((const uint32_t *)p)[pg];  // one 4-byte load: d low, m high
+            d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
+            m = emx_f16_to_float((uint16_t)(dm >> 16));
+        }
+        const int lo[4] = {(int)(u.x & 0x0f0f0f0fu), (int)(u.y & 0x0f0f0f0fu), (int)(u.z & 0x0f0f0f0fu),
+                           (int)(u.w & 0x0f0f0f0fu)};
+        const int hi[4] = {(int)((u.x >> 4) & 0x0f0f0f0fu), (int)((u.y >> 4) & 0x0f0f0f0fu),
+                           (int)((u.z >> 4) & 0x0f0f0f0fu), (int)((u.w >> 4) & 0x0f0f0f0fu)};
+#pragma unroll
+        for (int b = 0; b < MAXB; b++) {
+            if (b >= nb) break;
+            const int4 *xv = (const int4 *)(a.xq + (size_t)b * cols + (size_t)g * 32);
+            const int4 x0 = xv[0], x1 = xv[1];  // activations j = 0..15 and 16..31 of the group
+            int s = __dp4a(lo[0], x0.x, 0);
+            s = __dp4a(lo[1], x0.y, s);
+            s = __dp4a(lo[2], x0.z, s);
+            s = __dp4a(lo[3], x0.w, s);
+            s = __dp4a(hi[0], x1.x, s);
+            s = __dp4a(hi[1], x1.y, s);
+            s = __dp4a(hi[2], x1.z, s);
+            s = __dp4a(hi[3], x1.w, s);
+            const float xd = a.xd[(size_t)b * G + g];
+            const int xs = a.xsum[(size_t)b * G + g];
+            if constexpr (DT == EMX_Q4)
+                acc[b] += (float)(s - 8 * xs) * (d * xd);  // sum (nib - 8) x = sum nib x - 8 sum x
+            else
+                acc[b] += (float)s * (d * xd) + m * (xd * (float)xs);
+        }
+    }
+}
+
+// INT8: quantised weights meet the int8 activations (__dp4a); else they are dequantised in
+// registers and meet the f32 activations (the "fast_f32" variant). Float weights ignore it.
+// A warp's lanes share row r; acc[b] gets each lane's part of row r · x_b for the nb rows of x.
+template <int DT, int MAXB, bool INT8>
+__device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int rows, int cols, int r,
+                                             const EmxCudaActs &a, int nb, float *acc) {
+    if constexpr (DT == EMX_F32 || DT == EMX_F16 || DT == EMX_BF16)
+        row_dot_dense<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+    else if constexpr (DT == EMX_Q8 && !INT8)
+        row_dot_q8_f32<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+    else if constexpr (!INT8)
+        row_dot_q4_f32<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+    else if constexpr (DT == EMX_Q8)
+        row_dot_q8_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+    else
+        row_dot_q4_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
 }
 
 template <int DT, int MAXB, bool SWIGLU, bool INT8>

@@ -174,6 +174,117 @@ __device__ int select_batch(const float *logits, int n, float floor, int want, u
     return count;
 }
 
+// Top-k, top-p and min-p: walks the logits in descending order, a batch at a time
+// (select_batch), keeping tokens in kl until the filters are satisfied; leaves the count in
+// sm.si[4]. With top-k on it collects the top_k first, which cut_top_k then trims.
+__device__ __forceinline__ void keep_filtered(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
+                                              int valid, float mx) {
+    const int tid = threadIdx.x;
+    const double dmax = (double)mx;
+    const double s = sp.temperature_first ? 1.0 / (double)sp.temperature : 1.0;  // the scale the filters see
+    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
+    const bool top_p_on = sp.top_p < 1.0f;
+    const bool min_p_on = sp.min_p > 0.0f;
+    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+    double z = 0.0;  // top-p without top-k: the nucleus is measured against the whole mass
+    if (!top_k_on && top_p_on) {
+        for (int i = tid; i < n; i += blockDim.x)
+            if (is_candidate(logits[i])) z += exp(s * ((double)logits[i] - dmax));
+        z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+    }
+    const double target = (double)sp.top_p * z;
+    // Logits below `floor` can never be kept, so the selection skips them (fewer histogram
+    // atomics; a bounded walk for top-p). In logit space: p_i >= min_p·p_max ⟺
+    // s·(l_i - max) >= ln(min_p); top-p alone: a token of weight below eps = (1-top_p)·Z/n_valid
+    // is never needed (all of them weigh less than (1-top_p)·Z: sample.c's argument). The
+    // walk still decides with the exact test; the margin keeps rounding from excluding a
+    // token the exact test would keep. Not with top-k and top-p together: their nucleus is
+    // measured against the whole top-k, which must be collected first.
+    double floor_d = -INFINITY;
+    if (min_p_on && !(top_k_on && top_p_on)) floor_d = dmax + log(min_p) / s;
+    if (!top_k_on && top_p_on && sp.top_p > 0.0f) {
+        const double eps = (1.0 - (double)sp.top_p) * z / valid;
+        if (eps > 0.0) floor_d = fmax(floor_d, dmax + log(eps) / s);
+    }
+    const float floor = floor_d > -INFINITY ? (float)(floor_d - 1e-6 * (1.0 + fabs(floor_d))) : -INFINITY;
+    const int limit = top_k_on ? sp.top_k : valid;
+    u64 bound = ~0ull;
+    double cum = 0.0;  // thread 0's running nucleus mass, across batches
+    int kept = 0, want = FIRST_BATCH;
+    if (tid == 0) sm.si[4] = 0;
+    for (;;) {
+        if (want > limit - kept) want = limit - kept;
+        const int c = select_batch(logits, n, floor, want, bound, sm);
+        if (tid == 0) {
+            int done = c == 0;
+            for (int j = 0; j < c && !done; j++) {
+                const float l = key_logit(sm.batch[j]);
+                if (top_k_on) {  // collect the top_k first; top-p and min-p cut it below
+                    kl.id[kept] = key_id(sm.batch[j]);
+                    kl.logit[kept++] = l;
+                    done = kept == sp.top_k;
+                    continue;
+                }
+                const double w = exp(s * ((double)l - dmax));
+                if (min_p_on && kept > 0 && w < min_p) {  // the rest weigh even less
+                    done = 1;
+                    break;
+                }
+                kl.id[kept] = key_id(sm.batch[j]);
+                kl.logit[kept++] = l;
+                if (top_p_on) {
+                    cum += w;
+                    if (cum >= target) done = 1;  // the shortest prefix reaching top_p
+                }
+                if (kept == valid) done = 1;  // (c == 0 ends a walk the floor cut short)
+            }
+            if (c > 0) sm.su[3] = sm.batch[c - 1];
+            sm.si[4] = kept;
+            sm.si[5] = done;
+        }
+        __syncthreads();
+        if (sm.si[5]) break;
+        kept = sm.si[4];
+        bound = sm.su[3];
+        want = BATCH_CAP;
+        __syncthreads();  // sm.si / sm.su are rewritten by the next select
+    }
+}
+
+// With top-k on, sample.c's order: the nucleus inside the top-k, then min-p (thread 0; the
+// kept count in sm.si[4]).
+__device__ __forceinline__ void cut_top_k(EmxSamplerParams sp, Smem sm, KeptList kl, int valid, float mx) {
+    const int tid = threadIdx.x;
+    const double dmax = (double)mx;
+    const double s = sp.temperature_first ? 1.0 / (double)sp.temperature : 1.0;  // the scale the filters see
+    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
+    const bool top_p_on = sp.top_p < 1.0f;
+    const bool min_p_on = sp.min_p > 0.0f;
+    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+    if (top_k_on && tid == 0) {  // sample.c's order: the nucleus inside the top-k, then min-p
+        int m = sm.si[4];
+        if (top_p_on) {
+            double total = 0.0;
+            for (int i = 0; i < m; i++) total += exp(s * ((double)kl.logit[i] - dmax));
+            const double tgt = (double)sp.top_p * total;
+            double c = 0.0;
+            for (int i = 0; i < m; i++) {
+                c += exp(s * ((double)kl.logit[i] - dmax));
+                if (c >= tgt) {
+                    m = i + 1;
+                    break;
+                }
+            }
+        }
+        if (min_p_on) {
+            int keep = 1;
+            while (keep < m && exp(s * ((double)kl.logit[keep] - dmax)) >= min_p) keep++;
+            m = keep;
+        }
+        sm.si[4] = m;
+    }
+}
+
 // emx_sample_distribution on the device: the kept tokens with their final probabilities in
 // kl[0..m); returns m (0: no token can be chosen). Every thread calls it; all get m.
 __device__ int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl) {
@@ -210,12 +321,9 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
     }
 
     const double inv_t = 1.0 / (double)sp.temperature, dmax = (double)mx;
-    const double s = sp.temperature_first ? inv_t : 1.0;  // the scale the filters see
     const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
     const bool top_p_on = sp.top_p < 1.0f;
     const bool min_p_on = sp.min_p > 0.0f;
-    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
-
     if (!top_k_on && !top_p_on && !min_p_on) {  // every candidate, in id order
         if (tid == 0) {
             int m = 0;
@@ -228,91 +336,8 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
             sm.si[4] = m;
         }
     } else {
-        double z = 0.0;  // top-p without top-k: the nucleus is measured against the whole mass
-        if (!top_k_on && top_p_on) {
-            for (int i = tid; i < n; i += blockDim.x)
-                if (is_candidate(logits[i])) z += exp(s * ((double)logits[i] - dmax));
-            z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
-        }
-        const double target = (double)sp.top_p * z;
-        // Logits below `floor` can never be kept, so the selection skips them (fewer histogram
-        // atomics; a bounded walk for top-p). In logit space: p_i >= min_p·p_max ⟺
-        // s·(l_i - max) >= ln(min_p); top-p alone: a token of weight below eps = (1-top_p)·Z/n_valid
-        // is never needed (all of them weigh less than (1-top_p)·Z: sample.c's argument). The
-        // walk still decides with the exact test; the margin keeps rounding from excluding a
-        // token the exact test would keep. Not with top-k and top-p together: their nucleus is
-        // measured against the whole top-k, which must be collected first.
-        double floor_d = -INFINITY;
-        if (min_p_on && !(top_k_on && top_p_on)) floor_d = dmax + log(min_p) / s;
-        if (!top_k_on && top_p_on && sp.top_p > 0.0f) {
-            const double eps = (1.0 - (double)sp.top_p) * z / valid;
-            if (eps > 0.0) floor_d = fmax(floor_d, dmax + log(eps) / s);
-        }
-        const float floor = floor_d > -INFINITY ? (float)(floor_d - 1e-6 * (1.0 + fabs(floor_d))) : -INFINITY;
-        const int limit = top_k_on ? sp.top_k : valid;
-        u64 bound = ~0ull;
-        double cum = 0.0;  // thread 0's running nucleus mass, across batches
-        int kept = 0, want = FIRST_BATCH;
-        if (tid == 0) sm.si[4] = 0;
-        for (;;) {
-            if (want > limit - kept) want = limit - kept;
-            const int c = select_batch(logits, n, floor, want, bound, sm);
-            if (tid == 0) {
-                int done = c == 0;
-                for (int j = 0; j < c && !done; j++) {
-                    const float l = key_logit(sm.batch[j]);
-                    if (top_k_on) {  // collect the top_k first; top-p and min-p cut it below
-                        kl.id[kept] = key_id(sm.batch[j]);
-                        kl.logit[kept++] = l;
-                        done = kept == sp.top_k;
-                        continue;
-                    }
-                    const double w = exp(s * ((double)l - dmax));
-                    if (min_p_on && kept > 0 && w < min_p) {  // the rest weigh even less
-                        done = 1;
-                        break;
-                    }
-                    kl.id[kept] = key_id(sm.batch[j]);
-                    kl.logit[kept++] = l;
-                    if (top_p_on) {
-                        cum += w;
-                        if (cum >= target) done = 1;  // the shortest prefix reaching top_p
-                    }
-                    if (kept == valid) done = 1;  // (c == 0 ends a walk the floor cut short)
-                }
-                if (c > 0) sm.su[3] = sm.batch[c - 1];
-                sm.si[4] = kept;
-                sm.si[5] = done;
-            }
-            __syncthreads();
-            if (sm.si[5]) break;
-            kept = sm.si[4];
-            bound = sm.su[3];
-            want = BATCH_CAP;
-            __syncthreads();  // sm.si / sm.su are rewritten by the next select
-        }
-        if (top_k_on && tid == 0) {  // sample.c's order: the nucleus inside the top-k, then min-p
-            int m = sm.si[4];
-            if (top_p_on) {
-                double total = 0.0;
-                for (int i = 0; i < m; i++) total += exp(s * ((double)kl.logit[i] - dmax));
-                const double tgt = (double)sp.top_p * total;
-                double c = 0.0;
-                for (int i = 0; i < m; i++) {
-                    c += exp(s * ((double)kl.logit[i] - dmax));
-                    if (c >= tgt) {
-                        m = i + 1;
-                        break;
-                    }
-                }
-            }
-            if (min_p_on) {
-                int keep = 1;
-                while (keep < m && exp(s * ((double)kl.logit[keep] - dmax)) >= min_p) keep++;
-                m = keep;
-            }
-            sm.si[4] = m;
-        }
+        keep_filtered(logits, n, sp, sm, kl, valid, mx);
+        cut_top_k(sp, sm, kl, valid, mx);
     }
     // Final distribution: softmax(logit / T) over the kept tokens, in double, in their order.
     if (tid == 0) {

@@ -80,6 +80,14 @@ Test(cuda_resources, spill_in_a_decode_kernel_fails, .timeout = 60) {
     expect_one_line_failure(args, "spill in decode-path kernel attn_layer_kernel (sm_80)", "16 bytes spill stores");
 }
 
+// a non-inlined device function (here CUDA's trig slow path, which rope_kv calls) has its own
+// spill counts, which its callers pay; a stack frame alone (rope_kv's local array) is no spill
+Test(cuda_resources, spill_in_a_called_device_function_fails, .timeout = 60) {
+    const char *args[] = {DATA "subroutine_spill.ptxas", NULL};
+    expect_one_line_failure(args, "spill in device function __internal_trig_reduction_slowpathd (sm_80)",
+                            "24 bytes spill stores");
+}
+
 Test(cuda_resources, kernel_without_block_size_fails, .timeout = 60) {
     const char *args[] = {DATA "ok.ptxas", DATA "unknown.ptxas", NULL};
     expect_one_line_failure(args, "kernel new_fancy_kernel (sm_90)", "no block size");

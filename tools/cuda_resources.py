@@ -88,6 +88,8 @@ def check_matvec_fast(args, ops):
     the weights stream in 16-byte chunks (a 128-bit global load); quantised weights meet the int8
     activations with __dp4a (IDP.4A), or in the fast_f32 variant (INT8 false) are converted to f32
     in registers (I2F*) with no IDP.4A. Returns the broken promises."""
+    if len(args) != 4 or not args[0].isdigit():
+        return ["template arguments %s not understood" % args]
     dt, int8 = int(args[0]), args[3] == "true"
     bad = []
     if not any(LDG128.match(op) for op in ops):
@@ -146,6 +148,12 @@ def demangle(mangled):
         return name, args
     except (IndexError, KeyError, ValueError):
         return mangled, []
+
+
+def display(mangled):
+    """matvec_fast_kernel<3, 1, false, true>: the name with its template arguments."""
+    name, targs = demangle(mangled)
+    return name + ("<%s>" % ", ".join(targs) if targs else "")
 
 
 def parse_ptxas(text, source):
@@ -236,8 +244,8 @@ def occupancy(arch, regs, smem, threads):
 def build_rows(kernels, problems):
     rows = []
     for (mangled, arch), k in sorted(kernels.items(), key=lambda kv: (demangle(kv[0][0]), kv[0][1])):
-        name, targs = demangle(mangled)
-        row = dict(k, kernel=name + ("<%s>" % ", ".join(targs) if targs else ""), name=name)
+        name = demangle(mangled)[0]
+        row = dict(k, kernel=display(mangled), name=name)
         known = KERNELS.get(name)
         if k["subroutine"]:  # no launch of its own: its spills count against its callers
             row.update(role="called", threads=None, dyn_smem=None, blocks_per_sm=None,
@@ -275,9 +283,8 @@ def sass_results(sass, problems):
         if not found:
             problems.append("the SASS listing has no %s: nothing to check" % kernel)
         for mangled, arch, ops in found:
-            name, targs = demangle(mangled)
-            full = name + ("<%s>" % ", ".join(targs) if targs else "")
-            bad = SASS_CHECKS[kernel](targs, ops) if kernel in SASS_CHECKS else []
+            full = display(mangled)
+            bad = SASS_CHECKS[kernel](demangle(mangled)[1], ops) if kernel in SASS_CHECKS else []
             for b in bad:
                 problems.append("SASS of %s (%s): %s" % (full, arch, b))
             results.append({"kernel": full, "arch": arch, "global_loads_by_bits": load_widths(ops),

@@ -77,6 +77,11 @@ attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_
     sum_abs = emxr::block_reduce(sum_abs, red_d, emxr::SumOp());
 
     if (tid == 0) {
+        // The block sums are stored first: held in registers across the Welford loop's double
+        // divisions (calls to a division routine) they were spilled to local memory on sm_80.
+        EmxAttnLayerMetrics *r = out + blockIdx.x;
+        r->agreement = dev / ((double)n_heads * valid_len);
+        r->interaction_strength = sum_abs / ((double)n_heads * valid_len);
         double mean_h = 0.0, m2_h = 0.0, sum_v = 0.0;
         for (int h = 0; h < n_heads; h++) {  // Welford, in head order (as the CPU)
             const double delta = hb[h] - mean_h;
@@ -84,13 +89,9 @@ attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_
             m2_h += delta * (hb[h] - mean_h);
             sum_v += vb[h];
         }
-        EmxAttnLayerMetrics r;
-        r.entropy_bits = mean_h;
-        r.varentropy_heads_bits2 = m2_h / n_heads;
-        r.varentropy_true_bits2 = sum_v / n_heads;
-        r.agreement = dev / ((double)n_heads * valid_len);
-        r.interaction_strength = sum_abs / ((double)n_heads * valid_len);
-        out[blockIdx.x] = r;
+        r->entropy_bits = mean_h;
+        r->varentropy_heads_bits2 = m2_h / n_heads;
+        r->varentropy_true_bits2 = sum_v / n_heads;
     }
 }
 

@@ -11,11 +11,15 @@ CUDA_SRC := $(wildcard kernels/*.cu) runtime/cuda/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
 .PHONY: cuda
-cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench
+cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/cuda/resources.ok
 
-$(BUILD)/cuda/%.o: %.cu
+# ptxas's report (-Xptxas -v: registers, spill bytes, stack frame and shared memory of each kernel
+# for each arch) is kept in X.ptxas beside the object for the resource report below; the lines
+# that are not part of it (warnings, errors) still go to the terminal.
+$(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
+	grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' $(BUILD)/cuda/$*.ptxas >&2; exit $$rc
 
 $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 	@rm -f $@
@@ -46,3 +50,29 @@ $(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/lib
 	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 
 -include $(CUDA_HOST_OBJ:.o=.d)
+
+# The static resource report (tools/cuda_resources.py, docs/cuda-resources.md): registers, shared
+# memory, spills, stack and theoretical occupancy of every kernel for sm_80 and sm_90 into
+# resources.md and resources.json, and the SASS checks of the matvec and attention kernels. It
+# fails (and so does `make cuda`) on a spill in a decode-path kernel or a kernel it has no block
+# size for. cuobjdump and nvdisasm (for -sass) come from the toolkit when it has them, else from
+# NVIDIA's PyPI wheels in a venv (pip-installed CUDA toolkits such as this machine's lack them).
+CUDA_KERNEL_SRC := $(wildcard kernels/*.cu)
+CUOBJDUMP_VENV := $(BUILD)/cuda/cuobjdump-venv
+CUOBJDUMP_WHEELS := nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51
+CUOBJDUMP_BIN ?= $(or $(patsubst %/cuobjdump,%,$(shell command -v cuobjdump 2>/dev/null)), \
+                      $(if $(wildcard $(CUDA_HOME)/bin/cuobjdump),$(CUDA_HOME)/bin), \
+                      $(CUOBJDUMP_VENV)/wheels/nvidia/cu13/bin)
+
+$(CUOBJDUMP_VENV)/wheels/nvidia/cu13/bin/cuobjdump:
+	rm -rf $(CUOBJDUMP_VENV)
+	python3 -m venv $(CUOBJDUMP_VENV)
+	$(CUOBJDUMP_VENV)/bin/pip install -q --target $(CUOBJDUMP_VENV)/wheels $(CUOBJDUMP_WHEELS)
+
+$(BUILD)/cuda/resources.ok: tools/cuda_resources.py $(CUDA_KERNEL_SRC:%.cu=$(BUILD)/cuda/%.ptxas) \
+                            $(BUILD)/cuda/kernels/matvec.o $(BUILD)/cuda/kernels/attention.o $(CUOBJDUMP_BIN)/cuobjdump
+	@rm -f $@
+	set -o pipefail; for o in $(BUILD)/cuda/kernels/matvec.o $(BUILD)/cuda/kernels/attention.o; do \
+	    PATH="$(CUOBJDUMP_BIN):$$PATH" $(CUOBJDUMP_BIN)/cuobjdump -sass $$o || exit 1; done | \
+	python3 tools/cuda_resources.py --sass - --out $(BUILD)/cuda/resources $(CUDA_KERNEL_SRC:%.cu=$(BUILD)/cuda/%.ptxas)
+	touch $@

@@ -174,18 +174,30 @@ __device__ int select_batch(const float *logits, int n, float floor, int want, u
     return count;
 }
 
+// The filters of a sampling call, from its parameters, the count of valid logits and their max.
+struct Filters {
+    double dmax, s, min_p;  // s: the scale the filters see (1/T when the temperature comes first)
+    bool top_k_on, top_p_on, min_p_on;
+};
+__device__ __forceinline__ Filters filters_of(EmxSamplerParams sp, int valid, float mx) {
+    Filters f;
+    f.dmax = (double)mx;
+    f.s = sp.temperature_first ? 1.0 / (double)sp.temperature : 1.0;
+    f.min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+    f.top_k_on = sp.top_k > 0 && sp.top_k < valid;
+    f.top_p_on = sp.top_p < 1.0f;
+    f.min_p_on = sp.min_p > 0.0f;
+    return f;
+}
+
 // Top-k, top-p and min-p: walks the logits in descending order, a batch at a time
 // (select_batch), keeping tokens in kl until the filters are satisfied; leaves the count in
 // sm.si[4]. With top-k on it collects the top_k first, which cut_top_k then trims.
 __device__ __forceinline__ void keep_filtered(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
-                                              int valid, float mx) {
+                                              int valid, const Filters &f) {
     const int tid = threadIdx.x;
-    const double dmax = (double)mx;
-    const double s = sp.temperature_first ? 1.0 / (double)sp.temperature : 1.0;  // the scale the filters see
-    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
-    const bool top_p_on = sp.top_p < 1.0f;
-    const bool min_p_on = sp.min_p > 0.0f;
-    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+    const double dmax = f.dmax, s = f.s, min_p = f.min_p;
+    const bool top_k_on = f.top_k_on, top_p_on = f.top_p_on, min_p_on = f.min_p_on;
     double z = 0.0;  // top-p without top-k: the nucleus is measured against the whole mass
     if (!top_k_on && top_p_on) {
         for (int i = tid; i < n; i += blockDim.x)
@@ -253,14 +265,10 @@ __device__ __forceinline__ void keep_filtered(const float *logits, int n, EmxSam
 
 // With top-k on, sample.c's order: the nucleus inside the top-k, then min-p (thread 0; the
 // kept count in sm.si[4]).
-__device__ __forceinline__ void cut_top_k(EmxSamplerParams sp, Smem sm, KeptList kl, int valid, float mx) {
+__device__ __forceinline__ void cut_top_k(EmxSamplerParams sp, Smem sm, KeptList kl, const Filters &f) {
     const int tid = threadIdx.x;
-    const double dmax = (double)mx;
-    const double s = sp.temperature_first ? 1.0 / (double)sp.temperature : 1.0;  // the scale the filters see
-    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
-    const bool top_p_on = sp.top_p < 1.0f;
-    const bool min_p_on = sp.min_p > 0.0f;
-    const double min_p = sp.min_p < 1.0f ? (double)sp.min_p : 1.0;
+    const double dmax = f.dmax, s = f.s, min_p = f.min_p;
+    const bool top_k_on = f.top_k_on, top_p_on = f.top_p_on, min_p_on = f.min_p_on;
     if (top_k_on && tid == 0) {  // sample.c's order: the nucleus inside the top-k, then min-p
         int m = sm.si[4];
         if (top_p_on) {
@@ -321,10 +329,8 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
     }
 
     const double inv_t = 1.0 / (double)sp.temperature, dmax = (double)mx;
-    const bool top_k_on = sp.top_k > 0 && sp.top_k < valid;
-    const bool top_p_on = sp.top_p < 1.0f;
-    const bool min_p_on = sp.min_p > 0.0f;
-    if (!top_k_on && !top_p_on && !min_p_on) {  // every candidate, in id order
+    const Filters f = filters_of(sp, valid, mx);
+    if (!f.top_k_on && !f.top_p_on && !f.min_p_on) {  // no filter: every candidate, in id order
         if (tid == 0) {
             int m = 0;
             for (int i = 0; i < n; i++)
@@ -336,8 +342,8 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
             sm.si[4] = m;
         }
     } else {
-        keep_filtered(logits, n, sp, sm, kl, valid, mx);
-        cut_top_k(sp, sm, kl, valid, mx);
+        keep_filtered(logits, n, sp, sm, kl, valid, f);
+        cut_top_k(sp, sm, kl, f);
     }
     // Final distribution: softmax(logit / T) over the kept tokens, in double, in their order.
     if (tid == 0) {

@@ -25,7 +25,10 @@
 // receives the token id and the decision, never the logits.
 //
 // Prefill runs the same kernels on chunks of 16 rows (the batched matvec reads each weight once
-// per chunk; one attention launch covers the chunk's rows). Memory: weights as in the file
+// per chunk; one attention launch covers the chunk's rows). Prompts longer than GEMM_MIN_PROMPT
+// (forward_cuda_state.h) run in chunks of up to 256 rows with every projection a GEMM
+// (kernels/gemm.h: cuBLAS, bf16 tensor cores for quantised weights, f32 for float weights), the
+// attention 16 rows a launch as before, the classifier on the last row only. Memory: weights as in the file
 // (q4_1 repacked, kernels/weights.h), the KV cache in f32 (the CPU's layout, so rows travel
 // between backends unchanged).
 //
@@ -150,12 +153,14 @@ static void cuda_state_free(EmxState *st) {
     cudaSetDevice(s->device);
     if (s->decode_graph) cudaGraphExecDestroy(s->decode_graph);
     if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
+    if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
-                   s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
+                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
                    s->agents_ws};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
+    cudaFreeHost(s->gin_h);
     cudaFreeHost(s->logits_h);
     cudaFreeHost(s->out_h);
     free(s->scores_h);
@@ -171,12 +176,34 @@ static size_t attn_ws_bytes(const CudaState *s, int n_keys) {
     return emx_cuda_attention_workspace_bytes_rows(ATTN_KERNEL, (int)c->n_heads, (int)c->head_dim, n_keys, 0, CHUNK);
 }
 
+// The GEMM scratch (emx_cuda_gemm_scratch_bytes) of the layer matrix that needs the most at
+// gemm_rows rows; f32 weights need none (cublas_f32 reads them in place).
+static size_t gemm_ws_bytes(const CudaState *s) {
+    size_t most = 0;
+    for (uint32_t l = 0; s->gemm_rows && l < s->m->cfg.n_layers; l++) {
+        const EmxLayer *L = &s->m->layers[l];
+        const EmxTensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            const EmxTensor *t = mats[i];
+            const size_t b = t->dtype == EMX_F32 ? 0
+                             : emx_cuda_gemm_scratch_bytes(gemm_variant(t->dtype), (int)t->rows, (int)t->cols, s->gemm_rows);
+            most = b > most ? b : most;
+        }
+    }
+    return most;
+}
+
+// Rows of the activation buffers: a batched chunk's or a GEMM chunk's.
+static uint64_t act_rows(const CudaState *s) { return s->gemm_rows > CHUNK ? (uint64_t)s->gemm_rows : CHUNK; }
+
 // Device bytes of one state's own buffers (not the weights).
 static uint64_t state_bytes(const CudaState *s) {
     const EmxConfig *c = &s->m->cfg;
-    const uint64_t B = CHUNK, L = c->n_layers;
-    uint64_t b = B * (3 * (uint64_t)c->dim + 2 * (uint64_t)s->q_dim + 2 * (uint64_t)s->kv_dim + 2 * (uint64_t)c->hidden_dim) * 4;
+    const uint64_t B = CHUNK, R = act_rows(s), L = c->n_layers;
+    uint64_t b = R * (2 * (uint64_t)c->dim + 2 * (uint64_t)s->q_dim + 2 * (uint64_t)s->kv_dim + 2 * (uint64_t)c->hidden_dim) * 4;
+    b += B * (uint64_t)c->dim * 4;  // tmp
     b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput);
+    if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
     b += 2 * L * s->ctx * s->kv_dim * 4;                             // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
     b += attn_ws_bytes(s, s->ctx) + B * (uint64_t)s->vocab * 4;
@@ -187,21 +214,21 @@ static uint64_t state_bytes(const CudaState *s) {
 
 static int state_alloc(CudaState *s) {
     const EmxConfig *c = &s->m->cfg;
-    const size_t B = CHUNK, L = c->n_layers, f = sizeof(float);
+    const size_t B = CHUNK, R = act_rows(s), L = c->n_layers, f = sizeof(float);
     struct {
         void **p;
         size_t bytes;
         const char *what;
     } bufs[] = {
-        {(void **)&s->x, B * c->dim * f, "activations"},
-        {(void **)&s->xb, B * c->dim * f, "activations"},
+        {(void **)&s->x, R * c->dim * f, "activations"},
+        {(void **)&s->xb, R * c->dim * f, "activations"},
         {(void **)&s->tmp, B * c->dim * f, "activations"},
-        {(void **)&s->q, B * s->q_dim * f, "activations"},
-        {(void **)&s->att, B * s->q_dim * f, "activations"},
-        {(void **)&s->k, B * s->kv_dim * f, "activations"},
-        {(void **)&s->v, B * s->kv_dim * f, "activations"},
-        {(void **)&s->hb, B * c->hidden_dim * f, "activations"},
-        {(void **)&s->hb2, B * c->hidden_dim * f, "activations"},
+        {(void **)&s->q, R * s->q_dim * f, "activations"},
+        {(void **)&s->att, R * s->q_dim * f, "activations"},
+        {(void **)&s->k, R * s->kv_dim * f, "activations"},
+        {(void **)&s->v, R * s->kv_dim * f, "activations"},
+        {(void **)&s->hb, R * c->hidden_dim * f, "activations"},
+        {(void **)&s->hb2, R * c->hidden_dim * f, "activations"},
         {(void **)&s->xq, B * s->widest, "int8 activations"},
         {(void **)&s->xd, B * (s->widest / 32 + 1) * f, "int8 activations"},
         {(void **)&s->xsum, B * (s->widest / 32 + 1) * sizeof(int), "int8 activations"},
@@ -220,6 +247,12 @@ static int state_alloc(CudaState *s) {
     };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (dev_alloc(s, bufs[i].p, bufs[i].bytes, bufs[i].what)) return -1;
+    if (s->gemm_rows) {  // the cuBLAS handle waits for the first long prompt (its workspace is counted)
+        if (dev_alloc(s, (void **)&s->gin_d, 2 * (size_t)s->gemm_rows * sizeof(int), "step input") ||
+            dev_alloc(s, &s->gemm_ws, gemm_ws_bytes(s), "GEMM scratch"))
+            return -1;
+        CU(cudaMallocHost((void **)&s->gin_h, 2 * (size_t)s->gemm_rows * sizeof(int)));
+    }
     // zeros: positions past the last one fed are never read, but a fresh cache is clean anyway
     CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * f));
     CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * f));
@@ -279,6 +312,7 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
     s->last_pos = -1;
+    s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
     // Does it fit? Said before the first allocation, with the figures.
     size_t free_b = 0, total_b = 0;

@@ -9,11 +9,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "kernels/agent_pool.h"
 #include "kernels/attention.h"
 #include "kernels/attn_metrics.h"
+#include "kernels/gemm.h"
 #include "kernels/matvec.h"
 #include "kernels/sampling.h"
 #include "kernels/weights.h"
@@ -22,6 +24,27 @@
 
 #define CHUNK EMX_MATVEC_MAX_BATCH  // rows per batched pass: the batched matvec's limit
 #define ATTN_KERNEL EMX_ATTN_SPLIT_GQA
+
+// Long prompts: every projection through the GEMMs of kernels/gemm.h, in chunks of up to
+// GEMM_ROWS rows. From GEMM_MIN_PROMPT + 1 rows on: one GEMM of a matrix costs about two 16-row
+// batched matvecs whatever its rows, its fixed part being the pass that dequantises the matrix
+// (H200, 3072x1024 q8: cuBLAS bf16 17.8 us for 128 rows, the batched matvec 9.8 us per 16 rows),
+// so it wins from the third chunk. GEMM_ROWS: that pass runs once per chunk, so larger chunks
+// amortise it; 256 rows of a 0.6B model's activations take ~16 MiB.
+#define GEMM_MIN_PROMPT (2 * CHUNK)
+#define GEMM_ROWS 256
+
+// cuBLAS's own workspace, counted by the fit check: 32 MiB on Hopper, less on older GPUs (the
+// cuBLAS documentation's defaults).
+#define CUBLAS_WORKSPACE_BYTES (32u << 20)
+
+// The GEMM variant for a matrix of this dtype. The CPU reads f32 activations for f32/bf16/f16
+// weights: f32 GEMMs keep those models within f32 summation order of it. Quantised weights meet
+// int8 activations on the CPU, which no GEMM reproduces anyway: bf16 tensor cores (bf16 keeps
+// f32's range, so the down projection's large inputs cannot overflow as in f16).
+static inline int gemm_variant(uint32_t dtype) {
+    return dtype == EMX_F32 || dtype == EMX_BF16 || dtype == EMX_F16 ? EMX_GEMM_CUBLAS_F32 : EMX_GEMM_CUBLAS_BF16;
+}
 
 typedef struct {
     EmxCudaWeight wq, wk, wv, wo, gate, up, down;
@@ -69,15 +92,22 @@ typedef struct {
     int no_graphs;
     cudaStream_t stream;
     CudaWeights *w;
-    // activations, device, one row per token of the chunk
-    float *x, *xb, *tmp;    // [CHUNK][dim]
-    float *q, *att;         // [CHUNK][q_dim]
-    float *k, *v;           // [CHUNK][kv_dim] (rope_kv copies them into the cache)
-    float *hb, *hb2;        // [CHUNK][hidden_dim]
+    // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)
+    float *x, *xb;          // [R][dim]
+    float *tmp;             // [CHUNK][dim]
+    float *q, *att;         // [R][q_dim]
+    float *k, *v;           // [R][kv_dim] (rope_kv copies them into the cache)
+    float *hb, *hb2;        // [R][hidden_dim]
     int8_t *xq;             // [CHUNK][widest] int8 activations
     float *xd;              // [CHUNK][widest/32] their scales
     int *xsum;              // [CHUNK][widest/32] their integer group sums
     StepInput *in_d, *in_h; // device / pinned host
+    // long prompts (prefill_gemm in forward_cuda_step.c); gemm_rows 0: the context is too short
+    // for one
+    int gemm_rows;          // rows per GEMM chunk, min(GEMM_ROWS, ctx)
+    int *gin_d, *gin_h;     // [2][gemm_rows] the chunk's token ids, then positions: device / pinned
+    void *gemm_ws;          // emx_cuda_gemm's scratch for the largest matrix (forward_cuda.c's gemm_ws_bytes)
+    cublasHandle_t blas;    // made by the first long prompt
     float *key, *value;     // [n_layers][ctx][kv_dim] KV cache, f32
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
     EmxSoftmaxStats *head_stats; // [n_layers][n_heads]

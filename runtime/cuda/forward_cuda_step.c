@@ -1,6 +1,6 @@
 // forward_cuda_step.c — the CUDA backend's pass (forward_cuda.c has the header comment: the
-// layers, the decode graph, the on-device choice, prefill in chunks): the matvecs and attention
-// of one chunk, the decode step's graph, emx_forward_decide's choice on the device, the agents'
+// layers, the decode graph, the on-device choice, prefill in chunks): the matvecs (or, for long
+// prompts, GEMMs) and attention of one chunk, the decode step's graph, emx_forward_decide's choice on the device, the agents'
 // proposals, the logits and caches brought to the host, and the lookahead branches.
 #include <math.h>
 #include <stddef.h>
@@ -41,11 +41,21 @@ static int quantise_for(CudaState *s, const EmxCudaWeight *w, const float *in, i
     return 0;
 }
 
+// out[n][w.rows] (+)= W in[n][w.cols] through the GEMM (n up to gemm_rows), the variant by the
+// weight's dtype (gemm_variant); f32 weights are read in place, others dequantised into gemm_ws.
+static int gemm(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate) {
+    CU(emx_cuda_gemm(gemm_variant(w->dtype), s->blas, w, in, n, out, accumulate, s->gemm_ws, s->stream));
+    return 0;
+}
+
 // Where a pass's rows sit (as forward_cpu.c's RowLayout): a sequence's rows at pos.. attend
 // keys 0..pos+i; branch rows all sit at prefix+step and attend the prefix, then their tail.
+// gemm: a long prompt's chunk (prefill_gemm): projections through GEMMs, tokens and positions
+// from gin_d.
 typedef struct {
     int is_branches, prefix, step;
     int device_positions;  // decode graph: the key count is read from in_d->n_keys
+    int gemm;
 } Rows;
 
 static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
@@ -71,20 +81,23 @@ static void record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
 
 static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
     EmxAttentionArgs a;
-    if (!r->is_branches) {  // n rows at pos..pos+n-1, causal: one launch (rows on the grid)
+    // n rows at pos..pos+n-1, causal: one launch (rows on the grid) per CHUNK rows; the
+    // workspace, which grows with rows x ctx, is sized for CHUNK (a GEMM chunk takes several)
+    for (int r0 = 0; !r->is_branches && r0 < n; r0 += CHUNK) {
+        const int rows = n - r0 < CHUNK ? n - r0 : CHUNK;
         attention_args(s, l, &a);
-        a.q = s->q;
-        a.out = s->att;
-        a.n_rows = n;
-        a.n_keys = pos + n;
+        a.q = s->q + (size_t)r0 * s->q_dim;
+        a.out = s->att + (size_t)r0 * s->q_dim;
+        a.n_rows = rows;
+        a.n_keys = pos + r0 + rows;
         if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
             a.n_keys = s->ctx;
             a.n_keys_dev = &s->in_d->n_keys;
         }
-        if (record_last) record_scores(s, l, &a);
+        if (record_last && r0 + rows == n) record_scores(s, l, &a);
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
-        return 0;
     }
+    if (!r->is_branches) return 0;
     // Branches: row i attends the shared prefix in the cache, then its own tail (interleaved
     // with the other branches': a row of the tail holds one step of every branch).
     const size_t tail_row = (size_t)s->br_max * s->kv_dim, tail_layer = (size_t)l * s->br_tail * tail_row;
@@ -102,19 +115,39 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
     return 0;
 }
 
-// Runs n rows (n <= CHUNK; in_d already on the device) through every layer; leaves the final
-// hidden states, before the output norm, in x.
+// The feed-forward block's hb = silu(Wg xb) * (Wu xb) for n rows: one fused matvec, or (GEMM
+// chunks) two GEMMs into hb and hb2 and the SwiGLU over them.
+static int ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
+    if (r->gemm) {
+        if (gemm(s, &L->gate, s->xb, n, s->hb, 0) || gemm(s, &L->up, s->xb, n, s->hb2, 0)) return -1;
+        CU(emx_cuda_swiglu(s->hb, s->hb, s->hb2, n * (int)s->m->cfg.hidden_dim, s->stream));
+    } else if (L->gate.cols % 32 == 0) {
+        if (quantise_for(s, &L->gate, s->xb, n)) return -1;
+        EmxCudaActs act = {s->xb, s->xq, s->xd, s->xsum};
+        CU(emx_cuda_matvec_swiglu(EMX_MATVEC_FAST, &L->gate, &L->up, &act, n, s->hb, s->stream));
+    } else {
+        EmxCudaActs act = {s->xb, NULL, NULL, NULL};
+        CU(emx_cuda_matvec_swiglu(EMX_MATVEC_PLAIN, &L->gate, &L->up, &act, n, s->hb, s->stream));
+    }
+    return 0;
+}
+
+// Runs n rows (n <= CHUNK, in_d on the device; r->gemm: n <= gemm_rows, gin_d) through every
+// layer; leaves the final hidden states, before the output norm, in x.
 static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
     const EmxConfig *c = &s->m->cfg;
     const CudaWeights *w = s->w;
     const float eps = c->norm_eps;
     const int dim = (int)c->dim;
-    CU(emx_cuda_embedding(&w->emb, s->in_d->tokens, n, s->x, s->stream));
+    const int *tokens_d = r->gemm ? s->gin_d : s->in_d->tokens, *pos_d = r->gemm ? s->gin_d + s->gemm_rows : s->in_d->pos;
+    CU(emx_cuda_embedding(&w->emb, tokens_d, n, s->x, s->stream));
     for (int l = 0; l < (int)c->n_layers; l++) {
         const CudaLayer *L = &w->layers[l];
         CU(emx_cuda_rmsnorm(s->xb, s->x, L->attn_norm, dim, n, eps, s->stream));
-        if (quantise_for(s, &L->wq, s->xb, n) || matvec(s, &L->wq, s->xb, n, s->q, 0, 1) ||
-            matvec(s, &L->wk, s->xb, n, s->k, 0, 1) || matvec(s, &L->wv, s->xb, n, s->v, 0, 1))
+        if (r->gemm ? gemm(s, &L->wq, s->xb, n, s->q, 0) || gemm(s, &L->wk, s->xb, n, s->k, 0) ||
+                          gemm(s, &L->wv, s->xb, n, s->v, 0)
+                    : quantise_for(s, &L->wq, s->xb, n) || matvec(s, &L->wq, s->xb, n, s->q, 0, 1) ||
+                          matvec(s, &L->wk, s->xb, n, s->k, 0, 1) || matvec(s, &L->wv, s->xb, n, s->v, 0, 1))
             return -1;
         EmxRopeArgs a;
         memset(&a, 0, sizeof a);
@@ -131,7 +164,7 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
             a.v_cache = s->value + (size_t)l * s->ctx * s->kv_dim;
         }
         a.kv_dtype = EMX_KV_F32;
-        a.pos = s->in_d->pos;
+        a.pos = pos_d;
         a.inv_freq = w->inv_freq;
         a.q_norm = L->q_norm;
         a.k_norm = L->k_norm;
@@ -143,17 +176,11 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
         a.style = (int)c->rope_style;
         CU(emx_cuda_rope_kv(&a, s->stream));
         if (attention(s, l, n, pos, r, record_last)) return -1;
-        if (matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;  // x += Wo att
+        // x += Wo att (both paths accumulate: the residual add is free)
+        if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
         CU(emx_cuda_rmsnorm(s->xb, s->x, L->ffn_norm, dim, n, eps, s->stream));
-        if (L->gate.cols % 32 == 0) {
-            if (quantise_for(s, &L->gate, s->xb, n)) return -1;
-            EmxCudaActs act = {s->xb, s->xq, s->xd, s->xsum};
-            CU(emx_cuda_matvec_swiglu(EMX_MATVEC_FAST, &L->gate, &L->up, &act, n, s->hb, s->stream));
-        } else {
-            EmxCudaActs act = {s->xb, NULL, NULL, NULL};
-            CU(emx_cuda_matvec_swiglu(EMX_MATVEC_PLAIN, &L->gate, &L->up, &act, n, s->hb, s->stream));
-        }
-        if (matvec(s, &L->down, s->hb, n, s->x, 1, 0)) return -1;  // x += Wd h
+        if (ffn_in(s, L, n, r)) return -1;
+        if (r->gemm ? gemm(s, &L->down, s->hb, n, s->x, 1) : matvec(s, &L->down, s->hb, n, s->x, 1, 0)) return -1;
     }
     return 0;
 }
@@ -241,14 +268,14 @@ static int step_tail(CudaState *s, int decide, int valid_len, int graph) {
 // launches made directly.
 static int decode_step(CudaState *s, int pos, int decide) {
     if (s->no_graphs) {
-        const Rows direct_rows = {0, 0, 0, 0};
+        const Rows direct_rows = {0, 0, 0, 0, 0};
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
         if (run_layers(s, 1, pos, &direct_rows, 1) || classify(s, 0, 1)) return -1;
         return step_tail(s, decide, pos + 1, 0);
     }
     cudaGraphExec_t *exec = decide ? &s->decide_graph : &s->decode_graph;
     if (!*exec) {
-        const Rows graph_rows = {0, 0, 0, 1};
+        const Rows graph_rows = {0, 0, 0, 1, 0};
         cudaGraph_t g = NULL;
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
@@ -271,6 +298,35 @@ static int decode_step(CudaState *s, int pos, int decide) {
     return 0;
 }
 
+// A long prompt (n > GEMM_MIN_PROMPT) at pos..: chunks of equal size up to gemm_rows (a 300-row
+// prompt is two of 150, not 256 and 44: each chunk dequantises every matrix once, whatever its
+// rows), every projection a GEMM, the classifier on the last row only; ends with step_tail.
+static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int decide) {
+    if (!s->blas && cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) {
+        s->blas = NULL;
+        snprintf(s->err, sizeof s->err, "%s: cublasCreate failed (the prompt's GEMMs need a cuBLAS handle)",
+                 s->device_name);
+        return -1;
+    }
+    const Rows rows = {0, 0, 0, 0, 1};
+    const int n_chunks = (n + s->gemm_rows - 1) / s->gemm_rows, size = (n + n_chunks - 1) / n_chunks;
+    for (int done = 0; done < n;) {
+        const int chunk = n - done < size ? n - done : size, last = done + chunk == n;
+        // the pinned input is read by the copy when it runs: finish the previous chunk first
+        if (done) CU(cudaStreamSynchronize(s->stream));
+        for (int i = 0; i < chunk; i++) {  // gin: [0][chunk] token ids, [1][chunk] positions
+            s->gin_h[i] = tokens[done + i];
+            s->gin_h[s->gemm_rows + i] = pos + done + i;
+        }
+        CU(cudaMemcpyAsync(s->gin_d, s->gin_h, 2 * (size_t)s->gemm_rows * sizeof(int), cudaMemcpyHostToDevice,
+                           s->stream));
+        if (run_layers(s, chunk, pos + done, &rows, last)) return -1;
+        done += chunk;
+        if (last && (classify(s, chunk - 1, 1) || step_tail(s, decide, pos + n, 0))) return -1;
+    }
+    return 0;
+}
+
 // Runs tokens at pos.. and ends with step_tail; the stream is synchronised on return.
 static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide) {
     if (check_call(s, tokens, n, pos)) return -1;
@@ -279,8 +335,10 @@ static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide)
     if (n == 1) {
         fill_input(s, tokens, 1, pos, 0);  // decode_step copies it (in the graph: its first node)
         if (decode_step(s, pos, decide)) return -1;
+    } else if (n > GEMM_MIN_PROMPT && s->gemm_rows) {
+        if (prefill_gemm(s, tokens, n, pos, decide)) return -1;
     } else {
-        const Rows rows = {0, 0, 0, 0};
+        const Rows rows = {0, 0, 0, 0, 0};
         for (int done = 0; done < n;) {
             const int chunk = n - done < CHUNK ? n - done : CHUNK, last = done + chunk == n;
             // the pinned input is read by the copy when it runs: finish the previous chunk first
@@ -378,7 +436,7 @@ int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, in
     if (check_call(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
-    const Rows rows = {0, 0, 0, 0};
+    const Rows rows = {0, 0, 0, 0, 0};
     for (int done = 0; done < n;) {
         const int chunk = n - done < CHUNK ? n - done : CHUNK;
         if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, done + chunk == n) ||
@@ -461,7 +519,7 @@ int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int 
     if (check_tokens(s, tokens, n)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
-    const Rows rows = {1, prefix, step, 0};
+    const Rows rows = {1, prefix, step, 0, 0};
     if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
         return -1;
     CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));

@@ -6,6 +6,7 @@
 //  - cublas_bf16: w and x are each rounded to bf16 (8 significant bits, relative error <= 2^-9),
 //    so each product is off by at most 2^-8 relative: 2^-8 * 1.1 = 4.3e-3.
 //  - cublas_f16: 11 significant bits, 2^-10 * 1.1 = 1.1e-3.
+//  - cublas_f32: f32 throughout, as tiled: 1e-4.
 // An indexing or transposition mistake gives errors near |out| itself, ~ sum|w x| / sqrt(cols),
 // an order of magnitude above the widest of these.
 // Dequantisation to 16 bits must round exactly as the CPU's emx_f32_to_bf16 / emx_f32_to_f16 do
@@ -15,7 +16,7 @@
 #include "kernels/gemm.h"
 
 static double gemm_tol(int variant) {
-    return variant == EMX_GEMM_TILED ? 1e-4 : variant == EMX_GEMM_CUBLAS_BF16 ? 4.3e-3 : 1.1e-3;
+    return variant == EMX_GEMM_TILED || variant == EMX_GEMM_CUBLAS_F32 ? 1e-4 : variant == EMX_GEMM_CUBLAS_BF16 ? 4.3e-3 : 1.1e-3;
 }
 
 static void check_gemm(cublasHandle_t h, int variant, uint32_t dt, int rows, int cols, int n, int accumulate) {
@@ -24,7 +25,9 @@ static void check_gemm(cublasHandle_t h, int variant, uint32_t dt, int rows, int
     std::vector<float> base = random_floats((size_t)n * rows, 60, -5.0f, 5.0f);
     DevBuf<float> x(hx), out(base);
     DevBuf<uint8_t> scratch(emx_cuda_gemm_scratch_bytes(variant, rows, cols, n));
-    CUDA_OK(emx_cuda_gemm(variant, h, &tw.w, x.p, n, out.p, accumulate, scratch.p, nullptr));
+    // cublas_f32 reads f32 weights in place: no scratch (the runtime gives none)
+    void *ws = variant == EMX_GEMM_CUBLAS_F32 && dt == EMX_F32 ? nullptr : scratch.p;
+    CUDA_OK(emx_cuda_gemm(variant, h, &tw.w, x.p, n, out.p, accumulate, ws, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> got = out.download();
     for (int t = 0; t < n; t++)
@@ -85,11 +88,16 @@ Test(gemm, names_and_bad_arguments) {
     cr_assert_eq(emx_gemm_variant_from_name("cublas"), -1);
     cr_assert_eq(emx_cuda_gemm_scratch_bytes(EMX_GEMM_TILED, 10, 64, 3), 0u);
     cr_assert_eq(emx_cuda_gemm_scratch_bytes(EMX_GEMM_CUBLAS_BF16, 10, 64, 3), 1280u + 512u);
+    cr_assert_eq(emx_cuda_gemm_scratch_bytes(EMX_GEMM_CUBLAS_F32, 10, 64, 3), 2560u);
     TestWeight tw(EMX_Q8, 8, 64, 1);
     DevBuf<float> x(64), out(8);
     // cuBLAS variants need a handle and scratch
     cr_assert_eq(emx_cuda_gemm(EMX_GEMM_CUBLAS_F16, nullptr, &tw.w, x.p, 1, out.p, 0, nullptr, nullptr),
                  cudaErrorInvalidValue);
+    cublasHandle_t h;
+    cr_assert_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);  // cublas_f32 needs scratch unless W is f32
+    cr_assert_eq(emx_cuda_gemm(EMX_GEMM_CUBLAS_F32, h, &tw.w, x.p, 1, out.p, 0, nullptr, nullptr), cudaErrorInvalidValue);
+    cublasDestroy(h);
     cr_assert_eq(emx_cuda_gemm(5, nullptr, &tw.w, x.p, 1, out.p, 0, nullptr, nullptr), cudaErrorInvalidValue);
 }
 

@@ -174,6 +174,8 @@ else
 fi
 
 if [ "$LIST" = 1 ]; then printf '%s\n' "${S_NAME[@]}"; exit 0; fi
+[ "$EMULATED" = 1 ] || [ "$N_GPUS" -gt 0 ] ||
+    die "no GPU: 'nvidia-smi -L' lists none (--emulated runs the steps on the CPU emulation layer)"
 for name in ${ONLY//,/ } $FAIL_STEPS; do
     [[ " ${S_NAME[*]} " == *" $name "* ]] || die "no step '$name' in this mode (--list names them)"
 done

@@ -316,3 +316,17 @@ Test(first_run, report_reads_gpu_logs) {
     cJSON_Delete(rep);
     tmp_remove(dir);
 }
+
+// Without --emulated on a machine with no GPU: one line that points to --emulated, and nothing
+// written. (On a machine with a GPU there is nothing to check here, and the test says so.)
+Test(first_run, no_gpu_without_emulated_is_an_error) {
+    if (system("nvidia-smi -L 2>/dev/null | grep -q '^GPU'") == 0)
+        cr_skip_test("this machine has a GPU: the no-GPU error cannot happen here");
+    char dir[64], out[96];
+    tmp_dir(dir);
+    snprintf(out, sizeof out, "%s/report", dir);
+    expect_error_prog(SCRIPT, (const char *const[]){"--out", out, NULL}, 2, "no GPU: 'nvidia-smi -L' lists none");
+    struct stat st;
+    cr_expect_neq(stat(out, &st), 0, "%s was created", out);
+    tmp_remove(dir);
+}

@@ -139,7 +139,8 @@ def fmt(v, digits=2):
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:,.{digits}f}"
+        # emulated figures are tiny (0.0004 GB/s): significant digits, not 0.00
+        return f"{v:.3g}" if 0 < abs(v) < 1 else f"{v:,.{digits}f}"
     return str(v)
 
 

@@ -124,6 +124,18 @@ test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/
 		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
 		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench EMX_GPU_EVAL=$(BUILD)/cuda/tools/eval $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
 
+# tools/gpu_first_run.sh run end to end in --emulated mode, and its report read back
+# (tests/first_run/, docs/gpu-first-run.md): a binary of its own that make check runs after make
+# test, since the emulated run takes minutes and runs make, the emulated binaries and the C suites.
+FIRST_RUN_TEST_BIN := $(BUILD)/tests/first_run_tests
+$(FIRST_RUN_TEST_BIN): $(BUILD)/obj/tests/first_run/test_first_run.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+.PHONY: test-first-run
+test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) \
+                $(EMU_BENCH_BIN) $(EMU_EVAL_BIN) $(BENCH_KERNELS_EMU_BIN) $(LAB_EMU_BINS)
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) $(FIRST_RUN_TEST_BIN) -j1 $(TEST_ARGS)
+
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.
 # The emulated binaries are those of build/ (made first: they are built with the same sanitizers,
@@ -161,6 +173,7 @@ check: check-layers check-links all
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
 	$(MAKE) emu-compile-checks
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
+	$(MAKE) test-first-run
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
@@ -168,7 +181,7 @@ check: check-layers check-links all
 clean:
 	rm -rf build build-asan run
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/runtime/cli/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/tests/first_run/test_first_run.d $(BUILD)/obj/runtime/cli/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
 
 # Tokenizer throughput (encode/decode MB/s on a fixed corpus) beside HF tokenizers when
 # `python3 -c "import tokenizers"` works; docs/tokenizer-bench.md. Quick look: TOKBENCH_ARGS="--rounds 1".

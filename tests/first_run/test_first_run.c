@@ -1,0 +1,340 @@
+// test_first_run.c — tools/gpu_first_run.sh, the first-contact script for a machine with a GPU,
+// run end to end in --emulated mode (the CUDA emulation layer, small sizes), so that its first
+// real run is not its first run; a failed step failing the run (the --fail-step test hook); its
+// usage errors, and no report written over a user's files; and its report's reading of the logs
+// a GPU run prints (bench speed/sampler/agents on a GPU, compute-sanitizer, Criterion, the kernel
+// lab, Nsight Compute's CSV), from logs written here in those programs' formats.
+//
+// A separate binary (make test-first-run, run by make check): the emulated run takes minutes and
+// runs make, the emulated binaries and the C suites itself, so it stays out of make test's -j2.
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/run_util.h"
+#include "tests/test_util.h"
+
+#define SCRIPT "tools/gpu_first_run.sh"
+
+// The script as a child of this test. Criterion's worker process has BXFI_MAP in its
+// environment; every Criterion binary the script runs would inherit it, take itself for a
+// worker of ours and abort: it goes before the script starts.
+static RunResult run_script(const char *const *args) {
+    unsetenv("BXFI_MAP");
+    return run_prog(SCRIPT, args);
+}
+
+static void tmp_dir(char dir[64]) {
+    strcpy(dir, "/tmp/emx_first_run_XXXXXX");
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
+}
+
+static void tmp_remove(const char *dir) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
+
+static const char *shared_dir(void) {
+    const char *s = getenv("EMX_SHARED");
+    return s && *s ? s : "../shared";
+}
+
+static cJSON *read_json(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    char *text = test_read_file(path, NULL);
+    cr_assert_not_null(text, "%s is missing", path);
+    cJSON *j = cJSON_Parse(text);
+    cr_assert_not_null(j, "%s does not parse as JSON", path);
+    free(text);
+    return j;
+}
+
+static char *read_md(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *text = test_read_file(path, NULL);
+    cr_assert_not_null(text, "%s is missing", path);
+    return text;
+}
+
+static const cJSON *step_of(const cJSON *rep, const char *name) {
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(rep, "steps")) {
+        const cJSON *n = cJSON_GetObjectItem(s, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return s;
+    }
+    return NULL;
+}
+
+static const char *str_of(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double fig(const cJSON *step, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(step, "figures"), key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+// Every step of the emulated plan, as --list prints them (one name a line).
+static char *emulated_steps(void) {
+    RunResult r = run_prog(SCRIPT, (const char *const[]){"--emulated", "--list", NULL});
+    cr_assert_eq(r.code, 0, "--list: exit %d: %s", r.code, r.err);
+    free(r.err);
+    return r.out;
+}
+
+// Each planned step is in the JSON with a status, a skipped one with its reason, a run one with
+// its log; the Markdown names it. Returns the number of steps.
+static int check_every_step(const cJSON *rep, const char *md, const char *dir) {
+    char *names = emulated_steps(), *save = NULL;
+    int n = 0;
+    for (char *name = strtok_r(names, "\n", &save); name; name = strtok_r(NULL, "\n", &save), n++) {
+        const cJSON *s = step_of(rep, name);
+        cr_assert_not_null(s, "step %s is not in report.json", name);
+        const char *status = str_of(s, "status"), *reason = str_of(s, "reason"), *log = str_of(s, "log");
+        cr_assert_not_null(status, "step %s has no status", name);
+        cr_expect(!strcmp(status, "pass") || !strcmp(status, "FAIL") || !strcmp(status, "skipped"), "%s: %s",
+                  name, status);
+        if (!strcmp(status, "skipped")) cr_expect(reason && *reason, "skipped step %s says not why", name);
+        if (strcmp(status, "skipped") != 0) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", dir, log ? log : "(none)");
+            cr_expect(log && access(path, R_OK) == 0, "step %s: no log %s", name, path);
+        }
+        char quoted[128];
+        snprintf(quoted, sizeof quoted, "`%s`", name);
+        cr_expect(strstr(md, quoted) != NULL, "report.md does not name step %s", name);
+    }
+    free(names);
+    const cJSON *steps = cJSON_GetObjectItem(rep, "steps");
+    cr_expect_eq(cJSON_GetArraySize(steps), n, "report.json has %d steps, --list %d", cJSON_GetArraySize(steps), n);
+    return n;
+}
+
+Test(first_run, emulated_end_to_end, .timeout = 2400) {
+    char dir[64];
+    tmp_dir(dir);
+    RunResult r = run_script((const char *const[]){"--emulated", "--out", dir, "--shared", shared_dir(),
+                                                         "--jobs", "2", NULL});
+    cr_expect_eq(r.code, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err);
+    cr_expect(strstr(r.out, "every step that ran passed") != NULL, "%s", r.out);
+    cJSON *rep = read_json(dir);
+    char *md = read_md(dir);
+    cr_expect(check_every_step(rep, md, dir) > 30);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(rep, "ok")), "report.json: ok is not true");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(rep, "complete")), "report.json: complete is not true");
+    cr_expect_str_eq(str_of(cJSON_GetObjectItem(rep, "meta"), "mode"), "emulated");
+
+    // What needs the hardware is skipped and says so; the rest ran and passed.
+    const char *hw[] = {"gpu-info", "memcheck-attention", "racecheck-attention", "synccheck-attention", "ncu"};
+    for (size_t i = 0; i < sizeof hw / sizeof *hw; i++) {
+        const cJSON *s = step_of(rep, hw[i]);
+        cr_assert_not_null(s, "%s", hw[i]);
+        cr_expect_str_eq(str_of(s, "status"), "skipped", "%s", hw[i]);
+        cr_expect(strstr(str_of(s, "reason"), "needs a GPU") != NULL, "%s: %s", hw[i], str_of(s, "reason"));
+    }
+    const char *ran[] = {"build", "kernel-tests", "suite-run_cuda", "suite-bench", "speed-stories260K-q8",
+                         "sampler-stories260K-q8", "agents-stories260K-q8", "agents-2gpu-stories260K-q8",
+                         "bench-kernels", "lab-attention", "lab-agent_pool"};
+    for (size_t i = 0; i < sizeof ran / sizeof *ran; i++) {
+        const cJSON *s = step_of(rep, ran[i]);
+        cr_assert_not_null(s, "%s", ran[i]);
+        cr_expect_str_eq(str_of(s, "status"), "pass", "%s: %s", ran[i], str_of(s, "reason"));
+    }
+    // The figures come from the logs: bench's report lines, Criterion's synthesis, the lab's rows.
+    cr_expect_gt(fig(step_of(rep, "speed-stories260K-q8"), "decode_tok_s"), 0);
+    cr_expect_gt(fig(step_of(rep, "speed-stories260K-q4"), "launches_per_step"), 0);
+    cr_expect_gt(fig(step_of(rep, "speed-stories260K-q8"), "peak_gbps"), 0);
+    cr_expect_gt(fig(step_of(rep, "sampler-stories260K-q8"), "entropix_tok_s"), 0);
+    cr_expect_gt(fig(step_of(rep, "agents-stories260K-q8"), "lookahead4_vs_single"), 0);
+    cr_expect_gt(fig(step_of(rep, "kernel-tests"), "tested"), 0);
+    cr_expect_eq(fig(step_of(rep, "kernel-tests"), "failing"), 0);
+    cr_expect_gt(fig(step_of(rep, "lab-attention"), "pass"), 0);
+    cr_expect_eq(fig(step_of(rep, "lab-attention"), "fail"), 0);
+    cr_expect(strstr(md, "| speed-stories260K-q8 |") != NULL, "no speed table row in report.md");
+    cJSON_Delete(rep);
+    free(md);
+    run_free(&r);
+    tmp_remove(dir);
+}
+
+Test(first_run, failed_step_fails_the_run, .timeout = 600) {
+    char dir[64];
+    tmp_dir(dir);
+    RunResult r = run_script((const char *const[]){"--emulated", "--out", dir, "--shared", shared_dir(), "--only",
+                                                         "machine,speed-stories260K-q8", "--fail-step",
+                                                         "speed-stories260K-q8", NULL});
+    cr_expect_eq(r.code, 1, "exit %d, expected 1\n%s%s", r.code, r.out, r.err);
+    cr_expect(strstr(r.out, "FAILED") != NULL, "%s", r.out);
+    cJSON *rep = read_json(dir);
+    char *md = read_md(dir);
+    check_every_step(rep, md, dir);
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "report.json: ok is not false");
+    const cJSON *failed = step_of(rep, "speed-stories260K-q8"), *machine = step_of(rep, "machine");
+    cr_expect_str_eq(str_of(failed, "status"), "FAIL");
+    cr_expect_str_eq(str_of(failed, "reason"), "exit status 1");
+    cr_expect_str_eq(str_of(machine, "status"), "pass");
+    cr_expect(strstr(str_of(step_of(rep, "build"), "reason"), "not selected") != NULL);
+    cJSON_Delete(rep);
+    free(md);
+    run_free(&r);
+    tmp_remove(dir);
+}
+
+Test(first_run, usage_errors_are_one_line_and_keep_files) {
+    char dir[64], keep[128];
+    tmp_dir(dir);
+    snprintf(keep, sizeof keep, "%s/notes.txt", dir);
+    FILE *f = fopen(keep, "w");
+    cr_assert_not_null(f);
+    fputs("my notes\n", f);
+    fclose(f);
+    expect_error_prog(SCRIPT, (const char *const[]){"--emulated", "--out", dir, NULL}, 2, "is not empty");
+    char *kept = test_read_file(keep, NULL);
+    cr_expect(kept && !strcmp(kept, "my notes\n"), "the user's file changed");
+    free(kept);
+    struct stat st;
+    char report[128];
+    snprintf(report, sizeof report, "%s/report.md", dir);
+    cr_expect_neq(stat(report, &st), 0, "a report was written into a non-empty directory");
+    expect_error_prog(SCRIPT, (const char *const[]){"--emulated", "--out", keep, NULL}, 2, "not a directory");
+    expect_error_prog(SCRIPT, (const char *const[]){"--bogus", NULL}, 2, "unknown option '--bogus'");
+    expect_error_prog(SCRIPT, (const char *const[]){"--out", NULL}, 2, "--out needs a value");
+    expect_error_prog(SCRIPT, (const char *const[]){"--emulated", "--fail-step", "nosuch", NULL}, 2,
+                      "no step 'nosuch'");
+    expect_error_prog(SCRIPT, (const char *const[]){"--emulated", "--only", "build,ncuu", NULL}, 2, "no step 'ncuu'");
+    expect_error_prog(SCRIPT, (const char *const[]){"--jobs", "0", NULL}, 2, "--jobs '0'");
+    expect_error_prog(SCRIPT, (const char *const[]){"--budget", "x", NULL}, 2, "--budget 'x'");
+    RunResult h = run_prog(SCRIPT, (const char *const[]){"--help", NULL});
+    cr_expect_eq(h.code, 0);
+    cr_expect(strstr(h.out, "--emulated") && strstr(h.out, "--fail-step"), "%s", h.out);
+    run_free(&h);
+    tmp_remove(dir);
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+// The logs of a GPU run, in the formats those programs print there (bench: tools/bench.c and
+// speed_report.c, the GPU branches; compute-sanitizer's and Criterion's summary lines; Nsight
+// Compute's --csv rows), read into the report's figures.
+Test(first_run, report_reads_gpu_logs) {
+    char dir[64], logs[96];
+    tmp_dir(dir);
+    snprintf(logs, sizeof logs, "%s/logs", dir);
+    cr_assert_eq(mkdir(logs, 0700), 0);
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=8\n");
+    write_file(dir, "steps.tsv",
+               "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
+               "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
+               "sampler-qwen3-0.6b-q8\tsampler\tpass\t0\t20\t600\tlogs/2.log\t\tbench sampler\n"
+               "agents-qwen3-0.6b-q8\tagents\tpass\t0\t20\t600\tlogs/3.log\t\tbench agents\n"
+               "memcheck-attention\tsanitizer\tFAIL\t1\t9\t300\tlogs/4.log\texit status 1\tcompute-sanitizer\n"
+               "kernel-tests\ttests\tpass\t0\t20\t300\tlogs/5.log\t\tkernel_tests\n"
+               "ncu\tncu\tpass\t0\t60\t600\tlogs/6.log\t\tncu\n"
+               "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n");
+    write_file(dir, "logs/1.log",
+               "device:            cuda:0 (NVIDIA H200), decode steps replayed as a CUDA graph\n"
+               "prefill pp512:     3381.00 tok/s, 0.296 ms/token\n"
+               "decode tg128:      497.80 tok/s, 2.009 ms/token\n"
+               "bytes/token:       649000000 = weights 640000000 + KV cache 9000000\n"
+               "achieved GB/s:     323.072\npeak GB/s:         4814.00\nof peak:           6.711%\n"
+               "launches/step:     426\nmemcpy GB/s:       -\n");
+    write_file(dir, "logs/2.log",
+               "  run 1 greedy   decode  363.00 tok/s, sampler 0.000 ms/token\n"
+               "sampler    decode tok/s (median)   sampler ms/token (median)\n"
+               "greedy         363.50                       -\nentropix       339.50                       -\n"
+               "overhead: decode 7.1% slower (tok/s ratio 0.934); the tokens are chosen on cuda:0, inside the "
+               "decode step (2.75 ms greedy)\n");
+    write_file(dir, "logs/3.log",
+               "pool: cuda:0, 1 worker(s)\n"
+               "configuration                decode tok/s (median)   vs single stream\n"
+               "single stream (greedy)           450.80              1.000 (+0.0% time per token)\n"
+               "8 agents, lookahead 1            392.50              0.871 (+14.9% time per token)\n"
+               "8 agents, lookahead 4            118.80              0.264 (+279.5% time per token)\n");
+    write_file(dir, "logs/4.log",
+               "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+               "========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n");
+    write_file(dir, "logs/5.log", "[====] Synthesis: Tested: 98 | Passing: 97 | Failing: 1 | Crashing: 0 \n");
+    write_file(dir, "logs/6.log",
+               "==PROF== Connected to process 7\n"
+               "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
+               "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
+               "\"Metric Value\"\n"
+               "\"0\",\"7\",\"bench\",\"h\",\"rmsnorm_kernel(const float *, int)\",\"1\",\"7\",\"(256, 1, 1)\","
+               "\"(1, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"usecond\","
+               "\"4.90\"\n"
+               "\"1\",\"7\",\"bench\",\"h\",\"matvec_q8(const signed char *)\",\"1\",\"7\",\"(256, 1, 1)\","
+               "\"(1, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"nsecond\","
+               "\"48,700\"\n"
+               "\"2\",\"7\",\"bench\",\"h\",\"rmsnorm_kernel(const float *, int)\",\"1\",\"7\",\"(256, 1, 1)\","
+               "\"(1, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"usecond\","
+               "\"5.10\"\n");
+    RunResult r = run_prog("tools/first_run/report.py", (const char *const[]){dir, NULL});
+    cr_assert_eq(r.code, 0, "report.py: exit %d: %s", r.code, r.err);
+    run_free(&r);
+    cJSON *rep = read_json(dir);
+    const cJSON *speed = step_of(rep, "speed-qwen3-0.6b-q8"), *sampler = step_of(rep, "sampler-qwen3-0.6b-q8");
+    const cJSON *agents = step_of(rep, "agents-qwen3-0.6b-q8"), *san = step_of(rep, "memcheck-attention");
+    const cJSON *tests = step_of(rep, "kernel-tests"), *ncu = step_of(rep, "ncu");
+    cr_expect_eq(fig(speed, "prefill_tok_s"), 3381.0);
+    cr_expect_eq(fig(speed, "decode_tok_s"), 497.8);
+    cr_expect_eq(fig(speed, "decode_ms_per_token"), 2.009);
+    cr_expect_eq(fig(speed, "achieved_gbps"), 323.072);
+    cr_expect_eq(fig(speed, "peak_gbps"), 4814.0);
+    cr_expect_eq(fig(speed, "of_peak_pct"), 6.711);
+    cr_expect_eq(fig(speed, "launches_per_step"), 426);
+    cr_expect_eq(fig(sampler, "greedy_tok_s"), 363.5);
+    cr_expect_eq(fig(sampler, "entropix_tok_s"), 339.5);
+    cr_expect_eq(fig(sampler, "entropix_slower_pct"), 7.1);
+    cr_expect_eq(fig(agents, "single_tok_s"), 450.8);
+    cr_expect_eq(fig(agents, "lookahead1_vs_single"), 0.871);
+    cr_expect_eq(fig(agents, "lookahead4_tok_s"), 118.8);
+    cr_expect_eq(fig(san, "summaries"), 2);
+    cr_expect_eq(fig(san, "errors"), 3);
+    cr_expect_eq(fig(tests, "tested"), 98);
+    cr_expect_eq(fig(tests, "failing"), 1);
+    cr_expect_eq(fig(ncu, "launches"), 3);
+    cr_expect_eq(fig(ncu, "total_us"), 58.7);
+    // The kernels by time, the longest first, each name without its parameter list.
+    const cJSON *top = cJSON_GetObjectItem(cJSON_GetObjectItem(ncu, "figures"), "top_kernels_us");
+    cr_assert_eq(cJSON_GetArraySize(top), 2);
+    cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
+    cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "7 steps ended of 8 planned: not complete");
+    char *md = read_md(dir);
+    cr_expect(strstr(md, "| speed-qwen3-0.6b-q8 | 3,381.00 | 497.80 | 2.009 | 323.07 | 6.71 | 426 |"), "%s", md);
+    cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);
+    cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
+    free(md);
+    cJSON_Delete(rep);
+    tmp_remove(dir);
+}
+
+// Without --emulated on a machine with no GPU: one line that points to --emulated, and nothing
+// written. (On a machine with a GPU there is nothing to check here, and the test says so.)
+Test(first_run, no_gpu_without_emulated_is_an_error) {
+    if (system("nvidia-smi -L 2>/dev/null | grep -q '^GPU'") == 0)
+        cr_skip_test("this machine has a GPU: the no-GPU error cannot happen here");
+    char dir[64], out[96];
+    tmp_dir(dir);
+    snprintf(out, sizeof out, "%s/report", dir);
+    expect_error_prog(SCRIPT, (const char *const[]){"--out", out, NULL}, 2, "no GPU: 'nvidia-smi -L' lists none");
+    struct stat st;
+    cr_expect_neq(stat(out, &st), 0, "%s was created", out);
+    tmp_remove(dir);
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""report.py OUT — the report of a tools/gpu_first_run.sh run: OUT/report.json and OUT/report.md.
+
+Reads OUT/meta.txt (key=value lines), OUT/steps.tsv (a line per step that has ended: name, kind,
+status, exit, seconds, timeout, log, reason, command) and the steps' logs under OUT, from which it
+takes the figures: bench speed's, sampler's and agents' report lines, Criterion's synthesis,
+compute-sanitizer's summaries, the kernel lab's PASS/FAIL rows, Nsight Compute's CSV. Standard
+library only. Both files are written beside their final name and renamed over it, so a reader
+never sees half a report (the script rewrites them after every step).
+"""
+import csv
+import io
+import json
+import os
+import re
+import sys
+
+NUM = r"(-?[0-9.]+(?:e[-+]?[0-9]+)?)"
+
+
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def speed_figures(text):
+    """bench speed's `key: value` lines (tools/bench/speed_report.c)."""
+    f = {}
+    pats = {
+        "device": r"^device:\s+(.+)$",
+        "prefill_tokens": r"^prefill pp(\d+):", "prefill_tok_s": r"^prefill pp\d+:\s+" + NUM + " tok/s",
+        "decode_tokens": r"^decode tg(\d+):", "decode_tok_s": r"^decode tg\d+:\s+" + NUM + " tok/s",
+        "decode_ms_per_token": r"^decode tg\d+:.*, " + NUM + " ms/token",
+        "bytes_per_token": r"^bytes/token:\s+(\d+)", "achieved_gbps": r"^achieved GB/s:\s+" + NUM,
+        "peak_gbps": r"^peak GB/s:\s+" + NUM, "of_peak_pct": r"^of peak:\s+" + NUM + "%",
+        "launches_per_step": r"^launches/step:\s+(\d+)",
+    }
+    for key, pat in pats.items():
+        m = re.search(pat, text, re.M)
+        if m:
+            f[key] = m.group(1).strip() if key == "device" else num(m.group(1))
+    return f
+
+
+def sampler_figures(text):
+    f = {}
+    for name in ("greedy", "entropix"):
+        m = re.search(r"^%s\s+%s\s+(\S+)" % (name, NUM), text, re.M)
+        if m:
+            f[name + "_tok_s"] = num(m.group(1))
+            f[name + "_sampler_ms_per_token"] = num(m.group(2))
+    m = re.search(r"^overhead: decode %s%% slower \(tok/s ratio %s\)" % (NUM, NUM), text, re.M)
+    if m:
+        f["entropix_slower_pct"], f["entropix_tok_s_ratio"] = num(m.group(1)), num(m.group(2))
+    return f
+
+
+def agents_figures(text):
+    f = {}
+    m = re.search(r"^pool: (.+)$", text, re.M)
+    if m:
+        f["pool"] = m.group(1)
+    m = re.search(r"^single stream \(greedy\)\s+" + NUM, text, re.M)
+    if m:
+        f["single_tok_s"] = num(m.group(1))
+    for m in re.finditer(r"^(\d+) agents, lookahead (\d+)\s+%s\s+%s" % (NUM, NUM), text, re.M):
+        f["agents"] = int(m.group(1))
+        f["lookahead%s_tok_s" % m.group(2)] = num(m.group(3))
+        f["lookahead%s_vs_single" % m.group(2)] = num(m.group(4))
+    m = re.search(r"^note: (.+)$", text, re.M)
+    if m:
+        f["note"] = m.group(1)
+    return f
+
+
+def tests_figures(text):
+    tot = {}
+    for m in re.finditer(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)", text):
+        for key, v in zip(("tested", "passing", "failing", "crashing"), m.groups()):
+            tot[key] = tot.get(key, 0) + int(v)
+    return tot
+
+
+def sanitizer_figures(text):
+    lines = re.findall(r"(?:ERROR|RACECHECK|SYNCCHECK) SUMMARY: (\d+) (errors?|hazards?)", text)
+    return {"summaries": len(lines), "errors": sum(int(n) for n, _ in lines)} if lines else {}
+
+
+def lab_figures(text):
+    rows = re.findall(r"^\S.*\s(PASS|FAIL)\s", text, re.M)
+    return {"versions": len(rows), "pass": rows.count("PASS"), "fail": rows.count("FAIL")} if rows else {}
+
+
+def ncu_figures(text):
+    """Kernel time per kernel name (nanoseconds), from `ncu --csv --metrics gpu__time_duration.sum`."""
+    start = text.find('"ID","Process ID"')
+    if start < 0:
+        return {}
+    scale = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
+    per, launches = {}, 0
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        v = num((row.get("Metric Value") or "").replace(",", ""))
+        if v is None:
+            continue
+        name = re.sub(r"\(.*", "", row.get("Kernel Name") or "?")
+        per[name] = per.get(name, 0.0) + v * scale.get(row.get("Metric Unit", "ns"), 1)
+        launches += 1
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:12]
+    return {"launches": launches, "total_us": round(sum(per.values()) / 1e3, 2),
+            "top_kernels_us": [[k, round(v / 1e3, 2)] for k, v in top]} if launches else {}
+
+
+PARSERS = {"speed": speed_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
+           "sanitizer": sanitizer_figures, "lab": lab_figures, "ncu": ncu_figures}
+
+
+def read_steps(out):
+    steps = []
+    with open(os.path.join(out, "steps.tsv"), encoding="utf-8", errors="replace") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            s = dict(zip(header, line.rstrip("\n").split("\t")))
+            step = {"name": s["name"], "kind": s["kind"], "status": s["status"], "command": s["command"],
+                    "timeout_s": int(s["timeout"] or 0), "seconds": int(s["seconds"] or 0),
+                    "exit_status": int(s["exit"]) if s["exit"] else None, "log": s["log"] or None,
+                    "reason": s["reason"] or None, "figures": {}}
+            if step["log"] and s["kind"] in PARSERS:
+                with open(os.path.join(out, step["log"]), encoding="utf-8", errors="replace") as lf:
+                    step["figures"] = PARSERS[s["kind"]](lf.read())
+            steps.append(step)
+    return steps
+
+
+def fmt(v, digits=2):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        # emulated figures are tiny (0.0004 GB/s): significant digits, not 0.00
+        return f"{v:.3g}" if 0 < abs(v) < 1 else f"{v:,.{digits}f}"
+    return str(v)
+
+
+def table(md, head, rows):
+    if not rows:
+        return
+    md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md.append("")
+
+
+def markdown(rep):
+    m, steps = rep["meta"], rep["steps"]
+    n = {k: sum(s["status"] == k for s in steps) for k in ("pass", "FAIL", "skipped")}
+    md = [f"# First run: {m.get('device', '?')}", ""]
+    md.append(f"Mode **{m.get('mode')}**, started {m.get('started')} on {m.get('host')}, commit "
+              f"`{m.get('commit')}`, {m.get('gpus')} GPU(s), budget {m.get('budget_min')} min. "
+              f"Steps: {n['pass']} passed, {n['FAIL']} FAILED, {n['skipped']} skipped; "
+              f"{rep['seconds']} s of steps.")
+    if m.get("mode") == "emulated":
+        md.append("Emulated: every figure below is an emulation timing, not a GPU timing.")
+    md.append("")
+    md.append("## Steps")
+    md.append("")
+    table(md, ["#", "step", "status", "time (s)", "why / note", "log"],
+          [[str(i + 1), f"`{s['name']}`", s["status"], str(s["seconds"]), s["reason"] or "",
+            f"[{s['log']}]({s['log']})" if s["log"] else ""] for i, s in enumerate(steps)])
+    by = lambda kind: [s for s in steps if s["kind"] == kind and s["figures"]]
+    f = lambda s, k, d=2: fmt(s["figures"].get(k), d)
+    if any(s["figures"] for s in steps):
+        md += ["## Figures", ""]
+    table(md, ["bench speed", "pp tok/s", "tg tok/s", "ms/token", "GB/s", "of peak %", "launches/step"],
+          [[s["name"], f(s, "prefill_tok_s"), f(s, "decode_tok_s"), f(s, "decode_ms_per_token", 3),
+            f(s, "achieved_gbps"), f(s, "of_peak_pct"), f(s, "launches_per_step", 0)] for s in by("speed")])
+    table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %"],
+          [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1)]
+           for s in by("sampler")])
+    table(md, ["bench agents", "pool", "single tok/s", "lookahead 1 tok/s", "vs single", "lookahead 4 tok/s",
+               "vs single"],
+          [[s["name"], f(s, "pool"), f(s, "single_tok_s"), f(s, "lookahead1_tok_s"), f(s, "lookahead1_vs_single", 3),
+            f(s, "lookahead4_tok_s"), f(s, "lookahead4_vs_single", 3)] for s in by("agents")])
+    table(md, ["tests", "tested", "passing", "failing", "crashing"],
+          [[s["name"]] + [f(s, k) for k in ("tested", "passing", "failing", "crashing")] for s in by("tests")])
+    table(md, ["compute-sanitizer", "summaries", "errors / hazards"],
+          [[s["name"], f(s, "summaries"), f(s, "errors")] for s in by("sanitizer")])
+    table(md, ["kernel lab", "versions", "PASS", "FAIL"],
+          [[s["name"], f(s, "versions"), f(s, "pass"), f(s, "fail")] for s in by("lab")])
+    for s in by("ncu"):
+        table(md, [f"ncu: kernel ({s['figures']['launches']} launches)", "total µs"],
+              [[f"`{k}`", fmt(v)] for k, v in s["figures"]["top_kernels_us"]])
+    return "\n".join(md) + "\n"
+
+
+def write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("report: usage: report.py OUT_DIR", file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    meta = {}
+    with open(os.path.join(out, "meta.txt"), encoding="utf-8") as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            meta[k] = v
+    meta["gpus"] = int(meta.get("gpus") or 0)
+    meta["steps_planned"] = int(meta.get("steps_planned") or 0)
+    steps = read_steps(out)
+    # complete: every planned step has ended (a run still going, or killed, has not)
+    rep = {"meta": meta, "ok": all(s["status"] != "FAIL" for s in steps),
+           "complete": len(steps) == meta["steps_planned"],
+           "seconds": sum(s["seconds"] for s in steps), "steps": steps}
+    write(os.path.join(out, "report.json"), json.dumps(rep, indent=1) + "\n")
+    write(os.path.join(out, "report.md"), markdown(rep))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

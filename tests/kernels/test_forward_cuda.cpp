@@ -24,6 +24,7 @@
 #include <criterion/criterion.h>
 
 #include "kb_util.h"
+#include "forward_test_util.h"
 
 #include <algorithm>
 #include <string>
@@ -35,32 +36,6 @@ extern "C" {
 }
 
 namespace {
-
-EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
-                    const EmxState *share = nullptr) {
-    EmxStateOptions opt = {};
-    opt.n_threads = 1;
-    opt.ctx = ctx;
-    opt.device = device;
-    opt.no_graphs = no_graphs;
-    opt.share_weights = share;
-    char err[512];
-    EmxState *s = emx_state_new(m, &opt, err, sizeof err);
-    cr_assert(s, "emx_state_new(%s): %s", device, err);
-    return s;
-}
-
-// Worst |a - b| over n values as a fraction of max|b|; fails above tol.
-double compare(const char *what, const float *got, const float *want, size_t n, float tol) {
-    float scale = 0, worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
-    for (size_t i = 0; i < n; i++)
-        if (!(fabsf(got[i] - want[i]) <= worst)) worst = fabsf(got[i] - want[i]), at = i;
-    cr_assert(worst <= tol * scale, "%s: value %zu differs by %.3g (CPU %.6g, CUDA %.6g; max %.3g)", what, at, worst,
-              want[at], got[at], scale);
-    return scale > 0 ? worst / scale : worst;
-}
 
 const int kPrompt[] = {1, 9707, 11, 1879, 0, 576, 3974, 42, 17, 300, 5, 77, 1000, 8, 64, 3, 12, 99, 4};
 const int kPromptLen = 19;  // more than one 16-row chunk

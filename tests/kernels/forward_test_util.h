@@ -1,0 +1,44 @@
+// forward_test_util.h — what the CUDA-backend forward tests share: a state on a device, and the
+// comparison of two float arrays relative to the reference's largest magnitude.
+#ifndef ENTROPIX_TESTS_FORWARD_TEST_UTIL_H
+#define ENTROPIX_TESTS_FORWARD_TEST_UTIL_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include <criterion/criterion.h>
+
+extern "C" {
+#include "runtime/forward.h"
+#include "runtime/model.h"
+}
+
+// A state of m on `device` ("cpu", "cuda:0") with ctx positions and one CPU thread; the decode
+// graph off with no_graphs; the weights of `share` reused when given.
+static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
+                                  const EmxState *share = nullptr) {
+    EmxStateOptions opt = {};
+    opt.n_threads = 1;
+    opt.ctx = ctx;
+    opt.device = device;
+    opt.no_graphs = no_graphs;
+    opt.share_weights = share;
+    char err[512];
+    EmxState *s = emx_state_new(m, &opt, err, sizeof err);
+    cr_assert(s, "emx_state_new(%s): %s", device, err);
+    return s;
+}
+
+// Worst |got - want| over n values as a fraction of max|want|; fails above tol.
+static inline double compare(const char *what, const float *got, const float *want, size_t n, float tol) {
+    float scale = 0, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) scale = fmaxf(scale, fabsf(want[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(got[i] - want[i]) <= worst)) worst = fabsf(got[i] - want[i]), at = i;
+    cr_assert(worst <= tol * scale, "%s: value %zu differs by %.3g (CPU %.6g, CUDA %.6g; max %.3g)", what, at, worst,
+              want[at], got[at], scale);
+    return scale > 0 ? worst / scale : worst;
+}
+
+#endif

@@ -6,16 +6,25 @@
 #include <stddef.h>
 #include <stdio.h>
 
+// The one way a message reaches a caller's (err, errlen): emx_seterr (or emx_vseterr inside a
+// variadic helper of one's own). A message is one line, lower-case first, no final period, and
+// names what failed ("tensor %s: ...", "%s:%d: field 'answer': ..."); the program that prints
+// it adds its own name ("run: ", "convert: "). tools/check_layers.py checks these rules.
+//
 // Formats into err (if the caller gave one; truncated to errlen). Returns -1 so that
 // `return emx_seterr(err, errlen, "...", ...);` reports a failure in one line.
+__attribute__((format(printf, 3, 0)))
+static inline int emx_vseterr(char *err, size_t errlen, const char *fmt, va_list ap) {
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    return -1;
+}
+
 __attribute__((format(printf, 3, 4)))
 static inline int emx_seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    emx_vseterr(err, errlen, fmt, ap);
+    va_end(ap);
     return -1;
 }
 

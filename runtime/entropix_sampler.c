@@ -1,5 +1,6 @@
 // entropix_sampler.c — one decoding step of the entropix switch (entropix_sampler.h).
 #include "runtime/entropix_sampler.h"
+#include "base/errmsg.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -61,12 +62,12 @@ int emx_entropix_sampler_init(EmxEntropixSampler *es, const EmxProfile *profile,
     es->last_score = NAN;
     int layer = profile->attn_layer;
     if (layer >= es->n_layers) {
-        snprintf(err, errlen, "entropix profile: attn_layer = %d, but the model has %d layers (0..%d)",
+        emx_seterr(err, errlen, "entropix profile: attn_layer = %d, but the model has %d layers (0..%d)",
                  layer, es->n_layers, es->n_layers - 1);
         return -1;
     }
     if (profile->pause_token_id >= es->n_vocab) {
-        snprintf(err, errlen, "entropix profile: pause_token_id = %d, but the vocabulary has %d",
+        emx_seterr(err, errlen, "entropix profile: pause_token_id = %d, but the vocabulary has %d",
                  profile->pause_token_id, es->n_vocab);
         return -1;
     }
@@ -77,7 +78,7 @@ int emx_entropix_sampler_init(EmxEntropixSampler *es, const EmxProfile *profile,
     es->scratch = malloc(sizeof(double) * (size_t)(ctx > 0 ? ctx : 1));
     if (!es->work || !es->scratch) {
         emx_entropix_sampler_free(es);
-        snprintf(err, errlen, "entropix sampler: out of memory (vocab %d, ctx %d)", es->n_vocab,
+        emx_seterr(err, errlen, "entropix sampler: out of memory (vocab %d, ctx %d)", es->n_vocab,
                  ctx);
         return -1;
     }
@@ -114,13 +115,13 @@ int emx_metrics_tap_init(EmxMetricsTap *t, EmxSampler *inner, const EmxModel *m,
     t->ctx = ctx;
     t->layer = layer;
     if (layer >= t->n_layers) {
-        snprintf(err, errlen, "metric layer %d: the model has %d layers (0..%d)", layer,
+        emx_seterr(err, errlen, "metric layer %d: the model has %d layers (0..%d)", layer,
                  t->n_layers, t->n_layers - 1);
         return -1;
     }
     t->scratch = malloc(sizeof(double) * (size_t)(ctx > 0 ? ctx : 1));
     if (!t->scratch) {
-        snprintf(err, errlen, "metrics: out of memory (ctx %d)", ctx);
+        emx_seterr(err, errlen, "metrics: out of memory (ctx %d)", ctx);
         return -1;
     }
     return 0;

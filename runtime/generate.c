@@ -8,6 +8,7 @@
 
 #include "tokenizer/chat_template.h"
 #include "base/clock.h"
+#include "base/errmsg.h"
 #include "sampler/philox.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -43,12 +44,12 @@ static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int 
 static void no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
     const char *where = id == -3 ? emx_state_nonfinite(st) : NULL;
     if (id != -3)
-        snprintf(err, errlen, "sampler found no token to choose at position %d", pos);
+        emx_seterr(err, errlen, "sampler found no token to choose at position %d", pos);
     else if (where)
-        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d): %s is the first non-finite "
+        emx_seterr(err, errlen, "the logits are NaN or Inf at position %d (step %d): %s is the first non-finite "
                  "value (a NaN or Inf weight?)", pos, step, where);
     else
-        snprintf(err, errlen, "the logits are NaN or Inf at position %d (step %d)", pos, step);
+        emx_seterr(err, errlen, "the logits are NaN or Inf at position %d (step %d)", pos, step);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ int emx_basic_sampler_init(EmxBasicSampler *bs, const EmxSamplerParams *params, 
     memset(bs, 0, sizeof *bs);
     bs->work = malloc(sizeof(EmxCandidate) * (size_t)(n_vocab > 0 ? n_vocab : 1));
     if (!bs->work) {
-        snprintf(err, errlen, "sampler: out of memory for %d candidates", n_vocab);
+        emx_seterr(err, errlen, "sampler: out of memory for %d candidates", n_vocab);
         return -1;
     }
     bs->base.choose = basic_choose;
@@ -124,13 +125,13 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
     if (ps->chat) {
         uint32_t family = m->cfg.chat_template;
         if (family == EMX_CHAT_NONE) {
-            snprintf(err, errlen, "chat mode: the model file has no chat template (use --raw)");
+            emx_seterr(err, errlen, "chat mode: the model file has no chat template (use --raw)");
             return -1;
         }
         // The user text may hold NULs (it came with a length); the renderer wants a C string.
         char *user = malloc(len + 1);
         if (!user) {
-            snprintf(err, errlen, "prompt: out of memory");
+            emx_seterr(err, errlen, "prompt: out of memory");
             return -1;
         }
         memcpy(user, text, len);
@@ -159,14 +160,14 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
         if (bos < 0) {
             free(*ids);
             *ids = NULL;
-            snprintf(err, errlen, "empty prompt and the model has no BOS token to start from (give -p)");
+            emx_seterr(err, errlen, "empty prompt and the model has no BOS token to start from (give -p)");
             return -1;
         }
         int *one = realloc(*ids, sizeof(int));  // emx_encode's array may be 0 long
         if (!one) {
             free(*ids);
             *ids = NULL;
-            snprintf(err, errlen, "prompt: out of memory");
+            emx_seterr(err, errlen, "prompt: out of memory");
             return -1;
         }
         one[0] = bos;
@@ -176,7 +177,7 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
     if (n > (size_t)1 << 30) {
         free(*ids);
         *ids = NULL;
-        snprintf(err, errlen, "prompt is %zu tokens: too long", n);
+        emx_seterr(err, errlen, "prompt is %zu tokens: too long", n);
         return -1;
     }
     *n_ids = (int)n;
@@ -191,7 +192,7 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
 static int write_out(const EmxGenerateOptions *opt, const char *text, size_t k, char *err, size_t errlen) {
     if (!opt->out) return 0;
     if ((k && fwrite(text, 1, k, opt->out) != k) || fflush(opt->out) != 0 || ferror(opt->out)) {
-        snprintf(err, errlen, "writing the generated text to %s: %s", opt->out_name ? opt->out_name : "the output",
+        emx_seterr(err, errlen, "writing the generated text to %s: %s", opt->out_name ? opt->out_name : "the output",
                  strerror(errno ? errno : EIO));
         return -1;
     }
@@ -206,7 +207,7 @@ static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int i
     size_t k = is_stop ? 0 : emx_decoder_push(dec, id, buf, cap);
     if (opt->on_token) {
         if (opt->on_token(opt->on_token_user, index, id, pos, buf, k, is_stop) == 0) return 0;
-        snprintf(err, errlen, "generation stopped by the token callback at position %d", pos);
+        emx_seterr(err, errlen, "generation stopped by the token callback at position %d", pos);
         return -1;
     }
     return k ? write_out(opt, buf, k, err, errlen) : 0;
@@ -215,16 +216,16 @@ static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int i
 // The prompt's length against the context, and what is cached of it. Returns 0 or -1 (err).
 static int check_prompt(int n_prompt, int n_cached, int ctx, char *err, size_t errlen) {
     if (n_prompt < 1) {
-        snprintf(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
+        emx_seterr(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
         return -1;
     }
     if (n_cached < 0 || n_cached >= n_prompt) {  // the last prompt token must run: its logits choose
-        snprintf(err, errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", n_cached, n_prompt - 1,
+        emx_seterr(err, errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", n_cached, n_prompt - 1,
                  n_prompt);
         return -1;
     }
     if (n_prompt > ctx) {
-        snprintf(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
+        emx_seterr(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
         return -1;
     }
     return 0;
@@ -243,7 +244,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     size_t cap = emx_decoder_max_out(tk);
     char *buf = malloc(cap);
     if (!buf) {
-        snprintf(err, errlen, "generate: out of memory");
+        emx_seterr(err, errlen, "generate: out of memory");
         return -1;
     }
     EmxDecoder dec;
@@ -266,7 +267,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     const double first_choice_s = stats->sample_s;
     stats->prefill_s = t1 - t0 - first_choice_s;
     if (id == -1) {
-        snprintf(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt - n_cached, ctx,
+        emx_seterr(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt - n_cached, ctx,
                  emx_state_error(st));
         rc = -1;
         goto done;
@@ -305,7 +306,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
         const int fed = id;
         id = feed_and_choose(st, sampler, &fed, 1, pos, n_vocab, &stats->sample_s);
         if (id == -1) {
-            snprintf(err, errlen, "forward pass failed at position %d (context %d): %s", pos, ctx, emx_state_error(st));
+            emx_seterr(err, errlen, "forward pass failed at position %d (context %d): %s", pos, ctx, emx_state_error(st));
             rc = -1;
             break;
         }

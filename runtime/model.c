@@ -24,7 +24,7 @@ static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (err && errlen) snprintf(err, errlen, "%s: %s", path, msg);
+    if (err && errlen) emx_seterr(err, errlen, "%s: %s", path, msg);
     return -1;
 }
 

@@ -1,5 +1,6 @@
 // run_io.c — ./run's checks before it writes or allocates (run_io.h).
 #include "runtime/run_io.h"
+#include "base/errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +62,7 @@ int emx_run_check_outputs(const EmxRunPath *inputs, int n_in, const EmxRunPath *
             FileId in;
             if (!inputs[i].path || file_id(inputs[i].path, &in) != 0 || !in.exists) continue;
             if (in.dev == out.dev && in.ino == out.ino) {
-                snprintf(err, errlen, "%s %s is %s (%s): an output may not overwrite an input", outputs[o].flag,
+                emx_seterr(err, errlen, "%s %s is %s (%s): an output may not overwrite an input", outputs[o].flag,
                          outputs[o].path, inputs[i].flag, inputs[i].path);
                 return -1;
             }
@@ -72,7 +73,7 @@ int emx_run_check_outputs(const EmxRunPath *inputs, int n_in, const EmxRunPath *
             int same = prev.exists == out.exists && prev.dev == out.dev && prev.ino == out.ino &&
                        strcmp(prev.name, out.name) == 0 && (out.regular || !out.exists);
             if (same) {
-                snprintf(err, errlen, "%s %s and %s %s are the same file: give each output its own",
+                emx_seterr(err, errlen, "%s %s and %s %s are the same file: give each output its own",
                          outputs[p].flag, outputs[p].path, outputs[o].flag, outputs[o].path);
                 return -1;
             }
@@ -144,7 +145,7 @@ uint64_t emx_mem_available(void) {
 int emx_mem_check(uint64_t need, uint64_t kv, uint64_t avail, int ctx, const char *what, char *err,
                   size_t errlen) {
     if (avail == 0 || need <= avail) return 0;
-    snprintf(err, errlen,
+    emx_seterr(err, errlen,
              "cpu: the KV cache does not fit: it needs %.1f MiB (KV cache %.1f, activations %.1f at ctx %d, %s), "
              "the machine has %.1f MiB available (a smaller --ctx-size may)",
              need / 1048576.0, kv / 1048576.0, (need - kv) / 1048576.0, ctx, what, avail / 1048576.0);

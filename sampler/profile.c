@@ -3,6 +3,7 @@
 // One table lists every EmxProfile field with its type and allowed range; parsing, writing and
 // the tests all go through it, so a field added to the struct needs one line here.
 #include "sampler/profile.h"
+#include "base/errmsg.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -168,13 +169,13 @@ static int set_field(EmxProfile *p, const char *key, const char *value, const ch
                      char *err, size_t errlen) {
     const Field *f = find_field(key);
     if (!f) {
-        snprintf(err, errlen, "%sunknown key '%s'", where, key);
+        emx_seterr(err, errlen, "%sunknown key '%s'", where, key);
         return -1;
     }
     if (parse_value(f, value, p) != 0) {
         char expect[64];
         describe_type(f, expect, sizeof expect);
-        snprintf(err, errlen, "%sbad value '%s' for %s (%s)", where, value, key, expect);
+        emx_seterr(err, errlen, "%sbad value '%s' for %s (%s)", where, value, key, expect);
         return -1;
     }
     return 0;
@@ -202,11 +203,11 @@ int emx_profile_parse(EmxProfile *p, const char *text, size_t len, const char *s
         line_no++;
         snprintf(where, sizeof where, "%s:%d: ", source, line_no);
         if (j - i >= sizeof line) {
-            snprintf(err, errlen, "%sline longer than %zu bytes", where, sizeof line - 1);
+            emx_seterr(err, errlen, "%sline longer than %zu bytes", where, sizeof line - 1);
             return -1;
         }
         if (memchr(text + i, 0, j - i)) {
-            snprintf(err, errlen, "%sNUL byte in line", where);
+            emx_seterr(err, errlen, "%sNUL byte in line", where);
             return -1;
         }
         memcpy(line, text + i, j - i);
@@ -218,7 +219,7 @@ int emx_profile_parse(EmxProfile *p, const char *text, size_t len, const char *s
         if (*s == 0) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            snprintf(err, errlen, "%sexpected 'key = value', got '%s'", where, s);
+            emx_seterr(err, errlen, "%sexpected 'key = value', got '%s'", where, s);
             return -1;
         }
         *eq = 0;
@@ -231,14 +232,14 @@ int emx_profile_load(EmxProfile *p, const char *name_or_path, char *err, size_t 
     if (emx_profile_builtin(p, name_or_path) == 0) return 0;
     FILE *f = fopen(name_or_path, "rb");
     if (!f) {
-        snprintf(err, errlen,
+        emx_seterr(err, errlen,
                  "no profile '%s': not a built-in name (classic, masked-bits) nor a readable file",
                  name_or_path);
         return -1;
     }
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {  // fopen opens one; its read fails
-        snprintf(err, errlen, "profile %s: is a directory, not a profile file", name_or_path);
+        emx_seterr(err, errlen, "profile %s: is a directory, not a profile file", name_or_path);
         fclose(f);
         return -1;
     }
@@ -246,12 +247,12 @@ int emx_profile_load(EmxProfile *p, const char *name_or_path, char *err, size_t 
     char *buf = malloc(cap);
     int rc = -1;
     if (!buf) {
-        snprintf(err, errlen, "%s: out of memory", name_or_path);
+        emx_seterr(err, errlen, "%s: out of memory", name_or_path);
     } else {
         errno = 0;
         len = fread(buf, 1, cap, f);
-        if (ferror(f)) snprintf(err, errlen, "profile %s: %s", name_or_path, strerror(errno ? errno : EIO));
-        else if (len == cap) snprintf(err, errlen, "%s: larger than %zu bytes", name_or_path, cap);
+        if (ferror(f)) emx_seterr(err, errlen, "profile %s: %s", name_or_path, strerror(errno ? errno : EIO));
+        else if (len == cap) emx_seterr(err, errlen, "%s: larger than %zu bytes", name_or_path, cap);
         else {
             emx_profile_classic(p);
             rc = emx_profile_parse(p, buf, len, name_or_path, err, errlen);

@@ -9,6 +9,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer/tok_utf8.h"
+#include "base/errmsg.h"
 #include "tokenizer/tokenizer_internal.h"
 
 int enc_scratch_reserve(EncScratch *s, size_t n) {
@@ -186,7 +187,7 @@ static int split_and_encode(const EmxTokenizer *tk, EncScratch *s, const char *t
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
             start = ov[0], end = ov[1];
         } else if (rc != PCRE2_ERROR_NOMATCH) {
-            snprintf(err, errlen, "tokenizer: split regex failed at byte %zu (pcre2 error %d)", off, rc);
+            emx_seterr(err, errlen, "tokenizer: split regex failed at byte %zu (pcre2 error %d)", off, rc);
             return -2;
         }
         if (start > off &&
@@ -233,6 +234,6 @@ int bpe_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, 
         }
         if (rc == 0 && n > run) rc = split_and_encode(tk, s, text + run, n - run, out, err, errlen);
     }
-    if (rc == -1) snprintf(err, errlen, "tokenizer: out of memory");
+    if (rc == -1) emx_seterr(err, errlen, "tokenizer: out of memory");
     return rc ? -1 : 0;
 }

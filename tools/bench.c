@@ -46,6 +46,7 @@
 #include "tools/bench/compare_cmd.h"
 #include "runtime/cpu/cpu_matmul.h"
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
 #include "tools/bench/forward_bench.h"
@@ -307,7 +308,7 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
     char err[512];
     EmxForwardSpeed fs;
     if (emx_bench_forward_once(st, model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
-        fprintf(stderr, "%s (%s)\n", err, emx_state_error(st));
+        fprintf(stderr, "bench: %s (%s)\n", err, emx_state_error(st));
         return -1;
     }
     ours[0] = fs.prefill_tps;
@@ -458,18 +459,18 @@ static int pool_devices(const char *devices, int *cuda_devices, int *n_devices_o
         }
         for (int i = 0; i < n_devices && n_gpus >= 0; i++)
             if (cuda_devices[i] >= n_gpus) {
-                snprintf(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
+                emx_seterr(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
                          n_gpus);
                 return -1;
             }
         if (*workers != 1 && *workers != n_devices) {
-            snprintf(err, errlen, "--workers %d with --devices %s: one worker per GPU (%d)", *workers, devices,
+            emx_seterr(err, errlen, "--workers %d with --devices %s: one worker per GPU (%d)", *workers, devices,
                      n_devices);
             return -1;
         }
         *workers = n_devices;
         if (*workers > n_agents) {
-            snprintf(err, errlen, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, *workers, n_agents);
+            emx_seterr(err, errlen, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, *workers, n_agents);
             return -1;
         }
     }

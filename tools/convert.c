@@ -17,6 +17,7 @@
 
 #include "tokenizer/chat_template.h"
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 #include "tools/convert/model_writer.h"
@@ -167,14 +168,14 @@ static int parse_args(int argc, char **argv, Options *o) {
 static int open_source(ConvSource *s, const Options *o, char *err, size_t errlen) {
     struct stat st;
     if (stat(o->source, &st) != 0) {
-        snprintf(err, errlen, "%s: no such file or directory", o->source);
+        emx_seterr(err, errlen, "%s: no such file or directory", o->source);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) return src_open_hf(s, o->source, o->tokenizer, err, errlen);
     char magic[4] = {0};
     FILE *f = fopen(o->source, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open", o->source);
+        emx_seterr(err, errlen, "%s: cannot open", o->source);
         return -1;
     }
     size_t got = fread(magic, 1, 4, f);
@@ -190,13 +191,13 @@ static int check_out(const ConvSource *s, const char *out, char *err, size_t err
     struct stat st;
     if (stat(out, &st) != 0) return 0;  // a new file
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: the output exists and is not a regular file (a directory?): refusing to replace it",
+        emx_seterr(err, errlen, "%s: the output exists and is not a regular file (a directory?): refusing to replace it",
                  out);
         return -1;
     }
     for (int i = 0; i < s->n_in; i++)
         if (s->in[i].dev == (uint64_t)st.st_dev && s->in[i].ino == (uint64_t)st.st_ino) {
-            snprintf(err, errlen, "%s: the output is %s, an input of this conversion: refusing to replace it", out,
+            emx_seterr(err, errlen, "%s: the output is %s, an input of this conversion: refusing to replace it", out,
                      s->in[i].path);
             return -1;
         }
@@ -220,23 +221,23 @@ static int check_file(const char *path) {
 static int collect(const ConvSource *s, const Options *o, ModelWriter *w, char *err, size_t errlen) {
     size_t cap = 4 + (size_t)s->cfg.n_layers * 11;
     Want *want = calloc(cap, sizeof *want);
-    if (!want) return snprintf(err, errlen, "out of memory"), -1;
+    if (!want) return emx_seterr(err, errlen, "out of memory"), -1;
     size_t n = plan(&s->cfg, want);
     int rc = -1;
     for (size_t i = 0; i < n; i++) {
         const Want *wt = &want[i];
         const SrcTensor *t = src_find(s, wt->name);
         if (!t) {
-            snprintf(err, errlen, "%s: tensor %s is missing (the configuration needs it)", s->path, wt->name);
+            emx_seterr(err, errlen, "%s: tensor %s is missing (the configuration needs it)", s->path, wt->name);
             goto out;
         }
         if (t->ndim != (wt->is_vector ? 1u : 2u) || t->rows != wt->rows || t->cols != wt->cols) {
             if (wt->is_vector)
-                snprintf(err, errlen, "%s: tensor %s: shape [%llu, %llu] but the configuration implies [%llu]", s->path,
+                emx_seterr(err, errlen, "%s: tensor %s: shape [%llu, %llu] but the configuration implies [%llu]", s->path,
                          t->src_name, (unsigned long long)t->rows, (unsigned long long)t->cols,
                          (unsigned long long)wt->rows);
             else
-                snprintf(err, errlen, "%s: tensor %s: shape [%llu, %llu] but the configuration implies [%llu, %llu]",
+                emx_seterr(err, errlen, "%s: tensor %s: shape [%llu, %llu] but the configuration implies [%llu, %llu]",
                          s->path, t->src_name, (unsigned long long)t->rows, (unsigned long long)t->cols,
                          (unsigned long long)wt->rows, (unsigned long long)wt->cols);
             goto out;
@@ -247,7 +248,7 @@ static int collect(const ConvSource *s, const Options *o, ModelWriter *w, char *
         int used = 0;
         for (size_t k = 0; k < n && !used; k++) used = !strcmp(s->t[i].name, want[k].name);
         if (!used) {
-            snprintf(err, errlen, "%s: tensor %s does not belong to this configuration", s->path, s->t[i].src_name);
+            emx_seterr(err, errlen, "%s: tensor %s does not belong to this configuration", s->path, s->t[i].src_name);
             goto out;
         }
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/errmsg.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/model.h"
 #include "runtime/run_io.h"
@@ -76,14 +77,14 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
     for (int c = 0; c < e->a.n_configs; c++) {
         for (int d = 0; d < c; d++)
             if (strcmp(e->a.configs[c], e->a.configs[d]) == 0)
-                return snprintf(err, errlen, "config '%s' given twice", e->a.configs[c]), 2;
+                return emx_seterr(err, errlen, "config '%s' given twice", e->a.configs[c]), 2;
         if (eval_config_parse(e->a.configs[c], e->a.model, &e->configs[c], err, errlen) != 0) return 2;
         e->n_configs++;
         EmxRunPoolSetup ps;  // the pool's flags checked now, as ./run checks them, not at its first item
         char why[256];
         const EmxCliArgs *ca = &e->configs[c].args;
         const int bad = ca->sampler == EMX_SAMPLER_AGENTS ? emx_run_pool_setup(ca, &ps, why, sizeof why) : 0;
-        if (bad) return snprintf(err, errlen, "config '%s': %s", e->a.configs[c], why), bad;
+        if (bad) return emx_seterr(err, errlen, "config '%s': %s", e->a.configs[c], why), bad;
     }
     return 0;
 }
@@ -97,17 +98,17 @@ static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t e
         for (int f = 0; f < e->a.n_tasks; f++)
             if (it >= e->files[f].items && it < e->files[f].items + e->files[f].n) file = e->files[f].path;
         if (it->chat && !has_template)
-            return snprintf(err, errlen, "%s:%d: field 'messages': %s has no chat template (use 'prompt')", file, it->line,
+            return emx_seterr(err, errlen, "%s:%d: field 'messages': %s has no chat template (use 'prompt')", file, it->line,
                             e->a.model), 2;
         for (int c = 0; c < e->n_configs; c++) {
             int *ids = NULL, n_ids = 0;
             char why[256];
             if (eval_prompt_ids(r, it, &e->configs[c], &ids, &n_ids, why, sizeof why) != 0)
-                return snprintf(err, errlen, "%s:%d: %s", file, it->line, why), 2;
+                return emx_seterr(err, errlen, "%s:%d: %s", file, it->line, why), 2;
             free(ids);
             const int ctx = eval_runner_ctx(r, &e->configs[c]);
             if (n_ids >= ctx)
-                return snprintf(err, errlen, "%s:%d: the prompt is %d tokens, the context is %d", file, it->line, n_ids,
+                return emx_seterr(err, errlen, "%s:%d: the prompt is %d tokens, the context is %d", file, it->line, n_ids,
                                 ctx), 2;
         }
     }
@@ -129,7 +130,7 @@ static int run_one(EvalRunner *r, EvalResults *res, Progress *p, const EvalItem 
     EvalGen g;
     char why[512];
     if (eval_generate(r, cfg, it, (uint64_t)s, &g, why, sizeof why) != 0)
-        return snprintf(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
+        return emx_seterr(err, errlen, "%s, config '%s', seed %d: %s", it->id, cfg->spec, s, why), 1;
     char *extracted = NULL;
     int ok = eval_check(it, g.text, &extracted);
     int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
@@ -172,7 +173,7 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
     if (!e->a.json) return 0;
     FILE *f = fopen(e->a.json, "w");
     if (!f || eval_summary_json(f, &in, e->a.model) != 0 || fclose(f) != 0)
-        return snprintf(err, errlen, "--json %s: write failed", e->a.json), 1;
+        return emx_seterr(err, errlen, "--json %s: write failed", e->a.json), 1;
     return 0;
 }
 
@@ -180,10 +181,10 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
 static int report_dir(const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
+        return emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return snprintf(err, errlen, "--report-dir %s: not a folder", dir), 1;
-    if (access(dir, W_OK | X_OK) != 0) return snprintf(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
+        return emx_seterr(err, errlen, "--report-dir %s: not a folder", dir), 1;
+    if (access(dir, W_OK | X_OK) != 0) return emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 1;
     return 0;
 }
 
@@ -208,7 +209,7 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
         if (!rc) rc = run_all(e, &r, &res, err, errlen);
         if (!rc) rc = summarize(e, &res, err, errlen);
         char why[256];
-        if (eval_results_close(&res, why, sizeof why) != 0 && !rc) rc = (snprintf(err, errlen, "%s", why), 1);
+        if (eval_results_close(&res, why, sizeof why) != 0 && !rc) rc = (emx_seterr(err, errlen, "%s", why), 1);
     }
     eval_runner_free(&r);
     if (tk) emx_tokenizer_free(tk);

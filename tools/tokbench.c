@@ -27,6 +27,7 @@
 
 #include "sampler/calibrate.h"
 #include "base/clock.h"
+#include "base/errmsg.h"
 #include "tools/convert/gguf.h"
 #include "runtime/model.h"
 #include "tokenizer/tokenizer.h"
@@ -60,7 +61,7 @@ static int load(const char *path, TokenizerData *data, EmxModel *model, int *hav
     struct stat st;
     *have_model = 0;
     if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "%s: cannot stat", path);
+        emx_seterr(err, errlen, "%s: cannot stat", path);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) return tokdata_from_hf_dir(path, 0, data, err, errlen);
@@ -79,7 +80,7 @@ static int load(const char *path, TokenizerData *data, EmxModel *model, int *hav
     }
     uint32_t n = llama2c_count(path);
     if (n == 0 || tokdata_from_llama2c(path, n, data, err, errlen) != 0) {
-        snprintf(err, errlen, "%.200s: not a tokenizer directory, GGUF, model file (%.200s) or tokenizer.bin",
+        emx_seterr(err, errlen, "%.200s: not a tokenizer directory, GGUF, model file (%.200s) or tokenizer.bin",
                  path, merr);
         return -1;
     }
@@ -98,20 +99,20 @@ static int corpus_read(Corpus *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+        emx_seterr(err, errlen, "%s: cannot open", path);
         return -1;
     }
     long n = -1;
     if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
     if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        snprintf(err, errlen, "%s: cannot get the size (not a regular file?)", path);
+        emx_seterr(err, errlen, "%s: cannot get the size (not a regular file?)", path);
         fclose(f);
         return -1;
     }
     c->n_bytes = (size_t)n;
     c->text = malloc(c->n_bytes + 1);
     if (!c->text || fread(c->text, 1, c->n_bytes, f) != c->n_bytes) {
-        snprintf(err, errlen, "%s: read error (%zu bytes)", path, c->n_bytes);
+        emx_seterr(err, errlen, "%s: read error (%zu bytes)", path, c->n_bytes);
         fclose(f);
         return -1;
     }
@@ -120,7 +121,7 @@ static int corpus_read(Corpus *c, const char *path, char *err, size_t errlen) {
     for (size_t i = 0; i < c->n_bytes; i++) lines += c->text[i] == '\n';
     c->off = malloc((lines + 2) * sizeof *c->off);
     if (!c->off) {
-        snprintf(err, errlen, "%s: out of memory for %zu chunks", path, lines + 1);
+        emx_seterr(err, errlen, "%s: out of memory for %zu chunks", path, lines + 1);
         return -1;
     }
     c->off[0] = 0;
@@ -158,7 +159,7 @@ static int encode_all(const EmxTokenizer *tk, const Corpus *c, int flags, ChunkI
             int *grown = realloc(out->ids, cap * sizeof *grown);
             if (!grown) {
                 free(ids);
-                snprintf(err, errlen, "out of memory for %zu ids", cap);
+                emx_seterr(err, errlen, "out of memory for %zu ids", cap);
                 return -1;
             }
             out->ids = grown;

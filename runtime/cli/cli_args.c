@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
+
 static const char *const sampler_names[] = {
     [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
     [EMX_SAMPLER_TEMP] = "temp",         [EMX_SAMPLER_TOPK] = "topk",
@@ -21,10 +23,11 @@ const char *emx_sampler_kind_name(int kind) {
     return kind >= 0 && kind < N_SAMPLERS ? sampler_names[kind] : "?";
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4)))
+static int fail(char *err, size_t errlen, const char *fmt, ...) {  // emx_seterr with a usage error's status
     va_list ap;
     va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    emx_vseterr(err, errlen, fmt, ap);
     va_end(ap);
     return 2;
 }

@@ -1,5 +1,6 @@
 // run_setup.c — the profile and the sampler ./run builds from its flags (run_setup.h).
 #include "runtime/cli/run_setup.h"
+#include "base/errmsg.h"
 
 #include <math.h>
 #include <string.h>
@@ -15,7 +16,7 @@ int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t 
         key[klen] = 0;
         char why[256];
         if (emx_profile_set(p, key, eq + 1, why, sizeof why) != 0) {
-            snprintf(err, errlen, "--profile-set %s: %s", set, why);
+            emx_seterr(err, errlen, "--profile-set %s: %s", set, why);
             return -1;
         }
     }
@@ -47,7 +48,7 @@ int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfil
     if (want_metrics) {  // the metrics are computed beside the basic sampler, for the log
         char why[256];
         if (emx_metrics_tap_init(&rs->tap, &rs->basic.base, m, ctx, a->metric_layer, why, sizeof why) != 0) {
-            snprintf(err, errlen, "--metric-layers: %s", why);
+            emx_seterr(err, errlen, "--metric-layers: %s", why);
             return -1;
         }
         rs->sampler = &rs->tap.base;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/cuda/comm_nccl.h"
+#include "base/errmsg.h"
 
 namespace {
 const int kMaxRanks = 64;
@@ -242,7 +243,7 @@ void host_abort(EmxComm *c) { rank_of_host(c)->group->aborted.store(1); }
 // The constructor's one-line error "comm_nccl: CALL: WHAT", after undoing what was made.
 EmxCommNccl *new_failed(EmxCommNccl *g, int caller_device, char *err, size_t errlen, const char *call,
                         const char *what) {
-    if (err && errlen) snprintf(err, errlen, "comm_nccl: %s: %s", call, what);
+    if (err && errlen) emx_seterr(err, errlen, "comm_nccl: %s: %s", call, what);
     emx_comm_nccl_free(g);
     if (caller_device >= 0) cudaSetDevice(caller_device);
     return nullptr;
@@ -258,7 +259,7 @@ int warm_up(EmxCommNccl *g, int r0, int r1, char *err, size_t errlen) {
         EmxNcclRank *k = &g->ranks[r];
         if (cudaSetDevice(k->device) != cudaSuccess) {
             ncclGroupEnd();
-            if (err && errlen) snprintf(err, errlen, "comm_nccl: warm-up: cudaSetDevice(%d) failed", k->device);
+            if (err && errlen) emx_seterr(err, errlen, "comm_nccl: warm-up: cudaSetDevice(%d) failed", k->device);
             return -1;
         }
         call = "ncclAllGather";
@@ -274,7 +275,7 @@ int warm_up(EmxCommNccl *g, int r0, int r1, char *err, size_t errlen) {
         call = "ncclGroupEnd";
     }
     if (e != ncclSuccess) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: warm-up: %s: %s", call, ncclGetErrorString(e));
+        if (err && errlen) emx_seterr(err, errlen, "comm_nccl: warm-up: %s: %s", call, ncclGetErrorString(e));
         return -1;
     }
     for (int r = r0; r < r1; r++) {
@@ -282,7 +283,7 @@ int warm_up(EmxCommNccl *g, int r0, int r1, char *err, size_t errlen) {
         if (ce == cudaSuccess) ce = cudaStreamSynchronize(g->ranks[r].stream);
         if (ce != cudaSuccess) {
             if (err && errlen)
-                snprintf(err, errlen, "comm_nccl: warm-up: cudaStreamSynchronize on device %d: %s", g->ranks[r].device,
+                emx_seterr(err, errlen, "comm_nccl: warm-up: cudaStreamSynchronize on device %d: %s", g->ranks[r].device,
                          cudaGetErrorString(ce));
             return -1;
         }
@@ -329,7 +330,7 @@ int write_id_file(const char *path, const ncclUniqueId *id, char *err, size_t er
     if (f && fclose(f) != 0) ok = false;
     if (ok && rename(tmp, path) != 0) ok = false;
     if (!ok) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: cannot write the NCCL id to %s: %s", path, strerror(errno));
+        if (err && errlen) emx_seterr(err, errlen, "comm_nccl: cannot write the NCCL id to %s: %s", path, strerror(errno));
         remove(tmp);
         return -1;
     }
@@ -345,13 +346,13 @@ int read_id_file(const char *path, double timeout_s, ncclUniqueId *id, char *err
             const size_t got = fread(id, sizeof *id, 1, f);
             fclose(f);
             if (got == 1) return 0;
-            if (err && errlen) snprintf(err, errlen, "comm_nccl: %s is shorter than an NCCL id (%zu bytes)", path, sizeof *id);
+            if (err && errlen) emx_seterr(err, errlen, "comm_nccl: %s is shorter than an NCCL id (%zu bytes)", path, sizeof *id);
             return -1;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (waited > timeout_s) {
             if (err && errlen)
-                snprintf(err, errlen, "comm_nccl: no NCCL id at %s after %.0f s (is rank 0 running?)", path, timeout_s);
+                emx_seterr(err, errlen, "comm_nccl: no NCCL id at %s after %.0f s (is rank 0 running?)", path, timeout_s);
             return -1;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -365,7 +366,7 @@ EmxCommNccl *group_new(int size, int *caller_device, char *err, size_t errlen) {
     if (cudaGetDevice(caller_device) != cudaSuccess) *caller_device = -1;
     EmxCommNccl *g = new (std::nothrow) EmxCommNccl;
     if (!g) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: out of memory");
+        if (err && errlen) emx_seterr(err, errlen, "comm_nccl: out of memory");
         return nullptr;
     }
     g->size = size;
@@ -387,26 +388,26 @@ extern "C" {
 
 EmxCommNccl *emx_comm_nccl_new(const int *devices, int n, char *err, size_t errlen) {
     if (!devices || n < 1 || n > kMaxRanks) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: group size %d is out of range 1..%d", n, kMaxRanks);
+        if (err && errlen) emx_seterr(err, errlen, "comm_nccl: group size %d is out of range 1..%d", n, kMaxRanks);
         return nullptr;
     }
     int count = 0;
     cudaError_t ce = cudaGetDeviceCount(&count);
     if (ce != cudaSuccess) {
-        if (err && errlen) snprintf(err, errlen, "comm_nccl: cudaGetDeviceCount: %s", cudaGetErrorString(ce));
+        if (err && errlen) emx_seterr(err, errlen, "comm_nccl: cudaGetDeviceCount: %s", cudaGetErrorString(ce));
         return nullptr;
     }
     for (int r = 0; r < n; r++) {
         if (devices[r] < 0 || devices[r] >= count) {
             if (err && errlen)
-                snprintf(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", r, devices[r], count);
+                emx_seterr(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", r, devices[r], count);
             return nullptr;
         }
         for (int q = 0; q < r; q++)
             if (devices[q] == devices[r]) {
                 // NCCL refuses two ranks of one communicator on one GPU.
                 if (err && errlen)
-                    snprintf(err, errlen, "comm_nccl: ranks %d and %d are both on device %d", q, r, devices[r]);
+                    emx_seterr(err, errlen, "comm_nccl: ranks %d and %d are both on device %d", q, r, devices[r]);
                 return nullptr;
             }
     }
@@ -429,7 +430,7 @@ EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int
                                     size_t errlen) {
     if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size || !id_file) {
         if (err && errlen)
-            snprintf(err, errlen, "comm_nccl: rank %d of a group of %d (size 1..%d, rank 0..size-1, an id file)", rank, size,
+            emx_seterr(err, errlen, "comm_nccl: rank %d of a group of %d (size 1..%d, rank 0..size-1, an id file)", rank, size,
                      kMaxRanks);
         return nullptr;
     }
@@ -437,7 +438,7 @@ EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int
     cudaError_t ce = cudaGetDeviceCount(&count);
     if (ce != cudaSuccess || device < 0 || device >= count) {
         if (err && errlen)
-            snprintf(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", rank, device,
+            emx_seterr(err, errlen, "comm_nccl: rank %d: device %d does not exist (%d devices)", rank, device,
                      ce == cudaSuccess ? count : 0);
         return nullptr;
     }
@@ -445,7 +446,7 @@ EmxCommNccl *emx_comm_nccl_new_rank(const char *id_file, int rank, int size, int
     if (rank == 0) {
         ncclResult_t ne = ncclGetUniqueId(&id);
         if (ne != ncclSuccess) {
-            if (err && errlen) snprintf(err, errlen, "comm_nccl: ncclGetUniqueId: %s", ncclGetErrorString(ne));
+            if (err && errlen) emx_seterr(err, errlen, "comm_nccl: ncclGetUniqueId: %s", ncclGetErrorString(ne));
             return nullptr;
         }
         if (write_id_file(id_file, &id, err, errlen)) return nullptr;

@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "kernels/logits_metrics.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cuda/forward_cuda_state.h"
@@ -280,24 +281,24 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     if (ctx < 0) return NULL;
     const int n_dev = emx_cuda_device_count();
     if (device >= n_dev) {
-        snprintf(err, errlen, "device cuda:%d: %s", device,
+        emx_seterr(err, errlen, "device cuda:%d: %s", device,
                  n_dev ? "no such GPU" : "no GPU found (cudaGetDeviceCount reports none)");
         if (n_dev) snprintf(err + strlen(err), errlen - strlen(err), " (%d present)", n_dev);
         return NULL;
     }
     if (c->head_dim > 512 || c->head_dim / 2 > 512) {
-        snprintf(err, errlen, "cuda:%d: head_dim %u: the kernels take at most 512", device, c->head_dim);
+        emx_seterr(err, errlen, "cuda:%d: head_dim %u: the kernels take at most 512", device, c->head_dim);
         return NULL;
     }
     const CudaState *share = opt && opt->share_weights && opt->share_weights->backend == &CUDA_BACKEND
                                  ? (const CudaState *)opt->share_weights : NULL;
     if (share && (share->m != m || share->device != device)) {
-        snprintf(err, errlen, "cuda:%d: share_weights names a state of another model or device", device);
+        emx_seterr(err, errlen, "cuda:%d: share_weights names a state of another model or device", device);
         return NULL;
     }
     CudaState *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "cuda:%d: out of host memory", device);
+        emx_seterr(err, errlen, "cuda:%d: out of host memory", device);
         return NULL;
     }
     s->base.backend = &CUDA_BACKEND;
@@ -336,7 +337,7 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     if (state_alloc(s)) goto fail;
     return &s->base;
 fail:
-    snprintf(err, errlen, "%s", s->err);
+    emx_seterr(err, errlen, "%s", s->err);
     cuda_state_free(&s->base);
     return NULL;
 }

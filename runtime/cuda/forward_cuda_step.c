@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "kernels/embedding.h"
 #include "kernels/logits_metrics.h"
 #include "kernels/rmsnorm.h"
@@ -487,7 +488,7 @@ void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_d
 int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
     CudaState *s = (CudaState *)st;
     if (max_branches < 1 || max_branches > CHUNK || tail_cap < 1 || tail_cap > s->ctx) {
-        snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+        emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
                  max_branches, tail_cap, CHUNK, s->ctx);
         return -1;
     }
@@ -497,7 +498,7 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
     if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, (void **)&k, n, "branch KV tails") ||
         dev_alloc(s, (void **)&v, n, "branch KV tails")) {
         cudaFree(k);
-        snprintf(err, errlen, "branches: %s", s->err);
+        emx_seterr(err, errlen, "branches: %s", s->err);
         return -1;
     }
     cudaFree(s->br_key);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/errmsg.h"
 #include "runtime/pool/comm.h"
 #include "runtime/pool/comm_nccl_weak.h"
 #include "runtime/forward.h"
@@ -342,7 +343,7 @@ static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_
     w->btok = calloc((size_t)w->n_mine, sizeof(int));
     w->kvbuf = malloc(emx_state_kv_rows_bytes(w->st, o->lookahead > 1 ? o->lookahead - 1 : 1));
     if (!w->seq || !w->masked || !w->blogits || !w->work || !w->mine || !w->all || !w->btok || !w->kvbuf) {
-        snprintf(err, errlen, "agents: out of memory");
+        emx_seterr(err, errlen, "agents: out of memory");
         return -1;
     }
     return 0;
@@ -365,29 +366,29 @@ static void *worker_thread(void *arg) {
 
 static int check_options(const EmxPoolOptions *o, int n_prompt, int ctx, char *err, size_t errlen) {
     if (o->n_agents < 1 || o->n_agents > EMX_POOL_MAX_AGENTS) {
-        snprintf(err, errlen, "agents: %d agents (1 .. %d)", o->n_agents, EMX_POOL_MAX_AGENTS);
+        emx_seterr(err, errlen, "agents: %d agents (1 .. %d)", o->n_agents, EMX_POOL_MAX_AGENTS);
         return -1;
     }
     if (o->lookahead < 1 || o->lookahead > EMX_POOL_MAX_LOOKAHEAD) {
-        snprintf(err, errlen, "agents: --lookahead %d (1 .. %d)", o->lookahead, EMX_POOL_MAX_LOOKAHEAD);
+        emx_seterr(err, errlen, "agents: --lookahead %d (1 .. %d)", o->lookahead, EMX_POOL_MAX_LOOKAHEAD);
         return -1;
     }
     if (o->n_workers < 1 || o->n_workers > o->n_agents) {
-        snprintf(err, errlen, "agents: %d workers for %d agents (1 .. agents)", o->n_workers, o->n_agents);
+        emx_seterr(err, errlen, "agents: %d workers for %d agents (1 .. agents)", o->n_workers, o->n_agents);
         return -1;
     }
     if (o->critic && o->check_every > 0 && (o->rollback < 1 || o->critic_window < 1 || o->max_rollbacks < 0)) {
-        snprintf(err, errlen, "agents: --rollback %d, --critic-window %d, --max-rollbacks %d (need >= 1, >= 1, >= 0)",
+        emx_seterr(err, errlen, "agents: --rollback %d, --critic-window %d, --max-rollbacks %d (need >= 1, >= 1, >= 0)",
                  o->rollback, o->critic_window, o->max_rollbacks);
         return -1;
     }
     if (n_prompt < 1 || n_prompt >= ctx) {
-        snprintf(err, errlen, "agents: prompt of %d tokens leaves no room in a context of %d", n_prompt, ctx);
+        emx_seterr(err, errlen, "agents: prompt of %d tokens leaves no room in a context of %d", n_prompt, ctx);
         return -1;
     }
     for (int i = 0; i < o->n_agents; i++)
         if (!(o->agents[i].temperature >= 0) || o->agents[i].top_k < 0) {
-            snprintf(err, errlen, "agents: agent %d has temperature %g, top-k %d", i, (double)o->agents[i].temperature,
+            emx_seterr(err, errlen, "agents: agent %d has temperature %g, top-k %d", i, (double)o->agents[i].temperature,
                      o->agents[i].top_k);
             return -1;
         }
@@ -402,7 +403,7 @@ static int run_workers(Worker *workers, int W, char *err, size_t errlen) {
     for (int r = 1; r < W; r++, started++)
         if (pthread_create(&th[r], NULL, worker_thread, &workers[r]) != 0) {
             workers[0].comm->abort(workers[0].comm);
-            snprintf(err, errlen, "agents: cannot start worker thread %d", r);
+            emx_seterr(err, errlen, "agents: cannot start worker thread %d", r);
             break;
         }
     if (started == W - 1) worker_thread(&workers[0]);
@@ -417,20 +418,20 @@ static int run_status(const Pool *p, const Worker *workers, int W, EmxCommNccl *
     int rc = 0;
     for (int r = 0; r < W; r++)
         if (workers[r].failed) {
-            if (workers[r].init_failed) snprintf(err, errlen, "%s", workers[r].err);
-            else snprintf(err, errlen, "agents: worker %d: %s", r, workers[r].err);
+            if (workers[r].init_failed) emx_seterr(err, errlen, "%s", workers[r].err);
+            else emx_seterr(err, errlen, "agents: worker %d: %s", r, workers[r].err);
             rc = -1;
             break;
         }
     if (rc == 0 && nccl && *emx_comm_nccl_error(nccl)) {  // a worker unwound after a failed collective
-        snprintf(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
+        emx_seterr(err, errlen, "agents: %s", emx_comm_nccl_error(nccl));
         rc = -1;
     }
     // A failed write stopped the run: the text or a log is incomplete, which is an error.
     stats->out_errno = p->out_errno, stats->log_errno = p->log_errno, stats->metrics_errno = p->metrics_errno;
     if (rc == 0 && (p->out_errno || p->log_errno || p->metrics_errno)) {
         const int e = p->out_errno ? p->out_errno : p->log_errno ? p->log_errno : p->metrics_errno;
-        snprintf(err, errlen, "writing the %s: %s", p->out_errno ? "generated text" : p->log_errno ? "log" : "metrics",
+        emx_seterr(err, errlen, "writing the %s: %s", p->out_errno ? "generated text" : p->log_errno ? "log" : "metrics",
                  strerror(e));
         rc = -1;
     }
@@ -466,7 +467,7 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     int rc = -1;
     if (opt->cuda_devices) {
         if (emx_pool_gpu_count() < 0) {
-            snprintf(err, errlen, "agents: cuda devices: this build has no CUDA backend (make cuda builds build/cuda/run)");
+            emx_seterr(err, errlen, "agents: cuda devices: this build has no CUDA backend (make cuda builds build/cuda/run)");
             goto out;
         }
         nccl = emx_comm_nccl_new(opt->cuda_devices, W, err, errlen);
@@ -479,13 +480,13 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
         group = emx_comm_threads_new(W, err, errlen);
     }
     if (!p.info || !p.decbuf || !workers || (!group && !nccl)) {
-        if (group || nccl) snprintf(err, errlen, "agents: out of memory");
+        if (group || nccl) emx_seterr(err, errlen, "agents: out of memory");
         goto out;
     }
     p.n_threads = opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs() / W;
     if (p.n_threads < 1) p.n_threads = 1;
     if (p.budget <= 0) {
-        snprintf(err, errlen, "agents: no room to generate (-n %d)", opt->n_predict);
+        emx_seterr(err, errlen, "agents: no room to generate (-n %d)", opt->n_predict);
         goto out;
     }
     for (int r = 0; r < W; r++) {

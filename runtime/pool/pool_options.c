@@ -1,6 +1,7 @@
 // pool_options.c — the agent pool's option parsing and stats line (pool_generate.h): the
 // --agent-configs and --devices lists, the default agent spread, the stats block.
 #include "runtime/pool/pool_generate.h"
+#include "base/errmsg.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ int emx_pool_parse_configs(const char *spec, EmxAgentParams *agents, int max, ch
         size_t len = end ? (size_t)(end - s) : strlen(s);
         char item[64];
         if (len == 0 || len >= sizeof item) {
-            snprintf(err, errlen, "--agent-configs: entry %d ('%.*s') is not T:k", n + 1, (int)(len < 40 ? len : 40), s);
+            emx_seterr(err, errlen, "--agent-configs: entry %d ('%.*s') is not T:k", n + 1, (int)(len < 40 ? len : 40), s);
             return -1;
         }
         memcpy(item, s, len);
@@ -38,22 +39,22 @@ int emx_pool_parse_configs(const char *spec, EmxAgentParams *agents, int max, ch
         double t = colon ? strtod(item, &e1) : NAN;
         long k = colon ? strtol(colon + 1, &e2, 10) : -1;
         if (!colon || e1 != colon || *e2 || colon[1] == 0 || !isfinite(t) || t < 0 || t > 100 || k < 0 || k > 1000000) {
-            snprintf(err, errlen, "--agent-configs: entry %d ('%s') is not T:k (T >= 0, k >= 0; k 0 = no top-k)", n + 1,
+            emx_seterr(err, errlen, "--agent-configs: entry %d ('%s') is not T:k (T >= 0, k >= 0; k 0 = no top-k)", n + 1,
                      item);
             return -1;
         }
         if (n == max) {
-            snprintf(err, errlen, "--agent-configs: more than %d agents", max);
+            emx_seterr(err, errlen, "--agent-configs: more than %d agents", max);
             return -1;
         }
         agents[n++] = (EmxAgentParams){(float)t, (int)k};
         s += len + (end ? 1 : 0);
         if (end && !*s) {
-            snprintf(err, errlen, "--agent-configs: empty entry after the last ','");
+            emx_seterr(err, errlen, "--agent-configs: empty entry after the last ','");
             return -1;
         }
     }
-    if (n == 0) snprintf(err, errlen, "--agent-configs: no agents given");
+    if (n == 0) emx_seterr(err, errlen, "--agent-configs: no agents given");
     return n ? n : -1;
 }
 
@@ -72,17 +73,17 @@ int emx_pool_parse_devices(const char *list, int *devices, int max, char *err, s
             if (!strncmp(item, "cuda:", 5) && item[5] >= '0' && item[5] <= '9') d = strtol(item + 5, &e, 10);
         }
         if (d < 0 || !e || *e || d > 1024) {
-            snprintf(err, errlen, "--devices: '%.*s' in '%s' is not cpu or cuda:N[,cuda:M...]", (int)(len < 40 ? len : 40), s,
+            emx_seterr(err, errlen, "--devices: '%.*s' in '%s' is not cpu or cuda:N[,cuda:M...]", (int)(len < 40 ? len : 40), s,
                      list);
             return -1;
         }
         for (int i = 0; i < n; i++)
             if (devices[i] == d) {
-                snprintf(err, errlen, "--devices %s: cuda:%ld is listed twice (one worker per GPU)", list, d);
+                emx_seterr(err, errlen, "--devices %s: cuda:%ld is listed twice (one worker per GPU)", list, d);
                 return -1;
             }
         if (n == max) {
-            snprintf(err, errlen, "--devices %s: more than %d devices", list, max);
+            emx_seterr(err, errlen, "--devices %s: more than %d devices", list, max);
             return -1;
         }
         devices[n++] = (int)d;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "tokenizer/tok_utf8.h"
 
 typedef struct {
@@ -240,20 +241,20 @@ int emx_report_write(EmxReport *rep, const char *path, char *err, size_t errlen)
     static const char marker[] = "/*EMX_REPORT_DATA*/";
     const char *at = strstr(emx_report_template, marker);
     if (!at) {
-        snprintf(err, errlen, "%s: the built-in report template has no data marker", path);
+        emx_seterr(err, errlen, "%s: the built-in report template has no data marker", path);
         return -1;
     }
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        emx_seterr(err, errlen, "%s: out of memory", path);
         return -1;
     }
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);  // beside it: the rename stays on one filesystem
     int fd = mkstemp(tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        emx_seterr(err, errlen, "%s: %s", path, strerror(errno));
         if (fd >= 0) {
             close(fd);
             unlink(tmp);
@@ -271,7 +272,7 @@ int emx_report_write(EmxReport *rep, const char *path, char *err, size_t errlen)
     if (fclose(f) != 0 && !bad) bad = 1, e = errno;
     if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
     if (bad) {
-        snprintf(err, errlen, "%s: %s", path, e ? strerror(e) : "write failed");
+        emx_seterr(err, errlen, "%s: %s", path, e ? strerror(e) : "write failed");
         unlink(tmp);
     }
     free(tmp);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "tools/bench/subprocess.h"
 
 extern char **environ;
@@ -40,7 +41,7 @@ int emx_compare_parse_tps(const char *text, double *tps, char *err, size_t errle
         }
     }
     if (!found) {
-        snprintf(err, errlen, "--compare-cmd: no '<number> tok/s' (or tokens/s, t/s) in its output");
+        emx_seterr(err, errlen, "--compare-cmd: no '<number> tok/s' (or tokens/s, t/s) in its output");
         return -1;
     }
     return 0;
@@ -73,7 +74,7 @@ int emx_compare_cmd_run(const char *cmd, const EmxCompareRun *run, double *tps, 
     snprintf(vars[3], sizeof vars[3], "EMX_BENCH_DEVICE=%.40s", run->device ? run->device : "cpu");
     char **env = child_env(vars);
     if (!env) {
-        snprintf(err, errlen, "--compare-cmd: out of memory");
+        emx_seterr(err, errlen, "--compare-cmd: out of memory");
         return -1;
     }
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};

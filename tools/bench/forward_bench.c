@@ -5,17 +5,18 @@
 #include <stdlib.h>
 
 #include "base/clock.h"
+#include "base/errmsg.h"
 
 int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen,
                            EmxForwardSpeed *out, char *err, size_t errlen) {
     int vocab = (int)m->cfg.vocab_size, n = n_prompt > n_gen ? n_prompt : n_gen;
     if (n > emx_state_ctx(st)) {
-        snprintf(err, errlen, "bench: %d tokens do not fit the context of %d", n, emx_state_ctx(st));
+        emx_seterr(err, errlen, "bench: %d tokens do not fit the context of %d", n, emx_state_ctx(st));
         return -1;
     }
     int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (!ids) {
-        snprintf(err, errlen, "bench: out of memory");
+        emx_seterr(err, errlen, "bench: out of memory");
         return -1;
     }
     uint32_t x = 12345;
@@ -39,6 +40,6 @@ int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_
         out->decode_tps = n_gen / (emx_now_s() - t0);
     }
     free(ids);
-    if (rc != 0) snprintf(err, errlen, "bench: the forward pass failed");
+    if (rc != 0) emx_seterr(err, errlen, "bench: the forward pass failed");
     return rc;
 }

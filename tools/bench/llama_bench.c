@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "tools/bench/subprocess.h"
 
 int emx_llama_bench_parse(const char *jsonl, EmxForwardSpeed *out, char *err, size_t errlen) {
@@ -27,7 +28,7 @@ int emx_llama_bench_parse(const char *jsonl, EmxForwardSpeed *out, char *err, si
         s += len + (nl ? 1 : 0);
     }
     if (!found) {
-        snprintf(err, errlen, "llama-bench: no result in its output (expected -o jsonl lines with n_prompt, n_gen, avg_ts)");
+        emx_seterr(err, errlen, "llama-bench: no result in its output (expected -o jsonl lines with n_prompt, n_gen, avg_ts)");
         return -1;
     }
     return 0;

@@ -1,5 +1,6 @@
 // result.c — benchmark results as JSON (result.h).
 #include "tools/bench/result.h"
+#include "base/errmsg.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -27,12 +28,12 @@ int emx_bench_result_save(const char *path, const EmxBenchResult *r, char *err, 
     if (f) ok &= fclose(f) == 0;
     free(text);
     if (!ok) {
-        snprintf(err, errlen, "--save %s: cannot write the file", path);
+        emx_seterr(err, errlen, "--save %s: cannot write the file", path);
         return -1;
     }
     return 0;
 oom:
-    snprintf(err, errlen, "--save %s: out of memory", path);
+    emx_seterr(err, errlen, "--save %s: out of memory", path);
     return -1;
 }
 
@@ -40,7 +41,7 @@ static int get_num(const cJSON *o, const char *key, double *v, const char *path,
                    size_t errlen) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(x)) {
-        snprintf(err, errlen, "%s: field '%s' is missing or not a number", path, key);
+        emx_seterr(err, errlen, "%s: field '%s' is missing or not a number", path, key);
         return -1;
     }
     *v = x->valuedouble;
@@ -56,7 +57,7 @@ int emx_bench_result_load(const char *path, EmxBenchResult *r, char *err, size_t
     memset(r, 0, sizeof *r);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+        emx_seterr(err, errlen, "%s: cannot open", path);
         return -1;
     }
     char buf[8192];
@@ -66,7 +67,7 @@ int emx_bench_result_load(const char *path, EmxBenchResult *r, char *err, size_t
     cJSON *o = cJSON_Parse(buf);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        snprintf(err, errlen, "%s: not a benchmark result (JSON object)", path);
+        emx_seterr(err, errlen, "%s: not a benchmark result (JSON object)", path);
         return -1;
     }
     double th, np, ng;

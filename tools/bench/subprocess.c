@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "base/errmsg.h"
 #include "base/read_file.h"
 
 extern char **environ;
@@ -19,7 +20,7 @@ int emx_bench_proc_run(const char *what, const char *path, const char *const *ar
     if (!o || !e) {
         if (o) fclose(o);
         if (e) fclose(e);
-        snprintf(err, errlen, "%s: cannot create temporary files", what);
+        emx_seterr(err, errlen, "%s: cannot create temporary files", what);
         return -1;
     }
     posix_spawn_file_actions_t fa;
@@ -30,7 +31,7 @@ int emx_bench_proc_run(const char *what, const char *path, const char *const *ar
     int rc = posix_spawn(&pid, path, &fa, NULL, (char *const *)argv, envp ? envp : environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
-        snprintf(err, errlen, "%s: cannot run %s: %s", what, path, strerror(rc));
+        emx_seterr(err, errlen, "%s: cannot run %s: %s", what, path, strerror(rc));
         fclose(o);
         fclose(e);
         return -1;
@@ -44,7 +45,7 @@ int emx_bench_proc_run(const char *what, const char *path, const char *const *ar
     fclose(e);
     if (!p->out || !p->err) {
         emx_bench_proc_free(p);
-        snprintf(err, errlen, "%s: out of memory reading its output", what);
+        emx_seterr(err, errlen, "%s: out of memory reading its output", what);
         return -1;
     }
     return 0;
@@ -63,9 +64,9 @@ int emx_bench_proc_failed(const EmxBenchProc *p, const char *what, char *err, si
         snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(p->status));
     else
         snprintf(how, sizeof how, "signal %d", WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0);
-    snprintf(err, errlen, "%s failed (%s): %.*s", what, how, (int)(end - start),
+    emx_seterr(err, errlen, "%s failed (%s): %.*s", what, how, (int)(end - start),
              end > start ? t + start : "no message");
-    if (end == start) snprintf(err, errlen, "%s failed (%s): no message", what, how);
+    if (end == start) emx_seterr(err, errlen, "%s failed (%s): no message", what, how);
     return 1;
 }
 

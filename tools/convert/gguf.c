@@ -1,6 +1,7 @@
 // gguf.c — GGUF reader: mmap, index keys and tensors, validate every size against the file.
 #include "tools/convert/gguf.h"
 
+#include "base/errmsg.h"
 #include "tools/convert/msg_esc.h"
 
 #include <errno.h>
@@ -160,12 +161,12 @@ const char *ggml_type_name(uint32_t type) {
 static int map_file(GGUFFile *f, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        emx_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size < 24) {
-        snprintf(err, errlen, "%s: too small to be a GGUF file (%lld bytes)", path, (long long)st.st_size);
+        emx_seterr(err, errlen, "%s: too small to be a GGUF file (%lld bytes)", path, (long long)st.st_size);
         close(fd);
         return -1;
     }
@@ -174,7 +175,7 @@ static int map_file(GGUFFile *f, const char *path, char *err, size_t errlen) {
     close(fd);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
-        snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        emx_seterr(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return -1;
     }
     return 0;

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,20 +13,13 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "tools/convert/ggml_dequant.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 
 // Rows decoded at a time: bounds memory to about this many f32 values per chunk.
 #define CHUNK_FLOATS (4u << 20)
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -40,22 +32,22 @@ void mw_free(ModelWriter *w) {
 
 int mw_add(ModelWriter *w, const char *name, uint32_t dtype, uint32_t ndim, uint64_t rows, uint64_t cols,
            uint32_t src_type, const void *src, char *err, size_t errlen) {
-    if (strlen(name) >= EMX_NAME_BYTES) return fail(err, errlen, "tensor %s: name longer than %u bytes", name, EMX_NAME_BYTES - 1);
+    if (strlen(name) >= EMX_NAME_BYTES) return emx_seterr(err, errlen, "tensor %s: name longer than %u bytes", name, EMX_NAME_BYTES - 1);
     for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->t[i].name, name) == 0) return fail(err, errlen, "tensor %s: added twice", name);
+        if (strcmp(w->t[i].name, name) == 0) return emx_seterr(err, errlen, "tensor %s: added twice", name);
     if (!ggml_dequant_supported(src_type))
-        return fail(err, errlen, "tensor %s: source type %s cannot be decoded", name, ggml_type_name(src_type));
+        return emx_seterr(err, errlen, "tensor %s: source type %s cannot be decoded", name, ggml_type_name(src_type));
     // Vectors (ndim 1) are decoded as one row of `rows` elements; matrices row by row.
     if (ggml_row_bytes(src_type, ndim == 1 ? rows : cols) == 0)
-        return fail(err, errlen, "tensor %s: %llu columns do not fit source type %s", name, (unsigned long long)cols,
+        return emx_seterr(err, errlen, "tensor %s: %llu columns do not fit source type %s", name, (unsigned long long)cols,
                     ggml_type_name(src_type));
     if (rows == 0 || cols == 0 || emx_tensor_bytes(dtype, rows, cols) == 0)
-        return fail(err, errlen, "tensor %s: %s cannot hold [%llu, %llu]", name, emx_dtype_name(dtype),
+        return emx_seterr(err, errlen, "tensor %s: %s cannot hold [%llu, %llu]", name, emx_dtype_name(dtype),
                     (unsigned long long)rows, (unsigned long long)cols);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         MwTensor *t = realloc(w->t, cap * sizeof *t);
-        if (!t) return fail(err, errlen, "out of memory");
+        if (!t) return emx_seterr(err, errlen, "out of memory");
         w->t = t;
         w->cap = cap;
     }
@@ -173,23 +165,23 @@ static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log,
     int rc = 0;
     ErrStats st = {0, 0, 0};
     if (!x || !back || !tmp) {
-        rc = fail(err, errlen, "tensor %s: out of memory for a chunk of %llu rows", t->name, (unsigned long long)chunk_rows);
+        rc = emx_seterr(err, errlen, "tensor %s: out of memory for a chunk of %llu rows", t->name, (unsigned long long)chunk_rows);
         goto done;
     }
     for (uint64_t r0 = 0; r0 < t->rows; r0 += chunk_rows) {
         uint64_t n = t->rows - r0 < chunk_rows ? t->rows - r0 : chunk_rows;
         if (ggml_dequantize_rows(t->src_type, t->src, t->cols, r0, n, x)) {
-            rc = fail(err, errlen, "tensor %s: cannot decode source type %s", t->name, ggml_type_name(t->src_type));
+            rc = emx_seterr(err, errlen, "tensor %s: cannot decode source type %s", t->name, ggml_type_name(t->src_type));
             goto done;
         }
         for (uint64_t i = 0; i < n * t->cols; i++)
             if (!isfinite(x[i])) {
-                rc = fail(err, errlen, "tensor %s: element [%llu, %llu] = %g is not finite", t->name,
+                rc = emx_seterr(err, errlen, "tensor %s: element [%llu, %llu] = %g is not finite", t->name,
                           (unsigned long long)(r0 + i / t->cols), (unsigned long long)(i % t->cols), (double)x[i]);
                 goto done;
             }
         if (write_chunk(fd, t, off, r0, n, x, tmp, back, &st)) {
-            rc = fail(err, errlen, "tensor %s: write failed: %s", t->name, strerror(errno));
+            rc = emx_seterr(err, errlen, "tensor %s: write failed: %s", t->name, strerror(errno));
             goto done;
         }
     }
@@ -228,15 +220,15 @@ static int create_tmp(const char *out_path, char *tmp, size_t cap, char *err, si
     const char *slash = strrchr(out_path, '/');
     int dlen = slash ? (int)(slash - out_path + 1) : 0;
     if ((size_t)snprintf(tmp, cap, "%.*s.%s.XXXXXX.tmp", dlen, out_path, slash ? slash + 1 : out_path) >= cap)
-        return fail(err, errlen, "%s: path too long", out_path);
+        return emx_seterr(err, errlen, "%s: path too long", out_path);
     int fd = mkstemps(tmp, 4);
-    if (fd < 0) return fail(err, errlen, "%s: cannot create a temporary file beside it: %s", out_path, strerror(errno));
+    if (fd < 0) return emx_seterr(err, errlen, "%s: cannot create a temporary file beside it: %s", out_path, strerror(errno));
     mode_t um = umask(0);
     umask(um);
     if (fchmod(fd, 0644 & ~um) != 0) {
         close(fd);
         unlink(tmp);
-        return fail(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
+        return emx_seterr(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
     }
     return fd;
 }
@@ -247,19 +239,19 @@ static int write_all(int fd, const char *tmp_path, const ModelWriter *w, EmxFile
                      const EmxTensorEntry *dir, FILE *log, char *err, size_t errlen) {
     if (pwrite_all(fd, h, sizeof *h, 0) || pwrite_all(fd, tok_buf, h->tokenizer_bytes, h->tokenizer_offset) ||
         pwrite_all(fd, dir, w->n * sizeof *dir, h->tensor_dir_offset))
-        return fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+        return emx_seterr(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
     for (size_t i = 0; i < w->n; i++)
         if (write_tensor(fd, &w->t[i], dir[i].offset, log, err, errlen)) return -1;
     // Gaps between tensors read back as zeros; the length must still be exactly file_bytes.
     if (ftruncate(fd, (off_t)h->file_bytes) != 0)
-        return fail(err, errlen, "%s: cannot set length: %s", tmp_path, strerror(errno));
+        return emx_seterr(err, errlen, "%s: cannot set length: %s", tmp_path, strerror(errno));
     void *map = mmap(NULL, h->file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) return fail(err, errlen, "%s: mmap failed: %s", tmp_path, strerror(errno));
+    if (map == MAP_FAILED) return emx_seterr(err, errlen, "%s: mmap failed: %s", tmp_path, strerror(errno));
     int bad = emx_check_record(map, h->file_bytes, h);
     munmap(map, h->file_bytes);
-    if (bad) return fail(err, errlen, "%s: sections outside the file", tmp_path);
-    if (pwrite_all(fd, h, sizeof *h, 0)) return fail(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
-    if (fsync(fd) != 0) return fail(err, errlen, "%s: fsync failed: %s", tmp_path, strerror(errno));
+    if (bad) return emx_seterr(err, errlen, "%s: sections outside the file", tmp_path);
+    if (pwrite_all(fd, h, sizeof *h, 0)) return emx_seterr(err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+    if (fsync(fd) != 0) return emx_seterr(err, errlen, "%s: fsync failed: %s", tmp_path, strerror(errno));
     return 0;
 }
 
@@ -271,11 +263,11 @@ static int install(const char *tmp_path, const char *out_path, char *err, size_t
     if (emx_model_open(&check, tmp_path, why, sizeof why)) {
         size_t k = strlen(tmp_path);  // the loader names the temporary file: drop it
         const char *msg = strncmp(why, tmp_path, k) == 0 && why[k] == ':' ? why + k + 2 : why;
-        return fail(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, out_path);
+        return emx_seterr(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, out_path);
     }
     emx_model_close(&check);
     if (rename(tmp_path, out_path) != 0)
-        return fail(err, errlen, "%s: cannot rename %s to it: %s", out_path, tmp_path, strerror(errno));
+        return emx_seterr(err, errlen, "%s: cannot rename %s to it: %s", out_path, tmp_path, strerror(errno));
     // The rename is durable once the directory is on disk too.
     char dir[4096];
     const char *slash = strrchr(out_path, '/');
@@ -294,11 +286,11 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     char *tok_buf = NULL;
     size_t tok_len = 0;
     FILE *mem = open_memstream(&tok_buf, &tok_len);
-    if (!mem) return fail(err, errlen, "out of memory for the tokenizer section");
+    if (!mem) return emx_seterr(err, errlen, "out of memory for the tokenizer section");
     uint64_t tok_bytes = tokdata_write(tok, mem);
     if (fclose(mem) != 0 || tok_bytes == 0 || tok_bytes != tok_len) {
         free(tok_buf);
-        return fail(err, errlen, "%s: cannot serialise the tokenizer section", out_path);
+        return emx_seterr(err, errlen, "%s: cannot serialise the tokenizer section", out_path);
     }
 
     EmxFileHeader h;
@@ -315,7 +307,7 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     EmxTensorEntry *dir = calloc(w->n + 1, sizeof *dir);
     if (!dir) {
         free(tok_buf);
-        return fail(err, errlen, "out of memory");
+        return emx_seterr(err, errlen, "out of memory");
     }
     uint64_t pos = h.tensor_dir_offset + w->n * sizeof *dir;
     for (size_t i = 0; i < w->n; i++) {
@@ -347,7 +339,7 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     sigprocmask(SIG_SETMASK, &prev, NULL);
     if (fd >= 0) {
         rc = write_all(fd, active_tmp, w, &h, tok_buf, dir, log, err, errlen);
-        if (close(fd) != 0 && rc == 0) rc = fail(err, errlen, "%s: close failed: %s", active_tmp, strerror(errno));
+        if (close(fd) != 0 && rc == 0) rc = emx_seterr(err, errlen, "%s: close failed: %s", active_tmp, strerror(errno));
         if (rc == 0) rc = install(active_tmp, out_path, err, errlen);
         sigprocmask(SIG_BLOCK, &block, &prev);
         if (rc != 0) unlink(active_tmp);

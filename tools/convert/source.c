@@ -1,6 +1,7 @@
 // source.c — the pieces every source reader shares: the tensor list and mapped files.
 #include "tools/convert/source.h"
 
+#include "base/errmsg.h"
 #include "tools/convert/msg_esc.h"
 
 #include <errno.h>
@@ -15,18 +16,18 @@
 int src_add(ConvSource *s, const char *name, const char *src_name, uint32_t type, uint32_t ndim, uint64_t rows,
             uint64_t cols, const void *data, char *err, size_t errlen) {
     if (strlen(name) >= EMX_NAME_BYTES) {
-        snprintf(err, errlen, "%s: tensor %s: name too long", s->path, ESC(src_name));
+        emx_seterr(err, errlen, "%s: tensor %s: name too long", s->path, ESC(src_name));
         return -1;
     }
     if (src_find(s, name)) {
-        snprintf(err, errlen, "%s: tensor %s: appears twice (as %s)", s->path, ESC(src_name), name);
+        emx_seterr(err, errlen, "%s: tensor %s: appears twice (as %s)", s->path, ESC(src_name), name);
         return -1;
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
         SrcTensor *t = realloc(s->t, cap * sizeof *t);
         if (!t) {
-            snprintf(err, errlen, "out of memory");
+            emx_seterr(err, errlen, "out of memory");
             return -1;
         }
         s->t = t;
@@ -52,24 +53,24 @@ const SrcTensor *src_find(const ConvSource *s, const char *name) {
 
 const uint8_t *src_map_file(ConvSource *s, const char *path, size_t *size, char *err, size_t errlen) {
     if (s->n_maps == SRC_MAX_MAPS) {
-        snprintf(err, errlen, "%s: more than %d files", path, SRC_MAX_MAPS);
+        emx_seterr(err, errlen, "%s: more than %d files", path, SRC_MAX_MAPS);
         return NULL;
     }
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        emx_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size == 0) {
-        snprintf(err, errlen, "%s: empty or unreadable file", path);
+        emx_seterr(err, errlen, "%s: empty or unreadable file", path);
         close(fd);
         return NULL;
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        emx_seterr(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return NULL;
     }
     src_note_input(s, path);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tools/convert/ggml_dequant.h"
+#include "base/errmsg.h"
 #include "tools/convert/msg_esc.h"
 #include "tools/convert/source.h"
 #include "tools/convert/tokenizer_build.h"
@@ -23,14 +24,14 @@ static int key_u32(const GGUFFile *g, const char *arch, const char *suffix, int6
         // Present but not a whole number in range (a string, an array, 1e30 as a float) is an
         // error even for an optional key: taking the default would convert a different model.
         if (def < 0 || gguf_find(g, key)) {
-            snprintf(err, errlen, "%s: key %s is %s", g->path, key,
+            emx_seterr(err, errlen, "%s: key %s is %s", g->path, key,
                      gguf_find(g, key) ? "not an integer in range" : "missing (or not a scalar)");
             return -1;
         }
         v = def;
     }
     if (v <= 0 || v > 0xffffffffll) {
-        snprintf(err, errlen, "%s: key %s = %lld is out of range", g->path, key, (long long)v);
+        emx_seterr(err, errlen, "%s: key %s = %lld is out of range", g->path, key, (long long)v);
         return -1;
     }
     *out = (uint32_t)v;
@@ -44,14 +45,14 @@ static int key_f32(const GGUFFile *g, const char *arch, const char *suffix, doub
     double v;
     if (gguf_get_f64(g, key, &v) != 0) {
         if (gguf_find(g, key)) {  // present but not a number: not the default's to replace
-            snprintf(err, errlen, "%s: key %s is not a number", g->path, key);
+            emx_seterr(err, errlen, "%s: key %s is not a number", g->path, key);
             return -1;
         }
         v = def;
     }
     // Checked as the loader checks the float it becomes (1e39 is a finite double, an infinite float).
     if (!(v > 0) || !isfinite((float)v) || (float)v == 0) {
-        snprintf(err, errlen, "%s: key %s = %g is not a positive number that fits a float32", g->path, key, v);
+        emx_seterr(err, errlen, "%s: key %s = %g is not a positive number that fits a float32", g->path, key, v);
         return -1;
     }
     *out = (float)v;
@@ -100,7 +101,7 @@ static int read_config(const GGUFFile *g, const char *arch, EmxConfig *c, const 
         key_u32(g, arch, "attention.value_length", c->head_dim, &vlen, err, errlen))
         return -1;
     if (rot != c->head_dim || vlen != c->head_dim) {
-        snprintf(err, errlen, "%s: %s.rope.dimension_count %u / attention.value_length %u differ from key_length %u "
+        emx_seterr(err, errlen, "%s: %s.rope.dimension_count %u / attention.value_length %u differ from key_length %u "
                  "(partial RoPE is not supported)", path, arch, rot, vlen, c->head_dim);
         return -1;
     }
@@ -109,11 +110,11 @@ static int read_config(const GGUFFile *g, const char *arch, EmxConfig *c, const 
     size_t stl;
     const char *st = gguf_get_str(g, key, &stl);
     if (st && !(stl == 4 && memcmp(st, "none", 4) == 0)) {
-        snprintf(err, errlen, "%s: %s = \"%s\" is not supported", path, key, ESCN(st, stl));
+        emx_seterr(err, errlen, "%s: %s = \"%s\" is not supported", path, key, ESCN(st, stl));
         return -1;
     }
     if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS) {
-        snprintf(err, errlen, "%s: head_count %u, head_count_kv %u, key_length %u, block_count %u are inconsistent",
+        emx_seterr(err, errlen, "%s: head_count %u, head_count_kv %u, key_length %u, block_count %u are inconsistent",
                  path, c->n_heads, c->n_kv_heads, c->head_dim, c->n_layers);
         return -1;
     }
@@ -131,15 +132,15 @@ static int add_tensors(ConvSource *s, const char *path, char *err, size_t errlen
         int m = map_name(name, ours, sizeof ours);
         if (m == 0) continue;
         if (m < 0) {
-            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(name));
+            emx_seterr(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(name));
             return -1;
         }
         if (t->n_dims > 2 || t->ne[2] != 1 || t->ne[3] != 1) {
-            snprintf(err, errlen, "%s: tensor %s has %u dimensions (want 1 or 2)", path, ESC(name), t->n_dims);
+            emx_seterr(err, errlen, "%s: tensor %s has %u dimensions (want 1 or 2)", path, ESC(name), t->n_dims);
             return -1;
         }
         if (!ggml_dequant_supported(t->type)) {
-            snprintf(err, errlen, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
+            emx_seterr(err, errlen, "%s: tensor %s: ggml type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
                      "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", path, ESC(name), ggml_type_name(t->type));
             return -1;
         }
@@ -170,21 +171,21 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
         c->rope_style = EMX_ROPE_HALF;
         c->qk_norm = 1;
     } else {
-        snprintf(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, ESC(arch));
+        emx_seterr(err, errlen, "%s: general.architecture = \"%s\" is not supported (llama, qwen3)", path, ESC(arch));
         return -1;
     }
     snprintf(s->kind, sizeof s->kind, "GGUF v%u %s", g->version, arch);
     if (read_config(g, arch, c, path, err, errlen) || add_tensors(s, path, err, errlen)) return -1;
     const SrcTensor *emb = src_find(s, "tok_embeddings");
     if (!emb) {
-        snprintf(err, errlen, "%s: tensor token_embd.weight is missing", path);
+        emx_seterr(err, errlen, "%s: tensor token_embd.weight is missing", path);
         return -1;
     }
     c->vocab_size = (uint32_t)emb->rows;
     uint32_t kv_vocab;
     if (key_u32(g, arch, "vocab_size", emb->rows, &kv_vocab, err, errlen)) return -1;
     if (kv_vocab != emb->rows) {
-        snprintf(err, errlen, "%s: %s.vocab_size = %u but token_embd has %llu rows", path, arch, kv_vocab,
+        emx_seterr(err, errlen, "%s: %s.vocab_size = %u but token_embd has %llu rows", path, arch, kv_vocab,
                  (unsigned long long)emb->rows);
         return -1;
     }
@@ -193,7 +194,7 @@ int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
     size_t ctl;
     const char *ct = gguf_get_str(g, "tokenizer.chat_template", &ctl);
     if (ct && !(s->chat_template = strndup(ct, ctl))) {
-        snprintf(err, errlen, "out of memory");
+        emx_seterr(err, errlen, "out of memory");
         return -1;
     }
     return tokdata_from_gguf(g, c->vocab_size, &s->tok, err, errlen);

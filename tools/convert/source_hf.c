@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tools/convert/msg_esc.h"
+#include "base/errmsg.h"
 #include "base/read_file.h"
 #include "tools/convert/source.h"
 #include "tools/convert/tokenizer_build.h"
@@ -20,12 +21,12 @@
 static cJSON *read_json(const char *path, int required, char *err, size_t errlen) {
     char *text = emx_read_file(path, NULL);
     if (!text) {
-        if (required) snprintf(err, errlen, "%s: cannot read", path);
+        if (required) emx_seterr(err, errlen, "%s: cannot read", path);
         return NULL;
     }
     cJSON *j = cJSON_Parse(text);
     free(text);
-    if (!j) snprintf(err, errlen, "%s: not valid JSON", path);
+    if (!j) emx_seterr(err, errlen, "%s: not valid JSON", path);
     return j;
 }
 
@@ -35,7 +36,7 @@ static int json_u32(const cJSON *cfg, const char *key, int64_t def, uint32_t *ou
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v || cJSON_IsNull(v)) {
         if (def < 0) {
-            snprintf(err, errlen, "%s: %s is missing", path, key);
+            emx_seterr(err, errlen, "%s: %s is missing", path, key);
             return -1;
         }
         *out = (uint32_t)def;
@@ -43,7 +44,7 @@ static int json_u32(const cJSON *cfg, const char *key, int64_t def, uint32_t *ou
     }
     double d = v->valuedouble;
     if (!cJSON_IsNumber(v) || d != floor(d) || d <= 0 || d > 4294967295.0) {
-        snprintf(err, errlen, "%s: %s is not a positive integer", path, key);
+        emx_seterr(err, errlen, "%s: %s is not a positive integer", path, key);
         return -1;
     }
     *out = (uint32_t)d;
@@ -58,12 +59,12 @@ static int json_num(const cJSON *cfg, const char *key, double def, double *out, 
         return 0;
     }
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
-        snprintf(err, errlen, "%s: %s is not a positive number", path, key);
+        emx_seterr(err, errlen, "%s: %s is not a positive number", path, key);
         return -1;
     }
     // Stored as a float32: checked as the loader checks it (1e39 is a finite double, an infinite float).
     if (!isfinite((float)v->valuedouble) || (float)v->valuedouble == 0) {
-        snprintf(err, errlen, "%s: %s = %g does not fit a float32", path, key, v->valuedouble);
+        emx_seterr(err, errlen, "%s: %s = %g does not fit a float32", path, key, v->valuedouble);
         return -1;
     }
     *out = v->valuedouble;
@@ -104,7 +105,7 @@ static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path,
     const char *t = cJSON_IsString(type) ? type->valuestring : "(none)";
     if (strcmp(t, "default") == 0) return 0;
     if (strcmp(t, "llama3") != 0) {
-        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, ESC(t));
+        emx_seterr(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, ESC(t));
         return -1;
     }
     double factor, low_ff, high_ff, old_ctx;
@@ -114,13 +115,13 @@ static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path,
         json_num(rs, "original_max_position_embeddings", -1, &old_ctx, path, err, errlen))
         return -1;
     if (factor <= 0 || low_ff <= 0 || high_ff <= low_ff || old_ctx <= 0) {
-        snprintf(err, errlen, "%s: rope_scaling: factor %g, low_freq_factor %g, high_freq_factor %g, "
+        emx_seterr(err, errlen, "%s: rope_scaling: factor %g, low_freq_factor %g, high_freq_factor %g, "
                  "original_max_position_embeddings %g are missing or inconsistent", path, factor, low_ff, high_ff, old_ctx);
         return -1;
     }
     float *f = malloc(s->cfg.head_dim / 2 * sizeof *f);
     if (!f) {
-        snprintf(err, errlen, "out of memory");
+        emx_seterr(err, errlen, "out of memory");
         return -1;
     }
     s->owned[s->n_owned++] = f;
@@ -135,7 +136,7 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
     cJSON *cfg = read_json(path, 1, err, errlen);
     if (!cfg) return -1;
     if (!cJSON_IsObject(cfg)) {
-        snprintf(err, errlen, "%s: not a JSON object", path);
+        emx_seterr(err, errlen, "%s: not a JSON object", path);
         cJSON_Delete(cfg);
         return -1;
     }
@@ -152,18 +153,18 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
         c->arch = EMX_ARCH_QWEN3;
         c->qk_norm = 1;
     } else {
-        snprintf(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
+        emx_seterr(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
                  "(LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)", path, ESC(arch), ESC(model_type));
         goto out;
     }
     snprintf(s->kind, sizeof s->kind, "HuggingFace %s", *arch ? arch : model_type);
     if (json_true(cfg, "attention_bias") || json_true(cfg, "mlp_bias")) {
-        snprintf(err, errlen, "%s: attention_bias / mlp_bias = true is not supported", path);
+        emx_seterr(err, errlen, "%s: attention_bias / mlp_bias = true is not supported", path);
         goto out;
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
     if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0) {
-        snprintf(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, ESC(act->valuestring));
+        emx_seterr(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, ESC(act->valuestring));
         goto out;
     }
     double eps, theta;
@@ -179,13 +180,13 @@ static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen
         json_num(cfg, "rope_theta", 10000.0, &theta, path, err, errlen))
         goto out;
     if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS) {
-        snprintf(err, errlen, "%s: num_attention_heads %u, num_key_value_heads %u, head_dim %u, num_hidden_layers %u "
+        emx_seterr(err, errlen, "%s: num_attention_heads %u, num_key_value_heads %u, head_dim %u, num_hidden_layers %u "
                  "are inconsistent", path, c->n_heads, c->n_kv_heads, c->head_dim, c->n_layers);
         goto out;
     }
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(cfg, "partial_rotary_factor");
     if (cJSON_IsNumber(pr) && pr->valuedouble != 1.0) {
-        snprintf(err, errlen, "%s: partial_rotary_factor = %g is not supported", path, pr->valuedouble);
+        emx_seterr(err, errlen, "%s: partial_rotary_factor = %g is not supported", path, pr->valuedouble);
         goto out;
     }
     c->norm_eps = (float)eps;
@@ -253,7 +254,7 @@ static int st_entry(const cJSON *e, const char *path, uint64_t data_size, StEntr
                       : !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ? "data_offsets is not a pair"
                                                                           : NULL;
     if (bad) {
-        snprintf(err, errlen, "%s: malformed safetensors header: tensor %s: %s", path, ESC(e->string), bad);
+        emx_seterr(err, errlen, "%s: malformed safetensors header: tensor %s: %s", path, ESC(e->string), bad);
         return -1;
     }
     memset(x, 0, sizeof *x);
@@ -268,7 +269,7 @@ static int st_entry(const cJSON *e, const char *path, uint64_t data_size, StEntr
     cJSON_ArrayForEach(v, shape) {
         uint64_t n;
         if (json_uint(v, &n) || (n && count > UINT64_MAX / 8 / n)) {
-            snprintf(err, errlen, "%s: malformed safetensors header: tensor %s: shape[%d] is not a non-negative "
+            emx_seterr(err, errlen, "%s: malformed safetensors header: tensor %s: shape[%d] is not a non-negative "
                      "integer of a sane size", path, ESC(e->string), d);
             return -1;
         }
@@ -278,12 +279,12 @@ static int st_entry(const cJSON *e, const char *path, uint64_t data_size, StEntr
     }
     if (json_uint(cJSON_GetArrayItem(offs, 0), &x->b0) || json_uint(cJSON_GetArrayItem(offs, 1), &x->b1) ||
         x->b0 > x->b1 || x->b1 > data_size) {
-        snprintf(err, errlen, "%s: tensor %s: data_offsets are not integers 0 <= begin <= end <= %llu (the data "
+        emx_seterr(err, errlen, "%s: tensor %s: data_offsets are not integers 0 <= begin <= end <= %llu (the data "
                  "bytes; truncated?)", path, ESC(e->string), (unsigned long long)data_size);
         return -1;
     }
     if (x->esize && x->b1 - x->b0 != count * x->esize) {
-        snprintf(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu) do not hold the %llu bytes its shape needs "
+        emx_seterr(err, errlen, "%s: tensor %s: data_offsets [%llu, %llu) do not hold the %llu bytes its shape needs "
                  "(truncated?)", path, ESC(e->string), (unsigned long long)x->b0, (unsigned long long)x->b1,
                  (unsigned long long)(count * x->esize));
         return -1;
@@ -295,7 +296,7 @@ static int st_entry(const cJSON *e, const char *path, uint64_t data_size, StEntr
 // optional "__metadata__" object.
 static int st_check_header(const cJSON *h, const char *path, uint64_t data_size, char *err, size_t errlen) {
     if (!cJSON_IsObject(h)) {
-        snprintf(err, errlen, "%s: malformed safetensors header: not a JSON object", path);
+        emx_seterr(err, errlen, "%s: malformed safetensors header: not a JSON object", path);
         return -1;
     }
     int n = 0;
@@ -304,7 +305,7 @@ static int st_check_header(const cJSON *h, const char *path, uint64_t data_size,
         StEntry x;
         if (strcmp(e->string, "__metadata__") == 0) {
             if (!cJSON_IsObject(e)) {
-                snprintf(err, errlen, "%s: malformed safetensors header: __metadata__ is not an object", path);
+                emx_seterr(err, errlen, "%s: malformed safetensors header: __metadata__ is not an object", path);
                 return -1;
             }
             continue;
@@ -313,7 +314,7 @@ static int st_check_header(const cJSON *h, const char *path, uint64_t data_size,
         n++;
     }
     if (n == 0) {
-        snprintf(err, errlen, "%s: malformed safetensors header: it lists no tensors", path);
+        emx_seterr(err, errlen, "%s: malformed safetensors header: it lists no tensors", path);
         return -1;
     }
     return 0;
@@ -326,12 +327,12 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
     if (!base) return -1;
     uint64_t hlen;
     if (size < 8 || (memcpy(&hlen, base, 8), hlen > size - 8)) {
-        snprintf(err, errlen, "%s: header length does not fit the file (%zu bytes; truncated?)", path, size);
+        emx_seterr(err, errlen, "%s: header length does not fit the file (%zu bytes; truncated?)", path, size);
         return -1;
     }
     cJSON *h = cJSON_ParseWithLength((const char *)base + 8, hlen);
     if (!h) {
-        snprintf(err, errlen, "%s: safetensors header is not valid JSON", path);
+        emx_seterr(err, errlen, "%s: safetensors header is not valid JSON", path);
         return -1;
     }
     int rc = -1;
@@ -345,18 +346,18 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
         int m = map_name(e->string, (int)s->cfg.tied_output, ours, sizeof ours);
         if (m == 0) continue;
         if (m < 0) {
-            snprintf(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(e->string));
+            emx_seterr(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(e->string));
             goto out;
         }
         StEntry x;
         if (st_entry(e, path, data_size, &x, err, errlen)) goto out;
         if (!x.esize) {
-            snprintf(err, errlen, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", path, ESC(e->string),
+            emx_seterr(err, errlen, "%s: tensor %s: dtype %s is not supported (F32, F16, BF16)", path, ESC(e->string),
                      ESC(x.dtype));
             goto out;
         }
         if (x.nd < 1 || x.nd > 2 || x.dims[0] == 0 || (x.nd == 2 && x.dims[1] == 0)) {
-            snprintf(err, errlen, "%s: tensor %s: %d dimensions or an empty one (want 1 or 2, each >= 1)", path,
+            emx_seterr(err, errlen, "%s: tensor %s: %d dimensions or an empty one (want 1 or 2, each >= 1)", path,
                      ESC(e->string), x.nd);
             goto out;
         }
@@ -384,7 +385,7 @@ static int read_weights(ConvSource *s, const char *dir, char *err, size_t errlen
     int rc = -1;
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
     if (!cJSON_IsObject(wm)) {
-        snprintf(err, errlen, "%s: weight_map is missing", path);
+        emx_seterr(err, errlen, "%s: weight_map is missing", path);
         goto out;
     }
     // Each shard once, in the order it is first named.
@@ -393,14 +394,14 @@ static int read_weights(ConvSource *s, const char *dir, char *err, size_t errlen
     const cJSON *e;
     cJSON_ArrayForEach(e, wm) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
-            snprintf(err, errlen, "%s: weight_map[%s] is not a file name in the directory", path, ESC(e->string));
+            emx_seterr(err, errlen, "%s: weight_map[%s] is not a file name in the directory", path, ESC(e->string));
             goto out;
         }
         int dup = 0;
         for (int i = 0; i < n_seen; i++) dup |= strcmp(seen[i], e->valuestring) == 0;
         if (dup) continue;
         if (n_seen == SRC_MAX_MAPS) {
-            snprintf(err, errlen, "%s: more than %d shards", path, SRC_MAX_MAPS);
+            emx_seterr(err, errlen, "%s: more than %d shards", path, SRC_MAX_MAPS);
             goto out;
         }
         seen[n_seen++] = e->valuestring;
@@ -450,7 +451,7 @@ static int tokenizer_dir(const char *dir, char *out, size_t cap, int *tmp_made, 
     if (!stubs) return 0;
     char tmpl[] = "/tmp/emx-convert-tok-XXXXXX";
     if (!mkdtemp(tmpl)) {
-        snprintf(err, errlen, "%s: cannot make a temporary directory for the tokenizer files", dir);
+        emx_seterr(err, errlen, "%s: cannot make a temporary directory for the tokenizer files", dir);
         return -1;
     }
     snprintf(out, cap, "%s", tmpl);
@@ -461,7 +462,7 @@ static int tokenizer_dir(const char *dir, char *out, size_t cap, int *tmp_made, 
         if (stat(resolved[i], &st) != 0 || !realpath(resolved[i], real)) continue;  // optional files
         snprintf(link, sizeof link, "%s/%s", tmpl, names[i]);
         if (symlink(real, link) != 0) {
-            snprintf(err, errlen, "%s: cannot link %s", tmpl, names[i]);
+            emx_seterr(err, errlen, "%s: cannot link %s", tmpl, names[i]);
             return -1;
         }
     }
@@ -507,11 +508,11 @@ int src_open_hf(ConvSource *s, const char *dir, const char *tokenizer, char *err
     // (a wrong vocab_size must not allocate a huge tokenizer first).
     const SrcTensor *emb = src_find(s, "tok_embeddings");
     if (!emb) {
-        snprintf(err, errlen, "%s: tensor model.embed_tokens.weight (tok_embeddings) is missing", dir);
+        emx_seterr(err, errlen, "%s: tensor model.embed_tokens.weight (tok_embeddings) is missing", dir);
         return -1;
     }
     if (emb->rows != s->cfg.vocab_size) {
-        snprintf(err, errlen, "%s/config.json: vocab_size = %u but tensor %s has %llu rows", dir, s->cfg.vocab_size,
+        emx_seterr(err, errlen, "%s/config.json: vocab_size = %u but tensor %s has %llu rows", dir, s->cfg.vocab_size,
                  emb->src_name, (unsigned long long)emb->rows);
         return -1;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tools/convert/source.h"
+#include "base/errmsg.h"
 #include "tools/convert/tokenizer_build.h"
 
 #define AK42_MAGIC 0x616b3432u
@@ -73,12 +74,12 @@ static int read_header(const uint8_t *base, size_t size, const char *path, Heade
         int32_t v;
         memcpy(&v, base + 4, 4);
         if (v != 1) {
-            snprintf(err, errlen, "%s: llama2.c export version %d is not supported (only the float32 v0 and v1 layouts)",
+            emx_seterr(err, errlen, "%s: llama2.c export version %d is not supported (only the float32 v0 and v1 layouts)",
                      path, v);
             return -1;
         }
         if (size < 256) {
-            snprintf(err, errlen, "%s: %zu bytes, too small for a llama2.c v1 header (256)", path, size);
+            emx_seterr(err, errlen, "%s: %zu bytes, too small for a llama2.c v1 header (256)", path, size);
             return -1;
         }
         h->version = 1;
@@ -89,7 +90,7 @@ static int read_header(const uint8_t *base, size_t size, const char *path, Heade
         memcpy(p, base, sizeof h->p);
         h->shared = p[5] > 0;  // v0: a negative vocab_size means a separate classifier follows
         if (p[5] == INT32_MIN) {  // has no positive twin
-            snprintf(err, errlen, "%s: header vocab_size = %d is not a plausible llama2.c value (not a llama2.c "
+            emx_seterr(err, errlen, "%s: header vocab_size = %d is not a plausible llama2.c value (not a llama2.c "
                      "checkpoint?)", path, p[5]);
             return -1;
         }
@@ -99,12 +100,12 @@ static int read_header(const uint8_t *base, size_t size, const char *path, Heade
     const char *field[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
     for (int i = 0; i < 7; i++)
         if (p[i] <= 0 || p[i] > (1 << 24)) {
-            snprintf(err, errlen, "%s: header %s = %d is not a plausible llama2.c value (not a llama2.c checkpoint?)",
+            emx_seterr(err, errlen, "%s: header %s = %d is not a plausible llama2.c value (not a llama2.c checkpoint?)",
                      path, field[i], p[i]);
             return -1;
         }
     if (p[0] % p[3] || (p[0] / p[3]) % 2 || p[3] % p[4] || p[2] > (int)EMX_MAX_LAYERS) {
-        snprintf(err, errlen, "%s: header dim %d, n_heads %d, n_kv_heads %d, n_layers %d are inconsistent", path,
+        emx_seterr(err, errlen, "%s: header dim %d, n_heads %d, n_kv_heads %d, n_layers %d are inconsistent", path,
                  p[0], p[3], p[4], p[2]);
         return -1;
     }
@@ -143,7 +144,7 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
     const uint8_t *base = src_map_file(s, path, &size, err, errlen);
     if (!base) return -1;
     if (size < 28) {
-        snprintf(err, errlen, "%s: %zu bytes, too small for a llama2.c header (28)", path, size);
+        emx_seterr(err, errlen, "%s: %zu bytes, too small for a llama2.c header (28)", path, size);
         return -1;
     }
     Header h;
@@ -171,12 +172,12 @@ int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, cha
     if (take_weights(&r, c, version)) return -1;
     if (!shared && take(&r, "output", -1, 2, c->vocab_size, c->dim)) return -1;
     if (r.pos != size) {
-        snprintf(err, errlen, "%s: %llu bytes past the last tensor (offset %llu): header does not match the weights",
+        emx_seterr(err, errlen, "%s: %llu bytes past the last tensor (offset %llu): header does not match the weights",
                  path, (unsigned long long)(size - r.pos), (unsigned long long)r.pos);
         return -1;
     }
     if (!tokenizer) {
-        snprintf(err, errlen, "%s: a llama2.c checkpoint carries no tokenizer: pass --tokenizer tokenizer.bin", path);
+        emx_seterr(err, errlen, "%s: a llama2.c checkpoint carries no tokenizer: pass --tokenizer tokenizer.bin", path);
         return -1;
     }
     src_note_input(s, tokenizer);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "tools/convert/tokenizer_build.h"
 
 int tb_init(TokBuilder *b, uint32_t n_vocab) {
@@ -115,13 +116,13 @@ int tb_finish(TokBuilder *b, TokenizerData *out, char *err, size_t errlen) {
     if (!off || !bytes) {
         free(off);
         free(bytes);
-        snprintf(err, errlen, "tokenizer: out of memory");
+        emx_seterr(err, errlen, "tokenizer: out of memory");
         return -1;
     }
     if (b->arena_len > UINT32_MAX) {
         free(off);
         free(bytes);
-        snprintf(err, errlen, "tokenizer: %llu bytes of pieces, more than 4 GiB",
+        emx_seterr(err, errlen, "tokenizer: %llu bytes of pieces, more than 4 GiB",
                  (unsigned long long)b->arena_len);
         return -1;
     }

@@ -1,6 +1,7 @@
 // test_server.c — build/tools/server: its request parser called directly, its flags through
 // the binary, and the whole server through the official openai Python client
-// (tests/server/test_openai_client.py, run in the venv `make test` builds: $EMX_BUILD/server-venv).
+// (tests/server/test_openai_client.py) and raw sockets (tests/server/test_backpressure.py), both run
+// in the venv `make test` builds: $EMX_BUILD/server-venv.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,6 +130,21 @@ Test(server, openai_client, .timeout = 900) {
     const char *args[] = {"tests/server/test_openai_client.py", prog, run_bin, models, NULL};
     RunResult r = run_prog(py, args);
     cr_assert_eq(r.code, 0, "openai client checks failed:\n%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
+    run_free(&r);
+}
+
+// Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
+// (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).
+Test(server, backpressure_queue_disconnect, .timeout = 600) {
+    char py[512], prog[512], models[512];
+    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
+    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(models, sizeof models, "%s/models", build_dir());
+    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs it", py, build_dir());
+    const char *args[] = {"tests/server/test_backpressure.py", prog, models, NULL};
+    RunResult r = run_prog(py, args);
+    cr_assert_eq(r.code, 0, "back-pressure checks failed:\n%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
     run_free(&r);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "tools/server/response.h"
@@ -23,6 +24,7 @@ typedef struct SrvJob {
     atomic_int cancel;     // the client went away, or the server is stopping
     int done;
     int stopping;          // the server is stopping: a full stream buffer cancels, no more waiting
+    atomic_int *stalled;   // the server's count of slots waiting in job_write
     char *out;             // stream: SSE bytes [out_len], the connection has read out_pos
     size_t out_len, out_cap, out_pos;
     int status;            // non-stream: the answer
@@ -53,6 +55,7 @@ struct SrvServer {
     unsigned long serial;
     // /metrics counters (under mu)
     unsigned long n_requests, n_errors, n_prompt_tokens, n_cached_tokens, n_completion_tokens;
+    atomic_int n_stalled;  // slots waiting for a streaming client to read (job_write)
     double decode_s, last_tok_s;
 };
 
@@ -87,13 +90,19 @@ static void job_finish(SrvJob *j, int status, char *body) {
 // SRV_STREAM_PENDING bytes wait, the slot waits too (its generation paused, the slot held) until
 // the reader takes some, the client goes away (stream_free cancels) or the server stops (then a
 // full buffer cancels: that client is not reading). An empty buffer takes any event whole.
+static int job_full(const SrvJob *j, size_t len) {
+    return j->out_len > j->out_pos && j->out_len - j->out_pos + len > SRV_STREAM_PENDING;
+}
+
 static int job_write(void *user, const char *data, size_t len) {
     SrvJob *j = user;
     pthread_mutex_lock(&j->mu);
-    while (j->out_len > j->out_pos && j->out_len - j->out_pos + len > SRV_STREAM_PENDING &&
-           !atomic_load(&j->cancel) && !j->stopping)
-        pthread_cond_wait(&j->cv, &j->mu);
-    if (j->out_len > j->out_pos && j->out_len - j->out_pos + len > SRV_STREAM_PENDING) atomic_store(&j->cancel, 1);
+    if (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) {
+        atomic_fetch_add(j->stalled, 1);  // /metrics shows it: entropix_slots_stalled
+        while (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) pthread_cond_wait(&j->cv, &j->mu);
+        atomic_fetch_sub(j->stalled, 1);
+    }
+    if (job_full(j, len)) atomic_store(&j->cancel, 1);  // cancelled, or the server stops
     int rc = atomic_load(&j->cancel) ? -1 : 0;
     if (!rc && j->out_pos) {  // what was read makes room: the buffer stays under 2 x the bound
         memmove(j->out, j->out + j->out_pos, j->out_len - j->out_pos);
@@ -258,11 +267,13 @@ static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
                      "# TYPE entropix_queue_length gauge\nentropix_queue_length %d\n"
                      "# HELP entropix_slots_busy Slots generating.\n# TYPE entropix_slots_busy gauge\n"
                      "entropix_slots_busy %d\n"
+                     "# HELP entropix_slots_stalled Busy slots waiting for a streaming client to read.\n"
+                     "# TYPE entropix_slots_stalled gauge\nentropix_slots_stalled %d\n"
                      "# HELP entropix_slots_total Slots (--parallel).\n# TYPE entropix_slots_total gauge\n"
                      "entropix_slots_total %d\n",
                      s->n_requests, s->n_errors, s->n_prompt_tokens, s->n_cached_tokens, s->n_completion_tokens, s->decode_s,
                      s->last_tok_s,
-                     s->n_queued, s->n_busy, s->n_slots);
+                     s->n_queued, s->n_busy, atomic_load(&s->n_stalled), s->n_slots);
     pthread_mutex_unlock(&s->mu);
     return send_body(c, 200, n < 0 ? NULL : t, "text/plain; version=0.0.4");
 }
@@ -308,6 +319,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, int kind
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
+    j->stalled = &s->n_stalled;
     pthread_mutex_lock(&s->mu);
     s->n_requests++;
     pthread_mutex_unlock(&s->mu);
@@ -449,6 +461,20 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+// Each connection's kernel send buffer, fixed (no autotuning up to tcp_wmem's 4 MiB): with the
+// 64 KiB stream buffer it bounds what a client that stops reading lets the server generate
+// (a few hundred KiB, not megabytes) before its slot pauses. Token streams need no more.
+#define SRV_SOCKET_SNDBUF (64 * 1024)
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)cls, (void)socket_context;
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const int size = SRV_SOCKET_SNDBUF;
+    if (info) (void)setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);  // failing: autotuned
+}
+
 static void stop_slots(SrvServer *s) {
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
@@ -530,7 +556,8 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
     const unsigned max_conn = (unsigned)(o->parallel + o->queue + 16);
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, 0, NULL,
                             NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, s, MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
+                            on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)120, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port);

@@ -103,6 +103,21 @@ Test(server, stop_holdback) {
     cr_assert_eq(match, 2);
 }
 
+// The prefix a slot's cache gives a prompt: ids equal from the start, never the prompt's last
+// token (its logits choose the first token), nothing from an empty cache.
+Test(server, cache_match) {
+    int held[] = {1, 2, 3, 4};
+    SrvCache c = {.ids = held, .n = 4, .cap = 4};
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3, 4, 5, 6}, 6), 4);  // a chat that goes on
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3, 4}, 4), 3);        // the same prompt again
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2}, 2), 1);              // shorter
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 9, 4, 5}, 5), 2);     // differs at 2: rows 2.. stale
+    cr_assert_eq(srv_cache_match(&c, (int[]){7, 2, 3}, 3), 0);
+    cr_assert_eq(srv_cache_match(&c, (int[]){1}, 1), 0);
+    c.n = 0;
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3}, 3), 0);
+}
+
 Test(server, bad_flags_exit_2) {
     char model[512];
     snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());

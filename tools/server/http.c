@@ -86,14 +86,15 @@ static void job_finish(SrvJob *j, int status, char *body) {
 // client's reading pace the generation).
 #define SRV_STREAM_PENDING (64 * 1024)
 
-// SrvWrite for a streaming job: the bytes wait for the connection's reader. Back-pressure: while
-// SRV_STREAM_PENDING bytes wait, the slot waits too (its generation paused, the slot held) until
-// the reader takes some, the client goes away (stream_free cancels) or the server stops (then a
-// full buffer cancels: that client is not reading). An empty buffer takes any event whole.
+// len more bytes would pass the bound (an empty buffer takes any event whole).
 static int job_full(const SrvJob *j, size_t len) {
     return j->out_len > j->out_pos && j->out_len - j->out_pos + len > SRV_STREAM_PENDING;
 }
 
+// SrvWrite for a streaming job: the bytes wait for the connection's reader. Back-pressure: while
+// the buffer is full, the slot waits too (its generation paused, the slot held) until the reader
+// takes some, the client goes away (stream_free cancels) or the server stops (then a full buffer
+// cancels: that client is not reading, and must not keep the server from exiting).
 static int job_write(void *user, const char *data, size_t len) {
     SrvJob *j = user;
     pthread_mutex_lock(&j->mu);

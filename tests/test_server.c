@@ -1,6 +1,7 @@
 // test_server.c — build/tools/server: its request parser called directly, its flags through
 // the binary, and the whole server through the official openai Python client
-// (tests/server/test_openai_client.py, run in the venv `make test` builds: $EMX_BUILD/server-venv).
+// (tests/server/test_openai_client.py) and raw sockets (tests/server/test_backpressure.py), both run
+// in the venv `make test` builds: $EMX_BUILD/server-venv.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,6 +103,21 @@ Test(server, stop_holdback) {
     cr_assert_eq(match, 2);
 }
 
+// The prefix a slot's cache gives a prompt: ids equal from the start, never the prompt's last
+// token (its logits choose the first token), nothing from an empty cache.
+Test(server, cache_match) {
+    int held[] = {1, 2, 3, 4};
+    SrvCache c = {.ids = held, .n = 4, .cap = 4};
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3, 4, 5, 6}, 6), 4);  // a chat that goes on
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3, 4}, 4), 3);        // the same prompt again
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2}, 2), 1);              // shorter
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 9, 4, 5}, 5), 2);     // differs at 2: rows 2.. stale
+    cr_assert_eq(srv_cache_match(&c, (int[]){7, 2, 3}, 3), 0);
+    cr_assert_eq(srv_cache_match(&c, (int[]){1}, 1), 0);
+    c.n = 0;
+    cr_assert_eq(srv_cache_match(&c, (int[]){1, 2, 3}, 3), 0);
+}
+
 Test(server, bad_flags_exit_2) {
     char model[512];
     snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());
@@ -129,6 +145,21 @@ Test(server, openai_client, .timeout = 900) {
     const char *args[] = {"tests/server/test_openai_client.py", prog, run_bin, models, NULL};
     RunResult r = run_prog(py, args);
     cr_assert_eq(r.code, 0, "openai client checks failed:\n%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
+    run_free(&r);
+}
+
+// Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
+// (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).
+Test(server, backpressure_queue_disconnect, .timeout = 600) {
+    char py[512], prog[512], models[512];
+    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
+    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(models, sizeof models, "%s/models", build_dir());
+    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs it", py, build_dir());
+    const char *args[] = {"tests/server/test_backpressure.py", prog, models, NULL};
+    RunResult r = run_prog(py, args);
+    cr_assert_eq(r.code, 0, "back-pressure checks failed:\n%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
     run_free(&r);
 }

@@ -192,6 +192,70 @@ def multi_turn():
                                                                max_tokens=1).usage.prompt_tokens
 
 
+def render_chatml(msgs):
+    """Qwen3's template for plain turns (no <think> in the contents), as tokenizer/chat_template.c renders it."""
+    assert not any("think>" in m["content"] for m in msgs), msgs
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs) + "<|im_start|>assistant\n"
+
+
+def run_raw_answer(model, prompt, *args):
+    """./run --raw's continuation of prompt: its stdout less the echoed prompt (control tokens are not echoed)."""
+    out = run_text(model, "--raw", "-p", prompt, *args)
+    echo = re.sub(r"<\|im_(start|end)\|>", "", prompt)
+    assert out.startswith(echo) and out.endswith("\n"), (out, echo)
+    return out[len(echo):-1]
+
+
+def chat_two_turns_cached():
+    """A chat that goes on reuses the slot's rows (its first prompt and answer) and still gives ./run's text."""
+    first = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12)
+    msgs = MSG + [{"role": "assistant", "content": first.choices[0].message.content},
+                  {"role": "user", "content": "Another?"}]
+    got = c.chat.completions.create(model=chat.model, messages=msgs, seed=9, max_tokens=12)
+    assert got.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens, got.usage
+    assert got.usage.prompt_tokens_details.cached_tokens < got.usage.prompt_tokens, got.usage
+    want = run_raw_answer(chat.model, render_chatml(msgs), "-s", "9", "-n", "12")
+    assert got.choices[0].message.content == want, (got.choices[0].message.content, want)
+
+
+def completion_sharing_nothing_reports_0():
+    c.chat.completions.create(model=chat.model, messages=MSG, seed=1, max_tokens=2)  # the cache: <|im_start|>...
+    got = c.completions.create(model=chat.model, prompt="Hello there", seed=4, max_tokens=8)
+    assert got.usage.prompt_tokens_details.cached_tokens == 0, got.usage
+    assert got.choices[0].text == run_raw_answer(chat.model, "Hello there", "-s", "4", "-n", "8")
+
+
+def completion_after_another_same_as_run():
+    """One slot: each prompt shares a start with the one before and then differs or stops short;
+    the rows past the common prefix are stale and must be overwritten, never read."""
+    prompts = ["Once upon a time there was a big dog named Max", "Once upon a time, a little girl",
+               "Once upon a time", "Once upon a time, a little girl went to the park"]
+    for i, p in enumerate(prompts):
+        got = r.completions.create(model=raw_srv.model, prompt=p, seed=20 + i, max_tokens=24)
+        want = run_text(raw_srv.model, "-p", p, "-s", str(20 + i), "-n", "24")
+        assert p + got.choices[0].text + "\n" == want, (p, got.choices[0].text, want)
+        if i:
+            assert got.usage.prompt_tokens_details.cached_tokens > 0, (p, got.usage)
+
+
+def two_slots_keep_two_chats():
+    """--parallel 2: two chats that share only the template's start each keep their own slot."""
+    srv = Server("qwen3-tiny.f32", "--parallel", "2")
+    try:
+        cl = srv.client()
+        convs = [MSG, [{"role": "system", "content": "You are a pirate who answers in rhymes, always."},
+                       {"role": "user", "content": "Where is the treasure buried, old friend?"}]]
+        firsts = [cl.chat.completions.create(model=srv.model, messages=m, seed=3, max_tokens=6) for m in convs]
+        for m, f in zip(convs, firsts):
+            msgs = m + [{"role": "assistant", "content": f.choices[0].message.content},
+                        {"role": "user", "content": "More."}]
+            got = cl.chat.completions.create(model=srv.model, messages=msgs, seed=5, max_tokens=6)
+            assert got.usage.prompt_tokens_details.cached_tokens >= f.usage.prompt_tokens, (got.usage, f.usage)
+            assert got.choices[0].message.content == run_raw_answer(srv.model, render_chatml(msgs), "-s", "5", "-n", "6")
+    finally:
+        assert srv.stop() == 0
+
+
 def errors_via_client():
     for kwargs, exc in [(dict(temperature=3), openai.BadRequestError), (dict(top_p=0), openai.BadRequestError),
                         (dict(max_tokens=0), openai.BadRequestError), (dict(max_tokens=100000), openai.BadRequestError),
@@ -241,10 +305,12 @@ def models_and_metrics():
     values = dict(line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))
     assert int(values["entropix_requests_total"]) > 0 and int(values["entropix_completion_tokens_total"]) > 0
     assert values["entropix_slots_total"] == "1" and values["entropix_queue_length"] == "0"
+    assert int(values["entropix_prompt_tokens_cached_total"]) > 0 and values["entropix_slots_stalled"] == "0"
 
 
 for name, fn in list(globals().items()):
-    if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "error_object", "Server"):
+    if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "error_object", "Server",
+                                                                            "render_chatml", "run_raw_answer"):
         check(name, fn)
 for s in (chat, raw_srv):
     check(f"SIGTERM exits 0 ({s.model})", lambda s=s: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(

@@ -194,15 +194,31 @@ static void request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a)
     if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
 }
 
-static int run_loop(Gen *g, EmxState *st, const int *ids, int n_ids, int n_predict, EmxSampler *sampler,
-                    EmxGenerateStats *stats, SrvError *e) {
+int srv_cache_match(const SrvCache *c, const int *ids, int n_ids) {
+    int k = 0;
+    while (k < c->n && k < n_ids - 1 && c->ids[k] == ids[k]) k++;
+    return k;
+}
+
+// Generates from ids[0..n_ids), of which `cache` holds rows 0..n_cached-1; cache->ids then
+// records the whole prompt and every chosen token, cache->n the rows written for sure.
+static int run_loop(Gen *g, EmxState *st, SrvCache *cache, const int *ids, int n_ids, int n_cached, int n_predict,
+                    EmxSampler *sampler, EmxGenerateStats *stats, SrvError *e) {
     char *flushed = NULL, err[320] = {0};
     size_t flushed_len = 0;
     FILE *out = open_memstream(&flushed, &flushed_len);  // the decoder's final flush lands here
     if (!out) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    // Rows past the common prefix are overwritten from here on: until the prompt's forward
+    // has run, only the prefix is known (and stays so if that forward fails).
+    cache->n = n_cached;
+    memcpy(cache->ids + n_cached, ids + n_cached, (size_t)(n_ids - n_cached) * sizeof *ids);
     EmxGenerateOptions go = {.n_predict = n_predict, .out = out, .out_name = "the response", .on_token = on_token,
-                             .on_token_user = g};
+                             .on_token_user = g, .n_cached = n_cached, .ids_out = cache->ids + n_ids,
+                             .ids_cap = cache->cap - n_ids};
     int rc = emx_generate(st, g->sm->tk, ids, n_ids, sampler, &go, stats, err, sizeof err);
+    // A token was chosen: the prompt's rows are written, and so is every chosen token's but
+    // the last (it is not fed, or its forward is the one that failed or was not run).
+    if (stats->n_generated > 0) cache->n = n_ids + stats->n_generated - 1;
     fclose(out);
     if (rc != 0 && !g->stopped && !g->emit_failed && !*g->cancel && !g->oom) {
         free(flushed);
@@ -215,7 +231,7 @@ static int run_loop(Gen *g, EmxState *st, const int *ids, int n_ids, int n_predi
     return 0;
 }
 
-int srv_generate(const SrvModel *sm, EmxState *st, const SrvRequest *r, const int *ids, int n_ids,
+int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e) {
     memset(res, 0, sizeof *res);
     EmxCliArgs a;
@@ -243,8 +259,10 @@ int srv_generate(const SrvModel *sm, EmxState *st, const SrvRequest *r, const in
     Gen g = {.sm = sm, .r = r, .rs = &rs, .lpt = r->logprobs ? &lpt : NULL, .sampler_name = res->sampler,
              .cancel = cancel, .emit = emit, .emit_user = emit_user};
     EmxGenerateStats stats = {0};
-    int rc = run_loop(&g, st, ids, n_ids, n_predict, sampler, &stats, e);
+    const int n_cached = srv_cache_match(cache, ids, n_ids);
+    int rc = run_loop(&g, st, cache, ids, n_ids, n_cached, n_predict, sampler, &stats, e);
     res->n_prompt = n_ids;
+    res->n_cached = n_cached;
     res->n_completion = g.n_tokens - (stats.stop == EMX_STOP_TOKEN && !g.stopped ? 1 : 0);
     res->finish_reason = g.stopped || stats.stop == EMX_STOP_TOKEN ? "stop" : "length";
     res->decode_s = stats.decode_s;

@@ -28,9 +28,23 @@ typedef struct {
     int ctx;                  // each slot's context (tokens)
 } SrvModel;
 
+// What a slot's KV cache holds: the rows of ids[0..n) (a prompt and the generated tokens that
+// were fed back), kept from one request to the next so that a prompt that starts the same way
+// (a chat that goes on) runs only its new part. ids has room for the context + 1 (the last
+// chosen token is recorded, not fed).
+typedef struct {
+    int *ids;
+    int n, cap;
+} SrvCache;
+
+// Prompt positions of ids[0..n_ids) whose rows `c` already holds: the common prefix, at most
+// n_ids - 1 (the last prompt token always runs: its logits choose the first token).
+int srv_cache_match(const SrvCache *c, const int *ids, int n_ids);
+
 // What a finished generation reports.
 typedef struct {
     int n_prompt, n_completion;     // usage (the final stop token not counted)
+    int n_cached;                   // prompt tokens taken from the cache (usage.prompt_tokens_details)
     const char *finish_reason;      // "stop" (stop token or string), "length"
     uint64_t seed;                  // the seed used (drawn from the clock when the request gave none)
     const char *sampler;            // sampler name
@@ -49,9 +63,12 @@ typedef int (*SrvEmit)(void *user, const char *text, size_t len, cJSON *logprobs
 // or -1 with e filled (400: prompt longer than the context, a role order the template refuses).
 int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e);
 
-// Runs r on state st (its own slot). cancel: polled each token (non-zero: stop, the result is
-// then partial). Returns 0, or -1 with e filled (a 4xx for the request, 500 for the runtime).
-int srv_generate(const SrvModel *sm, EmxState *st, const SrvRequest *r, const int *ids, int n_ids,
+// Runs r on state st (its own slot), whose rows `cache` describes: the prompt runs from
+// srv_cache_match's position, and `cache` then holds what st holds (also after a failure or a
+// cancel: only rows known to be written are kept). cancel: polled each token (non-zero: stop,
+// the result is then partial). Returns 0, or -1 with e filled (a 4xx for the request, 500 for
+// the runtime).
+int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
 
 // s[0..n) as a JSON string, invalid UTF-8 replaced by U+FFFD (NULL: out of memory).

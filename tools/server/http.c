@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "tools/server/response.h"
@@ -22,6 +23,8 @@ typedef struct SrvJob {
     int *ids, n_ids;
     atomic_int cancel;     // the client went away, or the server is stopping
     int done;
+    int stopping;          // the server is stopping: a full stream buffer cancels, no more waiting
+    atomic_int *stalled;   // the server's count of slots waiting in job_write
     char *out;             // stream: SSE bytes [out_len], the connection has read out_pos
     size_t out_len, out_cap, out_pos;
     int status;            // non-stream: the answer
@@ -33,6 +36,8 @@ typedef struct {
     SrvServer *s;
     int index;
     EmxState *st;
+    SrvCache cache;        // the ids whose rows st holds (read by dispatch while the slot is idle)
+    SrvJob *job;           // the request given to this slot (under the server's mu); NULL: idle
     pthread_t thread;
 } SrvSlot;
 
@@ -49,7 +54,8 @@ struct SrvServer {
     int n_slots;
     unsigned long serial;
     // /metrics counters (under mu)
-    unsigned long n_requests, n_errors, n_prompt_tokens, n_completion_tokens;
+    unsigned long n_requests, n_errors, n_prompt_tokens, n_cached_tokens, n_completion_tokens;
+    atomic_int n_stalled;  // slots waiting for a streaming client to read (job_write)
     double decode_s, last_tok_s;
 };
 
@@ -76,11 +82,34 @@ static void job_finish(SrvJob *j, int status, char *body) {
     pthread_mutex_unlock(&j->mu);
 }
 
-// SrvWrite for a streaming job: the bytes wait for the connection's reader.
+// A stream's bytes that the connection has not taken yet, at most (the bound is what makes a
+// client's reading pace the generation).
+#define SRV_STREAM_PENDING (64 * 1024)
+
+// len more bytes would pass the bound (an empty buffer takes any event whole).
+static int job_full(const SrvJob *j, size_t len) {
+    return j->out_len > j->out_pos && j->out_len - j->out_pos + len > SRV_STREAM_PENDING;
+}
+
+// SrvWrite for a streaming job: the bytes wait for the connection's reader. Back-pressure: while
+// the buffer is full, the slot waits too (its generation paused, the slot held) until the reader
+// takes some, the client goes away (stream_free cancels) or the server stops (then a full buffer
+// cancels: that client is not reading, and must not keep the server from exiting).
 static int job_write(void *user, const char *data, size_t len) {
     SrvJob *j = user;
     pthread_mutex_lock(&j->mu);
+    if (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) {
+        atomic_fetch_add(j->stalled, 1);  // /metrics shows it: entropix_slots_stalled
+        while (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) pthread_cond_wait(&j->cv, &j->mu);
+        atomic_fetch_sub(j->stalled, 1);
+    }
+    if (job_full(j, len)) atomic_store(&j->cancel, 1);  // cancelled, or the server stops
     int rc = atomic_load(&j->cancel) ? -1 : 0;
+    if (!rc && j->out_pos) {  // what was read makes room: the buffer stays under 2 x the bound
+        memmove(j->out, j->out + j->out_pos, j->out_len - j->out_pos);
+        j->out_len -= j->out_pos;
+        j->out_pos = 0;
+    }
     if (!rc && j->out_len + len > j->out_cap) {
         size_t cap = (j->out_len + len) * 2;
         char *o = realloc(j->out, cap);
@@ -106,7 +135,8 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     resp.write = job_write, resp.write_user = j;
     SrvGenResult res;
     SrvError e;
-    int rc = srv_generate(s->sm, slot->st, &j->req, j->ids, j->n_ids, &j->cancel, srv_response_emit, &resp, &res, &e);
+    int rc = srv_generate(s->sm, slot->st, &slot->cache, &j->req, j->ids, j->n_ids, &j->cancel, srv_response_emit, &resp,
+                          &res, &e);
     char *body = NULL;
     int status = 200;
     if (j->req.stream) {
@@ -120,6 +150,7 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     pthread_mutex_lock(&s->mu);
     if (rc == 0) {
         s->n_prompt_tokens += (unsigned long)res.n_prompt;
+        s->n_cached_tokens += (unsigned long)res.n_cached;
         s->n_completion_tokens += (unsigned long)res.n_completion;
         s->decode_s += res.decode_s;
         if (res.decode_s > 0) s->last_tok_s = res.n_completion / res.decode_s;
@@ -130,27 +161,51 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     job_finish(j, status, body);
 }
 
+// Gives queued requests, first come first served, to idle slots (under s->mu): each to the idle
+// slot whose cache shares the longest prefix with its prompt, so a chat that goes on finds the
+// slot that ran its previous turn. A prefix shorter than half of what the slot holds and half
+// of the prompt (two chats that share only the template's start or a short system message) does
+// not count: that slot holds another conversation, which an empty or less useful slot spares.
+// Ties: the slot holding the least (nothing lost), then the first.
+static void dispatch(SrvServer *s) {
+    while (s->head) {
+        SrvJob *j = s->head;
+        SrvSlot *best = NULL;
+        int best_k = -1;
+        for (int i = 0; i < s->n_slots; i++) {
+            SrvSlot *sl = &s->slots[i];
+            if (sl->job) continue;
+            int k = srv_cache_match(&sl->cache, j->ids, j->n_ids);
+            if (2 * k < sl->cache.n && 2 * k < j->n_ids) k = 0;
+            if (k > best_k || (k == best_k && sl->cache.n < best->cache.n)) best = sl, best_k = k;
+        }
+        if (!best) return;  // every slot busy: the request waits
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        j->next = NULL;
+        s->n_queued--;
+        s->n_busy++;
+        best->job = j;
+        pthread_cond_broadcast(&s->cv);
+    }
+}
+
 static void *slot_main(void *arg) {
     SrvSlot *slot = arg;
     SrvServer *s = slot->s;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->head && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
-        SrvJob *j = s->head;
-        if (!j) {
-            pthread_mutex_unlock(&s->mu);
-            return NULL;
-        }
-        s->head = j->next;
-        if (!s->head) s->tail = NULL;
-        s->n_queued--;
-        s->n_busy++;
+        while (!slot->job && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+        SrvJob *j = slot->job;
         pthread_mutex_unlock(&s->mu);
+        if (!j) return NULL;
         run_job(slot, j);
-        job_release(j);
         pthread_mutex_lock(&s->mu);
+        slot->job = NULL;  // before the release: stop_slots may reach the job through the slot
         s->n_busy--;
+        dispatch(s);
         pthread_mutex_unlock(&s->mu);
+        job_release(j);
     }
 }
 
@@ -201,6 +256,8 @@ static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
                      "# TYPE entropix_request_errors_total counter\nentropix_request_errors_total %lu\n"
                      "# HELP entropix_prompt_tokens_total Prompt tokens prefilled.\n"
                      "# TYPE entropix_prompt_tokens_total counter\nentropix_prompt_tokens_total %lu\n"
+                     "# HELP entropix_prompt_tokens_cached_total Prompt tokens taken from a slot's cache.\n"
+                     "# TYPE entropix_prompt_tokens_cached_total counter\nentropix_prompt_tokens_cached_total %lu\n"
                      "# HELP entropix_completion_tokens_total Tokens generated.\n"
                      "# TYPE entropix_completion_tokens_total counter\nentropix_completion_tokens_total %lu\n"
                      "# HELP entropix_decode_seconds_total Time spent decoding.\n"
@@ -211,10 +268,13 @@ static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
                      "# TYPE entropix_queue_length gauge\nentropix_queue_length %d\n"
                      "# HELP entropix_slots_busy Slots generating.\n# TYPE entropix_slots_busy gauge\n"
                      "entropix_slots_busy %d\n"
+                     "# HELP entropix_slots_stalled Busy slots waiting for a streaming client to read.\n"
+                     "# TYPE entropix_slots_stalled gauge\nentropix_slots_stalled %d\n"
                      "# HELP entropix_slots_total Slots (--parallel).\n# TYPE entropix_slots_total gauge\n"
                      "entropix_slots_total %d\n",
-                     s->n_requests, s->n_errors, s->n_prompt_tokens, s->n_completion_tokens, s->decode_s, s->last_tok_s,
-                     s->n_queued, s->n_busy, s->n_slots);
+                     s->n_requests, s->n_errors, s->n_prompt_tokens, s->n_cached_tokens, s->n_completion_tokens, s->decode_s,
+                     s->last_tok_s,
+                     s->n_queued, s->n_busy, atomic_load(&s->n_stalled), s->n_slots);
     pthread_mutex_unlock(&s->mu);
     return send_body(c, 200, n < 0 ? NULL : t, "text/plain; version=0.0.4");
 }
@@ -233,6 +293,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         memcpy(buf, j->out + j->out_pos, k);
         j->out_pos += k;
         n = (ssize_t)k;
+        pthread_cond_broadcast(&j->cv);  // room for a slot waiting in job_write
     }
     pthread_mutex_unlock(&j->mu);
     return n;
@@ -242,7 +303,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 // write). Either way the generation has nobody to send to: cancel it.
 static void stream_free(void *cls) {
     SrvJob *j = cls;
+    pthread_mutex_lock(&j->mu);
     atomic_store(&j->cancel, 1);
+    pthread_cond_broadcast(&j->cv);  // a slot waiting for room in job_write stops
+    pthread_mutex_unlock(&j->mu);
     job_release(j);
 }
 
@@ -256,6 +320,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, int kind
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
+    j->stalled = &s->n_stalled;
     pthread_mutex_lock(&s->mu);
     s->n_requests++;
     pthread_mutex_unlock(&s->mu);
@@ -288,7 +353,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, int kind
     else s->head = j;
     s->tail = j;
     s->n_queued++;
-    pthread_cond_signal(&s->cv);
+    dispatch(s);
     pthread_mutex_unlock(&s->mu);
     if (j->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, j, stream_free);
@@ -397,6 +462,20 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+// Each connection's kernel send buffer, fixed (no autotuning up to tcp_wmem's 4 MiB): with the
+// 64 KiB stream buffer it bounds what a client that stops reading lets the server generate
+// (a few hundred KiB, not megabytes) before its slot pauses. Token streams need no more.
+#define SRV_SOCKET_SNDBUF (64 * 1024)
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)cls, (void)socket_context;
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const int size = SRV_SOCKET_SNDBUF;
+    if (info) (void)setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);  // failing: autotuned
+}
+
 static void stop_slots(SrvServer *s) {
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
@@ -418,6 +497,14 @@ static void stop_slots(SrvServer *s) {
         job_release(j);
     }
     s->tail = NULL;
+    for (int i = 0; i < s->n_slots; i++) {  // a running stream whose client stopped reading must not hold us
+        SrvJob *j = s->slots[i].job;
+        if (!j) continue;
+        pthread_mutex_lock(&j->mu);
+        j->stopping = 1;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    }
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->n_slots; i++)
@@ -425,8 +512,10 @@ static void stop_slots(SrvServer *s) {
 }
 
 static void server_free(SrvServer *s) {
-    for (int i = 0; i < s->n_slots; i++)
+    for (int i = 0; i < s->n_slots; i++) {
         if (s->slots[i].st) emx_state_free(s->slots[i].st);
+        free(s->slots[i].cache.ids);
+    }
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -446,6 +535,9 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
         EmxStateOptions so = {.n_threads = o->threads, .ctx = sm->ctx, .device = o->device};
         s->slots[i] = (SrvSlot){.s = s, .index = i, .st = emx_state_new(&sm->model, &so, err, errlen)};
         if (!s->slots[i].st) return server_free(s), NULL;
+        // the prompt and every chosen token (the last one is recorded but not fed): ctx + 1
+        s->slots[i].cache = (SrvCache){.ids = malloc((size_t)(sm->ctx + 1) * sizeof(int)), .cap = sm->ctx + 1};
+        if (!s->slots[i].cache.ids) return snprintf(err, errlen, "out of memory"), server_free(s), NULL;
     }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
@@ -465,7 +557,8 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
     const unsigned max_conn = (unsigned)(o->parallel + o->queue + 16);
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, 0, NULL,
                             NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, s, MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
+                            on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)120, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port);

@@ -5,8 +5,16 @@
 // mmapped model, each running one generation at a time. There is no continuous batching: the
 // runtime has no multi-sequence batched forward, so N busy slots run N independent forwards
 // side by side (sharing the cores). A request waits in a FIFO queue of at most --queue
-// entries; past that it gets 503. A streaming client that disconnects cancels its generation
-// at the next token (libmicrohttpd frees the response when a write fails).
+// entries; past that it gets 503.
+//
+// Prompt cache: each slot keeps the ids its KV cache holds (engine.h SrvCache); a request goes
+// to the idle slot sharing the longest prefix with its prompt (a prefix under half of both the
+// slot's ids and the prompt does not count: another conversation; ties: the slot holding the
+// least) and runs only what follows the prefix.
+//
+// Back-pressure: a stream's pending bytes are bounded (64 KiB, plus a 64 KiB socket send
+// buffer); a slot whose client stops reading waits, holding the slot, until the client reads,
+// disconnects (libmicrohttpd frees the response: cancelled at once) or the server stops (cut).
 #ifndef ENTROPIX_SERVER_HTTP_H
 #define ENTROPIX_SERVER_HTTP_H
 

@@ -148,6 +148,8 @@ static cJSON *usage(const SrvGenResult *res) {
     cJSON_AddNumberToObject(u, "prompt_tokens", res->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", res->n_completion);
     cJSON_AddNumberToObject(u, "total_tokens", res->n_prompt + res->n_completion);
+    // As OpenAI: the prompt tokens whose rows came from the slot's cache (not computed again).
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", res->n_cached);
     return u;
 }
 

@@ -163,3 +163,18 @@ Test(server, backpressure_queue_disconnect, .timeout = 600) {
     cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
     run_free(&r);
 }
+
+// Many clients at once (tests/server/test_load.py): 16 clients x 50 requests on 4 slots, every
+// answer equal to the same request run alone, no error, resident memory flat after warm-up.
+Test(server, load_16_clients, .timeout = 900) {
+    char py[512], prog[512], models[512];
+    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
+    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(models, sizeof models, "%s/models", build_dir());
+    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs it", py, build_dir());
+    const char *args[] = {"tests/server/test_load.py", prog, models, NULL};
+    RunResult r = run_prog(py, args);
+    cr_assert_eq(r.code, 0, "load test failed:\n%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
+    run_free(&r);
+}

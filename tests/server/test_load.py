@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""build/tools/server under load: many clients at once, every answer checked.
+
+    python test_load.py SERVER MODELS_DIR [--clients 16] [--requests 50] [--parallel 4]
+
+Starts the server over qwen3-tiny (chat) with --parallel slots, runs each of a set of distinct
+requests ALONE first (one at a time: the reference answers), then lets --clients threads send
+--requests requests each, drawn from that set (chat and completions, streamed and not, several
+seeds and samplers), all at once. Checks:
+  - no request fails (every status 200, every stream ends with [DONE]);
+  - every answer is complete and equal to the same request's answer run alone (same seed): a
+    slot's answer may not depend on what the other slots run;
+  - the server's resident memory after the load is within 8 MiB of what it was after a warm-up
+    round of the same requests (nothing grows per request).
+Nothing here measures time: each wait has a generous cap that can only fail the test.
+Prints 'N passed, N failed' as tests/server/test_openai_client.py does; exit 1 on any failure.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+ap = argparse.ArgumentParser()
+ap.add_argument("server")
+ap.add_argument("models")
+ap.add_argument("--clients", type=int, default=16)
+ap.add_argument("--requests", type=int, default=50)
+ap.add_argument("--parallel", type=int, default=4)
+args = ap.parse_args()
+TIMEOUT = 300  # seconds a single request may take on a loaded machine before the test fails
+
+
+def start_server(model):
+    err = tempfile.TemporaryFile()
+    # the queue holds every client that does not have a slot: no 503 is expected here
+    p = subprocess.Popen([args.server, f"{args.models}/{model}.bin", "--port", "0", "-t", "1",
+                          "--parallel", str(args.parallel), "--queue", str(args.clients), "-c", "512"],
+                         stdout=subprocess.DEVNULL, stderr=err)
+    text = b""
+    while b"listening on" not in text:
+        if p.poll() is not None:
+            err.seek(0)
+            sys.exit(f"server exited: {err.read().decode()}")
+        err.seek(0)
+        text = err.read()
+    return p, int(re.search(rb"http://127\.0\.0\.1:(\d+)", text).group(1))
+
+
+def requests_set():
+    """The distinct requests: (path, body). Streamed and whole, chat and raw, several samplers."""
+    out = []
+    prompts = ["Name a colour.", "Count to five.", "Write one word.", "Say hello.", "What is two plus two?"]
+    samplers = [None, {"sampler": "combined"}, {"sampler": "greedy"}]
+    for i, p in enumerate(prompts):
+        for j, smp in enumerate(samplers):
+            body = {"messages": [{"role": "user", "content": p}], "seed": 100 * i + j, "max_tokens": 12 + 3 * j,
+                    "stream": (i + j) % 2 == 1}
+            if smp:
+                body["entropix"] = smp
+            if j == 1:
+                body["temperature"] = 0.8
+            out.append(("/v1/chat/completions", body))
+        out.append(("/v1/completions", {"prompt": p, "seed": 7 + i, "max_tokens": 10, "stream": i % 2 == 0}))
+    return out
+
+
+def send(port, path, body):
+    """The answer's text, its finish_reason and its completion token count; raises on any fault."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read().decode()
+        if resp.status != 200:
+            raise RuntimeError(f"status {resp.status}: {data[:200]}")
+    finally:
+        conn.close()
+    chat = path.endswith("chat/completions")
+    if not body.get("stream"):
+        o = json.loads(data)
+        ch = o["choices"][0]
+        return (ch["message"]["content"] if chat else ch["text"]), ch["finish_reason"], o["usage"]["completion_tokens"]
+    events = data.split("\n\n")
+    if events[-1] != "" or events[-2] != "data: [DONE]":
+        raise RuntimeError(f"stream did not end with [DONE]: {events[-3:]}")
+    text, finish = "", None
+    for e in events[:-2]:
+        if not e.startswith("data: "):
+            raise RuntimeError(f"not an SSE data line: {e[:80]!r}")
+        ch = json.loads(e[6:])["choices"][0]
+        text += (ch["delta"].get("content") or "") if chat else ch["text"]
+        finish = ch["finish_reason"] or finish
+    return text, finish, None
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
+
+
+passed, failed = 0, 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}{'' if ok else ': ' + detail}")
+
+
+proc, port = start_server("qwen3-tiny.f32")
+reqs = requests_set()
+alone = [send(port, path, body) for path, body in reqs]  # one at a time: the reference answers
+check("every reference answer finished", all(a[1] in ("stop", "length") for a in alone))
+
+
+def load_round(n_clients, n_requests):
+    """Every client's (request index, answer or exception) list."""
+    results = [[] for _ in range(n_clients)]
+
+    def client(c):
+        for k in range(n_requests):
+            i = (c * 7 + k * 3) % len(reqs)  # a fixed, well-mixed order: every client differs
+            try:
+                results[c].append((i, send(port, *reqs[i])))
+            except Exception as e:  # recorded, counted below
+                results[c].append((i, e))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(n_clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for rs in results for r in rs]
+
+
+warm = load_round(args.clients, 2)  # warm-up: every slot has run, every allocation made
+rss_warm = rss_kib(proc.pid)
+got = load_round(args.clients, args.requests)
+rss_after = rss_kib(proc.pid)
+errors = [(i, r) for i, r in warm + got if isinstance(r, Exception)]
+check(f"{len(warm) + len(got)} requests from {args.clients} clients, no error", not errors,
+      f"{len(errors)} failed, first: request {errors[0][0]}: {errors[0][1]}" if errors else "")
+diff = [(i, r) for i, r in warm + got if not isinstance(r, Exception) and r[:2] != alone[i][:2]]
+check("every answer equals the same request run alone", not diff,
+      f"{len(diff)} differ, first: request {diff[0][0]}: {diff[0][1]!r} vs {alone[diff[0][0]]!r}" if diff else "")
+counts = [(i, r) for i, r in got if not isinstance(r, Exception) and r[2] is not None and r[2] != alone[i][2]]
+check("every answer's usage equals the one run alone", not counts)
+check("resident memory flat after warm-up", rss_after <= rss_warm + 8 * 1024,
+      f"{rss_warm} KiB after warm-up, {rss_after} KiB after the load")
+print(f"memory: {rss_warm} KiB after warm-up, {rss_after} KiB after {len(got)} requests")
+proc.send_signal(signal.SIGTERM)
+check("SIGTERM after the load exits 0", proc.wait(timeout=TIMEOUT) == 0)
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

@@ -102,14 +102,14 @@ void emx_forward_group_leave(EmxState *s) {
     pthread_mutex_unlock(&g->mu);
 }
 
-int emx_forward_group_size(EmxForwardGroup *g, long *steps, long *rows) {
+void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st) {
     pthread_mutex_lock(&g->mu);
-    int n = 0;
-    for (int i = 0; i < g->cap; i++) n += g->m[i].s != NULL;
-    if (steps) *steps = g->steps;
-    if (rows) *rows = g->rows;
+    *st = (EmxForwardGroupStats){.steps = g->steps, .rows = g->rows};
+    for (int i = 0; i < g->cap; i++) {
+        st->members += g->m[i].s != NULL;
+        st->waiting += g->m[i].s && g->m[i].submitted && !g->m[i].in_step;
+    }
     pthread_mutex_unlock(&g->mu);
-    return n;
 }
 
 // The member whose thread runs the next step, or NULL while no step can run: one runs when no

@@ -34,16 +34,20 @@ EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen
 // Members still in it are let go (no thread may be inside one of their forward calls).
 void emx_forward_group_free(EmxForwardGroup *g);
 
-// s decodes in g from its next forward call on. Refused (-1 with a one-line reason) when s is
+// s decodes in g from now on (it holds the step up: join as its generation starts). Refused (-1 with a one-line reason) when s is
 // already in a group, g is full, or s's backend has no batched step (emx_forward_multi_batched:
 // the rows would run in turn, each waiting for the others, which is slower than alone).
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen);
 // s leaves its group (nothing when it is in none); waiting members no longer wait for it. Called
 // by s's own thread, not inside one of its forward calls; emx_state_free calls it.
 void emx_forward_group_leave(EmxState *s);
-// Members now; steps run and rows in them since the group was made (rows / steps: the mean
-// batch). steps, rows: NULL to skip. For tests and metrics.
-int emx_forward_group_size(EmxForwardGroup *g, long *steps, long *rows);
+// What the group is doing now, and has done (rows / steps: the mean batch). For tests, metrics.
+typedef struct {
+    int members;        // states in the group now
+    int waiting;        // rows submitted and not yet run (their threads are waiting)
+    long steps, rows;   // steps run since the group was made, and rows in them
+} EmxForwardGroupStats;
+void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st);
 
 // emx_forward for a member (runtime/forward.c calls it): one token joins the step, more run alone.
 const float *emx_forward_group_forward(EmxState *s, const int *tokens, int n, int pos);

@@ -8,6 +8,7 @@
 // member that stops early releases the others; the steps really are batched (counted).
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -155,7 +156,9 @@ typedef struct {
     EmxState *st;
     int token0, pos0, n_steps;  // one-token steps: token0 + k at pos0 + k
     int bad_step;               // that step's token is out of range (vocab); -1: none
-    float *logits;              // [n_steps][vocab] what each step returned (NULL: NaN row)
+    EmxForwardGroup *g;
+    int leave_when_waiting;     // leave once that many rows of the others wait for this member
+    float *logits;              // [n_steps][vocab] what each step returned (-1e30 first: refused)
     size_t vocab;
 } Stepper;
 
@@ -167,6 +170,10 @@ static void *stepper_main(void *arg) {
         if (lg) memcpy(p->logits + k * p->vocab, lg, p->vocab * sizeof(float));
         else p->logits[k * p->vocab] = -1e30f;  // marks a refused step
     }
+    // the others' next rows wait for this member (it holds the step) until it leaves: leaving
+    // must wake them. Polled, not timed: the count is reached whatever the machine's speed.
+    for (EmxForwardGroupStats st = {0}; emx_forward_group_stats(p->g, &st), st.waiting < p->leave_when_waiting;)
+        sched_yield();
     emx_forward_group_leave(p->st);
     return NULL;
 }
@@ -190,7 +197,8 @@ Test(forward_group, steps_batch_rows_and_leaving_releases, .timeout = 120) {
     int ids[64];
     for (int i = 0; i < 3; i++) {
         const int n = history(i, (int)V, ids);
-        p[i] = (Stepper){new_state(&m, 1), 40 + i, n, n_steps[i], i == 0 ? 0 : -1, malloc(n_steps[i] * V * sizeof(float)), V};
+        p[i] = (Stepper){new_state(&m, 1), 40 + i, n, n_steps[i], i == 0 ? 0 : -1, g, i == 1 ? 2 : 0,
+                         malloc(n_steps[i] * V * sizeof(float)), V};
         twin[i] = new_state(&m, 1);
         cr_assert(emx_forward(p[i].st, ids, n, 0) && emx_forward(twin[i], ids, n, 0));
         cr_assert_eq(emx_forward_group_join(g, p[i].st, err, sizeof err), 0, "%s", err);
@@ -199,9 +207,10 @@ Test(forward_group, steps_batch_rows_and_leaving_releases, .timeout = 120) {
     cr_expect(strstr(err, "already in a group"), "%s", err);
     for (int i = 0; i < 3; i++) cr_assert_eq(pthread_create(&th[i], NULL, stepper_main, &p[i]), 0);
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-    long steps, rows;
-    cr_expect_eq(emx_forward_group_size(g, &steps, &rows), 0);
-    cr_expect(steps == 5 && rows == 13, "%ld steps, %ld rows: want 5 and 13", steps, rows);
+    EmxForwardGroupStats st;
+    emx_forward_group_stats(g, &st);
+    cr_expect_eq(st.members, 0);
+    cr_expect(st.steps == 5 && st.rows == 13, "%ld steps, %ld rows: want 5 and 13", st.steps, st.rows);
     for (int i = 0; i < 3; i++) {
         for (int k = 0; k < p[i].n_steps; k++) {
             const int t = k == p[i].bad_step ? (int)V : p[i].token0 + k;
@@ -229,7 +238,9 @@ Test(forward_group, join_refuses_a_full_group, .timeout = 60) {
     cr_expect_eq(emx_forward_group_join(g, b, err, sizeof err), -1);
     cr_expect(strstr(err, "full (1 members)"), "%s", err);
     emx_state_free(a);  // leaves the group on its way out
-    cr_expect_eq(emx_forward_group_size(g, NULL, NULL), 0);
+    EmxForwardGroupStats st;
+    emx_forward_group_stats(g, &st);
+    cr_expect_eq(st.members, 0);
     cr_expect_eq(emx_forward_group_join(g, b, err, sizeof err), 0, "%s", err);
     emx_forward_group_free(g);  // lets b go
     const int t[] = {1, 2};
@@ -298,8 +309,9 @@ static void grouped_generations(const char *name, int n_members) {
     }
     run_gens(alone, n_members);
     run_gens(grouped, n_members);
-    long steps, rows, want_rows = 0;
-    emx_forward_group_size(g, &steps, &rows);
+    long want_rows = 0;
+    EmxForwardGroupStats st;
+    emx_forward_group_stats(g, &st);
     for (int i = 0; i < n_members; i++) {
         cr_expect_eq(grouped[i].n_ids, n_predict[i]);
         cr_expect_eq(grouped[i].n_ids, alone[i].n_ids);
@@ -308,8 +320,8 @@ static void grouped_generations(const char *name, int n_members) {
         want_rows += n_predict[i] - 1;  // every token but the last is fed back, one at a time
         emx_state_free(alone[i].st), emx_state_free(grouped[i].st);
     }
-    cr_expect_eq(rows, want_rows, "%ld rows ran in the group, want %ld", rows, want_rows);
-    cr_expect(steps >= 1 && steps <= rows);
+    cr_expect_eq(st.rows, want_rows, "%ld rows ran in the group, want %ld", st.rows, want_rows);
+    cr_expect(st.steps >= 1 && st.steps <= st.rows);
     emx_forward_group_free(g);
     emx_tokenizer_free(tk);
     emx_model_close(&m);

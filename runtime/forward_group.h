@@ -34,9 +34,10 @@ EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen
 // Members still in it are let go (no thread may be inside one of their forward calls).
 void emx_forward_group_free(EmxForwardGroup *g);
 
-// s decodes in g from now on (it holds the step up: join as its generation starts). Refused (-1 with a one-line reason) when s is
-// already in a group, g is full, or s's backend has no batched step (emx_forward_multi_batched:
-// the rows would run in turn, each waiting for the others, which is slower than alone).
+// s decodes in g from now on (it holds the step up: join as its generation starts). Refused
+// (-1 with a one-line reason) when s is already in a group, g is full, or s's backend has no
+// batched step (emx_forward_multi_batched: the rows would run in turn, each waiting for the
+// others, which is slower than alone).
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen);
 // s leaves its group (nothing when it is in none); waiting members no longer wait for it. Called
 // by s's own thread, not inside one of its forward calls; emx_state_free calls it.

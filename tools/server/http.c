@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/forward_group.h"
 #include "tools/server/response.h"
 
 // One request's generation, shared by its connection and the slot that runs it (refs: 2 while
@@ -47,6 +48,7 @@ struct SrvServer {
     int n_queued, n_busy, stopping;
     SrvSlot *slots;
     int n_slots;
+    EmxForwardGroup *group;  // the busy slots' decode steps, batched (NULL: one slot, or no batched step)
     unsigned long serial;
     // /metrics counters (under mu)
     unsigned long n_requests, n_errors, n_prompt_tokens, n_completion_tokens;
@@ -146,7 +148,12 @@ static void *slot_main(void *arg) {
         s->n_queued--;
         s->n_busy++;
         pthread_mutex_unlock(&s->mu);
+        // decode in one batched step with the other busy slots (forward_group.h); refused only
+        // when the state is already in a group, which a slot's is not after leaving below
+        char gerr[160];
+        const int grouped = s->group && emx_forward_group_join(s->group, slot->st, gerr, sizeof gerr) == 0;
         run_job(slot, j);
+        if (grouped) emx_forward_group_leave(slot->st);  // error and cancel included: run_job has returned
         job_release(j);
         pthread_mutex_lock(&s->mu);
         s->n_busy--;
@@ -427,6 +434,7 @@ static void stop_slots(SrvServer *s) {
 static void server_free(SrvServer *s) {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].st) emx_state_free(s->slots[i].st);
+    emx_forward_group_free(s->group);  // after the states: freeing one leaves its group
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -447,6 +455,9 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
         s->slots[i] = (SrvSlot){.s = s, .index = i, .st = emx_state_new(&sm->model, &so, err, errlen)};
         if (!s->slots[i].st) return server_free(s), NULL;
     }
+    if (s->n_slots > 1 && emx_forward_multi_batched(s->slots[0].st) &&
+        !(s->group = emx_forward_group_new(s->n_slots, err, errlen)))
+        return server_free(s), NULL;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
         snprintf(err, errlen, "--host '%s' is not an IPv4 address", o->host);

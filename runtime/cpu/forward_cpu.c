@@ -309,8 +309,9 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
 }
 
 // Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
-// sequence) or every row at pos = prefix + step (branches, see RowLayout); leaves the final
-// hidden states (before the last norm) in s->x. record_last: write the last row's scores.
+// sequence), every row at pos = prefix + step (branches) or row i at rows->at[i] of its own
+// state (several states; pos unused), see RowLayout; leaves the final hidden states (before
+// the last norm) in s->x. record_last: write the last row's scores (several states: every row's).
 static void run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;

@@ -7,6 +7,7 @@
 #include "base/errmsg.h"
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
+#include "runtime/forward_group.h"
 
 int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;
@@ -46,7 +47,9 @@ EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err
 }
 
 void emx_state_free(EmxState *s) {
-    if (s) s->backend->free(s);
+    if (!s) return;
+    if (s->group) emx_forward_group_leave(s);  // the group must not keep a freed member
+    s->backend->free(s);
 }
 int emx_state_ctx(const EmxState *s) { return s->backend->ctx(s); }
 const char *emx_state_device(const EmxState *s) {
@@ -60,8 +63,22 @@ const char *emx_state_nonfinite(const EmxState *s) {
 void emx_forward_set_threads(EmxState *s, int n_threads) { s->backend->set_threads(s, n_threads); }
 
 const float *emx_forward(EmxState *s, const int *tokens, int n, int pos) {
+    // a member of a forward group decodes in the group's batched step (forward_group.h)
+    if (s->group) return emx_forward_group_forward(s, tokens, n, pos);
     return s->backend->forward(s, tokens, n, pos);
 }
+
+int emx_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits) {
+    if (n < 1 || !states || !states[0]) return -1;
+    const EmxBackend *b = states[0]->backend;
+    for (int i = 1; i < n; i++)
+        if (!states[i] || states[i]->backend != b) return -1;
+    if (b->forward_multi) return b->forward_multi(states, tokens, pos, n, logits);
+    for (int i = 0; i < n; i++)  // no batched step: the rows in turn (same results)
+        if (!(logits[i] = b->forward(states[i], &tokens[i], 1, pos[i]))) return -1;
+    return 0;
+}
+int emx_forward_multi_batched(const EmxState *s) { return s->backend->forward_multi != NULL; }
 int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                        EmxDecideResult *out) {
     return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;

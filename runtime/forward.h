@@ -80,6 +80,22 @@ void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim);
 // on the same conditions under which emx_forward returns NULL.
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits);
 
+// ---------------------------------------------------------------------------------------------
+// Several sequences in one step (continuous batching: a server's slots decoding together).
+// Row i is states[i]'s token tokens[i] at position pos[i]: one batched pass over the n rows, each
+// weight read once for all of them. Afterwards each state's logits (logits[i] points at them),
+// attention scores and KV cache are bitwise what emx_forward(states[i], &tokens[i], 1, pos[i])
+// would have left: a matmul row's result does not depend on its batch (runtime/cpu/cpu_matmul.h)
+// and each row attends to its own state's cache. Every state is of one model and one backend,
+// each appears once; the first state's scratch runs the batch (n <= its batch capacity, every
+// pos[i] < its ctx). Returns 0, or -1 with nothing run on a bad call (emx_state_error(states[0])
+// says why). A backend without a batched step (CUDA) runs the rows one after the other: same
+// results, no batching (and there a bad row stops the loop after the rows before it ran).
+int emx_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
+// 1 when the state's backend runs emx_forward_multi as one batched pass (the CPU), 0 when it
+// runs the rows in turn.
+int emx_forward_multi_batched(const EmxState *s);
+
 // Changes the number of threads of later calls (<= 0: all cores), at most the count the state
 // was created with (its per-thread scratch is sized for that).
 void emx_forward_set_threads(EmxState *s, int n_threads);

@@ -9,8 +9,13 @@
 
 typedef struct EmxBackend EmxBackend;
 
+struct EmxForwardGroup;
+
 struct EmxState {
     const EmxBackend *backend;
+    // The forward group this state decodes in (runtime/forward_group.h; NULL: none). Set by
+    // emx_forward_group_join / _leave, read by emx_forward; a backend zeroes it (calloc).
+    struct EmxForwardGroup *group;
 };
 
 struct EmxBackend {
@@ -28,6 +33,8 @@ struct EmxBackend {
                           EmxDecideResult *out);
     int (*propose)(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                    uint32_t first_lane, int ban, EmxProposal *proposals);  // NULL: 0
+    // NULL: emx_forward_multi runs the rows one by one through forward
+    int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
     int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);

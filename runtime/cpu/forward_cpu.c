@@ -62,15 +62,28 @@ struct CpuState {
     int br_max, br_tail;
     float *br_key;      // [n_layers][br_tail][br_max][kv_dim]
     float *br_value;    // [n_layers][br_tail][br_max][kv_dim]
+    // Scratch of a multi-state batch this state leads (emx_forward_multi), grown on demand: the
+    // rows' k and v before they go to their own states' caches, and the rows' logits.
+    int mx_rows;
+    float *mx_kv;       // [2][mx_rows][kv_dim] keys, then values
+    float *mx_logits;   // [mx_rows][vocab]
+    const char *why;    // the latest failed call's reason (cpu_error)
 };
 
 // Where a batched pass's rows sit. A sequence: row i is the token at position pos + i and
 // attends to cache positions 0..pos+i. Branches: row b is branch b's token at position
 // prefix + step; it attends to the shared cache 0..prefix-1, then its own tail 0..step.
+// Several states (states != NULL): row i is states[i]'s token at position at[i]; its k and v
+// go to states[i]'s cache, it attends to that cache 0..at[i], its scores go to states[i].
+// The pass runs in the scratch of the state it is called on (the first one).
 typedef struct {
     int prefix, step;   // branches only
     int is_branches;
+    EmxState *const *states;  // several states only: [n]
+    const int *at;            // several states only: [n] positions
 } RowLayout;
+
+static CpuState *row_state(const RowLayout *rows, int i) { return (CpuState *)rows->states[i]; }
 
 enum { NONFINITE_NONE = -2, NONFINITE_EMBEDDING = -1 };
 
@@ -93,6 +106,16 @@ static void note_nonfinite(CpuState *s, int at, const float *x, size_t n) {
 }
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
+
+// Records, for a pass over rows x [n][width], where values first stopped being finite: in the
+// state of each row when the rows belong to several states, else in s.
+static void note_rows(CpuState *s, const RowLayout *rows, int at, const float *x, int n, size_t width) {
+    if (!rows->states) {
+        note_nonfinite(s, at, x, (size_t)n * width);
+        return;
+    }
+    for (int i = 0; i < n; i++) note_nonfinite(row_state(rows, i), at, x + (size_t)i * width, width);
+}
 
 static const EmxBackend CPU_BACKEND;
 static void cpu_state_free(EmxState *st);
@@ -172,6 +195,8 @@ static void cpu_state_free(EmxState *st) {
     free(s->logits);
     free(s->br_key);
     free(s->br_value);
+    free(s->mx_kv);
+    free(s->mx_logits);
     free(s);
 }
 
@@ -229,10 +254,15 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     // so the tasks change no result. Tasks go kv head by kv head: the keys and values a thread
     // reads stay in its L2 from one task to the next.
     const int n_q = n * group;  // queries per kv head
-    const int by_rows = !rows->is_branches && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;
+    const int own_keys = rows->is_branches || rows->states;  // every row its own keys: a task per row at most
+    const int by_rows = !own_keys && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;
     const int per = by_rows ? PASS : n * n_kv >= 4 * s->n_threads ? group : 1;
     const int chunks = (n_q + per - 1) / per, tasks = n_kv * chunks;
-    const int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
+    int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
+    if (rows->states) {
+        keys = 0;
+        for (int i = 0; i < n; i++) keys = rows->at[i] + 1 > keys ? rows->at[i] + 1 : keys;
+    }
     // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
     const int64_t work = (int64_t)n * n_heads * keys * hd * 2;
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
@@ -250,6 +280,10 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
             spans[0].n = rows->prefix;
             spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
             n_spans = 2;
+        } else if (rows->states) {  // the row's own state's cache (one row per task)
+            const CpuState *r = row_state(rows, last_row);
+            const size_t first = (size_t)layer * r->ctx * s->kv_dim + (size_t)kvh * hd;
+            spans[0] = (EmxKeySpan){r->key_cache + first, r->value_cache + first, (size_t)s->kv_dim, rows->at[last_row] + 1};
         }
         for (int v0 = u0; v0 < u1; v0 += PASS) {
             EmxAttnQuery qs[PASS];
@@ -257,9 +291,15 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
             for (int j = 0; j < m; j++) {
                 const int i = (v0 + j) / group, h = kvh * group + (v0 + j) % group;
                 float *probs = tmp + (size_t)j * ctx;
-                // the last row's scores go straight into the persistent buffer the samplers read
+                // the last row's scores go straight into the persistent buffer the samplers read;
+                // with several states, every row's into its own state's
                 float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : probs;
-                const int n_keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + i + 1;
+                int n_keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + i + 1;
+                if (rows->states) {
+                    CpuState *r = row_state(rows, i);
+                    scores = r->att_scores + ((size_t)layer * n_heads + h) * r->ctx;
+                    n_keys = rows->at[i] + 1;
+                }
                 qs[j] = (EmxAttnQuery){s->q + (size_t)i * s->q_dim + (size_t)h * hd,
                                        s->att + (size_t)i * s->q_dim + (size_t)h * hd, scores, probs, n_keys};
             }
@@ -269,8 +309,9 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
 }
 
 // Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
-// sequence) or every row at pos = prefix + step (branches, see RowLayout); leaves the final
-// hidden states (before the last norm) in s->x. record_last: write the last row's scores.
+// sequence), every row at pos = prefix + step (branches) or row i at rows->at[i] of its own
+// state (several states; pos unused), see RowLayout; leaves the final hidden states (before
+// the last norm) in s->x. record_last: write the last row's scores (several states: every row's).
 static void run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;
@@ -282,9 +323,9 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
         const EmxTensor *e = &m->tok_embeddings;
         emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
         emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half,
-                        rows->is_branches ? pos : pos + i);
+                        rows->states ? rows->at[i] : rows->is_branches ? pos : pos + i);
     }
-    note_nonfinite(s, NONFINITE_EMBEDDING, s->x, (size_t)n * dim);
+    note_rows(s, rows, NONFINITE_EMBEDDING, s->x, n, dim);
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
@@ -294,6 +335,9 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             const size_t at = ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim;
             kc = s->br_key + at;
             vc = s->br_value + at;
+        } else if (rows->states) {  // rows 0..n-1 of the scratch; to their states' caches below
+            kc = s->mx_kv;
+            vc = s->mx_kv + (size_t)s->mx_rows * kv_dim;
         }
 
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
@@ -316,6 +360,12 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
         }
+        for (int i = 0; rows->states && i < n; i++) {  // each row's k, v into its own state's cache
+            CpuState *r = row_state(rows, i);
+            const size_t to = ((size_t)l * r->ctx + rows->at[i]) * kv_dim;
+            memcpy(r->key_cache + to, kc + (size_t)i * kv_dim, kv_dim * sizeof(float));
+            memcpy(r->value_cache + to, vc + (size_t)i * kv_dim, kv_dim * sizeof(float));
+        }
 
         attention(s, l, n, pos, rows, record_last);
         matmul1(s, s->xb, &L->wo, s->att, n);
@@ -336,11 +386,11 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
             for (int j = 0; j < dim; j++) xi[j] += xbi[j];
         }
-        note_nonfinite(s, l, s->x, (size_t)n * dim);
+        note_rows(s, rows, l, s->x, n, dim);
     }
 }
 
-static const RowLayout SEQUENCE = {0, 0, 0};
+static const RowLayout SEQUENCE = {0, 0, 0, NULL, NULL};
 
 static int check_call(const CpuState *s, const int *tokens, int n, int pos) {
     if (n < 1 || pos < 0 || pos > s->ctx - n) return -1;
@@ -359,9 +409,11 @@ static void classify(CpuState *s, int first, int n, float *out) {
     note_nonfinite(s, (int)c->n_layers, out, (size_t)n * c->vocab_size);
 }
 
+static const char *const BAD_CALL = "a token id out of range, or positions past the context";
+
 static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
     CpuState *s = (CpuState *)st;
-    if (check_call(s, tokens, n, pos)) return NULL;
+    if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, NULL;
     s->nonfinite_at = NONFINITE_NONE;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
@@ -375,7 +427,7 @@ static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos)
 
 static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CpuState *s = (CpuState *)st;
-    if (check_call(s, tokens, n, pos)) return -1;
+    if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, -1;
     s->nonfinite_at = NONFINITE_NONE;
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
@@ -386,6 +438,57 @@ static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int po
     }
     memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
     s->last_pos = pos + n - 1;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several states in one pass (emx_forward_multi)
+
+// Grows s's multi-state scratch to n rows (grow only). Returns 0, or -1 out of memory.
+static int multi_reserve(CpuState *s, int n) {
+    if (n <= s->mx_rows) return 0;
+    float *kv = malloc(2 * (size_t)n * s->kv_dim * sizeof(float));
+    float *lg = malloc((size_t)n * s->m->cfg.vocab_size * sizeof(float));
+    if (!kv || !lg) return free(kv), free(lg), -1;
+    free(s->mx_kv);
+    free(s->mx_logits);
+    s->mx_kv = kv, s->mx_logits = lg, s->mx_rows = n;
+    return 0;
+}
+
+// Why states[0..n) cannot run as one pass led by s; NULL when they can.
+static const char *multi_refusal(CpuState *s, EmxState *const *states, const int *tokens, const int *pos, int n) {
+    if (n > s->batch_cap) return "forward_multi: more rows than the first state's batch capacity";
+    for (int i = 0; i < n; i++) {
+        CpuState *r = (CpuState *)states[i];
+        if (r->base.backend != &CPU_BACKEND || r->m != s->m) return "forward_multi: states of different models";
+        for (int j = 0; j < i; j++)
+            if (states[j] == states[i]) return "forward_multi: a state given twice";
+        if (check_call(r, &tokens[i], 1, pos[i]) || pos[i] >= s->ctx) return BAD_CALL;
+    }
+    return NULL;
+}
+
+static int cpu_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits) {
+    CpuState *s = (CpuState *)states[0];
+    const char *why = multi_refusal(s, states, tokens, pos, n);
+    if (!why && multi_reserve(s, n)) why = "forward_multi: out of memory";
+    if (why) return s->why = why, -1;
+    for (int i = 0; i < n; i++) ((CpuState *)states[i])->nonfinite_at = NONFINITE_NONE;
+    const RowLayout rows = {0, 0, 0, states, pos};
+    run_layers(s, tokens, n, 0, &rows, 1);
+    // the final norm and classifier of every row at once, then each row's logits to its state
+    const EmxConfig *c = &s->m->cfg;
+    const size_t dim = c->dim, vocab = c->vocab_size;
+    for (int i = 0; i < n; i++) emx_rmsnorm(s->xb + i * dim, s->x + i * dim, s->m->norm.data, (int)dim, c->norm_eps);
+    matmul1(s, s->mx_logits, &s->m->output, s->xb, n);
+    note_rows(s, &rows, (int)c->n_layers, s->mx_logits, n, vocab);
+    for (int i = 0; i < n; i++) {
+        CpuState *r = (CpuState *)states[i];
+        memcpy(r->logits, s->mx_logits + i * vocab, vocab * sizeof(float));
+        r->last_pos = pos[i];
+        logits[i] = r->logits;
+    }
     return 0;
 }
 
@@ -436,7 +539,7 @@ static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int pref
         return -1;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
-    const RowLayout rows = {prefix, step, 1};
+    const RowLayout rows = {prefix, step, 1, NULL, NULL};
     s->nonfinite_at = NONFINITE_NONE;
     run_layers(s, tokens, n, prefix + step, &rows, 0);
     classify(s, 0, n, logits);
@@ -487,8 +590,8 @@ static int cpu_state_kv_rows_write(EmxState *st, int pos, int n, const void *buf
 }
 
 static const char *cpu_error(const EmxState *st) {
-    (void)st;
-    return "a token id out of range, or positions past the context";
+    const CpuState *s = (const CpuState *)st;
+    return s->why ? s->why : BAD_CALL;
 }
 
 static const char *cpu_nonfinite(const EmxState *st) {
@@ -517,6 +620,7 @@ static const EmxBackend CPU_BACKEND = {
     .info = cpu_info,
     .nonfinite = cpu_nonfinite,
     .forward = cpu_forward,
+    .forward_multi = cpu_forward_multi,
     .forward_all_logits = cpu_forward_all_logits,
     .attention_scores = cpu_attention_scores,
     .kv_cache = cpu_state_kv_cache,

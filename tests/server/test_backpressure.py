@@ -6,7 +6,8 @@
 A streaming client that stops reading pauses its generation once the server's bounded stream
 buffer (64 KiB) and the sockets' buffers are full; the slot stays held. With --parallel 1
 --queue 1 a second request then waits and a third gets 503; when the stalled client closes its
-socket its generation is cancelled, the slot freed and the waiting request answered. Every wait
+socket its generation is cancelled, the slot freed and the waiting request answered; with
+--parallel 2 the other slot keeps answering while one client stalls. Every wait
 polls a state (GET /metrics) under a generous cap that can only fail the check, never pass it.
 Prints 'N passed, N failed'; exit 1 when any check failed. Run by tests/test_server.c.
 """
@@ -162,6 +163,23 @@ def queue_full_then_disconnect():
     assert rc == 0, f"exit {rc}"
 
 
+def stalled_client_does_not_hold_other_slots():
+    """With --parallel 2 the slots decode in one batched step (forward groups, on the CPU): a slot
+    whose client stopped reading must step out of it, or every other slot waits for that client."""
+    p, port = start("--parallel", "2")
+    try:
+        stalled = open_stalled(port)
+        wait_for(port, "entropix_slots_stalled", 1)
+        status, body = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                           "max_tokens": 8, "seed": 3})
+        assert status == 200 and body["usage"]["completion_tokens"] >= 1, (status, body)
+        stalled.close()
+        wait_for(port, "entropix_slots_busy", 0)
+    finally:
+        rc = stop(p)
+    assert rc == 0, f"exit {rc}"
+
+
 def sigterm_with_stalled_client():
     """A client that stops reading must not keep the server from stopping."""
     p, port = start()
@@ -176,6 +194,7 @@ def sigterm_with_stalled_client():
 
 check("stalled stream cannot finish inside the buffers", stall_must_block)
 check("queue full -> 503, disconnect frees the slot", queue_full_then_disconnect)
+check("a stalled client does not hold up the other slots", stalled_client_does_not_hold_other_slots)
 check("SIGTERM with a stalled client exits 0", sigterm_with_stalled_client)
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 
@@ -88,6 +89,7 @@ def error_object(status, body, want_status, param=None):
 
 chat = Server("qwen3-tiny.f32")
 raw_srv = Server("stories260K.f32", "--api-key", "sekret", "--max-body", "4096")
+par_srv = Server("stories260K.q8", "--parallel", "3")
 c = chat.client()
 r = raw_srv.client("sekret")
 MSG = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
@@ -298,6 +300,32 @@ def errors_raw():
                       b'{"model": "stories260K.f32", "messages": [{"role": "user", "content": "x"}]}', auth), 400)
 
 
+def parallel_slots_same_as_run():
+    # Three requests at once on three slots: their decode steps run batched (one forward over
+    # the busy slots' rows); each text must still be ./run's for its seed. Different prompts,
+    # lengths and samplers, so the rows sit at different positions and one leaves early.
+    jobs = [("Once upon a time", 5, 40, {}), ("The little dog", 9, 6, {}),
+            ("Lily and Ben went", 13, 24, {"temperature": 0.0})]
+    got = [None] * len(jobs)
+    start = threading.Barrier(len(jobs))
+
+    def one(i):
+        prompt, seed, n, extra = jobs[i]
+        start.wait()
+        got[i] = par_srv.client().completions.create(model=par_srv.model, prompt=prompt, seed=seed, max_tokens=n,
+                                                     **extra).choices[0].text
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for (prompt, seed, n, extra), text in zip(jobs, got):
+        flags = ["--temp", "0"] if extra else []
+        want = run_text(par_srv.model, "-p", prompt, "-s", str(seed), "-n", str(n), *flags)
+        assert text is not None and prompt + text + "\n" == want, (prompt, text, want)
+
+
 def models_and_metrics():
     assert [m.id for m in c.models.list().data] == [chat.model]
     status, text = raw(chat.url + "/metrics", None, method="GET")
@@ -312,7 +340,7 @@ for name, fn in list(globals().items()):
     if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "error_object", "Server",
                                                                             "render_chatml", "run_raw_answer"):
         check(name, fn)
-for s in (chat, raw_srv):
+for s in (chat, raw_srv, par_srv):
     check(f"SIGTERM exits 0 ({s.model})", lambda s=s: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(
         AssertionError(f"exit {rc}")))(s.stop()))
 print(f"{passed} passed, {failed} failed")

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "runtime/forward_group.h"
 #include "tools/server/response.h"
 
 // One request's generation, shared by its connection and the slot that runs it (refs: 2 while
@@ -25,6 +26,8 @@ typedef struct SrvJob {
     int done;
     int stopping;          // the server is stopping: a full stream buffer cancels, no more waiting
     atomic_int *stalled;   // the server's count of slots waiting in job_write
+    EmxForwardGroup *group;  // the forward group the slot's state is in for this job (NULL: none)
+    EmxState *st;            // that state (job_write leaves the group while it waits)
     char *out;             // stream: SSE bytes [out_len], the connection has read out_pos
     size_t out_len, out_cap, out_pos;
     int status;            // non-stream: the answer
@@ -52,6 +55,7 @@ struct SrvServer {
     int n_queued, n_busy, stopping;
     SrvSlot *slots;
     int n_slots;
+    EmxForwardGroup *group;  // the busy slots' decode steps, batched (NULL: one slot, or no batched step)
     unsigned long serial;
     // /metrics counters (under mu)
     unsigned long n_requests, n_errors, n_prompt_tokens, n_cached_tokens, n_completion_tokens;
@@ -100,7 +104,12 @@ static int job_write(void *user, const char *data, size_t len) {
     pthread_mutex_lock(&j->mu);
     if (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) {
         atomic_fetch_add(j->stalled, 1);  // /metrics shows it: entropix_slots_stalled
+        // The other slots' decode steps must not wait for a client that does not read: out of
+        // the group while waiting (we are between two forward calls of this slot's thread),
+        // back in before the next one. A member's place is kept free for it, so the rejoin holds.
+        if (j->group) emx_forward_group_leave(j->st);
         while (job_full(j, len) && !atomic_load(&j->cancel) && !j->stopping) pthread_cond_wait(&j->cv, &j->mu);
+        if (j->group && emx_forward_group_join(j->group, j->st, NULL, 0) != 0) j->group = NULL;  // decodes alone
         atomic_fetch_sub(j->stalled, 1);
     }
     if (job_full(j, len)) atomic_store(&j->cancel, 1);  // cancelled, or the server stops
@@ -199,7 +208,13 @@ static void *slot_main(void *arg) {
         SrvJob *j = slot->job;
         pthread_mutex_unlock(&s->mu);
         if (!j) return NULL;
+        // decode in one batched step with the other busy slots (forward_group.h); refused only
+        // when the state is already in a group, which a slot's is not after leaving below
+        char gerr[160];
+        const int grouped = s->group && emx_forward_group_join(s->group, slot->st, gerr, sizeof gerr) == 0;
+        if (grouped) j->group = s->group, j->st = slot->st;
         run_job(slot, j);
+        if (grouped) emx_forward_group_leave(slot->st);  // error and cancel included: run_job has returned
         pthread_mutex_lock(&s->mu);
         slot->job = NULL;  // before the release: stop_slots may reach the job through the slot
         s->n_busy--;
@@ -516,6 +531,7 @@ static void server_free(SrvServer *s) {
         if (s->slots[i].st) emx_state_free(s->slots[i].st);
         free(s->slots[i].cache.ids);
     }
+    emx_forward_group_free(s->group);  // after the states: freeing one leaves its group
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -539,6 +555,9 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
         s->slots[i].cache = (SrvCache){.ids = malloc((size_t)(sm->ctx + 1) * sizeof(int)), .cap = sm->ctx + 1};
         if (!s->slots[i].cache.ids) return snprintf(err, errlen, "out of memory"), server_free(s), NULL;
     }
+    if (s->n_slots > 1 && emx_forward_multi_batched(s->slots[0].st) &&
+        !(s->group = emx_forward_group_new(s->n_slots, err, errlen)))
+        return server_free(s), NULL;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
         snprintf(err, errlen, "--host '%s' is not an IPv4 address", o->host);

@@ -2,10 +2,11 @@
 // request queue and the generation slots.
 //
 // Slots: --parallel N worker threads, each with its own EmxState (KV cache) over the one
-// mmapped model, each running one generation at a time. There is no continuous batching: the
-// runtime has no multi-sequence batched forward, so N busy slots run N independent forwards
-// side by side (sharing the cores). A request waits in a FIFO queue of at most --queue
-// entries; past that it gets 503.
+// mmapped model, each running one generation at a time. On the CPU the busy slots decode
+// together (continuous batching, runtime/forward_group.h): one batched forward per step over
+// one row per decoding slot, each weight read once for all; a new request prefills alone and
+// joins at the next step. Backends without a batched step (CUDA) run the slots side by side.
+// A request waits in a FIFO queue of at most --queue entries; past that it gets 503.
 //
 // Prompt cache: each slot keeps the ids its KV cache holds (engine.h SrvCache); a request goes
 // to the idle slot sharing the longest prefix with its prompt (a prefix under half of both the

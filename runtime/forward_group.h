@@ -1,0 +1,56 @@
+// forward_group.h — a rendezvous that decodes several sequences together (continuous batching)
+// without changing their generation loops: each thread keeps calling emx_forward on its own
+// state, and the group turns the one-token calls of its members into one emx_forward_multi.
+//
+// The rule:
+//   - A member holds the step up from the moment it joins (about to start, decoding, or sampling
+//     between two steps), except while it runs a multi-token call (a prefill: that runs alone,
+//     at once, on its own state) and once it has left.
+//   - A one-token emx_forward of a member submits its row and waits. When every member that
+//     holds the step has submitted, the submitted rows run as one emx_forward_multi, on the
+//     thread of the submitted member in the lowest place of the group (the same thread from one
+//     step to the next while the members stay: its OpenMP team is warm), and every submitter
+//     gets its own logits back. A row submitted while a step runs goes into the next step.
+//   - Leaving (and a prefill starting) wakes the waiters: the step no longer waits for that member.
+// Results are bitwise those of running each state alone (emx_forward_multi's guarantee), so the
+// grouping changes the speed only, never a text. If the batched step refuses the rows (a bad
+// token or position, states of different models), each row runs alone, so a bad row gets its
+// own NULL and the others their logits.
+//
+// A state's own calls must come from one thread at a time, as without a group. A member must
+// not block on another member between its forward calls (the step would wait for it forever).
+// Several groups may live in one process; a group has no global state.
+#ifndef ENTROPIX_FORWARD_GROUP_H
+#define ENTROPIX_FORWARD_GROUP_H
+
+#include <stddef.h>
+
+#include "runtime/forward.h"
+
+typedef struct EmxForwardGroup EmxForwardGroup;
+
+// A group of at most max_members states. Returns NULL with a one-line reason.
+EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen);
+// Members still in it are let go (no thread may be inside one of their forward calls).
+void emx_forward_group_free(EmxForwardGroup *g);
+
+// s decodes in g from now on (it holds the step up: join as its generation starts). Refused
+// (-1 with a one-line reason) when s is already in a group, g is full, or s's backend has no
+// batched step (emx_forward_multi_batched: the rows would run in turn, each waiting for the
+// others, which is slower than alone).
+int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen);
+// s leaves its group (nothing when it is in none); waiting members no longer wait for it. Called
+// by s's own thread, not inside one of its forward calls; emx_state_free calls it.
+void emx_forward_group_leave(EmxState *s);
+// What the group is doing now, and has done (rows / steps: the mean batch). For tests, metrics.
+typedef struct {
+    int members;        // states in the group now
+    int waiting;        // rows submitted and not yet run (their threads are waiting)
+    long steps, rows;   // steps run since the group was made, and rows in them
+} EmxForwardGroupStats;
+void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st);
+
+// emx_forward for a member (runtime/forward.c calls it): one token joins the step, more run alone.
+const float *emx_forward_group_forward(EmxState *s, const int *tokens, int n, int pos);
+
+#endif

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""server_parallel.py — aggregate throughput of build/tools/server with --parallel P (a benchmark,
+not a test). Standard library only.
+
+    python3 tools/bench/server_parallel.py MODEL [--parallel 1,4,1,4] [--clients 4] [--requests 3]
+                                           [--max-tokens 128] [--threads 0] [--server build/tools/server]
+
+For each P in --parallel (in that order: alternate them, so that a change in the machine's load
+hits both), starts the server with --parallel P, lets C clients each send R streaming
+completions one after the other (fixed seeds, a mix of prompts, max_tokens each), and prints
+the aggregate completion tokens per second (all tokens / wall time of the run) and the median
+time to the first token. Then a summary per P, and the ratio of the best run of the largest P
+to the best run of the smallest.
+"""
+import argparse
+import http.client
+import json
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PROMPTS = [
+    "Tell me a short story about a lighthouse.",
+    "Explain why the sky is blue to a child.",
+    "Write a haiku about autumn leaves.",
+    "List three uses of a paperclip.",
+    "What makes a good cup of tea?",
+    "Describe a busy market in the morning.",
+]
+
+
+def start_server(args, parallel):
+    p = subprocess.Popen([args.server, args.model, "--port", "0", "-t", str(args.threads), "--parallel", str(parallel),
+                          "--queue", str(args.clients * 2)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    line = b""
+    while b"listening on" not in line:
+        line = p.stderr.readline()
+        if not line and p.poll() is not None:
+            sys.exit(f"server_parallel: the server exited ({p.returncode})")
+    port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", line).group(1))
+    threading.Thread(target=p.stderr.read, daemon=True).start()  # keep its stderr drained
+    return p, port
+
+
+def one_request(port, prompt, seed, max_tokens):
+    """(completion tokens, seconds to the first token) of one streaming chat completion."""
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}], "seed": seed, "max_tokens": max_tokens,
+                       "stream": True, "stream_options": {"include_usage": True}})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    t0 = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        sys.exit(f"server_parallel: HTTP {resp.status}: {resp.read()[:200]!r}")
+    ttft, tokens = None, 0
+    for raw in resp:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        if ttft is None and ev.get("choices") and ev["choices"][0]["delta"].get("content"):
+            ttft = time.monotonic() - t0
+        if ev.get("usage"):
+            tokens = ev["usage"]["completion_tokens"]
+    conn.close()
+    return tokens, ttft if ttft is not None else time.monotonic() - t0
+
+
+def run(args, parallel):
+    p, port = start_server(args, parallel)
+    results, lock = [], threading.Lock()
+
+    def client(c):
+        for r in range(args.requests):
+            k = c * args.requests + r
+            out = one_request(port, PROMPTS[k % len(PROMPTS)], 1000 + k, args.max_tokens)
+            with lock:
+                results.append(out)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    p.terminate()
+    p.wait(timeout=60)
+    tokens = sum(t for t, _ in results)
+    return tokens / wall, statistics.median(f for _, f in results), tokens, wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--parallel", default="1,4,1,4")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=3, help="requests per client, one after the other")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=0, help="-t of the server (0: all cores)")
+    ap.add_argument("--server", default="build/tools/server")
+    args = ap.parse_args()
+    best = {}
+    for par in [int(x) for x in args.parallel.split(",")]:
+        tps, ttft, tokens, wall = run(args, par)
+        print(f"parallel {par}: {tokens} tokens in {wall:.1f} s: {tps:.1f} tok/s aggregate, "
+              f"median time to first token {ttft * 1000:.0f} ms", flush=True)
+        best[par] = max(best.get(par, 0), tps)
+    lo, hi = min(best), max(best)
+    if lo != hi:
+        print(f"best: parallel {hi} {best[hi]:.1f} tok/s / parallel {lo} {best[lo]:.1f} tok/s = {best[hi] / best[lo]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

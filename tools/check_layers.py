@@ -22,6 +22,10 @@
     identifier before the matching '('; its length is the lines from the line of that name to the
     line of the closing '}', both included. Initialisers (`= {`: tables), struct/enum bodies and
     control statements at depth 0 (there are none in C) are not functions.
+(c) Error messages (outside tests/). A message reaches a caller's (err, errlen) through
+    emx_seterr / emx_vseterr (base/errmsg.h), never a snprintf of its own into err; the format
+    (its adjacent string literals joined) is one line (no \n), does not start with a capital
+    unless an acronym does ("GGUF", "CUDA"), and does not end in a period.
 """
 import os
 import re
@@ -182,6 +186,35 @@ def functions(text):
     return res
 
 
+ERRMSG_HOME = "base/errmsg.h"
+OWN_SNPRINTF = re.compile(r"\bv?snprintf\s*\(\s*err\s*,\s*errlen\s*,")
+SETERR_FMT = re.compile(r'\bemx_v?seterr\s*\([^;"]*?,[^;"]*?,\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)')
+LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def check_errmsgs(paths):
+    """(c): offences as strings, and the number of emx_seterr formats checked."""
+    errors, n = [], 0
+    for p in paths:
+        if p.startswith("tests/") or p == ERRMSG_HOME:
+            continue
+        with open(p, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in OWN_SNPRINTF.finditer(text):
+            errors.append(f"{p}:{line_of(text, m.start())}: writes err with its own snprintf (use emx_seterr, {ERRMSG_HOME})")
+        for m in SETERR_FMT.finditer(text):
+            n += 1
+            fmt = "".join(LITERAL.findall(m.group(1)))
+            where = f"{p}:{line_of(text, m.start())}: error message \"{fmt[:40]}\""
+            if "\\n" in fmt:
+                errors.append(f"{where} has a newline (one line per message)")
+            if re.match(r"[A-Z](?![A-Z0-9_])", fmt):
+                errors.append(f"{where} starts with a capital")
+            if fmt.endswith(".") and not fmt.endswith("..."):
+                errors.append(f"{where} ends in a period")
+    return errors, n
+
+
 def read_allow():
     allow = {}
     if os.path.isfile(ALLOW):
@@ -226,6 +259,8 @@ def main():
     paths = sources()
     errors, n_inc = check_includes(paths)
     over, n_funcs = measure(paths)
+    msg_errors, n_msgs = check_errmsgs(paths)
+    errors += msg_errors
     if "--write-allow" in sys.argv[1:]:
         write_allow(over)
         print(f"check_layers: wrote {ALLOW} ({len(over)} entries)")
@@ -242,7 +277,8 @@ def main():
              for k in sorted(allow) if k not in over]
     print(f"check_layers: {len(paths)} source files, {n_inc} quoted includes checked against the layers "
           f"{' <- '.join(LAYERS)} and for subfolder cycles; {n_funcs} functions outside tests/ and every "
-          f"file against {MAX_FUNC_LINES}/{MAX_FILE_LINES} lines; {len(over)} over, all allowed"
+          f"file against {MAX_FUNC_LINES}/{MAX_FILE_LINES} lines; {len(over)} over, all allowed; "
+          f"{n_msgs} error message formats"
           if not any(e.startswith(("file ", "function ")) for e in errors) else
           f"check_layers: {len(paths)} source files, {n_inc} includes, {n_funcs} functions checked")
     for n in notes:

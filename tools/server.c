@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/forward_backend.h"
 #include "tools/server/http.h"
@@ -132,7 +133,7 @@ static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errl
     if (emx_model_open(&sm->model, sa->args.model_path, err, errlen) != 0) return -1;
     char why[256];
     if (!(sm->tk = emx_tokenizer_new(&sm->model.tok, why, sizeof why))) {
-        snprintf(err, errlen, "%s: %s", sa->args.model_path, why);
+        emx_seterr(err, errlen, "%s: %s", sa->args.model_path, why);
         return emx_model_close(&sm->model), -1;
     }
     int ctx = sa->args.ctx;

@@ -18,6 +18,7 @@
 #include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "base/dtype.h"
+#include "base/errmsg.h"
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
 
@@ -126,7 +127,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     if (ctx < 0) return NULL;
     CpuState *s = calloc(1, sizeof(*s));
     if (!s) {
-        snprintf(err, errlen, "state: out of memory");
+        emx_seterr(err, errlen, "state: out of memory");
         return NULL;
     }
     s->m = m;
@@ -162,7 +163,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
         !s->att_scores || !s->logits) {
-        snprintf(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
+        emx_seterr(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
                  2 * kv * sizeof(float) >> 20);
         cpu_state_free(&s->base);
         return NULL;
@@ -511,7 +512,7 @@ static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
 static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
     CpuState *s = (CpuState *)st;
     if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx) {
-        snprintf(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+        emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
                  max_branches, tail_cap, s->batch_cap, s->ctx);
         return -1;
     }
@@ -521,7 +522,7 @@ static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_c
     if (!k || !v) {
         free(k);
         free(v);
-        snprintf(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * sizeof(float) >> 20);
+        emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * sizeof(float) >> 20);
         return -1;
     }
     free(s->br_key);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "runtime/forward_group.h"
 #include "tools/server/response.h"
 
@@ -540,7 +541,7 @@ static void server_free(SrvServer *s) {
 
 SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size_t errlen) {
     SrvServer *s = calloc(1, sizeof *s);
-    if (!s) return snprintf(err, errlen, "out of memory"), NULL;
+    if (!s) return emx_seterr(err, errlen, "out of memory"), NULL;
     s->sm = sm;
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
@@ -553,20 +554,20 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
         if (!s->slots[i].st) return server_free(s), NULL;
         // the prompt and every chosen token (the last one is recorded but not fed): ctx + 1
         s->slots[i].cache = (SrvCache){.ids = malloc((size_t)(sm->ctx + 1) * sizeof(int)), .cap = sm->ctx + 1};
-        if (!s->slots[i].cache.ids) return snprintf(err, errlen, "out of memory"), server_free(s), NULL;
+        if (!s->slots[i].cache.ids) return emx_seterr(err, errlen, "out of memory"), server_free(s), NULL;
     }
     if (s->n_slots > 1 && emx_forward_multi_batched(s->slots[0].st) &&
         !(s->group = emx_forward_group_new(s->n_slots, err, errlen)))
         return server_free(s), NULL;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
-        snprintf(err, errlen, "--host '%s' is not an IPv4 address", o->host);
+        emx_seterr(err, errlen, "--host '%s' is not an IPv4 address", o->host);
         return server_free(s), NULL;
     }
     for (int i = 0; i < s->n_slots; i++)
         if (pthread_create(&s->slots[i].thread, NULL, slot_main, &s->slots[i]) != 0) {
             s->slots[i].thread = 0;
-            snprintf(err, errlen, "cannot start slot thread %d", i);
+            emx_seterr(err, errlen, "cannot start slot thread %d", i);
             stop_slots(s);
             return server_free(s), NULL;
         }
@@ -580,7 +581,7 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
                             MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)120, MHD_OPTION_END);
     if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port);
+        emx_seterr(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", o->host, o->port);
         stop_slots(s);
         return server_free(s), NULL;
     }

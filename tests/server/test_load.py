@@ -10,6 +10,7 @@ seeds and samplers), all at once. Checks:
   - no request fails (every status 200, every stream ends with [DONE]);
   - every answer is complete and equal to the same request's answer run alone (same seed): a
     slot's answer may not depend on what the other slots run;
+  - the slots' decode steps ran batched (/metrics: more rows than steps);
   - the server's resident memory after the load is within 8 MiB of what it was after a warm-up
     round of the same requests (nothing grows per request).
 Nothing here measures time: each wait has a generous cap that can only fail the test.
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 
 ap = argparse.ArgumentParser()
 ap.add_argument("server")
@@ -143,6 +145,8 @@ warm = load_round(args.clients, 2)  # warm-up: every slot has run, every allocat
 rss_warm = rss_kib(proc.pid)
 got = load_round(args.clients, args.requests)
 rss_after = rss_kib(proc.pid)
+with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=TIMEOUT) as r:
+    m = {k: float(v) for k, v in (l.split(" ") for l in r.read().decode().splitlines() if l and not l.startswith("#"))}
 errors = [(i, r) for i, r in warm + got if isinstance(r, Exception)]
 check(f"{len(warm) + len(got)} requests from {args.clients} clients, no error", not errors,
       f"{len(errors)} failed, first: request {errors[0][0]}: {errors[0][1]}" if errors else "")
@@ -151,6 +155,10 @@ check("every answer equals the same request run alone", not diff,
       f"{len(diff)} differ, first: request {diff[0][0]}: {diff[0][1]!r} vs {alone[diff[0][0]]!r}" if diff else "")
 counts = [(i, r) for i, r in got if not isinstance(r, Exception) and r[2] is not None and r[2] != alone[i][2]]
 check("every answer's usage equals the one run alone", not counts)
+# Every slot busy all along (more clients than slots): on the CPU the slots' decode steps batch
+check("the busy slots decoded together (more rows than steps)",
+      m["entropix_batch_rows_total"] > m["entropix_batch_steps_total"] > 0, str(m))
+print(f"batching: {m['entropix_batch_rows_total']:.0f} rows in {m['entropix_batch_steps_total']:.0f} steps")
 check("resident memory flat after warm-up", rss_after <= rss_warm + 8 * 1024,
       f"{rss_warm} KiB after warm-up, {rss_after} KiB after the load")
 print(f"memory: {rss_warm} KiB after warm-up, {rss_after} KiB after {len(got)} requests")

@@ -264,6 +264,8 @@ static enum MHD_Result send_models(SrvServer *s, struct MHD_Connection *c) {
 
 static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
     char *t = NULL;
+    EmxForwardGroupStats gs = {0};
+    if (s->group) emx_forward_group_stats(s->group, &gs);
     pthread_mutex_lock(&s->mu);
     int n = asprintf(&t,
                      "# HELP entropix_requests_total Generation requests received.\n# TYPE entropix_requests_total counter\n"
@@ -287,10 +289,14 @@ static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
                      "# HELP entropix_slots_stalled Busy slots waiting for a streaming client to read.\n"
                      "# TYPE entropix_slots_stalled gauge\nentropix_slots_stalled %d\n"
                      "# HELP entropix_slots_total Slots (--parallel).\n# TYPE entropix_slots_total gauge\n"
-                     "entropix_slots_total %d\n",
+                     "entropix_slots_total %d\n"
+                     "# HELP entropix_batch_steps_total Batched decode steps of the busy slots (0: not batched).\n"
+                     "# TYPE entropix_batch_steps_total counter\nentropix_batch_steps_total %ld\n"
+                     "# HELP entropix_batch_rows_total Slot rows in those steps (rows / steps: the mean batch).\n"
+                     "# TYPE entropix_batch_rows_total counter\nentropix_batch_rows_total %ld\n",
                      s->n_requests, s->n_errors, s->n_prompt_tokens, s->n_cached_tokens, s->n_completion_tokens, s->decode_s,
                      s->last_tok_s,
-                     s->n_queued, s->n_busy, atomic_load(&s->n_stalled), s->n_slots);
+                     s->n_queued, s->n_busy, atomic_load(&s->n_stalled), s->n_slots, gs.steps, gs.rows);
     pthread_mutex_unlock(&s->mu);
     return send_body(c, 200, n < 0 ? NULL : t, "text/plain; version=0.0.4");
 }

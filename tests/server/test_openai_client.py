@@ -343,6 +343,7 @@ def agents_stop_string():
 
 def agents_logprobs_and_metrics():
     """Logprobs and metrics come from the pool's --metrics lines: one per committed token."""
+    chosen = []
     for top in (0, 3):
         got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=8, logprobs=True,
                                         top_logprobs=top, extra_body={"entropix": {"n": 3, "metrics": True}})
@@ -356,6 +357,9 @@ def agents_logprobs_and_metrics():
         toks = got.model_dump()["choices"][0]["entropix"]["tokens"]
         assert len(toks) == 8 and all(m["sampler"] == "agents" and "agent" in m for m in toks), toks
         assert [m["id"] for m in toks] and all(len(m.get("top_logprobs", [])) == top for m in toks), toks
+        chosen.append([t.logprob for t in content])
+    # top_logprobs 0 still gets each token's own logprob (the pool computes it only beside top ones)
+    assert chosen[0] == chosen[1] and any(x < 0 for x in chosen[0]), chosen
 
 
 def agents_bad_options():

@@ -86,11 +86,82 @@ Test(server, parse_rejects_each_bad_field) {
               "top_logprobs", "needs logprobs");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stream_options\":{}}", P, "stream_options", "needs stream");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"presence_penalty\":1}", P, "presence_penalty", "not supported");
-    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"sampler\":\"agents\"}}", P, "entropix.sampler",
-              "not served yet");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"sampler\":\"pool\"}}", P, "entropix.sampler",
+              "agents");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"profile\":\"/etc/passwd\"}}", P, "entropix.profile",
               "built-in");
     parse_bad("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", P, NULL, "\\u0000");
+}
+
+// The agent pool's options: eval's names, ./run's defaults and ranges.
+Test(server, parse_agents_fields) {
+    SrvRequest r;
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"agents\"}}", SRV_COMPLETION, &r);
+    cr_assert_eq(r.sampler, EMX_SAMPLER_AGENTS);
+    cr_assert(r.agents.n_agents == 8 && r.agents.lookahead == 1 && r.agents.workers == 1 && !r.agents.agent_configs);
+    cr_assert(r.agents.check_every == 0 && r.agents.critic_default_off, "no critic unless asked, as ./run");
+    srv_request_free(&r);
+    // keys of the pool imply the sampler (./run's rule); each value lands in its field
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"n\":3,\"lookahead\":2,\"workers\":3,\"check_every\":4,"
+             "\"window\":32,\"margin\":-1000,\"rollback\":2,\"max_rollbacks\":1,\"metrics\":true}}",
+             SRV_COMPLETION, &r);
+    cr_assert(r.sampler == EMX_SAMPLER_AGENTS && r.agents.n_agents == 3 && r.agents.lookahead == 2 && r.agents.workers == 3);
+    cr_assert(r.agents.check_every == 4 && r.agents.check_every_given && !r.agents.critic_default_off);
+    cr_assert(r.agents.critic_window == 32 && r.agents.critic_margin == -1000.0f && r.agents.rollback == 2);
+    cr_assert(r.agents.max_rollbacks == 1 && r.metrics);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"agent_configs\":\"0.3:5,1.2:0\",\"critic\":true,"
+             "\"critic_margin\":0.5,\"critic_window\":16}}", SRV_COMPLETION, &r);
+    cr_assert(!strcmp(r.agents.agent_configs, "0.3:5,1.2:0") && r.agents.check_every == 5 && r.agents.critic_window == 16);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"agents\":2,\"critic\":false,\"check_every\":0}}", SRV_COMPLETION, &r);
+    cr_assert(r.agents.n_agents == 2 && r.agents.check_every == 0);
+    srv_request_free(&r);
+}
+
+Test(server, parse_agents_rejects_each_bad_value) {
+    const int P = SRV_COMPLETION;
+    char body[512];
+    // key, value, the param named, a word of the message
+    const char *cases[][4] = {
+        {"n", "0", "entropix.n", "out of range [1, 64]"},
+        {"n", "1000", "entropix.n", "out of range [1, 64]"},
+        {"agents", "65", "entropix.agents", "out of range"},
+        {"n", "2.5", "entropix.n", "integer"},
+        {"n", "\"3\"", "entropix.n", "integer, not a string"},
+        {"n", "1e300", "entropix.n", "integer"},
+        {"lookahead", "-1", "entropix.lookahead", "out of range [1, 16]"},
+        {"lookahead", "17", "entropix.lookahead", "out of range"},
+        {"workers", "0", "entropix.workers", "out of range"},
+        {"workers", "9", "entropix.workers", "at most 8"},
+        {"check_every", "-1", "entropix.check_every", "out of range"},
+        {"window", "0", "entropix.window", "out of range"},
+        {"critic_window", "true", "entropix.critic_window", "integer"},
+        {"margin", "5000", "entropix.margin", "--critic-margin"},
+        {"margin", "\"x\"", "entropix.margin", "a number"},
+        {"rollback", "0", "entropix.rollback", "out of range"},
+        {"max_rollbacks", "-2", "entropix.max_rollbacks", "out of range"},
+        {"critic", "\"on\"", "entropix.critic", "boolean"},
+        {"agent_configs", "\"0.3\"", "entropix.agent_configs", "not T:k"},
+        {"agent_configs", "\"\"", "entropix.agent_configs", "--agent-configs"},
+        {"agent_configs", "3", "entropix.agent_configs", "a string"},
+        {"devices", "\"cuda:0\"", "entropix.devices", "one model"},
+        {"critic_model", "\"/tmp/m.bin\"", "entropix.critic_model", "one model"},
+        {"lookahed", "2", "entropix", "entropix.lookahed is not an option"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"agents\",\"%s\":%s}}", cases[i][0],
+                 cases[i][1]);
+        parse_bad(body, P, cases[i][2], cases[i][3]);
+    }
+    // what holds only for the options together
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"n\":2,\"workers\":3}}", P, "entropix.workers", "more than the 2 agents");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"n\":2,\"agents\":3}}", P, "entropix.agents", "give one");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"critic\":false,\"check_every\":4}}", P, "entropix.critic",
+              "check_every is 4");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"greedy\",\"n\":3}}", P, "entropix.n",
+              "needs sampler agents");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"top_p\":0.5}}", P, "entropix", "not an option");
 }
 
 Test(server, stop_holdback) {

@@ -115,13 +115,13 @@ def stall_must_block():
     assert out_min > 2 * room, f"{out_min} bytes of output may fit in {room} bytes of buffers: raise CTX"
 
 
-def open_stalled(port):
+def open_stalled(port, extra=None):
     """A streaming request that reads its first event, then nothing more."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)  # before connect: the window is set then
     s.settimeout(CAP_S)
     s.connect(("127.0.0.1", port))
-    body = json.dumps(STALL).encode()
+    body = json.dumps(dict(STALL, **(extra or {}))).encode()
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     got = b""
@@ -163,12 +163,14 @@ def queue_full_then_disconnect():
     assert rc == 0, f"exit {rc}"
 
 
-def stalled_client_does_not_hold_other_slots():
+def stalled_client_does_not_hold_other_slots(extra=None):
     """With --parallel 2 the slots decode in one batched step (forward groups, on the CPU): a slot
-    whose client stopped reading must step out of it, or every other slot waits for that client."""
+    whose client stopped reading must step out of it, or every other slot waits for that client.
+    extra: the stalled request's own fields (the agent pool, which decodes on replicas of its own
+    and must never be in the slots' step)."""
     p, port = start("--parallel", "2")
     try:
-        stalled = open_stalled(port)
+        stalled = open_stalled(port, extra)
         wait_for(port, "entropix_slots_stalled", 1)
         status, body = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                                            "max_tokens": 8, "seed": 3})
@@ -195,6 +197,8 @@ def sigterm_with_stalled_client():
 check("stalled stream cannot finish inside the buffers", stall_must_block)
 check("queue full -> 503, disconnect frees the slot", queue_full_then_disconnect)
 check("a stalled client does not hold up the other slots", stalled_client_does_not_hold_other_slots)
+check("a stalled agent-pool client does not hold up the other slots", lambda: stalled_client_does_not_hold_other_slots(
+    {"entropix": {"sampler": "agents", "n": 2, "metrics": True}}))
 check("SIGTERM with a stalled client exits 0", sigterm_with_stalled_client)
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

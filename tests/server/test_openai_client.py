@@ -326,6 +326,82 @@ def parallel_slots_same_as_run():
         assert text is not None and prompt + text + "\n" == want, (prompt, text, want)
 
 
+AGENTS_RUN = ["--system", "Be brief.", "-p", "Name a colour."]
+
+
+def agents_same_as_run():
+    """The agent pool: ./run --sampler agents's text for the same seed and options, streamed or not."""
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12,
+                                    extra_body={"entropix": {"sampler": "agents", "n": 3}})
+    want = run_text(chat.model, *AGENTS_RUN, "-s", "7", "-n", "12", "--sampler", "agents", "--agents", "3")
+    assert got.choices[0].message.content + "\n" == want, (got.choices[0].message.content, want)
+    assert got.usage.completion_tokens == 12 and got.choices[0].finish_reason == "length", got
+    x = got.model_dump()["entropix"]
+    assert x["sampler"] == "agents" and x["seed"] == 7 and x["pool"]["rounds"] == 12 and x["pool"]["checks"] == 0, x
+    chunks = list(c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12, stream=True,
+                                            extra_body={"entropix": {"sampler": "agents", "n": 3}}))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == got.choices[0].message.content
+
+
+def agents_critic_same_as_run():
+    """With the critic (margin -1000: every verdict BAD, so rollbacks happen, as tests/test_report.c)."""
+    opts = {"n": 4, "check_every": 4, "margin": -1000, "max_rollbacks": 2}
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=2, max_tokens=24,
+                                    extra_body={"entropix": opts})
+    want = run_text(chat.model, *AGENTS_RUN, "-s", "2", "-n", "24", "--agents", "4", "--check-every", "4",
+                    "--critic-margin", "-1000", "--max-rollbacks", "2")
+    assert got.choices[0].message.content + "\n" == want, (got.choices[0].message.content, want)
+    pool = got.model_dump()["entropix"]["pool"]
+    assert pool["checks"] > 0 and pool["bad"] > 0 and pool["rollbacks"] > 0 and pool["rolled_back_tokens"] > 0, pool
+    assert got.usage.completion_tokens == 24
+
+
+def agents_stop_string():
+    ext = {"entropix": {"sampler": "agents", "n": 3}}
+    base = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12,
+                                     extra_body=ext).choices[0].message.content
+    stop = base[8:11]
+    got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12, stop=stop, extra_body=ext)
+    assert got.choices[0].message.content == base[:base.index(stop)], (got.choices[0].message.content, base, stop)
+    assert got.choices[0].finish_reason == "stop" and got.usage.completion_tokens < 12, got
+    streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model=chat.model, messages=MSG, seed=7, max_tokens=12, stop=stop, stream=True, extra_body=ext) if ch.choices)
+    assert streamed == got.choices[0].message.content, (streamed, got.choices[0].message.content)
+
+
+def agents_logprobs_and_metrics():
+    """Logprobs and metrics come from the pool's --metrics lines: one per committed token."""
+    chosen = []
+    for top in (0, 3):
+        got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=8, logprobs=True,
+                                        top_logprobs=top, extra_body={"entropix": {"n": 3, "metrics": True}})
+        content = got.choices[0].logprobs.content
+        assert len(content) == got.usage.completion_tokens == 8, got
+        assert "".join(t.token for t in content) == got.choices[0].message.content
+        for t in content:
+            assert len(t.top_logprobs) == top and t.logprob <= 0, t
+            assert all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:]))
+            assert not top or t.logprob <= t.top_logprobs[0].logprob
+        toks = got.model_dump()["choices"][0]["entropix"]["tokens"]
+        assert len(toks) == 8 and all(m["sampler"] == "agents" and "agent" in m for m in toks), toks
+        assert [m["id"] for m in toks] and all(len(m.get("top_logprobs", [])) == top for m in toks), toks
+        chosen.append([t.logprob for t in content])
+    # top_logprobs 0 still gets each token's own logprob (the pool computes it only beside top ones)
+    assert chosen[0] == chosen[1] and any(x < 0 for x in chosen[0]), chosen
+
+
+def agents_bad_options():
+    url = chat.url + "/v1/chat/completions"
+    for opts, param in [({"n": 0}, "entropix.n"), ({"n": 1000}, "entropix.n"), ({"lookahead": -1}, "entropix.lookahead"),
+                        ({"lookahed": 2}, "entropix"), ({"devices": "cuda:0"}, "entropix.devices"),
+                        ({"critic_model": "x.bin"}, "entropix.critic_model"), ({"workers": 64}, "entropix.workers")]:
+        body = {"model": chat.model, "messages": MSG, "max_tokens": 2, "entropix": dict(sampler="agents", **opts)}
+        for stream in (False, True):
+            status, err = raw(url, json.dumps(dict(body, stream=stream)).encode())
+            error_object(status, err, 400, param)
+            assert param in err["error"]["message"], err
+
+
 def models_and_metrics():
     assert [m.id for m in c.models.list().data] == [chat.model]
     status, text = raw(chat.url + "/metrics", None, method="GET")

@@ -1,5 +1,6 @@
 // engine.c — one request's generation (engine.h).
 #include "tools/server/engine.h"
+#include "tools/server/engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,8 +83,7 @@ cJSON *srv_text_json(const char *s, size_t n) {
     return j;
 }
 
-// {token, logprob, bytes} for token id.
-static cJSON *token_entry(const EmxTokenizer *tk, int id, double logprob) {
+cJSON *srv_token_entry(const EmxTokenizer *tk, int id, double logprob) {
     size_t n = 0;
     const char *piece = emx_token_bytes_ref(tk, id, &n);
     cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
@@ -94,26 +94,8 @@ static cJSON *token_entry(const EmxTokenizer *tk, int id, double logprob) {
     return o;
 }
 
-typedef struct {
-    const SrvModel *sm;
-    const SrvRequest *r;
-    EmxRunSampler *rs;
-    EmxLogprobTap *lpt;          // NULL: no logprobs
-    const char *sampler_name;
-    atomic_int *cancel;
-    SrvEmit emit;
-    void *emit_user;
-    char *text;                  // every byte of text so far [len], emitted up to `sent`
-    size_t len, cap, sent;
-    cJSON *logprobs, *metrics;   // entries not yet emitted
-    int n_tokens;                // tokens chosen, the stop token included
-    int stopped;                 // a stop string matched
-    int emit_failed, oom;
-} Gen;
 
-// Emits text[sent..upto) with the pending entries; force: the entries even without text (the
-// end of the generation). Entries otherwise wait for their text, which may be held back.
-static int flush_text(Gen *g, size_t upto, int force) {
+int srv_flush_text(Gen *g, size_t upto, int force) {
     if (upto <= g->sent && !(force && (g->logprobs || g->metrics))) return 0;
     int rc = g->emit(g->emit_user, g->text + g->sent, upto - g->sent, g->logprobs, g->metrics);
     g->logprobs = g->metrics = NULL;
@@ -122,8 +104,7 @@ static int flush_text(Gen *g, size_t upto, int force) {
     return rc;
 }
 
-// Appends text, then emits what can no longer be part of a stop string. Returns non-zero to stop.
-static int add_text(Gen *g, const char *text, size_t len, int final) {
+int srv_add_text(Gen *g, const char *text, size_t len, int final) {
     if (g->len + len + 1 > g->cap) {
         size_t cap = (g->len + len + 1) * 2;
         char *t = realloc(g->text, cap);
@@ -138,18 +119,18 @@ static int add_text(Gen *g, const char *text, size_t len, int final) {
     if (match >= 0) {
         g->stopped = 1;
         g->len = (size_t)match;  // the stop string and what follows it are not returned
-        return flush_text(g, g->len, 0) || 1;
+        return srv_flush_text(g, g->len, 0) || 1;
     }
-    return flush_text(g, final ? g->len : g->len - hold, 0);
+    return srv_flush_text(g, final ? g->len : g->len - hold, 0);
 }
 
 static int add_entries(Gen *g, int index, int id, int pos, int is_stop) {
     if (g->lpt) {
         if (!g->logprobs && !(g->logprobs = cJSON_CreateArray())) return g->oom = 1;
         // The chosen logprob as a float, as its top_logprobs entry has it (the same number twice).
-        cJSON *o = token_entry(g->sm->tk, id, (float)g->lpt->last.chosen), *top = cJSON_CreateArray();
+        cJSON *o = srv_token_entry(g->sm->tk, id, (float)g->lpt->last.chosen), *top = cJSON_CreateArray();
         for (int j = 0; j < g->lpt->last.n && j < g->r->top_logprobs; j++)
-            cJSON_AddItemToArray(top, token_entry(g->sm->tk, g->lpt->last.id[j], g->lpt->last.logprob[j]));
+            cJSON_AddItemToArray(top, srv_token_entry(g->sm->tk, g->lpt->last.id[j], g->lpt->last.logprob[j]));
         cJSON_AddItemToObject(o, "top_logprobs", top);
         cJSON_AddItemToArray(g->logprobs, o);
     }
@@ -178,11 +159,10 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
         g->lpt = lpt;
         if (rc) return 1;
     }
-    return add_text(g, text, len, 0);
+    return srv_add_text(g, text, len, 0);
 }
 
-// ./run's flags for this request: the server's, then the request's settings on top.
-static void request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
+void srv_request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
     *a = sm->defaults;
     if (r->has_temperature) a->sampling.temperature = (float)r->temperature, a->temp_given = 1;
     if (r->has_top_p) a->sampling.top_p = (float)r->top_p, a->top_p_given = 1;
@@ -192,6 +172,19 @@ static void request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a)
     if (r->sampler >= 0) a->sampler = r->sampler, a->sampler_given = 1;
     // ./run's rule: a bare temperature 0 (no sampler named) means greedy.
     if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
+    if (a->sampler != EMX_SAMPLER_AGENTS) return;
+    const SrvAgents *g = &r->agents;  // the pool's flags as the request parser read them
+    a->n_agents = g->n_agents, a->agent_configs = g->agent_configs, a->lookahead = g->lookahead;
+    a->workers = g->workers, a->devices = "cpu", a->check_every = g->check_every;
+    a->check_every_given = g->check_every_given, a->critic_default_off = g->critic_default_off;
+    a->rollback = g->rollback, a->max_rollbacks = g->max_rollbacks, a->critic_window = g->critic_window;
+    a->critic_margin = g->critic_margin, a->critic_model = NULL;
+}
+
+int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r) {
+    EmxCliArgs a;
+    srv_request_args(sm, r, &a);
+    return a.sampler == EMX_SAMPLER_AGENTS;
 }
 
 int srv_cache_match(const SrvCache *c, const int *ids, int n_ids) {
@@ -224,9 +217,9 @@ static int run_loop(Gen *g, EmxState *st, SrvCache *cache, const int *ids, int n
         free(flushed);
         return srv_fail(e, 500, NULL, NULL, "generation failed: %s", err);
     }
-    if (!g->stopped && !g->emit_failed && !*g->cancel) add_text(g, flushed ? flushed : "", flushed_len, 1);
+    if (!g->stopped && !g->emit_failed && !*g->cancel) srv_add_text(g, flushed ? flushed : "", flushed_len, 1);
     free(flushed);
-    if (!g->emit_failed && (g->logprobs || g->metrics)) flush_text(g, g->sent, 1);  // entries left over
+    if (!g->emit_failed && (g->logprobs || g->metrics)) srv_flush_text(g, g->sent, 1);  // entries left over
     if (g->oom) return srv_fail(e, 500, NULL, NULL, "out of memory");
     return 0;
 }
@@ -235,7 +228,8 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e) {
     memset(res, 0, sizeof *res);
     EmxCliArgs a;
-    request_args(sm, r, &a);
+    srv_request_args(sm, r, &a);
+    if (a.sampler == EMX_SAMPLER_AGENTS) return srv_generate_pool(sm, &a, r, ids, n_ids, cancel, emit, emit_user, res, e);
     char err[320] = {0};
     EmxProfile profile = {0};
     if (a.sampler == EMX_SAMPLER_ENTROPIX && emx_run_build_profile(&a, &profile, err, sizeof err) != 0)

@@ -51,6 +51,8 @@ typedef struct {
     long cases[8];                  // entropix: tokens per case (LELV, HELV, LEHV, HEHV, ADAPTIVE)
     long n_inserted;
     double decode_s;
+    // agents: what the pool did (EmxPoolStats)
+    int pool, n_rounds, n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
 } SrvGenResult;
 
 // Called with each piece of final text (len may be 0 when only entries are passed) and the
@@ -63,10 +65,14 @@ typedef int (*SrvEmit)(void *user, const char *text, size_t len, cJSON *logprobs
 // or -1 with e filled (400: prompt longer than the context, a role order the template refuses).
 int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e);
 
+// 1 when r runs the agent pool (its own replicas: the slot's state is not used).
+int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r);
+
 // Runs r on state st (its own slot), whose rows `cache` describes: the prompt runs from
 // srv_cache_match's position, and `cache` then holds what st holds (also after a failure or a
 // cancel: only rows known to be written are kept). cancel: polled each token (non-zero: stop,
-// the result is then partial). Returns 0, or -1 with e filled (a 4xx for the request, 500 for
+// the result is then partial). Sampler "agents" runs the agent pool instead, on replicas of its
+// own (st and cache untouched; usage counts the prompt as computed). Returns 0, or -1 with e filled (a 4xx for the request, 500 for
 // the runtime).
 int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);

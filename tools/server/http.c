@@ -210,9 +210,12 @@ static void *slot_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         if (!j) return NULL;
         // decode in one batched step with the other busy slots (forward_group.h); refused only
-        // when the state is already in a group, which a slot's is not after leaving below
+        // when the state is already in a group, which a slot's is not after leaving below. The
+        // agent pool runs replicas of its own, never this state: as a member it would hold up
+        // every other slot's step until it ended.
         char gerr[160];
-        const int grouped = s->group && emx_forward_group_join(s->group, slot->st, gerr, sizeof gerr) == 0;
+        const int grouped = s->group && !srv_request_is_pool(s->sm, &j->req) &&
+                            emx_forward_group_join(s->group, slot->st, gerr, sizeof gerr) == 0;
         if (grouped) j->group = s->group, j->st = slot->st;
         run_job(slot, j);
         if (grouped) emx_forward_group_leave(slot->st);  // error and cancel included: run_job has returned

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/cli/cli_args.h"
+#include "runtime/cli/run_pool.h"
 #include "sampler/profile.h"
 
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
@@ -226,19 +227,142 @@ static int parse_logprobs(const cJSON *root, SrvRequest *r, SrvError *e) {
     return 0;
 }
 
+enum { AK_INT, AK_NUMBER, AK_STRING, AK_BOOL, AK_REFUSED };
+
+// The agent pool's keys, under tools/eval/config.c's names, and the ./run flag each stands for
+// (critic: --check-every 5 or 0, as eval's critic=on/off).
+static const struct { const char *key, *flag, *param; int kind; } agent_keys[] = {
+    {"n", "--agents", "entropix.n", AK_INT},
+    {"agents", "--agents", "entropix.agents", AK_INT},
+    {"agent_configs", "--agent-configs", "entropix.agent_configs", AK_STRING},
+    {"lookahead", "--lookahead", "entropix.lookahead", AK_INT},
+    {"workers", "--workers", "entropix.workers", AK_INT},
+    {"check_every", "--check-every", "entropix.check_every", AK_INT},
+    {"window", "--critic-window", "entropix.window", AK_INT},
+    {"critic_window", "--critic-window", "entropix.critic_window", AK_INT},
+    {"margin", "--critic-margin", "entropix.margin", AK_NUMBER},
+    {"critic_margin", "--critic-margin", "entropix.critic_margin", AK_NUMBER},
+    {"rollback", "--rollback", "entropix.rollback", AK_INT},
+    {"max_rollbacks", "--max-rollbacks", "entropix.max_rollbacks", AK_INT},
+    {"critic", "--check-every", "entropix.critic", AK_BOOL},
+    {"devices", NULL, "entropix.devices", AK_REFUSED},
+    {"critic_model", NULL, "entropix.critic_model", AK_REFUSED},
+};
+#define N_AGENT_KEYS ((int)(sizeof agent_keys / sizeof agent_keys[0]))
+#define EXTENSION_KEYS "sampler, profile, top_k, min_p, metrics; agents: n, agent_configs, lookahead, workers, " \
+                       "check_every, window, margin, rollback, max_rollbacks, critic"
+
+// Every key of the extension is one it knows: a misspelt option must not silently do nothing.
+static int check_extension_keys(const cJSON *x, SrvError *e) {
+    static const char *const base[] = {"sampler", "profile", "top_k", "min_p", "metrics"};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, x) {
+        int known = 0;
+        for (int i = 0; i < 5; i++) known |= strcmp(it->string, base[i]) == 0;
+        for (int i = 0; i < N_AGENT_KEYS; i++) known |= strcmp(it->string, agent_keys[i].key) == 0;
+        if (!known)
+            return srv_fail(e, 400, "entropix", NULL, "entropix.%.40s is not an option of the extension (" EXTENSION_KEYS ")",
+                            it->string);
+    }
+    return 0;
+}
+
+// Key k's value as ./run's flag value in buf (or the string itself). NULL with e set: wrong type.
+static const char *agent_value(int k, const cJSON *v, char *buf, size_t cap, SrvError *e) {
+    const char *param = agent_keys[k].param;
+    switch (agent_keys[k].kind) {
+    case AK_INT:  // an integer's digits; the range is ./run's parser's to check
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 9007199254740992.0)
+            return srv_fail(e, 400, param, NULL, "%s must be an integer, not %s", param,
+                            cJSON_IsNumber(v) ? "a fraction or a huge number" : type_name(v)), NULL;
+        snprintf(buf, cap, "%.0f", v->valuedouble);
+        return buf;
+    case AK_NUMBER:
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+            return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, type_name(v)), NULL;
+        snprintf(buf, cap, "%.17g", v->valuedouble);
+        return buf;
+    case AK_STRING:
+        if (!cJSON_IsString(v)) return srv_fail(e, 400, param, NULL, "%s must be a string, not %s", param, type_name(v)), NULL;
+        return v->valuestring;
+    case AK_BOOL:
+        if (!cJSON_IsBool(v)) return srv_fail(e, 400, param, NULL, "%s must be a boolean, not %s", param, type_name(v)), NULL;
+        return cJSON_IsTrue(v) ? "5" : "0";  // ./run's default K with a critic, or none
+    default:
+        return srv_fail(e, 400, param, NULL,
+                        "%s is not served: the server runs one model, with the pool's workers on the CPU "
+                        "(the critic is the served model)", param), NULL;
+    }
+}
+
+// The pool's keys to ./run flags, each parsed alone by ./run's parser (so an error names its
+// key), then all together into r->agents. Keys of the pool imply sampler "agents" (./run's rule).
+static int parse_agents(const cJSON *x, SrvRequest *r, SrvError *e) {
+    char vals[N_AGENT_KEYS][64];
+    char *argv[4 + 2 * N_AGENT_KEYS + 1] = {"server", "MODEL", "--sampler", "agents"};
+    int argc = 4, first = -1;
+    const cJSON *ce = field(x, "check_every");
+    for (int k = 0; k < N_AGENT_KEYS; k++) {
+        const cJSON *v = field(x, agent_keys[k].key);
+        if (!v) continue;
+        const char *val = agent_value(k, v, vals[k], sizeof vals[k], e), *param = agent_keys[k].param;
+        if (!val) return -1;
+        if (first < 0) first = k;
+        for (int j = 0; j < k; j++)  // n and agents, window and critic_window, ...: one of each
+            if (agent_keys[j].kind != AK_BOOL && agent_keys[k].kind != AK_BOOL && field(x, agent_keys[j].key) &&
+                strcmp(agent_keys[j].flag, agent_keys[k].flag) == 0)
+                return srv_fail(e, 400, param, NULL, "%s and %s are the same option: give one", agent_keys[j].param, param);
+        if (agent_keys[k].kind == AK_BOOL && ce) {  // check_every decides; it must agree
+            if (cJSON_IsNumber(ce) && (ce->valuedouble > 0) != cJSON_IsTrue(v))
+                return srv_fail(e, 400, param, NULL, "%s is %s but entropix.check_every is %g", param,
+                                cJSON_IsTrue(v) ? "true" : "false", ce->valuedouble);
+            continue;
+        }
+        char *one[] = {"server", "MODEL", "--sampler", "agents", (char *)agent_keys[k].flag, (char *)val, NULL};
+        EmxCliArgs a;
+        char why[256];
+        if (emx_cli_parse(6, one, &a, why, sizeof why) != 0) return srv_fail(e, 400, param, NULL, "%s: %s", param, why);
+        argv[argc++] = (char *)agent_keys[k].flag, argv[argc++] = (char *)val;
+    }
+    if (first >= 0 && r->sampler >= 0 && r->sampler != EMX_SAMPLER_AGENTS)
+        return srv_fail(e, 400, agent_keys[first].param, NULL, "%s is an agent pool option: it needs sampler agents, not %s",
+                        agent_keys[first].param, emx_sampler_kind_name(r->sampler));
+    if (first >= 0) r->sampler = EMX_SAMPLER_AGENTS;
+    if (r->sampler != EMX_SAMPLER_AGENTS) return 0;
+    EmxCliArgs a;
+    char why[256];
+    argv[argc] = NULL;
+    if (emx_cli_parse(argc, argv, &a, why, sizeof why) != 0) return srv_fail(e, 400, "entropix", NULL, "entropix: %s", why);
+    if (a.workers > SRV_MAX_WORKERS)
+        return srv_fail(e, 400, "entropix.workers", NULL, "entropix.workers is %d; this server allows at most %d",
+                        a.workers, SRV_MAX_WORKERS);
+    EmxRunPoolSetup ps;  // the agents' configs, and a worker for every agent
+    if (emx_run_pool_setup(&a, &ps, why, sizeof why) != 0)
+        return srv_fail(e, 400, a.agent_configs && strstr(why, "--agent-configs") ? "entropix.agent_configs" : "entropix.workers",
+                        NULL, "entropix: %s", why);
+    r->agents = (SrvAgents){.n_agents = a.n_agents, .lookahead = a.lookahead, .workers = a.workers,
+                            .check_every = a.check_every, .check_every_given = a.check_every_given,
+                            .critic_default_off = a.critic_default_off, .rollback = a.rollback,
+                            .max_rollbacks = a.max_rollbacks, .critic_window = a.critic_window,
+                            .critic_margin = a.critic_margin};
+    if (a.agent_configs && !(r->agents.agent_configs = dup_checked(a.agent_configs, "entropix.agent_configs", e))) return -1;
+    return 0;
+}
+
 static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
     const cJSON *x = field(root, "entropix");
     if (!x) return 0;
     if (!cJSON_IsObject(x)) return srv_fail(e, 400, "entropix", NULL, "entropix must be an object, not %s", type_name(x));
+    if (check_extension_keys(x, e)) return -1;
     const cJSON *s = field(x, "sampler");
     if (s) {
         if (!cJSON_IsString(s)) return srv_fail(e, 400, "entropix.sampler", NULL, "entropix.sampler must be a string");
-        for (int k = 0; k <= EMX_SAMPLER_ENTROPIX; k++)
+        for (int k = 0; k <= EMX_SAMPLER_AGENTS; k++)
             if (strcmp(s->valuestring, emx_sampler_kind_name(k)) == 0) r->sampler = k;
         if (r->sampler < 0)
             return srv_fail(e, 400, "entropix.sampler", NULL,
-                            "entropix.sampler '%.40s' is not one of entropix, greedy, combined, temp, topk, topp, minp%s",
-                            s->valuestring, strcmp(s->valuestring, "agents") == 0 ? " (the agent pool is not served yet)" : "");
+                            "entropix.sampler '%.40s' is not one of entropix, greedy, combined, temp, topk, topp, minp, agents",
+                            s->valuestring);
     }
     const cJSON *p = field(x, "profile");
     if (p) {
@@ -252,7 +376,8 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (get_int(x, "top_k", -1, 1 << 20, &r->has_top_k, &d, e)) return -1;
     r->top_k = (int)d;
     if (get_number(x, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
-    return get_bool(x, "metrics", &r->metrics, e);
+    if (get_bool(x, "metrics", &r->metrics, e)) return -1;
+    return parse_agents(x, r, e);
 }
 
 static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
@@ -319,6 +444,7 @@ void srv_request_free(SrvRequest *r) {
     free(r->model);
     free(r->prompt);
     free(r->profile);
+    free(r->agents.agent_configs);
     const int kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

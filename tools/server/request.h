@@ -14,7 +14,11 @@
 //   frequency_penalty (0 only). null is the same as absent. Unknown fields are ignored, as
 //   most OpenAI-compatible servers do, so newer clients keep working.
 //   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p,
-//   metrics (bool)}.
+//   metrics (bool)}, and for sampler "agents" the pool's options under tools/eval's names (n or
+//   agents, agent_configs, lookahead, workers, check_every, window or critic_window, margin or
+//   critic_margin, rollback, max_rollbacks, critic (bool)), each checked by ./run's own parser
+//   as the flag it stands for; devices and critic_model are refused. A key the extension does
+//   not know is refused (a misspelt option must not silently do nothing).
 #ifndef ENTROPIX_SERVER_REQUEST_H
 #define ENTROPIX_SERVER_REQUEST_H
 
@@ -26,6 +30,7 @@
 #define SRV_MAX_MESSAGES 1024
 #define SRV_MAX_TOKENS (1 << 20)
 #define SRV_MAX_LOGPROBS 20
+#define SRV_MAX_WORKERS 8     // agents: CPU workers (a model replica each) one request may ask for
 
 enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
 
@@ -33,6 +38,16 @@ typedef struct {
     char *role;      // "system", "user", "assistant" (developer is read as system)
     char *content;   // malloc'd UTF-8 (text parts joined)
 } SrvMessage;
+
+// The agent pool's settings (sampler "agents"): the EmxCliArgs fields ./run's parser gave the
+// flags the extension's keys stand for (its defaults where a key is absent).
+typedef struct {
+    int n_agents;             // --agents
+    char *agent_configs;      // --agent-configs (owned) or NULL
+    int lookahead, workers, check_every, check_every_given, critic_default_off;
+    int rollback, max_rollbacks, critic_window;
+    float critic_margin;
+} SrvAgents;
 
 typedef struct {
     int kind;                 // enum srv_kind
@@ -56,6 +71,7 @@ typedef struct {
     int has_min_p;
     double min_p;
     int metrics;              // return each token's entropix metrics
+    SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only
 } SrvRequest;
 
 // An error as the OpenAI API reports it: the HTTP status and the error object's fields.

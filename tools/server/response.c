@@ -163,6 +163,15 @@ static cJSON *extension(const SrvGenResult *res) {
         for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(c, names[i], (double)res->cases[i]);
         cJSON_AddNumberToObject(x, "pauses_inserted", (double)res->n_inserted);
     }
+    if (res->pool) {  // what the agent pool did (./run's closing stats)
+        cJSON *p = cJSON_AddObjectToObject(x, "pool");
+        cJSON_AddNumberToObject(p, "rounds", res->n_rounds);
+        cJSON_AddNumberToObject(p, "checks", res->n_checks);
+        cJSON_AddNumberToObject(p, "bad", res->n_bad);
+        cJSON_AddNumberToObject(p, "rollbacks", res->n_rollbacks);
+        cJSON_AddNumberToObject(p, "rolled_back_tokens", res->n_rolled_back_tokens);
+        cJSON_AddNumberToObject(p, "bad_accepted", res->n_bad_accepted);
+    }
     return x;
 }
 

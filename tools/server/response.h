@@ -6,7 +6,8 @@
 // [{token, logprob, bytes}]}); a completion gets them as the legacy shape {tokens,
 // token_logprobs, top_logprobs: [{token: logprob}], text_offset}. The "entropix" extension
 // adds choices[0].entropix.tokens (the --metrics objects) and, at the end, a top-level
-// "entropix" object {seed, sampler, cases, pauses_inserted}.
+// "entropix" object {seed, sampler, cases, pauses_inserted; agents: pool {rounds, checks, bad,
+// rollbacks, rolled_back_tokens, bad_accepted}}.
 #ifndef ENTROPIX_SERVER_RESPONSE_H
 #define ENTROPIX_SERVER_RESPONSE_H
 

@@ -31,6 +31,18 @@ typedef struct {
     char err_path[64];
 } Server;
 
+// The running server, for stop_server_left: a failed assertion ends the test before its
+// server_stop, and the server must not outlive it (nor hold the runner's output open).
+static Server running;
+
+static void stop_server_left(void) {
+    if (running.pid <= 0) return;
+    kill(running.pid, SIGKILL);
+    waitpid(running.pid, NULL, 0);
+    unlink(running.err_path);
+    running.pid = 0;
+}
+
 // build/tools/server MODEL --port 0 [extra...]; returns once stderr names the port.
 static Server server_start(const char *model_name, const char *const *extra) {
     Server s = {0};
@@ -47,10 +59,12 @@ static Server server_start(const char *model_name, const char *const *extra) {
     cr_assert(fd >= 0);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 1);
     posix_spawn_file_actions_adddup2(&fa, fd, 2);
     cr_assert_eq(posix_spawn(&s.pid, prog, &fa, NULL, (char *const *)argv, environ), 0, "cannot start %s", prog);
     posix_spawn_file_actions_destroy(&fa);
     close(fd);
+    running = s;
     // The line "... listening on http://127.0.0.1:PORT" comes once the socket is bound (or the
     // server exits). The bound is a safety net for a hung start, not a measured threshold.
     for (int tries = 0; tries < 1200 && !s.port; tries++) {
@@ -73,6 +87,7 @@ static void server_stop(Server *s) {
     waitpid(s->pid, &status, 0);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the server did not exit 0 on SIGTERM");
     unlink(s->err_path);
+    running.pid = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -184,6 +199,17 @@ static Answer page_answer(const char *dom, int which) {
     body += strlen("<div class=\"body\">");
     const char *end = strstr(body, "</div>");  // the body holds spans and text only
     Answer a = {.text = dom_text(body, (size_t)(end - body))};
+    // The text is the tokens' text: none of it outside a token element.
+    char *in_tokens = calloc(1, strlen(a.text) + 1);
+    for (const char *p = body; (p = strstr(p, "<span class=\"tok ")) && p < end; p++) {
+        const char *open = strchr(p, '>') + 1, *close = strstr(open, "</span>");
+        char *t = dom_text(open, (size_t)(close - open));
+        cr_assert(strlen(in_tokens) + strlen(t) <= strlen(a.text), "token text past the answer's");
+        strcat(in_tokens, t);
+        free(t);
+    }
+    cr_expect_str_eq(in_tokens, a.text, "answer %d: text outside the token elements", which);
+    free(in_tokens);
     for (const char *p = body; (p = strstr(p, "<span class=\"tok c-")) && p < end; p++) {
         const char *c = p + strlen("<span class=\"tok c-");
         const size_t len = strcspn(c, " \"");
@@ -235,7 +261,7 @@ static char *drive(int port, const char *query, const char *name) {
 
 // ---------------------------------------------------------------------------------------------
 
-Test(page, served_without_key_and_palette_is_the_reports, .timeout = 120) {
+Test(page, served_without_key_and_palette_is_the_reports, .timeout = 120, .fini = stop_server_left) {
     Server s = server_start("qwen3-tiny.q8.bin", (const char *[]){"--api-key", "sekret", NULL});
     Http h = http(s.port, "GET", "/", NULL, NULL);
     cr_expect_eq(h.status, 200);
@@ -263,7 +289,7 @@ Test(page, served_without_key_and_palette_is_the_reports, .timeout = 120) {
     }
 }
 
-Test(page, chat_streams_tokens_as_the_api_answers, .timeout = 600) {
+Test(page, chat_streams_tokens_as_the_api_answers, .timeout = 600, .fini = stop_server_left) {
     char bin[512];
     find_browser(bin, sizeof bin);  // skip before starting anything
     Server s = server_start("qwen3-tiny.q8.bin", NULL);
@@ -289,7 +315,7 @@ Test(page, chat_streams_tokens_as_the_api_answers, .timeout = 600) {
     server_stop(&s);
 }
 
-Test(page, model_without_template_uses_completions, .timeout = 600) {
+Test(page, model_without_template_uses_completions, .timeout = 600, .fini = stop_server_left) {
     char bin[512];
     find_browser(bin, sizeof bin);
     Server s = server_start("stories260K.f32.bin", NULL);
@@ -307,7 +333,7 @@ Test(page, model_without_template_uses_completions, .timeout = 600) {
     server_stop(&s);
 }
 
-Test(page, api_key_asked_and_sent, .timeout = 600) {
+Test(page, api_key_asked_and_sent, .timeout = 600, .fini = stop_server_left) {
     char bin[512];
     find_browser(bin, sizeof bin);
     Server s = server_start("qwen3-tiny.q8.bin", (const char *[]){"--api-key", "sekret", NULL});

@@ -111,13 +111,15 @@ def main():
         ready = evaluate(c, s, """new Promise(function (done) {
             var t0 = Date.now();
             (function poll() {
+              if (!document.getElementById("log")) return done(false);  // not the chat page (an error body)
               if (document.body.getAttribute("data-ready") === "1") return done(true);
               if (Date.now() - t0 > %d) return done(false);
               setTimeout(poll, 50);
             })();
           })""" % (WAIT_S * 1000))
         if not ready:
-            print("page_driver: %s did not set data-ready=1 within %d s" % (url, WAIT_S), file=sys.stderr)
+            print("page_driver: %s is not the chat page, or did not set data-ready=1 within %d s: %.300s"
+                  % (url, WAIT_S, evaluate(c, s, "document.documentElement.outerHTML")), file=sys.stderr)
             return 1
         # Hover over the first token so the screenshot shows its metrics card.
         box = evaluate(c, s, """(function () { var t = document.querySelector(".msg.assistant .tok:not(:empty)");

@@ -343,10 +343,14 @@ Test(page, api_key_asked_and_sent, .timeout = 600, .fini = stop_server_left) {
     cr_expect(strstr(dom, "data-error=\"1\"") && strstr(dom, "HTTP 401: missing or wrong API key"),
               "the 401 is not shown: %.2000s", strstr(dom, "<div id=\"log\">"));
     free(dom);
+    // With the key; the message is markup, which the page must show as text, not run.
     Answer api = api_answer(s.port, "sekret", "/v1/chat/completions",
-                            "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"seed\":5,\"max_tokens\":12,"
-                            "\"entropix\":{\"sampler\":\"greedy\",\"metrics\":true}}");
-    dom = drive(s.port, "?prompt=Hi&seed=5&max_tokens=12&sampler=greedy#api_key=sekret", "qwen3-tiny-key");
+                            "{\"messages\":[{\"role\":\"user\",\"content\":\"<img src=x onerror=\\\"document.title='pwned'\\\">Hi\"}],"
+                            "\"seed\":5,\"max_tokens\":12,\"entropix\":{\"sampler\":\"greedy\",\"metrics\":true}}");
+    dom = drive(s.port, "?prompt=%3Cimg%20src%3Dx%20onerror%3D%22document.title%3D'pwned'%22%3EHi&seed=5&max_tokens=12&sampler=greedy"
+                "#api_key=sekret", "qwen3-tiny-key");
+    cr_expect(!strstr(dom, "<img") && !strstr(dom, "<title>pwned"), "the message became markup");
+    cr_expect(strstr(dom, "&lt;img src=x onerror=\"document.title='pwned'\"&gt;Hi"), "the message is not shown as text");
     Answer p = page_answer(dom, 0);
     expect_same(&p, &api, 0);
     cr_expect_eq(p.per_case[5], p.completion_tokens, "greedy: every token is c-none");

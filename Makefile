@@ -91,6 +91,10 @@ include tests/fuzz/fuzz.mk
 REPORT_TEMPLATE_OBJ := $(BUILD)/obj/runtime/report/report_template.o $(FUZZ_BUILD)/obj/runtime/report/report_template.o \
                        $(if $(EMU_OUT),$(EMU_OUT)/obj/runtime/report/report_template.o)
 $(REPORT_TEMPLATE_OBJ): runtime/report/report_template.html
+# The server's chat page (tools/server/page.c) is built in the same way.
+SERVER_PAGE_OBJ := $(BUILD)/obj/tools/server/page.o $(FUZZ_BUILD)/obj/tools/server/page.o \
+                   $(if $(EMU_OUT),$(EMU_OUT)/obj/tools/server/page.o)
+$(SERVER_PAGE_OBJ): tools/server/page.html
 
 # The emulated kernel tests run twice: threads of a block in forward, then reverse order between
 # barriers (a missing __syncthreads shows as a difference; tests/cuda_emu/README.md). A kernel

@@ -13,6 +13,7 @@
 
 #include "base/errmsg.h"
 #include "runtime/forward_group.h"
+#include "tools/server/page.h"
 #include "tools/server/response.h"
 
 // One request's generation, shared by its connection and the slot that runs it (refs: 2 while
@@ -262,7 +263,22 @@ static enum MHD_Result send_models(SrvServer *s, struct MHD_Connection *c) {
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "entropix.c");
+    // Extension: false when /v1/chat/completions would refuse (no template; the page then uses /v1/completions).
+    cJSON_AddBoolToObject(m, "chat_template", s->sm->model.cfg.chat_template != EMX_CHAT_NONE);
     return send_json(c, o);
+}
+
+// The chat page (page.h): static bytes, never freed. The policy allows only the page's own
+// inline code and calls to this server: a model's text shown in it can load and send nothing.
+static enum MHD_Result send_page(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(srv_page_html), (void *)srv_page_html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+                            "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'");
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 static enum MHD_Result send_metrics(SrvServer *s, struct MHD_Connection *c) {
@@ -428,6 +444,7 @@ static enum MHD_Result route(SrvServer *s, struct MHD_Connection *c, const char 
     SrvError e;
     const int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     if (strcmp(url, "/health") == 0 && get) return send_body(c, 200, strdup("{\"status\":\"ok\"}"), "application/json");
+    if (strcmp(url, "/") == 0 && get) return send_page(c);  // no key: the page asks for it, its API calls carry it
     if (!authorized(s, c)) {
         srv_fail(&e, 401, NULL, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
         return send_error(s, c, &e);
@@ -442,7 +459,7 @@ static enum MHD_Result route(SrvServer *s, struct MHD_Connection *c, const char 
         }
         return generate(s, c, chat ? SRV_CHAT : SRV_COMPLETION, k->body ? k->body : "", k->len);
     }
-    const int known = chat || cmpl || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health");
+    const int known = chat || cmpl || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health") || !strcmp(url, "/");
     if (known) srv_fail(&e, 405, NULL, "method_not_allowed", "%.8s is not allowed on %.80s", method, url);
     else srv_fail(&e, 404, NULL, "not_found", "no endpoint %.80s", url);
     return send_error(s, c, &e);

@@ -1,6 +1,6 @@
-// browser_util.h — headless chromium for the tests that render pages (test_page.c): its full
+// browser_util.h — headless chromium for the tests that render pages (test_report.c, test_page.c): its full
 // path (posix_spawn does not search PATH), or a skip that says why, unless EMX_REQUIRE_BROWSER=1
-// (make check), where a missing chromium fails. test_report.c has the same rule.
+// (make check), where a missing chromium fails.
 #ifndef ENTROPIX_BROWSER_UTIL_H
 #define ENTROPIX_BROWSER_UTIL_H
 

@@ -15,31 +15,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "browser_util.h"
 #include "run_util.h"
 #include "test_util.h"
 #include "runtime/model.h"
 #include "runtime/report/report.h"
 #include "sampler/profile.h"
 #include "tokenizer/tokenizer.h"
-
-// chromium's full path (posix_spawn does not search PATH), or skip/fail as the header says.
-static const char *browser(char *buf, size_t cap) {
-    const char *path = getenv("PATH");
-    static const char *const names[] = {"chromium", "chromium-browser"};
-    for (int n = 0; n < 2 && path; n++)
-        for (const char *s = path; *s;) {
-            const char *e = strchr(s, ':');
-            size_t len = e ? (size_t)(e - s) : strlen(s);
-            snprintf(buf, cap, "%.*s/%s", (int)len, s, names[n]);
-            if (len && access(buf, X_OK) == 0) return buf;
-            s += len + (e ? 1 : 0);
-        }
-    const char *req = getenv("EMX_REQUIRE_BROWSER");
-    if (req && strcmp(req, "1") == 0)
-        cr_assert_fail("EMX_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium)");
-    cr_skip_test("no chromium on PATH: the report is not rendered (apt-get install chromium; EMX_REQUIRE_BROWSER=1 makes this a failure)");
-    return NULL;
-}
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
@@ -50,7 +32,7 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 // $EMX_BUILD/report-shots/NAME.png. Each call has its own profile folder: tests run in parallel.
 static char *render(const char *html, const char *name) {
     char bin[512], profile[] = "/tmp/emx_chromium_XXXXXX", url[600], udd[600], shot[600], dir[512];
-    browser(bin, sizeof bin);
+    find_browser(bin, sizeof bin);
     cr_assert(mkdtemp(profile));
     snprintf(url, sizeof url, "file://%s", html);
     snprintf(udd, sizeof udd, "--user-data-dir=%s", profile);
@@ -161,7 +143,7 @@ static const char *const SERIES[] = {"logits_entropy_bits", "logits_varentropy_b
 
 Test(report, single_stream_entropix_stories, .timeout = 300) {
     char bin[512], mp[512], html[64], metrics[64];
-    browser(bin, sizeof bin);  // skip before running anything
+    find_browser(bin, sizeof bin);  // skip before running anything
     tmp_name(html, ".html"), tmp_name(metrics, ".jsonl");
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once upon a time", "-n", "120", "-s", "7",
                           "-t", "1", "--metrics", metrics, "--report", html, NULL};
@@ -203,7 +185,7 @@ Test(report, single_stream_entropix_stories, .timeout = 300) {
 
 Test(report, basic_sampler_says_metrics_unused, .timeout = 300) {
     char bin[512], mp[512], html[64], metrics[64];
-    browser(bin, sizeof bin);
+    find_browser(bin, sizeof bin);
     tmp_name(html, ".html"), tmp_name(metrics, ".jsonl");
     const char *args[] = {model(mp, sizeof mp, "stories260K.f32.bin"), "-p", "Once", "-n", "30", "-s", "1", "-t", "1",
                           "--sampler", "topk", "--metrics", metrics, "--report", html, NULL};
@@ -225,7 +207,7 @@ Test(report, basic_sampler_says_metrics_unused, .timeout = 300) {
 
 Test(report, agents_rollbacks_qwen3, .timeout = 300) {
     char bin[512], mp[512], html[64], metrics[64];
-    browser(bin, sizeof bin);
+    find_browser(bin, sizeof bin);
     tmp_name(html, ".html"), tmp_name(metrics, ".jsonl");
     // margin -1000: every verdict BAD, so rollbacks (and, after 2, an accepted BAD) happen
     const char *args[] = {model(mp, sizeof mp, "qwen3-tiny.f32.bin"), "-p", "Hello", "-n", "24", "-s", "2", "-t", "1",
@@ -388,7 +370,7 @@ Test(report_writer, hostile_pieces_json_stays_valid, .timeout = 120) {
 // Rendered: the page's script ran, nothing injected ran, the pieces show as text.
 Test(report_writer, hostile_pieces_render_as_text, .timeout = 120) {
     char bin[512], dir[] = "/tmp/emx_report_w_XXXXXX", path[600];
-    browser(bin, sizeof bin);
+    find_browser(bin, sizeof bin);
     write_hostile(dir, path, sizeof path);
     const int nh = (int)(sizeof HOSTILE / sizeof HOSTILE[0]);
     {

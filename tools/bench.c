@@ -5,6 +5,7 @@
 //                                     [--runs 3] [--peak-gbps X] [--graphs 0|1]
 //                                     [--llama-bench BIN --gguf MODEL.gguf | --compare-cmd CMD]
 //                                     [--save FILE] [--baseline FILE]
+//                                     [--bandwidth-model] [--model-device NAME]
 //   build/tools/bench sampler MODEL.bin [--device D] [-n 128] [-t threads] [--runs 5]
 //                                       [--prompt TEXT] [--profile NAME|FILE]
 //   build/tools/bench agents MODEL.bin [--device D] [-n 128] [-t threads] [--runs 3] [--agents 8]
@@ -21,7 +22,9 @@
 // llama-bench runs alternately with ours on the GGUF of the same model (-r 1 per round, -ngl 0
 // or 99 to match our device); with --compare-cmd, any command that prints its decode tok/s
 // (compare_cmd.h). --save writes the result as JSON; --baseline compares with a saved one (the
-// regression guard). Medians over --runs rounds.
+// regression guard). Medians over --runs rounds. Under the CUDA emulator, and on any device with
+// --bandwidth-model, a bandwidth model follows: the step's bytes per kernel and the lower bound
+// they imply on a named GPU (bandwidth_model.h).
 //
 // `agents`: what the agent pool costs (no critic): decode tok/s of the single stream (greedy),
 // of N agents at lookahead 1 (one forward per token, N proposals) and of N agents at lookahead
@@ -43,6 +46,7 @@
 #include <string.h>
 
 #include "sampler/calibrate.h"
+#include "tools/bench/bandwidth_model.h"
 #include "tools/bench/compare_cmd.h"
 #include "runtime/cpu/cpu_matmul.h"
 #include "base/dtype.h"
@@ -80,6 +84,10 @@ static int usage(FILE *f) {
             "                      EMX_BENCH_THREADS, EMX_BENCH_DEVICE)\n"
             "  --save FILE         write the result as JSON\n"
             "  --baseline FILE     compare with a result saved earlier\n"
+            "  --bandwidth-model   print the decode step's bandwidth model (a lower bound, not a\n"
+            "                      measurement; printed anyway when the step runs under the CUDA emulator)\n"
+            "  --model-device NAME the model's GPU: h100-sxm (default), h100-pcie, h200, a100-80gb,\n"
+            "                      a100-40gb, l40s, rtx4090\n"
             "usage: bench sampler MODEL.bin [options]\n"
             "  Decode tok/s and sampler time per token, greedy vs entropix, runs alternated.\n"
             "  --device D          cpu, cuda:N or auto (default auto)\n"
@@ -339,10 +347,21 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
     return 0;
 }
 
+// The bandwidth model of tgN's mean step: positions 0..N-1 make bytes linear in the position,
+// so the mean step is the step at (N - 1) / 2; rounded down, the bound stays below it.
+static void print_bw_model(const EmxModel *model, int n_gen, const EmxBwDevice *d) {
+    EmxBwModel bm;
+    const int pos = n_gen > 0 ? (n_gen - 1) / 2 : 0;
+    emx_bw_model(model, pos, &bm);
+    char what[64] = "";
+    if (n_gen > 0) snprintf(what, sizeof what, " (the mean of tg%d's 0..%d, rounded down)", n_gen, n_gen - 1);
+    emx_bw_model_print(stdout, &bm, d, what);
+}
+
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
-    const char *device = "auto", *compare = NULL, *peak_text = NULL;
-    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1;
+    const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm";
+    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0;
     const ToolOpt opts[] = {
         {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
         {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
@@ -350,6 +369,7 @@ static int bench_speed(int argc, char **argv) {
         {"--save", TOOL_STR, &save, 0, 0},          {"--baseline", TOOL_STR, &baseline, 0, 0},
         {"--device", TOOL_STR, &device, 0, 0},      {"--compare-cmd", TOOL_STR, &compare, 0, 0},
         {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
+        {"--bandwidth-model", TOOL_FLAG, &bw_model, 0, 0}, {"--model-device", TOOL_STR, &model_device, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -357,7 +377,13 @@ static int bench_speed(int argc, char **argv) {
     if (check_speed_args(llama, gguf, compare, n_prompt, n_gen)) return 2;
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0) return 2;
+    const EmxBwDevice *bw_device = emx_bw_device(model_device);
     char err[512];
+    if (!bw_device) {
+        emx_bw_device_names(err, sizeof err);
+        fprintf(stderr, "bench: --model-device: unknown device '%s' (known: %s)\n", model_device, err);
+        return 2;
+    }
     EmxBenchResult base;
     if (baseline && emx_bench_result_load(baseline, &base, err, sizeof err) != 0) {
         fprintf(stderr, "bench: --baseline %s\n", err);
@@ -423,6 +449,8 @@ static int bench_speed(int argc, char **argv) {
         .other_decode_tps = other[0] ? median(theirs[1], runs) : 0,
     };
     emx_speed_report_print(stdout, &rep);
+    // The emulator's timings say nothing about a GPU's: the model is what there is to read.
+    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, bw_device);
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

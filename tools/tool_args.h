@@ -1,6 +1,6 @@
 // tool_args.h — the command lines of the tools in tools/ (bench, calibrate), parsed from a table
 // of options: `-x VALUE` / `--long VALUE` flags that set an int (checked against a range) or a
-// string, and positional arguments. Errors are one line on stderr, "tool: ...", and exit code 2.
+// string, bare `--switch` flags that set an int to 1, and positional arguments. Errors are one line on stderr, "tool: ...", and exit code 2.
 // Header-only: each tool is one program.
 #ifndef ENTROPIX_TOOL_ARGS_H
 #define ENTROPIX_TOOL_ARGS_H
@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TOOL_INT, TOOL_STR };
+enum { TOOL_INT, TOOL_STR, TOOL_FLAG };
 
 typedef struct {
     const char *flag;  // "-n", "--runs"
-    int kind;          // TOOL_INT or TOOL_STR
-    void *dst;         // int * or const char **
+    int kind;          // TOOL_INT, TOOL_STR or TOOL_FLAG (no value: sets *dst to 1)
+    void *dst;         // int * (TOOL_INT, TOOL_FLAG) or const char **
     int lo, hi;        // TOOL_INT: the allowed range
 } ToolOpt;
 
@@ -41,6 +41,10 @@ static inline int tool_parse_args(const char *tool, int argc, char **argv, const
         if (!o) {
             fprintf(stderr, "%s: unknown option '%s' (see --help)\n", tool, a);
             return 2;
+        }
+        if (o->kind == TOOL_FLAG) {
+            *(int *)o->dst = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "%s: %s: missing value\n", tool, a);

@@ -358,6 +358,33 @@ static void print_bw_model(const EmxModel *model, int n_gen, const EmxBwDevice *
     emx_bw_model_print(stdout, &bm, d, what);
 }
 
+// The model at path opened (*model_open set) and a state with so.ctx positions on so.device, or
+// NULL after a one-line error.
+static EmxState *speed_state(EmxModel *model, int *model_open, const char *path, EmxStateOptions so) {
+    char err[512];
+    if (emx_model_open(model, path, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return NULL;
+    }
+    *model_open = 1;
+    if (so.ctx > (int)model->cfg.max_seq_len) {
+        fprintf(stderr, "bench: %d tokens exceed the model's context %u\n", so.ctx, model->cfg.max_seq_len);
+        return NULL;
+    }
+    EmxState *st = emx_state_new(model, &so, err, sizeof err);
+    if (!st) fprintf(stderr, "bench: %s\n", err);
+    return st;
+}
+
+// --model-device's device, or NULL after a one-line usage error that lists the names.
+static const EmxBwDevice *bw_device_arg(const char *name) {
+    const EmxBwDevice *d = emx_bw_device(name);
+    char names[256];
+    emx_bw_device_names(names, sizeof names);
+    if (!d) fprintf(stderr, "bench: --model-device: unknown device '%s' (known: %s)\n", name, names);
+    return d;
+}
+
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm";
@@ -377,13 +404,9 @@ static int bench_speed(int argc, char **argv) {
     if (check_speed_args(llama, gguf, compare, n_prompt, n_gen)) return 2;
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0) return 2;
-    const EmxBwDevice *bw_device = emx_bw_device(model_device);
+    const EmxBwDevice *bw_device = bw_device_arg(model_device);
+    if (!bw_device) return 2;
     char err[512];
-    if (!bw_device) {
-        emx_bw_device_names(err, sizeof err);
-        fprintf(stderr, "bench: --model-device: unknown device '%s' (known: %s)\n", model_device, err);
-        return 2;
-    }
     EmxBenchResult base;
     if (baseline && emx_bench_result_load(baseline, &base, err, sizeof err) != 0) {
         fprintf(stderr, "bench: --baseline %s\n", err);
@@ -400,22 +423,9 @@ static int bench_speed(int argc, char **argv) {
         fprintf(stderr, "bench: out of memory\n");
         goto done;
     }
-    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
-        fprintf(stderr, "bench: %s\n", err);
-        goto done;
-    }
-    model_open = 1;
-    int need = n_prompt > n_gen ? n_prompt : n_gen;
-    if (need > (int)model.cfg.max_seq_len) {
-        fprintf(stderr, "bench: %d tokens exceed the model's context %u\n", need, model.cfg.max_seq_len);
-        goto done;
-    }
-    EmxStateOptions so = {.n_threads = threads, .ctx = need, .device = device, .no_graphs = !graphs};
-    st = emx_state_new(&model, &so, err, sizeof err);
-    if (!st) {
-        fprintf(stderr, "bench: %s\n", err);
-        goto done;
-    }
+    const EmxStateOptions so = {.n_threads = threads, .ctx = n_prompt > n_gen ? n_prompt : n_gen, .device = device,
+                                .no_graphs = !graphs};
+    if (!(st = speed_state(&model, &model_open, model_path, so))) goto done;
     EmxStateInfo info;
     emx_state_info(st, &info);
     const int on_gpu = strcmp(info.device, "cpu") != 0;

@@ -91,8 +91,9 @@ void emx_bw_model(const EmxModel *m, int pos, EmxBwModel *out) {
     for (uint32_t l = 0; l < c->n_layers; l++) add_layer(out, m, &m->layers[l], keys);
     add(out, "final rmsnorm", 0, tbytes(&m->norm), 0, 2 * dim * F);
     add(out, "classifier matvec", 0, tbytes(&m->output), 0, (dim + vocab) * F);
-    // the greedy choice / logits metrics read the logits [vocab] once (a sampler reads more)
-    add(out, "logits pass (argmax / metrics)", 0, 0, 0, vocab * F);
+    // the logits [vocab] read once: copied to the host (emx_forward, what `bench speed` times) or
+    // read by the on-device greedy choice / logits metrics (a sampler reads them more)
+    add(out, "logits read (copy out or argmax)", 0, 0, 0, vocab * F);
     for (int i = 0; i < out->n_rows; i++) {
         const EmxBwRow *r = &out->rows[i];
         out->weight_bytes += r->weight_bytes;

@@ -205,47 +205,34 @@ Test(server, bad_flags_exit_2) {
     }
 }
 
-// The whole server as users call it. A missing client is a failure, never a skip.
-Test(server, openai_client, .timeout = 900) {
-    char py[512], prog[512], models[512], run_bin[512];
+// Runs tests/server/<script> in the venv `make test` builds ($EMX_BUILD/server-venv) with the
+// server, [./run,] and the test models' folder as arguments; it prints 'N passed, N failed' and
+// exits 1 on any failure. A missing venv is a failure, never a skip.
+static void server_script(const char *script, int pass_run, const char *what) {
+    char py[512], prog[512], models[512], path[512], run_bin[512];
     snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
     snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
     snprintf(models, sizeof models, "%s/models", build_dir());
+    snprintf(path, sizeof path, "tests/server/%s", script);
     snprintf(run_bin, sizeof run_bin, "%s", run_binary());
     cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs the openai client", py, build_dir());
-    const char *args[] = {"tests/server/test_openai_client.py", prog, run_bin, models, NULL};
-    RunResult r = run_prog(py, args);
-    cr_assert_eq(r.code, 0, "openai client checks failed:\n%s\n%s", r.out, r.err);
+    const char *with_run[] = {path, prog, run_bin, models, NULL}, *without[] = {path, prog, models, NULL};
+    RunResult r = run_prog(py, pass_run ? with_run : without);
+    cr_assert_eq(r.code, 0, "%s failed:\n%s\n%s", what, r.out, r.err);
     cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
     run_free(&r);
 }
+
+// The whole server as users call it, through the official openai client.
+Test(server, openai_client, .timeout = 900) { server_script("test_openai_client.py", 1, "openai client checks"); }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
 // (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).
 Test(server, backpressure_queue_disconnect, .timeout = 600) {
-    char py[512], prog[512], models[512];
-    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
-    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
-    snprintf(models, sizeof models, "%s/models", build_dir());
-    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs it", py, build_dir());
-    const char *args[] = {"tests/server/test_backpressure.py", prog, models, NULL};
-    RunResult r = run_prog(py, args);
-    cr_assert_eq(r.code, 0, "back-pressure checks failed:\n%s\n%s", r.out, r.err);
-    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
-    run_free(&r);
+    server_script("test_backpressure.py", 0, "back-pressure checks");
 }
 
 // Many clients at once (tests/server/test_load.py): 16 clients x 50 requests on 4 slots, every
-// answer equal to the same request run alone, no error, resident memory flat after warm-up.
-Test(server, load_16_clients, .timeout = 900) {
-    char py[512], prog[512], models[512];
-    snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
-    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
-    snprintf(models, sizeof models, "%s/models", build_dir());
-    cr_assert_eq(access(py, X_OK), 0, "%s missing: make %s/server-venv/.ok installs it", py, build_dir());
-    const char *args[] = {"tests/server/test_load.py", prog, models, NULL};
-    RunResult r = run_prog(py, args);
-    cr_assert_eq(r.code, 0, "load test failed:\n%s\n%s", r.out, r.err);
-    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
-    run_free(&r);
-}
+// answer equal to the same request run alone, no error, the slots' steps batched, resident
+// memory flat after warm-up.
+Test(server, load_16_clients, .timeout = 900) { server_script("test_load.py", 0, "load test"); }

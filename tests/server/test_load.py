@@ -12,7 +12,8 @@ seeds and samplers), all at once. Checks:
     slot's answer may not depend on what the other slots run;
   - the slots' decode steps ran batched (/metrics: more rows than steps);
   - the server's resident memory after the load is within 8 MiB of what it was after a warm-up
-    round of the same requests (nothing grows per request).
+    round of the same requests (nothing grows per request); not under AddressSanitizer, whose
+    quarantine holds freed memory (the output says so).
 Nothing here measures time: each wait has a generous cap that can only fail the test.
 Prints 'N passed, N failed' as tests/server/test_openai_client.py does; exit 1 on any failure.
 """
@@ -101,6 +102,12 @@ def send(port, path, body):
     return text, finish, None
 
 
+def sanitized(pid):
+    """1 when the server process has AddressSanitizer's runtime mapped (the test-asan build)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
@@ -159,9 +166,16 @@ check("every answer's usage equals the one run alone", not counts)
 check("the busy slots decoded together (more rows than steps)",
       m["entropix_batch_rows_total"] > m["entropix_batch_steps_total"] > 0, str(m))
 print(f"batching: {m['entropix_batch_rows_total']:.0f} rows in {m['entropix_batch_steps_total']:.0f} steps")
-check("resident memory flat after warm-up", rss_after <= rss_warm + 8 * 1024,
-      f"{rss_warm} KiB after warm-up, {rss_after} KiB after the load")
 print(f"memory: {rss_warm} KiB after warm-up, {rss_after} KiB after {len(got)} requests")
+if sanitized(proc.pid):
+    # ASan's allocator keeps freed blocks in its quarantine (256 MiB by default) before reusing
+    # them, so resident memory grows with every request whether or not anything leaks: the
+    # check means nothing there (LeakSanitizer looks for leaks in that build instead). Said, not
+    # counted as passed; the plain build's run checks it.
+    print("note: resident memory not checked: the server runs under AddressSanitizer (its quarantine grows RSS)")
+else:
+    check("resident memory flat after warm-up", rss_after <= rss_warm + 8 * 1024,
+          f"{rss_warm} KiB after warm-up, {rss_after} KiB after the load")
 proc.send_signal(signal.SIGTERM)
 check("SIGTERM after the load exits 0", proc.wait(timeout=TIMEOUT) == 0)
 print(f"{passed} passed, {failed} failed")

@@ -48,7 +48,7 @@ EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err
 
 void emx_state_free(EmxState *s) {
     if (!s) return;
-    if (s->group) emx_forward_group_leave(s);  // the group must not keep a freed member
+    emx_forward_group_leave(s);  // the group must not keep a freed member (nothing when in none)
     s->backend->free(s);
 }
 int emx_state_ctx(const EmxState *s) { return s->backend->ctx(s); }

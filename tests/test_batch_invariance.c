@@ -160,7 +160,7 @@ Test(batch_invariance, matmul_q4_1, .timeout = 300) { check_dtype(EMX_Q4_1); }
 // activation row) and the prefill tile (four weight rows repacked, 1..11 activation rows: tiles
 // of 8, 4 and 1), at sizes with whole blocks of 8 groups, a partial block, and an odd count.
 Test(batch_invariance, four_row_kernels_equal_dot) {
-    if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (they need AVX-512 VNNI)");
+    if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (they need AVX2)");
     static const int sizes[] = {32, 64, 96, 256, 320, 352, 576, 1024};
     enum { ROWS = 11 };
     uint64_t rng = 4242;

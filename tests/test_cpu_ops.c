@@ -75,6 +75,12 @@ Test(cpu_ops, simd_name) {
 #else
     cr_assert_str_eq(name, "scalar");
 #endif
+    // the 4-row int8/int4 kernels are there wherever AVX2 is (AVX-512 VNNI or AVX2 forms)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    cr_assert_eq(emx_quad_kernels_available(), 1, "an AVX2 build has the 4-row kernels");
+#else
+    cr_assert_eq(emx_quad_kernels_available(), 0);
+#endif
 }
 
 Test(cpu_ops, quantize_acts) {

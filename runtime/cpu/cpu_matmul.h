@@ -2,8 +2,8 @@
 //
 // Every kernel exists twice: a plain scalar version (it says what is computed, and the tests
 // compare against it) and a SIMD version (AVX2 + FMA + F16C when the compiler targets them,
-// plus AVX-VNNI for the int8 products where available, and AVX-512 VNNI's 4-row kernels,
-// selected at compile time; otherwise the un-suffixed name is the scalar one).
+// plus AVX-VNNI for the int8 products where available, and 4-row kernels in AVX-512 VNNI or
+// AVX2 forms, selected at compile time; otherwise the un-suffixed name is the scalar one).
 // emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni", "avx2+vnni", "avx2", "scalar".
 // The quantised SIMD kernels are in cpu_qdot.c, the float ones and the matmul here.
 //
@@ -79,8 +79,9 @@ void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl);
 
 // Four consecutive weight rows (row k at w + k*n (q8) or w + k*n/2 (q4, q4_1), its scales at
 // wd + k*n/32, mins at wm + k*n/32) against one activation row (decode): out[k] bitwise
-// emx_dot_*(row k). With AVX-512 VNNI the four rows share each instruction; otherwise these
-// are four emx_dot_* calls.
+// emx_dot_*(row k). With AVX-512 VNNI the four rows share each instruction, with AVX2 two rows
+// share each convert and FMA and the activation's load serves all four; without AVX2 these are
+// four emx_dot_* calls.
 void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd, int n,
                    float out[4]);
 void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd,
@@ -112,7 +113,7 @@ typedef struct {
 void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
 
 
-// The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(), i.e. AVX-512 VNNI):
+// The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(): AVX-512 VNNI or AVX2):
 // four weight rows repacked once (emx_quad_pack: EMX_QUAD_PACK_GROUP bytes per group of 32,
 // 64-byte aligned, emx_quad_pack_bytes(n) in all) then run against activation rows i0..i0+ni-1
 // of a (emx_quad_tile; xl: the rows' lane sums [a->n][n/8]): out[i * out_stride + k] for weight

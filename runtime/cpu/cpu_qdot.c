@@ -17,6 +17,8 @@
 // vpdpbusd give every lane of the four rows at once; so one convert, one multiply (the scales,
 // which differ per quarter) and one FMA serve 4 rows x 32 weights: 5 instructions per 128
 // multiply-adds where a lane-per-group layout needs 8.
+// Without AVX-512 the AVX2 4-row kernels put two rows in a 256-bit register, [row a lanes 0..3 |
+// row b lanes 0..3]: the same lane sums, scale products and FMA chains, so the same bits.
 // The scalar twins (cpu_matmul.c) keep the plain order; SIMD and scalar agree within rounding.
 //
 // vpdpbusd multiplies unsigned by signed bytes. Nibbles are unsigned already; int8 weights
@@ -79,7 +81,7 @@ static inline __m256i unpack_nibbles(const uint8_t *b) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One weight row (the rows a matmul does not take four at a time, and AVX2-only builds)
+// One weight row (the rows a matmul does not take four at a time)
 
 float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
     __m128 acc = _mm_setzero_ps();
@@ -129,7 +131,7 @@ float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Four weight rows at once (AVX-512 VNNI)
+// Four weight rows at once (AVX-512 VNNI, else AVX2)
 
 #if EMX_AVX512_VNNI
 // 16 bytes of each of four rows (row k at p + k * stride) side by side: [r0 | r1 | r2 | r3]
@@ -243,11 +245,99 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
     if (kind == 2)
         for (int r = 0; r < 4; r++) out[r] += offsets_sum(wm + (size_t)r * ng, xs, ng);
 }
+#elif defined(EMX_AVX2)
+// Four weight rows at once with AVX2: the rows go two to a register, [row a lanes 0..3 | row b
+// lanes 0..3], so that one convert and one FMA serve two rows, and the activation's load (and
+// for q4 its offset, from the lane sums) serves all four. The integer lane sums are the same
+// integers as the one-row kernel's, and each row's scale product, FMA chain and lanes_sum are
+// the same float operations in the same order: the results equal emx_dot_* bitwise.
+
+// Two rows' 8-lane products (lane l: bytes 4l..4l+3) folded to the order's 4 lanes each:
+// [a0+a4 .. a3+a7 | b4+b0 .. b7+b3] (integers: the order of the adds does not matter).
+static inline __m256i pair_fold(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xF0), _mm256_permute2x128_si256(a, b, 0x21));
+}
+
+// The 8 lanes of one row's group of 32 against the activation's 32 bytes x: q8 by the sign
+// trick (u8 x i8: |w| times x carrying w's sign; the same integers as w * x), q4 / q4_1 by the
+// nibbles as they are (q4's -8 x is added once for all rows by the caller).
+static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i w, __m256i x) {
+    return q8 ? dot_u8i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) : dot_u8i8(w, x);
+}
+
+// One step of the order for rows (0, 1) and (2, 3): w[r] = row r's group as bytes (q8: the
+// int8 as they are; q4/q4_1: the nibbles unpacked), s01 / s23 = [s_g(a) x 4 | s_g(b) x 4].
+// kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated).
+static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23, const __m256i w[4],
+                                                             __m256 s01, __m256 s23, const int8_t *x, const int32_t *xl) {
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    __m256i p01 = pair_fold(row_dot(kind == 0, w[0], xv), row_dot(kind == 0, w[1], xv));
+    __m256i p23 = pair_fold(row_dot(kind == 0, w[2], xv), row_dot(kind == 0, w[3], xv));
+    if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
+        const __m256i off = _mm256_slli_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl)), 3);
+        p01 = _mm256_add_epi32(p01, off);
+        p23 = _mm256_add_epi32(p23, off);
+    }
+    *acc01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p01), s01, *acc01);
+    *acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p23), s23, *acc23);
+}
+
+// Row r's group g as 32 bytes in the activation's order (q8: as stored; nibbles unpacked).
+static inline __attribute__((always_inline)) __m256i quad_row(int q8, const uint8_t *w, size_t row_bytes, int r, int g) {
+    return q8 ? _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + (size_t)g * 32))
+              : unpack_nibbles(w + r * row_bytes + (size_t)g * 16);
+}
+
+// [a x 4 | b x 4]
+static inline __m256 spread2(const float *a, const float *b) {
+    return _mm256_blend_ps(_mm256_broadcast_ss(a), _mm256_broadcast_ss(b), 0xF0);
+}
+
+// out[0..3] from the two accumulators: each half's (A[0] + A[2]) + (A[1] + A[3])
+static inline void quad_sums2(__m256 acc01, __m256 acc23, float out[4]) {
+    out[0] = lanes_sum(_mm256_castps256_ps128(acc01));
+    out[1] = lanes_sum(_mm256_extractf128_ps(acc01, 1));
+    out[2] = lanes_sum(_mm256_castps256_ps128(acc23));
+    out[3] = lanes_sum(_mm256_extractf128_ps(acc23, 1));
+}
+
+// Decode: four weight rows against one activation row, read as they are. The scales s_g =
+// d_w * d_x of 8 groups of the four rows at a time (the same f32 products as the one-row
+// kernel's), the tail groups one by one.
+static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
+                                                         const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                                                         const float *xd, const float *xs, int n, float out[4]) {
+    const int ng = n / 32;
+    const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
+    __m256 acc01 = _mm256_setzero_ps(), acc23 = _mm256_setzero_ps();
+    __attribute__((aligned(32))) float s[4][8];  // [row][group of the block]
+    for (int g0 = 0; g0 < ng; g0 += 8) {
+        const int m = ng - g0 < 8 ? ng - g0 : 8;
+        if (m == 8) {
+            const __m256 dx = _mm256_loadu_ps(xd + g0);
+            for (int r = 0; r < 4; r++)
+                _mm256_store_ps(s[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)r * ng + g0))), dx));
+        } else {
+            for (int r = 0; r < 4; r++)
+                for (int k = 0; k < m; k++) s[r][k] = _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k];
+        }
+        for (int k = 0; k < m; k++) {
+            const int g = g0 + k;
+            __m256i wv[4];
+            for (int r = 0; r < 4; r++) wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
+            quad_step2(kind, &acc01, &acc23, wv, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
+                       xq + (size_t)g * 32, xl + (size_t)g * 4);
+        }
+    }
+    quad_sums2(acc01, acc23, out);
+    if (kind == 2)
+        for (int r = 0; r < 4; r++) out[r] += offsets_sum(wm + (size_t)r * ng, xs, ng);
+}
 #endif
 
 void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd, int n,
                    float out[4]) {
-#if EMX_AVX512_VNNI
+#ifdef EMX_AVX2
     dot4x1(0, (const uint8_t *)w, wd, NULL, xq, xl, xd, NULL, n, out);
 #else
     (void)xl;
@@ -257,7 +347,7 @@ void emx_dot4x1_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const 
 
 void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const int32_t *xl, const float *xd,
                    const float *xs, int n, float out[4]) {
-#if EMX_AVX512_VNNI
+#ifdef EMX_AVX2
     dot4x1(1, w, wd, NULL, xq, xl, xd, xs, n, out);
 #else
     (void)xl;
@@ -267,7 +357,7 @@ void emx_dot4x1_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const
 
 void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const int32_t *xl,
                      const float *xd, const float *xs, int n, float out[4]) {
-#if EMX_AVX512_VNNI
+#ifdef EMX_AVX2
     dot4x1(2, w, wd, wm, xq, xl, xd, xs, n, out);
 #else
     (void)xl;
@@ -301,10 +391,32 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
             _mm512_store_ps((void *)(p + 128), quad_spread(t01, t23, idx));
         }
     }
+#elif defined(EMX_AVX2)
+    // per group: the four rows' 32 bytes as quad_row gives them [128 B], then the scales d_w
+    // spread for the two pair registers, [d0 x 4 | d1 x 4] and [d2 x 4 | d3 x 4] [64 B]
+    const int ng = n / 32, q8 = dtype == EMX_Q8;
+    const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
+    for (int g = 0; g < ng; g++) {
+        uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            _mm256_store_si256((__m256i *)(p + 32 * r), quad_row(q8, w, row_bytes, r, g));
+            d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
+        }
+        _mm256_store_ps((float *)(p + 128), spread2(&d[0], &d[1]));
+        _mm256_store_ps((float *)(p + 160), spread2(&d[2], &d[3]));
+    }
 #else
     (void)pack, (void)dtype, (void)w, (void)wd, (void)n;
 #endif
 }
+
+#ifdef EMX_AVX2
+// A tile row's four results: the lanes' sums o, plus q4_1's mins term (xs: that row's group sums).
+static inline void quad_out(int kind, const float o[4], const uint16_t *wm, const float *xs, int ng, float *out) {
+    for (int r = 0; r < 4; r++) out[r] = kind == 2 ? o[r] + offsets_sum(wm + (size_t)r * ng, xs, ng) : o[r];
+}
+#endif
 
 #if EMX_AVX512_VNNI
 // nt (<= 8) activation rows (row t at xq + t*n, xl + t*n/8, xd + t*n/32, xs + t*n/32) against
@@ -327,12 +439,40 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, co
     for (int t = 0; t < nt; t++) {
         float o[4];
         quad_sums(acc[t], o);
-        for (int r = 0; r < 4; r++)
-            out[(size_t)t * out_stride + r] = kind == 2 ? o[r] + offsets_sum(wm + (size_t)r * ng, xs + (size_t)t * ng, ng)
-                                                        : o[r];
+        quad_out(kind, o, wm, xs + (size_t)t * ng, ng, out + (size_t)t * out_stride);
     }
 }
+#elif defined(EMX_AVX2)
+// nt (<= 4) activation rows against the packed quad, as the AVX-512 tile: per group the four
+// rows' bytes are loaded once for all nt activation rows (from L1: 4 x 2 accumulators and the
+// rows do not all fit in 16 registers), s_g = d_w * d_x the same f32 product as emx_dot_*'s.
+static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, const uint8_t *pack, const uint16_t *wm,
+                                                            const int8_t *xq, const int32_t *xl, const float *xd,
+                                                            const float *xs, int n, float *out, size_t out_stride) {
+    const int ng = n / 32;
+    __m256 acc[4][2];
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+        __m256i wv[4];
+        for (int r = 0; r < 4; r++) wv[r] = _mm256_load_si256((const __m256i *)(p + 32 * r));
+        const __m256 d01 = _mm256_load_ps((const float *)(p + 128)), d23 = _mm256_load_ps((const float *)(p + 160));
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const __m256 dx = _mm256_set1_ps(xd[(size_t)t * ng + g]);
+            quad_step2(kind, &acc[t][0], &acc[t][1], wv, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx),
+                       xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float o[4];
+        quad_sums2(acc[t][0], acc[t][1], o);
+        quad_out(kind, o, wm, xs + (size_t)t * ng, ng, out + (size_t)t * out_stride);
+    }
+}
+#endif
 
+#ifdef EMX_AVX2
 static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const uint8_t *pack, const uint16_t *wm,
                                                                  const EmxActs *a, const int32_t *xl, int n, int i0,
                                                                  int ni, float *out, size_t out_stride) {
@@ -342,7 +482,9 @@ static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const
 #define EMX_TILE(nt)                                                                                              \
     quad_tile(kind, nt, pack, wm, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4, a->xd + (size_t)i * ng,        \
               a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride)
+#if EMX_AVX512_VNNI
     for (; i + 8 <= end; i += 8) EMX_TILE(8);
+#endif
     for (; i + 4 <= end; i += 4) EMX_TILE(4);
     for (; i < end; i++) EMX_TILE(1);
 #undef EMX_TILE
@@ -351,7 +493,7 @@ static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const
 
 void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
                    int i0, int ni, float *out, size_t out_stride) {
-#if EMX_AVX512_VNNI
+#ifdef EMX_AVX2
     if (dtype == EMX_Q8) quad_tile_kind(0, pack, wm, a, xl, n, i0, ni, out, out_stride);
     else if (dtype == EMX_Q4) quad_tile_kind(1, pack, wm, a, xl, n, i0, ni, out, out_stride);
     else quad_tile_kind(2, pack, wm, a, xl, n, i0, ni, out, out_stride);
@@ -360,5 +502,11 @@ void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, cons
 #endif
 }
 
-int emx_quad_kernels_available(void) { return EMX_AVX512_VNNI; }
+int emx_quad_kernels_available(void) {
+#ifdef EMX_AVX2
+    return 1;
+#else
+    return 0;
+#endif
+}
 

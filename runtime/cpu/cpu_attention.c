@@ -1,5 +1,6 @@
 // cpu_attention.c — attention of query heads over their cached keys and values on the CPU: the
-// plain version, and the AVX-512F version used by default when the compiler targets it.
+// plain version, and the AVX-512F version used by default when the compiler targets it (an
+// AVX2-only build uses cpu_attention_avx2.c's, the same arithmetic in 8-lane registers).
 //
 // The AVX-512F version, in three passes over the keys:
 //   1. scores, 16 keys per block: each key's q·k is a 16-lane FMA accumulator over head_dim/16
@@ -33,6 +34,7 @@
 #include <string.h>
 
 #include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_simd.h"
 
 void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
                         int n_keys, int head_dim, float scale, float *scores, float *probs) {
@@ -390,7 +392,7 @@ void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *span
     attention_group(&one, 1, spans, n_spans, head_dim, scale);
 }
 
-#else  // no AVX-512F: the plain version is the one
+#elif !defined(EMX_AVX2)  // neither AVX-512F nor AVX2 (that one is cpu_attention_avx2.c): the plain version
 
 void emx_exp_f32(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] = expf(x[i]);

@@ -1,10 +1,10 @@
 // cpu_attention.h — attention of query heads over their cached keys and values on the CPU.
 //
 // Two versions: a plain one (emx_attention_head_spans_scalar: one dot product, one expf and one
-// pass over out per key; it says what is computed) and, when the compiler targets AVX-512F, a
-// blocked one used by default (cpu_attention.c says how). They agree within rounding only: the
-// bits are those of one build (an AVX-512 and a non-AVX-512 build differ in the last bits, as
-// the matmuls do; cpu_matmul.h).
+// pass over out per key; it says what is computed) and, when the compiler targets AVX-512F or
+// AVX2 + FMA, a vectorised one used by default (cpu_attention.c, cpu_attention_avx2.c say how;
+// the two perform the same IEEE operations, so they give the same bits). The plain and the
+// vectorised versions agree within rounding only: a scalar build differs in the last bits.
 //
 // Invariance (both versions): the scores, probabilities and output for one query depend only on
 // (q, the keys and values in order, head_dim, scale): bitwise the same whatever the split of the
@@ -50,12 +50,12 @@ typedef struct {
 // query (a larger n_q runs as calls of 8).
 void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
                                int head_dim, float scale);
-// The plain version (the default where AVX-512F is not targeted).
+// The plain version (the default where neither AVX-512F nor AVX2 + FMA is targeted).
 void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
                                      int head_dim, float scale, float *scores, float *probs);
 
-// y[i] = e^x[i], i < n (y may equal x): the exponential of the fast softmax. With AVX-512F a
-// polynomial within 2 ulp of expf on normal results (tests/test_cpu_ops.c), 0 below -103.97
+// y[i] = e^x[i], i < n (y may equal x): the exponential of the fast softmax. With AVX-512F or
+// AVX2 a polynomial within 2 ulp of expf on normal results (tests/test_cpu_ops.c), 0 below -103.97
 // (where e^x is under half the smallest subnormal) and for -inf, +inf above 88.72, NaN for
 // NaN; otherwise expf itself.
 void emx_exp_f32(float *y, const float *x, int n);

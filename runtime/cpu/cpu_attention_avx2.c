@@ -1,0 +1,219 @@
+// cpu_attention_avx2.c — the attention of cpu_attention.h with AVX2 + FMA, the default of a build
+// that targets AVX2 but not AVX-512F (most laptops and desktops). The same three passes as the
+// AVX-512 version (cpu_attention.c, top), in 8-lane registers, and the same arithmetic:
+//   1. scores: each key's q·k is the AVX-512 version's 16-lane FMA chain, held as two 8-lane
+//      halves (lo: floats 16c..16c+7 of each 16-float chunk c, hi: 16c+8..16c+15), added
+//      lane-wise (lane i + i+8, the AVX-512 tree's first stage), then 8 keys at a time summed
+//      and transposed by the tree's other three stages (i + i+4, i + i+2, i + i+1);
+//   2. softmax: the same polynomial exp, 2^n applied as two exact-or-once-rounded multiplies
+//      (scalef's result), the sum in 16 lanes (lane = key index mod 16) kept as two halves and
+//      added by _mm512_reduce_add_ps's tree;
+//   3. out = Σ probs[t] v_t in two chains (even and odd global key index), 32 columns at a time.
+// So a query's scores, probabilities and output are bitwise those of the AVX-512 build whenever
+// its exp is reached through the same operations (they are: every step above is the same IEEE
+// operation on the same operands). Each query runs alone over its keys (no grouping of queries
+// per key block as the AVX-512 version does): trivially, its bits depend on nothing else.
+#include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/cpu_simd.h"
+
+#if defined(EMX_AVX2) && !defined(__AVX512F__)
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+// 2^k for k in [-126, 127] (a normal float built from its exponent bits)
+INLINE __m256 pow2i(__m256i k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+// e^x in 8 lanes: cpu_attention.c's exp16 step by step (clamp, n, r in two parts, Horner), and
+// p * 2^n as (p * 2^n1) * 2^n2 with n1 = floor(n/2), n2 = n - n1 in [-75, 64]: the first product
+// is exact (p in [0.7, 1.42]: a normal result), the second rounds once, so the result is p * 2^n
+// correctly rounded, as scalef gives it (subnormals and 0 below, inf above).
+INLINE __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));  // NaN stays NaN
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147182464599609375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-1.904654299957768e-09f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(n2));
+}
+
+// Lanes [0, m) set, m in 0..8
+INLINE __m256i first_lanes(int m) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+void emx_exp_f32(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = first_lanes(n - i);
+        _mm256_maskstore_ps(y + i, m, exp8(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+// 8 floats of chunk h of a head_dim vector; the last chunk masked to what is left (tail: its
+// lanes, all set when head_dim % 8 == 0).
+INLINE __m256 load8(const float *p, int h, int nh, __m256i tail) {
+    return h == nh - 1 ? _mm256_maskload_ps(p + 8 * h, tail) : _mm256_loadu_ps(p + 8 * h);
+}
+
+// One key's 16-lane FMA chain as two halves, added: lane i = chain lane i + chain lane i + 8.
+INLINE __m256 key_lanes(const float *q, const float *k, int nh, __m256i tail) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int h = 0; h < nh; h += 2) {
+        lo = _mm256_fmadd_ps(load8(q, h, nh, tail), load8(k, h, nh, tail), lo);
+        if (h + 1 < nh) hi = _mm256_fmadd_ps(load8(q, h + 1, nh, tail), load8(k, h + 1, nh, tail), hi);
+    }
+    return _mm256_add_ps(lo, hi);
+}
+
+// a[j] [8 lanes] -> lane j = a[j]'s lanes summed as (((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))),
+// j < 8: the AVX-512 tree's stages 2-4 (reduce16); the shuffles only place each key's sums.
+INLINE __m256 reduce8(const __m256 a[8]) {
+    __m256 s2[4], s3[2];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)  // keys 2p (low half), 2p+1 (high): lanes i + (i+4)
+        s2[p] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x20),
+                              _mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x31));
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {  // half h: keys 4p+h, 4p+h+2, two lanes each: i + (i+2)
+        const __m256d x = _mm256_castps_pd(s2[2 * p]), y = _mm256_castps_pd(s2[2 * p + 1]);
+        s3[p] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    // half h: keys h, h+2, h+4, h+6: lane 0 + lane 1, so lane 4h + i holds key h + 2i
+    const __m256 s4 = _mm256_add_ps(_mm256_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(s4, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Pass 1 for nh 8-float chunks (a constant after inlining): scores of the query's first n keys
+// of the spans, 8 at a time; returns their max.
+INLINE float all_scores(const float *q, float *scores, int n, const EmxKeySpan *spans, int n_spans, int nh,
+                        __m256i tail, float scale) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 max = _mm256_set1_ps(-INFINITY);
+    for (int sp = 0, t = 0; sp < n_spans && t < n; t += spans[sp].n, sp++)
+        for (int j = 0; j < spans[sp].n && t + j < n; j += 8) {
+            int m = spans[sp].n - j < 8 ? spans[sp].n - j : 8;
+            m = n - (t + j) < m ? n - (t + j) : m;  // keys past n are never visited
+            __m256 a[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)  // keys past m: zero, their lanes are not stored
+                a[r] = r < m ? key_lanes(q, spans[sp].k + (size_t)(j + r) * spans[sp].stride, nh, tail) : _mm256_setzero_ps();
+            const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
+            if (m == 8) {
+                _mm256_storeu_ps(scores + t + j, sc);
+                max = _mm256_max_ps(max, sc);
+            } else {
+                const __m256i valid = first_lanes(m);
+                _mm256_maskstore_ps(scores + t + j, valid, sc);
+                max = _mm256_blendv_ps(max, _mm256_max_ps(max, sc), _mm256_castsi256_ps(valid));
+            }
+        }
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Pass 2: probs = softmax(scores[0..n)); the sum lane = key index mod 16, in two halves.
+static void softmax_probs(float *probs, const float *scores, int n, float max) {
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // keys 16b + i, 16b + 8 + i
+    for (int t = 0; t < n; t += 8) {
+        const int m = n - t < 8 ? n - t : 8;
+        const __m256i valid = first_lanes(m);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(scores + t, valid), vmax));
+        _mm256_maskstore_ps(probs + t, valid, e);
+        // lanes past n add +0 (the sums are >= +0: no bit changes), as the AVX-512 masked add
+        sum[(t / 8) & 1] = _mm256_add_ps(sum[(t / 8) & 1], _mm256_and_ps(e, _mm256_castsi256_ps(valid)));
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / emx_hsum_ps(_mm256_add_ps(sum[0], sum[1])));
+    for (int t = 0; t < n; t += 8) {
+        const __m256i valid = first_lanes(n - t < 8 ? n - t : 8);
+        _mm256_maskstore_ps(probs + t, valid, _mm256_mul_ps(_mm256_maskload_ps(probs + t, valid), inv));
+    }
+}
+
+// acc[c] += p * v[8c ..], c < nv (the last chunk masked to tail)
+INLINE void axpy_row(__m256 *acc, int nv, __m256i tail, float p, const float *v) {
+    const __m256 pv = _mm256_set1_ps(p);
+#pragma GCC unroll 4
+    for (int c = 0; c < nv; c++) acc[c] = _mm256_fmadd_ps(pv, load8(v, c, nv, tail), acc[c]);
+}
+
+// Pass 3 for columns [col, col + 8 nv) (nv <= 4, a constant after inlining): one chain per
+// parity of the global key index, so the split into spans moves no key between chains.
+INLINE void values_cols(float *out, const float *probs, int n, const EmxKeySpan *spans, int n_spans, int col, int nv,
+                        __m256i tail) {
+    __m256 acc[2][4];  // [even, odd][chunk]
+#pragma GCC unroll 4
+    for (int c = 0; c < nv; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int sp = 0, t = 0; sp < n_spans && t < n; t += spans[sp].n, sp++)
+        for (int j = 0; j < spans[sp].n && t + j < n; j++)
+            axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v + col + (size_t)j * spans[sp].stride);
+#pragma GCC unroll 4
+    for (int c = 0; c < nv; c++) {
+        const __m256 s = _mm256_add_ps(acc[0][c], acc[1][c]);
+        if (c == nv - 1) _mm256_maskstore_ps(out + col + 8 * c, tail, s);
+        else _mm256_storeu_ps(out + col + 8 * c, s);
+    }
+}
+
+// One query over its first n_keys keys of the spans (at most their total).
+static void attention_one(const EmxAttnQuery *qq, const EmxKeySpan *spans, int n_spans, int head_dim, float scale) {
+    int total = 0;
+    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
+    const int n = qq->n_keys < 0 ? 0 : qq->n_keys < total ? qq->n_keys : total;
+    const int nh = (head_dim + 7) / 8;  // 8-float chunks of q, k, v and out
+    const __m256i tail = first_lanes(head_dim % 8 ? head_dim % 8 : 8);
+    if (n == 0) {  // nothing to attend to: out = 0
+        memset(qq->out, 0, (size_t)head_dim * sizeof(float));
+        return;
+    }
+    float max;
+    switch (nh) {  // the usual head sizes with a constant chunk count
+    case 2: max = all_scores(qq->q, qq->scores, n, spans, n_spans, 2, tail, scale); break;
+    case 4: max = all_scores(qq->q, qq->scores, n, spans, n_spans, 4, tail, scale); break;
+    case 8: max = all_scores(qq->q, qq->scores, n, spans, n_spans, 8, tail, scale); break;
+    case 16: max = all_scores(qq->q, qq->scores, n, spans, n_spans, 16, tail, scale); break;
+    default: max = all_scores(qq->q, qq->scores, n, spans, n_spans, nh, tail, scale);
+    }
+    softmax_probs(qq->probs, qq->scores, n, max);  // in place if probs == scores
+    const __m256i all = first_lanes(8);
+    for (int col = 0; col < head_dim; col += 32) {
+        const int nv = nh - col / 8 < 4 ? nh - col / 8 : 4;
+        const __m256i lm = col / 8 + nv == nh ? tail : all;
+        switch (nv) {
+        case 4: values_cols(qq->out, qq->probs, n, spans, n_spans, col, 4, lm); break;
+        case 3: values_cols(qq->out, qq->probs, n, spans, n_spans, col, 3, lm); break;
+        case 2: values_cols(qq->out, qq->probs, n, spans, n_spans, col, 2, lm); break;
+        default: values_cols(qq->out, qq->probs, n, spans, n_spans, col, 1, lm);
+        }
+    }
+}
+
+void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
+                               int head_dim, float scale) {
+    for (int i = 0; i < n_q; i++) attention_one(&queries[i], spans, n_spans, head_dim, scale);
+}
+
+void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,
+                              float scale, float *scores, float *probs) {
+    const EmxAttnQuery one = {q, out, scores, probs, INT_MAX};
+    attention_one(&one, spans, n_spans, head_dim, scale);
+}
+#endif

@@ -152,6 +152,16 @@ test-asan:
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 
+# The AVX2-only build (AVX2 + FMA + F16C, no AVX-512: most laptops and desktops) has kernels of
+# its own (the AVX2 4-row int8/int4 kernels, cpu_attention_avx2.c): built in build-avx2/ and run
+# through the CPU suites that cover them (about a minute on 2 cores), whatever the machine's own
+# flags (-march=native above).
+AVX2_SUITES ?= @(cpu_ops|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
+.PHONY: test-avx2
+test-avx2:
+	$(MAKE) BUILD=build-avx2 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
+
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
@@ -177,13 +187,14 @@ check: check-layers check-links all
 	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
 	$(MAKE) emu-compile-checks
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
+	$(MAKE) test-avx2
 	$(MAKE) test-first-run
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
 
 clean:
-	rm -rf build build-asan run
+	rm -rf build build-asan build-avx2 run
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/tests/first_run/test_first_run.d $(BUILD)/obj/runtime/cli/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
 

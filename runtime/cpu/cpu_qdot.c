@@ -321,12 +321,13 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
             for (int r = 0; r < 4; r++)
                 for (int k = 0; k < m; k++) s[r][k] = _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k];
         }
-        // the next block of the four rows, asked for ahead: four streams a few hundred bytes
-        // apart are not all caught by the hardware prefetcher (q8 decode from memory ran at
-        // half the speed of the one-row kernel without this)
-        const size_t block_bytes = kind == 0 ? 256 : 128, ahead = (size_t)(g0 + 8) * (block_bytes / 8);
-        for (int r = 0; r < 4; r++)
-            for (size_t b = 0; b < block_bytes; b += 64) _mm_prefetch((const char *)(w + r * row_bytes + ahead + b), _MM_HINT_T0);
+        // The next quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive
+        // quads), asked for ahead, a block's worth per block: reading four rows a few hundred
+        // bytes apart, the hardware prefetcher does not run far enough ahead, and q8 decode of a
+        // matrix from memory ran at half the one-row kernel's speed (which reads one stream).
+        const size_t block_bytes = kind == 0 ? 256 : 128;
+        const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
+        for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
         for (int k = 0; k < m; k++) {
             const int g = g0 + k;
             __m256i wv[4];

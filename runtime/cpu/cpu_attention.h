@@ -3,7 +3,8 @@
 // Two versions: a plain one (emx_attention_head_spans_scalar: one dot product, one expf and one
 // pass over out per key; it says what is computed) and, when the compiler targets AVX-512F or
 // AVX2 + FMA, a vectorised one used by default (cpu_attention.c, cpu_attention_avx2.c say how;
-// the two perform the same IEEE operations, so they give the same bits). The plain and the
+// the two are written as the same IEEE operations in the same order, to give the same bits;
+// no test compares an AVX-512 with an AVX2 machine). The plain and the
 // vectorised versions agree within rounding only: a scalar build differs in the last bits.
 //
 // Invariance (both versions): the scores, probabilities and output for one query depend only on

@@ -9,9 +9,9 @@
 //      (scalef's result), the sum in 16 lanes (lane = key index mod 16) kept as two halves and
 //      added by _mm512_reduce_add_ps's tree;
 //   3. out = Σ probs[t] v_t in two chains (even and odd global key index), 32 columns at a time.
-// So a query's scores, probabilities and output are bitwise those of the AVX-512 build whenever
-// its exp is reached through the same operations (they are: every step above is the same IEEE
-// operation on the same operands). Each query runs alone over its keys (no grouping of queries
+// Every step above is the same IEEE operation on the same operands as the AVX-512 version's, so
+// a query's scores, probabilities and output are meant to be bitwise those of the AVX-512 build
+// (not tested: that needs both machines). Each query runs alone over its keys (no grouping of queries
 // per key block as the AVX-512 version does): trivially, its bits depend on nothing else.
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_simd.h"

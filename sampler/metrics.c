@@ -1,6 +1,7 @@
 // metrics.c — host loops over the row statistics of metrics.h: logits entropy/varentropy, the
 // two-pass reference, and the attention metrics of one layer or several.
 #include "sampler/metrics.h"
+#include "sampler/vocab_simd.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -9,29 +10,78 @@
 // max pass and the exp pass, so the row is read from memory once.
 #define LOGITS_CHUNK 1024
 
-// Statistics of s[0..n) with a fixed max: the inner loop has no data-dependent rescaling.
-static EmxSoftmaxStats chunk_stats(const float *s, int n) {
+// Maximum of the logits that can be chosen, their count, and whether any is +inf.
+static float row_max(const float *s, int n, int *n_valid, int *any_posinf) {
+#ifdef EMX_VOCAB_SIMD
+    return emx_vocab_max(s, n, n_valid, any_posinf);
+#else
     float mx = -INFINITY;
-    int any_posinf = 0;
+    int c = 0, inf = 0;
     for (int i = 0; i < n; i++) {
         if (s[i] > mx) mx = s[i];  // NaN compares false: never the max
-        any_posinf |= s[i] == INFINITY;
+        c += s[i] > -INFINITY;
+        inf |= s[i] == INFINITY;
     }
-    if (any_posinf) return emx_softmax_stats_row(s, n);  // rare: count them the general way
-    EmxSoftmaxStats st = emx_softmax_stats_empty();
-    if (mx == -INFINITY) return st;  // all -inf/NaN: no mass here
-    double m = (double)mx, z = 0.0, zt = 0.0, zt2 = 0.0;
+    *n_valid = c;
+    *any_posinf = inf;
+    return mx;
+#endif
+}
+
+#ifdef EMX_VOCAB_SIMD
+// e^t, t e^t and t^2 e^t of s[0..n) - m summed four lanes at a time (vocab_simd.h); the lanes'
+// sums are added in a fixed order, so the result depends on nothing but the row.
+static void exp_sums(const float *s, int n, double m, double *z, double *zt, double *zt2) {
+    const __m256d mv = _mm256_set1_pd(m), ninf = _mm256_set1_pd(-INFINITY), zero = _mm256_setzero_pd();
+    __m256d vz = zero, vzt = zero, vzt2 = zero;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(s + i));
+        __m256d valid = _mm256_cmp_pd(x, ninf, _CMP_GT_OQ);  // -inf and NaN take no probability
+        __m256d t = _mm256_and_pd(_mm256_sub_pd(x, mv), valid);
+        __m256d e = _mm256_and_pd(emx_vexp4(t), valid);
+        __m256d et = _mm256_mul_pd(e, t);
+        vz = _mm256_add_pd(vz, e);
+        vzt = _mm256_add_pd(vzt, et);
+        vzt2 = _mm256_fmadd_pd(et, t, vzt2);
+    }
+    double lz[4], lzt[4], lzt2[4];
+    _mm256_storeu_pd(lz, vz);
+    _mm256_storeu_pd(lzt, vzt);
+    _mm256_storeu_pd(lzt2, vzt2);
+    *z = (lz[0] + lz[1]) + (lz[2] + lz[3]);
+    *zt = (lzt[0] + lzt[1]) + (lzt[2] + lzt[3]);
+    *zt2 = (lzt2[0] + lzt2[1]) + (lzt2[2] + lzt2[3]);
+    for (; i < n; i++) {
+        if (!(s[i] > -INFINITY)) continue;
+        double t = (double)s[i] - m, e = exp(t);
+        *z += e;
+        *zt += e * t;
+        *zt2 += e * t * t;
+    }
+}
+#else
+static void exp_sums(const float *s, int n, double m, double *z, double *zt, double *zt2) {
+    *z = *zt = *zt2 = 0.0;
     for (int i = 0; i < n; i++) {
         if (!(s[i] > -INFINITY)) continue;  // -inf and NaN take no probability
         double t = (double)s[i] - m, e = exp(t);
-        z += e;
-        zt += e * t;
-        zt2 += e * t * t;
+        *z += e;
+        *zt += e * t;
+        *zt2 += e * t * t;
     }
-    st.max = m;
-    st.sum_e = z;
-    st.sum_et = zt;
-    st.sum_et2 = zt2;
+}
+#endif
+
+// Statistics of s[0..n) with a fixed max: the inner loop has no data-dependent rescaling.
+static EmxSoftmaxStats chunk_stats(const float *s, int n, int *n_valid) {
+    int any_posinf = 0;
+    float mx = row_max(s, n, n_valid, &any_posinf);
+    if (any_posinf) return emx_softmax_stats_row(s, n);  // rare: count them the general way
+    EmxSoftmaxStats st = emx_softmax_stats_empty();
+    if (mx == -INFINITY) return st;  // all -inf/NaN: no mass here
+    st.max = (double)mx;
+    exp_sums(s, n, st.max, &st.sum_e, &st.sum_et, &st.sum_et2);
     return st;
 }
 
@@ -40,8 +90,9 @@ int emx_logits_metrics(const float *logits, int n, EmxMetrics *m) {
     int n_valid = 0;
     for (int i0 = 0; i0 < n; i0 += LOGITS_CHUNK) {
         int len = n - i0 < LOGITS_CHUNK ? n - i0 : LOGITS_CHUNK;
-        st = emx_softmax_stats_merge(st, chunk_stats(logits + i0, len));
-        for (int i = i0; i < i0 + len; i++) n_valid += logits[i] > -INFINITY;
+        int valid;
+        st = emx_softmax_stats_merge(st, chunk_stats(logits + i0, len, &valid));
+        n_valid += valid;
     }
     m->logits_entropy_bits = emx_softmax_stats_entropy_nats(st) / EMX_LN2;
     m->logits_varentropy_bits2 = emx_softmax_stats_varentropy_nats2(st) / (EMX_LN2 * EMX_LN2);

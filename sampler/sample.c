@@ -3,8 +3,11 @@
 // Cost per call for a vocabulary of n: top-k selects with a k-entry heap (O(n log k), no sort
 // of the whole vocabulary); top-p without top-k looks in the best 64 first (enough for a
 // confident model), else sorts only the tokens that can be in the nucleus (nucleus_of_all);
-// min-p alone needs one pass plus a sort of the survivors. Probabilities are in double.
+// min-p alone needs one pass plus a sort of the survivors. Probabilities are in double. The
+// passes over the whole vocabulary that only compare (the maximum, argmax, top-k's scan) run
+// eight logits at a time where the build has AVX2 (vocab_simd.h), with the same results.
 #include "sampler/sample.h"
+#include "sampler/vocab_simd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,12 +22,18 @@ static int ranks_before(const EmxCandidate *a, const EmxCandidate *b) {
 }
 
 int emx_sample_argmax(const float *logits, int n) {
+#ifdef EMX_VOCAB_SIMD
+    // the maximum, then its first occurrence: the plain loop's answer (the first maximum)
+    float mx = emx_vocab_max(logits, n, NULL, NULL);
+    return mx == -INFINITY ? -1 : emx_vocab_find(logits, n, mx);
+#else
     int best = -1;
     for (int i = 0; i < n; i++) {
         if (!is_candidate(logits[i])) continue;
         if (best < 0 || logits[i] > logits[best]) best = i;  // strict: the first maximum stays
     }
     return best;
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -58,6 +67,14 @@ static void heap_sift_up(EmxCandidate *h, int i) {
 static int select_top(const float *logits, int n, int c, EmxCandidate *out) {
     int size = 0;
     for (int i = 0; i < n; i++) {
+#ifdef EMX_VOCAB_SIMD
+        // Once the heap is full, a token displaces its worst only with a greater logit (a tie
+        // loses: the kept ids are smaller), so eight at a time that cannot are skipped.
+        if (size == c && (i & 7) == 0 && i + 8 <= n && !emx_vocab_any_above8(logits + i, out[0].logit)) {
+            i += 7;
+            continue;
+        }
+#endif
         if (!is_candidate(logits[i])) continue;
         EmxCandidate x = {.id = i, .logit = logits[i], .p = 0.0};
         if (size < c) {
@@ -155,12 +172,16 @@ int emx_sample_distribution(const float *logits, int n, const EmxSamplerParams *
         return 1;
     }
     int n_valid = 0;
+#ifdef EMX_VOCAB_SIMD
+    float max = emx_vocab_max(logits, n, &n_valid, NULL);
+#else
     float max = -INFINITY;
     for (int i = 0; i < n; i++) {
         if (!is_candidate(logits[i])) continue;
         n_valid++;
         if (logits[i] > max) max = logits[i];
     }
+#endif
     if (n_valid == 0) return 0;
     if (max == INFINITY) return infinite_logits(logits, n, sp->top_k, work);
 

@@ -277,8 +277,18 @@ static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a,
 }
 
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the
-// repacking costs about one pass over the four rows; it serves every activation row).
+// repacking costs about one pass over the four rows; it serves every activation row). Either
+// way gives the same bits (cpu_qdot.c), so this is a speed choice only. With AVX-512 VNNI the
+// tile pays from 4 rows. In 256-bit registers the repacking is dearer and the tile's gain
+// smaller: at 4 rows (a server's 4 slots in one step) the pack took 40% of the step, and
+// the decode kernel run once per row — the quad's 2 KB stay in L1 — cut the step's CPU time
+// from 64-84 to 43 ms (SmolLM2-135M q8, 1 thread, loaded 2-core EPYC). Prefill's batches (up
+// to 256 rows) keep the tile, which made q4 prefill 1.9x faster there.
+#if EMX_AVX512_VNNI
 #define EMX_PACK_MIN_ROWS 4
+#else
+#define EMX_PACK_MIN_ROWS 16
+#endif
 
 // Threads take whole tiles of ROW_TILE weight rows (static: thread t gets the same rows every
 // call), four rows at a time where the rows are quantised and the build has the 4-row kernels.

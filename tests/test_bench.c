@@ -65,7 +65,7 @@ Test(bench, llama_bench_missing_binary_is_an_error) {
 
 Test(bench, result_round_trip_and_compare) {
     EmxBenchResult a = {.threads = 2, .n_prompt = 512, .n_gen = 128, .prefill_tps = 100.0,
-                        .decode_tps = 50.0, .memcpy_gbs = 9.5};
+                        .decode_tps = 50.0, .memcpy_gbs = 9.5, .read_gbs = 21.25};
     snprintf(a.model, sizeof a.model, "m.bin");
     snprintf(a.device, sizeof a.device, "cpu");
     snprintf(a.cpu, sizeof a.cpu, "cpu");
@@ -78,7 +78,7 @@ Test(bench, result_round_trip_and_compare) {
     EmxBenchResult b;
     cr_assert_eq(emx_bench_result_load(path, &b, err, sizeof err), 0, "%s", err);
     cr_expect(b.threads == 2 && b.n_prompt == 512 && b.n_gen == 128 && b.prefill_tps == 100.0 &&
-              b.decode_tps == 50.0 && b.memcpy_gbs == 9.5);
+              b.decode_tps == 50.0 && b.memcpy_gbs == 9.5 && b.read_gbs == 21.25);
     cr_expect_str_eq(b.model, "m.bin");
     b.decode_tps = 40.0;  // now 50 against a baseline of 40: 1.25×, +25%
     char *buf = NULL;
@@ -137,6 +137,8 @@ Test(bench, forward_measurement_and_copy_probe) {
     emx_state_free(st);
     emx_model_close(&m);
     cr_expect(emx_bench_memcpy_gbs((size_t)1 << 20, 1, 2) > 0.0);
+    cr_expect(emx_bench_read_gbs((size_t)1 << 20, 2, 3) > 0.0);
+    cr_expect(emx_bench_read_gbs(100, 1, 1) <= 0.0, "less than a page: nothing to measure");
     char cpu[128];
     emx_bench_cpu_name(cpu, sizeof cpu);
     cr_expect(cpu[0] != 0);
@@ -215,7 +217,8 @@ Test(bench, compare_cmd_output_parsed) {
 // and decode lines carry the sizes ("prefill pp4:").
 static const char *const REPORT_KEYS[] = {"device:", "model:", "prefill pp", "decode tg", "bytes/token:",
                                           "KV cache:", "achieved GB/s:", "peak GB/s:", "of peak:",
-                                          "launches/step:", "memcpy GB/s:"};
+                                          "launches/step:", "memcpy GB/s:", "read GB/s:",
+                                          "of read:"};
 enum { N_REPORT_KEYS = sizeof REPORT_KEYS / sizeof REPORT_KEYS[0] };
 
 // The value of the line that starts with key (after the key's colon and the padding), copied
@@ -349,6 +352,8 @@ Test(bench, gpu_speed_report, .timeout = 300) {
     // At least 10 per layer (2 norms, q k v o, rope + cache write, attention, gate/up, down).
     cr_expect(*end == 0 && launches >= 10 * 5, "launches/step [%s]", v);
     expect_dash(r.out, "memcpy GB/s:");
+    expect_dash(r.out, "read GB/s:");
+    expect_dash(r.out, "of read:");
     cr_assert(report_value(r.out, "other tg3:", v, sizeof v), "%s", r.out);
     cr_expect(!strncmp(v, "1000.00 tok/s, ours/other ", 26), "%s", v);
     const double ratio = atof(v + 26), tps = report_number(r.out, "decode tg3:");
@@ -412,6 +417,8 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     expect_dash(r.out, "of peak:");
     expect_dash(r.out, "launches/step:");
     cr_expect(report_number(r.out, "memcpy GB/s:") > 0);
+    cr_expect(report_number(r.out, "read GB/s:") > 0);
+    cr_expect(report_number(r.out, "of read:") > 0);
     cr_expect(strstr(r.out, "other") == NULL, "no comparison asked: %s", r.out);
     run_free(&r);
     r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "0", "-n", "3", "--runs", "1",

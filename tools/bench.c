@@ -419,7 +419,8 @@ static int bench_speed(int argc, char **argv) {
     EmxState *st = NULL;
     double *ours[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
     double *theirs[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
-    if (!ours[0] || !ours[1] || !theirs[0] || !theirs[1]) {
+    double *reads = calloc((size_t)runs, sizeof(double));  // the read pass of each round (CPU)
+    if (!ours[0] || !ours[1] || !theirs[0] || !theirs[1] || !reads) {
         fprintf(stderr, "bench: out of memory\n");
         goto done;
     }
@@ -444,7 +445,14 @@ static int bench_speed(int argc, char **argv) {
         double ou[2], th[2] = {0, 0};
         if (speed_round(st, &model, n_prompt, n_gen, &o, k, ou, th) != 0) goto done;
         ours[0][k] = ou[0], ours[1][k] = ou[1], theirs[0][k] = th[0], theirs[1][k] = th[1];
+        // The memory's read bandwidth, measured between the rounds it is compared with: on a
+        // machine whose bandwidth moves by the hour, a figure from another run means little.
+        if (!on_gpu) {
+            reads[k] = emx_bench_read_gbs((size_t)256 << 20, r.threads, 3);
+            fprintf(stderr, "  round %d  read pass %.1f GB/s\n", k + 1, reads[k]);
+        }
     }
+    if (!on_gpu) r.read_gbs = median(reads, runs);
     r.prefill_tps = median(ours[0], runs);
     r.decode_tps = median(ours[1], runs);
     emx_state_info(st, &info);  // after the decode steps: the graph's node count is known
@@ -454,7 +462,7 @@ static int bench_speed(int argc, char **argv) {
         .n_prompt = n_prompt, .n_gen = n_gen, .prefill_tps = r.prefill_tps, .decode_tps = r.decode_tps,
         .weight_bytes = weight_bytes, .peak_gbps = peak_flag > 0 ? peak_flag : info.peak_gbps,
         .launches_per_step = on_gpu && info.uses_graphs ? info.decode_graph_nodes : 0,
-        .memcpy_gbs = r.memcpy_gbs, .other = other[0] ? other : NULL,
+        .memcpy_gbs = r.memcpy_gbs, .read_gbs = r.read_gbs, .other = other[0] ? other : NULL,
         .other_prefill_tps = other[0] ? median(theirs[0], runs) : 0,
         .other_decode_tps = other[0] ? median(theirs[1], runs) : 0,
     };
@@ -473,6 +481,7 @@ done:
         free(ours[k]);
         free(theirs[k]);
     }
+    free(reads);
     if (st) emx_state_free(st);
     if (model_open) emx_model_close(&model);
     return status;

@@ -14,4 +14,11 @@ void emx_bench_cpu_name(char *buf, size_t cap);
 // Returns <= 0 if the buffers cannot be allocated.
 double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds);
 
+// Read bandwidth in GB/s: a read-only streaming pass over `bytes` (each of n_threads OpenMP
+// threads sums its own contiguous slice, as a decode step's threads stream their weight rows),
+// `rounds` passes, the median. What a decode step does — read every weight once, write almost
+// nothing — so its GB/s are comparable with this, and unlike a copy's best-of the median moves
+// little with a neighbour's load. Returns <= 0 if the buffer cannot be allocated.
+double emx_bench_read_gbs(size_t bytes, int n_threads, int rounds);
+
 #endif

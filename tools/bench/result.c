@@ -20,6 +20,7 @@ int emx_bench_result_save(const char *path, const EmxBenchResult *r, char *err, 
     cJSON_AddNumberToObject(o, "prefill_tps", r->prefill_tps);
     cJSON_AddNumberToObject(o, "decode_tps", r->decode_tps);
     cJSON_AddNumberToObject(o, "memcpy_gbs", r->memcpy_gbs);
+    cJSON_AddNumberToObject(o, "read_gbs", r->read_gbs);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text) goto oom;
@@ -80,6 +81,8 @@ int emx_bench_result_load(const char *path, EmxBenchResult *r, char *err, size_t
         r->threads = (int)th;
         r->n_prompt = (int)np;
         r->n_gen = (int)ng;
+        const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "read_gbs");  // absent in older files
+        r->read_gbs = cJSON_IsNumber(rd) ? rd->valuedouble : 0.0;
         get_str(o, "model", r->model, sizeof r->model);
         get_str(o, "device", r->device, sizeof r->device);
         if (!r->device[0]) snprintf(r->device, sizeof r->device, "cpu");  // saved before devices

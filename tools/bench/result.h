@@ -15,6 +15,7 @@ typedef struct {
     int threads, n_prompt, n_gen;
     double prefill_tps, decode_tps;  // medians
     double memcpy_gbs;
+    double read_gbs;  // the read pass's median over the rounds (machine.h); 0: not measured
 } EmxBenchResult;
 
 // Writes r as one JSON object. Returns 0, or -1 with a reason.

@@ -66,6 +66,14 @@ void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
         fprintf(f, "%-18s %.1f (host copy, read + write)\n", "memcpy GB/s:", r->memcpy_gbs);
     else
         fprintf(f, "%-18s -\n", "memcpy GB/s:");
+    if (r->read_gbs > 0)
+        fprintf(f, "%-18s %.1f (read-only pass, median of the rounds)\n", "read GB/s:", r->read_gbs);
+    else
+        fprintf(f, "%-18s -\n", "read GB/s:");
+    if (decode && r->read_gbs > 0)
+        fprintf(f, "%-18s %.1f%%\n", "of read:", 100.0 * gbs / r->read_gbs);
+    else
+        fprintf(f, "%-18s -\n", "of read:");
     if (!r->other) return;
     fprintf(f, "%-18s %s\n", "other:", r->other);
     if (r->n_prompt > 0) other_line(f, "pp", r->n_prompt, r->prefill_tps, r->other_prefill_tps);

@@ -12,8 +12,10 @@
 //   peak GB/s:       the device's peak memory bandwidth (GPU: from its properties)
 //   of peak:         achieved / peak
 //   launches/step:   GPU: nodes of the captured decode-step graph (kernels + copies)
-//   memcpy GB/s:     CPU: the measured host copy bandwidth (read + write), the CPU's practical
-//                    ceiling; GPU: "-"
+//   memcpy GB/s:     CPU: the measured host copy bandwidth (read + write); GPU: "-"
+//   read GB/s:       CPU: a read-only streaming pass's bandwidth, measured after each round,
+//                    the median: what a decode step (every weight read once) can reach; GPU: "-"
+//   of read:         achieved / read GB/s: how close decode comes to the memory's limit
 //   other ...:       with a comparison runtime: its name, then per test its tok/s and ours/other
 #ifndef ENTROPIX_BENCH_SPEED_REPORT_H
 #define ENTROPIX_BENCH_SPEED_REPORT_H
@@ -41,6 +43,7 @@ typedef struct {
     double peak_gbps;          // <= 0: unknown
     int launches_per_step;     // <= 0: none / unknown
     double memcpy_gbs;         // <= 0: not measured
+    double read_gbs;           // <= 0: not measured
     const char *other;         // the comparison runtime's name, NULL: none
     double other_prefill_tps, other_decode_tps;  // 0: not measured
 } EmxSpeedReport;

@@ -222,7 +222,7 @@ check-links:
 check: check-layers check-links all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) cuda; \
-	else echo "SKIP make cuda: CUDA=0 (no nvcc at $(NVCC): install the CUDA toolkit to compile the kernels)"; fi
+	else echo "SKIP make cuda: CUDA=0$(if $(NVCC_FOUND),, (no nvcc at $(NVCC): install the CUDA toolkit to compile the kernels))"; fi
 	$(MAKE) emu-compile-checks
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	$(MAKE) test-first-run

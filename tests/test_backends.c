@@ -89,3 +89,14 @@ Test(backends, without_a_gpu_auto_is_the_cpu_and_cuda0_one_line, .timeout = 300)
     expect_error_prog(bench, (const char *const[]){"speed", model, "--device", "cuda:0", "-p", "4", "-n", "2", NULL},
                       1, why);
 }
+
+// The CUDA build the C suite runs beside the CPU one ($EMX_GPU_RUN: build/emu/run under make test,
+// build/cuda/run under make test-gpu) names both backends.
+Test(backends, gpu_build_names_cpu_and_cuda, .timeout = 120) {
+    const char *gpu = gpu_run_binary();
+    RunResult r = run_prog(gpu, (const char *const[]){"--version", NULL});
+    cr_assert_eq(r.code, 0, "%s --version: exit %d (%s)", gpu, r.code, r.err);
+    cr_expect(strncmp(r.out, "entropix.c run ", 15) == 0 && strstr(r.out, "(backends: cpu, cuda ") != NULL,
+              "%s --version: [%s]", gpu, r.out);
+    run_free(&r);
+}

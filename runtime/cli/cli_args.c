@@ -371,7 +371,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          (mean entropy decides; default 1 = token by token)\n"
         "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
         "                          any N\n"
-        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (build/cuda/run)\n"
+        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (CUDA build)\n"
         "      --check-every K     the critic judges every K committed tokens (default: no critic;\n"
         "                          5 with --critic-model; given, it turns on a critic over the\n"
         "                          same model, weights shared; 0 = off)\n"

@@ -1,5 +1,6 @@
-# entropix.c — build with the system C compiler; CUDA parts (make cuda) need nvcc.
-#   make            ./run and tools/ programs (build/)
+# entropix.c — build with the system C compiler; the CUDA backend is built in when nvcc is found.
+#   make            ./run and tools/ programs (build/); with the CUDA backend when nvcc is found
+#   make CUDA=0     the same, CPU-only (no nvcc, no CUDA libraries needed)
 #   make test       Criterion suite (converts the test models first)
 #   make test-asan  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       libFuzzer on every parser (clang; tests/fuzz/README.md)
@@ -16,6 +17,23 @@ CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) 
            -I. -MMD -MP
 LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
+# The CUDA backend: on (CUDA=1) when nvcc is found, on PATH or at CUDA's default install location,
+# else off (CUDA=0, a CPU-only build that needs nothing of the toolkit); either can be forced on
+# the command line. Sanitized builds (OPT with -fsanitize: `make test-asan`, the ASan build of
+# the checks) default to CPU-only: the CUDA driver maps memory where ASan keeps its shadow gap (it
+# would need ASAN_OPTIONS=protect_shadow_gap=0 on a GPU machine), and the emulated binaries
+# (tests/cuda_emu) run the CUDA host code under ASan already.
+comma := ,
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
+NVCC_FOUND := $(shell command -v "$(NVCC)" 2>/dev/null)
+CUDA ?= $(if $(findstring -fsanitize,$(OPT)),0,$(if $(NVCC_FOUND),1,0))
+ifeq ($(filter 0 1,$(CUDA)),)
+$(error CUDA=$(CUDA): expected 0 (CPU-only) or 1 (with the CUDA backend))
+endif
+ifeq ($(CUDA):$(NVCC_FOUND),1:)
+$(error CUDA=1 but there is no nvcc at $(NVCC) (install the CUDA toolkit, set NVCC=path, or make CUDA=0))
+endif
+
 # Library: everything but the files with a main(). Folders in layer order (tools/check_layers.py).
 PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
 # runtime/cuda/forward_cuda*.c are the CUDA backend: built only against a CUDA runtime (the real one in
@@ -27,16 +45,39 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 
+# The programs that run a model on a --device are linked twice: CPU-only into $(BUILD)/cpu/, and
+# with the CUDA backend into $(BUILD)/cuda/ (kernels/kernels.mk). What users run, ./run and
+# $(BUILD)/{run,tools/bench,tools/eval,tools/server}, is a copy of the CUDA one when CUDA=1 and of
+# the CPU-only one otherwise: one binary for GPU users, whose --device auto picks GPU 0 when there
+# is one. The CPU-only build is made either way (it is one more link of the same objects): the C
+# suite runs it (EMX_RUN=$(BUILD)/cpu/run, $(BUILD)/cpu/tools/*), so that its byte-exact CPU
+# comparisons and its "this build has no CUDA backend" checks test the CPU on every machine, a
+# GPU machine's included, and `make test-gpu` compares the CUDA build against it.
+DEVICE_PROGS := run tools/bench tools/eval tools/server
+CPU_PROGS := $(DEVICE_PROGS:%=$(BUILD)/cpu/%)
+USER_PROGS := $(DEVICE_PROGS:%=$(BUILD)/%)
+BACKEND_DIR := $(if $(filter 1,$(CUDA)),cuda,cpu)
+
 .SECONDARY:
-.PHONY: all check check-layers check-links test test-asan test-models weights clean
+.PHONY: all check check-layers check-links test test-asan test-models weights clean FORCE
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
-all: run $(TOOLS)
+all: run $(TOOLS) $(CPU_PROGS)
 run: $(BUILD)/run
 	cp $< $@
 else
-all: $(BUILD)/run $(TOOLS)
+all: $(BUILD)/run $(TOOLS) $(CPU_PROGS)
 endif
+
+# CUDA=0 or 1 of the last make in this build folder, rewritten only when it changes: the copies
+# below depend on it, so that switching CUDA in the same folder copies the other binary.
+$(BUILD)/backend.cfg: FORCE
+	@mkdir -p $(dir $@)
+	@echo "CUDA=$(CUDA)" | cmp -s - $@ || echo "CUDA=$(CUDA)" > $@
+
+$(USER_PROGS): $(BUILD)/%: $(BUILD)/$(BACKEND_DIR)/% $(BUILD)/backend.cfg
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -46,7 +87,12 @@ $(BUILD)/libentropix.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
+$(BUILD)/cpu/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/cpu/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
@@ -54,7 +100,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The HTTP server (tools/server/http.c) is the one program that links libmicrohttpd.
-$(BUILD)/tools/server: LDLIBS += -lmicrohttpd
+$(BUILD)/cpu/tools/server $(BUILD)/cuda/tools/server: LDLIBS += -lmicrohttpd
 
 # The official openai Python client, in a venv (python3-venv) so a fresh Debian 12 needs no
 # system pip install; tests/test_server.c runs tests/server/test_openai_client.py with it and
@@ -109,9 +155,11 @@ SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 # descheduled behind the other test's, and a 6 s pool test took over 300 s beside the SmolLM2
 # forward test. Passive waiting sleeps instead: the same results, no collapse when oversubscribed.
 TEST_OMP_ENV := OMP_WAIT_POLICY=passive
+# The backends $(BUILD)/run should name in --version (tests/test_backends.c).
+BUILD_BACKENDS = $(if $(filter 1,$(CUDA)),cpu$(comma) cuda $(CUDA_ARCH_NAMES),cpu)
 EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
 test: check-layers check-links all $(BUILD)/tests/tests test-models $(SERVER_VENV) $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN) $(EMU_EVAL_BIN)
-	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) EMX_GPU_EVAL=$(EMU_EVAL_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/cpu/run EMX_BACKENDS="$(BUILD_BACKENDS)" EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) EMX_GPU_EVAL=$(EMU_EVAL_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),@if grep -nE "$(SAN_REPORT)" $(EMU_BUILD)/emu_tests.log; then \
@@ -125,7 +173,7 @@ test: check-layers check-links all $(BUILD)/tests/tests test-models $(SERVER_VEN
 GPU_C_SUITES ?= run_cuda pool_cuda bench eval_cuda
 test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/cuda/tools/eval all $(BUILD)/tests/tests test-models
 	for suite in $(GPU_C_SUITES); do \
-		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/run EMX_GPU_RUN=$(BUILD)/cuda/run \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/cpu/run EMX_GPU_RUN=$(BUILD)/cuda/run \
 		EMX_GPU_BENCH=$(BUILD)/cuda/tools/bench EMX_GPU_EVAL=$(BUILD)/cuda/tools/eval $(BUILD)/tests/tests -j1 --filter "$$suite/*" || exit 1; done
 
 # tools/gpu_first_run.sh run end to end in --emulated mode, and its report read back
@@ -148,7 +196,7 @@ test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU
 test-asan:
 	@mkdir -p build-asan
 	$(MAKE) EMU_BUILD=build build/emu/run build/emu/tools/bench build/emu/tools/eval
-	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan EMU_BUILD=build EMU_TEST_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
+	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build EMU_TEST_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 
@@ -183,8 +231,8 @@ check-links:
 
 check: check-layers check-links all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
-	@if [ -x "$(NVCC)" ] || command -v "$(NVCC)" >/dev/null 2>&1; then $(MAKE) cuda; \
-	else echo "SKIP make cuda: no nvcc at $(NVCC) (install the CUDA toolkit to compile the kernels)"; fi
+	@if [ "$(CUDA)" = 1 ]; then $(MAKE) cuda; \
+	else echo "SKIP make cuda: CUDA=0$(if $(NVCC_FOUND),, (no nvcc at $(NVCC): install the CUDA toolkit to compile the kernels))"; fi
 	$(MAKE) emu-compile-checks
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	$(MAKE) test-avx2

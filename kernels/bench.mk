@@ -3,7 +3,7 @@
 # peak memory bandwidth. Needs nvcc and a GPU. `make bench-kernels-emu` builds the same program
 # through the CPU emulation layer (tests/cuda_emu) with reduced sizes: it proves the launch paths
 # run; its timings are emulation timings, not GPU timings (the program prints that).
-# Included by the top Makefile after kernels/kernels.mk (NVCC, NVCCFLAGS, CUDA_ARCHS come from there).
+# Included by the top Makefile after kernels/kernels.mk (NVCCFLAGS and CUDA_ARCHS come from there, NVCC from the top Makefile).
 BENCH_KERNELS_ARGS ?=
 BENCH_KERNELS_BIN := $(BUILD)/cuda/bench_kernels
 

@@ -1,9 +1,11 @@
 # kernels/kernels.mk — `make cuda`: the real nvcc build of every kernels/*.cu (the kernels and
 # their launchers) for sm_80 (A100) and sm_90 (H100) into $(BUILD)/cuda/libentropix_cuda.a.
-# Warnings are errors on both sides of nvcc. Included by the top Makefile; nvcc need not be on
-# PATH (CUDA's default install location is the fallback).
-NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
+# Warnings are errors on both sides of nvcc. Included by the top Makefile, which finds NVCC (not
+# necessarily on PATH: CUDA's default install location is the fallback) and, when it is found,
+# builds $(BUILD)/cuda/run and $(BUILD)/cuda/tools/{bench,eval,server} as part of `make` (CUDA=1).
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# The architectures by name ("sm_80 sm_90"), for --version (runtime/cuda/forward_cuda.c).
+CUDA_ARCH_NAMES = $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCHS))))
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -I.
 # runtime/cuda/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
@@ -21,6 +23,14 @@ $(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 	$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
 	grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' $(BUILD)/cuda/$*.ptxas >&2; exit $$rc
 
+# nvcc takes minutes for the whole backend: a make that is about to run it says so once, before
+# the first compile (the notice is remade when a .cu file is newer than it, i.e. when nvcc runs).
+$(CUDA_OBJ): | $(BUILD)/cuda/nvcc-notice
+$(BUILD)/cuda/nvcc-notice: $(CUDA_SRC)
+	@mkdir -p $(dir $@)
+	@echo "make: building the CUDA backend with nvcc ($(NVCC)): minutes when nothing is built yet; make CUDA=0 for a CPU-only build"
+	@touch $@
+
 $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -30,17 +40,21 @@ $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 # The CUDA build of ./run and tools/bench: the CPU library, runtime/cuda/forward_cuda*.c (the CUDA
 # backend of forward.h: C11 host code compiled against CUDA's headers) and the nvcc-built
 # kernels, linked with the CUDA runtime. `--device auto` (the default) then runs on GPU 0 when
-# there is one and on the CPU otherwise.
+# there is one and on the CPU otherwise, a machine without a GPU or driver included (cudart loads
+# the driver when asked for devices, and finds none). The top Makefile copies these to
+# $(BUILD)/run and $(BUILD)/tools/ when CUDA=1.
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # runtime/cuda/comm_nccl.o goes in as an object too: libentropix.a reaches it through weak symbols
 # (runtime/pool/comm_nccl_weak.h), which never pull a member out of an archive.
 CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/cuda/obj/%.o)
 CUDA_LINK_OBJ := $(CUDA_HOST_OBJ) $(BUILD)/cuda/runtime/cuda/comm_nccl.o
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
+# The run path names the toolkit's libraries, so the binaries start where the toolkit is not in
+# the loader's path (a pip-installed or unregistered one).
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
 
 $(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DEMX_CUDA_ARCHS='"$(CUDA_ARCH_NAMES)"' -c $< -o $@
 
 $(BUILD)/cuda/run: $(BUILD)/obj/runtime/cli/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)

@@ -22,6 +22,13 @@ int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *e
 
 int emx_cuda_available(void) { return emx_cuda_device_count && emx_cuda_device_count() > 0; }
 
+const char *emx_backend_names(void) {
+    static char names[128];  // set once, before any thread: --version runs first
+    if (!emx_cuda_backend_name) return "cpu";
+    snprintf(names, sizeof names, "cpu, %s", emx_cuda_backend_name());
+    return names;
+}
+
 // "cuda:N" -> N; -1 if the text is not of that form.
 static int parse_cuda_device(const char *d) {
     if (strncmp(d, "cuda:", 5) != 0 || d[5] < '0' || d[5] > '9') return -1;
@@ -40,7 +47,8 @@ EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err
         return NULL;
     }
     if (!emx_cuda_state_new) {
-        emx_seterr(err, errlen, "device %s: this build has no CUDA backend (make cuda builds build/cuda/run)", d);
+        emx_seterr(err, errlen, "device %s: this build has no CUDA backend (make builds it in when nvcc is found, "
+                                "unless CUDA=0)", d);
         return NULL;
     }
     return emx_cuda_state_new(m, opt, dev, err, errlen);

@@ -56,6 +56,10 @@ void emx_state_info(const EmxState *s, EmxStateInfo *info);
 // 1 when this build has the CUDA backend and sees at least one GPU.
 int emx_cuda_available(void);
 
+// The backends this binary was linked with, for --version: "cpu", or "cpu, cuda sm_80 sm_90"
+// when it has the CUDA backend (the GPU architectures its kernels were compiled for).
+const char *emx_backend_names(void);
+
 // Runs tokens[0..n) at positions pos..pos+n-1 as one batched pass (prefill when n > 1) and
 // returns the logits of the last position, f32 [vocab]. Positions >= pos in the KV cache are
 // overwritten, so calling again with an earlier pos is a rollback (nothing else to undo).

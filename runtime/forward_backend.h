@@ -58,5 +58,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
 EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err,
                              size_t errlen) __attribute__((weak));
 int emx_cuda_device_count(void) __attribute__((weak));
+// "cuda sm_80 sm_90": the backend and the architectures of its kernels (emx_backend_names).
+const char *emx_cuda_backend_name(void) __attribute__((weak));
 
 #endif

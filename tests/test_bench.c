@@ -146,7 +146,7 @@ Test(bench, forward_measurement_and_copy_probe) {
 
 Test(bench, cli_errors_are_one_line, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(bin, sizeof bin, "cpu/tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.f32.bin");
     if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
     expect_error_prog(bin, (const char *[]){"warp", mp, NULL}, 2, "unknown benchmark 'warp'");
@@ -402,7 +402,7 @@ Test(bench, gpu_launches_per_step, .timeout = 300) {
 // The CPU report: the same lines, "-" where the CPU has no figure, a peak when given one.
 Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(bin, sizeof bin, "cpu/tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
     if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "3",
@@ -457,7 +457,7 @@ Test(bench, gpu_sampler_and_agents, .timeout = 300) {
 // says why the pool's rows are missing, and the run succeeds.
 Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(bin, sizeof bin, "cpu/tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
     if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
     RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n",
@@ -583,7 +583,7 @@ Test(bench, bw_model_printed_us_are_bytes_over_peak) {
 // device is a usage error that lists the names.
 Test(bench, bw_model_in_cpu_speed_report, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "tools/bench");
+    test_build_path(bin, sizeof bin, "cpu/tools/bench");
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
     if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
     expect_error_prog(bin, (const char *[]){"speed", mp, "--model-device", "b200", NULL}, 2,

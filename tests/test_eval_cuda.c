@@ -54,7 +54,7 @@ Test(eval_cuda, greedy_and_entropix_same_results_as_cpu, .timeout = 900) {
           "{\"id\":\"s3\",\"prompt\":\"not run\",\"answer\":\"3\",\"check\":\"number\"}\n", f);
     fclose(f);
     char ebin[512];
-    test_build_path(ebin, sizeof ebin, "tools/eval");
+    test_build_path(ebin, sizeof ebin, "cpu/tools/eval");
     const char *args[] = {model, tasks, "--limit", "2", "--seeds", "1", "--config", "greedy", "--config", "entropix",
                           "-o", out_cpu, "--device", "cpu", NULL};
     RunResult c = run_prog(ebin, args);

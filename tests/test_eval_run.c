@@ -15,7 +15,7 @@
 
 static const char *eval_binary(void) {
     static char path[512];
-    test_build_path(path, sizeof path, "tools/eval");
+    test_build_path(path, sizeof path, "cpu/tools/eval");
     return path;
 }
 

@@ -47,7 +47,7 @@ static void stop_server_left(void) {
 static Server server_start(const char *model_name, const char *const *extra) {
     Server s = {0};
     char prog[512], model[512], rel[256];
-    test_build_path(prog, sizeof prog, "tools/server");
+    test_build_path(prog, sizeof prog, "cpu/tools/server");
     snprintf(rel, sizeof rel, "models/%s", model_name);
     test_build_path(model, sizeof model, rel);
     const char *argv[16] = {prog, model, "--port", "0", "-t", "1", "-c", "1024"};

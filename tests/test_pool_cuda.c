@@ -187,7 +187,7 @@ Test(pool_cuda, cpu_build_refuses_gpus, .timeout = 300) {
     expect_error((const char *[]){m, "--agents", "4", "--devices", "cuda:0,cuda:1", NULL}, 2,
                  "--devices cuda:0,cuda:1: this build has no CUDA backend");
     expect_error((const char *[]){m, "--agents", "4", "--devices", "cuda:0", "--check-every", "0", NULL}, 2,
-                 "(make cuda builds build/cuda/run)");
+                 "(make builds it in when nvcc is found, unless CUDA=0)");
 }
 
 // --critic-model: the critic's own model file gets its own state on rank 0's GPU (cuda:1 here,

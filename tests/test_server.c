@@ -193,7 +193,7 @@ Test(server, bad_flags_exit_2) {
     char model[512];
     snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());
     char prog[512];
-    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
     const char *cases[][4] = {{"--port", "70000", NULL}, {"--parallel", "0", NULL}, {"--queue", "x", NULL},
                               {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -211,7 +211,7 @@ Test(server, bad_flags_exit_2) {
 static void server_script(const char *script, int pass_run, const char *what) {
     char py[512], prog[512], models[512], path[512], run_bin[512];
     snprintf(py, sizeof py, "%s/server-venv/bin/python", build_dir());
-    snprintf(prog, sizeof prog, "%s/tools/server", build_dir());
+    snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
     snprintf(models, sizeof models, "%s/models", build_dir());
     snprintf(path, sizeof path, "tests/server/%s", script);
     snprintf(run_bin, sizeof run_bin, "%s", run_binary());

@@ -59,6 +59,7 @@
 #include "tools/bench/result.h"
 #include "tools/bench/speed_report.h"
 #include "tools/tool_args.h"
+#include "runtime/cli/cli_args.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "runtime/pool/pool_generate.h"
@@ -105,7 +106,8 @@ static int usage(FILE *f) {
             "  --runs N            runs per configuration (default 3; medians are reported)\n"
             "  --agents N          agents (default 8)\n"
             "  --workers N         CPU workers of the pool (default 1)\n"
-            "  --lookahead L       the branch length of the third configuration (default 4)\n");
+            "  --lookahead L       the branch length of the third configuration (default 4)\n"
+            "usage: bench --version    the version and the backends of this build\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -655,6 +657,10 @@ done:
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         return usage(argc < 2 ? stderr : stdout);
+    if (!strcmp(argv[1], "--version")) {
+        emx_cli_version(stdout, "bench");
+        return 0;
+    }
     if (!strcmp(argv[1], "speed")) return bench_speed(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sampler")) return bench_sampler(argc - 2, argv + 2);
     if (!strcmp(argv[1], "agents")) return bench_agents(argc - 2, argv + 2);

@@ -223,6 +223,7 @@ int main(int argc, char **argv) {
     if (!e) return 1;
     int rc = eval_parse_args(argc, argv, &e->a, err, sizeof err);
     if (rc == 0 && e->a.help) eval_usage(stdout);
+    else if (rc == 0 && e->a.version) emx_cli_version(stdout, "eval");
     else if (rc == 0) rc = run_eval(e, err, sizeof err);
     if (rc) fprintf(stderr, "eval: %s\n", err);
     for (int c = 0; c < e->n_configs; c++) eval_config_free(&e->configs[c]);

@@ -39,13 +39,14 @@ static void usage(FILE *f) {
             "  -s SEED             seed when a request gives none (default: drawn per request)\n"
             "  --sampler S, --temp T, --top-k K, --top-p P, --min-p P, --profile NAME|FILE, --profile-set K=V,\n"
             "  --metric-layers L, --no-think     as ./run (./run --help)\n"
-            "  -h, --help          this text\n");
+            "  -h, --help          this text\n"
+            "  --version           the version and the backends of this build\n");
 }
 
 typedef struct {
     SrvHttpOptions http;
     EmxCliArgs args;
-    int help;
+    int help, version;
 } ServerArgs;
 
 static int parse_num(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -84,6 +85,7 @@ static int parse_args(int argc, char **argv, ServerArgs *sa) {
         const int server_flag = !strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--api-key") ||
                                 !strcmp(f, "--parallel") || !strcmp(f, "--queue") || !strcmp(f, "--max-body");
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) sa->help = 1;
+        if (!strcmp(f, "--version")) sa->version = 1;
         if (!server_flag) {
             rest[n++] = argv[i];
             continue;
@@ -103,7 +105,7 @@ static int parse_args(int argc, char **argv, ServerArgs *sa) {
         else if (!strcmp(f, "--queue")) rc = parse_num(f, val, 0, 4096, &v), sa->http.queue = (int)v;
         else rc = parse_num(f, val, 1024, 1L << 30, &v), sa->http.max_body = (size_t)v;
     }
-    if (!rc && !sa->help) {
+    if (!rc && !sa->help && !sa->version) {
         char err[512];
         if (emx_cli_parse(n, rest, &sa->args, err, sizeof err) != 0) {
             fprintf(stderr, "server: %s\n", err);
@@ -154,6 +156,10 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     if (sa.help) {
         usage(stdout);
+        return 0;
+    }
+    if (sa.version) {
+        emx_cli_version(stdout, "server");
         return 0;
     }
     SrvModel sm = {0};

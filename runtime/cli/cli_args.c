@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "runtime/forward.h"
 
 static const char *const sampler_names[] = {
     [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
@@ -305,6 +306,10 @@ EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {
     return p;
 }
 
+void emx_cli_version(FILE *f, const char *prog) {
+    fprintf(f, "entropix.c %s %s (backends: %s)\n", prog, EMX_VERSION_STRING, emx_backend_names());
+}
+
 void emx_cli_usage(FILE *f, const char *prog) {
     fprintf(f,
         "usage: %s MODEL.bin [options]\n"
@@ -326,7 +331,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
         "  -t, --threads N         CPU threads (default: all cores)\n"
         "  -dev, --device D        cpu, cuda:N, or auto (default): the first GPU when this build\n"
-        "                          has the CUDA backend (make cuda: build/cuda/run) and sees one\n"
+        "                          has the CUDA backend (--version says) and sees one, else the CPU\n"
         "\n"
         "Sampling:\n"
         "      --sampler NAME      entropix (default): each token's strategy chosen from the\n"
@@ -366,7 +371,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          (mean entropy decides; default 1 = token by token)\n"
         "      --workers N         CPU workers, each with a replica (default 1); same text for\n"
         "                          any N\n"
-        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (build/cuda/run)\n"
+        "      --devices LIST      cpu (default) or cuda:0,cuda:1,...: one worker per GPU (CUDA build)\n"
         "      --check-every K     the critic judges every K committed tokens (default: no critic;\n"
         "                          5 with --critic-model; given, it turns on a critic over the\n"
         "                          same model, weights shared; 0 = off)\n"
@@ -383,7 +388,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"
         "      --verify            check the model file's recorded checksum before running\n"
         "  -h, --help              this help\n"
-        "      --version           print the version\n"
+        "      --version           print the version and the backends of this build\n"
         "\n"
         "Exit status: 0 ok, 1 error (model, prompt, context), 2 usage error.\n",
         prog);

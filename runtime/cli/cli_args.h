@@ -89,5 +89,7 @@ const char *emx_sampler_kind_name(int kind);
 
 // The --help text.
 void emx_cli_usage(FILE *f, const char *prog);
+// --version of ./run and the tools: "entropix.c PROG 0.1.0 (backends: cpu, cuda sm_80 sm_90)".
+void emx_cli_version(FILE *f, const char *prog);
 
 #endif

@@ -252,7 +252,7 @@ static int read_args(Run *r, int argc, char **argv) {
         return 0;
     }
     if (a->version) {
-        printf("entropix.c run %s\n", EMX_VERSION_STRING);
+        emx_cli_version(stdout, "run");
         return 0;
     }
     r->entropix = a->sampler == EMX_SAMPLER_ENTROPIX;

@@ -13,7 +13,7 @@ int emx_run_pool_setup(const EmxCliArgs *a, EmxRunPoolSetup *s, char *err, size_
     const int n_gpus = s->n_devices > 0 ? emx_pool_gpu_count() : 0;
     if (n_gpus < 0)
         return emx_seterr(err, errlen, "--devices %s: this build has no CUDA backend, so the agent pool runs on the "
-                          "CPU only (make cuda builds build/cuda/run)", a->devices), 2;
+                          "CPU only (make builds it in when nvcc is found, unless CUDA=0)", a->devices), 2;
     // one worker per GPU: --workers may only repeat the count (1 is the default, not a choice)
     if (s->n_devices > 0 && a->workers != 1 && a->workers != s->n_devices)
         return emx_seterr(err, errlen, "--workers %d with --devices %s: one worker per device (%d), leave --workers out",

@@ -275,15 +275,28 @@ int emx_cuda_device_count(void) {
     return n;
 }
 
+// kernels/kernels.mk passes the architectures of the nvcc build ("sm_80 sm_90");
+// tests/cuda_emu/emu.mk passes "emulated".
+#ifndef EMX_CUDA_ARCHS
+#define EMX_CUDA_ARCHS "(architectures not recorded)"
+#endif
+const char *emx_cuda_backend_name(void) { return "cuda " EMX_CUDA_ARCHS; }
+
 EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;
     const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
     if (ctx < 0) return NULL;
-    const int n_dev = emx_cuda_device_count();
+    int n_dev = 0;
+    const cudaError_t count_err = cudaGetDeviceCount(&n_dev);
+    if (count_err != cudaSuccess) {
+        cudaGetLastError();
+        n_dev = 0;
+    }
     if (device >= n_dev) {
-        emx_seterr(err, errlen, "device cuda:%d: %s", device,
-                 n_dev ? "no such GPU" : "no GPU found (cudaGetDeviceCount reports none)");
-        if (n_dev) snprintf(err + strlen(err), errlen - strlen(err), " (%d present)", n_dev);
+        // the runtime's reason names what is missing: no driver, or a driver without a GPU
+        if (n_dev) emx_seterr(err, errlen, "device cuda:%d: no such GPU (%d present)", device, n_dev);
+        else emx_seterr(err, errlen, "device cuda:%d: no GPU found (cudaGetDeviceCount: %s)", device,
+                        count_err != cudaSuccess ? cudaGetErrorString(count_err) : "0 devices");
         return NULL;
     }
     if (c->head_dim > 512 || c->head_dim / 2 > 512) {

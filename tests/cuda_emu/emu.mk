@@ -82,7 +82,7 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -c $< -o $@
+	$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
 
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -35,6 +35,10 @@ int eval_parse_args(int argc, char **argv, EvalArgs *a, char *err, size_t errlen
             a->help = 1;
             return 0;
         }
+        if (!strcmp(f, "--version")) {
+            a->version = 1;
+            return 0;
+        }
         if (f[0] != '-' || !f[1]) {
             if (!a->model) a->model = f;
             else if (a->n_tasks == EVAL_MAX_FILES) return usage_err(err, errlen, "more than 64 task files at '%s'", f);
@@ -94,6 +98,7 @@ void eval_usage(FILE *f) {
           "                          DIR/FAMILY-ID-CONFIG-sSEED.html; DIR is created if missing\n"
           "  --device D              cpu, cuda:N or auto (default), as ./run's\n"
           "  -t N                    CPU threads (default: all cores)\n"
+          "  --version               the version and the backends of this build\n"
           "Exit: 0 ok, 1 runtime error, 2 bad flag, task file or config (nothing is generated).\n",
           f);
 }

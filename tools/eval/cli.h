@@ -23,6 +23,7 @@ typedef struct {
     const char *device; // --device, default auto
     int threads;        // -t, default 0 (all cores)
     int help;
+    int version;        // --version: print it and the backends, run nothing
 } EvalArgs;
 
 // Returns 0, or 2 with a one-line message in err.

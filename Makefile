@@ -203,12 +203,12 @@ test-asan:
 # The AVX2-only build (AVX2 + FMA + F16C, no AVX-512: most laptops and desktops) has kernels of
 # its own (the AVX2 4-row int8/int4 kernels, cpu_attention_avx2.c): built in build-avx2/ and run
 # through the CPU suites that cover them (about a minute on 2 cores), whatever the machine's own
-# flags (-march=native above).
+# flags (-march=native above). CPU-only (CUDA=0): these suites test the CPU.
 AVX2_SUITES ?= @(cpu_ops|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
 .PHONY: test-avx2
 test-avx2:
-	$(MAKE) BUILD=build-avx2 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
-	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
+	$(MAKE) BUILD=build-avx2 CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
+	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
 
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh

@@ -467,7 +467,7 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     int rc = -1;
     if (opt->cuda_devices) {
         if (emx_pool_gpu_count() < 0) {
-            emx_seterr(err, errlen, "agents: cuda devices: this build has no CUDA backend (make cuda builds build/cuda/run)");
+            emx_seterr(err, errlen, "agents: cuda devices: this build has no CUDA backend (make builds it in when nvcc is found)");
             goto out;
         }
         nccl = emx_comm_nccl_new(opt->cuda_devices, W, err, errlen);

@@ -34,7 +34,7 @@
 #include <vector>
 
 #ifdef ENTROPIX_CUDA_EMU
-#include "emu/kernel_runs.h"
+#include "tests/cuda_emu/include/emu/kernel_runs.h"
 #endif
 
 extern "C" {

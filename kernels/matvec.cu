@@ -76,6 +76,15 @@ __global__ void __launch_bounds__(128) quantize_acts_kernel(const float *__restr
 // ---------------------------------------------------------------------------------------------
 // Fast variant: this lane's share of row r's dot products with the nb activation rows.
 
+// Every multiply-add of a row's dot product is an explicit fmaf: left to the compiler, the
+// contraction of `a * b + c` may differ between the one-row (MAXB = 1) and batched (MAXB = 16)
+// instantiations (g++ does, under the emulator), and then a row's result would depend on the
+// batch it is in; emx_forward_multi promises rows bitwise equal to emx_forward's.
+// acc + w[0..3] . x, one fmaf after another.
+__device__ __forceinline__ float fma4(const float *w, const float4 x, float acc) {
+    return fmaf(w[3], x.w, fmaf(w[2], x.z, fmaf(w[1], x.y, fmaf(w[0], x.x, acc))));
+}
+
 // 8 (f16/bf16) or 4 (f32) weights of one 16-byte chunk as f32
 template <int DT>
 __device__ __forceinline__ void unpack16(const uint4 u, float *w) {
@@ -112,7 +121,7 @@ __device__ __forceinline__ void row_dot_dense(const void *__restrict__ W, int ro
 #pragma unroll
             for (int k = 0; k < PER / 4; k++) {
                 const float4 x4 = xv[k];
-                acc[b] += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                acc[b] = fma4(w + 4 * k, x4, acc[b]);
             }
         }
     }
@@ -140,11 +149,8 @@ __device__ __forceinline__ void row_dot_q8_f32(const void *__restrict__ W, int r
             const float4 *xv = (const float4 *)(a.x + (size_t)b * cols + (size_t)c * 16);
             float s = 0.0f;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float4 x4 = xv[k];
-                s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
-            }
-            acc[b] += dw * s;
+            for (int k = 0; k < 4; k++) s = fma4(w + 4 * k, xv[k], s);
+            acc[b] = fmaf(dw, s, acc[b]);
         }
     }
 }
@@ -186,10 +192,10 @@ __device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int r
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 const float4 x4 = xv[k];
-                s += w[4 * k] * x4.x + w[4 * k + 1] * x4.y + w[4 * k + 2] * x4.z + w[4 * k + 3] * x4.w;
+                s = fma4(w + 4 * k, x4, s);
                 if constexpr (DT == EMX_Q4_1) sx += x4.x + x4.y + x4.z + x4.w;
             }
-            acc[b] += DT == EMX_Q4_1 ? d * s + m * sx : d * s;
+            acc[b] = DT == EMX_Q4_1 ? fmaf(m, sx, fmaf(d, s, acc[b])) : fmaf(d, s, acc[b]);
         }
     }
 }
@@ -214,7 +220,7 @@ __device__ __forceinline__ void row_dot_q8_int8(const void *__restrict__ W, int 
             s = __dp4a((int)u.y, x4.y, s);
             s = __dp4a((int)u.z, x4.z, s);
             s = __dp4a((int)u.w, x4.w, s);
-            acc[b] += (float)s * (dw * a.xd[(size_t)b * G + (c >> 1)]);
+            acc[b] = fmaf((float)s, dw * a.xd[(size_t)b * G + (c >> 1)], acc[b]);
         }
     }
 }
@@ -259,9 +265,9 @@ __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int 
             const float xd = a.xd[(size_t)b * G + g];
             const int xs = a.xsum[(size_t)b * G + g];
             if constexpr (DT == EMX_Q4)
-                acc[b] += (float)(s - 8 * xs) * (d * xd);  // sum (nib - 8) x = sum nib x - 8 sum x
+                acc[b] = fmaf((float)(s - 8 * xs), d * xd, acc[b]);  // sum (nib - 8) x = sum nib x - 8 sum x
             else
-                acc[b] += (float)s * (d * xd) + m * (xd * (float)xs);
+                acc[b] = fmaf(m, xd * (float)xs, fmaf((float)s, d * xd, acc[b]));
         }
     }
 }
@@ -330,8 +336,8 @@ __global__ void __launch_bounds__(PLAIN_THREADS) matvec_plain_kernel(const void 
 #pragma unroll
         for (int b = 0; b < MAXB; b++) {
             if (b >= nb) break;
-            acc[b] += w * x[(size_t)b * cols + c];
-            if constexpr (SWIGLU) acc2[b] += w2 * x[(size_t)b * cols + c];
+            acc[b] = fmaf(w, x[(size_t)b * cols + c], acc[b]);
+            if constexpr (SWIGLU) acc2[b] = fmaf(w2, x[(size_t)b * cols + c], acc2[b]);
         }
     }
 #pragma unroll

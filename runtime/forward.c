@@ -89,6 +89,9 @@ int emx_forward_multi(EmxState *const *states, const int *tokens, const int *pos
 int emx_forward_multi_batched(const EmxState *s) { return s->backend->forward_multi != NULL; }
 int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                        EmxDecideResult *out) {
+    // a member of a forward group must step through emx_forward (the group's batched step, which
+    // waits for every member's row): deciding on its own would leave the others waiting for good
+    if (s->group) return 0;
     return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;
 }
 int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,

@@ -89,15 +89,17 @@ int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float
 // Row i is states[i]'s token tokens[i] at position pos[i]: one batched pass over the n rows, each
 // weight read once for all of them. Afterwards each state's logits (logits[i] points at them),
 // attention scores and KV cache are bitwise what emx_forward(states[i], &tokens[i], 1, pos[i])
-// would have left: a matmul row's result does not depend on its batch (runtime/cpu/cpu_matmul.h)
-// and each row attends to its own state's cache. Every state is of one model and one backend,
+// would have left: a matmul row's result does not depend on its batch (runtime/cpu/cpu_matmul.h;
+// CUDA: kernels/matvec.cu) and each row attends to its own state's cache. Every state is of one model and one backend,
 // each appears once; the first state's scratch runs the batch (n <= its batch capacity, every
-// pos[i] < its ctx). Returns 0, or -1 with nothing run on a bad call (emx_state_error(states[0])
-// says why). A backend without a batched step (CUDA) runs the rows one after the other: same
-// results, no batching (and there a bad row stops the loop after the rows before it ran).
+// pos[i] < its ctx). CUDA: every state on one device, sharing the first's uploaded weights
+// (share_weights), n <= 16. Returns 0, or -1 with nothing run on a bad call
+// (emx_state_error(states[0]) says why). A backend without a batched step runs the rows one after
+// the other: same results, no batching (and there a bad row stops the loop after the rows before
+// it ran).
 int emx_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
-// 1 when the state's backend runs emx_forward_multi as one batched pass (the CPU), 0 when it
-// runs the rows in turn.
+// 1 when the state's backend runs emx_forward_multi as one batched pass (the CPU, CUDA), 0 when
+// it runs the rows in turn.
 int emx_forward_multi_batched(const EmxState *s);
 
 // Changes the number of threads of later calls (<= 0: all cores), at most the count the state
@@ -170,8 +172,8 @@ typedef struct {
 
 // Runs tokens[0..n) at pos.. as emx_forward does, then chooses the next token (it will sit at
 // pos + n: the RNG step) by spec. Returns 1 with *out filled when the backend chose on its side,
-// 0 when it cannot (the CPU backend: call emx_forward and choose from the logits; nothing was
-// run), -1 on error (emx_state_error says why). A state keeps one spec: calling with another
+// 0 when it cannot (the CPU backend, or a state in a forward group, whose steps go through
+// emx_forward: call emx_forward and choose from the logits; nothing was run), -1 on error (emx_state_error says why). A state keeps one spec: calling with another
 // re-captures the decode graph, and restarts the entropix insert-once state.
 int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                        EmxDecideResult *out);

@@ -2,8 +2,9 @@
 // the weights, activations and KV cache in one GPU's memory and every step made of the
 // launchers of kernels/*.h (host code, C11; the kernels are CUDA C++).
 //
-// Per layer, for n rows (a chunk of at most 16 prompt tokens, one decode token, or one token of
-// each lookahead branch):
+// Per layer, for n rows (a chunk of at most 16 prompt tokens, one decode token, one token of
+// each lookahead branch, or one token of each of several states: emx_forward_multi, whose rows'
+// rope_kv and attention run per row on each state's own cache):
 //   rmsnorm(x) -> xb;  int8 xb (q8/q4 weights);  q, k, v = matvec(Wq/Wk/Wv, xb)
 //   rope_kv: q/k per-head norm, RoPE, k and v into the KV cache
 //   attention (split flash-decoding, GQA-aware; the last row writes the score rows and per-head
@@ -431,6 +432,7 @@ static const EmxBackend CUDA_BACKEND = {
     .forward = emx_cuda_state_forward,
     .forward_decide = emx_cuda_state_forward_decide,
     .propose = emx_cuda_state_propose,
+    .forward_multi = emx_cuda_state_forward_multi,
     .forward_all_logits = emx_cuda_state_forward_all_logits,
     .attention_scores = emx_cuda_state_attention_scores,
     .kv_cache = emx_cuda_state_kv_cache,

@@ -169,6 +169,8 @@ int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int po
                                   EmxDecideResult *out);
 int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                            uint32_t first_lane, int ban, EmxProposal *proposals);
+int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
+                                 const float **logits);
 int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits);
 const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos);
 void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim);

@@ -1,7 +1,8 @@
 // forward_cuda_step.c — the CUDA backend's pass (forward_cuda.c has the header comment: the
 // layers, the decode graph, the on-device choice, prefill in chunks): the matvecs (or, for long
 // prompts, GEMMs) and attention of one chunk, the decode step's graph, emx_forward_decide's choice on the device, the agents'
-// proposals, the logits and caches brought to the host, and the lookahead branches.
+// proposals, the logits and caches brought to the host, the lookahead branches, and several
+// states' rows in one step (emx_forward_multi).
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,10 +54,14 @@ static int gemm(CudaState *s, const EmxCudaWeight *w, const float *in, int n, fl
 // keys 0..pos+i; branch rows all sit at prefix+step and attend the prefix, then their tail.
 // gemm: a long prompt's chunk (prefill_gemm): projections through GEMMs, tokens and positions
 // from gin_d.
+// multi: emx_forward_multi's rows, row i states[i]'s token at multi_pos[i] (its k and v go to
+// states[i]'s cache, it attends that cache, its score rows go to states[i]).
 typedef struct {
     int is_branches, prefix, step;
     int device_positions;  // decode graph: the key count is read from in_d->n_keys
     int gemm;
+    CudaState *const *multi;  // NULL: every row is this state's
+    const int *multi_pos;     // [n] host copy of the rows' positions
 } Rows;
 
 static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
@@ -80,8 +85,27 @@ static void record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
     a->head_stats = s->head_stats + (size_t)l * c->n_heads;
 }
 
+// Multi-state rows: one single-query launch per row, each over its own state's cache (its own
+// allocation, its own key count) and workspace; the attention reads KV rows, not weights, so
+// batching its launches would save launch latency only (a per-row cache pointer table would
+// change the kernel for that). Row i alone is exactly emx_forward's decode attention.
+static int attention_multi(CudaState *s, int l, int n, const Rows *r) {
+    EmxAttentionArgs a;
+    for (int i = 0; i < n; i++) {
+        const CudaState *o = r->multi[i];
+        attention_args(o, l, &a);
+        a.q = s->q + (size_t)i * s->q_dim;
+        a.out = s->att + (size_t)i * s->q_dim;
+        a.n_keys = r->multi_pos[i] + 1;
+        record_scores(o, l, &a);  // every row is its state's last: the entropix metrics read them
+        CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
+    }
+    return 0;
+}
+
 static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
     EmxAttentionArgs a;
+    if (r->multi) return attention_multi(s, l, n, r);
     // n rows at pos..pos+n-1, causal: one launch (rows on the grid) per CHUNK rows; the
     // workspace, which grows with rows x ctx, is sized for CHUNK (a GEMM chunk takes several)
     for (int r0 = 0; !r->is_branches && r0 < n; r0 += CHUNK) {
@@ -133,6 +157,25 @@ static int ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     return 0;
 }
 
+// rope_kv of multi-state rows: row i's k and v into states[i]'s cache at its position, one
+// launch of one row each (the caches are separate allocations; the kernel takes one per call).
+// a: the batch's arguments, adjusted per row.
+static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeArgs *batch) {
+    for (int i = 0; i < n; i++) {
+        const CudaState *o = r->multi[i];
+        EmxRopeArgs a = *batch;
+        a.q = s->q + (size_t)i * s->q_dim;
+        a.k = s->k + (size_t)i * s->kv_dim;
+        a.v = s->v + (size_t)i * s->kv_dim;
+        a.k_cache = o->key + (size_t)l * o->ctx * o->kv_dim;
+        a.v_cache = o->value + (size_t)l * o->ctx * o->kv_dim;
+        a.pos = batch->pos + i;
+        a.batch = 1;
+        CU(emx_cuda_rope_kv(&a, s->stream));
+    }
+    return 0;
+}
+
 // Runs n rows (n <= CHUNK, in_d on the device; r->gemm: n <= gemm_rows, gin_d) through every
 // layer; leaves the final hidden states, before the output norm, in x.
 static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
@@ -175,7 +218,11 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
         a.n_kv_heads = (int)c->n_kv_heads;
         a.head_dim = (int)c->head_dim;
         a.style = (int)c->rope_style;
-        CU(emx_cuda_rope_kv(&a, s->stream));
+        if (r->multi) {
+            if (rope_multi(s, l, n, r, &a)) return -1;
+        } else {
+            CU(emx_cuda_rope_kv(&a, s->stream));
+        }
         if (attention(s, l, n, pos, r, record_last)) return -1;
         // x += Wo att (both paths accumulate: the residual add is free)
         if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
@@ -269,14 +316,14 @@ static int step_tail(CudaState *s, int decide, int valid_len, int graph) {
 // launches made directly.
 static int decode_step(CudaState *s, int pos, int decide) {
     if (s->no_graphs) {
-        const Rows direct_rows = {0, 0, 0, 0, 0};
+        const Rows direct_rows = {.is_branches = 0};
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
         if (run_layers(s, 1, pos, &direct_rows, 1) || classify(s, 0, 1)) return -1;
         return step_tail(s, decide, pos + 1, 0);
     }
     cudaGraphExec_t *exec = decide ? &s->decide_graph : &s->decode_graph;
     if (!*exec) {
-        const Rows graph_rows = {0, 0, 0, 1, 0};
+        const Rows graph_rows = {.device_positions = 1};
         cudaGraph_t g = NULL;
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
@@ -309,7 +356,7 @@ static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int dec
                  s->device_name);
         return -1;
     }
-    const Rows rows = {0, 0, 0, 0, 1};
+    const Rows rows = {.gemm = 1};
     const int n_chunks = (n + s->gemm_rows - 1) / s->gemm_rows, size = (n + n_chunks - 1) / n_chunks;
     for (int done = 0; done < n;) {
         const int chunk = n - done < size ? n - done : size, last = done + chunk == n;
@@ -339,7 +386,7 @@ static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide)
     } else if (n > GEMM_MIN_PROMPT && s->gemm_rows) {
         if (prefill_gemm(s, tokens, n, pos, decide)) return -1;
     } else {
-        const Rows rows = {0, 0, 0, 0, 0};
+        const Rows rows = {.is_branches = 0};
         for (int done = 0; done < n;) {
             const int chunk = n - done < CHUNK ? n - done : CHUNK, last = done + chunk == n;
             // the pinned input is read by the copy when it runs: finish the previous chunk first
@@ -437,7 +484,7 @@ int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, in
     if (check_call(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
-    const Rows rows = {0, 0, 0, 0, 0};
+    const Rows rows = {.is_branches = 0};
     for (int done = 0; done < n;) {
         const int chunk = n - done < CHUNK ? n - done : CHUNK;
         if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, done + chunk == n) ||
@@ -450,6 +497,67 @@ int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, in
     }
     memcpy(s->logits_h, logits + (size_t)(n - 1) * s->vocab, (size_t)s->vocab * sizeof(float));
     s->last_pos = pos + n - 1;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several states in one step (emx_forward_multi): states[0]'s scratch runs the n rows through
+// every matvec as one batch (each weight read once for all rows, as a prefill chunk); rope_kv
+// and attention run per row on each state's own cache (rope_multi, attention_multi). Not
+// captured into a graph: a layer costs about a dozen batched launches plus three per row.
+
+// Why states[0..n) cannot run as one step led by s (its err set), or 0 when they can.
+static int multi_refused(CudaState *s, EmxState *const *states, const int *tokens, const int *pos, int n) {
+    const char *d = s->device_name;
+    if (n < 1 || n > CHUNK)
+        return snprintf(s->err, sizeof s->err, "%s: forward_multi: %d rows (1..%d a step)", d, n, CHUNK), -1;
+    for (int i = 0; i < n; i++) {
+        const CudaState *r = (const CudaState *)states[i];
+        if (r->base.backend != s->base.backend || r->w != s->w)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d's state (%s) does not share the first "
+                            "state's uploaded weights (another model or device, or made without share_weights)",
+                            d, i, r->base.backend == s->base.backend ? r->device_name : "not CUDA"), -1;
+        for (int j = 0; j < i; j++)
+            if (states[j] == states[i])
+                return snprintf(s->err, sizeof s->err, "%s: forward_multi: rows %d and %d are one state", d, j, i), -1;
+        if (pos[i] < 0 || pos[i] >= r->ctx)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: position %d outside the context of %d",
+                            d, i, pos[i], r->ctx), -1;
+        if (tokens[i] < 0 || tokens[i] >= s->vocab)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: token id %d out of range [0, %d)", d,
+                            i, tokens[i], s->vocab), -1;
+    }
+    return 0;
+}
+
+int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
+                                 const float **logits) {
+    CudaState *s = (CudaState *)states[0];
+    if (multi_refused(s, states, tokens, pos, n)) return -1;
+    CU(cudaSetDevice(s->device));
+    for (int i = 0; i < n; i++) {
+        s->in_h->tokens[i] = tokens[i];
+        s->in_h->pos[i] = pos[i];
+        s->in_h->rows[i] = i;
+    }
+    CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+    const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos};
+    if (run_layers(s, n, 0, &rows, 1) || classify(s, 0, n)) return -1;
+    const size_t row_bytes = (size_t)s->vocab * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        CudaState *r = (CudaState *)states[i];
+        const float *mine = s->logits + (size_t)i * s->vocab;
+        // into the state's own logits row 0 too: emx_state_propose reads them there
+        if (i) CU(cudaMemcpyAsync(r->logits, mine, row_bytes, cudaMemcpyDeviceToDevice, s->stream));
+        CU(cudaMemcpyAsync(r->logits_h, mine, row_bytes, cudaMemcpyDeviceToHost, s->stream));
+    }
+    CU(cudaStreamSynchronize(s->stream));
+    for (int i = 0; i < n; i++) {
+        CudaState *r = (CudaState *)states[i];
+        r->last_pos = pos[i];
+        r->logits_fresh = 1;
+        logits[i] = r->logits_h;
+    }
     return 0;
 }
 
@@ -520,7 +628,7 @@ int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int 
     if (check_tokens(s, tokens, n)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
-    const Rows rows = {1, prefix, step, 0, 0};
+    const Rows rows = {.is_branches = 1, .prefix = prefix, .step = step};
     if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
         return -1;
     CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));

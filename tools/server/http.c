@@ -575,7 +575,9 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
     if (!(s->slots = calloc((size_t)o->parallel, sizeof *s->slots))) return server_free(s), NULL;
     s->n_slots = o->parallel;
     for (int i = 0; i < s->n_slots; i++) {  // one state (KV cache) per slot, all of one context
-        EmxStateOptions so = {.n_threads = o->threads, .ctx = sm->ctx, .device = o->device};
+        // a GPU's slots use slot 0's uploaded weights: one copy, and the batched step needs that
+        EmxStateOptions so = {.n_threads = o->threads, .ctx = sm->ctx, .device = o->device,
+                              .share_weights = i ? s->slots[0].st : NULL};
         s->slots[i] = (SrvSlot){.s = s, .index = i, .st = emx_state_new(&sm->model, &so, err, errlen)};
         if (!s->slots[i].st) return server_free(s), NULL;
         // the prompt and every chosen token (the last one is recorded but not fed): ctx + 1

@@ -13,9 +13,12 @@
 #include <string.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "emu/kernel_runs.h"
 #include "engine_internal.h"
 
 thread_local __constinit uint3 threadIdx{};
@@ -260,9 +263,28 @@ cudaError_t check_launch_config(const char *name, dim3 grid, dim3 block, size_t 
     return cudaSuccess;
 }
 
+// Kernels run, by name (kernel_runs): host threads of several emulated devices run kernels at
+// the same time, hence the lock.
+namespace {
+std::mutex runs_mu;
+std::map<std::string, long> runs_by_name;
+} // namespace
+
+long kernel_runs(const char *prefix) {
+    std::lock_guard<std::mutex> lock(runs_mu);
+    long n = 0;
+    for (const auto &kv : runs_by_name)
+        if (kv.first.compare(0, strlen(prefix), prefix) == 0) n += kv.second;
+    return n;
+}
+
 cudaError_t run_kernel(const KernelRun &run) {
     cudaError_t err = check_launch_config(run.name, run.grid, run.block, run.dynamic_shmem, run.shmem_limit);
     if (err != cudaSuccess) return err;
+    {
+        std::lock_guard<std::mutex> lock(runs_mu);
+        runs_by_name[run.name]++;
+    }
     Engine &e = get_engine();
     if (e.run) {
         fprintf(stderr, "EMU: kernel %s launched from inside kernel %s (dynamic parallelism is not supported)\n",

@@ -1,0 +1,16 @@
+// emu/kernel_runs.h — how many kernels the emulator has run, by name: a test counts the launches
+// a step makes (e.g. that a batched step launches each matvec once for all its rows). Not
+// force-included (emu/api.h is, into every file): only the tests that count include it.
+#ifndef EMU_KERNEL_RUNS_H
+#define EMU_KERNEL_RUNS_H
+
+namespace emu {
+
+// Kernels run so far in this process, on every host thread, whose name as written at the launch
+// ("matvec_fast_kernel<DT, MAXB, SWIGLU, true>") begins with `prefix`. A graph's replayed
+// launches count, each time it is replayed; a launch refused before running does not.
+long kernel_runs(const char *prefix);
+
+} // namespace emu
+
+#endif

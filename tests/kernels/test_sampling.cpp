@@ -150,6 +150,7 @@ void run_vocab_cases(int n, int n_cases, uint64_t seed0) {
     int straddles = 0;
     for (int c = 0; c < n_cases; c++) {
         const std::vector<float> l = random_logits(rng, n, c);
+        dev.logits.upload(l);
         straddles += check_vocab_case(dev, naive, l, vocab_params(c, n), rng.next(), rng.below(1000), work, "random", c);
     }
     if (straddles) printf("sampling n=%d: %d of %d draws differ by a rounding straddle\n", n, straddles, n_cases);

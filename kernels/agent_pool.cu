@@ -10,8 +10,11 @@
 // first_lane + agent index. A second launch of one thread picks the winner (lowest entropy, strict <, so ties
 // go to the lower index): blocks cannot wait on each other within a launch, and the pick is 8
 // comparisons. The agents' blocks run concurrently on different SMs, so a pool of 8 costs about
-// one sampler's time, not 8.
-// Bytes per step: each agent block reads the logits 3-5 times (4n bytes each: scan, 2-4 radix
+// one sampler's time, not 8. From n = 8192 on, the passes over the vocabulary run first on many
+// blocks (sampling_mb.cuh, grid (n / 2048, n_agents): one scan shared by all agents, then each
+// agent's radix levels and gather), and each agent's block reads only their results and its
+// batch.
+// Bytes per step (one-block path): each agent block reads the logits 3-5 times (4n bytes each: scan, 2-4 radix
 // passes, gather) — the 8 blocks read the same row, which mostly hits L2 — and writes/reads 16
 // bytes per kept token (top_k of them; the whole vocabulary when top_k is off, then a serial
 // walk of thread 0, ~1 ms at 152k tokens: the slow path of sampling.cu). Out: 16 bytes per
@@ -22,7 +25,7 @@
 #include <cuda_runtime.h>
 
 #include "agent_pool.h"
-#include "sampling_device.cuh"
+#include "sampling_mb.cuh"
 
 extern "C" {
 #include "sampler/philox.h"
@@ -51,7 +54,7 @@ __device__ KeptList agent_kept_list(void *ws, int n, int agent) {
 __global__ void __launch_bounds__(SB, 1)
 agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentParams *agents, u64 seed, u64 step,
                       const u64 *step_dev, uint32_t first_lane, char *kept_ws, EmxProposal *props,
-                      EmxProposal *proposals_out) {
+                      EmxProposal *proposals_out, MbWs mw) {
     const Smem sm = block_smem();
     const int b = blockIdx.x;
     const EmxAgentParams a = agents[b];
@@ -62,7 +65,7 @@ agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentPar
     sp.min_p = 0.0f;
     sp.temperature_first = 0;
     const KeptList kl = agent_kept_list(kept_ws, n, b);
-    const int m = distribution_block(logits, n, sp, sm, kl);
+    const int m = distribution_block(logits, n, sp, sm, kl, mb_row(mw, b));
     if (threadIdx.x == 0) {
         EmxProposal pr;
         if (m <= 0) {
@@ -96,7 +99,8 @@ __global__ void agents_pick_kernel(const EmxProposal *props, int n_agents, int *
 
 extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
     if (n < 1 || n_agents < 1) return 0;
-    return (size_t)n_agents * kept_bytes(n) + (size_t)n_agents * sizeof(EmxProposal);
+    return (size_t)n_agents * kept_bytes(n) + align256_bytes((size_t)n_agents * sizeof(EmxProposal)) +
+           mb_ws_bytes(n, n_agents);
 }
 
 extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
@@ -107,7 +111,16 @@ extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const Em
         return cudaErrorInvalidValue;
     char *kept_ws = (char *)ws;
     EmxProposal *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
-    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, props, proposals_out);
+    // the passes over the vocabulary on many blocks, one row of them per agent (sampling_mb.cuh)
+    const MbWs mw = mb_ws_at((char *)props + align256_bytes((size_t)n_agents * sizeof(EmxProposal)), n, n_agents);
+    if (mw.G > 0) {
+        ParamSrc ps = {};
+        ps.kind = PS_AGENTS;
+        ps.agents = agents;
+        const cudaError_t e = mb_launch(logits, n, ps, true, false, mw, s);
+        if (e != cudaSuccess) return e;
+    }
+    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, props, proposals_out, mw);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     agents_pick_kernel<<<1, 1, 0, s>>>(props, n_agents, token_out, winner_out);

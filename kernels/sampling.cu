@@ -3,7 +3,12 @@
 // select, distribution and draw described below) live in sampling_device.cuh, shared with
 // agent_pool.cu.
 //
-// One block of 1024 threads does a whole decision; nothing is sorted but the few tokens kept:
+// One block of 1024 threads takes a decision (the tail); nothing is sorted but the few tokens kept.
+// From n = 8192 on, the passes that read the whole vocabulary run first on many blocks
+// (sampling_mb.cuh: one block of 256 threads per 2048 logits, 75 at n = 151936): pass 1, z
+// for top-p, three levels of the radix select and the gather of the first batch; the tail then
+// reads their few KB instead of the logits. Below 8192, and as the naive twin
+// (emx_cuda_sample_naive), the one block does every pass itself:
 //   1. one pass: valid count, max, argmax (block reductions). Greedy and +inf rows end here.
 //   2. the kept tokens are a prefix of the rank order (logit descending, id ascending). They are
 //      found in batches without sorting the vocabulary: each token gets a 64-bit rank key
@@ -25,15 +30,19 @@
 // exactly; ~1 ms at 152k tokens); rows with +inf logits are also handled by thread 0.
 // Bytes: 4n per pass over the logits (1 scan, 1 more with top-p alone, 2-4 per batch), 16 bytes
 // per kept token written and read back. A single block streams perhaps 100-200 GB/s (an
-// estimate: not measured, no GPU here), so at n = 151936 a decision would cost tens of µs;
-// histograms over many blocks would cut that (not done yet).
+// estimate: not measured), so at n = 151936 the one-block decision costs tens of µs in these
+// passes; the many-block passes spread each read over the SMs (one launch each, ~6 in all), so
+// what is left serial is the tail: a sort of <= 1024 keys and the walk. The results are the
+// same bits: the selection is exact integer work whichever blocks count it, and the walk sees
+// the same keys in the same order; only z (top-p alone) is summed in another order (sampling.h).
+// Later batches (top-k > 1024, wide min-p nuclei) and the no-filter walk stay one-block.
 #include <math.h>
 #include <stdint.h>
 
 #include <cuda_runtime.h>
 
 #include "sampling.h"
-#include "sampling_device.cuh"
+#include "sampling_mb.cuh"
 
 extern "C" {
 #include "sampler/philox.h"
@@ -43,9 +52,9 @@ namespace {
 
 __global__ void __launch_bounds__(SB, 1)
 sample_kernel(const float *__restrict__ logits, int n, EmxSamplerParams sp, u64 seed, u64 step,
-              const u64 *step_dev, unsigned lane, int *token_out, KeptList kl) {
+              const u64 *step_dev, unsigned lane, int *token_out, KeptList kl, MbRow mb) {
     const Smem sm = block_smem();
-    const int m = distribution_block(logits, n, sp, sm, kl);
+    const int m = distribution_block(logits, n, sp, sm, kl, mb);
     if (threadIdx.x == 0) {
         const u64 st = step_dev ? *step_dev : step;
         *token_out = draw(kl, m, emx_uniform_f64(seed, st, lane));
@@ -55,7 +64,7 @@ sample_kernel(const float *__restrict__ logits, int n, EmxSamplerParams sp, u64 
 __global__ void __launch_bounds__(SB, 1)
 entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metrics, EmxProfile prof,
                 EmxEntropixState *state, int pause_token, u64 seed, u64 step, const u64 *step_dev,
-                int *token_out, EmxDecision *decision_out, double *score_out, KeptList kl) {
+                int *token_out, EmxDecision *decision_out, double *score_out, KeptList kl, MbRow mb) {
     const Smem sm = block_smem();
     // Every thread takes the same (pure) decision: nothing to broadcast.
     const EmxMetrics mt = *metrics;
@@ -67,12 +76,12 @@ entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metri
     if (d.action == EMX_ACTION_ARGMAX) {
         int valid, argmax;
         float mx;
-        scan_logits(logits, n, sm, &valid, &mx, &argmax);
+        scan_any(logits, n, sm, mb, &valid, &mx, &argmax);
         token = argmax;
     } else if (d.action == EMX_ACTION_INSERT) {
         token = d.token >= 0 && d.token < n ? d.token : -1;
     } else {
-        const int m = distribution_block(logits, n, d.params, sm, kl);
+        const int m = distribution_block(logits, n, d.params, sm, kl, mb);
         if (threadIdx.x == 0) {
             if (d.action == EMX_ACTION_SAMPLE) {
                 token = draw(kl, m, emx_uniform_f64(seed, stp, 0));
@@ -101,6 +110,9 @@ entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metri
 }
 
 size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+size_t kept_bytes(int n) {
+    return align256((size_t)n * sizeof(double)) + align256((size_t)n * sizeof(int)) + align256((size_t)n * sizeof(float));
+}
 
 KeptList kept_list(void *ws, int n) {
     char *p = (char *)ws;
@@ -113,20 +125,52 @@ KeptList kept_list(void *ws, int n) {
     return kl;
 }
 
+// The many-block passes' workspace, after the kept list (G == 0 below MB_MIN_N: one block).
+MbWs mb_ws(void *ws, int n) { return mb_ws_at((char *)ws + kept_bytes(n), n, 1); }
+
+cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
+                          const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
+                          cudaStream_t stream, bool many) {
+    if (!logits || n < 1 || !params || !token_out || !workspace) return cudaErrorInvalidValue;
+    MbWs w = mb_ws(workspace, n);
+    if (!many) w.G = 0;
+    if (w.G > 0) {
+        const EmxSamplerParams sp = *params;  // the tail's branches: greedy, or no filter at all
+        const bool greedy = !(sp.temperature > 0.0f) || sp.top_k == 1;
+        const bool select = !greedy && (sp.top_k > 0 || sp.top_p < 1.0f || sp.min_p > 0.0f);
+        ParamSrc ps = {};
+        ps.kind = PS_FIXED;
+        ps.sp = sp;
+        const cudaError_t e = mb_launch(logits, n, ps, select, sp.top_p < 1.0f, w, stream);
+        if (e != cudaSuccess) return e;
+    }
+    sample_kernel<<<1, SB, 0, stream>>>(logits, n, *params, (u64)seed, (u64)step, (const u64 *)step_dev, lane, token_out, kept_list(workspace, n), mb_row(w, 0));
+    return cudaGetLastError();
+}
+
 }  // namespace
 
 extern "C" size_t emx_cuda_sample_workspace_bytes(int n) {
     if (n < 1) return 0;
-    return align256((size_t)n * sizeof(double)) + align256((size_t)n * sizeof(int)) + (size_t)n * sizeof(float);
+    return kept_bytes(n) + mb_ws_bytes(n, 1);
 }
+
+extern "C" int emx_cuda_sample_grid(int n) { return n >= 1 && mb_chunks(n) > 0 ? mb_chunks(n) : 1; }
+
+extern "C" unsigned long long emx_cuda_sample_many_block_launches(void) { return mb_passes_launched; }
 
 extern "C" cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                                        uint64_t seed, uint64_t step, const uint64_t *step_dev,
                                        uint32_t lane, int *token_out, void *workspace,
                                        cudaStream_t stream) {
-    if (!logits || n < 1 || !params || !token_out || !workspace) return cudaErrorInvalidValue;
-    sample_kernel<<<1, SB, 0, stream>>>(logits, n, *params, (u64)seed, (u64)step, (const u64 *)step_dev, lane, token_out, kept_list(workspace, n));
-    return cudaGetLastError();
+    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true);
+}
+
+extern "C" cudaError_t emx_cuda_sample_naive(const float *logits, int n, const EmxSamplerParams *params,
+                                             uint64_t seed, uint64_t step, const uint64_t *step_dev,
+                                             uint32_t lane, int *token_out, void *workspace,
+                                             cudaStream_t stream) {
+    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, false);
 }
 
 extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics *metrics,
@@ -137,6 +181,17 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               void *workspace, cudaStream_t stream) {
     if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
         return cudaErrorInvalidValue;
-    entropix_kernel<<<1, SB, 0, stream>>>(logits, n, metrics, *profile, state, pause_token, (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out, kept_list(workspace, n));
+    const MbWs w = mb_ws(workspace, n);
+    if (w.G > 0) {  // the decision is made on the device: every pass may be needed
+        ParamSrc ps = {};
+        ps.kind = PS_ENTROPIX;
+        ps.metrics = metrics;
+        ps.prof = *profile;
+        ps.state = state;
+        ps.pause_token = pause_token;
+        const cudaError_t e = mb_launch(logits, n, ps, true, true, w, stream);
+        if (e != cudaSuccess) return e;
+    }
+    entropix_kernel<<<1, SB, 0, stream>>>(logits, n, metrics, *profile, state, pause_token, (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out, kept_list(workspace, n), mb_row(w, 0));
     return cudaGetLastError();
 }

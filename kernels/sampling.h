@@ -8,7 +8,8 @@
 // same uniform number u = emx_uniform_f64(seed, step, lane) (Philox, sampler/philox.h). Two
 // places can still differ from the CPU, both only when a cumulative sum lands within rounding
 // of its threshold: (1) top-p with top-k off normalises by Z = Σ over the whole vocabulary,
-// which the device sums as a tree and the CPU in id order (~1e-16 relative apart); (2) on a GPU
+// which the device sums as a tree (per 2048-logit chunk, then over the chunks, from n = 8192)
+// and the CPU in id order (~1e-16 relative apart); (2) on a GPU
 // (not under emulation) the device's exp() may differ from the C library's by an ulp.
 #ifndef ENTROPIX_KERNELS_SAMPLING_H
 #define ENTROPIX_KERNELS_SAMPLING_H
@@ -28,15 +29,29 @@ extern "C" {
 #include "sampler/metrics.h"
 #include "sampler/sample.h"
 
-// Workspace bytes for a vocabulary of n (the kept list: id, logit, p per entry).
+// Workspace bytes for a vocabulary of n (the kept list: id, logit, p per entry; from n = 8192
+// on, also the many-block passes' partials, histograms and first batch: ~30 KB).
 size_t emx_cuda_sample_workspace_bytes(int n);
+
+// Blocks of the passes over the vocabulary at n (emx_cuda_sample, emx_cuda_entropix_step and
+// the agent pool): ceil(n / 2048) from n = 8192 on (75 at 151936), else 1 (one block does all).
+int emx_cuda_sample_grid(int n);
+// Process-wide count of the many-block passes enqueued by emx_cuda_sample and
+// emx_cuda_entropix_step (tests: the path is really taken).
+unsigned long long emx_cuda_sample_many_block_launches(void);
 
 // token_out (device int) = emx_sample(logits, n, params, u) with u = emx_uniform_f64(seed, step,
 // lane); step is read from step_dev (device) when that is not NULL (CUDA graph replays).
-// One block of 1024 threads. Returns cudaErrorInvalidValue on bad arguments.
+// The passes over the whole vocabulary run on emx_cuda_sample_grid(n) blocks, then one block of
+// 1024 threads sorts, walks and draws. Returns cudaErrorInvalidValue on bad arguments.
 cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                             uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
                             int *token_out, void *workspace, cudaStream_t stream);
+// The same decision by one block of 1024 threads alone, whatever n (the naive twin: the kernel
+// lab and the tests compare the two).
+cudaError_t emx_cuda_sample_naive(const float *logits, int n, const EmxSamplerParams *params,
+                                  uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
+                                  int *token_out, void *workspace, cudaStream_t stream);
 
 // One entropix step on the device: d = emx_entropix_decide(metrics, profile, state, pause_token),
 // carried out as emx_entropix_execute (argmax / the pause token / one draw on lane 0 / best of

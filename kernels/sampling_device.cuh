@@ -60,6 +60,28 @@ __device__ Smem block_smem() {
     return sm;
 }
 
+// The many-block passes' results for one row (sampling_mb.cuh writes them; G == 0: none, the
+// block scans the logits itself).
+struct ScanPart {  // one chunk's pass 1: candidates, their max, the argmax
+    int valid;
+    float mx;
+    emxr::ArgMax am;
+};
+struct MbState {  // the radix select of the first batch, after a level (sampling_mb.cuh)
+    int filtered, stop;  // filtered: a top-k/top-p/min-p walk follows; stop: thr is final
+    int want, shift, above;
+    float floor;
+    double z;  // Σ over the candidates of exp(s·(l - max)), when top-p alone needs it
+    u64 prefix, mask, thr;
+};
+struct MbRow {
+    int G;                  // chunks of the passes (0: the one-block path)
+    const ScanPart *scan;   // [G]
+    const MbState *st;      // the state after the last level
+    const u64 *keys;        // [BATCH_CAP] the first batch, unsorted, when st->stop
+    const int *nkeys;
+};
+
 // A logit that can be chosen at all (sample.c's is_candidate).
 __device__ __forceinline__ bool is_candidate(float l) { return !isnan(l) && l != -INFINITY; }
 
@@ -94,15 +116,40 @@ __device__ void scan_logits(const float *logits, int n, Smem sm, int *n_valid, f
     *argmax = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp()).id;
 }
 
-// The best `want` (>= 1) candidate keys below `bound` (of logits >= floor) and possibly a few
-// more (at most BATCH_CAP in all), sorted best first into sm.batch; returns their count (0: none
-// left).
-// Radix select: per byte of the key, from the top, a histogram of the keys still in the range;
-// the range narrows to the bin holding the want-th best key until the keys at or above it fit.
-__device__ int select_batch(const float *logits, int n, float floor, int want, u64 bound, Smem sm) {
+// Pass 1 from the chunks' partials (exact: counts, max and argmax do not depend on the order).
+// Every thread of a block calls it (any block size).
+__device__ void merge_scan(const ScanPart *p, int G, int *red_i, float *red_f, emxr::ArgMax *red_a, int *n_valid,
+                           float *max, int *argmax) {
+    int valid = 0;
+    float mx = -INFINITY;
+    emxr::ArgMax am = {-INFINITY, -1};
+    for (int i = threadIdx.x; i < G; i += blockDim.x) {
+        valid += p[i].valid;
+        mx = fmaxf(mx, p[i].mx);
+        am = emxr::argmax_better(am, p[i].am);
+    }
+    *n_valid = emxr::block_reduce(valid, red_i, emxr::SumOp());
+    *max = emxr::block_reduce(mx, red_f, emxr::MaxOp());
+    *argmax = emxr::block_reduce(am, red_a, emxr::ArgMaxOp()).id;
+}
+__device__ void scan_any(const float *logits, int n, Smem sm, const MbRow &mb, int *n_valid, float *max, int *argmax) {
+    if (mb.G > 0)
+        merge_scan(mb.scan, mb.G, sm.red_i, sm.red_f, sm.red_a, n_valid, max, argmax);
+    else
+        scan_logits(logits, n, sm, n_valid, max, argmax);
+}
+
+// Radix select over the keys in range (candidates, l >= floor, k < bound): per byte of the key,
+// from byte shift0 / 8 down, a histogram of the keys whose bytes above match `prefix` under
+// `mask`; the range narrows to the bin holding the want-th best key until the keys at or above
+// it fit a batch (<= BATCH_CAP). above0: keys in range above the current bins (0 at the top
+// level; the many-block passes of sampling_mb.cuh resume a select here with their state).
+// Returns the threshold: the batch is every key in range >= it. Leaves sm.si[2] = 0.
+__device__ u64 select_range(const float *logits, int n, float floor, int want, u64 bound, Smem sm, int shift0,
+                            u64 prefix, u64 mask, int above0) {
     const int tid = threadIdx.x;
-    u64 prefix = 0, mask = 0;  // the bytes fixed so far, and which
-    for (int shift = 56; shift >= 0; shift -= 8) {
+    if (tid == 0) sm.si[1] = above0;  // read by thread 0 only
+    for (int shift = shift0; shift >= 0; shift -= 8) {
         for (int b = tid; b < 256; b += blockDim.x) sm.hist[b] = 0;
         __syncthreads();
         for (int i = tid; i < n; i += blockDim.x) {
@@ -114,7 +161,6 @@ __device__ int select_batch(const float *logits, int n, float floor, int want, u
         __syncthreads();
         if (tid == 0) {
             int above = sm.si[1];  // keys in range above the current bins (earlier levels)
-            if (shift == 56) above = 0;
             int b = 255, stop = 0;
             for (; b >= 0; b--) {
                 if (above + (int)sm.hist[b] >= want) break;
@@ -139,23 +185,17 @@ __device__ int select_batch(const float *logits, int n, float floor, int want, u
         prefix = sm.su[0];
         mask = sm.su[1];
     }
-    const u64 thr = sm.su[2];
-    for (int i = tid; i < n; i += blockDim.x) {
-        const float l = logits[i];
-        if (!is_candidate(l) || l < floor) continue;
-        const u64 k = rank_key(l, i);
-        if (k >= thr && k < bound) {
-            const int pos = atomicAdd(&sm.si[2], 1);
-            if (pos < BATCH_CAP) sm.batch[pos] = k;  // always true: the select bounded the count
-        }
-    }
-    __syncthreads();
-    const int count = min(sm.si[2], BATCH_CAP);
+    return sm.su[2];
+}
+
+// Sorts sm.batch[0..count) descending (bitonic, padded with 0 keys to a power of two); returns
+// count. The batch's loads must precede the call; its first barrier publishes them.
+__device__ int sort_batch(Smem sm, int count) {
+    const int tid = threadIdx.x;
     int p2 = 1;
     while (p2 < count) p2 *= 2;
     for (int i = count + tid; i < p2; i += blockDim.x) sm.batch[i] = 0;  // 0 is below every key
     __syncthreads();
-    // bitonic sort, descending
     for (int k = 2; k <= p2; k <<= 1) {
         for (int j = k >> 1; j > 0; j >>= 1) {
             for (int i = tid; i < p2; i += blockDim.x) {
@@ -174,6 +214,30 @@ __device__ int select_batch(const float *logits, int n, float floor, int want, u
     return count;
 }
 
+// Every key in range at or above thr (select_range's) into sm.batch, sorted best first.
+__device__ int gather_sort(const float *logits, int n, float floor, u64 bound, u64 thr, Smem sm) {
+    const int tid = threadIdx.x;
+    for (int i = tid; i < n; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l) || l < floor) continue;
+        const u64 k = rank_key(l, i);
+        if (k >= thr && k < bound) {
+            const int pos = atomicAdd(&sm.si[2], 1);
+            if (pos < BATCH_CAP) sm.batch[pos] = k;  // always true: the select bounded the count
+        }
+    }
+    __syncthreads();
+    return sort_batch(sm, min(sm.si[2], BATCH_CAP));
+}
+
+// The best `want` (>= 1) candidate keys below `bound` (of logits >= floor) and possibly a few
+// more (at most BATCH_CAP in all), sorted best first into sm.batch; returns their count (0: none
+// left).
+__device__ int select_batch(const float *logits, int n, float floor, int want, u64 bound, Smem sm) {
+    const u64 thr = select_range(logits, n, floor, want, bound, sm, 56, 0, 0, 0);
+    return gather_sort(logits, n, floor, bound, thr, sm);
+}
+
 // The filters of a sampling call, from its parameters, the count of valid logits and their max.
 struct Filters {
     double dmax, s, min_p;  // s: the scale the filters see (1/T when the temperature comes first)
@@ -190,43 +254,69 @@ __device__ __forceinline__ Filters filters_of(EmxSamplerParams sp, int valid, fl
     return f;
 }
 
+// Logits below the returned floor can never be kept, so the selection skips them (fewer
+// histogram atomics; a bounded walk for top-p). In logit space: p_i >= min_p·p_max ⟺
+// s·(l_i - max) >= ln(min_p); top-p alone: a token of weight below eps = (1-top_p)·Z/n_valid
+// is never needed (all of them weigh less than (1-top_p)·Z: sample.c's argument). The walk
+// still decides with the exact test; the margin keeps rounding from excluding a token the
+// exact test would keep. Not with top-k and top-p together: their nucleus is measured against
+// the whole top-k, which must be collected first. z: see keep_filtered.
+__device__ __forceinline__ float filter_floor(EmxSamplerParams sp, const Filters &f, int valid, double z) {
+    double floor_d = -INFINITY;
+    if (f.min_p_on && !(f.top_k_on && f.top_p_on)) floor_d = f.dmax + log(f.min_p) / f.s;
+    if (!f.top_k_on && f.top_p_on && sp.top_p > 0.0f) {
+        const double eps = (1.0 - (double)sp.top_p) * z / valid;
+        if (eps > 0.0) floor_d = fmax(floor_d, f.dmax + log(eps) / f.s);
+    }
+    return floor_d > -INFINITY ? (float)(floor_d - 1e-6 * (1.0 + fabs(floor_d))) : -INFINITY;
+}
+
+// The first batch of the walk from the many-block passes: the keys they gathered, or, when their
+// levels did not narrow the range enough, the select resumed where they stopped (one block).
+__device__ int mb_first_batch(const float *logits, int n, float floor, Smem sm, const MbRow &mb) {
+    const MbState st = *mb.st;
+    if (st.stop) {
+        const int c = min(*mb.nkeys, BATCH_CAP);
+        for (int i = threadIdx.x; i < c; i += blockDim.x) sm.batch[i] = mb.keys[i];
+        return sort_batch(sm, c);  // its first barrier publishes the loads
+    }
+    const u64 thr = select_range(logits, n, floor, st.want, ~0ull, sm, st.shift, st.prefix, st.mask, st.above);
+    return gather_sort(logits, n, floor, ~0ull, thr, sm);
+}
+
 // Top-k, top-p and min-p: walks the logits in descending order, a batch at a time
 // (select_batch), keeping tokens in kl until the filters are satisfied; leaves the count in
 // sm.si[4]. With top-k on it collects the top_k first, which cut_top_k then trims.
 __device__ __forceinline__ void keep_filtered(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
-                                              int valid, const Filters &f) {
+                                              int valid, const Filters &f, const MbRow &mb) {
     const int tid = threadIdx.x;
     const double dmax = f.dmax, s = f.s, min_p = f.min_p;
     const bool top_k_on = f.top_k_on, top_p_on = f.top_p_on, min_p_on = f.min_p_on;
     double z = 0.0;  // top-p without top-k: the nucleus is measured against the whole mass
-    if (!top_k_on && top_p_on) {
-        for (int i = tid; i < n; i += blockDim.x)
-            if (is_candidate(logits[i])) z += exp(s * ((double)logits[i] - dmax));
-        z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+    float floor;
+    if (mb.G > 0) {  // the many-block passes summed z and selected the first batch
+        z = mb.st->z;
+        floor = mb.st->floor;
+    } else {
+        if (!top_k_on && top_p_on) {
+            for (int i = tid; i < n; i += blockDim.x)
+                if (is_candidate(logits[i])) z += exp(s * ((double)logits[i] - dmax));
+            z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+        }
+        floor = filter_floor(sp, f, valid, z);
     }
     const double target = (double)sp.top_p * z;
-    // Logits below `floor` can never be kept, so the selection skips them (fewer histogram
-    // atomics; a bounded walk for top-p). In logit space: p_i >= min_p·p_max ⟺
-    // s·(l_i - max) >= ln(min_p); top-p alone: a token of weight below eps = (1-top_p)·Z/n_valid
-    // is never needed (all of them weigh less than (1-top_p)·Z: sample.c's argument). The
-    // walk still decides with the exact test; the margin keeps rounding from excluding a
-    // token the exact test would keep. Not with top-k and top-p together: their nucleus is
-    // measured against the whole top-k, which must be collected first.
-    double floor_d = -INFINITY;
-    if (min_p_on && !(top_k_on && top_p_on)) floor_d = dmax + log(min_p) / s;
-    if (!top_k_on && top_p_on && sp.top_p > 0.0f) {
-        const double eps = (1.0 - (double)sp.top_p) * z / valid;
-        if (eps > 0.0) floor_d = fmax(floor_d, dmax + log(eps) / s);
-    }
-    const float floor = floor_d > -INFINITY ? (float)(floor_d - 1e-6 * (1.0 + fabs(floor_d))) : -INFINITY;
     const int limit = top_k_on ? sp.top_k : valid;
     u64 bound = ~0ull;
     double cum = 0.0;  // thread 0's running nucleus mass, across batches
     int kept = 0, want = FIRST_BATCH;
+    bool first = true;
     if (tid == 0) sm.si[4] = 0;
     for (;;) {
         if (want > limit - kept) want = limit - kept;
-        const int c = select_batch(logits, n, floor, want, bound, sm);
+        const int c = first && mb.G > 0 ? mb_first_batch(logits, n, floor, sm, mb)
+                                        : select_batch(logits, n, floor, want, bound, sm);
+        first = false;
         if (tid == 0) {
             int done = c == 0;
             for (int j = 0; j < c && !done; j++) {
@@ -295,12 +385,13 @@ __device__ __forceinline__ void cut_top_k(EmxSamplerParams sp, Smem sm, KeptList
 
 // emx_sample_distribution on the device: the kept tokens with their final probabilities in
 // kl[0..m); returns m (0: no token can be chosen). Every thread calls it; all get m.
-__device__ int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl) {
+__device__ int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
+                                  const MbRow &mb) {
     const int tid = threadIdx.x;
     if (n <= 0) return 0;
     int valid, argmax;
     float mx;
-    scan_logits(logits, n, sm, &valid, &mx, &argmax);
+    scan_any(logits, n, sm, mb, &valid, &mx, &argmax);
     if (!(sp.temperature > 0.0f) || sp.top_k == 1) {  // greedy (NaN temperature too)
         if (argmax < 0) return 0;
         if (tid == 0) {
@@ -342,7 +433,7 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
             sm.si[4] = m;
         }
     } else {
-        keep_filtered(logits, n, sp, sm, kl, valid, f);
+        keep_filtered(logits, n, sp, sm, kl, valid, f, mb);
         cut_top_k(sp, sm, kl, f);
     }
     // Final distribution: softmax(logit / T) over the kept tokens, in double, in their order.

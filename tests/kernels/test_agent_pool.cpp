@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/agent_pool.h"
+#include "kernels/sampling.h"
 #include "kb_util.h"
 
 extern "C" {
@@ -123,6 +124,12 @@ Test(agents_cuda, random_vocab_1000) { run_random_cases(1000, 200, 1); }
 // 3001: not a multiple of the block; several radix levels before the top_k fit
 Test(agents_cuda, random_vocab_3001) { run_random_cases(3001, 80, 2); }
 Test(agents_cuda, random_vocab_49157) { run_random_cases(49157, 12, 3); }  // SmolLM2's size (+5)
+// Qwen3's and Llama 3's: the passes over the vocabulary on many blocks, one row per agent
+Test(agents_cuda, random_vocab_151936) {
+    cr_assert_gt(emx_cuda_sample_grid(151936), 1);
+    run_random_cases(151936, 6, 8);
+}
+Test(agents_cuda, random_vocab_128256) { run_random_cases(128256, 4, 9); }
 
 // A greedy agent (entropy 0) wins whatever the others; two of them: the lower index. A row with
 // nothing to choose: every proposal -1 / NaN, winner and token -1.
@@ -167,8 +174,9 @@ Test(agents_cuda, step_from_device) {
 
 // The pool step captured once in a CUDA graph and replayed with new logits and a new step in
 // device memory, as the runtime will run it.
-Test(agents_cuda, graph_replay) {
-    const int n = 600;
+namespace {
+
+void graph_replay(int n, int steps) {
     Rng rng(31);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreate(&stream));
@@ -188,7 +196,7 @@ Test(agents_cuda, graph_replay) {
     std::vector<EmxCandidate> work(n);
     std::vector<EmxProposal> want(na);
     int winners[8] = {0}, distinct_tokens = 0, last = -2;
-    for (uint64_t step = 0; step < 24; step++) {
+    for (uint64_t step = 0; step < (uint64_t)steps; step++) {
         const std::vector<float> l = random_logits(rng, n, (int)step);
         dev.logits.upload(l);
         d_step.upload(&step, 1);
@@ -209,8 +217,13 @@ Test(agents_cuda, graph_replay) {
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
     CUDA_OK(cudaStreamDestroy(stream));
-    cr_assert_gt(distinct_tokens, 12, "the replays did not see the new logits/step");
+    cr_assert_gt(distinct_tokens, steps / 2, "the replays did not see the new logits/step");
 }
+
+}  // namespace
+
+Test(agents_cuda, graph_replay) { graph_replay(600, 24); }
+Test(agents_cuda, graph_replay_vocab_128256) { graph_replay(128256, 6); }
 
 Test(agents_cuda, rejects_bad_arguments) {
     cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0),

@@ -97,6 +97,119 @@ Test(sampling, random_vocab_1000) { run_random_cases(1000, 150, 2); }
 Test(sampling, random_vocab_3001_multi_batch) { run_random_cases(3001, 40, 3); }
 Test(sampling, random_vocab_49157) { run_random_cases(49157, 12, 4); }  // SmolLM2's size (+5)
 
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Qwen3's and Llama 3's vocabularies: the passes over the logits on many blocks
+// (sampling_mb.cuh). Every token must be the CPU's and the one-block twin's (the same straddle
+// policy as above, for the twin too: its z is summed in another order).
+
+// Each case's parameters from a fixed cycle, so every kind of filter meets every kind of row.
+EmxSamplerParams vocab_params(int c, int n) {
+    const EmxSamplerParams ps[] = {
+        {0.0f, 0, 1.0f, 0.0f, 0},    // greedy
+        {0.8f, 0, 1.0f, 0.0f, 0},    // temperature only: every token, in id order
+        {0.8f, 40, 0.95f, 0.05f, 0}, // the usual mix
+        {1.0f, 0, 0.9f, 0.0f, 0},    // top-p only (z over the whole vocabulary)
+        {1.3f, 0, 0.6f, 0.0f, 1},    // top-p only, temperature first
+        {1.0f, 0, 1.0f, 0.05f, 0},   // min-p only
+        {0.7f, 0, 0.95f, 0.3f, 1},   // top-p and min-p
+        {1.0f, 1500, 1.0f, 0.0f, 0}, // top-k beyond one batch of 1024
+        {1.2f, 7, 1.0f, 0.0f, 0},    // small top-k
+        {1.0f, n + 5, 0.8f, 0.02f, 0}, // top-k off by size
+        {0.5f, 1, 0.9f, 0.0f, 0},    // top-k 1: greedy
+    };
+    return ps[c % (int)(sizeof ps / sizeof ps[0])];
+}
+
+// The device tokens (fast, one-block twin) against the CPU's for one row; returns straddles.
+int check_vocab_case(Dev &dev, DevBuf<int> &naive, const std::vector<float> &l, const EmxSamplerParams &sp,
+                     uint64_t seed, uint64_t step, std::vector<EmxCandidate> &work, const char *what, int c) {
+    const int n = (int)l.size();
+    const double u = emx_uniform_f64(seed, step, 0);
+    const int ref = emx_sample(l.data(), n, &sp, u, work.data());
+    const unsigned long long before = emx_cuda_sample_many_block_launches();
+    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, 0, dev.token.p, dev.ws.p, 0));
+    cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the many-block passes did not run", n);
+    CUDA_OK(emx_cuda_sample_naive(dev.logits.p, n, &sp, seed, step, nullptr, 0, naive.p, dev.ws.p, 0));
+    cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the naive twin ran the passes", n);
+    const int got = dev.token.get(), got1 = naive.get();
+    if (got == ref && got1 == ref) return 0;
+    cr_assert(cpu_straddles(l, sp, u, work),
+              "%s n %d case %d: many blocks %d, one block %d, cpu %d (T %g top_k %d top_p %g min_p %g tf %d u %.17g)",
+              what, n, c, got, got1, ref, sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.temperature_first, u);
+    return 1;
+}
+
+void run_vocab_cases(int n, int n_cases, uint64_t seed0) {
+    cr_assert_eq(emx_cuda_sample_grid(n), (n + 2047) / 2048, "n %d: one block per 2048 logits", n);
+    Rng rng(seed0);
+    Dev dev(n);
+    DevBuf<int> naive(1);
+    std::vector<EmxCandidate> work(n);
+    int straddles = 0;
+    for (int c = 0; c < n_cases; c++) {
+        const std::vector<float> l = random_logits(rng, n, c);
+        dev.logits.upload(l);
+        straddles += check_vocab_case(dev, naive, l, vocab_params(c, n), rng.next(), rng.below(1000), work, "random", c);
+    }
+    if (straddles) printf("sampling n=%d: %d of %d draws differ by a rounding straddle\n", n, straddles, n_cases);
+}
+
+// Rows that take the rare branches: nothing valid, NaN and -inf holes, +inf tokens, every logit
+// tied (the three levels cannot narrow the range: the tail resumes the select on the ids), a
+// one-hot row (the first level settles it), a few ties among -inf.
+void run_vocab_special_rows(int n) {
+    Dev dev(n);
+    DevBuf<int> naive(1);
+    std::vector<EmxCandidate> work(n);
+    std::vector<std::vector<float>> rows;
+    rows.push_back(std::vector<float>(n, -INFINITY));
+    std::vector<float> nan_row(n, NAN);
+    nan_row[n - 1] = -INFINITY;
+    rows.push_back(nan_row);
+    std::vector<float> one(n, -INFINITY);
+    one[n / 3] = 3.0f;
+    rows.push_back(one);
+    Rng rng(55);
+    std::vector<float> inf = random_logits(rng, n, 0);
+    inf[n - 2] = INFINITY;
+    inf[17] = INFINITY;
+    rows.push_back(inf);
+    rows.push_back(std::vector<float>(n, 0.125f));
+    std::vector<float> four(n, -INFINITY);
+    for (int i : {9, 4090, n / 2, n - 1}) four[i] = -2.0f;
+    rows.push_back(four);
+    std::vector<float> holes = random_logits(rng, n, 1);
+    for (int i = 0; i < n; i += 2) holes[i] = i % 4 ? NAN : -INFINITY;
+    rows.push_back(holes);
+    int straddles = 0;
+    for (size_t r = 0; r < rows.size(); r++) {
+        dev.logits.upload(rows[r]);
+        for (int c = 0; c < 11; c++) straddles += check_vocab_case(dev, naive, rows[r], vocab_params(c, n), 42, r * 11 + c, work, "special", (int)r);
+    }
+    cr_assert_eq(straddles, 0, "special rows: no cumulative sum is near u here");
+}
+
+}  // namespace
+
+Test(sampling, vocab_151936_many_blocks) { run_vocab_cases(151936, 33, 61); }  // Qwen3
+Test(sampling, vocab_128256_many_blocks) { run_vocab_cases(128256, 22, 62); }  // Llama 3
+Test(sampling, vocab_151936_special_rows) { run_vocab_special_rows(151936); }
+Test(sampling, small_vocab_one_block) {
+    cr_assert_eq(emx_cuda_sample_grid(8191), 1);
+    cr_assert_eq(emx_cuda_sample_grid(8192), 4);
+    const int n = 3001;
+    Rng rng(63);
+    Dev dev(n);
+    const std::vector<float> l = random_logits(rng, n, 0);
+    dev.logits.upload(l);
+    const EmxSamplerParams sp = vocab_params(2, n);
+    const unsigned long long before = emx_cuda_sample_many_block_launches();
+    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 1, 2, nullptr, 0, dev.token.p, dev.ws.p, 0));
+    cr_assert_eq(emx_cuda_sample_many_block_launches(), before);
+}
+
 Test(sampling, special_rows) {
     const int n = 777;
     Dev dev(n);
@@ -156,9 +269,12 @@ Test(sampling, step_from_device) {
 // ---------------------------------------------------------------------------------------------
 // The entropix switch on the device against decide + execute + state update on the host.
 
-Test(sampling, entropix_switch_matches_host) {
-    const int n = 1000;
-    Rng rng(21);
+namespace {
+
+// n_cases random metrics and logits; all_cases: every case of the switch must be reached. From
+// n = 8192 on, the many-block passes must run once per step.
+void entropix_cases(int n, int n_cases, uint64_t rseed, bool all_cases) {
+    Rng rng(rseed);
     EmxProfile prof;
     emx_profile_classic(&prof);
     DevBuf<float> d_l(n);
@@ -171,7 +287,7 @@ Test(sampling, entropix_switch_matches_host) {
     std::vector<EmxCandidate> work(n);
     const double Hs[] = {0.05, 1.0, 4.0, 6.0, 9.0}, Vs[] = {0.05, 2.0, 6.0, 12.0};
     int seen[EMX_CASE_COUNT] = {0};
-    for (int c = 0; c < 120; c++) {
+    for (int c = 0; c < n_cases; c++) {
         std::vector<float> l = random_logits(rng, n, c);
         EmxMetrics m = {};
         emx_logits_metrics(l.data(), n, &m);  // lse (and H, V) of these logits: the score needs lse
@@ -197,8 +313,10 @@ Test(sampling, entropix_switch_matches_host) {
         d_l.upload(l);
         d_m.upload(&m, 1);
         d_st.upload(&st, 1);
+        const unsigned long long before = emx_cuda_sample_many_block_launches();
         CUDA_OK(emx_cuda_entropix_step(d_l.p, n, d_m.p, &prof, d_st.p, pause, seed, step, nullptr, d_tok.p, d_dec.p,
                                        d_score.p, ws.p, 0));
+        cr_assert_eq(emx_cuda_sample_many_block_launches(), before + (emx_cuda_sample_grid(n) > 1), "case %d: passes", c);
         const int got = d_tok.get();
         const EmxDecision gd = d_dec.get();
         const double gs = d_score.get();
@@ -211,14 +329,21 @@ Test(sampling, entropix_switch_matches_host) {
         cr_assert((isnan(gs) && isnan(ref_score)) || gs == ref_score, "case %d: score %.17g, host %.17g", c, gs,
                   ref_score);
     }
-    for (int k = 0; k < EMX_CASE_COUNT; k++) cr_assert_gt(seen[k], 0, "case %s never exercised", emx_case_name((EmxCase)k));
+    if (all_cases)
+        for (int k = 0; k < EMX_CASE_COUNT; k++) cr_assert_gt(seen[k], 0, "case %s never exercised", emx_case_name((EmxCase)k));
 }
+
+}  // namespace
+
+Test(sampling, entropix_switch_matches_host) { entropix_cases(1000, 120, 21, true); }
+Test(sampling, entropix_switch_vocab_151936) { entropix_cases(151936, 16, 22, false); }
 
 // The decode step's tail as a CUDA graph captured once (logits metrics -> entropix step) and
 // replayed with new logits and a new step in device memory, as the runtime will run it: every
 // replay must give the host's token, and the switch state must carry over between replays.
-Test(sampling, entropix_graph_replay) {
-    const int n = 600;
+namespace {
+
+void entropix_graph_replay(int n, int steps) {
     Rng rng(31);
     EmxProfile prof;
     emx_profile_classic(&prof);
@@ -252,7 +377,7 @@ Test(sampling, entropix_graph_replay) {
 
     std::vector<EmxCandidate> work(n);
     int seen[EMX_CASE_COUNT] = {0};
-    for (uint64_t step = 0; step < 40; step++) {
+    for (uint64_t step = 0; step < (uint64_t)steps; step++) {
         // logits shaped to reach every case: peaked (LELV), flat (HELV), mixtures (the others)
         std::vector<float> l(n);
         const int kind = (int)(step % 5);
@@ -280,6 +405,12 @@ Test(sampling, entropix_graph_replay) {
     for (int k = 0; k < EMX_CASE_COUNT; k++) cases += seen[k] > 0;
     cr_assert_geq(cases, 3, "only %d of the switch's cases were reached", cases);
 }
+
+}  // namespace
+
+Test(sampling, entropix_graph_replay) { entropix_graph_replay(600, 40); }
+// the many-block passes captured with the tail, replayed with the step and state on the device
+Test(sampling, entropix_graph_replay_vocab_128256) { entropix_graph_replay(128256, 10); }
 
 Test(sampling, rejects_bad_arguments) {
     EmxSamplerParams sp = {1.0f, 0, 1.0f, 0.0f, 0};

@@ -1,7 +1,9 @@
 // tools/lab/sampling.cu — choosing the next token on the device (kernels/sampling.cu) against the
 // CPU's emx_sample: the combined sampler (top-k -> top-p -> min-p -> temperature, then one
-// inverse-CDF draw with u = emx_uniform_f64(seed, step, 0)) in one block of 1024 threads, over
-// several steps (one u each). The result is a token id: it must be the CPU's, exactly (the two
+// inverse-CDF draw with u = emx_uniform_f64(seed, step, 0)), over several steps (one u each), in
+// two versions: one block of 1024 threads for everything (the naive twin), and the runtime's
+// (from n = 8192: the passes over the vocabulary on one block per 2048 logits, the tail in one
+// block; try --n 151936 for Qwen3). The result is a token id: it must be the CPU's, exactly (the two
 // can differ only when a cumulative sum lands within rounding of u, which these inputs avoid;
 // sampling.h). `make lab K=sampling`.
 #include "tools/lab/lab.h"
@@ -31,16 +33,26 @@ int main(int argc, char **argv) {
     char shape[96];
     snprintf(shape, sizeof shape, "n %d logits, %d steps (--n --steps --top-k)", n, steps);
     lab_header(&L, shape, "the token id of every step equals the CPU's");
-    // one launch = all steps (one kernel each); bytes: the logits read once per step
-    lab_version(&L, "block of 1024 (runtime)", 4.0 * n * steps, [&] {
+    auto check = [&] {
+        const std::vector<int> got = dtok.get();
+        return lab_compare(std::vector<float>(got.begin(), got.end()), want, 0, 0);
+    };
+    // one run = all steps; bytes: the logits read once per step (each version reads them 3-5 times)
+    lab_version(&L, "one block of 1024 (naive)", 4.0 * n * steps, [&] {
+        for (int s = 0; s < steps; s++) {
+            const cudaError_t e = emx_cuda_sample_naive(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }, check);
+    char name[80];
+    snprintf(name, sizeof name, "%d blocks + 1 (runtime)", emx_cuda_sample_grid(n));
+    lab_version(&L, name, 4.0 * n * steps, [&] {
         for (int s = 0; s < steps; s++) {
             const cudaError_t e = emx_cuda_sample(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
-    }, [&] {
-        const std::vector<int> got = dtok.get();
-        return lab_compare(std::vector<float>(got.begin(), got.end()), want, 0, 0);
-    });
+    }, check);
     return lab_finish(&L);
 }

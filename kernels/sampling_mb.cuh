@@ -1,0 +1,350 @@
+// sampling_mb.cuh — the passes of a sampling decision that read the whole vocabulary, spread over
+// many blocks (for sampling.cu and agent_pool.cu; the one-block tail that gathers, sorts, walks
+// and draws is sampling_device.cuh's distribution_block, which reads what these leave).
+//
+// Grid (G, rows), G = ceil(n / MB_CHUNK) chunks of 2048 logits (75 at n = 151936), 256 threads;
+// rows: the decisions taken on the same logits (1, or one per agent of the pool). In launch order:
+//   mb_scan     (G x 1)   each chunk's candidates, max, argmax -> ScanPart[G] (param-independent);
+//                         block 0 also zeroes the histograms and the gather counters.
+//   mb_z        (G x rows, only when top-p may be on) Σ exp(s·(l - max)) of the chunk -> zpart.
+//   mb_hist x3  (G x rows) level L: the state of the select at byte 7-L (prefix, mask, keys above),
+//                         then the chunk's 256-bin histogram of the keys in range, added to the
+//                         row's global histogram of that level (one atomic per non-empty bin).
+//   mb_gather   (G x rows) when the range fits a batch: the chunk's keys >= thr appended to the
+//                         row's key list (<= BATCH_CAP keys in all; the tail sorts them).
+// Blocks cannot wait for each other within a launch (and __threadfence, which a last-block merge
+// needs, is not emulated), so each launch starts by deriving the row's state from the previous
+// launch's output, the same way in every block: level 0 merges the scan and z partials (a fixed
+// order, so every block gets the same bits), level L > 0 takes the decision of level L-1 from
+// its histogram with a 256-entry prefix sum (select_range's rule, the same bin, the same keys);
+// block 0 stores that state (MbState, one slot per level) for the next launch and the tail.
+// When 3 levels do not narrow the range to a batch (heavy ties), the tail resumes the select at
+// the 4th byte in one block: the same keys either way.
+// Bytes: 4n per launch (scan, z, each level while the range is open, gather), 16·G for the
+// partials, 1 KB of histogram per level and row, 8 per gathered key. Each launch's blocks spread
+// the read over the SMs, where one block streams one SM's share; launches that find the select
+// finished return after the state (a few hundred bytes).
+#ifndef ENTROPIX_KERNELS_SAMPLING_MB_CUH
+#define ENTROPIX_KERNELS_SAMPLING_MB_CUH
+
+#include "agent_pool.h"
+#include "sampling_device.cuh"
+
+#define MB_THREADS 256
+#define MB_CHUNK 2048
+#define MB_LEVELS 3               // key bytes 7, 6, 5 (the float's sign, exponent, top mantissa)
+#define MB_MIN_N (4 * MB_CHUNK)   // below this, one block does everything (one launch)
+
+namespace {
+
+// Where a row's sampler parameters come from: fixed (sampling), the entropix decision (made again
+// from the same metrics and state, which nothing changes before the tail), or agent `row`.
+enum { PS_FIXED, PS_ENTROPIX, PS_AGENTS };
+struct ParamSrc {
+    int kind;
+    EmxSamplerParams sp;
+    const EmxMetrics *metrics;
+    EmxProfile prof;
+    const EmxEntropixState *state;
+    int pause_token;
+    const EmxAgentParams *agents;
+};
+
+// false: no distribution is built for this row (an entropix argmax or insert).
+__device__ bool params_of(const ParamSrc &ps, int row, EmxSamplerParams *sp) {
+    if (ps.kind == PS_FIXED) {
+        *sp = ps.sp;
+        return true;
+    }
+    if (ps.kind == PS_AGENTS) {  // as agents_propose_kernel (sampler/agents.c): top-p, min-p off
+        const EmxAgentParams a = ps.agents[row];
+        sp->temperature = a.temperature;
+        sp->top_k = a.top_k;
+        sp->top_p = 1.0f;
+        sp->min_p = 0.0f;
+        sp->temperature_first = 0;
+        return true;
+    }
+    const EmxMetrics mt = *ps.metrics;
+    EmxEntropixState st = *ps.state;
+    const EmxDecision d = emx_entropix_decide(&mt, &ps.prof, &st, ps.pause_token);
+    *sp = d.params;
+    return d.action == EMX_ACTION_SAMPLE || d.action == EMX_ACTION_BEST_OF_N;
+}
+
+// The workspace of the passes (device memory, laid out by mb_ws_at).
+struct MbWs {
+    int G, rows;
+    ScanPart *scan;   // [G]
+    double *zpart;    // [rows][G]
+    MbState *st;      // [rows][MB_LEVELS + 1]: slot L = the state histogrammed at level L; the last: final
+    unsigned *hist;   // [rows][MB_LEVELS][256]
+    u64 *keys;        // [rows][BATCH_CAP]
+    int *nkeys;       // [rows]
+};
+
+__host__ __device__ inline size_t mb_align(size_t b) { return (b + 255) & ~(size_t)255; }
+__host__ __device__ inline int mb_chunks(int n) { return n >= MB_MIN_N ? (n + MB_CHUNK - 1) / MB_CHUNK : 0; }
+
+__host__ __device__ inline size_t mb_ws_bytes(int n, int rows) {
+    const size_t G = (size_t)mb_chunks(n), r = (size_t)rows;
+    if (G == 0) return 0;
+    return mb_align(G * sizeof(ScanPart)) + mb_align(r * G * sizeof(double)) +
+           mb_align(r * (MB_LEVELS + 1) * sizeof(MbState)) + mb_align(r * MB_LEVELS * 256 * sizeof(unsigned)) +
+           mb_align(r * BATCH_CAP * sizeof(u64)) + mb_align(r * sizeof(int));
+}
+
+__host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows) {
+    MbWs w;
+    w.G = mb_chunks(n);
+    w.rows = rows;
+    char *p = (char *)base;
+    const size_t G = (size_t)w.G, r = (size_t)rows;
+    w.scan = (ScanPart *)p;
+    p += mb_align(G * sizeof(ScanPart));
+    w.zpart = (double *)p;
+    p += mb_align(r * G * sizeof(double));
+    w.st = (MbState *)p;
+    p += mb_align(r * (MB_LEVELS + 1) * sizeof(MbState));
+    w.hist = (unsigned *)p;
+    p += mb_align(r * MB_LEVELS * 256 * sizeof(unsigned));
+    w.keys = (u64 *)p;
+    p += mb_align(r * BATCH_CAP * sizeof(u64));
+    w.nkeys = (int *)p;
+    return w;
+}
+
+// Row `row`'s view for the tail (G == 0: the one-block path).
+__host__ __device__ inline MbRow mb_row(const MbWs &w, int row) {
+    MbRow r;
+    r.G = w.G;
+    r.scan = w.scan;
+    r.st = w.st + (size_t)row * (MB_LEVELS + 1) + MB_LEVELS;
+    r.keys = w.keys + (size_t)row * BATCH_CAP;
+    r.nkeys = w.nkeys + row;
+    return r;
+}
+
+// Shared scratch of a pass block.
+struct MbSmem {
+    int *red_i;
+    float *red_f;
+    emxr::ArgMax *red_a;
+    double *red_d;
+    unsigned *hist;  // [256]
+    unsigned *scan;  // [256]
+    int *res;        // [1]
+};
+__device__ MbSmem mb_smem() {
+    __shared__ int red_i[MB_THREADS];
+    __shared__ float red_f[MB_THREADS];
+    __shared__ ArgMaxT red_a[MB_THREADS];
+    __shared__ double red_d[MB_THREADS];
+    __shared__ unsigned hist[256];
+    __shared__ unsigned scan[256];
+    __shared__ int res[1];
+    MbSmem s = {red_i, red_f, red_a, red_d, hist, scan, res};
+    return s;
+}
+
+// This block's chunk of the logits: [i0, i0 + len).
+__device__ __forceinline__ int chunk_len(int n, int *i0) {
+    *i0 = blockIdx.x * MB_CHUNK;
+    return min(MB_CHUNK, n - *i0);
+}
+
+__global__ void __launch_bounds__(MB_THREADS)
+mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    const MbSmem sm = mb_smem();
+    const int tid = threadIdx.x;
+    if (blockIdx.x == 0) {  // the later launches add to these
+        for (int i = tid; i < w.rows * MB_LEVELS * 256; i += blockDim.x) w.hist[i] = 0;
+        for (int i = tid; i < w.rows; i += blockDim.x) w.nkeys[i] = 0;
+    }
+    int i0;
+    const int len = chunk_len(n, &i0);
+    int valid = 0;
+    float mx = -INFINITY;
+    emxr::ArgMax am = {-INFINITY, -1};
+    for (int i = i0 + tid; i < i0 + len; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l)) continue;
+        valid++;
+        mx = fmaxf(mx, l);
+        emxr::ArgMax c = {l, i};
+        am = emxr::argmax_better(am, c);
+    }
+    ScanPart p;
+    p.valid = emxr::block_reduce(valid, sm.red_i, emxr::SumOp());
+    p.mx = emxr::block_reduce(mx, sm.red_f, emxr::MaxOp());
+    p.am = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp());
+    if (tid == 0) w.scan[blockIdx.x] = p;
+}
+
+// The row's parameters and filters, from the scan's partials: what distribution_block derives in
+// the tail, in the same order (greedy, nothing valid, +inf, no filter: no select).
+struct RowSetup {
+    EmxSamplerParams sp;
+    Filters f;
+    int valid;
+    bool filtered, need_z;
+};
+__device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
+    RowSetup r;
+    int argmax;
+    float mx;
+    merge_scan(w.scan, w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx, &argmax);
+    const bool dist = params_of(ps, blockIdx.y, &r.sp);
+    r.f = filters_of(r.sp, r.valid, mx);
+    r.filtered = dist && r.sp.temperature > 0.0f && r.sp.top_k != 1 && r.valid > 0 && mx != INFINITY &&
+                 (r.f.top_k_on || r.f.top_p_on || r.f.min_p_on);
+    r.need_z = r.filtered && !r.f.top_k_on && r.f.top_p_on;
+    return r;
+}
+
+__global__ void __launch_bounds__(MB_THREADS)
+mb_z_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w) {
+    const MbSmem sm = mb_smem();
+    const RowSetup r = row_setup(ps, w, sm);
+    if (!r.need_z) return;  // the same for every thread
+    int i0;
+    const int len = chunk_len(n, &i0);
+    double z = 0.0;
+    for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x)
+        if (is_candidate(logits[i])) z += exp(r.f.s * ((double)logits[i] - r.f.dmax));
+    z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+    if (threadIdx.x == 0) w.zpart[(size_t)blockIdx.y * w.G + blockIdx.x] = z;
+}
+
+// Level 0's state: the filters, z (the partials merged in a fixed order: the same bits in every
+// block), the floor, and the first batch's size.
+__device__ MbState mb_state0(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
+    const RowSetup r = row_setup(ps, w, sm);
+    MbState s = {};
+    s.filtered = r.filtered;
+    s.stop = !r.filtered;
+    double z = 0.0;
+    if (r.need_z) {
+        for (int i = threadIdx.x; i < w.G; i += blockDim.x) z += w.zpart[(size_t)blockIdx.y * w.G + i];
+        z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+    }
+    s.z = z;
+    s.floor = r.filtered ? filter_floor(r.sp, r.f, r.valid, z) : -INFINITY;
+    // top-k collects its k keys in one batch when they fit; else keep_filtered's first size
+    const int limit = r.f.top_k_on ? r.sp.top_k : r.valid;
+    s.want = min(limit, r.f.top_k_on ? BATCH_CAP : FIRST_BATCH);
+    s.shift = 56;
+    return s;
+}
+
+// select_range's decision at one level, from the level's histogram (all 256 threads): the bin
+// holding the want-th best key, counted from the top with the keys above the range.
+__device__ MbState mb_decide(MbState s, const unsigned *gh, const MbSmem &sm) {
+    if (s.stop) return s;  // the same for every thread
+    const int t = threadIdx.x;  // holds bin 255 - t: sm.scan becomes the count from the top
+    sm.scan[t] = gh[255 - t];
+    if (t == 0) *sm.res = 256;
+    __syncthreads();
+    for (int d = 1; d < 256; d <<= 1) {
+        const unsigned v = t >= d ? sm.scan[t - d] : 0u;
+        __syncthreads();
+        sm.scan[t] += v;
+        __syncthreads();
+    }
+    const bool hit = (long long)s.above + sm.scan[t] >= s.want;
+    if (hit && (t == 0 || (long long)s.above + sm.scan[t - 1] < s.want)) *sm.res = t;  // one thread
+    __syncthreads();
+    const int tt = *sm.res;
+    MbState r = s;
+    if (tt == 256) {  // fewer than want in range (first level only): take them all
+        r.stop = 1;
+        r.thr = s.prefix;
+    } else {
+        const int b = 255 - tt;
+        const int incl = s.above + (int)sm.scan[tt];  // keys in range at or above bin b
+        if (incl <= BATCH_CAP) {
+            r.stop = 1;
+            r.thr = s.prefix | ((u64)b << s.shift);
+        } else {
+            r.prefix = s.prefix | ((u64)b << s.shift);
+            r.mask = s.mask | ((u64)255 << s.shift);
+            r.above = incl - (int)gh[b];
+        }
+    }
+    r.shift = s.shift - 8;
+    __syncthreads();  // sm.scan and sm.res are rewritten by the next call
+    return r;
+}
+
+__global__ void __launch_bounds__(MB_THREADS)
+mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int level) {
+    const MbSmem sm = mb_smem();
+    const int tid = threadIdx.x, row = blockIdx.y;
+    MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
+    unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
+    const MbState s = level == 0 ? mb_state0(ps, w, sm) : mb_decide(slots[level - 1], gh + (level - 1) * 256, sm);
+    if (blockIdx.x == 0 && tid == 0) slots[level] = s;
+    if (s.stop) return;  // the same for every thread
+    sm.hist[tid] = 0;
+    __syncthreads();
+    int i0;
+    const int len = chunk_len(n, &i0);
+    for (int i = i0 + tid; i < i0 + len; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l) || l < s.floor) continue;
+        const u64 k = rank_key(l, i);
+        if ((k & s.mask) == s.prefix) atomicAdd(&sm.hist[(k >> s.shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (sm.hist[tid]) atomicAdd(&gh[level * 256 + tid], sm.hist[tid]);
+}
+
+__global__ void __launch_bounds__(MB_THREADS)
+mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    const MbSmem sm = mb_smem();
+    const int row = blockIdx.y;
+    MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
+    const unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
+    const MbState s = mb_decide(slots[MB_LEVELS - 1], gh + (MB_LEVELS - 1) * 256, sm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) slots[MB_LEVELS] = s;
+    if (!s.filtered || !s.stop) return;  // nothing to walk, or the tail resumes the select
+    int i0;
+    const int len = chunk_len(n, &i0);
+    for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x) {
+        const float l = logits[i];
+        if (!is_candidate(l) || l < s.floor) continue;
+        const u64 k = rank_key(l, i);
+        if (k >= s.thr) {
+            const int pos = atomicAdd(&w.nkeys[row], 1);
+            if (pos < BATCH_CAP) w.keys[(size_t)row * BATCH_CAP + pos] = k;  // always: the select bounded it
+        }
+    }
+}
+
+// Many-block passes launched: a process-wide count (a test hook: the path is really taken).
+unsigned long long mb_passes_launched = 0;
+
+// Enqueues the passes for w.rows rows on stream s. select: a row may need the radix select (else
+// only the scan runs); maybe_z: a row may need z (top-p may be on).
+cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool select, bool maybe_z, const MbWs &w,
+                      cudaStream_t s) {
+    const dim3 g1(w.G), gr(w.G, w.rows);
+    mb_scan_kernel<<<g1, MB_THREADS, 0, s>>>(logits, n, w);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) mb_passes_launched++;
+    if (e != cudaSuccess || !select) return e;
+    if (maybe_z) {
+        mb_z_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, ps, w);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    for (int level = 0; level < MB_LEVELS; level++) {
+        mb_hist_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, ps, w, level);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    mb_gather_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, w);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+#endif

@@ -23,7 +23,11 @@ struct EmxForwardGroup {
     int cap;
     Member *m;            // [cap] places; a member keeps its place while it stays
     int running;          // a step is being run (outside the lock)
+    int prefilling;       // members' multi-token calls running now
+    int prefills_waiting; // exclusive: prefills waiting for the running step to end
+    int exclusive;        // one pass at a time (forward_group.h)
     long steps, rows;     // steps run and rows in them, since the group was made
+    long prefills, overlaps;
     // the running step's rows, built by its runner: [cap] each
     EmxState **states;
     int *tokens, *pos;
@@ -65,6 +69,12 @@ void emx_forward_group_free(EmxForwardGroup *g) {
     free(g);
 }
 
+void emx_forward_group_set_exclusive(EmxForwardGroup *g, int exclusive) {
+    pthread_mutex_lock(&g->mu);
+    g->exclusive = exclusive != 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen) {
     if (s->group) return emx_seterr(err, errlen, "forward group: the state is already in a group");
     if (!emx_forward_multi_batched(s))
@@ -104,7 +114,7 @@ void emx_forward_group_leave(EmxState *s) {
 
 void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st) {
     pthread_mutex_lock(&g->mu);
-    *st = (EmxForwardGroupStats){.steps = g->steps, .rows = g->rows};
+    *st = (EmxForwardGroupStats){.steps = g->steps, .rows = g->rows, .prefills = g->prefills, .overlaps = g->overlaps};
     for (int i = 0; i < g->cap; i++) {
         st->members += g->m[i].s != NULL;
         st->waiting += g->m[i].s && g->m[i].submitted && !g->m[i].in_step;
@@ -116,6 +126,7 @@ void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st) {
 // step is running, some row waits, and every member that holds the step has submitted. (Lock held.)
 static Member *next_runner(EmxForwardGroup *g) {
     if (g->running) return NULL;
+    if (g->exclusive && (g->prefilling || g->prefills_waiting)) return NULL;  // the prefill goes first
     Member *first = NULL;
     for (int i = 0; i < g->cap; i++) {
         Member *m = &g->m[i];
@@ -138,6 +149,7 @@ static void run_step(EmxForwardGroup *g) {
         n++;
     }
     g->running = 1;
+    g->overlaps += g->prefilling > 0;
     g->steps++;
     g->rows += n;
     pthread_mutex_unlock(&g->mu);
@@ -156,20 +168,36 @@ static void run_step(EmxForwardGroup *g) {
     pthread_cond_broadcast(&g->cv);
 }
 
+// A member's multi-token call: alone, at once, the others' steps not waiting for it; in an
+// exclusive group, after the running step and before the next one. (Lock held on entry, released
+// on return.)
+static const float *prefill(EmxForwardGroup *g, Member *me, const int *tokens, int n, int pos) {
+    EmxState *s = me->s;
+    if (g->exclusive) {
+        g->prefills_waiting++;
+        while (g->running || g->prefilling) pthread_cond_wait(&g->cv, &g->mu);
+        g->prefills_waiting--;
+    }
+    me->holds = 0;
+    g->overlaps += g->running || g->prefilling;
+    g->prefilling++;
+    g->prefills++;
+    pthread_cond_broadcast(&g->cv);  // a step may have been waiting for this member only
+    pthread_mutex_unlock(&g->mu);
+    const float *r = s->backend->forward(s, tokens, n, pos);
+    pthread_mutex_lock(&g->mu);
+    g->prefilling--;
+    me->holds = 1;
+    pthread_cond_broadcast(&g->cv);  // exclusive: the steps (or another prefill) waited for it
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
 const float *emx_forward_group_forward(EmxState *s, const int *tokens, int n, int pos) {
     EmxForwardGroup *g = s->group;
     pthread_mutex_lock(&g->mu);
     Member *me = member_of(g, s);
-    if (n != 1) {  // a prefill runs alone, at once: the others' steps do not wait for it
-        me->holds = 0;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-        const float *r = s->backend->forward(s, tokens, n, pos);
-        pthread_mutex_lock(&g->mu);
-        me->holds = 1;
-        pthread_mutex_unlock(&g->mu);
-        return r;
-    }
+    if (n != 1) return prefill(g, me, tokens, n, pos);
     me->holds = 1;
     me->submitted = 1;
     me->token = tokens[0], me->pos = pos;

@@ -12,6 +12,11 @@
 //     step to the next while the members stay: its OpenMP team is warm), and every submitter
 //     gets its own logits back. A row submitted while a step runs goes into the next step.
 //   - Leaving (and a prefill starting) wakes the waiters: the step no longer waits for that member.
+//   - One pass at a time (emx_forward_group_set_exclusive): a prefill then waits for the running
+//     step and runs with no step beside it, and a waiting prefill goes before the next step. For
+//     passes that each use every core: two at once would put two OpenMP teams on the same cores,
+//     where a thread spinning at a barrier waits for one that is not running, and both passes slow
+//     down many times over. Passes of one thread each leave it off: side by side they use two cores.
 // Results are bitwise those of running each state alone (emx_forward_multi's guarantee), so the
 // grouping changes the speed only, never a text. If the batched step refuses the rows (a bad
 // token or position, states of different models), each row runs alone, so a bad row gets its
@@ -34,6 +39,9 @@ EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen
 // Members still in it are let go (no thread may be inside one of their forward calls).
 void emx_forward_group_free(EmxForwardGroup *g);
 
+// Turns the one-pass-at-a-time rule on (1) or off (0, the default). Set it before members join.
+void emx_forward_group_set_exclusive(EmxForwardGroup *g, int exclusive);
+
 // s decodes in g from now on (it holds the step up: join as its generation starts). Refused
 // (-1 with a one-line reason) when s is already in a group, g is full, or s's backend has no
 // batched step (emx_forward_multi_batched: the rows would run in turn, each waiting for the
@@ -47,6 +55,8 @@ typedef struct {
     int members;        // states in the group now
     int waiting;        // rows submitted and not yet run (their threads are waiting)
     long steps, rows;   // steps run since the group was made, and rows in them
+    long prefills;      // multi-token calls of members run since the group was made
+    long overlaps;      // passes (steps or prefills) that started while another one ran
 } EmxForwardGroupStats;
 void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st);
 

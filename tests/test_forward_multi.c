@@ -330,3 +330,46 @@ static void grouped_generations(const char *name, int n_members) {
 Test(forward_group, generate_same_ids_stories260K_q8, .timeout = 120) { grouped_generations("stories260K.q8.bin", 3); }
 Test(forward_group, generate_same_ids_llama3_q4, .timeout = 120) { grouped_generations("llama3-tiny.q4.bin", 3); }
 Test(forward_group, generate_group_of_one, .timeout = 120) { grouped_generations("qwen3-tiny.q8.bin", 1); }
+
+// One pass at a time (emx_forward_group_set_exclusive): member A's row waits for member B, and B
+// then runs a prefill. In an exclusive group A's step does not run beside it: when the prefill
+// returns no step has run (B holds the step again and has not submitted: that is exact, not
+// timed), and no pass ever started while another ran. Then B's and A's rows batch, and A's last
+// row runs alone once B has left: 4 steps, 3 + 3 rows + 1. Without the rule, B's prefill lets
+// A's step run at once, beside it.
+Test(forward_group, exclusive_prefill_runs_alone, .timeout = 120) {
+    EmxModel m;
+    open_model(&m, "llama3-tiny.q8.bin");
+    const size_t V = m.cfg.vocab_size;
+    char err[256];
+    EmxForwardGroup *g = emx_forward_group_new(2, err, sizeof err);
+    cr_assert(g, "%s", err);
+    emx_forward_group_set_exclusive(g, 1);
+    int ids[64];
+    const int na = history(0, (int)V, ids);
+    Stepper a = {new_state(&m, 1), 40, na, 4, -1, g, 0, malloc(4 * V * sizeof(float)), V};
+    EmxState *b = new_state(&m, 1);
+    cr_assert(emx_forward(a.st, ids, na, 0));
+    cr_assert_eq(emx_forward_group_join(g, a.st, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_forward_group_join(g, b, err, sizeof err), 0, "%s", err);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stepper_main, &a), 0);
+    EmxForwardGroupStats st = {0};
+    while (emx_forward_group_stats(g, &st), st.waiting < 1) sched_yield();  // A's row waits for B
+    const int nb = history(1, (int)V, ids);
+    cr_assert(emx_forward(b, ids, nb, 0), "B's prefill");
+    emx_forward_group_stats(g, &st);
+    cr_expect(st.steps == 0 && st.prefills == 1, "after B's prefill: %ld steps, %ld prefills", st.steps, st.prefills);
+    for (int k = 0; k < 3; k++) {
+        const int t = 50 + k;
+        cr_assert(emx_forward(b, &t, 1, nb + k));
+    }
+    emx_forward_group_leave(b);
+    pthread_join(th, NULL);
+    emx_forward_group_stats(g, &st);
+    cr_expect(st.steps == 4 && st.rows == 7, "%ld steps, %ld rows: want 4 and 7", st.steps, st.rows);
+    cr_expect_eq(st.overlaps, 0, "a pass started beside another %ld times", st.overlaps);
+    emx_state_free(a.st), emx_state_free(b), free(a.logits);
+    emx_forward_group_free(g);
+    emx_model_close(&m);
+}

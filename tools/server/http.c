@@ -587,6 +587,10 @@ SrvServer *srv_http_start(SrvModel *sm, const SrvHttpOptions *o, char *err, size
     if (s->n_slots > 1 && emx_forward_multi_batched(s->slots[0].st) &&
         !(s->group = emx_forward_group_new(s->n_slots, err, errlen)))
         return server_free(s), NULL;
+    // A pass that takes more than half the cores runs alone (a new request's prefill waits for
+    // the step): two such passes at once share cores, and their OpenMP teams wait on each other.
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (s->group && 2L * (o->threads > 0 ? o->threads : cores) > cores) emx_forward_group_set_exclusive(s->group, 1);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
         emx_seterr(err, errlen, "--host '%s' is not an IPv4 address", o->host);

@@ -313,8 +313,10 @@ typedef struct {
 
 // Round k: ours (then the other runtime, if any) over the same prompt and decode lengths; the
 // [prefill, decode] tok/s go to ours[] and theirs[] (theirs untouched without another runtime).
+// read_gbs (CPU; NULL on a GPU): the memory's read bandwidth, measured between the rounds it is
+// compared with: on a machine whose bandwidth moves by the hour, a figure from another run means little.
 static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_gen, const OtherRuntime *o, int k,
-                       double ours[2], double theirs[2]) {
+                       double ours[2], double theirs[2], double *read_gbs) {
     char err[512];
     EmxForwardSpeed fs;
     if (emx_bench_forward_once(st, model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
@@ -325,6 +327,10 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
     ours[1] = fs.decode_tps;
     fprintf(stderr, "  round %d  ours   pp%d %9.2f tok/s  tg%d %8.2f tok/s\n", k + 1, n_prompt,
             fs.prefill_tps, n_gen, fs.decode_tps);
+    if (read_gbs) {
+        *read_gbs = emx_bench_read_gbs((size_t)256 << 20, o->threads, 3);
+        fprintf(stderr, "  round %d  read pass %.1f GB/s\n", k + 1, *read_gbs);
+    }
     if (o->llama) {
         if (emx_llama_bench_run(o->llama, o->gguf, o->threads, o->on_gpu ? 99 : 0, n_prompt, n_gen, &fs, err,
                                 sizeof err) != 0) {
@@ -445,14 +451,8 @@ static int bench_speed(int argc, char **argv) {
     const OtherRuntime o = {llama, gguf, compare, r.threads, on_gpu, info.device};
     for (int k = 0; k < runs; k++) {
         double ou[2], th[2] = {0, 0};
-        if (speed_round(st, &model, n_prompt, n_gen, &o, k, ou, th) != 0) goto done;
+        if (speed_round(st, &model, n_prompt, n_gen, &o, k, ou, th, on_gpu ? NULL : &reads[k]) != 0) goto done;
         ours[0][k] = ou[0], ours[1][k] = ou[1], theirs[0][k] = th[0], theirs[1][k] = th[1];
-        // The memory's read bandwidth, measured between the rounds it is compared with: on a
-        // machine whose bandwidth moves by the hour, a figure from another run means little.
-        if (!on_gpu) {
-            reads[k] = emx_bench_read_gbs((size_t)256 << 20, r.threads, 3);
-            fprintf(stderr, "  round %d  read pass %.1f GB/s\n", k + 1, reads[k]);
-        }
     }
     if (!on_gpu) r.read_gbs = median(reads, runs);
     r.prefill_tps = median(ours[0], runs);

@@ -28,6 +28,15 @@ static void other_line(FILE *f, const char *what, int n, double ours, double the
         fprintf(f, "%-18s -\n", key);
 }
 
+// "key: value" with the value printed by fmt, or "key: -" where the figure does not exist.
+__attribute__((format(printf, 4, 0))) static void value_line(FILE *f, const char *key, int have, const char *fmt,
+                                                              double v) {
+    fprintf(f, "%-18s ", key);
+    if (have) fprintf(f, fmt, v);
+    else fputc('-', f);
+    fputc('\n', f);
+}
+
 void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
     const int gpu = strcmp(r->device, "cpu") != 0;
     fprintf(f, "%-18s %s (%s)%s\n", "device:", r->device, r->device_desc,
@@ -50,30 +59,12 @@ void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
     } else {
         fprintf(f, "%-18s -\n%-18s -\n%-18s -\n", "bytes/token:", "KV cache:", "achieved GB/s:");
     }
-    if (r->peak_gbps > 0)
-        fprintf(f, "%-18s %.2f\n", "peak GB/s:", r->peak_gbps);
-    else
-        fprintf(f, "%-18s -\n", "peak GB/s:");
-    if (decode && r->peak_gbps > 0)
-        fprintf(f, "%-18s %.4g%%\n", "of peak:", 100.0 * gbs / r->peak_gbps);
-    else
-        fprintf(f, "%-18s -\n", "of peak:");
-    if (r->launches_per_step > 0)
-        fprintf(f, "%-18s %d\n", "launches/step:", r->launches_per_step);
-    else
-        fprintf(f, "%-18s -\n", "launches/step:");
-    if (r->memcpy_gbs > 0)
-        fprintf(f, "%-18s %.1f (host copy, read + write)\n", "memcpy GB/s:", r->memcpy_gbs);
-    else
-        fprintf(f, "%-18s -\n", "memcpy GB/s:");
-    if (r->read_gbs > 0)
-        fprintf(f, "%-18s %.1f (read-only pass, median of the rounds)\n", "read GB/s:", r->read_gbs);
-    else
-        fprintf(f, "%-18s -\n", "read GB/s:");
-    if (decode && r->read_gbs > 0)
-        fprintf(f, "%-18s %.1f%%\n", "of read:", 100.0 * gbs / r->read_gbs);
-    else
-        fprintf(f, "%-18s -\n", "of read:");
+    value_line(f, "peak GB/s:", r->peak_gbps > 0, "%.2f", r->peak_gbps);
+    value_line(f, "of peak:", decode && r->peak_gbps > 0, "%.4g%%", 100.0 * gbs / r->peak_gbps);
+    value_line(f, "launches/step:", r->launches_per_step > 0, "%.0f", (double)r->launches_per_step);
+    value_line(f, "memcpy GB/s:", r->memcpy_gbs > 0, "%.1f (host copy, read + write)", r->memcpy_gbs);
+    value_line(f, "read GB/s:", r->read_gbs > 0, "%.1f (read-only pass, median of the rounds)", r->read_gbs);
+    value_line(f, "of read:", decode && r->read_gbs > 0, "%.1f%%", 100.0 * gbs / r->read_gbs);
     if (!r->other) return;
     fprintf(f, "%-18s %s\n", "other:", r->other);
     if (r->n_prompt > 0) other_line(f, "pp", r->n_prompt, r->prefill_tps, r->other_prefill_tps);

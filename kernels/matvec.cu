@@ -80,9 +80,11 @@ __global__ void __launch_bounds__(128) quantize_acts_kernel(const float *__restr
 // contraction of `a * b + c` may differ between the one-row (MAXB = 1) and batched (MAXB = 16)
 // instantiations (g++ does, under the emulator), and then a row's result would depend on the
 // batch it is in; emx_forward_multi promises rows bitwise equal to emx_forward's.
-// acc + w[0..3] . x, one fmaf after another.
+// acc + w[0..3] . x: the four products by an fmaf chain, then added to acc (summing the products
+// first keeps the 16-row instantiation free of register spills, which the chain through acc
+// caused on sm_80).
 __device__ __forceinline__ float fma4(const float *w, const float4 x, float acc) {
-    return fmaf(w[3], x.w, fmaf(w[2], x.z, fmaf(w[1], x.y, fmaf(w[0], x.x, acc))));
+    return acc + fmaf(w[3], x.w, fmaf(w[2], x.z, fmaf(w[1], x.y, w[0] * x.x)));
 }
 
 // 8 (f16/bf16) or 4 (f32) weights of one 16-byte chunk as f32

@@ -12,8 +12,12 @@ NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
 CUDA_SRC := $(wildcard kernels/*.cu) runtime/cuda/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
+# The programs a GPU machine runs first (kernels/bench.mk: the kernel tests against the real CUDA
+# runtime, bench_kernels) are built here too, so that code only the real build compiles (what the
+# emulator's #ifdefs leave out) is compiled, with -Werror, on every machine with nvcc.
 .PHONY: cuda
-cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/cuda/resources.ok
+cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/cuda/resources.ok \
+      $(BUILD)/cuda/kernel_tests $(BUILD)/cuda/bench_kernels
 
 # ptxas's report (-Xptxas -v: registers, spill bytes, stack frame and shared memory of each kernel
 # for each arch) is kept in X.ptxas beside the object for the resource report below; the lines

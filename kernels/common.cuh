@@ -38,6 +38,25 @@ __device__ __forceinline__ int emx_warp_sum_int(int v) {
     return v;
 }
 
+// One group of 32 activations to int8, a value per lane (every lane of the warp must call it):
+// d = max|v| / 127, q = round-half-even(v / d) clamped to ±127, sum = Σ q over the group. The
+// CPU's emx_quantize_acts_scalar bit for bit; matvec.cu's quantisation kernel and rmsnorm.cu's
+// fused norm both call it, so the two paths give the same bits.
+struct EmxQuantLane {
+    int q;    // this lane's int8 value
+    float d;  // the group's scale (every lane)
+    int sum;  // the group's integer sum (every lane)
+};
+__device__ __forceinline__ EmxQuantLane emx_quantize_lane(float v) {
+    EmxQuantLane r;
+    r.d = emx_warp_max(fabsf(v)) / 127.0f;
+    const float id = r.d != 0.0f ? 1.0f / r.d : 0.0f;
+    // rintf rounds half to even like the CPU's lrintf; v * id feeds no add, so no FMA can change it
+    r.q = (int)fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
+    r.sum = emx_warp_sum_int(r.q);
+    return r;
+}
+
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets the
 // result. Warp sums go through shared memory and every warp then reduces the partials itself,
 // which saves a second broadcast; the trailing barrier lets the caller reduce again at once.

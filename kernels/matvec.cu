@@ -22,6 +22,10 @@
 //         registers (nibble/byte -> f32) and meet f32 activations: the alternative to __dp4a,
 //         kept so that `make bench-kernels` can measure the choice below. Float weights: = fast.
 //
+// A set (emx_cuda_matvec_set: q, k and v, which read the same activations): the fast kernel's
+// warp-per-row mapping over the matrices' rows one after the other, one launch instead of three;
+// each row runs the same code (fast_row), so each matrix's result is bitwise its own launch's.
+//
 // Batched (B <= 16): each weight chunk is loaded once into registers and used against all B
 // activation rows (B accumulators per thread); the activations (B * cols * 1 or 4 bytes) are
 // small and stay in L1/L2, so B sequences cost little more DRAM traffic than one.
@@ -42,6 +46,7 @@
 // `make bench-kernels` compare against (the measured ratio belongs there, on a GPU).
 #include "matvec.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -58,17 +63,12 @@ __global__ void __launch_bounds__(128) quantize_acts_kernel(const float *__restr
                                                             int *__restrict__ xsum) {
     const int g = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     const bool valid = g < n_groups;  // a warp past the end still joins the shuffles, with zeros
-    const float v = valid ? x[(size_t)g * 32 + lane] : 0.0f;
-    const float d = emx_warp_max(fabsf(v)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    // rintf rounds half to even like the CPU's lrintf; v * id feeds no add, so no FMA can change it
-    const int q = (int)fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
-    const int sum = emx_warp_sum_int(q);
+    const EmxQuantLane t = emx_quantize_lane(valid ? x[(size_t)g * 32 + lane] : 0.0f);
     if (valid) {
-        xq[(size_t)g * 32 + lane] = (int8_t)q;
+        xq[(size_t)g * 32 + lane] = (int8_t)t.q;
         if (lane == 0) {
-            xd[g] = d;
-            xsum[g] = sum;
+            xd[g] = t.d;
+            xsum[g] = t.sum;
         }
     }
 }
@@ -292,13 +292,14 @@ __device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int row
         row_dot_q4_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
 }
 
+// Warp's row r of W (and W2) against the nb activation rows: the lanes' sums, the warp reduction,
+// lane 0 writes out[b][r] (out: [nb][rows]). A warp past the last row (valid false) still joins
+// the shuffles. Both fast kernels below run it, so a row's result has the same bits in either.
 template <int DT, int MAXB, bool SWIGLU, bool INT8>
-__global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict__ W, const void *__restrict__ W2,
-                                                          int rows, int cols, const EmxCudaActs a, int nb,
-                                                          float *__restrict__ out, int accumulate) {
-    const int r = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    const bool valid = r < rows;  // a warp past the last row still joins the shuffles below
-    if constexpr (MAXB == 1) nb = 1;  // a constant: no batch test between the unrolled loads
+__device__ __forceinline__ void fast_row(const void *__restrict__ W, const void *__restrict__ W2, int rows, int cols,
+                                         int r, bool valid, const EmxCudaActs &a, int nb, float *__restrict__ out,
+                                         int accumulate) {
+    const int lane = threadIdx.x & 31;
     float acc[MAXB], acc2[MAXB];
 #pragma unroll
     for (int b = 0; b < MAXB; b++) acc[b] = acc2[b] = 0.0f;
@@ -316,6 +317,38 @@ __global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict
             *o = accumulate ? *o + s : s;
         }
     }
+}
+
+template <int DT, int MAXB, bool SWIGLU, bool INT8>
+__global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict__ W, const void *__restrict__ W2,
+                                                          int rows, int cols, const EmxCudaActs a, int nb,
+                                                          float *__restrict__ out, int accumulate) {
+    const int r = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5);
+    if constexpr (MAXB == 1) nb = 1;  // a constant: no batch test between the unrolled loads
+    fast_row<DT, MAXB, SWIGLU, INT8>(W, W2, rows, cols, r, r < rows, a, nb, out, accumulate);
+}
+
+// The matrices of a set (emx_cuda_matvec_set), one after the other in the grid: warp g takes row
+// g of [W_0; W_1; W_2], i.e. row g - (rows before W_i) of W_i. A block may straddle two matrices;
+// nothing in it synchronises across warps, so that costs nothing.
+struct MatvecSet {
+    const void *W[EMX_MATVEC_SET_MAX];
+    float *out[EMX_MATVEC_SET_MAX];
+    int rows[EMX_MATVEC_SET_MAX];  // 0 past the set's last matrix
+};
+
+template <int DT, int MAXB, bool INT8>
+__global__ void __launch_bounds__(128) matvec_fast_set_kernel(const MatvecSet set, int cols, const EmxCudaActs a,
+                                                              int nb) {
+    static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
+    // constant indices only: a parameter array indexed by a variable would be copied to local memory
+    const int g = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), r0 = set.rows[0], r01 = r0 + set.rows[1];
+    const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
+    const void *W = m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2];
+    float *out = m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2];
+    const int rows = m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2];
+    if constexpr (MAXB == 1) nb = 1;
+    fast_row<DT, MAXB, false, INT8>(W, nullptr, rows, cols, r, r < rows, a, nb, out, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +408,14 @@ static cudaError_t launch_matvec(int variant, const EmxCudaWeight *w, const void
             matvec_fast_kernel<DT, MAXB, SWIGLU, true><<<blocks, FAST_WARPS * 32, 0, stream>>>(w->data, w2, rows, cols, *a, nb, out, accumulate);
         }
     }
+    return cudaGetLastError();
+}
+
+template <int DT, int MAXB>
+static cudaError_t launch_matvec_set(const MatvecSet &set, int total_rows, int cols, const EmxCudaActs *a, int nb,
+                                     cudaStream_t stream) {
+    const int blocks = (total_rows + FAST_WARPS - 1) / FAST_WARPS;
+    matvec_fast_set_kernel<DT, MAXB, true><<<blocks, FAST_WARPS * 32, 0, stream>>>(set, cols, *a, nb);
     return cudaGetLastError();
 }
 
@@ -439,5 +480,28 @@ extern "C" cudaError_t emx_cuda_matvec_swiglu(int variant, const EmxCudaWeight *
         EMX_DISPATCH_DTYPE(gate->dtype, return launch_matvec<DT, 1, true>(variant, gate, up->data, a, 1, out, 0, stream));
     }
     EMX_DISPATCH_DTYPE(gate->dtype, return launch_matvec<DT, EMX_MATVEC_MAX_BATCH, true>(variant, gate, up->data, a, batch, out, 0, stream));
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t emx_cuda_matvec_set(int variant, const EmxCudaWeight *const *w, float *const *out, int n,
+                                           const EmxCudaActs *a, int batch, cudaStream_t stream) {
+    if (variant != EMX_MATVEC_FAST || n < 1 || n > EMX_MATVEC_SET_MAX || !w || !out) return cudaErrorInvalidValue;
+    MatvecSet set;
+    memset(&set, 0, sizeof set);
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!w[i] || bad_call(variant, w[i], a, batch, out[i]) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols)
+            return cudaErrorInvalidValue;
+        set.W[i] = w[i]->data;
+        set.out[i] = out[i];
+        set.rows[i] = w[i]->rows;
+        total += w[i]->rows;
+    }
+    if (total == 0) return cudaSuccess;
+    if (total > INT_MAX - FAST_WARPS) return cudaErrorInvalidValue;
+    if (batch == 1) {
+        EMX_DISPATCH_DTYPE(w[0]->dtype, return launch_matvec_set<DT, 1>(set, (int)total, w[0]->cols, a, 1, stream));
+    }
+    EMX_DISPATCH_DTYPE(w[0]->dtype, return launch_matvec_set<DT, EMX_MATVEC_MAX_BATCH>(set, (int)total, w[0]->cols, a, batch, stream));
     return cudaSuccess;
 }

@@ -56,6 +56,15 @@ cudaError_t emx_cuda_quantize_acts(const float *x, int cols, int batch, int8_t *
 cudaError_t emx_cuda_matvec(int variant, const EmxCudaWeight *w, const EmxCudaActs *a, int batch, float *out,
                             int accumulate, cudaStream_t stream);
 
+// Up to EMX_MATVEC_SET_MAX matrices of one dtype and width that read the same activations (q, k
+// and v) in one launch: out[i][b][r] = W_i[r] · x_b for i < n, each out[i] [batch][w[i]->rows],
+// overwritten. Bitwise what emx_cuda_matvec gives for each matrix alone (the same row code). The
+// fast variant only (the decode step's); another variant, mixed dtypes or widths, or any argument
+// emx_cuda_matvec would refuse: cudaErrorInvalidValue before launching.
+#define EMX_MATVEC_SET_MAX 3
+cudaError_t emx_cuda_matvec_set(int variant, const EmxCudaWeight *const *w, float *const *out, int n,
+                                const EmxCudaActs *a, int batch, cudaStream_t stream);
+
 // SwiGLU fused into the gate/up matvec: out[b][r] = silu(gate_r · x_b) * (up_r · x_b), silu(g) =
 // g / (1 + exp(-g)); each warp (fast) or thread (plain) computes both rows, so the gate and up
 // outputs never go to memory. gate and up: same dtype and shape. out [batch][gate->rows].

@@ -359,15 +359,22 @@ Test(bench, gpu_speed_report, .timeout = 300) {
     const double ratio = atof(v + 26), tps = report_number(r.out, "decode tg3:");
     cr_expect(fabs(ratio - tps / 1000.0) <= 0.0005 + 0.01 * ratio, "%g vs %g", ratio, tps / 1000.0);
     expect_dash(r.out, "other pp4:");  // the command reports decode only
-    // under the emulator the bandwidth model is printed unasked (tg3: the step at position 1)
-    cr_expect(strstr(r.out, "\nbandwidth model (a lower bound at H100 SXM's peak 3350 GB/s, not a measurement): "
-                            "decode step at position 1 ") != NULL, "%s", r.out);
+    // under the emulator the bandwidth model is printed unasked (tg3: the step at position 1); on a
+    // GPU only with --bandwidth-model
+    const bool emulated = strstr(r.out, "CUDA emulator") != NULL;
+    const char *model = strstr(r.out, "\nbandwidth model (");
+    cr_expect(emulated == (model != NULL), "%s", r.out);
+    if (emulated)
+        cr_expect(strstr(r.out, "\nbandwidth model (a lower bound at H100 SXM's peak 3350 GB/s, not a measurement): "
+                                "decode step at position 1 ") != NULL, "%s", r.out);
     run_free(&r);
 }
 
-// Launches per step: the captured graph's node count grows with the layers (at least 10 kernels
-// a layer: llama3-tiny, 3 layers, against stories260K, 5, both q8), and with the graph off there
-// is no graph to count.
+// Launches per step: the captured graph's node count grows with the layers (at least 8 kernels a
+// layer: the norm with its int8 quantisation, q/k/v as one, RoPE + cache write, attention and its
+// combine, wo, the second norm, gate/up, down, less one where a quantisation is not needed;
+// llama3-tiny, 3 layers, against stories260K, 5, both q8), and with the graph off there is no
+// graph to count.
 Test(bench, gpu_launches_per_step, .timeout = 300) {
     const char *bin = gpu_bench();
     const char *models[2] = {"models/llama3-tiny.q8.bin", "models/stories260K.q8.bin"};
@@ -385,10 +392,10 @@ Test(bench, gpu_launches_per_step, .timeout = 300) {
         expect_bytes_and_rates(r.out, models[k], 1, expected_peak(r.out));
         cr_assert(report_value(r.out, "launches/step:", v, sizeof v), "%s", r.out);
         launches[k] = strtol(v, NULL, 10);
-        cr_expect(launches[k] >= 10 * layers[k], "%s: %ld launches for %d layers", models[k], launches[k], layers[k]);
+        cr_expect(launches[k] >= 8 * layers[k], "%s: %ld launches for %d layers", models[k], launches[k], layers[k]);
         run_free(&r);
     }
-    cr_expect(launches[1] - launches[0] >= 10 * (layers[1] - layers[0]), "%ld launches (5 layers) vs %ld (3)",
+    cr_expect(launches[1] - launches[0] >= 8 * (layers[1] - layers[0]), "%ld launches (5 layers) vs %ld (3)",
               launches[1], launches[0]);
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "2", "--runs", "1",
                                                  "--graphs", "0", NULL});

@@ -56,6 +56,7 @@ KERNELS = {
     "rmsnorm_kernel": (256, 0, DECODE, "rmsnorm.cu emx_round_to_warps(n, 256): 256 for n >= 256"),
     "quantize_acts_kernel": (128, 0, DECODE, "matvec.cu FAST_WARPS * 32"),
     "matvec_fast_kernel": (128, 0, DECODE, "matvec.cu FAST_WARPS * 32"),
+    "matvec_fast_set_kernel": (128, 0, DECODE, "matvec.cu FAST_WARPS * 32 (q, k and v in one launch)"),
     "matvec_plain_kernel": (128, 0, DECODE, "matvec.cu PLAIN_THREADS (widths not a multiple of 32)"),
     "rope_kv_kernel": (64, 0, DECODE, "rope.cu emx_round_to_warps(head_dim / 2, 256): 64 at head_dim 128"),
     "attention_split_gqa_kernel": (128, GQA_SMEM, DECODE, "attention.cu ATTN_BLOCK"),

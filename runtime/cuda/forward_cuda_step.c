@@ -36,11 +36,33 @@ static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, 
     return 0;
 }
 
-// Activations quantised once for the matrices that share them (q/k/v, gate/up).
-static int quantise_for(CudaState *s, const EmxCudaWeight *w, const float *in, int n) {
-    if (w->cols % 32 == 0 && emx_dtype_wants_q8_acts(w->dtype))
-        CU(emx_cuda_quantize_acts(in, w->cols, n, s->xq, s->xd, s->xsum, s->stream));
+// RMSNorm of n rows of x into xb for the matrices that read it (w: the first of them, wq or gate;
+// its neighbours share its input and its dtype). On the fast quantised path (not a GEMM chunk) the
+// int8 groups of xb come out of the same launch, once for all of them: the matvecs are then called
+// with quantised = 1.
+static int norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm) {
+    const EmxConfig *c = &s->m->cfg;
+    if (!gemm && w->cols % 32 == 0 && emx_dtype_wants_q8_acts(w->dtype))
+        CU(emx_cuda_rmsnorm_quantize(s->xb, x, norm_w, (int)c->dim, n, c->norm_eps, s->xq, s->xd, s->xsum, s->stream));
+    else
+        CU(emx_cuda_rmsnorm(s->xb, x, norm_w, (int)c->dim, n, c->norm_eps, s->stream));
     return 0;
+}
+
+// q, k, v [n][rows] = Wq, Wk, Wv xb: one launch when the three share a dtype and a width the
+// fast matvec takes (emx_cuda_matvec_set: the same bits as three), else three. xb's int8 groups
+// come from norm_for.
+static int matvec_qkv(CudaState *s, const CudaLayer *L, int n) {
+    const EmxCudaWeight *w[3] = {&L->wq, &L->wk, &L->wv};
+    if (L->wq.cols % 32 == 0 && L->wk.dtype == L->wq.dtype && L->wv.dtype == L->wq.dtype &&
+        L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols) {
+        float *out[3] = {s->q, s->k, s->v};
+        EmxCudaActs a = {s->xb, s->xq, s->xd, s->xsum};
+        CU(emx_cuda_matvec_set(EMX_MATVEC_FAST, w, out, 3, &a, n, s->stream));
+        return 0;
+    }
+    return matvec(s, w[0], s->xb, n, s->q, 0, 1) || matvec(s, w[1], s->xb, n, s->k, 0, 1) ||
+           matvec(s, w[2], s->xb, n, s->v, 0, 1);
 }
 
 // out[n][w.rows] (+)= W in[n][w.cols] through the GEMM (n up to gemm_rows), the variant by the
@@ -146,8 +168,7 @@ static int ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     if (r->gemm) {
         if (gemm(s, &L->gate, s->xb, n, s->hb, 0) || gemm(s, &L->up, s->xb, n, s->hb2, 0)) return -1;
         CU(emx_cuda_swiglu(s->hb, s->hb, s->hb2, n * (int)s->m->cfg.hidden_dim, s->stream));
-    } else if (L->gate.cols % 32 == 0) {
-        if (quantise_for(s, &L->gate, s->xb, n)) return -1;
+    } else if (L->gate.cols % 32 == 0) {  // xb's int8 groups, if its dtype reads them: norm_for's
         EmxCudaActs act = {s->xb, s->xq, s->xd, s->xsum};
         CU(emx_cuda_matvec_swiglu(EMX_MATVEC_FAST, &L->gate, &L->up, &act, n, s->hb, s->stream));
     } else {
@@ -182,16 +203,14 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
     const EmxConfig *c = &s->m->cfg;
     const CudaWeights *w = s->w;
     const float eps = c->norm_eps;
-    const int dim = (int)c->dim;
     const int *tokens_d = r->gemm ? s->gin_d : s->in_d->tokens, *pos_d = r->gemm ? s->gin_d + s->gemm_rows : s->in_d->pos;
     CU(emx_cuda_embedding(&w->emb, tokens_d, n, s->x, s->stream));
     for (int l = 0; l < (int)c->n_layers; l++) {
         const CudaLayer *L = &w->layers[l];
-        CU(emx_cuda_rmsnorm(s->xb, s->x, L->attn_norm, dim, n, eps, s->stream));
+        if (norm_for(s, s->x, L->attn_norm, n, &L->wq, r->gemm)) return -1;
         if (r->gemm ? gemm(s, &L->wq, s->xb, n, s->q, 0) || gemm(s, &L->wk, s->xb, n, s->k, 0) ||
                           gemm(s, &L->wv, s->xb, n, s->v, 0)
-                    : quantise_for(s, &L->wq, s->xb, n) || matvec(s, &L->wq, s->xb, n, s->q, 0, 1) ||
-                          matvec(s, &L->wk, s->xb, n, s->k, 0, 1) || matvec(s, &L->wv, s->xb, n, s->v, 0, 1))
+                    : matvec_qkv(s, L, n))
             return -1;
         EmxRopeArgs a;
         memset(&a, 0, sizeof a);
@@ -226,8 +245,7 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
         if (attention(s, l, n, pos, r, record_last)) return -1;
         // x += Wo att (both paths accumulate: the residual add is free)
         if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
-        CU(emx_cuda_rmsnorm(s->xb, s->x, L->ffn_norm, dim, n, eps, s->stream));
-        if (ffn_in(s, L, n, r)) return -1;
+        if (norm_for(s, s->x, L->ffn_norm, n, &L->gate, r->gemm) || ffn_in(s, L, n, r)) return -1;
         if (r->gemm ? gemm(s, &L->down, s->hb, n, s->x, 1) : matvec(s, &L->down, s->hb, n, s->x, 1, 0)) return -1;
     }
     return 0;
@@ -236,8 +254,8 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
 // Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device).
 static int classify(CudaState *s, int first, int n) {
     const EmxConfig *c = &s->m->cfg;
-    CU(emx_cuda_rmsnorm(s->xb, s->x + (size_t)first * c->dim, s->w->norm, (int)c->dim, n, c->norm_eps, s->stream));
-    return matvec(s, &s->w->out, s->xb, n, s->logits, 0, 0);
+    if (norm_for(s, s->x + (size_t)first * c->dim, s->w->norm, n, &s->w->out, 0)) return -1;
+    return matvec(s, &s->w->out, s->xb, n, s->logits, 0, 1);
 }
 
 static int check_tokens(CudaState *s, const int *tokens, int n) {

@@ -197,3 +197,47 @@ Test(matvec, variant_names) {
     cr_assert_eq(emx_matvec_variant_from_name("fastest"), -1);
     cr_assert_null(emx_matvec_variant_name(EMX_MATVEC_VARIANTS));
 }
+
+// A set (q, k, v in one launch) = each matrix alone, bit for bit: every dtype,
+// batch 1 and 5, row counts that are not multiples of the block's 4 warps (a block straddles two
+// matrices), and sets of 1, 2 and 3.
+Test(matvec, set_equals_each_matrix_alone) {
+    const int cols = 160, rows[3] = {38, 9, 21};
+    for (int variant : {EMX_MATVEC_FAST})
+        for (uint32_t dt : kAllDtypes)
+            for (int batch : {1, 5})
+                for (int n = 1; n <= 3; n++) {
+                    const uint64_t seed = 900 + dt * 11 + batch + n;
+                    TestWeight w0(dt, rows[0], cols, seed), w1(dt, rows[1], cols, seed + 1), w2(dt, rows[2], cols, seed + 2);
+                    const EmxCudaWeight *ws[3] = {&w0.w, &w1.w, &w2.w};
+                    DevActs acts(random_floats((size_t)batch * cols, seed + 3, -2.0f, 2.0f), cols, batch);
+                    DevBuf<float> o0((size_t)batch * rows[0]), o1((size_t)batch * rows[1]), o2((size_t)batch * rows[2]);
+                    float *outs[3] = {o0.p, o1.p, o2.p};
+                    CUDA_OK(emx_cuda_matvec_set(variant, ws, outs, n, &acts.a, batch, nullptr));
+                    const DevBuf<float> *got[3] = {&o0, &o1, &o2};
+                    for (int i = 0; i < n; i++) {
+                        DevBuf<float> alone((size_t)batch * rows[i]);
+                        CUDA_OK(emx_cuda_matvec(variant, ws[i], &acts.a, batch, alone.p, 0, nullptr));
+                        const std::vector<float> a = alone.download(), g = got[i]->download();
+                        cr_assert(memcmp(a.data(), g.data(), a.size() * 4) == 0, "%s %s batch %d set of %d: matrix %d differs",
+                                  emx_matvec_variant_name(variant), emx_dtype_name(dt), batch, n, i);
+                    }
+                }
+}
+
+Test(matvec, set_rejects_what_it_cannot_launch) {
+    TestWeight a(EMX_Q8, 8, 64, 1), b(EMX_Q4, 8, 64, 2), c(EMX_Q8, 8, 96, 3);
+    DevActs acts(random_floats(96, 4), 96, 1);
+    DevBuf<float> o(8);
+    float *outs[4] = {o.p, o.p, o.p, o.p};
+    const EmxCudaWeight *mixed_dtype[2] = {&a.w, &b.w}, *mixed_cols[2] = {&a.w, &c.w}, *four[4] = {&a.w, &a.w, &a.w, &a.w};
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, mixed_dtype, outs, 2, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, mixed_cols, outs, 2, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, four, outs, 4, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, four, outs, 0, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_PLAIN, four, outs, 1, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST_F32, four, outs, 1, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, four, outs, 1, &acts.a, 0, nullptr), cudaErrorInvalidValue);
+    float *no_out[1] = {nullptr};
+    cr_assert_eq(emx_cuda_matvec_set(EMX_MATVEC_FAST, four, no_out, 1, &acts.a, 1, nullptr), cudaErrorInvalidValue);
+}

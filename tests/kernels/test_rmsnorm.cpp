@@ -6,6 +6,7 @@
 // is one f32 addition on both sides: x must come back bit-identical.
 #include "dense_test_util.h"
 
+#include "kernels/matvec.h"
 #include "kernels/rmsnorm.h"
 
 static void check_rows(const std::vector<float> &got, const std::vector<float> &want, const char *what, int n) {
@@ -49,8 +50,53 @@ Test(rmsnorm, residual_fused_matches_add_then_cpu_norm) {
     }
 }
 
+// The norm with its output's int8 groups in one launch = the norm, then emx_cuda_quantize_acts of
+// its output (the path it replaces in the decode step), bit for bit: out, xq, xd and xsum. Widths:
+// fewer columns than threads (64), warps left idle on the last trip (576: 2.25 trips of 256),
+// several trips (1024, 2048); rows of all zeros (d = 0), a large outlier and a row that overflows
+// nothing but dominates its groups.
+Test(rmsnorm, quantized_equals_norm_then_quantize) {
+    const float eps = 1e-6f;
+    for (int n : {64, 576, 1024, 2048}) {
+        for (int rows : {1, 3, 16}) {
+            const size_t N = (size_t)rows * n, G = N / 32;
+            std::vector<float> x = random_floats(N, 40 + n + rows, -3.0f, 3.0f);
+            std::vector<float> w = random_floats((size_t)n, 50 + n, 0.25f, 2.0f);
+            if (rows > 1)
+                for (int i = 0; i < n; i++) x[(size_t)n + i] = 0.0f;  // row 1: all zeros
+            x[5] = 1e4f;                                                // row 0: an outlier
+            DevBuf<float> dx(x), dw(w), want(N), got(N), xd(G), wd(G);
+            DevBuf<int8_t> xq(N), wq(N);
+            DevBuf<int> xs(G), ws(G);
+            CUDA_OK(emx_cuda_rmsnorm(want.p, dx.p, dw.p, n, rows, eps, nullptr));
+            CUDA_OK(emx_cuda_quantize_acts(want.p, n, rows, wq.p, wd.p, ws.p, nullptr));
+            CUDA_OK(emx_cuda_rmsnorm_quantize(got.p, dx.p, dw.p, n, rows, eps, xq.p, xd.p, xs.p, nullptr));
+            const std::vector<float> o = got.download(), wo = want.download(), d = xd.download(), e = wd.download();
+            const std::vector<int8_t> q = xq.download(), wqh = wq.download();
+            const std::vector<int> sg = xs.download(), wsg = ws.download();
+            cr_assert(memcmp(o.data(), wo.data(), N * 4) == 0, "n %d rows %d: out differs from the plain norm", n, rows);
+            for (size_t i = 0; i < N; i++)
+                cr_assert_eq(q[i], wqh[i], "n %d rows %d: xq[%zu] %d, separately %d", n, rows, i, q[i], wqh[i]);
+            for (size_t g = 0; g < G; g++) {
+                cr_assert(memcmp(&d[g], &e[g], 4) == 0, "n %d rows %d: xd[%zu] %.9g, separately %.9g", n, rows, g,
+                          d[g], e[g]);
+                cr_assert_eq(sg[g], wsg[g], "n %d rows %d: xsum[%zu] %d, separately %d", n, rows, g, sg[g], wsg[g]);
+            }
+        }
+    }
+}
+
 Test(rmsnorm, rejects_bad_arguments) {
     DevBuf<float> a(64), b(64), w(64);
     cr_assert_eq(emx_cuda_rmsnorm(a.p, b.p, w.p, 0, 1, 1e-5f, nullptr), cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_residual_rmsnorm(a.p, b.p, w.p, a.p, 64, 1, 1e-5f, nullptr), cudaErrorInvalidValue);
+    DevBuf<int8_t> q(64);
+    DevBuf<float> d(2);
+    DevBuf<int> s(2);
+    // the quantised norm: a width that is not whole groups of 32, a missing output
+    cr_assert_eq(emx_cuda_rmsnorm_quantize(a.p, b.p, w.p, 37, 1, 1e-5f, q.p, d.p, s.p, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_rmsnorm_quantize(a.p, b.p, w.p, 64, 1, 1e-5f, nullptr, d.p, s.p, nullptr),
+                 cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_rmsnorm_quantize(a.p, b.p, w.p, 64, 1, 1e-5f, q.p, d.p, nullptr, nullptr),
+                 cudaErrorInvalidValue);
 }

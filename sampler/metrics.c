@@ -12,20 +12,7 @@
 
 // Maximum of the logits that can be chosen, their count, and whether any is +inf.
 static float row_max(const float *s, int n, int *n_valid, int *any_posinf) {
-#ifdef EMX_VOCAB_SIMD
     return emx_vocab_max(s, n, n_valid, any_posinf);
-#else
-    float mx = -INFINITY;
-    int c = 0, inf = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] > mx) mx = s[i];  // NaN compares false: never the max
-        c += s[i] > -INFINITY;
-        inf |= s[i] == INFINITY;
-    }
-    *n_valid = c;
-    *any_posinf = inf;
-    return mx;
-#endif
 }
 
 #ifdef EMX_VOCAB_SIMD

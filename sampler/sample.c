@@ -22,18 +22,9 @@ static int ranks_before(const EmxCandidate *a, const EmxCandidate *b) {
 }
 
 int emx_sample_argmax(const float *logits, int n) {
-#ifdef EMX_VOCAB_SIMD
-    // the maximum, then its first occurrence: the plain loop's answer (the first maximum)
+    // the maximum, then its first occurrence: the first maximum, as a plain loop would give
     float mx = emx_vocab_max(logits, n, NULL, NULL);
     return mx == -INFINITY ? -1 : emx_vocab_find(logits, n, mx);
-#else
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        if (!is_candidate(logits[i])) continue;
-        if (best < 0 || logits[i] > logits[best]) best = i;  // strict: the first maximum stays
-    }
-    return best;
-#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,16 +163,7 @@ int emx_sample_distribution(const float *logits, int n, const EmxSamplerParams *
         return 1;
     }
     int n_valid = 0;
-#ifdef EMX_VOCAB_SIMD
     float max = emx_vocab_max(logits, n, &n_valid, NULL);
-#else
-    float max = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (!is_candidate(logits[i])) continue;
-        n_valid++;
-        if (logits[i] > max) max = logits[i];
-    }
-#endif
     if (n_valid == 0) return 0;
     if (max == INFINITY) return infinite_logits(logits, n, sp->top_k, work);
 

@@ -1,6 +1,7 @@
-// vocab_simd.h — the host's vector helpers for passes over a whole vocabulary (AVX2 + FMA; a
-// build without them keeps the scalar loops of metrics.c and sample.c): the maximum of the
-// logits and how many can be chosen, and e^x in double precision, four lanes at a time.
+// vocab_simd.h — the host's vector helpers for passes over a whole vocabulary (AVX2 + FMA): the
+// maximum of the logits and how many can be chosen, and e^x in double precision, four lanes at a
+// time. A build without AVX2 gets the maximum and the search as plain loops (same answers) and
+// keeps metrics.c's scalar exp loop.
 //
 // Why: entropix reads the vocabulary's statistics every token (metrics.c: one e^x per logit, in
 // double, which libm computes one call at a time), and every sampler finds the maximum first. On
@@ -103,6 +104,28 @@ static inline int emx_vocab_find(const float *s, int n, float v) {
 // Whether any of s[i..i+8) is greater than v (NaN never is).
 static inline int emx_vocab_any_above8(const float *s, float v) {
     return _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s), _mm256_set1_ps(v), _CMP_GT_OQ)) != 0;
+}
+#else
+#include <math.h>
+
+// Without AVX2 the same two answers one logit at a time (the callers need no second version).
+static inline float emx_vocab_max(const float *s, int n, int *n_valid, int *any_posinf) {
+    float m = -INFINITY;
+    int c = 0, inf = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] > m) m = s[i];  // NaN compares false: never the max
+        c += s[i] > -INFINITY;
+        inf |= s[i] == INFINITY;
+    }
+    if (n_valid) *n_valid = c;
+    if (any_posinf) *any_posinf = inf;
+    return m;
+}
+
+static inline int emx_vocab_find(const float *s, int n, float v) {
+    for (int i = 0; i < n; i++)
+        if (s[i] == v) return i;
+    return -1;
 }
 #endif
 

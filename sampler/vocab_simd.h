@@ -17,10 +17,29 @@
 #ifndef ENTROPIX_VOCAB_SIMD_H
 #define ENTROPIX_VOCAB_SIMD_H
 
+#include <math.h>
+
+// The one-logit-at-a-time scans from index i on: the maximum (continuing m, counting the
+// chosen-able logits into *c and noting a +inf in *inf) and the first s[j] == v. A build without
+// AVX2 runs them over the whole row; the vector versions below over the last n % 8 logits.
+static inline float emx_vocab_max_from(const float *s, int i, int n, float m, int *c, int *inf) {
+    for (; i < n; i++) {
+        if (s[i] > m) m = s[i];  // NaN compares false: never the max
+        *c += s[i] > -INFINITY;
+        *inf |= s[i] == INFINITY;
+    }
+    return m;
+}
+
+static inline int emx_vocab_find_from(const float *s, int i, int n, float v) {
+    for (; i < n; i++)
+        if (s[i] == v) return i;
+    return -1;
+}
+
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDACC__)
 #define EMX_VOCAB_SIMD 1
 #include <immintrin.h>
-#include <math.h>
 
 // e^x for x in [EMX_VEXP_MIN, 0], four lanes; lanes below EMX_VEXP_MIN give 0 (libm gives a
 // subnormal there, below 1e-307: nothing next to the sum it joins, which holds e^0 = 1).
@@ -78,11 +97,7 @@ static inline float emx_vocab_max(const float *s, int n, int *n_valid, int *any_
         c += counts[l];
     }
     int inf = !_mm256_testz_si256(posinf, posinf);
-    for (; i < n; i++) {
-        if (s[i] > m) m = s[i];
-        c += s[i] > -INFINITY;
-        inf |= s[i] == INFINITY;
-    }
+    m = emx_vocab_max_from(s, i, n, m, &c, &inf);
     if (n_valid) *n_valid = c;
     if (any_posinf) *any_posinf = inf;
     return m;
@@ -96,9 +111,7 @@ static inline int emx_vocab_find(const float *s, int n, float v) {
         int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + i), vv, _CMP_EQ_OQ));
         if (mask) return i + __builtin_ctz((unsigned)mask);
     }
-    for (; i < n; i++)
-        if (s[i] == v) return i;
-    return -1;
+    return emx_vocab_find_from(s, i, n, v);
 }
 
 // Whether any of s[i..i+8) is greater than v (NaN never is).
@@ -106,27 +119,16 @@ static inline int emx_vocab_any_above8(const float *s, float v) {
     return _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s), _mm256_set1_ps(v), _CMP_GT_OQ)) != 0;
 }
 #else
-#include <math.h>
-
 // Without AVX2 the same two answers one logit at a time (the callers need no second version).
 static inline float emx_vocab_max(const float *s, int n, int *n_valid, int *any_posinf) {
-    float m = -INFINITY;
     int c = 0, inf = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] > m) m = s[i];  // NaN compares false: never the max
-        c += s[i] > -INFINITY;
-        inf |= s[i] == INFINITY;
-    }
+    const float m = emx_vocab_max_from(s, 0, n, -INFINITY, &c, &inf);
     if (n_valid) *n_valid = c;
     if (any_posinf) *any_posinf = inf;
     return m;
 }
 
-static inline int emx_vocab_find(const float *s, int n, float v) {
-    for (int i = 0; i < n; i++)
-        if (s[i] == v) return i;
-    return -1;
-}
+static inline int emx_vocab_find(const float *s, int n, float v) { return emx_vocab_find_from(s, 0, n, v); }
 #endif
 
 #endif

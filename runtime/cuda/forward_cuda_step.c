@@ -24,13 +24,20 @@
 // ---------------------------------------------------------------------------------------------
 // The pass
 
-// out[n][w.rows] (+)= W in[n][w.cols]. The fast matvec (a warp per row) reads int8 activations
-// for q8/q4/q4_1, as the CPU does; widths that are not a multiple of 32 take the plain one.
+// Whether W's matvec reads its input as int8 groups (xq, xd, xsum): the fast matvec (a warp per
+// row, widths a multiple of 32) with q8/q4/q4_1 weights, as the CPU does. The one test for both
+// who makes the groups (norm_for, or matvec itself) and who reads them.
+static int reads_int8_acts(const EmxCudaWeight *w) {
+    return w->cols % 32 == 0 && emx_dtype_wants_q8_acts(w->dtype);
+}
+
+// out[n][w.rows] (+)= W in[n][w.cols]; widths that are not a multiple of 32 take the plain matvec.
+// quantised: in's int8 groups are made already.
 static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate,
                   int quantised) {
     const int fast = w->cols % 32 == 0;
     EmxCudaActs a = {in, s->xq, s->xd, s->xsum};
-    if (fast && emx_dtype_wants_q8_acts(w->dtype) && !quantised)
+    if (reads_int8_acts(w) && !quantised)
         CU(emx_cuda_quantize_acts(in, w->cols, n, s->xq, s->xd, s->xsum, s->stream));
     CU(emx_cuda_matvec(fast ? EMX_MATVEC_FAST : EMX_MATVEC_PLAIN, w, &a, n, out, accumulate, s->stream));
     return 0;
@@ -42,7 +49,7 @@ static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, 
 // with quantised = 1.
 static int norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm) {
     const EmxConfig *c = &s->m->cfg;
-    if (!gemm && w->cols % 32 == 0 && emx_dtype_wants_q8_acts(w->dtype))
+    if (!gemm && reads_int8_acts(w))
         CU(emx_cuda_rmsnorm_quantize(s->xb, x, norm_w, (int)c->dim, n, c->norm_eps, s->xq, s->xd, s->xsum, s->stream));
     else
         CU(emx_cuda_rmsnorm(s->xb, x, norm_w, (int)c->dim, n, c->norm_eps, s->stream));

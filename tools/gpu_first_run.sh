@@ -21,6 +21,10 @@ usage: tools/gpu_first_run.sh [options]
   --emulated          the same steps on the CPU emulation layer, small sizes (stories260K);
                       what needs a GPU (compute-sanitizer, ncu, nvidia-smi, shaped models) is
                       skipped with the reason in the report
+  --prebuilt          build nothing: use the binaries already in build/, made on another
+                      machine for this GPU's architecture (for a GPU machine without compilers
+                      or test libraries); the build step checks that every one is there and
+                      converts the test models with build/tools/convert
   --out DIR           report directory, new or empty (default build/first-run/YYYYMMDD-HHMMSS)
   --shared DIR        the shared test data (default $SHARED or ../shared)
   --jobs N            make -j and test -j (default: the CPU count)
@@ -37,11 +41,12 @@ EOF
 
 die() { echo "gpu_first_run: $*" >&2; exit 2; }
 
-EMULATED=0 OUT="" SHARED_DIR="${SHARED:-../shared}" JOBS=$(nproc 2>/dev/null || echo 2) BUDGET_MIN=30
+EMULATED=0 PREBUILT=0 OUT="" SHARED_DIR="${SHARED:-../shared}" JOBS=$(nproc 2>/dev/null || echo 2) BUDGET_MIN=30
 ONLY="" LIST=0 FAIL_STEPS=" "
 while [ $# -gt 0 ]; do
     case "$1" in
         --emulated) EMULATED=1 ;;
+        --prebuilt) PREBUILT=1 ;;
         --list) LIST=1 ;;
         -h|--help) usage; exit 0 ;;
         --out|--shared|--jobs|--budget|--only|--fail-step)
@@ -106,16 +111,34 @@ else
     add gpu-info info 60 "nvidia-smi && nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.memory,pci.bus_id --format=csv"
 fi
 
+# The programs the steps run. After the build step no step calls make: the binaries are run
+# directly, so that a --prebuilt run needs neither a compiler nor the test libraries' headers.
 if [ "$EMULATED" = 1 ]; then
-    add build build 1800 "$MAKE_CMD -j$JOBS all build/tests/tests test-models $GRUN $GBENCH $GEVAL build/tests/emu_tests \
-build/emu/bench_kernels $(printf 'build/emu/lab/%s ' $LAB_FAMILIES)"
+    KERNEL_TESTS=build/tests/emu_tests BENCH_KERNELS=build/emu/bench_kernels LAB_DIR=build/emu/lab
+    BUILD_TARGETS="all build/tests/tests test-models $GRUN $GBENCH $GEVAL $KERNEL_TESTS $BENCH_KERNELS"
+else
+    KERNEL_TESTS=build/cuda/kernel_tests BENCH_KERNELS=build/cuda/bench_kernels LAB_DIR=build/cuda/lab
+    BUILD_TARGETS="all build/tests/tests test-models cuda $KERNEL_TESTS $GEVAL $BENCH_KERNELS"
+fi
+LABS=$(printf "$LAB_DIR/%s " $LAB_FAMILIES)
+PROGRAMS="build/cpu/run build/tools/convert build/tests/tests $GRUN $GBENCH $GEVAL $KERNEL_TESTS $BENCH_KERNELS $LABS"
+if [ "$PREBUILT" = 1 ]; then
+    # Every program there and runnable here (a missing library shows in ldd), the GPU one with its
+    # CUDA backend; the test models converted by the prebuilt converter (make -o: never remade),
+    # those whose sources this --shared lacks named by make -k and left out: a test that reads one
+    # fails in its own step.
+    add build build 600 "for p in $PROGRAMS; do [ -x \$p ] || { echo \"--prebuilt: no \$p (build it elsewhere for this GPU and copy build/ here)\"; exit 1; }; \
+! ldd \$p | grep 'not found' || { echo \"--prebuilt: \$p cannot load the libraries above\"; exit 1; }; done; \
+$GRUN --version || exit 1; $MAKE_CMD -k -o build/tools/convert test-models || echo 'some test models were not made (above)'"
+else
+    add build build $([ "$EMULATED" = 1 ] && echo 1800 || echo 1200) "$MAKE_CMD -j$JOBS $BUILD_TARGETS $LABS"
+fi
+if [ "$EMULATED" = 1 ]; then
     # A subset that takes under a minute on 2 cores (the whole emulated suite is make test's).
-    add kernel-tests tests 600 "$TEST_ENV LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp build/tests/emu_tests -j$JOBS \
+    add kernel-tests tests 600 "$TEST_ENV LSAN_OPTIONS=suppressions=$ROOT/tests/lsan.supp $KERNEL_TESTS -j$JOBS \
 --filter '@(attention|matvec|rmsnorm|logits_metrics)/*'"
 else
-    add build build 1200 "$MAKE_CMD -j$JOBS all build/tests/tests test-models cuda build/cuda/kernel_tests $GEVAL \
-build/cuda/bench_kernels lab-cuda"
-    add kernel-tests tests 300 "$MAKE_CMD test-kernels-gpu"
+    add kernel-tests tests 300 "EMX_SHARED=$SHARED_DIR EMX_BUILD=build $KERNEL_TESTS -j$JOBS"
 fi
 # make test-gpu's C suites, one step each so that one failing does not hide the others. Emulated,
 # a whole generation takes minutes (every GPU thread is a fiber under ASan: run_cuda's greedy test
@@ -159,9 +182,9 @@ fi
 
 if [ "$EMULATED" = 1 ]; then
     # Every family emulated takes minutes: one shows the program runs (make test-first-run's budget).
-    add bench-kernels bench 600 "$MAKE_CMD bench-kernels-emu BENCH_KERNELS_ARGS='--only rmsnorm'"
+    add bench-kernels bench 600 "$BENCH_KERNELS --emu --only rmsnorm"
 else
-    add bench-kernels bench 300 "$MAKE_CMD bench-kernels"
+    add bench-kernels bench 300 "$BENCH_KERNELS"
 fi
 SAN_ENV="EMX_SHARED=$SHARED_DIR EMX_BUILD=build"
 for s in $MEMCHECK_SUITES; do
@@ -177,7 +200,7 @@ for tool in racecheck synccheck; do
     fi
 done
 for k in $LAB_FAMILIES; do
-    add "lab-$k" lab 300 "$MAKE_CMD lab K=$k LAB_MODE=$([ "$EMULATED" = 1 ] && echo emu || echo gpu)"
+    add "lab-$k" lab 300 "$LAB_DIR/$k"
 done
 if [ "$EMULATED" = 1 ]; then skip ncu ncu "$NO_HW (Nsight Compute)"
 elif [ ! -x "$NCU" ]; then skip ncu ncu "no Nsight Compute at $NCU (optional)"
@@ -236,9 +259,33 @@ postcheck() {  # kind log -> prints the reason it fails, if it does
 
 # timeout runs a step in a process group of its own, which a terminal's Ctrl-C does not reach:
 # the trap passes the signal on, and the step ends as interrupted.
+# The shaped models are CPU work (numpy, then the converter) of a minute or two each: on a GPU they
+# are made in the background from the end of the build step on, while the tests hold the GPU; a
+# model step then waits for its own job and shows its log. The jobs are timeout's process groups,
+# so that stopping one (the end of the run, Ctrl-C) stops its children.
+declare -A BG_PREFIX=()
+BG_PIDS=()
+selected() {  # index -> true when the step would run now (not skipped, chosen by --only, no hook)
+    [ -z "${S_SKIP[$1]}" ] && { [ -z "$ONLY" ] || [[ ",$ONLY," == *",${S_NAME[$1]},"* ]]; } &&
+        [[ "$FAIL_STEPS" != *" ${S_NAME[$1]} "* ]]
+}
+start_models() {
+    local i bg
+    for i in "${!S_NAME[@]}"; do
+        [ "${S_KIND[$i]}" = model ] && selected "$i" || continue
+        bg="$OUT/logs/background-${S_NAME[$i]}"
+        ( timeout -k 10 "${S_TIMEOUT[$i]}" bash -c "${S_CMD[$i]}" > "$bg.log" 2>&1 < /dev/null; echo $? > "$bg.rc" ) &
+        BG_PIDS+=("$!")
+        BG_PREFIX[$i]=$bg
+        echo "$(stamp) ${S_NAME[$i]}: started in the background, log $bg.log"
+    done
+}
+stop_models() { local p; for p in "${BG_PIDS[@]}"; do pkill -TERM -P "$p" 2>/dev/null; done; }
+BG_STARTED=0
+
 INTERRUPTED=0 STEP_PID=""
-trap 'INTERRUPTED=1; [ -z "$STEP_PID" ] || kill -TERM "$STEP_PID" 2>/dev/null' INT TERM
-FAILED=0 NOT_RUN=0
+trap 'INTERRUPTED=1; stop_models; [ -z "$STEP_PID" ] || kill -TERM "$STEP_PID" 2>/dev/null' INT TERM
+FAILED=0 NOT_RUN=0 BUILD_FAILED=0
 echo "gpu_first_run: $(sed -n 's/^mode=//p' "$OUT/meta.txt") mode, ${#S_NAME[@]} steps, report in $OUT"
 for i in "${!S_NAME[@]}"; do
     name=${S_NAME[$i]} kind=${S_KIND[$i]} tmo=${S_TIMEOUT[$i]} cmd=${S_CMD[$i]}
@@ -255,12 +302,20 @@ for i in "${!S_NAME[@]}"; do
         continue
     fi
     [[ "$FAIL_STEPS" == *" $name "* ]] && cmd="false  # --fail-step $name (test hook)"
+    if [ "$BG_STARTED" = 0 ] && [ "$EMULATED" = 0 ] && [ "$BUILD_FAILED" = 0 ] &&
+       [[ " machine gpu-info build " != *" $name "* ]]; then
+        BG_STARTED=1
+        start_models
+    fi
+    run=$cmd
+    [ -z "${BG_PREFIX[$i]:-}" ] ||
+        run="while [ ! -e ${BG_PREFIX[$i]}.rc ]; do sleep 1; done; cat ${BG_PREFIX[$i]}.log; exit \$(cat ${BG_PREFIX[$i]}.rc)"
     echo "$(stamp) $name: $cmd"
     { echo "\$ $cmd"; echo; } > "$OUT/$log"
     t=$SECONDS
     # Its own process group under timeout: a timed-out step's children go with it. A trapped
     # signal ends `wait` early: wait again until the step has really ended.
-    timeout -k 10 "$tmo" bash -c "$cmd" >> "$OUT/$log" 2>&1 < /dev/null &
+    timeout -k 10 "$tmo" bash -c "$run" >> "$OUT/$log" 2>&1 < /dev/null &
     STEP_PID=$!
     wait "$STEP_PID"; rc=$?
     while kill -0 "$STEP_PID" 2>/dev/null; do wait "$STEP_PID"; rc=$?; done
@@ -271,10 +326,12 @@ for i in "${!S_NAME[@]}"; do
     else why=$(postcheck "$kind" "$OUT/$log"); [ -z "$why" ] || status=FAIL
     fi
     [ "$status" = pass ] || FAILED=1
+    [ "$name" != build ] || [ "$status" = pass ] || BUILD_FAILED=1
     echo "$(stamp) $name: $status${why:+ ($why)}, $secs s, log $OUT/$log"
     record "$name" "$kind" "$status" "$rc" "$secs" "$tmo" "$log" "$why" "$cmd"
     report
 done
+stop_models
 report
 echo "gpu_first_run: report $OUT/report.md, $OUT/report.json ($(stamp | tr -d '[]') elapsed)"
 [ "$INTERRUPTED" = 1 ] && { echo "gpu_first_run: interrupted"; exit 130; }

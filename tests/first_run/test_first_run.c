@@ -188,6 +188,38 @@ Test(first_run, failed_step_fails_the_run, .timeout = 600) {
     tmp_remove(dir);
 }
 
+// --prebuilt builds nothing: its build step checks that every program the later steps run is
+// there. A copy of the script in a tree whose build/ is empty: the step fails naming the first
+// missing program, and the run fails with a report.
+Test(first_run, prebuilt_names_a_missing_program, .timeout = 120) {
+    char dir[64], cmd[512], shared[4096];
+    tmp_dir(dir);
+    cr_assert_not_null(realpath(shared_dir(), shared), "no shared directory at %s", shared_dir());
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/tools/first_run' '%s/build' && cp %s '%s/tools/' && cp tools/first_run/report.py '%s/tools/first_run/'",
+             dir, dir, SCRIPT, dir, dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    char script[128], out[128];
+    snprintf(script, sizeof script, "%s/tools/gpu_first_run.sh", dir);
+    snprintf(out, sizeof out, "%s/report", dir);
+    unsetenv("BXFI_MAP");
+    RunResult r = run_prog(script, (const char *const[]){"--emulated", "--prebuilt", "--out", out, "--shared", shared,
+                                                          "--only", "machine,build", NULL});
+    cr_expect_eq(r.code, 1, "exit %d, expected 1\n%s%s", r.code, r.out, r.err);
+    cJSON *rep = read_json(out);
+    const cJSON *build = step_of(rep, "build");
+    cr_expect_str_eq(str_of(build, "status"), "FAIL");
+    cr_expect_str_eq(str_of(step_of(rep, "machine"), "status"), "pass");
+    char log[256];
+    snprintf(log, sizeof log, "%s/%s", out, str_of(build, "log"));
+    char *text = test_read_file(log, NULL);
+    cr_assert_not_null(text, "no log %s", log);
+    cr_expect(strstr(text, "--prebuilt: no build/cpu/run") != NULL, "%s", text);
+    free(text);
+    cJSON_Delete(rep);
+    run_free(&r);
+    tmp_remove(dir);
+}
+
 Test(first_run, usage_errors_are_one_line_and_keep_files) {
     char dir[64], keep[128];
     tmp_dir(dir);

@@ -20,6 +20,20 @@ int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *e
     return ctx;
 }
 
+const char *emx_cache_type_name(EmxCacheType t) {
+    return t == EMX_CACHE_F32 ? "f32" : t == EMX_CACHE_F16 ? "f16" : "auto";
+}
+
+int emx_cache_type_parse(const char *text, EmxCacheType *out) {
+    static const EmxCacheType all[] = {EMX_CACHE_AUTO, EMX_CACHE_F32, EMX_CACHE_F16};
+    for (size_t i = 0; text && i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(text, emx_cache_type_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
+}
+
 int emx_cuda_available(void) { return emx_cuda_device_count && emx_cuda_device_count() > 0; }
 
 const char *emx_backend_names(void) {

@@ -16,6 +16,15 @@
 
 typedef struct EmxState EmxState;
 
+// The KV cache's element type. f16 halves the bytes the attention reads per key and the cache's
+// memory; keys and values are rounded to f16 (round to nearest even) as they are written, and
+// read back exactly, so the only change is that one rounding. Everything else stays f32.
+typedef enum { EMX_CACHE_AUTO = 0, EMX_CACHE_F32, EMX_CACHE_F16 } EmxCacheType;
+// "auto", "f32", "f16"
+const char *emx_cache_type_name(EmxCacheType t);
+// Parses one of those names; 0, or -1 for anything else.
+int emx_cache_type_parse(const char *text, EmxCacheType *out);
+
 typedef struct {
     int n_threads;     // CPU: <= 0: all cores
     int ctx;           // KV cache positions (<= cfg.max_seq_len; <= 0: min(max_seq_len, 4096))
@@ -25,6 +34,7 @@ typedef struct {
                        // uploaded weights this one uses instead of uploading its own (a critic,
                        // a second sequence); it must outlive this state. NULL: upload.
     int no_graphs;     // CUDA: decode steps as direct launches, not a replayed CUDA graph
+    EmxCacheType cache_type; // the KV cache's elements; AUTO (0): f32
 } EmxStateOptions;
 
 // Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
@@ -50,6 +60,7 @@ typedef struct {
     int decode_graph_nodes;      // GPU: nodes of that graph (kernel launches and copies: the
                                  // launches one decode step costs); 0 before the first step
     uint64_t weight_bytes_on_device; // GPU: bytes of weights uploaded (shared states count them once)
+    EmxCacheType cache_type;     // the KV cache's elements (F32 or F16, never AUTO)
 } EmxStateInfo;
 void emx_state_info(const EmxState *s, EmxStateInfo *info);
 
@@ -72,7 +83,8 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos);
 // unspecified. Written by the attention itself, so reading them costs nothing extra.
 const float *emx_attention_scores(const EmxState *s, int *last_pos);
 
-// The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each
+// The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each (an f16
+// cache's values widened, exactly)
 // (kv_dim = n_kv_heads * head_dim). Positions past the last one fed hold stale values from an
 // earlier, longer sequence (or zeros), which no computation for an earlier position may read:
 // a test writes garbage there to prove it.

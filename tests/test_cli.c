@@ -183,7 +183,8 @@ Test(cli, help_lists_every_flag) {
                            "--temp", "--top-k", "--top-p", "--min-p", "-c, --ctx-size",
                            "-t, --threads", "--chat", "--raw", "--system", "--no-think",
                            "--sampler", "--verbose", "-h, --help", "--version", "--profile",
-                           "--profile-set", "--metric-layers", "--metrics", "--color", "--logprobs", "--report"};
+                           "--profile-set", "--metric-layers", "--metrics", "--color", "--logprobs", "--report",
+                           "--cache-type"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         cr_expect(strstr(r.out, flags[i]) != NULL, "--help lacks %s", flags[i]);
     run_free(&r);
@@ -213,6 +214,7 @@ Test(cli, usage_errors_exit_2_with_one_line) {
     expect_error((const char *[]){mp, "-n", "12x", NULL}, 2, "--n-predict: '12x' is not an integer");
     expect_error((const char *[]){mp, "-n", "-2", NULL}, 2, "--n-predict: -2 is out of range");
     expect_error((const char *[]){mp, "--top-k", "1.5", NULL}, 2, "--top-k: '1.5' is not an integer");
+    expect_error((const char *[]){mp, "--cache-type", "f8", NULL}, 2, "--cache-type: 'f8' is not auto, f32 or f16");
     expect_error((const char *[]){mp, "--top-p", "1.5", NULL}, 2, "--top-p: 1.5 is out of range");
     expect_error((const char *[]){mp, "--min-p", "nan", NULL}, 2, "--min-p: 'nan' is not a number");
     expect_error((const char *[]){mp, "-s", "seed", NULL}, 2, "--seed: 'seed' is not");

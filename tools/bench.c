@@ -2,7 +2,7 @@
 // ratios to another runtime run alternately on the same machine.
 //
 //   build/tools/bench speed MODEL.bin [--device cpu|cuda:N|auto] [-t threads] [-p 512] [-n 128]
-//                                     [--runs 3] [--peak-gbps X] [--graphs 0|1]
+//                                     [--runs 3] [--peak-gbps X] [--graphs 0|1] [--cache-type T]
 //                                     [--llama-bench BIN --gguf MODEL.gguf | --compare-cmd CMD]
 //                                     [--save FILE] [--baseline FILE]
 //                                     [--bandwidth-model] [--model-device NAME]
@@ -78,6 +78,7 @@ static int usage(FILE *f) {
             "  --runs N            rounds; medians are reported (default 3)\n"
             "  --peak-gbps X       the device's peak bandwidth in GB/s (default: a GPU's own; CPU: none)\n"
             "  --graphs 0|1        GPU: replay the decode step as a CUDA graph (default 1)\n"
+            "  --cache-type T      the KV cache's elements: f32, f16 (CUDA) or auto (default)\n"
             "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"
             "  --gguf FILE         the GGUF of the same model for llama-bench\n"
             "  --compare-cmd CMD   also run `sh -c CMD`, alternating with ours; it prints its decode\n"
@@ -300,8 +301,8 @@ static void describe_machine(EmxBenchResult *r, const char *model_path, const Em
     emx_bench_cpu_name(r->cpu, sizeof r->cpu);
     // The host's copy bandwidth is the CPU's ceiling; a GPU's is its peak_gbps.
     if (!on_gpu) r->memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r->threads, 5);
-    fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s)\n", r->cpu, r->simd, r->threads, info->device,
-            info->device_desc);
+    fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s), %s KV cache\n", r->cpu, r->simd, r->threads,
+            info->device, info->device_desc, emx_cache_type_name(info->cache_type));
 }
 
 // The runtime that `speed` compares with, run alternately with ours.
@@ -395,7 +396,7 @@ static const EmxBwDevice *bw_device_arg(const char *name) {
 
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
-    const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm";
+    const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm", *cache = "auto";
     int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0;
     const ToolOpt opts[] = {
         {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
@@ -405,11 +406,17 @@ static int bench_speed(int argc, char **argv) {
         {"--device", TOOL_STR, &device, 0, 0},      {"--compare-cmd", TOOL_STR, &compare, 0, 0},
         {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
         {"--bandwidth-model", TOOL_FLAG, &bw_model, 0, 0}, {"--model-device", TOOL_STR, &model_device, 0, 0},
+        {"--cache-type", TOOL_STR, &cache, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
     if (check_speed_args(llama, gguf, compare, n_prompt, n_gen)) return 2;
+    EmxCacheType cache_type;
+    if (emx_cache_type_parse(cache, &cache_type) != 0) {
+        fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
+        return 2;
+    }
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0) return 2;
     const EmxBwDevice *bw_device = bw_device_arg(model_device);
@@ -433,7 +440,7 @@ static int bench_speed(int argc, char **argv) {
         goto done;
     }
     const EmxStateOptions so = {.n_threads = threads, .ctx = n_prompt > n_gen ? n_prompt : n_gen, .device = device,
-                                .no_graphs = !graphs};
+                                .no_graphs = !graphs, .cache_type = cache_type};
     if (!(st = speed_state(&model, &model_open, model_path, so))) goto done;
     EmxStateInfo info;
     emx_state_info(st, &info);

@@ -152,7 +152,7 @@ static const struct {
     {NULL, "--agents"},  {NULL, "--agent-configs"}, {NULL, "--lookahead"}, {NULL, "--workers"},
     {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
     {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
-    {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"},
+    {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"}, {NULL, "--cache-type"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
 
@@ -236,6 +236,10 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
     case 28: a->device = val; break;
     case 29: a->report_path = val; break;
     case 30: rc = parse_int(name, val, 0, 20, &a->logprobs, err, errlen); break;
+    case 31:
+        if (emx_cache_type_parse(val, &a->cache_type) != 0)
+            return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
+        break;
     }
     return rc;
 }
@@ -332,6 +336,8 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "  -t, --threads N         CPU threads (default: all cores)\n"
         "  -dev, --device D        cpu, cuda:N, or auto (default): the first GPU when this build\n"
         "                          has the CUDA backend (--version says) and sees one, else the CPU\n"
+        "      --cache-type T      the KV cache's elements: f32, f16 (half the attention's bytes;\n"
+        "                          CUDA), or auto (default): f32\n"
         "\n"
         "Sampling:\n"
         "      --sampler NAME      entropix (default): each token's strategy chosen from the\n"

@@ -366,7 +366,7 @@ static int run_agents(Run *r) {
 static int open_state(Run *r) {
     char err[512] = {0};
     EmxCliArgs *a = &r->a;
-    EmxStateOptions so = {.n_threads = a->threads, .ctx = r->ctx, .device = a->device};
+    EmxStateOptions so = {.n_threads = a->threads, .ctx = r->ctx, .device = a->device, .cache_type = a->cache_type};
     int state_ctx = emx_state_resolve_ctx(&r->model, &so, err, sizeof err);
     if (state_ctx > 0 && check_cpu_memory(&r->model, a, state_ctx, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);

@@ -125,6 +125,10 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     const EmxConfig *c = &m->cfg;
     const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
     if (ctx < 0) return NULL;
+    if (opt && opt->cache_type == EMX_CACHE_F16) {
+        emx_seterr(err, errlen, "state: the CPU backend's KV cache is f32 only (cache type f16 asked)");
+        return NULL;
+    }
     CpuState *s = calloc(1, sizeof(*s));
     if (!s) {
         emx_seterr(err, errlen, "state: out of memory");
@@ -610,6 +614,7 @@ static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     memset(info, 0, sizeof *info);
     info->device = "cpu";
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
+    info->cache_type = EMX_CACHE_F32;
 }
 
 static const EmxBackend CPU_BACKEND = {

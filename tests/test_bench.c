@@ -103,6 +103,24 @@ Test(bench, result_round_trip_and_compare) {
     fclose(f);
     cr_expect(strstr(buf, "warning: the baseline ran m.bin, 2 threads, pp512/tg128 on cuda:0") != NULL, "%s", buf);
     free(buf);
+    snprintf(b.device, sizeof b.device, "cpu");  // nor at another depth, or with another cache
+    b.depth = 4096;
+    cr_assert_eq(emx_bench_result_save(path, &b, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_bench_result_load(path, &b, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(b.depth, 4096);
+    cr_expect_str_eq(b.cache_type, "f32");
+    f = open_memstream(&buf, &len);
+    emx_bench_result_compare(f, &a, &b);
+    fclose(f);
+    cr_expect(strstr(buf, "depth 4096, f32 KV cache: not the same run") != NULL, "%s", buf);
+    free(buf);
+    b.depth = 0;
+    snprintf(b.cache_type, sizeof b.cache_type, "f16");
+    f = open_memstream(&buf, &len);
+    emx_bench_result_compare(f, &a, &b);
+    fclose(f);
+    cr_expect(strstr(buf, "depth 0, f16 KV cache: not the same run") != NULL, "%s", buf);
+    free(buf);
     // A result saved before devices (no "device" field) was a CPU run.
     FILE *old = fopen(path, "w");
     fputs("{\"model\": \"m.bin\", \"threads\": 2, \"n_prompt\": 512, \"n_gen\": 128, \"prefill_tps\": 1,"
@@ -128,12 +146,17 @@ Test(bench, forward_measurement_and_copy_probe) {
     EmxState *st = emx_state_new(&m, &(EmxStateOptions){.n_threads = 1, .ctx = 64}, err, sizeof err);
     cr_assert_not_null(st, "%s", err);
     EmxForwardSpeed fs;
-    cr_assert_eq(emx_bench_forward_once(st, &m, 32, 16, &fs, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_bench_forward_once(st, &m, 32, 16, 0, &fs, err, sizeof err), 0, "%s", err);
     cr_expect(fs.prefill_tps > 0 && fs.decode_tps > 0);
-    cr_assert_eq(emx_bench_forward_once(st, &m, 0, 16, &fs, err, sizeof err), 0);
+    cr_assert_eq(emx_bench_forward_once(st, &m, 0, 16, 0, &fs, err, sizeof err), 0);
     cr_expect(fs.prefill_tps == 0 && fs.decode_tps > 0, "-p 0 skips the prefill test");
-    cr_expect_eq(emx_bench_forward_once(st, &m, 65, 0, &fs, err, sizeof err), -1);
-    cr_expect(strstr(err, "65 tokens do not fit the context of 64") != NULL, "%s", err);
+    cr_expect_eq(emx_bench_forward_once(st, &m, 65, 0, 0, &fs, err, sizeof err), -1);
+    cr_expect(strstr(err, "65 tokens (depth 0) do not fit the context of 64") != NULL, "%s", err);
+    // at a depth: both tests after 40 positions of context, which must fit too
+    cr_assert_eq(emx_bench_forward_once(st, &m, 16, 8, 40, &fs, err, sizeof err), 0, "%s", err);
+    cr_expect(fs.prefill_tps > 0 && fs.decode_tps > 0);
+    cr_expect_eq(emx_bench_forward_once(st, &m, 16, 8, 49, &fs, err, sizeof err), -1);
+    cr_expect(strstr(err, "65 tokens (depth 49) do not fit the context of 64") != NULL, "%s", err);
     emx_state_free(st);
     emx_model_close(&m);
     cr_expect(emx_bench_memcpy_gbs((size_t)1 << 20, 1, 2) > 0.0);
@@ -270,14 +293,14 @@ static void expect_dash(const char *out, const char *key) {
 
 // The bytes one decode step reads, averaged over n_gen steps from an empty cache: the weights
 // once, and at position p the keys and values of positions 0..p (f32, every layer and KV head).
-static double expected_bytes_per_token(const char *model_rel, int n_gen) {
+static double expected_bytes_per_token(const char *model_rel, int n_gen, int depth) {
     char mp[1024], err[256];
     test_build_path(mp, sizeof mp, model_rel);
     EmxModel m;
     cr_assert_eq(emx_model_open(&m, mp, err, sizeof err), 0, "%s (make test-models)", err);
     double kv_row = 2.0 * m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * 4.0;  // one position's K and V
     double kv = 0;
-    for (int p = 0; p < n_gen; p++) kv += kv_row * (p + 1);
+    for (int p = depth; p < depth + n_gen; p++) kv += kv_row * (p + 1);
     double bytes = (double)emx_model_weight_bytes_per_token(&m) + kv / n_gen;
     emx_model_close(&m);
     return bytes;
@@ -297,7 +320,7 @@ static void expect_bytes_and_rates(const char *out, const char *model_rel, int n
     const double err_a = 0.005, err_b = b * b * 0.0005 / 1e3;
     cr_expect(a > 0 && b > 0 && fabs(a - b) <= 1.01 * (err_a + err_b), "[%s]", line);
     const double tps = err_a / a < 0.0005 / m ? a : b, bytes = report_number(out, "bytes/token:");
-    const double want = expected_bytes_per_token(model_rel, n_gen);
+    const double want = expected_bytes_per_token(model_rel, n_gen, 0);
     cr_expect(bytes == want, "bytes/token %.0f, expected %.1f", bytes, want);
     const double gbs = report_number(out, "achieved GB/s:");
     cr_expect(fabs(gbs - bytes * tps / 1e9) <= 0.01 * gbs, "achieved %g vs %g", gbs, bytes * tps / 1e9);
@@ -370,6 +393,34 @@ Test(bench, gpu_speed_report, .timeout = 300) {
     run_free(&r);
 }
 
+// --cache-type f16 on the GPU: the machine line says so, and the KV bytes a decode step reads
+// are counted at 2 bytes an element (half of the f32 cache's, at a depth: -d 6).
+Test(bench, gpu_f16_cache_report, .timeout = 300) {
+    const char *bin = gpu_bench();
+    char mp[1024];
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "2", "--runs", "1",
+                                                 "--cache-type", "f16", "-d", "6", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "f16 KV cache") != NULL, "%s", r.err);
+    char kv[256];
+    cr_assert(report_value(r.out, "KV cache:", kv, sizeof kv), "%s", r.out);
+    cr_expect(strstr(kv, "x 2 B x 7.5 keys (mean of tg2: depth + (n+1)/2)") != NULL, "%s", kv);
+    const double f32_bytes = expected_bytes_per_token("models/stories260K.q8.bin", 2, 6);
+    char wp[1024], err[256];
+    test_build_path(wp, sizeof wp, "models/stories260K.q8.bin");
+    EmxModel m;
+    cr_assert_eq(emx_model_open(&m, wp, err, sizeof err), 0, "%s", err);
+    const double weights = (double)emx_model_weight_bytes_per_token(&m);
+    emx_model_close(&m);
+    cr_expect_eq(report_number(r.out, "bytes/token:"), weights + (f32_bytes - weights) / 2);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-n", "2", "--cache-type", "f8", NULL});
+    cr_expect_eq(r.code, 2);
+    cr_expect(strstr(r.err, "--cache-type 'f8': expected auto, f32 or f16") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
 // Launches per step: the captured graph's node count grows with the layers (at least 8 kernels a
 // layer: the norm with its int8 quantisation, q/k/v as one, RoPE + cache write, attention and its
 // combine, wo, the second norm, gate/up, down, less one where a quantisation is not needed;
@@ -433,6 +484,16 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect_eq(report_number(r.out, "peak GB/s:"), 20.0);
     expect_bytes_and_rates(r.out, "models/stories260K.q8.bin", 3, 20.0);
+    run_free(&r);
+    // -d: the tests after 8 positions, said in their lines; the KV bytes count the depth's keys
+    r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "3", "--runs", "1",
+                                       "-d", "8", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "prefill pp4 @ d8:") && strstr(r.out, "decode tg3 @ d8:"), "%s", r.out);
+    char kv[256];
+    cr_assert(report_value(r.out, "KV cache:", kv, sizeof kv), "%s", r.out);
+    cr_expect(strstr(kv, "x 4 B x 10.0 keys (mean of tg3: depth + (n+1)/2)") != NULL, "%s", kv);
+    cr_expect_eq(report_number(r.out, "bytes/token:"), expected_bytes_per_token("models/stories260K.q8.bin", 3, 8));
     run_free(&r);
 }
 

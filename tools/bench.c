@@ -2,7 +2,7 @@
 // ratios to another runtime run alternately on the same machine.
 //
 //   build/tools/bench speed MODEL.bin [--device cpu|cuda:N|auto] [-t threads] [-p 512] [-n 128]
-//                                     [--runs 3] [--peak-gbps X] [--graphs 0|1] [--cache-type T]
+//                                     [--runs 3] [--peak-gbps X] [--graphs 0|1] [--cache-type T] [-d N]
 //                                     [--llama-bench BIN --gguf MODEL.gguf | --compare-cmd CMD]
 //                                     [--save FILE] [--baseline FILE]
 //                                     [--bandwidth-model] [--model-device NAME]
@@ -79,6 +79,8 @@ static int usage(FILE *f) {
             "  --peak-gbps X       the device's peak bandwidth in GB/s (default: a GPU's own; CPU: none)\n"
             "  --graphs 0|1        GPU: replay the decode step as a CUDA graph (default 1)\n"
             "  --cache-type T      the KV cache's elements: f32, f16 (CUDA) or auto (default)\n"
+            "  -d, --depth N       run both tests after N tokens of context (llama-bench's -d;\n"
+            "                      default 0: an empty cache)\n"
             "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"
             "  --gguf FILE         the GGUF of the same model for llama-bench\n"
             "  --compare-cmd CMD   also run `sh -c CMD`, alternating with ours; it prints its decode\n"
@@ -272,7 +274,8 @@ static int parse_peak(const char *text, double *out) {
 }
 
 // The option combinations `speed` refuses.
-static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen) {
+static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen,
+                            int depth) {
     if (!llama != !gguf) {
         fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
         return -1;
@@ -283,6 +286,10 @@ static int check_speed_args(const char *llama, const char *gguf, const char *com
     }
     if (n_prompt == 0 && n_gen == 0) {
         fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
+        return -1;
+    }
+    if (depth > 0 && (llama || compare)) {
+        fprintf(stderr, "bench: --depth runs ours alone (the comparison runtimes are run without a depth)\n");
         return -1;
     }
     return 0;
@@ -316,11 +323,11 @@ typedef struct {
 // [prefill, decode] tok/s go to ours[] and theirs[] (theirs untouched without another runtime).
 // read_gbs (CPU; NULL on a GPU): the memory's read bandwidth, measured between the rounds it is
 // compared with: on a machine whose bandwidth moves by the hour, a figure from another run means little.
-static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_gen, const OtherRuntime *o, int k,
-                       double ours[2], double theirs[2], double *read_gbs) {
+static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_gen, int depth, const OtherRuntime *o,
+                       int k, double ours[2], double theirs[2], double *read_gbs) {
     char err[512];
     EmxForwardSpeed fs;
-    if (emx_bench_forward_once(st, model, n_prompt, n_gen, &fs, err, sizeof err) != 0) {
+    if (emx_bench_forward_once(st, model, n_prompt, n_gen, depth, &fs, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s (%s)\n", err, emx_state_error(st));
         return -1;
     }
@@ -358,12 +365,13 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
 
 // The bandwidth model of tgN's mean step: positions 0..N-1 make bytes linear in the position,
 // so the mean step is the step at (N - 1) / 2; rounded down, the bound stays below it.
-static void print_bw_model(const EmxModel *model, int n_gen, const EmxBwDevice *d) {
+static void print_bw_model(const EmxModel *model, int n_gen, int depth, const EmxBwDevice *d) {
     EmxBwModel bm;
-    const int pos = n_gen > 0 ? (n_gen - 1) / 2 : 0;
+    const int pos = depth + (n_gen > 0 ? (n_gen - 1) / 2 : 0);
     emx_bw_model(model, pos, &bm);
-    char what[64] = "";
-    if (n_gen > 0) snprintf(what, sizeof what, " (the mean of tg%d's 0..%d, rounded down)", n_gen, n_gen - 1);
+    char what[80] = "";
+    if (n_gen > 0)
+        snprintf(what, sizeof what, " (the mean of tg%d's %d..%d, rounded down)", n_gen, depth, depth + n_gen - 1);
     emx_bw_model_print(stdout, &bm, d, what);
 }
 
@@ -397,7 +405,7 @@ static const EmxBwDevice *bw_device_arg(const char *name) {
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm", *cache = "auto";
-    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0;
+    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0, depth = 0;
     const ToolOpt opts[] = {
         {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
         {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
@@ -406,12 +414,13 @@ static int bench_speed(int argc, char **argv) {
         {"--device", TOOL_STR, &device, 0, 0},      {"--compare-cmd", TOOL_STR, &compare, 0, 0},
         {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
         {"--bandwidth-model", TOOL_FLAG, &bw_model, 0, 0}, {"--model-device", TOOL_STR, &model_device, 0, 0},
-        {"--cache-type", TOOL_STR, &cache, 0, 0},
+        {"--cache-type", TOOL_STR, &cache, 0, 0},   {"-d", TOOL_INT, &depth, 0, 1 << 20},
+        {"--depth", TOOL_INT, &depth, 0, 1 << 20},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
-    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen)) return 2;
+    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth)) return 2;
     EmxCacheType cache_type;
     if (emx_cache_type_parse(cache, &cache_type) != 0) {
         fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
@@ -439,8 +448,8 @@ static int bench_speed(int argc, char **argv) {
         fprintf(stderr, "bench: out of memory\n");
         goto done;
     }
-    const EmxStateOptions so = {.n_threads = threads, .ctx = n_prompt > n_gen ? n_prompt : n_gen, .device = device,
-                                .no_graphs = !graphs, .cache_type = cache_type};
+    const EmxStateOptions so = {.n_threads = threads, .ctx = depth + (n_prompt > n_gen ? n_prompt : n_gen),
+                                .device = device, .no_graphs = !graphs, .cache_type = cache_type};
     if (!(st = speed_state(&model, &model_open, model_path, so))) goto done;
     EmxStateInfo info;
     emx_state_info(st, &info);
@@ -448,6 +457,8 @@ static int bench_speed(int argc, char **argv) {
 
     EmxBenchResult r;
     describe_machine(&r, model_path, &info, threads, n_prompt, n_gen, on_gpu);
+    r.depth = depth;
+    snprintf(r.cache_type, sizeof r.cache_type, "%s", emx_cache_type_name(info.cache_type));
     const uint64_t weight_bytes = emx_model_weight_bytes_per_token(&model);
     fprintf(stderr, "model: %s (%s weights), %.3f MB of weights read per decoded token\n", model_path,
             emx_dtype_name(model.layers[0].wq.dtype), (double)weight_bytes / 1e6);
@@ -458,7 +469,7 @@ static int bench_speed(int argc, char **argv) {
     const OtherRuntime o = {llama, gguf, compare, r.threads, on_gpu, info.device};
     for (int k = 0; k < runs; k++) {
         double ou[2], th[2] = {0, 0};
-        if (speed_round(st, &model, n_prompt, n_gen, &o, k, ou, th, on_gpu ? NULL : &reads[k]) != 0) goto done;
+        if (speed_round(st, &model, n_prompt, n_gen, depth, &o, k, ou, th, on_gpu ? NULL : &reads[k]) != 0) goto done;
         ours[0][k] = ou[0], ours[1][k] = ou[1], theirs[0][k] = th[0], theirs[1][k] = th[1];
     }
     if (!on_gpu) r.read_gbs = median(reads, runs);
@@ -468,7 +479,8 @@ static int bench_speed(int argc, char **argv) {
     const EmxSpeedReport rep = {
         .device = info.device, .device_desc = info.device_desc, .uses_graphs = info.uses_graphs,
         .model = model_path, .dtype = emx_dtype_name(model.layers[0].wq.dtype), .cfg = &model.cfg,
-        .n_prompt = n_prompt, .n_gen = n_gen, .prefill_tps = r.prefill_tps, .decode_tps = r.decode_tps,
+        .n_prompt = n_prompt, .n_gen = n_gen, .depth = depth, .kv_elem_bytes = info.cache_type == EMX_CACHE_F16 ? 2 : 4,
+        .prefill_tps = r.prefill_tps, .decode_tps = r.decode_tps,
         .weight_bytes = weight_bytes, .peak_gbps = peak_flag > 0 ? peak_flag : info.peak_gbps,
         .launches_per_step = on_gpu && info.uses_graphs ? info.decode_graph_nodes : 0,
         .memcpy_gbs = r.memcpy_gbs, .read_gbs = r.read_gbs, .other = other[0] ? other : NULL,
@@ -477,7 +489,7 @@ static int bench_speed(int argc, char **argv) {
     };
     emx_speed_report_print(stdout, &rep);
     // The emulator's timings say nothing about a GPU's: the model is what there is to read.
-    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, bw_device);
+    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, bw_device);
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

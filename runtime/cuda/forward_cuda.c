@@ -206,7 +206,7 @@ static uint64_t state_bytes(const CudaState *s) {
     b += B * (uint64_t)c->dim * 4;  // tmp
     b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput);
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
-    b += 2 * L * s->ctx * s->kv_dim * 4;                             // KV cache
+    b += 2 * L * s->ctx * s->kv_dim * s->kv_esize;                   // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
     b += attn_ws_bytes(s, s->ctx) + B * (uint64_t)s->vocab * 4;
     b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
@@ -235,8 +235,8 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->xd, B * (s->widest / 32 + 1) * f, "int8 activations"},
         {(void **)&s->xsum, B * (s->widest / 32 + 1) * sizeof(int), "int8 activations"},
         {(void **)&s->in_d, sizeof(StepInput), "step input"},
-        {(void **)&s->key, L * s->ctx * s->kv_dim * f, "the KV cache"},
-        {(void **)&s->value, L * s->ctx * s->kv_dim * f, "the KV cache"},
+        {(void **)&s->key, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
+        {(void **)&s->value, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
         {(void **)&s->scores, L * c->n_heads * s->ctx * f, "attention score rows"},
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
         {(void **)&s->attn_ws, attn_ws_bytes(s, s->ctx), "attention workspace"},
@@ -256,8 +256,8 @@ static int state_alloc(CudaState *s) {
         CU(cudaMallocHost((void **)&s->gin_h, 2 * (size_t)s->gemm_rows * sizeof(int)));
     }
     // zeros: positions past the last one fed are never read, but a fresh cache is clean anyway
-    CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * f));
-    CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * f));
+    CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * s->kv_esize));
+    CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * s->kv_esize));
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
     CU(cudaMallocHost((void **)&s->logits_h, (size_t)s->vocab * f));
@@ -326,6 +326,8 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->widest = s->widest > (int)c->hidden_dim ? s->widest : (int)c->hidden_dim;
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
+    s->kv_dtype = opt && opt->cache_type == EMX_CACHE_F16 ? EMX_KV_F16 : EMX_KV_F32;  // auto: f32
+    s->kv_esize = s->kv_dtype == EMX_KV_F16 ? 2 : 4;
     s->last_pos = -1;
     s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
@@ -368,23 +370,38 @@ static size_t cuda_kv_rows_bytes(const EmxState *st, int n) {
     return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
 }
 
-// buf: keys then values, each [n_layers][n][kv_dim] (the CPU backend's packing).
+// buf: keys then values, each [n_layers][n][kv_dim] f32 (the CPU backend's packing), whatever
+// the cache's type: rows travel between states of either. An f16 cache's rows go through host
+// staging: widened when read (exact), rounded when written (as the kernels round).
 static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: KV rows %d..%d outside the context", s->device_name, pos, pos + n - 1);
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * sizeof(float);
-    const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-    for (size_t l = 0; l < layers; l++) {
-        float *k = s->key + (l * s->ctx + pos) * s->kv_dim, *v = s->value + (l * s->ctx + pos) * s->kv_dim;
-        float *bk = buf + l * row, *bv = buf + (layers + l) * row;
-        CU(cudaMemcpyAsync(to_cache ? k : bk, to_cache ? bk : k, bytes, kind, s->stream));
-        CU(cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream));
+    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * s->kv_esize;
+    const int half = s->kv_dtype == EMX_KV_F16;
+    uint16_t *staged = half ? malloc(2 * layers * bytes) : NULL;  // [2][n_layers][n][kv_dim] f16
+    if (half && !staged) {
+        snprintf(s->err, sizeof s->err, "%s: KV rows: out of host memory", s->device_name);
+        return -1;
     }
-    CU(cudaStreamSynchronize(s->stream));
-    return 0;
+    if (half && to_cache)
+        for (size_t i = 0; i < 2 * layers * row; i++) staged[i] = emx_f32_to_f16(buf[i]);
+    const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    int rc = 0;
+    for (size_t l = 0; l < layers && !rc; l++) {
+        void *k = kv_at(s, s->key, (l * s->ctx + pos) * s->kv_dim), *v = kv_at(s, s->value, (l * s->ctx + pos) * s->kv_dim);
+        void *bk = half ? (void *)(staged + l * row) : (void *)(buf + l * row);
+        void *bv = half ? (void *)(staged + (layers + l) * row) : (void *)(buf + (layers + l) * row);
+        rc = cu(s, cudaMemcpyAsync(to_cache ? k : bk, to_cache ? bk : k, bytes, kind, s->stream), "cudaMemcpyAsync") ||
+             cu(s, cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream), "cudaMemcpyAsync");
+    }
+    rc = rc || cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
+    if (!rc && half && !to_cache)
+        for (size_t i = 0; i < 2 * layers * row; i++) buf[i] = emx_f16_to_f32(staged[i]);
+    free(staged);
+    return rc ? -1 : 0;
 }
 
 static int cuda_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
@@ -419,6 +436,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->decode_graph_nodes = s->graph_nodes;
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
+    info->cache_type = s->kv_dtype == EMX_KV_F16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
 }
 
 static const EmxBackend CUDA_BACKEND = {

@@ -108,7 +108,9 @@ typedef struct {
     int *gin_d, *gin_h;     // [2][gemm_rows] the chunk's token ids, then positions: device / pinned
     void *gemm_ws;          // emx_cuda_gemm's scratch for the largest matrix (forward_cuda.c's gemm_ws_bytes)
     cublasHandle_t blas;    // made by the first long prompt
-    float *key, *value;     // [n_layers][ctx][kv_dim] KV cache, f32
+    void *key, *value;      // [n_layers][ctx][kv_dim] KV cache of kv_dtype (kv_at: element i)
+    int kv_dtype;           // EMX_KV_F32 or EMX_KV_F16 (kernels/attention.h): EmxStateOptions.cache_type
+    size_t kv_esize;        // bytes of one element of the cache and the tails: 4 or 2
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
     EmxSoftmaxStats *head_stats; // [n_layers][n_heads]
     void *attn_ws;          // attention workspace (ctx keys)
@@ -120,7 +122,7 @@ typedef struct {
     int logits_fresh;       // logits row 0 holds the latest emx_forward's, unchanged (emx_state_propose)
     // branches: tails [n_layers][br_tail][br_max][kv_dim], as the CPU's
     int br_max, br_tail;
-    float *br_key, *br_value;
+    void *br_key, *br_value; // of kv_dtype, as the cache (a commit is a plain copy)
     // the decode step's graph (captured on the first single-token call)
     cudaGraphExec_t decode_graph;
     int graph_nodes;
@@ -140,6 +142,9 @@ typedef struct {
     int *pick_d;  // [2] the winner's token and index (the host picks among all workers' proposals)
     void *agents_ws;
 } CudaState;
+
+// Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
+static inline void *kv_at(const CudaState *s, void *base, size_t i) { return (char *)base + i * s->kv_esize; }
 
 // ---------------------------------------------------------------------------------------------
 // Errors: every CUDA call goes through cu(), which keeps a message naming the call.

@@ -97,9 +97,9 @@ static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
     const size_t kvl = (size_t)s->ctx * s->kv_dim;
     memset(a, 0, sizeof *a);
-    a->k_cache = s->key + l * kvl;
-    a->v_cache = s->value + l * kvl;
-    a->kv_dtype = EMX_KV_F32;
+    a->k_cache = kv_at(s, s->key, l * kvl);
+    a->v_cache = kv_at(s, s->value, l * kvl);
+    a->kv_dtype = s->kv_dtype;
     a->n_heads = (int)c->n_heads;
     a->n_kv_heads = (int)c->n_kv_heads;
     a->head_dim = (int)c->head_dim;
@@ -160,8 +160,8 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
         a.q = s->q + (size_t)i * s->q_dim;
         a.out = s->att + (size_t)i * s->q_dim;
         a.n_keys = r->prefix + r->step + 1;
-        a.tail_k = s->br_key + tail_layer + (size_t)i * s->kv_dim;
-        a.tail_v = s->br_value + tail_layer + (size_t)i * s->kv_dim;
+        a.tail_k = kv_at(s, s->br_key, tail_layer + (size_t)i * s->kv_dim);
+        a.tail_v = kv_at(s, s->br_value, tail_layer + (size_t)i * s->kv_dim);
         a.tail_start = r->prefix;
         a.tail_row_stride = (int)tail_row;
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
@@ -195,8 +195,9 @@ static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeAr
         a.q = s->q + (size_t)i * s->q_dim;
         a.k = s->k + (size_t)i * s->kv_dim;
         a.v = s->v + (size_t)i * s->kv_dim;
-        a.k_cache = o->key + (size_t)l * o->ctx * o->kv_dim;
-        a.v_cache = o->value + (size_t)l * o->ctx * o->kv_dim;
+        a.k_cache = kv_at(o, o->key, (size_t)l * o->ctx * o->kv_dim);
+        a.v_cache = kv_at(o, o->value, (size_t)l * o->ctx * o->kv_dim);
+        a.kv_dtype = o->kv_dtype;
         a.pos = batch->pos + i;
         a.batch = 1;
         CU(emx_cuda_rope_kv(&a, s->stream));
@@ -226,14 +227,14 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
         a.v = s->v;
         if (r->is_branches) {  // this step's rows of every branch's tail
             const size_t at = ((size_t)l * s->br_tail + r->step) * s->br_max * s->kv_dim;
-            a.k_cache = s->br_key + at;
-            a.v_cache = s->br_value + at;
+            a.k_cache = kv_at(s, s->br_key, at);
+            a.v_cache = kv_at(s, s->br_value, at);
             a.cache_row = s->in_d->rows;
         } else {
-            a.k_cache = s->key + (size_t)l * s->ctx * s->kv_dim;
-            a.v_cache = s->value + (size_t)l * s->ctx * s->kv_dim;
+            a.k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
+            a.v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
         }
-        a.kv_dtype = EMX_KV_F32;
+        a.kv_dtype = s->kv_dtype;
         a.pos = pos_d;
         a.inv_freq = w->inv_freq;
         a.q_norm = L->q_norm;
@@ -600,15 +601,25 @@ const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos)
     return s->scores_h;
 }
 
-// A host copy of the cache, made now: writes to it do not reach the device.
+// A host copy of the cache, made now: writes to it do not reach the device. f32 whatever the
+// cache's type: an f16 cache comes over as it is and is widened here (exactly).
+static int cache_to_host(CudaState *s, float *dst, const void *src, size_t n) {
+    if (s->kv_dtype == EMX_KV_F32)
+        return cu(s, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    int rc = !h || cu(s, cudaMemcpy(h, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");
+    for (size_t i = 0; !rc && i < n; i++) dst[i] = emx_f16_to_f32(h[i]);
+    free(h);
+    return rc;
+}
+
 void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CudaState *s = (CudaState *)st;
     const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
     if (!s->key_h) s->key_h = malloc(n * sizeof(float));
     if (!s->value_h) s->value_h = malloc(n * sizeof(float));
     int ok = s->key_h && s->value_h && !cu(s, cudaSetDevice(s->device), "cudaSetDevice") &&
-             !cu(s, cudaMemcpy(s->key_h, s->key, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (keys)") &&
-             !cu(s, cudaMemcpy(s->value_h, s->value, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (values)");
+             !cache_to_host(s, s->key_h, s->key, n) && !cache_to_host(s, s->value_h, s->value, n);
     if (key) *key = ok ? s->key_h : NULL;
     if (value) *value = ok ? s->value_h : NULL;
     if (kv_dim) *kv_dim = s->kv_dim;
@@ -626,10 +637,10 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
         return -1;
     }
     if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
-    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim * sizeof(float);
-    float *k = NULL, *v = NULL;
-    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, (void **)&k, n, "branch KV tails") ||
-        dev_alloc(s, (void **)&v, n, "branch KV tails")) {
+    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim * s->kv_esize;
+    void *k = NULL, *v = NULL;
+    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, &k, n, "branch KV tails") ||
+        dev_alloc(s, &v, n, "branch KV tails")) {
         cudaFree(k);
         emx_seterr(err, errlen, "branches: %s", s->err);
         return -1;
@@ -669,13 +680,15 @@ int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int pref
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    const size_t kv = (size_t)s->kv_dim, bytes = kv * sizeof(float);
+    const size_t kv = (size_t)s->kv_dim, bytes = kv * s->kv_esize;
     for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
         for (int j = 0; j < n_steps; j++) {
             const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
             const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
-            CU(cudaMemcpyAsync(s->key + to, s->br_key + from, bytes, cudaMemcpyDeviceToDevice, s->stream));
-            CU(cudaMemcpyAsync(s->value + to, s->br_value + from, bytes, cudaMemcpyDeviceToDevice, s->stream));
+            CU(cudaMemcpyAsync(kv_at(s, s->key, to), kv_at(s, s->br_key, from), bytes, cudaMemcpyDeviceToDevice,
+                               s->stream));
+            CU(cudaMemcpyAsync(kv_at(s, s->value, to), kv_at(s, s->br_value, from), bytes, cudaMemcpyDeviceToDevice,
+                               s->stream));
         }
     CU(cudaStreamSynchronize(s->stream));
     return 0;

@@ -7,11 +7,11 @@
 #include "base/clock.h"
 #include "base/errmsg.h"
 
-int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen,
+int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen, int depth,
                            EmxForwardSpeed *out, char *err, size_t errlen) {
-    int vocab = (int)m->cfg.vocab_size, n = n_prompt > n_gen ? n_prompt : n_gen;
-    if (n > emx_state_ctx(st)) {
-        emx_seterr(err, errlen, "bench: %d tokens do not fit the context of %d", n, emx_state_ctx(st));
+    int vocab = (int)m->cfg.vocab_size, n = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    if (depth < 0 || n > emx_state_ctx(st)) {
+        emx_seterr(err, errlen, "bench: %d tokens (depth %d) do not fit the context of %d", n, depth, emx_state_ctx(st));
         return -1;
     }
     int *ids = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -25,18 +25,19 @@ int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_
         ids[i] = (int)(x % (uint32_t)vocab);
     }
     out->prefill_tps = out->decode_tps = 0.0;
-    int rc = 0;
-    if (n_prompt > 0) {
+    // the context both tests start from; each then writes positions depth.. over the other's
+    int rc = depth > 0 && !emx_forward(st, ids, depth, 0) ? -1 : 0;
+    if (rc == 0 && n_prompt > 0) {
         double t0 = emx_now_s();
-        rc = emx_forward(st, ids, n_prompt, 0) ? 0 : -1;
+        rc = emx_forward(st, ids + depth, n_prompt, depth) ? 0 : -1;
         out->prefill_tps = n_prompt / (emx_now_s() - t0);
     }
     if (rc == 0 && n_gen > 0) {
         // One untimed step first, as llama-bench warms up: a GPU captures its decode graph on
-        // its first step, which is set-up, not decoding (the timed steps overwrite position 0).
-        rc = emx_forward(st, &ids[0], 1, 0) ? 0 : -1;
+        // its first step, which is set-up, not decoding (the timed steps overwrite its position).
+        rc = emx_forward(st, &ids[depth], 1, depth) ? 0 : -1;
         double t0 = emx_now_s();
-        for (int i = 0; i < n_gen && rc == 0; i++) rc = emx_forward(st, &ids[i], 1, i) ? 0 : -1;
+        for (int i = 0; i < n_gen && rc == 0; i++) rc = emx_forward(st, &ids[depth + i], 1, depth + i) ? 0 : -1;
         out->decode_tps = n_gen / (emx_now_s() - t0);
     }
     free(ids);

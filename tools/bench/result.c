@@ -17,6 +17,8 @@ int emx_bench_result_save(const char *path, const EmxBenchResult *r, char *err, 
     cJSON_AddNumberToObject(o, "threads", r->threads);
     cJSON_AddNumberToObject(o, "n_prompt", r->n_prompt);
     cJSON_AddNumberToObject(o, "n_gen", r->n_gen);
+    cJSON_AddNumberToObject(o, "depth", r->depth);
+    cJSON_AddStringToObject(o, "cache_type", r->cache_type[0] ? r->cache_type : "f32");
     cJSON_AddNumberToObject(o, "prefill_tps", r->prefill_tps);
     cJSON_AddNumberToObject(o, "decode_tps", r->decode_tps);
     cJSON_AddNumberToObject(o, "memcpy_gbs", r->memcpy_gbs);
@@ -83,6 +85,10 @@ int emx_bench_result_load(const char *path, EmxBenchResult *r, char *err, size_t
         r->n_gen = (int)ng;
         const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "read_gbs");  // absent in older files
         r->read_gbs = cJSON_IsNumber(rd) ? rd->valuedouble : 0.0;
+        const cJSON *dp = cJSON_GetObjectItemCaseSensitive(o, "depth");  // absent in older files
+        r->depth = cJSON_IsNumber(dp) ? (int)dp->valuedouble : 0;
+        get_str(o, "cache_type", r->cache_type, sizeof r->cache_type);
+        if (!r->cache_type[0]) snprintf(r->cache_type, sizeof r->cache_type, "f32");  // saved before the option
         get_str(o, "model", r->model, sizeof r->model);
         get_str(o, "device", r->device, sizeof r->device);
         if (!r->device[0]) snprintf(r->device, sizeof r->device, "cpu");  // saved before devices
@@ -104,6 +110,8 @@ static void compare_line(FILE *f, const char *what, double now, double base) {
             r >= 1 ? "+" : "", 100.0 * (r - 1.0));
 }
 
+static const char *cache_of(const EmxBenchResult *r) { return r->cache_type[0] ? r->cache_type : "f32"; }
+
 void emx_bench_result_compare(FILE *f, const EmxBenchResult *now, const EmxBenchResult *base) {
     fprintf(f, "against the baseline:\n");
     compare_line(f, "prefill", now->prefill_tps, base->prefill_tps);
@@ -111,7 +119,9 @@ void emx_bench_result_compare(FILE *f, const EmxBenchResult *now, const EmxBench
     const char *dn = now->device[0] ? now->device : "cpu", *db = base->device[0] ? base->device : "cpu";
     if (strcmp(now->model, base->model) || strcmp(dn, db) || strcmp(now->device_desc, base->device_desc) ||
         now->threads != base->threads || now->n_prompt != base->n_prompt || now->n_gen != base->n_gen ||
-        strcmp(now->cpu, base->cpu))
-        fprintf(f, "  warning: the baseline ran %s, %d threads, pp%d/tg%d on %s (%s), %s: not the same run\n",
-                base->model, base->threads, base->n_prompt, base->n_gen, db, base->device_desc, base->cpu);
+        now->depth != base->depth || strcmp(cache_of(now), cache_of(base)) || strcmp(now->cpu, base->cpu))
+        fprintf(f, "  warning: the baseline ran %s, %d threads, pp%d/tg%d on %s (%s), %s, depth %d, %s KV cache: "
+                   "not the same run\n",
+                base->model, base->threads, base->n_prompt, base->n_gen, db, base->device_desc, base->cpu,
+                base->depth, cache_of(base));
 }

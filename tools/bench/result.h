@@ -13,6 +13,8 @@ typedef struct {
     char cpu[128];
     char simd[32];
     int threads, n_prompt, n_gen;
+    int depth;              // tokens of context before each test (absent in older files: 0)
+    char cache_type[8];     // the KV cache's elements, "f32" or "f16" (older files: "f32")
     double prefill_tps, decode_tps;  // medians
     double memcpy_gbs;
     double read_gbs;  // the read pass's median over the rounds (machine.h); 0: not measured

@@ -4,15 +4,17 @@
 #include <stdint.h>
 #include <string.h>
 
-uint64_t emx_bench_kv_bytes_per_token(const EmxConfig *c, int n_gen) {
+uint64_t emx_bench_kv_bytes_per_token(const EmxConfig *c, int n_gen, int depth, int elem_bytes) {
     if (n_gen <= 0) return 0;
-    // 2 (keys and values) x ... x (n_gen + 1) / 2: the 2s cancel, and the result is exact.
-    return (uint64_t)c->n_layers * c->n_kv_heads * c->head_dim * sizeof(float) * (uint64_t)(n_gen + 1);
+    // 2 (keys and values) x ... x (2 depth + n_gen + 1) / 2: the 2s cancel, the result is exact.
+    return (uint64_t)c->n_layers * c->n_kv_heads * c->head_dim * (uint64_t)elem_bytes *
+           (uint64_t)(2 * (int64_t)depth + n_gen + 1);
 }
 
-static void tps_line(FILE *f, const char *what, int n, double tps) {
-    char key[32];
-    snprintf(key, sizeof key, "%s%d:", what, n);
+static void tps_line(FILE *f, const char *what, int n, int depth, double tps) {
+    char key[48];
+    if (depth > 0) snprintf(key, sizeof key, "%s%d @ d%d:", what, n, depth);
+    else snprintf(key, sizeof key, "%s%d:", what, n);
     if (tps > 0)
         fprintf(f, "%-18s %.2f tok/s, %.3f ms/token\n", key, tps, 1e3 / tps);
     else
@@ -42,19 +44,19 @@ void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
     fprintf(f, "%-18s %s (%s)%s\n", "device:", r->device, r->device_desc,
             !gpu ? "" : r->uses_graphs ? ", decode steps replayed as a CUDA graph" : ", decode steps launched directly");
     fprintf(f, "%-18s %s (%s weights, %u layers)\n", "model:", r->model, r->dtype, r->cfg->n_layers);
-    if (r->n_prompt > 0) tps_line(f, "prefill pp", r->n_prompt, r->prefill_tps);
-    if (r->n_gen > 0) tps_line(f, "decode tg", r->n_gen, r->decode_tps);
+    if (r->n_prompt > 0) tps_line(f, "prefill pp", r->n_prompt, r->depth, r->prefill_tps);
+    if (r->n_gen > 0) tps_line(f, "decode tg", r->n_gen, r->depth, r->decode_tps);
 
-    const int decode = r->n_gen > 0 && r->decode_tps > 0;
-    const uint64_t kv = emx_bench_kv_bytes_per_token(r->cfg, r->n_gen);
+    const int decode = r->n_gen > 0 && r->decode_tps > 0, eb = r->kv_elem_bytes > 0 ? r->kv_elem_bytes : 4;
+    const uint64_t kv = emx_bench_kv_bytes_per_token(r->cfg, r->n_gen, r->depth, eb);
     const double bytes = (double)(r->weight_bytes + kv), gbs = bytes * r->decode_tps / 1e9;
     if (decode) {
         fprintf(f, "%-18s %llu = weights %llu + KV cache %llu\n", "bytes/token:",
                 (unsigned long long)(r->weight_bytes + kv), (unsigned long long)r->weight_bytes,
                 (unsigned long long)kv);
-        fprintf(f, "%-18s 2 x %u layers x %u KV heads x %u head_dim x 4 B x %.1f keys (mean of tg%d: (n+1)/2)\n",
-                "KV cache:", r->cfg->n_layers, r->cfg->n_kv_heads, r->cfg->head_dim, (r->n_gen + 1) / 2.0,
-                r->n_gen);
+        fprintf(f, "%-18s 2 x %u layers x %u KV heads x %u head_dim x %d B x %.1f keys (mean of tg%d: %s(n+1)/2)\n",
+                "KV cache:", r->cfg->n_layers, r->cfg->n_kv_heads, r->cfg->head_dim, eb,
+                r->depth + (r->n_gen + 1) / 2.0, r->n_gen, r->depth > 0 ? "depth + " : "");
         fprintf(f, "%-18s %.6g\n", "achieved GB/s:", gbs);
     } else {
         fprintf(f, "%-18s -\n%-18s -\n%-18s -\n", "bytes/token:", "KV cache:", "achieved GB/s:");

@@ -6,6 +6,7 @@
 //   model:           path (dtype weights, n layers)
 //   prefill ppN:     tok/s, ms/token           (one batched pass over N tokens)
 //   decode tgN:      tok/s, ms/token           (N single-token passes at positions 0..N-1)
+//                    (both "ppN @ dD", "tgN @ dD" after D tokens of context: --depth)
 //   bytes/token:     weights + KV cache bytes one decode step reads, averaged over the tg run
 //   KV cache:        the formula of the KV part, with the model's numbers
 //   achieved GB/s:   bytes/token x decode tok/s / 1e9
@@ -26,10 +27,10 @@
 #include "base/model_format.h"
 
 // Bytes of KV cache one decode step reads, averaged over a run of n_gen steps at positions
-// 0..n_gen-1 from an empty cache: the step at position p reads p + 1 keys and as many values,
-// each n_layers x n_kv_heads x head_dim f32, so the mean is
-//   2 x n_layers x n_kv_heads x head_dim x 4 B x (n_gen + 1) / 2   (mean keys (n_gen + 1) / 2).
-uint64_t emx_bench_kv_bytes_per_token(const EmxConfig *c, int n_gen);
+// depth..depth+n_gen-1: the step at position p reads p + 1 keys and as many values, each
+// n_layers x n_kv_heads x head_dim elements of elem_bytes (4: f32 cache, 2: f16), so the mean is
+//   2 x n_layers x n_kv_heads x head_dim x elem_bytes x (depth + (n_gen + 1) / 2).
+uint64_t emx_bench_kv_bytes_per_token(const EmxConfig *c, int n_gen, int depth, int elem_bytes);
 
 typedef struct {
     const char *device;        // "cpu", "cuda:0"
@@ -38,6 +39,8 @@ typedef struct {
     const char *model, *dtype;
     const EmxConfig *cfg;
     int n_prompt, n_gen;       // 0: that test was skipped
+    int depth;                 // tokens of context before each test (0: an empty cache)
+    int kv_elem_bytes;         // the KV cache's element: 4 (f32) or 2 (f16)
     double prefill_tps, decode_tps;
     uint64_t weight_bytes;     // per decode token (emx_model_weight_bytes_per_token)
     double peak_gbps;          // <= 0: unknown

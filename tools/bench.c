@@ -275,7 +275,11 @@ static int parse_peak(const char *text, double *out) {
 
 // The option combinations `speed` refuses.
 static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen,
-                            int depth) {
+                            int depth, const char *cache, EmxCacheType *cache_type) {
+    if (emx_cache_type_parse(cache, cache_type) != 0) {
+        fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
+        return -1;
+    }
     if (!llama != !gguf) {
         fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
         return -1;
@@ -420,12 +424,8 @@ static int bench_speed(int argc, char **argv) {
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
-    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth)) return 2;
     EmxCacheType cache_type;
-    if (emx_cache_type_parse(cache, &cache_type) != 0) {
-        fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
-        return 2;
-    }
+    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth, cache, &cache_type)) return 2;
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0) return 2;
     const EmxBwDevice *bw_device = bw_device_arg(model_device);
@@ -436,7 +436,6 @@ static int bench_speed(int argc, char **argv) {
         fprintf(stderr, "bench: --baseline %s\n", err);
         return 2;
     }
-
     int status = 1;
     EmxModel model;
     int model_open = 0;

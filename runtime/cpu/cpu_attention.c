@@ -27,6 +27,9 @@
 // its spans ended at its count: keys past it are not masked but never visited (no score, no
 // exp, no FMA), so no -inf, -0 or +0 term can reach its sums. So neither the split of the keys
 // into spans nor the grouping of queries changes a bit, as the header promises.
+// f16 spans: every block of keys and values is widened (vcvtph2ps, exact) into the packed block
+// before the passes read it, so they run on f32 rows holding the widened values, as the header
+// promises; the head_dim > 128 score pass widens each chunk as it loads it.
 #include "runtime/cpu/cpu_attention.h"
 
 #include <limits.h>

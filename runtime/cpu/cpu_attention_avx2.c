@@ -13,6 +13,8 @@
 // a query's scores, probabilities and output are meant to be bitwise those of the AVX-512 build
 // (not tested: that needs both machines). Each query runs alone over its keys (no grouping of queries
 // per key block as the AVX-512 version does): trivially, its bits depend on nothing else.
+// f16 spans: each 8-element chunk of a key or value is widened by F16C (vcvtph2ps, exact) as it
+// is loaded, into the same FMAs: the bits of an f32 span holding the widened values.
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_simd.h"
 

@@ -9,8 +9,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "test_rand_util.h"
+
+// f16 spans (EMX_CACHE_F16) reuse the bitwise checks below: the buffers are rounded to f16
+// values in place and an f16 copy of each is kept (a shadow); then the spans under test (sp())
+// read the f16 copies while the references read f32 spans of the same, widened values. So each
+// check says both that f16 spans give the bits of f32 spans holding their widened values, and
+// that the split and grouping invariance holds for them.
+typedef struct {
+    const float *f;  // the rounded f32 buffer
+    uint16_t *h;     // its f16 copy
+    size_t n;
+} Shadow;
+static Shadow shadows[4];
+static int n_shadows;  // 0: sp() gives f32 spans
+
+static void shadow_add(float *f, size_t n) {
+    cr_assert(n_shadows < 4);
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    cr_assert(h);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = emx_f32_to_f16(f[i]);
+        f[i] = emx_f16_to_f32(h[i]);
+    }
+    shadows[n_shadows++] = (Shadow){f, h, n};
+}
+
+static void shadows_free(void) {
+    while (n_shadows > 0) free(shadows[--n_shadows].h);
+}
+
+static const uint16_t *shadow_of(const float *p) {
+    for (int i = 0; i < n_shadows; i++)
+        if ((uintptr_t)p >= (uintptr_t)shadows[i].f && (uintptr_t)p <= (uintptr_t)(shadows[i].f + shadows[i].n))
+            return shadows[i].h + (p - shadows[i].f);
+    cr_assert_fail("no f16 copy of a span's buffer");
+    return NULL;
+}
+
+// The span of the keys k, values v: f32, or their f16 copies while shadows are kept.
+static EmxKeySpan sp(const float *k, const float *v, size_t stride, int n) {
+    if (!n_shadows) return (EmxKeySpan){k, v, stride, n, NULL, NULL};
+    if (n == 0) return (EmxKeySpan){NULL, NULL, stride, 0, shadows[0].h, shadows[0].h};  // never read (k may be past the end)
+    return (EmxKeySpan){NULL, NULL, stride, n, shadow_of(k), shadow_of(v)};
+}
 
 Test(cpu_ops, attention_head) {
     const int hd = 24, n_keys = 13, stride = 3 * hd;  // this head's slice inside wider cache rows
@@ -80,7 +124,7 @@ static void check_attention_vs_double(attention_fn attend, int hd, int n_keys, i
         for (int d = 0; d < hd; d++) k[(size_t)t * stride + hd + d] += shift * q[d];
     const float *kh = k + hd, *vh = v + hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    const EmxKeySpan all = {kh, vh, (size_t)stride, n_keys};
+    const EmxKeySpan all = sp(kh, vh, (size_t)stride, n_keys);
     attend(out, q, &all, 1, hd, scale, scores, probs);
 
     const int depth = twin ? hd + 2 : (hd + 15) / 16 + 5;
@@ -134,7 +178,7 @@ Test(cpu_ops, attention_fast_and_scalar_vs_double) {
 // The same keys as one contiguous cache, as a prefix + a tail kept elsewhere (another buffer,
 // another stride: a branch's own rows), and as three pieces: bitwise the same scores, probs and
 // out, for split points inside and across 16-key blocks, at 0 (empty prefix) and at n.
-static void check_span_split(attention_fn attend, int hd, int n) {
+static void check_span_split(attention_fn attend, int hd, int n, int f16) {
     const int stride = 3 * hd, tail_stride = 5 * hd;
     float *k = malloc(sizeof(float) * n * stride), *v = malloc(sizeof(float) * n * stride);
     float *tk = malloc(sizeof(float) * n * tail_stride), *tv = malloc(sizeof(float) * n * tail_stride);
@@ -145,21 +189,23 @@ static void check_span_split(attention_fn attend, int hd, int n) {
     fill(q, hd, 1.0f);
     fill(k, n * stride, 2.0f);  // wider scores: a peaked softmax with tiny probabilities too
     fill(v, n * stride, 1.0f);
+    if (f16) shadow_add(k, (size_t)n * stride), shadow_add(v, (size_t)n * stride);
     for (int t = 0; t < n; t++) {  // the tail buffer holds copies of every key
         memcpy(tk + (size_t)t * tail_stride + 2 * hd, k + (size_t)t * stride + hd, sizeof(float) * hd);
         memcpy(tv + (size_t)t * tail_stride + 2 * hd, v + (size_t)t * stride + hd, sizeof(float) * hd);
     }
+    if (f16) shadow_add(tk, (size_t)n * tail_stride), shadow_add(tv, (size_t)n * tail_stride);
     const float scale = 1.0f / sqrtf((float)hd);
-    const EmxKeySpan all = {k + hd, v + hd, (size_t)stride, n};
+    const EmxKeySpan all = {k + hd, v + hd, (size_t)stride, n, NULL, NULL};  // the reference: f32
     attend(out0, q, &all, 1, hd, scale, s0, p0);
     const int splits[] = {0, 1, 5, 15, 16, 17, 31, 33, 50, n - 1, n};
     for (int i = 0; i < 11; i++) {
         const int a = splits[i] < n ? splits[i] : n;
         for (int b = a;; b = b + 7 < n ? b + 7 : n) {  // [0, a) cache, [a, b) tail, [b, n) cache again
             const EmxKeySpan three[3] = {
-                {k + hd, v + hd, (size_t)stride, a},
-                {tk + (size_t)a * tail_stride + 2 * hd, tv + (size_t)a * tail_stride + 2 * hd, (size_t)tail_stride, b - a},
-                {k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, n - b},
+                sp(k + hd, v + hd, (size_t)stride, a),
+                sp(tk + (size_t)a * tail_stride + 2 * hd, tv + (size_t)a * tail_stride + 2 * hd, (size_t)tail_stride, b - a),
+                sp(k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, n - b),
             };
             const int n_spans = b == n ? 2 : 3;  // b == n: a branch's prefix + its own tail
             memset(out, 0xff, sizeof(float) * hd);
@@ -172,9 +218,11 @@ static void check_span_split(attention_fn attend, int hd, int n) {
         }
     }
     // in place (probs == scores): the same distribution and output
-    attend(out, q, &all, 1, hd, scale, s, s);
+    const EmxKeySpan one = sp(k + hd, v + hd, (size_t)stride, n);
+    attend(out, q, &one, 1, hd, scale, s, s);
     cr_assert(memcmp(s, p0, sizeof(float) * n) == 0, "hd %d n %d: in-place probs differ", hd, n);
     cr_assert(memcmp(out, out0, sizeof(float) * hd) == 0, "hd %d n %d: in-place out differs", hd, n);
+    shadows_free();
     free(k), free(v), free(tk), free(tv), free(q), free(out0), free(out), free(s0), free(p0), free(s), free(p);
 }
 
@@ -182,8 +230,19 @@ Test(cpu_ops, attention_span_split_bitwise) {
     const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++) {
-            check_span_split(emx_attention_head_spans, dims[i], counts[j]);
-            check_span_split(emx_attention_head_spans_scalar, dims[i], counts[j]);
+            check_span_split(emx_attention_head_spans, dims[i], counts[j], 0);
+            check_span_split(emx_attention_head_spans_scalar, dims[i], counts[j], 0);
+        }
+}
+
+// f16 spans, split or whole, in place or not: the bits of one f32 span of the widened values,
+// for the default and the plain version. Head sizes include tails of 2, 8 (partial vectors).
+Test(cpu_ops, attention_f16_spans_bitwise) {
+    const int dims[] = {2, 8, 24, 64, 128, 160}, counts[] = {1, 17, 100};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 3; j++) {
+            check_span_split(emx_attention_head_spans, dims[i], counts[j], 1);
+            check_span_split(emx_attention_head_spans_scalar, dims[i], counts[j], 1);
         }
 }
 
@@ -229,7 +288,7 @@ Test(cpu_ops, exp_f32) {
 // emx_attention_group_spans: n_q queries in one call give, bitwise, what each gets from
 // emx_attention_head_spans alone, for groups below, at and above the 8 queries of one pass, keys
 // in one span or three, and probs in place.
-static void check_group(int hd, int n, int n_q) {
+static void check_group(int hd, int n, int n_q, int f16) {
     const int stride = 3 * hd;
     float *k = malloc(sizeof(float) * n * stride), *v = malloc(sizeof(float) * n * stride);
     float *q = malloc(sizeof(float) * n_q * (hd + 8)), *out = malloc(sizeof(float) * n_q * (hd + 8));
@@ -240,17 +299,19 @@ static void check_group(int hd, int n, int n_q) {
     fill(k, n * stride, 1.5f);
     fill(v, n * stride, 1.0f);
     fill(q, n_q * (hd + 8), 1.0f);  // query i at q + i * (hd + 8): a stride wider than head_dim
+    if (f16) shadow_add(k, (size_t)n * stride), shadow_add(v, (size_t)n * stride);
     const float scale = 1.0f / sqrtf((float)hd);
     const int a = n / 3, b = n - n / 5;
-    const EmxKeySpan all = {k + hd, v + hd, (size_t)stride, n};
-    const EmxKeySpan three[3] = {{k + hd, v + hd, (size_t)stride, a},
-                                 {k + (size_t)a * stride + hd, v + (size_t)a * stride + hd, (size_t)stride, b - a},
-                                 {k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, n - b}};
+    const EmxKeySpan all = {k + hd, v + hd, (size_t)stride, n, NULL, NULL};  // the reference: f32
+    const EmxKeySpan whole = sp(k + hd, v + hd, (size_t)stride, n);
+    const EmxKeySpan three[3] = {sp(k + hd, v + hd, (size_t)stride, a),
+                                 sp(k + (size_t)a * stride + hd, v + (size_t)a * stride + hd, (size_t)stride, b - a),
+                                 sp(k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, n - b)};
     for (int mode = 0; mode < 3; mode++) {  // 0: one span, 1: three spans, 2: probs in place
         for (int i = 0; i < n_q; i++)
             qs[i] = (EmxAttnQuery){q + (size_t)i * (hd + 8), out + (size_t)i * (hd + 8), gs + (size_t)i * n,
                                    mode == 2 ? gs + (size_t)i * n : gp + (size_t)i * n, n};
-        emx_attention_group_spans(qs, n_q, mode == 1 ? three : &all, mode == 1 ? 3 : 1, hd, scale);
+        emx_attention_group_spans(qs, n_q, mode == 1 ? three : &whole, mode == 1 ? 3 : 1, hd, scale);
         for (int i = 0; i < n_q; i++) {
             emx_attention_head_spans(one, q + (size_t)i * (hd + 8), &all, 1, hd, scale, s, p);
             cr_assert(memcmp(qs[i].out, one, sizeof(float) * hd) == 0, "hd %d n %d q %d/%d mode %d: out", hd, n, i,
@@ -261,6 +322,7 @@ static void check_group(int hd, int n, int n_q) {
                 cr_assert(memcmp(qs[i].scores, s, sizeof(float) * n) == 0, "hd %d n %d q %d/%d: scores", hd, n, i, n_q);
         }
     }
+    shadows_free();
     free(k), free(v), free(q), free(out), free(one), free(s), free(p), free(gs), free(gp);
 }
 
@@ -268,7 +330,16 @@ Test(cpu_ops, attention_group_bitwise) {
     const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 3, 8, 9};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++)
-            for (int g = 0; g < 5; g++) check_group(dims[i], counts[j], groups[g]);
+            for (int g = 0; g < 5; g++) check_group(dims[i], counts[j], groups[g], 0);
+}
+
+// Grouped queries over f16 spans: each the bits of itself alone over one f32 span of the
+// widened values (the AVX-512 version widens a block once for the whole group).
+Test(cpu_ops, attention_group_f16_bitwise) {
+    const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 8, 9};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++)
+            for (int g = 0; g < 4; g++) check_group(dims[i], counts[j], groups[g], 1);
 }
 
 // Queries with their own key counts (the rows of a prefill: row i sees pos + i + 1 keys): query
@@ -279,7 +350,7 @@ Test(cpu_ops, attention_group_bitwise) {
 // n_i keys in one span; nothing is written past its n_i scores and probs, nor past head_dim in
 // out (sentinels). Probs in place too.
 #define SENTINEL 777.0f
-static void check_rows(int hd, int base, int n_q, int extra) {
+static void check_rows(int hd, int base, int n_q, int extra, int f16) {
     const int stride = 3 * hd, tail_stride = 5 * hd, cap = base + 3 + extra;  // cap >= T
     float *k = malloc(sizeof(float) * cap * stride), *v = malloc(sizeof(float) * cap * stride);
     float *tk = malloc(sizeof(float) * cap * tail_stride), *tv = malloc(sizeof(float) * cap * tail_stride);
@@ -292,10 +363,12 @@ static void check_rows(int hd, int base, int n_q, int extra) {
     fill(k, cap * stride, 1.5f);
     fill(v, cap * stride, 1.0f);
     fill(q, n_q * hd, 1.0f);
+    if (f16) shadow_add(k, (size_t)cap * stride), shadow_add(v, (size_t)cap * stride);
     for (int t = 0; t < cap; t++) {  // the tail buffer holds copies of every key
         memcpy(tk + (size_t)t * tail_stride + 2 * hd, k + (size_t)t * stride + hd, sizeof(float) * hd);
         memcpy(tv + (size_t)t * tail_stride + 2 * hd, v + (size_t)t * stride + hd, sizeof(float) * hd);
     }
+    if (f16) shadow_add(tk, (size_t)cap * tail_stride), shadow_add(tv, (size_t)cap * tail_stride);
     for (int i = 0; i < n_q; i++) {
         nk[i] = base + (int)(urand() * 4);
         lo = nk[i] < lo ? nk[i] : lo;
@@ -309,10 +382,10 @@ static void check_rows(int hd, int base, int n_q, int extra) {
             for (int in_place = 0; in_place < 2; in_place++) {
                 const int a = cuts[ia], b = cuts[ib];
                 const EmxKeySpan three[3] = {
-                    {k + hd, v + hd, (size_t)stride, a},
-                    {tk + (size_t)a * tail_stride + 2 * hd, tv + (size_t)a * tail_stride + 2 * hd, (size_t)tail_stride,
-                     b - a},
-                    {k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, total - b},
+                    sp(k + hd, v + hd, (size_t)stride, a),
+                    sp(tk + (size_t)a * tail_stride + 2 * hd, tv + (size_t)a * tail_stride + 2 * hd,
+                       (size_t)tail_stride, b - a),
+                    sp(k + (size_t)b * stride + hd, v + (size_t)b * stride + hd, (size_t)stride, total - b),
                 };
                 for (int x = 0; x < n_q * (cap + 8); x++) gs[x] = gp[x] = SENTINEL;
                 for (int x = 0; x < n_q * (hd + 8); x++) out[x] = SENTINEL;
@@ -324,7 +397,7 @@ static void check_rows(int hd, int base, int n_q, int extra) {
                 emx_attention_group_spans(qs, n_q, three, 3, hd, scale);
                 for (int i = 0; i < n_q; i++) {
                     const int ni = nk[i];
-                    const EmxKeySpan own = {k + hd, v + hd, (size_t)stride, ni};
+                    const EmxKeySpan own = {k + hd, v + hd, (size_t)stride, ni, NULL, NULL};  // f32
                     emx_attention_head_spans(one, q + (size_t)i * hd, &own, 1, hd, scale, s, p);
                     cr_assert(memcmp(qs[i].out, one, sizeof(float) * hd) == 0,
                               "hd %d q %d/%d (%d keys of %d, spans %d|%d|%d, in place %d): out", hd, i, n_q, ni, total,
@@ -343,6 +416,7 @@ static void check_rows(int hd, int base, int n_q, int extra) {
                         cr_assert(qs[i].out[d] == SENTINEL, "hd %d q %d/%d: out[%d] written", hd, i, n_q, d);
                 }
             }
+    shadows_free();
     free(k), free(v), free(tk), free(tv), free(q), free(out), free(gs), free(gp), free(one), free(s), free(p);
 }
 
@@ -350,5 +424,13 @@ Test(cpu_ops, attention_rows_own_key_counts_bitwise) {
     const int dims[] = {8, 24, 64, 128, 160}, bases[] = {0, 1, 2, 13, 15, 16, 17, 30, 62, 100};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 10; j++)
-            for (int n_q = 1; n_q <= 9; n_q++) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0);
+            for (int n_q = 1; n_q <= 9; n_q++) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 0);
+}
+
+// The same over f16 spans, against f32 references of the widened values.
+Test(cpu_ops, attention_rows_f16_bitwise) {
+    const int dims[] = {8, 24, 64, 160}, bases[] = {0, 1, 15, 16, 17, 62};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 6; j++)
+            for (int n_q = 1; n_q <= 9; n_q += 2) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 1);
 }

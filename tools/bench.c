@@ -78,7 +78,7 @@ static int usage(FILE *f) {
             "  --runs N            rounds; medians are reported (default 3)\n"
             "  --peak-gbps X       the device's peak bandwidth in GB/s (default: a GPU's own; CPU: none)\n"
             "  --graphs 0|1        GPU: replay the decode step as a CUDA graph (default 1)\n"
-            "  --cache-type T      the KV cache's elements: f32, f16 (CUDA) or auto (default)\n"
+            "  --cache-type T      the KV cache's elements: f32, f16 or auto (default)\n"
             "  -d, --depth N       run both tests after N tokens of context (llama-bench's -d;\n"
             "                      default 0: an empty cache)\n"
             "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"

@@ -27,19 +27,29 @@
 // its spans ended at its count: keys past it are not masked but never visited (no score, no
 // exp, no FMA), so no -inf, -0 or +0 term can reach its sums. So neither the split of the keys
 // into spans nor the grouping of queries changes a bit, as the header promises.
+// f16 spans: every block of keys and values is widened (vcvtph2ps, exact) into the packed block
+// before the passes read it, so they run on f32 rows holding the widened values, as the header
+// promises; the head_dim > 128 score pass widens each chunk as it loads it.
 #include "runtime/cpu/cpu_attention.h"
 
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_simd.h"
 
 void emx_attention_head(float *out, const float *q, const float *k, const float *v, size_t stride,
                         int n_keys, int head_dim, float scale, float *scores, float *probs) {
-    const EmxKeySpan all = {k, v, stride, n_keys};
+    const EmxKeySpan all = {k, v, stride, n_keys, NULL, NULL};
     emx_attention_head_spans(out, q, &all, 1, head_dim, scale, scores, probs);
+}
+
+// dst[0..n) = the f16 values src[0..n) as f32 (exact); returns dst.
+static const float *widen(float *dst, const uint16_t *src, int n) {
+    for (int i = 0; i < n; i++) dst[i] = emx_f16_to_f32(src[i]);
+    return dst;
 }
 
 // The plain version over the first `limit` keys of the spans (fewer if they hold fewer).
@@ -48,11 +58,16 @@ static void attention_scalar(float *out, const float *q, const EmxKeySpan *spans
     // Key t of the concatenation is key t - first of the span holding it. Every loop visits the
     // keys in that order with the same expressions whatever the split, so a branch (shared
     // prefix + own tail) gets bitwise the result of one contiguous cache.
+    // An f16 key is widened into out (free until the value pass) and goes through the same
+    // emx_dot_f32 as an f32 key; an f16 value is widened element by element in the same
+    // product: the bits of an f32 cache holding the widened values.
     int n_keys = 0;
     float max = -INFINITY;
     for (int sp = 0; sp < n_spans; sp++)
         for (int t = 0; t < spans[sp].n && n_keys < limit; t++, n_keys++) {
-            scores[n_keys] = emx_dot_f32(q, spans[sp].k + t * spans[sp].stride, head_dim) * scale;
+            const float *kt = spans[sp].k ? spans[sp].k + t * spans[sp].stride
+                                          : widen(out, spans[sp].k16 + t * spans[sp].stride, head_dim);
+            scores[n_keys] = emx_dot_f32(q, kt, head_dim) * scale;
             max = scores[n_keys] > max ? scores[n_keys] : max;
         }
     memset(out, 0, (size_t)head_dim * sizeof(float));
@@ -66,8 +81,13 @@ static void attention_scalar(float *out, const float *q, const EmxKeySpan *spans
     for (int sp = 0, t = 0; sp < n_spans && t < n_keys; sp++)
         for (int j = 0; j < spans[sp].n && t < n_keys; j++, t++) {
             const float p = probs[t] * inv;
-            const float *vt = spans[sp].v + j * spans[sp].stride;
-            for (int d = 0; d < head_dim; d++) out[d] += p * vt[d];
+            if (spans[sp].v) {
+                const float *vt = spans[sp].v + j * spans[sp].stride;
+                for (int d = 0; d < head_dim; d++) out[d] += p * vt[d];
+            } else {
+                const uint16_t *vt = spans[sp].v16 + j * spans[sp].stride;
+                for (int d = 0; d < head_dim; d++) out[d] += p * emx_f16_to_f32(vt[d]);
+            }
         }
     for (int t = 0; t < n_keys; t++) probs[t] *= inv;  // callers may read the distribution
 }
@@ -170,19 +190,34 @@ INLINE __m512 block_scores(float *s, const __m512 *qv, int nc, __mmask16 last, c
 // sees: they are always the first ones of the range.
 INLINE int seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
 
+// Chunk c (16 elements, the last chunk masked to `last`: lanes past it +0) at x + off of an f32
+// row (x16 NULL) or at x16 + off of an f16 row (x NULL), widened exactly.
+INLINE __m512 load_chunk(const float *x, const uint16_t *x16, size_t off, int c, int nc, __mmask16 last) {
+    const __mmask16 mc = chunk_mask(c, nc, last);
+    if (x) return _mm512_maskz_loadu_ps(mc, x + off + 16 * c);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mc, x16 + off + 16 * c));
+#else
+    uint16_t b[16] = {0};  // never a load past the row: the masked chunk through a zeroed copy
+    memcpy(b, x16 + off + 16 * c, (size_t)__builtin_popcount(mc) * sizeof(uint16_t));
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+#endif
+}
+
 // The m rows x + r * stride, r < m, of nc 16-float chunks (the last masked to `last`): copied
-// into buf [m][16 nc] when several queries will read them (returns buf), else x itself. A cache
+// into buf [m][16 nc] when several queries will read them (returns buf), else x itself. Rows
+// of an f16 span (x16 + r * stride, x NULL) are always widened into buf, so the passes after
+// read f32 rows only. A cache
 // row of several kv heads is often 4 KiB or a multiple (Qwen3-0.6B: 8 x 128 floats): then every
 // key of a block falls into the same few L1 sets, more keys than the sets have ways, and the
 // block is evicted before the next query reads it; packed, it stays in L1 for all of them. The
 // copy moves the same floats: no result changes.
-INLINE const float *pack_block(float *buf, const float *x, size_t stride, int m, int nc, __mmask16 last, int n_q) {
-    if (n_q < 2) return x;
+INLINE const float *pack_block(float *buf, const float *x, const uint16_t *x16, size_t stride, int m, int nc,
+                               __mmask16 last, int n_q) {
+    if (n_q < 2 && x) return x;
     for (int r = 0; r < m; r++)
 #pragma GCC unroll 8
-        for (int c = 0; c < nc; c++)
-            _mm512_store_ps(buf + r * 16 * nc + 16 * c,
-                            _mm512_maskz_loadu_ps(chunk_mask(c, nc, last), x + r * stride + 16 * c));
+        for (int c = 0; c < nc; c++) _mm512_store_ps(buf + r * 16 * nc + 16 * c, load_chunk(x, x16, r * stride, c, nc, last));
     return buf;
 }
 
@@ -201,11 +236,13 @@ INLINE void all_scores(const EmxAttnQuery *qs, const int *n, int n_max, float *m
     for (int i = 0; i < n_q; i++) max[i] = _mm512_set1_ps(-INFINITY);
     for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++) {
         const float *k = spans[sp].k;
+        const uint16_t *k16 = spans[sp].k16;
         const size_t stride = spans[sp].stride;
         for (int j = 0; j < spans[sp].n && t + j < n_max; j += 16) {
             const int m = spans[sp].n - j < 16 ? spans[sp].n - j : 16;
             // packed: only the keys some query sees
-            const float *kb = pack_block(packed, k + j * stride, stride, seen(n_max, t + j, m), nc, last, n_q);
+            const float *kb = pack_block(packed, k ? k + j * stride : NULL, k16 ? k16 + j * stride : NULL, stride,
+                                         seen(n_max, t + j, m), nc, last, n_q);
             const size_t kstride = kb == packed ? (size_t)16 * nc : stride;
             for (int i = 0; i < n_q; i++) {
                 const int mi = seen(n[i], t + j, m);
@@ -233,7 +270,8 @@ static void all_scores_wide(const EmxAttnQuery *qs, const int *n, int n_max, flo
     for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++)
         for (int j = 0; j < spans[sp].n && t + j < n_max; j += 16) {
             const int m = spans[sp].n - j < 16 ? spans[sp].n - j : 16;
-            const float *k = spans[sp].k + j * spans[sp].stride;
+            const float *k = spans[sp].k ? spans[sp].k + j * spans[sp].stride : NULL;
+            const uint16_t *k16 = spans[sp].k16 ? spans[sp].k16 + j * spans[sp].stride : NULL;
             for (int i = 0; i < n_q; i++) {
                 const int mi = seen(n[i], t + j, m);
                 if (mi == 0) continue;
@@ -244,7 +282,7 @@ static void all_scores_wide(const EmxAttnQuery *qs, const int *n, int n_max, flo
                         for (int c = 0; c < nc; c++) {
                             const __mmask16 mc = chunk_mask(c, nc, last);
                             a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mc, qs[i].q + 16 * c),
-                                                _mm512_maskz_loadu_ps(mc, k + r * spans[sp].stride + 16 * c), a);
+                                                load_chunk(k, k16, r * spans[sp].stride, c, nc, last), a);
                         }
                     acc[r] = a;
                 }
@@ -322,8 +360,9 @@ INLINE void values_block(const EmxAttnQuery *qs, const int *n, int n_max, int n_
         const size_t stride = spans[sp].stride;
         for (int j = 0; j < spans[sp].n && t + j < n_max; j += VBLOCK) {
             const int m = spans[sp].n - j < VBLOCK ? spans[sp].n - j : VBLOCK;
-            const float *v =
-                pack_block(packed, spans[sp].v + col + j * stride, stride, seen(n_max, t + j, m), nv, last, n_q);
+            const float *v = pack_block(packed, spans[sp].v ? spans[sp].v + col + j * stride : NULL,
+                                        spans[sp].v16 ? spans[sp].v16 + col + j * stride : NULL, stride,
+                                        seen(n_max, t + j, m), nv, last, n_q);
             const size_t vstride = v == packed ? (size_t)16 * nv : stride;
             for (int i = 0; i < n_q; i++) {
                 const int mi = seen(n[i], t + j, m);

@@ -13,6 +13,8 @@
 // a query's scores, probabilities and output are meant to be bitwise those of the AVX-512 build
 // (not tested: that needs both machines). Each query runs alone over its keys (no grouping of queries
 // per key block as the AVX-512 version does): trivially, its bits depend on nothing else.
+// f16 spans: each 8-element chunk of a key or value is widened by F16C (vcvtph2ps, exact) as it
+// is loaded, into the same FMAs: the bits of an f32 span holding the widened values.
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_simd.h"
 
@@ -70,13 +72,32 @@ INLINE __m256 load8(const float *p, int h, int nh, __m256i tail) {
     return h == nh - 1 ? _mm256_maskload_ps(p + 8 * h, tail) : _mm256_loadu_ps(p + 8 * h);
 }
 
+// load8 of an f16 row, widened exactly (F16C): lanes past the tail +0, as maskload gives them.
+INLINE __m256 load8h(const uint16_t *p, int h, int nh, __m256i tail) {
+    if (h == nh - 1) {
+        const int rem = __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(tail)));
+        if (rem < 8) {  // never a load past the row: the tail through a zeroed copy
+            uint16_t b[8] = {0};
+            memcpy(b, p + 8 * h, (size_t)rem * sizeof(uint16_t));
+            return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b));
+        }
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8 * h)));
+}
+
+// Chunk h of the row at x + off (f32, x16 NULL) or x16 + off (f16, x NULL).
+INLINE __m256 load8x(const float *x, const uint16_t *x16, size_t off, int h, int nh, __m256i tail) {
+    return x ? load8(x + off, h, nh, tail) : load8h(x16 + off, h, nh, tail);
+}
+
 // One key's 16-lane FMA chain as two halves, added: lane i = chain lane i + chain lane i + 8.
-INLINE __m256 key_lanes(const float *q, const float *k, int nh, __m256i tail) {
+// The key at k + off (f32) or k16 + off (f16): the same chain on its widened values.
+INLINE __m256 key_lanes(const float *q, const float *k, const uint16_t *k16, size_t off, int nh, __m256i tail) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
 #pragma GCC unroll 16
     for (int h = 0; h < nh; h += 2) {
-        lo = _mm256_fmadd_ps(load8(q, h, nh, tail), load8(k, h, nh, tail), lo);
-        if (h + 1 < nh) hi = _mm256_fmadd_ps(load8(q, h + 1, nh, tail), load8(k, h + 1, nh, tail), hi);
+        lo = _mm256_fmadd_ps(load8(q, h, nh, tail), load8x(k, k16, off, h, nh, tail), lo);
+        if (h + 1 < nh) hi = _mm256_fmadd_ps(load8(q, h + 1, nh, tail), load8x(k, k16, off, h + 1, nh, tail), hi);
     }
     return _mm256_add_ps(lo, hi);
 }
@@ -113,7 +134,8 @@ INLINE float all_scores(const float *q, float *scores, int n, const EmxKeySpan *
             __m256 a[8];
 #pragma GCC unroll 8
             for (int r = 0; r < 8; r++)  // keys past m: zero, their lanes are not stored
-                a[r] = r < m ? key_lanes(q, spans[sp].k + (size_t)(j + r) * spans[sp].stride, nh, tail) : _mm256_setzero_ps();
+                a[r] = r < m ? key_lanes(q, spans[sp].k, spans[sp].k16, (size_t)(j + r) * spans[sp].stride, nh, tail)
+                             : _mm256_setzero_ps();
             const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
             if (m == 8) {
                 _mm256_storeu_ps(scores + t + j, sc);
@@ -148,11 +170,12 @@ static void softmax_probs(float *probs, const float *scores, int n, float max) {
     }
 }
 
-// acc[c] += p * v[8c ..], c < nv (the last chunk masked to tail)
-INLINE void axpy_row(__m256 *acc, int nv, __m256i tail, float p, const float *v) {
+// acc[c] += p * v[8c ..], c < nv (the last chunk masked to tail), the row at v + off (f32) or
+// v16 + off (f16)
+INLINE void axpy_row(__m256 *acc, int nv, __m256i tail, float p, const float *v, const uint16_t *v16, size_t off) {
     const __m256 pv = _mm256_set1_ps(p);
 #pragma GCC unroll 4
-    for (int c = 0; c < nv; c++) acc[c] = _mm256_fmadd_ps(pv, load8(v, c, nv, tail), acc[c]);
+    for (int c = 0; c < nv; c++) acc[c] = _mm256_fmadd_ps(pv, load8x(v, v16, off, c, nv, tail), acc[c]);
 }
 
 // Pass 3 for columns [col, col + 8 nv) (nv <= 4, a constant after inlining): one chain per
@@ -164,7 +187,8 @@ INLINE void values_cols(float *out, const float *probs, int n, const EmxKeySpan 
     for (int c = 0; c < nv; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
     for (int sp = 0, t = 0; sp < n_spans && t < n; t += spans[sp].n, sp++)
         for (int j = 0; j < spans[sp].n && t + j < n; j++)
-            axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v + col + (size_t)j * spans[sp].stride);
+            axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v, spans[sp].v16,
+                     col + (size_t)j * spans[sp].stride);
 #pragma GCC unroll 4
     for (int c = 0; c < nv; c++) {
         const __m256 s = _mm256_add_ps(acc[0][c], acc[1][c]);

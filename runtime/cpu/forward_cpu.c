@@ -46,10 +46,16 @@ struct CpuState {
     float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
     double *inv_freq; // [head_dim/2]
     float *att_tmp;   // [n_threads][PASS][ctx] softmax scratch: a softmax row per query of a call
-    // KV cache, f32: exact, and simple to index. An f16 cache would halve its memory and the
-    // bytes attention reads per step (which dominate at long contexts for small models).
-    float *key_cache;   // [n_layers][ctx][kv_dim]
-    float *value_cache; // [n_layers][ctx][kv_dim]
+    // KV cache: f32 (exact; EMX_CACHE_AUTO), or f16 (EMX_CACHE_F16: half the memory and half the
+    // bytes attention reads per step, which dominate at long contexts for small models). An f16
+    // cache gets k and v rounded to nearest even as they are written, widened exactly as they are
+    // read; q, scores, softmax and the output stay f32.
+    int f16;            // 1: the cache and the branch tails hold uint16_t halves, else floats
+    size_t esz;         // bytes per element of the cache and the tails: 4 or 2
+    void *key_cache;    // [n_layers][ctx][kv_dim]
+    void *value_cache;  // [n_layers][ctx][kv_dim]
+    float *kv_tmp;      // f16 only: [2][batch_cap][kv_dim] a pass's k, then v, in f32 before rounding
+    float *kv_f32;      // f16 only: [2][n_layers][ctx][kv_dim] emx_state_kv_cache's widened copies
     float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
     int last_pos;       // position of the latest call's last token (-1 before any)
     float *logits;      // [vocab]
@@ -59,10 +65,11 @@ struct CpuState {
     char nonfinite_desc[48];
     // Branch tails (emx_state_branches_reserve): the KV rows of up to br_max continuations of
     // the sequence, br_tail positions each. Step j of every branch is one contiguous block of
-    // rows, so a batched pass writes its k and v straight from the matmul, as for the cache.
+    // rows, so a batched pass writes its k and v straight from the matmul, as for the cache. The
+    // cache's element type: a commit is a plain copy.
     int br_max, br_tail;
-    float *br_key;      // [n_layers][br_tail][br_max][kv_dim]
-    float *br_value;    // [n_layers][br_tail][br_max][kv_dim]
+    void *br_key;       // [n_layers][br_tail][br_max][kv_dim]
+    void *br_value;     // [n_layers][br_tail][br_max][kv_dim]
     // Scratch of a multi-state batch this state leads (emx_forward_multi), grown on demand: the
     // rows' k and v before they go to their own states' caches, and the rows' logits.
     int mx_rows;
@@ -108,6 +115,9 @@ static void note_nonfinite(CpuState *s, int at, const float *x, size_t n) {
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
 
+// Element i of s's KV cache or branch tails (base: one of them), whatever their element type.
+static void *kv_at(const CpuState *s, void *base, size_t i) { return (char *)base + i * s->esz; }
+
 // Records, for a pass over rows x [n][width], where values first stopped being finite: in the
 // state of each row when the rows belong to several states, else in s.
 static void note_rows(CpuState *s, const RowLayout *rows, int at, const float *x, int n, size_t width) {
@@ -125,10 +135,6 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     const EmxConfig *c = &m->cfg;
     const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
     if (ctx < 0) return NULL;
-    if (opt && opt->cache_type == EMX_CACHE_F16) {
-        emx_seterr(err, errlen, "state: the CPU backend's KV cache is f32 only (cache type f16 asked)");
-        return NULL;
-    }
     CpuState *s = calloc(1, sizeof(*s));
     if (!s) {
         emx_seterr(err, errlen, "state: out of memory");
@@ -143,6 +149,8 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
     s->last_pos = -1;
     s->nonfinite_at = NONFINITE_NONE;
+    s->f16 = opt && opt->cache_type == EMX_CACHE_F16;  // AUTO: f32 on the CPU
+    s->esz = s->f16 ? sizeof(uint16_t) : sizeof(float);
     size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
     widest = widest > hid ? widest : hid;
@@ -160,15 +168,16 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->rope_sin = malloc(B * half * sizeof(float));
     s->inv_freq = malloc(half * sizeof(double));
     s->att_tmp = malloc((size_t)s->n_threads * PASS * ctx * sizeof(float));
-    s->key_cache = calloc(kv, sizeof(float));
-    s->value_cache = calloc(kv, sizeof(float));
+    s->key_cache = calloc(kv, s->esz);
+    s->value_cache = calloc(kv, s->esz);
+    if (s->f16) s->kv_tmp = malloc(2 * B * s->kv_dim * sizeof(float));
     s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
     s->logits = malloc((size_t)c->vocab_size * sizeof(float));
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
-        !s->att_scores || !s->logits) {
-        emx_seterr(err, errlen, "state: out of memory (ctx %d: KV cache %zu MiB)", ctx,
-                 2 * kv * sizeof(float) >> 20);
+        !s->att_scores || !s->logits || (s->f16 && !s->kv_tmp)) {
+        emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, s->f16 ? "f16" : "f32",
+                 2 * kv * s->esz >> 20);
         cpu_state_free(&s->base);
         return NULL;
     }
@@ -196,6 +205,8 @@ static void cpu_state_free(EmxState *st) {
     free(s->att_tmp);
     free(s->key_cache);
     free(s->value_cache);
+    free(s->kv_tmp);
+    free(s->kv_f32);
     free(s->att_scores);
     free(s->logits);
     free(s->br_key);
@@ -248,8 +259,7 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
     const int group = n_heads / n_kv;  // query heads per kv head
     const float scale = 1.0f / sqrtf((float)hd);
-    const float *kc = s->key_cache + (size_t)layer * ctx * s->kv_dim;
-    const float *vc = s->value_cache + (size_t)layer * ctx * s->kv_dim;
+    const size_t layer0 = (size_t)layer * ctx * s->kv_dim;  // the layer's first cache element
     // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
     // consecutive ones that share one pass over the keys (read from memory once, not once per
     // query). A prefill with enough tasks: 8 queries, several rows (Qwen3: 4 rows x 2 heads),
@@ -276,19 +286,20 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
         float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * PASS * ctx;
         // the keys of the task's last row (the most); the rows before see fewer of them
         const int last_row = (u1 - 1) / group;
-        EmxKeySpan spans[2] = {{kc + (size_t)kvh * hd, vc + (size_t)kvh * hd, (size_t)s->kv_dim, pos + last_row + 1}};
+        EmxKeySpan spans[2] = {emx_key_span(s->key_cache, s->value_cache, s->f16, layer0 + (size_t)kvh * hd,
+                                            (size_t)s->kv_dim, pos + last_row + 1)};
         int n_spans = 1;
         if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
             const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
             const size_t first =
                 (size_t)layer * s->br_tail * tail_row + (size_t)last_row * s->kv_dim + (size_t)kvh * hd;
             spans[0].n = rows->prefix;
-            spans[1] = (EmxKeySpan){s->br_key + first, s->br_value + first, tail_row, rows->step + 1};
+            spans[1] = emx_key_span(s->br_key, s->br_value, s->f16, first, tail_row, rows->step + 1);
             n_spans = 2;
         } else if (rows->states) {  // the row's own state's cache (one row per task)
             const CpuState *r = row_state(rows, last_row);
             const size_t first = (size_t)layer * r->ctx * s->kv_dim + (size_t)kvh * hd;
-            spans[0] = (EmxKeySpan){r->key_cache + first, r->value_cache + first, (size_t)s->kv_dim, rows->at[last_row] + 1};
+            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->f16, first, (size_t)s->kv_dim, rows->at[last_row] + 1);
         }
         for (int v0 = u0; v0 < u1; v0 += PASS) {
             EmxAttnQuery qs[PASS];
@@ -334,15 +345,21 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
-        float *kc = s->key_cache + ((size_t)l * s->ctx + pos) * kv_dim;    // rows pos..pos+n-1
-        float *vc = s->value_cache + ((size_t)l * s->ctx + pos) * kv_dim;
-        if (rows->is_branches) {  // rows 0..n-1 of the branches' tails at this step
-            const size_t at = ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim;
-            kc = s->br_key + at;
-            vc = s->br_value + at;
-        } else if (rows->states) {  // rows 0..n-1 of the scratch; to their states' caches below
+        // where k and v go: rows pos..pos+n-1 of the cache, or rows 0..n-1 of the branches'
+        // tails at this step (n contiguous rows either way)
+        const size_t first = rows->is_branches ? ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim
+                                               : ((size_t)l * s->ctx + pos) * kv_dim;
+        void *kdst = kv_at(s, rows->is_branches ? s->br_key : s->key_cache, first);
+        void *vdst = kv_at(s, rows->is_branches ? s->br_value : s->value_cache, first);
+        // k and v are made in f32: straight in f32 rows; else in scratch, then rounded into the f16
+        // rows (below), or, several states, copied to their own states' caches (below)
+        float *kc = kdst, *vc = vdst;
+        if (rows->states) {
             kc = s->mx_kv;
             vc = s->mx_kv + (size_t)s->mx_rows * kv_dim;
+        } else if (s->f16) {
+            kc = s->kv_tmp;
+            vc = s->kv_tmp + (size_t)s->batch_cap * kv_dim;
         }
 
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
@@ -364,12 +381,16 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             const float *cs = s->rope_cos + (size_t)i * half, *sn = s->rope_sin + (size_t)i * half;
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
+            if (s->f16 && !rows->states) {  // the finished row into the f16 cache or tail
+                emx_kv_store((uint16_t *)kdst + (size_t)i * kv_dim, 1, ki, kv_dim);
+                emx_kv_store((uint16_t *)vdst + (size_t)i * kv_dim, 1, vc + (size_t)i * kv_dim, kv_dim);
+            }
         }
         for (int i = 0; rows->states && i < n; i++) {  // each row's k, v into its own state's cache
             CpuState *r = row_state(rows, i);
             const size_t to = ((size_t)l * r->ctx + rows->at[i]) * kv_dim;
-            memcpy(r->key_cache + to, kc + (size_t)i * kv_dim, kv_dim * sizeof(float));
-            memcpy(r->value_cache + to, vc + (size_t)i * kv_dim, kv_dim * sizeof(float));
+            emx_kv_store(kv_at(r, r->key_cache, to), r->f16, kc + (size_t)i * kv_dim, kv_dim);
+            emx_kv_store(kv_at(r, r->value_cache, to), r->f16, vc + (size_t)i * kv_dim, kv_dim);
         }
 
         attention(s, l, n, pos, rows, record_last);
@@ -499,8 +520,18 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
 
 static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CpuState *s = (CpuState *)st;
-    if (key) *key = s->key_cache;
-    if (value) *value = s->value_cache;
+    float *k = s->key_cache, *v = s->value_cache;
+    if (s->f16) {  // f32 copies owned by the state, refilled on every call (NULL out of memory)
+        const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
+        if (!s->kv_f32) s->kv_f32 = malloc(2 * n * sizeof(float));
+        k = v = NULL;
+        if (s->kv_f32) {
+            emx_kv_load(k = s->kv_f32, s->key_cache, 1, n);
+            emx_kv_load(v = s->kv_f32 + n, s->value_cache, 1, n);
+        }
+    }
+    if (key) *key = k;
+    if (value) *value = v;
     if (kv_dim) *kv_dim = s->kv_dim;
 }
 
@@ -522,11 +553,11 @@ static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_c
     }
     if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
     const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim;
-    float *k = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    void *k = malloc(n * s->esz), *v = malloc(n * s->esz);
     if (!k || !v) {
         free(k);
         free(v);
-        emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * sizeof(float) >> 20);
+        emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * s->esz >> 20);
         return -1;
     }
     free(s->br_key);
@@ -561,8 +592,8 @@ static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) 
         for (int j = 0; j < n_steps; j++) {
             const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
             const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
-            memcpy(s->key_cache + to, s->br_key + from, kv * sizeof(float));
-            memcpy(s->value_cache + to, s->br_value + from, kv * sizeof(float));
+            memcpy(kv_at(s, s->key_cache, to), kv_at(s, s->br_key, from), kv * s->esz);
+            memcpy(kv_at(s, s->value_cache, to), kv_at(s, s->br_value, from), kv * s->esz);
         }
     return 0;
 }
@@ -572,15 +603,22 @@ static size_t cpu_state_kv_rows_bytes(const EmxState *st, int n) {
     return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
 }
 
-// buf: keys then values, each [n_layers][n][kv_dim].
+// buf: keys then values, each [n_layers][n][kv_dim] f32 whatever the cache's type (an f16
+// cache's rows widened when read, rounded when written), so rows travel between any states.
 static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
     const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers;
     for (size_t l = 0; l < layers; l++) {
-        float *k = s->key_cache + (l * s->ctx + pos) * s->kv_dim, *v = s->value_cache + (l * s->ctx + pos) * s->kv_dim;
+        void *k = kv_at(s, s->key_cache, (l * s->ctx + pos) * s->kv_dim);
+        void *v = kv_at(s, s->value_cache, (l * s->ctx + pos) * s->kv_dim);
         float *bk = buf + l * row, *bv = buf + (layers + l) * row;
-        memcpy(to_cache ? k : bk, to_cache ? bk : k, row * sizeof(float));
-        memcpy(to_cache ? v : bv, to_cache ? bv : v, row * sizeof(float));
+        if (to_cache) {
+            emx_kv_store(k, s->f16, bk, row);
+            emx_kv_store(v, s->f16, bv, row);
+        } else {
+            emx_kv_load(bk, k, s->f16, row);
+            emx_kv_load(bv, v, s->f16, row);
+        }
     }
     return 0;
 }
@@ -610,11 +648,11 @@ static const char *cpu_nonfinite(const EmxState *st) {
 }
 
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
-    (void)st;
+    const CpuState *s = (const CpuState *)st;
     memset(info, 0, sizeof *info);
     info->device = "cpu";
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
-    info->cache_type = EMX_CACHE_F32;
+    info->cache_type = s->f16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
 }
 
 static const EmxBackend CPU_BACKEND = {

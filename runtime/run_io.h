@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/forward.h"
 #include "runtime/model.h"
 
 // Makes sure fds 0 and 2 are open (on /dev/null when closed), so a file ./run opens later cannot
@@ -34,10 +35,11 @@ int emx_run_check_outputs(const EmxRunPath *inputs, int n_in, const EmxRunPath *
 // in full or tokenised.
 size_t emx_prompt_byte_bound(int ctx, size_t max_piece);
 
-// Bytes one CPU state of model c at ctx positions allocates: the KV cache (f32 keys and values,
-// [n_layers][ctx][kv_dim] each), the last position's attention scores, the softmax scratch of
-// n_threads threads and the activations of a batched pass. kv_bytes (optional): the KV cache part.
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, uint64_t *kv_bytes);
+// Bytes one CPU state of model c at ctx positions allocates: the KV cache (keys and values,
+// [n_layers][ctx][kv_dim] each, of 4 bytes an element, or 2 with an f16 cache), the last
+// position's attention scores, the softmax scratch of n_threads threads and the activations of a
+// batched pass. kv_bytes (optional): the KV cache part.
+uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes);
 
 // Memory a new allocation can count on, in bytes: MemAvailable of /proc/meminfo (or free pages
 // from sysconf when it is missing), capped by RLIMIT_AS's room when a limit is set. The

@@ -19,13 +19,13 @@
 static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
     const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int per = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : cores / n_workers;
-    uint64_t kv = 0, need = (uint64_t)n_workers * emx_cpu_state_bytes(&m->cfg, ctx, per > 0 ? per : 1, &kv);
+    uint64_t kv = 0, need = (uint64_t)n_workers * emx_cpu_state_bytes(&m->cfg, ctx, per > 0 ? per : 1, a->cache_type, &kv);
     kv *= (uint64_t)n_workers;
     int critic = a->check_every > 0 && !a->critic_model;  // a critic model file is sized when it is opened
     if (critic) {
         const int cctx = m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;  // critic.c's context
         uint64_t ckv = 0;
-        need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, &ckv);
+        need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, EMX_CACHE_F32, &ckv);
         kv += ckv;
     }
     char what[96];

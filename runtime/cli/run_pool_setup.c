@@ -52,6 +52,7 @@ EmxPoolOptions emx_run_pool_options(const EmxCliArgs *a, const EmxRunPoolSetup *
                                     uint64_t seed, int n_predict, EmxCritic *critic) {
     return (EmxPoolOptions){.agents = s->agents, .n_agents = s->n_agents, .lookahead = a->lookahead,
                             .n_workers = s->n_workers, .cuda_devices = s->n_devices > 0 ? s->cuda_devices : NULL,
+                            .cache_type = a->cache_type,
                             .n_threads = threads > 0 ? (threads + s->n_workers - 1) / s->n_workers : 0,
                             .ctx = ctx, .seed = seed, .n_predict = n_predict,
                             .critic = a->check_every > 0 ? critic : NULL, .check_every = a->check_every,

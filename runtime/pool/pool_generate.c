@@ -328,7 +328,7 @@ static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_
     char device[24] = "cpu";
     if (o->cuda_devices) snprintf(device, sizeof device, "cuda:%d", o->cuda_devices[rank]);
     EmxStateOptions so = {.n_threads = n_threads, .ctx = p->ctx, .device = device,
-                          .share_weights = rank == 0 ? p->share0 : NULL};
+                          .share_weights = rank == 0 ? p->share0 : NULL, .cache_type = o->cache_type};
     w->st = emx_state_new(p->m, &so, err, errlen);
     if (!w->st) return -1;
     if (o->lookahead > 1 && emx_state_branches_reserve(w->st, w->n_mine, o->lookahead - 1, err, errlen) != 0) return -1;

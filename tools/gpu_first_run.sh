@@ -174,6 +174,13 @@ done
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
 FIRST=${MODELS%% *}
+# Decode and prefill after 4096 tokens of context, with the f32 and the f16 KV cache: what the
+# attention costs at that length, and what halving its bytes changes.
+for c in f32 f16; do
+    if [ "$EMULATED" = 1 ]; then skip "speed-d4096-${FIRST%%:*}-q8-$c" speed "emulated: stories260K holds 512 positions, and 4096 would take hours emulated"
+    else add "speed-d4096-${FIRST%%:*}-q8-$c" speed 600 "$GBENCH speed ${FIRST#*:}.q8.bin $DEV $SPEED -d 4096 --cache-type $c"
+    fi
+done
 if [ "$N_GPUS" -ge 2 ]; then
     add "agents-2gpu-${FIRST%%:*}-q8" agents 600 "$GBENCH agents ${FIRST#*:}.q8.bin $DEV --devices cuda:0,cuda:1 $AGENTS"
 else

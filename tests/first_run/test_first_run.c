@@ -268,7 +268,7 @@ Test(first_run, report_reads_gpu_logs) {
     tmp_dir(dir);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     cr_assert_eq(mkdir(logs, 0700), 0);
-    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=8\n");
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=9\n");
     write_file(dir, "steps.tsv",
                "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
                "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
@@ -277,7 +277,11 @@ Test(first_run, report_reads_gpu_logs) {
                "memcheck-attention\tsanitizer\tFAIL\t1\t9\t300\tlogs/4.log\texit status 1\tcompute-sanitizer\n"
                "kernel-tests\ttests\tpass\t0\t20\t300\tlogs/5.log\t\tkernel_tests\n"
                "ncu\tncu\tpass\t0\t60\t600\tlogs/6.log\t\tncu\n"
-               "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n");
+               "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n"
+               "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n");
+    write_file(dir, "logs/7.log",
+               "prefill pp512 @ d4096: 1303.63 tok/s, 0.767 ms/token\n"
+               "decode tg128 @ d4096: 281.70 tok/s, 3.550 ms/token\n");
     write_file(dir, "logs/1.log",
                "device:            cuda:0 (NVIDIA H200), decode steps replayed as a CUDA graph\n"
                "prefill pp512:     3381.00 tok/s, 0.296 ms/token\n"
@@ -329,6 +333,11 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(speed, "peak_gbps"), 4814.0);
     cr_expect_eq(fig(speed, "of_peak_pct"), 6.711);
     cr_expect_eq(fig(speed, "launches_per_step"), 426);
+    const cJSON *deep = step_of(rep, "speed-d4096-qwen3-0.6b-q8-f16");  // bench speed -d: "tg128 @ d4096"
+    cr_expect_eq(fig(deep, "prefill_tok_s"), 1303.63);
+    cr_expect_eq(fig(deep, "decode_tok_s"), 281.7);
+    cr_expect_eq(fig(deep, "decode_ms_per_token"), 3.55);
+    cr_expect_eq(fig(deep, "depth"), 4096);
     cr_expect_eq(fig(sampler, "greedy_tok_s"), 363.5);
     cr_expect_eq(fig(sampler, "entropix_tok_s"), 339.5);
     cr_expect_eq(fig(sampler, "entropix_slower_pct"), 7.1);
@@ -347,7 +356,7 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
-    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "7 steps ended of 8 planned: not complete");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "8 steps ended of 9 planned: not complete");
     char *md = read_md(dir);
     cr_expect(strstr(md, "| speed-qwen3-0.6b-q8 | 3,381.00 | 497.80 | 2.009 | 323.07 | 6.71 | 426 |"), "%s", md);
     cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);

@@ -25,14 +25,18 @@ def num(s):
         return None
 
 
+DEPTH = r"(?: @ d\d+)?"  # "tg128 @ d4096": bench speed -d
+
+
 def speed_figures(text):
     """bench speed's `key: value` lines (tools/bench/speed_report.c)."""
     f = {}
     pats = {
         "device": r"^device:\s+(.+)$",
-        "prefill_tokens": r"^prefill pp(\d+):", "prefill_tok_s": r"^prefill pp\d+:\s+" + NUM + " tok/s",
-        "decode_tokens": r"^decode tg(\d+):", "decode_tok_s": r"^decode tg\d+:\s+" + NUM + " tok/s",
-        "decode_ms_per_token": r"^decode tg\d+:.*, " + NUM + " ms/token",
+        "prefill_tokens": r"^prefill pp(\d+)" + DEPTH + ":", "prefill_tok_s": r"^prefill pp\d+" + DEPTH + r":\s+" + NUM + " tok/s",
+        "decode_tokens": r"^decode tg(\d+)" + DEPTH + ":", "decode_tok_s": r"^decode tg\d+" + DEPTH + r":\s+" + NUM + " tok/s",
+        "decode_ms_per_token": r"^decode tg\d+" + DEPTH + ":.*, " + NUM + " ms/token",
+        "depth": r"^decode tg\d+ @ d(\d+):",
         "bytes_per_token": r"^bytes/token:\s+(\d+)", "achieved_gbps": r"^achieved GB/s:\s+" + NUM,
         "peak_gbps": r"^peak GB/s:\s+" + NUM, "of_peak_pct": r"^of peak:\s+" + NUM + "%",
         "launches_per_step": r"^launches/step:\s+(\d+)",

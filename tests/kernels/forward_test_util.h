@@ -14,18 +14,19 @@ extern "C" {
 }
 
 // A state of m on `device` ("cpu", "cuda:0") with ctx positions and one CPU thread; the decode
-// graph off with no_graphs; the weights of `share` reused when given.
+// graph off with no_graphs; the weights of `share` reused when given; a KV cache of `cache`.
 static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
-                                  const EmxState *share = nullptr) {
+                                  const EmxState *share = nullptr, EmxCacheType cache = EMX_CACHE_AUTO) {
     EmxStateOptions opt = {};
     opt.n_threads = 1;
     opt.ctx = ctx;
     opt.device = device;
     opt.no_graphs = no_graphs;
     opt.share_weights = share;
+    opt.cache_type = cache;
     char err[512];
     EmxState *s = emx_state_new(m, &opt, err, sizeof err);
-    cr_assert(s, "emx_state_new(%s): %s", device, err);
+    cr_assert(s, "emx_state_new(%s, %s cache): %s", device, emx_cache_type_name(cache), err);
     return s;
 }
 

@@ -40,21 +40,6 @@ std::vector<int> prompt_for(const EmxModel &m) {
     return t;
 }
 
-EmxState *state_of(const EmxModel *m, const char *device, EmxCacheType cache, int no_graphs = 0,
-                   const EmxState *share = nullptr) {
-    EmxStateOptions opt = {};
-    opt.n_threads = 1;
-    opt.ctx = kCtx;
-    opt.device = device;
-    opt.no_graphs = no_graphs;
-    opt.share_weights = share;
-    opt.cache_type = cache;
-    char err[512];
-    EmxState *s = emx_state_new(m, &opt, err, sizeof err);
-    cr_assert(s, "emx_state_new(%s, %s cache): %s", device, emx_cache_type_name(cache), err);
-    return s;
-}
-
 bool is_f16_value(float v) { return emx_f16_to_f32(emx_f32_to_f16(v)) == v; }
 
 // Prefill and 3 decode steps: the f16-cache GPU's logits against the CPU's f32 cache.
@@ -63,7 +48,8 @@ void logits_near_cpu(const char *name) {
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     const int vocab = (int)m.cfg.vocab_size;
     std::vector<int> toks = prompt_for(m);
-    EmxState *cpu = state_of(&m, "cpu", EMX_CACHE_F32), *gpu = state_of(&m, "cuda:0", EMX_CACHE_F16);
+    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_CACHE_F32);
+    EmxState *gpu = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
     EmxStateInfo info;
     emx_state_info(gpu, &info);
     cr_assert_eq(info.cache_type, EMX_CACHE_F16);
@@ -99,7 +85,8 @@ Test(forward_cuda_kv16, cache_holds_the_f32_values_rounded) {
     EmxModel m;
     if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     const std::vector<int> toks = prompt_for(m);
-    EmxState *f32 = state_of(&m, "cuda:0", EMX_CACHE_F32), *f16 = state_of(&m, "cuda:0", EMX_CACHE_F16, 0, f32);
+    EmxState *f32 = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F32);
+    EmxState *f16 = new_state(&m, "cuda:0", kCtx, 0, f32, EMX_CACHE_F16);
     cr_assert(emx_forward(f32, toks.data(), kPromptLen, 0) && emx_forward(f16, toks.data(), kPromptLen, 0));
     float *k32, *v32, *k16, *v16;
     int kv_dim;
@@ -136,8 +123,8 @@ Test(forward_cuda_kv16, rows_travel_between_cache_types) {
     if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
     const size_t vocab = m.cfg.vocab_size;
     const std::vector<int> toks = prompt_for(m);
-    EmxState *a = state_of(&m, "cuda:0", EMX_CACHE_F16), *b = state_of(&m, "cuda:0", EMX_CACHE_F16, 0, a),
-             *c = state_of(&m, "cuda:0", EMX_CACHE_F32, 0, a);
+    EmxState *a = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
+    EmxState *b = new_state(&m, "cuda:0", kCtx, 0, a, EMX_CACHE_F16), *c = new_state(&m, "cuda:0", kCtx, 0, a, EMX_CACHE_F32);
     cr_assert(emx_forward(a, toks.data(), 12, 0), "%s", emx_state_error(a));
     const size_t n = emx_state_kv_rows_bytes(a, 12) / sizeof(float);
     std::vector<float> ra(n), rb(n), rc(n);
@@ -166,8 +153,9 @@ Test(forward_cuda_kv16, graph_and_branches, .timeout = 600) {
     if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     const size_t vocab = m.cfg.vocab_size;
     const std::vector<int> toks = prompt_for(m);
-    EmxState *graph = state_of(&m, "cuda:0", EMX_CACHE_F16), *direct = state_of(&m, "cuda:0", EMX_CACHE_F16, 1, graph);
-    EmxState *cpu = state_of(&m, "cpu", EMX_CACHE_F32);
+    EmxState *graph = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
+    EmxState *direct = new_state(&m, "cuda:0", kCtx, 1, graph, EMX_CACHE_F16);
+    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_CACHE_F32);
     const int n = 10;
     cr_assert(emx_forward(graph, toks.data(), n, 0) && emx_forward(direct, toks.data(), n, 0) &&
               emx_forward(cpu, toks.data(), n, 0));

@@ -83,6 +83,10 @@ static const uint16_t *group_scales(uint32_t dtype, const void *data, uint64_t r
     return (const uint16_t *)((const uint8_t *)data + qbytes);
 }
 
+void emx_f32_to_f16_row(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = emx_f32_to_f16(src[i]);
+}
+
 void emx_dequantize_row(uint32_t dtype, const void *data, uint64_t rows, uint64_t cols, uint64_t r,
                         float *out) {
     switch (dtype) {

@@ -34,6 +34,9 @@ static inline uint16_t emx_f32_to_bf16(float f) {
 
 float emx_f16_to_f32(uint16_t h);
 uint16_t emx_f32_to_f16(float f);
+// dst[i] = emx_f32_to_f16(src[i]), i < n: a row rounded to f16 (the way back, widening, is
+// emx_dequantize_row with EMX_F16).
+void emx_f32_to_f16_row(uint16_t *dst, const float *src, size_t n);
 
 // Dequantise one row of `cols` weights of a tensor stored as `dtype` (row r of [rows, cols]).
 // For q8/q4/q4_1 `data` points at the start of the tensor (quants, then scales, then q4_1's mins).

@@ -48,7 +48,7 @@ void emx_attention_head(float *out, const float *q, const float *k, const float 
 
 // dst[0..n) = the f16 values src[0..n) as f32 (exact); returns dst.
 static const float *widen(float *dst, const uint16_t *src, int n) {
-    for (int i = 0; i < n; i++) dst[i] = emx_f16_to_f32(src[i]);
+    emx_dequantize_row(EMX_F16, src, 1, (uint64_t)n, 0, dst);
     return dst;
 }
 

@@ -8,21 +8,12 @@
 #include "base/model_format.h"
 
 void emx_kv_store(void *dst, int f16, const float *src, size_t n) {
-    if (!f16) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    uint16_t *h = dst;
-    for (size_t i = 0; i < n; i++) h[i] = emx_f32_to_f16(src[i]);
+    if (f16) emx_f32_to_f16_row(dst, src, n);
+    else memcpy(dst, src, n * sizeof(float));
 }
 
 void emx_kv_load(float *dst, const void *src, int f16, size_t n) {
-    if (!f16) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    const uint16_t *h = src;
-    for (size_t i = 0; i < n; i++) dst[i] = emx_f16_to_f32(h[i]);
+    emx_dequantize_row(f16 ? EMX_F16 : EMX_F32, src, 1, n, 0, dst);
 }
 
 void emx_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {

@@ -386,8 +386,7 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
         snprintf(s->err, sizeof s->err, "%s: KV rows: out of host memory", s->device_name);
         return -1;
     }
-    if (half && to_cache)
-        for (size_t i = 0; i < 2 * layers * row; i++) staged[i] = emx_f32_to_f16(buf[i]);
+    if (half && to_cache) emx_f32_to_f16_row(staged, buf, 2 * layers * row);
     const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     int rc = 0;
     for (size_t l = 0; l < layers && !rc; l++) {
@@ -398,8 +397,7 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
              cu(s, cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream), "cudaMemcpyAsync");
     }
     rc = rc || cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
-    if (!rc && half && !to_cache)
-        for (size_t i = 0; i < 2 * layers * row; i++) buf[i] = emx_f16_to_f32(staged[i]);
+    if (!rc && half && !to_cache) emx_dequantize_row(EMX_F16, staged, 1, 2 * layers * row, 0, buf);
     free(staged);
     return rc ? -1 : 0;
 }

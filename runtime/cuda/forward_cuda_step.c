@@ -608,7 +608,7 @@ static int cache_to_host(CudaState *s, float *dst, const void *src, size_t n) {
         return cu(s, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");
     uint16_t *h = malloc(n * sizeof(uint16_t));
     int rc = !h || cu(s, cudaMemcpy(h, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");
-    for (size_t i = 0; !rc && i < n; i++) dst[i] = emx_f16_to_f32(h[i]);
+    if (!rc) emx_dequantize_row(EMX_F16, h, 1, n, 0, dst);
     free(h);
     return rc;
 }

@@ -85,19 +85,20 @@ INLINE __m256 load8h(const uint16_t *p, int h, int nh, __m256i tail) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8 * h)));
 }
 
-// Chunk h of the row at x + off (f32, x16 NULL) or x16 + off (f16, x NULL).
-INLINE __m256 load8x(const float *x, const uint16_t *x16, size_t off, int h, int nh, __m256i tail) {
-    return x ? load8(x + off, h, nh, tail) : load8h(x16 + off, h, nh, tail);
+// Chunk h of row x: f32 (load8) or, with f16 set, f16 (load8h). Callers pass f16 as a literal,
+// choosing per span outside their loops over keys, so after inlining each loop has one kind.
+INLINE __m256 load8x(const void *x, int f16, int h, int nh, __m256i tail) {
+    return f16 ? load8h((const uint16_t *)x, h, nh, tail) : load8((const float *)x, h, nh, tail);
 }
 
 // One key's 16-lane FMA chain as two halves, added: lane i = chain lane i + chain lane i + 8.
-// The key at k + off (f32) or k16 + off (f16): the same chain on its widened values.
-INLINE __m256 key_lanes(const float *q, const float *k, const uint16_t *k16, size_t off, int nh, __m256i tail) {
+// An f16 key: the same chain on its widened values.
+INLINE __m256 key_lanes(const float *q, const void *k, int f16, int nh, __m256i tail) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
 #pragma GCC unroll 16
     for (int h = 0; h < nh; h += 2) {
-        lo = _mm256_fmadd_ps(load8(q, h, nh, tail), load8x(k, k16, off, h, nh, tail), lo);
-        if (h + 1 < nh) hi = _mm256_fmadd_ps(load8(q, h + 1, nh, tail), load8x(k, k16, off, h + 1, nh, tail), hi);
+        lo = _mm256_fmadd_ps(load8(q, h, nh, tail), load8x(k, f16, h, nh, tail), lo);
+        if (h + 1 < nh) hi = _mm256_fmadd_ps(load8(q, h + 1, nh, tail), load8x(k, f16, h + 1, nh, tail), hi);
     }
     return _mm256_add_ps(lo, hi);
 }
@@ -132,10 +133,16 @@ INLINE float all_scores(const float *q, float *scores, int n, const EmxKeySpan *
             int m = spans[sp].n - j < 8 ? spans[sp].n - j : 8;
             m = n - (t + j) < m ? n - (t + j) : m;  // keys past n are never visited
             __m256 a[8];
+            const size_t st = spans[sp].stride;
+            if (spans[sp].k) {
 #pragma GCC unroll 8
-            for (int r = 0; r < 8; r++)  // keys past m: zero, their lanes are not stored
-                a[r] = r < m ? key_lanes(q, spans[sp].k, spans[sp].k16, (size_t)(j + r) * spans[sp].stride, nh, tail)
-                             : _mm256_setzero_ps();
+                for (int r = 0; r < 8; r++)  // keys past m: zero, their lanes are not stored
+                    a[r] = r < m ? key_lanes(q, spans[sp].k + (size_t)(j + r) * st, 0, nh, tail) : _mm256_setzero_ps();
+            } else {
+#pragma GCC unroll 8
+                for (int r = 0; r < 8; r++)
+                    a[r] = r < m ? key_lanes(q, spans[sp].k16 + (size_t)(j + r) * st, 1, nh, tail) : _mm256_setzero_ps();
+            }
             const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
             if (m == 8) {
                 _mm256_storeu_ps(scores + t + j, sc);
@@ -170,12 +177,12 @@ static void softmax_probs(float *probs, const float *scores, int n, float max) {
     }
 }
 
-// acc[c] += p * v[8c ..], c < nv (the last chunk masked to tail), the row at v + off (f32) or
-// v16 + off (f16)
-INLINE void axpy_row(__m256 *acc, int nv, __m256i tail, float p, const float *v, const uint16_t *v16, size_t off) {
+// acc[c] += p * v[8c ..], c < nv (the last chunk masked to tail); an f16 row (f16 a literal, as
+// for key_lanes): the same FMAs on its widened values.
+INLINE void axpy_row(__m256 *acc, int nv, __m256i tail, float p, const void *v, int f16) {
     const __m256 pv = _mm256_set1_ps(p);
 #pragma GCC unroll 4
-    for (int c = 0; c < nv; c++) acc[c] = _mm256_fmadd_ps(pv, load8x(v, v16, off, c, nv, tail), acc[c]);
+    for (int c = 0; c < nv; c++) acc[c] = _mm256_fmadd_ps(pv, load8x(v, f16, c, nv, tail), acc[c]);
 }
 
 // Pass 3 for columns [col, col + 8 nv) (nv <= 4, a constant after inlining): one chain per
@@ -185,10 +192,15 @@ INLINE void values_cols(float *out, const float *probs, int n, const EmxKeySpan 
     __m256 acc[2][4];  // [even, odd][chunk]
 #pragma GCC unroll 4
     for (int c = 0; c < nv; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    for (int sp = 0, t = 0; sp < n_spans && t < n; t += spans[sp].n, sp++)
-        for (int j = 0; j < spans[sp].n && t + j < n; j++)
-            axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v, spans[sp].v16,
-                     col + (size_t)j * spans[sp].stride);
+    for (int sp = 0, t = 0; sp < n_spans && t < n; t += spans[sp].n, sp++) {
+        const size_t st = spans[sp].stride;
+        if (spans[sp].v)
+            for (int j = 0; j < spans[sp].n && t + j < n; j++)
+                axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v + col + (size_t)j * st, 0);
+        else
+            for (int j = 0; j < spans[sp].n && t + j < n; j++)
+                axpy_row(acc[(t + j) & 1], nv, tail, probs[t + j], spans[sp].v16 + col + (size_t)j * st, 1);
+    }
 #pragma GCC unroll 4
     for (int c = 0; c < nv; c++) {
         const __m256 s = _mm256_add_ps(acc[0][c], acc[1][c]);

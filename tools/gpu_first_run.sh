@@ -272,9 +272,10 @@ postcheck() {  # kind log -> prints the reason it fails, if it does
 # so that stopping one (the end of the run, Ctrl-C) stops its children.
 declare -A BG_PREFIX=()
 BG_PIDS=()
-selected() {  # index -> true when the step would run now (not skipped, chosen by --only, no hook)
-    [ -z "${S_SKIP[$1]}" ] && { [ -z "$ONLY" ] || [[ ",$ONLY," == *",${S_NAME[$1]},"* ]]; } &&
-        [[ "$FAIL_STEPS" != *" ${S_NAME[$1]} "* ]]
+chosen() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }  # name -> picked by --only (or no --only)
+hooked() { [[ "$FAIL_STEPS" == *" $1 "* ]]; }                  # name -> --fail-step names it
+selected() {  # index -> true when the step would run its command (not skipped, chosen, no hook)
+    [ -z "${S_SKIP[$1]}" ] && chosen "${S_NAME[$1]}" && ! hooked "${S_NAME[$1]}"
 }
 start_models() {
     local i bg
@@ -299,7 +300,7 @@ for i in "${!S_NAME[@]}"; do
     log=$(printf 'logs/%02d-%s.log' $((i + 1)) "$name")
     reason=${S_SKIP[$i]}
     if [ "$INTERRUPTED" = 1 ]; then reason="interrupted before it started"; NOT_RUN=1
-    elif [ -z "$reason" ] && [ -n "$ONLY" ] && [[ ",$ONLY," != *",$name,"* ]]; then reason="not selected (--only)"
+    elif [ -z "$reason" ] && ! chosen "$name"; then reason="not selected (--only)"
     elif [ -z "$reason" ] && [ $((SECONDS - T0)) -ge $((BUDGET_MIN * 60)) ]; then
         reason="the budget of $BUDGET_MIN min was spent before it started"; NOT_RUN=1
     fi
@@ -308,8 +309,8 @@ for i in "${!S_NAME[@]}"; do
         record "$name" "$kind" skipped "" 0 "$tmo" "" "$reason" "$cmd"
         continue
     fi
-    [[ "$FAIL_STEPS" == *" $name "* ]] && cmd="false  # --fail-step $name (test hook)"
-    if [ "$BG_STARTED" = 0 ] && [ "$EMULATED" = 0 ] && [ "$BUILD_FAILED" = 0 ] &&
+    hooked "$name" && cmd="false  # --fail-step $name (test hook)"
+    if [ "$BG_STARTED" = 0 ] && [ "$BUILD_FAILED" = 0 ] &&
        [[ " machine gpu-info build " != *" $name "* ]]; then
         BG_STARTED=1
         start_models

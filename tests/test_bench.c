@@ -184,6 +184,12 @@ Test(bench, cli_errors_are_one_line, .timeout = 300) {
                       "--peak-gbps: 'fast' is not a positive number");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--llama-bench", "lb", "--gguf", "g", "--compare-cmd", "c", NULL},
                       2, "one comparison runtime at a time");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "-d", "8", "--compare-cmd", "c", NULL}, 2,
+                      "--depth runs ours alone");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "-p", "8", "-d", "600", NULL}, 1, "exceed the model's context");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "-d", "-1", NULL}, 2, "-d: '-1' is not an integer in [0, ");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "--cache-type", "q8", NULL}, 2,
+                      "--cache-type 'q8': expected auto, f32 or f16");
     expect_error_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "gpu1", NULL}, 1,
                       "--devices: 'gpu1' in 'gpu1' is not cpu or cuda:N");
     for (int k = 0; k < 3; k++) {  // every subcommand takes --device; a bad one is named

@@ -15,24 +15,36 @@ typedef struct {
     int in_step;          // its row is in the step being run
     int token, pos;
     const float *logits;  // the result of its row (NULL: the row failed)
+    // a prefill handed to the group's thread (exclusive groups), and its result
+    const int *pf_tokens;
+    int pf_n, pf_pos;
+    long pf_ticket;       // > 0: queued; prefills run in the order they were queued
+    int pf_done;
+    const float *pf_result;
 } Member;
 
 struct EmxForwardGroup {
     pthread_mutex_t mu;
-    pthread_cond_t cv;    // a step ended, a member left, a prefill started
+    pthread_cond_t work;  // to the group's thread: a step or a prefill may be ready, or stop
+    pthread_cond_t done;  // to the members: a step or a prefill ended, a member left
+    pthread_t thread;     // the group's own: it runs every step and an exclusive group's prefills
+    int stopping;
     int cap;
     Member *m;            // [cap] places; a member keeps its place while it stays
     int running;          // a step is being run (outside the lock)
-    int prefilling;       // members' multi-token calls running now
-    int prefills_waiting; // exclusive: prefills waiting for the running step to end
+    int prefilling;       // prefills running now
+    int prefills_queued;  // exclusive: prefills waiting for the group's thread
+    long tickets;         // prefills queued so far (their order)
     int exclusive;        // one pass at a time (forward_group.h)
     long steps, rows;     // steps run and rows in them, since the group was made
-    long prefills, overlaps;
-    // the running step's rows, built by its runner: [cap] each
+    long prefills, overlaps, passes_elsewhere;
+    // the running step's rows: [cap] each
     EmxState **states;
     int *tokens, *pos;
     const float **logits;
 };
+
+static void *group_main(void *arg);
 
 EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen) {
     if (max_members < 1) {
@@ -55,16 +67,30 @@ EmxForwardGroup *emx_forward_group_new(int max_members, char *err, size_t errlen
         return NULL;
     }
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    pthread_cond_init(&g->work, NULL);
+    pthread_cond_init(&g->done, NULL);
+    if (pthread_create(&g->thread, NULL, group_main, g) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->work), pthread_cond_destroy(&g->done);
+        free(g->m), free(g->states), free(g->tokens), free(g->pos), free(g->logits);
+        free(g);
+        emx_seterr(err, errlen, "forward group: cannot start its thread");
+        return NULL;
+    }
     return g;
 }
 
 void emx_forward_group_free(EmxForwardGroup *g) {
     if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    g->stopping = 1;
+    pthread_cond_signal(&g->work);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
     for (int i = 0; i < g->cap; i++)
         if (g->m[i].s) g->m[i].s->group = NULL;
     pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
+    pthread_cond_destroy(&g->work), pthread_cond_destroy(&g->done);
     free(g->m), free(g->states), free(g->tokens), free(g->pos), free(g->logits);
     free(g);
 }
@@ -73,6 +99,26 @@ void emx_forward_group_set_exclusive(EmxForwardGroup *g, int exclusive) {
     pthread_mutex_lock(&g->mu);
     g->exclusive = exclusive != 0;
     pthread_mutex_unlock(&g->mu);
+}
+
+// Whether the next step can run now: no pass in the way, some row waits, and every member that
+// holds the step has submitted. (Lock held.)
+static int step_ready(const EmxForwardGroup *g) {
+    if (g->running) return 0;
+    if (g->exclusive && (g->prefilling || g->prefills_queued)) return 0;  // the prefill goes first
+    int some = 0;
+    for (int i = 0; i < g->cap; i++) {
+        const Member *m = &g->m[i];
+        if (!m->s) continue;
+        if (m->holds && !m->submitted) return 0;
+        some |= m->submitted;
+    }
+    return some;
+}
+
+// Wakes the group's thread when the change just made (under the lock) may have given it work.
+static void poke(EmxForwardGroup *g) {
+    if (g->prefills_queued || step_ready(g)) pthread_cond_signal(&g->work);
 }
 
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen) {
@@ -108,13 +154,14 @@ void emx_forward_group_leave(EmxState *s) {
     Member *me = member_of(g, s);
     if (me) *me = (Member){0};
     s->group = NULL;
-    pthread_cond_broadcast(&g->cv);  // the step may have been waiting for s only
+    poke(g);  // the step may have been waiting for s only
     pthread_mutex_unlock(&g->mu);
 }
 
 void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st) {
     pthread_mutex_lock(&g->mu);
-    *st = (EmxForwardGroupStats){.steps = g->steps, .rows = g->rows, .prefills = g->prefills, .overlaps = g->overlaps};
+    *st = (EmxForwardGroupStats){.steps = g->steps, .rows = g->rows, .prefills = g->prefills, .overlaps = g->overlaps,
+                                 .passes_elsewhere = g->passes_elsewhere};
     for (int i = 0; i < g->cap; i++) {
         st->members += g->m[i].s != NULL;
         st->waiting += g->m[i].s && g->m[i].submitted && !g->m[i].in_step;
@@ -122,23 +169,8 @@ void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st) {
     pthread_mutex_unlock(&g->mu);
 }
 
-// The member whose thread runs the next step, or NULL while no step can run: one runs when no
-// step is running, some row waits, and every member that holds the step has submitted. (Lock held.)
-static Member *next_runner(EmxForwardGroup *g) {
-    if (g->running) return NULL;
-    if (g->exclusive && (g->prefilling || g->prefills_waiting)) return NULL;  // the prefill goes first
-    Member *first = NULL;
-    for (int i = 0; i < g->cap; i++) {
-        Member *m = &g->m[i];
-        if (!m->s) continue;
-        if (m->holds && !m->submitted) return NULL;
-        if (m->submitted && !first) first = m;
-    }
-    return first;
-}
-
-// Runs every submitted row as one step. Lock held on entry and on return, released meanwhile
-// (members may join, leave, submit for the next step or start a prefill while it runs).
+// Runs every submitted row as one step, on the group's thread. Lock held on entry and on return,
+// released meanwhile (members may join, leave, submit for the next step or start a prefill).
 static void run_step(EmxForwardGroup *g) {
     int n = 0;
     for (int i = 0; i < g->cap; i++) {
@@ -165,30 +197,76 @@ static void run_step(EmxForwardGroup *g) {
         m->in_step = m->submitted = 0;
     }
     g->running = 0;
-    pthread_cond_broadcast(&g->cv);
+    pthread_cond_broadcast(&g->done);
 }
 
-// A member's multi-token call: alone, at once, the others' steps not waiting for it; in an
-// exclusive group, after the running step and before the next one. (Lock held on entry, released
-// on return.)
-static const float *prefill(EmxForwardGroup *g, Member *me, const int *tokens, int n, int pos) {
-    EmxState *s = me->s;
-    if (g->exclusive) {
-        g->prefills_waiting++;
-        while (g->running || g->prefilling) pthread_cond_wait(&g->cv, &g->mu);
-        g->prefills_waiting--;
+// An exclusive group's queued prefill that goes next (the first queued), or NULL. (Lock held.)
+static Member *next_prefill(EmxForwardGroup *g) {
+    Member *first = NULL;
+    for (int i = 0; i < g->cap; i++) {
+        Member *m = &g->m[i];
+        if (m->s && m->pf_ticket > 0 && (!first || m->pf_ticket < first->pf_ticket)) first = m;
     }
-    me->holds = 0;
+    return first;
+}
+
+// Runs a member's multi-token call on the calling thread. Lock held on entry and on return.
+static const float *run_prefill(EmxForwardGroup *g, Member *me, const int *tokens, int n, int pos) {
+    EmxState *s = me->s;
     g->overlaps += g->running || g->prefilling;
+    g->passes_elsewhere += !pthread_equal(pthread_self(), g->thread);
     g->prefilling++;
     g->prefills++;
-    pthread_cond_broadcast(&g->cv);  // a step may have been waiting for this member only
     pthread_mutex_unlock(&g->mu);
     const float *r = s->backend->forward(s, tokens, n, pos);
     pthread_mutex_lock(&g->mu);
     g->prefilling--;
     me->holds = 1;
-    pthread_cond_broadcast(&g->cv);  // exclusive: the steps (or another prefill) waited for it
+    return r;
+}
+
+// The group's thread: prefills first (exclusive groups queue theirs here), then steps, until
+// the group is freed. Every pass of an exclusive group runs on this one thread.
+static void *group_main(void *arg) {
+    EmxForwardGroup *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stopping) {
+        Member *pf = next_prefill(g);
+        if (pf) {
+            pf->pf_ticket = 0;
+            g->prefills_queued--;
+            pf->pf_result = run_prefill(g, pf, pf->pf_tokens, pf->pf_n, pf->pf_pos);
+            pf->pf_done = 1;
+            pthread_cond_broadcast(&g->done);
+        } else if (step_ready(g)) {
+            run_step(g);
+        } else {
+            pthread_cond_wait(&g->work, &g->mu);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+// A member's multi-token call: its row does not hold the steps meanwhile. An exclusive group
+// hands it to the group's thread, which runs it after the running step and before the next;
+// otherwise it runs at once on the member's thread, beside the steps. (Lock held on entry,
+// released on return.)
+static const float *prefill(EmxForwardGroup *g, Member *me, const int *tokens, int n, int pos) {
+    me->holds = 0;
+    const float *r;
+    if (g->exclusive) {
+        me->pf_tokens = tokens, me->pf_n = n, me->pf_pos = pos;
+        me->pf_ticket = ++g->tickets;
+        me->pf_done = 0;
+        g->prefills_queued++;
+        pthread_cond_signal(&g->work);
+        while (!me->pf_done) pthread_cond_wait(&g->done, &g->mu);
+        r = me->pf_result;
+    } else {
+        poke(g);  // a step may have been waiting for this member only
+        r = run_prefill(g, me, tokens, n, pos);
+    }
     pthread_mutex_unlock(&g->mu);
     return r;
 }
@@ -201,12 +279,8 @@ const float *emx_forward_group_forward(EmxState *s, const int *tokens, int n, in
     me->holds = 1;
     me->submitted = 1;
     me->token = tokens[0], me->pos = pos;
-    Member *runner = next_runner(g);
-    if (runner && runner != me) pthread_cond_broadcast(&g->cv);  // this row completed the step: wake its runner
-    while (me->submitted) {
-        if (next_runner(g) == me) run_step(g);
-        else pthread_cond_wait(&g->cv, &g->mu);
-    }
+    poke(g);  // this row may complete the step
+    while (me->submitted) pthread_cond_wait(&g->done, &g->mu);
     const float *r = me->logits;
     pthread_mutex_unlock(&g->mu);
     return r;

@@ -7,16 +7,20 @@
 //     between two steps), except while it runs a multi-token call (a prefill: that runs alone,
 //     at once, on its own state) and once it has left.
 //   - A one-token emx_forward of a member submits its row and waits. When every member that
-//     holds the step has submitted, the submitted rows run as one emx_forward_multi, on the
-//     thread of the submitted member in the lowest place of the group (the same thread from one
-//     step to the next while the members stay: its OpenMP team is warm), and every submitter
-//     gets its own logits back. A row submitted while a step runs goes into the next step.
+//     holds the step has submitted, the submitted rows run as one emx_forward_multi on the
+//     group's own thread, and every submitter gets its own logits back. A row submitted while a
+//     step runs goes into the next step.
 //   - Leaving (and a prefill starting) wakes the waiters: the step no longer waits for that member.
 //   - One pass at a time (emx_forward_group_set_exclusive): a prefill then waits for the running
 //     step and runs with no step beside it, and a waiting prefill goes before the next step. For
 //     passes that each use every core: two at once would put two OpenMP teams on the same cores,
 //     where a thread spinning at a barrier waits for one that is not running, and both passes slow
 //     down many times over. Passes of one thread each leave it off: side by side they use two cores.
+//     An exclusive group's prefills run on the group's thread too, so that all its passes share
+//     one OpenMP team. (libgomp gives each thread that opens a parallel region a pool of its own;
+//     with more pooled threads than cores, its workers stop spinning between regions and sleep,
+//     and each of a step's hundred-odd regions then waits for a futex wake. Four slots' prefills
+//     on their own threads made a 4-row step 3x slower than emx_forward_multi alone.)
 // Results are bitwise those of running each state alone (emx_forward_multi's guarantee), so the
 // grouping changes the speed only, never a text. If the batched step refuses the rows (a bad
 // token or position, states of different models), each row runs alone, so a bad row gets its
@@ -57,6 +61,8 @@ typedef struct {
     long steps, rows;   // steps run since the group was made, and rows in them
     long prefills;      // multi-token calls of members run since the group was made
     long overlaps;      // passes (steps or prefills) that started while another one ran
+    long passes_elsewhere; // passes run on a member's thread, not the group's (prefills of a
+                        // group that is not exclusive)
 } EmxForwardGroupStats;
 void emx_forward_group_stats(EmxForwardGroup *g, EmxForwardGroupStats *st);
 

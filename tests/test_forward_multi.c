@@ -322,6 +322,9 @@ static void grouped_generations(const char *name, int n_members) {
     }
     cr_expect_eq(st.rows, want_rows, "%ld rows ran in the group, want %ld", st.rows, want_rows);
     cr_expect(st.steps >= 1 && st.steps <= st.rows);
+    // not exclusive: the prefills ran on the members' threads, the steps on the group's
+    cr_expect_eq(st.passes_elsewhere, st.prefills, "%ld of %ld prefills on members' threads", st.passes_elsewhere,
+                 st.prefills);
     emx_forward_group_free(g);
     emx_tokenizer_free(tk);
     emx_model_close(&m);
@@ -336,7 +339,7 @@ Test(forward_group, generate_group_of_one, .timeout = 120) { grouped_generations
 // returns no step has run (B holds the step again and has not submitted: that is exact, not
 // timed), and no pass ever started while another ran. Then B's and A's rows batch, and A's last
 // row runs alone once B has left: 4 steps, 3 + 3 rows + 1. Without the rule, B's prefill lets
-// A's step run at once, beside it.
+// A's step run at once, beside it. B's prefill runs on the group's thread, as the steps do.
 Test(forward_group, exclusive_prefill_runs_alone, .timeout = 120) {
     EmxModel m;
     open_model(&m, "llama3-tiny.q8.bin");
@@ -369,6 +372,8 @@ Test(forward_group, exclusive_prefill_runs_alone, .timeout = 120) {
     emx_forward_group_stats(g, &st);
     cr_expect(st.steps == 4 && st.rows == 7, "%ld steps, %ld rows: want 4 and 7", st.steps, st.rows);
     cr_expect_eq(st.overlaps, 0, "a pass started beside another %ld times", st.overlaps);
+    // every pass on the group's own thread (one OpenMP team), B's prefill included
+    cr_expect_eq(st.passes_elsewhere, 0, "%ld passes ran on members' threads", st.passes_elsewhere);
     emx_state_free(a.st), emx_state_free(b), free(a.logits);
     emx_forward_group_free(g);
     emx_model_close(&m);

@@ -252,8 +252,9 @@ static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) 
 }
 
 // Weight rows r..r+3 of a quantised matrix against every activation row. A batch of rows
-// (prefill) repacks the four rows once into `pack` and runs the tile over all of them; a
-// single row (decode) reads the four rows as they are (emx_dot4x1_*).
+// (prefill) repacks the four rows once into `pack` and runs the tile over all of them; a few rows
+// (the server's slots) run the tile over the rows as they are; a single row (decode) the decode
+// kernel (emx_dot4x1_*). All three give the same bits (cpu_qdot.c): a speed choice only.
 static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl, uint8_t *pack) {
     const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
     const QuantRows q = quant_rows(w);
@@ -262,33 +263,23 @@ static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a,
     if (pack) {
         emx_quad_pack(pack, w->dtype, wr, wd, cols);
         emx_quad_tile(pack, w->dtype, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
-        return;
-    }
-    for (int i = 0; i < a->n; i++) {
+    } else if (a->n > 1) {
+        emx_quad_direct(w->dtype, wr, wd, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
+    } else {
         float o[4];
-        const int8_t *xq = a->xq + (size_t)i * cols;
-        const int32_t *xli = xl + (size_t)i * ng * 4;
-        const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
-        if (w->dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)wr, wd, xq, xli, xd, cols, o);
-        else if (w->dtype == EMX_Q4) emx_dot4x1_q4(wr, wd, xq, xli, xd, xs, cols, o);
-        else emx_dot4x1_q4_1(wr, wd, wm, xq, xli, xd, xs, cols, o);
-        for (int k = 0; k < 4; k++) out[(size_t)i * rows + r + k] = o[k];
+        const float *xd = a->xd, *xs = a->xs;
+        if (w->dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)wr, wd, a->xq, xl, xd, cols, o);
+        else if (w->dtype == EMX_Q4) emx_dot4x1_q4(wr, wd, a->xq, xl, xd, xs, cols, o);
+        else emx_dot4x1_q4_1(wr, wd, wm, a->xq, xl, xd, xs, cols, o);
+        for (int k = 0; k < 4; k++) out[r + k] = o[k];
     }
 }
 
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the
-// repacking costs about one pass over the four rows; it serves every activation row). Either
-// way gives the same bits (cpu_qdot.c), so this is a speed choice only. With AVX-512 VNNI the
-// tile pays from 4 rows. In 256-bit registers the repacking is dearer and the tile's gain
-// smaller: at 4 rows (a server's 4 slots in one step) the pack took 40% of the step, and
-// the decode kernel run once per row — the quad's 2 KB stay in L1 — cut the step's CPU time
-// from 64-84 to 43 ms (SmolLM2-135M q8, 1 thread, loaded 2-core EPYC). Prefill's batches (up
-// to 256 rows) keep the tile, which made q4 prefill 1.9x faster there.
-#if EMX_AVX512_VNNI
-#define EMX_PACK_MIN_ROWS 4
-#else
+// repacking costs about one pass over the four rows and serves every activation row); below,
+// the tile reads the rows as they are. SmolLM2-135M q8, emx_forward_multi, 2 threads, AVX-512
+// VNNI: 4 rows 11.3 ms a step direct vs 11.7 repacked, 8 rows 15.0 vs 15.9, 16 rows even (26 ms).
 #define EMX_PACK_MIN_ROWS 16
-#endif
 
 // Threads take whole tiles of ROW_TILE weight rows (static: thread t gets the same rows every
 // call), four rows at a time where the rows are quantised and the build has the 4-row kernels.

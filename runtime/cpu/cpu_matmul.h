@@ -124,5 +124,10 @@ size_t emx_quad_pack_bytes(int n);
 void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);
 void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
                    int i0, int ni, float *out, size_t out_stride);
+// The same tile over the four rows as they are (w: quants [4][...], wd: scales [4][n/32], wm:
+// q4_1's mins [4][n/32]), no repacked copy: for a few activation rows (a server's slots decoding
+// together), where the copy costs as much as the tile. Bitwise equal to emx_quad_tile.
+void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
+                     const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride);
 
 #endif

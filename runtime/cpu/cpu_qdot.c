@@ -1,7 +1,8 @@
 // cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1) with int8 activations on the
 // CPU: one weight row (emx_dot_*), four weight rows against one activation row (emx_dot4x1_*,
-// decode) and the prefill tile of four weight rows against up to 8 activation rows from a
-// repacked copy of the four rows (emx_quad_pack / emx_quad_tile).
+// decode) and the tile of four weight rows against up to 8 activation rows, from a repacked
+// copy of the four rows (emx_quad_pack / emx_quad_tile: prefill) or from the rows as they are
+// (emx_quad_direct: a few rows, the server's slots decoding together).
 //
 // One accumulation order (batch invariance, cpu_matmul.h). A group g of 32 weights w_j and
 // activations x_j (integers: q8 w_j = the int8, q4 w_j = nibble - 8, q4_1 w_j = nibble) gives
@@ -427,17 +428,35 @@ static inline void quad_out(int kind, const float o[4], const uint16_t *wm, cons
 
 #if EMX_AVX512_VNNI
 // nt (<= 8) activation rows (row t at xq + t*n, xl + t*n/8, xd + t*n/32, xs + t*n/32) against
-// the packed quad; out[t][r] (row stride out_stride).
-static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, const uint8_t *pack, const uint16_t *wm,
+// four weight rows; out[t][r] (row stride out_stride). The quad comes from its packed copy, or
+// (direct, a compile-time choice) from the rows as they are (w, wd): each group loaded and
+// reshuffled once for the nt rows, which pays where too few rows share a copy to repay it.
+static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, const uint8_t *pack,
+                                                            const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
                                                             const int8_t *xq, const int32_t *xl, const float *xd,
                                                             const float *xs, int n, float *out, size_t out_stride) {
     const int ng = n / 32;
-    __m512 acc[8];
+    const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
+    __m512 acc[8], t01 = _mm512_setzero_ps(), t23 = _mm512_setzero_ps();
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
-        const __m512i w1 = _mm512_load_si512((const void *)p), w2 = _mm512_load_si512((const void *)(p + 64));
-        const __m512 dw = _mm512_load_ps((const void *)(p + 128));
+        __m512i w1, w2;
+        __m512 dw;
+        if (direct) {
+            if (g % 8 == 0) {  // a block's scales, and the next block of the rows asked for ahead
+                quad_scales(wd, ng, g, &t01, &t23);
+                const size_t block_bytes = kind == 0 ? 256 : 128, ahead = (size_t)(g + 8) * (block_bytes / 8);
+                for (int r = 0; r < 4; r++)
+                    for (size_t b = 0; b < block_bytes; b += 64)
+                        _mm_prefetch((const char *)(w + r * row_bytes + ahead + b), _MM_HINT_T0);
+            }
+            quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
+            dw = quad_spread(t01, t23, _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(g % 8)));
+        } else {
+            const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+            w1 = _mm512_load_si512((const void *)p), w2 = _mm512_load_si512((const void *)(p + 64));
+            dw = _mm512_load_ps((const void *)(p + 128));
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
             acc[t] = quad_step(kind, acc[t], w1, w2, _mm512_mul_ps(dw, _mm512_set1_ps(xd[(size_t)t * ng + g])),
@@ -450,20 +469,38 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, co
     }
 }
 #elif defined(EMX_AVX2)
-// nt (<= 4) activation rows against the packed quad, as the AVX-512 tile: per group the four
-// rows' bytes are loaded once for all nt activation rows (from L1: 4 x 2 accumulators and the
-// rows do not all fit in 16 registers), s_g = d_w * d_x the same f32 product as emx_dot_*'s.
-static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, const uint8_t *pack, const uint16_t *wm,
+// nt (<= 4) activation rows against four weight rows, as the AVX-512 tile (packed or direct): per
+// group the four rows' bytes are loaded once for all nt activation rows (from L1: 4 x 2
+// accumulators and the rows do not all fit in 16 registers), s_g = d_w * d_x the same f32
+// product as emx_dot_*'s.
+static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, const uint8_t *pack,
+                                                            const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
                                                             const int8_t *xq, const int32_t *xl, const float *xd,
                                                             const float *xs, int n, float *out, size_t out_stride) {
     const int ng = n / 32;
+    const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m256 acc[4][2];
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
         __m256i wv[4];
-        for (int r = 0; r < 4; r++) wv[r] = _mm256_load_si256((const __m256i *)(p + 32 * r));
-        const __m256 d01 = _mm256_load_ps((const float *)(p + 128)), d23 = _mm256_load_ps((const float *)(p + 160));
+        __m256 d01, d23;
+        if (direct) {
+            if (g % 8 == 0) {  // the next quad's rows asked for ahead, as emx_dot4x1_* does
+                const size_t block_bytes = kind == 0 ? 256 : 128;
+                const uint8_t *next = w + 4 * row_bytes + (size_t)(g / 8) * 4 * block_bytes;
+                for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+            }
+            float d[4];
+            for (int r = 0; r < 4; r++) {
+                wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
+                d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
+            }
+            d01 = spread2(&d[0], &d[1]), d23 = spread2(&d[2], &d[3]);
+        } else {
+            const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+            for (int r = 0; r < 4; r++) wv[r] = _mm256_load_si256((const __m256i *)(p + 32 * r));
+            d01 = _mm256_load_ps((const float *)(p + 128)), d23 = _mm256_load_ps((const float *)(p + 160));
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const __m256 dx = _mm256_set1_ps(xd[(size_t)t * ng + g]);
@@ -480,19 +517,27 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int nt, co
 #endif
 
 #ifdef EMX_AVX2
-static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const uint8_t *pack, const uint16_t *wm,
-                                                                 const EmxActs *a, const int32_t *xl, int n, int i0,
-                                                                 int ni, float *out, size_t out_stride) {
+// Activation rows i0 .. i0+ni-1 in tiles of 8 (AVX-512), 4 and 1.
+static inline __attribute__((always_inline)) void quad_tile_kind(int kind, int direct, const uint8_t *pack,
+                                                                 const uint8_t *w, const uint16_t *wd,
+                                                                 const uint16_t *wm, const EmxActs *a,
+                                                                 const int32_t *xl, int n, int i0, int ni, float *out,
+                                                                 size_t out_stride) {
     const int ng = n / 32;
     int i = i0;
     const int end = i0 + ni;
 #define EMX_TILE(nt)                                                                                              \
-    quad_tile(kind, nt, pack, wm, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4, a->xd + (size_t)i * ng,        \
-              a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride)
+    quad_tile(kind, direct, nt, pack, w, wd, wm, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4,                  \
+              a->xd + (size_t)i * ng, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride)
 #if EMX_AVX512_VNNI
     for (; i + 8 <= end; i += 8) EMX_TILE(8);
 #endif
     for (; i + 4 <= end; i += 4) EMX_TILE(4);
+    if (direct && end - i >= 2) {  // the rest together: each group of the rows loaded once
+        if (end - i == 3) EMX_TILE(3);
+        else EMX_TILE(2);
+        i = end;
+    }
     for (; i < end; i++) EMX_TILE(1);
 #undef EMX_TILE
 }
@@ -501,11 +546,22 @@ static inline __attribute__((always_inline)) void quad_tile_kind(int kind, const
 void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
                    int i0, int ni, float *out, size_t out_stride) {
 #ifdef EMX_AVX2
-    if (dtype == EMX_Q8) quad_tile_kind(0, pack, wm, a, xl, n, i0, ni, out, out_stride);
-    else if (dtype == EMX_Q4) quad_tile_kind(1, pack, wm, a, xl, n, i0, ni, out, out_stride);
-    else quad_tile_kind(2, pack, wm, a, xl, n, i0, ni, out, out_stride);
+    if (dtype == EMX_Q8) quad_tile_kind(0, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4) quad_tile_kind(1, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    else quad_tile_kind(2, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
 #else
     (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)n, (void)i0, (void)ni, (void)out, (void)out_stride;
+#endif
+}
+
+void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
+                     const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride) {
+#ifdef EMX_AVX2
+    if (dtype == EMX_Q8) quad_tile_kind(0, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4) quad_tile_kind(1, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+    else quad_tile_kind(2, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+#else
+    (void)dtype, (void)w, (void)wd, (void)wm, (void)a, (void)xl, (void)n, (void)i0, (void)ni, (void)out, (void)out_stride;
 #endif
 }
 

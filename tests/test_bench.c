@@ -566,7 +566,7 @@ Test(bench, bw_model_weights_are_the_tensor_table) {
         EmxModel m;
         open_test_model(&m, models[k]);
         EmxBwModel bm;
-        emx_bw_model(&m, 7, &bm);
+        emx_bw_model(&m, 7, 4, &bm);
         cr_expect_eq(bm.weight_bytes, emx_model_weight_bytes_per_token(&m), "%s: %llu vs %llu", models[k],
                      (unsigned long long)bm.weight_bytes, (unsigned long long)emx_model_weight_bytes_per_token(&m));
         uint64_t w = 0, kv = 0, act = 0;
@@ -581,24 +581,34 @@ Test(bench, bw_model_weights_are_the_tensor_table) {
 }
 
 // The KV cache read grows by one position's keys and values per position, nothing else does
-// but the score rows: p vs 2p differ by exactly p x n_layers x kv_dim x 2 x 4 B of KV.
+// but the score rows: p vs 2p differ by exactly p x n_layers x kv_dim x 2 x E B of KV, E = 4 for
+// an f32 cache and 2 for an f16 one; the f16 cache's KV bytes are half the f32 cache's, and
+// nothing else differs.
 Test(bench, bw_model_kv_linear_in_position) {
     EmxModel m;
     open_test_model(&m, "models/llama3-tiny.q8.bin");
-    const uint64_t per_pos = (uint64_t)m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * 2 * 4;
-    cr_expect_eq(emx_bw_kv_bytes_per_position(&m.cfg), per_pos);
-    const int ps[] = {0, 1, 5, 100};
-    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-        const int p = ps[k];
-        EmxBwModel a, b, c;
-        emx_bw_model(&m, p, &a);
-        emx_bw_model(&m, p + 1, &b);
-        emx_bw_model(&m, 2 * p, &c);
-        cr_expect_eq(b.kv_bytes - a.kv_bytes, per_pos, "p %d", p);
-        cr_expect_eq(c.kv_bytes - a.kv_bytes, (uint64_t)p * per_pos, "p %d", p);
-        cr_expect_eq(c.weight_bytes, a.weight_bytes);
-        // the step at p reads p + 1 positions and writes one (rope + KV write)
-        cr_expect_eq(a.kv_bytes, (uint64_t)(p + 2) * per_pos, "p %d", p);
+    const int elems[] = {4, 2};
+    for (int e = 0; e < 2; e++) {
+        const int E = elems[e];
+        const uint64_t per_pos = (uint64_t)m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * 2 * (uint64_t)E;
+        cr_expect_eq(emx_bw_kv_bytes_per_position(&m.cfg, E), per_pos);
+        const int ps[] = {0, 1, 5, 100};
+        for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+            const int p = ps[k];
+            EmxBwModel a, b, c, f32;
+            emx_bw_model(&m, p, E, &a);
+            emx_bw_model(&m, p + 1, E, &b);
+            emx_bw_model(&m, 2 * p, E, &c);
+            emx_bw_model(&m, p, 4, &f32);
+            cr_expect_eq(a.kv_elem_bytes, E);
+            cr_expect_eq(b.kv_bytes - a.kv_bytes, per_pos, "E %d p %d", E, p);
+            cr_expect_eq(c.kv_bytes - a.kv_bytes, (uint64_t)p * per_pos, "E %d p %d", E, p);
+            cr_expect_eq(c.weight_bytes, a.weight_bytes);
+            // the step at p reads p + 1 positions and writes one (rope + KV write)
+            cr_expect_eq(a.kv_bytes, (uint64_t)(p + 2) * per_pos, "E %d p %d", E, p);
+            cr_expect_eq(a.kv_bytes * (uint64_t)(4 / E), f32.kv_bytes, "E %d p %d", E, p);
+            cr_expect(a.weight_bytes == f32.weight_bytes && a.act_bytes == f32.act_bytes, "E %d p %d", E, p);
+        }
     }
     emx_model_close(&m);
 }
@@ -614,7 +624,7 @@ Test(bench, bw_model_printed_us_are_bytes_over_peak) {
     EmxModel m;
     open_test_model(&m, "models/llama3-tiny.q8.bin");
     EmxBwModel bm;
-    emx_bw_model(&m, 3, &bm);
+    emx_bw_model(&m, 3, 4, &bm);
     const char *devs[] = {"h100-sxm", "rtx4090"};
     const double peaks[] = {3350, 1008};
     for (int k = 0; k < 2; k++) {
@@ -666,7 +676,7 @@ Test(bench, bw_model_in_cpu_speed_report, .timeout = 300) {
     EmxModel m;
     open_test_model(&m, "models/stories260K.q8.bin");
     EmxBwModel bm;
-    emx_bw_model(&m, 2, &bm);  // tg6: positions 0..5, mean 2.5
+    emx_bw_model(&m, 2, 4, &bm);  // tg6: positions 0..5, mean 2.5
     emx_model_close(&m);
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "6",
                                                  "--runs", "1", "--bandwidth-model", NULL});
@@ -677,6 +687,21 @@ Test(bench, bw_model_in_cpu_speed_report, .timeout = 300) {
               "%s", r.out);
     cr_expect_eq((uint64_t)report_number(r.out, "model bytes/step:"), bm.total_bytes, "%s", r.out);
     cr_expect(strstr(r.out, "\n  attention x 5 layers ") && strstr(r.out, "\n  classifier matvec "), "%s", r.out);
+    run_free(&r);
+    // an f16 cache: its elements counted at 2 bytes
+    EmxModel m16;
+    open_test_model(&m16, "models/stories260K.q8.bin");
+    EmxBwModel bm16;
+    emx_bw_model(&m16, 2, 2, &bm16);
+    emx_model_close(&m16);
+    r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "6", "--runs", "1",
+                                       "--cache-type", "f16", "--bandwidth-model", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(bm16.kv_bytes * 2 == bm.kv_bytes && bm16.total_bytes < bm.total_bytes);
+    cr_expect_eq((uint64_t)report_number(r.out, "model bytes/step:"), bm16.total_bytes, "%s", r.out);
+    char kvline[128];
+    snprintf(kvline, sizeof kvline, "+ KV cache %llu (f16) +", (unsigned long long)bm16.kv_bytes);
+    cr_expect(strstr(r.out, kvline), "want [%s] in %s", kvline, r.out);
     run_free(&r);
     r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "0", "-n", "2", "--runs", "1",
                                        "--model-device", "h200", "--bandwidth-model", NULL});

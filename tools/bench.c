@@ -369,10 +369,10 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
 
 // The bandwidth model of tgN's mean step: positions 0..N-1 make bytes linear in the position,
 // so the mean step is the step at (N - 1) / 2; rounded down, the bound stays below it.
-static void print_bw_model(const EmxModel *model, int n_gen, int depth, const EmxBwDevice *d) {
+static void print_bw_model(const EmxModel *model, int n_gen, int depth, int kv_elem_bytes, const EmxBwDevice *d) {
     EmxBwModel bm;
     const int pos = depth + (n_gen > 0 ? (n_gen - 1) / 2 : 0);
-    emx_bw_model(model, pos, &bm);
+    emx_bw_model(model, pos, kv_elem_bytes, &bm);
     char what[80] = "";
     if (n_gen > 0)
         snprintf(what, sizeof what, " (the mean of tg%d's %d..%d, rounded down)", n_gen, depth, depth + n_gen - 1);
@@ -488,7 +488,7 @@ static int bench_speed(int argc, char **argv) {
     };
     emx_speed_report_print(stdout, &rep);
     // The emulator's timings say nothing about a GPU's: the model is what there is to read.
-    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, bw_device);
+    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_CACHE_F16 ? 2 : 4, bw_device);
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

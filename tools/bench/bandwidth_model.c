@@ -35,8 +35,8 @@ void emx_bw_device_names(char *buf, size_t cap) {
 
 double emx_bw_us(uint64_t bytes, double gbps) { return (double)bytes / (gbps * 1e3); }
 
-uint64_t emx_bw_kv_bytes_per_position(const EmxConfig *c) {
-    return (uint64_t)c->n_layers * c->n_kv_heads * c->head_dim * 2 * sizeof(float);
+uint64_t emx_bw_kv_bytes_per_position(const EmxConfig *c, int kv_elem_bytes) {
+    return (uint64_t)c->n_layers * c->n_kv_heads * c->head_dim * 2 * (kv_elem_bytes == 2 ? 2 : 4);
 }
 
 static uint64_t tbytes(const EmxTensor *t) { return t->data ? emx_tensor_bytes(t->dtype, t->rows, t->cols) : 0; }
@@ -63,26 +63,27 @@ static void add(EmxBwModel *bm, const char *kernel, uint32_t n_layers, uint64_t 
 // than the f32 vector counted as the matvec's input.
 static void add_layer(EmxBwModel *bm, const EmxModel *m, const EmxLayer *L, uint64_t keys) {
     const EmxConfig *c = &m->cfg;
-    const uint64_t F = sizeof(float), dim = c->dim, hid = c->hidden_dim;
+    const uint64_t F = sizeof(float), E = (uint64_t)bm->kv_elem_bytes, dim = c->dim, hid = c->hidden_dim;
     const uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
     add(bm, "rmsnorm (attention input)", c->n_layers, tbytes(&L->attn_norm), 0, 2 * dim * F);
     // three matvecs, each reads xb [dim]; writes q [q], k and v [kv]
     add(bm, "q/k/v matvecs", c->n_layers, tbytes(&L->wq) + tbytes(&L->wk) + tbytes(&L->wv), 0,
         (3 * dim + q + 2 * kv) * F);
-    // reads q, k, v, writes q in place and k, v into the cache row of pos (f32 cache)
-    add(bm, "rope + KV write", c->n_layers, tbytes(&L->q_norm) + tbytes(&L->k_norm), 2 * kv * F, (2 * q + 2 * kv) * F);
-    // keys and values of positions 0..pos (f32 cache today); q in, att out, the score rows
-    // [n_heads][keys] recorded for the samplers
-    add(bm, "attention", c->n_layers, 0, 2 * keys * kv * F, (2 * q + (uint64_t)c->n_heads * keys) * F);
+    // reads q, k, v, writes q in place and k, v into the cache row of pos (E bytes an element)
+    add(bm, "rope + KV write", c->n_layers, tbytes(&L->q_norm) + tbytes(&L->k_norm), 2 * kv * E, (2 * q + 2 * kv) * F);
+    // keys and values of positions 0..pos; q in, att out, the score rows [n_heads][keys]
+    // recorded for the samplers
+    add(bm, "attention", c->n_layers, 0, 2 * keys * kv * E, (2 * q + (uint64_t)c->n_heads * keys) * F);
     add(bm, "o matvec (+ residual)", c->n_layers, tbytes(&L->wo), 0, (q + 2 * dim) * F);
     add(bm, "rmsnorm (FFN input)", c->n_layers, tbytes(&L->ffn_norm), 0, 2 * dim * F);
     add(bm, "gate/up matvec + swiglu", c->n_layers, tbytes(&L->w_gate) + tbytes(&L->w_up), 0, (2 * dim + hid) * F);
     add(bm, "down matvec (+ residual)", c->n_layers, tbytes(&L->w_down), 0, (hid + 2 * dim) * F);
 }
 
-void emx_bw_model(const EmxModel *m, int pos, EmxBwModel *out) {
+void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out) {
     memset(out, 0, sizeof *out);
     out->pos = pos;
+    out->kv_elem_bytes = kv_elem_bytes == 2 ? 2 : 4;
     const EmxConfig *c = &m->cfg;
     const uint64_t F = sizeof(float), dim = c->dim, vocab = c->vocab_size, keys = (uint64_t)pos + 1;
     const EmxTensor *e = &m->tok_embeddings;
@@ -117,9 +118,9 @@ void emx_bw_model_print(FILE *f, const EmxBwModel *bm, const EmxBwDevice *d, con
         const uint64_t b = r->weight_bytes + r->kv_bytes + r->act_bytes;
         fprintf(f, "  %-40s %14llu %12.3f\n", name, (unsigned long long)b, emx_bw_us(b, d->peak_gbps));
     }
-    fprintf(f, "%-18s %llu = weights %llu + KV cache %llu (f32) + activations %llu\n", "model bytes/step:",
+    fprintf(f, "%-18s %llu = weights %llu + KV cache %llu (%s) + activations %llu\n", "model bytes/step:",
             (unsigned long long)bm->total_bytes, (unsigned long long)bm->weight_bytes,
-            (unsigned long long)bm->kv_bytes, (unsigned long long)bm->act_bytes);
+            (unsigned long long)bm->kv_bytes, bm->kv_elem_bytes == 2 ? "f16" : "f32", (unsigned long long)bm->act_bytes);
     const double us = emx_bw_us(bm->total_bytes, d->peak_gbps);
     fprintf(f, "%-18s %.3f µs/step at %.0f GB/s (a lower bound, not a measurement)\n", "model bound:", us,
             d->peak_gbps);

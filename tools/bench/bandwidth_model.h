@@ -21,23 +21,26 @@ typedef struct {
     const char *kernel;
     uint32_t n_layers;      // 0: once per step; else the row is the sum over that many layers
     uint64_t weight_bytes;  // tensors' stored bytes (q8/q4 quants with their f16 scales)
-    uint64_t kv_bytes;      // KV cache read (attention) or written (rope + KV write), f32
+    uint64_t kv_bytes;      // KV cache read (attention) or written (rope + KV write)
     uint64_t act_bytes;     // activations read + written, counted as f32 vectors
 } EmxBwRow;
 
 typedef struct {
     int pos;                // the step's position: it attends pos + 1 keys
+    int kv_elem_bytes;      // the KV cache's element: 4 (f32) or 2 (f16)
     EmxBwRow rows[EMX_BW_MAX_ROWS];
     int n_rows;
     uint64_t weight_bytes, kv_bytes, act_bytes, total_bytes;  // sums of the rows
 } EmxBwModel;
 
-// The model of one decode step at position pos (>= 0) of m: a pure function of m's config and
-// tensors. weight_bytes equals emx_model_weight_bytes_per_token(m).
-void emx_bw_model(const EmxModel *m, int pos, EmxBwModel *out);
+// The model of one decode step at position pos (>= 0) of m with a KV cache of kv_elem_bytes per
+// element (4: f32, 2: f16; anything else counts as 4): a pure function of m's config and tensors.
+// weight_bytes equals emx_model_weight_bytes_per_token(m).
+void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out);
 
-// The KV cache bytes one position adds to what a step reads: n_layers x kv_dim x 2 (K, V) x 4 B.
-uint64_t emx_bw_kv_bytes_per_position(const EmxConfig *c);
+// The KV cache bytes one position adds to what a step reads: n_layers x kv_dim x 2 (K, V) x
+// kv_elem_bytes.
+uint64_t emx_bw_kv_bytes_per_position(const EmxConfig *c, int kv_elem_bytes);
 
 typedef struct {
     const char *name;   // the --model-device name

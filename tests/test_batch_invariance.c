@@ -157,12 +157,13 @@ Test(batch_invariance, matmul_q4, .timeout = 300) { check_dtype(EMX_Q4); }
 Test(batch_invariance, matmul_q4_1, .timeout = 300) { check_dtype(EMX_Q4_1); }
 
 // The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
-// activation row) and the tile (four weight rows repacked, or read as they are; 1..11 activation
-// rows: tiles of 8, 4, 3, 2 and 1), at sizes with whole blocks of 8 groups, a partial block, and an odd count.
+// activation row) and the tile (four weight rows repacked, or read as they are; 27 activation
+// rows: tiles of 16, 8, 4, 3, 2 and 1), at sizes with whole blocks of 8 groups, a partial
+// block, and an odd count.
 Test(batch_invariance, four_row_kernels_equal_dot) {
     if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (they need AVX2)");
     static const int sizes[] = {32, 64, 96, 256, 320, 352, 576, 1024};
-    enum { ROWS = 11 };
+    enum { ROWS = 27 };
     uint64_t rng = 4242;
     for (size_t si = 0; si < 4 * sizeof(sizes) / sizeof(sizes[0]); si++) {
         const int n = sizes[si % (sizeof(sizes) / sizeof(sizes[0]))], ng = n / 32;
@@ -179,11 +180,11 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
             const EmxActs a = {.x = r.x, .xq = r.xq, .xd = r.xd, .xs = r.xs, .n = ROWS};
             emx_quad_pack(pack, dt, w, wd, n);
             emx_quad_tile(pack, dt, wm, &a, xl, n, 0, ROWS, &tile[0][0], 4);
-            // the tile over the rows as they are, in runs of 2, 3, 1 and 5 activation rows
+            // the tile over the rows as they are, in runs of 2, 3, 1, 5 and 16 activation rows
             float direct[ROWS][4];
             memset(direct, 0xff, sizeof direct);
-            static const int runs[][2] = {{0, 2}, {2, 3}, {5, 1}, {6, 5}};
-            for (int k = 0; k < 4; k++) emx_quad_direct(dt, w, wd, wm, &a, xl, n, runs[k][0], runs[k][1], &direct[0][0], 4);
+            static const int runs[][2] = {{0, 2}, {2, 3}, {5, 1}, {6, 5}, {11, 16}};
+            for (int k = 0; k < 5; k++) emx_quad_direct(dt, w, wd, wm, &a, xl, n, runs[k][0], runs[k][1], &direct[0][0], 4);
             cr_assert(memcmp(direct, tile, sizeof tile) == 0, "%s n=%d: the direct tile differs from the packed one",
                       emx_dtype_name(dt), n);
             for (int t = 0; t < ROWS; t++) {

@@ -306,7 +306,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
     const int n_tiles = (total + ROW_TILE - 1) / ROW_TILE;
 #pragma omp parallel num_threads(n_threads) if (work > EMX_PARALLEL_MIN_WORK)
     {
-        // the thread's repacked quad; NULL (no memory) runs the decode kernel instead, same bits
+        // the thread's repacked quad; NULL (no memory) reads the rows as they are instead, same bits
         uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols)) : NULL;
 #pragma omp for schedule(static)
         for (int tile = 0; tile < n_tiles; tile++) {

@@ -1,6 +1,6 @@
 // cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1) with int8 activations on the
 // CPU: one weight row (emx_dot_*), four weight rows against one activation row (emx_dot4x1_*,
-// decode) and the tile of four weight rows against up to 8 activation rows, from a repacked
+// decode) and the tile of four weight rows against up to 16 activation rows, from a repacked
 // copy of the four rows (emx_quad_pack / emx_quad_tile: prefill) or from the rows as they are
 // (emx_quad_direct: a few rows, the server's slots decoding together).
 //
@@ -51,6 +51,20 @@ void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl) {
 }
 
 #ifdef EMX_AVX2
+// For the 4-row kernels that read the weight rows as they are: at the start of each block of 8
+// groups of a quad (four rows, row_bytes each, at w), ask for that block's share of the next
+// quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive quads). Reading
+// four rows a few hundred bytes apart, the hardware prefetcher does not run far enough ahead: q8
+// decode of a matrix from memory ran at half the one-row kernel's speed (which reads one
+// stream). Asking instead for the next block of these same rows, a few hundred bytes ahead, is
+// too close to hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2,
+// 2-core Xeon with AVX-512, alternated).
+static inline void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
+    const size_t block_bytes = kind == 0 ? 256 : 128;  // 8 groups of one row
+    const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
+    for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+}
+
 // The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).
 static inline __m128i fold8(__m256i v) {
     return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -219,13 +233,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         const __m512 dxx = _mm512_insertf32x8(_mm512_castps256_ps512(dx), dx, 1);
         s01 = _mm512_mul_ps(s01, dxx);
         s23 = _mm512_mul_ps(s23, dxx);
-        // The next quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive
-        // quads), a block's worth per block. Asking for the next block of these same rows instead
-        // (a few hundred bytes ahead, too close to hide the latency) decoded SmolLM2 q8 at 119-123
-        // tok/s against 146-169 (-t 2, 2-core Xeon, alternated).
-        const size_t block_bytes = kind == 0 ? 256 : 128;
-        const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
-        for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+        prefetch_next_quad(kind, w, row_bytes, g0);
         if (m == 8) {  // whole block: constant spreads (the usual case; no index arithmetic)
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
@@ -325,13 +333,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
             for (int r = 0; r < 4; r++)
                 for (int k = 0; k < m; k++) s[r][k] = _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k];
         }
-        // The next quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive
-        // quads), asked for ahead, a block's worth per block: reading four rows a few hundred
-        // bytes apart, the hardware prefetcher does not run far enough ahead, and q8 decode of a
-        // matrix from memory ran at half the one-row kernel's speed (which reads one stream).
-        const size_t block_bytes = kind == 0 ? 256 : 128;
-        const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
-        for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+        prefetch_next_quad(kind, w, row_bytes, g0);
         for (int k = 0; k < m; k++) {
             const int g = g0 + k;
             __m256i wv[4];
@@ -446,11 +448,9 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         __m512i w1, w2;
         __m512 dw;
         if (direct) {
-            if (g % 8 == 0) {  // a block's scales, and the next quad's rows asked for ahead (dot4x1)
+            if (g % 8 == 0) {  // a block's scales, and the next quad's rows asked for ahead
                 quad_scales(wd, ng, g, &t01, &t23);
-                const size_t block_bytes = kind == 0 ? 256 : 128;
-                const uint8_t *next = w + 4 * row_bytes + (size_t)(g / 8) * 4 * block_bytes;
-                for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+                prefetch_next_quad(kind, w, row_bytes, g);
             }
             quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
             dw = quad_spread(t01, t23, _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(g % 8)));
@@ -488,11 +488,7 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         __m256i wv[4];
         __m256 d01, d23;
         if (direct) {
-            if (g % 8 == 0) {  // the next quad's rows asked for ahead, as emx_dot4x1_* does
-                const size_t block_bytes = kind == 0 ? 256 : 128;
-                const uint8_t *next = w + 4 * row_bytes + (size_t)(g / 8) * 4 * block_bytes;
-                for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
-            }
+            if (g % 8 == 0) prefetch_next_quad(kind, w, row_bytes, g);
             float d[4];
             for (int r = 0; r < 4; r++) {
                 wv[r] = quad_row(kind == 0, w, row_bytes, r, g);

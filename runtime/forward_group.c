@@ -33,7 +33,6 @@ struct EmxForwardGroup {
     Member *m;            // [cap] places; a member keeps its place while it stays
     int running;          // a step is being run (outside the lock)
     int prefilling;       // prefills running now
-    int prefills_queued;  // exclusive: prefills waiting for the group's thread
     long tickets;         // prefills queued so far (their order)
     int exclusive;        // one pass at a time (forward_group.h)
     long steps, rows;     // steps run and rows in them, since the group was made
@@ -101,11 +100,21 @@ void emx_forward_group_set_exclusive(EmxForwardGroup *g, int exclusive) {
     pthread_mutex_unlock(&g->mu);
 }
 
+// An exclusive group's queued prefill that goes next (the first queued), or NULL. (Lock held.)
+static Member *next_prefill(const EmxForwardGroup *g) {
+    Member *first = NULL;
+    for (int i = 0; i < g->cap; i++) {
+        Member *m = &g->m[i];
+        if (m->s && m->pf_ticket > 0 && (!first || m->pf_ticket < first->pf_ticket)) first = m;
+    }
+    return first;
+}
+
 // Whether the next step can run now: no pass in the way, some row waits, and every member that
 // holds the step has submitted. (Lock held.)
 static int step_ready(const EmxForwardGroup *g) {
     if (g->running) return 0;
-    if (g->exclusive && (g->prefilling || g->prefills_queued)) return 0;  // the prefill goes first
+    if (g->exclusive && (g->prefilling || next_prefill(g))) return 0;  // the prefill goes first
     int some = 0;
     for (int i = 0; i < g->cap; i++) {
         const Member *m = &g->m[i];
@@ -118,7 +127,7 @@ static int step_ready(const EmxForwardGroup *g) {
 
 // Wakes the group's thread when the change just made (under the lock) may have given it work.
 static void poke(EmxForwardGroup *g) {
-    if (g->prefills_queued || step_ready(g)) pthread_cond_signal(&g->work);
+    if (next_prefill(g) || step_ready(g)) pthread_cond_signal(&g->work);
 }
 
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen) {
@@ -200,16 +209,6 @@ static void run_step(EmxForwardGroup *g) {
     pthread_cond_broadcast(&g->done);
 }
 
-// An exclusive group's queued prefill that goes next (the first queued), or NULL. (Lock held.)
-static Member *next_prefill(EmxForwardGroup *g) {
-    Member *first = NULL;
-    for (int i = 0; i < g->cap; i++) {
-        Member *m = &g->m[i];
-        if (m->s && m->pf_ticket > 0 && (!first || m->pf_ticket < first->pf_ticket)) first = m;
-    }
-    return first;
-}
-
 // Runs a member's multi-token call on the calling thread. Lock held on entry and on return.
 static const float *run_prefill(EmxForwardGroup *g, Member *me, const int *tokens, int n, int pos) {
     EmxState *s = me->s;
@@ -234,7 +233,6 @@ static void *group_main(void *arg) {
         Member *pf = next_prefill(g);
         if (pf) {
             pf->pf_ticket = 0;
-            g->prefills_queued--;
             pf->pf_result = run_prefill(g, pf, pf->pf_tokens, pf->pf_n, pf->pf_pos);
             pf->pf_done = 1;
             pthread_cond_broadcast(&g->done);
@@ -259,7 +257,6 @@ static const float *prefill(EmxForwardGroup *g, Member *me, const int *tokens, i
         me->pf_tokens = tokens, me->pf_n = n, me->pf_pos = pos;
         me->pf_ticket = ++g->tickets;
         me->pf_done = 0;
-        g->prefills_queued++;
         pthread_cond_signal(&g->work);
         while (!me->pf_done) pthread_cond_wait(&g->done, &g->mu);
         r = me->pf_result;

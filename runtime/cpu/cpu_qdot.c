@@ -270,21 +270,24 @@ static inline __m256i pair_fold(__m256i a, __m256i b) {
     return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xF0), _mm256_permute2x128_si256(a, b, 0x21));
 }
 
-// The 8 lanes of one row's group of 32 against the activation's 32 bytes x: q8 by the sign
-// trick (u8 x i8: |w| times x carrying w's sign; the same integers as w * x), q4 / q4_1 by the
-// nibbles as they are (q4's -8 x is added once for all rows by the caller).
-static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i w, __m256i x) {
-    return q8 ? dot_u8i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) : dot_u8i8(w, x);
+// The 8 lanes of one row's group of 32 against the activation's 32 bytes x. q8 by the sign
+// trick (u8 x i8: wa = |w| times x carrying the sign of ws = w; the same integers as w * x), q4 /
+// q4_1 by the nibbles wa as they are (q4's -8 x is added once for all rows by the caller).
+static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i wa, __m256i ws, __m256i x) {
+    return q8 ? dot_u8i8(wa, _mm256_sign_epi8(x, ws)) : dot_u8i8(wa, x);
 }
 
-// One step of the order for rows (0, 1) and (2, 3): w[r] = row r's group as bytes (q8: the
-// int8 as they are; q4/q4_1: the nibbles unpacked), s01 / s23 = [s_g(a) x 4 | s_g(b) x 4].
-// kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated).
-static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23, const __m256i w[4],
-                                                             __m256 s01, __m256 s23, const int8_t *x, const int32_t *xl) {
+// One step of the order for rows (0, 1) and (2, 3): wa[r] = row r's group as unsigned bytes (q8:
+// |w|, ws[r] = w as stored; q4/q4_1: the nibbles unpacked, ws unused), s01 / s23 = [s_g(a) x 4 |
+// s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated). wa and ws may
+// point into the packed copy: read where they lie, not copied per step.
+static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
+                                                             const __m256i *wa, const __m256i *ws, __m256 s01,
+                                                             __m256 s23, const int8_t *x, const int32_t *xl) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
-    __m256i p01 = pair_fold(row_dot(kind == 0, w[0], xv), row_dot(kind == 0, w[1], xv));
-    __m256i p23 = pair_fold(row_dot(kind == 0, w[2], xv), row_dot(kind == 0, w[3], xv));
+    const int q8 = kind == 0;
+    __m256i p01 = pair_fold(row_dot(q8, wa[0], q8 ? ws[0] : xv, xv), row_dot(q8, wa[1], q8 ? ws[1] : xv, xv));
+    __m256i p23 = pair_fold(row_dot(q8, wa[2], q8 ? ws[2] : xv, xv), row_dot(q8, wa[3], q8 ? ws[3] : xv, xv));
     if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
         const __m256i off = _mm256_slli_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl)), 3);
         p01 = _mm256_add_epi32(p01, off);
@@ -336,9 +339,12 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         prefetch_next_quad(kind, w, row_bytes, g0);
         for (int k = 0; k < m; k++) {
             const int g = g0 + k;
-            __m256i wv[4];
-            for (int r = 0; r < 4; r++) wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
-            quad_step2(kind, &acc01, &acc23, wv, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
+            __m256i wv[4], wa[4];
+            for (int r = 0; r < 4; r++) {
+                wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
+                wa[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
+            }
+            quad_step2(kind, &acc01, &acc23, wa, wv, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
                        xq + (size_t)g * 32, xl + (size_t)g * 4);
         }
     }
@@ -383,7 +389,16 @@ void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, c
 // ---------------------------------------------------------------------------------------------
 // The prefill tile: four weight rows, repacked once, against many activation rows
 
-size_t emx_quad_pack_bytes(int n) { return (size_t)(n / 32) * EMX_QUAD_PACK_GROUP; }
+// Bytes of the packed copy per group of 32: AVX-512, w1 and w2 (64 B each) and the spread
+// scales (64 B); AVX2, the four rows' bytes (128 B), the spread scales (64 B) and, for q8, the
+// rows' |w| (128 B) that the sign trick multiplies (computed here once, not per activation row).
+#if EMX_AVX512_VNNI
+#define QUAD_PACK_GROUP(kind) ((void)(kind), (size_t)192)
+#else
+#define QUAD_PACK_GROUP(kind) ((kind) == 0 ? (size_t)320 : (size_t)192)
+#endif
+
+size_t emx_quad_pack_bytes(int n) { return (size_t)(n / 32) * QUAD_PACK_GROUP(0); }
 
 void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n) {
 #if EMX_AVX512_VNNI
@@ -396,7 +411,7 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
         const int m = ng - g0 < 8 ? ng - g0 : 8;
         __m512i idx = SPREAD0;
         for (int k = 0; k < m; k++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
-            uint8_t *p = pack + (size_t)(g0 + k) * EMX_QUAD_PACK_GROUP;
+            uint8_t *p = pack + (size_t)(g0 + k) * QUAD_PACK_GROUP(0);
             __m512i w1, w2;
             quad_group(q8, w, row_bytes, g0 + k, &w1, &w2);
             _mm512_store_si512((void *)p, w1);
@@ -406,14 +421,17 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
     }
 #elif defined(EMX_AVX2)
     // per group: the four rows' 32 bytes as quad_row gives them [128 B], then the scales d_w
-    // spread for the two pair registers, [d0 x 4 | d1 x 4] and [d2 x 4 | d3 x 4] [64 B]
+    // spread for the two pair registers, [d0 x 4 | d1 x 4] and [d2 x 4 | d3 x 4] [64 B], then
+    // for q8 the rows' |w| [128 B]
     const int ng = n / 32, q8 = dtype == EMX_Q8;
     const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
     for (int g = 0; g < ng; g++) {
-        uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+        uint8_t *p = pack + (size_t)g * QUAD_PACK_GROUP(!q8);
         float d[4];
         for (int r = 0; r < 4; r++) {
-            _mm256_store_si256((__m256i *)(p + 32 * r), quad_row(q8, w, row_bytes, r, g));
+            const __m256i v = quad_row(q8, w, row_bytes, r, g);
+            _mm256_store_si256((__m256i *)(p + 32 * r), v);
+            if (q8) _mm256_store_si256((__m256i *)(p + 192 + 32 * r), _mm256_sign_epi8(v, v));
             d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
         }
         _mm256_store_ps((float *)(p + 128), spread2(&d[0], &d[1]));
@@ -455,7 +473,7 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
             quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
             dw = quad_spread(t01, t23, _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(g % 8)));
         } else {
-            const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
+            const uint8_t *p = pack + (size_t)g * QUAD_PACK_GROUP(kind);
             w1 = _mm512_load_si512((const void *)p), w2 = _mm512_load_si512((const void *)(p + 64));
             dw = _mm512_load_ps((const void *)(p + 128));
         }
@@ -485,25 +503,29 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
     __m256 acc[16][2];
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        __m256i wv[4];
+        __m256i wv[4], wabs[4];
+        const __m256i *wa = wv, *ws = wv;  // the group's rows: unsigned bytes, and q8's signs
         __m256 d01, d23;
         if (direct) {
             if (g % 8 == 0) prefetch_next_quad(kind, w, row_bytes, g);
             float d[4];
             for (int r = 0; r < 4; r++) {
                 wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
+                wabs[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
                 d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
             }
+            wa = wabs;
             d01 = spread2(&d[0], &d[1]), d23 = spread2(&d[2], &d[3]);
         } else {
-            const uint8_t *p = pack + (size_t)g * EMX_QUAD_PACK_GROUP;
-            for (int r = 0; r < 4; r++) wv[r] = _mm256_load_si256((const __m256i *)(p + 32 * r));
+            const uint8_t *p = pack + (size_t)g * QUAD_PACK_GROUP(kind);
+            ws = (const __m256i *)p;
+            wa = kind == 0 ? (const __m256i *)(p + 192) : ws;
             d01 = _mm256_load_ps((const float *)(p + 128)), d23 = _mm256_load_ps((const float *)(p + 160));
         }
 #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             const __m256 dx = _mm256_set1_ps(xd[(size_t)t * ng + g]);
-            quad_step2(kind, &acc[t][0], &acc[t][1], wv, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx),
+            quad_step2(kind, &acc[t][0], &acc[t][1], wa, ws, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx),
                        xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4);
         }
     }

@@ -158,7 +158,7 @@ Test(batch_invariance, matmul_q4_1, .timeout = 300) { check_dtype(EMX_Q4_1); }
 
 // The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
 // activation row) and the tile (four weight rows repacked, or read as they are; 27 activation
-// rows: tiles of 16, 8, 4, 3, 2 and 1), at sizes with whole blocks of 8 groups, a partial
+// rows: tiles of 16, 8, 4, 3, 2 and 1; the activations as rows or in blocks), at sizes with whole blocks of 8 groups, a partial
 // block, and an odd count.
 Test(batch_invariance, four_row_kernels_equal_dot) {
     if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (they need AVX2)");
@@ -169,8 +169,8 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
         const int n = sizes[si % (sizeof(sizes) / sizeof(sizes[0]))], ng = n / 32;
         Rows r = rows_new(ROWS, n, &rng);
         int32_t *xl = malloc((size_t)ROWS * (n / 8) * sizeof(int32_t));
-        uint8_t *pack = aligned_alloc(64, emx_quad_pack_bytes(n) + 64);
-        cr_assert(xl && pack);
+        uint8_t *pack = aligned_alloc(64, emx_quad_pack_bytes(n) + 64), *blocks = malloc(emx_act_blocks_bytes(ROWS, n));
+        cr_assert(xl && pack && blocks);
         for (int t = 0; t < ROWS; t++) emx_act_lane_sums(r.xq + (size_t)t * n, n, xl + (size_t)t * (n / 8));
         for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
             uint8_t *w = random_weights(dt, 4, n, &rng);  // quants [4][...], scales [4][ng], (mins [4][ng])
@@ -179,7 +179,14 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
             float tile[ROWS][4];  // [activation row][weight row]
             const EmxActs a = {.x = r.x, .xq = r.xq, .xd = r.xd, .xs = r.xs, .n = ROWS};
             emx_quad_pack(pack, dt, w, wd, n);
-            emx_quad_tile(pack, dt, wm, &a, xl, n, 0, ROWS, &tile[0][0], 4);
+            emx_quad_tile(pack, dt, wm, &a, xl, NULL, n, 0, ROWS, &tile[0][0], 4);
+            // the same tile from the activations in blocks (rows 0..23; 24..26 as they are)
+            float blocked[ROWS][4];
+            memset(blocked, 0xff, sizeof blocked);
+            for (int b = 0; b < ROWS / EMX_ACT_BLOCK_ROWS; b++) emx_act_block(blocks, &a, xl, n, b);
+            emx_quad_tile(pack, dt, wm, &a, xl, blocks, n, 0, ROWS, &blocked[0][0], 4);
+            cr_assert(memcmp(blocked, tile, sizeof tile) == 0, "%s n=%d: the tile from blocks differs",
+                      emx_dtype_name(dt), n);
             // the tile over the rows as they are, in runs of 2, 3, 1, 5 and 16 activation rows
             float direct[ROWS][4];
             memset(direct, 0xff, sizeof direct);
@@ -211,6 +218,7 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
         }
         free(xl);
         free(pack);
+        free(blocks);
         rows_free(&r);
     }
 }

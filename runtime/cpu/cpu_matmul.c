@@ -255,14 +255,15 @@ static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) 
 // (prefill) repacks the four rows once into `pack` and runs the tile over all of them; a few rows
 // (the server's slots) run the tile over the rows as they are; a single row (decode) the decode
 // kernel (emx_dot4x1_*). All three give the same bits (cpu_qdot.c): a speed choice only.
-static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl, uint8_t *pack) {
+static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
+                        const uint8_t *blocks, uint8_t *pack) {
     const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
     const QuantRows q = quant_rows(w);
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
     const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
     if (pack) {
         emx_quad_pack(pack, w->dtype, wr, wd, cols);
-        emx_quad_tile(pack, w->dtype, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
+        emx_quad_tile(pack, w->dtype, wm, a, xl, blocks, cols, 0, a->n, out + r, (size_t)rows);
     } else if (a->n > 1) {
         emx_quad_direct(w->dtype, wr, wd, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
     } else {
@@ -303,9 +304,17 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
     if (!xl) quads = 0;
     for (int i = 0; quads && i < a->n; i++) emx_act_lane_sums(a->xq + (size_t)i * cols, cols, xl + (size_t)i * (cols / 8));
     const int use_pack = quads && a->n >= EMX_PACK_MIN_ROWS;
+    // the activations in blocks for the tile, made once for every matrix (NULL: no memory, the
+    // tile reads the rows where they are, same bits)
+    const int n_blocks = use_pack ? a->n / EMX_ACT_BLOCK_ROWS : 0;
+    uint8_t *blocks = n_blocks ? malloc(emx_act_blocks_bytes(a->n, cols)) : NULL;
     const int n_tiles = (total + ROW_TILE - 1) / ROW_TILE;
 #pragma omp parallel num_threads(n_threads) if (work > EMX_PARALLEL_MIN_WORK)
     {
+        if (blocks) {
+#pragma omp for schedule(static)
+            for (int b = 0; b < n_blocks; b++) emx_act_block(blocks, a, xl, cols, b);
+        }
         // the thread's repacked quad; NULL (no memory) reads the rows as they are instead, same bits
         uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols)) : NULL;
 #pragma omp for schedule(static)
@@ -316,7 +325,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
                 if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
-                    matmul_quad(jobs[j].out, w, r, a, xl, pack);
+                    matmul_quad(jobs[j].out, w, r, a, xl, blocks, pack);
                     gr += 4;
                 } else {
                     matmul_row(jobs[j].out, w, r, a);
@@ -327,6 +336,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         free(pack);
     }
     if (xl && xl != lanes_small) free(xl);
+    free(blocks);
 }
 
 void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads) {

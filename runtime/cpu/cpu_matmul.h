@@ -120,8 +120,16 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
 int emx_quad_kernels_available(void);
 size_t emx_quad_pack_bytes(int n);
 void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);
-void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
-                   int i0, int ni, float *out, size_t out_stride);
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
+                   const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride);
+// The tile's activation rows in blocks of EMX_ACT_BLOCK_ROWS, interleaved per group of 32 (the
+// quants, lane sums and scales of the block's rows side by side, one stream for the tile):
+// emx_act_block writes block b (rows 8b .. 8b+7 of a) into blocks (emx_act_blocks_bytes(a->n,
+// n) in all, whole blocks only). emx_quad_tile reads the blocks where it is given them (else
+// NULL): the same operands, the same bits.
+#define EMX_ACT_BLOCK_ROWS 8
+size_t emx_act_blocks_bytes(int n_rows, int n);
+void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, int b);
 // The same tile over the four rows as they are (w: quants [4][...], wd: scales [4][n/32], wm:
 // q4_1's mins [4][n/32]), no repacked copy: for a few activation rows (a server's slots decoding
 // together), where the copy costs as much as the tile. Bitwise equal to emx_quad_tile.

@@ -30,6 +30,8 @@
 #include "runtime/cpu/cpu_simd.h"
 #include "base/dtype.h"
 
+#include <string.h>
+
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 
@@ -194,14 +196,16 @@ static inline __m512 quad_spread(__m512 t01, __m512 t23, __m512i idx) { return _
 
 // One step of the order for four rows against activation row x (its group g at x + 32g, its
 // lane sums at xl + 4g): acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
-// kind: 0 q8, 1 q4, 2 q4_1.
+// kind: 0 q8, 1 q4, 2 q4_1; shifted: xl holds the lane sums times c already (the act blocks).
 static inline __attribute__((always_inline)) __m512 quad_step(int kind, __m512 acc, __m512i w1, __m512i w2, __m512 sc,
-                                                              const int8_t *x, const int32_t *xl) {
+                                                              const int8_t *x, const int32_t *xl, int shifted) {
     const __m512i x1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
     const __m512i x2 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
     __m512i start = _mm512_setzero_si512();  // -c * (the lane's sum of x): q8 c = 128, q4 c = 8
-    if (kind != 2)
-        start = _mm512_slli_epi32(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl)), kind == 0 ? 7 : 3);
+    if (kind != 2) {
+        start = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl));
+        if (!shifted) start = _mm512_slli_epi32(start, kind == 0 ? 7 : 3);
+    }
     const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, w1, x1), w2, x2);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
 }
@@ -241,7 +245,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
                 __m512i w1, w2;
                 quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
                 const __m512i idx = _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(k));
-                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4);
+                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
             }
         } else {
             __m512i idx = SPREAD0;
@@ -249,7 +253,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
                 const int g = g0 + k;
                 __m512i w1, w2;
                 quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
-                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4);
+                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
             }
         }
     }
@@ -279,17 +283,19 @@ static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i wa,
 
 // One step of the order for rows (0, 1) and (2, 3): wa[r] = row r's group as unsigned bytes (q8:
 // |w|, ws[r] = w as stored; q4/q4_1: the nibbles unpacked, ws unused), s01 / s23 = [s_g(a) x 4 |
-// s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated). wa and ws may
-// point into the packed copy: read where they lie, not copied per step.
+// s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated; shifted: times 8
+// already). wa and ws may point into the packed copy: read where they lie, not copied per step.
 static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
                                                              const __m256i *wa, const __m256i *ws, __m256 s01,
-                                                             __m256 s23, const int8_t *x, const int32_t *xl) {
+                                                             __m256 s23, const int8_t *x, const int32_t *xl,
+                                                             int shifted) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
     const int q8 = kind == 0;
     __m256i p01 = pair_fold(row_dot(q8, wa[0], q8 ? ws[0] : xv, xv), row_dot(q8, wa[1], q8 ? ws[1] : xv, xv));
     __m256i p23 = pair_fold(row_dot(q8, wa[2], q8 ? ws[2] : xv, xv), row_dot(q8, wa[3], q8 ? ws[3] : xv, xv));
     if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
-        const __m256i off = _mm256_slli_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl)), 3);
+        __m256i off = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl));
+        if (!shifted) off = _mm256_slli_epi32(off, 3);
         p01 = _mm256_add_epi32(p01, off);
         p23 = _mm256_add_epi32(p23, off);
     }
@@ -345,7 +351,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
                 wa[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
             }
             quad_step2(kind, &acc01, &acc23, wa, wv, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
-                       xq + (size_t)g * 32, xl + (size_t)g * 4);
+                       xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
         }
     }
     quad_sums2(acc01, acc23, out);
@@ -442,7 +448,61 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
 #endif
 }
 
+// The activation rows in blocks of 8 (the tile's rows), per group g of 32 the block's
+// ACT_BLOCK_GROUP bytes: quants [8][32], the lane sums times 128 [8][4] and times 8 [8][4]
+// (int32: q8's and q4's offsets, ready to start the sums), scales d_x [8] (f32). A tile then
+// reads one stream at offsets known at compile time where it read three arrays through a
+// pointer per row (8 rows: 24 pointers, more than the registers: reloaded from the stack), and
+// starts each sum from a load instead of a load and a shift.
+#define ACT_BLOCK_GROUP 544
+#define ACT_BLOCK_XL7 256
+#define ACT_BLOCK_XL3 384
+#define ACT_BLOCK_XD 512
+
+size_t emx_act_blocks_bytes(int n_rows, int n) {
+    return (size_t)(n_rows / EMX_ACT_BLOCK_ROWS) * (size_t)(n / 32) * ACT_BLOCK_GROUP;
+}
+
+void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, int b) {
+    const int ng = n / 32;
+    for (int g = 0; g < ng; g++) {
+        uint8_t *p = blocks + ((size_t)b * ng + g) * ACT_BLOCK_GROUP;
+        for (int t = 0; t < EMX_ACT_BLOCK_ROWS; t++) {
+            const size_t row = (size_t)b * EMX_ACT_BLOCK_ROWS + t;
+            memcpy(p + 32 * t, a->xq + row * n + (size_t)g * 32, 32);
+            for (int l = 0; l < 4; l++) {  // |sum| <= 8 x 128: no overflow
+                const int32_t v = xl[row * ng * 4 + (size_t)g * 4 + l];
+                memcpy(p + ACT_BLOCK_XL7 + 16 * t + 4 * l, &(int32_t){v * 128}, 4);
+                memcpy(p + ACT_BLOCK_XL3 + 16 * t + 4 * l, &(int32_t){v * 8}, 4);
+            }
+            memcpy(p + ACT_BLOCK_XD + 4 * t, a->xd + row * ng + g, 4);
+        }
+    }
+}
+
 #ifdef EMX_AVX2
+// Activation row t (< 16) of a tile at group g: its 32 quants, 4 lane sums and d_x, from the
+// blocks (blocked, a compile-time choice; blk: the tile's first block, at group 0; the lane sums
+// times kind's c) or the separate arrays (rows at xq, xl, xd; the lane sums as they are).
+typedef struct {
+    const int8_t *x;
+    const int32_t *xl;
+    float xd;
+} ActGroup;
+static inline __attribute__((always_inline)) ActGroup act_group(int kind, int blocked, const uint8_t *blk,
+                                                                const int8_t *xq, const int32_t *xl, const float *xd,
+                                                                int n, int t, int g) {
+    const int ng = n / 32;
+    if (blocked) {
+        const uint8_t *p = blk + ((size_t)(t / 8) * ng + g) * ACT_BLOCK_GROUP;
+        float d;
+        memcpy(&d, p + ACT_BLOCK_XD + 4 * (t % 8), 4);
+        const size_t xl_at = (kind == 0 ? ACT_BLOCK_XL7 : ACT_BLOCK_XL3) + 16 * (t % 8);
+        return (ActGroup){(const int8_t *)p + 32 * (t % 8), (const int32_t *)(p + xl_at), d};
+    }
+    return (ActGroup){xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4, xd[(size_t)t * ng + g]};
+}
+
 // A tile row's four results: the lanes' sums o, plus q4_1's mins term (xs: that row's group sums).
 static inline void quad_out(int kind, const float o[4], const uint16_t *wm, const float *xs, int ng, float *out) {
     for (int r = 0; r < 4; r++) out[r] = kind == 2 ? o[r] + offsets_sum(wm + (size_t)r * ng, xs, ng) : o[r];
@@ -450,11 +510,13 @@ static inline void quad_out(int kind, const float o[4], const uint16_t *wm, cons
 #endif
 
 #if EMX_AVX512_VNNI
-// nt (<= 8) activation rows (row t at xq + t*n, xl + t*n/8, xd + t*n/32, xs + t*n/32) against
-// four weight rows; out[t][r] (row stride out_stride). The quad comes from its packed copy, or
-// (direct, a compile-time choice) from the rows as they are (w, wd): each group loaded and
-// reshuffled once for the nt rows, which pays where too few rows share a copy to repay it.
-static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, const uint8_t *pack,
+// nt (<= 8) activation rows (row t at xq + t*n, xl + t*n/8, xd + t*n/32, xs + t*n/32; or, with
+// blk, the block of 8 rows from emx_act_block) against four weight rows; out[t][r] (row stride
+// out_stride). The quad comes from its packed copy, or (direct, a compile-time choice) from the
+// rows as they are (w, wd): each group loaded and reshuffled once for the nt rows, which pays
+// where too few rows share a copy to repay it.
+static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, int blocked, const uint8_t *blk,
+                                                            const uint8_t *pack,
                                                             const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
                                                             const int8_t *xq, const int32_t *xl, const float *xd,
                                                             const float *xs, int n, float *out, size_t out_stride) {
@@ -478,9 +540,10 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
             dw = _mm512_load_ps((const void *)(p + 128));
         }
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++)
-            acc[t] = quad_step(kind, acc[t], w1, w2, _mm512_mul_ps(dw, _mm512_set1_ps(xd[(size_t)t * ng + g])),
-                               xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4);
+        for (int t = 0; t < nt; t++) {
+            const ActGroup x = act_group(kind, blocked, blk, xq, xl, xd, n, t, g);
+            acc[t] = quad_step(kind, acc[t], w1, w2, _mm512_mul_ps(dw, _mm512_set1_ps(x.xd)), x.x, x.xl, blocked);
+        }
     }
     for (int t = 0; t < nt; t++) {
         float o[4];
@@ -494,10 +557,11 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
 // f32 product as emx_dot_*'s. 16 registers cannot hold 16 x 2 accumulators, yet wider tiles won
 // (pp512 -t 2, 2-core Xeon, AVX2-only build: 4 rows 340 tok/s, 8 rows 420, 16 rows 485-513, 32
 // rows 511-520; 2 rows 229): each group's setup and the pass over the packed copy serve more rows.
-static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, const uint8_t *pack,
-                                                            const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
-                                                            const int8_t *xq, const int32_t *xl, const float *xd,
-                                                            const float *xs, int n, float *out, size_t out_stride) {
+static inline __attribute__((always_inline)) void quad_tile(int kind, int direct, int nt, int blocked, const uint8_t *blk,
+                                                            const uint8_t *pack, const uint8_t *w, const uint16_t *wd,
+                                                            const uint16_t *wm, const int8_t *xq, const int32_t *xl,
+                                                            const float *xd, const float *xs, int n, float *out,
+                                                            size_t out_stride) {
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m256 acc[16][2];
@@ -524,9 +588,10 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         }
 #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            const __m256 dx = _mm256_set1_ps(xd[(size_t)t * ng + g]);
-            quad_step2(kind, &acc[t][0], &acc[t][1], wa, ws, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx),
-                       xq + (size_t)t * n + (size_t)g * 32, xl + (size_t)t * ng * 4 + (size_t)g * 4);
+            const ActGroup x = act_group(kind, blocked, blk, xq, xl, xd, n, t, g);
+            const __m256 dx = _mm256_set1_ps(x.xd);
+            quad_step2(kind, &acc[t][0], &acc[t][1], wa, ws, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx), x.x, x.xl,
+                       blocked);
         }
     }
     for (int t = 0; t < nt; t++) {
@@ -539,52 +604,64 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
 
 #ifdef EMX_AVX2
 // Activation rows i0 .. i0+ni-1 in tiles of 8 (AVX-512) or, from the packed copy, 16 and 8
-// (AVX2), then 4, the rest (direct) and 1.
-static inline __attribute__((always_inline)) void quad_tile_kind(int kind, int direct, const uint8_t *pack,
-                                                                 const uint8_t *w, const uint16_t *wd,
-                                                                 const uint16_t *wm, const EmxActs *a,
-                                                                 const int32_t *xl, int n, int i0, int ni, float *out,
-                                                                 size_t out_stride) {
+// (AVX2), then 4, the rest (direct) and 1. Tiles of 8 and 16 that start on a block read the
+// blocks where there are (blocks: rows from 0 of a in blocks of 8, emx_act_block).
+static inline __attribute__((always_inline)) void quad_tile_kind(int kind, int direct, const uint8_t *blocks,
+                                                                 const uint8_t *pack, const uint8_t *w,
+                                                                 const uint16_t *wd, const uint16_t *wm,
+                                                                 const EmxActs *a, const int32_t *xl, int n, int i0,
+                                                                 int ni, float *out, size_t out_stride) {
     const int ng = n / 32;
     int i = i0;
     const int end = i0 + ni;
-#define EMX_TILE(nt)                                                                                              \
-    quad_tile(kind, direct, nt, pack, w, wd, wm, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4,                  \
-              a->xd + (size_t)i * ng, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride)
+#define EMX_TILE(nt, blocked)                                                                                     \
+    quad_tile(kind, direct, nt, blocked, blocked ? blocks + (size_t)(i / 8) * ng * ACT_BLOCK_GROUP : NULL, pack,  \
+              w, wd, wm,                                                                                          \
+              a->xq + (size_t)i * n, xl + (size_t)i * ng * 4, a->xd + (size_t)i * ng, a->xs + (size_t)i * ng, n,  \
+              out + (size_t)i * out_stride, out_stride)
+    const int on_blocks = blocks && i % 8 == 0;  // each tile of 8 or 16 then starts a block
 #if EMX_AVX512_VNNI
-    for (; i + 8 <= end; i += 8) EMX_TILE(8);
+    if (on_blocks)
+        for (; i + 8 <= end; i += 8) EMX_TILE(8, 1);
+    for (; i + 8 <= end; i += 8) EMX_TILE(8, 0);
 #else
-    for (; !direct && i + 16 <= end; i += 16) EMX_TILE(16);
-    for (; !direct && i + 8 <= end; i += 8) EMX_TILE(8);
+    if (on_blocks) {
+        for (; !direct && i + 16 <= end; i += 16) EMX_TILE(16, 1);
+        for (; !direct && i + 8 <= end; i += 8) EMX_TILE(8, 1);
+    }
+    for (; !direct && i + 16 <= end; i += 16) EMX_TILE(16, 0);
+    for (; !direct && i + 8 <= end; i += 8) EMX_TILE(8, 0);
 #endif
-    for (; i + 4 <= end; i += 4) EMX_TILE(4);
+    for (; i + 4 <= end; i += 4) EMX_TILE(4, 0);
     if (direct && end - i >= 2) {  // the rest together: each group of the rows loaded once
-        if (end - i == 3) EMX_TILE(3);
-        else EMX_TILE(2);
+        if (end - i == 3) EMX_TILE(3, 0);
+        else EMX_TILE(2, 0);
         i = end;
     }
-    for (; i < end; i++) EMX_TILE(1);
+    for (; i < end; i++) EMX_TILE(1, 0);
 #undef EMX_TILE
 }
 #endif
 
-void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl, int n,
-                   int i0, int ni, float *out, size_t out_stride) {
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
+                   const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride) {
 #ifdef EMX_AVX2
-    if (dtype == EMX_Q8) quad_tile_kind(0, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
-    else if (dtype == EMX_Q4) quad_tile_kind(1, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
-    else quad_tile_kind(2, 0, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    const int kind = dtype == EMX_Q8 ? 0 : dtype == EMX_Q4 ? 1 : 2;
+    if (kind == 0) quad_tile_kind(0, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (kind == 1) quad_tile_kind(1, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    else quad_tile_kind(2, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
 #else
-    (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)n, (void)i0, (void)ni, (void)out, (void)out_stride;
+    (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)blocks, (void)n, (void)i0, (void)ni, (void)out,
+        (void)out_stride;
 #endif
 }
 
 void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
                      const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride) {
 #ifdef EMX_AVX2
-    if (dtype == EMX_Q8) quad_tile_kind(0, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
-    else if (dtype == EMX_Q4) quad_tile_kind(1, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
-    else quad_tile_kind(2, 1, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+    if (dtype == EMX_Q8) quad_tile_kind(0, 1, NULL, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4) quad_tile_kind(1, 1, NULL, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
+    else quad_tile_kind(2, 1, NULL, NULL, w, wd, wm, a, xl, n, i0, ni, out, out_stride);
 #else
     (void)dtype, (void)w, (void)wd, (void)wm, (void)a, (void)xl, (void)n, (void)i0, (void)ni, (void)out, (void)out_stride;
 #endif

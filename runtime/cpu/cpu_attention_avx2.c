@@ -11,8 +11,8 @@
 //   3. out = Σ probs[t] v_t in two chains (even and odd global key index), 32 columns at a time.
 // Every step above is the same IEEE operation on the same operands as the AVX-512 version's, so
 // a query's scores, probabilities and output are meant to be bitwise those of the AVX-512 build
-// (not tested: that needs both machines). Each query runs alone over its keys (no grouping of queries
-// per key block as the AVX-512 version does): trivially, its bits depend on nothing else.
+// (not tested: that needs both machines). A group of queries shares each block of keys and
+// values as the AVX-512 version's does (bottom), each query's operations unchanged.
 // f16 spans: each 8-element chunk of a key or value is widened by F16C (vcvtph2ps, exact) as it
 // is loaded, into the same FMAs: the bits of an f32 span holding the widened values.
 #include "runtime/cpu/cpu_attention.h"
@@ -242,9 +242,144 @@ static void attention_one(const EmxAttnQuery *qq, const EmxKeySpan *spans, int n
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Several queries against the same keys (a GQA group's heads, a prefill's rows): each block of
+// keys (8 for the scores, VBLOCK for the values) is copied once into a packed f32 block, then run
+// through every query that sees any of it while it sits in L1. A query's arithmetic is
+// attention_one's, operation for operation (key_lanes and reduce8 per block of 8 keys, the two
+// parity chains over global key indices): only where the operands are read from changes. The
+// copy matters beyond the shared reads: a cache row of several kv heads is often 4 KiB or a
+// multiple (Qwen3-0.6B: 8 x 128 floats), so the keys of a block all fall into the same few L1
+// sets and are evicted before the next query reads them.
+
+#define GROUP 8      // queries per pass over the keys
+#define VBLOCK 32    // keys per block of the value pass
+#define MAX_NH 32    // head_dim <= 256 in the packed blocks; larger heads run query by query
+
+// Of the keys [g, g + m) of the concatenation, how many a query that sees its first n keys
+// sees: always the first ones of the range.
+INLINE int seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
+
+// Rows x + r * stride, r < m (f32, or f16 with f16 set, widened exactly), chunks [c0, c0 + nc)
+// of 8 elements (the chunk nh - 1 masked to tail: lanes past it +0) -> buf [m][8 nc].
+static void pack_rows(float *buf, const void *x, int f16, size_t stride, int m, int c0, int nc, int nh, __m256i tail) {
+    for (int r = 0; r < m; r++)
+        for (int c = 0; c < nc; c++) {
+            const __m256 v = f16 ? load8h((const uint16_t *)x + (size_t)r * stride, c0 + c, nh, tail)
+                                 : load8((const float *)x + (size_t)r * stride, c0 + c, nh, tail);
+            _mm256_store_ps(buf + (size_t)r * 8 * nc + 8 * c, v);
+        }
+}
+
+// Pass 1 for n_q <= GROUP queries (query i over its first n[i] keys, n_max the largest) with
+// nh chunks (a constant after inlining); max_out[i]: query i's largest score.
+INLINE void group_scores(const EmxAttnQuery *qs, const int *n, int n_max, float *max_out, int n_q, int nh,
+                         __m256i tail, const EmxKeySpan *spans, int n_spans, float scale) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __attribute__((aligned(32))) float packed[8 * 8 * MAX_NH];  // [8 keys][8 nh]
+    __m256 max[GROUP];
+    for (int i = 0; i < n_q; i++) max[i] = _mm256_set1_ps(-INFINITY);
+    for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++)
+        for (int j = 0; j < spans[sp].n && t + j < n_max; j += 8) {
+            const int m = spans[sp].n - j < 8 ? spans[sp].n - j : 8;
+            const size_t at = (size_t)j * spans[sp].stride;
+            if (spans[sp].k) pack_rows(packed, spans[sp].k + at, 0, spans[sp].stride, seen(n_max, t + j, m), 0, nh, nh, tail);
+            else pack_rows(packed, spans[sp].k16 + at, 1, spans[sp].stride, seen(n_max, t + j, m), 0, nh, nh, tail);
+            for (int i = 0; i < n_q; i++) {
+                const int mi = seen(n[i], t + j, m);
+                if (mi == 0) continue;
+                __m256 a[8];
+#pragma GCC unroll 8
+                for (int r = 0; r < 8; r++)  // keys past mi: zero, their lanes are not stored
+                    a[r] = r < mi ? key_lanes(qs[i].q, packed + (size_t)r * 8 * nh, 0, nh, tail) : _mm256_setzero_ps();
+                const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
+                const __m256i valid = first_lanes(mi);
+                _mm256_maskstore_ps(qs[i].scores + t + j, valid, sc);
+                max[i] = _mm256_blendv_ps(max[i], _mm256_max_ps(max[i], sc), _mm256_castsi256_ps(valid));
+            }
+        }
+    for (int i = 0; i < n_q; i++) {
+        __m128 s = _mm_max_ps(_mm256_castps256_ps128(max[i]), _mm256_extractf128_ps(max[i], 1));
+        s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+        max_out[i] = _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+    }
+}
+
+// Pass 3 for columns [col, col + 8 nv) (nv <= 4, a constant after inlining) of every query's
+// out: values_cols's two parity chains, the queries' chains waiting in acc between blocks.
+INLINE void group_values(const EmxAttnQuery *qs, const int *n, int n_max, int n_q, const EmxKeySpan *spans,
+                         int n_spans, int col, int nv, int nh, __m256i tail) {
+    __m256 acc[GROUP][2][4];  // [query][even, odd][chunk]
+    __attribute__((aligned(32))) float packed[VBLOCK * 32];  // [VBLOCK keys][8 nv]
+    const __m256i lm = col / 8 + nv == nh ? tail : first_lanes(8);
+    for (int i = 0; i < n_q; i++)
+        for (int c = 0; c < nv; c++) acc[i][0][c] = acc[i][1][c] = _mm256_setzero_ps();
+    for (int sp = 0, t = 0; sp < n_spans && t < n_max; t += spans[sp].n, sp++)
+        for (int j = 0; j < spans[sp].n && t + j < n_max; j += VBLOCK) {
+            const int m = spans[sp].n - j < VBLOCK ? spans[sp].n - j : VBLOCK;
+            const size_t at = (size_t)j * spans[sp].stride;
+            if (spans[sp].v) pack_rows(packed, spans[sp].v + at, 0, spans[sp].stride, seen(n_max, t + j, m), col / 8, nv, nh, tail);
+            else pack_rows(packed, spans[sp].v16 + at, 1, spans[sp].stride, seen(n_max, t + j, m), col / 8, nv, nh, tail);
+            for (int i = 0; i < n_q; i++) {
+                const int mi = seen(n[i], t + j, m);
+                for (int r = 0; r < mi; r++)
+                    axpy_row(acc[i][(t + j + r) & 1], nv, lm, qs[i].probs[t + j + r], packed + (size_t)r * 8 * nv, 0);
+            }
+        }
+    for (int i = 0; i < n_q; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __m256 s = _mm256_add_ps(acc[i][0][c], acc[i][1][c]);
+            if (c == nv - 1) _mm256_maskstore_ps(qs[i].out + col + 8 * c, lm, s);
+            else _mm256_storeu_ps(qs[i].out + col + 8 * c, s);
+        }
+}
+
+// n_q (2 .. GROUP) queries, head_dim <= 8 MAX_NH.
+static void attention_group(const EmxAttnQuery *qs, int n_q, const EmxKeySpan *spans, int n_spans, int head_dim,
+                            float scale) {
+    const int nh = (head_dim + 7) / 8;
+    const __m256i tail = first_lanes(head_dim % 8 ? head_dim % 8 : 8);
+    int total = 0;
+    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
+    int n[GROUP], n_max = 0;  // each query's key count, never past the spans' keys
+    for (int i = 0; i < n_q; i++) {
+        n[i] = qs[i].n_keys < 0 ? 0 : qs[i].n_keys < total ? qs[i].n_keys : total;
+        n_max = n[i] > n_max ? n[i] : n_max;
+    }
+    float max[GROUP];
+    switch (nh) {  // the usual head sizes with a constant chunk count
+    case 2: group_scores(qs, n, n_max, max, n_q, 2, tail, spans, n_spans, scale); break;
+    case 4: group_scores(qs, n, n_max, max, n_q, 4, tail, spans, n_spans, scale); break;
+    case 8: group_scores(qs, n, n_max, max, n_q, 8, tail, spans, n_spans, scale); break;
+    case 16: group_scores(qs, n, n_max, max, n_q, 16, tail, spans, n_spans, scale); break;
+    default: group_scores(qs, n, n_max, max, n_q, nh, tail, spans, n_spans, scale);
+    }
+    // in place if probs == scores; a query with no keys gets out = 0 from the value pass
+    for (int i = 0; i < n_q; i++)
+        if (n[i] > 0) softmax_probs(qs[i].probs, qs[i].scores, n[i], max[i]);
+    for (int col = 0; col < head_dim; col += 32) {
+        const int nv = nh - col / 8 < 4 ? nh - col / 8 : 4;
+        switch (nv) {
+        case 4: group_values(qs, n, n_max, n_q, spans, n_spans, col, 4, nh, tail); break;
+        case 3: group_values(qs, n, n_max, n_q, spans, n_spans, col, 3, nh, tail); break;
+        case 2: group_values(qs, n, n_max, n_q, spans, n_spans, col, 2, nh, tail); break;
+        default: group_values(qs, n, n_max, n_q, spans, n_spans, col, 1, nh, tail);
+        }
+    }
+}
+
 void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
                                int head_dim, float scale) {
-    for (int i = 0; i < n_q; i++) attention_one(&queries[i], spans, n_spans, head_dim, scale);
+    if (head_dim > 8 * MAX_NH) {
+        for (int i = 0; i < n_q; i++) attention_one(&queries[i], spans, n_spans, head_dim, scale);
+        return;
+    }
+    for (int i = 0; i < n_q; i += GROUP) {  // each query's arithmetic is its own: any grouping gives its bits
+        const int g = n_q - i < GROUP ? n_q - i : GROUP;
+        if (g == 1) attention_one(&queries[i], spans, n_spans, head_dim, scale);
+        else attention_group(queries + i, g, spans, n_spans, head_dim, scale);
+    }
 }
 
 void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,

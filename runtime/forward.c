@@ -51,6 +51,12 @@ static int parse_cuda_device(const char *d) {
     return *end || n > 1024 ? -1 : (int)n;
 }
 
+EmxLoad emx_load_for_device(const char *device, int mmap) {
+    const char *d = device ? device : "";
+    if (!strcmp(d, "auto")) d = emx_cuda_available() ? "cuda:0" : "cpu";
+    return mmap || (*d && strcmp(d, "cpu") != 0) ? EMX_LOAD_MMAP : EMX_LOAD_AUTO;
+}
+
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
     const char *d = opt && opt->device ? opt->device : "";
     if (!strcmp(d, "auto")) d = emx_cuda_available() ? "cuda:0" : "cpu";

@@ -41,6 +41,10 @@ typedef struct {
 // model that does not fit the device (said before allocating), out of memory with the amount.
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 void emx_state_free(EmxState *s);
+// How to load a model for states on device (as emx_state_new reads it: "cpu", "cuda:N", "auto"):
+// mapped where the weights go to a GPU (a host copy would only double the memory) or mmap is
+// set (--mmap), else EMX_LOAD_AUTO.
+EmxLoad emx_load_for_device(const char *device, int mmap);
 int emx_state_ctx(const EmxState *s);
 // "cpu" or "cuda:N".
 const char *emx_state_device(const EmxState *s);

@@ -1,6 +1,7 @@
 // model.h — a model file opened for use: configuration, tokenizer and tensor views into the
-// mmapped file. Nothing is copied; nothing here is mutable after emx_model_open returns, so
-// any number of states (sequences, agents, threads) can share one EmxModel.
+// file's bytes (mapped, or copied once into huge pages: EmxLoad). Nothing here is mutable after
+// emx_model_open returns, so any number of states (sequences, agents, threads) can share one
+// EmxModel.
 #ifndef ENTROPIX_MODEL_H
 #define ENTROPIX_MODEL_H
 
@@ -35,14 +36,30 @@ typedef struct {
     EmxTensor output;            // [vocab, dim]; equals tok_embeddings when cfg.tied_output
     EmxTensor rope_freq_factors; // [head_dim/2] f32 when cfg.rope_freq_factors, else data == NULL
     EmxLayer *layers;            // [n_layers]
-    void *map;
-    size_t map_size;
+    void *map;                   // the file's bytes: mapped, or a private copy (copied)
+    size_t map_size;             // the file's size
+    size_t map_len;              // the bytes mapped at map (a copy: rounded up to its pages)
+    int copied;                  // 1: a copy in anonymous memory (huge pages where granted)
 } EmxModel;
+
+// Where the weights live once opened (the same bytes, the same results either way).
+typedef enum {
+    EMX_LOAD_AUTO,  // files >= 64 MiB copied into 2 MiB pages where the kernel grants them
+                    // (transparent huge pages not off), else mapped; mapped if memory runs short
+    EMX_LOAD_MMAP,  // the file mapped: pages shared with other processes, read as first touched
+    EMX_LOAD_COPY,  // copied whatever the size (mapped if memory runs short)
+} EmxLoad;
 
 // Opens and validates a model file (header, config, every tensor's name, dtype, shape, offset
 // and size, the tokenizer section). Returns 0, or -1 with a one-line reason naming the file,
-// the field and the value in err.
+// the field and the value in err. emx_model_open loads as EMX_LOAD_AUTO.
 int emx_model_open(EmxModel *m, const char *path, char *err, size_t errlen);
+int emx_model_open_load(EmxModel *m, const char *path, EmxLoad load, char *err, size_t errlen);
+// Bytes of a copied model's weights that the kernel placed in huge pages (Linux; 0 if mapped or
+// unknown).
+uint64_t emx_model_huge_bytes(const EmxModel *m);
+// Where the weights are, in words ("a copy in memory, 138 of 138 MiB in 2 MiB pages"); returns buf.
+const char *emx_model_memory_text(const EmxModel *m, char *buf, size_t cap);
 void emx_model_close(EmxModel *m);
 
 // Bytes of weights a single-token decode step reads (every matrix once, the classifier once).

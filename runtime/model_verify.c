@@ -51,7 +51,7 @@ int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr) {
 
 int emx_model_verify(const char *path, char *msg, size_t msglen) {
     EmxModel m;
-    if (emx_model_open(&m, path, msg, msglen)) return -1;
+    if (emx_model_open_load(&m, path, EMX_LOAD_MMAP, msg, msglen)) return -1;
     EmxFileHeader h, want;
     memcpy(&h, m.map, sizeof h);
     int rc = 1;

@@ -312,7 +312,7 @@ Test(cli_args, defaults) {
     cr_expect_eq(a.ctx, 0);
     cr_expect_eq(a.threads, 0);
     cr_expect_eq(a.chat, EMX_CHAT_AUTO);
-    cr_expect(!a.prompt && !a.prompt_file && !a.system && !a.no_think && !a.verbose);
+    cr_expect(!a.prompt && !a.prompt_file && !a.system && !a.no_think && !a.verbose && !a.mmap);
 }
 
 // The agent pool's critic: off unless a --critic-model or an explicit --check-every asks for it
@@ -342,7 +342,7 @@ Test(cli_args, every_flag) {
     const char *args[] = {"-p", "hello", "-n", "-1", "-s", "18446744073709551615", "--temp=0.5",
                           "--top-k", "7", "--top-p", "0.5", "--min-p=0.1", "-c", "128", "-t",
                           "3", "--system", "be brief", "--no-think", "--chat", "--sampler",
-                          "topk", "--verbose", "m.bin", NULL};
+                          "topk", "--verbose", "--mmap", "m.bin", NULL};
     cr_assert_eq(parse(&a, err, args), 0, "%s", err);
     cr_expect_str_eq(a.prompt, "hello");
     cr_expect_eq(a.n_predict, -1);
@@ -351,7 +351,7 @@ Test(cli_args, every_flag) {
               a.sampling.top_p == 0.5f && a.sampling.min_p == 0.1f);
     cr_expect(a.ctx == 128 && a.threads == 3);
     cr_expect_str_eq(a.system, "be brief");
-    cr_expect(a.no_think && a.chat == EMX_CHAT_ON && a.verbose);
+    cr_expect(a.no_think && a.chat == EMX_CHAT_ON && a.verbose && a.mmap);
     cr_expect_eq(a.sampler, EMX_SAMPLER_TOPK);
     EmxSamplerParams e = emx_cli_effective_sampling(&a);  // topk: top-p and min-p off
     cr_expect(e.temperature == 0.5f && e.top_k == 7 && e.top_p == 1.0f && e.min_p == 0.0f);

@@ -78,6 +78,12 @@ static void expect_failure_n(Fixture *f, size_t len, const char *const *needles)
     cr_assert_null(strchr(err, '\n'), "message is not one line: %s", err);
     for (int i = 0; needles[i]; i++)
         cr_assert_not_null(strstr(err, needles[i]), "message lacks \"%s\": %s", needles[i], err);
+    // copied into memory first (what large files get), validated as copied: the same refusal
+    char err_copy[512] = "";
+    rc = emx_model_open_load(&m, f->path, EMX_LOAD_COPY, err_copy, sizeof err_copy);
+    if (rc == 0) emx_model_close(&m);
+    cr_assert_eq(rc, -1, "a crafted bad file opened when copied");
+    cr_assert_str_eq(err_copy, err);
 }
 
 #define EXPECT_FAILURE(f, ...) expect_failure_n((f), (f)->len, (const char *const[]){__VA_ARGS__, NULL})
@@ -120,6 +126,36 @@ Test(model_file, good_file_opens_with_the_llama2c_config) {
     emx_model_close(&m2);
     emx_model_close(&m);
     cr_assert_null(m.map);
+}
+
+// The weights copied into memory (huge pages where granted) and the file mapped: the same bytes
+// and the same views into them; a copy is read-only, as the mapping is.
+Test(model_file, copy_and_mapping_hold_the_same_model) {
+    char p[512];
+    test_build_path(p, sizeof p, GOOD_MODEL);
+    EmxModel mapped, copy;
+    char err[512];
+    cr_assert_eq(emx_model_open_load(&mapped, p, EMX_LOAD_MMAP, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_model_open_load(&copy, p, EMX_LOAD_COPY, err, sizeof err), 0, "%s", err);
+    cr_assert(!mapped.copied && copy.copied);
+    cr_assert_neq(copy.map, mapped.map);
+    cr_assert_eq(copy.map_size, mapped.map_size);
+    cr_assert_geq(copy.map_len, copy.map_size);
+    cr_assert_eq(memcmp(copy.map, mapped.map, mapped.map_size), 0);
+    const char *cb = copy.map, *mb = mapped.map;
+    for (uint32_t l = 0; l < copy.cfg.n_layers; l++) {
+        cr_assert_eq((const char *)copy.layers[l].wq.data - cb, (const char *)mapped.layers[l].wq.data - mb);
+        cr_assert_eq((const char *)copy.layers[l].w_down.data - cb, (const char *)mapped.layers[l].w_down.data - mb);
+    }
+    cr_assert_eq((const char *)copy.output.data - cb, (const char *)mapped.output.data - mb);
+    cr_assert_eq(copy.tok.n_vocab, mapped.tok.n_vocab);
+    // the small file under EMX_LOAD_AUTO: mapped (below the size worth copying)
+    EmxModel small;
+    cr_assert_eq(emx_model_open(&small, p, err, sizeof err), 0, "%s", err);
+    cr_assert(!small.copied);
+    emx_model_close(&small);
+    emx_model_close(&copy);
+    emx_model_close(&mapped);
 }
 
 Test(model_file, missing_file) {

@@ -81,6 +81,8 @@ static int usage(FILE *f) {
             "  --cache-type T      the KV cache's elements: f32, f16 or auto (default)\n"
             "  -d, --depth N       run both tests after N tokens of context (llama-bench's -d;\n"
             "                      default 0: an empty cache)\n"
+            "  --mmap              map the model file instead of copying it into 2 MiB pages\n"
+            "                      (as ./run --mmap; llama-bench maps its GGUF by default)\n"
             "  --llama-bench BIN   also run llama.cpp's llama-bench, alternating with ours\n"
             "  --gguf FILE         the GGUF of the same model for llama-bench\n"
             "  --compare-cmd CMD   also run `sh -c CMD`, alternating with ours; it prints its decode\n"
@@ -209,7 +211,7 @@ static int bench_sampler(int argc, char **argv) {
         fprintf(stderr, "bench: out of memory\n");
         goto done;
     }
-    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+    if (emx_model_open_load(&model, model_path, emx_load_for_device(device, 0), err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }
@@ -381,9 +383,9 @@ static void print_bw_model(const EmxModel *model, int n_gen, int depth, int kv_e
 
 // The model at path opened (*model_open set) and a state with so.ctx positions on so.device, or
 // NULL after a one-line error.
-static EmxState *speed_state(EmxModel *model, int *model_open, const char *path, EmxStateOptions so) {
+static EmxState *speed_state(EmxModel *model, int *model_open, const char *path, EmxLoad load, EmxStateOptions so) {
     char err[512];
-    if (emx_model_open(model, path, err, sizeof err) != 0) {
+    if (emx_model_open_load(model, path, load, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return NULL;
     }
@@ -393,7 +395,14 @@ static EmxState *speed_state(EmxModel *model, int *model_open, const char *path,
         return NULL;
     }
     EmxState *st = emx_state_new(model, &so, err, sizeof err);
-    if (!st) fprintf(stderr, "bench: %s\n", err);
+    if (!st) {
+        fprintf(stderr, "bench: %s\n", err);
+        return NULL;
+    }
+    char where[128];
+    fprintf(stderr, "model: %s (%s weights), %.3f MB of weights read per decoded token\nweights: %s\n", path,
+            emx_dtype_name(model->layers[0].wq.dtype), (double)emx_model_weight_bytes_per_token(model) / 1e6,
+            emx_model_memory_text(model, where, sizeof where));
     return st;
 }
 
@@ -409,7 +418,7 @@ static const EmxBwDevice *bw_device_arg(const char *name) {
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm", *cache = "auto";
-    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0, depth = 0;
+    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0, depth = 0, use_mmap = 0;
     const ToolOpt opts[] = {
         {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
         {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
@@ -419,7 +428,7 @@ static int bench_speed(int argc, char **argv) {
         {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
         {"--bandwidth-model", TOOL_FLAG, &bw_model, 0, 0}, {"--model-device", TOOL_STR, &model_device, 0, 0},
         {"--cache-type", TOOL_STR, &cache, 0, 0},   {"-d", TOOL_INT, &depth, 0, 1 << 20},
-        {"--depth", TOOL_INT, &depth, 0, 1 << 20},
+        {"--depth", TOOL_INT, &depth, 0, 1 << 20}, {"--mmap", TOOL_FLAG, &use_mmap, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -449,7 +458,7 @@ static int bench_speed(int argc, char **argv) {
     }
     const EmxStateOptions so = {.n_threads = threads, .ctx = depth + (n_prompt > n_gen ? n_prompt : n_gen),
                                 .device = device, .no_graphs = !graphs, .cache_type = cache_type};
-    if (!(st = speed_state(&model, &model_open, model_path, so))) goto done;
+    if (!(st = speed_state(&model, &model_open, model_path, emx_load_for_device(device, use_mmap), so))) goto done;
     EmxStateInfo info;
     emx_state_info(st, &info);
     const int on_gpu = strcmp(info.device, "cpu") != 0;
@@ -459,8 +468,6 @@ static int bench_speed(int argc, char **argv) {
     r.depth = depth;
     snprintf(r.cache_type, sizeof r.cache_type, "%s", emx_cache_type_name(info.cache_type));
     const uint64_t weight_bytes = emx_model_weight_bytes_per_token(&model);
-    fprintf(stderr, "model: %s (%s weights), %.3f MB of weights read per decoded token\n", model_path,
-            emx_dtype_name(model.layers[0].wq.dtype), (double)weight_bytes / 1e6);
 
     char other[600] = "";
     if (llama) snprintf(other, sizeof other, "llama.cpp llama-bench (%s, -ngl %d)", llama, on_gpu ? 99 : 0);

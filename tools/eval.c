@@ -196,7 +196,7 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     int rc = load_inputs(e, err, errlen);
     if (rc) return rc;
     EmxModel m;
-    if (emx_model_open(&m, e->a.model, err, errlen) != 0) return 1;
+    if (emx_model_open_load(&m, e->a.model, emx_load_for_device(e->a.device, 0), err, errlen) != 0) return 1;
     EmxTokenizer *tk = emx_tokenizer_new(&m.tok, err, errlen);
     EvalRunner r = {0};
     EvalResults res = {0};

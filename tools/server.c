@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  -n N                max_tokens when a request gives none (default: what the context has room for)\n"
             "  -s SEED             seed when a request gives none (default: drawn per request)\n"
             "  --sampler S, --temp T, --top-k K, --top-p P, --min-p P, --profile NAME|FILE, --profile-set K=V,\n"
-            "  --metric-layers L, --no-think     as ./run (./run --help)\n"
+            "  --metric-layers L, --no-think, --mmap     as ./run (./run --help)\n"
             "  -h, --help          this text\n"
             "  --version           the version and the backends of this build\n");
 }
@@ -132,7 +132,8 @@ static char *model_id(const char *path) {
 }
 
 static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errlen) {
-    if (emx_model_open(&sm->model, sa->args.model_path, err, errlen) != 0) return -1;
+    const EmxLoad load = emx_load_for_device(sa->args.device, sa->args.mmap);
+    if (emx_model_open_load(&sm->model, sa->args.model_path, load, err, errlen) != 0) return -1;
     char why[256];
     if (!(sm->tk = emx_tokenizer_new(&sm->model.tok, why, sizeof why))) {
         emx_seterr(err, errlen, "%s: %s", sa->args.model_path, why);

@@ -132,6 +132,7 @@ static int set_switch(const char *arg, EmxCliArgs *a) {
     if (is_flag(arg, NULL, "--version", &iv) && !iv) return a->version = 1;
     if (is_flag(arg, NULL, "--verbose", &iv) && !iv) return a->verbose = 1;
     if (is_flag(arg, NULL, "--verify", &iv) && !iv) return a->verify = 1;
+    if (is_flag(arg, NULL, "--mmap", &iv) && !iv) return a->mmap = 1;
     if (is_flag(arg, NULL, "--chat", &iv) && !iv) return a->chat = EMX_CHAT_ON, 1;
     if (is_flag(arg, NULL, "--raw", &iv) && !iv) return a->chat = EMX_CHAT_RAW, 1;
     if (is_flag(arg, NULL, "--no-think", &iv) && !iv) return a->no_think = 1;
@@ -393,6 +394,9 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "Other:\n"
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"
         "      --verify            check the model file's recorded checksum before running\n"
+        "      --mmap              map the model file as it is (shared with other processes,\n"
+        "                          read as used) instead of copying a file of 64 MiB or more\n"
+        "                          into 2 MiB pages (faster decode: fewer page-table walks)\n"
         "  -h, --help              this help\n"
         "      --version           print the version and the backends of this build\n"
         "\n"

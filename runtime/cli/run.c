@@ -135,6 +135,12 @@ static char *read_prompt_file(const char *path, const EmxTokenizer *tk, int ctx,
     return text;
 }
 
+// The model's load: mapped for GPUs (the agents' --devices included) or with --mmap.
+static EmxLoad run_load(const EmxCliArgs *a) {
+    const int gpu_agents = a->devices && strcmp(a->devices, "cpu") != 0;
+    return emx_load_for_device(a->device, a->mmap || gpu_agents);
+}
+
 // Does one CPU state at ctx fit the memory there is? (The CUDA backend checks its own.)
 static int check_cpu_memory(const EmxModel *m, const EmxCliArgs *a, int ctx, char *err, size_t errlen) {
     const char *d = a->device;
@@ -167,6 +173,8 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
             a->model_path, c->arch, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
             c->head_dim, c->vocab_size, c->max_seq_len,
             emx_chat_template_name(c->chat_template) ? emx_chat_template_name(c->chat_template) : "?");
+    char where[128];
+    fprintf(stderr, "weights: %s\n", emx_model_memory_text(m, where, sizeof where));
     if (a->threads > 0)
         fprintf(stderr, "mode: %s, context %d, threads %d\n", chat ? "chat" : "raw", ctx, a->threads);
     else
@@ -284,7 +292,7 @@ static int open_model(Run *r) {
         else fprintf(stderr, "run: %s\n", err);  // no checksum recorded (v == 1), or the error
         if (v < 0) return -1;
     }
-    if (emx_model_open(&r->model, a->model_path, err, sizeof err) != 0) {
+    if (emx_model_open_load(&r->model, a->model_path, run_load(a), err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         return -1;
     }

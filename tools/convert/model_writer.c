@@ -260,7 +260,7 @@ static int write_all(int fd, const char *tmp_path, const ModelWriter *w, EmxFile
 static int install(const char *tmp_path, const char *out_path, char *err, size_t errlen) {
     EmxModel check;
     char why[512];
-    if (emx_model_open(&check, tmp_path, why, sizeof why)) {
+    if (emx_model_open_load(&check, tmp_path, EMX_LOAD_MMAP, why, sizeof why)) {
         size_t k = strlen(tmp_path);  // the loader names the temporary file: drop it
         const char *msg = strncmp(why, tmp_path, k) == 0 && why[k] == ':' ? why + k + 2 : why;
         return emx_seterr(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, out_path);

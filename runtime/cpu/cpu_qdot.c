@@ -346,6 +346,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         for (int k = 0; k < m; k++) {
             const int g = g0 + k;
             __m256i wv[4], wa[4];
+#pragma GCC unroll 4  // rolled, the rows went through the stack: 94 -> 108 tok/s (SmolLM2 q8 -t 2)
             for (int r = 0; r < 4; r++) {
                 wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
                 wa[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
@@ -573,6 +574,7 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         if (direct) {
             if (g % 8 == 0) prefetch_next_quad(kind, w, row_bytes, g);
             float d[4];
+#pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
                 wabs[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];

@@ -6,6 +6,7 @@
 
 #include "base/dtype.h"
 #include "base/model_format.h"
+#include "runtime/cpu/cpu_attention.h"
 
 void emx_kv_store(void *dst, int f16, const float *src, size_t n) {
     if (f16) emx_f32_to_f16_row(dst, src, n);
@@ -66,5 +67,13 @@ void emx_softmax(float *x, int n) {
 }
 
 void emx_swiglu(float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    // e^-g by the attention's vector exp (within 2 ulp of expf; expf itself without SIMD), 256
+    // at a time: expf one by one was 5% of a SmolLM2 prefill.
+    float e[256];
+    for (int i0 = 0; i0 < n; i0 += 256) {
+        const int m = n - i0 < 256 ? n - i0 : 256;
+        for (int i = 0; i < m; i++) e[i] = -gate[i0 + i];
+        emx_exp_f32(e, e, m);
+        for (int i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+    }
 }

@@ -2,6 +2,7 @@
 // configuration, and point EmxModel's tensors into the mapping (see model_format.h and
 // docs/model-format.md for the layout and the rules checked here).
 #include "runtime/model.h"
+#include "runtime/run_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -357,7 +358,10 @@ int emx_model_open_load(EmxModel *m, const char *path, EmxLoad load, char *err, 
         m->map = NULL;
         return fail(err, errlen, path, "mmap failed: %s", strerror(errno));
     }
-    const int copy = load == EMX_LOAD_COPY || (load == EMX_LOAD_AUTO && m->map_size >= EMX_LOAD_AUTO_MIN && thp_available());
+    const uint64_t avail = load == EMX_LOAD_AUTO ? emx_mem_available() : 0;  // 0: unknown
+    const int roomy = avail == 0 || m->map_size <= avail / 2;  // a copy must not crowd out the states
+    const int copy = load == EMX_LOAD_COPY || (load == EMX_LOAD_AUTO && m->map_size >= EMX_LOAD_AUTO_MIN &&
+                                               roomy && thp_available());
     size_t len = 0;
     void *a = copy ? huge_alloc(m->map_size, &len) : NULL;
     if (a) {  // validated below as copied: what is checked is what runs (without memory: mapped)

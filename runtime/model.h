@@ -45,7 +45,8 @@ typedef struct {
 // Where the weights live once opened (the same bytes, the same results either way).
 typedef enum {
     EMX_LOAD_AUTO,  // files >= 64 MiB copied into 2 MiB pages where the kernel grants them
-                    // (transparent huge pages not off), else mapped; mapped if memory runs short
+                    // (transparent huge pages not off) and the file is at most half the memory
+                    // available (emx_mem_available), else mapped; mapped if the copy's allocation fails
     EMX_LOAD_MMAP,  // the file mapped: pages shared with other processes, read as first touched
     EMX_LOAD_COPY,  // copied whatever the size (mapped if memory runs short)
 } EmxLoad;

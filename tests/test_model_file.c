@@ -158,6 +158,38 @@ Test(model_file, copy_and_mapping_hold_the_same_model) {
     emx_model_close(&mapped);
 }
 
+// A file of 64 MiB or more (SmolLM2 q8, made by `make test-models`) is copied under
+// EMX_LOAD_AUTO where the memory available is over twice its size, and mapped where it is not
+// (EMX_MEMAVAILABLE_MB: run_io.h's test hook for the figure). Whether the kernel grants huge pages
+// at all (transparent_hugepage "never") is this machine's setting: then both are mapped.
+Test(model_file, auto_copies_only_with_room_to_spare) {
+    char p[512];
+    test_build_path(p, sizeof p, "models/smollm2.q8.bin");
+    FILE *f = fopen(p, "rb");
+    if (!f) cr_skip_test("%s not made (make test-models)", p);
+    fclose(f);
+    EmxModel m;
+    char err[512];
+    setenv("EMX_MEMAVAILABLE_MB", "100000", 1);
+    cr_assert_eq(emx_model_open(&m, p, err, sizeof err), 0, "%s", err);
+    const int copied = m.copied;
+    cr_assert_geq(m.map_size, (size_t)64 << 20);
+    emx_model_close(&m);
+    setenv("EMX_MEMAVAILABLE_MB", "200", 1);  // the file is 143 MB: more than half of that
+    cr_assert_eq(emx_model_open(&m, p, err, sizeof err), 0, "%s", err);
+    cr_assert(!m.copied, "copied with 200 MB available");
+    emx_model_close(&m);
+    unsetenv("EMX_MEMAVAILABLE_MB");
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (thp) {
+        if (!fgets(line, sizeof line, thp)) line[0] = 0;
+        fclose(thp);
+    }
+    if (thp && !strstr(line, "[never]")) cr_assert(copied, "not copied with 100 GB available");
+    else cr_assert(!copied, "copied where the kernel grants no huge pages");
+}
+
 Test(model_file, missing_file) {
     EmxModel m;
     char err[512];

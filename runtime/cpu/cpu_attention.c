@@ -186,10 +186,6 @@ INLINE __m512 block_scores(float *s, const __m512 *qv, int nc, __mmask16 last, c
     return _mm512_mask_max_ps(max, valid, max, sc);
 }
 
-// Of the keys [g, g + m) of the concatenation, how many a query that sees its first n keys
-// sees: they are always the first ones of the range.
-INLINE int seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
-
 // Chunk c (16 elements, the last chunk masked to `last`: lanes past it +0) at x + off of an f32
 // row (x16 NULL) or at x16 + off of an f16 row (x NULL), widened exactly.
 INLINE __m512 load_chunk(const float *x, const uint16_t *x16, size_t off, int c, int nc, __mmask16 last) {
@@ -242,10 +238,10 @@ INLINE void all_scores(const EmxAttnQuery *qs, const int *n, int n_max, float *m
             const int m = spans[sp].n - j < 16 ? spans[sp].n - j : 16;
             // packed: only the keys some query sees
             const float *kb = pack_block(packed, k ? k + j * stride : NULL, k16 ? k16 + j * stride : NULL, stride,
-                                         seen(n_max, t + j, m), nc, last, n_q);
+                                         emx_attn_seen(n_max, t + j, m), nc, last, n_q);
             const size_t kstride = kb == packed ? (size_t)16 * nc : stride;
             for (int i = 0; i < n_q; i++) {
-                const int mi = seen(n[i], t + j, m);
+                const int mi = emx_attn_seen(n[i], t + j, m);
                 if (mi == 0) continue;
                 __m512 qv[8];  // q reloaded per block: nc loads per 16 keys
 #pragma GCC unroll 8
@@ -273,7 +269,7 @@ static void all_scores_wide(const EmxAttnQuery *qs, const int *n, int n_max, flo
             const float *k = spans[sp].k ? spans[sp].k + j * spans[sp].stride : NULL;
             const uint16_t *k16 = spans[sp].k16 ? spans[sp].k16 + j * spans[sp].stride : NULL;
             for (int i = 0; i < n_q; i++) {
-                const int mi = seen(n[i], t + j, m);
+                const int mi = emx_attn_seen(n[i], t + j, m);
                 if (mi == 0) continue;
                 __m512 acc[16];
                 for (int r = 0; r < 16; r++) {
@@ -362,10 +358,10 @@ INLINE void values_block(const EmxAttnQuery *qs, const int *n, int n_max, int n_
             const int m = spans[sp].n - j < VBLOCK ? spans[sp].n - j : VBLOCK;
             const float *v = pack_block(packed, spans[sp].v ? spans[sp].v + col + j * stride : NULL,
                                         spans[sp].v16 ? spans[sp].v16 + col + j * stride : NULL, stride,
-                                        seen(n_max, t + j, m), nv, last, n_q);
+                                        emx_attn_seen(n_max, t + j, m), nv, last, n_q);
             const size_t vstride = v == packed ? (size_t)16 * nv : stride;
             for (int i = 0; i < n_q; i++) {
-                const int mi = seen(n[i], t + j, m);
+                const int mi = emx_attn_seen(n[i], t + j, m);
                 if (mi == 0) continue;
                 __m512 even[8], odd[8];
 #pragma GCC unroll 8
@@ -388,13 +384,8 @@ static void attention_group(const EmxAttnQuery *qs, int n_q, const EmxKeySpan *s
                             float scale) {
     const int nc = (head_dim + 15) / 16;  // 16-float chunks of q, k, v and out
     const __mmask16 last = head_dim % 16 ? (__mmask16)((1u << (head_dim % 16)) - 1) : (__mmask16)0xFFFF;
-    int total = 0;
-    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
-    int n[GROUP], n_max = 0;  // each query's key count, never past the spans' keys
-    for (int i = 0; i < n_q; i++) {
-        n[i] = qs[i].n_keys < 0 ? 0 : qs[i].n_keys < total ? qs[i].n_keys : total;
-        n_max = n[i] > n_max ? n[i] : n_max;
-    }
+    int n[GROUP];  // each query's key count, never past the spans' keys
+    const int n_max = emx_attn_key_counts(qs, n_q, spans, n_spans, n);
     float max[GROUP];
     switch (nc) {  // a constant nc per case
 #define SCORES(N) \

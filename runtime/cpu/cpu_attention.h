@@ -62,6 +62,21 @@ typedef struct {
 // query (a larger n_q runs as calls of 8).
 void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
                                int head_dim, float scale);
+// For the vectorised versions' groups: n[i] = the keys query i sees (its n_keys, never past the
+// spans' total, never below 0); returns the largest.
+static inline int emx_attn_key_counts(const EmxAttnQuery *qs, int n_q, const EmxKeySpan *spans, int n_spans, int *n) {
+    int total = 0, n_max = 0;
+    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
+    for (int i = 0; i < n_q; i++) {
+        n[i] = qs[i].n_keys < 0 ? 0 : qs[i].n_keys < total ? qs[i].n_keys : total;
+        n_max = n[i] > n_max ? n[i] : n_max;
+    }
+    return n_max;
+}
+// Of the keys [g, g + m) of the concatenation, how many a query that sees its first n keys
+// sees: always the first ones of the range.
+static inline int emx_attn_seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
+
 // The plain version (the default where neither AVX-512F nor AVX2 + FMA is targeted).
 void emx_attention_head_spans_scalar(float *out, const float *q, const EmxKeySpan *spans, int n_spans,
                                      int head_dim, float scale, float *scores, float *probs);

@@ -256,10 +256,6 @@ static void attention_one(const EmxAttnQuery *qq, const EmxKeySpan *spans, int n
 #define VBLOCK 32    // keys per block of the value pass
 #define MAX_NH 32    // head_dim <= 256 in the packed blocks; larger heads run query by query
 
-// Of the keys [g, g + m) of the concatenation, how many a query that sees its first n keys
-// sees: always the first ones of the range.
-INLINE int seen(int n, int g, int m) { return n - g <= 0 ? 0 : n - g < m ? n - g : m; }
-
 // Rows x + r * stride, r < m (f32, or f16 with f16 set, widened exactly), chunks [c0, c0 + nc)
 // of 8 elements (the chunk nh - 1 masked to tail: lanes past it +0) -> buf [m][8 nc].
 static void pack_rows(float *buf, const void *x, int f16, size_t stride, int m, int c0, int nc, int nh, __m256i tail) {
@@ -283,10 +279,11 @@ INLINE void group_scores(const EmxAttnQuery *qs, const int *n, int n_max, float 
         for (int j = 0; j < spans[sp].n && t + j < n_max; j += 8) {
             const int m = spans[sp].n - j < 8 ? spans[sp].n - j : 8;
             const size_t at = (size_t)j * spans[sp].stride;
-            if (spans[sp].k) pack_rows(packed, spans[sp].k + at, 0, spans[sp].stride, seen(n_max, t + j, m), 0, nh, nh, tail);
-            else pack_rows(packed, spans[sp].k16 + at, 1, spans[sp].stride, seen(n_max, t + j, m), 0, nh, nh, tail);
+            const int ms = emx_attn_seen(n_max, t + j, m);  // only the keys some query sees
+            if (spans[sp].k) pack_rows(packed, spans[sp].k + at, 0, spans[sp].stride, ms, 0, nh, nh, tail);
+            else pack_rows(packed, spans[sp].k16 + at, 1, spans[sp].stride, ms, 0, nh, nh, tail);
             for (int i = 0; i < n_q; i++) {
-                const int mi = seen(n[i], t + j, m);
+                const int mi = emx_attn_seen(n[i], t + j, m);
                 if (mi == 0) continue;
                 __m256 a[8];
 #pragma GCC unroll 8
@@ -318,10 +315,11 @@ INLINE void group_values(const EmxAttnQuery *qs, const int *n, int n_max, int n_
         for (int j = 0; j < spans[sp].n && t + j < n_max; j += VBLOCK) {
             const int m = spans[sp].n - j < VBLOCK ? spans[sp].n - j : VBLOCK;
             const size_t at = (size_t)j * spans[sp].stride;
-            if (spans[sp].v) pack_rows(packed, spans[sp].v + at, 0, spans[sp].stride, seen(n_max, t + j, m), col / 8, nv, nh, tail);
-            else pack_rows(packed, spans[sp].v16 + at, 1, spans[sp].stride, seen(n_max, t + j, m), col / 8, nv, nh, tail);
+            const int ms = emx_attn_seen(n_max, t + j, m);
+            if (spans[sp].v) pack_rows(packed, spans[sp].v + at, 0, spans[sp].stride, ms, col / 8, nv, nh, tail);
+            else pack_rows(packed, spans[sp].v16 + at, 1, spans[sp].stride, ms, col / 8, nv, nh, tail);
             for (int i = 0; i < n_q; i++) {
-                const int mi = seen(n[i], t + j, m);
+                const int mi = emx_attn_seen(n[i], t + j, m);
                 for (int r = 0; r < mi; r++)
                     axpy_row(acc[i][(t + j + r) & 1], nv, lm, qs[i].probs[t + j + r], packed + (size_t)r * 8 * nv, 0);
             }
@@ -340,13 +338,8 @@ static void attention_group(const EmxAttnQuery *qs, int n_q, const EmxKeySpan *s
                             float scale) {
     const int nh = (head_dim + 7) / 8;
     const __m256i tail = first_lanes(head_dim % 8 ? head_dim % 8 : 8);
-    int total = 0;
-    for (int sp = 0; sp < n_spans; sp++) total += spans[sp].n;
-    int n[GROUP], n_max = 0;  // each query's key count, never past the spans' keys
-    for (int i = 0; i < n_q; i++) {
-        n[i] = qs[i].n_keys < 0 ? 0 : qs[i].n_keys < total ? qs[i].n_keys : total;
-        n_max = n[i] > n_max ? n[i] : n_max;
-    }
+    int n[GROUP];  // each query's key count, never past the spans' keys
+    const int n_max = emx_attn_key_counts(qs, n_q, spans, n_spans, n);
     float max[GROUP];
     switch (nh) {  // the usual head sizes with a constant chunk count
     case 2: group_scores(qs, n, n_max, max, n_q, 2, tail, spans, n_spans, scale); break;

@@ -122,6 +122,34 @@ INLINE __m256 reduce8(const __m256 a[8]) {
     return _mm256_permutevar8x32_ps(s4, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Scores of the m <= 8 keys k + r * stride, r < m (f32, or f16 with f16 set: a literal), into
+// s[0..m); returns the running max with them.
+INLINE __m256 block_scores(float *s, const float *q, const void *k, int f16, size_t stride, int m, int nh,
+                           __m256i tail, __m256 vscale, __m256 max) {
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {  // keys past m: zero, their lanes are not stored
+        const void *kr = f16 ? (const void *)((const uint16_t *)k + (size_t)r * stride)
+                             : (const void *)((const float *)k + (size_t)r * stride);
+        a[r] = r < m ? key_lanes(q, kr, f16, nh, tail) : _mm256_setzero_ps();
+    }
+    const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
+    if (m == 8) {
+        _mm256_storeu_ps(s, sc);
+        return _mm256_max_ps(max, sc);
+    }
+    const __m256i valid = first_lanes(m);
+    _mm256_maskstore_ps(s, valid, sc);
+    return _mm256_blendv_ps(max, _mm256_max_ps(max, sc), _mm256_castsi256_ps(valid));
+}
+
+// The largest of the 8 lanes.
+INLINE float max8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
 // Pass 1 for nh 8-float chunks (a constant after inlining): scores of the query's first n keys
 // of the spans, 8 at a time; returns their max.
 INLINE float all_scores(const float *q, float *scores, int n, const EmxKeySpan *spans, int n_spans, int nh,
@@ -132,30 +160,13 @@ INLINE float all_scores(const float *q, float *scores, int n, const EmxKeySpan *
         for (int j = 0; j < spans[sp].n && t + j < n; j += 8) {
             int m = spans[sp].n - j < 8 ? spans[sp].n - j : 8;
             m = n - (t + j) < m ? n - (t + j) : m;  // keys past n are never visited
-            __m256 a[8];
             const size_t st = spans[sp].stride;
-            if (spans[sp].k) {
-#pragma GCC unroll 8
-                for (int r = 0; r < 8; r++)  // keys past m: zero, their lanes are not stored
-                    a[r] = r < m ? key_lanes(q, spans[sp].k + (size_t)(j + r) * st, 0, nh, tail) : _mm256_setzero_ps();
-            } else {
-#pragma GCC unroll 8
-                for (int r = 0; r < 8; r++)
-                    a[r] = r < m ? key_lanes(q, spans[sp].k16 + (size_t)(j + r) * st, 1, nh, tail) : _mm256_setzero_ps();
-            }
-            const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
-            if (m == 8) {
-                _mm256_storeu_ps(scores + t + j, sc);
-                max = _mm256_max_ps(max, sc);
-            } else {
-                const __m256i valid = first_lanes(m);
-                _mm256_maskstore_ps(scores + t + j, valid, sc);
-                max = _mm256_blendv_ps(max, _mm256_max_ps(max, sc), _mm256_castsi256_ps(valid));
-            }
+            if (spans[sp].k)
+                max = block_scores(scores + t + j, q, spans[sp].k + (size_t)j * st, 0, st, m, nh, tail, vscale, max);
+            else
+                max = block_scores(scores + t + j, q, spans[sp].k16 + (size_t)j * st, 1, st, m, nh, tail, vscale, max);
         }
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+    return max8(max);
 }
 
 // Pass 2: probs = softmax(scores[0..n)); the sum lane = key index mod 16, in two halves.
@@ -284,22 +295,12 @@ INLINE void group_scores(const EmxAttnQuery *qs, const int *n, int n_max, float 
             else pack_rows(packed, spans[sp].k16 + at, 1, spans[sp].stride, ms, 0, nh, nh, tail);
             for (int i = 0; i < n_q; i++) {
                 const int mi = emx_attn_seen(n[i], t + j, m);
-                if (mi == 0) continue;
-                __m256 a[8];
-#pragma GCC unroll 8
-                for (int r = 0; r < 8; r++)  // keys past mi: zero, their lanes are not stored
-                    a[r] = r < mi ? key_lanes(qs[i].q, packed + (size_t)r * 8 * nh, 0, nh, tail) : _mm256_setzero_ps();
-                const __m256 sc = _mm256_mul_ps(reduce8(a), vscale);
-                const __m256i valid = first_lanes(mi);
-                _mm256_maskstore_ps(qs[i].scores + t + j, valid, sc);
-                max[i] = _mm256_blendv_ps(max[i], _mm256_max_ps(max[i], sc), _mm256_castsi256_ps(valid));
+                if (mi > 0)
+                    max[i] = block_scores(qs[i].scores + t + j, qs[i].q, packed, 0, (size_t)8 * nh, mi, nh, tail,
+                                          vscale, max[i]);
             }
         }
-    for (int i = 0; i < n_q; i++) {
-        __m128 s = _mm_max_ps(_mm256_castps256_ps128(max[i]), _mm256_extractf128_ps(max[i], 1));
-        s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-        max_out[i] = _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
-    }
+    for (int i = 0; i < n_q; i++) max_out[i] = max8(max[i]);
 }
 
 // Pass 3 for columns [col, col + 8 nv) (nv <= 4, a constant after inlining) of every query's

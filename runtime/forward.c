@@ -51,16 +51,24 @@ static int parse_cuda_device(const char *d) {
     return *end || n > 1024 ? -1 : (int)n;
 }
 
-EmxLoad emx_load_for_device(const char *device, int mmap) {
+// The device a state asked for on `device` gets: "auto" resolved; NULL or "" is the CPU's "".
+static const char *resolve_device(const char *device) {
     const char *d = device ? device : "";
-    if (!strcmp(d, "auto")) d = emx_cuda_available() ? "cuda:0" : "cpu";
-    return mmap || (*d && strcmp(d, "cpu") != 0) ? EMX_LOAD_MMAP : EMX_LOAD_AUTO;
+    return !strcmp(d, "auto") ? (emx_cuda_available() ? "cuda:0" : "cpu") : d;
+}
+
+int emx_device_is_cpu(const char *device) {
+    const char *d = resolve_device(device);
+    return !*d || !strcmp(d, "cpu");
+}
+
+EmxLoad emx_load_for_device(const char *device, int mmap) {
+    return mmap || !emx_device_is_cpu(device) ? EMX_LOAD_MMAP : EMX_LOAD_AUTO;
 }
 
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
-    const char *d = opt && opt->device ? opt->device : "";
-    if (!strcmp(d, "auto")) d = emx_cuda_available() ? "cuda:0" : "cpu";
-    if (!*d || !strcmp(d, "cpu")) return emx_cpu_state_new(m, opt, err, errlen);
+    const char *d = resolve_device(opt ? opt->device : NULL);
+    if (emx_device_is_cpu(d)) return emx_cpu_state_new(m, opt, err, errlen);
     const int dev = parse_cuda_device(d);
     if (dev < 0) {
         emx_seterr(err, errlen, "device '%s': expected cpu, cuda:N or auto", d);

@@ -41,6 +41,8 @@ typedef struct {
 // model that does not fit the device (said before allocating), out of memory with the amount.
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 void emx_state_free(EmxState *s);
+// Whether a state asked for on device (as emx_state_new reads it) runs on the CPU.
+int emx_device_is_cpu(const char *device);
 // How to load a model for states on device (as emx_state_new reads it: "cpu", "cuda:N", "auto"):
 // mapped where the weights go to a GPU (a host copy would only double the memory) or mmap is
 // set (--mmap), else EMX_LOAD_AUTO.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "runtime/forward.h"
 #include "runtime/model.h"
 #include "test_util.h"
 
@@ -188,6 +189,19 @@ Test(model_file, auto_copies_only_with_room_to_spare) {
     }
     if (thp && !strstr(line, "[never]")) cr_assert(copied, "not copied with 100 GB available");
     else cr_assert(!copied, "copied where the kernel grants no huge pages");
+}
+
+// Which load a device gets: the CPU's default (EMX_LOAD_AUTO) unless --mmap, and always the mapping
+// for a GPU, whose weights are uploaded ("auto" is the CPU in a build or machine without one).
+Test(model_file, load_follows_the_device) {
+    cr_assert_eq(emx_load_for_device("cpu", 0), EMX_LOAD_AUTO);
+    cr_assert_eq(emx_load_for_device(NULL, 0), EMX_LOAD_AUTO);
+    cr_assert_eq(emx_load_for_device("", 0), EMX_LOAD_AUTO);
+    cr_assert_eq(emx_load_for_device("cpu", 1), EMX_LOAD_MMAP);
+    cr_assert_eq(emx_load_for_device("cuda:0", 0), EMX_LOAD_MMAP);
+    cr_assert_eq(emx_load_for_device("cuda:3", 0), EMX_LOAD_MMAP);
+    cr_assert_eq(emx_load_for_device("auto", 0), emx_cuda_available() ? EMX_LOAD_MMAP : EMX_LOAD_AUTO);
+    cr_assert(emx_device_is_cpu("cpu") && emx_device_is_cpu(NULL) && !emx_device_is_cpu("cuda:1"));
 }
 
 Test(model_file, missing_file) {

@@ -143,9 +143,7 @@ static EmxLoad run_load(const EmxCliArgs *a) {
 
 // Does one CPU state at ctx fit the memory there is? (The CUDA backend checks its own.)
 static int check_cpu_memory(const EmxModel *m, const EmxCliArgs *a, int ctx, char *err, size_t errlen) {
-    const char *d = a->device;
-    const int on_cpu = !d || !*d || strcmp(d, "cpu") == 0 || (strcmp(d, "auto") == 0 && !emx_cuda_available());
-    if (!on_cpu) return 0;
+    if (!emx_device_is_cpu(a->device)) return 0;
     const int threads = a->threads > 0 ? a->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t kv = 0, need = emx_cpu_state_bytes(&m->cfg, ctx, threads, a->cache_type, &kv);
     return emx_mem_check(need, kv, emx_mem_available(), ctx, "1 state", err, errlen);

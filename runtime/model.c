@@ -307,7 +307,8 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
 
 // A copy of the weights in 2 MiB pages: a decode step streams every weight once, and with 4 KiB
 // pages each step also walks the page tables for every 4 KiB of weights (in a VM, two levels of
-// them). SmolLM2-135M q8, -t 2, 2-core Xeon VM: 101-104 tok/s mapped, 127-128 in huge pages.
+// them). SmolLM2-135M q8 decode, -t 2, 2-core Xeon VM, alternated: 101-106 tok/s mapped, 122-124
+// in huge pages.
 #define HUGE_PAGE ((size_t)2 << 20)
 #define EMX_LOAD_AUTO_MIN ((size_t)64 << 20)  // smaller files: too few pages to matter
 
@@ -383,8 +384,8 @@ int emx_model_open(EmxModel *m, const char *path, char *err, size_t errlen) {
 
 const char *emx_model_memory_text(const EmxModel *m, char *buf, size_t cap) {
     if (m->copied)
-        snprintf(buf, cap, "a copy in memory, %.0f of %.0f MiB in 2 MiB pages", (double)emx_model_huge_bytes(m) / (1 << 20),
-                 (double)m->map_size / (1 << 20));
+        snprintf(buf, cap, "a copy in memory, %.0f of %.0f MiB in 2 MiB pages",
+                 (double)emx_model_huge_bytes(m) / (1 << 20), (double)m->map_size / (1 << 20));
     else snprintf(buf, cap, "the file mapped (4 KiB pages)");
     return buf;
 }

@@ -114,9 +114,9 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
 
 
 // The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(): AVX-512 VNNI or AVX2):
-// four weight rows repacked once (emx_quad_pack: 64-byte aligned, emx_quad_pack_bytes(n) in all) then run against activation rows i0..i0+ni-1
-// of a (emx_quad_tile; xl: the rows' lane sums [a->n][n/8]): out[i * out_stride + k] for weight
-// row k, bitwise emx_dot_*(row k, activation row i).
+// four weight rows repacked once (emx_quad_pack: 64-byte aligned, emx_quad_pack_bytes(n) in
+// all) then run against activation rows i0..i0+ni-1 of a (emx_quad_tile; xl: the rows' lane sums
+// [a->n][n/8]): out[i * out_stride + k] for weight row k, bitwise emx_dot_*(row k, activation row i).
 int emx_quad_kernels_available(void);
 size_t emx_quad_pack_bytes(int n);
 void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);

@@ -648,9 +648,8 @@ static inline __attribute__((always_inline)) void quad_tile_kind(int kind, int d
 void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
                    const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride) {
 #ifdef EMX_AVX2
-    const int kind = dtype == EMX_Q8 ? 0 : dtype == EMX_Q4 ? 1 : 2;
-    if (kind == 0) quad_tile_kind(0, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
-    else if (kind == 1) quad_tile_kind(1, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    if (dtype == EMX_Q8) quad_tile_kind(0, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4) quad_tile_kind(1, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
     else quad_tile_kind(2, 0, blocks, pack, NULL, NULL, wm, a, xl, n, i0, ni, out, out_stride);
 #else
     (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)blocks, (void)n, (void)i0, (void)ni, (void)out,

@@ -282,7 +282,7 @@ static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i wa,
 }
 
 // One step of the order for rows (0, 1) and (2, 3): wa[r] = row r's group as unsigned bytes (q8:
-// |w|, ws[r] = w as stored; q4/q4_1: the nibbles unpacked, ws unused), s01 / s23 = [s_g(a) x 4 |
+// |w|, ws[r] = w as stored; q4/q4_1: the nibbles unpacked, ws read by nobody), s01 / s23 = [s_g(a) x 4 |
 // s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated; shifted: times 8
 // already). wa and ws may point into the packed copy: read where they lie, not copied per step.
 static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
@@ -291,8 +291,8 @@ static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *a
                                                              int shifted) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
     const int q8 = kind == 0;
-    __m256i p01 = pair_fold(row_dot(q8, wa[0], q8 ? ws[0] : xv, xv), row_dot(q8, wa[1], q8 ? ws[1] : xv, xv));
-    __m256i p23 = pair_fold(row_dot(q8, wa[2], q8 ? ws[2] : xv, xv), row_dot(q8, wa[3], q8 ? ws[3] : xv, xv));
+    __m256i p01 = pair_fold(row_dot(q8, wa[0], ws[0], xv), row_dot(q8, wa[1], ws[1], xv));
+    __m256i p23 = pair_fold(row_dot(q8, wa[2], ws[2], xv), row_dot(q8, wa[3], ws[3], xv));
     if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
         __m256i off = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl));
         if (!shifted) off = _mm256_slli_epi32(off, 3);

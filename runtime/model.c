@@ -322,6 +322,13 @@ static int thp_available(void) {
     return ok;
 }
 
+// Whether a copy of `bytes` leaves the memory the states need: at most half of what is available
+// (unknown: yes).
+static int roomy_for_copy(size_t bytes) {
+    const uint64_t avail = emx_mem_available();
+    return avail == 0 || bytes <= avail / 2;
+}
+
 // Anonymous memory of `bytes` at a 2 MiB boundary, huge pages asked for (*len: what to unmap);
 // NULL if none.
 static void *huge_alloc(size_t bytes, size_t *len) {
@@ -359,10 +366,8 @@ int emx_model_open_load(EmxModel *m, const char *path, EmxLoad load, char *err, 
         m->map = NULL;
         return fail(err, errlen, path, "mmap failed: %s", strerror(errno));
     }
-    const uint64_t avail = load == EMX_LOAD_AUTO ? emx_mem_available() : 0;  // 0: unknown
-    const int roomy = avail == 0 || m->map_size <= avail / 2;  // a copy must not crowd out the states
     const int copy = load == EMX_LOAD_COPY || (load == EMX_LOAD_AUTO && m->map_size >= EMX_LOAD_AUTO_MIN &&
-                                               roomy && thp_available());
+                                               roomy_for_copy(m->map_size) && thp_available());
     size_t len = 0;
     void *a = copy ? huge_alloc(m->map_size, &len) : NULL;
     if (a) {  // validated below as copied: what is checked is what runs (without memory: mapped)

@@ -1,6 +1,7 @@
 // agent_pool.cu — the agent pool's step on the device (API in agent_pool.h, semantics in
 // sampler/agents.h): every agent samples from its own (temperature, top_k) distribution of the
-// shared logits row, and the proposal of lowest entropy wins.
+// shared logits row, and the proposal of lowest entropy wins. The lookahead branches' variant
+// (emx_cuda_agents_rows_step) gives each agent a row of its own, its branch's, and no winner.
 //
 // Mapping: one block of SB = 1024 threads per agent (grid = n_agents), each doing exactly what
 // the single sampler of sampling.cu does (sampling_device.cuh: one scan for max/argmax, a radix
@@ -11,9 +12,9 @@
 // go to the lower index): blocks cannot wait on each other within a launch, and the pick is 8
 // comparisons. The agents' blocks run concurrently on different SMs, so a pool of 8 costs about
 // one sampler's time, not 8. From n = 8192 on, the passes over the vocabulary run first on many
-// blocks (sampling_mb.cuh, grid (n / 2048, n_agents): one scan shared by all agents, then each
-// agent's radix levels and gather), and each agent's block reads only their results and its
-// batch.
+// blocks (sampling_mb.cuh, grid (n / 2048, n_agents): one scan shared by all agents, or one per
+// agent on rows of their own, then each agent's radix levels and gather), and each agent's
+// block reads only their results and its batch.
 // Bytes per step (one-block path): each agent block reads the logits 3-5 times (4n bytes each: scan, 2-4 radix
 // passes, gather) — the 8 blocks read the same row, which mostly hits L2 — and writes/reads 16
 // bytes per kept token (top_k of them; the whole vocabulary when top_k is off, then a serial
@@ -52,11 +53,12 @@ __device__ KeptList agent_kept_list(void *ws, int n, int agent) {
 
 // Block b = agent b: its proposal into props[b] (workspace) and, when given, proposals_out[b].
 __global__ void __launch_bounds__(SB, 1)
-agents_propose_kernel(const float *__restrict__ logits, int n, const EmxAgentParams *agents, u64 seed, u64 step,
-                      const u64 *step_dev, uint32_t first_lane, char *kept_ws, EmxProposal *props,
+agents_propose_kernel(const float *__restrict__ logits, size_t stride, int n, const EmxAgentParams *agents, u64 seed,
+                      u64 step, const u64 *step_dev, uint32_t first_lane, char *kept_ws, EmxProposal *props,
                       EmxProposal *proposals_out, MbWs mw) {
     const Smem sm = block_smem();
     const int b = blockIdx.x;
+    logits += b * stride;  // its own row, or (stride 0) the shared one
     const EmxAgentParams a = agents[b];
     EmxSamplerParams sp;  // sampler/agents.c: the agent's filters only (top-p and min-p off)
     sp.temperature = a.temperature;
@@ -95,7 +97,42 @@ __global__ void agents_pick_kernel(const EmxProposal *props, int n_agents, int *
     *token_out = w >= 0 ? props[w].token : -1;
 }
 
+// One thread: the banned token's logit to -inf (a rollback's ban, read on the device so that a
+// captured round serves every ban, none included).
+__global__ void ban_token_kernel(float *logits, int n, const int *ban) {
+    const int b = *ban;
+    if (b >= 0 && b < n) logits[b] = -INFINITY;
+}
+
+// The proposals of n_agents agents, agent b on logits + b * stride (0: all on the same row),
+// into the workspace's records (props) and proposals_out when given.
+cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxAgentParams *agents, int n_agents,
+                           uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t first_lane,
+                           EmxProposal *proposals_out, void *ws, cudaStream_t s, EmxProposal **props) {
+    if (!logits || n < 1 || !agents || n_agents < 1 || n_agents > 65535 || !ws) return cudaErrorInvalidValue;
+    char *kept_ws = (char *)ws;
+    *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
+    // the passes over the vocabulary on many blocks, one row of them per agent (sampling_mb.cuh)
+    const MbWs mw =
+        mb_ws_at((char *)*props + align256_bytes((size_t)n_agents * sizeof(EmxProposal)), n, n_agents, stride);
+    if (mw.G > 0) {
+        ParamSrc ps = {};
+        ps.kind = PS_AGENTS;
+        ps.agents = agents;
+        const cudaError_t e = mb_launch(logits, n, ps, true, false, mw, s);
+        if (e != cudaSuccess) return e;
+    }
+    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, stride, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, *props, proposals_out, mw);
+    return cudaGetLastError();
+}
+
 }  // namespace
+
+extern "C" cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s) {
+    if (!logits || n < 1 || !ban_dev) return cudaErrorInvalidValue;
+    ban_token_kernel<<<1, 1, 0, s>>>(logits, n, ban_dev);
+    return cudaGetLastError();
+}
 
 extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
     if (n < 1 || n_agents < 1) return 0;
@@ -107,22 +144,21 @@ extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const Em
                                             int n_agents, uint64_t seed, uint64_t step,
                                             const uint64_t *step_dev, uint32_t first_lane, int *token_out,
                                             int *winner_out, EmxProposal *proposals_out, void *ws, cudaStream_t s) {
-    if (!logits || n < 1 || !agents || n_agents < 1 || n_agents > 65535 || !token_out || !winner_out || !ws)
-        return cudaErrorInvalidValue;
-    char *kept_ws = (char *)ws;
-    EmxProposal *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
-    // the passes over the vocabulary on many blocks, one row of them per agent (sampling_mb.cuh)
-    const MbWs mw = mb_ws_at((char *)props + align256_bytes((size_t)n_agents * sizeof(EmxProposal)), n, n_agents);
-    if (mw.G > 0) {
-        ParamSrc ps = {};
-        ps.kind = PS_AGENTS;
-        ps.agents = agents;
-        const cudaError_t e = mb_launch(logits, n, ps, true, false, mw, s);
-        if (e != cudaSuccess) return e;
-    }
-    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, props, proposals_out, mw);
-    const cudaError_t e = cudaGetLastError();
+    if (!token_out || !winner_out) return cudaErrorInvalidValue;
+    EmxProposal *props = NULL;
+    const cudaError_t e =
+        agents_propose(logits, 0, n, agents, n_agents, seed, step, step_dev, first_lane, proposals_out, ws, s, &props);
     if (e != cudaSuccess) return e;
     agents_pick_kernel<<<1, 1, 0, s>>>(props, n_agents, token_out, winner_out);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t emx_cuda_agents_rows_step(const float *logits, size_t row_stride, int n,
+                                                 const EmxAgentParams *agents, int n_agents, uint64_t seed,
+                                                 uint64_t step, const uint64_t *step_dev, uint32_t first_lane,
+                                                 EmxProposal *proposals_out, void *ws, cudaStream_t s) {
+    if (row_stride < (size_t)n || !proposals_out) return cudaErrorInvalidValue;
+    EmxProposal *props = NULL;
+    return agents_propose(logits, row_stride, n, agents, n_agents, seed, step, step_dev, first_lane, proposals_out, ws,
+                          s, &props);
 }

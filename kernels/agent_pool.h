@@ -1,6 +1,6 @@
 // agent_pool.h — the agent pool's proposal rule on the device (launcher of agent_pool.cu): every agent
 // samples its proposal and the lowest-entropy one is chosen, so the host reads one token id per
-// step (issue #6). Semantics: sampler/agents.h (emx_agents_choose), the same tokens and winner
+// step. Semantics: sampler/agents.h (emx_agents_choose), the same tokens and winner
 // for the same (seed, step); entropies equal to rounding (on a GPU the device's exp/log2 may
 // differ from the C library's by an ulp). As in sampling.h, the one place a token can differ is
 // a draw whose cumulative sum lands within rounding of u (a straddle): not under emulation.
@@ -35,6 +35,18 @@ cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParam
                                  int n_agents, uint64_t seed, uint64_t step,
                                  const uint64_t *step_dev, uint32_t first_lane, int *token_out, int *winner_out,
                                  EmxProposal *proposals_out, void *ws, cudaStream_t s);
+
+// The agents each on a row of their own: agent i samples from logits + i * row_stride (>= n;
+// the pool's lookahead branches, branch i's row), with lane first_lane + i, as
+// emx_cuda_agents_step does from one shared row; no winner is picked (the rows are different
+// branches). proposals_out [n_agents] is required; ws as emx_cuda_agents_step's.
+cudaError_t emx_cuda_agents_rows_step(const float *logits, size_t row_stride, int n, const EmxAgentParams *agents,
+                                      int n_agents, uint64_t seed, uint64_t step, const uint64_t *step_dev,
+                                      uint32_t first_lane, EmxProposal *proposals_out, void *ws, cudaStream_t s);
+
+// logits[*ban_dev] = -inf when 0 <= *ban_dev < n, else nothing: the token a rollback excludes,
+// read on the device when the kernel runs (a CUDA graph's replays each see the current ban).
+cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s);
 
 #ifdef __cplusplus
 }

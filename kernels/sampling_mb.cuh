@@ -3,9 +3,11 @@
 // and draws is sampling_device.cuh's distribution_block, which reads what these leave).
 //
 // Grid (G, rows), G = ceil(n / MB_CHUNK) chunks of 2048 logits (75 at n = 151936), 256 threads;
-// rows: the decisions taken on the same logits (1, or one per agent of the pool). In launch order:
-//   mb_scan     (G x 1)   each chunk's candidates, max, argmax -> ScanPart[G] (param-independent);
-//                         block 0 also zeroes the histograms and the gather counters.
+// rows: the decisions taken on the same logits (1, or one per agent of the pool), or each on its
+// own row of logits (stride: the agents of the pool's lookahead branches). In launch order:
+//   mb_scan     (G x 1, G x rows with own rows) each chunk's candidates, max, argmax ->
+//                         ScanPart[G] per logits row (param-independent); block (0, 0) also
+//                         zeroes the histograms and the gather counters.
 //   mb_z        (G x rows, only when top-p may be on) Σ exp(s·(l - max)) of the chunk -> zpart.
 //   mb_hist x3  (G x rows) level L: the state of the select at byte 7-L (prefix, mask, keys above),
 //                         then the chunk's 256-bin histogram of the keys in range, added to the
@@ -75,7 +77,8 @@ __device__ bool params_of(const ParamSrc &ps, int row, EmxSamplerParams *sp) {
 // The workspace of the passes (device memory, laid out by mb_ws_at).
 struct MbWs {
     int G, rows;
-    ScanPart *scan;   // [G]
+    size_t stride;    // floats from one row's logits to the next's (0: all rows read the same)
+    ScanPart *scan;   // [rows][G] (one row of it used when stride is 0)
     double *zpart;    // [rows][G]
     MbState *st;      // [rows][MB_LEVELS + 1]: slot L = the state histogrammed at level L; the last: final
     unsigned *hist;   // [rows][MB_LEVELS][256]
@@ -89,19 +92,21 @@ __host__ __device__ inline int mb_chunks(int n) { return n >= MB_MIN_N ? (n + MB
 __host__ __device__ inline size_t mb_ws_bytes(int n, int rows) {
     const size_t G = (size_t)mb_chunks(n), r = (size_t)rows;
     if (G == 0) return 0;
-    return mb_align(G * sizeof(ScanPart)) + mb_align(r * G * sizeof(double)) +
+    return mb_align(r * G * sizeof(ScanPart)) + mb_align(r * G * sizeof(double)) +
            mb_align(r * (MB_LEVELS + 1) * sizeof(MbState)) + mb_align(r * MB_LEVELS * 256 * sizeof(unsigned)) +
            mb_align(r * BATCH_CAP * sizeof(u64)) + mb_align(r * sizeof(int));
 }
 
-__host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows) {
+// stride: as MbWs.stride.
+__host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows, size_t stride = 0) {
     MbWs w;
     w.G = mb_chunks(n);
     w.rows = rows;
+    w.stride = stride;
     char *p = (char *)base;
     const size_t G = (size_t)w.G, r = (size_t)rows;
     w.scan = (ScanPart *)p;
-    p += mb_align(G * sizeof(ScanPart));
+    p += mb_align(r * G * sizeof(ScanPart));
     w.zpart = (double *)p;
     p += mb_align(r * G * sizeof(double));
     w.st = (MbState *)p;
@@ -118,7 +123,7 @@ __host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows) {
 __host__ __device__ inline MbRow mb_row(const MbWs &w, int row) {
     MbRow r;
     r.G = w.G;
-    r.scan = w.scan;
+    r.scan = w.stride ? w.scan + (size_t)row * w.G : w.scan;
     r.st = w.st + (size_t)row * (MB_LEVELS + 1) + MB_LEVELS;
     r.keys = w.keys + (size_t)row * BATCH_CAP;
     r.nkeys = w.nkeys + row;
@@ -157,7 +162,8 @@ __global__ void __launch_bounds__(MB_THREADS)
 mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
     const MbSmem sm = mb_smem();
     const int tid = threadIdx.x;
-    if (blockIdx.x == 0) {  // the later launches add to these
+    logits += blockIdx.y * w.stride;  // (gridDim.y is 1 when the rows share the logits)
+    if (blockIdx.x == 0 && blockIdx.y == 0) {  // the later launches add to these
         for (int i = tid; i < w.rows * MB_LEVELS * 256; i += blockDim.x) w.hist[i] = 0;
         for (int i = tid; i < w.rows; i += blockDim.x) w.nkeys[i] = 0;
     }
@@ -178,7 +184,7 @@ mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
     p.valid = emxr::block_reduce(valid, sm.red_i, emxr::SumOp());
     p.mx = emxr::block_reduce(mx, sm.red_f, emxr::MaxOp());
     p.am = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp());
-    if (tid == 0) w.scan[blockIdx.x] = p;
+    if (tid == 0) w.scan[(size_t)blockIdx.y * w.G + blockIdx.x] = p;
 }
 
 // The row's parameters and filters, from the scan's partials: what distribution_block derives in
@@ -193,7 +199,8 @@ __device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &s
     RowSetup r;
     int argmax;
     float mx;
-    merge_scan(w.scan, w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx, &argmax);
+    merge_scan(w.stride ? w.scan + (size_t)blockIdx.y * w.G : w.scan, w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx,
+               &argmax);
     const bool dist = params_of(ps, blockIdx.y, &r.sp);
     r.f = filters_of(r.sp, r.valid, mx);
     r.filtered = dist && r.sp.temperature > 0.0f && r.sp.top_k != 1 && r.valid > 0 && mx != INFINITY &&
@@ -207,6 +214,7 @@ mb_z_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w) {
     const MbSmem sm = mb_smem();
     const RowSetup r = row_setup(ps, w, sm);
     if (!r.need_z) return;  // the same for every thread
+    logits += blockIdx.y * w.stride;
     int i0;
     const int len = chunk_len(n, &i0);
     double z = 0.0;
@@ -287,6 +295,7 @@ mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int
     if (s.stop) return;  // the same for every thread
     sm.hist[tid] = 0;
     __syncthreads();
+    logits += row * w.stride;
     int i0;
     const int len = chunk_len(n, &i0);
     for (int i = i0 + tid; i < i0 + len; i += blockDim.x) {
@@ -308,6 +317,7 @@ mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
     const MbState s = mb_decide(slots[MB_LEVELS - 1], gh + (MB_LEVELS - 1) * 256, sm);
     if (blockIdx.x == 0 && threadIdx.x == 0) slots[MB_LEVELS] = s;
     if (!s.filtered || !s.stop) return;  // nothing to walk, or the tail resumes the select
+    logits += row * w.stride;
     int i0;
     const int len = chunk_len(n, &i0);
     for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x) {
@@ -328,7 +338,7 @@ unsigned long long mb_passes_launched = 0;
 // only the scan runs); maybe_z: a row may need z (top-p may be on).
 cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool select, bool maybe_z, const MbWs &w,
                       cudaStream_t s) {
-    const dim3 g1(w.G), gr(w.G, w.rows);
+    const dim3 g1(w.G, w.stride ? w.rows : 1), gr(w.G, w.rows);
     mb_scan_kernel<<<g1, MB_THREADS, 0, s>>>(logits, n, w);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) mb_passes_launched++;

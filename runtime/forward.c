@@ -126,6 +126,13 @@ int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, u
                       uint32_t first_lane, int ban, EmxProposal *proposals) {
     return s->backend->propose ? s->backend->propose(s, agents, n_agents, seed, step, first_lane, ban, proposals) : 0;
 }
+int emx_forward_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                        uint64_t seed, uint64_t step, uint32_t first_lane, int ban, EmxProposal *proposals) {
+    if (s->group) return 0;  // a group member steps through emx_forward (see emx_forward_decide)
+    return s->backend->forward_propose
+               ? s->backend->forward_propose(s, token, pos, agents, n_agents, seed, step, first_lane, ban, proposals)
+               : 0;
+}
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);
 }
@@ -141,6 +148,14 @@ int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char
 }
 int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits) {
     return s->backend->forward_branches(s, tokens, n, prefix, step, logits);
+}
+int emx_forward_branches_propose(EmxState *s, const int *tokens, int n, int prefix, int step,
+                                 const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step, uint32_t first_lane,
+                                 EmxProposal *proposals) {
+    return s->backend->forward_branches_propose ? s->backend->forward_branches_propose(s, tokens, n, prefix, step, agents,
+                                                                                       seed, rng_step, first_lane,
+                                                                                       proposals)
+                                                : 0;
 }
 int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
     return s->backend->branch_commit(s, branch, n_steps, prefix);

@@ -147,6 +147,16 @@ int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char
 // logits, attention scores and cache are untouched. Returns 0, or -1 on a bad call.
 int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
 
+// emx_forward_branches with the proposals made where the logits are: branch i's next token
+// proposed by agents[i] from its logits row, as emx_agent_propose(row i, agents[i], seed,
+// rng_step, lane first_lane + i) (on a GPU: kernels/agent_pool.cu, the n rows at once; only the
+// proposals come back, not n rows of vocab floats). One agent per branch. Returns 1 with
+// proposals[0..n) filled, 0 when the backend does not (the CPU: nothing was run; call
+// emx_forward_branches and propose from its logits), -1 on error.
+int emx_forward_branches_propose(EmxState *s, const int *tokens, int n, int prefix, int step,
+                                 const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step, uint32_t first_lane,
+                                 EmxProposal *proposals);
+
 // Commits branch `branch`: copies its tail's steps 0..n_steps-1 into the cache at prefix.., as
 // if its tokens had been fed to the sequence. Returns 0, or -1 on a bad call.
 int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix);
@@ -204,5 +214,15 @@ int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const Emx
 // backend does not (the CPU: the caller proposes from the logits it has), -1 on error.
 int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                       uint32_t first_lane, int ban, EmxProposal *proposals);
+
+// A round of the agent pool in one call: token at pos run as emx_forward runs it, then the
+// proposals emx_state_propose would make from its logits (the same ban, seed, step and lanes).
+// On a GPU the decode step, the ban and the proposals are one captured CUDA graph: one launch
+// and one synchronisation a round, and no logits cross to the host (so emx_forward's host
+// logits are not updated, and emx_state_propose waits for the next emx_forward). Returns 1 with
+// proposals[0..n_agents) filled, 0 when the backend does not (the CPU, or a state in a forward
+// group: nothing was run; call emx_forward, then propose), -1 on error.
+int emx_forward_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                        uint64_t seed, uint64_t step, uint32_t first_lane, int ban, EmxProposal *proposals);
 
 #endif

@@ -33,6 +33,9 @@ struct EmxBackend {
                           EmxDecideResult *out);
     int (*propose)(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                    uint32_t first_lane, int ban, EmxProposal *proposals);  // NULL: 0
+    int (*forward_propose)(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                           uint64_t seed, uint64_t step, uint32_t first_lane, int ban,
+                           EmxProposal *proposals);  // NULL: 0
     // NULL: emx_forward_multi runs the rows one by one through forward
     int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
     int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
@@ -40,6 +43,9 @@ struct EmxBackend {
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);
     int (*branches_reserve)(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
     int (*forward_branches)(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
+    int (*forward_branches_propose)(EmxState *s, const int *tokens, int n, int prefix, int step,
+                                    const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,
+                                    uint32_t first_lane, EmxProposal *proposals);  // NULL: 0
     int (*branch_commit)(EmxState *s, int branch, int n_steps, int prefix);
     size_t (*kv_rows_bytes)(const EmxState *s, int n);
     int (*kv_rows_read)(EmxState *s, int pos, int n, void *buf);

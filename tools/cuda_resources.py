@@ -70,6 +70,7 @@ KERNELS = {
     "entropix_kernel": (1024, 0, DECODE, "sampling.cu SB (sampling_device.cuh)"),
     "agents_propose_kernel": (1024, 0, DECODE, "agent_pool.cu SB (sampling_device.cuh)"),
     "agents_pick_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>>"),
+    "ban_token_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>> (a rollback's ban in a pool round)"),
     "mb_scan_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),
     "mb_z_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),
     "mb_hist_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),

@@ -153,8 +153,8 @@ static int weights_upload(CudaState *s) {
 static void cuda_state_free(EmxState *st) {
     CudaState *s = (CudaState *)st;
     cudaSetDevice(s->device);
-    if (s->decode_graph) cudaGraphExecDestroy(s->decode_graph);
-    if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
+    for (int t = 0; t < N_TAILS; t++)
+        if (s->step_graph[t]) cudaGraphExecDestroy(s->step_graph[t]);
     if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
                    s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
@@ -165,6 +165,7 @@ static void cuda_state_free(EmxState *st) {
     cudaFreeHost(s->gin_h);
     cudaFreeHost(s->logits_h);
     cudaFreeHost(s->out_h);
+    cudaFreeHost(s->props_h);
     free(s->scores_h);
     free(s->key_h);
     free(s->value_h);
@@ -431,7 +432,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     else
         cudaGetLastError();
     info->peak_gbps = peak_gbps(s->device);
-    info->decode_graph_nodes = s->graph_nodes;
+    info->decode_graph_nodes = s->step_graph_nodes[TAIL_LOGITS];
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_dtype == EMX_KV_F16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
@@ -448,6 +449,8 @@ static const EmxBackend CUDA_BACKEND = {
     .forward = emx_cuda_state_forward,
     .forward_decide = emx_cuda_state_forward_decide,
     .propose = emx_cuda_state_propose,
+    .forward_propose = emx_cuda_state_forward_propose,
+    .forward_branches_propose = emx_cuda_state_forward_branches_propose,
     .forward_multi = emx_cuda_state_forward_multi,
     .forward_all_logits = emx_cuda_state_forward_all_logits,
     .attention_scores = emx_cuda_state_attention_scores,

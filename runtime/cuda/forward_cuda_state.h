@@ -70,8 +70,15 @@ typedef struct {
     int pos[CHUNK];     // their positions (RoPE angles)
     int rows[CHUNK];    // cache rows their k and v go to (branches: tail rows)
     int n_keys;         // keys the last row attends (decode graph: read on the device)
-    uint64_t rng_step;  // emx_forward_decide: the position of the token being chosen
+    uint64_t rng_step;  // emx_forward_decide: the position of the token being chosen;
+                        // emx_forward_propose: the proposals' RNG step
+    int ban;            // emx_forward_propose: the token to exclude, -1 none
 } StepInput;
+
+// What ends a step (step_tail in forward_cuda_step.c): the logits copied to the host
+// (emx_forward), the choice made on the device (emx_forward_decide), or the agents' proposals
+// (emx_forward_propose). A decode step of each kind is captured into a graph of its own.
+enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, N_TAILS };
 
 // What emx_forward_decide brings back: the token and decision first, so that without
 // --metrics the copy stops before the metrics.
@@ -123,24 +130,28 @@ typedef struct {
     // branches: tails [n_layers][br_tail][br_max][kv_dim], as the CPU's
     int br_max, br_tail;
     void *br_key, *br_value; // of kv_dtype, as the cache (a commit is a plain copy)
-    // the decode step's graph (captured on the first single-token call)
-    cudaGraphExec_t decode_graph;
-    int graph_nodes;
+    // the decode step's graphs, one per tail (captured on the first single-token call of each)
+    cudaGraphExec_t step_graph[N_TAILS];
+    int step_graph_nodes[N_TAILS];
     // emx_forward_decide: the spec the decide graph was captured with, the device side of the
     // choice (metrics, the entropix insert-once state, workspaces) and the result's copies
     EmxDecideSpec spec;
     int have_spec;
-    cudaGraphExec_t decide_graph;
-    int decide_graph_nodes;
     DecideOut *out_d, *out_h;
     EmxEntropixState *estate_d;
     void *lm_ws, *am_ws, *sample_ws;
-    // emx_state_propose: the agents, their proposals and the kernel's workspace (grown on demand)
+    // emx_state_propose, emx_forward_propose: the agents, their proposals and the kernel's
+    // workspace (grown on demand)
     int agents_cap;
     EmxAgentParams *agents_d;
-    EmxProposal *props_d;
+    EmxProposal *props_d, *props_h;  // [agents_cap] device / pinned host
     int *pick_d;  // [2] the winner's token and index (the host picks among all workers' proposals)
     void *agents_ws;
+    // emx_forward_propose's graph (step_graph[TAIL_PROPOSE]) bakes these in; the agents'
+    // parameters, the token, position, RNG step and ban it reads on the device at each replay
+    int round_agents;
+    uint64_t round_seed;
+    uint32_t round_lane;
 } CudaState;
 
 // Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
@@ -168,12 +179,27 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
     return -1;
 }
 
-// The pass (forward_cuda_step.c): the backend functions of forward_backend.h.
+// Within the backend (forward_cuda_step.c): the call's checks (positions within the context,
+// token ids within the vocabulary; -1 with err set), and tokens at pos.. run through the
+// pass, ending with the tail (TAIL_*); the stream is synchronised on return.
+int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
+int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail);
+// A lookahead branch pass (emx_forward_branches) up to its logits [n][vocab] on the device,
+// queued, not synchronised; its checks as there (-1 with err set).
+int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step);
+
+// The backend functions of forward_backend.h: the pass (forward_cuda_step.c) and the agents
+// (forward_cuda_agents.c).
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos);
 int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                                   EmxDecideResult *out);
 int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                            uint32_t first_lane, int ban, EmxProposal *proposals);
+int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                                   uint64_t seed, uint64_t step, uint32_t first_lane, int ban, EmxProposal *proposals);
+int emx_cuda_state_forward_branches_propose(EmxState *st, const int *tokens, int n, int prefix, int step,
+                                            const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,
+                                            uint32_t first_lane, EmxProposal *proposals);
 int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
                                  const float **logits);
 int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits);

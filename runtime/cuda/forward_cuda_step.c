@@ -1,8 +1,9 @@
 // forward_cuda_step.c — the CUDA backend's pass (forward_cuda.c has the header comment: the
 // layers, the decode graph, the on-device choice, prefill in chunks): the matvecs (or, for long
-// prompts, GEMMs) and attention of one chunk, the decode step's graph, emx_forward_decide's choice on the device, the agents'
-// proposals, the logits and caches brought to the host, the lookahead branches, and several
-// states' rows in one step (emx_forward_multi).
+// prompts, GEMMs) and attention of one chunk, the decode step's graphs, emx_forward_decide's
+// choice and the agents' proposals on the device as a step's tail, the logits and caches brought
+// to the host, the lookahead branches, and several states' rows in one step (emx_forward_multi).
+// The agents' entry points are forward_cuda_agents.c's.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -275,7 +276,7 @@ static int check_tokens(CudaState *s, const int *tokens, int n) {
     return 0;
 }
 
-static int check_call(CudaState *s, const int *tokens, int n, int pos) {
+int cuda_step_check(CudaState *s, const int *tokens, int n, int pos) {
     if (n < 1 || pos < 0 || pos > s->ctx - n) {
         snprintf(s->err, sizeof s->err, "%s: positions %d..%d outside the context of %d", s->device_name, pos,
                  pos + n - 1, s->ctx);
@@ -330,31 +331,45 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
     return 0;
 }
 
-// The end of a step: the logits to the host (emx_forward) or the choice (emx_forward_decide).
-static int step_tail(CudaState *s, int decide, int valid_len, int graph) {
-    if (decide) return decide_kernels(s, valid_len, graph);
+// The agents' proposals from logits row 0 (emx_forward_propose, forward_cuda_agents.c): the ban, then the pool's
+// step (kernels/agent_pool.cu), its records to the pinned props_h. The step's input (in_d)
+// holds the ban and the RNG step; graph: the kernel reads the step there at each replay.
+static int propose_kernels(CudaState *s, int graph) {
+    CU(emx_cuda_ban_token(s->logits, s->vocab, &s->in_d->ban, s->stream));
+    CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, s->round_agents, s->round_seed, s->in_h->rng_step,
+                            graph ? &s->in_d->rng_step : NULL, s->round_lane, s->pick_d, s->pick_d + 1, s->props_d,
+                            s->agents_ws, s->stream));
+    CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)s->round_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
+                       s->stream));
+    return 0;
+}
+
+// The end of a step (tail: TAIL_*): the logits to the host, the choice or the proposals.
+static int step_tail(CudaState *s, int tail, int valid_len, int graph) {
+    if (tail == TAIL_DECIDE) return decide_kernels(s, valid_len, graph);
+    if (tail == TAIL_PROPOSE) return propose_kernels(s, graph);
     CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
     return 0;
 }
 
-// One decode step (in_h filled): captured into a graph on the first call, replayed after (the
-// input copy is the graph's first node: it reads in_h at replay time). no_graphs: the same
-// launches made directly.
-static int decode_step(CudaState *s, int pos, int decide) {
+// One decode step (in_h filled) with its tail: captured into that tail's graph on the first
+// call, replayed after (the input copy is the graph's first node: it reads in_h at replay
+// time). no_graphs: the same launches made directly.
+static int decode_step(CudaState *s, int pos, int tail) {
     if (s->no_graphs) {
         const Rows direct_rows = {.is_branches = 0};
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
         if (run_layers(s, 1, pos, &direct_rows, 1) || classify(s, 0, 1)) return -1;
-        return step_tail(s, decide, pos + 1, 0);
+        return step_tail(s, tail, pos + 1, 0);
     }
-    cudaGraphExec_t *exec = decide ? &s->decide_graph : &s->decode_graph;
+    cudaGraphExec_t *exec = &s->step_graph[tail];
     if (!*exec) {
         const Rows graph_rows = {.device_positions = 1};
         cudaGraph_t g = NULL;
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
                      "cudaMemcpyAsync") ||
-                  run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) || step_tail(s, decide, pos + 1, 1);
+                  run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) || step_tail(s, tail, pos + 1, 1);
         cudaError_t end = cudaStreamEndCapture(s->stream, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
@@ -366,7 +381,7 @@ static int decode_step(CudaState *s, int pos, int decide) {
         if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
         cudaGraphDestroy(g);
         CU(e);
-        *(decide ? &s->decide_graph_nodes : &s->graph_nodes) = (int)nodes;
+        s->step_graph_nodes[tail] = (int)nodes;
     }
     CU(cudaGraphLaunch(*exec, s->stream));
     return 0;
@@ -375,7 +390,7 @@ static int decode_step(CudaState *s, int pos, int decide) {
 // A long prompt (n > GEMM_MIN_PROMPT) at pos..: chunks of equal size up to gemm_rows (a 300-row
 // prompt is two of 150, not 256 and 44: each chunk dequantises every matrix once, whatever its
 // rows), every projection a GEMM, the classifier on the last row only; ends with step_tail.
-static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int decide) {
+static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int tail) {
     if (!s->blas && cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) {
         s->blas = NULL;
         snprintf(s->err, sizeof s->err, "%s: cublasCreate failed (the prompt's GEMMs need a cuBLAS handle)",
@@ -396,21 +411,20 @@ static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int dec
                            s->stream));
         if (run_layers(s, chunk, pos + done, &rows, last)) return -1;
         done += chunk;
-        if (last && (classify(s, chunk - 1, 1) || step_tail(s, decide, pos + n, 0))) return -1;
+        if (last && (classify(s, chunk - 1, 1) || step_tail(s, tail, pos + n, 0))) return -1;
     }
     return 0;
 }
 
-// Runs tokens at pos.. and ends with step_tail; the stream is synchronised on return.
-static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide) {
-    if (check_call(s, tokens, n, pos)) return -1;
+int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
+    if (cuda_step_check(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
-    s->in_h->rng_step = (uint64_t)(pos + n);
+    if (tail != TAIL_PROPOSE) s->in_h->rng_step = (uint64_t)(pos + n);  // emx_forward_propose sets its own
     if (n == 1) {
         fill_input(s, tokens, 1, pos, 0);  // decode_step copies it (in the graph: its first node)
-        if (decode_step(s, pos, decide)) return -1;
+        if (decode_step(s, pos, tail)) return -1;
     } else if (n > GEMM_MIN_PROMPT && s->gemm_rows) {
-        if (prefill_gemm(s, tokens, n, pos, decide)) return -1;
+        if (prefill_gemm(s, tokens, n, pos, tail)) return -1;
     } else {
         const Rows rows = {.is_branches = 0};
         for (int done = 0; done < n;) {
@@ -420,32 +434,32 @@ static int run_step(CudaState *s, const int *tokens, int n, int pos, int decide)
             if (send_input(s, tokens + done, chunk, pos + done, 0) || run_layers(s, chunk, pos + done, &rows, last))
                 return -1;
             done += chunk;
-            if (last && (classify(s, chunk - 1, 1) || step_tail(s, decide, pos + n, 0))) return -1;
+            if (last && (classify(s, chunk - 1, 1) || step_tail(s, tail, pos + n, 0))) return -1;
         }
     }
     CU(cudaStreamSynchronize(s->stream));
     s->last_pos = pos + n - 1;
-    s->logits_fresh = 1;
+    s->logits_fresh = tail == TAIL_LOGITS;  // a proposal round leaves its logits on the device only
     return 0;
 }
 
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos) {
     CudaState *s = (CudaState *)st;
-    return run_step(s, tokens, n, pos, 0) ? NULL : s->logits_h;
+    return cuda_step_run(s, tokens, n, pos, TAIL_LOGITS) ? NULL : s->logits_h;
 }
 
 int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                                   EmxDecideResult *out) {
     CudaState *s = (CudaState *)st;
     if (!s->have_spec || memcmp(&s->spec, spec, sizeof *spec) != 0) {  // a new sampler: a new graph
-        if (s->decide_graph) cudaGraphExecDestroy(s->decide_graph);
-        s->decide_graph = NULL;
+        if (s->step_graph[TAIL_DECIDE]) cudaGraphExecDestroy(s->step_graph[TAIL_DECIDE]);
+        s->step_graph[TAIL_DECIDE] = NULL;
         s->spec = *spec;
         s->have_spec = 1;
         CU(cudaSetDevice(s->device));
         CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
     }
-    if (run_step(s, tokens, n, pos, 1)) return -1;
+    if (cuda_step_run(s, tokens, n, pos, TAIL_DECIDE)) return -1;
     memset(out, 0, sizeof *out);
     out->token = s->out_h->token;
     out->score = NAN;
@@ -461,53 +475,9 @@ int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int po
     return 1;
 }
 
-int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
-                           uint32_t first_lane, int ban, EmxProposal *proposals) {
-    CudaState *s = (CudaState *)st;
-    if (n_agents < 1 || n_agents > 65535 || ban >= s->vocab) {
-        snprintf(s->err, sizeof s->err, "%s: propose: %d agents, ban %d", s->device_name, n_agents, ban);
-        return -1;
-    }
-    if (!s->logits_fresh) {
-        snprintf(s->err, sizeof s->err, "%s: propose: no logits of an emx_forward to propose from (a branch pass, "
-                 "all-logits pass or banned token came after it)", s->device_name);
-        return -1;
-    }
-    CU(cudaSetDevice(s->device));
-    if (n_agents > s->agents_cap) {
-        cudaFree(s->agents_d);
-        cudaFree(s->props_d);
-        cudaFree(s->pick_d);
-        cudaFree(s->agents_ws);
-        s->agents_d = NULL, s->props_d = NULL, s->pick_d = NULL, s->agents_ws = NULL;
-        s->agents_cap = 0;
-        if (dev_alloc(s, (void **)&s->agents_d, (size_t)n_agents * sizeof(EmxAgentParams), "agents") ||
-            dev_alloc(s, (void **)&s->props_d, (size_t)n_agents * sizeof(EmxProposal), "proposals") ||
-            dev_alloc(s, (void **)&s->pick_d, 2 * sizeof(int), "proposals") ||
-            dev_alloc(s, &s->agents_ws, emx_cuda_agents_workspace_bytes(s->vocab, n_agents), "the agents' workspace"))
-            return -1;
-        s->agents_cap = n_agents;
-    }
-    // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
-    // rewritten by the next pass anyway)
-    static const float minus_inf = -INFINITY;
-    if (ban >= 0) {
-        CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
-        s->logits_fresh = 0;
-    }
-    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
-                       s->stream));
-    CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
-                            s->pick_d + 1, s->props_d, s->agents_ws, s->stream));
-    CU(cudaMemcpyAsync(proposals, s->props_d, (size_t)n_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
-                       s->stream));
-    CU(cudaStreamSynchronize(s->stream));
-    return 1;
-}
-
 int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CudaState *s = (CudaState *)st;
-    if (check_call(s, tokens, n, pos)) return -1;
+    if (cuda_step_check(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
     const Rows rows = {.is_branches = 0};
@@ -654,8 +624,7 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
     return 0;
 }
 
-int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
-    CudaState *s = (CudaState *)st;
+int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step) {
     if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: branches: bad call (n %d, prefix %d, step %d)", s->device_name, n, prefix,
                  step);
@@ -667,6 +636,12 @@ int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int 
     const Rows rows = {.is_branches = 1, .prefix = prefix, .step = step};
     if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
         return -1;
+    return 0;
+}
+
+int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
+    CudaState *s = (CudaState *)st;
+    if (cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
     CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
     CU(cudaStreamSynchronize(s->stream));
     return 0;

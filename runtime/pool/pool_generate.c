@@ -68,21 +68,52 @@ static void propose(Worker *w, Branch *br, EmxCandidate *work, const float *logi
     record(w, br, &pr, logits, j);
 }
 
-// Step 0: every agent of this worker proposes from the same logits (l0: the latest forward's,
-// with the banned token removed). Where the backend can (a GPU: kernels/agent_pool.cu) the
+// Runs the pending token (the round's first call, run_worker deferred it) and makes the step-0
+// proposals from its logits in one call where the backend can (a GPU: its decode step and
+// kernels/agent_pool.cu in one graph, only the proposals come back). 1: proposals made, 0:
+// w->logits hold the next-token logits (the host proposes), -1: failed.
+static int run_pending(Worker *w, int pos, int ban, EmxProposal *pr) {
+    const Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    if (!w->pending) return 0;
+    w->pending = 0;
+    if (w->rank == 0) p->stats->n_forward_tokens++;
+    if (!p->host_logits && w->n_mine) {
+        const int rc = emx_forward_propose(w->st, w->seq[pos - 1], pos - 1, &o->agents[w->a0], w->n_mine, o->seed,
+                                           counter_of(w, pos, 0), (uint32_t)w->a0, ban, pr);
+        if (rc < 0) return fail(w, emx_state_error(w->st));
+        if (rc == 1) {
+            if (w->rank == 0) p->stats->n_fused_rounds++;
+            return 1;
+        }
+    }
+    w->logits = emx_forward(w->st, &w->seq[pos - 1], 1, pos - 1);
+    return w->logits ? 0 : fail(w, "the forward pass refused a token");
+}
+
+// Step 0: every agent of this worker proposes from the same logits (the latest forward's, with
+// the banned token removed). Where the backend can (a GPU: kernels/agent_pool.cu) the
 // proposals are made beside the logits and only they come back; else here, a thread per agent.
-static int propose_first(Worker *w, const float *l0, int pos) {
+static int propose_first(Worker *w, int pos) {
     const Pool *p = w->pool;
     const EmxPoolOptions *o = p->opt;
     EmxProposal pr[EMX_POOL_MAX_AGENTS];
     const int ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
-    const int rc = emx_state_propose(w->st, &o->agents[w->a0], w->n_mine, o->seed, counter_of(w, pos, 0),
-                                     (uint32_t)w->a0, ban, pr);
-    if (rc < 0) return fail(w, emx_state_error(w->st));
+    int rc = run_pending(w, pos, ban, pr);
+    if (rc == 0 && w->n_mine)
+        rc = emx_state_propose(w->st, &o->agents[w->a0], w->n_mine, o->seed, counter_of(w, pos, 0), (uint32_t)w->a0,
+                               ban, pr);
+    if (rc < 0) return w->failed ? -1 : fail(w, emx_state_error(w->st));
     if (rc == 1) {
         for (int b = 0; b < w->n_mine; b++)
-            if (pr[b].token >= 0) record(w, &w->mine[b], &pr[b], l0, 0);
+            if (pr[b].token >= 0) record(w, &w->mine[b], &pr[b], w->logits, 0);
         return 0;
+    }
+    const float *l0 = w->logits;
+    if (ban >= 0) {
+        memcpy(w->masked, l0, (size_t)p->vocab * sizeof(float));
+        w->masked[ban] = -INFINITY;
+        l0 = w->masked;
     }
     // At a large vocabulary a proposal (temperature, top-k selection, entropy) costs about as
     // much as a small model's forward pass, so this is where L = 1 spends its extra time.
@@ -91,21 +122,38 @@ static int propose_first(Worker *w, const float *l0, int pos) {
     return 0;
 }
 
+// Step j's branch pass (each branch fed its latest token, w->btok): where the backend can, the
+// proposals are made beside the logits (a GPU: kernels/agent_pool.cu, one row per agent) and
+// recorded here (1); else the logits are in w->blogits for the host to propose from (0).
+static int branch_pass(Worker *w, int pos, int j) {
+    Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    if (w->rank == 0) p->stats->n_branch_passes++;
+    if (!p->host_logits) {
+        EmxProposal pr[EMX_POOL_MAX_AGENTS];
+        const int rc = emx_forward_branches_propose(w->st, w->btok, w->n_mine, pos, j - 1, &o->agents[w->a0], o->seed,
+                                                     counter_of(w, pos, j), (uint32_t)w->a0, pr);
+        if (rc < 0) return fail(w, emx_state_error(w->st));
+        if (rc == 1) {
+            if (w->rank == 0) p->stats->n_device_branch_passes++;
+            for (int b = 0; b < w->n_mine; b++)  // an ended branch's row was run, its proposal is dropped
+                if (branch_alive(p, &w->mine[b], j) && pr[b].token >= 0) record(w, &w->mine[b], &pr[b], NULL, j);
+            return 1;
+        }
+    }
+    return emx_forward_branches(w->st, w->btok, w->n_mine, pos, j - 1, w->blogits) == 0 ? 0
+                                                                                       : fail(w, "branch pass refused");
+}
+
 // Each of this worker's agents builds a branch of up to n_steps tokens after position pos.
 static int propose_round(Worker *w, int pos, int n_steps) {
     Pool *p = w->pool;
-    const float *l0 = w->logits;
-    if (w->ban_token >= 0 && w->ban_pos == pos) {
-        memcpy(w->masked, l0, (size_t)p->vocab * sizeof(float));
-        w->masked[w->ban_token] = -INFINITY;
-        l0 = w->masked;
-    }
     for (int b = 0; b < p->per_rank; b++) {
         memset(&w->mine[b], 0, sizeof w->mine[b]);
         w->mine[b].agent = b < w->n_mine ? w->a0 + b : -1;
     }
     // The agents sample independently (each its own scratch and RNG lane).
-    if (w->n_mine && propose_first(w, l0, pos) != 0) return -1;
+    if (propose_first(w, pos) != 0) return -1;
     for (int j = 1; j < n_steps; j++) {
         int alive = 0;
         for (int b = 0; b < w->n_mine; b++) {
@@ -116,9 +164,9 @@ static int propose_round(Worker *w, int pos, int n_steps) {
             alive += branch_alive(p, br, j);
         }
         if (!alive) break;
-        if (emx_forward_branches(w->st, w->btok, w->n_mine, pos, j - 1, w->blogits) != 0)
-            return fail(w, "branch pass refused");
-        if (w->rank == 0) p->stats->n_branch_passes++;
+        const int rc = branch_pass(w, pos, j);
+        if (rc < 0) return -1;
+        if (rc == 1) continue;  // proposed where the logits are
 #pragma omp parallel for num_threads(w->n_threads) schedule(dynamic, 1)
         for (int b = 0; b < w->n_mine; b++) {
             Branch *br = &w->mine[b];
@@ -244,6 +292,7 @@ static int run_worker(Worker *w) {
     memcpy(w->seq, p->prompt, (size_t)p->n_prompt * sizeof(int));
     w->n_seq = p->n_prompt;
     w->logits = emx_forward(w->st, p->prompt, p->n_prompt, 0);
+    w->pending = 0;
     if (!w->logits) return fail(w, "the forward pass refused the prompt");
     if (w->rank == 0) p->stats->prefill_s = emx_now_s() - t0;
     t0 = emx_now_s();
@@ -276,16 +325,9 @@ static int run_worker(Worker *w) {
             w->epoch++;
             w->ban_pos = ctl.keep;
             w->ban_token = ctl.ban;
-            w->logits = emx_forward(w->st, &w->seq[ctl.keep - 1], 1, ctl.keep - 1);
-            if (!w->logits) return fail(w, "the forward pass refused a rollback");
-            if (w->rank == 0) p->stats->n_forward_tokens++;
         }
         if (ctl.stop) break;
-        if (ctl.keep < 0) {
-            w->logits = emx_forward(w->st, &w->seq[w->n_seq - 1], 1, w->n_seq - 1);
-            if (!w->logits) return fail(w, "the forward pass refused a token");
-            if (w->rank == 0) p->stats->n_forward_tokens++;
-        }
+        w->pending = 1;  // the next round runs seq[n_seq - 1] first (run_pending)
     }
     if (w->rank == 0) {
         EmxPoolStats *st = p->stats;
@@ -459,6 +501,7 @@ int emx_pool_generate(const EmxModel *m, const EmxTokenizer *tk, const int *prom
     p.info = calloc((size_t)ctx, sizeof(TokenInfo));
     p.n_lp = opt->want_logprobs ? opt->n_logprobs : 0;
     if (opt->on_event && p.n_lp < EMX_POOL_EVENT_TOP) p.n_lp = EMX_POOL_EVENT_TOP;
+    p.host_logits = p.n_lp > 0 || opt->metrics || opt->on_event;  // record() reads the logits
     p.decbuf = malloc(emx_decoder_max_out(tk));
     emx_decoder_init(&p.dec, tk, 1);
     Worker *workers = calloc((size_t)W, sizeof(Worker));

@@ -127,7 +127,10 @@ typedef struct {
     int n_generated;         // committed tokens in the final text (a final stop token included)
     int n_rounds;            // choices made (a round commits up to L tokens)
     int n_forward_tokens;    // tokens run by single-stream forwards (prefill excluded), per replica
+    int n_fused_rounds;      // of them, run with the round's proposals in one device call (a GPU's
+                             // captured graph: emx_forward_propose)
     int n_branch_passes;     // batched branch passes, per replica
+    int n_device_branch_passes;  // of them, with the proposals made on the device beside the logits
     int n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
     double prefill_s, decode_s, critic_s;  // critic_s is part of decode_s
     int stop;                // enum emx_stop_reason or EMX_STOP_INTERRUPTED

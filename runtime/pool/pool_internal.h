@@ -53,7 +53,9 @@ typedef struct {
     int a0, n_mine;         // this worker's agents: a0 .. a0 + n_mine - 1
     int *seq;               // [ctx] prompt + committed tokens (the same on every worker)
     int n_seq;
-    const float *logits;    // next-token logits of seq[0..n_seq)
+    const float *logits;    // next-token logits of seq[0..n_seq) (when pending is 0)
+    int pending;            // seq[n_seq - 1] is not run yet: the next round runs it first
+                            // (with its proposals, in one device call where the backend can)
     float *masked;          // [vocab] the logits with the banned token removed
     float *blogits;         // [n_mine][vocab] branch logits
     EmxCandidate *work;     // [n_mine][vocab] each agent's sampling scratch
@@ -90,6 +92,7 @@ struct Pool {
     int out_errno, log_errno, metrics_errno;  // the first failed write of each (0: none); it stops the run
     int interrupted;        // the run stopped because *opt->interrupted was set
     int n_lp;               // logprobs kept per proposal (0: none)
+    int host_logits;        // the host reads each round's logits (logprobs, --metrics, events)
 };
 
 // Rank 0's output (pool_output.c).

@@ -257,3 +257,50 @@ Test(agents_cuda, first_lane_offsets_the_draws) {
     }
     cr_assert_gt(moved, 10, "the lanes must matter for this check to mean anything");
 }
+
+// The lookahead branches' variant: agent i samples from row i of its own (rows row_stride floats
+// apart, padding between them), with lane first_lane + i, as emx_agent_propose on that row does
+// on the host: the one-block path (n = 1000) and the many-block passes, which then scan every
+// row (Qwen3's n = 151936). Row i is shifted by +15 i and has a clear winner of its own, so a
+// pass that reads another row gives other tokens: the greedy agent's argmax (row 1) comes from
+// the scan, and a top-k agent (rows 0, 2, 4) gathering its row's keys above a lower row's
+// threshold gets the whole row, more than a batch holds.
+static void rows_case(int n, int na, uint64_t seed) {
+    const size_t stride = (size_t)n + 37;
+    Rng rng(seed);
+    std::vector<float> all(stride * (size_t)na, NAN);
+    std::vector<EmxAgentParams> ag;
+    for (int i = 0; i < na; i++) {
+        std::vector<float> l = random_logits(rng, n, 0);
+        for (float &x : l) x += 15.0f * (float)i;
+        l[rng.below((uint32_t)n)] = 40.0f + 15.0f * (float)i;
+        std::copy(l.begin(), l.end(), all.begin() + (ptrdiff_t)(stride * (size_t)i));
+        ag.push_back(EmxAgentParams{i == 1 ? 0.0f : 0.5f + 0.3f * (float)i, i % 2 ? 0 : 30});
+    }
+    DevBuf<float> d_logits(all.size());
+    DevBuf<EmxAgentParams> d_agents(na);
+    DevBuf<EmxProposal> d_props(na);
+    DevBuf<uint8_t> ws(emx_cuda_agents_workspace_bytes(n, na));
+    d_logits.upload(all);
+    d_agents.upload(ag);
+    std::vector<EmxCandidate> work(n);
+    for (uint64_t step = 0; step < 4; step++) {
+        CUDA_OK(emx_cuda_agents_rows_step(d_logits.p, stride, n, d_agents.p, na, seed, step, nullptr, 2, d_props.p, ws.p,
+                                          0));
+        const std::vector<EmxProposal> got = d_props.download(na);
+        for (int i = 0; i < na; i++) {
+            EmxProposal want;
+            emx_agent_propose(all.data() + stride * (size_t)i, n, &ag[i], seed, step, (uint32_t)(2 + i), work.data(),
+                              &want);
+            cr_assert_eq(got[i].token, want.token, "n %d step %d agent %d", n, (int)step, i);
+            cr_assert(close_rel(got[i].entropy_bits, want.entropy_bits, 1e-9), "n %d step %d agent %d: %.17g vs %.17g",
+                      n, (int)step, i, got[i].entropy_bits, want.entropy_bits);
+        }
+    }
+    cr_assert_eq(emx_cuda_agents_rows_step(d_logits.p, (size_t)n - 1, n, d_agents.p, na, seed, 0, nullptr, 0,
+                                           d_props.p, ws.p, 0),
+                 cudaErrorInvalidValue, "rows closer than n floats overlap");
+}
+
+Test(agents_cuda, own_rows_one_block) { rows_case(1000, 5, 31); }
+Test(agents_cuda, own_rows_many_blocks) { rows_case(151936, 3, 32); }

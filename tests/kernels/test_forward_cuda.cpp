@@ -255,3 +255,116 @@ Test(forward_cuda, proposals_on_the_device_equal_the_host_rule) {
     emx_state_free(gpu);
     emx_model_close(&m);
 }
+
+// A pool round in one call: emx_forward_propose gives, bit for bit, what emx_forward followed by
+// emx_state_propose gives on a twin state (the same kernels on the same data): every proposal's
+// token and entropy, with and without a ban, over several positions (the round's graph replayed),
+// with a new seed half way (the graph captured again), and the KV cache it leaves (the next
+// emx_forward's logits). Then what it refuses, and the CPU, which does not fuse (0).
+void round_equals_forward_then_propose(const char *name, int no_graphs) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    const int vocab = (int)m.cfg.vocab_size, na = 4, first = 4, last = 10;
+    const EmxAgentParams agents[na] = {{0.3f, 5}, {0.9f, 22}, {1.5f, 100}, {0.0f, 0}};
+    EmxState *fused = new_state(&m, "cuda:0", kCtx, no_graphs), *twin = new_state(&m, "cuda:0", kCtx, no_graphs, fused);
+    const std::vector<int> toks = prompt_for(m);
+    cr_assert(emx_forward(fused, toks.data(), first, 0) && emx_forward(twin, toks.data(), first, 0));
+    EmxProposal got[na], want[na];
+    for (int pos = first; pos < last; pos++) {
+        const uint64_t seed = pos < 7 ? 42 : 43, step = (uint64_t)pos + 1 + ((uint64_t)pos << 32);
+        const float *l = emx_forward(twin, &toks[pos], 1, pos);
+        cr_assert(l, "%s", emx_state_error(twin));
+        const int ban = pos % 2 ? -1 : (int)(std::max_element(l, l + vocab) - l);
+        cr_assert_eq(emx_state_propose(twin, agents, na, seed, step, 3, ban, want), 1, "%s", emx_state_error(twin));
+        cr_assert_eq(emx_forward_propose(fused, toks[pos], pos, agents, na, seed, step, 3, ban, got), 1, "%s",
+                     emx_state_error(fused));
+        for (int i = 0; i < na; i++) {
+            cr_assert_eq(got[i].token, want[i].token, "%s pos %d agent %d", name, pos, i);
+            cr_assert(memcmp(&got[i].entropy_bits, &want[i].entropy_bits, sizeof(double)) == 0,
+                      "%s pos %d agent %d: entropy %.17g, forward then propose %.17g", name, pos, i,
+                      got[i].entropy_bits, want[i].entropy_bits);
+            cr_assert_neq(got[i].token, ban, "the banned token was proposed");
+        }
+    }
+    // the round left no host logits to propose from: the next emx_forward brings them
+    cr_assert_eq(emx_state_propose(fused, agents, na, 1, 1, 0, -1, got), -1);
+    cr_assert(strstr(emx_state_error(fused), "proposal round"), "%s", emx_state_error(fused));
+    // refused rounds name the problem and run nothing
+    cr_assert_eq(emx_forward_propose(fused, vocab, last, agents, na, 1, 1, 0, -1, got), -1);
+    cr_assert(strstr(emx_state_error(fused), "out of range"), "%s", emx_state_error(fused));
+    cr_assert_eq(emx_forward_propose(fused, 1, kCtx, agents, na, 1, 1, 0, -1, got), -1);
+    cr_assert(strstr(emx_state_error(fused), "outside the context"), "%s", emx_state_error(fused));
+    cr_assert_eq(emx_forward_propose(fused, 1, last, agents, 0, 1, 1, 0, -1, got), -1);
+    // the cache the rounds wrote: the next position's logits equal the twin's, bit for bit
+    const float *a = emx_forward(fused, &toks[last], 1, last), *b = emx_forward(twin, &toks[last], 1, last);
+    cr_assert(a && b);
+    cr_assert(memcmp(a, b, (size_t)vocab * sizeof(float)) == 0, "%s: the rounds left another cache", name);
+    EmxState *cpu = new_state(&m, "cpu", kCtx);
+    cr_assert_eq(emx_forward_propose(cpu, toks[0], 0, agents, na, 1, 1, 0, -1, got), 0, "the CPU does not fuse");
+    emx_state_free(cpu);
+    emx_state_free(twin);
+    emx_state_free(fused);
+    emx_model_close(&m);
+}
+
+Test(forward_cuda, round_in_one_graph_equals_forward_then_propose) {
+    round_equals_forward_then_propose("stories260K.f32.bin", 0);
+}
+Test(forward_cuda, round_as_direct_launches_equals_forward_then_propose) {
+    round_equals_forward_then_propose("stories260K.f32.bin", 1);
+}
+// Qwen3's vocabulary of 151,936: the agents' passes over it run on many blocks (sampling_mb.cuh)
+Test(forward_cuda, round_in_one_graph_at_qwen3_vocabulary) { round_equals_forward_then_propose("qwen3-tiny.q8.bin", 0); }
+
+// The lookahead branches' proposals beside their logits: emx_forward_branches_propose gives what
+// emx_forward_branches on a twin state, then emx_agent_propose on each branch's row on the host,
+// gives (tokens exactly, entropies within 1e-9 relative: a GPU's exp and log2 may differ from
+// the C library's by an ulp), over steps of 3 branches each fed its own proposal; the CPU says
+// it does not (0), and a pass over more branches than reserved is refused with the reason.
+void branch_proposals_match(const char *name) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    const int vocab = (int)m.cfg.vocab_size, nb = 3, steps = 3, prefix = 6;
+    const EmxAgentParams agents[nb] = {{0.0f, 0}, {0.8f, 40}, {1.3f, 0}};
+    EmxState *dev = new_state(&m, "cuda:0", kCtx), *twin = new_state(&m, "cuda:0", kCtx, 0, dev);
+    char err[256];
+    cr_assert_eq(emx_state_branches_reserve(dev, nb, steps, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_state_branches_reserve(twin, nb, steps, err, sizeof err), 0, "%s", err);
+    const std::vector<int> toks = prompt_for(m);
+    cr_assert(emx_forward(dev, toks.data(), prefix, 0) && emx_forward(twin, toks.data(), prefix, 0));
+    int bt[nb] = {toks[prefix], toks[prefix + 1], toks[prefix + 2]};
+    std::vector<float> logits((size_t)nb * vocab);
+    std::vector<EmxCandidate> work((size_t)vocab);
+    EmxProposal got[nb];
+    for (int j = 0; j < steps; j++) {
+        const uint64_t step = (uint64_t)(prefix + j + 1) | (uint64_t)1 << 32;
+        cr_assert_eq(emx_forward_branches_propose(dev, bt, nb, prefix, j, agents, 42, step, 5, got), 1, "%s",
+                     emx_state_error(dev));
+        cr_assert_eq(emx_forward_branches(twin, bt, nb, prefix, j, logits.data()), 0, "%s", emx_state_error(twin));
+        for (int b = 0; b < nb; b++) {
+            EmxProposal want;
+            emx_agent_propose(logits.data() + (size_t)b * vocab, vocab, &agents[b], 42, step, (uint32_t)(5 + b),
+                              work.data(), &want);
+            cr_assert_eq(got[b].token, want.token, "%s step %d branch %d", name, j, b);
+            cr_assert(fabs(got[b].entropy_bits - want.entropy_bits) <= 1e-9 * fabs(want.entropy_bits) + 1e-12,
+                      "%s step %d branch %d: entropy %.17g, host %.17g", name, j, b, got[b].entropy_bits,
+                      want.entropy_bits);
+            bt[b] = got[b].token >= 0 ? got[b].token : 0;
+        }
+    }
+    EmxProposal four[4];
+    const EmxAgentParams four_agents[4] = {{0.5f, 5}, {0.5f, 5}, {0.5f, 5}, {0.5f, 5}};
+    const int four_tokens[4] = {1, 2, 3, 4};
+    cr_assert_eq(emx_forward_branches_propose(dev, four_tokens, 4, prefix, 0, four_agents, 1, 1, 0, four), -1);
+    cr_assert(strstr(emx_state_error(dev), "branches: bad call (n 4"), "%s", emx_state_error(dev));
+    EmxState *cpu = new_state(&m, "cpu", kCtx);
+    cr_assert_eq(emx_forward_branches_propose(cpu, bt, nb, prefix, 0, agents, 1, 1, 0, got), 0, "the CPU proposes on its side");
+    emx_state_free(cpu);
+    emx_state_free(twin);
+    emx_state_free(dev);
+    emx_model_close(&m);
+}
+
+Test(forward_cuda, branch_proposals_beside_their_logits) { branch_proposals_match("stories260K.f32.bin"); }
+// the many-block passes, each over its own branch's row
+Test(forward_cuda, branch_proposals_at_qwen3_vocabulary) { branch_proposals_match("qwen3-tiny.q8.bin"); }

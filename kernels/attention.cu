@@ -43,7 +43,8 @@
 //     same partials and combine. Groups over 8, or too large for 48 KB of shared memory, run SPLIT.
 //     Its two loops over keys keep GQA_KEYS loads in flight (gqa_scores, gqa_values): at decode a
 //     chunk is a few dozen keys and latency, not bandwidth, sets the time (measured on an H200:
-//     docs/cuda.md#measured-on-a-gpu).
+//     docs/cuda.md#measured-on-a-gpu); each load takes two consecutive elements (float2 /
+//     __half2), so an f16 cache halves the loads' bytes without doubling their count.
 // Scores are computed in float (as the CPU twin), the softmax statistics in double from those
 // float scores (as metrics.c), the weights of V in float with expf. Scores and statistics are
 // kept for the last row only (the position the sampler decides).
@@ -75,6 +76,12 @@ typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__
 
 __device__ __forceinline__ float kv_load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_load(const __half *p, size_t i) { return __half2float(p[i]); }
+// Elements i and i + 1 (i even) in one load: 8 bytes of an f32 row, 4 of an f16 one (rows start
+// at an even element: head_dim is even where SPLIT_GQA runs).
+__device__ __forceinline__ float2 kv_load2(const float *p, size_t i) { return *(const float2 *)(p + i); }
+__device__ __forceinline__ float2 kv_load2(const __half *p, size_t i) {
+    return __half22float2(*(const __half2 *)(p + i));
+}
 
 // Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`), the others in
 // `tail` (stride `tail_stride`). Without a tail, tail_start is INT_MAX and tail = cache (never
@@ -291,7 +298,11 @@ attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
 // A warp per key, GQA_KEYS keys at a time (t, t + n_warps, ...) so that their loads are in
 // flight together: one key at a time, each key cost the warp a full memory latency, and a
 // chunk's keys were a serial chain. Each key's sum runs over d in the same order as one key
-// alone, so the scores are bitwise those of the one-key loop.
+// alone, so the scores are bitwise those of the one-key loop. A lane takes two consecutive
+// elements per load (d = 2p, 2p + 1 for p = lane, lane + 32, ...): a warp's load moves 256
+// bytes of an f32 row, 128 of an f16 one (one element a lane moved 128 and 64: an f16 cache
+// halved the bytes, not the loads, and decoded slower than f32). Both types add the same
+// products in the same order, so an f16 cache gives the bits of an f32 cache of its values.
 template <typename KV>
 __device__ __forceinline__ void gqa_scores(const float *qs, const KvRows<KV> &k, int t0, int t1, int group,
                                            int head_dim, float scale, float *s, int chunk, float *score_rows,
@@ -306,15 +317,20 @@ __device__ __forceinline__ void gqa_scores(const float *qs, const KvRows<KV> &k,
         const KV *kt[GQA_KEYS];
 #pragma unroll
         for (int u = 0; u < GQA_KEYS; u++) kt[u] = kv_row(k, min(tb + u * n_warps, t1 - 1));  // past t1: not kept
-        for (int d = lane; d < head_dim; d += 32) {
-            float kd[GQA_KEYS];
+        for (int d = 2 * lane; d < head_dim; d += 64) {
+            float2 kd[GQA_KEYS];
 #pragma unroll
-            for (int u = 0; u < GQA_KEYS; u++) kd[u] = kv_load(kt[u], d);
+            for (int u = 0; u < GQA_KEYS; u++) kd[u] = kv_load2(kt[u], d);
 #pragma unroll
-            for (int u = 0; u < GQA_KEYS; u++)
+            for (int g = 0; g < ATTN_MAX_GROUP; g++) {  // a constant bound keeps acc[][] in registers
+                if (g >= group) continue;
+                const float2 qq = *(const float2 *)(qs + g * head_dim + d);  // 8-byte shared loads: no bank conflict
 #pragma unroll
-                for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[][] in registers
-                    if (g < group) acc[u][g] += qs[g * head_dim + d] * kd[u];
+                for (int u = 0; u < GQA_KEYS; u++) {
+                    acc[u][g] += qq.x * kd[u].x;
+                    acc[u][g] += qq.y * kd[u].y;
+                }
+            }
         }
 #pragma unroll
         for (int u = 0; u < GQA_KEYS; u++) {
@@ -333,40 +349,52 @@ __device__ __forceinline__ void gqa_scores(const float *qs, const KvRows<KV> &k,
 }
 
 // SPLIT_GQA's weighted values: red[g][part · head_dim + d] = Σ_i s[g][i] v[t0+i][d] over this
-// thread's part of the chunk's len keys (a thread per (part, d); parts = blockDim / head_dim
-// when a head is narrower than the block). Each value is loaded once and used by every head.
+// thread's part of the chunk's len keys (a thread per (part, pair of elements d, d + 1), one
+// load each: 8 bytes of f32, 4 of f16; parts = blockDim / (head_dim / 2) when half a head is
+// narrower than the block: 2 at head_dim 128). Each value is loaded once and used by every head.
 // GQA_KEYS values are loaded before any is used, so their reads overlap (one load at a time
 // made a thread's walk over its keys a chain of latencies); the sum still adds i in increasing
-// order, bitwise the one-at-a-time result.
+// order, bitwise the one-at-a-time result. red holds parts · head_dim <= 2 · blockDim floats
+// per head (or head_dim).
 template <typename KV>
 __device__ __forceinline__ void gqa_values(const float *s, const KvRows<KV> &v, int t0, int len, int group,
                                            int head_dim, int chunk, int parts, float *red) {
-    const int width = parts * head_dim;
-    for (int j = threadIdx.x; j < width; j += blockDim.x) {
-        const int d = j % head_dim, part = j / head_dim;
-        float acc[ATTN_MAX_GROUP];
+    const int half = head_dim / 2, width = parts * head_dim;
+    for (int j = threadIdx.x; j < parts * half; j += blockDim.x) {
+        const int d = 2 * (j % half), part = j / half;
+        float acc[ATTN_MAX_GROUP][2];
 #pragma unroll
-        for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[g] = 0.0f;
+        for (int g = 0; g < ATTN_MAX_GROUP; g++) acc[g][0] = acc[g][1] = 0.0f;
         int i = part;
         for (; i + (GQA_KEYS - 1) * parts < len; i += GQA_KEYS * parts) {
-            float vv[GQA_KEYS];
+            float2 vv[GQA_KEYS];
 #pragma unroll
-            for (int u = 0; u < GQA_KEYS; u++) vv[u] = kv_load(kv_row(v, t0 + i + u * parts), d);
+            for (int u = 0; u < GQA_KEYS; u++) vv[u] = kv_load2(kv_row(v, t0 + i + u * parts), d);
 #pragma unroll
             for (int u = 0; u < GQA_KEYS; u++)
 #pragma unroll
-                for (int g = 0; g < ATTN_MAX_GROUP; g++)  // a constant bound keeps acc[] in registers
-                    if (g < group) acc[g] += s[g * chunk + i + u * parts] * vv[u];
+                for (int g = 0; g < ATTN_MAX_GROUP; g++) {  // a constant bound keeps acc[] in registers
+                    if (g >= group) continue;
+                    const float w = s[g * chunk + i + u * parts];
+                    acc[g][0] += w * vv[u].x;
+                    acc[g][1] += w * vv[u].y;
+                }
         }
         for (; i < len; i += parts) {
-            const float vv = kv_load(kv_row(v, t0 + i), d);
+            const float2 vv = kv_load2(kv_row(v, t0 + i), d);
 #pragma unroll
-            for (int g = 0; g < ATTN_MAX_GROUP; g++)
-                if (g < group) acc[g] += s[g * chunk + i] * vv;
+            for (int g = 0; g < ATTN_MAX_GROUP; g++) {
+                if (g >= group) continue;
+                acc[g][0] += s[g * chunk + i] * vv.x;
+                acc[g][1] += s[g * chunk + i] * vv.y;
+            }
         }
 #pragma unroll
         for (int g = 0; g < ATTN_MAX_GROUP; g++)
-            if (g < group) red[g * width + j] = acc[g];
+            if (g < group) {
+                red[g * width + part * head_dim + d] = acc[g][0];
+                red[g * width + part * head_dim + d + 1] = acc[g][1];
+            }
     }
 }
 
@@ -374,9 +402,12 @@ __device__ __forceinline__ void gqa_values(const float *s, const KvRows<KV> &v, 
 // that share KV head kvh, so each key and value row is read from memory once for all of them
 // (SPLIT reads it once per query head and counts on the L2 cache for the repeats). Writes the
 // same partials as SPLIT, so the same combine kernel follows. Dynamic shared memory:
-// qs[group][head_dim], s[group][chunk], red[group][max(blockDim, head_dim)].
+// qs[group][head_dim], s[group][chunk], red[group][max(2 · blockDim, head_dim)].
+// Launch bounds: at least 4 blocks an SM (at most 128 registers a thread). Without the second
+// bound ptxas (CUDA 13.0, sm_80) gave the f16 kernel 72 registers and 8 bytes of spills; with it,
+// 79-80 registers and none on sm_80 and sm_90 (the resource report checks it).
 template <typename KV>
-__global__ void __launch_bounds__(ATTN_BLOCK)
+__global__ void __launch_bounds__(ATTN_BLOCK, 4)
 attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
                            int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev,
                            QueryRows rows, int chunk, float *scores, int score_stride, int want_stats,
@@ -392,7 +423,8 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
     const bool last = r == rows.n - 1;
     const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
-    const int parts = head_dim < (int)blockDim.x ? (int)blockDim.x / head_dim : 1, width = parts * head_dim;
+    const int half = head_dim / 2, parts = half < (int)blockDim.x ? (int)blockDim.x / half : 1;
+    const int width = parts * head_dim;
     float *qs = smem, *s = qs + group * head_dim, *red = s + group * chunk;
     float *score_rows = scores && last ? scores : (float *)0;
     const float scale = 1.0f / sqrtf((float)head_dim);
@@ -506,9 +538,11 @@ cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
     const int chunk = chunk_of(a), max_chunks = (a->n_keys + chunk - 1) / chunk;
     SplitWs ws = split_ws(a->workspace, a->n_heads, max_chunks, n_rows);
     const int red = a->head_dim > ATTN_BLOCK ? a->head_dim : ATTN_BLOCK;
-    const int group = a->n_heads / a->n_kv_heads;
-    const size_t gqa_shmem = (size_t)group * (a->head_dim + chunk + red) * sizeof(float);
-    if (kernel == EMX_ATTN_SPLIT_GQA && group <= ATTN_MAX_GROUP && gqa_shmem <= ATTN_STATIC_SMEM_MAX) {
+    const int group = a->n_heads / a->n_kv_heads, gqa_red = a->head_dim > 2 * ATTN_BLOCK ? a->head_dim : 2 * ATTN_BLOCK;
+    const size_t gqa_shmem = (size_t)group * (a->head_dim + chunk + gqa_red) * sizeof(float);
+    // SPLIT_GQA loads element pairs: an even head_dim (every supported model's)
+    if (kernel == EMX_ATTN_SPLIT_GQA && group <= ATTN_MAX_GROUP && a->head_dim % 2 == 0 &&
+        gqa_shmem <= ATTN_STATIC_SMEM_MAX) {
         dim3 grid(max_chunks, a->n_kv_heads, n_rows);
         attention_split_gqa_kernel<KV><<<grid, ATTN_BLOCK, gqa_shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
     } else {  // SPLIT, and SPLIT_GQA's fallback for groups too large for its shared memory

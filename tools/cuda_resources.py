@@ -44,9 +44,9 @@ ARCHS = {
 DECODE, BENCH, NAIVE = "decode", "bench", "naive"
 # Dynamic shared memory is counted for one reference shape, Qwen3-0.6B's attention (16 query heads
 # on 8 KV heads, head_dim 128) with the default chunk of 64 keys: SPLIT_GQA takes
-# group * (head_dim + chunk + max(head_dim, 128)) floats = 2 * 320 * 4 bytes, SPLIT (chunk +
+# group * (head_dim + chunk + max(head_dim, 256)) floats = 2 * 448 * 4 bytes, SPLIT (chunk +
 # max(head_dim, 128)) floats. No other kernel has dynamic shared memory.
-GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 128) * 4, (64 + 128) * 4
+GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 256) * 4, (64 + 128) * 4
 # Kernel (its name without template arguments) -> (threads per block, dynamic shared bytes, role,
 # where the block size comes from). Roles: decode = launched by a decode step
 # (runtime/cuda/forward_cuda_step.c, the sampler and the agent pool); bench = only the kernel

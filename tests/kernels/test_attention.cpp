@@ -612,3 +612,26 @@ Test(attention, rejects_bad_rows_and_tails) {
                      emx_cuda_attention_workspace_bytes_rows(k, kNh, kHd, kKeys, 9, 4));
     }
 }
+
+// An f16 cache gives, bit for bit, what an f32 cache holding its values gives (outputs, scores,
+// statistics): both element types run the same products in the same order (SPLIT_GQA's paired
+// loads, the single ones of SPLIT and PLAIN), the f16 values widened exactly. head_dim 40: the
+// last pairs of a row leave lanes idle.
+Test(attention, f16_cache_is_the_f32_cache_of_its_values) {
+    for (int kernel = EMX_ATTN_PLAIN; kernel <= EMX_ATTN_SPLIT_GQA; kernel++) {
+        Rng rng(4700 + kernel);
+        std::vector<float> q(kQDim), kc((size_t)kKeys * kKvDim), vc(kc.size());
+        for (float &x : q) x = rng.normal() * 1.5f;
+        for (float &x : kc) x = rng.normal();
+        for (float &x : vc) x = rng.normal();
+        const std::vector<uint8_t> k16 = cache_bytes(kc, EMX_KV_F16), v16 = cache_bytes(vc, EMX_KV_F16);  // rounds kc, vc
+        const std::vector<uint8_t> k32 = cache_bytes(kc, EMX_KV_F32), v32 = cache_bytes(vc, EMX_KV_F32);
+        DevBuf<float> d_q(q);
+        DevBuf<uint8_t> d_k16(k16), d_v16(v16), d_k32(k32), d_v32(v32);
+        const Result h = run_call(kernel, base_args(d_q.p, d_k16.p, d_v16.p, EMX_KV_F16, kKeys, 16), kQDim, true);
+        const Result f = run_call(kernel, base_args(d_q.p, d_k32.p, d_v32.p, EMX_KV_F32, kKeys, 16), kQDim, true);
+        cr_assert_eq(first_diff(h.out, f.out), -1, "kernel %d: output %d differs", kernel, first_diff(h.out, f.out));
+        cr_assert_eq(first_diff(h.scores, f.scores), -1, "kernel %d: scores differ", kernel);
+        cr_assert(same_stats(h.stats, f.stats), "kernel %d: head_stats differ", kernel);
+    }
+}

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <vector_types.h>
+
 static inline unsigned short emu_float_to_half_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -79,6 +81,7 @@ static inline unsigned short __half_as_ushort(__half h) { return h.__x; }
 static inline __half __float2half(float f) { return __ushort_as_half(emu_float_to_half_bits(f)); }
 static inline __half __float2half_rn(float f) { return __float2half(f); }
 static inline float __half2float(__half h) { return emu_half_bits_to_float(h.__x); }
+static inline float2 __half22float2(__half2 h) { return make_float2(__half2float(h.x), __half2float(h.y)); }
 #else
 typedef struct { unsigned short __x; } __half;
 typedef struct __attribute__((aligned(4))) { __half x, y; } __half2;

@@ -119,11 +119,16 @@ __host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows, size_t str
     return w;
 }
 
+// The scan partials [G] decision row `row` reads: its own logits row's, or the shared row's.
+__host__ __device__ inline ScanPart *mb_scan_of(const MbWs &w, int row) {
+    return w.stride ? w.scan + (size_t)row * w.G : w.scan;
+}
+
 // Row `row`'s view for the tail (G == 0: the one-block path).
 __host__ __device__ inline MbRow mb_row(const MbWs &w, int row) {
     MbRow r;
     r.G = w.G;
-    r.scan = w.stride ? w.scan + (size_t)row * w.G : w.scan;
+    r.scan = mb_scan_of(w, row);
     r.st = w.st + (size_t)row * (MB_LEVELS + 1) + MB_LEVELS;
     r.keys = w.keys + (size_t)row * BATCH_CAP;
     r.nkeys = w.nkeys + row;
@@ -184,7 +189,7 @@ mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
     p.valid = emxr::block_reduce(valid, sm.red_i, emxr::SumOp());
     p.mx = emxr::block_reduce(mx, sm.red_f, emxr::MaxOp());
     p.am = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp());
-    if (tid == 0) w.scan[(size_t)blockIdx.y * w.G + blockIdx.x] = p;
+    if (tid == 0) mb_scan_of(w, blockIdx.y)[blockIdx.x] = p;  // (blockIdx.y is 0 when the rows share the logits)
 }
 
 // The row's parameters and filters, from the scan's partials: what distribution_block derives in
@@ -199,8 +204,7 @@ __device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &s
     RowSetup r;
     int argmax;
     float mx;
-    merge_scan(w.stride ? w.scan + (size_t)blockIdx.y * w.G : w.scan, w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx,
-               &argmax);
+    merge_scan(mb_scan_of(w, blockIdx.y), w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx, &argmax);
     const bool dist = params_of(ps, blockIdx.y, &r.sp);
     r.f = filters_of(r.sp, r.valid, mx);
     r.filtered = dist && r.sp.temperature > 0.0f && r.sp.top_k != 1 && r.valid > 0 && mx != INFINITY &&

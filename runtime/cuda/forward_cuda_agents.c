@@ -34,6 +34,13 @@ static int agents_reserve(CudaState *s, int n) {
     return 0;
 }
 
+// The agents' parameters to agents_d (buffers grown first), queued on the stream.
+static int agents_upload(CudaState *s, const EmxAgentParams *agents, int n) {
+    if (agents_reserve(s, n)) return -1;
+    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n * sizeof(EmxAgentParams), cudaMemcpyHostToDevice, s->stream));
+    return 0;
+}
+
 static int agents_refused(CudaState *s, const char *call, int n_agents, int ban) {
     if (n_agents >= 1 && n_agents <= 65535 && ban < s->vocab) return 0;
     snprintf(s->err, sizeof s->err, "%s: %s: %d agents, ban %d", s->device_name, call, n_agents, ban);
@@ -50,7 +57,7 @@ int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_age
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    if (agents_reserve(s, n_agents)) return -1;
+    if (agents_upload(s, agents, n_agents)) return -1;
     // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
     // rewritten by the next pass anyway)
     static const float minus_inf = -INFINITY;
@@ -58,8 +65,6 @@ int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_age
         CU(cudaMemcpyAsync(s->logits + ban, &minus_inf, sizeof(float), cudaMemcpyHostToDevice, s->stream));
         s->logits_fresh = 0;
     }
-    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
-                       s->stream));
     CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
                             s->pick_d + 1, s->props_d, s->agents_ws, s->stream));
     CU(cudaMemcpyAsync(proposals, s->props_d, (size_t)n_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
@@ -77,7 +82,7 @@ int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAg
     CudaState *s = (CudaState *)st;
     if (agents_refused(s, "forward_propose", n_agents, ban) || cuda_step_check(s, &token, 1, pos)) return -1;
     CU(cudaSetDevice(s->device));
-    if (agents_reserve(s, n_agents)) return -1;
+    if (agents_upload(s, agents, n_agents)) return -1;  // the graph reads them there
     if (s->step_graph[TAIL_PROPOSE] &&
         (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane)) {
         cudaGraphExecDestroy(s->step_graph[TAIL_PROPOSE]);
@@ -86,8 +91,6 @@ int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAg
     s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane;
     s->in_h->rng_step = step;
     s->in_h->ban = ban;
-    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n_agents * sizeof(EmxAgentParams), cudaMemcpyHostToDevice,
-                       s->stream));
     if (cuda_step_run(s, &token, 1, pos, TAIL_PROPOSE)) return -1;
     memcpy(proposals, s->props_h, (size_t)n_agents * sizeof(EmxProposal));
     return 1;
@@ -101,8 +104,7 @@ int emx_cuda_state_forward_branches_propose(EmxState *st, const int *tokens, int
     CudaState *s = (CudaState *)st;
     if (agents_refused(s, "branches_propose", n, -1)) return -1;
     CU(cudaSetDevice(s->device));
-    if (agents_reserve(s, n) || cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
-    CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n * sizeof(EmxAgentParams), cudaMemcpyHostToDevice, s->stream));
+    if (agents_upload(s, agents, n) || cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
     CU(emx_cuda_agents_rows_step(s->logits, (size_t)s->vocab, s->vocab, s->agents_d, n, seed, rng_step, NULL,
                                  first_lane, s->props_d, s->agents_ws, s->stream));
     CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)n * sizeof(EmxProposal), cudaMemcpyDeviceToHost, s->stream));

@@ -204,7 +204,7 @@ test-asan:
 # its own (the AVX2 4-row int8/int4 kernels, cpu_attention_avx2.c): built in build-avx2/ and run
 # through the CPU suites that cover them (about a minute on 2 cores), whatever the machine's own
 # flags (-march=native above). CPU-only (CUDA=0): these suites test the CPU.
-AVX2_SUITES ?= @(cpu_ops|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
+AVX2_SUITES ?= @(cpu_ops|cpu_code|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
 .PHONY: test-avx2
 test-avx2:
 	$(MAKE) BUILD=build-avx2 CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models

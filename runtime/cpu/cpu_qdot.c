@@ -61,7 +61,10 @@ void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl) {
 // stream). Asking instead for the next block of these same rows, a few hundred bytes ahead, is
 // too close to hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2,
 // 2-core Xeon with AVX-512, alternated).
-static inline void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
+// always_inline is load-bearing: as a plain static inline function gcc 12 judged this helper
+// free of side effects (it holds only prefetches) and deleted every call, results unchanged and
+// decode a third slower (tests/test_cpu_code.c reads the object file for the prefetches).
+static inline __attribute__((always_inline)) void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
     const size_t block_bytes = kind == 0 ? 256 : 128;  // 8 groups of one row
     const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
     for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);

@@ -1,0 +1,49 @@
+// test_cpu_code.c — promises about the machine code of the CPU kernels that no numeric test can
+// see: the 4-row kernels that read weight rows as they are (decode, the server's few rows) ask
+// for the next rows ahead with prefetch instructions. A prefetch changes no result, so when the
+// compiler drops one (gcc 12 deleted every call of a small static helper that held only
+// prefetches, judging it free of side effects) every output stays bitwise right and decode runs
+// at two thirds of its speed. Read from the object file of this build ($EMX_BUILD/obj) with
+// objdump; a build without the 4-row kernels (no AVX2) has no such promise and says so.
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/cpu/cpu_matmul.h"
+#include "tests/run_util.h"
+#include "tests/test_util.h"
+
+// The disassembly of function `name` in objdump's output `dis`, as [*start, *end), or 0 if the
+// object has no such function.
+static int function_body(const char *dis, const char *name, const char **start, const char **end) {
+    char header[128];
+    snprintf(header, sizeof header, " <%s>:\n", name);
+    const char *h = strstr(dis, header);
+    if (!h) return 0;
+    *start = h + strlen(header);
+    const char *next = strstr(*start, ">:\n");  // the next function's header
+    *end = next ? next : *start + strlen(*start);
+    return 1;
+}
+
+static int body_has(const char *start, const char *end, const char *insn) {
+    const char *p = strstr(start, insn);
+    return p && p < end;
+}
+
+Test(cpu_code, row_kernels_prefetch_the_next_rows, .timeout = 60) {
+    if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (%s)", emx_cpu_simd_name());
+    char obj[512];
+    test_build_path(obj, sizeof obj, "obj/runtime/cpu/cpu_qdot.o");
+    const char *args[] = {"objdump", "-d", "--no-show-raw-insn", obj, NULL};
+    RunResult r = run_prog("/usr/bin/env", args);
+    cr_assert_eq(r.code, 0, "objdump -d %s: exit %d (%s)", obj, r.code, r.err);
+    const char *kernels[] = {"emx_dot4x1_q8", "emx_dot4x1_q4", "emx_dot4x1_q4_1", "emx_quad_direct"};
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        const char *start, *end;
+        cr_assert(function_body(r.out, kernels[k], &start, &end), "%s: no function %s", obj, kernels[k]);
+        cr_expect(body_has(start, end, "prefetcht0"), "%s: %s has no prefetcht0: the compiler dropped the next rows' prefetch",
+                  obj, kernels[k]);
+    }
+    run_free(&r);
+}

@@ -210,6 +210,15 @@ test-avx2:
 	$(MAKE) BUILD=build-avx2 CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
 
+# The same suites on AVX2 + AVX-VNNI (Intel client cores from Alder Lake on: 256-bit vpdpbusd,
+# no AVX-512), whose 4-row kernels take the VNNI forms; only where this CPU can run them.
+.PHONY: test-avx2-vnni
+test-avx2-vnni:
+	@if grep -qw avx_vnni /proc/cpuinfo; then \
+		$(MAKE) BUILD=build-vnni CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
+	else echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; fi
+
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
@@ -236,13 +245,14 @@ check: check-layers check-links all
 	$(MAKE) emu-compile-checks
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	$(MAKE) test-avx2
+	$(MAKE) test-avx2-vnni
 	$(MAKE) test-first-run
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
 
 clean:
-	rm -rf build build-asan build-avx2 run
+	rm -rf build build-asan build-avx2 build-vnni run
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/tests/first_run/test_first_run.d $(BUILD)/obj/runtime/cli/run.d $(patsubst tools/%.c,$(BUILD)/obj/tools/%.d,$(wildcard tools/*.c))
 

@@ -270,32 +270,49 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
 // for q4 its offset, from the lane sums) serves all four. The integer lane sums are the same
 // integers as the one-row kernel's, and each row's scale product, FMA chain and lanes_sum are
 // the same float operations in the same order: the results equal emx_dot_* bitwise.
+//
+// A pair of rows (a, b) enters as two registers split by the order's halves: lo = [a's bytes
+// 0..15 | b's bytes 0..15], hi = [a's bytes 16..31 | b's bytes 16..31]. Against the activation's
+// halves broadcast ([x 0..15 | x 0..15], [x 16..31 | x 16..31]) each 4-byte run of lo and of hi
+// lands in its lane l of its row already, so lo's sums plus hi's sums are the order's lanes with
+// no shuffle (split as a row's 32 bytes, each row's 8 runs needed a blend, a permute and an add
+// per pair of rows to fold run l + 4 onto run l).
 
-// Two rows' 8-lane products (lane l: bytes 4l..4l+3) folded to the order's 4 lanes each:
-// [a0+a4 .. a3+a7 | b4+b0 .. b7+b3] (integers: the order of the adds does not matter).
-static inline __m256i pair_fold(__m256i a, __m256i b) {
-    return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xF0), _mm256_permute2x128_si256(a, b, 0x21));
+// The four 4-byte-run sums of a pair's lo and hi against the activation's halves xlo, xhi, added:
+// [a lanes 0..3 | b lanes 0..3]. q8 by the sign trick (u8 x i8: alo = |lo| times xlo carrying
+// the sign of lo; the same integers as w * x), q4 / q4_1 by the nibbles as they are (q4's -8 x is
+// added once for all rows by the caller). Without VNNI the nibbles' two maddubs add in int16
+// before one madd: each int16 holds at most 2 * 15 * 127, two of them 7620, far from overflow;
+// q8's reach 2 * 128 * 127 = 32512 each and are widened apart.
+static inline __attribute__((always_inline)) __m256i pair_dot(int q8, __m256i lo, __m256i hi, __m256i alo,
+                                                              __m256i ahi, __m256i xlo, __m256i xhi) {
+#if EMX_VNNI256
+    if (q8) return dot_u8i8_acc(dot_u8i8(alo, _mm256_sign_epi8(xlo, lo)), ahi, _mm256_sign_epi8(xhi, hi));
+    return dot_u8i8_acc(dot_u8i8(lo, xlo), hi, xhi);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (q8)
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xlo, lo)), ones),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xhi, hi)), ones));
+    (void)alo, (void)ahi;
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
+#endif
 }
 
-// The 8 lanes of one row's group of 32 against the activation's 32 bytes x. q8 by the sign
-// trick (u8 x i8: wa = |w| times x carrying the sign of ws = w; the same integers as w * x), q4 /
-// q4_1 by the nibbles wa as they are (q4's -8 x is added once for all rows by the caller).
-static inline __attribute__((always_inline)) __m256i row_dot(int q8, __m256i wa, __m256i ws, __m256i x) {
-    return q8 ? dot_u8i8(wa, _mm256_sign_epi8(x, ws)) : dot_u8i8(wa, x);
-}
-
-// One step of the order for rows (0, 1) and (2, 3): wa[r] = row r's group as unsigned bytes (q8:
-// |w|, ws[r] = w as stored; q4/q4_1: the nibbles unpacked, ws read by nobody), s01 / s23 = [s_g(a) x 4 |
-// s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4 lane sums (negated; shifted: times 8
-// already). wa and ws may point into the packed copy: read where they lie, not copied per step.
+// One step of the order for rows (0, 1) and (2, 3): w = the group's pairs [lo01, hi01, lo23,
+// hi23] (q8: as stored, wa = the same with |w|; q4/q4_1: the nibbles unpacked, wa read by
+// nobody), s01 / s23 = [s_g(a) x 4 | s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4
+// lane sums (negated; shifted: times 8 already). w and wa may point into the packed copy: read
+// where they lie, not copied per step.
 static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
-                                                             const __m256i *wa, const __m256i *ws, __m256 s01,
+                                                             const __m256i *w, const __m256i *wa, __m256 s01,
                                                              __m256 s23, const int8_t *x, const int32_t *xl,
                                                              int shifted) {
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x));
+    const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16)));
     const int q8 = kind == 0;
-    __m256i p01 = pair_fold(row_dot(q8, wa[0], ws[0], xv), row_dot(q8, wa[1], ws[1], xv));
-    __m256i p23 = pair_fold(row_dot(q8, wa[2], ws[2], xv), row_dot(q8, wa[3], ws[3], xv));
+    __m256i p01 = pair_dot(q8, w[0], w[1], wa[0], wa[1], xlo, xhi);
+    __m256i p23 = pair_dot(q8, w[2], w[3], wa[2], wa[3], xlo, xhi);
     if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
         __m256i off = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl));
         if (!shifted) off = _mm256_slli_epi32(off, 3);
@@ -306,10 +323,28 @@ static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *a
     *acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p23), s23, *acc23);
 }
 
-// Row r's group g as 32 bytes in the activation's order (q8: as stored; nibbles unpacked).
-static inline __attribute__((always_inline)) __m256i quad_row(int q8, const uint8_t *w, size_t row_bytes, int r, int g) {
-    return q8 ? _mm256_loadu_si256((const __m256i *)(w + r * row_bytes + (size_t)g * 32))
-              : unpack_nibbles(w + r * row_bytes + (size_t)g * 16);
+// Group g of the four rows as the pairs [lo01, hi01, lo23, hi23] (q8: as stored; q4/q4_1: the
+// nibbles unpacked, low nibbles are weights 0..15), and for q8 the same with |w| in wa.
+static inline __attribute__((always_inline)) void quad_pairs(int q8, const uint8_t *w, size_t row_bytes, int g,
+                                                             __m256i v[4], __m256i wa[4]) {
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {  // rows 2k and 2k + 1
+        const uint8_t *a = w + (size_t)(2 * k) * row_bytes, *b = a + row_bytes;
+        if (q8) {
+            const __m256i ra = _mm256_loadu_si256((const __m256i *)(a + (size_t)g * 32));
+            const __m256i rb = _mm256_loadu_si256((const __m256i *)(b + (size_t)g * 32));
+            v[2 * k] = _mm256_permute2x128_si256(ra, rb, 0x20);
+            v[2 * k + 1] = _mm256_permute2x128_si256(ra, rb, 0x31);
+            wa[2 * k] = _mm256_sign_epi8(v[2 * k], v[2 * k]);
+            wa[2 * k + 1] = _mm256_sign_epi8(v[2 * k + 1], v[2 * k + 1]);
+        } else {
+            const __m256i nib = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + (size_t)g * 16)),
+                                                 _mm_loadu_si128((const __m128i *)(a + (size_t)g * 16)));
+            v[2 * k] = _mm256_and_si256(nib, _mm256_set1_epi8(0xf));
+            v[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(nib, 4), _mm256_set1_epi8(0xf));
+            wa[2 * k] = v[2 * k], wa[2 * k + 1] = v[2 * k + 1];
+        }
+    }
 }
 
 // [a x 4 | b x 4]
@@ -349,12 +384,8 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         for (int k = 0; k < m; k++) {
             const int g = g0 + k;
             __m256i wv[4], wa[4];
-#pragma GCC unroll 4  // rolled, the rows went through the stack: 94 -> 108 tok/s (SmolLM2 q8 -t 2)
-            for (int r = 0; r < 4; r++) {
-                wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
-                wa[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
-            }
-            quad_step2(kind, &acc01, &acc23, wa, wv, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
+            quad_pairs(kind == 0, w, row_bytes, g, wv, wa);
+            quad_step2(kind, &acc01, &acc23, wv, wa, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
                        xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
         }
     }
@@ -430,18 +461,19 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
         }
     }
 #elif defined(EMX_AVX2)
-    // per group: the four rows' 32 bytes as quad_row gives them [128 B], then the scales d_w
-    // spread for the two pair registers, [d0 x 4 | d1 x 4] and [d2 x 4 | d3 x 4] [64 B], then
-    // for q8 the rows' |w| [128 B]
+    // per group: the four rows' pairs as quad_pairs gives them, [lo01, hi01, lo23, hi23] [128 B],
+    // then the scales d_w spread for the two pair registers, [d0 x 4 | d1 x 4] and [d2 x 4 |
+    // d3 x 4] [64 B], then for q8 the pairs' |w| [128 B]
     const int ng = n / 32, q8 = dtype == EMX_Q8;
     const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
     for (int g = 0; g < ng; g++) {
         uint8_t *p = pack + (size_t)g * QUAD_PACK_GROUP(!q8);
+        __m256i v[4], wa[4];
+        quad_pairs(q8, w, row_bytes, g, v, wa);
         float d[4];
         for (int r = 0; r < 4; r++) {
-            const __m256i v = quad_row(q8, w, row_bytes, r, g);
-            _mm256_store_si256((__m256i *)(p + 32 * r), v);
-            if (q8) _mm256_store_si256((__m256i *)(p + 192 + 32 * r), _mm256_sign_epi8(v, v));
+            _mm256_store_si256((__m256i *)(p + 32 * r), v[r]);
+            if (q8) _mm256_store_si256((__m256i *)(p + 192 + 32 * r), wa[r]);
             d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
         }
         _mm256_store_ps((float *)(p + 128), spread2(&d[0], &d[1]));
@@ -572,18 +604,13 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int g = 0; g < ng; g++) {
         __m256i wv[4], wabs[4];
-        const __m256i *wa = wv, *ws = wv;  // the group's rows: unsigned bytes, and q8's signs
+        const __m256i *ws = wv, *wa = wabs;  // the group's pairs as stored, and q8's |w|
         __m256 d01, d23;
         if (direct) {
             if (g % 8 == 0) prefetch_next_quad(kind, w, row_bytes, g);
+            quad_pairs(kind == 0, w, row_bytes, g, wv, wabs);
             float d[4];
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                wv[r] = quad_row(kind == 0, w, row_bytes, r, g);
-                wabs[r] = kind == 0 ? _mm256_sign_epi8(wv[r], wv[r]) : wv[r];
-                d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
-            }
-            wa = wabs;
+            for (int r = 0; r < 4; r++) d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
             d01 = spread2(&d[0], &d[1]), d23 = spread2(&d[2], &d[3]);
         } else {
             const uint8_t *p = pack + (size_t)g * QUAD_PACK_GROUP(kind);
@@ -595,7 +622,7 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         for (int t = 0; t < nt; t++) {
             const ActGroup x = act_group(kind, blocked, blk, xq, xl, xd, n, t, g);
             const __m256 dx = _mm256_set1_ps(x.xd);
-            quad_step2(kind, &acc[t][0], &acc[t][1], wa, ws, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx), x.x, x.xl,
+            quad_step2(kind, &acc[t][0], &acc[t][1], ws, wa, _mm256_mul_ps(d01, dx), _mm256_mul_ps(d23, dx), x.x, x.xl,
                        blocked);
         }
     }

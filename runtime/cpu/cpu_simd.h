@@ -12,14 +12,20 @@
 // (vpdpbusd, no intermediate saturation), else maddubs (pairs into int16) then madd (pairs of
 // those into int32). Our operands never saturate maddubs: |products| <= 128 * 127 per byte.
 #ifdef EMX_AVX2
+// dot_u8i8_acc(acc, u, s): the same sums added to acc (VNNI builds only: EMX_VNNI256).
 #if defined(__AVXVNNI__)
 #define EMX_VNNI "+vnni"
+#define EMX_VNNI256 1
+#define dot_u8i8_acc(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
 #define dot_u8i8(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (s))
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define EMX_VNNI "+vnni"
+#define EMX_VNNI256 1
+#define dot_u8i8_acc(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define dot_u8i8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #else
 #define EMX_VNNI ""
+#define EMX_VNNI256 0
 #define dot_u8i8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 #endif
 #endif

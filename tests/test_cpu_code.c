@@ -33,17 +33,24 @@ static int body_has(const char *start, const char *end, const char *insn) {
 
 Test(cpu_code, row_kernels_prefetch_the_next_rows, .timeout = 60) {
     if (!emx_quad_kernels_available()) cr_skip_test("this build has no 4-row kernels (%s)", emx_cpu_simd_name());
-    char obj[512];
-    test_build_path(obj, sizeof obj, "obj/runtime/cpu/cpu_qdot.o");
-    const char *args[] = {"objdump", "-d", "--no-show-raw-insn", obj, NULL};
-    RunResult r = run_prog("/usr/bin/env", args);
-    cr_assert_eq(r.code, 0, "objdump -d %s: exit %d (%s)", obj, r.code, r.err);
-    const char *kernels[] = {"emx_dot4x1_q8", "emx_dot4x1_q4", "emx_dot4x1_q4_1", "emx_quad_direct"};
+    const struct {
+        const char *object, *function;
+    } kernels[] = {{"cpu_qdot.o", "emx_dot4x1_q8"},
+                   {"cpu_qdot.o", "emx_dot4x1_q4"},
+                   {"cpu_qdot.o", "emx_dot4x1_q4_1"},
+                   {"cpu_qtile.o", "emx_quad_direct"}};
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        char rel[128], obj[512];
+        snprintf(rel, sizeof rel, "obj/runtime/cpu/%s", kernels[k].object);
+        test_build_path(obj, sizeof obj, rel);
+        const char *args[] = {"objdump", "-d", "--no-show-raw-insn", obj, NULL};
+        RunResult r = run_prog("/usr/bin/env", args);
+        cr_assert_eq(r.code, 0, "objdump -d %s: exit %d (%s)", obj, r.code, r.err);
         const char *start, *end;
-        cr_assert(function_body(r.out, kernels[k], &start, &end), "%s: no function %s", obj, kernels[k]);
-        cr_expect(body_has(start, end, "prefetcht0"), "%s: %s has no prefetcht0: the compiler dropped the next rows' prefetch",
-                  obj, kernels[k]);
+        cr_assert(function_body(r.out, kernels[k].function, &start, &end), "%s: no function %s", obj,
+                  kernels[k].function);
+        cr_expect(body_has(start, end, "prefetcht0"),
+                  "%s: %s has no prefetcht0: the compiler dropped the next rows' prefetch", obj, kernels[k].function);
+        run_free(&r);
     }
-    run_free(&r);
 }

@@ -5,7 +5,8 @@
 // plus AVX-VNNI for the int8 products where available, and 4-row kernels in AVX-512 VNNI or
 // AVX2 forms, selected at compile time; otherwise the un-suffixed name is the scalar one).
 // emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni", "avx2+vnni", "avx2", "scalar".
-// The quantised SIMD kernels are in cpu_qdot.c, the float ones and the matmul here.
+// The quantised SIMD kernels are in cpu_qdot.c (one row, decode) and cpu_qtile.c (the prefill
+// tile), their shared four-row pieces in cpu_quad.h; the float ones and the matmul here.
 //
 // Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
 // activation rows n, the position of row i in the batch and the thread count. Why: the agent
@@ -113,7 +114,7 @@ typedef struct {
 void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
 
 
-// The prefill tile (cpu_qdot.c; only where emx_quad_kernels_available(): AVX-512 VNNI or AVX2):
+// The prefill tile (cpu_qtile.c; only where emx_quad_kernels_available(): AVX-512 VNNI or AVX2):
 // four weight rows repacked once (emx_quad_pack: 64-byte aligned, emx_quad_pack_bytes(n) in
 // all) then run against activation rows i0..i0+ni-1 of a (emx_quad_tile; xl: the rows' lane sums
 // [a->n][n/8]): out[i * out_stride + k] for weight row k, bitwise emx_dot_*(row k, activation row i).

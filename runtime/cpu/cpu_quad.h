@@ -1,0 +1,231 @@
+// cpu_quad.h — the building blocks of the quantised dot products that read four weight rows at
+// once, shared by the decode kernels (cpu_qdot.c) and the prefill tile (cpu_qtile.c): how a group
+// of 32 weights of four rows enters the registers, one step of the accumulation order (cpu_qdot.c,
+// top) and the final lane sums, in AVX-512 VNNI and AVX2 forms. Private to runtime/cpu/.
+#ifndef ENTROPIX_CPU_QUAD_H
+#define ENTROPIX_CPU_QUAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cpu/cpu_simd.h"
+
+#ifdef EMX_AVX2
+// For the 4-row kernels that read the weight rows as they are: at the start of each block of 8
+// groups of a quad (four rows, row_bytes each, at w), ask for that block's share of the next
+// quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive quads). Reading
+// four rows a few hundred bytes apart, the hardware prefetcher does not run far enough ahead: q8
+// decode of a matrix from memory ran at half the one-row kernel's speed (which reads one
+// stream). Asking instead for the next block of these same rows, a few hundred bytes ahead, is
+// too close to hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2,
+// 2-core Xeon with AVX-512, alternated).
+// always_inline is load-bearing: as a plain static inline function gcc 12 judged this helper
+// free of side effects (it holds only prefetches) and deleted every call, results unchanged and
+// decode a third slower (tests/test_cpu_code.c reads the object file for the prefetches).
+static inline __attribute__((always_inline)) void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
+    const size_t block_bytes = kind == 0 ? 256 : 128;  // 8 groups of one row
+    const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
+    for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+}
+
+// The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).
+static inline __m128i fold8(__m256i v) {
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// (A[0] + A[2]) + (A[1] + A[3])
+static inline float lanes_sum(__m128 a) {
+    const __m128 h = _mm_add_ps(a, _mm_movehl_ps(a, a));  // [a0 + a2, a1 + a3, ..]
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+// sum over groups of c_g * xs_g (c: f16 per group, xs: the activation's d_x * sum(q_x)): 8
+// lanes over the whole blocks of 8 groups, the tail groups one by one, then lanes + tail.
+static inline float offsets_sum(const uint16_t *c, const float *xs, int ng) {
+    __m256 acc = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 8 <= ng; g += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(c + g))), _mm256_loadu_ps(xs + g), acc);
+    float tail = 0;
+    for (; g < ng; g++) tail += _cvtsh_ss(c[g]) * xs[g];
+    return emx_hsum_ps(acc) + tail;
+}
+
+// 16 bytes of nibbles -> 32 unsigned bytes 0..15 in the activation's order: low nibbles are
+// weights 0..15 (low 128-bit lane), high nibbles weights 16..31.
+static inline __m256i unpack_nibbles(const uint8_t *b) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)b);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0xf));
+}
+
+#endif
+
+#if EMX_AVX512_VNNI
+// 16 bytes of each of four rows (row k at p + k * stride) side by side: [r0 | r1 | r2 | r3]
+static inline __m512i quad16(const uint8_t *p, size_t stride) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * stride)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * stride)), 3);
+}
+
+// Group g of four weight rows as two unsigned registers: w1 = bytes 0..15 of each row, w2 =
+// bytes 16..31 (q8: w + 128; q4/q4_1: the nibbles, low ones are weights 0..15).
+static inline __attribute__((always_inline)) void quad_group(int q8, const uint8_t *w, size_t row_bytes, int g,
+                                                             __m512i *w1, __m512i *w2) {
+    if (q8) {  // two rows per register, then their halves regathered: fewer shuffles than four quad16
+        const uint8_t *p = w + (size_t)g * 32;
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        const __m512i r01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                               _mm256_loadu_si256((const __m256i *)(p + row_bytes)), 1);
+        const __m512i r23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2 * row_bytes))),
+                                               _mm256_loadu_si256((const __m256i *)(p + 3 * row_bytes)), 1);
+        *w1 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), r23), flip);
+        *w2 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), r23), flip);
+    } else {
+        const __m512i nib = quad16(w + (size_t)g * 16, row_bytes), mask = _mm512_set1_epi8(0xf);
+        *w1 = _mm512_and_si512(nib, mask);
+        *w2 = _mm512_and_si512(_mm512_srli_epi16(nib, 4), mask);
+    }
+}
+
+// The four rows' scales d_w of the groups g0 .. g0+7 (fewer at the row's end: masked loads stay
+// inside the rows), as two tables [r0 | r1] and [r2 | r3] of 8 floats each.
+static inline void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01, __m512 *t23) {
+    const int m = ng - g0 < 8 ? ng - g0 : 8;
+    const __mmask8 live = (__mmask8)((1u << m) - 1);
+    __m256 d[4];
+    for (int r = 0; r < 4; r++) d[r] = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g0));
+    *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(d[0]), d[1], 1);
+    *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(d[2]), d[3], 1);
+}
+// A group of the tables spread over the quarters, [d_r0 x 4 | d_r1 x 4 | d_r2 x 4 | d_r3 x 4]:
+// the index of group 0 is SPREAD0; each next group adds 1 to every lane.
+#define SPREAD0 _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0)
+static inline __m512 quad_spread(__m512 t01, __m512 t23, __m512i idx) { return _mm512_permutex2var_ps(t01, idx, t23); }
+
+// One step of the order for four rows against activation row x (its group g at x + 32g, its
+// lane sums at xl + 4g): acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
+// kind: 0 q8, 1 q4, 2 q4_1; shifted: xl holds the lane sums times c already (the act blocks).
+static inline __attribute__((always_inline)) __m512 quad_step(int kind, __m512 acc, __m512i w1, __m512i w2, __m512 sc,
+                                                              const int8_t *x, const int32_t *xl, int shifted) {
+    const __m512i x1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
+    const __m512i x2 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
+    __m512i start = _mm512_setzero_si512();  // -c * (the lane's sum of x): q8 c = 128, q4 c = 8
+    if (kind != 2) {
+        start = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl));
+        if (!shifted) start = _mm512_slli_epi32(start, kind == 0 ? 7 : 3);
+    }
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, w1, x1), w2, x2);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+}
+
+// Each quarter's (A[0] + A[2]) + (A[1] + A[3]) -> out[0..3]
+static inline void quad_sums(__m512 acc, float out[4]) {
+    const __m512 h = _mm512_add_ps(acc, _mm512_shuffle_ps(acc, acc, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 s = _mm512_add_ps(h, _mm512_shuffle_ps(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+    out[0] = _mm512_cvtss_f32(s);
+    out[1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 1));
+    out[2] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 2));
+    out[3] = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 3));
+}
+
+#elif defined(EMX_AVX2)
+// Four weight rows at once with AVX2: the rows go two to a register, [row a lanes 0..3 | row b
+// lanes 0..3], so that one convert and one FMA serve two rows, and the activation's load (and
+// for q4 its offset, from the lane sums) serves all four. The integer lane sums are the same
+// integers as the one-row kernel's, and each row's scale product, FMA chain and lanes_sum are
+// the same float operations in the same order: the results equal emx_dot_* bitwise.
+//
+// A pair of rows (a, b) enters as two registers split by the order's halves: lo = [a's bytes
+// 0..15 | b's bytes 0..15], hi = [a's bytes 16..31 | b's bytes 16..31]. Against the activation's
+// halves broadcast ([x 0..15 | x 0..15], [x 16..31 | x 16..31]) each 4-byte run of lo and of hi
+// lands in its lane l of its row already, so lo's sums plus hi's sums are the order's lanes with
+// no shuffle (split as a row's 32 bytes, each row's 8 runs needed a blend, a permute and an add
+// per pair of rows to fold run l + 4 onto run l).
+
+// The four 4-byte-run sums of a pair's lo and hi against the activation's halves xlo, xhi, added:
+// [a lanes 0..3 | b lanes 0..3]. q8 by the sign trick (u8 x i8: alo = |lo| times xlo carrying
+// the sign of lo; the same integers as w * x), q4 / q4_1 by the nibbles as they are (q4's -8 x is
+// added once for all rows by the caller). Without VNNI the nibbles' two maddubs add in int16
+// before one madd: each int16 holds at most 2 * 15 * 127, two of them 7620, far from overflow;
+// q8's reach 2 * 128 * 127 = 32512 each and are widened apart.
+static inline __attribute__((always_inline)) __m256i pair_dot(int q8, __m256i lo, __m256i hi, __m256i alo,
+                                                              __m256i ahi, __m256i xlo, __m256i xhi) {
+#if EMX_VNNI256
+    if (q8) return dot_u8i8_acc(dot_u8i8(alo, _mm256_sign_epi8(xlo, lo)), ahi, _mm256_sign_epi8(xhi, hi));
+    return dot_u8i8_acc(dot_u8i8(lo, xlo), hi, xhi);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (q8)
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xlo, lo)), ones),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xhi, hi)), ones));
+    (void)alo, (void)ahi;
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
+#endif
+}
+
+// One step of the order for rows (0, 1) and (2, 3): w = the group's pairs [lo01, hi01, lo23,
+// hi23] (q8: as stored, wa = the same with |w|; q4/q4_1: the nibbles unpacked, wa read by
+// nobody), s01 / s23 = [s_g(a) x 4 | s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4
+// lane sums (negated; shifted: times 8 already). w and wa may point into the packed copy: read
+// where they lie, not copied per step.
+static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
+                                                             const __m256i *w, const __m256i *wa, __m256 s01,
+                                                             __m256 s23, const int8_t *x, const int32_t *xl,
+                                                             int shifted) {
+    const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x));
+    const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16)));
+    const int q8 = kind == 0;
+    __m256i p01 = pair_dot(q8, w[0], w[1], wa[0], wa[1], xlo, xhi);
+    __m256i p23 = pair_dot(q8, w[2], w[3], wa[2], wa[3], xlo, xhi);
+    if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
+        __m256i off = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl));
+        if (!shifted) off = _mm256_slli_epi32(off, 3);
+        p01 = _mm256_add_epi32(p01, off);
+        p23 = _mm256_add_epi32(p23, off);
+    }
+    *acc01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p01), s01, *acc01);
+    *acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p23), s23, *acc23);
+}
+
+// Group g of the four rows as the pairs [lo01, hi01, lo23, hi23] (q8: as stored; q4/q4_1: the
+// nibbles unpacked, low nibbles are weights 0..15), and for q8 the same with |w| in wa.
+static inline __attribute__((always_inline)) void quad_pairs(int q8, const uint8_t *w, size_t row_bytes, int g,
+                                                             __m256i v[4], __m256i wa[4]) {
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {  // rows 2k and 2k + 1
+        const uint8_t *a = w + (size_t)(2 * k) * row_bytes, *b = a + row_bytes;
+        if (q8) {
+            const __m256i ra = _mm256_loadu_si256((const __m256i *)(a + (size_t)g * 32));
+            const __m256i rb = _mm256_loadu_si256((const __m256i *)(b + (size_t)g * 32));
+            v[2 * k] = _mm256_permute2x128_si256(ra, rb, 0x20);
+            v[2 * k + 1] = _mm256_permute2x128_si256(ra, rb, 0x31);
+            wa[2 * k] = _mm256_sign_epi8(v[2 * k], v[2 * k]);
+            wa[2 * k + 1] = _mm256_sign_epi8(v[2 * k + 1], v[2 * k + 1]);
+        } else {
+            const __m256i nib = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + (size_t)g * 16)),
+                                                 _mm_loadu_si128((const __m128i *)(a + (size_t)g * 16)));
+            v[2 * k] = _mm256_and_si256(nib, _mm256_set1_epi8(0xf));
+            v[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(nib, 4), _mm256_set1_epi8(0xf));
+            wa[2 * k] = v[2 * k], wa[2 * k + 1] = v[2 * k + 1];
+        }
+    }
+}
+
+// [a x 4 | b x 4]
+static inline __m256 spread2(const float *a, const float *b) {
+    return _mm256_blend_ps(_mm256_broadcast_ss(a), _mm256_broadcast_ss(b), 0xF0);
+}
+
+// out[0..3] from the two accumulators: each half's (A[0] + A[2]) + (A[1] + A[3])
+static inline void quad_sums2(__m256 acc01, __m256 acc23, float out[4]) {
+    out[0] = lanes_sum(_mm256_castps256_ps128(acc01));
+    out[1] = lanes_sum(_mm256_extractf128_ps(acc01, 1));
+    out[2] = lanes_sum(_mm256_castps256_ps128(acc23));
+    out[3] = lanes_sum(_mm256_extractf128_ps(acc23, 1));
+}
+
+#endif
+
+#endif

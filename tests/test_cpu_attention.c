@@ -286,7 +286,7 @@ Test(cpu_ops, exp_f32) {
 }
 
 // emx_attention_group_spans: n_q queries in one call give, bitwise, what each gets from
-// emx_attention_head_spans alone, for groups below, at and above the 8 queries of one pass, keys
+// emx_attention_head_spans alone, for groups below, at and above the 32 queries of one pass, keys
 // in one span or three, and probs in place.
 static void check_group(int hd, int n, int n_q, int f16) {
     const int stride = 3 * hd;
@@ -294,8 +294,8 @@ static void check_group(int hd, int n, int n_q, int f16) {
     float *q = malloc(sizeof(float) * n_q * (hd + 8)), *out = malloc(sizeof(float) * n_q * (hd + 8));
     float *one = malloc(sizeof(float) * hd), *s = malloc(sizeof(float) * n), *p = malloc(sizeof(float) * n);
     float *gs = malloc(sizeof(float) * n_q * n), *gp = malloc(sizeof(float) * n_q * n);
-    EmxAttnQuery qs[16];
-    cr_assert(k && v && q && out && one && s && p && gs && gp && n_q <= 16);
+    EmxAttnQuery qs[40];
+    cr_assert(k && v && q && out && one && s && p && gs && gp && n_q <= 40);
     fill(k, n * stride, 1.5f);
     fill(v, n * stride, 1.0f);
     fill(q, n_q * (hd + 8), 1.0f);  // query i at q + i * (hd + 8): a stride wider than head_dim
@@ -327,16 +327,16 @@ static void check_group(int hd, int n, int n_q, int f16) {
 }
 
 Test(cpu_ops, attention_group_bitwise) {
-    const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 3, 8, 9};
+    const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 3, 8, 9, 32, 33};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++)
-            for (int g = 0; g < 5; g++) check_group(dims[i], counts[j], groups[g], 0);
+            for (int g = 0; g < 7; g++) check_group(dims[i], counts[j], groups[g], 0);
 }
 
 // Grouped queries over f16 spans: each the bits of itself alone over one f32 span of the
 // widened values (the AVX-512 version widens a block once for the whole group).
 Test(cpu_ops, attention_group_f16_bitwise) {
-    const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 8, 9};
+    const int dims[] = {8, 24, 64, 128, 160}, counts[] = {1, 17, 100}, groups[] = {1, 2, 9, 33};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 3; j++)
             for (int g = 0; g < 4; g++) check_group(dims[i], counts[j], groups[g], 1);
@@ -357,9 +357,9 @@ static void check_rows(int hd, int base, int n_q, int extra, int f16) {
     float *q = malloc(sizeof(float) * n_q * hd), *out = malloc(sizeof(float) * n_q * (hd + 8));
     float *gs = malloc(sizeof(float) * n_q * (cap + 8)), *gp = malloc(sizeof(float) * n_q * (cap + 8));
     float *one = malloc(sizeof(float) * hd), *s = malloc(sizeof(float) * cap), *p = malloc(sizeof(float) * cap);
-    EmxAttnQuery qs[16];
-    int nk[16], lo = cap, hi = 0;
-    cr_assert(k && v && tk && tv && q && out && gs && gp && one && s && p && n_q <= 16);
+    EmxAttnQuery qs[40];
+    int nk[40], lo = cap, hi = 0;
+    cr_assert(k && v && tk && tv && q && out && gs && gp && one && s && p && n_q <= 40);
     fill(k, cap * stride, 1.5f);
     fill(v, cap * stride, 1.0f);
     fill(q, n_q * hd, 1.0f);
@@ -424,7 +424,8 @@ Test(cpu_ops, attention_rows_own_key_counts_bitwise) {
     const int dims[] = {8, 24, 64, 128, 160}, bases[] = {0, 1, 2, 13, 15, 16, 17, 30, 62, 100};
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 10; j++)
-            for (int n_q = 1; n_q <= 9; n_q++) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 0);
+            for (int n_q = 1; n_q <= 33; n_q = n_q < 9 ? n_q + 1 : n_q == 9 ? 31 : n_q + 1)  // 1..9, 31..33
+                check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 0);
 }
 
 // The same over f16 spans, against f32 references of the widened values.
@@ -432,5 +433,5 @@ Test(cpu_ops, attention_rows_f16_bitwise) {
     const int dims[] = {8, 24, 64, 160}, bases[] = {0, 1, 15, 16, 17, 62};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 6; j++)
-            for (int n_q = 1; n_q <= 9; n_q += 2) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 1);
+            for (int n_q = 1; n_q <= 33; n_q += n_q < 9 ? 2 : 24) check_rows(dims[i], bases[j], n_q, (i + j + n_q) % 3 == 0 ? 5 : 0, 1);
 }

@@ -263,7 +263,7 @@ static void attention_one(const EmxAttnQuery *qq, const EmxKeySpan *spans, int n
 // multiple (Qwen3-0.6B: 8 x 128 floats), so the keys of a block all fall into the same few L1
 // sets and are evicted before the next query reads them.
 
-#define GROUP 8      // queries per pass over the keys
+#define GROUP 32     // queries per pass over the keys
 #define VBLOCK 32    // keys per block of the value pass
 #define MAX_NH 32    // head_dim <= 256 in the packed blocks; larger heads run query by query
 

@@ -23,7 +23,7 @@
 #include "runtime/forward_backend.h"
 
 #define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
-#define PASS 8             // queries per call of emx_attention_group_spans in attention()
+#define PASS 32            // queries per call of emx_attention_group_spans in attention()
 
 typedef struct CpuState CpuState;
 struct CpuState {
@@ -262,8 +262,10 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     const size_t layer0 = (size_t)layer * ctx * s->kv_dim;  // the layer's first cache element
     // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
     // consecutive ones that share one pass over the keys (read from memory once, not once per
-    // query). A prefill with enough tasks: 8 queries, several rows (Qwen3: 4 rows x 2 heads),
-    // each seeing its own keys (row i: pos + i + 1). Branches (every row its own tail): the
+    // query). A prefill with enough tasks: 32 queries, several rows (Qwen3: 16 rows x 2 heads),
+    // each seeing its own keys (row i: pos + i + 1): every task reads its keys again, and a
+    // Qwen3 layer's (4 KiB rows, one page each) do not stay in L2 between tasks, so fewer tasks
+    // pay (pp512 -t 2: 8 queries a task 321-330 tok/s, 32 queries 337-362). Branches (every row its own tail): the
     // group's heads of one row. Few tasks (decode): one query each, to balance the threads. Each
     // query's bits are those of the query alone with its own keys (emx_attention_group_spans),
     // so the tasks change no result. Tasks go kv head by kv head: the keys and values a thread

@@ -276,6 +276,20 @@ static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a,
     }
 }
 
+// Weight rows r..r+7 of a quantised matrix, two quads, against a batch of activation rows: both
+// repacked, then the tile that reads each activation group once for the two (emx_quad_tile2).
+static void matmul_quad_pair(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
+                             const uint8_t *blocks, uint8_t *pack0, uint8_t *pack1) {
+    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+    const QuantRows q = quant_rows(w);
+    const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
+    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    emx_quad_pack(pack0, w->dtype, wr, wd, cols);
+    emx_quad_pack(pack1, w->dtype, wr + 4 * q.row_bytes, wd + 4 * ng, cols);
+    emx_quad_tile2(pack0, pack1, w->dtype, wm, wm + 4 * ng, a, xl, blocks, cols, 0, a->n, out + r, out + r + 4,
+                   (size_t)rows);
+}
+
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the
 // repacking costs about one pass over the four rows and serves every activation row); below,
 // the tile reads the rows as they are. SmolLM2-135M q8, emx_forward_multi, 2 threads, AVX-512
@@ -315,8 +329,9 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
 #pragma omp for schedule(static)
             for (int b = 0; b < n_blocks; b++) emx_act_block(blocks, a, xl, cols, b);
         }
-        // the thread's repacked quad; NULL (no memory) reads the rows as they are instead, same bits
-        uint8_t *pack = use_pack ? aligned_alloc(64, emx_quad_pack_bytes(cols)) : NULL;
+        // the thread's two repacked quads; NULL (no memory) reads the rows as they are instead, same bits
+        const size_t pack_bytes = use_pack ? emx_quad_pack_bytes(cols) : 0;
+        uint8_t *pack = use_pack ? aligned_alloc(64, 2 * pack_bytes) : NULL;
 #pragma omp for schedule(static)
         for (int tile = 0; tile < n_tiles; tile++) {
             const int g0 = tile * ROW_TILE, g1 = g0 + ROW_TILE < total ? g0 + ROW_TILE : total;
@@ -324,7 +339,10 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 int j = 0, r = gr;  // global row -> (matrix, row)
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
-                if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
+                if (pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
+                    matmul_quad_pair(jobs[j].out, w, r, a, xl, blocks, pack, pack + pack_bytes);
+                    gr += 8;
+                } else if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
                     matmul_quad(jobs[j].out, w, r, a, xl, blocks, pack);
                     gr += 4;
                 } else {

@@ -123,6 +123,12 @@ size_t emx_quad_pack_bytes(int n);
 void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n);
 void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
                    const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride);
+// Two packed quads at once (weight rows r..r+3 in pack0, r+4..r+7 in pack1, each with its own
+// q4_1 mins), out0 / out1 as emx_quad_tile's out for each: the same bits as two emx_quad_tile calls,
+// the activations read once for both where the build has the registers for it (AVX-512).
+void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const uint16_t *wm0,
+                    const uint16_t *wm1, const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0,
+                    int ni, float *out0, float *out1, size_t out_stride);
 // The tile's activation rows in blocks of EMX_ACT_BLOCK_ROWS, interleaved per group of 32 (the
 // quants, lane sums and scales of the block's rows side by side, one stream for the tile):
 // emx_act_block writes block b (rows 8b .. 8b+7 of a) into blocks (emx_act_blocks_bytes(a->n,

@@ -169,6 +169,44 @@ static inline __attribute__((always_inline)) void quad_tile(int kind, int direct
         quad_out(kind, o, wm, xs + (size_t)t * ng, ng, out + (size_t)t * out_stride);
     }
 }
+
+// Two packed quads (weight rows r..r+3 from pack0, r+4..r+7 from pack1) against nt <= 8
+// activation rows at once: each activation group is loaded into registers once for both (quad_act),
+// which halves the tile's reads of the activation blocks per multiply-add. Those blocks stream from
+// L2 for every quad (a matrix's are hundreds of KB), and their loads, not the arithmetic, held
+// the single-quad tile up (perf: the samples on its broadcast loads). Each quad's chain is
+// quad_tile's, operation for operation: the same bits. out0 / out1: the quads' out[t][r].
+static inline __attribute__((always_inline)) void quad_tile_pair(int kind, int nt, int blocked, const uint8_t *blk,
+                                                                 const uint8_t *pack0, const uint8_t *pack1,
+                                                                 const uint16_t *wm0, const uint16_t *wm1,
+                                                                 const int8_t *xq, const int32_t *xl, const float *xd,
+                                                                 const float *xs, int n, float *out0, float *out1,
+                                                                 size_t out_stride) {
+    const int ng = n / 32;
+    __m512 acc0[8], acc1[8];
+    for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        const uint8_t *p0 = pack0 + (size_t)g * QUAD_PACK_GROUP(kind), *p1 = pack1 + (size_t)g * QUAD_PACK_GROUP(kind);
+        const __m512i w1a = _mm512_load_si512((const void *)p0), w2a = _mm512_load_si512((const void *)(p0 + 64));
+        const __m512i w1b = _mm512_load_si512((const void *)p1), w2b = _mm512_load_si512((const void *)(p1 + 64));
+        const __m512 dwa = _mm512_load_ps((const void *)(p0 + 128)), dwb = _mm512_load_ps((const void *)(p1 + 128));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const ActGroup x = act_group(kind, blocked, blk, xq, xl, xd, n, t, g);
+            const QuadAct xa = quad_act(kind, x.x, x.xl, blocked);
+            const __m512 dx = _mm512_set1_ps(x.xd);
+            acc0[t] = quad_step_act(acc0[t], w1a, w2a, _mm512_mul_ps(dwa, dx), xa);
+            acc1[t] = quad_step_act(acc1[t], w1b, w2b, _mm512_mul_ps(dwb, dx), xa);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float o[4];
+        quad_sums(acc0[t], o);
+        quad_out(kind, o, wm0, xs + (size_t)t * ng, ng, out0 + (size_t)t * out_stride);
+        quad_sums(acc1[t], o);
+        quad_out(kind, o, wm1, xs + (size_t)t * ng, ng, out1 + (size_t)t * out_stride);
+    }
+}
 #elif defined(EMX_AVX2)
 // nt (<= 16) activation rows against four weight rows, as the AVX-512 tile (packed or direct): per
 // group the four rows' bytes are loaded once for all nt activation rows, s_g = d_w * d_x the same
@@ -266,6 +304,44 @@ void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, cons
 #else
     (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)blocks, (void)n, (void)i0, (void)ni, (void)out,
         (void)out_stride;
+#endif
+}
+
+// Rows i0 .. i0+ni-1 against two packed quads: the whole tiles of 8 rows (from the blocks where
+// they start one) by the pair tile, the rest by each quad's own tiles.
+#if EMX_AVX512_VNNI
+static inline __attribute__((always_inline)) void quad_tile2_kind(int kind, const uint8_t *blocks,
+                                                                  const uint8_t *pack0, const uint8_t *pack1,
+                                                                  const uint16_t *wm0, const uint16_t *wm1,
+                                                                  const EmxActs *a, const int32_t *xl, int n, int i0,
+                                                                  int ni, float *out0, float *out1, size_t out_stride) {
+    const int ng = n / 32, end = i0 + ni;
+    int i = i0;
+#define EMX_PAIR(blocked)                                                                                         \
+    quad_tile_pair(kind, 8, blocked, blocked ? blocks + (size_t)(i / 8) * ng * ACT_BLOCK_GROUP : NULL, pack0,    \
+                   pack1, wm0, wm1, a->xq + (size_t)i * n, xl + (size_t)i * ng * 4, a->xd + (size_t)i * ng,       \
+                   a->xs + (size_t)i * ng, n, out0 + (size_t)i * out_stride, out1 + (size_t)i * out_stride, out_stride)
+    if (blocks && i % 8 == 0)
+        for (; i + 8 <= end; i += 8) EMX_PAIR(1);
+    for (; i + 8 <= end; i += 8) EMX_PAIR(0);
+#undef EMX_PAIR
+    if (i < end) {
+        quad_tile_kind(kind, 0, blocks, pack0, NULL, NULL, wm0, a, xl, n, i, end - i, out0, out_stride);
+        quad_tile_kind(kind, 0, blocks, pack1, NULL, NULL, wm1, a, xl, n, i, end - i, out1, out_stride);
+    }
+}
+#endif
+
+void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const uint16_t *wm0,
+                    const uint16_t *wm1, const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0,
+                    int ni, float *out0, float *out1, size_t out_stride) {
+#if EMX_AVX512_VNNI
+    if (dtype == EMX_Q8) quad_tile2_kind(0, blocks, pack0, pack1, wm0, wm1, a, xl, n, i0, ni, out0, out1, out_stride);
+    else if (dtype == EMX_Q4) quad_tile2_kind(1, blocks, pack0, pack1, wm0, wm1, a, xl, n, i0, ni, out0, out1, out_stride);
+    else quad_tile2_kind(2, blocks, pack0, pack1, wm0, wm1, a, xl, n, i0, ni, out0, out1, out_stride);
+#else  // AVX2 (16 registers hold no second quad's accumulators) or none: each quad alone
+    emx_quad_tile(pack0, dtype, wm0, a, xl, blocks, n, i0, ni, out0, out_stride);
+    emx_quad_tile(pack1, dtype, wm1, a, xl, blocks, n, i0, ni, out1, out_stride);
 #endif
 }
 

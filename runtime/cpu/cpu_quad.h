@@ -104,20 +104,37 @@ static inline void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01, 
 #define SPREAD0 _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0)
 static inline __m512 quad_spread(__m512 t01, __m512 t23, __m512i idx) { return _mm512_permutex2var_ps(t01, idx, t23); }
 
+// Activation row x's group (its 32 quants at x, its lane sums at xl) as registers: both halves
+// broadcast to the four quarters, and each lane's start, -c * (the lane's sum of x): q8 c = 128,
+// q4 c = 8, q4_1 none. shifted: xl holds the lane sums times c already (the act blocks).
+typedef struct {
+    __m512i x1, x2, start;
+} QuadAct;
+static inline __attribute__((always_inline)) QuadAct quad_act(int kind, const int8_t *x, const int32_t *xl, int shifted) {
+    QuadAct a = {_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x)),
+                 _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16))), _mm512_setzero_si512()};
+    if (kind != 2) {
+        a.start = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl));
+        if (!shifted) a.start = _mm512_slli_epi32(a.start, kind == 0 ? 7 : 3);
+    }
+    return a;
+}
+
+// One step of the order for four rows (w1, w2: their group, quad_group) against an activation
+// group xa: acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
+static inline __attribute__((always_inline)) __m512 quad_step_act(__m512 acc, __m512i w1, __m512i w2, __m512 sc,
+                                                                  QuadAct xa) {
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xa.start, w1, xa.x1), w2, xa.x2);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+}
+
 // One step of the order for four rows against activation row x (its group g at x + 32g, its
 // lane sums at xl + 4g): acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
 // kind: 0 q8, 1 q4, 2 q4_1; shifted: xl holds the lane sums times c already (the act blocks).
 static inline __attribute__((always_inline)) __m512 quad_step(int kind, __m512 acc, __m512i w1, __m512i w2, __m512 sc,
                                                               const int8_t *x, const int32_t *xl, int shifted) {
-    const __m512i x1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x));
-    const __m512i x2 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16)));
-    __m512i start = _mm512_setzero_si512();  // -c * (the lane's sum of x): q8 c = 128, q4 c = 8
-    if (kind != 2) {
-        start = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl));
-        if (!shifted) start = _mm512_slli_epi32(start, kind == 0 ? 7 : 3);
-    }
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, w1, x1), w2, x2);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+    const QuadAct xa = quad_act(kind, x, xl, shifted);
+    return quad_step_act(acc, w1, w2, sc, xa);
 }
 
 // Each quarter's (A[0] + A[2]) + (A[1] + A[3]) -> out[0..3]

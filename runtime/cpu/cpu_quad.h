@@ -19,13 +19,20 @@
 // stream). Asking instead for the next block of these same rows, a few hundred bytes ahead, is
 // too close to hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2,
 // 2-core Xeon with AVX-512, alternated).
+// q8 asks for L2 (T1), the nibbles for L1 (T0): decode tg64, alternated, Qwen3-0.6B-shaped q8
+// T0 -> T1 AVX2-only build 22.4-23.2 -> 31.1 tok/s at -t 2 and 13.8-13.9 -> 17.0-17.3 at -t 1,
+// AVX-512 34.7-35.1 -> 36.3-37.4 and 18.7-19.1 -> 20.0-20.1; SmolLM2 q8 (its weights largely in
+// this VM's cache) even; q4 with T1 lost 3-7% in both builds.
 // always_inline is load-bearing: as a plain static inline function gcc 12 judged this helper
 // free of side effects (it holds only prefetches) and deleted every call, results unchanged and
 // decode a third slower (tests/test_cpu_code.c reads the object file for the prefetches).
 static inline __attribute__((always_inline)) void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
     const size_t block_bytes = kind == 0 ? 256 : 128;  // 8 groups of one row
     const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
-    for (size_t b = 0; b < 4 * block_bytes; b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+    for (size_t b = 0; b < 4 * block_bytes; b += 64) {
+        if (kind == 0) _mm_prefetch((const char *)(next + b), _MM_HINT_T1);  // q8: into L2
+        else _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+    }
 }
 
 // The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).

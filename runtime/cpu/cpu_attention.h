@@ -58,8 +58,8 @@ typedef struct {
     int n_keys;       // this query sees keys 0 .. n_keys-1 of the spans (at most their total)
 } EmxAttnQuery;
 // Each query gets, bitwise, what emx_attention_head_spans gives it alone with exactly its own
-// n_keys keys; the keys and values are read from memory once per 8 queries instead of once per
-// query (a larger n_q runs as calls of 8).
+// n_keys keys; the keys and values are read from memory once per 32 queries instead of once per
+// query (a larger n_q runs as calls of 32; the AVX2 and AVX-512 versions alike).
 void emx_attention_group_spans(const EmxAttnQuery *queries, int n_q, const EmxKeySpan *spans, int n_spans,
                                int head_dim, float scale);
 // For the vectorised versions' groups: n[i] = the keys query i sees (its n_keys, never past the

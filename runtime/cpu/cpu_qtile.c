@@ -13,8 +13,9 @@
 // The prefill tile: four weight rows, repacked once, against many activation rows
 
 // Bytes of the packed copy per group of 32: AVX-512, w1 and w2 (64 B each) and the spread
-// scales (64 B); AVX2, the four rows' bytes (128 B), the spread scales (64 B) and, for q8, the
-// rows' |w| (128 B) that the sign trick multiplies (computed here once, not per activation row).
+// scales (64 B); AVX2, the four rows' bytes as two pairs' lo/hi registers (128 B), the spread
+// scales (64 B) and, for q8, the same registers' |w| (128 B) that the sign trick multiplies
+// (computed here once, not per activation row).
 #if EMX_AVX512_VNNI
 #define QUAD_PACK_GROUP(kind) ((void)(kind), (size_t)192)
 #else

@@ -304,7 +304,10 @@ Test(first_run, report_reads_gpu_logs) {
     write_file(dir, "logs/4.log",
                "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
                "========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n");
-    write_file(dir, "logs/5.log", "[====] Synthesis: Tested: 98 | Passing: 97 | Failing: 1 | Crashing: 0 \n");
+    write_file(dir, "logs/5.log",
+               "[SKIP] gemm::tile: Test is disabled\n"
+               "[SKIP] forward_cuda::qwen3: build/models/qwen3-tiny.f32.bin missing\n"
+               "[====] Synthesis: Tested: 98 | Passing: 97 | Failing: 1 | Crashing: 0 \n");
     write_file(dir, "logs/6.log",
                "==PROF== Connected to process 7\n"
                "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
@@ -348,6 +351,7 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(san, "errors"), 3);
     cr_expect_eq(fig(tests, "tested"), 98);
     cr_expect_eq(fig(tests, "failing"), 1);
+    cr_expect_eq(fig(tests, "skipped"), 1, "a skip is counted, a test its --filter disabled is not");
     cr_expect_eq(fig(ncu, "launches"), 3);
     cr_expect_eq(fig(ncu, "total_us"), 58.7);
     // The kernels by time, the longest first, each name without its parameter list.
@@ -363,6 +367,54 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
     free(md);
     cJSON_Delete(rep);
+    tmp_remove(dir);
+}
+
+// report.py --verdict: why a step whose command exited 0 fails all the same.
+static char *verdict_of(const char *dir, const char *kind, const char *log_text) {
+    char log[96];
+    snprintf(log, sizeof log, "%s/step.log", dir);
+    write_file(dir, "step.log", log_text);
+    RunResult r = run_prog("tools/first_run/report.py", (const char *const[]){"--verdict", kind, log, NULL});
+    cr_assert_eq(r.code, 0, "report.py --verdict: exit %d: %s", r.code, r.err);
+    char *out = strdup(r.out);
+    run_free(&r);
+    return out;
+}
+
+// Criterion's synthesis does not count a skipped test: a kernel test run without the test models
+// reads "Tested: 99 | Passing: 99" with 35 tests skipped. A skip fails its step unless the
+// machine lacks the GPUs it needs.
+Test(first_run, skipped_tests_fail_their_step_unless_for_gpus) {
+    char dir[64];
+    tmp_dir(dir);
+    const char *synth = "[====] Synthesis: Tested: 99 | Passing: 99 | Failing: 0 | Crashing: 0 \n";
+    char log[512], *v;
+    snprintf(log, sizeof log, "[SKIP] gemm::tile: Test is disabled\n%s", synth);
+    v = verdict_of(dir, "tests", log);
+    cr_expect_str_eq(v, "\n", "a test the --filter left out is no skip: %s", v);
+    free(v);
+    snprintf(log, sizeof log, "[SKIP] forward_cuda::multi: needs 2 GPUs: 1 visible\n%s", synth);
+    v = verdict_of(dir, "tests", log);
+    cr_expect_str_eq(v, "\n", "a test for more GPUs than the machine has: %s", v);
+    free(v);
+    snprintf(log, sizeof log, "[SKIP] forward_cuda::qwen3: build/models/qwen3-tiny.f32.bin missing\n"
+             "[SKIP] forward_cuda::llama3: build/models/llama3-tiny.f32.bin missing\n%s", synth);
+    v = verdict_of(dir, "tests", log);
+    cr_expect_str_eq(v, "2 test(s) skipped, the first forward_cuda::qwen3: build/models/qwen3-tiny.f32.bin missing\n");
+    free(v);
+    // under compute-sanitizer too, and its summary still checked
+    snprintf(log, sizeof log, "[SKIP] attention::a: EMX_SHARED is not set\n%s========= ERROR SUMMARY: 0 errors\n",
+             synth);
+    v = verdict_of(dir, "sanitizer", log);
+    cr_expect(strstr(v, "1 test(s) skipped") == v, "%s", v);
+    free(v);
+    v = verdict_of(dir, "sanitizer", "========= ERROR SUMMARY: 0 errors\n========= ERROR SUMMARY: 2 errors\n");
+    cr_expect_str_eq(v, "compute-sanitizer reported errors or hazards\n");
+    free(v);
+    v = verdict_of(dir, "tests", "[====] Synthesis: Tested: 0 | Passing: 0 | Failing: 0 | Crashing: 0 \n");
+    cr_expect(strstr(v, "no test ran") == v, "%s", v);
+    free(v);
     tmp_remove(dir);
 }
 

@@ -7,6 +7,9 @@ takes the figures: bench speed's, sampler's and agents' report lines, Criterion'
 compute-sanitizer's summaries, the kernel lab's PASS/FAIL rows, Nsight Compute's CSV. Standard
 library only. Both files are written beside their final name and renamed over it, so a reader
 never sees half a report (the script rewrites them after every step).
+
+report.py --verdict KIND LOG prints why a step whose command exited 0 fails all the same (verdict
+below), or nothing: the script asks it after each step, so one parser reads the logs.
 """
 import csv
 import io
@@ -79,12 +82,46 @@ def agents_figures(text):
     return f
 
 
+# Criterion --verbose: "[SKIP] suite::test: reason". A --filter disables the tests it leaves out
+# ("Test is disabled"); those are not skips. Criterion's synthesis does not count skips at all.
+SKIP = re.compile(r"^\[SKIP\] (\S+): (.*)$", re.M)
+HARDWARE = re.compile(r"needs \d+ GPUs")  # a test for more GPUs than the machine has
+
+
+def skipped_tests(text):
+    return [(n, r.strip()) for n, r in SKIP.findall(text) if r.strip() != "Test is disabled"]
+
+
 def tests_figures(text):
     tot = {}
     for m in re.finditer(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)", text):
         for key, v in zip(("tested", "passing", "failing", "crashing"), m.groups()):
             tot[key] = tot.get(key, 0) + int(v)
+    skips = skipped_tests(text)
+    if tot or skips:
+        tot["skipped"] = len(skips)
+    if skips:
+        tot["skips"] = [f"{n}: {r}" for n, r in skips[:5]]
     return tot
+
+
+def verdict(kind, text):
+    """Why a step whose command exited 0 still fails ("" when it does not): a test filter that ran
+    no test, a test skipped for anything but a missing GPU (a missing model or program is the
+    run's fault, not the machine's), a compute-sanitizer summary missing or not 0."""
+    if kind in ("tests", "sanitizer"):
+        if kind == "tests" and not re.search(r"Synthesis: Tested: [1-9]", text):
+            return "no test ran (no 'Synthesis: Tested: N' line with N > 0)"
+        skips = [(n, r) for n, r in skipped_tests(text) if not HARDWARE.search(r)]
+        if skips:
+            return f"{len(skips)} test(s) skipped, the first {skips[0][0]}: {skips[0][1]}"
+    if kind == "sanitizer":
+        sums = re.findall(r"SUMMARY: .*", text)
+        if not sums:
+            return "no compute-sanitizer summary in the log"
+        if any(not x.startswith("SUMMARY: 0 ") for x in sums):
+            return "compute-sanitizer reported errors or hazards"
+    return ""
 
 
 def sanitizer_figures(text):
@@ -186,8 +223,9 @@ def markdown(rep):
                "vs single"],
           [[s["name"], f(s, "pool"), f(s, "single_tok_s"), f(s, "lookahead1_tok_s"), f(s, "lookahead1_vs_single", 3),
             f(s, "lookahead4_tok_s"), f(s, "lookahead4_vs_single", 3)] for s in by("agents")])
-    table(md, ["tests", "tested", "passing", "failing", "crashing"],
-          [[s["name"]] + [f(s, k) for k in ("tested", "passing", "failing", "crashing")] for s in by("tests")])
+    table(md, ["tests", "tested", "passing", "failing", "crashing", "skipped"],
+          [[s["name"]] + [f(s, k) for k in ("tested", "passing", "failing", "crashing", "skipped")]
+           for s in by("tests")])
     table(md, ["compute-sanitizer", "summaries", "errors / hazards"],
           [[s["name"], f(s, "summaries"), f(s, "errors")] for s in by("sanitizer")])
     table(md, ["kernel lab", "versions", "PASS", "FAIL"],
@@ -206,8 +244,13 @@ def write(path, text):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--verdict":
+        # report.py --verdict KIND LOG: the step's reason to fail, printed (nothing: it passes)
+        with open(sys.argv[3], encoding="utf-8", errors="replace") as f:
+            print(verdict(sys.argv[2], f.read()))
+        return 0
     if len(sys.argv) != 2:
-        print("report: usage: report.py OUT_DIR", file=sys.stderr)
+        print("report: usage: report.py OUT_DIR | report.py --verdict KIND LOG", file=sys.stderr)
         return 2
     out = sys.argv[1]
     meta = {}

@@ -104,6 +104,13 @@ __global__ void ban_token_kernel(float *logits, int n, const int *ban) {
     if (b >= 0 && b < n) logits[b] = -INFINITY;
 }
 
+// A thread per branch: its next token, the latest proposal's when there is one (token >= 0), else
+// the one it was fed before (prev: NULL before the first branch pass, then 0).
+__global__ void agents_feed_kernel(const EmxProposal *props, int n, const int *prev, int *tokens) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < n) tokens[b] = props[b].token >= 0 ? props[b].token : prev ? prev[b] : 0;
+}
+
 // The proposals of n_agents agents, agent b on logits + b * stride (0: all on the same row),
 // into the workspace's records (props) and proposals_out when given.
 cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxAgentParams *agents, int n_agents,
@@ -131,6 +138,13 @@ cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxA
 extern "C" cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s) {
     if (!logits || n < 1 || !ban_dev) return cudaErrorInvalidValue;
     ban_token_kernel<<<1, 1, 0, s>>>(logits, n, ban_dev);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t emx_cuda_agents_feed(const EmxProposal *props, int n, const int *prev, int *tokens,
+                                            cudaStream_t s) {
+    if (!props || !tokens || n < 1) return cudaErrorInvalidValue;
+    agents_feed_kernel<<<(n + 127) / 128, 128, 0, s>>>(props, n, prev, tokens);
     return cudaGetLastError();
 }
 

@@ -44,6 +44,11 @@ cudaError_t emx_cuda_agents_rows_step(const float *logits, size_t row_stride, in
                                       int n_agents, uint64_t seed, uint64_t step, const uint64_t *step_dev,
                                       uint32_t first_lane, EmxProposal *proposals_out, void *ws, cudaStream_t s);
 
+// The tokens of a lookahead round's next branch pass, without a trip to the host: tokens[b] =
+// props[b].token when that is >= 0 (branch b's latest proposal), else prev[b] (what it was fed
+// at the step before; prev NULL: 0). A branch whose proposal failed keeps being fed its last
+// token, as the pool's host loop feeds it (runtime/pool/pool_generate.c). Device pointers.
+cudaError_t emx_cuda_agents_feed(const EmxProposal *props, int n, const int *prev, int *tokens, cudaStream_t s);
 // logits[*ban_dev] = -inf when 0 <= *ban_dev < n, else nothing: the token a rollback excludes,
 // read on the device when the kernel runs (a CUDA graph's replays each see the current ban).
 cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s);

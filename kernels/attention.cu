@@ -85,11 +85,13 @@ __device__ __forceinline__ float2 kv_load2(const __half *p, size_t i) {
 
 // Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`), the others in
 // `tail` (stride `tail_stride`). Without a tail, tail_start is INT_MAX and tail = cache (never
-// read; not NULL, so no arithmetic on a null pointer).
+// read; not NULL, so no arithmetic on a null pointer). tail_start_dev: tail_start is read from
+// device memory when the kernel starts (head_slice), for graphs replayed at a new prefix.
 template <typename KV>
 struct KvRows {
     const KV *cache, *tail;
     int stride, tail_start, tail_stride;
+    const int *tail_start_dev;
 };
 
 // THE address of key t's row (of this KV head, once head_slice has offset the pointers): every
@@ -101,8 +103,10 @@ __device__ __forceinline__ const KV *kv_row(const KvRows<KV> &r, int t) {
 }
 
 // The same rows restricted to KV head kvh: both storages keep a row's heads at kvh · head_dim.
+// Every kernel starts with it, so it also reads a device-held tail_start, once per thread.
 template <typename KV>
 __device__ __forceinline__ KvRows<KV> head_slice(KvRows<KV> r, int kvh, int head_dim) {
+    if (r.tail_start_dev) r.tail_start = *r.tail_start_dev;
     r.cache += (size_t)kvh * head_dim;
     r.tail += (size_t)kvh * head_dim;
     return r;
@@ -519,6 +523,7 @@ void kv_rows_of(const EmxAttentionArgs *a, KvRows<KV> *k, KvRows<KV> *v) {
     k->stride = v->stride = kv_stride;
     k->tail_start = v->tail_start = tail ? a->tail_start : INT_MAX;
     k->tail_stride = v->tail_stride = tail ? a->tail_row_stride : kv_stride;
+    k->tail_start_dev = v->tail_start_dev = tail ? a->tail_start_dev : NULL;
 }
 
 template <typename KV>
@@ -574,6 +579,7 @@ const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n)
     else if (a->keys_per_block < 0 || a->keys_per_block > ATTN_MAX_CHUNK)
         snprintf(buf, n, "keys_per_block %d not in 0..%d", a->keys_per_block, ATTN_MAX_CHUNK);
     else if (!a->tail_k != !a->tail_v) snprintf(buf, n, "tail_k and tail_v must be both set or both NULL");
+    else if (a->tail_start_dev && !a->tail_k) snprintf(buf, n, "tail_start_dev without a tail (tail_k, tail_v)");
     else if (a->tail_k && (a->tail_start < 0 || a->tail_row_stride < kv_dim))
         snprintf(buf, n, "tail_start %d < 0 or tail_row_stride %d < n_kv_heads * head_dim %ld", a->tail_start,
                  a->tail_row_stride, kv_dim);

@@ -20,8 +20,9 @@
 //   several query rows (n_rows > 1): rows at consecutive positions, row r attending keys
 //     0 .. n_keys - n_rows + r (causal), in one launch (plus the combine). Each row's result is
 //     bitwise the one of that row run alone with n_keys = n_keys - n_rows + r + 1.
-// Supported combinations: every kernel × dtype with either, both together, and tail + n_keys_dev;
-// not n_rows > 1 with n_keys_dev (refused: cudaErrorInvalidValue and a line on stderr).
+// Supported combinations: every kernel × dtype with either, both together, and tail + n_keys_dev
+// (+ tail_start_dev); not n_rows > 1 with n_keys_dev (refused: cudaErrorInvalidValue and a line
+// on stderr).
 #ifndef ENTROPIX_KERNELS_ATTENTION_H
 #define ENTROPIX_KERNELS_ATTENTION_H
 
@@ -78,6 +79,8 @@ typedef struct {
     int tail_start;       // >= 0: the first key read from the tail
     int tail_row_stride;  // elements between consecutive tail rows, >= n_kv_heads * head_dim
                           // (n_branches * kv_dim for interleaved branches)
+    const int *tail_start_dev;  // NULL, or a device int holding tail_start, read when the kernel
+                                // runs (a captured lookahead round replays with a new prefix)
 
     // Several query rows at consecutive positions (causal prefill). 0 or 1: one query. n > 1
     // (<= n_keys, <= 65535): row r's query is q + r * q_row_stride, it attends keys

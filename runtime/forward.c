@@ -34,6 +34,13 @@ int emx_cache_type_parse(const char *text, EmxCacheType *out) {
     return -1;
 }
 
+EmxCacheType emx_cache_type_resolve(EmxCacheType t, const EmxModel *m, int on_gpu) {
+    if (t != EMX_CACHE_AUTO) return t;
+    // the matrices' element type (every layer's is the same: the converter writes one dtype)
+    const int f32_weights = m->layers[0].wq.dtype == EMX_F32;
+    return on_gpu && !f32_weights ? EMX_CACHE_F16 : EMX_CACHE_F32;
+}
+
 int emx_cuda_available(void) { return emx_cuda_device_count && emx_cuda_device_count() > 0; }
 
 const char *emx_backend_names(void) {
@@ -156,6 +163,15 @@ int emx_forward_branches_propose(EmxState *s, const int *tokens, int n, int pref
                                                                                        seed, rng_step, first_lane,
                                                                                        proposals)
                                                 : 0;
+}
+int emx_forward_lookahead_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                                  uint64_t seed, uint64_t step, uint32_t first_lane, int ban, int n_steps,
+                                  EmxProposal *proposals) {
+    if (s->group) return 0;  // a group member steps through emx_forward (see emx_forward_decide)
+    return s->backend->forward_lookahead_propose
+               ? s->backend->forward_lookahead_propose(s, token, pos, agents, n_agents, seed, step, first_lane, ban,
+                                                       n_steps, proposals)
+               : 0;
 }
 int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
     return s->backend->branch_commit(s, branch, n_steps, prefix);

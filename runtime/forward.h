@@ -24,6 +24,11 @@ typedef enum { EMX_CACHE_AUTO = 0, EMX_CACHE_F32, EMX_CACHE_F16 } EmxCacheType;
 const char *emx_cache_type_name(EmxCacheType t);
 // Parses one of those names; 0, or -1 for anything else.
 int emx_cache_type_parse(const char *text, EmxCacheType *out);
+// What AUTO means for model m on a backend: f16 on a GPU when the weights are 16-bit or
+// quantised (on an H200 the f16 cache decodes and prefills no slower than f32 at depth 4096, in
+// half the memory: docs/cuda.md), f32 otherwise: an f32 model keeps f32 throughout, and the CPU,
+// the reference every backend is tested against, keeps the exact cache. F32 and F16 stay as is.
+EmxCacheType emx_cache_type_resolve(EmxCacheType t, const EmxModel *m, int on_gpu);
 
 typedef struct {
     int n_threads;     // CPU: <= 0: all cores
@@ -34,7 +39,7 @@ typedef struct {
                        // uploaded weights this one uses instead of uploading its own (a critic,
                        // a second sequence); it must outlive this state. NULL: upload.
     int no_graphs;     // CUDA: decode steps as direct launches, not a replayed CUDA graph
-    EmxCacheType cache_type; // the KV cache's elements; AUTO (0): f32
+    EmxCacheType cache_type; // the KV cache's elements; AUTO (0): emx_cache_type_resolve's choice
 } EmxStateOptions;
 
 // Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
@@ -224,5 +229,20 @@ int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, u
 // group: nothing was run; call emx_forward, then propose), -1 on error.
 int emx_forward_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
                         uint64_t seed, uint64_t step, uint32_t first_lane, int ban, EmxProposal *proposals);
+
+// A lookahead round of n_steps in one call: emx_forward_propose's step 0 (token at pos, the ban,
+// proposals[0..n_agents) from its logits), then for j = 1..n_steps-1 the branch pass of
+// emx_forward_branches_propose(tokens, n_agents, pos + 1, j - 1, agents, seed, step + j,
+// first_lane) into proposals[j * n_agents ..], where tokens[i] is branch i's latest proposal
+// (step j-1's token when it is >= 0, else what branch i was fed at step j-1; 0 when it has none).
+// A branch keeps being fed after a stop token like any other: rows are independent, so its later
+// proposals change nothing else and the caller drops them. Needs emx_state_branches_reserve for
+// n_agents branches of n_steps - 1 steps. On a GPU the whole round is one captured CUDA graph:
+// one launch and one synchronisation. Returns 1 with proposals[0 .. n_steps * n_agents) filled,
+// 0 when the backend does not (the CPU, or a state in a forward group: nothing was run), -1 on
+// error.
+int emx_forward_lookahead_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                                  uint64_t seed, uint64_t step, uint32_t first_lane, int ban, int n_steps,
+                                  EmxProposal *proposals);
 
 #endif

@@ -46,6 +46,9 @@ struct EmxBackend {
     int (*forward_branches_propose)(EmxState *s, const int *tokens, int n, int prefix, int step,
                                     const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,
                                     uint32_t first_lane, EmxProposal *proposals);  // NULL: 0
+    int (*forward_lookahead_propose)(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
+                                     uint64_t seed, uint64_t step, uint32_t first_lane, int ban, int n_steps,
+                                     EmxProposal *proposals);  // NULL: 0
     int (*branch_commit)(EmxState *s, int branch, int n_steps, int prefix);
     size_t (*kv_rows_bytes)(const EmxState *s, int n);
     int (*kv_rows_read)(EmxState *s, int pos, int n, void *buf);

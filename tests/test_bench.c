@@ -243,12 +243,12 @@ Test(bench, compare_cmd_output_parsed) {
 
 // The bytes one decode step reads, averaged over n_gen steps from an empty cache: the weights
 // once, and at position p the keys and values of positions 0..p (f32, every layer and KV head).
-static double expected_bytes_per_token(const char *model_rel, int n_gen, int depth) {
+static double expected_bytes_per_token(const char *model_rel, int n_gen, int depth, int kv_esize) {
     char mp[1024], err[256];
     test_build_path(mp, sizeof mp, model_rel);
     EmxModel m;
     cr_assert_eq(emx_model_open(&m, mp, err, sizeof err), 0, "%s (make test-models)", err);
-    double kv_row = 2.0 * m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * 4.0;  // one position's K and V
+    double kv_row = 2.0 * m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.head_dim * kv_esize;  // one position's K and V
     double kv = 0;
     for (int p = depth; p < depth + n_gen; p++) kv += kv_row * (p + 1);
     double bytes = (double)emx_model_weight_bytes_per_token(&m) + kv / n_gen;
@@ -256,7 +256,20 @@ static double expected_bytes_per_token(const char *model_rel, int n_gen, int dep
     return bytes;
 }
 
-// bytes/token, achieved GB/s and of peak agree with each other and with the model's shapes.
+// The bytes of a KV cache element that --cache-type auto gives model_rel's state on the CPU or a
+// GPU (emx_cache_type_resolve: f16 on a GPU for 16-bit and quantised weights).
+static int auto_kv_esize(const char *model_rel, int on_gpu) {
+    char mp[1024], err[256];
+    test_build_path(mp, sizeof mp, model_rel);
+    EmxModel m;
+    cr_assert_eq(emx_model_open(&m, mp, err, sizeof err), 0, "%s (make test-models)", err);
+    const int esize = emx_cache_type_resolve(EMX_CACHE_AUTO, &m, on_gpu) == EMX_CACHE_F16 ? 2 : 4;
+    emx_model_close(&m);
+    return esize;
+}
+
+// bytes/token, achieved GB/s and of peak agree with each other and with the model's shapes and
+// the KV cache's element size, which the report states and which is auto's on its device.
 static void expect_bytes_and_rates(const char *out, const char *model_rel, int n_gen, double peak) {
     char key[32];
     snprintf(key, sizeof key, "decode tg%d:", n_gen);
@@ -270,7 +283,12 @@ static void expect_bytes_and_rates(const char *out, const char *model_rel, int n
     const double err_a = 0.005, err_b = b * b * 0.0005 / 1e3;
     cr_expect(a > 0 && b > 0 && fabs(a - b) <= 1.01 * (err_a + err_b), "[%s]", line);
     const double tps = err_a / a < 0.0005 / m ? a : b, bytes = report_number(out, "bytes/token:");
-    const double want = expected_bytes_per_token(model_rel, n_gen, 0);
+    char dev[256], kv[256], esize_text[32];
+    cr_assert(report_value(out, "device:", dev, sizeof dev) && report_value(out, "KV cache:", kv, sizeof kv), "%s", out);
+    const int esize = auto_kv_esize(model_rel, strncmp(dev, "cuda:", 5) == 0);
+    snprintf(esize_text, sizeof esize_text, " x %d B x ", esize);
+    cr_expect(strstr(kv, esize_text) != NULL, "%s on %s: KV cache [%s], want%selements", model_rel, dev, kv, esize_text);
+    const double want = expected_bytes_per_token(model_rel, n_gen, 0, esize);
     cr_expect(bytes == want, "bytes/token %.0f, expected %.1f", bytes, want);
     const double gbs = report_number(out, "achieved GB/s:");
     cr_expect(fabs(gbs - bytes * tps / 1e9) <= 0.01 * gbs, "achieved %g vs %g", gbs, bytes * tps / 1e9);
@@ -356,7 +374,7 @@ Test(bench, gpu_f16_cache_report, .timeout = 300) {
     char kv[256];
     cr_assert(report_value(r.out, "KV cache:", kv, sizeof kv), "%s", r.out);
     cr_expect(strstr(kv, "x 2 B x 7.5 keys (mean of tg2: depth + (n+1)/2)") != NULL, "%s", kv);
-    const double f32_bytes = expected_bytes_per_token("models/stories260K.q8.bin", 2, 6);
+    const double f32_bytes = expected_bytes_per_token("models/stories260K.q8.bin", 2, 6, 4);
     char wp[1024], err[256];
     test_build_path(wp, sizeof wp, "models/stories260K.q8.bin");
     EmxModel m;
@@ -443,7 +461,7 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     char kv[256];
     cr_assert(report_value(r.out, "KV cache:", kv, sizeof kv), "%s", r.out);
     cr_expect(strstr(kv, "x 4 B x 10.0 keys (mean of tg3: depth + (n+1)/2)") != NULL, "%s", kv);
-    cr_expect_eq(report_number(r.out, "bytes/token:"), expected_bytes_per_token("models/stories260K.q8.bin", 3, 8));
+    cr_expect_eq(report_number(r.out, "bytes/token:"), expected_bytes_per_token("models/stories260K.q8.bin", 3, 8, 4));
     run_free(&r);
 }
 

@@ -71,6 +71,7 @@ KERNELS = {
     "agents_propose_kernel": (1024, 0, DECODE, "agent_pool.cu SB (sampling_device.cuh)"),
     "agents_pick_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>>"),
     "ban_token_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>> (a rollback's ban in a pool round)"),
+    "agents_feed_kernel": (128, 0, DECODE, "agent_pool.cu <<<(n + 127) / 128, 128>>> (a lookahead round's tokens)"),
     "mb_scan_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),
     "mb_z_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),
     "mb_hist_kernel": (256, 0, DECODE, "sampling_mb.cuh MB_THREADS"),

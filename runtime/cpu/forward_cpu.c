@@ -149,7 +149,7 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
     s->last_pos = -1;
     s->nonfinite_at = NONFINITE_NONE;
-    s->f16 = opt && opt->cache_type == EMX_CACHE_F16;  // AUTO: f32 on the CPU
+    s->f16 = emx_cache_type_resolve(opt ? opt->cache_type : EMX_CACHE_AUTO, m, 0) == EMX_CACHE_F16;
     s->esz = s->f16 ? sizeof(uint16_t) : sizeof(float);
     size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;

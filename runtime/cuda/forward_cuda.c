@@ -159,13 +159,14 @@ static void cuda_state_free(EmxState *st) {
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
                    s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
-                   s->agents_ws};
+                   s->agents_ws, s->bin_d};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
     cudaFreeHost(s->gin_h);
     cudaFreeHost(s->logits_h);
     cudaFreeHost(s->out_h);
     cudaFreeHost(s->props_h);
+    cudaFreeHost(s->bin_h);
     free(s->scores_h);
     free(s->key_h);
     free(s->value_h);
@@ -327,7 +328,8 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->widest = s->widest > (int)c->hidden_dim ? s->widest : (int)c->hidden_dim;
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
-    s->kv_dtype = opt && opt->cache_type == EMX_CACHE_F16 ? EMX_KV_F16 : EMX_KV_F32;  // auto: f32
+    const EmxCacheType cache = emx_cache_type_resolve(opt ? opt->cache_type : EMX_CACHE_AUTO, m, 1);
+    s->kv_dtype = cache == EMX_CACHE_F16 ? EMX_KV_F16 : EMX_KV_F32;
     s->kv_esize = s->kv_dtype == EMX_KV_F16 ? 2 : 4;
     s->last_pos = -1;
     s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
@@ -451,6 +453,7 @@ static const EmxBackend CUDA_BACKEND = {
     .propose = emx_cuda_state_propose,
     .forward_propose = emx_cuda_state_forward_propose,
     .forward_branches_propose = emx_cuda_state_forward_branches_propose,
+    .forward_lookahead_propose = emx_cuda_state_forward_lookahead_propose,
     .forward_multi = emx_cuda_state_forward_multi,
     .forward_all_logits = emx_cuda_state_forward_all_logits,
     .attention_scores = emx_cuda_state_attention_scores,

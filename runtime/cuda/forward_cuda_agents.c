@@ -1,42 +1,55 @@
 // forward_cuda_agents.c — the agent pool's side of the CUDA backend: the agents' proposals
 // made where the logits are (emx_state_propose), a round — the decode step of the last
-// committed token, the ban and the proposals — as one captured graph (emx_forward_propose), and
-// the lookahead branches' proposals beside their logits (emx_forward_branches_propose).
-// The kernels are kernels/agent_pool.cu's; the round's tail is forward_cuda_step.c's
-// propose_kernels.
+// committed token, the ban and the proposals — as one captured graph (emx_forward_propose), a
+// lookahead round — that and its branch passes, each fed on the device with the step before's
+// proposals — as one captured graph too (emx_forward_lookahead_propose), the lookahead
+// branches' tails, passes and commit (emx_forward_branches, emx_forward_branches_propose,
+// emx_branch_commit). The kernels are kernels/agent_pool.cu's; the rounds' tails are
+// forward_cuda_step.c's propose_kernels and lookahead_kernels.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
-// The agents' buffers for n agents (grown on demand; growing moves them, so the round's graph,
-// which holds their addresses, goes with them).
-static int agents_reserve(CudaState *s, int n) {
-    if (n <= s->agents_cap) return 0;
+static void drop_graph(CudaState *s, int tail) {
+    if (s->step_graph[tail]) cudaGraphExecDestroy(s->step_graph[tail]);
+    s->step_graph[tail] = NULL;
+}
+
+void cuda_drop_lookahead_graph(CudaState *s) { drop_graph(s, TAIL_LOOKAHEAD); }
+
+// The agents' buffers for n agents and n_props proposal records (grown on demand; growing moves
+// them, so the rounds' graphs, which hold their addresses, go with them).
+static int agents_reserve(CudaState *s, int n, int n_props) {
+    if (n <= s->agents_cap && n_props <= s->props_cap) return 0;
+    if (n < s->agents_cap) n = s->agents_cap;
+    if (n_props < s->props_cap) n_props = s->props_cap;
     cudaFree(s->agents_d);
     cudaFree(s->props_d);
     cudaFree(s->pick_d);
     cudaFree(s->agents_ws);
     cudaFreeHost(s->props_h);
     s->agents_d = NULL, s->props_d = NULL, s->props_h = NULL, s->pick_d = NULL, s->agents_ws = NULL;
-    s->agents_cap = 0;
-    if (s->step_graph[TAIL_PROPOSE]) cudaGraphExecDestroy(s->step_graph[TAIL_PROPOSE]);
-    s->step_graph[TAIL_PROPOSE] = NULL;
+    s->agents_cap = s->props_cap = 0;
+    drop_graph(s, TAIL_PROPOSE);
+    drop_graph(s, TAIL_LOOKAHEAD);
     if (dev_alloc(s, (void **)&s->agents_d, (size_t)n * sizeof(EmxAgentParams), "agents") ||
-        dev_alloc(s, (void **)&s->props_d, (size_t)n * sizeof(EmxProposal), "proposals") ||
+        dev_alloc(s, (void **)&s->props_d, (size_t)n_props * sizeof(EmxProposal), "proposals") ||
         dev_alloc(s, (void **)&s->pick_d, 2 * sizeof(int), "proposals") ||
         dev_alloc(s, &s->agents_ws, emx_cuda_agents_workspace_bytes(s->vocab, n), "the agents' workspace"))
         return -1;
-    CU(cudaMallocHost((void **)&s->props_h, (size_t)n * sizeof(EmxProposal)));
+    CU(cudaMallocHost((void **)&s->props_h, (size_t)n_props * sizeof(EmxProposal)));
     s->agents_cap = n;
+    s->props_cap = n_props;
     return 0;
 }
 
-// The agents' parameters to agents_d (buffers grown first), queued on the stream.
-static int agents_upload(CudaState *s, const EmxAgentParams *agents, int n) {
-    if (agents_reserve(s, n)) return -1;
+// The agents' parameters to agents_d (buffers grown first: n_props records), queued on the stream.
+static int agents_upload(CudaState *s, const EmxAgentParams *agents, int n, int n_props) {
+    if (agents_reserve(s, n, n_props)) return -1;
     CU(cudaMemcpyAsync(s->agents_d, agents, (size_t)n * sizeof(EmxAgentParams), cudaMemcpyHostToDevice, s->stream));
     return 0;
 }
@@ -57,7 +70,7 @@ int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_age
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    if (agents_upload(s, agents, n_agents)) return -1;
+    if (agents_upload(s, agents, n_agents, n_agents)) return -1;
     // logits row 0 is the latest emx_forward's; the banned token is removed there (the row is
     // rewritten by the next pass anyway)
     static const float minus_inf = -INFINITY;
@@ -82,11 +95,10 @@ int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAg
     CudaState *s = (CudaState *)st;
     if (agents_refused(s, "forward_propose", n_agents, ban) || cuda_step_check(s, &token, 1, pos)) return -1;
     CU(cudaSetDevice(s->device));
-    if (agents_upload(s, agents, n_agents)) return -1;  // the graph reads them there
-    if (s->step_graph[TAIL_PROPOSE] &&
-        (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane)) {
-        cudaGraphExecDestroy(s->step_graph[TAIL_PROPOSE]);
-        s->step_graph[TAIL_PROPOSE] = NULL;
+    if (agents_upload(s, agents, n_agents, n_agents)) return -1;  // the graph reads them there
+    if (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane) {
+        drop_graph(s, TAIL_PROPOSE);
+        drop_graph(s, TAIL_LOOKAHEAD);
     }
     s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane;
     s->in_h->rng_step = step;
@@ -104,11 +116,132 @@ int emx_cuda_state_forward_branches_propose(EmxState *st, const int *tokens, int
     CudaState *s = (CudaState *)st;
     if (agents_refused(s, "branches_propose", n, -1)) return -1;
     CU(cudaSetDevice(s->device));
-    if (agents_upload(s, agents, n) || cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
+    if (agents_upload(s, agents, n, n) || cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
     CU(emx_cuda_agents_rows_step(s->logits, (size_t)s->vocab, s->vocab, s->agents_d, n, seed, rng_step, NULL,
                                  first_lane, s->props_d, s->agents_ws, s->stream));
     CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)n * sizeof(EmxProposal), cudaMemcpyDeviceToHost, s->stream));
     CU(cudaStreamSynchronize(s->stream));
     memcpy(proposals, s->props_h, (size_t)n * sizeof(EmxProposal));
     return 1;
+}
+
+// The branch passes' inputs for a round of `steps` (grown on demand; a move drops the graph).
+static int lookahead_reserve(CudaState *s, int steps) {
+    if (steps - 1 <= s->bin_cap) return 0;
+    cudaFree(s->bin_d);
+    cudaFreeHost(s->bin_h);
+    s->bin_d = NULL, s->bin_h = NULL, s->bin_cap = 0;
+    drop_graph(s, TAIL_LOOKAHEAD);
+    if (dev_alloc(s, (void **)&s->bin_d, (size_t)(steps - 1) * sizeof(StepInput), "lookahead inputs")) return -1;
+    CU(cudaMallocHost((void **)&s->bin_h, (size_t)(steps - 1) * sizeof(StepInput)));
+    s->bin_cap = steps - 1;
+    return 0;
+}
+
+// A lookahead round in one graph (step_graph[TAIL_LOOKAHEAD], per agents, seed, lanes and
+// steps): the decode step of token at pos and step 0's proposals, as emx_forward_propose, then
+// steps 1..n_steps-1 (forward_cuda_step.c's lookahead_kernels): the branch pass of step j - 1
+// after prefix pos + 1, its rows at position pos + j, fed on the device. What changes from round
+// to round is in in_h (token, position, ban, RNG step) and bin_h (each step's positions, key
+// count, tail start and RNG step), both copied by the graph's nodes.
+int emx_cuda_state_forward_lookahead_propose(EmxState *st, int token, int pos, const EmxAgentParams *agents,
+                                             int n_agents, uint64_t seed, uint64_t step, uint32_t first_lane, int ban,
+                                             int n_steps, EmxProposal *proposals) {
+    CudaState *s = (CudaState *)st;
+    if (n_steps == 1)
+        return emx_cuda_state_forward_propose(st, token, pos, agents, n_agents, seed, step, first_lane, ban, proposals);
+    if (agents_refused(s, "lookahead_propose", n_agents, ban) || cuda_step_check(s, &token, 1, pos)) return -1;
+    if (n_steps < 1 || n_agents > s->br_max || n_steps - 1 > s->br_tail || pos + n_steps > s->ctx) {
+        snprintf(s->err, sizeof s->err, "%s: lookahead_propose: %d steps of %d agents at position %d (tails reserved: "
+                 "%d branches of %d steps; context %d)", s->device_name, n_steps, n_agents, pos, s->br_max, s->br_tail,
+                 s->ctx);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    if (agents_upload(s, agents, n_agents, n_agents * n_steps) || lookahead_reserve(s, n_steps)) return -1;
+    if (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane) {
+        drop_graph(s, TAIL_PROPOSE);
+        drop_graph(s, TAIL_LOOKAHEAD);
+    }
+    if (s->round_steps != n_steps) drop_graph(s, TAIL_LOOKAHEAD);
+    s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane, s->round_steps = n_steps;
+    s->in_h->rng_step = step;
+    s->in_h->ban = ban;
+    for (int j = 1; j < n_steps; j++) {  // step j: every branch's row at pos + j, after prefix pos + 1
+        StepInput *in = &s->bin_h[j - 1];
+        for (int i = 0; i < n_agents; i++) {
+            in->tokens[i] = 0;  // fed on the device
+            in->pos[i] = pos + j;
+            in->rows[i] = i;
+        }
+        in->n_keys = pos + j + 1;
+        in->tail_start = pos + 1;
+        in->rng_step = step + (uint64_t)j;
+        in->ban = -1;
+    }
+    if (cuda_step_run(s, &token, 1, pos, TAIL_LOOKAHEAD)) return -1;
+    memcpy(proposals, s->props_h, (size_t)n_steps * n_agents * sizeof(EmxProposal));
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Branches (forward.h): the tails on the device, the attention reading the prefix from the
+// cache and the rest from the branch's tail (EmxAttentionArgs tail_k/tail_v); the pass itself is
+// forward_cuda_step.c's cuda_branch_pass.
+
+int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
+    CudaState *s = (CudaState *)st;
+    if (max_branches < 1 || max_branches > CHUNK || tail_cap < 1 || tail_cap > s->ctx) {
+        emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+                 max_branches, tail_cap, CHUNK, s->ctx);
+        return -1;
+    }
+    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
+    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim * s->kv_esize;
+    void *k = NULL, *v = NULL;
+    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, &k, n, "branch KV tails") ||
+        dev_alloc(s, &v, n, "branch KV tails")) {
+        cudaFree(k);
+        emx_seterr(err, errlen, "branches: %s", s->err);
+        return -1;
+    }
+    cudaFree(s->br_key);
+    cudaFree(s->br_value);
+    drop_graph(s, TAIL_LOOKAHEAD);  // it holds the tails' addresses
+    s->br_key = k;
+    s->br_value = v;
+    s->br_max = max_branches;
+    s->br_tail = tail_cap;
+    return 0;
+}
+
+
+int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
+    CudaState *s = (CudaState *)st;
+    if (cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
+    CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    return 0;
+}
+
+int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
+    CudaState *s = (CudaState *)st;
+    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
+        prefix + n_steps > s->ctx) {
+        snprintf(s->err, sizeof s->err, "%s: branch commit: bad call", s->device_name);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    const size_t kv = (size_t)s->kv_dim, bytes = kv * s->kv_esize;
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        for (int j = 0; j < n_steps; j++) {
+            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
+            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
+            CU(cudaMemcpyAsync(kv_at(s, s->key, to), kv_at(s, s->br_key, from), bytes, cudaMemcpyDeviceToDevice,
+                               s->stream));
+            CU(cudaMemcpyAsync(kv_at(s, s->value, to), kv_at(s, s->br_value, from), bytes, cudaMemcpyDeviceToDevice,
+                               s->stream));
+        }
+    CU(cudaStreamSynchronize(s->stream));
+    return 0;
 }

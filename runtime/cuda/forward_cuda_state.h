@@ -73,12 +73,14 @@ typedef struct {
     uint64_t rng_step;  // emx_forward_decide: the position of the token being chosen;
                         // emx_forward_propose: the proposals' RNG step
     int ban;            // emx_forward_propose: the token to exclude, -1 none
+    int tail_start;     // a lookahead round's branch passes: the first key in the tails
 } StepInput;
 
 // What ends a step (step_tail in forward_cuda_step.c): the logits copied to the host
-// (emx_forward), the choice made on the device (emx_forward_decide), or the agents' proposals
-// (emx_forward_propose). A decode step of each kind is captured into a graph of its own.
-enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, N_TAILS };
+// (emx_forward), the choice made on the device (emx_forward_decide), the agents' proposals
+// (emx_forward_propose), or those and a lookahead round's branch passes with their proposals
+// (emx_forward_lookahead_propose). A decode step of each kind is captured into a graph of its own.
+enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, TAIL_LOOKAHEAD, N_TAILS };
 
 // What emx_forward_decide brings back: the token and decision first, so that without
 // --metrics the copy stops before the metrics.
@@ -142,9 +144,10 @@ typedef struct {
     void *lm_ws, *am_ws, *sample_ws;
     // emx_state_propose, emx_forward_propose: the agents, their proposals and the kernel's
     // workspace (grown on demand)
-    int agents_cap;
+    int agents_cap, props_cap;
     EmxAgentParams *agents_d;
-    EmxProposal *props_d, *props_h;  // [agents_cap] device / pinned host
+    EmxProposal *props_d, *props_h;  // [props_cap] device / pinned host: a lookahead round's
+                                     // [steps][agents]
     int *pick_d;  // [2] the winner's token and index (the host picks among all workers' proposals)
     void *agents_ws;
     // emx_forward_propose's graph (step_graph[TAIL_PROPOSE]) bakes these in; the agents'
@@ -152,6 +155,12 @@ typedef struct {
     int round_agents;
     uint64_t round_seed;
     uint32_t round_lane;
+    // emx_forward_lookahead_propose: its graph (step_graph[TAIL_LOOKAHEAD]) also bakes in the
+    // round's steps; the branch passes' inputs, step j at bin[j - 1] (positions, key counts,
+    // tail start and RNG step written by the host, tokens fed on the device)
+    int round_steps;
+    int bin_cap;
+    StepInput *bin_d, *bin_h;  // [bin_cap] device / pinned host
 } CudaState;
 
 // Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
@@ -187,6 +196,8 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail);
 // A lookahead branch pass (emx_forward_branches) up to its logits [n][vocab] on the device,
 // queued, not synchronised; its checks as there (-1 with err set).
 int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step);
+// Drops the lookahead round's graph (its buffers moved: agents, proposals, tails, inputs).
+void cuda_drop_lookahead_graph(CudaState *s);
 
 // The backend functions of forward_backend.h: the pass (forward_cuda_step.c) and the agents
 // (forward_cuda_agents.c).
@@ -200,6 +211,9 @@ int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAg
 int emx_cuda_state_forward_branches_propose(EmxState *st, const int *tokens, int n, int prefix, int step,
                                             const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,
                                             uint32_t first_lane, EmxProposal *proposals);
+int emx_cuda_state_forward_lookahead_propose(EmxState *st, int token, int pos, const EmxAgentParams *agents,
+                                             int n_agents, uint64_t seed, uint64_t step, uint32_t first_lane, int ban,
+                                             int n_steps, EmxProposal *proposals);
 int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
                                  const float **logits);
 int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits);

@@ -1,9 +1,10 @@
 // forward_cuda_step.c — the CUDA backend's pass (forward_cuda.c has the header comment: the
 // layers, the decode graph, the on-device choice, prefill in chunks): the matvecs (or, for long
 // prompts, GEMMs) and attention of one chunk, the decode step's graphs, emx_forward_decide's
-// choice and the agents' proposals on the device as a step's tail, the logits and caches brought
-// to the host, the lookahead branches, and several states' rows in one step (emx_forward_multi).
-// The agents' entry points are forward_cuda_agents.c's.
+// choice and the agents' proposals (with a lookahead round's branch passes) on the device as a
+// step's tail, the logits and caches brought to the host, a lookahead branch pass, and several
+// states' rows in one step (emx_forward_multi). The agents' and the branches' entry points are
+// forward_cuda_agents.c's.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,13 +87,18 @@ static int gemm(CudaState *s, const EmxCudaWeight *w, const float *in, int n, fl
 // from gin_d.
 // multi: emx_forward_multi's rows, row i states[i]'s token at multi_pos[i] (its k and v go to
 // states[i]'s cache, it attends that cache, its score rows go to states[i]).
+// in: the rows' input on the device (NULL: in_d); a lookahead round's branch passes have their
+// own (bin_d), and with device_positions they read the key count and the tails' start there.
 typedef struct {
     int is_branches, prefix, step;
-    int device_positions;  // decode graph: the key count is read from in_d->n_keys
+    int device_positions;  // decode graph: the key count is read from in->n_keys
     int gemm;
     CudaState *const *multi;  // NULL: every row is this state's
     const int *multi_pos;     // [n] host copy of the rows' positions
+    const StepInput *in;
 } Rows;
+
+static const StepInput *input_of(const CudaState *s, const Rows *r) { return r->in ? r->in : s->in_d; }
 
 static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
@@ -147,7 +153,7 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
         a.n_keys = pos + r0 + rows;
         if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
             a.n_keys = s->ctx;
-            a.n_keys_dev = &s->in_d->n_keys;
+            a.n_keys_dev = &input_of(s, r)->n_keys;
         }
         if (record_last && r0 + rows == n) record_scores(s, l, &a);
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
@@ -165,6 +171,12 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
         a.tail_v = kv_at(s, s->br_value, tail_layer + (size_t)i * s->kv_dim);
         a.tail_start = r->prefix;
         a.tail_row_stride = (int)tail_row;
+        if (r->device_positions) {  // a lookahead round's graph: the prefix is the round's
+            a.n_keys = s->ctx;
+            a.n_keys_dev = &input_of(s, r)->n_keys;
+            a.tail_start = 0;
+            a.tail_start_dev = &input_of(s, r)->tail_start;
+        }
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     }
     return 0;
@@ -212,7 +224,8 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
     const EmxConfig *c = &s->m->cfg;
     const CudaWeights *w = s->w;
     const float eps = c->norm_eps;
-    const int *tokens_d = r->gemm ? s->gin_d : s->in_d->tokens, *pos_d = r->gemm ? s->gin_d + s->gemm_rows : s->in_d->pos;
+    const int *tokens_d = r->gemm ? s->gin_d : input_of(s, r)->tokens;
+    const int *pos_d = r->gemm ? s->gin_d + s->gemm_rows : input_of(s, r)->pos;
     CU(emx_cuda_embedding(&w->emb, tokens_d, n, s->x, s->stream));
     for (int l = 0; l < (int)c->n_layers; l++) {
         const CudaLayer *L = &w->layers[l];
@@ -230,7 +243,7 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
             const size_t at = ((size_t)l * s->br_tail + r->step) * s->br_max * s->kv_dim;
             a.k_cache = kv_at(s, s->br_key, at);
             a.v_cache = kv_at(s, s->br_value, at);
-            a.cache_row = s->in_d->rows;
+            a.cache_row = input_of(s, r)->rows;
         } else {
             a.k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
             a.v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
@@ -332,22 +345,48 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
 }
 
 // The agents' proposals from logits row 0 (emx_forward_propose, forward_cuda_agents.c): the ban, then the pool's
-// step (kernels/agent_pool.cu), its records to the pinned props_h. The step's input (in_d)
-// holds the ban and the RNG step; graph: the kernel reads the step there at each replay.
+// step (kernels/agent_pool.cu) into props_d. The step's input (in_d) holds the ban and the RNG
+// step; graph: the kernel reads the step there at each replay.
 static int propose_kernels(CudaState *s, int graph) {
     CU(emx_cuda_ban_token(s->logits, s->vocab, &s->in_d->ban, s->stream));
     CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, s->round_agents, s->round_seed, s->in_h->rng_step,
                             graph ? &s->in_d->rng_step : NULL, s->round_lane, s->pick_d, s->pick_d + 1, s->props_d,
                             s->agents_ws, s->stream));
-    CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)s->round_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
+    return 0;
+}
+
+// A lookahead round after its step 0 (emx_forward_lookahead_propose): steps 1..round_steps-1,
+// each a branch pass of the round's agents whose tokens are fed on the device from the previous
+// step's proposals (emx_cuda_agents_feed), at the positions the host wrote to bin_h (copied
+// first: in a graph that copy is a node, so each replay reads the round's values), with the
+// agents proposing from their rows into props_d's row j. No host trip between steps.
+static int lookahead_kernels(CudaState *s) {
+    const int n = s->round_agents;
+    CU(cudaMemcpyAsync(s->bin_d, s->bin_h, (size_t)(s->round_steps - 1) * sizeof(StepInput), cudaMemcpyHostToDevice,
                        s->stream));
+    for (int j = 1; j < s->round_steps; j++) {
+        StepInput *in = s->bin_d + (j - 1);
+        CU(emx_cuda_agents_feed(s->props_d + (size_t)(j - 1) * n, n, j > 1 ? (in - 1)->tokens : NULL, in->tokens,
+                                s->stream));
+        const Rows rows = {.is_branches = 1, .step = j - 1, .device_positions = 1, .in = in};
+        if (run_layers(s, n, 0, &rows, 0) || classify(s, 0, n)) return -1;
+        CU(emx_cuda_agents_rows_step(s->logits, (size_t)s->vocab, s->vocab, s->agents_d, n, s->round_seed,
+                                     s->bin_h[j - 1].rng_step, &in->rng_step, s->round_lane,
+                                     s->props_d + (size_t)j * n, s->agents_ws, s->stream));
+    }
     return 0;
 }
 
 // The end of a step (tail: TAIL_*): the logits to the host, the choice or the proposals.
 static int step_tail(CudaState *s, int tail, int valid_len, int graph) {
     if (tail == TAIL_DECIDE) return decide_kernels(s, valid_len, graph);
-    if (tail == TAIL_PROPOSE) return propose_kernels(s, graph);
+    if (tail == TAIL_PROPOSE || tail == TAIL_LOOKAHEAD) {
+        const int steps = tail == TAIL_LOOKAHEAD ? s->round_steps : 1;
+        if (propose_kernels(s, graph) || (steps > 1 && lookahead_kernels(s))) return -1;
+        CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)steps * s->round_agents * sizeof(EmxProposal),
+                           cudaMemcpyDeviceToHost, s->stream));
+        return 0;
+    }
     CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
     return 0;
 }
@@ -419,7 +458,8 @@ static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int tai
 int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
     if (cuda_step_check(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
-    if (tail != TAIL_PROPOSE) s->in_h->rng_step = (uint64_t)(pos + n);  // emx_forward_propose sets its own
+    // emx_forward_propose and emx_forward_lookahead_propose set their own
+    if (tail != TAIL_PROPOSE && tail != TAIL_LOOKAHEAD) s->in_h->rng_step = (uint64_t)(pos + n);
     if (n == 1) {
         fill_input(s, tokens, 1, pos, 0);  // decode_step copies it (in the graph: its first node)
         if (decode_step(s, pos, tail)) return -1;
@@ -599,31 +639,6 @@ void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_d
 // Branches (forward.h): the tails on the device, the attention reading the prefix from the
 // cache and the rest from the branch's tail (EmxAttentionArgs tail_k/tail_v).
 
-int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
-    CudaState *s = (CudaState *)st;
-    if (max_branches < 1 || max_branches > CHUNK || tail_cap < 1 || tail_cap > s->ctx) {
-        emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
-                 max_branches, tail_cap, CHUNK, s->ctx);
-        return -1;
-    }
-    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
-    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim * s->kv_esize;
-    void *k = NULL, *v = NULL;
-    if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") || dev_alloc(s, &k, n, "branch KV tails") ||
-        dev_alloc(s, &v, n, "branch KV tails")) {
-        cudaFree(k);
-        emx_seterr(err, errlen, "branches: %s", s->err);
-        return -1;
-    }
-    cudaFree(s->br_key);
-    cudaFree(s->br_value);
-    s->br_key = k;
-    s->br_value = v;
-    s->br_max = max_branches;
-    s->br_tail = tail_cap;
-    return 0;
-}
-
 int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step) {
     if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: branches: bad call (n %d, prefix %d, step %d)", s->device_name, n, prefix,
@@ -636,35 +651,5 @@ int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int ste
     const Rows rows = {.is_branches = 1, .prefix = prefix, .step = step};
     if (send_input(s, tokens, n, prefix + step, 1) || run_layers(s, n, prefix + step, &rows, 0) || classify(s, 0, n))
         return -1;
-    return 0;
-}
-
-int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
-    CudaState *s = (CudaState *)st;
-    if (cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
-    CU(cudaMemcpyAsync(logits, s->logits, (size_t)n * s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
-    CU(cudaStreamSynchronize(s->stream));
-    return 0;
-}
-
-int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
-    CudaState *s = (CudaState *)st;
-    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
-        prefix + n_steps > s->ctx) {
-        snprintf(s->err, sizeof s->err, "%s: branch commit: bad call", s->device_name);
-        return -1;
-    }
-    CU(cudaSetDevice(s->device));
-    const size_t kv = (size_t)s->kv_dim, bytes = kv * s->kv_esize;
-    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
-        for (int j = 0; j < n_steps; j++) {
-            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
-            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
-            CU(cudaMemcpyAsync(kv_at(s, s->key, to), kv_at(s, s->br_key, from), bytes, cudaMemcpyDeviceToDevice,
-                               s->stream));
-            CU(cudaMemcpyAsync(kv_at(s, s->value, to), kv_at(s, s->br_value, from), bytes, cudaMemcpyDeviceToDevice,
-                               s->stream));
-        }
-    CU(cudaStreamSynchronize(s->stream));
     return 0;
 }

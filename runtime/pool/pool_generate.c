@@ -145,6 +145,36 @@ static int branch_pass(Worker *w, int pos, int j) {
                                                                                        : fail(w, "branch pass refused");
 }
 
+// The whole round in one device call where the backend can (a GPU: the decode step, the
+// proposals and every branch pass fed on the device, one captured graph): the records of every
+// step come back, and the branches take them by the host loop's rule (a branch ended by a stop
+// token or a failed proposal drops what its row proposed after). 1: done, 0: not here, -1: failed.
+static int lookahead_on_device(Worker *w, int pos, int n_steps) {
+    Pool *p = w->pool;
+    const EmxPoolOptions *o = p->opt;
+    if (p->host_logits || !w->pending || !w->n_mine || n_steps < 2) return 0;
+    const int n = w->n_mine, ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
+    const int rc = emx_forward_lookahead_propose(w->st, w->seq[pos - 1], pos - 1, &o->agents[w->a0], n, o->seed,
+                                                 counter_of(w, pos, 0), (uint32_t)w->a0, ban, n_steps, w->props);
+    if (rc <= 0) return rc < 0 ? fail(w, emx_state_error(w->st)) : 0;
+    w->pending = 0;
+    if (w->rank == 0) {
+        p->stats->n_forward_tokens++;
+        p->stats->n_fused_rounds++;
+        p->stats->n_branch_passes += n_steps - 1;
+        p->stats->n_device_branch_passes += n_steps - 1;
+        p->stats->n_graph_branch_passes += n_steps - 1;
+    }
+    for (int b = 0; b < n; b++)
+        if (w->props[b].token >= 0) record(w, &w->mine[b], &w->props[b], NULL, 0);
+    for (int j = 1; j < n_steps; j++)
+        for (int b = 0; b < n; b++) {
+            const EmxProposal *pr = &w->props[(size_t)j * n + b];
+            if (branch_alive(p, &w->mine[b], j) && pr->token >= 0) record(w, &w->mine[b], pr, NULL, j);
+        }
+    return 1;
+}
+
 // Each of this worker's agents builds a branch of up to n_steps tokens after position pos.
 static int propose_round(Worker *w, int pos, int n_steps) {
     Pool *p = w->pool;
@@ -152,9 +182,11 @@ static int propose_round(Worker *w, int pos, int n_steps) {
         memset(&w->mine[b], 0, sizeof w->mine[b]);
         w->mine[b].agent = b < w->n_mine ? w->a0 + b : -1;
     }
+    const int fused = lookahead_on_device(w, pos, n_steps);
+    if (fused < 0) return -1;
     // The agents sample independently (each its own scratch and RNG lane).
-    if (propose_first(w, pos) != 0) return -1;
-    for (int j = 1; j < n_steps; j++) {
+    if (!fused && propose_first(w, pos) != 0) return -1;
+    for (int j = 1; !fused && j < n_steps; j++) {
         int alive = 0;
         for (int b = 0; b < w->n_mine; b++) {
             const Branch *br = &w->mine[b];
@@ -353,6 +385,7 @@ static void worker_free(Worker *w) {
     free(w->mine);
     free(w->all);
     free(w->btok);
+    free(w->props);
     free(w->kvbuf);
 }
 
@@ -383,8 +416,9 @@ static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_
     w->mine = calloc((size_t)p->per_rank, sizeof(Branch));
     w->all = calloc((size_t)p->per_rank * n_workers, sizeof(Branch));
     w->btok = calloc((size_t)w->n_mine, sizeof(int));
+    w->props = malloc((size_t)o->lookahead * (w->n_mine ? w->n_mine : 1) * sizeof(EmxProposal));
     w->kvbuf = malloc(emx_state_kv_rows_bytes(w->st, o->lookahead > 1 ? o->lookahead - 1 : 1));
-    if (!w->seq || !w->masked || !w->blogits || !w->work || !w->mine || !w->all || !w->btok || !w->kvbuf) {
+    if (!w->seq || !w->masked || !w->blogits || !w->work || !w->mine || !w->all || !w->btok || !w->props || !w->kvbuf) {
         emx_seterr(err, errlen, "agents: out of memory");
         return -1;
     }

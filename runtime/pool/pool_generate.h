@@ -98,7 +98,7 @@ typedef struct {
     const int *cuda_devices;       // [n_workers] the GPU of each worker (distinct); NULL: the CPU
     int n_threads;                 // OpenMP threads of each worker's forward pass (<= 0: all cores / n_workers)
     int ctx;                       // KV positions per replica (<= 0: min(max_seq_len, 4096))
-    EmxCacheType cache_type;       // the replicas' KV caches (EmxStateOptions.cache_type; AUTO: f32)
+    EmxCacheType cache_type;       // the replicas' KV caches (EmxStateOptions.cache_type)
     uint64_t seed;
     int n_predict;                 // committed tokens at most (< 0: until a stop token or the context is full)
     // critic (NULL: none)
@@ -131,6 +131,8 @@ typedef struct {
                              // captured graph: emx_forward_propose)
     int n_branch_passes;     // batched branch passes, per replica
     int n_device_branch_passes;  // of them, with the proposals made on the device beside the logits
+    int n_graph_branch_passes;   // of those, fed on the device inside a round's captured graph
+                                 // (emx_forward_lookahead_propose)
     int n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
     double prefill_s, decode_s, critic_s;  // critic_s is part of decode_s
     int stop;                // enum emx_stop_reason or EMX_STOP_INTERRUPTED

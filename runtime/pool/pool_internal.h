@@ -63,6 +63,7 @@ typedef struct {
     Branch *mine;           // [per_rank]
     Branch *all;            // [size][per_rank]
     int *btok;              // [n_mine] tokens of a branch pass
+    EmxProposal *props;     // [lookahead][n_mine] a round's proposals made on the device
     void *kvbuf;            // KV rows of a committed branch, in transit
     uint32_t epoch;         // rollbacks so far: part of the RNG counter
     int ban_pos, ban_token; // after a rollback: the rejected token, banned at its position

@@ -101,8 +101,9 @@ void emx_pool_print_stats(FILE *f, const EmxPoolStats *s, int lookahead) {
             s->n_generated, s->n_rounds, lookahead, s->decode_s * 1e3, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
             per);
     fprintf(f, "passes per replica: %d single-token forwards (%d with the proposals in one device call), %d batched "
-            "branch passes (%d with the proposals on the device)\n", s->n_forward_tokens, s->n_fused_rounds,
-            s->n_branch_passes, s->n_device_branch_passes);
+            "branch passes (%d with the proposals on the device, %d in the round's device call)\n",
+            s->n_forward_tokens, s->n_fused_rounds, s->n_branch_passes, s->n_device_branch_passes,
+            s->n_graph_branch_passes);
     if (s->n_checks)
         fprintf(f, "critic: %d checks, %d BAD, %d rollbacks (%d tokens), %d BAD accepted; %.2f ms (%.1f%% of decode)\n",
                 s->n_checks, s->n_bad, s->n_rollbacks, s->n_rolled_back_tokens, s->n_bad_accepted, s->critic_s * 1e3,

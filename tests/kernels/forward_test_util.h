@@ -14,9 +14,11 @@ extern "C" {
 }
 
 // A state of m on `device` ("cpu", "cuda:0") with ctx positions and one CPU thread; the decode
-// graph off with no_graphs; the weights of `share` reused when given; a KV cache of `cache`.
+// graph off with no_graphs; the weights of `share` reused when given; a KV cache of `cache`: f32
+// unless a test says otherwise, so that a comparison with the CPU compares the kernels alone (on
+// a GPU, auto would round a quantised model's cache to f16: test_forward_cuda_kv16.cpp's tests).
 static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
-                                  const EmxState *share = nullptr, EmxCacheType cache = EMX_CACHE_AUTO) {
+                                  const EmxState *share = nullptr, EmxCacheType cache = EMX_CACHE_F32) {
     EmxStateOptions opt = {};
     opt.n_threads = 1;
     opt.ctx = ctx;

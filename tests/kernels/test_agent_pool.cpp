@@ -231,6 +231,32 @@ Test(agents_cuda, rejects_bad_arguments) {
     cr_assert_eq(emx_cuda_agents_workspace_bytes(0, 3), (size_t)0);
 }
 
+// The next branch pass's tokens from a step's proposals (the host loop's rule, written out here):
+// a proposal's token when >= 0, else the branch's previous token, 0 before any. 300 branches:
+// three blocks, the last partial.
+Test(agents_cuda, feed_takes_each_branchs_latest_token) {
+    const int n = 300;
+    std::vector<EmxProposal> props(n);
+    std::vector<int> prev(n);
+    for (int b = 0; b < n; b++) {
+        props[b].token = b % 7 == 3 ? -1 : 1000 + b;  // every 7th proposal failed
+        prev[b] = 50000 + b;
+    }
+    DevBuf<EmxProposal> d_props(props);
+    DevBuf<int> d_prev(prev), d_tok(n);
+    for (int first = 0; first <= 1; first++) {
+        cr_assert_eq(emx_cuda_agents_feed(d_props.p, n, first ? nullptr : d_prev.p, d_tok.p, 0), cudaSuccess);
+        CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<int> got = d_tok.download();
+        for (int b = 0; b < n; b++) {
+            const int want = props[b].token >= 0 ? props[b].token : first ? 0 : prev[b];
+            cr_assert_eq(got[b], want, "branch %d (first pass %d): fed %d, want %d", b, first, got[b], want);
+        }
+    }
+    cr_assert_eq(emx_cuda_agents_feed(nullptr, n, nullptr, d_tok.p, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_agents_feed(d_props.p, 0, nullptr, d_tok.p, 0), cudaErrorInvalidValue);
+}
+
 // A worker holding agents a0.. of the pool passes first_lane = a0: agent i draws on lane a0 + i,
 // as emx_agent_propose with that lane does on the host.
 Test(agents_cuda, first_lane_offsets_the_draws) {

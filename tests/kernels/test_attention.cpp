@@ -419,12 +419,16 @@ void check_split_storage(int kernel, int kv_dtype) {
             memcpy(&vtail[((size_t)j * n_branches + branch) * row_bytes], &vb[(tail_start + j) * row_bytes], row_bytes);
         }
         DevBuf<uint8_t> d_km(kmain), d_vm(vmain), d_kt(ktail), d_vt(vtail);
-        for (int from_device = 0; from_device <= 1; from_device++) {
+        DevBuf<int> d_ts(1);
+        d_ts.upload(&tail_start, 1);
+        // from_device 2: tail_start from device memory too, the host's field a wrong value
+        for (int from_device = 0; from_device <= 2; from_device++) {
             EmxAttentionArgs a = base_args(d_q.p, d_km.p, d_vm.p, kv_dtype, kKeys + (from_device ? 13 : 0), kpb);
             a.n_keys_dev = from_device ? d_n.p : nullptr;
             a.tail_k = d_kt.p + branch * row_bytes;
             a.tail_v = d_vt.p + branch * row_bytes;
-            a.tail_start = tail_start;
+            a.tail_start = from_device == 2 ? (tail_start + 7) % (kKeys + 1) : tail_start;
+            a.tail_start_dev = from_device == 2 ? d_ts.p : nullptr;
             a.tail_row_stride = n_branches * kKvDim;
             const Result got = run_call(kernel, a, kQDim, true);
             cr_assert(same_bits(got.out.data(), want.out.data(), kQDim * 4),
@@ -588,6 +592,7 @@ Test(attention, rejects_bad_rows_and_tails) {
              a->tail_row_stride = kKvDim;
              a->tail_start = -1;
          }},
+        {"tail_start_dev without a tail", [](EmxAttentionArgs *a, float *, const int *n) { a->tail_start_dev = n; }},
         {"PLAIN rows without a workspace", [](EmxAttentionArgs *a, float *, const int *) {
              a->n_rows = 2;
              a->workspace = nullptr;

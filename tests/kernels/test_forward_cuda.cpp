@@ -368,3 +368,82 @@ void branch_proposals_match(const char *name) {
 Test(forward_cuda, branch_proposals_beside_their_logits) { branch_proposals_match("stories260K.f32.bin"); }
 // the many-block passes, each over its own branch's row
 Test(forward_cuda, branch_proposals_at_qwen3_vocabulary) { branch_proposals_match("qwen3-tiny.q8.bin"); }
+
+// A lookahead round in one call: emx_forward_lookahead_propose gives, bit for bit, what
+// emx_forward_propose and then emx_forward_branches_propose step by step give on a twin state,
+// each branch fed its latest proposal by the host (the rule the device applies): every step's
+// proposals (tokens and entropies), with and without a ban, over rounds at new prefixes (the
+// round's graph replayed), a new seed half way (captured again), each round committing one
+// branch as the pool does, and the cache that leaves (the next emx_forward's logits). Then what
+// it refuses, and the CPU, which does not fuse (0).
+void lookahead_round_equals_its_steps(const char *name, int no_graphs, int rounds) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
+    const int vocab = (int)m.cfg.vocab_size, na = 3, L = 4, first = 4, lane = 2;
+    const EmxAgentParams agents[na] = {{0.0f, 0}, {0.9f, 22}, {1.4f, 0}};
+    EmxState *dev = new_state(&m, "cuda:0", kCtx, no_graphs), *twin = new_state(&m, "cuda:0", kCtx, no_graphs, dev);
+    char err[256];
+    cr_assert_eq(emx_state_branches_reserve(dev, na, L - 1, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(emx_state_branches_reserve(twin, na, L - 1, err, sizeof err), 0, "%s", err);
+    const std::vector<int> toks = prompt_for(m);
+    cr_assert(emx_forward(dev, toks.data(), first, 0) && emx_forward(twin, toks.data(), first, 0));
+    EmxProposal got[L * na], want[L * na];
+    int pos = first, token = toks[first];
+    for (int r = 0; r < rounds; r++, pos += L) {
+        const uint64_t seed = r < rounds / 2 ? 42 : 43, step = (uint64_t)pos + 1 + ((uint64_t)r << 32);
+        const int ban = r % 2 ? (int)(token * 7 % vocab) : -1;
+        cr_assert_eq(emx_forward_lookahead_propose(dev, token, pos, agents, na, seed, step, lane, ban, L, got), 1, "%s",
+                     emx_state_error(dev));
+        cr_assert_eq(emx_forward_propose(twin, token, pos, agents, na, seed, step, lane, ban, want), 1, "%s",
+                     emx_state_error(twin));
+        int fed[na] = {0, 0, 0};
+        for (int j = 1; j < L; j++) {
+            for (int b = 0; b < na; b++)
+                if (want[(j - 1) * na + b].token >= 0) fed[b] = want[(j - 1) * na + b].token;
+            cr_assert_eq(emx_forward_branches_propose(twin, fed, na, pos + 1, j - 1, agents, seed, step + j, lane,
+                                                      want + j * na), 1, "%s", emx_state_error(twin));
+        }
+        for (int k = 0; k < L * na; k++) {
+            cr_assert_eq(got[k].token, want[k].token, "%s round %d step %d agent %d", name, r, k / na, k % na);
+            cr_assert(memcmp(&got[k].entropy_bits, &want[k].entropy_bits, sizeof(double)) == 0,
+                      "%s round %d step %d agent %d: entropy %.17g, step by step %.17g", name, r, k / na, k % na,
+                      got[k].entropy_bits, want[k].entropy_bits);
+        }
+        for (int b = 0; b < na; b++) cr_assert_neq(got[b].token, ban, "the banned token was proposed");
+        // commit branch r % na's first L - 1 tokens; its last one is the next round's token
+        const int w = r % na;
+        cr_assert_eq(emx_branch_commit(dev, w, L - 1, pos + 1), 0, "%s", emx_state_error(dev));
+        cr_assert_eq(emx_branch_commit(twin, w, L - 1, pos + 1), 0, "%s", emx_state_error(twin));
+        token = got[(L - 1) * na + w].token >= 0 ? got[(L - 1) * na + w].token : 1;
+    }
+    // the cache the rounds and commits wrote: the next position's logits equal the twin's
+    const float *a = emx_forward(dev, &token, 1, pos);
+    cr_assert(a, "%s", emx_state_error(dev));
+    std::vector<float> la(a, a + vocab);
+    const float *b = emx_forward(twin, &token, 1, pos);
+    cr_assert(b && memcmp(la.data(), b, (size_t)vocab * sizeof(float)) == 0, "%s: the rounds left another cache", name);
+    // refused: more agents than branches reserved, more steps than the tails hold, past the context
+    EmxAgentParams four[4] = {agents[0], agents[1], agents[2], agents[0]};
+    EmxProposal many[8 * 4];
+    cr_assert_eq(emx_forward_lookahead_propose(dev, 1, 5, four, 4, 1, 1, 0, -1, L, many), -1);
+    cr_assert(strstr(emx_state_error(dev), "lookahead_propose: 4 steps of 4 agents"), "%s", emx_state_error(dev));
+    cr_assert_eq(emx_forward_lookahead_propose(dev, 1, 5, agents, na, 1, 1, 0, -1, L + 1, many), -1);
+    cr_assert_eq(emx_forward_lookahead_propose(dev, 1, kCtx - 2, agents, na, 1, 1, 0, -1, L, many), -1);
+    cr_assert(strstr(emx_state_error(dev), "context 40"), "%s", emx_state_error(dev));
+    EmxState *cpu = new_state(&m, "cpu", kCtx);
+    cr_assert_eq(emx_forward_lookahead_propose(cpu, 1, 0, agents, na, 1, 1, 0, -1, L, many), 0, "the CPU does not fuse");
+    emx_state_free(cpu);
+    emx_state_free(twin);
+    emx_state_free(dev);
+    emx_model_close(&m);
+}
+
+Test(forward_cuda, lookahead_round_in_one_graph_equals_its_steps) {
+    lookahead_round_equals_its_steps("stories260K.f32.bin", 0, 6);
+}
+Test(forward_cuda, lookahead_round_as_direct_launches_equals_its_steps) {
+    lookahead_round_equals_its_steps("stories260K.f32.bin", 1, 3);
+}
+Test(forward_cuda, lookahead_round_at_qwen3_vocabulary, .timeout = 600) {
+    lookahead_round_equals_its_steps("qwen3-tiny.q8.bin", 0, 2);
+}

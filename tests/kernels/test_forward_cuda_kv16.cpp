@@ -118,6 +118,30 @@ Test(forward_cuda_kv16, cache_holds_the_f32_values_rounded) {
 // KV rows travel between caches of both types: the f16 state's rows written into a second f16
 // state come back bit for bit (an f16 value rounds to itself), and that state then decodes
 // exactly as the first; written into an f32 state they are kept as given.
+// What auto means (emx_cache_type_resolve): f16 on a GPU for 16-bit or quantised weights, f32 for
+// f32 weights and on the CPU, the reference.
+Test(forward_cuda_kv16, auto_is_f16_on_a_gpu_for_16_bit_and_quantised_weights) {
+    const struct {
+        const char *model, *device;
+        EmxCacheType want;
+    } cases[] = {{"stories260K.q8.bin", "cuda:0", EMX_CACHE_F16}, {"qwen3-tiny.bf16.bin", "cuda:0", EMX_CACHE_F16},
+                 {"llama3-tiny.q4.bin", "cuda:0", EMX_CACHE_F16}, {"stories260K.f32.bin", "cuda:0", EMX_CACHE_F32},
+                 {"stories260K.q8.bin", "cpu", EMX_CACHE_F32}};
+    for (const auto &c : cases) {
+        EmxModel m;
+        if (!open_test_model(c.model, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", c.model);
+        EmxState *s = new_state(&m, c.device, kCtx, 0, nullptr, EMX_CACHE_AUTO);
+        EmxStateInfo info;
+        emx_state_info(s, &info);
+        cr_expect_eq(info.cache_type, c.want, "%s on %s: auto gave %s, want %s", c.model, c.device,
+                     emx_cache_type_name(info.cache_type), emx_cache_type_name(c.want));
+        for (EmxCacheType t : {EMX_CACHE_F32, EMX_CACHE_F16})  // an explicit type stays as asked
+            cr_expect_eq(emx_cache_type_resolve(t, &m, 1), t);
+        emx_state_free(s);
+        emx_model_close(&m);
+    }
+}
+
 Test(forward_cuda_kv16, rows_travel_between_cache_types) {
     EmxModel m;
     if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");

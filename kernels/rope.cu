@@ -12,9 +12,13 @@
 // passes; here the head is read once into registers, and k/v never go back to a scratch buffer.
 // The angles are computed per thread in double (exact at long positions, like the CPU) instead
 // of from a table: a few thousand sin/cos per layer, hidden behind the loads.
+// emx_cuda_kv_rows_copy, beside it, moves finished KV rows (a committed branch's tail into the
+// cache): grid (rows, layers), 128 threads copying a row's 4-byte words; bytes: 2 x row_bytes
+// per row.
 #include "rope.h"
 
 #include <math.h>
+#include <stdint.h>
 
 #include "common.cuh"
 
@@ -78,5 +82,27 @@ extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t strea
         rope_kv_kernel<0><<<grid, threads, 0, stream>>>(*a);
     else
         rope_kv_kernel<1><<<grid, threads, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+// Block (j, l) copies row j of layer l, a 4-byte word per thread at a time.
+__global__ void kv_rows_copy_kernel(char *dst, size_t dst_layer, size_t dst_row, const char *src, size_t src_layer,
+                                    size_t src_row, size_t words) {
+    const size_t j = blockIdx.x, l = blockIdx.y;
+    uint32_t *d = (uint32_t *)(dst + l * dst_layer + j * dst_row);
+    const uint32_t *s = (const uint32_t *)(src + l * src_layer + j * src_row);
+    for (size_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
+}
+
+extern "C" cudaError_t emx_cuda_kv_rows_copy(void *dst, size_t dst_layer, size_t dst_row, const void *src,
+                                             size_t src_layer, size_t src_row, size_t row_bytes, int n_rows,
+                                             int n_layers, cudaStream_t stream) {
+    if (!dst || !src || n_rows < 0 || n_layers < 0 || n_rows > 65535 || n_layers > 65535 ||
+        ((dst_layer | dst_row | src_layer | src_row | row_bytes | (size_t)dst | (size_t)src) & 3))
+        return cudaErrorInvalidValue;
+    if (n_rows == 0 || n_layers == 0 || row_bytes == 0) return cudaSuccess;
+    kv_rows_copy_kernel<<<dim3(n_rows, n_layers), 128, 0, stream>>>((char *)dst, dst_layer, dst_row,
+                                                                   (const char *)src, src_layer, src_row,
+                                                                   row_bytes / 4);
     return cudaGetLastError();
 }

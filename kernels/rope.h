@@ -31,6 +31,14 @@ typedef struct {
 // the CPU's emx_rope_angles does. Returns cudaErrorInvalidValue on bad sizes.
 cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t stream);
 
+// KV rows moved inside the device: for l < n_layers and j < n_rows, row_bytes bytes from
+// src + l * src_layer + j * src_row to dst + l * dst_layer + j * dst_row (byte offsets; every one
+// of them and row_bytes multiples of 4). A committed lookahead branch's tail rows into the cache
+// (keys, then values): one launch instead of a copy per layer and row. Regions must not overlap.
+// Returns cudaErrorInvalidValue on bad sizes; n_rows or n_layers 0: nothing.
+cudaError_t emx_cuda_kv_rows_copy(void *dst, size_t dst_layer, size_t dst_row, const void *src, size_t src_layer,
+                                  size_t src_row, size_t row_bytes, int n_rows, int n_layers, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,6 +59,7 @@ KERNELS = {
     "matvec_fast_set_kernel": (128, 0, DECODE, "matvec.cu FAST_WARPS * 32 (q, k and v in one launch)"),
     "matvec_plain_kernel": (128, 0, DECODE, "matvec.cu PLAIN_THREADS (widths not a multiple of 32)"),
     "rope_kv_kernel": (64, 0, DECODE, "rope.cu emx_round_to_warps(head_dim / 2, 256): 64 at head_dim 128"),
+    "kv_rows_copy_kernel": (128, 0, DECODE, "rope.cu <<<(rows, layers), 128>>> (a committed branch's tail)"),
     "attention_split_gqa_kernel": (128, GQA_SMEM, DECODE, "attention.cu ATTN_BLOCK"),
     "attention_split_kernel": (128, SPLIT_SMEM, DECODE, "attention.cu ATTN_BLOCK (SPLIT_GQA's fallback)"),
     "attention_combine_kernel": (128, 0, DECODE, "attention.cu ATTN_BLOCK"),

@@ -12,14 +12,13 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "kernels/rope.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
 static void drop_graph(CudaState *s, int tail) {
     if (s->step_graph[tail]) cudaGraphExecDestroy(s->step_graph[tail]);
     s->step_graph[tail] = NULL;
 }
-
-void cuda_drop_lookahead_graph(CudaState *s) { drop_graph(s, TAIL_LOOKAHEAD); }
 
 // The agents' buffers for n agents and n_props proposal records (grown on demand; growing moves
 // them, so the rounds' graphs, which hold their addresses, go with them).
@@ -215,7 +214,6 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
     return 0;
 }
 
-
 int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
     CudaState *s = (CudaState *)st;
     if (cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
@@ -232,16 +230,15 @@ int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int pref
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    const size_t kv = (size_t)s->kv_dim, bytes = kv * s->kv_esize;
-    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
-        for (int j = 0; j < n_steps; j++) {
-            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
-            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
-            CU(cudaMemcpyAsync(kv_at(s, s->key, to), kv_at(s, s->br_key, from), bytes, cudaMemcpyDeviceToDevice,
-                               s->stream));
-            CU(cudaMemcpyAsync(kv_at(s, s->value, to), kv_at(s, s->br_value, from), bytes, cudaMemcpyDeviceToDevice,
-                               s->stream));
-        }
+    // tail row j of layer l, branch b: ((l * br_tail + j) * br_max + b) * kv_dim elements in; cache
+    // row p of layer l: (l * ctx + p) * kv_dim. One launch for the keys, one for the values.
+    const size_t row = (size_t)s->kv_dim * s->kv_esize, n_layers = s->m->cfg.n_layers;
+    const size_t src_row = (size_t)s->br_max * row, src_layer = (size_t)s->br_tail * src_row;
+    const size_t dst_layer = (size_t)s->ctx * row, from = (size_t)branch * row, to = (size_t)prefix * row;
+    CU(emx_cuda_kv_rows_copy((char *)s->key + to, dst_layer, row, (const char *)s->br_key + from, src_layer, src_row,
+                             row, n_steps, (int)n_layers, s->stream));
+    CU(emx_cuda_kv_rows_copy((char *)s->value + to, dst_layer, row, (const char *)s->br_value + from, src_layer,
+                             src_row, row, n_steps, (int)n_layers, s->stream));
     CU(cudaStreamSynchronize(s->stream));
     return 0;
 }

@@ -196,8 +196,6 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail);
 // A lookahead branch pass (emx_forward_branches) up to its logits [n][vocab] on the device,
 // queued, not synchronised; its checks as there (-1 with err set).
 int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step);
-// Drops the lookahead round's graph (its buffers moved: agents, proposals, tails, inputs).
-void cuda_drop_lookahead_graph(CudaState *s);
 
 // The backend functions of forward_backend.h: the pass (forward_cuda_step.c) and the agents
 // (forward_cuda_agents.c).

@@ -232,3 +232,35 @@ Test(rope, captured_graph_reads_the_position_at_replay) {
     CUDA_OK(cudaGraphDestroy(graph));
     CUDA_OK(cudaStreamDestroy(s));
 }
+
+// emx_cuda_kv_rows_copy: a branch commit's shapes (4 layers, the tail [layer][4 steps][3
+// branches][row], branch 1's first 3 steps into cache rows 5..7 of a 12-row cache), f16 rows of 10
+// elements (20 bytes: not a multiple of 8 or 16). Every copied word lands where the host loop puts
+// it, and nothing else in the cache changes; bad sizes are refused.
+Test(rope, kv_rows_copy_moves_a_branch_tail_into_the_cache) {
+    const size_t row = 20, n_layers = 4, tail = 4, branches = 3, ctx = 12;
+    const int steps = 3, branch = 1, prefix = 5;
+    std::vector<uint8_t> src(n_layers * tail * branches * row), dst(n_layers * ctx * row);
+    for (size_t i = 0; i < src.size(); i++) src[i] = (uint8_t)(i * 7 + 3);
+    for (size_t i = 0; i < dst.size(); i++) dst[i] = (uint8_t)(200 + i % 13);
+    std::vector<uint8_t> want = dst;
+    for (size_t l = 0; l < n_layers; l++)
+        for (int j = 0; j < steps; j++)
+            memcpy(&want[(l * ctx + prefix + j) * row], &src[((l * tail + j) * branches + branch) * row], row);
+    DevBuf<uint8_t> d_src(src), d_dst(dst);
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p + prefix * row, ctx * row, row, d_src.p + branch * row,
+                                       tail * branches * row, branches * row, row, steps, (int)n_layers, 0),
+                 cudaSuccess);
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<uint8_t> got = d_dst.download();
+    for (size_t i = 0; i < got.size(); i++)
+        cr_assert_eq(got[i], want[i], "byte %zu (layer %zu, row %zu): %d, want %d", i, i / (ctx * row),
+                     i / row % ctx, got[i], want[i]);
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, ctx * row, row, d_src.p, 0, 0, 0, 0, 3, 0), cudaSuccess, "0 rows");
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, ctx * row, row, d_src.p, 0, 0, 18, 1, 1, 0), cudaErrorInvalidValue,
+                 "a row of 18 bytes");
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p + 2, 0, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue,
+                 "a misaligned destination");
+    cr_assert_eq(emx_cuda_kv_rows_copy(nullptr, 0, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, 0, 0, d_src.p, 0, 0, 4, -1, 1, 0), cudaErrorInvalidValue);
+}

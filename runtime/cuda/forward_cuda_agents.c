@@ -53,6 +53,15 @@ static int agents_upload(CudaState *s, const EmxAgentParams *agents, int n, int 
     return 0;
 }
 
+// The agents, seed and lanes the rounds' graphs are captured for: another set drops both.
+static void round_for(CudaState *s, int n_agents, uint64_t seed, uint32_t first_lane) {
+    if (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane) {
+        drop_graph(s, TAIL_PROPOSE);
+        drop_graph(s, TAIL_LOOKAHEAD);
+    }
+    s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane;
+}
+
 static int agents_refused(CudaState *s, const char *call, int n_agents, int ban) {
     if (n_agents >= 1 && n_agents <= 65535 && ban < s->vocab) return 0;
     snprintf(s->err, sizeof s->err, "%s: %s: %d agents, ban %d", s->device_name, call, n_agents, ban);
@@ -95,11 +104,7 @@ int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAg
     if (agents_refused(s, "forward_propose", n_agents, ban) || cuda_step_check(s, &token, 1, pos)) return -1;
     CU(cudaSetDevice(s->device));
     if (agents_upload(s, agents, n_agents, n_agents)) return -1;  // the graph reads them there
-    if (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane) {
-        drop_graph(s, TAIL_PROPOSE);
-        drop_graph(s, TAIL_LOOKAHEAD);
-    }
-    s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane;
+    round_for(s, n_agents, seed, first_lane);
     s->in_h->rng_step = step;
     s->in_h->ban = ban;
     if (cuda_step_run(s, &token, 1, pos, TAIL_PROPOSE)) return -1;
@@ -158,12 +163,9 @@ int emx_cuda_state_forward_lookahead_propose(EmxState *st, int token, int pos, c
     }
     CU(cudaSetDevice(s->device));
     if (agents_upload(s, agents, n_agents, n_agents * n_steps) || lookahead_reserve(s, n_steps)) return -1;
-    if (s->round_agents != n_agents || s->round_seed != seed || s->round_lane != first_lane) {
-        drop_graph(s, TAIL_PROPOSE);
-        drop_graph(s, TAIL_LOOKAHEAD);
-    }
+    round_for(s, n_agents, seed, first_lane);
     if (s->round_steps != n_steps) drop_graph(s, TAIL_LOOKAHEAD);
-    s->round_agents = n_agents, s->round_seed = seed, s->round_lane = first_lane, s->round_steps = n_steps;
+    s->round_steps = n_steps;
     s->in_h->rng_step = step;
     s->in_h->ban = ban;
     for (int j = 1; j < n_steps; j++) {  // step j: every branch's row at pos + j, after prefix pos + 1

@@ -68,6 +68,9 @@ static void propose(Worker *w, Branch *br, EmxCandidate *work, const float *logi
     record(w, br, &pr, logits, j);
 }
 
+// The token a rollback banned at pos (the rejected one, at its own position), or -1.
+static int ban_at(const Worker *w, int pos) { return w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1; }
+
 // Runs the pending token (the round's first call, run_worker deferred it) and makes the step-0
 // proposals from its logits in one call where the backend can (a GPU: its decode step and
 // kernels/agent_pool.cu in one graph, only the proposals come back). 1: proposals made, 0:
@@ -98,7 +101,7 @@ static int propose_first(Worker *w, int pos) {
     const Pool *p = w->pool;
     const EmxPoolOptions *o = p->opt;
     EmxProposal pr[EMX_POOL_MAX_AGENTS];
-    const int ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
+    const int ban = ban_at(w, pos);
     int rc = run_pending(w, pos, ban, pr);
     if (rc == 0 && w->n_mine)
         rc = emx_state_propose(w->st, &o->agents[w->a0], w->n_mine, o->seed, counter_of(w, pos, 0), (uint32_t)w->a0,
@@ -153,7 +156,7 @@ static int lookahead_on_device(Worker *w, int pos, int n_steps) {
     Pool *p = w->pool;
     const EmxPoolOptions *o = p->opt;
     if (p->host_logits || !w->pending || !w->n_mine || n_steps < 2) return 0;
-    const int n = w->n_mine, ban = w->ban_token >= 0 && w->ban_pos == pos ? w->ban_token : -1;
+    const int n = w->n_mine, ban = ban_at(w, pos);
     const int rc = emx_forward_lookahead_propose(w->st, w->seq[pos - 1], pos - 1, &o->agents[w->a0], n, o->seed,
                                                  counter_of(w, pos, 0), (uint32_t)w->a0, ban, n_steps, w->props);
     if (rc <= 0) return rc < 0 ? fail(w, emx_state_error(w->st)) : 0;

@@ -247,7 +247,9 @@ INLINE void all_scores(const EmxAttnQuery *qs, const int *n, int n_max, float *m
 #pragma GCC unroll 8
                 for (int c = 0; c < nc; c++) qv[c] = _mm512_maskz_loadu_ps(chunk_mask(c, nc, last), qs[i].q + 16 * c);
                 float *s = qs[i].scores + t + j;
-                if (mi == 16)  // the whole blocks with m a constant: no per-key test
+                if (mi == 16 && kb == packed)  // whole packed blocks: m and the stride constants
+                    max[i] = block_scores(s, qv, nc, last, packed, (size_t)16 * nc, 16, vscale, max[i]);
+                else if (mi == 16)
                     max[i] = block_scores(s, qv, nc, last, kb, kstride, 16, vscale, max[i]);
                 else
                     max[i] = block_scores(s, qv, nc, last, kb, kstride, mi, vscale, max[i]);

@@ -224,9 +224,9 @@ static QuantRows quant_rows(const EmxTensor *w) {
     return q;
 }
 
-// out[i][r] for activation rows i in [0, n) and weight row r, one dot per pair.
-static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) {
-    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+// out[i * stride + r] for activation rows i in [0, n) and weight row r, one dot per pair.
+static void matmul_row(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a) {
+    const int cols = (int)w->cols, ng = cols / 32;
     const uint8_t *base = (const uint8_t *)w->data;
     const QuantRows q = quant_rows(w);  // (meaningful for q8/q4/q4_1 only)
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
@@ -247,7 +247,7 @@ static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) 
         } else {
             s = emx_dot_f16((const uint16_t *)base + (size_t)r * cols, x, cols);
         }
-        out[(size_t)i * rows + r] = s;
+        out[(size_t)i * stride + r] = s;
     }
 }
 
@@ -255,17 +255,17 @@ static void matmul_row(float *out, const EmxTensor *w, int r, const EmxActs *a) 
 // (prefill) repacks the four rows once into `pack` and runs the tile over all of them; a few rows
 // (the server's slots) run the tile over the rows as they are; a single row (decode) the decode
 // kernel (emx_dot4x1_*). All three give the same bits (cpu_qdot.c): a speed choice only.
-static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
+static void matmul_quad(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
                         const uint8_t *blocks, uint8_t *pack) {
-    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+    const int cols = (int)w->cols, ng = cols / 32;
     const QuantRows q = quant_rows(w);
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
     const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
     if (pack) {
         emx_quad_pack(pack, w->dtype, wr, wd, cols);
-        emx_quad_tile(pack, w->dtype, wm, a, xl, blocks, cols, 0, a->n, out + r, (size_t)rows);
+        emx_quad_tile(pack, w->dtype, wm, a, xl, blocks, cols, 0, a->n, out + r, stride);
     } else if (a->n > 1) {
-        emx_quad_direct(w->dtype, wr, wd, wm, a, xl, cols, 0, a->n, out + r, (size_t)rows);
+        emx_quad_direct(w->dtype, wr, wd, wm, a, xl, cols, 0, a->n, out + r, stride);
     } else {
         float o[4];
         const float *xd = a->xd, *xs = a->xs;
@@ -278,16 +278,16 @@ static void matmul_quad(float *out, const EmxTensor *w, int r, const EmxActs *a,
 
 // Weight rows r..r+7 of a quantised matrix, two quads, against a batch of activation rows: both
 // repacked, then the tile that reads each activation group once for the two (emx_quad_tile2).
-static void matmul_quad_pair(float *out, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
-                             const uint8_t *blocks, uint8_t *pack0, uint8_t *pack1) {
-    const int rows = (int)w->rows, cols = (int)w->cols, ng = cols / 32;
+static void matmul_quad_pair(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a,
+                             const int32_t *xl, const uint8_t *blocks, uint8_t *pack0, uint8_t *pack1) {
+    const int cols = (int)w->cols, ng = cols / 32;
     const QuantRows q = quant_rows(w);
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
     const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
     emx_quad_pack(pack0, w->dtype, wr, wd, cols);
     emx_quad_pack(pack1, w->dtype, wr + 4 * q.row_bytes, wd + 4 * ng, cols);
     emx_quad_tile2(pack0, pack1, w->dtype, wm, wm + 4 * ng, a, xl, blocks, cols, 0, a->n, out + r, out + r + 4,
-                   (size_t)rows);
+                   stride);
 }
 
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the
@@ -339,14 +339,15 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 int j = 0, r = gr;  // global row -> (matrix, row)
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
+                const size_t stride = jobs[j].out_stride ? jobs[j].out_stride : w->rows;
                 if (pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
-                    matmul_quad_pair(jobs[j].out, w, r, a, xl, blocks, pack, pack + pack_bytes);
+                    matmul_quad_pair(jobs[j].out, stride, w, r, a, xl, blocks, pack, pack + pack_bytes);
                     gr += 8;
                 } else if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
-                    matmul_quad(jobs[j].out, w, r, a, xl, blocks, pack);
+                    matmul_quad(jobs[j].out, stride, w, r, a, xl, blocks, pack);
                     gr += 4;
                 } else {
-                    matmul_row(jobs[j].out, w, r, a);
+                    matmul_row(jobs[j].out, stride, w, r, a);
                     gr++;
                 }
             }
@@ -358,6 +359,6 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
 }
 
 void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads) {
-    EmxMatmulJob job = {out, w};
+    EmxMatmulJob job = {out, w, 0};
     emx_matmul_multi(&job, 1, a, n_threads);
 }

@@ -108,8 +108,9 @@ void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads)
 // Several matrices over the same activations (q/k/v, gate/up) in one parallel region, their
 // rows split among the threads together: one fork/join instead of several, better balance.
 typedef struct {
-    float *out;           // [n][w->rows]
+    float *out;           // [n][out_stride]: row i's results at out + i * out_stride
     const EmxTensor *w;
+    size_t out_stride;    // elements from one output row to the next; 0: w->rows (packed rows)
 } EmxMatmulJob;
 void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads);
 

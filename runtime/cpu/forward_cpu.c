@@ -34,6 +34,7 @@ struct CpuState {
     int max_threads;  // n_threads at creation: rows of att_tmp
     int batch_cap;    // rows of the batch buffers
     int q_dim, kv_dim;
+    int kv_row;       // elements from one cache position to the next: kv_dim, or more (see cpu_state_new)
     // batch activations, one row per token of the chunk being run
     float *x;         // [batch_cap][dim] residual stream
     float *xb;        // [batch_cap][dim] normed input of a matmul, then a matmul's output
@@ -52,10 +53,10 @@ struct CpuState {
     // read; q, scores, softmax and the output stay f32.
     int f16;            // 1: the cache and the branch tails hold uint16_t halves, else floats
     size_t esz;         // bytes per element of the cache and the tails: 4 or 2
-    void *key_cache;    // [n_layers][ctx][kv_dim]
-    void *value_cache;  // [n_layers][ctx][kv_dim]
+    void *key_cache;    // [n_layers][ctx][kv_row], the first kv_dim of a row in use (cache_at)
+    void *value_cache;  // [n_layers][ctx][kv_row]
     float *kv_tmp;      // f16 only: [2][batch_cap][kv_dim] a pass's k, then v, in f32 before rounding
-    float *kv_f32;      // f16 only: [2][n_layers][ctx][kv_dim] emx_state_kv_cache's widened copies
+    float *kv_f32;      // f16 or padded rows: [2][n_layers][ctx][kv_dim] emx_state_kv_cache's copies
     float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
     int last_pos;       // position of the latest call's last token (-1 before any)
     float *logits;      // [vocab]
@@ -117,6 +118,8 @@ static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
 
 // Element i of s's KV cache or branch tails (base: one of them), whatever their element type.
 static void *kv_at(const CpuState *s, void *base, size_t i) { return (char *)base + i * s->esz; }
+// The element index of (layer, pos)'s row in s's key or value cache.
+static size_t cache_at(const CpuState *s, int layer, int pos) { return ((size_t)layer * s->ctx + pos) * s->kv_row; }
 
 // Records, for a pass over rows x [n][width], where values first stopped being finite: in the
 // state of each row when the rows belong to several states, else in s.
@@ -154,7 +157,14 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
     widest = widest > hid ? widest : hid;
-    size_t kv = (size_t)c->n_layers * ctx * s->kv_dim;
+    // A cache row of an even number of cache lines puts a head's slice of every position into a
+    // fraction of the cache sets (sets are a power of two): Qwen3-0.6B's 4 KiB rows (8 KV heads x
+    // 128 x 4 B) all land in the same 1/64 of L1's and L2's sets, so a head's keys and values
+    // evict each other before a prefill's next queries read them again. Rows of 4 lines or more
+    // get one line of padding, an odd number of lines, which reaches every set. Never read.
+    const size_t row_lines = ((size_t)s->kv_dim * s->esz + 63) / 64;
+    s->kv_row = s->kv_dim + (row_lines >= 4 && row_lines % 2 == 0 ? (int)(64 / s->esz) : 0);
+    size_t kv = (size_t)c->n_layers * ctx * s->kv_row;
     s->x = malloc(B * dim * sizeof(float));
     s->xb = malloc(B * dim * sizeof(float));
     s->q = malloc(B * s->q_dim * sizeof(float));
@@ -250,7 +260,7 @@ static void matmul(CpuState *s, const EmxMatmulJob *jobs, int n_jobs, const floa
 }
 
 static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x, int n) {
-    EmxMatmulJob job = {out, w};
+    EmxMatmulJob job = {out, w, 0};
     matmul(s, &job, 1, x, n);
 }
 
@@ -259,15 +269,14 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
     const int group = n_heads / n_kv;  // query heads per kv head
     const float scale = 1.0f / sqrtf((float)hd);
-    const size_t layer0 = (size_t)layer * ctx * s->kv_dim;  // the layer's first cache element
+    const size_t layer0 = cache_at(s, layer, 0);  // the layer's first cache element
     // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
     // consecutive ones that share one pass over the keys (read from memory once, not once per
     // query). A prefill with enough tasks: 32 queries, several rows (Qwen3: 16 rows x 2 heads),
-    // each seeing its own keys (row i: pos + i + 1): every task reads its keys again, and a
-    // Qwen3 layer's (4 KiB rows, one page each) do not stay in L2 between tasks, so fewer tasks
-    // pay (pp512 -t 2: 8 queries a task 321-330 tok/s, 32 queries 337-362). Branches (every row
-    // its own tail): the group's heads of one row. Few tasks (decode): one query each, to balance
-    // the threads. Each query's bits are those of the query alone with its own keys
+    // each seeing its own keys (row i: pos + i + 1): every task reads its keys again, so fewer
+    // tasks pay (pp512 -t 2, Qwen3 with unpadded cache rows: 8 queries a task 321-330 tok/s, 32
+    // queries 337-362). Branches (every row its own tail): the group's heads of one row. Few
+    // tasks (decode): one query each, to balance the threads. Each query's bits are those of the query alone with its own keys
     // (emx_attention_group_spans), so the tasks change no result. Tasks go kv head by kv head, so
     // that a thread's next task reads the same keys and values, from L2 where they fit.
     const int n_q = n * group;  // queries per kv head
@@ -289,7 +298,7 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
         // the keys of the task's last row (the most); the rows before see fewer of them
         const int last_row = (u1 - 1) / group;
         EmxKeySpan spans[2] = {emx_key_span(s->key_cache, s->value_cache, s->f16, layer0 + (size_t)kvh * hd,
-                                            (size_t)s->kv_dim, pos + last_row + 1)};
+                                            (size_t)s->kv_row, pos + last_row + 1)};
         int n_spans = 1;
         if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
             const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
@@ -300,8 +309,8 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
             n_spans = 2;
         } else if (rows->states) {  // the row's own state's cache (one row per task)
             const CpuState *r = row_state(rows, last_row);
-            const size_t first = (size_t)layer * r->ctx * s->kv_dim + (size_t)kvh * hd;
-            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->f16, first, (size_t)s->kv_dim, rows->at[last_row] + 1);
+            const size_t first = cache_at(r, layer, 0) + (size_t)kvh * hd;
+            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->f16, first, (size_t)r->kv_row, rows->at[last_row] + 1);
         }
         for (int v0 = u0; v0 < u1; v0 += PASS) {
             EmxAttnQuery qs[PASS];
@@ -347,33 +356,38 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
-        // where k and v go: rows pos..pos+n-1 of the cache, or rows 0..n-1 of the branches'
-        // tails at this step (n contiguous rows either way)
+        // where k and v go: rows pos..pos+n-1 of the cache (dst_row elements apart), or rows
+        // 0..n-1 of the branches' tails at this step (contiguous)
         const size_t first = rows->is_branches ? ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim
-                                               : ((size_t)l * s->ctx + pos) * kv_dim;
+                                               : cache_at(s, l, pos);
+        const size_t dst_row = rows->is_branches ? (size_t)kv_dim : (size_t)s->kv_row;
         void *kdst = kv_at(s, rows->is_branches ? s->br_key : s->key_cache, first);
         void *vdst = kv_at(s, rows->is_branches ? s->br_value : s->value_cache, first);
-        // k and v are made in f32: straight in f32 rows; else in scratch, then rounded into the f16
-        // rows (below), or, several states, copied to their own states' caches (below)
+        // k and v are made in f32: straight in f32 rows (kv_row apart, as the matmul writes them);
+        // else in scratch, then rounded into the f16 rows (below), or, several states, copied to
+        // their own states' caches (below)
         float *kc = kdst, *vc = vdst;
+        size_t kc_row = dst_row;
         if (rows->states) {
             kc = s->mx_kv;
             vc = s->mx_kv + (size_t)s->mx_rows * kv_dim;
+            kc_row = (size_t)kv_dim;
         } else if (s->f16) {
             kc = s->kv_tmp;
             vc = s->kv_tmp + (size_t)s->batch_cap * kv_dim;
+            kc_row = (size_t)kv_dim;
         }
 
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++)
             emx_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)i * dim, L->attn_norm.data, dim, c->norm_eps);
         // q, k, v in one pass over one quantised copy of xb; k and v land in the cache directly
-        const EmxMatmulJob qkv[3] = {{s->q, &L->wq}, {kc, &L->wk}, {vc, &L->wv}};
+        const EmxMatmulJob qkv[3] = {{s->q, &L->wq, 0}, {kc, &L->wk, kc_row}, {vc, &L->wv, kc_row}};
         matmul(s, qkv, 3, s->xb, n);
 
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++) {
-            float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kv_dim;
+            float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kc_row;
             if (c->qk_norm) {
                 for (int h = 0; h < (int)c->n_heads; h++)
                     emx_rmsnorm(qi + h * hd, qi + h * hd, L->q_norm.data, hd, c->norm_eps);
@@ -384,13 +398,13 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
             if (s->f16 && !rows->states) {  // the finished row into the f16 cache or tail
-                emx_kv_store((uint16_t *)kdst + (size_t)i * kv_dim, 1, ki, kv_dim);
-                emx_kv_store((uint16_t *)vdst + (size_t)i * kv_dim, 1, vc + (size_t)i * kv_dim, kv_dim);
+                emx_kv_store((uint16_t *)kdst + i * dst_row, 1, ki, kv_dim);
+                emx_kv_store((uint16_t *)vdst + i * dst_row, 1, vc + (size_t)i * kc_row, kv_dim);
             }
         }
         for (int i = 0; rows->states && i < n; i++) {  // each row's k, v into its own state's cache
             CpuState *r = row_state(rows, i);
-            const size_t to = ((size_t)l * r->ctx + rows->at[i]) * kv_dim;
+            const size_t to = cache_at(r, l, rows->at[i]);
             emx_kv_store(kv_at(r, r->key_cache, to), r->f16, kc + (size_t)i * kv_dim, kv_dim);
             emx_kv_store(kv_at(r, r->value_cache, to), r->f16, vc + (size_t)i * kv_dim, kv_dim);
         }
@@ -404,7 +418,7 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             for (int j = 0; j < dim; j++) xi[j] += xbi[j];
             emx_rmsnorm(xbi, xi, L->ffn_norm.data, dim, c->norm_eps);
         }
-        const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate}, {s->hb2, &L->w_up}};
+        const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate, 0}, {s->hb2, &L->w_up, 0}};
         matmul(s, gate_up, 2, s->xb, n);
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++) emx_swiglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
@@ -520,16 +534,20 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
     return 0;
 }
 
+static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache);
+
 static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CpuState *s = (CpuState *)st;
     float *k = s->key_cache, *v = s->value_cache;
-    if (s->f16) {  // f32 copies owned by the state, refilled on every call (NULL out of memory)
+    // An f16 or padded cache: f32 copies in rows of kv_dim, owned by the state, refilled on every
+    // call (NULL out of memory)
+    if (s->f16 || s->kv_row != s->kv_dim) {
         const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
         if (!s->kv_f32) s->kv_f32 = malloc(2 * n * sizeof(float));
         k = v = NULL;
         if (s->kv_f32) {
-            emx_kv_load(k = s->kv_f32, s->key_cache, 1, n);
-            emx_kv_load(v = s->kv_f32 + n, s->value_cache, 1, n);
+            kv_rows_copy(s, 0, s->ctx, s->kv_f32, 0);  // keys [n_layers][ctx][kv_dim], then values
+            k = s->kv_f32, v = s->kv_f32 + n;
         }
     }
     if (key) *key = k;
@@ -593,7 +611,7 @@ static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) 
     for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
         for (int j = 0; j < n_steps; j++) {
             const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
-            const size_t to = ((size_t)l * s->ctx + prefix + j) * kv;
+            const size_t to = cache_at(s, l, prefix + j);
             memcpy(kv_at(s, s->key_cache, to), kv_at(s, s->br_key, from), kv * s->esz);
             memcpy(kv_at(s, s->value_cache, to), kv_at(s, s->br_value, from), kv * s->esz);
         }
@@ -609,19 +627,21 @@ static size_t cpu_state_kv_rows_bytes(const EmxState *st, int n) {
 // cache's rows widened when read, rounded when written), so rows travel between any states.
 static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
-    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers;
-    for (size_t l = 0; l < layers; l++) {
-        void *k = kv_at(s, s->key_cache, (l * s->ctx + pos) * s->kv_dim);
-        void *v = kv_at(s, s->value_cache, (l * s->ctx + pos) * s->kv_dim);
-        float *bk = buf + l * row, *bv = buf + (layers + l) * row;
-        if (to_cache) {
-            emx_kv_store(k, s->f16, bk, row);
-            emx_kv_store(v, s->f16, bv, row);
-        } else {
-            emx_kv_load(bk, k, s->f16, row);
-            emx_kv_load(bv, v, s->f16, row);
+    const size_t kv = (size_t)s->kv_dim, row = (size_t)n * kv;
+    const int layers = (int)s->m->cfg.n_layers;
+    for (int l = 0; l < layers; l++)
+        for (int j = 0; j < n; j++) {  // the cache's rows are kv_row apart, the buffer's kv_dim
+            void *k = kv_at(s, s->key_cache, cache_at(s, l, pos + j));
+            void *v = kv_at(s, s->value_cache, cache_at(s, l, pos + j));
+            float *bk = buf + l * row + j * kv, *bv = buf + (layers + l) * row + j * kv;
+            if (to_cache) {
+                emx_kv_store(k, s->f16, bk, kv);
+                emx_kv_store(v, s->f16, bv, kv);
+            } else {
+                emx_kv_load(bk, k, s->f16, kv);
+                emx_kv_load(bv, v, s->f16, kv);
+            }
         }
-    }
     return 0;
 }
 

@@ -94,9 +94,10 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos);
 // unspecified. Written by the attention itself, so reading them costs nothing extra.
 const float *emx_attention_scores(const EmxState *s, int *last_pos);
 
-// The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each (an f16
-// cache's values widened, exactly, into copies the state owns, remade at each call: writes to
-// them do not reach the cache; so on a GPU)
+// The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each. An
+// f16 cache's values widened exactly, and a CPU cache whose rows are padded (forward_cpu.c), come
+// as copies the state owns, remade at each call: writes to them do not reach the cache (so on a
+// GPU); emx_state_kv_rows_write does
 // (kv_dim = n_kv_heads * head_dim). Positions past the last one fed hold stale values from an
 // earlier, longer sequence (or zeros), which no computation for an earlier position may read:
 // a test writes garbage there to prove it.

@@ -519,6 +519,7 @@ Test(critic, does_not_touch_the_generation_state) {
     judge_or_fail(c, "The quick brown fox jumps over the lazy dog.", &v);
     judge_or_fail(c, "The quick brown fox sleeps.", &v);
 
+    emx_state_kv_cache(gen, &k, &vv, NULL);  // again: the pointers may be copies made at each call
     cr_assert_arr_eq(k, k_before, kv_bytes, "generation keys changed");
     cr_assert_arr_eq(vv, v_before, kv_bytes, "generation values changed");
     // The generation goes on as if the critic had not run.

@@ -662,20 +662,17 @@ Test(entropix_sampler, metrics_ignore_cache_positions_past_p) {
     // layout (emx_state_kv_cache may hand out copies: this model's cache rows are padded).
     const int n_past = ctx - (p + 1);
     const size_t bytes = emx_state_kv_rows_bytes(dirty.st, n_past), n_f = bytes / sizeof(float);
-    float *g = malloc(bytes);  // keys [nl][n_past][kv_dim], then values
-    cr_assert_not_null(g);
+    float *g = malloc(bytes), *back = malloc(bytes);  // keys [nl][n_past][kv_dim], then values
+    cr_assert(g && back);
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n_f / 2; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    for (size_t i = 0; i < n_f / 2; i++, x ^= x << 13, x ^= x >> 7, x ^= x << 17) {
         g[i] = (x % 4 == 0) ? NAN : (x % 4 == 1) ? 1e30f : (x % 4 == 2) ? -1e30f : (float)(x % 1000) - 500.0f;
         g[n_f / 2 + i] = -g[i];
     }
-    cr_assert_eq(emx_state_kv_rows_write(dirty.st, p + 1, n_past, g), 0);
-    float *back = malloc(bytes);  // and it is there
-    cr_assert(back && emx_state_kv_rows_read(dirty.st, p + 1, n_past, back) == 0);
-    cr_assert(memcmp(back, g, bytes) == 0, "the garbage did not reach the cache");
-    free(back);
-    free(g);
+    cr_assert(emx_state_kv_rows_write(dirty.st, p + 1, n_past, g) == 0 &&
+              emx_state_kv_rows_read(dirty.st, p + 1, n_past, back) == 0 && memcmp(back, g, bytes) == 0,
+              "the garbage did not reach the cache");
+    free(back), free(g);
     cr_assert_not_null(emx_forward(dirty.st, toks, p, 0));  // rollback to 0..p-1 ...
     const float *ld = emx_forward(dirty.st, &toks[p], 1, p);  // ... and position p alone
     cr_assert_not_null(ld);

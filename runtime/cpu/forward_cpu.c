@@ -276,9 +276,10 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
     // each seeing its own keys (row i: pos + i + 1): every task reads its keys again, so fewer
     // tasks pay (pp512 -t 2, Qwen3 with unpadded cache rows: 8 queries a task 321-330 tok/s, 32
     // queries 337-362). Branches (every row its own tail): the group's heads of one row. Few
-    // tasks (decode): one query each, to balance the threads. Each query's bits are those of the query alone with its own keys
-    // (emx_attention_group_spans), so the tasks change no result. Tasks go kv head by kv head, so
-    // that a thread's next task reads the same keys and values, from L2 where they fit.
+    // tasks (decode): one query each, to balance the threads. Each query's bits are those of the
+    // query alone with its own keys (emx_attention_group_spans), so the tasks change no result.
+    // Tasks go kv head by kv head, so that a thread's next task reads the same keys and values,
+    // from L2 where they fit.
     const int n_q = n * group;  // queries per kv head
     const int own_keys = rows->is_branches || rows->states;  // every row its own keys: a task per row at most
     const int by_rows = !own_keys && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;

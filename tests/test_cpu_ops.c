@@ -191,6 +191,8 @@ static void check_quant_dots(uint32_t dtype) {
         double tol = (ng + 2) * FLT_EPSILON * mag + 1e-30;
         cr_assert(fabs(s - ref_q) <= tol, "%s scalar n=%d: %.9g vs %.9g", emx_dtype_name(dtype), n, s, ref_q);
         cr_assert(fabs(v - ref_q) <= tol, "%s simd n=%d: %.9g vs %.9g", emx_dtype_name(dtype), n, v, ref_q);
+        // one order (cpu_qdot.c) for every kernel: the SIMD dot is the scalar one, bitwise
+        cr_assert(memcmp(&s, &v, sizeof s) == 0, "%s n=%d: simd %.9g, scalar %.9g", emx_dtype_name(dtype), n, v, s);
         cr_assert(fabs(v - ref_x) <= bound + tol, "%s n=%d vs unquantised x: %.9g vs %.9g (bound %g)",
                   emx_dtype_name(dtype), n, v, ref_x, bound);
         free(w);
@@ -236,6 +238,8 @@ Test(cpu_ops, dot4x1_q8_q4_q4_1) {
                 double tol = 2 * (ng + 2) * FLT_EPSILON * mag + 1e-30;
                 cr_assert(fabs(o4[k] - ref) <= tol, "%s dot4x1 n=%d weight row %d: %.9g vs %.9g", emx_dtype_name(dt), n, k,
                           o4[k], ref);
+                cr_assert(memcmp(&o4[k], &ref, sizeof ref) == 0, "%s dot4x1 n=%d weight row %d: %.9g, scalar %.9g (bitwise)",
+                          emx_dtype_name(dt), n, k, o4[k], ref);
             }
             free(w);
         }

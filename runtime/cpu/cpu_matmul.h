@@ -138,9 +138,9 @@ void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, 
 #define EMX_ACT_BLOCK_ROWS 8
 size_t emx_act_blocks_bytes(int n_rows, int n);
 void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, int b);
-// The same tile over the four rows as they are (w: quants [4][...], wd: scales [4][n/32], wm:
-// q4_1's mins [4][n/32]), no repacked copy: for a few activation rows (a server's slots decoding
-// together), where the copy costs as much as the tile. Bitwise equal to emx_quad_tile.
+// The four rows as they are (w: quants [4][...], wd: scales [4][n/32], wm: q4_1's mins [4][n/32])
+// against a few activation rows (a server's slots decoding together), where a repacked copy
+// costs more than it saves: the decode kernel per row. Bitwise equal to emx_quad_tile.
 void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
                      const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride);
 

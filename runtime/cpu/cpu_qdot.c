@@ -1,25 +1,26 @@
 // cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1) with int8 activations on the
 // CPU: one weight row (emx_dot_*) and four weight rows against one activation row (emx_dot4x1_*,
-// decode). The tile of four weight rows against many activation rows (prefill) is cpu_qtile.c;
-// the four-row steps both use, cpu_quad.h. The order below is what all of them compute.
+// decode). The tiles of four weight rows against many activation rows (prefill) are cpu_qtile.c
+// (AVX2) and cpu_qtile512.c (AVX-512 VNNI); the four-row steps they share, cpu_quad.h. The order
+// below is what all of them compute.
 //
 // One accumulation order (batch invariance, cpu_matmul.h). A group g of 32 weights w_j and
 // activations x_j (integers: q8 w_j = the int8, q4 w_j = nibble - 8, q4_1 w_j = nibble) gives
-// four exact integer lane sums
-//     P_g[l] = sum of w_j x_j over j in {4l .. 4l+3} and {16+4l .. 16+4l+3},   l = 0..3,
-// and, with s_g = d_w(g) * d_x(g) (an f32 product),
-//     A[l] = fma((float)P_g[l], s_g, A[l])   for g = 0 .. ng-1 in order, from A = 0,
-//     dot  = (A[0] + A[2]) + (A[1] + A[3])                                         (lanes_sum)
-// plus, for q4_1, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every SIMD kernel follows it
-// exactly, so a (weight row, activation row) pair gives the same float whichever kernel ran it.
-// Why this lane split: 16 bytes of each of four weight rows fill one 512-bit register (row k
-// in quarter k), the activation's 16 bytes are broadcast to the four quarters, and two
-// vpdpbusd give every lane of the four rows at once; so one convert, one multiply (the scales,
-// which differ per quarter) and one FMA serve 4 rows x 32 weights: 5 instructions per 128
-// multiply-adds where a lane-per-group layout needs 8.
-// Without AVX-512 the AVX2 4-row kernels put two rows in a 256-bit register, [row a lanes 0..3 |
-// row b lanes 0..3]: the same lane sums, scale products and FMA chains, so the same bits.
-// The scalar twins (cpu_matmul.c) keep the plain order; SIMD and scalar agree within rounding.
+// one exact integer I_g = sum of w_j x_j, and, with s_g = d_w(g) * d_x(g) (an f32 product), four
+// accumulators by the group's phase g mod 4:
+//     A[g % 4] = fma((float)I_g, s_g, A[g % 4])   for g = 0 .. ng-1 in order, from A = 0,
+//     dot      = (A[0] + A[2]) + (A[1] + A[3])                                       (lanes_sum)
+// plus, for q4_1, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every kernel follows it
+// exactly, the scalar twins (cpu_matmul.c) included, so a (weight row, activation row) pair
+// gives the same float whichever kernel, and whichever build, ran it.
+// Why whole groups: the integer sum of a group may be formed in any order (integers are exact),
+// so a kernel lays its lanes out as it likes, and the float work (convert, scale, FMA) is paid
+// once per group and pair, not once per lane. The prefill tile puts 4 weight rows x 4 activation
+// rows in a 512-bit register and pays it once for 16 pairs (cpu_qtile512.c); decode, one
+// activation row, takes four groups of four rows (two vpdpbusd each: [row r's 4 lane sums] in
+// quarter r), adds each quarter's lanes into [row r: I_g .. I_g+3] with one transposing add,
+// and so pays one convert and one FMA per 4 rows x 4 groups; AVX2 does the same with two rows
+// in a 256-bit register.
 //
 // vpdpbusd multiplies unsigned by signed bytes. Nibbles are unsigned already; int8 weights
 // are made unsigned (w + 128, an xor). The sum then holds sum w x + c * sum x (c = 128 for q8,
@@ -55,39 +56,67 @@ void emx_act_lane_sums(const int8_t *xq, int n, int32_t *xl) {
 // One weight row (the rows a matmul does not take four at a time)
 
 #ifdef EMX_AVX2
-float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
-    __m128 acc = _mm_setzero_ps();
-    for (int g = 0; g < n / 32; g++) {
-        const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)g * 32));
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32));
-        // u8 x i8 only: |w| * (x * sign(w)), the same integers as w * x
-        const __m128i p = fold8(dot_u8i8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)));
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(p), _mm_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), acc);
-    }
-    return lanes_sum(acc);
+// The whole-group sums of four groups' 8-lane dots a, b, c, d: [I_a, I_b, I_c, I_d], exact.
+static inline __m128i group_sums4(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-// Always inlined: the q4 / q4_1 choice (wm == NULL: q4) is resolved at compile time.
-static inline __attribute__((always_inline)) float nibble_dot(const uint8_t *w, const uint16_t *wd, const uint16_t *wm,
-                                                              const int8_t *xq, const float *xd, const float *xs, int ng) {
+// The scales s_g = d_w(g) * d_x(g) of groups g0 .. g0+m-1 (m <= 4; lanes past m: 0), the same f32
+// products as the scalar kernels'.
+static inline __m128 group_scales4(const uint16_t *wd, const float *xd, int g0, int m) {
+    if (m == 4) return _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + g0))), _mm_loadu_ps(xd + g0));
+    float s[4] = {0, 0, 0, 0};
+    for (int k = 0; k < m; k++) s[k] = _cvtsh_ss(wd[g0 + k]) * xd[g0 + k];
+    return _mm_loadu_ps(s);
+}
+
+// One step of the order for groups g0 .. g0+m-1 (g0 a multiple of 4: lane k is phase k): acc =
+// fma(I, s, acc) in the live lanes, the others untouched.
+static inline __m128 phases_step(__m128 acc, __m128i sums, __m128 s, int m) {
+    const __m128 f = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), s, acc);
+    if (m == 4) return f;
+    const __m128i live = _mm_cmpgt_epi32(_mm_set1_epi32(m), _mm_setr_epi32(0, 1, 2, 3));
+    return _mm_blendv_ps(acc, f, _mm_castsi128_ps(live));
+}
+
+// One weight row, kind 0 q8, 1 q4, 2 q4_1 (always inlined: resolved at compile time).
+static inline __attribute__((always_inline)) float row_dot(int kind, const uint8_t *w, const uint16_t *wd,
+                                                           const uint16_t *wm, const int8_t *xq, const float *xd,
+                                                           const float *xs, int ng) {
     __m128 acc = _mm_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32));
-        __m128i p = fold8(dot_u8i8(unpack_nibbles(w + (size_t)g * 16), xv));
-        if (!wm) p = _mm_sub_epi32(p, fold8(dot_u8i8(_mm256_set1_epi8(8), xv)));  // q4: (nib - 8) x
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(p), _mm_set1_ps(_cvtsh_ss(wd[g]) * xd[g]), acc);
+    for (int g0 = 0; g0 < ng; g0 += 4) {
+        const int m = ng - g0 < 4 ? ng - g0 : 4;
+        __m256i p[4];
+        for (int k = 0; k < 4; k++) {
+            p[k] = _mm256_setzero_si256();
+            if (k >= m) continue;
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)(g0 + k) * 32));
+            if (kind == 0) {  // u8 x i8 only: |w| * (x * sign(w)), the same integers as w * x
+                const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)(g0 + k) * 32));
+                p[k] = dot_u8i8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+            } else {
+                p[k] = dot_u8i8(unpack_nibbles(w + (size_t)(g0 + k) * 16), xv);
+                if (kind == 1) p[k] = _mm256_sub_epi32(p[k], dot_u8i8(_mm256_set1_epi8(8), xv));  // (nib - 8) x
+            }
+        }
+        acc = phases_step(acc, group_sums4(p[0], p[1], p[2], p[3]), group_scales4(wd, xd, g0, m), m);
     }
     const float dot = lanes_sum(acc);
-    return wm ? dot + offsets_sum(wm, xs, ng) : dot;
+    return kind == 2 ? dot + offsets_sum(wm, xs, ng) : dot;
+}
+
+float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
+    return row_dot(0, (const uint8_t *)w, wd, NULL, xq, xd, NULL, n / 32);
 }
 
 float emx_dot_q4(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
-    return nibble_dot(w, wd, NULL, xq, xd, xs, n / 32);
+    return row_dot(1, w, wd, NULL, xq, xd, xs, n / 32);
 }
 
 float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n) {
-    return nibble_dot(w, wd, wm, xq, xd, xs, n / 32);
+    return row_dot(2, w, wd, wm, xq, xd, xs, n / 32);
 }
 #else  // no AVX2: the fast names are the scalar kernels
 float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
@@ -106,42 +135,54 @@ float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
 // Four weight rows at once (AVX-512 VNNI, else AVX2)
 
 #if EMX_AVX512_VNNI
+// Four groups' lane dots of the four rows, p[k] = [r0 lanes 0..3 | r1 | r2 | r3] for group k, as
+// whole-group sums [r0: I_0 .. I_3 | r1 | r2 | r3] (exact): a transposing add in each quarter.
+static inline __m512i quad_group_sums4(const __m512i p[4]) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+// s = [d_w(r, g0 + 4h + j) * d_x(g0 + 4h + j)] in lane 4r + j (j < m), the scalar kernels' products,
+// from the block's tables t01 = [r0 | r1], t23 = [r2 | r3] of 8 groups each (quad_scales).
+static inline __m512 quad_scales4(__m512 t01, __m512 t23, const float *xd, int g, int m) {
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(g % 8));
+    const __m128 dx = _mm_maskz_loadu_ps((__mmask8)((1u << m) - 1), xd + g);
+    return _mm512_mul_ps(_mm512_permutex2var_ps(t01, idx, t23), _mm512_broadcast_f32x4(dx));
+}
+
 // Decode: four weight rows against one activation row, the rows read as they are (each weight
-// is used once: no repacking pays), the next block of the rows asked for ahead.
+// is used once: no repacking pays), the next block of the rows asked for ahead. Four groups at a
+// time: their lane dots (two vpdpbusd each), the whole-group sums, one FMA into the accumulator
+// whose lane 4r + k is row r's phase k.
 static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
                                                          const uint16_t *wm, const int8_t *xq, const int32_t *xl,
                                                          const float *xd, const float *xs, int n, float out[4]) {
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
-    __m512 acc = _mm512_setzero_ps();
-    for (int g0 = 0; g0 < ng; g0 += 8) {
-        // the block's s_g = d_w * d_x of the four rows at once, then spread group by group
-        __m512 s01, s23;
-        quad_scales(wd, ng, g0, &s01, &s23);
-        const int m = ng - g0 < 8 ? ng - g0 : 8;
-        const __m256 dx = _mm256_maskz_loadu_ps((__mmask8)((1u << m) - 1), xd + g0);
-        const __m512 dxx = _mm512_insertf32x8(_mm512_castps256_ps512(dx), dx, 1);
-        s01 = _mm512_mul_ps(s01, dxx);
-        s23 = _mm512_mul_ps(s23, dxx);
-        prefetch_next_quad(kind, w, row_bytes, g0);
-        if (m == 8) {  // whole block: constant spreads (the usual case; no index arithmetic)
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) {
-                const int g = g0 + k;
-                __m512i w1, w2;
-                quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
-                const __m512i idx = _mm512_add_epi32(SPREAD0, _mm512_set1_epi32(k));
-                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
-            }
-        } else {
-            __m512i idx = SPREAD0;
-            for (int k = 0; k < m; k++, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1))) {
-                const int g = g0 + k;
-                __m512i w1, w2;
-                quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
-                acc = quad_step(kind, acc, w1, w2, quad_spread(s01, s23, idx), xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
-            }
+    __m512 acc = _mm512_setzero_ps(), t01 = _mm512_setzero_ps(), t23 = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < ng; g0 += 4) {
+        const int m = ng - g0 < 4 ? ng - g0 : 4;
+        if (g0 % 8 == 0) {  // a block of 8 groups: the four rows' scales, the next quad asked for
+            quad_scales(wd, ng, g0, &t01, &t23);
+            prefetch_next_quad(kind, w, row_bytes, g0);
         }
+        __m512i p[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            p[k] = _mm512_setzero_si512();
+            if (k >= m) continue;
+            const int g = g0 + k;
+            __m512i w1, w2;
+            quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
+            const QuadAct xa = quad_act(kind, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
+            p[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xa.start, w1, xa.x1), w2, xa.x2);
+        }
+        const __m512 f = _mm512_cvtepi32_ps(quad_group_sums4(p));
+        const __m512 sc = quad_scales4(t01, t23, xd, g0, m);
+        if (m == 4) acc = _mm512_fmadd_ps(f, sc, acc);
+        else acc = _mm512_mask3_fmadd_ps(f, sc, acc, (__mmask16)(((1u << m) - 1) * 0x1111u));
     }
     quad_sums(acc, out);
     if (kind == 2)
@@ -149,32 +190,49 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
 }
 #elif defined(EMX_AVX2)
 // Decode: four weight rows against one activation row, read as they are. The scales s_g =
-// d_w * d_x of 8 groups of the four rows at a time (the same f32 products as the one-row
-// kernel's), the tail groups one by one.
+// d_w * d_x of 8 groups of the four rows at a time (the same f32 products as the scalar
+// kernels'); four groups at a time, each pair of rows' whole-group sums into the accumulator
+// whose lanes are [row a phases 0..3 | row b phases 0..3].
 static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
                                                          const uint16_t *wm, const int8_t *xq, const int32_t *xl,
                                                          const float *xd, const float *xs, int n, float out[4]) {
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m256 acc01 = _mm256_setzero_ps(), acc23 = _mm256_setzero_ps();
-    __attribute__((aligned(32))) float s[4][8];  // [row][group of the block]
-    for (int g0 = 0; g0 < ng; g0 += 8) {
-        const int m = ng - g0 < 8 ? ng - g0 : 8;
-        if (m == 8) {
-            const __m256 dx = _mm256_loadu_ps(xd + g0);
-            for (int r = 0; r < 4; r++)
-                _mm256_store_ps(s[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)r * ng + g0))), dx));
-        } else {
-            for (int r = 0; r < 4; r++)
-                for (int k = 0; k < m; k++) s[r][k] = _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k];
+    __attribute__((aligned(32))) float s[4][8] = {{0}};  // [row][group of the block]
+    for (int g0 = 0; g0 < ng; g0 += 4) {
+        const int m = ng - g0 < 4 ? ng - g0 : 4, h = g0 % 8;
+        if (h == 0) {
+            const int mb = ng - g0 < 8 ? ng - g0 : 8;
+            if (mb == 8) {
+                const __m256 dx = _mm256_loadu_ps(xd + g0);
+                for (int r = 0; r < 4; r++)
+                    _mm256_store_ps(s[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)r * ng + g0))), dx));
+            } else {
+                for (int r = 0; r < 4; r++)
+                    for (int k = 0; k < mb; k++) s[r][k] = _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k];
+            }
+            prefetch_next_quad(kind, w, row_bytes, g0);
         }
-        prefetch_next_quad(kind, w, row_bytes, g0);
-        for (int k = 0; k < m; k++) {
+        __m256i p01[4], p23[4];
+        for (int k = 0; k < 4; k++) {
+            p01[k] = p23[k] = _mm256_setzero_si256();
+            if (k >= m) continue;
             const int g = g0 + k;
             __m256i wv[4], wa[4];
             quad_pairs(kind == 0, w, row_bytes, g, wv, wa);
-            quad_step2(kind, &acc01, &acc23, wv, wa, spread2(&s[0][k], &s[1][k]), spread2(&s[2][k], &s[3][k]),
-                       xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
+            quad_dots2(kind, &p01[k], &p23[k], wv, wa, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
+        }
+        const __m256 f01 = _mm256_cvtepi32_ps(pair_group_sums4(p01)), f23 = _mm256_cvtepi32_ps(pair_group_sums4(p23));
+        const __m256 s01 = _mm256_set_m128(_mm_load_ps(s[1] + h), _mm_load_ps(s[0] + h));
+        const __m256 s23 = _mm256_set_m128(_mm_load_ps(s[3] + h), _mm_load_ps(s[2] + h));
+        const __m256 n01 = _mm256_fmadd_ps(f01, s01, acc01), n23 = _mm256_fmadd_ps(f23, s23, acc23);
+        if (m == 4) {
+            acc01 = n01, acc23 = n23;
+        } else {  // the live groups' lanes only
+            const __m128i l4 = _mm_cmpgt_epi32(_mm_set1_epi32(m), _mm_setr_epi32(0, 1, 2, 3));
+            const __m256 live = _mm256_castsi256_ps(_mm256_set_m128i(l4, l4));
+            acc01 = _mm256_blendv_ps(acc01, n01, live), acc23 = _mm256_blendv_ps(acc23, n23, live);
         }
     }
     quad_sums2(acc01, acc23, out);
@@ -213,6 +271,23 @@ void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, c
     for (int r = 0; r < 4; r++)
         out[r] = emx_dot_q4_1(w + (size_t)r * n / 2, wd + (size_t)r * ng, wm + (size_t)r * ng, xq, xd, xs, n);
 #endif
+}
+
+// A few activation rows (the server's slots decoding together) against four rows as they are:
+// the decode kernel per row (the weights come from cache after the first row).
+void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
+                     const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride) {
+    const int ng = n / 32;
+    for (int i = i0; i < i0 + ni; i++) {
+        float o[4];
+        const int8_t *xq = a->xq + (size_t)i * n;
+        const int32_t *l = xl + (size_t)i * ng * 4;
+        const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
+        if (dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, l, xd, n, o);
+        else if (dtype == EMX_Q4) emx_dot4x1_q4(w, wd, xq, l, xd, xs, n, o);
+        else emx_dot4x1_q4_1(w, wd, wm, xq, l, xd, xs, n, o);
+        for (int r = 0; r < 4; r++) out[(size_t)i * out_stride + r] = o[r];
+    }
 }
 
 int emx_quad_kernels_available(void) {

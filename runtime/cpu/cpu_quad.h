@@ -7,7 +7,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_simd.h"
 
 #ifdef EMX_AVX2
@@ -33,6 +35,35 @@ static inline __attribute__((always_inline)) void prefetch_next_quad(int kind, c
         if (kind == 0) _mm_prefetch((const char *)(next + b), _MM_HINT_T1);  // q8: into L2
         else _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
     }
+}
+
+// The activation rows in blocks of 8 = two quads; per group and quad [176 B]: X_k, k < 8 [8][16 B],
+// the whole-group sums of the four rows times -128 and times -8 [2][4] int32 (q8's and q4's
+// offsets, from the lane sums xl, which are negated), their d_x [4] f32.
+#define QUAD_ACT 176
+#define QA_S128 128
+#define QA_S8 144
+#define QA_D 160
+// One quad of activation rows (rows[j], j < nt; the others zero) at group g into p.
+static inline void act_quad(uint8_t *p, const int8_t *const rows[4], const int32_t *const xls[4], const float *const xds[4],
+                     int nt, int g) {
+    memset(p, 0, QUAD_ACT);
+    for (int j = 0; j < nt; j++) {
+        for (int k = 0; k < 8; k++) memcpy(p + 16 * k + 4 * j, rows[j] + (size_t)g * 32 + 4 * k, 4);
+        const int32_t *l = xls[j] + (size_t)g * 4;
+        const int32_t s = l[0] + l[1] + l[2] + l[3];  // -sum x (|sum| <= 32 x 127)
+        memcpy(p + QA_S128 + 4 * j, &(int32_t){s * 128}, 4);
+        memcpy(p + QA_S8 + 4 * j, &(int32_t){s * 8}, 4);
+        memcpy(p + QA_D + 4 * j, xds[j] + g, 4);
+    }
+}
+
+// Activation rows i .. i+m-1 of a (m <= 4) as act_quad's arguments (xl: the rows' lane sums).
+static inline void act_rows(const EmxActs *a, const int32_t *xl, int n, int i, int m, const int8_t *rq[4],
+                            const int32_t *xls[4], const float *xds[4]) {
+    const int ng = n / 32;
+    for (int j = 0; j < m; j++)
+        rq[j] = a->xq + (size_t)(i + j) * n, xls[j] = xl + (size_t)(i + j) * ng * 4, xds[j] = a->xd + (size_t)(i + j) * ng;
 }
 
 // The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).
@@ -106,10 +137,6 @@ static inline void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01, 
     *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(d[0]), d[1], 1);
     *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(d[2]), d[3], 1);
 }
-// A group of the tables spread over the quarters, [d_r0 x 4 | d_r1 x 4 | d_r2 x 4 | d_r3 x 4]:
-// the index of group 0 is SPREAD0; each next group adds 1 to every lane.
-#define SPREAD0 _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0)
-static inline __m512 quad_spread(__m512 t01, __m512 t23, __m512i idx) { return _mm512_permutex2var_ps(t01, idx, t23); }
 
 // Activation row x's group (its 32 quants at x, its lane sums at xl) as registers: both halves
 // broadcast to the four quarters, and each lane's start, -c * (the lane's sum of x): q8 c = 128,
@@ -125,23 +152,6 @@ static inline __attribute__((always_inline)) QuadAct quad_act(int kind, const in
         if (!shifted) a.start = _mm512_slli_epi32(a.start, kind == 0 ? 7 : 3);
     }
     return a;
-}
-
-// One step of the order for four rows (w1, w2: their group, quad_group) against an activation
-// group xa: acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
-static inline __attribute__((always_inline)) __m512 quad_step_act(__m512 acc, __m512i w1, __m512i w2, __m512 sc,
-                                                                  QuadAct xa) {
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xa.start, w1, xa.x1), w2, xa.x2);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
-}
-
-// One step of the order for four rows against activation row x (its group g at x + 32g, its
-// lane sums at xl + 4g): acc = fma(P_g, s_g, acc) in each quarter, sc = the quarters' s_g.
-// kind: 0 q8, 1 q4, 2 q4_1; shifted: xl holds the lane sums times c already (the act blocks).
-static inline __attribute__((always_inline)) __m512 quad_step(int kind, __m512 acc, __m512i w1, __m512i w2, __m512 sc,
-                                                              const int8_t *x, const int32_t *xl, int shifted) {
-    const QuadAct xa = quad_act(kind, x, xl, shifted);
-    return quad_step_act(acc, w1, w2, sc, xa);
 }
 
 // Each quarter's (A[0] + A[2]) + (A[1] + A[3]) -> out[0..3]
@@ -189,28 +199,25 @@ static inline __attribute__((always_inline)) __m256i pair_dot(int q8, __m256i lo
 #endif
 }
 
-// One step of the order for rows (0, 1) and (2, 3): w = the group's pairs [lo01, hi01, lo23,
-// hi23] (q8: as stored, wa = the same with |w|; q4/q4_1: the nibbles unpacked, wa read by
-// nobody), s01 / s23 = [s_g(a) x 4 | s_g(b) x 4]. kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4
+// The integer half of a step for rows (0, 1) and (2, 3): p01, p23 = [a lanes 0..3 | b lanes 0..3]
+// of the group, w = its pairs [lo01, hi01, lo23, hi23] (q8: as stored, wa = the same with |w|;
+// q4/q4_1: the nibbles unpacked, wa read by nobody). kind: 0 q8, 1 q4, 2 q4_1; xl: the group's 4
 // lane sums (negated; shifted: times 8 already). w and wa may point into the packed copy: read
 // where they lie, not copied per step.
-static inline __attribute__((always_inline)) void quad_step2(int kind, __m256 *acc01, __m256 *acc23,
-                                                             const __m256i *w, const __m256i *wa, __m256 s01,
-                                                             __m256 s23, const int8_t *x, const int32_t *xl,
+static inline __attribute__((always_inline)) void quad_dots2(int kind, __m256i *p01, __m256i *p23, const __m256i *w,
+                                                             const __m256i *wa, const int8_t *x, const int32_t *xl,
                                                              int shifted) {
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16)));
     const int q8 = kind == 0;
-    __m256i p01 = pair_dot(q8, w[0], w[1], wa[0], wa[1], xlo, xhi);
-    __m256i p23 = pair_dot(q8, w[2], w[3], wa[2], wa[3], xlo, xhi);
+    *p01 = pair_dot(q8, w[0], w[1], wa[0], wa[1], xlo, xhi);
+    *p23 = pair_dot(q8, w[2], w[3], wa[2], wa[3], xlo, xhi);
     if (kind == 1) {  // q4: (nib - 8) x = nib x + 8 * (-x), the lane sums of -x once for the four rows
         __m256i off = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xl));
         if (!shifted) off = _mm256_slli_epi32(off, 3);
-        p01 = _mm256_add_epi32(p01, off);
-        p23 = _mm256_add_epi32(p23, off);
+        *p01 = _mm256_add_epi32(*p01, off);
+        *p23 = _mm256_add_epi32(*p23, off);
     }
-    *acc01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p01), s01, *acc01);
-    *acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p23), s23, *acc23);
 }
 
 // Group g of the four rows as the pairs [lo01, hi01, lo23, hi23] (q8: as stored; q4/q4_1: the
@@ -235,6 +242,14 @@ static inline __attribute__((always_inline)) void quad_pairs(int q8, const uint8
             wa[2 * k] = v[2 * k], wa[2 * k + 1] = v[2 * k + 1];
         }
     }
+}
+
+// A pair of rows' lane dots of four groups, p[k] = [a lanes 0..3 | b lanes 0..3] for group k, as
+// whole-group sums [a: I_0 .. I_3 | b: I_0 .. I_3] (exact): a transposing add in each half.
+static inline __m256i pair_group_sums4(const __m256i p[4]) {
+    const __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+    const __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
 }
 
 // [a x 4 | b x 4]

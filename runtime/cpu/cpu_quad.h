@@ -66,11 +66,6 @@ static inline void act_rows(const EmxActs *a, const int32_t *xl, int n, int i, i
         rq[j] = a->xq + (size_t)(i + j) * n, xls[j] = xl + (size_t)(i + j) * ng * 4, xds[j] = a->xd + (size_t)(i + j) * ng;
 }
 
-// The 8 lanes of a 32-byte dot (lane l: bytes 4l..4l+3) folded to the order's 4 (l and l + 4).
-static inline __m128i fold8(__m256i v) {
-    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-}
-
 // (A[0] + A[2]) + (A[1] + A[3])
 static inline float lanes_sum(__m128 a) {
     const __m128 h = _mm_add_ps(a, _mm_movehl_ps(a, a));  // [a0 + a2, a1 + a3, ..]
@@ -250,11 +245,6 @@ static inline __m256i pair_group_sums4(const __m256i p[4]) {
     const __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
     const __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
     return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
-}
-
-// [a x 4 | b x 4]
-static inline __m256 spread2(const float *a, const float *b) {
-    return _mm256_blend_ps(_mm256_broadcast_ss(a), _mm256_broadcast_ss(b), 0xF0);
 }
 
 // out[0..3] from the two accumulators: each half's (A[0] + A[2]) + (A[1] + A[3])

@@ -67,7 +67,8 @@ Test(cpu_ops, simd_name) {
     const char *name = emx_cpu_simd_name();
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && \
     defined(__AVX512VL__) && defined(__AVX512DQ__)
-    cr_assert_str_eq(name, "avx2+vnni+avx512vnni");
+    // + amx where this CPU's prefill tile runs on AMX (cpu_amx.c), which only such a build has
+    cr_assert_str_eq(name, emx_amx_available() ? "avx2+vnni+avx512vnni+amx" : "avx2+vnni+avx512vnni");
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
     cr_assert_str_eq(name, "avx2+vnni");
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -80,6 +81,9 @@ Test(cpu_ops, simd_name) {
     cr_assert_eq(emx_quad_kernels_available(), 1, "an AVX2 build has the 4-row kernels");
 #else
     cr_assert_eq(emx_quad_kernels_available(), 0);
+#endif
+#if !(defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__))
+    cr_assert_eq(emx_amx_available(), 0, "AMX is used only by the AVX-512 build");
 #endif
 }
 

@@ -11,7 +11,7 @@
 
 const char *emx_cpu_simd_name(void) {
 #if EMX_AVX512_VNNI
-    return "avx2" EMX_VNNI "+avx512vnni";
+    return emx_amx_available() ? "avx2" EMX_VNNI "+avx512vnni+amx" : "avx2" EMX_VNNI "+avx512vnni";
 #elif defined(EMX_AVX2)
     return "avx2" EMX_VNNI;
 #else
@@ -303,6 +303,16 @@ static void matmul_quad_pair(float *out, size_t stride, const EmxTensor *w, int 
                    stride);
 }
 
+// Weight rows r..r+15 of a quantised matrix against every activation row on AMX: packed once,
+// then the tile (cpu_amx.c). The same bits as the other kernels.
+static void matmul_amx(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a, const uint8_t *acts,
+                       uint8_t *pack) {
+    const int cols = (int)w->cols, ng = cols / 32;
+    const QuantRows q = quant_rows(w);
+    emx_amx_pack(pack, w->dtype, q.quants + (size_t)r * q.row_bytes, q.row_bytes, q.scales + (size_t)r * ng, cols);
+    emx_amx_tile(pack, w->dtype, q.mins + (size_t)r * ng, a, acts, cols, out + r, stride);
+}
+
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the
 // repacking costs about one pass over the four rows and serves every activation row); below,
 // the tile reads the rows as they are. SmolLM2-135M q8, emx_forward_multi, 2 threads, AVX-512
@@ -323,17 +333,26 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         quantised |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
     }
     int quads = quantised && emx_quad_kernels_available();
+    // AMX takes whole tiles of 16 rows of a batch; where every matrix is such tiles (and ROW_TILE
+    // tiles never straddle two), the 4-row kernels and their operands are not needed
+    const int amx = quads && a->n >= EMX_PACK_MIN_ROWS && emx_amx_available();
+    int amx_all = amx;
+    for (int j = 0; j < n_jobs; j++) amx_all &= jobs[j].w->rows % ROW_TILE == 0;
+    uint8_t *amx_acts = amx ? aligned_alloc(64, emx_amx_acts_bytes(a->n, cols)) : NULL;
+    const int amx_tiles = amx_acts != NULL;  // no memory for the activation tiles: no AMX, same bits
     // the activations' lane sums (the 4-row kernels' offsets), once for every matrix; without
     // memory for them the rows run one by one, which gives the same bits
     int32_t lanes_small[1024];
-    const size_t n_lanes = quads ? (size_t)a->n * (cols / 32) * 4 : 0;
+    const size_t n_lanes = quads && !(amx_tiles && amx_all) ? (size_t)a->n * (cols / 32) * 4 : 0;
     int32_t *xl = n_lanes <= 1024 ? lanes_small : malloc(n_lanes * sizeof(int32_t));
     if (!xl) quads = 0;
-    for (int i = 0; quads && i < a->n; i++) emx_act_lane_sums(a->xq + (size_t)i * cols, cols, xl + (size_t)i * (cols / 8));
+    for (int i = 0; n_lanes && quads && i < a->n; i++)
+        emx_act_lane_sums(a->xq + (size_t)i * cols, cols, xl + (size_t)i * (cols / 8));
+    const int lanes = quads && n_lanes;  // the 4-row kernels can run (else AMX or one row at a time)
     const int use_pack = quads && a->n >= EMX_PACK_MIN_ROWS;
     // the activations in blocks for the tile, made once for every matrix (NULL: no memory, the
     // tile reads the rows where they are, same bits)
-    const int n_blocks = use_pack ? a->n / EMX_ACT_BLOCK_ROWS : 0;
+    const int n_blocks = use_pack && n_lanes ? a->n / EMX_ACT_BLOCK_ROWS : 0;
     uint8_t *blocks = n_blocks ? malloc(emx_act_blocks_bytes(a->n, cols)) : NULL;
     const int n_tiles = (total + ROW_TILE - 1) / ROW_TILE;
 #pragma omp parallel num_threads(n_threads) if (work > EMX_PARALLEL_MIN_WORK)
@@ -342,9 +361,13 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
 #pragma omp for schedule(static)
             for (int b = 0; b < n_blocks; b++) emx_act_block(blocks, a, xl, cols, b);
         }
+        if (amx_acts) {
+#pragma omp for schedule(static)
+            for (int b = 0; b < (a->n + 15) / 16; b++) emx_amx_acts(amx_acts, a, cols, b);
+        }
         // the thread's two repacked quads; NULL (no memory) reads the rows as they are instead, same bits
-        const size_t pack_bytes = use_pack ? emx_quad_pack_bytes(cols) : 0;
-        uint8_t *pack = use_pack ? aligned_alloc(64, 2 * pack_bytes) : NULL;
+        const size_t pack_bytes = use_pack ? emx_quad_pack_bytes(cols) : 0, amx_bytes = emx_amx_pack_bytes(cols);
+        uint8_t *pack = use_pack ? aligned_alloc(64, 2 * pack_bytes > amx_bytes ? 2 * pack_bytes : amx_bytes) : NULL;
 #pragma omp for schedule(static)
         for (int tile = 0; tile < n_tiles; tile++) {
             const int g0 = tile * ROW_TILE, g1 = g0 + ROW_TILE < total ? g0 + ROW_TILE : total;
@@ -353,10 +376,13 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
                 const size_t stride = jobs[j].out_stride ? jobs[j].out_stride : w->rows;
-                if (pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
+                if (amx_tiles && pack && emx_dtype_wants_q8_acts(w->dtype) && r + 16 <= (int)w->rows && gr + 16 <= g1) {
+                    matmul_amx(jobs[j].out, stride, w, r, a, amx_acts, pack);
+                    gr += 16;
+                } else if (lanes && pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
                     matmul_quad_pair(jobs[j].out, stride, w, r, a, xl, blocks, pack, pack + pack_bytes);
                     gr += 8;
-                } else if (quads && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
+                } else if (lanes && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
                     matmul_quad(jobs[j].out, stride, w, r, a, xl, blocks, pack);
                     gr += 4;
                 } else {
@@ -369,6 +395,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
     }
     if (xl && xl != lanes_small) free(xl);
     free(blocks);
+    free(amx_acts);
 }
 
 void emx_matmul(float *out, const EmxTensor *w, const EmxActs *a, int n_threads) {

@@ -4,9 +4,11 @@
 // compare against it) and a SIMD version (AVX2 + FMA + F16C when the compiler targets them,
 // plus AVX-VNNI for the int8 products where available, and 4-row kernels in AVX-512 VNNI or
 // AVX2 forms, selected at compile time; otherwise the un-suffixed name is the scalar one).
-// emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni", "avx2+vnni", "avx2", "scalar".
-// The quantised SIMD kernels are in cpu_qdot.c (one row, decode) and cpu_qtile.c (the prefill
-// tile), their shared four-row pieces in cpu_quad.h; the float ones and the matmul here.
+// emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni" ("+amx" where the prefill tile runs
+// on AMX, chosen at run time), "avx2+vnni", "avx2", "scalar". The quantised SIMD kernels are in
+// cpu_qdot.c (one row, decode), cpu_qtile512.c / cpu_qtile.c (the prefill tile with AVX-512 /
+// AVX2) and cpu_amx.c (the tile on AMX), their shared four-row pieces in cpu_quad.h; the float
+// ones and the matmul here.
 //
 // Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
 // activation rows n, the position of row i in the batch and the thread count. Why: the agent
@@ -143,5 +145,21 @@ void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, 
 // costs more than it saves: the decode kernel per row. Bitwise equal to emx_quad_tile.
 void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
                      const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride);
+
+// The prefill tile on AMX (cpu_amx.c): where emx_amx_available() — an AVX-512 build on a CPU with
+// AMX-INT8 whose kernel grants the tile state (asked once per process; EMX_AMX=0 in the
+// environment says no) — the activations are laid out in tiles once per matmul (emx_amx_acts:
+// tile blk = rows 16 blk .. 16 blk + 15 of a, zero-padded; emx_amx_acts_bytes(a->n, n) in all),
+// sixteen weight rows (row k at w + k * row_bytes, scales at wd + k * n/32, q4_1's mins at
+// wm + k * n/32) are packed once (emx_amx_pack: 64-byte aligned, emx_amx_pack_bytes(n)) and run
+// against every activation row (emx_amx_tile): out[i * out_stride + k], bitwise emx_dot_*(row k,
+// activation row i).
+int emx_amx_available(void);
+size_t emx_amx_acts_bytes(int n_rows, int n);
+void emx_amx_acts(uint8_t *acts, const EmxActs *a, int n, int blk);
+size_t emx_amx_pack_bytes(int n);
+void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_bytes, const uint16_t *wd, int n);
+void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const uint8_t *acts, int n,
+                  float *out, size_t out_stride);
 
 #endif

@@ -219,6 +219,15 @@ test-avx2-vnni:
 		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
 	else echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; fi
 
+# On a CPU with AMX the prefill tile runs there (runtime/cpu/cpu_amx.c), and the AVX-512 tile
+# that other AVX-512 CPUs run would go untested but for its own kernel tests: the same CPU suites
+# again with EMX_AMX=0, only where this CPU has AMX (elsewhere `make test` ran that tile).
+.PHONY: test-no-amx
+test-no-amx: all $(BUILD)/tests/tests test-models
+	@if grep -qw amx_int8 /proc/cpuinfo; then \
+		$(TEST_OMP_ENV) EMX_AMX=0 EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/cpu/run $(BUILD)/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
+	else echo "SKIP make test-no-amx: this CPU has no AMX (make test ran the AVX-512 tile)"; fi
+
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh
 
@@ -246,6 +255,7 @@ check: check-layers check-links all
 	EMX_REQUIRE_BROWSER=1 $(MAKE) test
 	$(MAKE) test-avx2
 	$(MAKE) test-avx2-vnni
+	$(MAKE) test-no-amx
 	$(MAKE) test-first-run
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi

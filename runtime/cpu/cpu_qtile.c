@@ -113,15 +113,15 @@ static inline __attribute__((always_inline)) void pair_group(int kind, int na, c
     }
 }
 
-// acc[phase][q] -> out[rows[q][j] * out_stride + 2 pr + i] (+ q4_1's mins term).
+// acc[phase][q] -> out[(4q + j) * out_stride + 2 pr + i] (+ q4_1's mins term).
 static inline void pair_out(int kind, int na, __m256 acc[4][2], int pr, const uint16_t *wm, const int nt[2],
-                            const int *const rows[2], const float *xs, int n, float *out, size_t out_stride) {
+                            const float *xs, int n, float *out, size_t out_stride) {
     const int ng = n / 32;
     for (int q = 0; q < na; q++) {
         float v[8];
         _mm256_storeu_ps(v, _mm256_add_ps(_mm256_add_ps(acc[0][q], acc[2][q]), _mm256_add_ps(acc[1][q], acc[3][q])));
         for (int j = 0; j < nt[q]; j++) {
-            const int row = rows[q][j];
+            const int row = 4 * q + j;
             for (int i = 0; i < 2; i++) {
                 const int r = 2 * pr + i;
                 out[(size_t)row * out_stride + r] =
@@ -134,8 +134,8 @@ static inline void pair_out(int kind, int na, __m256 acc[4][2], int pr, const ui
 // The quad (both pairs, one after the other) against na activation quads over all groups.
 static inline __attribute__((always_inline)) void quad_run(int kind, int na, const uint8_t *pack, const uint16_t *wm,
                                                            const uint8_t *const acts[2], size_t act_stride,
-                                                           const int nt[2], const int *const rows[2], const float *xs,
-                                                           int n, float *out, size_t out_stride) {
+                                                           const int nt[2], const float *xs, int n, float *out,
+                                                           size_t out_stride) {
     const int ng = n / 32;
     for (int pr = 0; pr < 2; pr++) {
         __m256 acc[4][2];
@@ -145,7 +145,7 @@ static inline __attribute__((always_inline)) void quad_run(int kind, int na, con
 #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) pair_group(kind, na, pack, pr, acts, act_stride, g + h, acc[h]);
         for (; g < ng; g++) pair_group(kind, na, pack, pr, acts, act_stride, g, acc[g % 4]);
-        pair_out(kind, na, acc, pr, wm, nt, rows, xs, n, out, out_stride);
+        pair_out(kind, na, acc, pr, wm, nt, xs, n, out, out_stride);
     }
 }
 
@@ -155,15 +155,14 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, const uint
                                                             const EmxActs *a, const int32_t *xl, const uint8_t *blocks,
                                                             int n, int i0, int ni, float *out, size_t out_stride) {
     const int ng = n / 32, end = i0 + ni;
-    static const int seq[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     int i = i0;
     if (blocks && i % 8 == 0)
         for (; i + 8 <= end; i += 8) {
             const uint8_t *blk = blocks + (size_t)(i / 8) * ng * 2 * QUAD_ACT;
             const uint8_t *acts[2] = {blk, blk + QUAD_ACT};
-            const int nt[2] = {4, 4}, *rows[2] = {seq, seq + 4};
-            quad_run(kind, 2, pack, wm, acts, 2 * QUAD_ACT, nt, rows, a->xs + (size_t)i * ng, n,
-                     out + (size_t)i * out_stride, out_stride);
+            const int nt[2] = {4, 4};
+            quad_run(kind, 2, pack, wm, acts, 2 * QUAD_ACT, nt, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride,
+                     out_stride);
         }
     for (; i < end; i += 4) {
         const int m = end - i < 4 ? end - i : 4;
@@ -173,7 +172,7 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, const uint
         act_rows(a, xl, n, i, m, rq, xls, xds);
         uint8_t quad[QUAD_ACT] __attribute__((aligned(32)));
         const uint8_t *acts[2] = {quad, quad};
-        const int nt[2] = {m, 0}, *rows[2] = {seq, seq};
+        const int nt[2] = {m, 0};
         for (int pr = 0; pr < 2; pr++) {
             __m256 acc[4][2];
             for (int ph = 0; ph < 4; ph++) acc[ph][0] = acc[ph][1] = _mm256_setzero_ps();
@@ -181,7 +180,7 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, const uint
                 act_quad(quad, rq, xls, xds, m, g);
                 pair_group(kind, 1, pack + (size_t)g * PACK_GROUP, pr, acts, 0, 0, acc[g % 4]);
             }
-            pair_out(kind, 1, acc, pr, wm, nt, rows, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride);
+            pair_out(kind, 1, acc, pr, wm, nt, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride);
         }
     }
 }

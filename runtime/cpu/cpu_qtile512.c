@@ -75,6 +75,13 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
     }
 }
 
+// An activation quad's integer start at group A (its quad's bytes): q8's -128 x sum(x) (the pack
+// holds w + 128), q4's -8 x sum(x) (nibbles as they are), q4_1's none (its offset is the mins term).
+static inline __attribute__((always_inline)) __m512i offset_start(int kind, const uint8_t *A) {
+    if (kind == 2) return _mm512_setzero_si512();
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(A + (kind == 0 ? QA_S128 : QA_S8))));
+}
+
 // Groups g and g + 1 (both < ng) of nw weight quads (packs) x na activation quads (acts[q] at
 // group 0, quad_stride bytes from one group to the next) into the accumulators of their phases:
 // acc[h][wq][aq] for group g + h.
@@ -86,10 +93,7 @@ static inline __attribute__((always_inline)) void tile_two_groups(int kind, int 
     for (int h = 0; h < 2; h++)
 #pragma GCC unroll 2
         for (int q = 0; q < na; q++) {
-            const uint8_t *A = acts[q] + (size_t)(g + h) * act_stride;
-            const __m512i st = kind == 2 ? _mm512_setzero_si512()
-                                         : _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(A + (kind == 0 ? QA_S128 : QA_S8))));
-            c[h][0][q] = c[h][1][q] = st;
+            c[h][0][q] = c[h][1][q] = offset_start(kind, acts[q] + (size_t)(g + h) * act_stride);
         }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
@@ -127,8 +131,7 @@ static inline __attribute__((always_inline)) void tile_one_group(int kind, int n
         const __m512 dw = _mm512_load_ps((const void *)(pack[wq] + (size_t)g * PACK_GROUP + 512));
         for (int q = 0; q < na; q++) {
             const uint8_t *A = acts[q] + (size_t)g * act_stride;
-            __m512i c = kind == 2 ? _mm512_setzero_si512()
-                                  : _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(A + (kind == 0 ? QA_S128 : QA_S8))));
+            __m512i c = offset_start(kind, A);
             for (int k = 0; k < 8; k++)
                 c = _mm512_dpbusd_epi32(c, _mm512_load_si512((const void *)(pack[wq] + (size_t)g * PACK_GROUP + 64 * k)),
                                         _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(A + 16 * k))));
@@ -139,12 +142,11 @@ static inline __attribute__((always_inline)) void tile_one_group(int kind, int n
 }
 
 // The outputs of the accumulators acc[phase][weight quad][activation quad]: lane 4r + j of a
-// register is (row r of the quad, activation row j), summed (phase 0 + 2) + (1 + 3), written at
-// out[rows[q][j] * out_stride + 4 wq + r] (+ q4_1's mins term).
+// register is (row r of the quad, activation row 4q + j), summed (phase 0 + 2) + (1 + 3),
+// written at out[(4q + j) * out_stride + 4 wq + r] (+ q4_1's mins term).
 static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int na, __m512 acc[4][2][2],
-                                                           const uint16_t *const wm[2], const int nt[2],
-                                                           const int *const rows[2], const float *xs, int n, float *out,
-                                                           size_t out_stride) {
+                                                           const uint16_t *const wm[2], const int nt[2], const float *xs,
+                                                           int n, float *out, size_t out_stride) {
     const int ng = n / 32;
     for (int wq = 0; wq < nw; wq++)
         for (int q = 0; q < na; q++) {
@@ -152,7 +154,7 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
             _mm512_storeu_ps(v, _mm512_add_ps(_mm512_add_ps(acc[0][wq][q], acc[2][wq][q]),
                                               _mm512_add_ps(acc[1][wq][q], acc[3][wq][q])));
             for (int j = 0; j < nt[q]; j++) {
-                const int row = rows[q][j];
+                const int row = 4 * q + j;
                 for (int r = 0; r < 4; r++)
                     out[(size_t)row * out_stride + 4 * wq + r] =
                         kind == 2 ? v[4 * r + j] + offsets_sum(wm[wq] + (size_t)r * ng, xs + (size_t)row * ng, ng) : v[4 * r + j];
@@ -160,12 +162,12 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
         }
 }
 
-// nw weight quads x na activation quads (each of nt[q] <= 4 live rows, act_rows[q][j] its rows'
-// indices in out) over all groups; out[row * out_stride + 4 wq + r] (+ q4_1's mins term).
+// nw weight quads x na activation quads (quad q: activation rows 4q .. 4q + nt[q] - 1) over all
+// groups; out[row * out_stride + 4 wq + r] (+ q4_1's mins term).
 static inline __attribute__((always_inline)) void tile_run(int kind, int nw, int na, const uint8_t *const pack[2],
                                                            const uint16_t *const wm[2], const uint8_t *const acts[2],
-                                                           size_t act_stride, const int nt[2], const int *const rows[2],
-                                                           const float *xs, int n, float *out, size_t out_stride) {
+                                                           size_t act_stride, const int nt[2], const float *xs, int n,
+                                                           float *out, size_t out_stride) {
     const int ng = n / 32;
     __m512 acc[4][2][2];  // [phase][weight quad][activation quad]
     for (int ph = 0; ph < 4; ph++)
@@ -176,7 +178,7 @@ static inline __attribute__((always_inline)) void tile_run(int kind, int nw, int
         tile_two_groups(kind, nw, na, pack, acts, act_stride, g + 2, acc + 2);
     }
     for (; g < ng; g++) tile_one_group(kind, nw, na, pack, acts, act_stride, g, acc[g % 4]);
-    tile_out(kind, nw, na, acc, wm, nt, rows, xs, n, out, out_stride);
+    tile_out(kind, nw, na, acc, wm, nt, xs, n, out, out_stride);
 }
 
 // Activation rows i0 .. i0+ni-1 against nw packed quads (out0, out1: their outputs, out1 = out0 + 4):
@@ -188,13 +190,12 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, int nw, co
                                                             int ni, float *out, size_t out_stride) {
     const int ng = n / 32, end = i0 + ni;
     int i = i0;
-    static const int seq[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     if (blocks && i % 8 == 0)
         for (; i + 8 <= end; i += 8) {
             const uint8_t *blk = blocks + (size_t)(i / 8) * ng * 2 * QUAD_ACT;
             const uint8_t *acts[2] = {blk, blk + QUAD_ACT};
-            const int nt[2] = {4, 4}, *rows[2] = {seq, seq + 4};
-            tile_run(kind, nw, 2, pack, wm, acts, 2 * QUAD_ACT, nt, rows, a->xs + (size_t)i * ng, n,
+            const int nt[2] = {4, 4};
+            tile_run(kind, nw, 2, pack, wm, acts, 2 * QUAD_ACT, nt, a->xs + (size_t)i * ng, n,
                      out + (size_t)i * out_stride, out_stride);
         }
     // the rest (fewer than 8 rows, or no blocks): quads of rows, each group's activation quad built
@@ -214,8 +215,8 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, int nw, co
             act_quad(quad, rq, xls, xds, m, g);
             tile_one_group(kind, nw, 1, pack, acts, 0, g, acc[g % 4]);
         }
-        const int nt[2] = {m, 0}, *rows[2] = {seq, seq};
-        tile_out(kind, nw, 1, acc, wm, nt, rows, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride);
+        const int nt[2] = {m, 0};
+        tile_out(kind, nw, 1, acc, wm, nt, a->xs + (size_t)i * ng, n, out + (size_t)i * out_stride, out_stride);
     }
 }
 

@@ -158,8 +158,9 @@ typedef struct {
     int n, nt;
 } Block;
 
-// One half's sums for group g (the tile C_h), its rows i < m into phase ph's accumulators: the
-// first group of a phase starts the chain from zero (fma(I, d, 0), as the other kernels).
+// One half's sums for group g (as stored from its C tile), rows i < m, into the accumulators of
+// g's phase (g mod 4): the first group of a phase starts its chain from zero (fma(I, d, 0), as
+// the other kernels do).
 static inline __attribute__((always_inline)) void block_floats(const int32_t *sums, const Block *b, int h, int m, int g,
                                                                 int first, float acc[4][32][16]) {
     const __m512 dw = _mm512_load_ps((const void *)(b->pack + (size_t)g * AMX_GROUP + 512));
@@ -172,8 +173,8 @@ static inline __attribute__((always_inline)) void block_floats(const int32_t *su
     }
 }
 
-// Group g's two C tiles (even g: tiles 0 and 1, odd g: 5 and 6, so that one group's sums are
-// being stored while the next group's are computed).
+// Group g's two C tiles: even g tiles 0 and 1, odd g 5 and 6, so that group g's tile work does
+// not wait for group g - 1's sums to be read.
 #define AMX_GROUP_SUMS(c0, c1)                                           \
     do {                                                                 \
         _tile_zero(c0);                                                  \
@@ -193,7 +194,8 @@ static inline __attribute__((always_inline, target("amx-tile,amx-int8"))) void b
     const int ng = b->n / 32;
     int32_t sums[2][2][256] __attribute__((aligned(64)));  // [group parity][half][16 x 16]
     if (ng < 4) memset(acc, 0, sizeof(float[4][32][16]));  // phases without a group stay zero
-    // The floats of group g - 1 after the tile work of group g.
+    // The floats of group g - 1 after the tile work of group g (a little faster, 5-10%, than each
+    // group's floats right after its own tile work; the two still do not overlap on this machine).
     for (int g = 0; g <= ng; g++) {
         if (g < ng) {
             _tile_loadd(4, b->pack + (size_t)g * AMX_GROUP, 64);

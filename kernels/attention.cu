@@ -16,7 +16,8 @@
 //
 // Where a key lives: kv_row() below is the one place that turns a key index into a row address.
 // Keys before tail_start are cache rows (stride n_kv_heads · head_dim), the rest rows of a
-// separate tail with its own stride (the agent pool's interleaved lookahead branches). Every
+// separate tail with its own stride (the agent pool's interleaved lookahead branches; with branch
+// rows, row r's tail starts r·tail_branch_stride further: row_slice). Every
 // kernel reads the same values in the same order either way, so split storage is bitwise the
 // contiguous result.
 //
@@ -117,9 +118,25 @@ struct QueryRows {
     int n, q_stride, out_stride;
 };
 
-// Keys that row r attends: causal, the last row all n_keys (n_keys: of the call, or n_keys_dev).
+// Every kernel below is instantiated twice: BRANCHES false for causal rows (decode, prefill),
+// true for branch rows (attention.h), which take their branch stride as the kernel's last
+// argument. The causal kernels are thus the code they were before branch rows existed: a
+// branch stride in QueryRows, tested at run time, moved blockIdx.z out of the uniform
+// registers and cost a Qwen3-0.6B-shaped decode step 10% on an H200.
+
+// Keys that row r attends: causal rows, the last one all n_keys; branch rows, all of them each
+// (n_keys: of the call, or n_keys_dev).
+template <bool BRANCHES>
 __device__ __forceinline__ int row_keys(int n_keys_arg, const int *n_keys_dev, const QueryRows &rows, int r) {
+    if (BRANCHES) return n_keys_dev ? *n_keys_dev : n_keys_arg;
     return (n_keys_dev ? *n_keys_dev : n_keys_arg) - rows.n + r + 1;
+}
+
+// Row r's keys restricted to KV head kvh: head_slice, with a branch row's own tail.
+template <bool BRANCHES, typename KV>
+__device__ __forceinline__ KvRows<KV> row_slice(KvRows<KV> k, int branch_stride, int r, int kvh, int head_dim) {
+    if (BRANCHES) k.tail += (size_t)r * branch_stride;
+    return head_slice(k, kvh, head_dim);
 }
 
 // The workspace of SPLIT: per (head, chunk) of the last row the statistics, per (row, head,
@@ -172,20 +189,20 @@ __device__ void scores_range(const float *qs, const KvRows<KV> &k, int head_dim,
 // ---------------------------------------------------------------------------------------------
 // PLAIN: one block per (head, row). The score row lives in global memory (the output row for
 // the last query row when asked, else the workspace: [n_rows][n_heads][n_keys_arg]).
-template <typename KV>
+template <typename KV, bool BRANCHES>
 __global__ void __launch_bounds__(ATTN_BLOCK)
 attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
                        int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
                        float *__restrict__ out, float *scores, int score_stride,
-                       EmxSoftmaxStats *head_stats, float *ws_rows) {
+                       EmxSoftmaxStats *head_stats, float *ws_rows, int branch_stride) {
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
-    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
+    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
     const bool last = r == rows.n - 1, stats = head_stats && last;
     const int kvh = h / (n_heads / n_kv_heads);
-    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
+    const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     float *row = scores && last ? scores + (size_t)h * score_stride
                                 : ws_rows + ((size_t)r * n_heads + h) * n_keys_arg;
     const float scale = 1.0f / sqrtf((float)head_dim);
@@ -228,24 +245,24 @@ attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
 // ---------------------------------------------------------------------------------------------
 // SPLIT, part 1: block (c, h, r) handles keys [c·chunk, min((c+1)·chunk, n_keys_r)) of head h
 // for query row r. Dynamic shared memory: s[chunk] scores then weights, red[max(blockDim, head_dim)].
-template <typename KV>
+template <typename KV, bool BRANCHES>
 __global__ void __launch_bounds__(ATTN_BLOCK)
 attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
                        int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
                        int chunk, float *scores, int score_stride, int want_stats, SplitWs ws,
-                       int max_chunks) {
+                       int max_chunks, int branch_stride) {
     extern __shared__ float smem[];
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     const int c = blockIdx.x, h = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
-    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
+    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
     const int t0 = c * chunk;
     if (t0 >= n_keys) return;  // past the row's keys (graph replays and earlier rows need fewer chunks)
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
     const bool last = r == rows.n - 1;
     const int kvh = h / (n_heads / n_kv_heads);
-    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
+    const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     float *s = smem, *red = smem + chunk;
     const float scale = 1.0f / sqrtf((float)head_dim);
     q += (size_t)r * rows.q_stride;
@@ -410,23 +427,23 @@ __device__ __forceinline__ void gqa_values(const float *s, const KvRows<KV> &v, 
 // Launch bounds: at least 4 blocks an SM (at most 128 registers a thread). Without the second
 // bound ptxas (CUDA 13.0, sm_80) gave the f16 kernel 72 registers and 8 bytes of spills; with it,
 // 79-80 registers and none on sm_80 and sm_90 (the resource report checks it).
-template <typename KV>
+template <typename KV, bool BRANCHES>
 __global__ void __launch_bounds__(ATTN_BLOCK, 4)
 attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV> v_rows, int n_heads,
                            int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev,
                            QueryRows rows, int chunk, float *scores, int score_stride, int want_stats,
-                           SplitWs ws, int max_chunks) {
+                           SplitWs ws, int max_chunks, int branch_stride) {
     extern __shared__ float smem[];
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     const int c = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
     const int group = n_heads / n_kv_heads, h0 = kvh * group;  // query heads h0 .. h0+group-1
-    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
+    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
     const int t0 = c * chunk;
     if (t0 >= n_keys) return;
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
     const bool last = r == rows.n - 1;
-    const KvRows<KV> k = head_slice(k_rows, kvh, head_dim), v = head_slice(v_rows, kvh, head_dim);
+    const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     const int half = head_dim / 2, parts = half < (int)blockDim.x ? (int)blockDim.x / half : 1;
     const int width = parts * head_dim;
     float *qs = smem, *s = qs + group * head_dim, *red = s + group * chunk;
@@ -476,12 +493,13 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
 
 // SPLIT, part 2: block (h, 1, r) merges the chunks of head h, row r:
 // out = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c.
+template <bool BRANCHES>
 __global__ void __launch_bounds__(ATTN_BLOCK)
 attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
                          int chunk, float *__restrict__ out, EmxSoftmaxStats *head_stats, SplitWs ws,
                          int max_chunks) {
     const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
-    const int n_keys = row_keys(n_keys_arg, n_keys_dev, rows, r);
+    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
     const int n_chunks = (n_keys + chunk - 1) / chunk;
     const size_t first = ((size_t)r * n_heads + h) * max_chunks;  // slot of chunk 0
     const float *ml = ws.ml + first * 2;
@@ -526,7 +544,7 @@ void kv_rows_of(const EmxAttentionArgs *a, KvRows<KV> *k, KvRows<KV> *v) {
     k->tail_start_dev = v->tail_start_dev = tail ? a->tail_start_dev : NULL;
 }
 
-template <typename KV>
+template <typename KV, bool BRANCHES>
 cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
     KvRows<KV> k, v;
     kv_rows_of(a, &k, &v);
@@ -535,9 +553,10 @@ cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
     rows.n = n_rows;
     rows.q_stride = a->q_row_stride > 0 ? a->q_row_stride : q_dim;
     rows.out_stride = a->out_row_stride > 0 ? a->out_row_stride : q_dim;
+    const int bs = a->tail_branch_stride;
     if (kernel == EMX_ATTN_PLAIN) {
         dim3 grid(a->n_heads, 1, n_rows);
-        attention_plain_kernel<KV><<<grid, ATTN_BLOCK, 0, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, a->out, a->scores, a->score_stride, a->head_stats, (float *)a->workspace);
+        attention_plain_kernel<KV, BRANCHES><<<grid, ATTN_BLOCK, 0, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, a->out, a->scores, a->score_stride, a->head_stats, (float *)a->workspace, bs);
         return cudaGetLastError();
     }
     const int chunk = chunk_of(a), max_chunks = (a->n_keys + chunk - 1) / chunk;
@@ -549,17 +568,22 @@ cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
     if (kernel == EMX_ATTN_SPLIT_GQA && group <= ATTN_MAX_GROUP && a->head_dim % 2 == 0 &&
         gqa_shmem <= ATTN_STATIC_SMEM_MAX) {
         dim3 grid(max_chunks, a->n_kv_heads, n_rows);
-        attention_split_gqa_kernel<KV><<<grid, ATTN_BLOCK, gqa_shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
+        attention_split_gqa_kernel<KV, BRANCHES><<<grid, ATTN_BLOCK, gqa_shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks, bs);
     } else {  // SPLIT, and SPLIT_GQA's fallback for groups too large for its shared memory
         const size_t shmem = (size_t)(chunk + red) * sizeof(float);
         dim3 grid(max_chunks, a->n_heads, n_rows);
-        attention_split_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
+        attention_split_kernel<KV, BRANCHES><<<grid, ATTN_BLOCK, shmem, stream>>>(a->q, k, v, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks, bs);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     dim3 grid(a->n_heads, 1, n_rows);
-    attention_combine_kernel<<<grid, ATTN_BLOCK, 0, stream>>>(a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
+    attention_combine_kernel<BRANCHES><<<grid, ATTN_BLOCK, 0, stream>>>(a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
     return cudaGetLastError();
+}
+
+template <typename KV>
+cudaError_t launch_kv(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
+    return a->tail_branch_stride ? launch<KV, true>(kernel, a, stream) : launch<KV, false>(kernel, a, stream);
 }
 
 // NULL when the call can run, else what is wrong with it (written into buf).
@@ -583,9 +607,13 @@ const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n)
     else if (a->tail_k && (a->tail_start < 0 || a->tail_row_stride < kv_dim))
         snprintf(buf, n, "tail_start %d < 0 or tail_row_stride %d < n_kv_heads * head_dim %ld", a->tail_start,
                  a->tail_row_stride, kv_dim);
-    else if (a->n_rows < 0 || a->n_rows > ATTN_MAX_ROWS || a->n_rows > a->n_keys)
+    else if (a->tail_branch_stride && (!a->tail_k || a->tail_branch_stride < kv_dim))
+        snprintf(buf, n, "tail_branch_stride %d without a tail or < n_kv_heads * head_dim %ld", a->tail_branch_stride,
+                 kv_dim);
+    else if (a->n_rows < 0 || a->n_rows > ATTN_MAX_ROWS || (!a->tail_branch_stride && a->n_rows > a->n_keys))
         snprintf(buf, n, "n_rows %d not in 0..min(n_keys %d, %d)", a->n_rows, a->n_keys, ATTN_MAX_ROWS);
-    else if (a->n_rows > 1 && a->n_keys_dev) snprintf(buf, n, "n_rows %d > 1 with n_keys_dev is not supported", a->n_rows);
+    else if (a->n_rows > 1 && a->n_keys_dev && !a->tail_branch_stride)
+        snprintf(buf, n, "n_rows %d > 1 (causal) with n_keys_dev is not supported", a->n_rows);
     else if ((a->q_row_stride && a->q_row_stride < q_dim) || (a->out_row_stride && a->out_row_stride < q_dim))
         snprintf(buf, n, "q_row_stride %d or out_row_stride %d < n_heads * head_dim %ld", a->q_row_stride,
                  a->out_row_stride, q_dim);
@@ -619,6 +647,6 @@ extern "C" cudaError_t emx_cuda_attention(int kernel, const EmxAttentionArgs *a,
         fprintf(stderr, "emx_cuda_attention: %s\n", why);
         return cudaErrorInvalidValue;
     }
-    return a->kv_dtype == EMX_KV_F16 ? launch<__half>(kernel, a, stream)
-                                     : launch<float>(kernel, a, stream);
+    return a->kv_dtype == EMX_KV_F16 ? launch_kv<__half>(kernel, a, stream)
+                                     : launch_kv<float>(kernel, a, stream);
 }

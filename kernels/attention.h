@@ -20,9 +20,13 @@
 //   several query rows (n_rows > 1): rows at consecutive positions, row r attending keys
 //     0 .. n_keys - n_rows + r (causal), in one launch (plus the combine). Each row's result is
 //     bitwise the one of that row run alone with n_keys = n_keys - n_rows + r + 1.
-// Supported combinations: every kernel × dtype with either, both together, and tail + n_keys_dev
-// (+ tail_start_dev); not n_rows > 1 with n_keys_dev (refused: cudaErrorInvalidValue and a line
-// on stderr).
+//   branch rows (n_rows > 1 with a tail and tail_branch_stride > 0): the rows are branches at the
+//     same position, every row attends all n_keys keys, the shared prefix from the cache and row
+//     r's own tail at tail + r · tail_branch_stride: the lookahead round's branches in one launch
+//     instead of one each. Row r is bitwise the single call with its branch's tail.
+// Supported combinations: every kernel × dtype with any of them, and tail + n_keys_dev
+// (+ tail_start_dev), branch rows included; not causal rows with n_keys_dev (refused:
+// cudaErrorInvalidValue and a line on stderr).
 #ifndef ENTROPIX_KERNELS_ATTENTION_H
 #define ENTROPIX_KERNELS_ATTENTION_H
 
@@ -87,6 +91,12 @@ typedef struct {
     // 0 .. n_keys - n_rows + r, its output goes to out + r * out_row_stride.
     int n_rows;
     int q_row_stride, out_row_stride;  // elements, >= n_heads * head_dim (0: n_heads * head_dim)
+
+    // Branch rows: 0: the rows above are causal. > 0 (with a tail and n_rows >= 1): every row
+    // attends keys 0 .. n_keys - 1, row r's tail starts r * tail_branch_stride elements after
+    // tail_k / tail_v (n_kv_heads * head_dim for interleaved branches: row j of branch r at
+    // tail + (j * n_branches + r) * kv_dim). n_rows may then exceed n_keys.
+    int tail_branch_stride;
 } EmxAttentionArgs;
 
 // Workspace bytes for a call of `kernel` with these sizes (n_keys: the largest to be used) and

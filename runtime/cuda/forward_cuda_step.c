@@ -159,26 +159,28 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     }
     if (!r->is_branches) return 0;
-    // Branches: row i attends the shared prefix in the cache, then its own tail (interleaved
-    // with the other branches': a row of the tail holds one step of every branch).
+    // Branches (n <= br_max <= CHUNK: the workspace's rows): row i attends the shared prefix in
+    // the cache, then its own tail, interleaved with the other branches' (a row of the tail
+    // holds one step of every branch, so branch i's starts i rows of kv_dim in). All n rows are
+    // one launch (branch rows): per layer two kernels, not two per branch.
     const size_t tail_row = (size_t)s->br_max * s->kv_dim, tail_layer = (size_t)l * s->br_tail * tail_row;
-    for (int i = 0; i < n; i++) {
-        attention_args(s, l, &a);
-        a.q = s->q + (size_t)i * s->q_dim;
-        a.out = s->att + (size_t)i * s->q_dim;
-        a.n_keys = r->prefix + r->step + 1;
-        a.tail_k = kv_at(s, s->br_key, tail_layer + (size_t)i * s->kv_dim);
-        a.tail_v = kv_at(s, s->br_value, tail_layer + (size_t)i * s->kv_dim);
-        a.tail_start = r->prefix;
-        a.tail_row_stride = (int)tail_row;
-        if (r->device_positions) {  // a lookahead round's graph: the prefix is the round's
-            a.n_keys = s->ctx;
-            a.n_keys_dev = &input_of(s, r)->n_keys;
-            a.tail_start = 0;
-            a.tail_start_dev = &input_of(s, r)->tail_start;
-        }
-        CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
+    attention_args(s, l, &a);
+    a.q = s->q;
+    a.out = s->att;
+    a.n_rows = n;
+    a.n_keys = r->prefix + r->step + 1;
+    a.tail_k = kv_at(s, s->br_key, tail_layer);
+    a.tail_v = kv_at(s, s->br_value, tail_layer);
+    a.tail_start = r->prefix;
+    a.tail_row_stride = (int)tail_row;
+    a.tail_branch_stride = s->kv_dim;
+    if (r->device_positions) {  // a lookahead round's graph: the prefix is the round's
+        a.n_keys = s->ctx;
+        a.n_keys_dev = &input_of(s, r)->n_keys;
+        a.tail_start = 0;
+        a.tail_start_dev = &input_of(s, r)->tail_start;
     }
+    CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     return 0;
 }
 

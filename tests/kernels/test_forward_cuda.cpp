@@ -25,6 +25,9 @@
 
 #include "kb_util.h"
 #include "forward_test_util.h"
+#ifdef ENTROPIX_CUDA_EMU
+#include "tests/cuda_emu/include/emu/kernel_runs.h"
+#endif
 
 #include <algorithm>
 #include <string>
@@ -164,7 +167,16 @@ Test(forward_cuda, all_logits_and_branches_match_cpu) {
         int bt[nb];
         for (int b = 0; b < nb; b++) bt[b] = (17 + 101 * b + 7 * j) % (int)vocab;
         cr_assert_eq(emx_forward_branches(cpu, bt, nb, n, j, bc.data()), 0);
+#ifdef ENTROPIX_CUDA_EMU
+        const long attn_before = emu::kernel_runs("attention_");
+#endif
         cr_assert_eq(emx_forward_branches(gpu, bt, nb, n, j, bg.data()), 0, "%s", emx_state_error(gpu));
+#ifdef ENTROPIX_CUDA_EMU
+        // the 5 branches' attention: one launch of the kernel and one of the combine per layer
+        const long attn = emu::kernel_runs("attention_") - attn_before;
+        cr_assert_eq(attn, 2L * (long)m.cfg.n_layers, "step %d: %ld attention kernels for %u layers", j, attn,
+                     m.cfg.n_layers);
+#endif
         for (int b = 0; b < nb; b++) compare("branch logits", &bg[(size_t)b * vocab], &bc[(size_t)b * vocab], vocab, 2e-4f);
     }
     cr_assert_eq(emx_branch_commit(cpu, 3, steps, n), 0);

@@ -120,9 +120,9 @@ struct QueryRows {
 
 // Every kernel below is instantiated twice: BRANCHES false for causal rows (decode, prefill),
 // true for branch rows (attention.h), which take their branch stride as the kernel's last
-// argument. The causal kernels are thus the code they were before branch rows existed: a
-// branch stride in QueryRows, tested at run time, moved blockIdx.z out of the uniform
-// registers and cost a Qwen3-0.6B-shaped decode step 10% on an H200.
+// argument, so the causal kernels compile to the code they had before branch rows existed. (A
+// branch stride in QueryRows, tested at run time, took blockIdx.z out of the uniform registers
+// in the SASS, and a Qwen3-0.6B-shaped decode step was 10% slower on an H200.)
 
 // Keys that row r attends: causal rows, the last one all n_keys; branch rows, all of them each
 // (n_keys: of the call, or n_keys_dev).

@@ -213,8 +213,9 @@ Test(cpu_ops, dot_q8) { check_quant_dots(EMX_Q8); }
 // each row (same integer sums; only the float order of the scaled terms differs). That it and
 // the prefill tile equal the SIMD single-row dots bitwise is test_batch_invariance.c's.
 Test(cpu_ops, dot4x1_q8_q4_q4_1) {
-    static const int sizes[] = {32, 96, 256, 320, 576};
-    for (size_t si = 0; si < 5; si++) {
+    // ng = 1, 3, 7 (a tail of 3 after a whole block: its scales from the block before), 8, 10, 18
+    static const int sizes[] = {32, 96, 224, 256, 320, 576};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const int n = sizes[si], ng = n / 32;
         float x[576], xd[18], xs[18], o4[4];
         int8_t xq[576];

@@ -148,8 +148,30 @@ static inline __m512i quad_group_sums4(const __m512i p[4]) {
 static inline __m512 quad_scales4(__m512 t01, __m512 t23, const float *xd, int g, int m) {
     const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0),
                                          _mm512_set1_epi32(g % 8));
-    const __m128 dx = _mm_maskz_loadu_ps((__mmask8)((1u << m) - 1), xd + g);
+    const __m128 dx = m == 4 ? _mm_loadu_ps(xd + g) : _mm_maskz_loadu_ps((__mmask8)((1u << m) - 1), xd + g);
     return _mm512_mul_ps(_mm512_permutex2var_ps(t01, idx, t23), _mm512_broadcast_f32x4(dx));
+}
+
+// Groups g0 .. g0 + m - 1 (m <= 4) of the four rows into acc; inlined with m = 4 for the whole
+// blocks (no per-group test, a plain load of the activation scales) and once for the tail.
+static inline __attribute__((always_inline)) __m512 quad_step(int kind, const uint8_t *w, size_t row_bytes, int g0,
+                                                              int m, const int8_t *xq, const int32_t *xl,
+                                                              const float *xd, __m512 t01, __m512 t23, __m512 acc) {
+    __m512i p[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        p[k] = _mm512_setzero_si512();
+        if (k >= m) continue;
+        const int g = g0 + k;
+        __m512i w1, w2;
+        quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
+        const QuadAct xa = quad_act(kind, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
+        p[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xa.start, w1, xa.x1), w2, xa.x2);
+    }
+    const __m512 f = _mm512_cvtepi32_ps(quad_group_sums4(p));
+    const __m512 sc = quad_scales4(t01, t23, xd, g0, m);
+    if (m == 4) return _mm512_fmadd_ps(f, sc, acc);
+    return _mm512_mask3_fmadd_ps(f, sc, acc, (__mmask16)(((1u << m) - 1) * 0x1111u));
 }
 
 // Decode: four weight rows against one activation row, the rows read as they are (each weight
@@ -162,27 +184,20 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m512 acc = _mm512_setzero_ps(), t01 = _mm512_setzero_ps(), t23 = _mm512_setzero_ps();
-    for (int g0 = 0; g0 < ng; g0 += 4) {
-        const int m = ng - g0 < 4 ? ng - g0 : 4;
+    int g0 = 0;
+    for (; g0 + 4 <= ng; g0 += 4) {
         if (g0 % 8 == 0) {  // a block of 8 groups: the four rows' scales, the next quad asked for
             quad_scales(wd, ng, g0, &t01, &t23);
             prefetch_next_quad(kind, w, row_bytes, g0);
         }
-        __m512i p[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            p[k] = _mm512_setzero_si512();
-            if (k >= m) continue;
-            const int g = g0 + k;
-            __m512i w1, w2;
-            quad_group(kind == 0, w, row_bytes, g, &w1, &w2);
-            const QuadAct xa = quad_act(kind, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
-            p[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xa.start, w1, xa.x1), w2, xa.x2);
+        acc = quad_step(kind, w, row_bytes, g0, 4, xq, xl, xd, t01, t23, acc);
+    }
+    if (g0 < ng) {  // the last 1-3 groups
+        if (g0 % 8 == 0) {
+            quad_scales(wd, ng, g0, &t01, &t23);
+            prefetch_next_quad(kind, w, row_bytes, g0);
         }
-        const __m512 f = _mm512_cvtepi32_ps(quad_group_sums4(p));
-        const __m512 sc = quad_scales4(t01, t23, xd, g0, m);
-        if (m == 4) acc = _mm512_fmadd_ps(f, sc, acc);
-        else acc = _mm512_mask3_fmadd_ps(f, sc, acc, (__mmask16)(((1u << m) - 1) * 0x1111u));
+        acc = quad_step(kind, w, row_bytes, g0, ng - g0, xq, xl, xd, t01, t23, acc);
     }
     quad_sums(acc, out);
     if (kind == 2)

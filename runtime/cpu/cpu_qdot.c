@@ -174,10 +174,43 @@ static inline __attribute__((always_inline)) __m512 quad_step(int kind, const ui
     return _mm512_mask3_fmadd_ps(f, sc, acc, (__mmask16)(((1u << m) - 1) * 0x1111u));
 }
 
+// Nibbles (q4, kind 1; q4_1, kind 2), four whole groups g0 .. g0+3 of the four rows: each row's
+// 64 bytes are one register whose quarter k is group g0+k (no shuffle of the weights), against
+// the activation's halves of the same four groups ([x_{g0+k} bytes 0..15] in quarter k, and
+// bytes 16..31), regathered once for all four rows. Row r's register of lane dots is then
+// [group g0 lanes 0..3 | g0+1 | g0+2 | g0+3]: the transposing add makes lane 4k + r = I(r, g0+k),
+// and the accumulator here is laid out the same way (lane 4k + r: row r's phase k). Per 4 groups
+// x 4 rows: 4 weight loads and 12 bitwise ops where quad_step takes 16 loads and 12 inserts.
+static inline __attribute__((always_inline)) __m512 nibble_step4(int kind, const uint8_t *w, size_t row_bytes, int g0,
+                                                                 const int8_t *xq, const int32_t *xl, const float *xd,
+                                                                 __m512 t01, __m512 t23, __m512 acc) {
+    const __m512i xa = _mm512_loadu_si512(xq + (size_t)g0 * 32), xb = _mm512_loadu_si512(xq + (size_t)g0 * 32 + 64);
+    const __m512i xlo = _mm512_permutex2var_epi64(xa, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), xb);
+    const __m512i xhi = _mm512_permutex2var_epi64(xa, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), xb);
+    // q4's -8 x per lane (the lane sums are stored negated, four per group: 16 for 4 groups)
+    const __m512i start =
+        kind == 1 ? _mm512_slli_epi32(_mm512_loadu_si512(xl + (size_t)g0 * 4), 3) : _mm512_setzero_si512();
+    const __m512i mask = _mm512_set1_epi8(0xf);
+    __m512i p[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        const __m512i v = _mm512_loadu_si512(w + (size_t)r * row_bytes + (size_t)g0 * 16);
+        p[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, _mm512_and_si512(v, mask), xlo),
+                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), mask), xhi);
+    }
+    const __m512 f = _mm512_cvtepi32_ps(quad_group_sums4(p));
+    // lane 4k + r: d_w(r, g0+k) (tables: [r0 | r1], [r2 | r3], 8 groups each) * d_x(g0+k)
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0),
+                                         _mm512_set1_epi32(g0 % 8));
+    const __m512 dx = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                            _mm512_castps128_ps512(_mm_loadu_ps(xd + g0)));
+    return _mm512_fmadd_ps(f, _mm512_mul_ps(_mm512_permutex2var_ps(t01, idx, t23), dx), acc);
+}
+
 // Decode: four weight rows against one activation row, the rows read as they are (each weight
 // is used once: no repacking pays), the next block of the rows asked for ahead. Four groups at a
 // time: their lane dots (two vpdpbusd each), the whole-group sums, one FMA into the accumulator
-// whose lane 4r + k is row r's phase k.
+// whose lane 4r + k is row r's phase k (the nibbles' whole blocks: lane 4k + r, transposed after).
 static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
                                                          const uint16_t *wm, const int8_t *xq, const int32_t *xl,
                                                          const float *xd, const float *xs, int n, float out[4]) {
@@ -186,16 +219,19 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
     __m512 acc = _mm512_setzero_ps(), t01 = _mm512_setzero_ps(), t23 = _mm512_setzero_ps();
     int g0 = 0;
     for (; g0 + 4 <= ng; g0 += 4) {
-        if (g0 % 8 == 0) {  // a block of 8 groups: the four rows' scales, the next quad asked for
+        if (g0 % 8 == 0) {  // a block of 8 groups: the four rows' scales, a quad ahead asked for
             quad_scales(wd, ng, g0, &t01, &t23);
-            prefetch_next_quad(kind, w, row_bytes, g0);
+            prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
-        acc = quad_step(kind, w, row_bytes, g0, 4, xq, xl, xd, t01, t23, acc);
+        if (kind == 0) acc = quad_step(kind, w, row_bytes, g0, 4, xq, xl, xd, t01, t23, acc);
+        else acc = nibble_step4(kind, w, row_bytes, g0, xq, xl, xd, t01, t23, acc);
     }
+    if (kind != 0)  // lane 4k + r -> 4r + k (a transpose: its own inverse)
+        acc = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), acc);
     if (g0 < ng) {  // the last 1-3 groups
         if (g0 % 8 == 0) {
             quad_scales(wd, ng, g0, &t01, &t23);
-            prefetch_next_quad(kind, w, row_bytes, g0);
+            prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
         acc = quad_step(kind, w, row_bytes, g0, ng - g0, xq, xl, xd, t01, t23, acc);
     }
@@ -236,7 +272,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
                 for (int r = 0; r < 4; r++)
                     for (int k = 0; k < 8; k++) s[r][k] = k < mb ? _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k] : 0.0f;
             }
-            prefetch_next_quad(kind, w, row_bytes, g0);
+            prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
         // (the whole blocks of four unrolled, so that p01 / p23 stay in registers: written as one
         // loop with a `k < m` test, gcc 12 kept them on the stack and zeroed them with rep stos,

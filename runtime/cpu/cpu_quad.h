@@ -14,26 +14,31 @@
 
 #ifdef EMX_AVX2
 // For the 4-row kernels that read the weight rows as they are: at the start of each block of 8
-// groups of a quad (four rows, row_bytes each, at w), ask for that block's share of the next
-// quad's rows (the 4 row_bytes after these: a matmul's threads take consecutive quads). Reading
-// four rows a few hundred bytes apart, the hardware prefetcher does not run far enough ahead: q8
-// decode of a matrix from memory ran at half the one-row kernel's speed (which reads one
-// stream). Asking instead for the next block of these same rows, a few hundred bytes ahead, is
-// too close to hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2,
-// 2-core Xeon with AVX-512, alternated).
+// groups of a quad (four rows, row_bytes each, at w), ask for that block's share of a quad
+// ahead (a matmul's threads take consecutive quads): q8 the quad after the next (the 4 rows
+// from w + 8 row_bytes), the nibbles the next one (from w + 4 row_bytes). Reading four rows a
+// few hundred bytes apart, the hardware prefetcher does not run far enough ahead: q8 decode of
+// a matrix from memory ran at half the one-row kernel's speed (which reads one stream). Asking
+// instead for the next block of these same rows, a few hundred bytes ahead, is too close to
+// hide the latency: SmolLM2 q8 decoded at 119-123 tok/s against 146-169 (-t 2, 2-core Xeon with
+// AVX-512, alternated).
 // q8 asks for L2 (T1), the nibbles for L1 (T0): decode tg64, alternated, Qwen3-0.6B-shaped q8
 // T0 -> T1 AVX2-only build 22.4-23.2 -> 31.1 tok/s at -t 2 and 13.8-13.9 -> 17.0-17.3 at -t 1,
 // AVX-512 34.7-35.1 -> 36.3-37.4 and 18.7-19.1 -> 20.0-20.1; SmolLM2 q8 (its weights largely in
-// this VM's cache) even; q4 with T1 lost 3-7% in both builds.
+// this VM's cache) even; q4 with T1 lost 3-7% in both builds. q8 two quads ahead instead of
+// one, on a 2-core AMD EPYC (Zen 4, AVX-512), Qwen3-0.6B-shaped tg128, 5 rounds alternated:
+// 28.1 -> 36.9 tok/s at -t 1, 49.4 -> 59.4 at -t 2 (T0 at one quad: 18.9); the nibbles, whose
+// quad is half the bytes, showed no difference at two or three quads ahead (0.97-1.09, noise).
 // always_inline is load-bearing: as a plain static inline function gcc 12 judged this helper
 // free of side effects (it holds only prefetches) and deleted every call, results unchanged and
 // decode a third slower (tests/test_cpu_code.c reads the object file for the prefetches).
-static inline __attribute__((always_inline)) void prefetch_next_quad(int kind, const uint8_t *w, size_t row_bytes, int g0) {
+static inline __attribute__((always_inline)) void prefetch_quad_ahead(int kind, const uint8_t *w, size_t row_bytes,
+                                                                      int g0) {
     const size_t block_bytes = kind == 0 ? 256 : 128;  // 8 groups of one row
-    const uint8_t *next = w + 4 * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
+    const uint8_t *ahead = w + (kind == 0 ? 8 : 4) * row_bytes + (size_t)(g0 / 8) * 4 * block_bytes;
     for (size_t b = 0; b < 4 * block_bytes; b += 64) {
-        if (kind == 0) _mm_prefetch((const char *)(next + b), _MM_HINT_T1);  // q8: into L2
-        else _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+        if (kind == 0) _mm_prefetch((const char *)(ahead + b), _MM_HINT_T1);  // q8: into L2
+        else _mm_prefetch((const char *)(ahead + b), _MM_HINT_T0);
     }
 }
 
@@ -123,14 +128,19 @@ static inline __attribute__((always_inline)) void quad_group(int q8, const uint8
 }
 
 // The four rows' scales d_w of the groups g0 .. g0+7 (fewer at the row's end: masked loads stay
-// inside the rows), as two tables [r0 | r1] and [r2 | r3] of 8 floats each.
-static inline void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01, __m512 *t23) {
-    const int m = ng - g0 < 8 ? ng - g0 : 8;
-    const __mmask8 live = (__mmask8)((1u << m) - 1);
-    __m256 d[4];
-    for (int r = 0; r < 4; r++) d[r] = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd + (size_t)r * ng + g0));
-    *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(d[0]), d[1], 1);
-    *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(d[2]), d[3], 1);
+// inside the rows), as two tables [r0 | r1] and [r2 | r3] of 8 floats each. (Written out row by
+// row: as a loop over a local array, gcc 12 kept the array on the stack, a store and a reload
+// per row, about a tenth of q8 decode's samples at one thread.)
+static inline __attribute__((always_inline)) __m256 row_scales8(const uint16_t *wd, __mmask8 live) {
+    return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(live, wd));
+}
+static inline __attribute__((always_inline)) void quad_scales(const uint16_t *wd, int ng, int g0, __m512 *t01,
+                                                              __m512 *t23) {
+    const __mmask8 live = ng - g0 < 8 ? (__mmask8)((1u << (ng - g0)) - 1) : (__mmask8)0xff;
+    const uint16_t *d = wd + g0;
+    *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(row_scales8(d, live)), row_scales8(d + ng, live), 1);
+    *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(row_scales8(d + 2 * (size_t)ng, live)),
+                              row_scales8(d + 3 * (size_t)ng, live), 1);
 }
 
 // Activation row x's group (its 32 quants at x, its lane sums at xl) as registers: both halves

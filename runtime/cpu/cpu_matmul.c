@@ -322,6 +322,7 @@ static void matmul_amx(float *out, size_t stride, const EmxTensor *w, int r, con
 // Threads take whole tiles of ROW_TILE weight rows (static: thread t gets the same rows every
 // call), four rows at a time where the rows are quantised and the build has the 4-row kernels.
 #define ROW_TILE 16
+_Static_assert(ROW_TILE % EMX_AMX_ROWS == 0, "a thread's tile of rows holds whole AMX tiles");
 
 void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, int n_threads) {
     int total = 0, quantised = 0;
@@ -335,9 +336,12 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
     int quads = quantised && emx_quad_kernels_available();
     // AMX takes whole tiles of 16 rows of a batch; where every matrix is such tiles (and ROW_TILE
     // tiles never straddle two), the 4-row kernels and their operands are not needed
-    const int amx = quads && a->n >= EMX_PACK_MIN_ROWS && emx_amx_available();
-    int amx_all = amx;
-    for (int j = 0; j < n_jobs; j++) amx_all &= jobs[j].w->rows % ROW_TILE == 0;
+    int amx = quads && a->n >= EMX_PACK_MIN_ROWS && emx_amx_available(), amx_all = amx, amx_any = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        amx_all &= jobs[j].w->rows % ROW_TILE == 0;
+        amx_any |= jobs[j].w->rows >= EMX_AMX_ROWS;
+    }
+    amx &= amx_any;  // no matrix holds a tile: no activation tiles to lay out
     uint8_t *amx_acts = amx ? aligned_alloc(64, emx_amx_acts_bytes(a->n, cols)) : NULL;
     const int amx_tiles = amx_acts != NULL;  // no memory for the activation tiles: no AMX, same bits
     // the activations' lane sums (the 4-row kernels' offsets), once for every matrix; without
@@ -363,7 +367,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
         }
         if (amx_acts) {
 #pragma omp for schedule(static)
-            for (int b = 0; b < (a->n + 15) / 16; b++) emx_amx_acts(amx_acts, a, cols, b);
+            for (int b = 0; b < (a->n + EMX_AMX_ROWS - 1) / EMX_AMX_ROWS; b++) emx_amx_acts(amx_acts, a, cols, b);
         }
         // the thread's two repacked quads; NULL (no memory) reads the rows as they are instead, same bits
         const size_t pack_bytes = use_pack ? emx_quad_pack_bytes(cols) : 0, amx_bytes = emx_amx_pack_bytes(cols);
@@ -376,9 +380,10 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
                 const size_t stride = jobs[j].out_stride ? jobs[j].out_stride : w->rows;
-                if (amx_tiles && pack && emx_dtype_wants_q8_acts(w->dtype) && r + 16 <= (int)w->rows && gr + 16 <= g1) {
+                if (amx_tiles && pack && emx_dtype_wants_q8_acts(w->dtype) && r + EMX_AMX_ROWS <= (int)w->rows &&
+                    gr + EMX_AMX_ROWS <= g1) {
                     matmul_amx(jobs[j].out, stride, w, r, a, amx_acts, pack);
-                    gr += 16;
+                    gr += EMX_AMX_ROWS;
                 } else if (lanes && pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
                     matmul_quad_pair(jobs[j].out, stride, w, r, a, xl, blocks, pack, pack + pack_bytes);
                     gr += 8;

@@ -154,6 +154,7 @@ void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const
 // wm + k * n/32) are packed once (emx_amx_pack: 64-byte aligned, emx_amx_pack_bytes(n)) and run
 // against every activation row (emx_amx_tile): out[i * out_stride + k], bitwise emx_dot_*(row k,
 // activation row i).
+#define EMX_AMX_ROWS 16  // weight rows (and activation rows) per tile
 int emx_amx_available(void);
 size_t emx_amx_acts_bytes(int n_rows, int n);
 void emx_amx_acts(uint8_t *acts, const EmxActs *a, int n, int blk);

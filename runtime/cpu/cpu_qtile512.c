@@ -151,13 +151,21 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
     for (int wq = 0; wq < nw; wq++)
         for (int q = 0; q < na; q++) {
             float v[16];
-            _mm512_storeu_ps(v, _mm512_add_ps(_mm512_add_ps(acc[0][wq][q], acc[2][wq][q]),
-                                              _mm512_add_ps(acc[1][wq][q], acc[3][wq][q])));
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][wq][q], acc[2][wq][q]),
+                                             _mm512_add_ps(acc[1][wq][q], acc[3][wq][q]));
+            if (kind != 2) {  // lane 4r + j -> 4j + r: activation row j's four outputs side by side, one store
+                _mm512_storeu_ps(v, _mm512_permutexvar_ps(
+                                        _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sum));
+                for (int j = 0; j < nt[q]; j++)
+                    _mm_storeu_ps(out + (size_t)(4 * q + j) * out_stride + 4 * wq, _mm_loadu_ps(v + 4 * j));
+                continue;
+            }
+            _mm512_storeu_ps(v, sum);
             for (int j = 0; j < nt[q]; j++) {
                 const int row = 4 * q + j;
                 for (int r = 0; r < 4; r++)
                     out[(size_t)row * out_stride + 4 * wq + r] =
-                        kind == 2 ? v[4 * r + j] + offsets_sum(wm[wq] + (size_t)r * ng, xs + (size_t)row * ng, ng) : v[4 * r + j];
+                        v[4 * r + j] + offsets_sum(wm[wq] + (size_t)r * ng, xs + (size_t)row * ng, ng);
             }
         }
 }

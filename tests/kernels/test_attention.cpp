@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "attention_test_util.h"
 #include "kb_util.h"
 #include "kernels/rope.h"
 
@@ -291,24 +292,8 @@ Test(attention, decode_steps_after_rope_kv_write) {
 
 namespace {
 
-// GQA 6/2 heads of head_dim 40 (not a multiple of a warp), 37 keys (not a multiple of anything).
-const int kNh = 6, kNkv = 2, kHd = 40, kKeys = 37, kKvDim = kNkv * kHd, kQDim = kNh * kHd;
-
-// Floats as the cache's bytes; with f16, `x` is rounded to what the cache holds (the CPU twin
-// then sees exactly the device's values).
-std::vector<uint8_t> cache_bytes(std::vector<float> &x, int kv_dtype) {
-    std::vector<uint8_t> b(x.size() * (kv_dtype == EMX_KV_F16 ? 2 : 4));
-    for (size_t i = 0; i < x.size(); i++) {
-        if (kv_dtype == EMX_KV_F16) {
-            const uint16_t h = emx_f32_to_f16(x[i]);
-            x[i] = emx_f16_to_f32(h);
-            memcpy(&b[2 * i], &h, 2);
-        } else {
-            memcpy(&b[4 * i], &x[i], 4);
-        }
-    }
-    return b;
-}
+// The shared shape (attention_test_util.h) over 37 keys (not a multiple of anything).
+const int kKeys = 37;
 
 // What one call leaves behind: the outputs, the score buffer (12345 where not written; the stride
 // leaves room for the n_keys_dev runs' larger n_keys) and the statistics.
@@ -360,20 +345,6 @@ bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoft
             a[i].n_posinf != b[i].n_posinf)
             return false;
     return true;
-}
-
-EmxAttentionArgs base_args(const float *q, const void *k, const void *v, int kv_dtype, int n_keys, int kpb) {
-    EmxAttentionArgs a = {};
-    a.q = q;
-    a.k_cache = k;
-    a.v_cache = v;
-    a.kv_dtype = kv_dtype;
-    a.n_heads = kNh;
-    a.n_kv_heads = kNkv;
-    a.head_dim = kHd;
-    a.n_keys = n_keys;
-    a.keys_per_block = kpb;
-    return a;
 }
 
 // (a) The keys from tail_start on live in branch 1 of three interleaved branch tails (row j at

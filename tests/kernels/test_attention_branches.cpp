@@ -10,29 +10,14 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "attention_test_util.h"
 #include "kb_util.h"
-
-extern "C" {
-#include "base/dtype.h"
-}
 
 namespace {
 
-// GQA 6/2 heads of head_dim 40, chunks of 8 keys (so the rows need several, and the combine).
-const int kNh = 6, kNkv = 2, kHd = 40, kKvDim = kNkv * kHd, kQDim = kNh * kHd, kKpb = 8;
-
-std::vector<uint8_t> as_cache(const std::vector<float> &x, int kv_dtype) {
-    std::vector<uint8_t> b(x.size() * (kv_dtype == EMX_KV_F16 ? 2 : 4));
-    for (size_t i = 0; i < x.size(); i++) {
-        if (kv_dtype == EMX_KV_F16) {
-            const uint16_t h = emx_f32_to_f16(x[i]);
-            memcpy(&b[2 * i], &h, 2);
-        } else {
-            memcpy(&b[4 * i], &x[i], 4);
-        }
-    }
-    return b;
-}
+// The shared shape (attention_test_util.h) in chunks of 8 keys (so the rows need several, and
+// the combine).
+const int kKpb = 8;
 
 // One call of `a` (pointers and sizes set by the caller) into fresh NaN outputs of `rows` rows.
 std::vector<float> run(int kernel, EmxAttentionArgs a, int rows, int ws_keys) {
@@ -57,8 +42,8 @@ void check_branches(int kernel, int kv_dtype, int prefix, int steps, int n_branc
     for (float &x : q) x = rng.normal() * 1.5f;
     for (size_t i = 0; i < (size_t)prefix * kKvDim; i++) kc[i] = rng.normal(), vc[i] = rng.normal();
     for (size_t i = 0; i < (size_t)steps * n_branches * kKvDim; i++) kt[i] = rng.normal(), vt[i] = rng.normal();
-    const std::vector<uint8_t> kcb = as_cache(kc, kv_dtype), vcb = as_cache(vc, kv_dtype);
-    const std::vector<uint8_t> ktb = as_cache(kt, kv_dtype), vtb = as_cache(vt, kv_dtype);
+    const std::vector<uint8_t> kcb = cache_bytes(kc, kv_dtype), vcb = cache_bytes(vc, kv_dtype);
+    const std::vector<uint8_t> ktb = cache_bytes(kt, kv_dtype), vtb = cache_bytes(vt, kv_dtype);
     const size_t row_bytes = ktb.size() / kt.size() * kKvDim;
     DevBuf<float> d_q(q);
     DevBuf<uint8_t> d_kc(kcb), d_vc(vcb), d_kt(ktb), d_vt(vtb);
@@ -66,15 +51,7 @@ void check_branches(int kernel, int kv_dtype, int prefix, int steps, int n_branc
     d_n.upload(&n_keys, 1);
     d_ts.upload(&prefix, 1);
 
-    EmxAttentionArgs base = {};
-    base.k_cache = d_kc.p;
-    base.v_cache = d_vc.p;
-    base.kv_dtype = kv_dtype;
-    base.n_heads = kNh;
-    base.n_kv_heads = kNkv;
-    base.head_dim = kHd;
-    base.n_keys = n_keys;
-    base.keys_per_block = kKpb;
+    EmxAttentionArgs base = base_args(nullptr, d_kc.p, d_vc.p, kv_dtype, n_keys, kKpb);
     base.tail_start = prefix;
     base.tail_row_stride = n_branches * kKvDim;
 

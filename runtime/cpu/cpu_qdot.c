@@ -228,7 +228,9 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
     }
     if (kind != 0)  // lane 4k + r -> 4r + k (a transpose: its own inverse)
         acc = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), acc);
-    if (g0 < ng) {  // the last 1-3 groups
+    if (g0 < ng) {  // the last 1-3 groups (the block's start written out again: as one shared
+                    // always-inline helper, gcc 12 allocated the loop's registers otherwise and
+                    // q4 decode ran 6% slower, Zen 4, -t 1, 5 rounds alternated)
         if (g0 % 8 == 0) {
             quad_scales(wd, ng, g0, &t01, &t23);
             prefetch_quad_ahead(kind, w, row_bytes, g0);

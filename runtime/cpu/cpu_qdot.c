@@ -251,6 +251,39 @@ static inline __attribute__((always_inline)) void group_dots(int kind, const uin
     quad_dots2(kind, p01, p23, wv, wa, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
 }
 
+// Nibbles (q4, kind 1; q4_1, kind 2), four whole groups g0 .. g0+3 of the four rows as their
+// whole-group sums i01 = [row 0: I_g0 .. I_g0+3 | row 1: ...], i23 (rows 2, 3), exact: each row's
+// 32 bytes of two groups are one register (halves = groups, no shuffle of the weights) against
+// the activation's halves of the same two groups, regathered once for the four rows. Row r's
+// lane dots [g lanes 0..3 | g+1 lanes 0..3] and [g+2 | g+3] go through the pairs' transposing add
+// ([a(g), b(g), a(g+2), b(g+2) | a(g+1), b(g+1), a(g+3), b(g+3)]) and one permute.
+static inline __attribute__((always_inline)) void nibble_sums4(int kind, const uint8_t *w, size_t row_bytes, int g0,
+                                                               const int8_t *xq, const int32_t *xl, __m256i *i01,
+                                                               __m256i *i23) {
+    const __m256i mask = _mm256_set1_epi8(0xf);
+    __m256i p[2][4];  // [groups g0, g0+1 | g0+2, g0+3][row]
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const int g = g0 + 2 * h;
+        const __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32));
+        const __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + (size_t)g * 32 + 32));
+        const __m256i xlo = _mm256_permute2x128_si256(xa, xb, 0x20), xhi = _mm256_permute2x128_si256(xa, xb, 0x31);
+        // q4: (nib - 8) x = nib x + 8 * (-x), the two groups' lane sums of -x
+        const __m256i off = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xl + (size_t)g * 4)), 3);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * row_bytes + (size_t)g * 16));
+            const __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+            p[h][r] = pair_dot(0, lo, hi, lo, hi, xlo, xhi);
+            if (kind == 1) p[h][r] = _mm256_add_epi32(p[h][r], off);
+        }
+    }
+    const __m256i idx = _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7);
+    const __m256i q01[4] = {p[0][0], p[0][1], p[1][0], p[1][1]}, q23[4] = {p[0][2], p[0][3], p[1][2], p[1][3]};
+    *i01 = _mm256_permutevar8x32_epi32(pair_group_sums4(q01), idx);
+    *i23 = _mm256_permutevar8x32_epi32(pair_group_sums4(q23), idx);
+}
+
 // Decode: four weight rows against one activation row, read as they are. The scales s_g =
 // d_w * d_x of 8 groups of the four rows at a time (the same f32 products as the scalar
 // kernels'); four groups at a time, each pair of rows' whole-group sums into the accumulator
@@ -279,18 +312,22 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         // (the whole blocks of four unrolled, so that p01 / p23 stay in registers: written as one
         // loop with a `k < m` test, gcc 12 kept them on the stack and zeroed them with rep stos,
         // and q4 decode ran at 0.6x)
-        __m256i p01[4], p23[4];
-        if (m == 4) {
+        __m256i p01[4], p23[4], i01, i23;
+        if (m == 4 && kind != 0) {
+            nibble_sums4(kind, w, row_bytes, g0, xq, xl, &i01, &i23);
+        } else if (m == 4) {
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) group_dots(kind, w, row_bytes, g0 + k, xq, xl, &p01[k], &p23[k]);
+            i01 = pair_group_sums4(p01), i23 = pair_group_sums4(p23);
         } else {
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 p01[k] = p23[k] = _mm256_setzero_si256();
                 if (k < m) group_dots(kind, w, row_bytes, g0 + k, xq, xl, &p01[k], &p23[k]);
             }
+            i01 = pair_group_sums4(p01), i23 = pair_group_sums4(p23);
         }
-        const __m256 f01 = _mm256_cvtepi32_ps(pair_group_sums4(p01)), f23 = _mm256_cvtepi32_ps(pair_group_sums4(p23));
+        const __m256 f01 = _mm256_cvtepi32_ps(i01), f23 = _mm256_cvtepi32_ps(i23);
         const __m256 s01 = _mm256_set_m128(_mm_load_ps(s[1] + h), _mm_load_ps(s[0] + h));
         const __m256 s23 = _mm256_set_m128(_mm_load_ps(s[3] + h), _mm_load_ps(s[2] + h));
         const __m256 n01 = _mm256_fmadd_ps(f01, s01, acc01), n23 = _mm256_fmadd_ps(f23, s23, acc23);

@@ -17,10 +17,11 @@
 // so a kernel lays its lanes out as it likes, and the float work (convert, scale, FMA) is paid
 // once per group and pair, not once per lane. The prefill tile puts 4 weight rows x 4 activation
 // rows in a 512-bit register and pays it once for 16 pairs (cpu_qtile512.c); decode, one
-// activation row, takes four groups of four rows (two vpdpbusd each: [row r's 4 lane sums] in
-// quarter r), adds each quarter's lanes into [row r: I_g .. I_g+3] with one transposing add,
-// and so pays one convert and one FMA per 4 rows x 4 groups; AVX2 does the same with two rows
-// in a 256-bit register.
+// activation row, takes four groups of four rows (int8: two vpdpbusd per group, [row r's 4 lane
+// sums] in quarter r; nibbles: one register per row, its quarters the four groups), makes the
+// whole-group sums with one transposing add, and so pays one convert and one FMA per 4 rows x 4
+// groups; AVX2 does the same in 256-bit registers (int8 two rows to a register, nibbles two
+// groups of one row).
 //
 // vpdpbusd multiplies unsigned by signed bytes. Nibbles are unsigned already; int8 weights
 // are made unsigned (w + 128, an xor). The sum then holds sum w x + c * sum x (c = 128 for q8,

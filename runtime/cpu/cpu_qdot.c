@@ -186,8 +186,8 @@ static inline __attribute__((always_inline)) __m512 nibble_step4(int kind, const
                                                                  const int8_t *xq, const int32_t *xl, const float *xd,
                                                                  __m512 t01, __m512 t23, __m512 acc) {
     const __m512i xa = _mm512_loadu_si512(xq + (size_t)g0 * 32), xb = _mm512_loadu_si512(xq + (size_t)g0 * 32 + 64);
-    const __m512i xlo = _mm512_permutex2var_epi64(xa, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), xb);
-    const __m512i xhi = _mm512_permutex2var_epi64(xa, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), xb);
+    __m512i xlo, xhi;
+    split_halves(xa, xb, &xlo, &xhi);
     // q4's -8 x per lane (the lane sums are stored negated, four per group: 16 for 4 groups)
     const __m512i start =
         kind == 1 ? _mm512_slli_epi32(_mm512_loadu_si512(xl + (size_t)g0 * 4), 3) : _mm512_setzero_si512();
@@ -209,7 +209,7 @@ static inline __attribute__((always_inline)) __m512 nibble_step4(int kind, const
 }
 
 // Decode: four weight rows against one activation row, the rows read as they are (each weight
-// is used once: no repacking pays), the next block of the rows asked for ahead. Four groups at a
+// is used once: no repacking pays), a quad of rows ahead asked for (prefetch_quad_ahead). Four groups at a
 // time: their lane dots (two vpdpbusd each), the whole-group sums, one FMA into the accumulator
 // whose lane 4r + k is row r's phase k (the nibbles' whole blocks: lane 4k + r, transposed after).
 static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
@@ -227,8 +227,7 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         if (kind == 0) acc = quad_step(kind, w, row_bytes, g0, 4, xq, xl, xd, t01, t23, acc);
         else acc = nibble_step4(kind, w, row_bytes, g0, xq, xl, xd, t01, t23, acc);
     }
-    if (kind != 0)  // lane 4k + r -> 4r + k (a transpose: its own inverse)
-        acc = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), acc);
+    if (kind != 0) acc = transpose4x4_ps(acc);  // lane 4k + r -> 4r + k
     if (g0 < ng) {  // the last 1-3 groups (the block's start written out again: as one shared
                     // always-inline helper, gcc 12 allocated the loop's registers otherwise and
                     // q4 decode ran 6% slower, Zen 4, -t 1, 5 rounds alternated)

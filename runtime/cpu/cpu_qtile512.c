@@ -154,8 +154,7 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
             const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][wq][q], acc[2][wq][q]),
                                              _mm512_add_ps(acc[1][wq][q], acc[3][wq][q]));
             if (kind != 2) {  // lane 4r + j -> 4j + r: activation row j's four outputs side by side, one store
-                _mm512_storeu_ps(v, _mm512_permutexvar_ps(
-                                        _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sum));
+                _mm512_storeu_ps(v, transpose4x4_ps(sum));
                 for (int j = 0; j < nt[q]; j++)
                     _mm_storeu_ps(out + (size_t)(4 * q + j) * out_stride + 4 * wq, _mm_loadu_ps(v + 4 * j));
                 continue;

@@ -107,6 +107,18 @@ static inline __m512i quad16(const uint8_t *p, size_t stride) {
     return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * stride)), 3);
 }
 
+// Four 32-byte pieces, two in each of a and b, as their first halves [p0 0..15 | p1 | p2 | p3]
+// (lo) and their second halves (hi): a group's bytes split as the activation's halves are.
+static inline __attribute__((always_inline)) void split_halves(__m512i a, __m512i b, __m512i *lo, __m512i *hi) {
+    *lo = _mm512_permutex2var_epi64(a, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), b);
+    *hi = _mm512_permutex2var_epi64(a, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), b);
+}
+
+// The 4 x 4 transpose of a register's lanes: lane 4i + j <-> lane 4j + i (its own inverse).
+static inline __m512 transpose4x4_ps(__m512 v) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), v);
+}
+
 // Group g of four weight rows as two unsigned registers: w1 = bytes 0..15 of each row, w2 =
 // bytes 16..31 (q8: w + 128; q4/q4_1: the nibbles, low ones are weights 0..15).
 static inline __attribute__((always_inline)) void quad_group(int q8, const uint8_t *w, size_t row_bytes, int g,
@@ -118,8 +130,9 @@ static inline __attribute__((always_inline)) void quad_group(int q8, const uint8
                                                _mm256_loadu_si256((const __m256i *)(p + row_bytes)), 1);
         const __m512i r23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2 * row_bytes))),
                                                _mm256_loadu_si256((const __m256i *)(p + 3 * row_bytes)), 1);
-        *w1 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), r23), flip);
-        *w2 = _mm512_xor_si512(_mm512_permutex2var_epi64(r01, _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2), r23), flip);
+        split_halves(r01, r23, w1, w2);
+        *w1 = _mm512_xor_si512(*w1, flip);
+        *w2 = _mm512_xor_si512(*w2, flip);
     } else {
         const __m512i nib = quad16(w + (size_t)g * 16, row_bytes), mask = _mm512_set1_epi8(0xf);
         *w1 = _mm512_and_si512(nib, mask);

@@ -1,7 +1,7 @@
 // test_bench.c — the pieces of tools/bench that are not timings: llama-bench's JSONL output
 // read back (a real llama-bench output, tests/data/bench/), a --compare-cmd's figure read
 // back, results saved and compared, the forward-pass measurement's bookkeeping, the
-// copy-bandwidth probe, the CLI's errors, and the `speed` report on the CPU and on an emulated
+// copy-bandwidth probe, the note on OpenMP's wait policy, the CLI's errors, and the `speed` report on the CPU and on an emulated
 // GPU ($EMX_GPU_BENCH: tools/bench linked with the CUDA backend under tests/cuda_emu): the same
 // lines on both, bytes per token from the model's shapes, the peak bandwidth from the emulated
 // device's properties, kernel launches per decode step. No test here asserts a speed.
@@ -35,6 +35,18 @@ Test(bench, llama_bench_jsonl_parsed) {
     cr_expect_eq(fs.decode_tps, 55.25);
     cr_expect_eq(emx_llama_bench_parse("| model | size |\n", &fs, err, sizeof err), -1);
     cr_expect(strstr(err, "no result") != NULL, "%s", err);
+}
+
+// The note on OpenMP's wait policy: "passive" in any case gives one, anything else none.
+Test(bench, wait_policy_note) {
+    unsetenv("OMP_WAIT_POLICY");
+    cr_expect_null(emx_bench_wait_policy_note());
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    cr_expect_null(emx_bench_wait_policy_note());
+    setenv("OMP_WAIT_POLICY", "Passive", 1);
+    const char *note = emx_bench_wait_policy_note();
+    cr_assert_not_null(note);
+    cr_expect(strstr(note, "unset it to measure speed") != NULL, "%s", note);
 }
 
 // A real llama-bench output (llama.cpp 0c1e570, -p 16 -n 4 -r 1 -o jsonl, SmolLM2 Q4_1): the
@@ -203,10 +215,13 @@ Test(bench, cli_errors_are_one_line, .timeout = 300) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
+    setenv("OMP_WAIT_POLICY", "passive", 1);  // inherited by the run: its note on stderr
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "-t", "1", "-p", "32", "-n", "16",
                                                  "--runs", "1", "--save", path, NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "bench: note: OMP_WAIT_POLICY=passive: ") != NULL, "%s", r.err);
     run_free(&r);
+    unsetenv("OMP_WAIT_POLICY");
     r = run_prog(bin, (const char *[]){"speed", mp, "-t", "1", "-p", "32", "-n", "16", "--runs", "1",
                                        "--baseline", path, NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);

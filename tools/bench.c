@@ -316,6 +316,8 @@ static void describe_machine(EmxBenchResult *r, const char *model_path, const Em
     if (!on_gpu) r->memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r->threads, 5);
     fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s), %s KV cache\n", r->cpu, r->simd, r->threads,
             info->device, info->device_desc, emx_cache_type_name(info->cache_type));
+    const char *wait = on_gpu ? NULL : emx_bench_wait_policy_note();
+    if (wait) fprintf(stderr, "bench: note: %s\n", wait);
 }
 
 // The runtime that `speed` compares with, run alternately with ours.

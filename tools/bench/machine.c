@@ -1,4 +1,4 @@
-// machine.c — CPU name and copy bandwidth (machine.h).
+// machine.c — CPU name, copy and read bandwidth, the OpenMP wait policy (machine.h).
 #include "tools/bench/machine.h"
 
 #include <omp.h>
@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/clock.h"
 
@@ -122,4 +123,11 @@ double emx_bench_read_gbs(size_t bytes, int n_threads, int rounds) {
     free(buf);
     free(gbs);
     return med;
+}
+
+const char *emx_bench_wait_policy_note(void) {
+    const char *p = getenv("OMP_WAIT_POLICY");
+    if (!p || strcasecmp(p, "passive") != 0) return NULL;
+    return "OMP_WAIT_POLICY=passive: OpenMP's threads sleep between parallel regions, and the wake-ups "
+           "slow a multi-threaded decode (of this runtime and of llama.cpp alike); unset it to measure speed";
 }

@@ -21,4 +21,11 @@ double emx_bench_memcpy_gbs(size_t bytes, int n_threads, int rounds);
 // little with a neighbour's load. Returns <= 0 if the buffer cannot be allocated.
 double emx_bench_read_gbs(size_t bytes, int n_threads, int rounds);
 
+// Why this machine's threads may decode slowly: a line when OMP_WAIT_POLICY asks OpenMP's
+// threads to sleep between parallel regions ("passive", any case), else NULL. A decode step has
+// a few short parallel regions per layer, and each wake-up of a sleeping thread costs more than
+// a small region's work: SmolLM2-135M q8 decoded 69 tok/s at 2 threads with it and 142 without
+// (2-core AMD EPYC, 2026-11-28), and llama.cpp's OpenMP threads slow down alike.
+const char *emx_bench_wait_policy_note(void);
+
 #endif

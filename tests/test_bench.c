@@ -1,10 +1,11 @@
 // test_bench.c — the pieces of tools/bench that are not timings: llama-bench's JSONL output
 // read back (a real llama-bench output, tests/data/bench/), a --compare-cmd's figure read
 // back, results saved and compared, the forward-pass measurement's bookkeeping, the
-// copy-bandwidth probe, the note on OpenMP's wait policy, the CLI's errors, and the `speed` report on the CPU and on an emulated
-// GPU ($EMX_GPU_BENCH: tools/bench linked with the CUDA backend under tests/cuda_emu): the same
-// lines on both, bytes per token from the model's shapes, the peak bandwidth from the emulated
-// device's properties, kernel launches per decode step. No test here asserts a speed.
+// copy-bandwidth probe, the note on OpenMP's wait policy, the CLI's errors, and the `speed`
+// report on the CPU and on an emulated GPU ($EMX_GPU_BENCH: tools/bench linked with the CUDA
+// backend under tests/cuda_emu): the same lines on both, bytes per token from the model's
+// shapes, the peak bandwidth from the emulated device's properties, kernel launches per decode
+// step. No test here asserts a speed.
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

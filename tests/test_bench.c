@@ -18,6 +18,7 @@
 #include "tools/bench/llama_bench.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/result.h"
+#include "tools/bench/speed_report.h"
 #include "bench_report_util.h"
 #include "run_util.h"
 #include "test_util.h"
@@ -48,6 +49,32 @@ Test(bench, wait_policy_note) {
     const char *note = emx_bench_wait_policy_note();
     cr_assert_not_null(note);
     cr_expect(strstr(note, "unset it to measure speed") != NULL, "%s", note);
+}
+
+// The comparison's lines: the ratio of the medians, then the lowest and highest ratio of one
+// round (rounds where either side has no figure left out; one round: no range).
+Test(bench, other_lines_give_the_rounds_ratio_range) {
+    const EmxConfig cfg = {.n_layers = 2, .n_kv_heads = 1, .head_dim = 8};
+    const double ours_pp[3] = {120, 90, 150}, other_pp[3] = {100, 100, 100};  // 1.2, 0.9, 1.5
+    const double ours_tg[3] = {10, 20, 0}, other_tg[3] = {20, 10, 5};         // 0.5, 2.0, none
+    EmxSpeedReport r = {.device = "cpu", .device_desc = "x", .model = "m.bin", .dtype = "q8", .cfg = &cfg,
+                        .n_prompt = 8, .n_gen = 4, .prefill_tps = 120, .decode_tps = 10, .weight_bytes = 1000,
+                        .other = "other runtime", .other_prefill_tps = 100, .other_decode_tps = 20, .runs = 3,
+                        .ours_rounds = {ours_pp, ours_tg}, .other_rounds = {other_pp, other_tg}};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    emx_speed_report_print(f, &r);
+    r.runs = 1;  // one round: the ratio alone
+    emx_speed_report_print(f, &r);
+    fclose(f);
+    const char *pp = strstr(text, "other pp8:         100.00 tok/s, ours/other 1.200 (rounds 0.900-1.500)\n");
+    cr_expect(pp != NULL, "%s", text);
+    cr_expect(strstr(text, "other tg4:         20.00 tok/s, ours/other 0.500 (rounds 0.500-2.000)\n") != NULL, "%s",
+              text);
+    cr_expect(pp && strstr(pp + 1, "other pp8:         100.00 tok/s, ours/other 1.200\n") != NULL, "%s", text);
+    free(text);
 }
 
 // A real llama-bench output (llama.cpp 0c1e570, -p 16 -n 4 -r 1 -o jsonl, SmolLM2 Q4_1): the

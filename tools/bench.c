@@ -494,6 +494,7 @@ static int bench_speed(int argc, char **argv) {
         .memcpy_gbs = r.memcpy_gbs, .read_gbs = r.read_gbs, .other = other[0] ? other : NULL,
         .other_prefill_tps = other[0] ? median(theirs[0], runs) : 0,
         .other_decode_tps = other[0] ? median(theirs[1], runs) : 0,
+        .runs = runs, .ours_rounds = {ours[0], ours[1]}, .other_rounds = {theirs[0], theirs[1]},
     };
     emx_speed_report_print(stdout, &rep);
     // The emulator's timings say nothing about a GPU's: the model is what there is to read.

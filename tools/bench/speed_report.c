@@ -21,13 +21,29 @@ static void tps_line(FILE *f, const char *what, int n, int depth, double tps) {
         fprintf(f, "%-18s -\n", key);
 }
 
-static void other_line(FILE *f, const char *what, int n, double ours, double theirs) {
+// The comparison's line for one test: its median tok/s and ours/other, then, with two or more
+// rounds where both measured, the lowest and highest ratio of one round (the rounds alternate,
+// so a round's two figures shared the machine's state of that minute).
+static void other_line(FILE *f, const char *what, int n, double ours, double theirs, const double *ou,
+                       const double *th, int runs) {
     char key[40];
     snprintf(key, sizeof key, "other %s%d:", what, n);
-    if (ours > 0 && theirs > 0)
-        fprintf(f, "%-18s %.2f tok/s, ours/other %.3f\n", key, theirs, ours / theirs);
-    else
+    if (!(ours > 0 && theirs > 0)) {
         fprintf(f, "%-18s -\n", key);
+        return;
+    }
+    fprintf(f, "%-18s %.2f tok/s, ours/other %.3f", key, theirs, ours / theirs);
+    double lo = 0, hi = 0;
+    int both = 0;
+    for (int k = 0; ou && th && k < runs; k++) {
+        if (!(ou[k] > 0 && th[k] > 0)) continue;
+        const double q = ou[k] / th[k];
+        lo = both == 0 || q < lo ? q : lo;
+        hi = both == 0 || q > hi ? q : hi;
+        both++;
+    }
+    if (both >= 2) fprintf(f, " (rounds %.3f-%.3f)", lo, hi);
+    fputc('\n', f);
 }
 
 // "key: value" with the value printed by fmt, or "key: -" where the figure does not exist.
@@ -69,6 +85,9 @@ void emx_speed_report_print(FILE *f, const EmxSpeedReport *r) {
     value_line(f, "of read:", decode && r->read_gbs > 0, "%.1f%%", 100.0 * gbs / r->read_gbs);
     if (!r->other) return;
     fprintf(f, "%-18s %s\n", "other:", r->other);
-    if (r->n_prompt > 0) other_line(f, "pp", r->n_prompt, r->prefill_tps, r->other_prefill_tps);
-    if (r->n_gen > 0) other_line(f, "tg", r->n_gen, r->decode_tps, r->other_decode_tps);
+    if (r->n_prompt > 0)
+        other_line(f, "pp", r->n_prompt, r->prefill_tps, r->other_prefill_tps, r->ours_rounds[0], r->other_rounds[0],
+                   r->runs);
+    if (r->n_gen > 0)
+        other_line(f, "tg", r->n_gen, r->decode_tps, r->other_decode_tps, r->ours_rounds[1], r->other_rounds[1], r->runs);
 }

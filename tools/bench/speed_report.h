@@ -18,6 +18,8 @@
 //                    the median: what a decode step (every weight read once) can reach; GPU: "-"
 //   of read:         achieved / read GB/s: how close decode comes to the memory's limit
 //   other ...:       with a comparison runtime: its name, then per test its tok/s and ours/other
+//                    (the ratio of the medians), and with several rounds the lowest and highest
+//                    ratio of a round: "(rounds 0.87-1.30)", how far one round's ratio moved
 #ifndef ENTROPIX_BENCH_SPEED_REPORT_H
 #define ENTROPIX_BENCH_SPEED_REPORT_H
 
@@ -49,6 +51,8 @@ typedef struct {
     double read_gbs;           // <= 0: not measured
     const char *other;         // the comparison runtime's name, NULL: none
     double other_prefill_tps, other_decode_tps;  // 0: not measured
+    int runs;                                   // rounds behind the medians
+    const double *ours_rounds[2], *other_rounds[2];  // [prefill, decode] tok/s of each round; NULL: none
 } EmxSpeedReport;
 
 void emx_speed_report_print(FILE *f, const EmxSpeedReport *r);

@@ -29,19 +29,6 @@ static int function_body(const char *dis, const char *name, const char **start, 
     return 1;
 }
 
-// A sanitized build (`make test-asan`: -O1 with ASan) is compiled to check memory, not for speed:
-// at -O1 gcc keeps the AVX2 kernels' group sums in a stack array whatever the source does, so
-// the registers promise is the optimised builds' (`make test`, `make test-avx2`), checked there.
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED_BUILD 1
-#endif
-#endif
-#ifndef SANITIZED_BUILD
-#define SANITIZED_BUILD 0
-#endif
 
 static int body_has(const char *start, const char *end, const char *insn) {
     const char *p = strstr(start, insn);
@@ -67,7 +54,10 @@ Test(cpu_code, row_kernels_prefetch_the_next_rows, .timeout = 60) {
                   kernels[k].function);
         cr_expect(body_has(start, end, "prefetcht"),  // t0 or t1: the hint is the kernel's choice
                   "%s: %s has no prefetch: the compiler dropped the next rows' prefetch", obj, kernels[k].function);
-        if (SANITIZED_BUILD)
+        // a sanitized build (`make test-asan`, -O1) is compiled to check memory, not for speed: at
+        // -O1 gcc keeps the AVX2 kernels' group sums in a stack array whatever the source does, so
+        // the registers promise is the optimised builds' (`make test`, `make test-avx2`), checked there
+        if (EMX_TEST_SANITIZED)
             cr_log_info("%s: %s: the registers check is not made in a sanitized (-O1) build", obj, kernels[k].function);
         else
             cr_expect(!body_has(start, end, "rep stos"),

@@ -271,9 +271,7 @@ Test(run_robust, closed_pipe_stops_the_run, .timeout = 300) {
 // under AddressSanitizer, whose shadow memory needs terabytes of address space (its build of
 // ./run is the same code, checked with the cap in the plain build).
 static RunResult run_capped(const char *const *args) {
-#if defined(__SANITIZE_ADDRESS__)
-    return run(args);
-#endif
+    if (EMX_TEST_SANITIZED) return run(args);
     struct rlimit old, cap = {.rlim_cur = 1ull << 30, .rlim_max = 1ull << 30};
     cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
     if (old.rlim_max != RLIM_INFINITY && old.rlim_max < cap.rlim_max) cap.rlim_cur = cap.rlim_max = old.rlim_max;

@@ -1,12 +1,25 @@
 // test_util.h — small helpers shared by the Criterion tests: where the reference data and the
-// converted test models are, and reading whole files. Header-only so each test file stays
-// self-contained.
+// converted test models are, reading whole files, and whether the build is sanitized.
+// Header-only so each test file stays self-contained.
 #ifndef ENTROPIX_TEST_UTIL_H
 #define ENTROPIX_TEST_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// 1 in a build under AddressSanitizer (`make test-asan`; gcc's and clang's ways of saying so),
+// else 0: a test whose check is about optimised code or address-space limits adapts to it.
+#if defined(__SANITIZE_ADDRESS__)
+#define EMX_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMX_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef EMX_TEST_SANITIZED
+#define EMX_TEST_SANITIZED 0
+#endif
 
 // Path of `rel` under ../shared (or $EMX_SHARED). Returned string is static per call site
 // buffer: copy it if you need two at once.

@@ -612,8 +612,6 @@ const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n)
                  kv_dim);
     else if (a->n_rows < 0 || a->n_rows > ATTN_MAX_ROWS || (!a->tail_branch_stride && a->n_rows > a->n_keys))
         snprintf(buf, n, "n_rows %d not in 0..min(n_keys %d, %d)", a->n_rows, a->n_keys, ATTN_MAX_ROWS);
-    else if (a->n_rows > 1 && a->n_keys_dev && !a->tail_branch_stride)
-        snprintf(buf, n, "n_rows %d > 1 (causal) with n_keys_dev is not supported", a->n_rows);
     else if ((a->q_row_stride && a->q_row_stride < q_dim) || (a->out_row_stride && a->out_row_stride < q_dim))
         snprintf(buf, n, "q_row_stride %d or out_row_stride %d < n_heads * head_dim %ld", a->q_row_stride,
                  a->out_row_stride, q_dim);

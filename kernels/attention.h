@@ -24,9 +24,9 @@
 //     same position, every row attends all n_keys keys, the shared prefix from the cache and row
 //     r's own tail at tail + r · tail_branch_stride: the lookahead round's branches in one launch
 //     instead of one each. Row r is bitwise the single call with its branch's tail.
-// Supported combinations: every kernel × dtype with any of them, and tail + n_keys_dev
-// (+ tail_start_dev), branch rows included; not causal rows with n_keys_dev (refused:
-// cudaErrorInvalidValue and a line on stderr).
+// Supported combinations: every kernel × dtype with any of them, n_keys_dev included (causal rows
+// then attend keys 0 .. *n_keys_dev - n_rows + r: a captured short prompt replayed at another
+// position), and tail + n_keys_dev (+ tail_start_dev), branch rows included.
 #ifndef ENTROPIX_KERNELS_ATTENTION_H
 #define ENTROPIX_KERNELS_ATTENTION_H
 
@@ -65,9 +65,9 @@ typedef struct {
     int n_heads, n_kv_heads, head_dim;  // n_heads % n_kv_heads == 0, 1 <= head_dim <= 512
     int n_keys;           // keys 0..n_keys-1 are attended (pos + 1; with n_rows: by the last row);
                           // with n_keys_dev: the most
-    const int *n_keys_dev;  // NULL, or a device int holding n_keys (<= n_keys), read when the
-                            // kernel runs: a captured CUDA graph replays with a new position
-                            // (only with n_rows <= 1)
+    const int *n_keys_dev;  // NULL, or a device int holding n_keys (<= n_keys, >= n_rows), read
+                            // when the kernel runs: a captured CUDA graph replays with a new
+                            // position
     float *out;           // [n_rows][out_row_stride] rows of [n_heads][head_dim]
     float *scores;        // NULL, or [n_heads][score_stride]: S_h[t] for t < n_keys (last row only)
     int score_stride;     // >= n_keys when scores != NULL

@@ -11,6 +11,12 @@
 // Why it is fast: the logits are read once by ~n/2048 blocks (75 for Qwen3's 151936: the read
 // of 600 KB is spread over the SMs), the double exps are ~1 per logit (FP64 is half the FP32
 // rate on H100/A100); the second kernel touches a few KB.
+//
+// logit_pair_kernel (emx_cuda_logit_pair, the critic's verdict): one block of 1024 threads,
+// thread t takes logits t, t + 1024, ...: their largest finite value (a block max), then their
+// sum of exp(l - max) in double, in index order, merged by the block's fixed tree. Bytes: 8n
+// (two reads of the row, the second mostly from L2); ~10 us for 151,936 logits, once per
+// judgment, against the 600 KB copy of the row to the host it replaces.
 #include <math.h>
 
 #include <cuda_runtime.h>
@@ -95,7 +101,38 @@ logits_merge_kernel(const Partial *__restrict__ part, int n_parts, EmxMetrics *m
     }
 }
 
+#define PAIR_BLOCK 1024
+
+__global__ void __launch_bounds__(PAIR_BLOCK)
+logit_pair_kernel(const float *__restrict__ logits, int n, int id_a, int id_b, EmxLogitPair *out) {
+    __shared__ float red_f[PAIR_BLOCK];
+    __shared__ double red_d[PAIR_BLOCK];
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (emxr::is_finite_f(logits[i])) mx = fmaxf(mx, logits[i]);
+    mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
+    double sum = 0.0;  // every term <= 1: no rescaling
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (emxr::is_finite_f(logits[i])) sum += exp((double)logits[i] - (double)mx);
+    sum = emxr::block_reduce(sum, red_d, emxr::SumOp());
+    if (threadIdx.x == 0) {
+        EmxLogitPair p;
+        p.logit_a = logits[id_a];
+        p.logit_b = logits[id_b];
+        p.max = mx;
+        p.sum = sum;
+        *out = p;
+    }
+}
+
 }  // namespace
+
+extern "C" cudaError_t emx_cuda_logit_pair(const float *logits, int n, int id_a, int id_b, EmxLogitPair *out,
+                                           cudaStream_t stream) {
+    if (!logits || !out || n < 1 || id_a < 0 || id_a >= n || id_b < 0 || id_b >= n) return cudaErrorInvalidValue;
+    logit_pair_kernel<<<1, PAIR_BLOCK, 0, stream>>>(logits, n, id_a, id_b, out);
+    return cudaGetLastError();
+}
 
 extern "C" size_t emx_cuda_logits_metrics_workspace_bytes(int n) {
     return n > 0 ? (size_t)((n + LM_CHUNK - 1) / LM_CHUNK) * sizeof(Partial) : 0;

@@ -30,6 +30,14 @@ size_t emx_cuda_logits_metrics_workspace_bytes(int n);
 cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m, int *argmax,
                                     int *n_valid, void *workspace, cudaStream_t stream);
 
+// emx_logit_pair (sampler/metrics.h) on the device: logits[id_a], logits[id_b], the largest
+// finite logit and the sum of exp(l - max) over the finite ones (double), written to *out
+// (device). The max is exact; the sum is the CPU's up to the order of its additions (~1e-15
+// relative). One block (the critic reads it once per judgment). Invalid sizes or ids:
+// cudaErrorInvalidValue.
+cudaError_t emx_cuda_logit_pair(const float *logits, int n, int id_a, int id_b, EmxLogitPair *out,
+                                cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

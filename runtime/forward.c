@@ -140,6 +140,14 @@ int emx_forward_propose(EmxState *s, int token, int pos, const EmxAgentParams *a
                ? s->backend->forward_propose(s, token, pos, agents, n_agents, seed, step, first_lane, ban, proposals)
                : 0;
 }
+int emx_forward_pair(EmxState *s, const int *tokens, int n, int pos, int id_a, int id_b, EmxLogitPair *out) {
+    if (!s->group && s->backend->forward_pair) return s->backend->forward_pair(s, tokens, n, pos, id_a, id_b, out);
+    EmxStateInfo info;
+    emx_state_info(s, &info);
+    if (id_a < 0 || id_a >= info.vocab || id_b < 0 || id_b >= info.vocab) return -1;
+    const float *logits = emx_forward(s, tokens, n, pos);
+    return logits ? emx_logit_pair(logits, info.vocab, id_a, id_b, out) : -1;
+}
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);
 }

@@ -72,6 +72,8 @@ typedef struct {
                                  // launches one decode step costs); 0 before the first step
     uint64_t weight_bytes_on_device; // GPU: bytes of weights uploaded (shared states count them once)
     EmxCacheType cache_type;     // the KV cache's elements (F32 or F16, never AUTO)
+    int vocab;                   // the model's vocabulary: a row of logits
+    int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
 } EmxStateInfo;
 void emx_state_info(const EmxState *s, EmxStateInfo *info);
 
@@ -108,6 +110,17 @@ void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim);
 // own logits and attention scores afterwards are those of the last position. Returns 0, or -1
 // on the same conditions under which emx_forward returns NULL.
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits);
+
+// Runs tokens[0..n) at pos.. as emx_forward does, but brings back only the logits of two ids
+// of the last position and the row's max and sum (sampler/metrics.h's EmxLogitPair): all the
+// agent pool's critic reads of a judgment (runtime/pool/critic.h). On a GPU the row never leaves
+// the device and a short pass (n <= 32) is one captured graph per row count, replayed at any
+// position; elsewhere it is emx_forward then emx_logit_pair. The state's attention scores and KV
+// cache afterwards are emx_forward's; its logits are not kept (emx_state_propose refuses until
+// the next emx_forward). Returns 0, or -1 on emx_forward's conditions (emx_state_error says why)
+// or an id outside the vocabulary (checked before anything runs; a caller's precondition, which
+// only a GPU's emx_state_error words).
+int emx_forward_pair(EmxState *s, const int *tokens, int n, int pos, int id_a, int id_b, EmxLogitPair *out);
 
 // ---------------------------------------------------------------------------------------------
 // Several sequences in one step (continuous batching: a server's slots decoding together).

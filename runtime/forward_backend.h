@@ -38,6 +38,8 @@ struct EmxBackend {
                            EmxProposal *proposals);  // NULL: 0
     // NULL: emx_forward_multi runs the rows one by one through forward
     int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
+    // NULL: emx_forward_pair is forward then emx_logit_pair on the host row
+    int (*forward_pair)(EmxState *s, const int *tokens, int n, int pos, int id_a, int id_b, EmxLogitPair *out);
     int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);

@@ -187,3 +187,18 @@ int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int st
     m->attn_interaction_strength = sum.interaction_strength / n;
     return 0;
 }
+
+int emx_logit_pair(const float *logits, int n, int id_a, int id_b, EmxLogitPair *out) {
+    if (!logits || n < 1 || id_a < 0 || id_a >= n || id_b < 0 || id_b >= n) return -1;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (isfinite(logits[i]) && logits[i] > mx) mx = logits[i];
+    double sum = 0.0;  // every term exp(l - mx) <= 1; the max's own term is 1
+    for (int i = 0; i < n; i++)
+        if (isfinite(logits[i])) sum += exp((double)logits[i] - (double)mx);
+    out->logit_a = logits[id_a];
+    out->logit_b = logits[id_b];
+    out->max = mx;
+    out->sum = sum;
+    return 0;
+}

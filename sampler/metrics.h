@@ -179,6 +179,22 @@ int emx_logits_metrics(const float *logits, int n, EmxMetrics *m);
 int emx_logits_entropy_reference(const float *logits, int n, double *entropy_bits,
                                  double *varentropy_bits2);
 
+// Two tokens' logits and what their log-probabilities need from the rest of the row, so that a
+// backend can return a handful of numbers instead of the row (the agent pool's critic,
+// runtime/pool/critic.h). Non-finite logits (NaN, +-inf) count as -inf: no probability, left out
+// of max and sum. log p(id) = (logit_id - max) - log(sum) for a finite logit_id (in that order:
+// with logits near 1e30, max + log(sum) would round log(sum) away).
+typedef struct {
+    float logit_a, logit_b;  // logits[id_a], logits[id_b], as they are (non-finite included)
+    float max;               // the largest finite logit; -inf when none is finite
+    double sum;              // sum over finite logits of exp((double)l - max); 0 when none
+} EmxLogitPair;
+
+// The CPU's definition: max in one pass, then the sum in index order, in double. The CUDA twin
+// (kernels/logits_metrics.h, emx_cuda_logit_pair) takes the same max and sums in another order.
+// Returns 0, or -1 when n < 1 or an id is outside [0, n) (*out untouched).
+int emx_logit_pair(const float *logits, int n, int id_a, int id_b, EmxLogitPair *out);
+
 // Metrics of one layer from its score rows scores[h * stride + k], h < n_heads, k < valid_len
 // (valid_len = pos + 1: only the valid keys, the current token's own key included; entries
 // past valid_len are never read). scratch holds valid_len doubles (the head-mean attention).

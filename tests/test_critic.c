@@ -258,6 +258,51 @@ Test(critic, raw_prompt_on_stories260k) {
     unload(&L);
 }
 
+// A judgment reads two logits and the row's max and sum (emx_forward_pair): on the CPU exactly
+// emx_logit_pair over emx_forward's row of the same prompt, whose verdict is emx_critic_verdict's
+// of that row; ids outside the vocabulary are refused before anything runs.
+Test(critic, judgment_reads_the_pair_of_the_prompt_row) {
+    Loaded L;
+    load_or_fail(&L, "models/stories260K.f32.bin");
+    EmxCritic *c = critic_or_fail(&L, 0);
+    const char *text = "Once upon a time, Lily saw a dog.";
+    int *ids, n, good, bad;
+    size_t dropped;
+    prompt_or_fail(c, text, &ids, &n, &dropped);
+    emx_critic_candidates(c, &good, &bad);
+    char err[512];
+    EmxStateOptions so = {.n_threads = 1, .ctx = 256};
+    EmxState *st = emx_state_new(&L.m, &so, err, sizeof err);
+    cr_assert(st != NULL, "%s", err);
+    EmxLogitPair pair, want;
+    cr_assert_eq(emx_forward_pair(st, ids, n, 0, good, bad, &pair), 0, "%s", emx_state_error(st));
+    const float *row = emx_forward(st, ids, n, 0);
+    cr_assert(row != NULL);
+    const int vocab = (int)L.m.cfg.vocab_size;
+    cr_assert_eq(emx_logit_pair(row, vocab, good, bad, &want), 0);
+    cr_assert(pair.logit_a == want.logit_a && pair.logit_b == want.logit_b && pair.max == want.max &&
+                  pair.sum == want.sum,
+              "pair: %g %g %g %.17g, row's: %g %g %g %.17g", pair.logit_a,
+              pair.logit_b, pair.max, pair.sum, want.logit_a, want.logit_b, want.max, want.sum);
+    cr_assert_eq(want.logit_a, row[good]);
+    cr_assert_eq(want.logit_b, row[bad]);
+    EmxVerdict v, from_row, judged;
+    cr_assert_eq(emx_critic_verdict_pair(&pair, 0.0f, &v), 0);
+    cr_assert_eq(emx_critic_verdict(row, vocab, good, bad, 0.0f, &from_row), 0);
+    cr_assert(v.bad == from_row.bad && v.logp_good == from_row.logp_good && v.logp_bad == from_row.logp_bad &&
+              v.diff == from_row.diff);
+    cr_assert_eq(emx_critic_judge(c, text, strlen(text), &judged, err, sizeof err), 0, "%s", err);
+    cr_assert(judged.bad == v.bad && judged.logp_good == v.logp_good && judged.logp_bad == v.logp_bad,
+              "the judgment: %.17g %.17g, the pair's %.17g %.17g", judged.logp_good, judged.logp_bad, v.logp_good,
+              v.logp_bad);
+    cr_assert_eq(emx_forward_pair(st, ids, n, 0, vocab, bad, &pair), -1, "an id past the vocabulary");
+    cr_assert_eq(emx_forward_pair(st, ids, n, 0, good, -1, &pair), -1, "a negative id");
+    emx_state_free(st);
+    free(ids);
+    emx_critic_free(c);
+    unload(&L);
+}
+
 // The ids of a chat prompt: the template text around the user message, written out here as
 // the official template renders it, and the same ids emx_prompt_ids gives for the message.
 static void check_chat_prompt(Loaded *L, const char *before, const char *after, int want_bos) {

@@ -65,6 +65,7 @@ KERNELS = {
     "attention_combine_kernel": (128, 0, DECODE, "attention.cu ATTN_BLOCK"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logits_merge_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
+    "logit_pair_kernel": (1024, 0, DECODE, "logits_metrics.cu PAIR_BLOCK (the critic's verdict)"),
     "attn_layer_kernel": (256, 0, DECODE, "attn_metrics.cu AM_BLOCK"),
     "attn_average_kernel": (32, 0, DECODE, "attn_metrics.cu <<<1, 32>>>"),
     "sample_kernel": (1024, 0, DECODE, "sampling.cu SB (sampling_device.cuh)"),

@@ -672,10 +672,9 @@ static const char *cpu_nonfinite(const EmxState *st) {
 
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     const CpuState *s = (const CpuState *)st;
-    memset(info, 0, sizeof *info);
-    info->device = "cpu";
+    *info = (EmxStateInfo){.device = "cpu", .vocab = (int)s->m->cfg.vocab_size,
+                           .cache_type = s->f16 ? EMX_CACHE_F16 : EMX_CACHE_F32};
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
-    info->cache_type = s->f16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
 }
 
 static const EmxBackend CPU_BACKEND = {

@@ -34,8 +34,9 @@
 // between backends unchanged).
 //
 // This file uploads the weights, makes and frees the state and holds the backend table; the
-// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c, and what both
-// share is forward_cuda_state.h.
+// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c, the agents'
+// calls forward_cuda_agents.c, the critic's pass (emx_forward_pair) forward_cuda_pair.c, and
+// what they share is forward_cuda_state.h.
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -155,6 +156,7 @@ static void cuda_state_free(EmxState *st) {
     cudaSetDevice(s->device);
     for (int t = 0; t < N_TAILS; t++)
         if (s->step_graph[t]) cudaGraphExecDestroy(s->step_graph[t]);
+    cuda_pair_free(s);
     if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
                    s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
@@ -438,6 +440,8 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_dtype == EMX_KV_F16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
+    info->vocab = s->vocab;
+    for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
 }
 
 static const EmxBackend CUDA_BACKEND = {
@@ -456,6 +460,7 @@ static const EmxBackend CUDA_BACKEND = {
     .forward_lookahead_propose = emx_cuda_state_forward_lookahead_propose,
     .forward_multi = emx_cuda_state_forward_multi,
     .forward_all_logits = emx_cuda_state_forward_all_logits,
+    .forward_pair = emx_cuda_state_forward_pair,
     .attention_scores = emx_cuda_state_attention_scores,
     .kv_cache = emx_cuda_state_kv_cache,
     .branches_reserve = emx_cuda_state_branches_reserve,

@@ -79,8 +79,15 @@ typedef struct {
 // What ends a step (step_tail in forward_cuda_step.c): the logits copied to the host
 // (emx_forward), the choice made on the device (emx_forward_decide), the agents' proposals
 // (emx_forward_propose), or those and a lookahead round's branch passes with their proposals
-// (emx_forward_lookahead_propose). A decode step of each kind is captured into a graph of its own.
-enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, TAIL_LOOKAHEAD, N_TAILS };
+// (emx_forward_lookahead_propose), or two logits and the row's max and sum (emx_forward_pair).
+// A decode step of each kind is captured into a graph of its own (emx_forward_pair's short
+// passes: one per row count, forward_cuda_pair.c).
+enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, TAIL_LOOKAHEAD, TAIL_PAIR, N_TAILS };
+
+// emx_forward_pair's passes of up to PAIR_GRAPH_ROWS rows are captured (the chunked path's
+// longest: beyond it a prompt goes through the GEMMs), in chunks of CHUNK rows.
+#define PAIR_GRAPH_ROWS GEMM_MIN_PROMPT
+#define PAIR_CHUNKS ((PAIR_GRAPH_ROWS + CHUNK - 1) / CHUNK)
 
 // What emx_forward_decide brings back: the token and decision first, so that without
 // --metrics the copy stops before the metrics.
@@ -161,6 +168,13 @@ typedef struct {
     int round_steps;
     int bin_cap;
     StepInput *bin_d, *bin_h;  // [bin_cap] device / pinned host
+    // emx_forward_pair (forward_cuda_pair.c): the two ids its tail reads (baked into its graphs,
+    // which another pair drops), the result, and a graph per row count with its chunks' inputs
+    int pair_ids[2];
+    EmxLogitPair *pair_d, *pair_h;         // device / pinned host
+    StepInput *pin_d, *pin_h;              // [PAIR_CHUNKS] device / pinned host
+    cudaGraphExec_t pair_graph[PAIR_GRAPH_ROWS + 1];
+    int pair_graph_nodes[PAIR_GRAPH_ROWS + 1];
 } CudaState;
 
 // Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
@@ -196,6 +210,17 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail);
 // A lookahead branch pass (emx_forward_branches) up to its logits [n][vocab] on the device,
 // queued, not synchronised; its checks as there (-1 with err set).
 int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step);
+// One chunk of a sequence (n <= CHUNK rows) whose input is `in` (device), queued: the layers;
+// then, when tail >= 0 (the last chunk), the classifier on row n - 1 and the tail. graph: the
+// positions and key count are read from `in` on the device (a captured pass, replayed anywhere).
+int cuda_chunk_pass(CudaState *s, int n, int pos, const StepInput *in, int graph, int tail);
+// Ends the capture begun on s->stream: when `bad` (a call inside failed, err set) drops it and
+// returns -1; else instantiates it into *exec, its node count to *nodes (0, or -1 with err set).
+int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes);
+// emx_forward_pair (forward_cuda_pair.c) and what it keeps, freed with the state.
+int emx_cuda_state_forward_pair(EmxState *st, const int *tokens, int n, int pos, int id_a, int id_b,
+                                EmxLogitPair *out);
+void cuda_pair_free(CudaState *s);
 
 // The backend functions of forward_backend.h: the pass (forward_cuda_step.c) and the agents
 // (forward_cuda_agents.c).

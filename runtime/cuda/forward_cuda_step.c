@@ -389,7 +389,36 @@ static int step_tail(CudaState *s, int tail, int valid_len, int graph) {
                            cudaMemcpyDeviceToHost, s->stream));
         return 0;
     }
+    if (tail == TAIL_PAIR) {  // emx_forward_pair: a few numbers, not the row
+        CU(emx_cuda_logit_pair(s->logits, s->vocab, s->pair_ids[0], s->pair_ids[1], s->pair_d, s->stream));
+        CU(cudaMemcpyAsync(s->pair_h, s->pair_d, sizeof(EmxLogitPair), cudaMemcpyDeviceToHost, s->stream));
+        return 0;
+    }
     CU(cudaMemcpyAsync(s->logits_h, s->logits, (size_t)s->vocab * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+    return 0;
+}
+
+int cuda_chunk_pass(CudaState *s, int n, int pos, const StepInput *in, int graph, int tail) {
+    const Rows rows = {.device_positions = graph, .in = in};
+    if (run_layers(s, n, pos, &rows, tail >= 0)) return -1;
+    if (tail < 0) return 0;
+    return classify(s, n - 1, 1) || step_tail(s, tail, pos + n, graph) ? -1 : 0;
+}
+
+int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
+    cudaGraph_t g = NULL;
+    cudaError_t end = cudaStreamEndCapture(s->stream, &g);
+    if (bad) {
+        if (g) cudaGraphDestroy(g);
+        return -1;
+    }
+    CU(end);
+    size_t n = 0;
+    cudaError_t e = cudaGraphGetNodes(g, NULL, &n);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
+    cudaGraphDestroy(g);
+    CU(e);
+    *nodes = (int)n;
     return 0;
 }
 
@@ -406,23 +435,11 @@ static int decode_step(CudaState *s, int pos, int tail) {
     cudaGraphExec_t *exec = &s->step_graph[tail];
     if (!*exec) {
         const Rows graph_rows = {.device_positions = 1};
-        cudaGraph_t g = NULL;
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
                      "cudaMemcpyAsync") ||
                   run_layers(s, 1, pos, &graph_rows, 1) || classify(s, 0, 1) || step_tail(s, tail, pos + 1, 1);
-        cudaError_t end = cudaStreamEndCapture(s->stream, &g);
-        if (bad) {
-            if (g) cudaGraphDestroy(g);
-            return -1;
-        }
-        CU(end);
-        size_t nodes = 0;
-        cudaError_t e = cudaGraphGetNodes(g, NULL, &nodes);
-        if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
-        cudaGraphDestroy(g);
-        CU(e);
-        s->step_graph_nodes[tail] = (int)nodes;
+        if (cuda_capture_end(s, bad, exec, &s->step_graph_nodes[tail])) return -1;
     }
     CU(cudaGraphLaunch(*exec, s->stream));
     return 0;

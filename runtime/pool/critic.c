@@ -37,32 +37,29 @@ struct EmxCritic {
 // ---------------------------------------------------------------------------------------------
 // The verdict rule.
 
-int emx_critic_verdict(const float *logits, int n_vocab, int good_id, int bad_id, float margin,
-                       EmxVerdict *v) {
+int emx_critic_verdict_pair(const EmxLogitPair *p, float margin, EmxVerdict *v) {
     memset(v, 0, sizeof *v);
-    if (!logits || n_vocab <= 0 || good_id < 0 || good_id >= n_vocab || bad_id < 0 ||
-        bad_id >= n_vocab || isnan(margin))
-        return -1;
-    // Non-finite logits are -inf: probability 0, left out of the max and the sum.
-    double mx = -INFINITY;
-    for (int i = 0; i < n_vocab; i++)
-        if (isfinite(logits[i]) && logits[i] > mx) mx = logits[i];
-    int good_ok = isfinite(logits[good_id]), bad_ok = isfinite(logits[bad_id]);
-    if (!good_ok && !bad_ok) return -1;  // then mx is finite below: a candidate is
-    double sum = 0.0;                    // every term exp(l - mx) <= 1, the max's term is 1
-    for (int i = 0; i < n_vocab; i++)
-        if (isfinite(logits[i])) sum += exp((double)logits[i] - mx);
+    int good_ok = isfinite(p->logit_a), bad_ok = isfinite(p->logit_b);
+    if (isnan(margin) || (!good_ok && !bad_ok)) return -1;  // else a candidate is finite: so is max
     // (l - max) - log(sum), not l - (max + log(sum)): with logits of 1e30 the latter would
     // round log(sum) away.
-    double log_sum = log(sum);
-    v->logp_good = good_ok ? ((double)logits[good_id] - mx) - log_sum : -INFINITY;
-    v->logp_bad = bad_ok ? ((double)logits[bad_id] - mx) - log_sum : -INFINITY;
+    double log_sum = log(p->sum);
+    v->logp_good = good_ok ? ((double)p->logit_a - (double)p->max) - log_sum : -INFINITY;
+    v->logp_bad = bad_ok ? ((double)p->logit_b - (double)p->max) - log_sum : -INFINITY;
     // The difference of the log-probs is the difference of the logits: taken directly, the
     // comparison with the margin is exact (no log-sum-exp rounding on either side).
-    if (good_ok && bad_ok) v->diff = (double)logits[bad_id] - (double)logits[good_id];
+    if (good_ok && bad_ok) v->diff = (double)p->logit_b - (double)p->logit_a;
     else v->diff = good_ok ? -INFINITY : INFINITY;
     v->bad = v->diff > (double)margin;  // a tie stays GOOD
     return 0;
+}
+
+int emx_critic_verdict(const float *logits, int n_vocab, int good_id, int bad_id, float margin,
+                       EmxVerdict *v) {
+    memset(v, 0, sizeof *v);
+    EmxLogitPair p;
+    if (emx_logit_pair(logits, n_vocab, good_id, bad_id, &p) != 0) return -1;
+    return emx_critic_verdict_pair(&p, margin, v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,21 +342,22 @@ int emx_critic_judge(EmxCritic *c, const char *text, size_t len, EmxVerdict *v, 
     int reuse = 0;
     while (reuse < n && reuse < c->n_cache && ids[reuse] == c->cache_ids[reuse]) reuse++;
     if (reuse == n) reuse = n - 1;
-    const float *logits = emx_forward(c->st, ids + reuse, n - reuse, reuse);
-    if (!logits) {
+    // Only the two answers' logits and the row's max and sum come back (on a GPU the row stays
+    // there, and a short suffix is one captured graph).
+    EmxLogitPair pair;
+    if (emx_forward_pair(c->st, ids + reuse, n - reuse, reuse, c->good_id, c->bad_id, &pair) != 0) {
         c->n_cache = reuse;  // positions before `reuse` were not touched
         free(ids);
-        return emx_seterr(err, errlen, "critic: forward pass refused %d tokens at position %d (context %d)",
-                          n - reuse, reuse, c->ctx);
+        return emx_seterr(err, errlen, "critic: forward pass refused %d tokens at position %d (context %d): %s",
+                          n - reuse, reuse, c->ctx, emx_state_error(c->st));
     }
     memcpy(c->cache_ids, ids, (size_t)n * sizeof(int));
     c->n_cache = n;
     c->tokens_fed += (uint64_t)(n - reuse);
     free(ids);
-    int vocab = (int)c->m->cfg.vocab_size;
-    if (emx_critic_verdict(logits, vocab, c->good_id, c->bad_id, c->margin, v) != 0)
+    if (emx_critic_verdict_pair(&pair, c->margin, v) != 0)
         return emx_seterr(err, errlen, "critic: no verdict: the logits of GOOD (id %d: %g) and BAD (id %d: %g) are both non-finite",
-                          c->good_id, (double)logits[c->good_id], c->bad_id, (double)logits[c->bad_id]);
+                          c->good_id, (double)pair.logit_a, c->bad_id, (double)pair.logit_b);
     v->n_prompt = n;
     v->n_fed = n - reuse;
     v->dropped_bytes = dropped;

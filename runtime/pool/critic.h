@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "runtime/model.h"
+#include "sampler/metrics.h"
 #include "tokenizer/tokenizer.h"
 
 #define EMX_CRITIC_QUESTION "Is this text coherent and not nonsense? Reply GOOD or BAD."
@@ -70,6 +71,11 @@ typedef struct {
 // margin NaN, or both candidates' logits non-finite (emx_critic_judge words the reason).
 int emx_critic_verdict(const float *logits, int n_vocab, int good_id, int bad_id, float margin,
                        EmxVerdict *v);
+
+// The same rule on the two candidates' logits and the row's max and sum (sampler/metrics.h's
+// EmxLogitPair, a = GOOD, b = BAD), which is all a backend brings back (emx_forward_pair):
+// emx_critic_verdict is emx_logit_pair then this. -1 as there (margin NaN, both non-finite).
+int emx_critic_verdict_pair(const EmxLogitPair *p, float margin, EmxVerdict *v);
 
 typedef struct EmxCritic EmxCritic;
 

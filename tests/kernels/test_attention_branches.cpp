@@ -104,11 +104,10 @@ Test(attention_branches, plain) { check_kernel(EMX_ATTN_PLAIN); }
 Test(attention_branches, split) { check_kernel(EMX_ATTN_SPLIT); }
 Test(attention_branches, split_gqa) { check_kernel(EMX_ATTN_SPLIT_GQA); }
 
-// Branch rows need a tail, and a stride of at least a KV row; causal rows still refuse n_keys_dev.
+// Branch rows need a tail, and a stride of at least a KV row.
 Test(attention_branches, rejects_bad_strides) {
     DevBuf<float> d(kQDim * 8);
-    DevBuf<int> d_n(1);
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 3; c++) {
         EmxAttentionArgs a = {};
         a.q = a.out = d.p;
         a.k_cache = a.v_cache = d.p;
@@ -125,7 +124,6 @@ Test(attention_branches, rejects_bad_strides) {
             case 0: what = "tail_branch_stride without a tail"; a.tail_k = a.tail_v = nullptr; a.tail_branch_stride = kKvDim; break;
             case 1: what = "tail_branch_stride < kv_dim"; a.tail_branch_stride = kKvDim - 1; break;
             case 2: what = "tail_branch_stride < 0"; a.tail_branch_stride = -kKvDim; break;
-            case 3: what = "causal rows with n_keys_dev"; a.n_keys_dev = d_n.p; break;
         }
         cr_assert_eq(emx_cuda_attention(EMX_ATTN_SPLIT_GQA, &a, 0), cudaErrorInvalidValue, "%s: accepted", what);
     }

@@ -206,11 +206,18 @@ Test(bench, forward_measurement_and_copy_probe) {
     cr_expect(cpu[0] != 0);
 }
 
+// The CPU build's bench (its absence fails the test: make builds it) and a test model's path.
+static void cpu_bench_and_model(char *bin, char *mp, const char *model) {
+    char rel[128];
+    test_build_path(bin, 1024, "cpu/tools/bench");
+    snprintf(rel, sizeof rel, "models/%s", model);
+    test_build_path(mp, 1024, rel);
+    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+}
+
 Test(bench, cli_errors_are_one_line, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "cpu/tools/bench");
-    test_build_path(mp, sizeof mp, "models/stories260K.f32.bin");
-    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+    cpu_bench_and_model(bin, mp, "stories260K.f32.bin");
     expect_error_prog(bin, (const char *[]){"warp", mp, NULL}, 2, "unknown benchmark 'warp'");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--gguf", "x.gguf", NULL}, 2,
                       "--llama-bench and --gguf go together");
@@ -471,9 +478,7 @@ Test(bench, gpu_launches_per_step, .timeout = 300) {
 // The CPU report: the same lines, "-" where the CPU has no figure, a peak when given one.
 Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "cpu/tools/bench");
-    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
-    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+    cpu_bench_and_model(bin, mp, "stories260K.q8.bin");
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-t", "1", "-p", "4", "-n", "3",
                                                  "--runs", "1", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -536,9 +541,7 @@ Test(bench, gpu_sampler_and_agents, .timeout = 300) {
 // says why the pool's rows are missing, and the run succeeds.
 Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 300) {
     char bin[1024], mp[1024];
-    test_build_path(bin, sizeof bin, "cpu/tools/bench");
-    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
-    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+    cpu_bench_and_model(bin, mp, "stories260K.q8.bin");
     RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n",
                                                  "2", "--runs", "1", "--agents", "2", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -551,5 +554,31 @@ Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 300) {
                                        "2", "--lookahead", "2", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect(strstr(r.out, "\npool: cpu, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 2 "), "%s", r.out);
+    cr_expect(strstr(r.out, "critic") == NULL, "no critic row without --check-every: %s", r.out);
+    run_free(&r);
+}
+
+// --check-every K adds the pool with the model as its own critic: 6 committed tokens judged every
+// 2 are 3 judgments, whose share of the decode time is printed; where the pool cannot run, no critic.
+Test(bench, agents_critic_row, .timeout = 300) {
+    char bin[1024], mp[1024];
+    cpu_bench_and_model(bin, mp, "stories260K.q8.bin");
+    RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "-t", "1", "-n", "6", "--runs", "1",
+                                                 "--agents", "2", "--check-every", "2", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n2 agents, lookahead 1, critic every 2 ") != NULL, "%s", r.out);
+    const char *c = strstr(r.out, "\ncritic: ");
+    double share = -1;
+    int judged = -1;
+    cr_assert(c && sscanf(c, "\ncritic: %d judgments a run, %lf%% of the pool's decode time", &judged, &share) == 2,
+              "%s", r.out);
+    cr_expect_eq(judged, 3, "%s", r.out);
+    cr_expect(share > 0 && share < 100, "%s", r.out);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n", "2",
+                                       "--runs", "1", "--agents", "2", "--check-every", "2", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "critic") == NULL && strstr(r.out, "\nnote: the agent pool cannot run") != NULL, "%s",
+              r.out);
     run_free(&r);
 }

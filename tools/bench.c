@@ -9,7 +9,7 @@
 //   build/tools/bench sampler MODEL.bin [--device D] [-n 128] [-t threads] [--runs 5]
 //                                       [--prompt TEXT] [--profile NAME|FILE]
 //   build/tools/bench agents MODEL.bin [--device D] [-n 128] [-t threads] [--runs 3] [--agents 8]
-//                                      [--workers 1] [--lookahead 4]
+//                                      [--workers 1] [--lookahead 4] [--check-every K]
 //
 // --device is ./run's: "auto" (the default) is GPU 0 when this build has the CUDA backend and
 // the machine a GPU, else the CPU. Every report names the device it ran on.
@@ -26,11 +26,13 @@
 // --bandwidth-model, a bandwidth model follows: the step's bytes per kernel and the lower bound
 // they imply on a named GPU (bandwidth_model.h).
 //
-// `agents`: what the agent pool costs (no critic): decode tok/s of the single stream (greedy),
-// of N agents at lookahead 1 (one forward per token, N proposals) and of N agents at lookahead
-// L (one batched pass of N branches per step), runs alternated, n tokens each, stop tokens fed
-// back, on --device (the single stream) and --devices (the pool: cpu, or one worker per GPU;
-// default: --device). A build whose pool cannot use GPUs runs the single stream only, with a note.
+// `agents`: what the agent pool costs: decode tok/s of the single stream (greedy), of N agents
+// at lookahead 1 (one forward per token, N proposals), of N agents at lookahead L (one batched
+// pass of N branches per step) and, with --check-every K, of N agents at lookahead 1 with the
+// model as its own critic every K tokens (verdicts forced GOOD: the judgments' cost, not
+// rollbacks), runs alternated, n tokens each, stop tokens fed back, on --device (the single
+// stream) and --devices (the pool: cpu, or one worker per GPU; default: --device). A build whose
+// pool cannot use GPUs runs the single stream only, with a note.
 //
 // `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
 // greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
@@ -40,12 +42,14 @@
 // and the overhead: how much slower entropix decodes, from both figures. On a GPU the tokens are
 // chosen on the device (only the id comes back): no host time to show, the tok/s ratio is it.
 #include <errno.h>
+#include <float.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sampler/calibrate.h"
+#include "tools/bench/agents_bench.h"
 #include "tools/bench/bandwidth_model.h"
 #include "tools/bench/compare_cmd.h"
 #include "runtime/cpu/cpu_matmul.h"
@@ -112,6 +116,8 @@ static int usage(FILE *f) {
             "  --agents N          agents (default 8)\n"
             "  --workers N         CPU workers of the pool (default 1)\n"
             "  --lookahead L       the branch length of the third configuration (default 4)\n"
+            "  --check-every K     a fourth: lookahead 1 with the model as its own critic every K tokens\n"
+            "                      (verdicts forced GOOD: what the judgments cost; default 0, none)\n"
             "usage: bench --version    the version and the backends of this build\n");
     return f == stdout ? 0 : 2;
 }
@@ -517,84 +523,53 @@ done:
     return status;
 }
 
-// Where the pool runs: the GPUs of devices (cuda_devices[0..*n_devices), one worker each, so
-// *workers becomes their count) or the CPU (*n_devices 0, *workers kept). Returns the number of
-// rows to measure: 3, or 1 (the single stream) when this build's pool cannot use GPUs; -1 with
-// err set on a bad --devices / --workers.
-static int pool_devices(const char *devices, int *cuda_devices, int *n_devices_out, int *workers, int n_agents,
-                        char *err, size_t errlen) {
-    const int n_devices = emx_pool_parse_devices(devices, cuda_devices, EMX_POOL_MAX_AGENTS, err, errlen);
-    if (n_devices < 0) return -1;
-    *n_devices_out = n_devices;
-    int pool_rows = 3;
-    if (n_devices > 0) {
-        const int n_gpus = emx_pool_gpu_count();
-        if (n_gpus < 0) {
-            pool_rows = 1;
-            printf("note: the agent pool cannot run on %s in this build (no CUDA backend or NCCL group): its rows are "
-                   "skipped\n", devices);
-        }
-        for (int i = 0; i < n_devices && n_gpus >= 0; i++)
-            if (cuda_devices[i] >= n_gpus) {
-                emx_seterr(err, errlen, "--devices %s: no GPU cuda:%d (this machine has %d)", devices, cuda_devices[i],
-                         n_gpus);
-                return -1;
-            }
-        if (*workers != 1 && *workers != n_devices) {
-            emx_seterr(err, errlen, "--workers %d with --devices %s: one worker per GPU (%d)", *workers, devices,
-                     n_devices);
-            return -1;
-        }
-        *workers = n_devices;
-        if (*workers > n_agents) {
-            emx_seterr(err, errlen, "--devices %s: %d GPUs for %d agents (a worker per GPU)", devices, *workers, n_agents);
-            return -1;
-        }
-    }
-    return pool_rows;
+// The critic row's critic: the model judging itself on the pool's first device (GPU `gpu`, or the
+// CPU for -1), its verdicts forced GOOD (margin FLT_MAX) so the row measures the judgments, not
+// rollbacks.
+static EmxCritic *bench_critic(const EmxModel *model, const EmxTokenizer *tk, int gpu, int threads, char *err,
+                               size_t errlen) {
+    char dev[16];
+    snprintf(dev, sizeof dev, gpu >= 0 ? "cuda:%d" : "cpu", gpu);
+    const EmxCriticOptions co = {.margin = FLT_MAX, .n_threads = threads, .device = dev};
+    return emx_critic_new(model, tk, &co, err, errlen);
 }
 
-// Run r of row k: the single stream (k 0, greedy) or the pool at lookahead 1 (k 1) or po's
-// lookahead (k 2), seeded r + 1; the decode tok/s to *tps.
-static int agents_run(EmxState *st, const EmxModel *model, EmxTokenizer *tk, const int *ids, int n_ids, int n,
-                      int k, int r, const EmxPoolOptions *pool, double *tps, char *err, size_t errlen) {
-    double decode_s = 0;
-    int generated = 0, rc;
-    if (k == 0) {
-        EmxBasicSampler greedy = {0};
-        EmxSamplerParams gp = {.temperature = 0.0f};
-        if (emx_basic_sampler_init(&greedy, &gp, 1, (int)model->cfg.vocab_size, err, errlen) != 0) return -1;
-        EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
-        EmxGenerateStats gs;
-        rc = emx_generate(st, tk, ids, n_ids, &greedy.base, &go, &gs, err, errlen);
-        emx_basic_sampler_free(&greedy);
-        decode_s = gs.decode_s;
-        generated = gs.n_generated;
-    } else {
-        EmxPoolOptions po = *pool;
-        if (k == 1) po.lookahead = 1;
-        po.seed = (uint64_t)(r + 1);
-        EmxPoolStats ps;
-        rc = emx_pool_generate(model, tk, ids, n_ids, &po, &ps, NULL, NULL, err, errlen);
-        decode_s = ps.decode_s;
-        generated = ps.n_generated;
+static void agents_names(char (*names)[48], int n_agents, int lookahead, int check_every) {
+    snprintf(names[EMX_AGENTS_SINGLE], 48, "single stream (greedy)");
+    snprintf(names[EMX_AGENTS_L1], 48, "%d agents, lookahead 1", n_agents);
+    snprintf(names[EMX_AGENTS_LOOKAHEAD], 48, "%d agents, lookahead %d", n_agents, lookahead);
+    snprintf(names[EMX_AGENTS_CRITIC], 48, "%d agents, lookahead 1, critic every %d", n_agents, check_every);
+}
+
+// The medians of each row's runs (res [run][EMX_AGENTS_ROWS]; tps, shares: runs doubles of
+// scratch) against the single stream's, and the critic's share when its row ran.
+static void agents_table(const EmxAgentsRun *res, int runs, int rows, const char (*names)[48], double *tps,
+                         double *shares) {
+    double t[EMX_AGENTS_ROWS], share[EMX_AGENTS_ROWS];
+    for (int k = 0; k < rows; k++) {
+        for (int r = 0; r < runs; r++)
+            tps[r] = res[r * EMX_AGENTS_ROWS + k].tok_s, shares[r] = res[r * EMX_AGENTS_ROWS + k].critic_share;
+        t[k] = median(tps, runs), share[k] = median(shares, runs);
     }
-    if (rc != 0) return -1;
-    // the first token comes from the prefill's logits: n - 1 decode steps, as emx_generate counts
-    *tps = generated / decode_s;
-    return 0;
+    printf("configuration                            decode tok/s (median)   vs single stream\n");
+    for (int k = 0; k < rows; k++)
+        printf("%-38s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t[k], t[k] / t[0],
+               100.0 * (t[0] / t[k] - 1.0));
+    if (rows > EMX_AGENTS_CRITIC)
+        printf("critic: %d judgments a run, %.1f%% of the pool's decode time (median; verdicts forced GOOD)\n",
+               res[EMX_AGENTS_CRITIC].n_checks, 100.0 * share[EMX_AGENTS_CRITIC]);
 }
 
 static int bench_agents(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
     const char *device = "auto", *devices = NULL;
-    int n = 128, threads = 0, runs = 3, n_agents = 8, workers = 1, lookahead = 4;
+    int n = 128, threads = 0, runs = 3, n_agents = 8, workers = 1, lookahead = 4, check_every = 0;
     const ToolOpt opts[] = {
         {"-n", TOOL_INT, &n, 1, 1 << 20},         {"-t", TOOL_INT, &threads, 0, 4096},
         {"--runs", TOOL_INT, &runs, 1, 1000},     {"--agents", TOOL_INT, &n_agents, 1, EMX_POOL_MAX_AGENTS},
         {"--workers", TOOL_INT, &workers, 1, 64}, {"--lookahead", TOOL_INT, &lookahead, 2, EMX_POOL_MAX_LOOKAHEAD},
         {"--prompt", TOOL_STR, &prompt, 0, 0},    {"--device", TOOL_STR, &device, 0, 0},
-        {"--devices", TOOL_STR, &devices, 0, 0},
+        {"--devices", TOOL_STR, &devices, 0, 0},  {"--check-every", TOOL_INT, &check_every, 0, 1 << 20},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
@@ -608,10 +583,11 @@ static int bench_agents(int argc, char **argv) {
     EmxModel model;
     EmxTokenizer *tk = NULL;
     EmxState *st = NULL;
+    EmxCritic *critic = NULL;
     int *ids = NULL;
-    double *tps[3] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double)),
-                      calloc((size_t)runs, sizeof(double))};
-    if (!tps[0] || !tps[1] || !tps[2]) goto done;
+    EmxAgentsRun *res = calloc((size_t)runs * EMX_AGENTS_ROWS, sizeof *res);  // [run][row]
+    double *tps = calloc((size_t)runs, sizeof *tps), *shares = calloc((size_t)runs, sizeof *shares);
+    if (!res || !tps || !shares) goto done;
     if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
@@ -641,41 +617,42 @@ static int bench_agents(int argc, char **argv) {
     snprintf(dev_list, sizeof dev_list, "%s", emx_state_device(st));
     if (!devices) devices = dev_list;
     int cuda_devices[EMX_POOL_MAX_AGENTS], n_devices = 0;
-    const int pool_rows = pool_devices(devices, cuda_devices, &n_devices, &workers, n_agents, err, sizeof err);
-    if (pool_rows < 0) goto fail;
-    if (pool_rows > 1)
-        printf("pool: %s, %d worker(s)\n", n_devices > 0 ? devices : "cpu", workers);
+    int rows = emx_bench_pool_devices(devices, cuda_devices, &n_devices, &workers, n_agents, err, sizeof err);
+    if (rows < 0) goto fail;
+    if (rows > 1) printf("pool: %s, %d worker(s)\n", n_devices > 0 ? devices : "cpu", workers);
+    if (rows > 1 && check_every <= 0) rows = EMX_AGENTS_CRITIC;  // no critic row
+    if (rows > EMX_AGENTS_CRITIC &&
+        !(critic = bench_critic(&model, tk, n_devices > 0 ? cuda_devices[0] : -1, threads / workers, err, sizeof err)))
+        goto fail;
     EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
     emx_pool_default_configs(agents, n_agents);
     fprintf(stderr, "bench agents: %s, prompt %d tokens, %d decoded per run, %d agents, %d worker(s), %d runs each\n",
             model_path, n_ids, n, n_agents, workers, runs);
-    char names[3][48];
-    snprintf(names[0], sizeof names[0], "single stream (greedy)");
-    snprintf(names[1], sizeof names[1], "%d agents, lookahead 1", n_agents);
-    snprintf(names[2], sizeof names[2], "%d agents, lookahead %d", n_agents, lookahead);
+    char names[EMX_AGENTS_ROWS][48];
+    agents_names(names, n_agents, lookahead, check_every);
     const EmxPoolOptions pool = {.agents = agents, .n_agents = n_agents, .lookahead = lookahead,
                                  .n_workers = workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
                                  .n_threads = threads > 0 ? threads / workers : 0,
-                                 .ctx = ctx, .n_predict = n, .ignore_stop = 1};
+                                 .ctx = ctx, .n_predict = n, .ignore_stop = 1, .critic = critic,
+                                 .check_every = check_every, .rollback = 5, .max_rollbacks = 3, .critic_window = 64};
     for (int r = 0; r < runs; r++)
-        for (int k = 0; k < pool_rows; k++) {
-            if (agents_run(st, &model, tk, ids, n_ids, n, k, r, &pool, &tps[k][r], err, sizeof err) != 0) goto fail;
-            fprintf(stderr, "  run %d %-26s decode %8.2f tok/s\n", r + 1, names[k], tps[k][r]);
+        for (int k = 0; k < rows; k++) {
+            EmxAgentsRun *x = &res[r * EMX_AGENTS_ROWS + k];
+            if (emx_bench_agents_run(st, &model, tk, ids, n_ids, n, k, r + 1, &pool, x, err, sizeof err) != 0)
+                goto fail;
+            fprintf(stderr, "  run %d %-38s decode %8.2f tok/s\n", r + 1, names[k], x->tok_s);
         }
-    const double t0 = median(tps[0], runs);
-    printf("configuration                decode tok/s (median)   vs single stream\n");
-    for (int k = 0; k < pool_rows; k++) {
-        const double t = median(tps[k], runs);
-        printf("%-26s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t, t / t0,
-               100.0 * (t0 / t - 1.0));
-    }
+    agents_table(res, runs, rows, (const char(*)[48])names, tps, shares);
     status = 0;
     goto done;
 fail:
     fprintf(stderr, "bench: %s\n", err);
 done:
-    for (int k = 0; k < 3; k++) free(tps[k]);
+    free(res);
+    free(tps);
+    free(shares);
     free(ids);
+    emx_critic_free(critic);
     if (st) emx_state_free(st);
     if (tk) emx_tokenizer_free(tk);
     if (model_open) emx_model_close(&model);

@@ -75,7 +75,7 @@ MAKE_CMD="make --no-print-directory SHARED=$SHARED_DIR"
 TEST_ENV="OMP_WAIT_POLICY=passive EMX_SHARED=$SHARED_DIR EMX_BUILD=build EMX_RUN=build/cpu/run"
 LAB_FAMILIES="matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool"
 GPU_SUITES="run_cuda pool_cuda bench eval_cuda"
-MEMCHECK_SUITES="attention matvec sampling forward_cuda agents_cuda gemm logits_metrics attn_metrics"
+MEMCHECK_SUITES="attention matvec sampling forward_cuda forward_cuda_pair agents_cuda gemm logits_metrics attn_metrics"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_BIN=$(dirname "$NVCC")
 SANITIZER=$(command -v compute-sanitizer || echo "$CUDA_BIN/compute-sanitizer")
@@ -161,13 +161,13 @@ if [ "$EMULATED" = 1 ]; then
     MODELS="stories260K:build/models/stories260K"
     for m in qwen3-0.6b llama3.2-1b; do skip "model-$m" model "emulated: too large to run emulated; build/models/stories260K.{q8,q4}.bin stand in"; done
     # Emulated, a decode step of stories260K takes about 0.3 s and a prefill token 0.4 s.
-    DEV="--device cuda:0" SPEED="-p 8 -n 4 --runs 1" SAMPLER="-n 4 --runs 1" AGENTS="-n 4 --runs 1 --agents 8"
+    DEV="--device cuda:0" SPEED="-p 8 -n 4 --runs 1" SAMPLER="-n 4 --runs 1" AGENTS="-n 4 --runs 1 --agents 8 --check-every 2"
 else
     MODELS="qwen3-0.6b:build/shaped/qwen3-0.6b llama3.2-1b:build/shaped/llama3.2-1b"
     for m in qwen3-0.6b:qwen3 llama3.2-1b:llama3; do
         add "model-${m%%:*}" model 600 "tools/first_run/shaped_model.sh ${m%%:*} $SHARED_DIR/testdata/tokenizers/${m#*:} build/shaped"
     done
-    DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8"
+    DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8 --check-every 5"
 fi
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done

@@ -300,7 +300,9 @@ Test(first_run, report_reads_gpu_logs) {
                "configuration                decode tok/s (median)   vs single stream\n"
                "single stream (greedy)           450.80              1.000 (+0.0% time per token)\n"
                "8 agents, lookahead 1            392.50              0.871 (+14.9% time per token)\n"
-               "8 agents, lookahead 4            118.80              0.264 (+279.5% time per token)\n");
+               "8 agents, lookahead 4            118.80              0.264 (+279.5% time per token)\n"
+               "8 agents, lookahead 1, critic every 5      301.20              0.668 (+49.7% time per token)\n"
+               "critic: 12 judgments a run, 23.4% of the pool's decode time (median; verdicts forced GOOD)\n");
     write_file(dir, "logs/4.log",
                "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
                "========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n");
@@ -347,6 +349,12 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(agents, "single_tok_s"), 450.8);
     cr_expect_eq(fig(agents, "lookahead1_vs_single"), 0.871);
     cr_expect_eq(fig(agents, "lookahead4_tok_s"), 118.8);
+    cr_expect_eq(fig(agents, "lookahead1_vs_single"), 0.871, "the critic row is not lookahead 1's");
+    cr_expect_eq(fig(agents, "critic_every"), 5);
+    cr_expect_eq(fig(agents, "critic_tok_s"), 301.2);
+    cr_expect_eq(fig(agents, "critic_vs_single"), 0.668);
+    cr_expect_eq(fig(agents, "critic_judgments"), 12);
+    cr_expect_eq(fig(agents, "critic_share_pct"), 23.4);
     cr_expect_eq(fig(san, "summaries"), 2);
     cr_expect_eq(fig(san, "errors"), 3);
     cr_expect_eq(fig(tests, "tested"), 98);

@@ -76,6 +76,13 @@ def agents_figures(text):
         f["agents"] = int(m.group(1))
         f["lookahead%s_tok_s" % m.group(2)] = num(m.group(3))
         f["lookahead%s_vs_single" % m.group(2)] = num(m.group(4))
+    m = re.search(r"^\d+ agents, lookahead 1, critic every (\d+)\s+%s\s+%s" % (NUM, NUM), text, re.M)
+    if m:
+        f["critic_every"] = int(m.group(1))
+        f["critic_tok_s"], f["critic_vs_single"] = num(m.group(2)), num(m.group(3))
+    m = re.search(r"^critic: (\d+) judgments a run, %s%% of the pool's decode time" % NUM, text, re.M)
+    if m:
+        f["critic_judgments"], f["critic_share_pct"] = int(m.group(1)), num(m.group(2))
     m = re.search(r"^note: (.+)$", text, re.M)
     if m:
         f["note"] = m.group(1)
@@ -220,9 +227,10 @@ def markdown(rep):
           [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1)]
            for s in by("sampler")])
     table(md, ["bench agents", "pool", "single tok/s", "lookahead 1 tok/s", "vs single", "lookahead 4 tok/s",
-               "vs single"],
+               "vs single", "critic tok/s", "vs single", "critic share %"],
           [[s["name"], f(s, "pool"), f(s, "single_tok_s"), f(s, "lookahead1_tok_s"), f(s, "lookahead1_vs_single", 3),
-            f(s, "lookahead4_tok_s"), f(s, "lookahead4_vs_single", 3)] for s in by("agents")])
+            f(s, "lookahead4_tok_s"), f(s, "lookahead4_vs_single", 3), f(s, "critic_tok_s"),
+            f(s, "critic_vs_single", 3), f(s, "critic_share_pct", 1)] for s in by("agents")])
     table(md, ["tests", "tested", "passing", "failing", "crashing", "skipped"],
           [[s["name"]] + [f(s, k) for k in ("tested", "passing", "failing", "crashing", "skipped")]
            for s in by("tests")])

@@ -1,12 +1,12 @@
 // forward_cuda_pair.c — emx_forward_pair on the GPU: a pass whose tail is two logits and the row's
-// max and sum (kernels/logits_metrics.h's emx_cuda_logit_pair), so the agent pool's critic reads
-// 16 bytes instead of the vocabulary's row, and a short pass (up to PAIR_GRAPH_ROWS rows, the
-// critic's usual suffix: the new text, the question and the template's tail) runs as one captured
-// CUDA graph instead of ~12 launches per layer. One graph per row count, captured on its first
-// use: its first node copies the chunks' inputs (tokens, positions, key counts) from pinned
-// memory, so it replays at any position; the chunks run in turn, as emx_forward's chunked pass
-// runs them (rows of CHUNK, then the rest), so the result is emx_forward's row, bit for bit.
-// The two ids are kernel arguments: a call with other ids drops the graphs.
+// max and sum (kernels/logits_metrics.h's emx_cuda_logit_pair), so the agent pool's critic reads a
+// 24-byte record instead of the vocabulary's row, and a short pass (up to PAIR_GRAPH_ROWS rows:
+// the critic's suffix of new text, question and template tail, while its text is shorter than its
+// window) runs as one captured CUDA graph instead of ~12 launches per layer. One graph per row
+// count, captured on its first use: its first node copies the chunks' inputs (tokens, positions,
+// key counts) from pinned memory, so it replays at any position; the chunks run in turn, as
+// emx_forward's chunked pass runs them (rows of CHUNK, then the rest), so the result is
+// emx_forward's row, bit for bit. The two ids are kernel arguments: other ids drop the graphs.
 #include <string.h>
 
 #include "kernels/logits_metrics.h"

@@ -16,7 +16,6 @@ static void drop_pair_graphs(CudaState *s) {
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) {
         if (s->pair_graph[n]) cudaGraphExecDestroy(s->pair_graph[n]);
         s->pair_graph[n] = NULL;
-        s->pair_graph_nodes[n] = 0;
     }
 }
 
@@ -39,19 +38,12 @@ static int pair_alloc(CudaState *s) {
     return 0;
 }
 
-// Chunk k's rows of tokens[0..n) at pos..: tokens, positions and the last row's key count.
+// Chunk k's rows of tokens[0..n) at pos.. into pin_h[k]; returns the number of chunks.
 static int fill_chunks(CudaState *s, const int *tokens, int n, int pos) {
     int k = 0;
     for (int done = 0; done < n; done += CHUNK, k++) {
-        const int rows = n - done < CHUNK ? n - done : CHUNK;
-        StepInput *in = &s->pin_h[k];
-        memset(in, 0, sizeof *in);
-        for (int i = 0; i < rows; i++) {
-            in->tokens[i] = tokens[done + i];
-            in->pos[i] = pos + done + i;
-            in->rows[i] = i;
-        }
-        in->n_keys = pos + done + rows;
+        memset(&s->pin_h[k], 0, sizeof(StepInput));
+        cuda_fill_rows(&s->pin_h[k], tokens + done, n - done < CHUNK ? n - done : CHUNK, pos + done, 0);
     }
     return k;
 }
@@ -72,7 +64,7 @@ static int pair_graph(CudaState *s, int n, int pos, int n_chunks) {
     cudaGraphExec_t *exec = &s->pair_graph[n];
     if (*exec) return 0;
     CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
-    return cuda_capture_end(s, queue_chunks(s, n, pos, n_chunks, 1), exec, &s->pair_graph_nodes[n]);
+    return cuda_capture_end(s, queue_chunks(s, n, pos, n_chunks, 1), exec, NULL);
 }
 
 int emx_cuda_state_forward_pair(EmxState *st, const int *tokens, int n, int pos, int id_a, int id_b,

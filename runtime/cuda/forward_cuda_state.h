@@ -174,7 +174,6 @@ typedef struct {
     EmxLogitPair *pair_d, *pair_h;         // device / pinned host
     StepInput *pin_d, *pin_h;              // [PAIR_CHUNKS] device / pinned host
     cudaGraphExec_t pair_graph[PAIR_GRAPH_ROWS + 1];
-    int pair_graph_nodes[PAIR_GRAPH_ROWS + 1];
 } CudaState;
 
 // Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
@@ -214,8 +213,12 @@ int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int ste
 // then, when tail >= 0 (the last chunk), the classifier on row n - 1 and the tail. graph: the
 // positions and key count are read from `in` on the device (a captured pass, replayed anywhere).
 int cuda_chunk_pass(CudaState *s, int n, int pos, const StepInput *in, int graph, int tail);
+// Rows of a sequence at pos.. (same_pos: all at pos, the branches) into a StepInput: tokens,
+// positions, cache rows 0..n-1 and the last row's key count (pos + n); other fields untouched.
+void cuda_fill_rows(StepInput *in, const int *tokens, int n, int pos, int same_pos);
 // Ends the capture begun on s->stream: when `bad` (a call inside failed, err set) drops it and
-// returns -1; else instantiates it into *exec, its node count to *nodes (0, or -1 with err set).
+// returns -1; else instantiates it into *exec, its node count to *nodes when not NULL (0, or -1
+// with err set).
 int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes);
 // emx_forward_pair (forward_cuda_pair.c) and what it keeps, freed with the state.
 int emx_cuda_state_forward_pair(EmxState *st, const int *tokens, int n, int pos, int id_a, int id_b,

@@ -300,14 +300,18 @@ int cuda_step_check(CudaState *s, const int *tokens, int n, int pos) {
     return check_tokens(s, tokens, n);
 }
 
-// Fills the pinned input: rows at pos.. (same_pos: all at pos, the branches).
-static void fill_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+void cuda_fill_rows(StepInput *in, const int *tokens, int n, int pos, int same_pos) {
     for (int i = 0; i < n; i++) {
-        s->in_h->tokens[i] = tokens[i];
-        s->in_h->pos[i] = same_pos ? pos : pos + i;
-        s->in_h->rows[i] = i;
+        in->tokens[i] = tokens[i];
+        in->pos[i] = same_pos ? pos : pos + i;
+        in->rows[i] = i;
     }
-    s->in_h->n_keys = pos + n;
+    in->n_keys = pos + n;
+}
+
+// Fills the pinned input (cuda_fill_rows into in_h).
+static void fill_input(CudaState *s, const int *tokens, int n, int pos, int same_pos) {
+    cuda_fill_rows(s->in_h, tokens, n, pos, same_pos);
 }
 
 // Fills the pinned input and queues its copy to the device.
@@ -418,7 +422,7 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
     if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
     cudaGraphDestroy(g);
     CU(e);
-    *nodes = (int)n;
+    if (nodes) *nodes = (int)n;
     return 0;
 }
 

@@ -35,7 +35,9 @@
 // what is left serial is the tail: a sort of <= 1024 keys and the walk. The results are the
 // same bits: the selection is exact integer work whichever blocks count it, and the walk sees
 // the same keys in the same order; only z (top-p alone) is summed in another order (sampling.h).
-// Later batches (top-k > 1024, wide min-p nuclei) and the no-filter walk stay one-block.
+// Later batches (top-k > 1024, wide min-p nuclei) and the no-filter walk stay one-block here;
+// emx_cuda_sample with top-k off (from n = 8192) takes sampling_wide.cuh's path instead, which
+// lists nothing: the nucleus cut and the drawn token are found by radix selects on mass.
 #include <math.h>
 #include <stdint.h>
 
@@ -43,6 +45,7 @@
 
 #include "sampling.h"
 #include "sampling_mb.cuh"
+#include "sampling_wide.cuh"
 
 extern "C" {
 #include "sampler/philox.h"
@@ -125,8 +128,10 @@ KeptList kept_list(void *ws, int n) {
     return kl;
 }
 
-// The many-block passes' workspace, after the kept list (G == 0 below MB_MIN_N: one block).
+// The many-block passes' workspace, after the kept list (G == 0 below MB_MIN_N: one block), then
+// the wide draw's.
 MbWs mb_ws(void *ws, int n) { return mb_ws_at((char *)ws + kept_bytes(n), n, 1); }
+WideWs wide_ws(void *ws, int n) { return wide_ws_at((char *)ws + kept_bytes(n) + mb_ws_bytes(n, 1)); }
 
 cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
                           const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
@@ -137,6 +142,10 @@ cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *pa
     if (w.G > 0) {
         const EmxSamplerParams sp = *params;  // the tail's branches: greedy, or no filter at all
         const bool greedy = !(sp.temperature > 0.0f) || sp.top_k == 1;
+        if (!greedy && sp.top_k <= 0) {  // top-k off: the kept set may be most of the vocabulary
+            const WideArgs a = {sp, (u64)seed, (u64)step, (const u64 *)step_dev, lane};
+            return wide_launch(logits, n, a, w, wide_ws(workspace, n), token_out, kept_list(workspace, n), stream);
+        }
         const bool select = !greedy && (sp.top_k > 0 || sp.top_p < 1.0f || sp.min_p > 0.0f);
         ParamSrc ps = {};
         ps.kind = PS_FIXED;
@@ -152,12 +161,23 @@ cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *pa
 
 extern "C" size_t emx_cuda_sample_workspace_bytes(int n) {
     if (n < 1) return 0;
-    return kept_bytes(n) + mb_ws_bytes(n, 1);
+    return kept_bytes(n) + mb_ws_bytes(n, 1) + wide_ws_bytes(n);
 }
 
 extern "C" int emx_cuda_sample_grid(int n) { return n >= 1 && mb_chunks(n) > 0 ? mb_chunks(n) : 1; }
 
 extern "C" unsigned long long emx_cuda_sample_many_block_launches(void) { return mb_passes_launched; }
+
+extern "C" unsigned long long emx_cuda_sample_wide_draws(void) { return wide_draws_launched; }
+
+extern "C" cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaStream_t stream) {
+    if (!values || n < 0 || !out) return cudaErrorInvalidValue;
+    fx_zero_kernel<<<1, 1, 0, stream>>>((u64 *)out);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || n == 0) return e;
+    fx_sum_kernel<<<(n + 4 * MB_THREADS - 1) / (4 * MB_THREADS), MB_THREADS, 0, stream>>>(values, n, (u64 *)out);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                                        uint64_t seed, uint64_t step, const uint64_t *step_dev,

@@ -9,8 +9,10 @@
 // places can still differ from the CPU, both only when a cumulative sum lands within rounding
 // of its threshold: (1) top-p with top-k off normalises by Z = Σ over the whole vocabulary,
 // which the device sums as a tree (per 2048-logit chunk, then over the chunks, from n = 8192)
-// and the CPU in id order (~1e-16 relative apart); (2) on a GPU
-// (not under emulation) the device's exp() may differ from the C library's by an ulp.
+// and the CPU in id order (~1e-16 relative apart), and with top-k off from n = 8192 on the
+// nucleus and the draw's cumulative masses are exact sums (sampling_wide.cuh) where the CPU adds
+// doubles in order; (2) on a GPU (not under emulation) the device's exp() may differ from the C
+// library's by an ulp.
 #ifndef ENTROPIX_KERNELS_SAMPLING_H
 #define ENTROPIX_KERNELS_SAMPLING_H
 
@@ -39,11 +41,20 @@ int emx_cuda_sample_grid(int n);
 // Process-wide count of the many-block passes enqueued by emx_cuda_sample and
 // emx_cuda_entropix_step (tests: the path is really taken).
 unsigned long long emx_cuda_sample_many_block_launches(void);
+// Process-wide count of the wide draws enqueued by emx_cuda_sample (top-k off from n = 8192 on:
+// the nucleus and the draw found by a select on mass, sampling_wide.cuh).
+unsigned long long emx_cuda_sample_wide_draws(void);
+// The wide draw's exact sum, for its tests: out[0], out[1] (device) = the low and high words of
+// Σ floor(v_i·2^100) for v_i in [0, 2^24) (device [n]), added as 128-bit integers by many blocks
+// and threads: the same bits in any order.
+cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaStream_t stream);
 
 // token_out (device int) = emx_sample(logits, n, params, u) with u = emx_uniform_f64(seed, step,
 // lane); step is read from step_dev (device) when that is not NULL (CUDA graph replays).
 // The passes over the whole vocabulary run on emx_cuda_sample_grid(n) blocks, then one block of
-// 1024 threads sorts, walks and draws. Returns cudaErrorInvalidValue on bad arguments.
+// 1024 threads sorts, walks and draws; with top-k off (top-p, min-p or no filter) the nucleus
+// and the draw are radix selects on mass over those blocks, so a kept set of most of the
+// vocabulary is never listed. Returns cudaErrorInvalidValue on bad arguments.
 cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                             uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
                             int *token_out, void *workspace, cudaStream_t stream);

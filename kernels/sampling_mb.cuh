@@ -84,6 +84,8 @@ struct MbWs {
     unsigned *hist;   // [rows][MB_LEVELS][256]
     u64 *keys;        // [rows][BATCH_CAP]
     int *nkeys;       // [rows]
+    unsigned *zero;   // [n_zero] another path's counters, zeroed by the scan too (sampling_wide.cuh)
+    int n_zero;
 };
 
 __host__ __device__ inline size_t mb_align(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -116,6 +118,8 @@ __host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows, size_t str
     w.keys = (u64 *)p;
     p += mb_align(r * BATCH_CAP * sizeof(u64));
     w.nkeys = (int *)p;
+    w.zero = nullptr;
+    w.n_zero = 0;
     return w;
 }
 
@@ -171,6 +175,7 @@ mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
     if (blockIdx.x == 0 && blockIdx.y == 0) {  // the later launches add to these
         for (int i = tid; i < w.rows * MB_LEVELS * 256; i += blockDim.x) w.hist[i] = 0;
         for (int i = tid; i < w.rows; i += blockDim.x) w.nkeys[i] = 0;
+        for (int i = tid; i < w.n_zero; i += blockDim.x) w.zero[i] = 0;
     }
     int i0;
     const int len = chunk_len(n, &i0);

@@ -72,6 +72,17 @@ Test(run_cuda, seeded_sampling_same_tokens_as_cpu, .timeout = 600) {
     same_text("stories260K.f32.bin", a, 10);
 }
 
+// Top-k off over Qwen3's 151,936 tokens (random weights: flat logits, so top-p keeps most of
+// them): the device finds the nucleus and the draw by selects on mass (kernels/sampling_wide.cuh)
+// inside the decode graph.
+Test(run_cuda, seeded_wide_samplers_same_tokens_as_cpu, .timeout = 600) {
+    const char *samplers[] = {"topp", "temp", "minp"};
+    for (int i = 0; i < 3; i++) {
+        const char *a[] = {"-p", "Hello", "-n", "12", "-s", "2", "--sampler", samplers[i], "--temp", "1.0"};
+        same_text("qwen3-tiny.f32.bin", a, 10);
+    }
+}
+
 Test(run_cuda, device_errors_are_one_line) {
     char path[512];
     test_build_path(path, sizeof path, "models/stories260K.f32.bin");

@@ -128,9 +128,12 @@ int check_vocab_case(Dev &dev, DevBuf<int> &naive, const std::vector<float> &l, 
     const int n = (int)l.size();
     const double u = emx_uniform_f64(seed, step, 0);
     const int ref = emx_sample(l.data(), n, &sp, u, work.data());
-    const unsigned long long before = emx_cuda_sample_many_block_launches();
+    const unsigned long long before = emx_cuda_sample_many_block_launches(), wide0 = emx_cuda_sample_wide_draws();
     CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, 0, dev.token.p, dev.ws.p, 0));
     cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the many-block passes did not run", n);
+    const bool wide = sp.temperature > 0.0f && sp.top_k <= 0;  // top-k off: the select on mass
+    cr_assert_eq(emx_cuda_sample_wide_draws(), wide0 + (wide ? 1 : 0), "n %d (top_k %d): wide draw taken %d times",
+                 n, sp.top_k, (int)(emx_cuda_sample_wide_draws() - wide0));
     CUDA_OK(emx_cuda_sample_naive(dev.logits.p, n, &sp, seed, step, nullptr, 0, naive.p, dev.ws.p, 0));
     cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the naive twin ran the passes", n);
     const int got = dev.token.get(), got1 = naive.get();
@@ -192,6 +195,83 @@ void run_vocab_special_rows(int n) {
 }
 
 }  // namespace
+
+namespace {
+
+// A (seed, step) whose u = emx_uniform_f64(seed, step, 0) lies in [lo, hi): the draws at the ends
+// of the distribution (the first kept token, the last one).
+void find_u(double lo, double hi, uint64_t *seed, uint64_t *step) {
+    for (uint64_t st = 0;; st++)
+        if (const double u = emx_uniform_f64(9, st, 0); u >= lo && u < hi) {
+            *seed = 9;
+            *step = st;
+            return;
+        }
+}
+
+// Top-k off over Qwen3's vocabulary where the kept set is most of it: a flat row, a row of heavy
+// ties (thousands of tokens share each logit: the pick narrows them by id), a peaked row, each
+// with u near 0, near 1 and in between; every token the CPU's (or a counted straddle).
+void run_wide_rows(int n) {
+    Dev dev(n);
+    DevBuf<int> naive(1);
+    std::vector<EmxCandidate> work(n);
+    Rng rng(77);
+    std::vector<std::vector<float>> rows(3, std::vector<float>(n));
+    for (float &x : rows[0]) x = rng.normal() * 0.05f;                 // flat: top-p 0.99 keeps ~99%
+    for (float &x : rows[1]) x = roundf(rng.normal() * 4.0f) * 0.25f;  // ties
+    for (float &x : rows[2]) x = rng.normal() * 6.0f;                  // peaked
+    const EmxSamplerParams ps[] = {
+        {1.0f, 0, 0.99f, 0.0f, 0}, {1.5f, 0, 1.0f, 0.0f, 0}, {0.3f, 0, 0.95f, 0.0f, 1},
+        {1.0f, 0, 1.0f, 0.9f, 0},  {1.0f, -1, 0.5f, 0.01f, 0},
+    };
+    uint64_t seeds[3], steps[3];
+    find_u(0.0, 1e-5, &seeds[0], &steps[0]);
+    find_u(1.0 - 1e-5, 1.0, &seeds[1], &steps[1]);
+    find_u(0.4, 0.6, &seeds[2], &steps[2]);
+    int straddles = 0, c = 0;
+    for (const auto &l : rows) {
+        dev.logits.upload(l);
+        for (const EmxSamplerParams &sp : ps)
+            for (int k = 0; k < 3; k++, c++) straddles += check_vocab_case(dev, naive, l, sp, seeds[k], steps[k], work, "wide", c);
+    }
+    // min-p 0.5 at its boundary: a third of the tokens weigh exp(l - max) = 0.5·(1 - 1e-6), inside
+    // the floor's margin (sampling_device.cuh's filter_floor: 1e-6 relative), outside the exact
+    // test even with min_p an ulp lower (no straddle): only the best is kept.
+    std::vector<float> edge(n, -10.0f);
+    const float below = (float)(log(0.5) - 1e-6);
+    for (int i = 0; i < n; i += 3) edge[i] = below;
+    edge[n / 2] = 0.0f;
+    dev.logits.upload(edge);
+    for (const EmxSamplerParams &sp : {EmxSamplerParams{1.0f, 0, 1.0f, 0.5f, 0}, EmxSamplerParams{1.0f, 0, 0.99f, 0.5f, 0}})
+        for (int k = 0; k < 3; k++, c++) {
+            cr_assert_eq(emx_sample(edge.data(), n, &sp, emx_uniform_f64(seeds[k], steps[k], 0), work.data()), n / 2);
+            straddles += check_vocab_case(dev, naive, edge, sp, seeds[k], steps[k], work, "min-p edge", c);
+        }
+    if (straddles) printf("sampling wide rows n=%d: %d of %d draws differ by a rounding straddle\n", n, straddles, c);
+}
+
+}  // namespace
+
+Test(sampling, vocab_151936_wide_rows) { run_wide_rows(151936); }
+
+// The wide draw reads its step from device memory (as a graph replay does): the same token as by value.
+Test(sampling, vocab_151936_wide_step_from_device) {
+    const int n = 151936;
+    Rng rng(78);
+    Dev dev(n);
+    dev.logits.upload(random_logits(rng, n, 0));
+    DevBuf<uint64_t> step(1);
+    DevBuf<int> by_value(1);
+    const EmxSamplerParams sp = {1.0f, 0, 0.9f, 0.0f, 0};
+    for (uint64_t st : {3ull, 41ull}) {
+        step.upload(std::vector<uint64_t>{st});
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, 0, step.p, 0, dev.token.p, dev.ws.p, 0));
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, st, nullptr, 0, by_value.p, dev.ws.p, 0));
+        cr_assert_eq(dev.token.get(), by_value.get(), "step %d: from device %d, by value %d", (int)st, dev.token.get(),
+                     by_value.get());
+    }
+}
 
 Test(sampling, vocab_151936_many_blocks) { run_vocab_cases(151936, 33, 61); }  // Qwen3
 Test(sampling, vocab_128256_many_blocks) { run_vocab_cases(128256, 22, 62); }  // Llama 3
@@ -415,4 +495,40 @@ Test(sampling, entropix_graph_replay_vocab_128256) { entropix_graph_replay(12825
 Test(sampling, rejects_bad_arguments) {
     EmxSamplerParams sp = {1.0f, 0, 1.0f, 0.0f, 0};
     cr_assert_eq(emx_cuda_sample(nullptr, 10, &sp, 0, 0, nullptr, 0, nullptr, nullptr, 0), cudaErrorInvalidValue);
+}
+
+// The wide draw's sums are exact: emx_cuda_fixed_sum against 128-bit integer sums on the host of
+// values built as k·2^-s (so their fixed-point value k·2^(100-s) is known without rounding).
+Test(sampling, fixed_point_sums_are_exact) {
+    Rng rng(79);
+    for (int kind = 0; kind < 4; kind++) {
+        const int n = kind == 0 ? 100003 : 40000 + kind;
+        std::vector<double> v(n);
+        unsigned __int128 want = 0;
+        for (int i = 0; i < n; i++) {
+            if (kind == 0) {  // 1 - 2^-53: almost every addition carries into the high word
+                v[i] = 1.0 - ldexp(1.0, -53);
+                want += ((unsigned __int128)1 << 100) - ((unsigned __int128)1 << 47);
+                continue;
+            }
+            const uint64_t k = rng.next() >> 11;  // 53 bits
+            // kind 1: 2^-60 (random low words); 2: 2^-120 (truncated to their top bits); 3: mixed
+            const int s = kind == 1 ? 60 : kind == 2 ? 120 : 30 + rng.below(90);
+            if (kind == 3 && i == 7) {  // the largest weight class: the high word only
+                v[i] = ldexp(1.0, 23);
+                want += (unsigned __int128)1 << 123;
+                continue;
+            }
+            v[i] = ldexp((double)k, -s);
+            want += s <= 100 ? (unsigned __int128)k << (100 - s) : (unsigned __int128)(k >> (s - 100));
+        }
+        DevBuf<double> dv(v);
+        DevBuf<uint64_t> out(2);
+        CUDA_OK(emx_cuda_fixed_sum(dv.p, n, out.p, 0));
+        const std::vector<uint64_t> got = out.download();
+        cr_assert(got[0] == (uint64_t)want && got[1] == (uint64_t)(want >> 64),
+                  "kind %d: device %016llx %016llx, host %016llx %016llx", kind, (unsigned long long)got[1],
+                  (unsigned long long)got[0], (unsigned long long)(uint64_t)(want >> 64), (unsigned long long)(uint64_t)want);
+    }
+    cr_assert_eq(emx_cuda_fixed_sum(nullptr, 1, nullptr, 0), cudaErrorInvalidValue);
 }

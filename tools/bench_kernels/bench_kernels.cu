@@ -499,6 +499,8 @@ static void bench_decision(Bench *b, const ModelShape *m, int vocab, int n_keys)
     run_row(b, "sample top-p .9 alone", shape, vocab * 4.0, sample_launch, &sc);
     sc.sp = sampler_params(1.0f, 0, 1.0f, 0.1f);
     run_row(b, "sample min-p .1 alone", shape, vocab * 4.0, sample_launch, &sc);
+    sc.sp = sampler_params(1.0f, 0, 1.0f, 0.0f);
+    run_row(b, "sample temperature alone (no filter)", shape, vocab * 4.0, sample_launch, &sc);
     // metrics as the logits metrics left them, the attention ones as attn metrics left them
     run_row(b, "entropix step (decide + carry out)", shape, vocab * 4.0, entropix_launch, &sc);
 

@@ -3,7 +3,8 @@
 // inverse-CDF draw with u = emx_uniform_f64(seed, step, 0)), over several steps (one u each), in
 // two versions: one block of 1024 threads for everything (the naive twin), and the runtime's
 // (from n = 8192: the passes over the vocabulary on one block per 2048 logits, the tail in one
-// block; try --n 151936 for Qwen3). The result is a token id: it must be the CPU's, exactly (the two
+// block; try --n 151936 for Qwen3; with --top-k 0 the kept set is found by a select on mass,
+// sampling_wide.cuh). The result is a token id: it must be the CPU's, exactly (the two
 // can differ only when a cumulative sum lands within rounding of u, which these inputs avoid;
 // sampling.h). `make lab K=sampling`.
 #include "tools/lab/lab.h"
@@ -46,7 +47,8 @@ int main(int argc, char **argv) {
         return cudaSuccess;
     }, check);
     char name[80];
-    snprintf(name, sizeof name, "%d blocks + 1 (runtime)", emx_cuda_sample_grid(n));
+    snprintf(name, sizeof name, sp.top_k > 0 ? "%d blocks + 1 (runtime)" : "%d blocks, select on mass (runtime)",
+             emx_cuda_sample_grid(n));
     lab_version(&L, name, 4.0 * n * steps, [&] {
         for (int s = 0; s < steps; s++) {
             const cudaError_t e = emx_cuda_sample(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);

@@ -233,18 +233,20 @@ mb_z_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w) {
     if (threadIdx.x == 0) w.zpart[(size_t)blockIdx.y * w.G + blockIdx.x] = z;
 }
 
-// Level 0's state: the filters, z (the partials merged in a fixed order: the same bits in every
-// block), the floor, and the first batch's size.
+// Row blockIdx.y's z: mb_z's partials merged in a fixed order (the same bits in every block).
+__device__ double mb_z_merge(const MbWs &w, const MbSmem &sm) {
+    double z = 0.0;
+    for (int i = threadIdx.x; i < w.G; i += blockDim.x) z += w.zpart[(size_t)blockIdx.y * w.G + i];
+    return emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+}
+
+// Level 0's state: the filters, z, the floor, and the first batch's size.
 __device__ MbState mb_state0(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
     const RowSetup r = row_setup(ps, w, sm);
     MbState s = {};
     s.filtered = r.filtered;
     s.stop = !r.filtered;
-    double z = 0.0;
-    if (r.need_z) {
-        for (int i = threadIdx.x; i < w.G; i += blockDim.x) z += w.zpart[(size_t)blockIdx.y * w.G + i];
-        z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
-    }
+    const double z = r.need_z ? mb_z_merge(w, sm) : 0.0;
     s.z = z;
     s.floor = r.filtered ? filter_floor(r.sp, r.f, r.valid, z) : -INFINITY;
     // top-k collects its k keys in one batch when they fit; else keep_filtered's first size

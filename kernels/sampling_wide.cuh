@@ -162,20 +162,12 @@ struct WideSm {
     unsigned *sc;               // [256] counts from the top (inclusive)
     u64 *slo, *shi;             // [256] masses from the top (inclusive)
     int *res;                   // [2]
-    double *red_d;              // [256]
-    int *red_i;                 // [256]
-    float *red_f;               // [256]
-    emxr::ArgMax *red_a;        // [256]
 };
 __device__ WideSm wide_smem() {
     __shared__ unsigned count[256], sc[256];
     __shared__ u64 lo[256], hi[256], slo[256], shi[256];
     __shared__ int res[2];
-    __shared__ double red_d[256];
-    __shared__ int red_i[256];
-    __shared__ float red_f[256];
-    __shared__ ArgMaxT red_a[256];
-    WideSm s = {count, lo, hi, sc, slo, shi, res, red_d, red_i, red_f, red_a};
+    WideSm s = {count, lo, hi, sc, slo, shi, res};
     return s;
 }
 
@@ -194,28 +186,35 @@ __device__ __forceinline__ bool in_range(const WideSpec &sp, float l, int i, u64
     if (*key < sp.lo_key) return false;
     return !sp.min_p_on || exp(sp.s_f * ((double)l - sp.dmax)) >= sp.min_p;  // sample.c's test
 }
+// In range and in the bins under s's prefix (what a level histograms and a gather collects)?
+__device__ __forceinline__ bool in_prefix(const WideSpec &sp, const WideState &s, float l, int i, u64 *key) {
+    return in_range(sp, l, i, key) && (*key & s.mask) == s.prefix;
+}
 __device__ __forceinline__ Fx weight_fx(const WideSpec &sp, float l) {
     return fx_of(exp(sp.scale * ((double)l - sp.dmax)));
+}
+// The weight of a key found in range (its logit from the key, or from the row in id order).
+__device__ __forceinline__ Fx key_weight(const WideSpec &sp, const float *logits, u64 k) {
+    return weight_fx(sp, sp.ids ? logits[wide_key_id(sp, k)] : key_logit(k));
 }
 __device__ __forceinline__ bool crosses(const WideSpec &sp, Fx cum, Fx target) {
     return sp.strict ? fx_lt(target, cum) : !fx_lt(cum, target);
 }
 
 // ---------------------------------------------------------------------------------------------
-// The stage's spec (every thread of a block calls it; the same bits in every block: exact merges,
-// z in a fixed order as mb_state0). Stage B reads stage A's cut from w.result[0].
-__device__ WideSpec wide_spec(int stage, const WideArgs &a, const MbWs &mw, const WideWs &w, const WideSm &sm) {
-    int valid, argmax;
-    float mx;
-    merge_scan(mw.scan, mw.G, sm.red_i, sm.red_f, sm.red_a, &valid, &mx, &argmax);
-    const Filters f = filters_of(a.sp, valid, mx);
-    double z = 0.0;
-    if (f.top_p_on) {
-        for (int i = threadIdx.x; i < mw.G; i += blockDim.x) z += mw.zpart[i];
-        z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
-    }
+// The stage's spec (every thread of a block calls it; the same bits in every block: the row's
+// setup and z as sampling_mb.cuh's level 0 derives them). Stage B reads stage A's cut from
+// w.result[0].
+__device__ WideSpec wide_spec(int stage, const WideArgs &a, const MbWs &mw, const WideWs &w, const MbSmem &msm) {
+    ParamSrc ps = {};
+    ps.kind = PS_FIXED;
+    ps.sp = a.sp;
+    const RowSetup r = row_setup(ps, mw, msm);
+    const Filters &f = r.f;
+    const int valid = r.valid;
+    const double z = r.need_z ? mb_z_merge(mw, msm) : 0.0;  // need_z: top-p on, the row drawn here
     WideSpec sp = {};
-    sp.ok = valid > 0 && mx != INFINITY;
+    sp.ok = valid > 0 && f.dmax != INFINITY;
     sp.run = sp.ok && (stage == 1 || f.top_p_on);
     sp.ids = !f.top_p_on && !f.min_p_on;
     sp.strict = stage == 1;
@@ -318,7 +317,7 @@ __device__ void wide_hist(const float *logits, int i0, int i1, const WideSpec &s
     for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
         const float l = logits[i];
         u64 k;
-        if (!in_range(sp, l, i, &k) || (k & s.mask) != s.prefix) continue;
+        if (!in_prefix(sp, s, l, i, &k)) continue;
         const int kb = (int)((k >> s.shift) & 255u);
         if (kb != bin) {
             if (c) {
@@ -349,7 +348,7 @@ wide_level_kernel(const float *__restrict__ logits, int n, WideArgs a, MbWs mw, 
     WideSpec sp;
     WideState s;
     if (level == 0) {
-        sp = wide_spec(stage, a, mw, w, sm);
+        sp = wide_spec(stage, a, mw, w, mb_smem());
         s = wide_state0(sp);
         if (lead) w.spec[stage] = sp;
     } else {
@@ -383,7 +382,7 @@ wide_gather_kernel(const float *__restrict__ logits, int n, WideWs w, int stage)
     const int len = chunk_len(n, &i0);
     for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x) {
         u64 k;
-        if (!in_range(sp, logits[i], i, &k) || (k & s.mask) != s.prefix) continue;
+        if (!in_prefix(sp, s, logits[i], i, &k)) continue;
         const int pos = atomicAdd(&w.nkeys[stage], 1);
         if (pos < BATCH_CAP) w.keys[stage * BATCH_CAP + pos] = k;  // always: the decision bounded it
     }
@@ -406,7 +405,7 @@ __device__ int pick_batch(const float *logits, int n, const WideWs &w, int stage
     __syncthreads();
     for (int i = threadIdx.x; i < n && s->run; i += blockDim.x) {
         u64 k;
-        if (!in_range(sp, logits[i], i, &k) || (k & s->mask) != s->prefix) continue;
+        if (!in_prefix(sp, *s, logits[i], i, &k)) continue;
         const int pos = atomicAdd(&sm.si[2], 1);
         if (pos < BATCH_CAP) sm.batch[pos] = k;
     }
@@ -423,10 +422,7 @@ __device__ u64 pick_walk(const float *logits, const WideSpec &sp, const WideStat
     const int t = threadIdx.x;
     if (t < nseg) {
         Fx m = {0, 0};
-        for (int j = t * WIDE_SEG; j < min(c, (t + 1) * WIDE_SEG); j++) {
-            const u64 k = sm.batch[j];
-            m = fx_add(m, weight_fx(sp, sp.ids ? logits[wide_key_id(sp, k)] : key_logit(k)));
-        }
+        for (int j = t * WIDE_SEG; j < min(c, (t + 1) * WIDE_SEG); j++) m = fx_add(m, key_weight(sp, logits, sm.batch[j]));
         seg_lo[t] = m.lo;
         seg_hi[t] = m.hi;
     }
@@ -442,7 +438,7 @@ __device__ u64 pick_walk(const float *logits, const WideSpec &sp, const WideStat
             }
             for (int j = g * WIDE_SEG; j < min(c, (g + 1) * WIDE_SEG); j++) {
                 const u64 k = sm.batch[j];
-                cum = fx_add(cum, weight_fx(sp, sp.ids ? logits[wide_key_id(sp, k)] : key_logit(k)));
+                cum = fx_add(cum, key_weight(sp, logits, k));
                 if (crosses(sp, cum, s.target)) {
                     found = k;
                     break;

@@ -74,7 +74,8 @@ int emx_calibrate_profile(const EmxProfile *base, const EmxMetricSamples *s, Emx
     EmxCalibration c = {
         .h_p30 = emx_percentile(s->h, s->n, 30), .h_p50 = emx_percentile(s->h, s->n, 50),
         .h_p70 = emx_percentile(s->h, s->n, 70), .h_p85 = emx_percentile(s->h, s->n, 85),
-        .v_p30 = emx_percentile(s->v, s->n, 30), .v_p70 = emx_percentile(s->v, s->n, 70),
+        .v_p30 = emx_percentile(s->v, s->n, 30), .v_p50 = emx_percentile(s->v, s->n, 50),
+        .v_p70 = emx_percentile(s->v, s->n, 70),
         .ae_median = emx_percentile(s->ae, s->n, 50), .av_median = emx_percentile(s->av, s->n, 50),
         .is_median = emx_percentile(s->is, s->n, 50), .agr_median = emx_percentile(s->agr, s->n, 50),
     };
@@ -104,16 +105,29 @@ int emx_calibrate_profile(const EmxProfile *base, const EmxMetricSamples *s, Emx
     return 0;
 }
 
+int emx_case_temperatures_at_median(const EmxProfile *p, const EmxCalibration *cal, double max_t,
+                                    double temps[EMX_CASE_COUNT]) {
+    const EmxMetrics m = {.logits_entropy_bits = cal->h_p50, .logits_varentropy_bits2 = cal->v_p50,
+                          .attn_entropy_bits = cal->ae_median, .attn_varentropy_heads_bits2 = cal->av_median,
+                          .attn_varentropy_true_bits2 = cal->av_median, .attn_agreement = cal->agr_median,
+                          .attn_interaction_strength = cal->is_median};
+    int hot = 0;
+    for (int c = 0; c < EMX_CASE_COUNT; c++) {
+        temps[c] = emx_entropix_case_params((EmxCase)c, &m, p).temperature;
+        hot += temps[c] > max_t;
+    }
+    return hot;
+}
+
 void emx_case_distribution(const EmxProfile *p, const EmxMetricSamples *s,
                            double frac[EMX_CASE_COUNT]) {
     long count[EMX_CASE_COUNT] = {0};
-    EmxEntropixState st = {0};
     for (size_t i = 0; i < s->n; i++) {
         EmxMetrics m = {.logits_entropy_bits = s->h[i], .logits_varentropy_bits2 = s->v[i],
                         .attn_entropy_bits = s->ae[i], .attn_varentropy_heads_bits2 = s->av[i],
                         .attn_varentropy_true_bits2 = s->av[i], .attn_agreement = s->agr[i],
                         .attn_interaction_strength = s->is[i]};
-        count[emx_entropix_decide(&m, p, &st, -1).kase]++;
+        count[emx_entropix_case(&m, p)]++;
     }
     for (int c = 0; c < EMX_CASE_COUNT; c++) frac[c] = s->n ? (double)count[c] / (double)s->n : 0.0;
 }

@@ -50,7 +50,7 @@ double emx_percentile(const double *x, size_t n, double q);
 
 // The percentiles above and the medians the coefficients are rescaled with.
 typedef struct {
-    double h_p30, h_p50, h_p70, h_p85, v_p30, v_p70;
+    double h_p30, h_p50, h_p70, h_p85, v_p30, v_p50, v_p70;
     double ae_median, av_median, is_median, agr_median;
 } EmxCalibration;
 
@@ -58,6 +58,14 @@ typedef struct {
 // Returns 0, or -1 if there are fewer than 2 samples.
 int emx_calibrate_profile(const EmxProfile *base, const EmxMetricSamples *s, EmxProfile *out,
                           EmxCalibration *cal);
+
+// Each case's temperature under p at the samples' median metrics (H, V, and the attention
+// medians), whatever case those metrics fall in (LELV: 0). Returns how many cases exceed max_t.
+// A case hotter than the model's own temperature (1) at a typical step re-rolls the tokens that
+// greedy keeps, which is where entropix lost to greedy on short answers (docs/entropix.md):
+// tools/calibrate warns about each one.
+int emx_case_temperatures_at_median(const EmxProfile *p, const EmxCalibration *cal, double max_t,
+                                    double temps[EMX_CASE_COUNT]);
 
 // The fraction of the samples each case of profile p takes (the switch's case rule alone).
 void emx_case_distribution(const EmxProfile *p, const EmxMetricSamples *s,

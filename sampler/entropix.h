@@ -21,7 +21,8 @@
 //                     ada_top_k_min, ada_top_k_max)            (round: half to even, as jnp)
 //        min_p = clip(min_p0·(1 - ada_min_p_logits_unc·lu), ada_min_p_min, ada_min_p_max)
 //        draw ada_n_samples tokens, keep the best by the per-sample score below.
-// Parameters a case does not adjust keep the base values (T0, top_k0, top_p0, min_p0).
+// Parameters a case does not adjust keep the base values (T0, top_k0, top_p0, min_p0). Last,
+// every case's temperature is capped at temp_max (0: no cap; classic has none).
 // attn_vent is the attention varentropy the profile names (attn_varentropy_def); classic uses
 // the sources' one, the variance across heads of the per-head entropies.
 //
@@ -66,6 +67,7 @@ typedef struct {
     int top_k;                // top_k0
     double top_p;             // top_p0
     double min_p;             // min_p0
+    double temp_max;          // no case samples hotter than this (0: no cap)
     // LELV
     double lelv_entropy_below, lelv_varentropy_below;
     // HELV
@@ -73,15 +75,18 @@ typedef struct {
     int helv_insert_pause;    // 0: never insert, always sample
     int pause_token_id;       // -1: resolve by text at run time (emx_pause_token_resolve)
     double helv_temp_base, helv_temp_attn_entropy, helv_temp_max;
+    int helv_n_samples;       // draws when HELV samples (1: one draw; more: the best by score)
     // LEHV
     double lehv_entropy_below, lehv_varentropy_above;
     double lehv_temp_base, lehv_temp_interaction, lehv_temp_max;
     double lehv_top_k_disagreement;
     int lehv_top_k_min;
+    int lehv_n_samples;       // draws (1: one draw; more: the best by score)
     // HEHV
     double hehv_entropy_above, hehv_varentropy_above;
     double hehv_temp_base, hehv_temp_attn_varentropy, hehv_temp_min;
     double hehv_top_p_attn_entropy, hehv_top_p_min;
+    int hehv_n_samples;       // draws (1: one draw; more: the best by score)
     // ADAPTIVE
     double ada_temp_logits_unc, ada_temp_attn_unc, ada_temp_agreement;
     double ada_top_p_attn_varentropy, ada_top_p_min, ada_top_p_max;
@@ -89,7 +94,7 @@ typedef struct {
     int ada_top_k_min, ada_top_k_max;
     double ada_min_p_logits_unc, ada_min_p_min, ada_min_p_max;
     int ada_n_samples;
-    double ada_score_typicality;  // w of the best-of-N score
+    double ada_score_typicality;  // w of the best-of-N score (of every case that draws several)
 } EmxProfile;
 
 typedef enum {
@@ -130,72 +135,99 @@ static inline EMX_HD double emx_clip(double x, double lo, double hi) {
     return x < lo ? lo : x > hi ? hi : x;
 }
 
+// The case rule alone: which of the five cases the metrics fall in (thresholds only).
+static inline EMX_HD EmxCase emx_entropix_case(const EmxMetrics *m, const EmxProfile *p) {
+    const double H = m->logits_entropy_bits, V = m->logits_varentropy_bits2;
+    if (H < p->lelv_entropy_below && V < p->lelv_varentropy_below) return EMX_CASE_LELV;
+    if (H > p->helv_entropy_above && V < p->helv_varentropy_below) return EMX_CASE_HELV;
+    if (H < p->lehv_entropy_below && V > p->lehv_varentropy_above) return EMX_CASE_LEHV;
+    if (H > p->hehv_entropy_above && V > p->hehv_varentropy_above) return EMX_CASE_HEHV;
+    return EMX_CASE_ADAPTIVE;
+}
+
+// The profile's base values (T0, top_k0, top_p0, min_p0): what a case does not adjust.
+static inline EMX_HD EmxSamplerParams emx_profile_base_params(const EmxProfile *p) {
+    EmxSamplerParams s;
+    s.temperature = (float)p->temperature;
+    s.top_k = p->top_k;
+    s.top_p = (float)p->top_p;
+    s.min_p = (float)p->min_p;
+    s.temperature_first = 0;
+    return s;
+}
+
+// The sampling parameters case c gives at metrics m, whatever case m falls in (calibration
+// reads every case's temperature at the median metrics). LELV: temperature 0 (argmax). Every
+// case's temperature is then capped at temp_max (0: no cap).
+static inline EMX_HD EmxSamplerParams emx_entropix_case_params(EmxCase c, const EmxMetrics *m,
+                                                               const EmxProfile *p) {
+    const double H = m->logits_entropy_bits, V = m->logits_varentropy_bits2;
+    const double ae = m->attn_entropy_bits, av = emx_attn_varentropy(m, p);
+    const double agr = m->attn_agreement, is = m->attn_interaction_strength, t0 = p->temperature;
+    EmxSamplerParams s = emx_profile_base_params(p);  // each case adjusts some
+    double t = t0;
+    switch (c) {
+    case EMX_CASE_LELV:
+        s.temperature = 0.0f;  // greedy, should anyone sample with these params
+        return s;
+    case EMX_CASE_HELV:
+        t = fmin(p->helv_temp_max, t0 * (p->helv_temp_base + p->helv_temp_attn_entropy * ae));
+        break;
+    case EMX_CASE_LEHV: {
+        t = fmin(p->lehv_temp_max, t0 * (p->lehv_temp_base + p->lehv_temp_interaction * is));
+        int k = (int)(p->top_k * (1.0 + p->lehv_top_k_disagreement * (1.0 - agr)));  // truncates
+        s.top_k = k > p->lehv_top_k_min ? k : p->lehv_top_k_min;
+        break;
+    }
+    case EMX_CASE_HEHV:
+        t = fmax(p->hehv_temp_min, t0 * (p->hehv_temp_base + p->hehv_temp_attn_varentropy * av));
+        s.top_p = (float)fmax(p->hehv_top_p_min, p->top_p - p->hehv_top_p_attn_entropy * ae);
+        break;
+    default: {  // ADAPTIVE
+        const double lu = H + V, au = ae + av;
+        t = t0 * (1.0 + p->ada_temp_logits_unc * lu + p->ada_temp_attn_unc * au - p->ada_temp_agreement * agr);
+        s.top_p = (float)emx_clip(p->top_p * (1.0 + p->ada_top_p_attn_varentropy * av), p->ada_top_p_min,
+                                  p->ada_top_p_max);
+        double k = nearbyint(p->top_k * (1.0 + p->ada_top_k_interaction * is -
+                                         p->ada_top_k_agreement * agr));  // half to even
+        s.top_k = (int)emx_clip(k, p->ada_top_k_min, p->ada_top_k_max);
+        s.min_p = (float)emx_clip(p->min_p * (1.0 - p->ada_min_p_logits_unc * lu), p->ada_min_p_min,
+                                  p->ada_min_p_max);
+        break;
+    }
+    }
+    s.temperature = (float)(p->temp_max > 0 && t > p->temp_max ? p->temp_max : t);
+    return s;
+}
+
 // The decision for one step. pause_token: the resolved pause token id (-1: none, HELV then
 // samples). Pure: the caller applies emx_entropix_state_update afterwards.
 static inline EMX_HD EmxDecision emx_entropix_decide(const EmxMetrics *m, const EmxProfile *p,
                                                      const EmxEntropixState *st,
                                                      int pause_token) {
-    double H = m->logits_entropy_bits, V = m->logits_varentropy_bits2;
-    double ae = m->attn_entropy_bits, av = emx_attn_varentropy(m, p);
-    double agr = m->attn_agreement, is = m->attn_interaction_strength, t0 = p->temperature;
     EmxDecision d;
+    d.kase = emx_entropix_case(m, p);
     d.token = -1;
     d.n_samples = 1;
-    d.params.temperature = (float)t0;  // base values; each case adjusts some
-    d.params.top_k = p->top_k;
-    d.params.top_p = (float)p->top_p;
-    d.params.min_p = (float)p->min_p;
-    d.params.temperature_first = 0;
-
-    if (H < p->lelv_entropy_below && V < p->lelv_varentropy_below) {
-        d.kase = EMX_CASE_LELV;
+    d.params = emx_entropix_case_params(d.kase, m, p);
+    if (d.kase == EMX_CASE_LELV) {
         d.action = EMX_ACTION_ARGMAX;
-        d.params.temperature = 0.0f;  // greedy, should anyone sample with these params
         return d;
     }
-    if (H > p->helv_entropy_above && V < p->helv_varentropy_below) {
-        d.kase = EMX_CASE_HELV;
-        if (p->helv_insert_pause && pause_token >= 0 && !st->pause_inserted) {
-            d.action = EMX_ACTION_INSERT;
-            d.token = pause_token;
-            return d;
-        }
-        d.action = EMX_ACTION_SAMPLE;
-        d.params.temperature =
-            (float)fmin(p->helv_temp_max, t0 * (p->helv_temp_base + p->helv_temp_attn_entropy * ae));
+    if (d.kase == EMX_CASE_HELV && p->helv_insert_pause && pause_token >= 0 && !st->pause_inserted) {
+        d.action = EMX_ACTION_INSERT;
+        d.token = pause_token;
+        d.params = emx_profile_base_params(p);  // nothing is sampled
         return d;
     }
-    if (H < p->lehv_entropy_below && V > p->lehv_varentropy_above) {
-        d.kase = EMX_CASE_LEHV;
-        d.action = EMX_ACTION_SAMPLE;
-        d.params.temperature =
-            (float)fmin(p->lehv_temp_max, t0 * (p->lehv_temp_base + p->lehv_temp_interaction * is));
-        int k = (int)(p->top_k * (1.0 + p->lehv_top_k_disagreement * (1.0 - agr)));  // truncates
-        d.params.top_k = k > p->lehv_top_k_min ? k : p->lehv_top_k_min;
-        return d;
-    }
-    if (H > p->hehv_entropy_above && V > p->hehv_varentropy_above) {
-        d.kase = EMX_CASE_HEHV;
-        d.action = EMX_ACTION_SAMPLE;
-        d.params.temperature = (float)fmax(
-            p->hehv_temp_min, t0 * (p->hehv_temp_base + p->hehv_temp_attn_varentropy * av));
-        d.params.top_p =
-            (float)fmax(p->hehv_top_p_min, p->top_p - p->hehv_top_p_attn_entropy * ae);
-        return d;
-    }
-    double lu = H + V, au = ae + av;
-    d.kase = EMX_CASE_ADAPTIVE;
-    d.action = EMX_ACTION_BEST_OF_N;
-    d.n_samples = p->ada_n_samples > 1 ? p->ada_n_samples : 1;
-    d.params.temperature = (float)(t0 * (1.0 + p->ada_temp_logits_unc * lu +
-                                         p->ada_temp_attn_unc * au - p->ada_temp_agreement * agr));
-    d.params.top_p = (float)emx_clip(p->top_p * (1.0 + p->ada_top_p_attn_varentropy * av),
-                                     p->ada_top_p_min, p->ada_top_p_max);
-    double k = nearbyint(p->top_k * (1.0 + p->ada_top_k_interaction * is -
-                                     p->ada_top_k_agreement * agr));  // half to even
-    d.params.top_k = (int)emx_clip(k, p->ada_top_k_min, p->ada_top_k_max);
-    d.params.min_p = (float)emx_clip(p->min_p * (1.0 - p->ada_min_p_logits_unc * lu),
-                                     p->ada_min_p_min, p->ada_min_p_max);
+    // ADAPTIVE always takes the best of its draws; the other cases draw once unless their
+    // profile asks for more (classic: 1).
+    const int n = d.kase == EMX_CASE_HELV   ? p->helv_n_samples
+                  : d.kase == EMX_CASE_LEHV ? p->lehv_n_samples
+                  : d.kase == EMX_CASE_HEHV ? p->hehv_n_samples
+                                            : p->ada_n_samples;
+    d.n_samples = n > 1 ? n : 1;
+    d.action = d.kase == EMX_CASE_ADAPTIVE || n > 1 ? EMX_ACTION_BEST_OF_N : EMX_ACTION_SAMPLE;
     return d;
 }
 

@@ -79,6 +79,26 @@ Test(calibrate, thresholds_are_the_documented_percentiles) {
     emx_metric_samples_free(&one);
 }
 
+// Each case's temperature at the median metrics, by hand from the classic formulas
+// (docs/entropix.md): H 4, V 12, attention entropy 3, spread 1, agreement 0.1, IS 2.5.
+Test(calibrate, case_temperatures_at_the_median) {
+    EmxProfile p;
+    emx_profile_classic(&p);
+    EmxCalibration cal = {.h_p50 = 4.0, .v_p50 = 12.0, .ae_median = 3.0, .av_median = 1.0,
+                          .agr_median = 0.1, .is_median = 2.5};
+    double t[EMX_CASE_COUNT];
+    const int hot = emx_case_temperatures_at_median(&p, &cal, 1.0, t);
+    cr_expect_float_eq(t[EMX_CASE_LELV], 0.0, 1e-6);
+    cr_expect_float_eq(t[EMX_CASE_HELV], 0.666 * (1.3 + 0.2 * 3.0), 1e-6);        // 1.2654 (< 1.5)
+    cr_expect_float_eq(t[EMX_CASE_LEHV], 0.666 * (1.2 + 0.3 * 2.5), 1e-6);        // 1.2987 (< 1.5)
+    cr_expect_float_eq(t[EMX_CASE_HEHV], 2.0, 1e-6);                              // max(2, 0.666·2.5)
+    cr_expect_float_eq(t[EMX_CASE_ADAPTIVE], 0.666 * (1 + 0.3 * 16 + 0.2 * 4 - 0.2 * 0.1), 1e-5);
+    cr_expect_eq(hot, 4, "all but LELV are above 1");
+    p.temp_max = 1.0;
+    cr_expect_eq(emx_case_temperatures_at_median(&p, &cal, 1.0, t), 0, "capped: none");
+    cr_expect_float_eq(t[EMX_CASE_ADAPTIVE], 1.0, 1e-6);
+}
+
 static const char *calibrate_bin(char *buf, size_t cap) {
     test_build_path(buf, cap, "tools/calibrate");
     if (access(buf, X_OK) != 0) cr_assert_fail("%s is not built (make all)", buf);

@@ -210,6 +210,69 @@ Test(entropix, adaptive_parameters) {
                   "ADAPTIVE 2");
 }
 
+// temp_max caps the temperature of every sampling case, after the case's own formula and
+// bounds; 0 leaves each case's value (classic). Values by hand with the metrics above.
+Test(entropix, temp_max_caps_every_case) {
+    EmxProfile p;
+    emx_profile_classic(&p);
+    cr_expect_eq(p.temp_max, 0.0, "classic has no cap");
+    struct { double h, v, uncapped; int k; double top_p, min_p; const char *what; } cases[] = {
+        {6.0, 0.05, 1.1988, 27, 0.9, 0.03, "HELV"},     // min(1.5, 0.666·1.8)
+        {2.0, 6.0, 1.03896, 36, 0.9, 0.03, "LEHV"},     // min(1.5, 0.666·1.56)
+        {6.0, 6.0, 2.0, 27, 0.5, 0.03, "HEHV"},         // max(2, 0.666·2.4): its floor
+        {2.0, 1.5, 1.7649, 35, 0.972, 0.01, "ADAPTIVE"},// 0.666·2.65
+    };
+    EmxEntropixState inserted = {1};  // HELV samples
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        EmxMetrics m = metrics(cases[i].h, cases[i].v);
+        p.temp_max = 0.0;
+        expect_params(emx_entropix_decide(&m, &p, &inserted, PAUSE).params, cases[i].uncapped, cases[i].k,
+                      cases[i].top_p, cases[i].min_p, cases[i].what);
+        p.temp_max = 1.0;  // every one of them is above 1: capped, nothing else moves
+        expect_params(emx_entropix_decide(&m, &p, &inserted, PAUSE).params, 1.0, cases[i].k, cases[i].top_p,
+                      cases[i].min_p, cases[i].what);
+        p.temp_max = 5.0;  // above every one: unchanged
+        expect_params(emx_entropix_decide(&m, &p, &inserted, PAUSE).params, cases[i].uncapped, cases[i].k,
+                      cases[i].top_p, cases[i].min_p, cases[i].what);
+    }
+    p.temp_max = 1.0;
+    EmxMetrics m = metrics(0.05, 0.05);
+    EmxDecision d = emx_entropix_decide(&m, &p, &inserted, PAUSE);
+    cr_expect(d.kase == EMX_CASE_LELV && d.action == EMX_ACTION_ARGMAX && d.params.temperature == 0.0f);
+}
+
+// The draws of each case: classic draws once in HELV, LEHV and HEHV (SAMPLE) and ada_n_samples
+// times in ADAPTIVE; a case given n > 1 draws takes the best of them (BEST_OF_N, n); the pause
+// and LELV are unaffected.
+Test(entropix, draws_per_case) {
+    EmxProfile p;
+    emx_profile_classic(&p);
+    EmxEntropixState inserted = {1}, fresh = {0};
+    struct { double h, v; EmxCase c; int *key; } cases[] = {
+        {6.0, 0.05, EMX_CASE_HELV, &p.helv_n_samples},
+        {2.0, 6.0, EMX_CASE_LEHV, &p.lehv_n_samples},
+        {6.0, 6.0, EMX_CASE_HEHV, &p.hehv_n_samples},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        EmxMetrics m = metrics(cases[i].h, cases[i].v);
+        EmxDecision d = emx_entropix_decide(&m, &p, &inserted, PAUSE);
+        cr_expect(d.kase == cases[i].c && d.action == EMX_ACTION_SAMPLE && d.n_samples == 1, "%s: classic",
+                  emx_case_name(cases[i].c));
+        *cases[i].key = 7;
+        d = emx_entropix_decide(&m, &p, &inserted, PAUSE);
+        cr_expect(d.action == EMX_ACTION_BEST_OF_N && d.n_samples == 7, "%s: 7 draws", emx_case_name(cases[i].c));
+        *cases[i].key = 1;
+    }
+    p.helv_n_samples = 7;
+    EmxMetrics m = metrics(6.0, 0.05);
+    EmxDecision d = emx_entropix_decide(&m, &p, &fresh, PAUSE);
+    cr_expect(d.action == EMX_ACTION_INSERT && d.token == PAUSE, "the pause is still inserted first");
+    p.ada_n_samples = 1;
+    m = metrics(2.0, 2.0);
+    d = emx_entropix_decide(&m, &p, &fresh, PAUSE);
+    cr_expect(d.action == EMX_ACTION_BEST_OF_N && d.n_samples == 1, "ADAPTIVE keeps its action with one draw");
+}
+
 // top_k rounds half to even, as jnp.round does: 2.5 -> 2, 3.5 -> 4.
 Test(entropix, adaptive_top_k_rounds_half_to_even) {
     EmxProfile p;

@@ -94,6 +94,9 @@ static int sample_text(EmxState *st, const EmxConfig *cfg, const int *ids, size_
     return 0;
 }
 
+// The model's own temperature: a case sampling hotter at a typical step is warned about.
+#define HOT_TEMPERATURE 1.0
+
 // What this run calibrates from, for the file's header and the messages.
 typedef struct {
     const char *model_path, *text_path, *out_path, *base_name;
@@ -103,7 +106,7 @@ typedef struct {
 // The profile file's comment header: where the numbers came from, the metrics' percentiles and
 // the case shares under the base and the calibrated profile (the profile reader skips it).
 static void write_header(FILE *out, const CalRun *run, const EmxMetricSamples *samples, const double *frac_base,
-                         const double *frac_cal) {
+                         const double *frac_cal, const double *temps) {
     fprintf(out, "# calibrated by tools/calibrate from %s on %s\n", run->model_path, run->text_path);
     fprintf(out, "# %zu positions (windows of %d tokens, first %d skipped), base profile %s\n",
             samples->n, run->ctx, run->skip, run->base_name);
@@ -122,6 +125,20 @@ static void write_header(FILE *out, const CalRun *run, const EmxMetricSamples *s
     fprintf(out, "# case shares on these positions:\n");
     print_distribution(out, "#   ", run->base_name, frac_base);
     print_distribution(out, "#   ", "calibrated", frac_cal);
+    fprintf(out, "# temperature of each case at the median metrics:");
+    for (int c = 0; c < EMX_CASE_COUNT; c++) fprintf(out, " %s %.3g", emx_case_name((EmxCase)c), temps[c]);
+    fprintf(out, "\n");
+}
+
+// One line on stderr per case that samples hotter than the model's own temperature at the
+// median metrics: those cases re-roll the tokens greedy keeps (sampler/calibrate.h).
+static void warn_hot_cases(const double *temps) {
+    for (int c = 0; c < EMX_CASE_COUNT; c++)
+        if (temps[c] > HOT_TEMPERATURE)
+            fprintf(stderr,
+                    "calibrate: warning: %s samples at T = %.3g at the median metrics, hotter than the model's own "
+                    "T = 1 (set temp_max = 1 to cap it)\n",
+                    emx_case_name((EmxCase)c), temps[c]);
 }
 
 // The calibrated profile from the samples, written after its header to *out (closed and set to
@@ -134,11 +151,12 @@ static int finish_profile(FILE **out, const char *tmp_path, const CalRun *run, c
         fprintf(stderr, "calibrate: only %zu positions sampled\n", samples->n);
         return -1;
     }
-    double frac_base[EMX_CASE_COUNT], frac_cal[EMX_CASE_COUNT];
+    double frac_base[EMX_CASE_COUNT], frac_cal[EMX_CASE_COUNT], temps[EMX_CASE_COUNT];
     emx_case_distribution(base, samples, frac_base);
     emx_case_distribution(&cal_profile, samples, frac_cal);
+    emx_case_temperatures_at_median(&cal_profile, &cal, HOT_TEMPERATURE, temps);
 
-    write_header(*out, run, samples, frac_base, frac_cal);
+    write_header(*out, run, samples, frac_base, frac_cal, temps);
     emx_profile_write(*out, &cal_profile);
     int bad = ferror(*out) != 0;
     if (*out != stdout) bad |= fclose(*out) != 0;
@@ -152,6 +170,7 @@ static int finish_profile(FILE **out, const char *tmp_path, const CalRun *run, c
     fprintf(stderr, "case shares (teacher-forced positions of %s):\n", run->text_path);
     print_distribution(stderr, "  ", run->base_name, frac_base);
     print_distribution(stderr, "  ", "calibrated", frac_cal);
+    warn_hot_cases(temps);
     return 0;
 }
 

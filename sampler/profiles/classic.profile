@@ -11,6 +11,7 @@ temperature = 0.666
 top_k = 27
 top_p = 0.9
 min_p = 0.03
+temp_max = 0                   # no case samples hotter than this (0: no cap)
 
 # LELV "flowing": H < a && V < b -> argmax
 lelv_entropy_below = 0.1
@@ -25,6 +26,7 @@ pause_token_id = -1            # -1: " ..." (or "...") found by text in the voca
 helv_temp_base = 1.3
 helv_temp_attn_entropy = 0.2
 helv_temp_max = 1.5
+helv_n_samples = 1             # draws when it samples; more: the best by score
 
 # LEHV "exploring forks": H < a && V > b -> T = min(max, T0·(base + c·IS)),
 # top_k = max(min, int(top_k0·(1 + d·(1 - agreement))))
@@ -35,6 +37,7 @@ lehv_temp_interaction = 0.3
 lehv_temp_max = 1.5
 lehv_top_k_disagreement = 0.5
 lehv_top_k_min = 5
+lehv_n_samples = 1
 
 # HEHV "resampling in the mist": H > a && V > b -> T = max(min, T0·(base + c·attn_vent)),
 # top_p = max(min, top_p0 - d·attn_ent)
@@ -45,6 +48,7 @@ hehv_temp_attn_varentropy = 0.5
 hehv_temp_min = 2
 hehv_top_p_attn_entropy = 0.2
 hehv_top_p_min = 0.5
+hehv_n_samples = 1
 
 # ADAPTIVE (otherwise): lu = H + V, au = attn_ent + attn_vent
 # T = T0·(1 + a·lu + b·au - c·agreement)

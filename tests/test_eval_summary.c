@@ -335,7 +335,7 @@ Test(eval_summary, json_keys, .timeout = 120) {
     RunResult r = run_prog(bin, (const char *[]){model, tasks, "-o", out, "--json", json, "-t", "1", "--seeds", "1",
                                                  "--config", "greedy", "--config", "combined", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "== k (2 items, 1 distinct prompts)") && strstr(r.out, "baseline:mode=Lily"), "%s", r.out);
+    cr_expect(strstr(r.out, "== k (2 items, 1 distinct prompt)") && strstr(r.out, "baseline:mode=Lily"), "%s", r.out);
     run_free(&r);
     char *s = test_read_file(out, NULL);
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {

@@ -280,9 +280,11 @@ FACTS = {
     "plural": (PLURALS, ["What is the plural of %s? Reply with one word.",
                          "What is the plural form of the word \"%s\"? Reply with one word.",
                          "Give the plural of the noun %s. Reply with one word."], 16),
-    "past": (PAST, ["What is the past tense of the verb \"%s\"? Reply with one word.",
-                    "Give the simple past tense of the verb %s. Reply with one word.",
-                    "What is the simple past of %s? Reply with one word."], 16),
+    # Asked "What is the simple past of go?", SmolLM2-135M mostly repeats the verb (9% right);
+    # asked to finish "Today I go. Yesterday I" it writes the past form (docs/eval-tasks.md)
+    "past": (PAST, ["Finish the sentence with the past tense: Today I %s. Yesterday I",
+                    "Complete the sentence: Every day I %s. Yesterday I",
+                    "What is the past tense of the verb \"%s\"? Reply with one word."], 16),
     "opposite": (OPPOSITES, ["What is the opposite of %s? Reply with one word.",
                              "What is the opposite of the word \"%s\"? Reply with one word.",
                              "Give a word that means the opposite of %s. Reply with one word."], 16),

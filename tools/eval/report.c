@@ -67,7 +67,8 @@ static void print_open(FILE *f, const EvalSummaryInput *in, const EvalSummary *s
 static void print_block(FILE *f, const EvalSummaryInput *in, const EvalSummary *s, const char *family, const char *title) {
     int n_items, n_prompts, n_answered, n_open;
     eval_summary_block(s, family, &n_items, &n_prompts, &n_answered, &n_open);
-    fprintf(f, "\n== %s (%d items, %d distinct prompts%s)\n", title, n_items, n_prompts, n_answered ? "" : ", open-ended");
+    fprintf(f, "\n== %s (%d item%s, %d distinct prompt%s%s)\n", title, n_items, n_items == 1 ? "" : "s", n_prompts,
+            n_prompts == 1 ? "" : "s", n_answered ? "" : ", open-ended");
     if (n_answered) {
         print_header(f);
         for (int ci = 0; ci < in->n_configs; ci++) {

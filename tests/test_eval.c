@@ -126,6 +126,30 @@ Test(eval, malformed_task_files) {
         {"[1,2]", ":1: not a JSON object"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"1\",\"check\":\"exact\"} trailing", ":1: not a JSON object"},
         {"\n\n", "no items"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"word\"}", "field 'answer_alphabet': missing (check 'word' needs one)"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"word\",\"answer_alphabet\":[\"y\"]}",
+         "field 'answer_alphabet': the answer 'x' is not one of its entries"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[\"7\",\"\"]}",
+         "field 'answer_alphabet': entry 1 is not a non-empty string"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[\"7\",\"7\"]}",
+         "field 'answer_alphabet': entry 1 repeats entry 0 ('7')"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[]}",
+         "field 'answer_alphabet': not an array of 1..256 strings"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":\"7\"}",
+         "field 'answer_alphabet': not an array"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"answer_cue\":\"\"}",
+         "field 'answer_cue': not a non-empty string"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"open\"}", "field 'answer': check 'open' has no answer"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":\"open\",\"answer_alphabet\":[\"x\"]}",
+         "field 'answer_alphabet': check 'open' has no answer"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"baselines\":{\"Bad\":\"1\"}}",
+         "field 'baselines': name 'Bad' is not 1..32 of [a-z0-9-]"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"baselines\":{\"zero\":0}}",
+         "field 'baselines': 'zero': the answer is not a string"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"baselines\":{\"z\":\"0\",\"z\":\"1\"}}",
+         "field 'baselines': name 'z' given twice"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"answer\":7,\"check\":\"number\",\"baselines\":[\"0\"]}",
+         "field 'baselines': not an object of 1..8 names"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *p = write_tasks(cases[i].text);
@@ -137,6 +161,29 @@ Test(eval, malformed_task_files) {
         cr_expect(strncmp(err, p, strlen(p)) == 0, "case %zu: [%s] does not start with the file name", i, err);
         cr_expect(strstr(err, cases[i].want) != NULL, "case %zu: [%s] lacks [%s]", i, err, cases[i].want);
         cr_expect(strchr(err, '\n') == NULL, "case %zu: not one line: [%s]", i, err);
+    }
+}
+
+// answer_alphabet: 256 entries are allowed, 257 are not.
+Test(eval, answer_alphabet_size) {
+    for (int n = 256; n <= 257; n++) {
+        char *line = malloc(8192);
+        int k = snprintf(line, 8192, "{\"id\":\"a\",\"prompt\":\"p\",\"answer\":0,\"check\":\"number\",\"answer_alphabet\":[");
+        for (int i = 0; i < n; i++) k += snprintf(line + k, 8192 - (size_t)k, "%s\"%d\"", i ? "," : "", i);
+        snprintf(line + k, 8192 - (size_t)k, "]}");
+        const char *p = write_tasks(line);
+        EvalTaskFile tf;
+        char err[512] = {0};
+        const int rc = eval_tasks_load(p, &tf, err, sizeof err);
+        unlink(p);
+        if (n == 256) {
+            cr_expect_eq(rc, 0, "%s", err);
+            cr_expect(rc != 0 || tf.items[0].n_answer_alphabet == 256);
+            if (rc == 0) eval_tasks_free(&tf);
+        } else {
+            cr_expect(rc == -1 && strstr(err, "not an array of 1..256 strings"), "%s", err);
+        }
+        free(line);
     }
 }
 
@@ -159,7 +206,41 @@ Test(eval, task_fields_and_defaults) {
     cr_expect_str_eq(tf.items[1].family, base);  // the same id in another family is no repeat
     cr_expect_eq(tf.items[1].max_tokens, 64);
     cr_expect_eq(tf.items[1].line, 3);
+    cr_expect(!tf.items[0].answer_cue && tf.items[0].n_answer_alphabet == 0 && tf.items[0].n_baselines == 0);
     eval_tasks_free(&tf);
+    p = write_tasks("{\"id\":\"w\",\"prompt\":\"P\",\"answer\":\"Rome\",\"check\":\"word\",\"answer_cue\":\"The answer is\","
+                    "\"answer_alphabet\":[\"Paris\",\"Rome\"],\"baselines\":{\"capital-of-france\":\"Paris\",\"echo\":\"P\"}}\n"
+                    "{\"id\":\"n\",\"prompt\":\"P\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[\"6\",\"7.0\"]}\n"
+                    "{\"id\":\"o\",\"prompt\":\"P\",\"check\":\"open\",\"max_tokens\":128}\n");
+    cr_assert_eq(eval_tasks_load(p, &tf, err, sizeof err), 0, "%s", err);
+    unlink(p);
+    const EvalItem *w = &tf.items[0];
+    cr_expect_str_eq(w->answer_cue, "The answer is");
+    cr_expect(w->n_answer_alphabet == 2 && !strcmp(w->answer_alphabet[1], "Rome"));
+    cr_expect(w->n_baselines == 2 && eval_item_baseline(w, "echo") == 1 && eval_item_baseline(w, "nope") == -1);
+    cr_expect_str_eq(w->baseline_answers[0], "Paris");
+    cr_expect_eq(tf.items[1].n_answer_alphabet, 2, "'7.0' holds the answer 7 by value");
+    cr_expect(tf.items[2].check == EVAL_CHECK_OPEN && !tf.items[2].answer && tf.items[2].max_tokens == 128);
+    eval_tasks_free(&tf);
+}
+
+// The word check: the first whole word of the alphabet, the longest at a start, any case; the
+// extracted value is the alphabet's own spelling.
+Test(eval, word_check) {
+    static const struct { const char *text, *want; int ok; } cases[] = {
+        {"The capital of France is Paris.", "Paris", 0},   {"It is ROME, not Paris", "Rome", 1},
+        {"Romeo and Juliet", "(null)", 0},                 {"new york or york", "New York", 0},
+        {"rome", "Rome", 1},                               {"no answer", "(null)", 0},
+        {"(Rome)", "Rome", 1},                             {"Rome1 is not it", "(null)", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char x[64];
+        const int ok = check_one("{\"id\":\"a\",\"prompt\":\"p\",\"answer\":\"Rome\",\"check\":\"word\","
+                                 "\"answer_alphabet\":[\"Paris\",\"Rome\",\"York\",\"New York\"]}",
+                                 cases[i].text, x, sizeof x);
+        cr_expect_eq(ok, cases[i].ok, "'%s'", cases[i].text);
+        cr_expect_str_eq(x, cases[i].want, "'%s'", cases[i].text);
+    }
 }
 
 Test(eval, configs) {

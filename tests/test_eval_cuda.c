@@ -3,6 +3,7 @@
 // test-gpu`) with --device cuda:0 gives the results of the CPU eval with --device cpu.
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,11 @@ static const char *gpu_eval_binary(void) {
     return p;
 }
 
-// The results file without the fields that differ by nature (time, the model path is the same).
+// The measures computed from each step's logits: the backends' logits agree closely, not bitwise.
+static const char *const FLOAT_MEASURES[] = {"answer_margin", "mean_entropy_bits", "mean_logprob_nats", NULL};
+
+// The results file without the fields that differ by nature (time; the float measures, which
+// measures_close compares), one line per result.
 static char *results_without_time(const char *path) {
     char *s = test_read_file(path, NULL);
     cr_assert(s, "%s missing", path);
@@ -28,6 +33,7 @@ static char *results_without_time(const char *path) {
         cJSON *o = cJSON_Parse(line);
         cr_assert(o, "%s", line);
         cJSON_DeleteItemFromObject(o, "time_s");
+        for (int k = 0; FLOAT_MEASURES[k]; k++) cJSON_DeleteItemFromObject(o, FLOAT_MEASURES[k]);
         char *t = cJSON_PrintUnformatted(o);
         n += (size_t)snprintf(out + n, cap - n, "%s\n", t);
         cJSON_free(t);
@@ -35,6 +41,28 @@ static char *results_without_time(const char *path) {
     }
     free(s);
     return out;
+}
+
+// Line by line, the float measures are both absent or within 1e-3 of each other.
+static void measures_close(const char *path_a, const char *path_b) {
+    char *a = test_read_file(path_a, NULL), *b = test_read_file(path_b, NULL);
+    cr_assert(a && b);
+    char *sa = NULL, *sb = NULL;
+    for (char *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb); la && lb;
+         la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb)) {
+        cJSON *oa = cJSON_Parse(la), *ob = cJSON_Parse(lb);
+        cr_assert(oa && ob);
+        for (int k = 0; FLOAT_MEASURES[k]; k++) {
+            const cJSON *x = cJSON_GetObjectItem(oa, FLOAT_MEASURES[k]), *y = cJSON_GetObjectItem(ob, FLOAT_MEASURES[k]);
+            cr_expect(!x == !y, "%s: in one backend's line only", FLOAT_MEASURES[k]);
+            if (x && y) cr_expect(fabs(x->valuedouble - y->valuedouble) < 1e-3, "%s: %g against %g", FLOAT_MEASURES[k],
+                                  x->valuedouble, y->valuedouble);
+        }
+        cJSON_Delete(oa);
+        cJSON_Delete(ob);
+    }
+    free(a);
+    free(b);
 }
 
 Test(eval_cuda, greedy_and_entropix_same_results_as_cpu, .timeout = 900) {
@@ -66,6 +94,7 @@ Test(eval_cuda, greedy_and_entropix_same_results_as_cpu, .timeout = 900) {
     char *rc = results_without_time(out_cpu), *rg = results_without_time(out_gpu);
     cr_expect_eq(count_lines(rc), 4);
     cr_expect_str_eq(rg, rc, "the CUDA backend's results differ from the CPU's");
+    measures_close(out_cpu, out_gpu);
     free(rc);
     free(rg);
     run_free(&c);

@@ -129,7 +129,7 @@ Test(eval_run, text_is_runs_stories260K, .timeout = 300) {
                                                            "greedy", "--config", "combined:temp=1.0,top_k=20", "--config",
                                                            "entropix", "--config", "entropix:profile=masked-bits", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "== story (2 items)") && strstr(r.out, "== overall (2 items)"), "%s", r.out);
+    cr_expect(strstr(r.out, "== story (2 items, 2 distinct prompts)") && strstr(r.out, "== overall (2 items, 2 distinct prompts)"), "%s", r.out);
     run_free(&r);
     const Item items[] = {{"s1", "Once upon a time", NULL, 0, "24"}, {"s2", "Tom had 3 apples", NULL, 0, "16"}};
     const Config cfgs[] = {{"greedy", {"--sampler", "greedy"}},
@@ -173,7 +173,7 @@ Test(eval_run, agents_with_and_without_critic, .timeout = 300) {
                                                            "--config", "agents:n=3,critic=on", "--config", "agents:n=3,critic=off",
                                                            "--config", "agents:n=3,lookahead=2,check_every=2", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "== pool (2 items)"), "%s", r.out);
+    cr_expect(strstr(r.out, "== pool (2 items, 2 distinct prompts)"), "%s", r.out);
     run_free(&r);
     const Item items[] = {{"p1", "Once upon a time", NULL, 0, "20"}, {"p2", "The dog", NULL, 0, "12"}};
     const Config cfgs[] = {{"agents:n=3,critic=on", {"--agents", "3", "--check-every", "5"}},
@@ -219,7 +219,7 @@ Test(eval_run, resume_after_kill, .timeout = 300) {
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_expect(strstr(r.err, "warning") && strstr(r.err, "dropping an incomplete last line"), "%s", r.err);
     cr_expect(strstr(r.err, "(5 from the results file)"), "%s", r.err);
-    cr_expect(strstr(r.out, "== overall (3 items)"), "%s", r.out);
+    cr_expect(strstr(r.out, "== overall (3 items, 3 distinct prompts)"), "%s", r.out);
     cr_expect(strstr(r.out, "\ngreedy                            3 "), "the summary misses results:\n%s", r.out);
     cr_expect(strstr(r.out, "\ncombined                          6 "), "the summary misses results:\n%s", r.out);
     run_free(&r);
@@ -302,7 +302,7 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
     fclose(f);
     // the good file first: still nothing runs
     expect_error_prog(eval_binary(), (const char *[]){m, good, t.tasks, "-o", t.out, NULL}, 2,
-                      "arith.jsonl:2: field 'check': unknown check 'numbr' (number, exact, choice, regex, contains)");
+                      "arith.jsonl:2: field 'check': unknown check 'numbr' (number, exact, choice, regex, contains, word, open)");
     cr_expect(access(t.out, F_OK) != 0, "results written for a bad task file");
     expect_error_prog(eval_binary(), (const char *[]){m, good, "-o", t.out, "--config", "combined:temp=x", NULL}, 2,
                       "eval: config 'combined:temp=x': key 'temp': --temp: 'x' is not a number");

@@ -1,8 +1,9 @@
 // test_eval_tasks.c — the shipped eval task sets (tools/eval/tasks/*.jsonl): every file follows
 // the task format of docs/eval-tasks.md (fields, types, unique ids, checks, choice letters that
-// are options of the question, max_tokens range, >= 300 items, >= 5 families), the validator
-// here rejects each kind of bad line, and tools/eval/make_tasks.py regenerates the committed
-// files byte for byte. Paths are relative to the repository root (make test runs from there).
+// are options of the question, answer alphabets that hold the answer, max_tokens range, >= 300
+// items a file with answers and >= 30 open-ended prompts, >= 10 families), the validator here
+// rejects each kind of bad line, and tools/eval/make_tasks.py regenerates the committed files
+// byte for byte. Paths are relative to the repository root (make test runs from there).
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -19,11 +20,12 @@
 
 #define TASK_DIR "tools/eval/tasks"
 #define MIN_ITEMS 300
-#define MIN_FAMILIES 5
+#define MIN_OPEN_ITEMS 30
+#define MIN_FAMILIES 10
 
-static const char *const KEYS[] = {"id", "family", "prompt", "messages", "answer", "check",
-                                   "tolerance", "pattern", "max_tokens", NULL};
-static const char *const CHECKS[] = {"number", "exact", "choice", "regex", "contains", NULL};
+static const char *const KEYS[] = {"id", "family", "prompt", "messages", "answer", "check", "tolerance", "pattern",
+                                   "max_tokens", "answer_cue", "answer_alphabet", "baselines", NULL};
+static const char *const CHECKS[] = {"number", "exact", "choice", "regex", "contains", "word", "open", NULL};
 
 static int in_list(const char *s, const char *const *list) {
     for (int i = 0; list[i]; i++)
@@ -61,6 +63,29 @@ static const char *check_messages(const cJSON *m, const char **user) {
     return strcmp(last->valuestring, "user") == 0 ? NULL : "the last message is not user";
 }
 
+// answer_alphabet: 1..256 distinct non-empty strings, one of them the answer (by value for
+// 'number'). NULL when it is so, else the problem.
+static const char *check_alphabet(const cJSON *a, const cJSON *answer, const char *check) {
+    const int n = cJSON_GetArraySize(a);
+    if (!cJSON_IsArray(a) || n < 1 || n > 256) return "not an array of 1..256 strings";
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsString(e) || !*e->valuestring) return "an entry is not a non-empty string";
+        for (int j = 0; j < i; j++)
+            if (strcmp(cJSON_GetArrayItem(a, j)->valuestring, e->valuestring) == 0) return "an entry repeats";
+        if (strcmp(check, "number") == 0) {
+            char *end;
+            const double v = strtod(e->valuestring, &end);
+            const double want = cJSON_IsNumber(answer) ? answer->valuedouble : strtod(answer->valuestring, NULL);
+            found |= *end == 0 && v == want;
+        } else {
+            found |= cJSON_IsString(answer) && strcmp(e->valuestring, answer->valuestring) == 0;
+        }
+    }
+    return found ? NULL : "the answer is not an entry";
+}
+
 // One parsed item: NULL when it follows the format, else "field 'F': problem" in err.
 static const char *check_item(const cJSON *o, char *err, size_t errlen) {
 #define BAD(...) return snprintf(err, errlen, __VA_ARGS__), err
@@ -79,6 +104,8 @@ static const char *check_item(const cJSON *o, char *err, size_t errlen) {
     const cJSON *tol = cJSON_GetObjectItemCaseSensitive(o, "tolerance");
     const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(o, "pattern");
     const cJSON *maxt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    const cJSON *cue = cJSON_GetObjectItemCaseSensitive(o, "answer_cue");
+    const cJSON *alphabet = cJSON_GetObjectItemCaseSensitive(o, "answer_alphabet");
     if (!cJSON_IsString(id) || !*id->valuestring) BAD("field 'id': missing or not a non-empty string");
     if (family && !cJSON_IsString(family)) BAD("field 'family': not a string");
     if (!prompt == !msgs) BAD("field 'prompt'/'messages': exactly one of them is required");
@@ -88,6 +115,13 @@ static const char *check_item(const cJSON *o, char *err, size_t errlen) {
     if (msgs && (why = check_messages(msgs, &user))) BAD("field 'messages': %s", why);
     if (!cJSON_IsString(check) || !in_list(check->valuestring, CHECKS)) BAD("field 'check': missing or unknown");
     const char *c = check->valuestring;
+    if (maxt && (!cJSON_IsNumber(maxt) || maxt->valuedouble != floor(maxt->valuedouble) ||
+                 maxt->valuedouble < 1 || maxt->valuedouble > 4096))
+        BAD("field 'max_tokens': not an integer 1..4096");
+    if (strcmp(c, "open") == 0) {
+        if (answer || alphabet || cue || tol || pattern) BAD("field 'answer': an open-ended item has no answer, cue or alphabet");
+        return NULL;
+    }
     if (!answer) BAD("field 'answer': missing");
     if (strcmp(c, "number") == 0 ? !numeric_answer(answer) : !cJSON_IsString(answer))
         BAD("field 'answer': not a %s", strcmp(c, "number") == 0 ? "number or numeric string" : "string");
@@ -109,16 +143,16 @@ static const char *check_item(const cJSON *o, char *err, size_t errlen) {
         if (!re) BAD("field 'pattern': not a PCRE2 pattern");
         pcre2_code_free(re);
     }
-    if (maxt && (!cJSON_IsNumber(maxt) || maxt->valuedouble != floor(maxt->valuedouble) ||
-                 maxt->valuedouble < 1 || maxt->valuedouble > 4096))
-        BAD("field 'max_tokens': not an integer 1..4096");
+    if (cue && (!cJSON_IsString(cue) || !*cue->valuestring)) BAD("field 'answer_cue': not a non-empty string");
+    if (!alphabet && strcmp(c, "word") == 0) BAD("field 'answer_alphabet': required by word");
+    if (alphabet && (why = check_alphabet(alphabet, answer, c))) BAD("field 'answer_alphabet': %s", why);
     return NULL;
 #undef BAD
 }
 
 // Checks a whole file's text: each non-blank line one valid item, ids unique, family (when given)
-// = `family`. Returns the item count, or -1 with "LINE: problem" in err.
-static int check_text(const char *text, const char *family, char *err, size_t errlen) {
+// = `family`. Returns the item count (*n_open: of them open-ended), or -1 with "LINE: problem" in err.
+static int check_text(const char *text, const char *family, int *n_open, char *err, size_t errlen) {
     char **ids = NULL;
     int n = 0, line = 0, bad = 0;
     char why[256];
@@ -139,6 +173,7 @@ static int check_text(const char *text, const char *family, char *err, size_t er
                 snprintf(err, errlen, "%d: %s", line, w);
                 bad = 1;
             } else {
+                *n_open += strcmp(cJSON_GetObjectItemCaseSensitive(o, "check")->valuestring, "open") == 0;
                 ids = realloc(ids, (size_t)(n + 1) * sizeof *ids);
                 ids[n++] = strdup(id->valuestring);
             }
@@ -188,9 +223,11 @@ Test(eval_tasks, shipped_files_follow_the_format) {
         snprintf(family, sizeof family, "%.*s", (int)(strlen(names[i]) - 6), names[i]);
         char *text = test_read_file(path, NULL);
         cr_assert_not_null(text, "cannot read %s", path);
-        int items = check_text(text, family, err, sizeof err);
+        int n_open = 0, items = check_text(text, family, &n_open, err, sizeof err);
         cr_expect_geq(items, 0, "%s:%s", path, err);
-        cr_expect(items < 0 || items >= MIN_ITEMS, "%s: %d items, expected >= %d", path, items, MIN_ITEMS);
+        cr_expect(n_open == 0 || n_open == items, "%s: open-ended items mixed with others", path);
+        const int want = n_open ? MIN_OPEN_ITEMS : MIN_ITEMS;
+        cr_expect(items < 0 || items >= want, "%s: %d items, expected >= %d", path, items, want);
         free(text);
     }
     free_names(names, n);
@@ -227,10 +264,21 @@ Test(eval_tasks, validator_rejects_each_kind_of_bad_line) {
         {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":4097}", "field 'max_tokens'"},
         {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"1\",\"check\":\"number\",\"max_tokens\":2.5}", "field 'max_tokens'"},
         {"{\"id\":\"a\",\"family\":\"other\",\"prompt\":\"q\",\"answer\":\"1\",\"check\":\"number\"}", "field 'family'"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"check\":\"open\",\"max_tokens\":128}", NULL},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"x\",\"check\":\"open\"}", "open-ended item has no answer"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"Rome\",\"check\":\"word\",\"answer_cue\":\"The answer is\","
+         "\"answer_alphabet\":[\"Paris\",\"Rome\"]}", NULL},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"Rome\",\"check\":\"word\"}", "field 'answer_alphabet': required"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"Rome\",\"check\":\"word\",\"answer_alphabet\":[\"Paris\"]}",
+         "the answer is not an entry"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[\"6\",\"7.0\"]}", NULL},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[\"7\",\"7\"]}", "repeats"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":7,\"check\":\"number\",\"answer_alphabet\":[]}", "1..256"},
+        {"{\"id\":\"a\",\"prompt\":\"q\",\"answer\":7,\"check\":\"number\",\"answer_cue\":\"\"}", "field 'answer_cue'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[512] = "";
-        int n = check_text(cases[i].line, "fam", err, sizeof err);
+        int n_open = 0, n = check_text(cases[i].line, "fam", &n_open, err, sizeof err);
         if (!cases[i].want) {
             cr_expect_eq(n, 1, "rejected a good line: %s (%s)", cases[i].line, err);
         } else {
@@ -241,7 +289,8 @@ Test(eval_tasks, validator_rejects_each_kind_of_bad_line) {
     char err[512] = "";  // a duplicate id, on the third line (a blank line counts)
     const char *dup = "{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"1\",\"check\":\"number\"}\n\n"
                       "{\"id\":\"a\",\"prompt\":\"q\",\"answer\":\"2\",\"check\":\"number\"}\n";
-    cr_expect_eq(check_text(dup, "fam", err, sizeof err), -1);
+    int n_open = 0;
+    cr_expect_eq(check_text(dup, "fam", &n_open, err, sizeof err), -1);
     cr_expect_str_eq(err, "3: field 'id': duplicate");
 }
 

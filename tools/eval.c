@@ -135,9 +135,10 @@ static int run_one(EvalRunner *r, EvalResults *res, Progress *p, const EvalItem 
     int ok = eval_check(it, g.text, &extracted);
     int rc = eval_results_add(res, it, cfg, (uint64_t)s, &g, extracted, ok, err, errlen);
     free(extracted);
-    free(g.text);
+    const double spent = g.time_s;
+    eval_gen_free(&g);
     if (rc) return 1;
-    p->generated++, p->gen[k]++, p->spent[k] += g.time_s;
+    p->generated++, p->gen[k]++, p->spent[k] += spent;
     progress(p, cfg->spec, 0);
     return 0;
 }
@@ -169,7 +170,7 @@ static int run_all(Eval *e, EvalRunner *r, EvalResults *res, char *err, size_t e
 static int summarize(const Eval *e, const EvalResults *res, char *err, size_t errlen) {
     EvalSummaryInput in = {.items = e->items, .n_items = e->n_items, .configs = e->configs,
                            .n_configs = e->n_configs, .n_seeds = e->a.seeds, .results = res};
-    eval_summary_print(stdout, &in);
+    if (eval_summary_print(stdout, &in) != 0) return emx_seterr(err, errlen, "the summary: out of memory"), 1;
     if (!e->a.json) return 0;
     FILE *f = fopen(e->a.json, "w");
     if (!f || eval_summary_json(f, &in, e->a.model) != 0 || fclose(f) != 0)

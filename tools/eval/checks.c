@@ -13,18 +13,29 @@
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_alnum(char c) { return isalnum((unsigned char)c) != 0; }
 
+static void set_span(EvalSpan *span, size_t start, size_t end) {
+    if (span) *span = (EvalSpan){.found = 1, .start = start, .end = end};
+}
+
 int eval_last_number(const char *text, double *value, char *out, size_t outlen) {
+    return eval_last_number_at(text, value, out, outlen, NULL);
+}
+
+int eval_last_number_at(const char *text, double *value, char *out, size_t outlen, EvalSpan *span) {
     int found = 0;
     char buf[128];
+    if (span) span->found = 0;
     for (size_t i = 0; text[i];) {
         if (!is_digit(text[i])) {
             i++;
             continue;
         }
-        size_t n = 0;
+        size_t n = 0, start = i;
         // a sign right before the digits counts unless it joins two words ("3-5", "x-2")
-        if (i > 0 && (text[i - 1] == '-' || text[i - 1] == '+') && (i < 2 || !is_alnum(text[i - 2])))
+        if (i > 0 && (text[i - 1] == '-' || text[i - 1] == '+') && (i < 2 || !is_alnum(text[i - 2]))) {
             if (text[i - 1] == '-') buf[n++] = '-';
+            start = i - 1;
+        }
         while (is_digit(text[i])) {
             if (n < sizeof buf - 2) buf[n++] = text[i];
             i++;
@@ -51,6 +62,7 @@ int eval_last_number(const char *text, double *value, char *out, size_t outlen) 
         buf[n] = 0;
         *value = strtod(buf, NULL);
         snprintf(out, outlen, "%s", buf);
+        set_span(span, start, i);
         found = 1;
     }
     return found;
@@ -68,30 +80,58 @@ static const char *find_ci(const char *hay, const char *needle, int last) {
     return hit;
 }
 
-int eval_choice_letter(const char *text) {
+int eval_choice_letter(const char *text) { return eval_choice_letter_at(text, NULL); }
+
+int eval_choice_letter_at(const char *text, EvalSpan *span) {
+    if (span) span->found = 0;
     const char *a = find_ci(text, "answer:", 1);
     if (a) {
         a += 7;
         while (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r') a++;
         if (*a == '(') a++;
-        if (isalpha((unsigned char)*a)) return toupper((unsigned char)*a);
+        if (isalpha((unsigned char)*a)) {
+            set_span(span, (size_t)(a - text), (size_t)(a - text) + 1);
+            return toupper((unsigned char)*a);
+        }
     }
     // "B", "(B)", "B)": a capital A-E with no letter or digit either side
     for (size_t i = 0; text[i]; i++)
-        if (text[i] >= 'A' && text[i] <= 'E' && (i == 0 || !is_alnum(text[i - 1])) && !is_alnum(text[i + 1]))
+        if (text[i] >= 'A' && text[i] <= 'E' && (i == 0 || !is_alnum(text[i - 1])) && !is_alnum(text[i + 1])) {
+            set_span(span, i, i + 1);
             return text[i];
+        }
     return 0;
 }
 
-static char *trim_exact(const char *text) {
+int eval_first_word(const char *text, char *const *alphabet, int n, EvalSpan *span) {
+    if (span) span->found = 0;
+    for (size_t i = 0; text[i]; i++) {
+        if (i > 0 && is_alnum(text[i - 1])) continue;  // a word starts here or nowhere
+        int best = -1;
+        size_t best_len = 0;
+        for (int k = 0; k < n; k++) {
+            const size_t len = strlen(alphabet[k]);
+            if (len > best_len && strncasecmp(text + i, alphabet[k], len) == 0 && !is_alnum(text[i + len]))
+                best = k, best_len = len;
+        }
+        if (best >= 0) {
+            set_span(span, i, i + best_len);
+            return best;
+        }
+    }
+    return -1;
+}
+
+static char *trim_exact(const char *text, EvalSpan *span) {
     const char *s = text, *e = text + strlen(text);
     while (s < e && isspace((unsigned char)*s)) s++;
     while (e > s && isspace((unsigned char)e[-1])) e--;
     if (e > s && e[-1] == '.') e--;  // one trailing period: "Paris."
+    if (e > s) set_span(span, (size_t)(s - text), (size_t)(e - text));
     return strndup(s, (size_t)(e - s));
 }
 
-static int check_regex(const EvalItem *it, const char *text, char **extracted) {
+static int check_regex(const EvalItem *it, const char *text, char **extracted, EvalSpan *span) {
     pcre2_code *re = it->re;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     if (!md) return 0;
@@ -101,38 +141,56 @@ static int check_regex(const EvalItem *it, const char *text, char **extracted) {
         pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         int g = groups >= 1 ? 1 : 0;  // group 1, or the whole match when there are no groups
-        if (g < rc && ov[2 * g] != PCRE2_UNSET) *extracted = strndup(text + ov[2 * g], ov[2 * g + 1] - ov[2 * g]);
+        if (g < rc && ov[2 * g] != PCRE2_UNSET) {
+            *extracted = strndup(text + ov[2 * g], ov[2 * g + 1] - ov[2 * g]);
+            if (ov[2 * g + 1] > ov[2 * g]) set_span(span, ov[2 * g], ov[2 * g + 1]);
+        }
     }
     pcre2_match_data_free(md);
     return *extracted && strcmp(*extracted, it->answer) == 0;
 }
 
 int eval_check(const EvalItem *it, const char *text, char **extracted) {
+    EvalSpan span;
+    return eval_check_at(it, text, extracted, &span);
+}
+
+int eval_check_at(const EvalItem *it, const char *text, char **extracted, EvalSpan *span) {
     *extracted = NULL;
+    span->found = 0;
     switch (it->check) {
     case EVAL_CHECK_NUMBER: {
         char buf[128];
         double v;
-        if (!eval_last_number(text, &v, buf, sizeof buf)) return 0;
+        if (!eval_last_number_at(text, &v, buf, sizeof buf, span)) return 0;
         *extracted = strndup(buf, strlen(buf));
         return fabs(v - it->answer_num) <= it->tolerance + 1e-9;
     }
     case EVAL_CHECK_EXACT:
-        *extracted = trim_exact(text);
+        *extracted = trim_exact(text, span);
         return *extracted && strcasecmp(*extracted, it->answer) == 0;
     case EVAL_CHECK_CHOICE: {
-        int c = eval_choice_letter(text);
+        int c = eval_choice_letter_at(text, span);
         if (!c) return 0;
         char s[2] = {(char)c, 0};
         *extracted = strndup(s, 1);
         return c == it->answer[0];
     }
     case EVAL_CHECK_REGEX:
-        return check_regex(it, text, extracted);
-    case EVAL_CHECK_CONTAINS:
-        if (!find_ci(text, it->answer, 0)) return 0;
+        return check_regex(it, text, extracted, span);
+    case EVAL_CHECK_CONTAINS: {
+        const char *hit = find_ci(text, it->answer, 0);
+        if (!hit) return 0;
+        set_span(span, (size_t)(hit - text), (size_t)(hit - text) + strlen(it->answer));
         *extracted = strndup(it->answer, strlen(it->answer));
         return 1;
     }
-    return 0;
+    case EVAL_CHECK_WORD: {
+        const int k = eval_first_word(text, it->answer_alphabet, it->n_answer_alphabet, span);
+        if (k < 0) return 0;
+        *extracted = strdup(it->answer_alphabet[k]);
+        return strcmp(it->answer_alphabet[k], it->answer) == 0;
+    }
+    }
+    return 0;  // EVAL_CHECK_OPEN: nothing to extract
 }

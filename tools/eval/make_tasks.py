@@ -5,14 +5,16 @@
     python3 tools/eval/make_tasks.py --seed 2 --out /tmp/tasks
 
 Each family is one file of N_ITEMS items in the task format of docs/eval-tasks.md (one JSON
-object per line: id, family, messages, answer, check, max_tokens). The same seed gives the same
+object per line: id, family, messages, answer, check, max_tokens, answer_cue, answer_alphabet),
+except 'open' (N_OPEN open-ended prompts: check 'open', no answer). The same seed gives the same
 files byte for byte: every family draws from its own random.Random seeded with the string
 "SEED:FAMILY" (string seeds are hashed with SHA-512, not with the per-process str hash), only
-integer draws are used (randrange/choice/shuffle), and numbers are formatted from integers.
+integer draws are used (randrange/choice/shuffle/sample), and numbers are formatted from integers.
 
-The families are pitched for SmolLM2-135M-Instruct (greedy accuracy between ~15% and ~80%; the
-measurements are in docs/eval-tasks.md, made with tools/eval/pitch_tasks.py). Every question
-asks for a short answer in a fixed form, so generations stay a few tokens long.
+The families are pitched for SmolLM2-135M-Instruct (the measurements are in docs/eval-tasks.md,
+made with build/tools/eval and tools/eval/pitch_tasks.py). Every question asks for a short
+answer in a fixed form, so generations stay a few tokens long. The word lists of the one-step
+fact families (capital, plural, past, opposite) are in task_words.py.
 """
 import argparse
 import datetime
@@ -21,7 +23,12 @@ import os
 import random
 import sys
 
+from task_words import (CAPITALS, EXPLAIN_TOPICS, OPPOSITES, PAST, PLURALS, STORY_CHARACTERS,
+                        STORY_EVENTS)
+
 N_ITEMS = 300
+N_OPEN = 40       # open-ended prompts (the 'open' family)
+OPEN_MAX_TOKENS = 128
 # A short system message in place of SmolLM2's default one ("You are a helpful AI assistant named
 # SmolLM, trained by Hugging Face"): 13 prompt tokens fewer per item for the same accuracy
 # (docs/eval-tasks.md has both measurements).
@@ -41,17 +48,42 @@ LIST_ITEMS = """cat dog cow pig hen fox owl bee ant bat cup pen box hat key bus 
 red blue green pink gray gold rose lily oak elm fig nut egg jam tea milk rice corn""".split()
 
 
-def item(family, idx, user, answer, check, max_tokens):
-    """One task in chat mode: SYSTEM and one user message (./run --chat --system SYSTEM -p USER)."""
+# The answer cue of each check (answer_cue: the words a branching decoder appends before it reads
+# the answer's distribution over answer_alphabet).
+CUES = {"number": "The answer is", "choice": "Answer:", "word": "The answer is"}
+
+
+def item(family, idx, user, answer, check, max_tokens, alphabet=None):
+    """One task in chat mode: SYSTEM and one user message (./run --chat --system SYSTEM -p USER).
+    alphabet: the family's possible answers (answer_alphabet), as strings."""
     msgs = [{"role": "system", "content": SYSTEM}]
     obj = {"id": "%s-%04d" % (family, idx), "family": family,
-           "messages": msgs + [{"role": "user", "content": user}],
-           "answer": answer, "check": check}
+           "messages": msgs + [{"role": "user", "content": user}]}
+    if answer is not None:
+        obj["answer"] = answer
+    obj["check"] = check
     obj["max_tokens"] = max_tokens
+    if alphabet is not None:
+        assert answer in alphabet and 0 < len(alphabet) <= 256, (family, idx, answer)
+        obj["answer_cue"] = CUES[check]
+        obj["answer_alphabet"] = alphabet
     return obj
 
 
+def numbers(values):
+    """An answer alphabet of integers: sorted, as strings."""
+    return [str(v) for v in sorted(set(values))]
+
+
 # --- arith: one- and two-step integer arithmetic, answer checked as a number -------------------
+# Every value an arith item can have (its answer_alphabet): the ranges of gen_arith's five kinds.
+ARITH_VALUES = numbers([a + b for a in range(2, 60) for b in range(2, 40)] +
+                       [a - b for a in range(10, 80) for b in range(1, a)] +
+                       [a * b for a in range(2, 10) for b in range(2, 11)] +
+                       [a + b - c for a in range(2, 20) for b in range(2, 20) for c in range(1, a + b)] +
+                       [a * b + c for a in range(2, 10) for b in range(2, 6) for c in range(1, 10)])
+
+
 def gen_arith(rng, n):
     out = []
     kinds = ["add", "sub", "mul", "add_sub", "mul_add"]
@@ -77,7 +109,7 @@ def gen_arith(rng, n):
         # room for "EXPR = VALUE" and the stop token: SmolLM2 spells each digit as a token
         limit = len("%s = %d" % (expr, val)) + 1
         out.append(item("arith", i, "What is %s? Reply with the number only." % expr,
-                        str(val), "number", limit))
+                        str(val), "number", limit, ARITH_VALUES))
     return out
 
 
@@ -117,7 +149,7 @@ def gen_decimals(rng, n):
         want_a = (a[1] > b[1]) == larger
         q = "Which number is %s? A) %s B) %s Reply with the letter only." % (
             "larger" if larger else "smaller", a[0], b[0])
-        out.append(item("decimals", i, q, "A" if want_a else "B", "choice", 4))
+        out.append(item("decimals", i, q, "A" if want_a else "B", "choice", 4, ["A", "B"]))
     return out
 
 
@@ -139,7 +171,7 @@ def gen_count(rng, n):
             items = rng.sample(LIST_ITEMS, k)
             val = k
             q = "How many words are in this list: %s? Reply with the number only." % ", ".join(items)
-        out.append(item("count", i, q, str(val), "number", 10))
+        out.append(item("count", i, q, str(val), "number", 10, numbers(range(10))))
     return out
 
 
@@ -165,7 +197,7 @@ def gen_weekday(rng, n):
         letters = "ABC"
         q += " " + " ".join("%s) %s" % (letters[k], o) for k, o in enumerate(opts))
         out.append(item("weekday", i, q + " Reply with the letter only.", letters[opts.index(ans)],
-                        "choice", 4))
+                        "choice", 4, ["A", "B", "C"]))
     return out
 
 
@@ -198,8 +230,89 @@ def gen_units(rng, n):
         if (a[1] > b[1]) != ((i // len(UNITS)) % 2 == 0):  # the answer is A for half of each kind
             a, b = b, a
         q = "Which is %s? A) %s B) %s Reply with the letter only." % (word, a[0], b[0])
-        out.append(item("units", i, q, "A" if a[1] > b[1] else "B", "choice", 4))
+        out.append(item("units", i, q, "A" if a[1] > b[1] else "B", "choice", 4, ["A", "B"]))
     return out
+
+
+# --- arith1: one-digit arithmetic (a + b, a - b, a * b), answer checked as a number ------------
+ARITH1_KINDS = {  # kind: (operator, every (a, b) it draws from)
+    "add": ("+", [(a, b) for a in range(1, 10) for b in range(1, 10)]),
+    "sub": ("-", [(a, b) for a in range(1, 10) for b in range(0, a + 1)]),
+    "mul": ("*", [(a, b) for a in range(2, 10) for b in range(2, 10)]),
+}
+ARITH1_TEMPLATES = ["What is %s? Reply with the number only.", "Calculate %s. Reply with the number only.",
+                    "%s = ? Reply with the number only."]
+ARITH1_VALUES = numbers([eval("%d %s %d" % (a, op, b)) for op, pairs in ARITH1_KINDS.values() for a, b in pairs])
+
+
+def distinct_draws(rng, pool, n):
+    """n draws from pool, without replacement until it is used up (then again), in random order."""
+    out = []
+    while len(out) < n:
+        out += rng.sample(pool, min(len(pool), n - len(out)))
+    return out
+
+
+def gen_arith1(rng, n):
+    out = []
+    kinds = list(ARITH1_KINDS)
+    per_kind = {k: distinct_draws(rng, [(t, ab) for t in range(len(ARITH1_TEMPLATES)) for ab in ARITH1_KINDS[k][1]],
+                                  (n + len(kinds) - 1) // len(kinds)) for k in kinds}
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        t, (a, b) = per_kind[kind][i // len(kinds)]
+        op = ARITH1_KINDS[kind][0]
+        expr = "%d %s %d" % (a, op, b)
+        val = a + b if op == "+" else a - b if op == "-" else a * b
+        out.append(item("arith1", i, ARITH1_TEMPLATES[t] % expr, str(val), "number", 12, ARITH1_VALUES))
+    return out
+
+
+# --- one-step facts: capital, plural, past, opposite; answer checked as a word of the alphabet -
+# Each family: (word list, question templates, max_tokens). The items are (word, template) pairs
+# drawn without replacement, so a family of n <= len(words) * len(templates) items has no two
+# identical prompts.
+FACTS = {
+    "capital": (CAPITALS, ["What is the capital of %s? Reply with the city's name only.",
+                           "Which city is the capital of %s? Reply with the name only.",
+                           "Name the capital city of %s. Reply with the name only.",
+                           "What is the capital city of %s? Reply with one word."], 16),
+    "plural": (PLURALS, ["What is the plural of %s? Reply with one word.",
+                         "What is the plural form of the word \"%s\"? Reply with one word.",
+                         "Give the plural of the noun %s. Reply with one word."], 16),
+    # Asked "What is the simple past of go?", SmolLM2-135M mostly repeats the verb (9% right);
+    # asked to finish "Today I go. Yesterday I" it writes the past form (docs/eval-tasks.md)
+    "past": (PAST, ["Finish the sentence with the past tense: Today I %s. Yesterday I",
+                    "Complete the sentence: Every day I %s. Yesterday I",
+                    "What is the past tense of the verb \"%s\"? Reply with one word."], 16),
+    "opposite": (OPPOSITES, ["What is the opposite of %s? Reply with one word.",
+                             "What is the opposite of the word \"%s\"? Reply with one word.",
+                             "Give a word that means the opposite of %s. Reply with one word."], 16),
+}
+
+
+def gen_facts(family):
+    pairs, templates, max_tokens = FACTS[family]
+    questions = {q for q, _ in pairs}
+    alphabet = sorted({a for _, a in pairs})
+    # a reply that echoes the question's word must not be read as an answer (the 'word' check)
+    assert not questions & set(alphabet), (family, questions & set(alphabet))
+
+    def gen(rng, n):
+        draws = distinct_draws(rng, [(t, k) for t in range(len(templates)) for k in range(len(pairs))], n)
+        return [item(family, i, templates[t] % pairs[k][0], pairs[k][1], "word", max_tokens, alphabet)
+                for i, (t, k) in enumerate(draws)]
+    return gen
+
+
+# --- open: story starts and explanations, no answer (check 'open') -----------------------------
+def gen_open(rng, n):
+    stories = ["Write a short story about %s who %s." % (c, e) for c in STORY_CHARACTERS for e in STORY_EVENTS]
+    explain = ["Explain %s to a child." % t for t in EXPLAIN_TOPICS]
+    half = n // 2
+    prompts = distinct_draws(rng, stories, half) + distinct_draws(rng, explain, n - half)
+    rng.shuffle(prompts)
+    return [item("open", i, p, None, "open", OPEN_MAX_TOKENS) for i, p in enumerate(prompts)]
 
 
 FAMILIES = {
@@ -208,6 +321,12 @@ FAMILIES = {
     "count": gen_count,
     "weekday": gen_weekday,
     "units": gen_units,
+    "arith1": gen_arith1,
+    "capital": gen_facts("capital"),
+    "plural": gen_facts("plural"),
+    "past": gen_facts("past"),
+    "opposite": gen_facts("opposite"),
+    "open": gen_open,
 }
 
 
@@ -226,14 +345,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "tasks"))
-    ap.add_argument("--n", type=int, default=N_ITEMS, help="items per family (default %d)" % N_ITEMS)
+    ap.add_argument("--n", type=int, default=N_ITEMS, help="items per family (default %d; 'open': %d)" % (N_ITEMS, N_OPEN))
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="the families to write, comma-separated (default: all)")
     args = ap.parse_args()
     if args.n < 1:
         sys.exit("make_tasks: --n must be >= 1, not %d" % args.n)
+    names = args.families.split(",")
+    for name in names:
+        if name not in FAMILIES:
+            sys.exit("make_tasks: --families: unknown family '%s' (%s)" % (name, ", ".join(FAMILIES)))
     os.makedirs(args.out, exist_ok=True)
-    for name, gen in FAMILIES.items():
+    for name in names:
         rng = random.Random("%d:%s" % (args.seed, name))
-        write_family(args.out, name, gen(rng, args.n))
+        n = args.n if name != "open" or args.n != N_ITEMS else N_OPEN
+        write_family(args.out, name, FAMILIES[name](rng, n))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,15 @@ def extract(task, text):
         return m.group(1) if m.re.groups else m.group(0)
     if check == "contains":
         return task["answer"] if task["answer"].lower() in text.lower() else None
+    if check == "word":  # the first whole-word entry of answer_alphabet (the longest at a start)
+        best = None
+        for entry in task["answer_alphabet"]:
+            m = re.search(r"(?<![A-Za-z0-9])%s(?![A-Za-z0-9])" % re.escape(entry), text, re.I)
+            if m and (best is None or (m.start(), -len(entry)) < best[0]):
+                best = ((m.start(), -len(entry)), entry)
+        return best[1] if best else None
+    if check == "open":
+        return None
     raise ValueError("unknown check %r" % check)
 
 
@@ -57,7 +66,7 @@ def correct(task, got):
     check = task["check"]
     if check == "number":
         return abs(got - float(task["answer"])) <= float(task.get("tolerance", 0)) + 1e-9
-    if check in ("exact", "choice"):
+    if check in ("exact", "choice", "word"):
         return got.lower() == str(task["answer"]).lower()
     return got == task["answer"]
 

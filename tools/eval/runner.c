@@ -57,12 +57,14 @@ typedef struct {
     EmxRunSampler *rs;
     const EmxLogprobTap *lpt;  // --report-dir: the step's top logprobs
     EmxReport *rep;            // --report-dir, or NULL
+    EvalTrace *trace;          // which bytes each token released
 } Sink;
 
 // emx_generate's per-token callback: the text to the buffer, the record to the page (--report-dir).
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
     Sink *s = user;
     if (len && fwrite(text, 1, len, s->out) != len) return -1;
+    eval_trace_text(s->trace, index, len, is_stop);
     if (!s->rep) return 0;
     EmxTokenRecord rec = emx_run_sampler_record(s->rs, s->r->tk, emx_sampler_kind_name(s->c->args.sampler), index,
                                                 id, pos, is_stop);
@@ -120,8 +122,10 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, want_metrics, err, errlen) != 0)
         return -1;
     const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
-    Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs};
-    EmxSampler *sampler = rs.sampler;
+    Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs, .trace = &g->trace};
+    EvalTap tap;  // reads each step's logits; the choice stays the config's sampler's
+    eval_tap_init(&tap, rs.sampler, &g->trace);
+    EmxSampler *sampler = &tap.base;
     EmxLogprobTap lpt;
     if (page) {  // as ./run --report: the logprob tap outermost, the page's alternatives
         if (!(*rep = sink.rep = report_new(r, c, page, ids, n_ids, seed, NULL, 0, err, errlen))) {
@@ -169,9 +173,15 @@ static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int
         po.on_event = emx_report_pool_event, po.on_event_user = *rep;
     }
     EmxPoolStats stats;
-    int rc = emx_pool_generate(r->m, r->tk, ids, n_ids, &po, &stats, NULL, NULL, err, errlen);
+    int *out_ids = NULL, n_out = 0;
+    int rc = emx_pool_generate(r->m, r->tk, ids, n_ids, &po, &stats, &out_ids, &n_out, err, errlen);
     if (rc == 0 && stats.out_errno) rc = emx_seterr(err, errlen, "writing the text buffer failed");
     if (rc == 0) g->n_tokens = stats.n_generated;
+    // the pool's final ids, for the open-ended metrics (its logits are not kept: no confidence)
+    for (int i = 0; rc == 0 && i < n_out; i++)
+        if (eval_trace_push_id(&g->trace, out_ids[i]) != 0) break;
+    g->trace.ends_with_stop = n_out > 0 && emx_is_stop(r->tk, out_ids[n_out - 1]);
+    free(out_ids);
     return rc;
 }
 
@@ -235,8 +245,17 @@ int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64
     emx_report_free(rep);
     if (rc != 0) {
         free(buf);
+        eval_gen_free(g);
         return -1;
     }
     g->text = buf;
     return 0;
+}
+
+void eval_gen_free(EvalGen *g) {
+    free(g->text);
+    eval_trace_free(&g->trace);
+    for (int i = 0; i < g->n_paths; i++) free(g->paths[i]);
+    free(g->paths);
+    memset(g, 0, sizeof *g);
 }

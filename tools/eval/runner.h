@@ -15,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/eval/config.h"
 #include "tools/eval/tasks.h"
+#include "tools/eval/trace.h"
 
 typedef struct {
     const EmxModel *m;
@@ -35,7 +36,13 @@ typedef struct {
     double time_s;                // prefill + decode
     long cases[EMX_CASE_COUNT];   // entropix: tokens chosen per case
     long n_inserted;              // entropix: pause tokens inserted
+    EvalTrace trace;              // per token: measured by the tap (single stream), ids only (agents)
+    char **paths;                 // a decoder that keeps several candidate paths (a branching one):
+    int n_paths;                  // their texts [n_paths], malloc'd; NULL / 0: none
 } EvalGen;
+
+// Frees what a generation holds (text, trace, paths) and zeroes it.
+void eval_gen_free(EvalGen *g);
 
 // device, threads: as ./run's --device and -t. Allocates the state. Returns 0 or -1.
 int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, const char *device, int threads,
@@ -54,7 +61,7 @@ int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c);
 int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed);
 
 // Generates it's answer with c and seed (and its report page when r->report_dir is set).
-// Returns 0 (g filled; free g->text), or -1.
+// Returns 0 (g filled; free with eval_gen_free), or -1.
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
                   size_t errlen);
 

@@ -14,11 +14,14 @@
 #include "base/errmsg.h"
 #include "base/read_file.h"
 
-static const char *const check_names[] = {"number", "exact", "choice", "regex", "contains"};
-#define N_CHECKS 5
-static const char *const known_fields[] = {"id", "family", "prompt", "messages", "answer",
-                                           "check", "tolerance", "pattern", "max_tokens"};
-#define N_FIELDS 9
+static const char *const check_names[] = {"number", "exact", "choice", "regex", "contains", "word", "open"};
+#define N_CHECKS EVAL_CHECK_COUNT
+#define CHECK_LIST "number, exact, choice, regex, contains, word, open"
+static const char *const known_fields[] = {"id", "family", "prompt", "messages", "answer", "check", "tolerance",
+                                           "pattern", "max_tokens", "answer_cue", "answer_alphabet", "baselines"};
+#define N_FIELDS 12
+#define FIELD_LIST "id, family, prompt, messages, answer, check, tolerance, pattern, max_tokens, answer_cue, " \
+                   "answer_alphabet, baselines"
 
 const char *eval_check_name(int kind) { return kind >= 0 && kind < N_CHECKS ? check_names[kind] : "?"; }
 
@@ -78,14 +81,13 @@ static int parse_messages(const cJSON *msgs, EvalItem *it, const char *path, int
 
 static int parse_check(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "check");
-    if (!c) return field_err(err, errlen, path, line, "check", "missing (number, exact, choice, regex, contains)");
+    if (!c) return field_err(err, errlen, path, line, "check", "missing (" CHECK_LIST ")");
     if (!cJSON_IsString(c)) return field_err(err, errlen, path, line, "check", "not a string");
     it->check = -1;
     for (int k = 0; k < N_CHECKS; k++)
         if (strcmp(c->valuestring, check_names[k]) == 0) it->check = k;
     if (it->check < 0)
-        return field_err(err, errlen, path, line, "check", "unknown check '%.40s' (number, exact, choice, regex, contains)",
-                         c->valuestring);
+        return field_err(err, errlen, path, line, "check", "unknown check '%.40s' (" CHECK_LIST ")", c->valuestring);
     const cJSON *tol = cJSON_GetObjectItemCaseSensitive(o, "tolerance");
     if (tol && it->check != EVAL_CHECK_NUMBER)
         return field_err(err, errlen, path, line, "tolerance", "only applies to check 'number'");
@@ -111,9 +113,12 @@ static int parse_check(const cJSON *o, EvalItem *it, const char *path, int line,
     return (it->pattern = strdup(pat->valuestring)) ? 0 : field_err(err, errlen, path, line, "pattern", "out of memory");
 }
 
-// answer: a string; for 'number' a JSON number or a numeric string; for 'choice' one letter A-Z.
+// answer: a string; for 'number' a JSON number or a numeric string; for 'choice' one letter A-Z;
+// none for 'open'.
 static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "answer");
+    if (it->check == EVAL_CHECK_OPEN)
+        return a ? field_err(err, errlen, path, line, "answer", "check 'open' has no answer") : 0;
     if (!a) return field_err(err, errlen, path, line, "answer", "missing");
     char buf[64];
     if (cJSON_IsNumber(a) && it->check == EVAL_CHECK_NUMBER) {
@@ -136,6 +141,77 @@ static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line
     return (it->answer = strdup(s)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
 }
 
+// An alphabet entry equals the answer: by value for 'number' ("7" and "7.0"), as bytes otherwise.
+static int same_answer(const EvalItem *it, const char *entry) {
+    if (it->check != EVAL_CHECK_NUMBER) return strcmp(entry, it->answer) == 0;
+    char *end;
+    const double v = strtod(entry, &end);
+    return end != entry && !*end && v == it->answer_num;
+}
+
+// answer_cue: a non-empty string. answer_alphabet: 1..EVAL_MAX_ALPHABET distinct non-empty strings,
+// holding the answer; required by 'word', none for 'open'. Returns 0 or -1.
+static int parse_cue_alphabet(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
+    const cJSON *cue = cJSON_GetObjectItemCaseSensitive(o, "answer_cue");
+    if (cue && (!cJSON_IsString(cue) || !cue->valuestring[0]))
+        return field_err(err, errlen, path, line, "answer_cue", "not a non-empty string");
+    if (cue && !(it->answer_cue = strdup(cue->valuestring))) return field_err(err, errlen, path, line, "answer_cue", "out of memory");
+    const char *F = "answer_alphabet";
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, F);
+    if (!a) return it->check == EVAL_CHECK_WORD ? field_err(err, errlen, path, line, F, "missing (check 'word' needs one)") : 0;
+    if (it->check == EVAL_CHECK_OPEN) return field_err(err, errlen, path, line, F, "check 'open' has no answer");
+    const int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+    if (n < 1 || n > EVAL_MAX_ALPHABET)
+        return field_err(err, errlen, path, line, F, "not an array of 1..%d strings", EVAL_MAX_ALPHABET);
+    if (!(it->answer_alphabet = calloc((size_t)n, sizeof *it->answer_alphabet))) return field_err(err, errlen, path, line, F, "out of memory");
+    int has_answer = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsString(e) || !e->valuestring[0]) return field_err(err, errlen, path, line, F, "entry %d is not a non-empty string", i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(it->answer_alphabet[j], e->valuestring) == 0)
+                return field_err(err, errlen, path, line, F, "entry %d repeats entry %d ('%.40s')", i, j, e->valuestring);
+        if (!(it->answer_alphabet[i] = strdup(e->valuestring))) return field_err(err, errlen, path, line, F, "out of memory");
+        it->n_answer_alphabet = i + 1;
+        has_answer |= same_answer(it, e->valuestring);
+    }
+    if (!has_answer) return field_err(err, errlen, path, line, F, "the answer '%.40s' is not one of its entries", it->answer);
+    return 0;
+}
+
+// baselines: {"NAME": "ANSWER", ...}, 1..EVAL_MAX_BASELINES names of [a-z0-9-] (1..32 bytes),
+// each a fixed answer the summary scores as row "baseline:NAME". Returns 0 or -1.
+static int parse_baselines(const cJSON *o, EvalItem *it, const char *path, int line, char *err, size_t errlen) {
+    const char *F = "baselines";
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, F);
+    if (!b) return 0;
+    if (it->check == EVAL_CHECK_OPEN) return field_err(err, errlen, path, line, F, "check 'open' has no answer");
+    const int n = cJSON_IsObject(b) ? cJSON_GetArraySize(b) : -1;
+    if (n < 1 || n > EVAL_MAX_BASELINES)
+        return field_err(err, errlen, path, line, F, "not an object of 1..%d names", EVAL_MAX_BASELINES);
+    it->baseline_names = calloc((size_t)n, sizeof *it->baseline_names);
+    it->baseline_answers = calloc((size_t)n, sizeof *it->baseline_answers);
+    if (!it->baseline_names || !it->baseline_answers) return field_err(err, errlen, path, line, F, "out of memory");
+    for (const cJSON *e = b->child; e; e = e->next) {
+        const size_t len = strlen(e->string);
+        if (len < 1 || len > 32 || strspn(e->string, "abcdefghijklmnopqrstuvwxyz0123456789-") != len)
+            return field_err(err, errlen, path, line, F, "name '%.40s' is not 1..32 of [a-z0-9-]", e->string);
+        if (eval_item_baseline(it, e->string) >= 0) return field_err(err, errlen, path, line, F, "name '%.40s' given twice", e->string);
+        if (!cJSON_IsString(e)) return field_err(err, errlen, path, line, F, "'%.40s': the answer is not a string", e->string);
+        it->baseline_names[it->n_baselines] = strdup(e->string);
+        it->baseline_answers[it->n_baselines] = strdup(e->valuestring);
+        if (!it->baseline_names[it->n_baselines++] || !it->baseline_answers[it->n_baselines - 1])
+            return field_err(err, errlen, path, line, F, "out of memory");
+    }
+    return 0;
+}
+
+int eval_item_baseline(const EvalItem *it, const char *name) {
+    for (int k = 0; k < it->n_baselines; k++)
+        if (it->baseline_names[k] && strcmp(it->baseline_names[k], name) == 0) return k;
+    return -1;
+}
+
 static int parse_item(const cJSON *o, EvalItem *it, const char *family, const char *path, int line, char *err,
                       size_t errlen) {
     it->line = line;
@@ -144,8 +220,7 @@ static int parse_item(const cJSON *o, EvalItem *it, const char *family, const ch
         int known = 0;
         for (int k = 0; k < N_FIELDS; k++) known |= strcmp(f->string, known_fields[k]) == 0;
         if (!known)
-            return field_err(err, errlen, path, line, f->string,
-                             "unknown field (id, family, prompt, messages, answer, check, tolerance, pattern, max_tokens)");
+            return field_err(err, errlen, path, line, f->string, "unknown field (" FIELD_LIST ")");
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
     if (!id) return field_err(err, errlen, path, line, "id", "missing");
@@ -159,6 +234,7 @@ static int parse_item(const cJSON *o, EvalItem *it, const char *family, const ch
     if (p && opt_string(o, "prompt", &it->prompt, path, line, err, errlen)) return -1;
     if (m && parse_messages(m, it, path, line, err, errlen)) return -1;
     if (parse_check(o, it, path, line, err, errlen) || parse_answer(o, it, path, line, err, errlen)) return -1;
+    if (parse_cue_alphabet(o, it, path, line, err, errlen) || parse_baselines(o, it, path, line, err, errlen)) return -1;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
     it->max_tokens = 64;
     if (mt) {
@@ -243,6 +319,12 @@ void eval_tasks_free(EvalTaskFile *tf) {
         free(it->answer);
         free(it->pattern);
         pcre2_code_free((pcre2_code *)it->re);
+        free(it->answer_cue);
+        for (int k = 0; k < it->n_answer_alphabet; k++) free(it->answer_alphabet[k]);
+        free(it->answer_alphabet);
+        for (int k = 0; k < it->n_baselines; k++) free(it->baseline_names[k]), free(it->baseline_answers[k]);
+        free(it->baseline_names);
+        free(it->baseline_answers);
     }
     free(tf->items);
     free(tf->path);

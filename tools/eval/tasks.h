@@ -6,9 +6,16 @@
 
 #include <stddef.h>
 
-enum eval_check_kind { EVAL_CHECK_NUMBER, EVAL_CHECK_EXACT, EVAL_CHECK_CHOICE, EVAL_CHECK_REGEX, EVAL_CHECK_CONTAINS };
+enum eval_check_kind {
+    EVAL_CHECK_NUMBER, EVAL_CHECK_EXACT, EVAL_CHECK_CHOICE, EVAL_CHECK_REGEX, EVAL_CHECK_CONTAINS,
+    EVAL_CHECK_WORD,   // the first whole-word entry of answer_alphabet in the text
+    EVAL_CHECK_OPEN,   // open-ended: no answer, no accuracy (the summary's open-ended metrics)
+    EVAL_CHECK_COUNT
+};
 
 #define EVAL_MAX_TOKENS_LIMIT 4096
+#define EVAL_MAX_ALPHABET 256   // answer_alphabet entries at most
+#define EVAL_MAX_BASELINES 8    // named baselines per item at most
 
 typedef struct {
     char *id;
@@ -16,7 +23,7 @@ typedef struct {
     int chat;            // 1: messages (rendered with the chat template), 0: prompt (raw)
     char *prompt;        // raw: the prompt; chat: the user message
     char *system;        // chat: the system message, or NULL
-    char *answer;        // as text (a JSON number as %.17g)
+    char *answer;        // as text (a JSON number as %.17g); NULL for check 'open'
     double answer_num;   // number: the answer's value
     int check;           // enum eval_check_kind
     double tolerance;    // number: |extracted - answer| allowed (default 0)
@@ -24,6 +31,12 @@ typedef struct {
     void *re;            // regex: the compiled pcre2_code
     int max_tokens;      // 1..4096, default 64
     int line;            // 1-based line in its file
+    char *answer_cue;    // optional: the words before the answer ("The answer is"), or NULL
+    char **answer_alphabet;  // optional: the allowed answers [n_answer_alphabet] (required by 'word')
+    int n_answer_alphabet;
+    char **baseline_names;   // optional "baselines": {NAME: ANSWER}, a fixed answer per named
+    char **baseline_answers; // rule, scored like a generation [n_baselines]
+    int n_baselines;
 } EvalItem;
 
 typedef struct {
@@ -39,5 +52,8 @@ void eval_tasks_free(EvalTaskFile *tf);
 
 // The name of a check kind ("number", ...).
 const char *eval_check_name(int kind);
+
+// The index of name in the item's baselines, or -1.
+int eval_item_baseline(const EvalItem *it, const char *name);
 
 #endif

@@ -35,6 +35,8 @@ typedef struct {
     double time_s;                // prefill + decode
     long cases[EMX_CASE_COUNT];   // entropix: tokens chosen per case
     long n_inserted;              // entropix: pause tokens inserted
+    char **paths;                 // branch: every path's final text (malloc'd strings), for the
+    int n_paths;                  // oracle "does any path hold the answer"; NULL/0 otherwise
 } EvalGen;
 
 // device, threads: as ./run's --device and -t. Allocates the state. Returns 0 or -1.
@@ -54,7 +56,7 @@ int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c);
 int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed);
 
 // Generates it's answer with c and seed (and its report page when r->report_dir is set).
-// Returns 0 (g filled; free g->text), or -1.
+// Returns 0 (g filled; free g->text and g->paths), or -1.
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,
                   size_t errlen);
 

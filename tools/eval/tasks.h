@@ -23,6 +23,9 @@ typedef struct {
     char *pattern;       // regex: the PCRE2 pattern
     void *re;            // regex: the compiled pcre2_code
     int max_tokens;      // 1..4096, default 64
+    char *answer_cue;        // the branching decoder's answer cue (commit=1), or NULL
+    char **answer_alphabet;  // its answer alphabet (commit=1): n_answer_alphabet strings, or NULL
+    int n_answer_alphabet;
     int line;            // 1-based line in its file
 } EvalItem;
 

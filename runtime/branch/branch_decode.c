@@ -129,8 +129,8 @@ static int add_path(Dec *d, const Track *t, int fork, int branch, int prefix_gen
     EmxBranchPath *p = &ps[r->n_paths++];
     memset(p, 0, sizeof *p);
     const size_t n = (size_t)(t->len ? t->len : 1), na = (size_t)d->bp->n_alphabet;
-    *p = (EmxBranchPath){.fork = fork, .branch = branch, .end = t->end, .output = output, .n_tokens = t->len,
-                         .prob = c ? c->prob : 0.0, .score = c ? c->score : NAN, .answer = -1, .answer_margin = NAN};
+    *p = (EmxBranchPath){.fork = fork, .branch = branch, .start = prefix_gen, .end = t->end, .output = output,
+                         .n_tokens = t->len, .prob = c ? c->prob : 0.0, .score = c ? c->score : NAN, .answer = -1, .answer_margin = NAN};
     p->tokens = malloc(n * sizeof *p->tokens);
     p->logp = malloc(n * sizeof(double)), p->entropy = malloc(n * sizeof(double)), p->margin = malloc(n * sizeof(double));
     p->text = path_text(d, prefix_gen, t, extra, n_extra);
@@ -187,7 +187,9 @@ static int finish(Dec *d, Cand *cands, int n) {
         cands[i].use_space = k > 0 && !strchr(" \n\t\r", text[k - 1]);
         free(text);
     }
-    if (commit && (save_rows(d, cands, n) != 0 || branch_commit_score(d, cands, n) != 0)) return -1;
+    rc = commit && (save_rows(d, cands, n) != 0 || branch_commit_score(d, cands, n) != 0);
+    for (int i = 0; i < n; i++) free(cands[i].rows), cands[i].rows = NULL;
+    if (rc) return -1;
     const double t0 = emx_now_s();
     const int w = branch_decide(d->bp, cands, n, commit, &answer, &d->res->answer_score);
     d->choose_s += emx_now_s() - t0;
@@ -379,7 +381,7 @@ static int setup_budget(Dec *d, const EmxGenerateOptions *opt) {
     const int cap = d->bp->n_alphabet ? d->ctx - d->n_prompt - room : d->ctx - d->n_prompt + 1;
     if (cap < 0)
         return emx_seterr(d->err, d->errlen, "no room for the answer: the prompt is %d tokens, the cue and the longest "
-                          "entry %d, the context %d", d->n_prompt, room, d->ctx);
+                          "entry need %d more, the context holds %d (-c)", d->n_prompt, room, d->ctx);
     d->budget = opt->n_predict >= 0 && opt->n_predict < cap ? opt->n_predict : cap;
     return 0;
 }

@@ -31,6 +31,8 @@ enum emx_branch_path_end {
 typedef struct {
     int fork;            // the fork that made it (0, 1, ...); -1: the main line
     int branch;          // its index in that fork (0: the fork step's argmax); 0 for the main line
+    int start;           // generated tokens before its first one: the output's first `start`
+                         // tokens, then this path's, follow the prompt
     int end;             // enum emx_branch_path_end
     int output;          // 1: the generation's output is this path
     int *tokens;         // [n_tokens] from the fork point on, the fork token first and a stop
@@ -38,9 +40,9 @@ typedef struct {
     double *logp;        // [n_tokens] ln p of each token
     double *entropy;     // [n_tokens] entropy of the logits it was chosen from, bits
     double *margin;      // [n_tokens] p(top1) - p(top2) of those logits
-    double prob;         // P(path): exp(Σ logp) normalised over its fork's candidates (the
-                         // stop token left out under answer commitment); 1 for the main line;
-                         // 0 for a path that was no candidate (cut)
+    double prob;         // P(path): exp(Σ logp) normalised over the branches its fork's decision
+                         // compared (the stop token left out under answer commitment); 1 for
+                         // the main line
     double score;        // the rule's value for it (prob: prob; margin: the mean margin;
                          // entropy: the mean entropy); NAN when it was no candidate
     char *text;          // the generated text up to the fork, then this path (and, with

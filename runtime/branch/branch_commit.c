@@ -137,6 +137,9 @@ static int score_one(Dec *d, Cand *c) {
     branch_row_stats(d->logits, d->V, &r0);
     const int n_alpha = d->bp->n_alphabet;
     double msum[EMX_BRANCH_MAX_ALPHABET];
+    c->answer_q = malloc((size_t)n_alpha * sizeof(double));
+    c->answer_p = malloc((size_t)n_alpha * sizeof(double));
+    if (!c->answer_q || !c->answer_p) return emx_seterr(d->err, d->errlen, "branch: out of memory");
     for (int a0 = 0; a0 < n_alpha; a0 += EMX_BRANCH_MAX_K) {
         const int n = n_alpha - a0 < EMX_BRANCH_MAX_K ? n_alpha - a0 : EMX_BRANCH_MAX_K;
         if (score_group(d, fed_end + n_feed, d->logits, &r0, a0, n, c->answer_q, msum) != 0) return -1;

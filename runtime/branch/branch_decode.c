@@ -176,20 +176,10 @@ static int save_rows(Dec *d, Cand *cands, int n) {
     return 0;
 }
 
-// Decides among cands, prints the winner (and its answer) and records every candidate as a path.
-static int finish(Dec *d, Cand *cands, int n) {
+// The rule's choice among the scored candidates, printed, every candidate recorded as a path.
+static int decide_and_print(Dec *d, Cand *cands, int n) {
     const int commit = d->bp->n_alphabet > 0;
     int rc = 0, answer = -1;
-    for (int i = 0; i < n; i++) {  // the cue follows a space unless the text ends in whitespace
-        char *text = path_text(d, cands[i].prefix_gen, cands[i].tr, NULL, 0);
-        if (!text) return emx_seterr(d->err, d->errlen, "branch: out of memory");
-        const size_t k = strlen(text);
-        cands[i].use_space = k > 0 && !strchr(" \n\t\r", text[k - 1]);
-        free(text);
-    }
-    rc = commit && (save_rows(d, cands, n) != 0 || branch_commit_score(d, cands, n) != 0);
-    for (int i = 0; i < n; i++) free(cands[i].rows), cands[i].rows = NULL;
-    if (rc) return -1;
     const double t0 = emx_now_s();
     const int w = branch_decide(d->bp, cands, n, commit, &answer, &d->res->answer_score);
     d->choose_s += emx_now_s() - t0;
@@ -211,6 +201,24 @@ static int finish(Dec *d, Cand *cands, int n) {
                       i == w ? extra : own, n_own);
     }
     free(extra);
+    return rc;
+}
+
+// The final decision among cands: with commitment each one's answers scored first; then the
+// rule's choice printed and every candidate recorded as a path.
+static int finish(Dec *d, Cand *cands, int n) {
+    const int commit = d->bp->n_alphabet > 0;
+    for (int i = 0; i < n; i++) {  // the cue follows a space unless the text ends in whitespace
+        char *text = path_text(d, cands[i].prefix_gen, cands[i].tr, NULL, 0);
+        if (!text) return emx_seterr(d->err, d->errlen, "branch: out of memory");
+        const size_t k = strlen(text);
+        cands[i].use_space = k > 0 && !strchr(" \n\t\r", text[k - 1]);
+        free(text);
+    }
+    int rc = commit && (save_rows(d, cands, n) != 0 || branch_commit_score(d, cands, n) != 0);
+    for (int i = 0; i < n; i++) free(cands[i].rows), cands[i].rows = NULL;
+    if (rc == 0) rc = decide_and_print(d, cands, n);
+    for (int i = 0; i < n; i++) free(cands[i].answer_q), free(cands[i].answer_p);
     return rc;
 }
 

@@ -38,7 +38,7 @@ typedef struct {
     // filled by the decision
     double logp_sum, prob, score;
     int answer;
-    double answer_q[EMX_BRANCH_MAX_ALPHABET], answer_p[EMX_BRANCH_MAX_ALPHABET];
+    double *answer_q, *answer_p;  // [n_alphabet] (branch_commit_score allocates them)
     double answer_margin;
     int use_space;       // the cue is joined with a space (its text is non-empty and ends in no whitespace)
 } Cand;
@@ -95,8 +95,8 @@ int branch_decide(const EmxBranchParams *bp, Cand *cands, int n, int with_answer
 int branch_commit_prepare(Dec *d);
 // Positions a commitment needs after the generated text: the cue, then the longest entry.
 int branch_commit_room(const Dec *d);
-// Scores every alphabet entry after each candidate + cue (answer_q, answer_p, answer,
-// answer_margin). Candidates' rows: a fork's come from c->rows, the main line's are in the
+// Scores every alphabet entry after each candidate + cue (answer_q, answer_p: malloc'd, freed by
+// the caller; answer, answer_margin). Candidates' rows: a fork's come from c->rows, the main line's are in the
 // cache. Reuses the state's branch tails. 0, or -1 (d->err).
 int branch_commit_score(Dec *d, Cand *cands, int n);
 // The cue the candidate's text takes.

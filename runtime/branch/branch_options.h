@@ -12,7 +12,7 @@
 #define EMX_BRANCH_MAX_K 16
 // Answer alphabet: entries, bytes of one entry, tokens of one entry (an entry's teacher-forced
 // pass runs one step per token).
-#define EMX_BRANCH_MAX_ALPHABET 64
+#define EMX_BRANCH_MAX_ALPHABET 256
 #define EMX_BRANCH_MAX_ENTRY_BYTES 64
 #define EMX_BRANCH_MAX_ENTRY_TOKENS 16
 // The margin rule without an answer alphabet reads the branch's last this many tokens.

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/branch/branch_decode.h"
 #include "runtime/generate.h"
@@ -46,7 +47,12 @@ static EmxState *new_state(Loaded *l, int ctx) {
 }
 
 static int *prompt_ids(Loaded *l, const char *text, int *n) {
-    EmxPromptSpec ps = {.text = text, .len = strlen(text)};
+    // "SYSTEM|USER": a chat prompt (the model's template), else raw text
+    const char *bar = strchr(text, '|');
+    char system[256] = "";
+    if (bar) snprintf(system, sizeof system, "%.*s", (int)(bar - text), text);
+    EmxPromptSpec ps = {.text = bar ? bar + 1 : text, .len = strlen(bar ? bar + 1 : text), .chat = bar != NULL,
+                        .system = bar ? system : NULL};
     int *ids;
     char err[256];
     cr_assert_eq(emx_prompt_ids(&l->m, l->tk, &ps, &ids, n, err, sizeof err), 0, "%s", err);
@@ -382,9 +388,18 @@ static double mean(const double *x, int from, int to) {
 static void check_decision(const EmxBranchResult *r, const EmxBranchParams *bp) {
     const EmxBranchPath *o = output_path(r), *c[16];
     cr_assert(o);
-    int n = 0;
-    for (int i = 0; i < r->n_paths; i++)
-        if (r->paths[i].fork == o->fork && r->paths[i].end != EMX_BRANCH_END_CUT) c[n++] = &r->paths[i];
+    int n = 0, stopped = 0;
+    for (int i = 0; i < r->n_paths; i++)  // complete paths decide when there are any
+        stopped += r->paths[i].fork == o->fork && r->paths[i].end == EMX_BRANCH_END_STOP;
+    for (int i = 0; i < r->n_paths; i++) {
+        const EmxBranchPath *p = &r->paths[i];
+        if (p->fork != o->fork || p->end == EMX_BRANCH_END_CUT) continue;
+        if (stopped && p->end != EMX_BRANCH_END_STOP) {
+            cr_expect(p->prob == 0 && isnan(p->score) && p->answer < 0, "a path cut short by the budget decided");
+            continue;
+        }
+        c[n++] = p;
+    }
     const int commit = bp->n_alphabet > 0;
     double lp[16], P[16], z = 0, mx = -INFINITY, score[16];
     for (int i = 0; i < n; i++) {
@@ -432,6 +447,10 @@ static void check_decision(const EmxBranchResult *r, const EmxBranchParams *bp) 
 
 static void check_commit(const char *model, const char *prompt, EmxBranchParams bp, int n_predict, int want_fork) {
     Loaded l;
+    char path[512], rel[128];
+    snprintf(rel, sizeof rel, "models/%s", model);
+    if (access(test_build_path(path, sizeof path, rel), R_OK) != 0)
+        cr_skip_test("%s missing (make test-models converts it when weights/download has the GGUF)", path);
     load(&l, model);
     int n_ids;
     int *ids = prompt_ids(&l, prompt, &n_ids);
@@ -482,6 +501,22 @@ Test(branch_decode, answers_and_rules, .timeout = 600) {
     check_commit("qwen3-tiny.f32.bin", "Hello there", bp, 4, 1);
     bp.rule = EMX_BRANCH_RULE_MARGIN, bp.cue = "Answer: ";  // a cue ending in a space: entries without one
     check_commit("qwen3-tiny.f32.bin", "Hello there", bp, 3, 1);
+}
+
+// SmolLM2-135M-Instruct (q8; optional test data): a chat answer of 4 tokens, forked at its first
+// token. Some branches stop ("A) Friday"), others are cut by the budget ("The correct answer is"):
+// only the complete ones decide (check_decision checks that the others were left out).
+Test(branch_decode, smollm2_complete_paths_decide, .timeout = 300) {
+    const char *q = "Be brief.|Which day is 14 days after Friday? A) Friday B) Saturday C) Thursday Reply with the letter "
+                    "only.";
+    char *abc[] = {"A", "B", "C"};
+    EmxBranchParams bp = emx_branch_params_default();
+    for (int rule = 0; rule < 3; rule++) {
+        bp.rule = rule, bp.alphabet = NULL, bp.n_alphabet = 0;
+        check_commit("smollm2.q8.bin", q, bp, 4, 1);
+        bp.alphabet = abc, bp.n_alphabet = 3, bp.cue = "Answer:";
+        check_commit("smollm2.q8.bin", q, bp, 4, 1);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -208,6 +208,19 @@ static int decide_and_print(Dec *d, Cand *cands, int n) {
 // rule's choice printed and every candidate recorded as a path.
 static int finish(Dec *d, Cand *cands, int n) {
     const int commit = d->bp->n_alphabet > 0;
+    // Complete answers decide: a path the budget cut short has the probability of a prefix, which
+    // a complete one (ended by its stop token) cannot match, so it competes only when none stopped.
+    int n_stopped = 0;
+    for (int i = 0; i < n; i++) n_stopped += cands[i].tr->end == EMX_BRANCH_END_STOP;
+    if (n_stopped > 0 && n_stopped < n) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (cands[i].tr->end == EMX_BRANCH_END_STOP) cands[m++] = cands[i];
+            else if (add_path(d, cands[i].tr, cands[i].fork, cands[i].branch, cands[i].prefix_gen, NULL, 0, NULL, 0) != 0)
+                return -1;
+        }
+        n = m;
+    }
     for (int i = 0; i < n; i++) {  // the cue follows a space unless the text ends in whitespace
         char *text = path_text(d, cands[i].prefix_gen, cands[i].tr, NULL, 0);
         if (!text) return emx_seterr(d->err, d->errlen, "branch: out of memory");

@@ -42,7 +42,8 @@ typedef struct {
     double *margin;      // [n_tokens] p(top1) - p(top2) of those logits
     double prob;         // P(path): exp(Σ logp) normalised over the branches its fork's decision
                          // compared (the stop token left out under answer commitment); 1 for
-                         // the main line
+                         // the main line; 0 for a path the decision left out (cut short by the
+                         // budget while another branch stopped)
     double score;        // the rule's value for it (prob: prob; margin: the mean margin;
                          // entropy: the mean entropy); NAN when it was no candidate
     char *text;          // the generated text up to the fork, then this path (and, with

@@ -198,6 +198,14 @@ Test(branch_run, eval_text_is_runs, .timeout = 300) {
     }
     cr_expect_eq(lines, 2, "one result per config: branch is deterministic");
     free(s);
+    // commit=1 takes each item's answer_alphabet: an item without one (and no alphabet key to
+    // fall back on) stops the run before anything is generated
+    RunResult e = run_prog(eval_binary(), (const char *[]){m, tasks, "-o", out, "-t", "1", "--config", "branch:commit=1",
+                                                           NULL});
+    cr_expect_eq(e.code, 2, "%s", e.err);
+    cr_expect(strstr(e.err, "t.jsonl:1: config 'branch:commit=1' (commit=1) needs the item's answer_alphabet") &&
+                  count_lines(e.err) == 1, "%s", e.err);
+    run_free(&e);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);

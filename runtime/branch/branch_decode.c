@@ -136,10 +136,12 @@ static int add_path(Dec *d, const Track *t, int fork, int branch, int prefix_gen
     p->text = path_text(d, prefix_gen, t, extra, n_extra);
     if (!p->tokens || !p->logp || !p->entropy || !p->margin || !p->text)
         return emx_seterr(d->err, d->errlen, "branch: out of memory");
-    memcpy(p->tokens, t->tok, (size_t)t->len * sizeof *p->tokens);
-    memcpy(p->logp, t->logp, (size_t)t->len * sizeof(double));
-    memcpy(p->entropy, t->ent, (size_t)t->len * sizeof(double));
-    memcpy(p->margin, t->mar, (size_t)t->len * sizeof(double));
+    if (t->len > 0) {  // (an empty main line, -n 0, has no arrays)
+        memcpy(p->tokens, t->tok, (size_t)t->len * sizeof *p->tokens);
+        memcpy(p->logp, t->logp, (size_t)t->len * sizeof(double));
+        memcpy(p->entropy, t->ent, (size_t)t->len * sizeof(double));
+        memcpy(p->margin, t->mar, (size_t)t->len * sizeof(double));
+    }
     if (c && na && c->answer >= 0) {
         p->answer = c->answer, p->answer_margin = c->answer_margin;
         p->answer_q = malloc(na * sizeof(double)), p->answer_p = malloc(na * sizeof(double));

@@ -85,6 +85,9 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
         const EmxCliArgs *ca = &e->configs[c].args;
         const int bad = ca->sampler == EMX_SAMPLER_AGENTS ? emx_run_pool_setup(ca, &ps, why, sizeof why) : 0;
         if (bad) return emx_seterr(err, errlen, "config '%s': %s", e->a.configs[c], why), bad;
+        if (ca->sampler == EMX_SAMPLER_BRANCH && e->a.report_dir)  // its branches are no single token stream
+            return emx_seterr(err, errlen, "config '%s': --report-dir has no page for the branching decoder",
+                              e->a.configs[c]), 2;
     }
     return 0;
 }
@@ -106,6 +109,10 @@ static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t e
             if (eval_prompt_ids(r, it, &e->configs[c], &ids, &n_ids, why, sizeof why) != 0)
                 return emx_seterr(err, errlen, "%s:%d: %s", file, it->line, why), 2;
             free(ids);
+            const EvalConfig *cf = &e->configs[c];
+            if (cf->commit_item && it->n_answer_alphabet == 0 && !cf->args.answer_alphabet)
+                return emx_seterr(err, errlen, "%s:%d: config '%s' (commit=1) needs the item's answer_alphabet", file,
+                                  it->line, cf->spec), 2;
             const int ctx = eval_runner_ctx(r, &e->configs[c]);
             if (n_ids >= ctx)
                 return emx_seterr(err, errlen, "%s:%d: the prompt is %d tokens, the context is %d", file, it->line, n_ids,

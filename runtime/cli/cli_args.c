@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "runtime/branch/branch_options.h"
 #include "runtime/forward.h"
 
 static const char *const sampler_names[] = {
@@ -17,6 +18,7 @@ static const char *const sampler_names[] = {
     [EMX_SAMPLER_TEMP] = "temp",         [EMX_SAMPLER_TOPK] = "topk",
     [EMX_SAMPLER_TOPP] = "topp",         [EMX_SAMPLER_MINP] = "minp",
     [EMX_SAMPLER_ENTROPIX] = "entropix", [EMX_SAMPLER_AGENTS] = "agents",
+    [EMX_SAMPLER_BRANCH] = "branch",
 };
 #define N_SAMPLERS ((int)(sizeof sampler_names / sizeof sampler_names[0]))
 
@@ -122,6 +124,11 @@ static EmxCliArgs cli_defaults(void) {
         .max_rollbacks = 3,
         .critic_window = 64,
         .logprobs = -1,
+        .branch_entropy = 2.0f,  // emx_branch_params_default's values
+        .branch_k = 5,
+        .branch_forks = 1,
+        .branch_gate = 0.1f,
+        .branch_rule = EMX_BRANCH_RULE_PROB,
     };
 }
 
@@ -154,8 +161,41 @@ static const struct {
     {NULL, "--devices"}, {NULL, "--check-every"}, {NULL, "--rollback"}, {NULL, "--max-rollbacks"},
     {NULL, "--critic-window"}, {NULL, "--critic-margin"}, {NULL, "--critic-model"}, {NULL, "--log"},
     {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"}, {NULL, "--cache-type"},
+    {NULL, "--branch-entropy"}, {NULL, "--branch-k"}, {NULL, "--branch-forks"}, {NULL, "--branch-gate"},
+    {NULL, "--branch-lookahead"}, {NULL, "--branch-rule"}, {NULL, "--answer-cue"}, {NULL, "--answer-alphabet"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
+enum { VALUED_FIRST_BRANCH_FLAG = 32, VALUED_LAST_BRANCH_FLAG = 39 };  // --branch-entropy .. --answer-alphabet
+
+// The branching decoder's flags (valued[32..39]). 0, or 2 with err set.
+static int set_branch_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
+    switch (which) {
+    case 32: return parse_float(name, val, 0.0, 1000.0, &a->branch_entropy, err, errlen);
+    case 33: return parse_int(name, val, 2, EMX_BRANCH_MAX_K, &a->branch_k, err, errlen);
+    case 34: return parse_int(name, val, 0, 1 << 20, &a->branch_forks, err, errlen);
+    case 35:
+        if (parse_float(name, val, 0.0, 1.0, &a->branch_gate, err, errlen) || !(a->branch_gate > 0.0f))
+            return fail(err, errlen, "%s: %s is out of range (0, 1]", name, val);
+        return 0;
+    case 36: return parse_int(name, val, 0, 1 << 30, &a->branch_lookahead, err, errlen);
+    case 37:
+        if (emx_branch_rule_parse(val, &a->branch_rule) != 0)
+            return fail(err, errlen, "%s: '%s' is not prob, margin or entropy", name, val);
+        return 0;
+    case 38:
+        if (!*val) return fail(err, errlen, "%s: the cue is empty", name);
+        a->answer_cue = val;
+        return 0;
+    default: {
+        char **list;
+        int n;
+        if (emx_branch_alphabet_parse(val, &list, &n, err, errlen) != 0) return 2;  // the message names the flag
+        emx_branch_alphabet_free(list, n);
+        a->answer_alphabet = val;
+        return 0;
+    }
+    }
+}
 
 // Sets valued[which] (long name `name`) to val. 0, or 2 with err set.
 static int set_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
@@ -200,7 +240,7 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
         if (k == N_SAMPLERS)
             return fail(err, errlen,
                         "--sampler: unknown sampler '%s' (combined, greedy, temp, topk, topp, "
-                        "minp, entropix, agents)", val);
+                        "minp, entropix, agents, branch)", val);
         a->sampler = k;
         a->sampler_given = 1;
         break;
@@ -241,12 +281,13 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
         if (emx_cache_type_parse(val, &a->cache_type) != 0)
             return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
         break;
+    default: return set_branch_value(which, name, val, a, err, errlen);
     }
     return rc;
 }
 
 // What holds only for the whole command line. 0, or 2 with err set.
-static int check_whole(EmxCliArgs *a, int agent_flag, char *err, size_t errlen) {
+static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err, size_t errlen) {
     // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
     // switch strategies (and insert pause tokens), so a bare --temp 0 picks the greedy sampler.
     if (!a->sampler_given && a->temp_given && a->sampling.temperature <= 0.0f)
@@ -254,6 +295,13 @@ static int check_whole(EmxCliArgs *a, int agent_flag, char *err, size_t errlen) 
     if (agent_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_AGENTS;
     if (agent_flag && a->sampler != EMX_SAMPLER_AGENTS)
         return fail(err, errlen, "the agent pool's flags need --sampler agents (not %s)", sampler_names[a->sampler]);
+    if (branch_flag && !a->sampler_given) a->sampler = EMX_SAMPLER_BRANCH;
+    if (branch_flag && a->sampler != EMX_SAMPLER_BRANCH)
+        return fail(err, errlen, "the branching decoder's flags need --sampler branch (not %s)", sampler_names[a->sampler]);
+    // Its branches are not one token stream: the per-token logs have nothing to follow.
+    if (a->sampler == EMX_SAMPLER_BRANCH && (a->metrics_path || a->report_path || a->logprobs >= 0))
+        return fail(err, errlen, "%s is not available with --sampler branch",
+                    a->metrics_path ? "--metrics" : a->report_path ? "--report" : "--logprobs");
     critic_default(a);
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
@@ -265,6 +313,7 @@ static int check_whole(EmxCliArgs *a, int agent_flag, char *err, size_t errlen) 
 int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
     *a = cli_defaults();
     int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
+    int branch_flag = 0; // a branching decoder's flag was given
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *iv;
         if (arg[0] != '-' || arg[1] == 0) {  // positional ("-" alone is a file name too)
@@ -294,8 +343,9 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
         int rc = set_value(which, valued[which].l, val, a, err, errlen);  // messages name the long form
         if (rc) return rc;
         if (which >= VALUED_FIRST_AGENT_FLAG && which <= VALUED_LAST_AGENT_FLAG) agent_flag = 1;
+        if (which >= VALUED_FIRST_BRANCH_FLAG && which <= VALUED_LAST_BRANCH_FLAG) branch_flag = 1;
     }
-    return check_whole(a, agent_flag, err, errlen);
+    return check_whole(a, agent_flag, branch_flag, err, errlen);
 }
 
 EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {
@@ -313,6 +363,38 @@ EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a) {
 
 void emx_cli_version(FILE *f, const char *prog) {
     fprintf(f, "entropix.c %s %s (backends: %s)\n", prog, EMX_VERSION_STRING, emx_backend_names());
+}
+
+// The --help text after the agent pool's flags.
+static void usage_tail(FILE *f) {
+    fputs(
+        "Branching decoder (--sampler branch; any of these flags selects it; deterministic):\n"
+        "      --branch-entropy T  fork at a step whose entropy exceeds T bits and whose top token\n"
+        "                          has p < 0.5 (default 2)\n"
+        "      --branch-k K        at most K branches per fork, 2..16 (default 5)\n"
+        "      --branch-gate G     a branch's first token needs p >= G * p(top), (0, 1] (default 0.1)\n"
+        "      --branch-forks B    forks per generation (default 1; 0 = greedy)\n"
+        "      --branch-lookahead L  tokens per branch before the fork is decided (default 0 = until\n"
+        "                          every branch has ended); then greedy goes on from the winner\n"
+        "      --branch-rule R     prob (default): the most probable branch (with an alphabet: the\n"
+        "                          answer most probable over the branches); margin: the largest\n"
+        "                          p(top1) - p(top2) over the answer; entropy: the lowest entropy\n"
+        "      --answer-alphabet A,B,C  each finished branch commits to the most probable entry,\n"
+        "                          after the cue (answer commitment on)\n"
+        "      --answer-cue TEXT   the cue before the answer (default \"The answer is\")\n"
+        "                          (not with --metrics, --report, --logprobs)\n"
+        "\n"
+        "Other:\n"
+        "      --verbose           model, prompt tokens and sampler settings to stderr\n"
+        "      --verify            check the model file's recorded checksum before running\n"
+        "      --mmap              map the model file as it is (shared with other processes,\n"
+        "                          read as used) instead of copying a file of 64 MiB or more\n"
+        "                          into 2 MiB pages (faster decode: fewer page-table walks)\n"
+        "  -h, --help              this help\n"
+        "      --version           print the version and the backends of this build\n"
+        "\n"
+        "Exit status: 0 ok, 1 error (model, prompt, context), 2 usage error.\n",
+        f);
 }
 
 void emx_cli_usage(FILE *f, const char *prog) {
@@ -346,7 +428,8 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          entropy/varentropy of the logits and the attention;\n"
         "                          combined: temperature + top-k + top-p + min-p (llama.cpp's\n"
         "                          order); greedy; temp, topk, topp, minp (temperature + that\n"
-        "                          filter only); agents: the agent pool (below)\n"
+        "                          filter only); agents: the agent pool (below); branch:\n"
+        "                          greedy with forks where the model is unsure (below)\n"
         "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666\n"
         "                          in classic; a bare --temp 0 selects greedy)\n"
         "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
@@ -391,16 +474,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --log FILE          generation log: every step, proposal, verdict, rollback and\n"
         "                          the final text, written as it goes (Ctrl-C keeps it)\n"
         "                          -n defaults to 25000 in this mode, capped by the context\n"
-        "\n"
-        "Other:\n"
-        "      --verbose           model, prompt tokens and sampler settings to stderr\n"
-        "      --verify            check the model file's recorded checksum before running\n"
-        "      --mmap              map the model file as it is (shared with other processes,\n"
-        "                          read as used) instead of copying a file of 64 MiB or more\n"
-        "                          into 2 MiB pages (faster decode: fewer page-table walks)\n"
-        "  -h, --help              this help\n"
-        "      --version           print the version and the backends of this build\n"
-        "\n"
-        "Exit status: 0 ok, 1 error (model, prompt, context), 2 usage error.\n",
+        "\n",
         prog);
+    usage_tail(f);
 }

@@ -23,6 +23,7 @@ enum emx_sampler_kind {
     EMX_SAMPLER_MINP,          // temperature + min-p
     EMX_SAMPLER_ENTROPIX,      // the entropix strategy switch (the default)
     EMX_SAMPLER_AGENTS,        // the agent pool with its critic (runtime/pool/pool_generate.h)
+    EMX_SAMPLER_BRANCH,        // the branching decoder (runtime/branch/branch_decode.h)
 };
 
 #define EMX_CLI_MAX_PROFILE_SETS 64
@@ -67,6 +68,15 @@ typedef struct {
     float critic_margin;      // --critic-margin M, default 0
     const char *critic_model; // --critic-model FILE; NULL: the generating model
     const char *log_path;     // --log FILE: the generation log
+    // the branching decoder (--sampler branch, implied by any of its flags; docs/branch.md)
+    float branch_entropy;     // --branch-entropy TAU: fork above TAU bits, default 2
+    int branch_k;             // --branch-k K: branches per fork, 2..16, default 5
+    int branch_forks;         // --branch-forks B: forks per generation, default 1
+    float branch_gate;        // --branch-gate G: candidates need p >= G * p(top), (0, 1], default 0.1
+    int branch_lookahead;     // --branch-lookahead L: tokens before a fork is decided, default 0 (to the end)
+    int branch_rule;          // --branch-rule prob|margin|entropy (EmxBranchRule), default prob
+    const char *answer_cue;   // --answer-cue TEXT; NULL: "The answer is"
+    const char *answer_alphabet; // --answer-alphabet A,B,C: answer commitment on; NULL: off
     const char *report_path;  // --report FILE.html: the run as one self-contained page
     int logprobs;             // --logprobs N (0..20): top-N log-probabilities per --metrics line;
                               // -1: not given (no top_logprobs/logprob keys)

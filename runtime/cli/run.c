@@ -26,6 +26,7 @@
 #include "base/read_file.h"
 #include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
 #include "runtime/run_io.h"
+#include "runtime/cli/run_branch.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
@@ -367,6 +368,13 @@ static int run_agents(Run *r) {
     return emx_run_pool(&r->a, &r->model, r->tk, r->ids, r->n_ids, ctx, &interrupted);
 }
 
+// --sampler branch: the branching decoder on the single stream's state (runtime/cli/run_branch.c).
+// Returns the exit status.
+static int run_branch(Run *r) {
+    if (r->a.verbose) print_verbose(&r->model, &r->a, &r->a.sampling, r->chat, r->ctx, r->ids, r->n_ids);
+    return emx_run_branch(&r->a, r->st, r->tk, r->ids, r->n_ids, r->chat);
+}
+
 // The single stream's state (its context decides how many tokens -n may ask for) and the
 // --metrics file, opened only now that every input has been read. 0, or -1 (said why).
 static int open_state(Run *r) {
@@ -481,6 +489,7 @@ int main(int argc, char **argv) {
     status = 1;
     if (open_model(&r) == 0 && read_prompt(&r) == 0) {
         if (r.a.sampler == EMX_SAMPLER_AGENTS) status = run_agents(&r);
+        else if (r.a.sampler == EMX_SAMPLER_BRANCH) status = open_state(&r) == 0 ? run_branch(&r) : 1;
         else if (open_state(&r) == 0 && start_sampler(&r) == 0) status = generate_text(&r);
     }
     run_close(&r);

@@ -18,10 +18,13 @@ static const struct { const char *key, *flag; } key_flags[] = {
     {"critic_window", "--critic-window"}, {"window", "--critic-window"}, {"critic_margin", "--critic-margin"},
     {"margin", "--critic-margin"}, {"critic_model", "--critic-model"}, {"rollback", "--rollback"},
     {"max_rollbacks", "--max-rollbacks"}, {"critic", NULL}, {"no_think", "--no-think"},
+    {"tau", "--branch-entropy"}, {"k", "--branch-k"}, {"forks", "--branch-forks"}, {"gate", "--branch-gate"},
+    {"rule", "--branch-rule"}, {"alphabet", "--answer-alphabet"}, {"cue", "--answer-cue"}, {"commit", NULL},
 };
 #define N_KEYS ((int)(sizeof key_flags / sizeof key_flags[0]))
 #define KEY_LIST "temp, top_k, top_p, min_p, profile, profile_set, metric_layers, n, agent_configs, lookahead, " \
-                 "workers, devices, critic=off, check_every, window, margin, critic_model, rollback, max_rollbacks, no_think=1"
+                 "workers, devices, critic=off, check_every, window, margin, critic_model, rollback, max_rollbacks, no_think=1, " \
+                 "tau, k, forks, gate, rule, alphabet, cue, commit=1"
 
 static int push(EvalConfig *c, const char *s) {
     if (c->argc >= EVAL_CONFIG_MAX_ARGS - 1) return -1;
@@ -42,6 +45,11 @@ static int add_key(EvalConfig *c, const char *key, const char *val, char *why, s
         if (strcmp(val, "on") == 0) return push(c, "--check-every") || push(c, "5") ? emx_seterr(why, whylen, "too many keys") : 0;
         return emx_seterr(why, whylen, "'%s': expected on or off", val);
     }
+    if (strcmp(key, "commit") == 0) {  // branch: the answer alphabet and cue of each item
+        if (strcmp(val, "1") == 0) return c->commit_item = 1, 0;
+        if (strcmp(val, "0") == 0) return 0;
+        return emx_seterr(why, whylen, "'%s': expected 1 or 0", val);
+    }
     if (strcmp(key, "no_think") == 0) {
         if (strcmp(val, "1") == 0) return push(c, "--no-think") ? emx_seterr(why, whylen, "too many keys") : 0;
         if (strcmp(val, "0") == 0) return 0;
@@ -51,7 +59,10 @@ static int add_key(EvalConfig *c, const char *key, const char *val, char *why, s
     if (!v) return emx_seterr(why, whylen, "out of memory");
     for (char *p = v; *p; p++)
         if (*p == ';') *p = ',';
-    int rc = push(c, key_flags[k].flag) || push(c, v);
+    // the branching decoder's lookahead is its own flag (the agents' --lookahead is another)
+    const char *flag = strcmp(key, "lookahead") == 0 && strcmp(c->argv[3], "branch") == 0 ? "--branch-lookahead"
+                                                                                          : key_flags[k].flag;
+    int rc = push(c, flag) || push(c, v);
     free(v);
     return rc ? emx_seterr(why, whylen, "too many keys") : 0;
 }
@@ -104,7 +115,9 @@ int eval_config_parse(const char *spec, const char *model_path, EvalConfig *c, c
     if (!rc && c->args.sampler == EMX_SAMPLER_ENTROPIX && emx_run_build_profile(&c->args, &c->profile, why, sizeof why) != 0)
         rc = emx_seterr(err, errlen, "config '%s': key 'profile': %s", spec, why);
     free(s);
-    c->deterministic = c->args.sampler == EMX_SAMPLER_GREEDY;
+    c->deterministic = c->args.sampler == EMX_SAMPLER_GREEDY || c->args.sampler == EMX_SAMPLER_BRANCH;
+    if (!rc && c->commit_item && c->args.sampler != EMX_SAMPLER_BRANCH)
+        rc = emx_seterr(err, errlen, "config '%s': key 'commit': only for branch", spec);
     if (rc) eval_config_free(c);
     return rc ? -1 : 0;
 }

@@ -17,7 +17,8 @@ typedef struct {
     int argc;
     EmxCliArgs args;                  // parsed: points into argv
     EmxProfile profile;               // entropix: the built profile
-    int deterministic;                // greedy: one run, whatever the seed
+    int deterministic;                // greedy, branch: one run, whatever the seed
+    int commit_item;                  // branch, commit=1: each item's answer_alphabet and answer_cue
 } EvalConfig;
 
 // Parses spec for model_path. Returns 0, or -1 with one line naming the config and the key:

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/errmsg.h"
+#include "runtime/cli/run_branch.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
@@ -151,6 +152,42 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     return rc;
 }
 
+// The branching decoder from the config's flags, by ./run's code (runtime/cli/run_branch.h); with
+// commit=1 the item's answer alphabet and cue (the config's alphabet and cue where it has none).
+// g->paths: every path's text.
+static int gen_branch(EvalRunner *r, const EvalConfig *c, const EvalItem *it, const int *ids, int n_ids, FILE *out,
+                      EvalGen *g, char *err, size_t errlen) {
+    const int ctx = emx_state_ctx(r->st);
+    const int n_cached = cache_prefix(r, ids, n_ids, err, errlen);
+    if (n_cached < 0) return -1;
+    EmxBranchParams bp;
+    if (emx_run_branch_params(&c->args, &bp, err, errlen) != 0) return -1;
+    char **own = bp.alphabet;  // the config's, freed below
+    const int n_own = bp.n_alphabet;
+    if (c->commit_item && it->n_answer_alphabet > 0) bp.alphabet = it->answer_alphabet, bp.n_alphabet = it->n_answer_alphabet;
+    if (c->commit_item && it->answer_cue) bp.cue = it->answer_cue;
+    int rc = c->commit_item && bp.n_alphabet == 0 ? emx_seterr(err, errlen, "commit=1: the item has no answer_alphabet") : 0;
+    const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
+    EmxGenerateOptions go = {.n_predict = it->max_tokens < room ? it->max_tokens : room, .out = out,
+                             .out_name = "the text buffer", .n_cached = n_cached};  // only the last prompt token runs
+    EmxBranchResult res;
+    EmxGenerateStats stats;
+    if (rc == 0) rc = emx_branch_decode(r->st, r->tk, ids, n_ids, &bp, &go, &res, &stats, err, errlen);
+    if (rc == 0) {
+        g->n_tokens = stats.n_generated;
+        g->paths = calloc((size_t)res.n_paths, sizeof *g->paths);
+        for (int i = 0; g->paths && i < res.n_paths; i++) {
+            g->paths[i] = res.paths[i].text;  // taken over
+            res.paths[i].text = NULL;
+        }
+        g->n_paths = g->paths ? res.n_paths : 0;
+        if (!g->paths) rc = emx_seterr(err, errlen, "out of memory");
+        emx_branch_result_free(&res);
+    }
+    emx_branch_alphabet_free(own, n_own);
+    return rc;
+}
+
 // The pool from the config's flags, by ./run's code (runtime/cli/run_pool.h).
 static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int *ids, int n_ids, int ctx,
                     const EvalItem *it, FILE *out, const char *page, EmxReport **rep, EvalGen *g, char *err,
@@ -235,7 +272,8 @@ int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64
     const double t0 = emx_now_s();
     const char *page = r->report_dir ? path : NULL;
     int rc = agents ? gen_pool(r, c, seed, ids, n_ids, ctx, it, out, page, &rep, g, err, errlen)
-                    : gen_single(r, c, it, seed, ids, n_ids, out, page, &rep, g, err, errlen);
+             : c->args.sampler == EMX_SAMPLER_BRANCH ? gen_branch(r, c, it, ids, n_ids, out, g, err, errlen)
+                                                     : gen_single(r, c, it, seed, ids, n_ids, out, page, &rep, g, err, errlen);
     g->time_s = emx_now_s() - t0;
     if (fclose(out) != 0 && rc == 0) rc = emx_seterr(err, errlen, "out of memory");
     free(ids);

@@ -31,8 +31,10 @@ typedef struct {
     void *re;            // regex: the compiled pcre2_code
     int max_tokens;      // 1..4096, default 64
     int line;            // 1-based line in its file
-    char *answer_cue;    // optional: the words before the answer ("The answer is"), or NULL
-    char **answer_alphabet;  // optional: the allowed answers [n_answer_alphabet] (required by 'word')
+    char *answer_cue;    // optional: the words before the answer ("The answer is"), or NULL; the
+                         // branching decoder's cue (commit=1)
+    char **answer_alphabet;  // optional: the allowed answers [n_answer_alphabet] (required by 'word';
+                             // the branching decoder's alphabet with commit=1)
     int n_answer_alphabet;
     char **baseline_names;   // optional "baselines": {NAME: ANSWER}, a fixed answer per named
     char **baseline_answers; // rule, scored like a generation [n_baselines]

@@ -205,6 +205,27 @@ Test(server, bad_flags_exit_2) {
     }
 }
 
+// Every flag is checked before the server listens, with ./run's messages: a profile file that is
+// not one, an unknown --profile-set key, a metric layer the model lacks (the file's text goes to
+// the operator's stderr at startup, never to a client).
+Test(server, bad_profile_flags_refused_at_startup, .timeout = 120) {
+    char model[512], prog[512];
+    snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());
+    snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
+    const char *cases[][3] = {{"--profile", "/etc/passwd", "/etc/passwd:1: expected 'key = value'"},
+                              {"--profile", "/nonexistent.profile", "no profile '/nonexistent.profile'"},
+                              {"--profile-set", "foo=1", "--profile-set foo=1: unknown key 'foo'"},
+                              {"--metric-layers", "99", "attn_layer = 99, but the model has 5 layers"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {model, "--port", "0", "-t", "1", cases[i][0], cases[i][1], NULL};
+        RunResult r = run_prog(prog, args);
+        cr_expect_eq(r.code, 2, "%s %s: exit %d: %s", cases[i][0], cases[i][1], r.code, r.err);
+        cr_expect(!strncmp(r.err, "server: ", 8) && count_lines(r.err) == 1 && strstr(r.err, cases[i][2]), "%s", r.err);
+        cr_expect(!strstr(r.err, "listening"), "it listened: %s", r.err);
+        run_free(&r);
+    }
+}
+
 // Runs tests/server/<script> in the venv `make test` builds ($EMX_BUILD/server-venv) with the
 // server, [./run,] and the test models' folder as arguments; it prints 'N passed, N failed' and
 // exits 1 on any failure. A missing venv is a failure, never a skip.

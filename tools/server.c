@@ -17,6 +17,8 @@
 
 #include "base/errmsg.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/cli/run_setup.h"
+#include "runtime/entropix_sampler.h"
 #include "runtime/forward_backend.h"
 #include "tools/server/http.h"
 
@@ -46,6 +48,7 @@ static void usage(FILE *f) {
 typedef struct {
     SrvHttpOptions http;
     EmxCliArgs args;
+    EmxProfile profile;  // --profile and --profile-set, read once here (never per request)
     int help, version;
 } ServerArgs;
 
@@ -113,8 +116,9 @@ static int parse_args(int argc, char **argv, ServerArgs *sa) {
         } else if (!sa->args.model_path) {
             fprintf(stderr, "server: no model file given (server MODEL.bin; server --help)\n");
             rc = 2;
-        } else {
-            rc = refuse_run_flags(&sa->args);
+        } else if (!(rc = refuse_run_flags(&sa->args)) && emx_run_load_profile(&sa->args, &sa->profile, err, sizeof err) != 0) {
+            fprintf(stderr, "server: %s\n", err);  // ./run's message: a request may ask for entropix
+            rc = 2;
         }
     }
     free(rest);
@@ -147,7 +151,19 @@ static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errl
         return emx_model_close(&sm->model), -1;
     }
     sm->defaults = sa->args;
+    sm->profile = sa->profile;
     if (!sa->args.n_predict_given) sm->defaults.n_predict = -1;  // a request without max_tokens: until the context is full
+    return 0;
+}
+
+// The profile the flags give (--metric-layers included) against this model, as ./run's entropix
+// sampler checks it (the attention layer, the pause token): said at startup, not to every client.
+static int check_profile_model(const SrvModel *sm, char *err, size_t errlen) {
+    EmxProfile p = sm->profile;
+    emx_run_profile_flags(&sm->defaults, &p);
+    EmxEntropixSampler es;
+    if (emx_entropix_sampler_init(&es, &p, &sm->model, sm->tk, sm->ctx, 0, err, errlen) != 0) return -1;
+    emx_entropix_sampler_free(&es);
     return 0;
 }
 
@@ -168,6 +184,12 @@ int main(int argc, char **argv) {
     if (open_model(&sm, &sa, err, sizeof err) != 0) {
         fprintf(stderr, "server: %s\n", err);
         return 1;
+    }
+    if (check_profile_model(&sm, err, sizeof err) != 0) {
+        fprintf(stderr, "server: %s\n", err);
+        emx_tokenizer_free(sm.tk);
+        emx_model_close(&sm.model);
+        return 2;
     }
     char *id = model_id(sa.args.model_path);
     sm.id = id;

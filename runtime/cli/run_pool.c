@@ -14,20 +14,27 @@
 #include "runtime/pool/pool_generate.h"
 #include "sampler/rng.h"
 
-// CPU workers: do their replicas (and a critic over the same model, on the CPU beside them) fit
-// the memory there is? Checked before any is allocated; GPUs check their own.
-static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
+uint64_t emx_run_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, uint64_t *kv_bytes) {
     const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int per = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : cores / n_workers;
     uint64_t kv = 0, need = (uint64_t)n_workers * emx_cpu_state_bytes(&m->cfg, ctx, per > 0 ? per : 1, a->cache_type, &kv);
     kv *= (uint64_t)n_workers;
-    int critic = a->check_every > 0 && !a->critic_model;  // a critic model file is sized when it is opened
-    if (critic) {
+    if (a->check_every > 0 && !a->critic_model) {  // a critic model file is sized when it is opened
         const int cctx = m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;  // critic.c's context
         uint64_t ckv = 0;
         need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, EMX_CACHE_F32, &ckv);
         kv += ckv;
     }
+    if (kv_bytes) *kv_bytes = kv;
+    return need;
+}
+
+// CPU workers: do their replicas (and a critic over the same model, on the CPU beside them) fit
+// the memory there is? Checked before any is allocated; GPUs check their own.
+static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
+    uint64_t kv = 0;
+    const uint64_t need = emx_run_pool_memory(a, m, ctx, n_workers, &kv);
+    const int critic = a->check_every > 0 && !a->critic_model;
     char what[96];
     snprintf(what, sizeof what, "%d worker state%s%s", n_workers, n_workers > 1 ? "s" : "",
              critic ? " and a critic state" : "");

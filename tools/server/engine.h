@@ -56,6 +56,7 @@ typedef struct {
     double decode_s;
     // agents: what the pool did (EmxPoolStats)
     int pool, n_rounds, n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
+    int cut;                        // stopped by the server's shutdown (its drain deadline), not by the model
 } SrvGenResult;
 
 // Called with each piece of final text (len may be 0 when only entries are passed) and the

@@ -40,7 +40,8 @@ def check(name, fn):
 class Server:
     def __init__(self, *flags, model="qwen3-tiny.f32", env=None):
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([SERVER, f"{MODELS}/{model}.bin", "--port", "0", "-t", "1", *flags],
+        path = model if model.startswith("/") else f"{MODELS}/{model}.bin"
+        self.p = subprocess.Popen([SERVER, path, "--port", "0", "-t", "1", *flags],
                                   stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + CAP_S
         text = b""
@@ -423,6 +424,23 @@ def errors_are_json_and_utf8():
         assert srv.stop() == 0
 
 
+def changed_weight_served_only_with_no_verify():
+    """A model whose weight changed: refused at startup (exit 1, the section named), served with
+    --no-verify."""
+    with open(f"{MODELS}/stories260K.q8.bin", "rb") as f:
+        data = bytearray(f.read())
+    data[-100] ^= 0x10
+    with tempfile.NamedTemporaryFile(suffix=".bin") as m:
+        m.write(data)
+        m.flush()
+        p = subprocess.run([SERVER, m.name, "--port", "0", "-t", "1"], capture_output=True, timeout=CAP_S)
+        assert p.returncode == 1 and b"checksum mismatch in the tensor data" in p.stderr, p
+        with Server("--no-verify", model=m.name) as srv:
+            status, _, body = request(srv.url + "/v1/completions", {"prompt": "Once", "max_tokens": 2})
+            assert status == 200, (status, body)
+            assert srv.stop() == 0
+
+
 check("idle connections: another address served, /health past --max-conn", idle_connections_leave_health_answered)
 check("slow requests closed at their deadline, another address served", slowloris_closed_and_health_answered)
 check("a runaway pool's options and memory refused", runaway_pool_refused)
@@ -434,6 +452,7 @@ check("foreign web pages refused", foreign_pages_refused)
 check("--cors serves a named origin", cors_allows_a_named_origin)
 check("Bearer in any case", bearer_in_any_case)
 check("the API key from a file and the environment", api_key_from_file_and_environment)
+check("a changed weight: refused at startup, served with --no-verify", changed_weight_served_only_with_no_verify)
 check("errors are JSON in valid UTF-8, counted within requests", errors_are_json_and_utf8)
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -36,8 +36,8 @@ int srv_guard_json_type(const char *content_type, SrvError *e) {
     const size_t k = sizeof json - 1;
     if (content_type) {
         while (*content_type == ' ' || *content_type == '\t') content_type++;
-        const char c = content_type[k];
-        if (!strncasecmp(content_type, json, k) && (c == 0 || c == ';' || c == ' ' || c == '\t')) return 0;
+        // the type, then the end or its parameters (the byte after it is read only once it matched)
+        if (!strncasecmp(content_type, json, k) && (!content_type[k] || strchr(" \t;", content_type[k]))) return 0;
     }
     char q[96];
     return srv_fail(e, 415, NULL, "unsupported_media_type", "the body must be sent as Content-Type: application/json, not %s",

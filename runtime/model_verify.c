@@ -31,7 +31,9 @@ static void put64(uint32_t *r, uint64_t v) {
 
 static uint64_t get64(const uint32_t *r) { return (uint64_t)r[0] | (uint64_t)r[1] << 32; }
 
-int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr) {
+// The record's hashes of the image into hdr: the header and directory's and the tokenizer
+// section's, and with `data` the tensor data's (the costly one: every byte of the weights).
+static int record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr, int data) {
     EmxFileHeader h;
     memcpy(&h, base, sizeof h);
     uint64_t dir_end = h.tensor_dir_offset + (uint64_t)h.n_tensors * sizeof(EmxTensorEntry);
@@ -44,42 +46,44 @@ int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr) {
     hh = emx_hash64(base + h.tensor_dir_offset, dir_end - h.tensor_dir_offset, hh);
     put64(&h.config.reserved[1], hh);
     put64(&h.config.reserved[3], emx_hash64(base + h.tokenizer_offset, h.tokenizer_bytes, EMX_HASH64_SEED));
-    put64(&h.config.reserved[5], emx_hash64(base + dir_end, size - dir_end, EMX_HASH64_SEED));
-    memcpy(hdr->config.reserved, h.config.reserved, EMX_CHECK_WORDS * sizeof h.config.reserved[0]);
+    if (data) put64(&h.config.reserved[5], emx_hash64(base + dir_end, size - dir_end, EMX_HASH64_SEED));
+    memcpy(hdr->config.reserved, h.config.reserved, (data ? EMX_CHECK_WORDS : 5) * sizeof h.config.reserved[0]);
+    return 0;
+}
+
+int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr) { return record(base, size, hdr, 1); }
+
+int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *path, char *msg, size_t msglen) {
+    EmxFileHeader h, want;
+    memcpy(&h, base, sizeof h);
+    if (h.config.reserved[0] != EMX_CHECK_MAGIC) {
+        snprintf(msg, msglen, "%s: no checksum recorded (written before convert recorded one); structure ok", path);
+        return 1;
+    }
+    want = h;
+    if (record(base, size, &want, data)) {  // cannot happen after the loader's checks
+        snprintf(msg, msglen, "%s: sections outside the file", path);
+        return -1;
+    }
+    static const char *const section[] = {"header and tensor directory", "tokenizer section", "tensor data"};
+    for (int i = 0; i < (data ? 3 : 2); i++) {
+        uint64_t got = get64(&want.config.reserved[1 + 2 * i]), rec = get64(&h.config.reserved[1 + 2 * i]);
+        if (got != rec) {
+            snprintf(msg, msglen, "%s: checksum mismatch in the %s (recorded %016llx, computed %016llx): the file is "
+                     "corrupted", path, section[i], (unsigned long long)rec, (unsigned long long)got);
+            return -1;
+        }
+    }
+    snprintf(msg, msglen, "checksum %016llx", (unsigned long long)(get64(&h.config.reserved[1]) ^
+                                                              get64(&h.config.reserved[3]) ^
+                                                              get64(&h.config.reserved[5])));
     return 0;
 }
 
 int emx_model_verify(const char *path, char *msg, size_t msglen) {
     EmxModel m;
     if (emx_model_open_load(&m, path, EMX_LOAD_MMAP, msg, msglen)) return -1;
-    EmxFileHeader h, want;
-    memcpy(&h, m.map, sizeof h);
-    int rc = 1;
-    if (h.config.reserved[0] != EMX_CHECK_MAGIC) {
-        snprintf(msg, msglen, "%s: no checksum recorded (written before convert recorded one); structure ok", path);
-        goto out;
-    }
-    want = h;
-    if (emx_check_record(m.map, m.map_size, &want)) {  // cannot happen after emx_model_open
-        snprintf(msg, msglen, "%s: sections outside the file", path);
-        rc = -1;
-        goto out;
-    }
-    static const char *const section[] = {"header and tensor directory", "tokenizer section", "tensor data"};
-    for (int i = 0; i < 3; i++) {
-        uint64_t got = get64(&want.config.reserved[1 + 2 * i]), rec = get64(&h.config.reserved[1 + 2 * i]);
-        if (got != rec) {
-            snprintf(msg, msglen, "%s: checksum mismatch in the %s (recorded %016llx, computed %016llx): the file is "
-                     "corrupted", path, section[i], (unsigned long long)rec, (unsigned long long)got);
-            rc = -1;
-            goto out;
-        }
-    }
-    snprintf(msg, msglen, "checksum %016llx", (unsigned long long)(get64(&h.config.reserved[1]) ^
-                                                              get64(&h.config.reserved[3]) ^
-                                                              get64(&h.config.reserved[5])));
-    rc = 0;
-out:
+    const int rc = emx_verify_image(m.map, m.map_size, 1, path, msg, msglen);
     emx_model_close(&m);
     return rc;
 }

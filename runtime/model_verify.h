@@ -23,6 +23,13 @@ uint64_t emx_hash64(const void *p, size_t n, uint64_t h);
 // Returns -1 if the header's offsets do not fit `size` (the caller validates first).
 int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr);
 
+// Checks an image (the file's bytes as loaded) against its record: the header and directory's
+// hash and the tokenizer section's always, the tensor data's with `data` (every weight read:
+// about as long as loading the file; docs/model-format.md has the measurement). Returns 0 when
+// they match ("checksum <hex>" in msg), 1 when the file has no record (msg says so), -1 with a
+// one-line reason naming path and the first section that differs.
+int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *path, char *msg, size_t msglen);
+
 // Checks the file at path: opens it as the runtime does (every structural check), then, when
 // it carries a record, recomputes the hashes. Returns 0 when they match ("checksum <hex>" in
 // msg), 1 when the file is sound but has no record (msg says so), -1 with a one-line reason

@@ -82,6 +82,15 @@ int emx_run_check_outputs(const EmxRunPath *inputs, int n_in, const EmxRunPath *
     return 0;
 }
 
+int emx_run_check_output_kinds(const EmxRunPath *outputs, const EmxOutKind *kinds, int n_out, char *err,
+                               size_t errlen) {
+    char why[512];
+    for (int o = 0; o < n_out; o++)
+        if (outputs[o].path && emx_out_check(outputs[o].path, kinds[o], why, sizeof why) != 0)
+            return emx_seterr(err, errlen, "%s %s", outputs[o].flag, why);
+    return 0;
+}
+
 size_t emx_prompt_byte_bound(int ctx, size_t max_piece) {
     if (max_piece < 4) max_piece = 4;  // a UTF-8 character, whatever the vocabulary
     if (ctx < 1) ctx = 1;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/out_file.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
 
@@ -28,6 +29,14 @@ typedef struct {
 //   "--metrics m.bin is the model file (model.bin): an output may not overwrite an input"
 int emx_run_check_outputs(const EmxRunPath *inputs, int n_in, const EmxRunPath *outputs, int n_out,
                           char *err, size_t errlen);
+
+// Each output of a run against its kind's policy (base/out_file.h: kinds[i] for outputs[i]; NULL
+// paths skipped), before anything runs: a file written whole must be a regular file or a new one,
+// a stream may also be a character device or a FIFO, and every folder must exist. Returns 0, or
+// -1 with the first refusal, the flag first: "--report /dev/null is a character device, not a
+// regular file: refusing to replace it".
+int emx_run_check_output_kinds(const EmxRunPath *outputs, const EmxOutKind *kinds, int n_out, char *err,
+                               size_t errlen);
 
 // The prompt bytes that a context of ctx tokens can possibly hold, generously: no token covers
 // more than the tokenizer's longest piece (max_piece bytes) of the text, times 4 for what a

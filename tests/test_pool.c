@@ -383,8 +383,8 @@ Test(pool, bad_flags, .timeout = 300) {
     expect_fail((const char *[]){m, "--sampler", "entropix", "--agents", "4", NULL}, 2, "need --sampler agents");
     expect_fail((const char *[]){m, "--agents", "2", "--critic-model", "/nonexistent/critic.bin", NULL}, 1,
                 "/nonexistent/critic.bin");
-    expect_fail((const char *[]){m, "--agents", "2", "--log", "/nonexistent/dir/log.txt", NULL}, 1,
-                "--log /nonexistent/dir/log.txt");
+    expect_fail((const char *[]){m, "--agents", "2", "--log", "/nonexistent/dir/log.txt", NULL}, 2,
+                "--log /nonexistent/dir/log.txt: the folder /nonexistent/dir does not exist");
     expect_fail((const char *[]){m, "--agents", "2", "-n", "100000", NULL}, 1, "-n 100000 is more than");
 }
 

@@ -259,11 +259,12 @@ Test(report, output_checks_and_write_errors, .timeout = 300) {
     free(after);
     tmp_name(out, ".html");
     expect_error((const char *[]){copy, "-n", "2", "--metrics", out, "--report", out, NULL}, 2, "--report");
-    expect_error((const char *[]){copy, "-n", "2", "-t", "1", "-s", "1", "--report", "/nonexistent-dir/r.html", NULL}, 1,
-                 "--report /nonexistent-dir/r.html");
+    // a folder that does not exist: a usage error, said before the model is opened (base/out_file.h)
+    expect_error((const char *[]){copy, "-n", "2", "-t", "1", "-s", "1", "--report", "/nonexistent-dir/r.html", NULL}, 2,
+                 "--report /nonexistent-dir/r.html: the folder /nonexistent-dir does not exist");
     expect_error((const char *[]){copy, "-n", "2", "-t", "1", "--agents", "2", "--check-every", "0", "-s", "1", "--report",
-                                  "/nonexistent-dir/r.html", NULL}, 1,
-                 "--report /nonexistent-dir/r.html");
+                                  "/nonexistent-dir/r.html", NULL}, 2,
+                 "--report /nonexistent-dir/r.html: the folder /nonexistent-dir does not exist");
     unlink(copy), unlink(out);
     free(bytes);
 }

@@ -250,7 +250,7 @@ Test(run_entropix, profile_flags_and_their_errors, .timeout = 300) {
     expect_error((const char *[]){mp, "--metric-layers", "99", "-t", "1", NULL}, 1,
                  "attn_layer = 99, but the model has 5 layers");
     expect_error((const char *[]){mp, "--metrics", "/nonexistent/dir/m.jsonl", "-t", "1", NULL},
-                 1, "--metrics /nonexistent/dir/m.jsonl: No such file or directory");
+                 2, "--metrics /nonexistent/dir/m.jsonl: the folder /nonexistent/dir does not exist");
     unlink(file);
     unlink(bad);
 }

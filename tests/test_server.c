@@ -1,13 +1,15 @@
-// test_server.c — build/tools/server: its request parser called directly, its flags through
-// the binary, and the whole server through the official openai Python client
-// (tests/server/test_openai_client.py) and raw sockets (tests/server/test_backpressure.py), both run
-// in the venv `make test` builds: $EMX_BUILD/server-venv.
+// test_server.c — build/tools/server: its request parser and guards called directly, its flags
+// through the binary, and the whole server through the official openai Python client
+// (tests/server/test_openai_client.py) and raw sockets (tests/server/test_backpressure.py,
+// test_hardening.py, test_load.py), all run in the venv `make test` builds: $EMX_BUILD/server-venv.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "run_util.h"
+#include "tokenizer/tok_utf8.h"
 #include "tools/server/engine.h"
+#include "tools/server/guard.h"
 #include "tools/server/request.h"
 
 static const char *build_dir(void) {
@@ -67,7 +69,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");
     // a quoted client value with a newline stays one line (parse_bad asserts no '\n')
-    parse_bad("{\"messages\":[{\"role\":\"us\\nx\",\"content\":\"x\"}]}", C, "messages", "'us?x' is not supported");
+    parse_bad("{\"messages\":[{\"role\":\"us\\nx\",\"content\":\"x\"}]}", C, "messages", "'us\\x0ax' is not supported");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":3}]}", C, "messages", "content");
     parse_bad("{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", P, "prompt", "batches");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"max_tokens\":0}", P, "max_tokens", "must be in");
@@ -164,6 +166,93 @@ Test(server, parse_agents_rejects_each_bad_value) {
     parse_bad("{\"prompt\":\"p\",\"entropix\":{\"top_p\":0.5}}", P, "entropix", "not an option");
 }
 
+// Valid UTF-8 (every maximal subpart valid, by tok_utf8_next) and one line.
+static int valid_utf8_line(const char *s) {
+    const size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        const int k = tok_utf8_next((const uint8_t *)s + i, n - i, &cp);
+        if (k <= 0 || cp < 0x20) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
+// A client's bytes quoted in an error: never cut inside a character, invalid bytes escaped
+// (hand-written expectations), and the messages that quote them valid UTF-8.
+Test(server, quote_and_messages_are_utf8) {
+    char q[64];
+    cr_assert_str_eq(srv_quote("abc", 3, 40, q, sizeof q), "abc");
+    cr_assert_str_eq(srv_quote("a\xff\n\\b", 5, 40, q, sizeof q), "a\\xff\\x0a\\\\b");
+    // "é" is 2 bytes: a bound of 3 keeps one, never half of the second
+    cr_assert_str_eq(srv_quote("\xc3\xa9\xc3\xa9", 4, 3, q, sizeof q), "\xc3\xa9...");
+    cr_assert_str_eq(srv_quote("\xe2\x82", 2, 40, q, sizeof q), "\\xe2\\x82");  // a truncated character
+    // a role of 30 "é" (60 bytes) quoted at 40 bytes: 20 whole characters
+    char body[512] = "{\"messages\":[{\"role\":\"";
+    for (int i = 0; i < 30; i++) strcat(body, "\xc3\xa9");
+    strcat(body, "\xff\",\"content\":\"x\"}]}");
+    SrvRequest r;
+    SrvError e;
+    cr_assert_eq(srv_request_parse(body, strlen(body), SRV_CHAT, &r, &e), -1);
+    cr_assert(valid_utf8_line(e.message), "%s", e.message);
+    char *j = srv_error_json(&e);
+    cr_assert(j && valid_utf8_line(j), "%s", j);
+    free(j);
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"\xff\xfe\"}}", SRV_COMPLETION, "entropix.sampler",
+              "'\\xff\\xfe' is not one of");
+    // 1e309 is infinity to the parser: a finite number is asked for, not "a number, not a number"
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"margin\":1e309}}", SRV_COMPLETION, "entropix.margin",
+              "entropix.margin is too large: it must be a finite number");
+}
+
+// The pool's options bounded beyond ./run's ranges (request.h): one request's cost.
+Test(server, pool_options_bounded) {
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"n\":2,\"check_every\":1,\"window\":1,\"margin\":-1000,"
+              "\"max_rollbacks\":1000000}}", SRV_COMPLETION, "entropix.max_rollbacks",
+              "entropix.max_rollbacks is 1000000; this server allows at most 16");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"n\":33}}", SRV_COMPLETION, "entropix.n", "at most 32");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"rollback\":65}}", SRV_COMPLETION, "entropix.rollback", "at most 64");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"window\":2049}}", SRV_COMPLETION, "entropix.window", "at most 2048");
+    SrvRequest r;
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"n\":32,\"rollback\":64,\"max_rollbacks\":16,\"window\":2048,"
+             "\"check_every\":1}}", SRV_COMPLETION, &r);
+    cr_assert(r.agents.n_agents == 32 && r.agents.max_rollbacks == 16 && r.agents.critic_window == 2048);
+    srv_request_free(&r);
+}
+
+// The origin, the key and the media type (guard.h), against hand-written cases.
+Test(server, guard_origin_key_type) {
+    SrvGuard g = {.cors = {"http://app.example:3000"}, .n_cors = 1, .api_key = "k3y"};
+    const char *allow = "x";
+    SrvError e;
+    cr_assert_eq(srv_guard_origin(&g, NULL, "127.0.0.1:8080", &allow, &e), 0);  // no Origin: not a browser's
+    cr_assert_null(allow);
+    cr_assert_eq(srv_guard_origin(&g, "http://127.0.0.1:8080", "127.0.0.1:8080", &allow, &e), 0);  // the page
+    cr_assert_null(allow);
+    cr_assert_eq(srv_guard_origin(&g, "http://app.example:3000", "127.0.0.1:8080", &allow, &e), 0);
+    cr_assert_str_eq(allow, "http://app.example:3000");
+    const char *foreign[] = {"http://evil.example", "null", "http://127.0.0.1:8081", "https://127.0.0.1:8080",
+                             "http://app.example:3000.evil"};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        cr_assert_eq(srv_guard_origin(&g, foreign[i], "127.0.0.1:8080", &allow, &e), -1, "%s", foreign[i]);
+        cr_assert(e.status == 403 && !strcmp(e.code, "origin_not_allowed"), "%s", foreign[i]);
+    }
+    SrvGuard any = {.cors = {"*"}, .n_cors = 1};
+    cr_assert_eq(srv_guard_origin(&any, "http://evil.example", "h", &allow, &e), 0);
+    const char *ok[] = {"Bearer k3y", "bearer k3y", "BEARER  k3y"}, *bad[] = {NULL, "k3y", "Bearer k3", "Bearer k3yy",
+                                                                            "Basic k3y", "Bearerk3y", "Bearer "};
+    for (size_t i = 0; i < 3; i++) cr_assert(srv_guard_auth(&g, ok[i]), "%s", ok[i]);
+    for (size_t i = 0; i < 7; i++) cr_assert(!srv_guard_auth(&g, bad[i]), "%s", bad[i] ? bad[i] : "NULL");
+    cr_assert(srv_guard_auth(&any, NULL), "no key: everyone");
+    cr_assert_eq(srv_guard_json_type("application/json", &e), 0);
+    cr_assert_eq(srv_guard_json_type("Application/JSON; charset=utf-8", &e), 0);
+    const char *types[] = {NULL, "text/plain", "application/jsonx", "application/x-www-form-urlencoded", "multipart/form-data"};
+    for (size_t i = 0; i < 5; i++) {
+        cr_assert_eq(srv_guard_json_type(types[i], &e), -1, "%s", types[i] ? types[i] : "NULL");
+        cr_assert(e.status == 415 && valid_utf8_line(e.message), "%s", e.message);
+    }
+}
+
 Test(server, stop_holdback) {
     char *stop[] = {"abc", "xy"};
     long match;
@@ -205,6 +294,27 @@ Test(server, bad_flags_exit_2) {
     }
 }
 
+// Every flag is checked before the server listens, with ./run's messages: a profile file that is
+// not one, an unknown --profile-set key, a metric layer the model lacks (the file's text goes to
+// the operator's stderr at startup, never to a client).
+Test(server, bad_profile_flags_refused_at_startup, .timeout = 120) {
+    char model[512], prog[512];
+    snprintf(model, sizeof model, "%s/models/stories260K.f32.bin", build_dir());
+    snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
+    const char *cases[][3] = {{"--profile", "/etc/passwd", "/etc/passwd:1: expected 'key = value'"},
+                              {"--profile", "/nonexistent.profile", "no profile '/nonexistent.profile'"},
+                              {"--profile-set", "foo=1", "--profile-set foo=1: unknown key 'foo'"},
+                              {"--metric-layers", "99", "attn_layer = 99, but the model has 5 layers"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {model, "--port", "0", "-t", "1", cases[i][0], cases[i][1], NULL};
+        RunResult r = run_prog(prog, args);
+        cr_expect_eq(r.code, 2, "%s %s: exit %d: %s", cases[i][0], cases[i][1], r.code, r.err);
+        cr_expect(!strncmp(r.err, "server: ", 8) && count_lines(r.err) == 1 && strstr(r.err, cases[i][2]), "%s", r.err);
+        cr_expect(!strstr(r.err, "listening"), "it listened: %s", r.err);
+        run_free(&r);
+    }
+}
+
 // Runs tests/server/<script> in the venv `make test` builds ($EMX_BUILD/server-venv) with the
 // server, [./run,] and the test models' folder as arguments; it prints 'N passed, N failed' and
 // exits 1 on any failure. A missing venv is a failure, never a skip.
@@ -231,6 +341,12 @@ Test(server, openai_client, .timeout = 900) { server_script("test_openai_client.
 Test(server, backpressure_queue_disconnect, .timeout = 600) {
     server_script("test_backpressure.py", 0, "back-pressure checks");
 }
+
+// Slow, many, departing and hostile clients, and the shutdown (tests/server/test_hardening.py):
+// slow requests closed at their deadlines, the per-address and global limits with /health's
+// reserve, a runaway pool's options and memory refused, a departed client's pool stopped,
+// SIGTERM's final events and a second signal, foreign origins, key sources, JSON errors.
+Test(server, hardening, .timeout = 600) { server_script("test_hardening.py", 0, "hardening checks"); }
 
 // Many clients at once (tests/server/test_load.py): 16 clients x 50 requests on 4 slots, every
 // answer equal to the same request run alone, no error, the slots' steps batched, resident

@@ -55,6 +55,7 @@
 #include "runtime/cpu/cpu_matmul.h"
 #include "base/dtype.h"
 #include "base/errmsg.h"
+#include "base/out_file.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
 #include "tools/bench/forward_bench.h"
@@ -423,6 +424,14 @@ static const EmxBwDevice *bw_device_arg(const char *name) {
     return d;
 }
 
+// --save's path, checked before the runs rather than after them (base/out_file.h). 0, or 2 (said).
+static int check_save(const char *save) {
+    char err[512];
+    if (!save || emx_out_check(save, EMX_OUT_REPLACE, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "bench: --save %s\n", err);
+    return 2;
+}
+
 static int bench_speed(int argc, char **argv) {
     const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
     const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm", *cache = "auto";
@@ -444,7 +453,7 @@ static int bench_speed(int argc, char **argv) {
     EmxCacheType cache_type;
     if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth, cache, &cache_type)) return 2;
     double peak_flag = 0;
-    if (parse_peak(peak_text, &peak_flag) != 0) return 2;
+    if (parse_peak(peak_text, &peak_flag) != 0 || check_save(save) != 0) return 2;
     const EmxBwDevice *bw_device = bw_device_arg(model_device);
     if (!bw_device) return 2;
     char err[512];

@@ -17,6 +17,7 @@
 
 #include "sampler/calibrate.h"
 #include "base/clock.h"
+#include "base/out_file.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
@@ -45,24 +46,14 @@ static void print_distribution(FILE *f, const char *prefix, const char *name, co
     fprintf(f, "\n");
 }
 
-// The profile is written to OUT.tmp (tmp_path) and renamed at the end: a failed run leaves no
-// file behind, and an unwritable path is reported before the long part. Without -o: stdout.
-static int open_output(const char *out_path, char *tmp_path, size_t tmp_cap, FILE **out) {
-    if (out_path) {
-        if (snprintf(tmp_path, tmp_cap, "%s.tmp", out_path) >= (int)tmp_cap) {
-            fprintf(stderr, "calibrate: -o %s: path too long\n", out_path);
-            tmp_path[0] = 0;  // not ours to remove
-            return -1;
-        }
-        *out = fopen(tmp_path, "w");
-        if (!*out) {
-            fprintf(stderr, "calibrate: -o %s: %s\n", out_path, strerror(errno));
-            return -1;
-        }
-    } else {
-        *out = stdout;
-    }
-    return 0;
+// The profile is written whole (base/out_file.h): a temporary file beside OUT, renamed over it
+// at the end, so a failed run leaves OUT as it was; a path it cannot go to (a missing folder, a
+// device, a FIFO, a symbolic link) is refused before the long part. Without -o: stdout.
+static int open_output(const char *out_path, EmxOut *out) {
+    char err[512];
+    if (emx_out_open(out, out_path ? out_path : "-", EMX_OUT_REPLACE, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "calibrate: -o %s\n", err);
+    return -1;
 }
 
 // Teacher-forced: each window of ctx tokens from position 0, every position's metrics after
@@ -141,10 +132,10 @@ static void warn_hot_cases(const double *temps) {
                     emx_case_name((EmxCase)c), temps[c]);
 }
 
-// The calibrated profile from the samples, written after its header to *out (closed and set to
-// NULL here; OUT.tmp renamed to OUT), and the case shares on stderr.
-static int finish_profile(FILE **out, const char *tmp_path, const CalRun *run, const EmxProfile *base,
-                          const EmxMetricSamples *samples, double t0) {
+// The calibrated profile from the samples, written after its header to out (closed here: the
+// temporary file renamed to OUT), and the case shares on stderr.
+static int finish_profile(EmxOut *out, const CalRun *run, const EmxProfile *base, const EmxMetricSamples *samples,
+                          double t0) {
     EmxProfile cal_profile;
     EmxCalibration cal;
     if (emx_calibrate_profile(base, samples, &cal_profile, &cal) != 0) {
@@ -156,14 +147,11 @@ static int finish_profile(FILE **out, const char *tmp_path, const CalRun *run, c
     emx_case_distribution(&cal_profile, samples, frac_cal);
     emx_case_temperatures_at_median(&cal_profile, &cal, HOT_TEMPERATURE, temps);
 
-    write_header(*out, run, samples, frac_base, frac_cal, temps);
-    emx_profile_write(*out, &cal_profile);
-    int bad = ferror(*out) != 0;
-    if (*out != stdout) bad |= fclose(*out) != 0;
-    *out = NULL;
-    if (!bad && run->out_path && rename(tmp_path, run->out_path) != 0) bad = 1;
-    if (bad) {
-        fprintf(stderr, "calibrate: writing %s failed\n", run->out_path ? run->out_path : "stdout");
+    write_header(out->f, run, samples, frac_base, frac_cal, temps);
+    emx_profile_write(out->f, &cal_profile);
+    char err[512];
+    if (emx_out_close(out, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: -o %s\n", err);
         return -1;
     }
     fprintf(stderr, "calibrate: %zu positions in %.1f s\n", samples->n, emx_now_s() - t0);
@@ -222,8 +210,7 @@ int main(int argc, char **argv) {
     int *ids = NULL;
     double *scratch = NULL;
     EmxMetricSamples samples = {0};
-    FILE *out = NULL;
-    char tmp_path[4096] = "";  // OUT.tmp while it is being written
+    EmxOut out = {0};
 
     size_t text_len = 0;
     text = emx_read_file(text_path, &text_len);
@@ -266,7 +253,7 @@ int main(int argc, char **argv) {
         goto done;
     }
 
-    if (open_output(out_path, tmp_path, sizeof tmp_path, &out) != 0) goto done;
+    if (open_output(out_path, &out) != 0) goto done;
 
     fprintf(stderr, "calibrate: %s on %s: %zu tokens, windows of %d, first %d of each skipped\n",
             model_path, text_path, n_ids, ctx, skip);
@@ -274,12 +261,11 @@ int main(int argc, char **argv) {
     if (sample_text(st, cfg, ids, n_ids, ctx, skip, &base, scratch, &samples, t0) != 0) goto done;
 
     const CalRun run = {model_path, text_path, out_path, base_name, ctx, skip};
-    if (finish_profile(&out, tmp_path, &run, &base, &samples, t0) != 0) goto done;
+    if (finish_profile(&out, &run, &base, &samples, t0) != 0) goto done;
     status = 0;
 
 done:
-    if (out && out != stdout) fclose(out);
-    if (status != 0 && tmp_path[0]) remove(tmp_path);  // nothing half-written is left
+    emx_out_discard(&out);  // after a failure: the temporary file removed, OUT as it was
     emx_metric_samples_free(&samples);
     free(scratch);
     free(ids);

@@ -18,6 +18,7 @@
 #include "tokenizer/chat_template.h"
 #include "base/dtype.h"
 #include "base/errmsg.h"
+#include "base/out_file.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 #include "tools/convert/model_writer.h"
@@ -184,19 +185,10 @@ static int open_source(ConvSource *s, const Options *o, char *err, size_t errlen
     return src_open_llama2c(s, o->source, o->tokenizer, err, errlen);
 }
 
-// The output may not be an input of the conversion (same device and inode, whatever the path:
-// "convert x.gguf x.gguf", a link to the safetensors, a hard link), a directory or a device:
-// refused before anything is written.
-static int check_out(const ConvSource *s, const char *out, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(out, &st) != 0) return 0;  // a new file
-    if (!S_ISREG(st.st_mode)) {
-        emx_seterr(err, errlen, "%s: the output exists and is not a regular file (a directory?): refusing to replace it",
-                 out);
-        return -1;
-    }
+// The output names an input (by device and inode): refused.
+static int check_not_input(const ConvSource *s, const char *out, const struct stat *st, char *err, size_t errlen) {
     for (int i = 0; i < s->n_in; i++)
-        if (s->in[i].dev == (uint64_t)st.st_dev && s->in[i].ino == (uint64_t)st.st_ino) {
+        if (s->in[i].dev == (uint64_t)st->st_dev && s->in[i].ino == (uint64_t)st->st_ino) {
             emx_seterr(err, errlen, "%s: the output is %s, an input of this conversion: refusing to replace it", out,
                      s->in[i].path);
             return -1;
@@ -204,6 +196,15 @@ static int check_out(const ConvSource *s, const char *out, char *err, size_t err
     return 0;
 }
 
+// The output may not be an input of the conversion (same device and inode, whatever the path:
+// "convert x.gguf x.gguf", a link to the safetensors, a hard link), nor anything a rename must
+// not replace (a symbolic link, a directory, a device, a FIFO: base/out_file.h), and its folder
+// must exist: refused before anything is written.
+static int check_out(const ConvSource *s, const char *out, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && check_not_input(s, out, &st, err, errlen) != 0) return -1;
+    return emx_out_check(out, EMX_OUT_REPLACE, err, errlen);
+}
 // convert --check FILE: 0 when the file loads and its checksum matches (or it has none).
 static int check_file(const char *path) {
     char msg[768];

@@ -179,9 +179,12 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
                            .n_configs = e->n_configs, .n_seeds = e->a.seeds, .results = res};
     if (eval_summary_print(stdout, &in) != 0) return emx_seterr(err, errlen, "the summary: out of memory"), 1;
     if (!e->a.json) return 0;
-    FILE *f = fopen(e->a.json, "w");
-    if (!f || eval_summary_json(f, &in, e->a.model) != 0 || fclose(f) != 0)
-        return emx_seterr(err, errlen, "--json %s: write failed", e->a.json), 1;
+    EmxOut out;  // written whole (base/out_file.h)
+    char why[512];
+    if (emx_out_open(&out, e->a.json, EMX_OUT_REPLACE, why, sizeof why) != 0) return emx_seterr(err, errlen, "--json %s", why), 1;
+    if (eval_summary_json(out.f, &in, e->a.model) != 0)
+        return emx_out_discard(&out), emx_seterr(err, errlen, "--json %s: write failed", e->a.json), 1;
+    if (emx_out_close(&out, why, sizeof why) != 0) return emx_seterr(err, errlen, "--json %s", why), 1;
     return 0;
 }
 
@@ -200,7 +203,10 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     EmxRunPath in[EVAL_MAX_FILES + 1] = {{"the model file", e->a.model}};
     for (int f = 0; f < e->a.n_tasks; f++) in[f + 1] = (EmxRunPath){"a task file", e->a.tasks[f]};
     const EmxRunPath out[] = {{"-o", e->a.out}, {"--json", e->a.json}};
-    if (emx_run_check_outputs(in, e->a.n_tasks + 1, out, 2, err, errlen) != 0) return 2;
+    const EmxOutKind kinds[] = {EMX_OUT_APPEND, EMX_OUT_REPLACE};  // -o is appended to and read back
+    if (emx_run_check_outputs(in, e->a.n_tasks + 1, out, 2, err, errlen) != 0 ||
+        emx_run_check_output_kinds(out, kinds, 2, err, errlen) != 0)
+        return 2;
     int rc = load_inputs(e, err, errlen);
     if (rc) return rc;
     EmxModel m;

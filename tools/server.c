@@ -7,17 +7,24 @@
 // The sampler flags are ./run's (parsed by the same code, so a request with the same seed and
 // settings gives ./run's text); the server's own flags are listed in usage(). Logs go to
 // stderr: the listening address first ("server: listening on http://HOST:PORT"). SIGINT or
-// SIGTERM: stop accepting, answer queued requests 503, let running generations finish, exit 0.
-// Exit status: 0 ok, 1 runtime error, 2 usage error.
+// SIGTERM: the drain (stop accepting, answer queued requests 503, let running generations finish
+// for up to --drain-timeout seconds, then stop them with a final event), exit 0; a second
+// signal exits at once. Exit status: 0 ok, 1 runtime error, 2 usage error.
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/read_file.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/cli/run_setup.h"
+#include "runtime/entropix_sampler.h"
 #include "runtime/forward_backend.h"
+#include "runtime/model_verify.h"
 #include "tools/server/http.h"
 
 static void usage(FILE *f) {
@@ -27,10 +34,23 @@ static void usage(FILE *f) {
             "Server:\n"
             "  --host ADDR         IPv4 address to listen on (default 127.0.0.1; 0.0.0.0: every interface)\n"
             "  --port N            TCP port (default 8080; 0: any free port, printed on stderr)\n"
-            "  --api-key KEY       require 'Authorization: Bearer KEY' (all but /health)\n"
+            "  --api-key-file FILE require 'Authorization: Bearer KEY' (all but /health and /), KEY the\n"
+            "                      file's first line; or the environment's ENTROPIX_API_KEY; or\n"
+            "  --api-key KEY       the same, KEY given here (visible to other users in ps)\n"
+            "  --cors ORIGIN       a web page of ORIGIN (e.g. http://localhost:3000; '*': any) may call\n"
+            "                      the API; repeatable (default: only the server's own page)\n"
             "  --parallel N        generation slots, each with its own KV cache (default 1)\n"
             "  --queue N           requests waiting for a slot at most; past that: 503 (default 16)\n"
-            "  --max-body BYTES    request body size limit; past that: 413 (default 1048576)\n\n"
+            "  --max-body BYTES    request body size limit; past that: 413 (default 1048576)\n"
+            "  --max-conn N        connections at most, 4 more for /health and /metrics only\n"
+            "                      (default max(64, parallel + queue + 16))\n"
+            "  --max-conn-per-addr N  connections from one client address at most (default 32)\n"
+            "  --header-timeout S  a request's line and headers must arrive within S seconds (default 10)\n"
+            "  --body-timeout S    and its body within S more (default 60); else it is closed unanswered\n"
+            "  --drain-timeout S   on SIGTERM/SIGINT, running generations have S seconds to finish,\n"
+            "                      then stop with a final event (default 30); a second signal exits at once\n"
+            "  --no-verify         serve the model without checking its tensor data's recorded checksum\n"
+            "                      at startup (the header, directory and tokenizer are checked on every load)\n\n"
             "Model and sampler defaults (as ./run; a request's fields override them):\n"
             "  -c, --ctx-size N    context per slot (default min(model's, 4096))\n"
             "  -t, --threads N     threads per forward (default: all cores)\n"
@@ -46,6 +66,11 @@ static void usage(FILE *f) {
 typedef struct {
     SrvHttpOptions http;
     EmxCliArgs args;
+    EmxProfile profile;  // --profile and --profile-set, read once here (never per request)
+    char api_key[1024];  // --api-key, --api-key-file's first line, or $ENTROPIX_API_KEY
+    const char *api_key_file;
+    int drain_timeout;   // seconds
+    int no_verify;       // --no-verify: the tensor data's checksum not checked at startup
     int help, version;
 } ServerArgs;
 
@@ -73,19 +98,92 @@ static int refuse_run_flags(const EmxCliArgs *a) {
     return 2;
 }
 
+static int is_server_flag(const char *f) {
+    static const char *const flags[] = {"--host", "--port", "--api-key", "--api-key-file", "--cors", "--parallel",
+                                        "--queue", "--max-body", "--max-conn", "--max-conn-per-addr", "--header-timeout",
+                                        "--body-timeout", "--drain-timeout"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(f, flags[i])) return 1;
+    return 0;
+}
+
+// One server flag's value. 0, or 2 (said).
+static int server_flag_value(ServerArgs *sa, const char *f, const char *val) {
+    SrvHttpOptions *h = &sa->http;
+    long v = 0;
+    int rc = 0;
+    if (!strcmp(f, "--host")) h->host = val;
+    else if (!strcmp(f, "--api-key-file")) sa->api_key_file = val;
+    else if (!strcmp(f, "--api-key")) {
+        if (!*val) fprintf(stderr, "server: --api-key is empty\n"), rc = 2;
+        snprintf(sa->api_key, sizeof sa->api_key, "%s", val);
+    } else if (!strcmp(f, "--cors")) {
+        if (h->n_cors == (int)(sizeof h->cors / sizeof h->cors[0]))
+            fprintf(stderr, "server: --cors: at most %d origins\n", h->n_cors), rc = 2;
+        else if (strcmp(val, "*") && strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+            fprintf(stderr, "server: --cors '%s' is not an origin (http://HOST[:PORT], https://..., or *)\n", val), rc = 2;
+        else h->cors[h->n_cors++] = val;
+    } else if (!strcmp(f, "--port")) rc = parse_num(f, val, 0, 65535, &v), h->port = (int)v;
+    else if (!strcmp(f, "--parallel")) rc = parse_num(f, val, 1, 64, &v), h->parallel = (int)v;
+    else if (!strcmp(f, "--queue")) rc = parse_num(f, val, 0, 4096, &v), h->queue = (int)v;
+    else if (!strcmp(f, "--max-conn")) rc = parse_num(f, val, 1, 4096, &v), h->max_conn = (int)v;
+    else if (!strcmp(f, "--max-conn-per-addr")) rc = parse_num(f, val, 1, 4096, &v), h->max_conn_per_addr = (int)v;
+    else if (!strcmp(f, "--header-timeout")) rc = parse_num(f, val, 1, 3600, &v), h->header_timeout = (double)v;
+    else if (!strcmp(f, "--body-timeout")) rc = parse_num(f, val, 1, 3600, &v), h->body_timeout = (double)v;
+    else if (!strcmp(f, "--drain-timeout")) rc = parse_num(f, val, 0, 3600, &v), sa->drain_timeout = (int)v;
+    else rc = parse_num(f, val, 1024, 1L << 30, &v), h->max_body = (size_t)v;
+    return rc;
+}
+
+// The API key: --api-key, else --api-key-file's first line, else $ENTROPIX_API_KEY (none: no key
+// needed). A key is printable ASCII without spaces (what fits a header). 0, or 2 (said).
+static int resolve_key(ServerArgs *sa) {
+    const char *from = "--api-key";
+    if (!sa->api_key[0] && sa->api_key_file) {
+        from = "--api-key-file";
+        size_t len = 0;
+        char *text = emx_read_file_max(sa->api_key_file, sizeof sa->api_key * 4, &len);
+        if (!text) {
+            fprintf(stderr, "server: --api-key-file %s: %s\n", sa->api_key_file,
+                    errno == EFBIG ? "longer than a key can be" : strerror(errno));
+            return 2;
+        }
+        size_t n = strcspn(text, "\r\n");
+        snprintf(sa->api_key, sizeof sa->api_key, "%.*s", (int)(n < sizeof sa->api_key ? n : sizeof sa->api_key - 1), text);
+        free(text);
+    } else if (!sa->api_key[0] && getenv("ENTROPIX_API_KEY")) {
+        from = "ENTROPIX_API_KEY";
+        snprintf(sa->api_key, sizeof sa->api_key, "%s", getenv("ENTROPIX_API_KEY"));
+    }
+    if (sa->api_key_file && !strcmp(from, "--api-key")) return fprintf(stderr, "server: --api-key and --api-key-file: give one\n"), 2;
+    if (!sa->api_key[0]) {
+        if (strcmp(from, "--api-key")) return fprintf(stderr, "server: %s: the key is empty\n", from), 2;
+        return 0;  // no key
+    }
+    for (const char *c = sa->api_key; *c; c++)
+        if (*c <= ' ' || *c == 0x7f)
+            return fprintf(stderr, "server: %s: the key holds a space or a control byte (printable ASCII only)\n", from), 2;
+    sa->http.api_key = sa->api_key;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, ServerArgs *sa) {
-    sa->http = (SrvHttpOptions){.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16, .max_body = 1 << 20};
+    sa->http = (SrvHttpOptions){.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16, .max_body = 1 << 20,
+                                .max_conn_per_addr = 32, .header_timeout = 10, .body_timeout = 60, .idle_timeout = 120};
+    sa->drain_timeout = 30;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (!rest) return 1;
     int n = 0, rc = 0;
     rest[n++] = argv[0];
     for (int i = 1; i < argc && !rc; i++) {
         const char *f = argv[i];
-        long v = 0;
-        const int server_flag = !strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--api-key") ||
-                                !strcmp(f, "--parallel") || !strcmp(f, "--queue") || !strcmp(f, "--max-body");
+        const int server_flag = is_server_flag(f);
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) sa->help = 1;
         if (!strcmp(f, "--version")) sa->version = 1;
+        if (!strcmp(f, "--no-verify")) {
+            sa->no_verify = 1;
+            continue;
+        }
         if (!server_flag) {
             rest[n++] = argv[i];
             continue;
@@ -95,16 +193,11 @@ static int parse_args(int argc, char **argv, ServerArgs *sa) {
             rc = 2;
             break;
         }
-        const char *val = argv[++i];
-        if (!strcmp(f, "--host")) sa->http.host = val;
-        else if (!strcmp(f, "--api-key")) {
-            if (!*val) fprintf(stderr, "server: --api-key is empty\n"), rc = 2;
-            sa->http.api_key = val;
-        } else if (!strcmp(f, "--port")) rc = parse_num(f, val, 0, 65535, &v), sa->http.port = (int)v;
-        else if (!strcmp(f, "--parallel")) rc = parse_num(f, val, 1, 64, &v), sa->http.parallel = (int)v;
-        else if (!strcmp(f, "--queue")) rc = parse_num(f, val, 0, 4096, &v), sa->http.queue = (int)v;
-        else rc = parse_num(f, val, 1024, 1L << 30, &v), sa->http.max_body = (size_t)v;
+        rc = server_flag_value(sa, f, argv[++i]);
     }
+    if (!rc && !sa->help && !sa->version) rc = resolve_key(sa);
+    const int busy_bound = sa->http.parallel + sa->http.queue + 16;
+    if (!sa->http.max_conn) sa->http.max_conn = busy_bound > 64 ? busy_bound : 64;
     if (!rc && !sa->help && !sa->version) {
         char err[512];
         if (emx_cli_parse(n, rest, &sa->args, err, sizeof err) != 0) {
@@ -113,8 +206,9 @@ static int parse_args(int argc, char **argv, ServerArgs *sa) {
         } else if (!sa->args.model_path) {
             fprintf(stderr, "server: no model file given (server MODEL.bin; server --help)\n");
             rc = 2;
-        } else {
-            rc = refuse_run_flags(&sa->args);
+        } else if (!(rc = refuse_run_flags(&sa->args)) && emx_run_load_profile(&sa->args, &sa->profile, err, sizeof err) != 0) {
+            fprintf(stderr, "server: %s\n", err);  // ./run's message: a request may ask for entropix
+            rc = 2;
         }
     }
     free(rest);
@@ -134,6 +228,13 @@ static char *model_id(const char *path) {
 static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errlen) {
     const EmxLoad load = emx_load_for_device(sa->args.device, sa->args.mmap);
     if (emx_model_open_load(&sm->model, sa->args.model_path, load, err, errlen) != 0) return -1;
+    // The weights as loaded against their recorded checksum: once, before any client is served
+    // (SmolLM2-135M: 0.2 s, about the load's own time; docs/server.md). No record: served as is.
+    char bad[512];
+    if (!sa->no_verify && emx_verify_image(sm->model.map, sm->model.map_size, 1, sa->args.model_path, bad, sizeof bad) < 0) {
+        emx_seterr(err, errlen, "%s (--no-verify serves it anyway)", bad);
+        return emx_model_close(&sm->model), -1;
+    }
     char why[256];
     if (!(sm->tk = emx_tokenizer_new(&sm->model.tok, why, sizeof why))) {
         emx_seterr(err, errlen, "%s: %s", sa->args.model_path, why);
@@ -147,8 +248,63 @@ static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errl
         return emx_model_close(&sm->model), -1;
     }
     sm->defaults = sa->args;
+    sm->profile = sa->profile;
     if (!sa->args.n_predict_given) sm->defaults.n_predict = -1;  // a request without max_tokens: until the context is full
     return 0;
+}
+
+// The profile the flags give (--metric-layers included) against this model, as ./run's entropix
+// sampler checks it (the attention layer, the pause token): said at startup, not to every client.
+static int check_profile_model(const SrvModel *sm, char *err, size_t errlen) {
+    EmxProfile p = sm->profile;
+    emx_run_profile_flags(&sm->defaults, &p);
+    EmxEntropixSampler es;
+    if (emx_entropix_sampler_init(&es, &p, &sm->model, sm->tk, sm->ctx, 0, err, errlen) != 0) return -1;
+    emx_entropix_sampler_free(&es);
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// After a cut, what its final events may take to reach their clients, at most (a client that
+// does not read is not waited for longer).
+#define SRV_FLUSH_S 5.0
+
+// The first SIGTERM or SIGINT: the drain (http.h), up to drain_s seconds before the cut. A
+// second signal exits at once, by that signal.
+static void drain(SrvServer *srv, const sigset_t *set, int drain_s) {
+    int sig = 0;
+    sigwait(set, &sig);
+    fprintf(stderr, "server: %s: draining: no new connections, queued requests answered 503, running generations have "
+                    "%d s (--drain-timeout; a second signal exits at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", drain_s);
+    srv_http_drain(srv);
+    const double t0 = now_s();
+    double cut = 0;
+    while (!srv_http_settled(srv)) {
+        const struct timespec tick = {0, 50 * 1000 * 1000};
+        const int again = sigtimedwait(set, NULL, &tick);
+        if (again > 0) {
+            fprintf(stderr, "server: %s again: exiting now\n", again == SIGINT ? "SIGINT" : "SIGTERM");
+            signal(again, SIG_DFL);
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, again);
+            pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+            raise(again);
+            _exit(128 + again);
+        }
+        const double now = now_s();
+        if (!cut && now - t0 >= drain_s) {
+            fprintf(stderr, "server: drain deadline: stopping the running generations with a final event\n");
+            srv_http_cut(srv);
+            cut = now;
+        }
+        if (cut && now - cut >= SRV_FLUSH_S) break;  // what a client has not read by now is cut
+    }
 }
 
 int main(int argc, char **argv) {
@@ -169,6 +325,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "server: %s\n", err);
         return 1;
     }
+    if (check_profile_model(&sm, err, sizeof err) != 0) {
+        fprintf(stderr, "server: %s\n", err);
+        emx_tokenizer_free(sm.tk);
+        emx_model_close(&sm.model);
+        return 2;
+    }
     char *id = model_id(sa.args.model_path);
     sm.id = id;
     sa.http.threads = sa.args.threads;
@@ -188,9 +350,7 @@ int main(int argc, char **argv) {
     } else {
         fprintf(stderr, "server: model %s, context %d, %d slot%s, listening on http://%s:%d\n", sm.id, sm.ctx,
                 sa.http.parallel, sa.http.parallel > 1 ? "s" : "", sa.http.host, srv_http_port(srv));
-        int sig = 0;
-        sigwait(&set, &sig);
-        fprintf(stderr, "server: %s: stopping (running generations finish)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        drain(srv, &set, sa.drain_timeout);
         srv_http_stop(srv);
         fprintf(stderr, "server: stopped\n");
     }

@@ -114,7 +114,9 @@ static int check_paths(const EmxCliArgs *a, int entropix, char *err, size_t errl
                              {"the prompt file (-f)", a->prompt_file},
                              {"the profile file", profile_file ? a->profile : NULL}};
     const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}, {"--report", a->report_path}};
-    return emx_run_check_outputs(in, 4, out, 3, err, errlen);
+    const EmxOutKind kinds[] = {EMX_OUT_STREAM, EMX_OUT_STREAM, EMX_OUT_REPLACE};  // the page is written whole
+    if (emx_run_check_outputs(in, 4, out, 3, err, errlen) != 0) return -1;
+    return emx_run_check_output_kinds(out, kinds, 3, err, errlen);
 }
 
 // -f's text, read no further than a context of ctx tokens can hold (run_io.h's bound), so
@@ -226,7 +228,8 @@ typedef struct {
     EmxTokenizer *tk;
     EmxState *st;
     EmxRunSampler rs;
-    FILE *metrics;               // --metrics, or NULL
+    FILE *metrics;               // --metrics (metrics_out.f), or NULL
+    EmxOut metrics_out;
     char *file_prompt;           // -f's text, or NULL
     const char *prompt;          // -p's or -f's text
     size_t prompt_len;
@@ -236,7 +239,7 @@ typedef struct {
 
 static void run_close(Run *r) {
     emx_report_free(r->report);
-    if (r->metrics) fclose(r->metrics);
+    emx_out_discard(&r->metrics_out);
     emx_run_sampler_free(&r->rs);
     free(r->ids);
     if (r->st) emx_state_free(r->st);
@@ -404,9 +407,12 @@ static int open_state(Run *r) {
                         "tokens); -n -1 generates until the context is full\n", a->n_predict, room, r->ctx, r->n_ids);
         return -1;
     }
-    if (a->metrics_path && !(r->metrics = fopen(a->metrics_path, "w"))) {
-        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(errno));
-        return -1;
+    if (a->metrics_path) {  // a stream, followed while it grows (base/out_file.h)
+        if (emx_out_open(&r->metrics_out, a->metrics_path, EMX_OUT_STREAM, err, sizeof err) != 0) {
+            fprintf(stderr, "run: --metrics %s\n", err);
+            return -1;
+        }
+        r->metrics = r->metrics_out.f;
     }
     return 0;
 }
@@ -437,11 +443,11 @@ static int start_sampler(Run *r) {
 // Closes --metrics, reporting a failed write. 0, or -1 (said why).
 static int close_metrics(Run *r) {
     if (!r->metrics) return 0;
-    errno = 0;
-    int bad = ferror(r->metrics) || fclose(r->metrics) != 0;
+    char err[512];
     r->metrics = NULL;
-    if (bad) report_write_error("--metrics", r->a.metrics_path, errno ? errno : -1);
-    return bad ? -1 : 0;
+    if (emx_out_close(&r->metrics_out, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "run: --metrics %s\n", err);
+    return -1;
 }
 
 // Generates the text, then the files and the summary. Returns the exit status.

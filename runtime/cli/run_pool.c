@@ -14,20 +14,27 @@
 #include "runtime/pool/pool_generate.h"
 #include "sampler/rng.h"
 
-// CPU workers: do their replicas (and a critic over the same model, on the CPU beside them) fit
-// the memory there is? Checked before any is allocated; GPUs check their own.
-static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
+uint64_t emx_run_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, uint64_t *kv_bytes) {
     const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int per = a->threads > 0 ? (a->threads + n_workers - 1) / n_workers : cores / n_workers;
     uint64_t kv = 0, need = (uint64_t)n_workers * emx_cpu_state_bytes(&m->cfg, ctx, per > 0 ? per : 1, a->cache_type, &kv);
     kv *= (uint64_t)n_workers;
-    int critic = a->check_every > 0 && !a->critic_model;  // a critic model file is sized when it is opened
-    if (critic) {
+    if (a->check_every > 0 && !a->critic_model) {  // a critic model file is sized when it is opened
         const int cctx = m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;  // critic.c's context
         uint64_t ckv = 0;
         need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, EMX_CACHE_F32, &ckv);
         kv += ckv;
     }
+    if (kv_bytes) *kv_bytes = kv;
+    return need;
+}
+
+// CPU workers: do their replicas (and a critic over the same model, on the CPU beside them) fit
+// the memory there is? Checked before any is allocated; GPUs check their own.
+static int check_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, char *err, size_t errlen) {
+    uint64_t kv = 0;
+    const uint64_t need = emx_run_pool_memory(a, m, ctx, n_workers, &kv);
+    const int critic = a->check_every > 0 && !a->critic_model;
     char what[96];
     snprintf(what, sizeof what, "%d worker state%s%s", n_workers, n_workers > 1 ? "s" : "",
              critic ? " and a critic state" : "");
@@ -63,13 +70,20 @@ static int report_failed_write(const EmxCliArgs *a, const EmxPoolStats *stats) {
     return 1;
 }
 
-// Closes an output file (NULL: nothing to do); 1, said in one line, if its data did not all land.
-static int close_output(FILE *f, const char *flag, const char *path) {
-    if (!f) return 0;
-    errno = 0;
-    if (!ferror(f) && fclose(f) == 0) return 0;
-    fprintf(stderr, "run: %s %s: %s\n", flag, path, errno ? strerror(errno) : "write failed");
+// Closes an output stream (not open: nothing to do); 1, said in one line, if its data did not all land.
+static int close_output(EmxOut *o, const char *flag) {
+    char err[512];
+    if (emx_out_close(o, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "run: %s %s\n", flag, err);
     return 1;
+}
+
+// Opens --log or --metrics as a stream (base/out_file.h): NULL path, nothing to do. 0, or -1 said.
+static int open_output(EmxOut *o, const char *flag, const char *path) {
+    char err[512];
+    if (!path || emx_out_open(o, path, EMX_OUT_STREAM, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "run: %s %s\n", flag, err);
+    return -1;
 }
 
 int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk, const int *ids, int n_ids, int ctx,
@@ -101,6 +115,7 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     }
     int status = 1;
     EmxCritic *critic = NULL;
+    EmxOut log_out = {0}, metrics_out = {0};
     FILE *log = NULL, *metrics = NULL;
     EmxReport *report = NULL;
     if (a->check_every > 0) {
@@ -109,14 +124,9 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
             goto out;
         }
     }
-    if (a->log_path && !(log = fopen(a->log_path, "w"))) {
-        fprintf(stderr, "run: --log %s: %s\n", a->log_path, strerror(errno));
+    if (open_output(&log_out, "--log", a->log_path) != 0 || open_output(&metrics_out, "--metrics", a->metrics_path) != 0)
         goto out;
-    }
-    if (a->metrics_path && !(metrics = fopen(a->metrics_path, "w"))) {
-        fprintf(stderr, "run: --metrics %s: %s\n", a->metrics_path, strerror(errno));
-        goto out;
-    }
+    log = log_out.f, metrics = metrics_out.f;
     if (!a->n_predict_given && n_predict < 25000)
         fprintf(stderr, "run: agents: -n 25000 capped to %d by the context (%d, prompt %d tokens)\n", room, ctx, n_ids);
     uint64_t seed = a->seed_given ? a->seed : emx_rng_seed_from_time();
@@ -147,12 +157,11 @@ int emx_run_pool(const EmxCliArgs *a, const EmxModel *m, const EmxTokenizer *tk,
     emx_pool_print_stats(stderr, &stats, a->lookahead);
     status = stats.stop == EMX_STOP_INTERRUPTED ? 130 : 0;
     // `|`, not `||`: both files are closed, and each failure said
-    if (close_output(metrics, "--metrics", a->metrics_path) | close_output(log, "--log", a->log_path)) status = 1;
-    metrics = log = NULL;
+    if (close_output(&metrics_out, "--metrics") | close_output(&log_out, "--log")) status = 1;
 out:
     emx_report_free(report);
-    if (metrics) fclose(metrics);
-    if (log) fclose(log);
+    emx_out_discard(&metrics_out);
+    emx_out_discard(&log_out);
     emx_critic_free(critic);
     return status;
 }

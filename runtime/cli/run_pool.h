@@ -39,6 +39,12 @@ EmxCritic *emx_run_pool_critic(const EmxCliArgs *a, const EmxRunPoolSetup *s, co
 EmxPoolOptions emx_run_pool_options(const EmxCliArgs *a, const EmxRunPoolSetup *s, int threads, int ctx,
                                     uint64_t seed, int n_predict, EmxCritic *critic);
 
+// Bytes the CPU workers' replicas of m at ctx allocate (n_workers states, and a critic state over
+// the same model when a->check_every > 0 without --critic-model), as ./run checks them against
+// the memory there is; kv_bytes (optional): their KV caches' part. The server admits a request's
+// pool with the same figure.
+uint64_t emx_run_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, int n_workers, uint64_t *kv_bytes);
+
 // Generates from the prompt ids with the agent pool as the flags in `a` say. `interrupted`
 // is the SIGINT flag (set asynchronously; the run stops after the current round, prints and
 // logs what it has). Returns ./run's exit status: 0, 1 (runtime error), 2 (bad flag value),

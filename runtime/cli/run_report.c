@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/out_file.h"
 #include "sampler/profile.h"
 
 int emx_run_logprobs_wanted(const EmxCliArgs *a) {
@@ -32,12 +33,10 @@ static char *prompt_text(const EmxTokenizer *tk, const int *ids, int n_ids, size
 EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
                               const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents) {
     if (!a->report_path) return NULL;
-    // The page is written at the end: a folder it cannot go to is said now, before the run.
-    char dir[4096];
-    const char *slash = strrchr(a->report_path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - a->report_path) + 1 : 1, slash ? a->report_path : ".");
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "run: --report %s: %s\n", a->report_path, strerror(errno));
+    // The page is written at the end, whole: a path it cannot go to is said now, before the run.
+    char bad[512];
+    if (emx_out_check(a->report_path, EMX_OUT_REPLACE, bad, sizeof bad) != 0) {
+        fprintf(stderr, "run: --report %s\n", bad);
         return NULL;
     }
     EmxProfile own;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
+int emx_run_load_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
     if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
     for (int i = 0; i < a->n_profile_sets; i++) {
         char key[128];
@@ -20,11 +20,20 @@ int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t 
             return -1;
         }
     }
+    return 0;
+}
+
+void emx_run_profile_flags(const EmxCliArgs *a, EmxProfile *p) {
     if (a->metric_layer_given) p->attn_layer = a->metric_layer;
     if (a->temp_given) p->temperature = a->sampling.temperature;
     if (a->top_k_given) p->top_k = a->sampling.top_k;
     if (a->top_p_given) p->top_p = a->sampling.top_p;
     if (a->min_p_given) p->min_p = a->sampling.min_p;
+}
+
+int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
+    if (emx_run_load_profile(a, p, err, errlen) != 0) return -1;
+    emx_run_profile_flags(a, p);
     return 0;
 }
 

@@ -20,6 +20,12 @@
 // values). Returns 0, or -1 with a one-line reason.
 int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen);
 
+// Its two halves: --profile and each --profile-set (the part that may read a file; 0, or -1 with
+// a one-line reason), then the flags naming a profile field directly (a server loads the first
+// once at startup and applies the second per request).
+int emx_run_load_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen);
+void emx_run_profile_flags(const EmxCliArgs *a, EmxProfile *p);
+
 // One generation's sampler. Zero-initialise, then emx_run_sampler_init; free with
 // emx_run_sampler_free (safe on a zeroed or half-initialised one).
 typedef struct {

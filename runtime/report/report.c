@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/out_file.h"
 #include "tokenizer/tok_utf8.h"
 
 typedef struct {
@@ -244,39 +245,12 @@ int emx_report_write(EmxReport *rep, const char *path, char *err, size_t errlen)
         emx_seterr(err, errlen, "%s: the built-in report template has no data marker", path);
         return -1;
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
-        emx_seterr(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);  // beside it: the rename stays on one filesystem
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        emx_seterr(err, errlen, "%s: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        return -1;
-    }
-    errno = 0;
-    fchmod(fd, 0644);  // mkstemp makes 0600; a page is for reading
-    fwrite(emx_report_template, 1, (size_t)(at - emx_report_template), f);
-    write_data(rep, f);
-    fputs(at + sizeof marker - 1, f);
-    int bad = ferror(f) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
-    if (bad) {
-        emx_seterr(err, errlen, "%s: %s", path, e ? strerror(e) : "write failed");
-        unlink(tmp);
-    }
-    free(tmp);
-    return bad ? -1 : 0;
+    EmxOut o;  // written whole: a temporary file beside it, renamed over it (base/out_file.h)
+    if (emx_out_open(&o, path, EMX_OUT_REPLACE, err, errlen) != 0) return -1;
+    fwrite(emx_report_template, 1, (size_t)(at - emx_report_template), o.f);
+    write_data(rep, o.f);
+    fputs(at + sizeof marker - 1, o.f);
+    return emx_out_close(&o, err, errlen);
 }
 
 void emx_report_free(EmxReport *rep) {

@@ -3,7 +3,7 @@
 # sources compiled again with clang, coverage instrumentation and ASan + UBSan).
 #
 #   make fuzz                 each target for FUZZ_SECONDS (60), FUZZ_JOBS targets at a time (1)
-#   make fuzz-ci              the fixed budget `make check` runs: 40 s each, 2 at a time (~3 min)
+#   make fuzz-ci              the fixed budget `make check` runs: 40 s each, 2 at a time (~4 min)
 #   make fuzz-model ...       one target; fuzz-build builds them all without running
 #
 # Each run first replays tests/fuzz/regressions/<target>/*, then fuzzes from the committed
@@ -15,7 +15,7 @@
 # A new target: tests/fuzz/fuzz_<name>.c (LLVMFuzzerTestOneInput), a seed or two in
 # tests/fuzz/corpus/<name>/, and <name> added to FUZZ_TARGETS below.
 
-FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server evaltasks
+FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server http evaltasks
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
@@ -40,9 +40,13 @@ FUZZ_DICT_profile := tests/fuzz/dict/profile.dict
 FUZZ_DICT_cli := tests/fuzz/dict/cli.dict
 FUZZ_DICT_chat := tests/fuzz/dict/chat.dict
 FUZZ_DICT_server := tests/fuzz/dict/json.dict
+FUZZ_DICT_http := tests/fuzz/dict/http.dict
 FUZZ_DICT_evaltasks := tests/fuzz/dict/json.dict
-# The round trip reads real vocabularies from the converted test models.
+# The round trip reads real vocabularies from the converted test models; the HTTP server serves one.
 FUZZ_NEEDS_roundtrip := $(TEST_MODEL_DIR)/qwen3-tiny.f32.bin $(TEST_MODEL_DIR)/stories260K.f32.bin
+FUZZ_NEEDS_http := $(TEST_MODEL_DIR)/stories260K.f32.bin
+# Libraries of one target beyond LDLIBS (the server is the one program that links libmicrohttpd).
+FUZZ_LIBS_http := -lmicrohttpd
 
 .PHONY: fuzz fuzz-ci fuzz-build $(FUZZ_TARGETS:%=fuzz-%)
 
@@ -61,13 +65,14 @@ $(FUZZ_BUILD)/libentropix_fuzz.a: $(FUZZ_LIB_OBJ)
 	ar rcs $@ $^
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libentropix_fuzz.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libentropix_fuzz.a -o $@ $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libentropix_fuzz.a -o $@ $(LDLIBS) $(FUZZ_LIBS_$*)
 
 fuzz-build: $(FUZZ_BINS)
 
 # One target: replay its regression inputs, then fuzz. The summary line (executions, exec/s,
 # coverage) comes from libFuzzer's final statistics.
 fuzz-roundtrip: $(FUZZ_NEEDS_roundtrip)
+fuzz-http: $(FUZZ_NEEDS_http)
 $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
 	@mkdir -p $(FUZZ_BUILD)/logs $(FUZZ_BUILD)/artifacts/$* && rm -rf $(FUZZ_BUILD)/work/$* && mkdir -p $(FUZZ_BUILD)/work/$*
 	@set -o pipefail; regs=$$(find tests/fuzz/regressions/$* -type f 2>/dev/null | sort); \
@@ -89,9 +94,9 @@ $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
 fuzz:
 	$(MAKE) -j$(FUZZ_JOBS) $(FUZZ_TARGETS:%=fuzz-%)
 
-# CI's budget: 8 targets x 40 s, two at a time (~3 minutes of fuzzing on 2 cores).
+# CI's budget: 11 targets x 40 s, two at a time (~4 minutes of fuzzing on 2 cores).
 fuzz-ci:
-	$(MAKE) -j2 fuzz-build $(FUZZ_NEEDS_roundtrip)
+	$(MAKE) -j2 fuzz-build $(FUZZ_NEEDS_roundtrip) $(FUZZ_NEEDS_http)
 	$(MAKE) fuzz FUZZ_SECONDS=40 FUZZ_JOBS=2
 
 -include $(FUZZ_LIB_OBJ:.o=.d)

@@ -60,8 +60,12 @@ class Server:
 
 
 def raw(url, body, headers=None, method="POST"):
-    """(status, parsed JSON or text) for a hand-made request."""
-    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    """(status, parsed JSON or text) for a hand-made request (a body is sent as JSON unless
+    headers name another Content-Type)."""
+    headers = dict(headers or {})
+    if body is not None:
+        headers.setdefault("Content-Type", "application/json")
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             data, status = r.read(), r.status
@@ -133,7 +137,7 @@ def completion_stream_sse_format():
     req = urllib.request.Request(raw_srv.url + "/v1/completions", method="POST",
                                  data=json.dumps({"model": raw_srv.model, "prompt": "Once", "max_tokens": 5, "seed": 1,
                                                   "stream": True}).encode(),
-                                 headers={"Authorization": "Bearer sekret"})
+                                 headers={"Authorization": "Bearer sekret", "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as resp:
         assert resp.headers["Content-Type"] == "text/event-stream"
         body = resp.read().decode()

@@ -1,6 +1,7 @@
 // result.c — benchmark results as JSON (result.h).
 #include "tools/bench/result.h"
 #include "base/errmsg.h"
+#include "base/out_file.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -26,14 +27,16 @@ int emx_bench_result_save(const char *path, const EmxBenchResult *r, char *err, 
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text) goto oom;
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f) ok &= fclose(f) == 0;
-    free(text);
-    if (!ok) {
-        emx_seterr(err, errlen, "--save %s: cannot write the file", path);
-        return -1;
+    EmxOut out;  // written whole: a temporary file beside it, renamed over it (base/out_file.h)
+    char why[512];
+    int ok = emx_out_open(&out, path, EMX_OUT_REPLACE, why, sizeof why) == 0;
+    if (ok) {
+        fputs(text, out.f);
+        fputc('\n', out.f);
+        ok = emx_out_close(&out, why, sizeof why) == 0;
     }
+    free(text);
+    if (!ok) return emx_seterr(err, errlen, "--save %s", why);
     return 0;
 oom:
     emx_seterr(err, errlen, "--save %s: out of memory", path);

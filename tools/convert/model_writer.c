@@ -14,6 +14,7 @@
 
 #include "base/dtype.h"
 #include "base/errmsg.h"
+#include "base/out_file.h"
 #include "tools/convert/ggml_dequant.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
@@ -214,25 +215,6 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
-// Creates "<dir of out>/.<name of out>.XXXXXX.tmp" (unique per call: two converts to one
-// output never share it) with the mode a plain create would give.
-static int create_tmp(const char *out_path, char *tmp, size_t cap, char *err, size_t errlen) {
-    const char *slash = strrchr(out_path, '/');
-    int dlen = slash ? (int)(slash - out_path + 1) : 0;
-    if ((size_t)snprintf(tmp, cap, "%.*s.%s.XXXXXX.tmp", dlen, out_path, slash ? slash + 1 : out_path) >= cap)
-        return emx_seterr(err, errlen, "%s: path too long", out_path);
-    int fd = mkstemps(tmp, 4);
-    if (fd < 0) return emx_seterr(err, errlen, "%s: cannot create a temporary file beside it: %s", out_path, strerror(errno));
-    mode_t um = umask(0);
-    umask(um);
-    if (fchmod(fd, 0644 & ~um) != 0) {
-        close(fd);
-        unlink(tmp);
-        return emx_seterr(err, errlen, "%s: chmod failed: %s", tmp, strerror(errno));
-    }
-    return fd;
-}
-
 // Header, tokenizer section, directory and tensors into fd, then the length and the
 // integrity record (the hashes of what is now in the file, read back through a mapping).
 static int write_all(int fd, const char *tmp_path, const ModelWriter *w, EmxFileHeader *h, const char *tok_buf,
@@ -255,29 +237,19 @@ static int write_all(int fd, const char *tmp_path, const ModelWriter *w, EmxFile
     return 0;
 }
 
-// The finished temporary file is opened as the runtime will open it, then renamed over out:
-// a file the loader rejects never replaces out (the old one stays).
-static int install(const char *tmp_path, const char *out_path, char *err, size_t errlen) {
+// The finished temporary file is opened as the runtime will open it, then renamed over out
+// (emx_out_close: fsync, rename, the folder fsynced): a file the loader rejects never replaces
+// out (the old one stays).
+static int install(EmxOut *o, char *err, size_t errlen) {
     EmxModel check;
     char why[512];
-    if (emx_model_open_load(&check, tmp_path, EMX_LOAD_MMAP, why, sizeof why)) {
-        size_t k = strlen(tmp_path);  // the loader names the temporary file: drop it
-        const char *msg = strncmp(why, tmp_path, k) == 0 && why[k] == ':' ? why + k + 2 : why;
-        return emx_seterr(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, out_path);
+    if (emx_model_open_load(&check, o->tmp, EMX_LOAD_MMAP, why, sizeof why)) {
+        size_t k = strlen(o->tmp);  // the loader names the temporary file: drop it
+        const char *msg = strncmp(why, o->tmp, k) == 0 && why[k] == ':' ? why + k + 2 : why;
+        return emx_seterr(err, errlen, "the converted model fails the loader's check (%s); %s was not written", msg, o->path);
     }
     emx_model_close(&check);
-    if (rename(tmp_path, out_path) != 0)
-        return emx_seterr(err, errlen, "%s: cannot rename %s to it: %s", out_path, tmp_path, strerror(errno));
-    // The rename is durable once the directory is on disk too.
-    char dir[4096];
-    const char *slash = strrchr(out_path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out_path) + (slash == out_path) : 1, slash ? out_path : ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);  // best effort: some filesystems refuse fsync on a directory
-        close(dfd);
-    }
-    return 0;
+    return emx_out_close(o, err, errlen);
 }
 
 int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok, FILE *log,
@@ -334,15 +306,20 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     sigemptyset(&block);
     for (int i = 0; i < 3; i++) sigaddset(&block, sigs[i]), sigaction(sigs[i], &sa, &old[i]);
     sigprocmask(SIG_BLOCK, &block, &prev);
-    int fd = create_tmp(out_path, active_tmp, sizeof active_tmp, err, errlen);
+    // ".<name of out>.XXXXXX.tmp" beside out, unique per call: two converts to one output never
+    // share it (base/out_file.h; "-" is refused: a model is written with pwrite and mapped back)
+    EmxOut o = {0};
+    int fd = -1;
+    if (!strcmp(out_path, "-")) emx_seterr(err, errlen, "-: a model is written to a file, not to stdout");
+    else if (emx_out_open(&o, out_path, EMX_OUT_REPLACE, err, errlen) == 0) fd = fileno(o.f);
+    if (fd >= 0) snprintf(active_tmp, sizeof active_tmp, "%s", o.tmp);
     tmp_active = fd >= 0;
     sigprocmask(SIG_SETMASK, &prev, NULL);
     if (fd >= 0) {
-        rc = write_all(fd, active_tmp, w, &h, tok_buf, dir, log, err, errlen);
-        if (close(fd) != 0 && rc == 0) rc = emx_seterr(err, errlen, "%s: close failed: %s", active_tmp, strerror(errno));
-        if (rc == 0) rc = install(active_tmp, out_path, err, errlen);
+        rc = write_all(fd, o.tmp, w, &h, tok_buf, dir, log, err, errlen);
+        if (rc == 0) rc = install(&o, err, errlen);
         sigprocmask(SIG_BLOCK, &block, &prev);
-        if (rc != 0) unlink(active_tmp);
+        emx_out_discard(&o);  // after a failure: closed, the temporary file removed (a no-op after install)
         tmp_active = 0;
         sigprocmask(SIG_SETMASK, &prev, NULL);
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/out_file.h"
 #include "base/read_file.h"
 #include "tools/eval/checks.h"
 #include "tools/eval/textstats.h"
@@ -118,6 +119,8 @@ int eval_results_open(EvalResults *rs, const char *path, const char *model_path,
     rs->path = path;
     rs->model = model_path;
     size_t len = 0, keep = 0;
+    char why[512];
+    if (emx_out_check(path, EMX_OUT_APPEND, why, sizeof why) != 0) return emx_seterr(err, errlen, "-o %s", why);
     char *text = emx_read_file(path, &len);
     if (!text && errno != ENOENT) return emx_seterr(err, errlen, "-o %s: %s", path, strerror(errno));
     if (text && load_existing(rs, text, len, &keep, err, errlen) != 0) {
@@ -130,10 +133,12 @@ int eval_results_open(EvalResults *rs, const char *path, const char *model_path,
         eval_results_close(rs, NULL, 0);
         return emx_seterr(err, errlen, "-o %s: cutting the incomplete last line: %s", path, strerror(errno));
     }
-    if (!(rs->f = fopen(path, "a"))) {
+    EmxOut out;  // appended to, opened in place (base/out_file.h)
+    if (emx_out_open(&out, path, EMX_OUT_APPEND, why, sizeof why) != 0) {
         eval_results_close(rs, NULL, 0);
-        return emx_seterr(err, errlen, "-o %s: %s", path, strerror(errno));
+        return emx_seterr(err, errlen, "-o %s", why);
     }
+    rs->f = out.f;
     if (keep == len + 1 && (fputc('\n', rs->f) == EOF || fflush(rs->f) != 0)) {
         eval_results_close(rs, NULL, 0);
         return emx_seterr(err, errlen, "-o %s: %s", path, strerror(errno));

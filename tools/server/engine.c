@@ -231,9 +231,10 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
     srv_request_args(sm, r, &a);
     if (a.sampler == EMX_SAMPLER_AGENTS) return srv_generate_pool(sm, &a, r, ids, n_ids, cancel, emit, emit_user, res, e);
     char err[320] = {0};
-    EmxProfile profile = {0};
-    if (a.sampler == EMX_SAMPLER_ENTROPIX && emx_run_build_profile(&a, &profile, err, sizeof err) != 0)
-        return srv_fail(e, 400, "entropix.profile", NULL, "%s", err);
+    EmxProfile profile = sm->profile;  // loaded at startup; a request may name a built-in one instead
+    if (a.sampler == EMX_SAMPLER_ENTROPIX && r->profile && emx_profile_builtin(&profile, r->profile) != 0)
+        return srv_fail(e, 400, "entropix.profile", NULL, "entropix.profile must be a built-in profile's name");
+    emx_run_profile_flags(&a, &profile);
     const int room = sm->ctx - n_ids + 1;  // every chosen token but the last is fed back
     if (r->max_tokens > room)
         return srv_fail(e, 400, "max_tokens", "context_length_exceeded",

@@ -17,6 +17,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "sampler/profile.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/server/request.h"
 
@@ -24,6 +25,8 @@ typedef struct {
     EmxModel model;
     EmxTokenizer *tk;
     EmxCliArgs defaults;      // the server's sampler flags, as ./run parses them
+    EmxProfile profile;       // --profile and --profile-set, loaded and checked once at startup: no
+                              // request makes the server read a file
     const char *id;           // the model's name in the API (the file name without .bin)
     int ctx;                  // each slot's context (tokens)
 } SrvModel;
@@ -53,6 +56,7 @@ typedef struct {
     double decode_s;
     // agents: what the pool did (EmxPoolStats)
     int pool, n_rounds, n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
+    int cut;                        // stopped by the server's shutdown (its drain deadline), not by the model
 } SrvGenResult;
 
 // Called with each piece of final text (len may be 0 when only entries are passed) and the

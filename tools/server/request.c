@@ -11,6 +11,8 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/cli/run_pool.h"
 #include "sampler/profile.h"
+#include "tokenizer/tok_utf8.h"
+#include "tools/server/guard.h"
 
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
@@ -134,9 +136,11 @@ static int parse_messages(const cJSON *root, SrvRequest *r, SrvError *e) {
             return srv_fail(e, 400, "messages", NULL, "messages[%d] must be an object with a string role", i);
         const char *rn = role->valuestring;
         if (strcmp(rn, "developer") == 0) rn = "system";  // OpenAI's newer name for the system role
+        char q[128];
         if (strcmp(rn, "system") != 0 && strcmp(rn, "user") != 0 && strcmp(rn, "assistant") != 0)
             return srv_fail(e, 400, "messages", NULL,
-                            "messages[%d].role '%.40s' is not supported (system, user, assistant, developer)", i, rn);
+                            "messages[%d].role '%s' is not supported (system, user, assistant, developer)", i,
+                            srv_quote(rn, strlen(rn), 40, q, sizeof q));
         char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), e);
         if (!content) return -1;
         r->messages[i].content = content;
@@ -260,9 +264,10 @@ static int check_extension_keys(const cJSON *x, SrvError *e) {
         int known = 0;
         for (int i = 0; i < 5; i++) known |= strcmp(it->string, base[i]) == 0;
         for (int i = 0; i < N_AGENT_KEYS; i++) known |= strcmp(it->string, agent_keys[i].key) == 0;
+        char q[128];
         if (!known)
-            return srv_fail(e, 400, "entropix", NULL, "entropix.%.40s is not an option of the extension (" EXTENSION_KEYS ")",
-                            it->string);
+            return srv_fail(e, 400, "entropix", NULL, "entropix.%s is not an option of the extension (" EXTENSION_KEYS ")",
+                            srv_quote(it->string, strlen(it->string), 40, q, sizeof q));
     }
     return 0;
 }
@@ -278,8 +283,10 @@ static const char *agent_value(int k, const cJSON *v, char *buf, size_t cap, Srv
         snprintf(buf, cap, "%.0f", v->valuedouble);
         return buf;
     case AK_NUMBER:
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        if (!cJSON_IsNumber(v))
             return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, type_name(v)), NULL;
+        if (!isfinite(v->valuedouble))  // 1e309 parses to infinity
+            return srv_fail(e, 400, param, NULL, "%s is too large: it must be a finite number", param), NULL;
         snprintf(buf, cap, "%.17g", v->valuedouble);
         return buf;
     case AK_STRING:
@@ -333,9 +340,15 @@ static int parse_agents(const cJSON *x, SrvRequest *r, SrvError *e) {
     char why[256];
     argv[argc] = NULL;
     if (emx_cli_parse(argc, argv, &a, why, sizeof why) != 0) return srv_fail(e, 400, "entropix", NULL, "entropix: %s", why);
-    if (a.workers > SRV_MAX_WORKERS)
-        return srv_fail(e, 400, "entropix.workers", NULL, "entropix.workers is %d; this server allows at most %d",
-                        a.workers, SRV_MAX_WORKERS);
+    const struct { const char *param; int value, max; } caps[] = {
+        {"entropix.workers", a.workers, SRV_MAX_WORKERS},       {"entropix.n", a.n_agents, SRV_MAX_AGENTS},
+        {"entropix.rollback", a.rollback, SRV_MAX_ROLLBACK},    {"entropix.max_rollbacks", a.max_rollbacks, SRV_MAX_ROLLBACKS},
+        {"entropix.window", a.critic_window, SRV_MAX_WINDOW},
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (caps[i].value > caps[i].max)
+            return srv_fail(e, 400, caps[i].param, NULL, "%s is %d; this server allows at most %d", caps[i].param,
+                            caps[i].value, caps[i].max);
     EmxRunPoolSetup ps;  // the agents' configs, and a worker for every agent
     if (emx_run_pool_setup(&a, &ps, why, sizeof why) != 0)
         return srv_fail(e, 400, a.agent_configs && strstr(why, "--agent-configs") ? "entropix.agent_configs" : "entropix.workers",
@@ -359,10 +372,11 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
         if (!cJSON_IsString(s)) return srv_fail(e, 400, "entropix.sampler", NULL, "entropix.sampler must be a string");
         for (int k = 0; k <= EMX_SAMPLER_AGENTS; k++)
             if (strcmp(s->valuestring, emx_sampler_kind_name(k)) == 0) r->sampler = k;
+        char q[128];
         if (r->sampler < 0)
             return srv_fail(e, 400, "entropix.sampler", NULL,
-                            "entropix.sampler '%.40s' is not one of entropix, greedy, combined, temp, topk, topp, minp, agents",
-                            s->valuestring);
+                            "entropix.sampler '%s' is not one of entropix, greedy, combined, temp, topk, topp, minp, agents",
+                            srv_quote(s->valuestring, strlen(s->valuestring), 40, q, sizeof q));
     }
     const cJSON *p = field(x, "profile");
     if (p) {
@@ -453,7 +467,11 @@ void srv_request_free(SrvRequest *r) {
 char *srv_error_json(const SrvError *e) {
     cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
     if (o) {
-        cJSON_AddStringToObject(o, "message", e->message);
+        // valid UTF-8 whatever a message quoted (srv_quote escapes a client's bytes; this is the last guard)
+        size_t n = 0;
+        char *message = tok_utf8_sanitize(e->message, strlen(e->message), &n);
+        cJSON_AddStringToObject(o, "message", message ? message : "(out of memory)");
+        free(message);
         cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
         if (e->param) cJSON_AddStringToObject(o, "param", e->param);
         else cJSON_AddNullToObject(o, "param");

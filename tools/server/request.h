@@ -30,7 +30,13 @@
 #define SRV_MAX_MESSAGES 1024
 #define SRV_MAX_TOKENS (1 << 20)
 #define SRV_MAX_LOGPROBS 20
-#define SRV_MAX_WORKERS 8     // agents: CPU workers (a model replica each) one request may ask for
+// The agent pool's options a client may set, bounded beyond ./run's own ranges: what one
+// request may cost the server (each is docs/server.md's; the pool's memory is admitted apart).
+#define SRV_MAX_WORKERS 8     // CPU workers (a model replica each)
+#define SRV_MAX_AGENTS 32     // agents (./run: 64)
+#define SRV_MAX_ROLLBACK 64   // tokens a BAD verdict drops (./run: 2^30)
+#define SRV_MAX_ROLLBACKS 16  // rollbacks before a BAD verdict is let through (./run: 2^30)
+#define SRV_MAX_WINDOW 2048   // tokens of text the critic reads (./run: 2^20; the critic's context is 2048)
 
 enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
 

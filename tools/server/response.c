@@ -163,6 +163,7 @@ static cJSON *extension(const SrvGenResult *res) {
         for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(c, names[i], (double)res->cases[i]);
         cJSON_AddNumberToObject(x, "pauses_inserted", (double)res->n_inserted);
     }
+    if (res->cut) cJSON_AddTrueToObject(x, "shutdown");  // the server stopped it: the text is cut there
     if (res->pool) {  // what the agent pool did (./run's closing stats)
         cJSON *p = cJSON_AddObjectToObject(x, "pool");
         cJSON_AddNumberToObject(p, "rounds", res->n_rounds);
@@ -180,7 +181,7 @@ int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
     cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
     cJSON *o = envelope(s, 1);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    if (s->r->metrics || s->r->sampler >= 0) cJSON_AddItemToObject(o, "entropix", extension(res));
+    if (s->r->metrics || s->r->sampler >= 0 || res->cut) cJSON_AddItemToObject(o, "entropix", extension(res));
     if (send_event(s, o) != 0) return -1;
     if (s->r->include_usage) {  // as OpenAI: a last chunk with no choices and the usage
         o = envelope(s, 1);

@@ -1,0 +1,23 @@
+// http_reply.h — the server's answers other than a generation's (http_reply.c). allow_origin:
+// an origin --cors allows, echoed in Access-Control-Allow-Origin (NULL: no CORS headers).
+#ifndef ENTROPIX_SERVER_HTTP_REPLY_H
+#define ENTROPIX_SERVER_HTTP_REPLY_H
+
+#include <microhttpd.h>
+
+#include "tools/server/http_internal.h"
+
+// body (malloc'd, taken; NULL: out of memory, the connection is dropped) with its type.
+enum MHD_Result srv_send_body(struct MHD_Connection *c, int status, char *body, const char *type, const char *allow_origin);
+// OpenAI's error object; counted in /metrics: a generation request's in its errors, any other
+// request's in the HTTP errors.
+enum MHD_Result srv_send_error(SrvServer *s, struct MHD_Connection *c, const SrvError *e, int generation,
+                               const char *allow_origin);
+enum MHD_Result srv_send_models(SrvServer *s, struct MHD_Connection *c, const char *allow_origin);
+enum MHD_Result srv_send_page(struct MHD_Connection *c);
+enum MHD_Result srv_send_metrics(SrvServer *s, struct MHD_Connection *c, const char *allow_origin);
+// OPTIONS: 204 with Allow, and for an allowed origin the CORS preflight's answer (the methods,
+// the Authorization and Content-Type headers, cached 600 s).
+enum MHD_Result srv_send_preflight(struct MHD_Connection *c, const char *allow_origin);
+
+#endif

@@ -101,7 +101,37 @@ static void profile_masked_bits(EmxProfile *p) {
     p->ada_top_k_interaction = 0.024;     // 0.3 · 0.2/2.5: top_k ≈ 29, not 47
 }
 
+// measured: classic's switch, thresholds and case formulas, with what the evaluation of
+// docs/eval.md changed (SmolLM2-135M-Instruct; docs/entropix.md "The default profile"). Classic
+// sampled most steps of that model at T ≈ 1.3 (LEHV) to 2 (HEHV) and ≈ 4.7 (ADAPTIVE, calibrated),
+// one draw, and its best-of-N score preferred a less likely draw whenever the entropy exceeded the
+// top token's surprisal: at the few tokens that decide a short answer (the reply's first word,
+// the answer itself: 3-5 bits, a leader at p ≈ 0.2-0.3 and a runner-up at half of it) it
+// re-rolled what greedy keeps, and answered 0.155 where greedy answered 0.364. Here:
+//   - no case samples hotter than the model's own distribution (temp_max = 1);
+//   - every sampling case takes the most likely of 5 draws (n_samples 5, score weight w = 0):
+//     a leader is kept almost always (a runner-up at half its probability wins only when all
+//     five draws miss the leader: ≈ 4%), while among near-equal candidates the draws still
+//     spread (four equal tokens: the first of them 76%), so the text explores where the model
+//     has no preference and commits where it has one;
+//   - the min-p gate of every case is 0.1 of the top token's probability (classic: 0.03, and
+//     ADAPTIVE lowered it to 0.01 at high uncertainty), so the tail never enters a draw.
+static void profile_measured(EmxProfile *p) {
+    emx_profile_classic(p);
+    p->temp_max = 1.0;
+    p->min_p = 0.1;
+    p->ada_min_p_logits_unc = 0.0;  // ADAPTIVE keeps the base gate at any uncertainty
+    p->ada_min_p_min = 0.0;
+    p->ada_min_p_max = 1.0;
+    p->helv_n_samples = p->lehv_n_samples = p->hehv_n_samples = p->ada_n_samples = 5;
+    p->ada_score_typicality = 0.0;  // the most likely of the draws
+}
+
 int emx_profile_builtin(EmxProfile *p, const char *name) {
+    if (strcmp(name, "measured") == 0) {
+        profile_measured(p);
+        return 0;
+    }
     if (strcmp(name, "classic") == 0) {
         emx_profile_classic(p);
         return 0;

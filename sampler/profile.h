@@ -10,6 +10,8 @@
 //   "my.profile:3: bad value 'abc' for top_k (an integer in [0, 1000000])"
 //
 // Built-in profiles (also shipped as sampler/profiles/<name>.profile):
+//   measured     the default: classic's switch with the temperatures, the draws and the min-p
+//                gate that measured answer accuracy chose (profile.c says why)
 //   classic      the sources' constants (docs/entropix.md)
 //   masked-bits  classic re-tuned for masked attention metrics (profile.c says why)
 #ifndef ENTROPIX_PROFILE_H
@@ -19,6 +21,9 @@
 #include <stdio.h>
 
 #include "sampler/entropix.h"
+
+// The profile ./run, the server, eval, bench and calibrate use when none is named.
+#define EMX_PROFILE_DEFAULT "measured"
 
 void emx_profile_classic(EmxProfile *p);
 

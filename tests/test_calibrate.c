@@ -117,7 +117,7 @@ Test(calibrate, tool_writes_a_profile_run_accepts, .timeout = 300) {
     close(fd);
     RunResult r = run_prog(bin, (const char *[]){model, text, "-o", out, "-c", "128", "-t", "1", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.err, "calibrated") != NULL && strstr(r.err, "classic") != NULL,
+    cr_expect(strstr(r.err, "calibrated") != NULL && strstr(r.err, "measured") != NULL,
               "no case shares on stderr: %s", r.err);
     EmxProfile p;
     char err[256];
@@ -137,6 +137,31 @@ Test(calibrate, tool_writes_a_profile_run_accepts, .timeout = 300) {
     RunResult g = run((const char *[]){model, "--profile", out, "-n", "20", "-t", "1", "-s", "5", NULL});
     cr_expect_eq(g.code, 0, "%s", g.err);
     run_free(&g);
+    run_free(&r);
+    unlink(out);
+}
+
+// A case hotter than the model's own temperature at the median metrics is warned about: classic's
+// ADAPTIVE (T0·(1 + 0.3·(H + V) + ...) with H + V of several bits) is; measured caps every case at 1.
+Test(calibrate, tool_warns_about_hot_cases, .timeout = 300) {
+    char bin[1024], model[1024], text[1024], out[] = "/tmp/emx_calw_XXXXXX";
+    calibrate_bin(bin, sizeof bin);
+    test_build_path(model, sizeof model, "models/stories260K.f32.bin");
+    test_shared_path(text, sizeof text, "testdata/stories260K/expected.txt");
+    int fd = mkstemp(out);
+    cr_assert(fd >= 0);
+    close(fd);
+    RunResult r = run_prog(bin, (const char *[]){model, text, "-o", out, "-c", "128", "-t", "1", "--base", "classic", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "calibrate: warning: ADAPTIVE samples at T = ") != NULL, "%s", r.err);
+    char *body = test_read_file(out, NULL);
+    cr_assert(body);
+    cr_expect(strstr(body, "# temperature of each case at the median metrics: LELV 0 ") != NULL, "%s", body);
+    free(body);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){model, text, "-o", out, "-c", "128", "-t", "1", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "warning") == NULL, "measured (temp_max 1) has no hot case: %s", r.err);
     run_free(&r);
     unlink(out);
 }

@@ -302,7 +302,7 @@ Test(cli_args, defaults) {
     cr_expect_str_eq(a.model_path, "m.bin");
     cr_expect_eq(a.n_predict, 256);
     cr_expect_eq(a.sampler, EMX_SAMPLER_ENTROPIX);
-    cr_expect_str_eq(a.profile, "classic");
+    cr_expect_str_eq(a.profile, "measured");
     cr_expect(a.n_profile_sets == 0 && a.metric_layer == -1 && !a.metric_layer_given);
     cr_expect(!a.metrics_path && !a.color);
     cr_expect(!a.temp_given && !a.top_k_given && !a.top_p_given && !a.min_p_given);

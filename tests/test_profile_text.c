@@ -64,9 +64,25 @@ Test(profile, classic_has_the_spec_constants) {
     cr_expect_eq(emx_profile_builtin(&p, "nonesuch"), -1);
 }
 
+// measured is classic with exactly these keys changed (docs/entropix.md "The default profile").
+Test(profile, measured_is_classic_with_the_measured_changes) {
+    EmxProfile m, c;
+    cr_assert_eq(emx_profile_builtin(&m, "measured"), 0);
+    cr_assert_eq(emx_profile_builtin(&c, EMX_PROFILE_DEFAULT), 0);
+    expect_same_profile(&m, &c, "measured is the default");
+    emx_profile_classic(&c);
+    cr_expect(m.temp_max == 1.0 && m.min_p == 0.1 && m.ada_score_typicality == 0.0);
+    cr_expect(m.helv_n_samples == 5 && m.lehv_n_samples == 5 && m.hehv_n_samples == 5 && m.ada_n_samples == 5);
+    cr_expect(m.ada_min_p_logits_unc == 0.0 && m.ada_min_p_min == 0.0 && m.ada_min_p_max == 1.0);
+    c.temp_max = m.temp_max, c.min_p = m.min_p, c.ada_score_typicality = m.ada_score_typicality;
+    c.helv_n_samples = c.lehv_n_samples = c.hehv_n_samples = c.ada_n_samples = 5;
+    c.ada_min_p_logits_unc = m.ada_min_p_logits_unc, c.ada_min_p_min = m.ada_min_p_min, c.ada_min_p_max = m.ada_min_p_max;
+    expect_same_profile(&m, &c, "every other key is classic's");
+}
+
 Test(profile, shipped_files_equal_builtins) {
-    const char *names[] = {"classic", "masked-bits"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[] = {"measured", "classic", "masked-bits"};
+    for (int i = 0; i < 3; i++) {
         char path[256], err[256];
         snprintf(path, sizeof path, "sampler/profiles/%s.profile", names[i]);
         EmxProfile from_file, builtin;

@@ -189,7 +189,7 @@ static void print_sampler_report(EmxState *st, double tg, double te, double sg, 
 
 static int bench_sampler(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
-    const char *profile_name = "classic", *device = "auto";
+    const char *profile_name = EMX_PROFILE_DEFAULT, *device = "auto";
     int n = 128, threads = 0, runs = 5;
     const ToolOpt opts[] = {
         {"-n", TOOL_INT, &n, 1, 1 << 20},      {"-t", TOOL_INT, &threads, 0, 4096},

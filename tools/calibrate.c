@@ -31,7 +31,7 @@ static int usage(FILE *f) {
             "usage: calibrate MODEL.bin TEXT.txt [options]\n"
             "Writes an entropix profile whose thresholds are percentiles of MODEL's metrics on TEXT.\n"
             "  -o FILE                 write the profile to FILE (default: stdout)\n"
-            "  --base NAME|FILE        profile the calibrated one starts from (default classic)\n"
+            "  --base NAME|FILE        profile the calibrated one starts from (default measured)\n"
             "  --metric-layers L       attention metrics from last (default), all, or layer N\n"
             "  -n N                    at most N tokens of TEXT (default 2048)\n"
             "  -c N                    window length (default 512, at most the model's context)\n"
@@ -181,7 +181,7 @@ static int load_base(EmxProfile *base, const char *base_name, const char *layer_
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *out_path = NULL, *base_name = "classic";
+    const char *model_path = NULL, *text_path = NULL, *out_path = NULL, *base_name = EMX_PROFILE_DEFAULT;
     const char *layer_arg = NULL;
     int max_tokens = 2048, ctx = 512, skip = 16, threads = 0;
     const ToolOpt opts[] = {

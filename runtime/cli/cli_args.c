@@ -12,6 +12,7 @@
 #include "base/errmsg.h"
 #include "runtime/branch/branch_options.h"
 #include "runtime/forward.h"
+#include "sampler/profile.h"
 
 static const char *const sampler_names[] = {
     [EMX_SAMPLER_COMBINED] = "combined", [EMX_SAMPLER_GREEDY] = "greedy",
@@ -111,7 +112,7 @@ static EmxCliArgs cli_defaults(void) {
         .n_predict = 256,
         .sampling = EMX_SAMPLER_PARAMS_DEFAULT,
         .sampler = EMX_SAMPLER_ENTROPIX,
-        .profile = "classic",
+        .profile = EMX_PROFILE_DEFAULT,
         .metric_layer = -1,  // EMX_ATTN_LAYER_LAST
         .chat = EMX_CHAT_AUTO,
         .n_agents = 8,
@@ -430,8 +431,8 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          order); greedy; temp, topk, topp, minp (temperature + that\n"
         "                          filter only); agents: the agent pool (below); branch:\n"
         "                          greedy with forks where the model is unsure (below)\n"
-        "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666\n"
-        "                          in classic; a bare --temp 0 selects greedy)\n"
+        "      --temp T            temperature (default 0.8; entropix: the profile's base, 0.666,\n"
+        "                          which its cases scale; a bare --temp 0 selects greedy)\n"
         "      --top-k N           keep the N most likely tokens (default 40; 0 = off)\n"
         "      --top-p P           keep the smallest set of most likely tokens with mass >= P\n"
         "                          (default 0.95; 1 = off)\n"
@@ -440,8 +441,9 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
         "\n"
         "Entropix:\n"
-        "      --profile NAME|FILE the switch's thresholds and coefficients: classic (default),\n"
-        "                          masked-bits, or a profile file (tools/calibrate writes one)\n"
+        "      --profile NAME|FILE the switch's thresholds and coefficients: measured (default:\n"
+        "                          chosen by answer accuracy), classic (the sources'), masked-bits,\n"
+        "                          or a profile file (tools/calibrate writes one)\n"
         "      --profile-set K=V   override one profile constant (repeatable), e.g.\n"
         "                          --profile-set helv_insert_pause=0\n"
         "      --metric-layers L   attention metrics from: last (default), all (averaged), or a\n"

@@ -43,7 +43,7 @@ typedef struct {
     int temp_given, top_k_given, top_p_given, min_p_given;  // entropix: override the profile's
     int sampler;              // enum emx_sampler_kind; default entropix (greedy for a bare --temp 0)
     int sampler_given;
-    const char *profile;      // --profile NAME|FILE (entropix), default "classic"
+    const char *profile;      // --profile NAME|FILE (entropix), default EMX_PROFILE_DEFAULT
     const char *profile_sets[EMX_CLI_MAX_PROFILE_SETS];  // --profile-set KEY=VALUE, in order
     int n_profile_sets;
     int metric_layer;         // --metric-layers: EMX_ATTN_LAYER_LAST (-1), _ALL (-2) or N

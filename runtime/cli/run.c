@@ -276,7 +276,7 @@ static int read_args(Run *r, int argc, char **argv) {
         fprintf(stderr, "run: %s\n", err);
         return 2;
     }
-    if (!r->entropix && (strcmp(a->profile, "classic") != 0 || a->n_profile_sets > 0))
+    if (!r->entropix && (strcmp(a->profile, EMX_PROFILE_DEFAULT) != 0 || a->n_profile_sets > 0))
         fprintf(stderr, "run: warning: --profile/--profile-set only apply to --sampler entropix; ignored\n");
     if (!r->entropix && a->color)
         fprintf(stderr, "run: warning: --color shows entropix cases; with --sampler %s it is ignored\n",

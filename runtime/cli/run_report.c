@@ -41,7 +41,7 @@ EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, co
     }
     EmxProfile own;
     char why[256];
-    if (!profile && emx_profile_load(&own, a->profile, why, sizeof why) != 0) emx_profile_builtin(&own, "classic");
+    if (!profile && emx_profile_load(&own, a->profile, why, sizeof why) != 0) emx_profile_builtin(&own, EMX_PROFILE_DEFAULT);
     size_t len = 0;
     char *prompt = prompt_text(tk, ids, n_ids, &len);
     EmxReportInfo info = {.model = a->model_path, .prompt = prompt, .prompt_len = prompt ? len : 0,

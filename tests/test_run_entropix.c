@@ -99,7 +99,7 @@ static EmxMetrics metrics_of(const cJSON *o) {
     return m;
 }
 
-// Every line has every key; the case and the effective parameters are what the classic
+// Every line has every key; the case and the effective parameters are what the default
 // profile's switch gives for the logged metrics (cJSON writes doubles that read back exactly).
 Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 300) {
     char mp[1024], path[] = "/tmp/emx_metrics_XXXXXX";
@@ -113,8 +113,8 @@ Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 300) {
     int n;
     cJSON **lines = read_jsonl(path, &n);
     cr_expect_eq(n, generated_count(r.err), "one line per generated token");
-    EmxProfile classic;
-    emx_profile_classic(&classic);
+    EmxProfile prof;
+    cr_assert_eq(emx_profile_builtin(&prof, EMX_PROFILE_DEFAULT), 0);
     int seen_case[EMX_CASE_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         const cJSON *o = lines[i];
@@ -128,7 +128,7 @@ Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 300) {
         cr_expect(m.attn_entropy_bits >= 0 && m.attn_entropy_bits <= log2(num(o, "pos")) + 1e-9,
                   "line %d: attention entropy %g over %g keys", i, m.attn_entropy_bits, num(o, "pos"));
         EmxEntropixState none = {0};
-        EmxDecision d = emx_entropix_decide(&m, &classic, &none, -1);  // stories260K: no pause token
+        EmxDecision d = emx_entropix_decide(&m, &prof, &none, -1);  // stories260K: no pause token
         const char *kase = cJSON_GetObjectItem(o, "case")->valuestring;
         cr_assert(kase, "line %d: case is not a string", i);
         cr_expect_str_eq(kase, emx_case_name(d.kase), "line %d", i);
@@ -139,7 +139,7 @@ Test(run_entropix, metrics_jsonl_is_complete_and_consistent, .timeout = 300) {
         cr_expect_eq((float)num(o, "top_p"), d.params.top_p, "line %d (%s)", i, kase);
         cr_expect_eq((float)num(o, "min_p"), d.params.min_p, "line %d (%s)", i, kase);
         int best_of = d.action == EMX_ACTION_BEST_OF_N;
-        cr_expect_eq((int)num(o, "n_samples"), best_of ? classic.ada_n_samples : 1);
+        cr_expect_eq((int)num(o, "n_samples"), best_of ? d.n_samples : 1);
         cr_expect_eq(cJSON_IsNumber(cJSON_GetObjectItem(o, "score")), best_of, "line %d", i);
     }
     int kinds = 0;
@@ -255,7 +255,7 @@ Test(run_entropix, profile_flags_and_their_errors, .timeout = 300) {
     unlink(bad);
 }
 
-// SmolLM2-135M-Instruct (when `make weights` has fetched it). With the default (classic)
+// SmolLM2-135M-Instruct (when `make weights` has fetched it). With the default (measured)
 // profile a chat prompt gives readable English. With HELV made common (H > 2 bits, V < 8 bits²)
 // the pause token (" ...", id 4563) is inserted, at most once per run of consecutive HELV steps.
 static void smollm2_run(const char *mp, const char *path, const char *const *extra, RunResult *r) {
@@ -299,7 +299,7 @@ Test(run_entropix, smollm2_fluent, .timeout = 300) {
         same_run = (int)num(lines[i], "id") == (int)num(lines[i - 1], "id") ? same_run + 1 : 1;
         cr_expect(same_run <= 6, "token %d repeated %d times", (int)num(lines[i], "id"), same_run);
     }
-    cr_log_info("smollm2 entropix (classic): %s", r.out);
+    cr_log_info("smollm2 entropix (measured): %s", r.out);
     free_jsonl(lines, n);
     unlink(path);
     run_free(&r);

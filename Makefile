@@ -113,6 +113,17 @@ $(SERVER_VENV):
 	$(BUILD)/server-venv/bin/pip install -q openai==3.57.0
 	touch $@
 
+# matplotlib for the soak test's figure (tools/soak/plot.py, docs/server.md "Soak test"); no test
+# needs it. `make soak-venv` makes it.
+SOAK_VENV := $(BUILD)/soak-venv/.ok
+$(SOAK_VENV):
+	rm -rf $(BUILD)/soak-venv
+	python3 -m venv $(BUILD)/soak-venv
+	$(BUILD)/soak-venv/bin/pip install -q matplotlib==3.11.2
+	touch $@
+.PHONY: soak-venv
+soak-venv: $(SOAK_VENV)
+
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion

@@ -3,10 +3,12 @@
 // before anything runs; the agents configs; and the CUDA build's results equal the CPU's.
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -333,13 +335,20 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
     tmp_remove(&t);
 }
 
-// --report-dir: a page per (item, config, seed), named from them ('/' and ':' as '_'), each with
-// its JSON blob holding one token record per generated token (rolled-back ones marked); the
-// reports change nothing in the results; an existing page is replaced; a folder that cannot be
-// made is one line, exit 1.
-static void slug(char *out, const char *s) {
-    for (; *s; s++) *out++ = (strchr("._-", *s) || (*s >= '0' && *s <= '9') || ((*s | 32) >= 'a' && (*s | 32) <= 'z')) ? *s : '_';
-    *out = 0;
+// --report-dir: a page per (item, config, seed), named from them (tools/eval/pages.h: '/' and ':'
+// as '_' and the original's FNV-1a hash, the names below computed by Python as
+// tests/test_eval_inputs.c says), each with its JSON blob holding one token record per generated
+// token (rolled-back ones marked); the reports change nothing in the results; an existing page
+// is replaced; a folder that cannot be made is one line, exit 1.
+static const char *page_part(const char *s) {
+    static const char *const names[][2] = {
+        {"s/1", "s_1~0c971d92"}, {"s2", "s2"}, {"greedy", "greedy"}, {"entropix", "entropix"},
+        {"combined:temp=1.0", "combined_temp_1.0~e12d4f7e"},
+        {"agents:n=3,critic=on,check_every=2", "agents_n_3_critic_on_check_every_2~ef828ada"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i][0]) == 0) return names[i][1];
+    cr_assert_fail("no page name for '%s'", s);
+    return NULL;
 }
 
 // The tokens of the page's blob that were not rolled back; -1 when the page has no blob.
@@ -386,10 +395,8 @@ Test(eval_run, report_dir_pages, .timeout = 300) {
     cJSON **lines = read_results(t.out, &n);
     cr_assert_eq(n, 2 * (1 + 2 + 2 + 2));
     for (int i = 0; i < n; i++) {
-        char id[64], cfg[128];
-        slug(id, jstr(lines[i], "id"));
-        slug(cfg, jstr(lines[i], "config"));
-        snprintf(page, sizeof page, "%s/story-%s-%s-s%.0f.html", pages, id, cfg, jnum(lines[i], "seed"));
+        snprintf(page, sizeof page, "%s/story-%s-%s-s%.0f.html", pages, page_part(jstr(lines[i], "id")),
+                 page_part(jstr(lines[i], "config")), jnum(lines[i], "seed"));
         int all = 0;
         cr_expect_eq(page_tokens(page, &all), (int)jnum(lines[i], "n_tokens"), "%s: tokens of the page (%d with the "
                      "rolled-back ones) against n_tokens", page, all);
@@ -417,5 +424,79 @@ Test(eval_run, report_dir_pages, .timeout = 300) {
     args[3] = plain, args[16] = "--report-dir";
     expect_error_prog(eval_binary(), args, 1, "/no/such/pages: No such file or directory");
     cr_expect(access(plain, F_OK) != 0, "results written with a bad --report-dir");
+    tmp_remove(&t);
+}
+
+// What eval checks of its inputs before the first generation, as a program: ids that differ
+// only in bytes a page name cannot hold get pages of their own; two generations that would share
+// a page, a page name past its limit, a task line past 64 KiB and a (family, id) given twice are
+// one line, exit 2, nothing run; a results file another eval holds (flock) is refused, untouched.
+Test(eval_run, inputs_checked_before_the_run, .timeout = 120) {
+    const char *m = model_path("stories260K.f32.bin");
+    Tmp t;
+    tmp_make(&t, "t.jsonl",
+             "{\"id\":\"a/b\",\"prompt\":\"Once\",\"answer\":\"x\",\"check\":\"contains\",\"max_tokens\":2}\n"
+             "{\"id\":\"a?b\",\"prompt\":\"Once\",\"answer\":\"x\",\"check\":\"contains\",\"max_tokens\":2}\n"
+             "{\"id\":\"a_b\",\"prompt\":\"Once\",\"answer\":\"x\",\"check\":\"contains\",\"max_tokens\":2}\n"
+             "{\"id\":\"a:b\",\"prompt\":\"Once\",\"answer\":\"x\",\"check\":\"contains\",\"max_tokens\":2}\n");
+    char pages[160], bad[160], cmd[400];
+    snprintf(pages, sizeof pages, "%s/pages", t.dir);
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", t.dir);
+    const char *args[] = {m, t.tasks, "-o", t.out, "-t", "1", "--config", "greedy", "--report-dir", pages, NULL};
+    RunResult r = run_prog(eval_binary(), args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "test $(ls -A '%s' | wc -l) -eq 4", pages);
+    cr_expect_eq(system(cmd), 0, "four ids, not four pages in %s", pages);
+    // each bad file: exit 2, one line, no results file, no page folder
+    static const struct { const char *text, *want; } cases[] = {
+        {"{\"id\":\"a-b\",\"family\":\"t\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"contains\"}\n"
+         "{\"id\":\"b\",\"family\":\"t-a\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"contains\"}\n",
+         "bad.jsonl:2: field 'id': 'b' (family 't-a') and "},
+        {"{\"id\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\","
+         "\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"contains\"}\n",
+         "bad.jsonl:1: field 'id': the --report-dir page's name 'bad-xxx"},
+        {"{\"id\":\"a\",\"family\":\"t\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"contains\"}\n",
+         "bad.jsonl:1: field 'id': 'a/b' of family 't' repeats"},
+    };
+    const char *bad_args[] = {m, t.tasks, bad, "-o", bad, "-t", "1", "--config", "greedy", "--report-dir", pages, NULL};
+    char out2[160];
+    snprintf(out2, sizeof out2, "%s/none.jsonl", t.dir);
+    bad_args[4] = out2;
+    snprintf(pages, sizeof pages, "%s/pages2", t.dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(bad, "w");
+        fputs(cases[i].text, f);
+        fclose(f);
+        if (i == 2) {  // the same (family, id) as t.jsonl's first item
+            f = fopen(bad, "w");
+            fputs("{\"id\":\"a/b\",\"family\":\"t\",\"prompt\":\"p\",\"answer\":\"x\",\"check\":\"contains\"}\n", f);
+            fclose(f);
+        }
+        expect_error_prog(eval_binary(), bad_args, 2, cases[i].want);
+        cr_expect(access(out2, F_OK) != 0 && access(pages, F_OK) != 0, "case %zu: something was written", i);
+    }
+    // a line of 70,000 bytes: refused unparsed
+    FILE *f = fopen(bad, "w");
+    fputs("{\"id\":\"a\",\"answer\":\"x\",\"check\":\"contains\",\"prompt\":\"", f);
+    for (int i = 0; i < 70000; i++) fputc('P', f);
+    fputs("\"}\n", f);
+    fclose(f);
+    const char *long_args[] = {m, bad, "-o", out2, "-t", "1", NULL};
+    expect_error_prog(eval_binary(), long_args, 2, "bad.jsonl:1: the line is 70054 bytes; a task line is at most 65536");
+    // the results file held by another writer (this process's flock)
+    const int fd = open(t.out, O_RDWR);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    struct stat before, after;
+    cr_assert_eq(stat(t.out, &before), 0);
+    char want[256];
+    snprintf(want, sizeof want, "eval: -o %s: another eval is writing it (pid %d)", t.out, (int)getpid());
+    args[8] = NULL;
+    expect_error_prog(eval_binary(), args, 2, want);
+    cr_assert_eq(stat(t.out, &after), 0);
+    cr_expect(after.st_size == before.st_size && after.st_mtime == before.st_mtime, "the held results file changed");
+    close(fd);
     tmp_remove(&t);
 }

@@ -352,3 +352,15 @@ Test(server, hardening, .timeout = 600) { server_script("test_hardening.py", 0, 
 // answer equal to the same request run alone, no error, the slots' steps batched, resident
 // memory flat after warm-up.
 Test(server, load_16_clients, .timeout = 900) { server_script("test_load.py", 0, "load test"); }
+
+// The soak test's arithmetic and parsing (tools/soak/soak_lib.py: percentiles, the growth fit,
+// /metrics and /proc parsing, the summary's leaks and errors) against values worked out by hand,
+// by its own unittest file (standard library; well under a second). The soak itself is a command,
+// not a test (docs/server.md "Soak test").
+Test(server, soak_logic, .timeout = 60) {
+    const char *args[] = {"python3", "-m", "unittest", "tools/soak/test_soak_lib.py", NULL};
+    RunResult r = run_prog("/usr/bin/env", args);
+    cr_expect_eq(r.code, 0, "soak_lib's tests failed:\n%s", r.err);
+    cr_expect(strstr(r.err, "\nOK") != NULL, "%s", r.err);
+    run_free(&r);
+}

@@ -20,6 +20,7 @@
 #include "tools/eval/checks.h"
 #include "tools/eval/cli.h"
 #include "tools/eval/config.h"
+#include "tools/eval/pages.h"
 #include "tools/eval/report.h"
 #include "tools/eval/results.h"
 #include "tools/eval/runner.h"
@@ -74,6 +75,7 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
     for (int f = 0; f < e->a.n_tasks; f++)
         for (int i = 0; i < e->files[f].n && (e->a.limit == 0 || i < e->a.limit); i++)
             e->items[e->n_items++] = &e->files[f].items[i];
+    if (eval_items_unique(e->items, e->n_items, err, errlen) != 0) return 2;
     for (int c = 0; c < e->a.n_configs; c++) {
         for (int d = 0; d < c; d++)
             if (strcmp(e->a.configs[c], e->a.configs[d]) == 0)
@@ -89,6 +91,10 @@ static int load_inputs(Eval *e, char *err, size_t errlen) {
             return emx_seterr(err, errlen, "config '%s': --report-dir has no page for the branching decoder",
                               e->a.configs[c]), 2;
     }
+    // every page's name fits and is its own, before the model is even loaded
+    if (e->a.report_dir &&
+        eval_pages_check(e->items, e->n_items, e->configs, e->n_configs, e->a.seeds, e->a.report_dir, err, errlen) != 0)
+        return 2;
     return 0;
 }
 
@@ -97,9 +103,7 @@ static int check_prompts(const Eval *e, const EvalRunner *r, char *err, size_t e
     const int has_template = r->m->cfg.chat_template != EMX_CHAT_NONE;
     for (int i = 0; i < e->n_items; i++) {
         const EvalItem *it = e->items[i];
-        const char *file = "";
-        for (int f = 0; f < e->a.n_tasks; f++)
-            if (it >= e->files[f].items && it < e->files[f].items + e->files[f].n) file = e->files[f].path;
+        const char *file = it->file;
         if (it->chat && !has_template)
             return emx_seterr(err, errlen, "%s:%d: field 'messages': %s has no chat template (use 'prompt')", file, it->line,
                             e->a.model), 2;

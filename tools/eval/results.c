@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/file_lock.h"
 #include "base/out_file.h"
 #include "base/read_file.h"
 #include "tools/eval/checks.h"
@@ -114,6 +115,23 @@ static int load_existing(EvalResults *rs, const char *text, size_t len, size_t *
     return 0;
 }
 
+// Opens -o for appending (created if missing) and locks it: a second eval on the same file
+// would read the same results, redo the same generations and interleave its lines with ours.
+// Returns 0 or -1 (said in err; nothing read or changed).
+static int open_locked(EvalResults *rs, char *err, size_t errlen) {
+    EmxOut out;  // appended to, opened in place (base/out_file.h)
+    char why[512];
+    if (emx_out_open(&out, rs->path, EMX_OUT_APPEND, why, sizeof why) != 0) return emx_seterr(err, errlen, "-o %s", why);
+    rs->f = out.f;
+    long holder = 0;
+    const int held = emx_file_lock(fileno(rs->f), &holder);
+    if (held == 1 && holder > 0)
+        return emx_seterr(err, errlen, "-o %s: another eval is writing it (pid %ld)", rs->path, holder);
+    if (held == 1) return emx_seterr(err, errlen, "-o %s: another eval is writing it", rs->path);
+    if (held != 0) return emx_seterr(err, errlen, "-o %s: cannot lock it: %s", rs->path, strerror(errno));
+    return 0;
+}
+
 int eval_results_open(EvalResults *rs, const char *path, const char *model_path, char *err, size_t errlen) {
     memset(rs, 0, sizeof *rs);
     rs->path = path;
@@ -121,27 +139,31 @@ int eval_results_open(EvalResults *rs, const char *path, const char *model_path,
     size_t len = 0, keep = 0;
     char why[512];
     if (emx_out_check(path, EMX_OUT_APPEND, why, sizeof why) != 0) return emx_seterr(err, errlen, "-o %s", why);
-    char *text = emx_read_file(path, &len);
-    if (!text && errno != ENOENT) return emx_seterr(err, errlen, "-o %s: %s", path, strerror(errno));
+    if (open_locked(rs, err, errlen) != 0) {  // before reading: what we read stays what is there
+        eval_results_close(rs, NULL, 0);
+        return -1;
+    }
+    char *text = emx_read_file(path, &len);  // another descriptor: closing it keeps the lock (flock's is rs->f's)
+    if (!text && errno != ENOENT) {
+        const int e = errno;
+        eval_results_close(rs, NULL, 0);
+        return emx_seterr(err, errlen, "-o %s: %s", path, strerror(e));
+    }
     if (text && load_existing(rs, text, len, &keep, err, errlen) != 0) {
         free(text);
         eval_results_close(rs, NULL, 0);
         return -1;
     }
     free(text);
-    if (keep < len && truncate(path, (off_t)keep) != 0) {
+    if (keep < len && (fflush(rs->f) != 0 || truncate(path, (off_t)keep) != 0)) {
+        const int e = errno;
         eval_results_close(rs, NULL, 0);
-        return emx_seterr(err, errlen, "-o %s: cutting the incomplete last line: %s", path, strerror(errno));
+        return emx_seterr(err, errlen, "-o %s: cutting the incomplete last line: %s", path, strerror(e));
     }
-    EmxOut out;  // appended to, opened in place (base/out_file.h)
-    if (emx_out_open(&out, path, EMX_OUT_APPEND, why, sizeof why) != 0) {
-        eval_results_close(rs, NULL, 0);
-        return emx_seterr(err, errlen, "-o %s", why);
-    }
-    rs->f = out.f;
     if (keep == len + 1 && (fputc('\n', rs->f) == EOF || fflush(rs->f) != 0)) {
+        const int e = errno;
         eval_results_close(rs, NULL, 0);
-        return emx_seterr(err, errlen, "-o %s: %s", path, strerror(errno));
+        return emx_seterr(err, errlen, "-o %s: %s", path, strerror(e));
     }
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "runtime/cli/run_setup.h"
 #include "runtime/generate.h"
 #include "runtime/pool/pool_generate.h"
+#include "tools/eval/pages.h"
 
 int eval_runner_init(EvalRunner *r, const EmxModel *m, const EmxTokenizer *tk, const char *device, int threads,
                      char *err, size_t errlen) {
@@ -220,29 +221,6 @@ static int gen_pool(EvalRunner *r, const EvalConfig *c, uint64_t seed, const int
     g->trace.ends_with_stop = n_out > 0 && emx_is_stop(r->tk, out_ids[n_out - 1]);
     free(out_ids);
     return rc;
-}
-
-// Bytes outside [A-Za-z0-9._-] as '_', so no name makes a path of its own ("a/b", "..").
-static size_t slug(char *out, size_t cap, const char *s) {
-    size_t n = 0;
-    for (; *s && n + 1 < cap; s++, n++) {
-        const char ch = *s;
-        const int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-                         ch == '_' || ch == '-';
-        out[n] = keep ? ch : '_';
-    }
-    if (cap) out[n] = 0;
-    return *s ? cap : n;  // cap: it did not fit
-}
-
-int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed) {
-    char fam[256], id[256], cfg[512];
-    if (slug(fam, sizeof fam, it->family) >= sizeof fam || slug(id, sizeof id, it->id) >= sizeof id ||
-        slug(cfg, sizeof cfg, c->spec) >= sizeof cfg)
-        return -1;
-    // the names are joined with '-' between a prefix and ".html": no slash, never "." or ".."
-    const int n = snprintf(out, cap, "%s/%s-%s-%s-s%llu.html", dir, fam, id, cfg, (unsigned long long)seed);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,

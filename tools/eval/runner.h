@@ -56,10 +56,6 @@ int eval_prompt_ids(const EvalRunner *r, const EvalItem *it, const EvalConfig *c
 // The context a generation with c has (the state's, or the agents' replicas').
 int eval_runner_ctx(const EvalRunner *r, const EvalConfig *c);
 
-// The --report-dir page of (it, c, seed): dir/<family>-<id>-<config>-s<seed>.html, each name
-// with every byte outside [A-Za-z0-9._-] written as '_'. Returns 0, or -1 when it does not fit.
-int eval_report_path(char *out, size_t cap, const char *dir, const EvalItem *it, const EvalConfig *c, uint64_t seed);
-
 // Generates it's answer with c and seed (and its report page when r->report_dir is set).
 // Returns 0 (g filled; free with eval_gen_free), or -1.
 int eval_generate(EvalRunner *r, const EvalConfig *c, const EvalItem *it, uint64_t seed, EvalGen *g, char *err,

@@ -122,6 +122,8 @@ static int parse_answer(const cJSON *o, EvalItem *it, const char *path, int line
     if (!a) return field_err(err, errlen, path, line, "answer", "missing");
     char buf[64];
     if (cJSON_IsNumber(a) && it->check == EVAL_CHECK_NUMBER) {
+        if (!isfinite(a->valuedouble))  // 1e999 parses as infinity: no text is ever within tolerance of it
+            return field_err(err, errlen, path, line, "answer", "not a finite number (check 'number')");
         snprintf(buf, sizeof buf, "%.17g", a->valuedouble);
         it->answer_num = a->valuedouble;
         return (it->answer = strdup(buf)) ? 0 : field_err(err, errlen, path, line, "answer", "out of memory");
@@ -255,6 +257,34 @@ static void default_family(const char *path, char *out, size_t cap) {
     if (n > 6 && strcmp(out + n - 6, ".jsonl") == 0) out[n - 6] = 0;
 }
 
+// Whether the line [s, s+n), valid JSON, writes a NUL character (the escape \u0000) in a string:
+// cJSON keeps such a string only up to it, so a prompt would silently lose its end. 1 with field
+// set to the top-level key it is under (or the key that holds it), else 0.
+static int nul_escape(const char *s, size_t n, char *field, size_t cap) {
+    int depth = 0, in_str = 0, is_key = 0, expect_key = 0;
+    size_t str_at = 0;
+    field[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char ch = s[i];
+        if (in_str && ch == '\\' && i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) {
+            if (is_key) snprintf(field, cap, "%.*s", (int)(i - str_at), s + str_at);
+            return 1;
+        }
+        if (in_str && ch == '\\') i++;  // the escaped byte cannot end the string
+        else if (in_str && ch == '"') {
+            in_str = 0;
+            if (is_key) snprintf(field, cap, "%.*s", (int)(i - str_at), s + str_at);
+        } else if (!in_str && ch == '"') {
+            in_str = 1, is_key = depth == 1 && expect_key, str_at = i + 1;
+        } else if (!in_str) {
+            depth += (ch == '{' || ch == '[') - (ch == '}' || ch == ']');
+            if ((ch == '{' && depth == 1) || (ch == ',' && depth == 1)) expect_key = 1;
+            if (ch == ':' && depth == 1) expect_key = 0;
+        }
+    }
+    return 0;
+}
+
 static int is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
@@ -271,6 +301,11 @@ static int load_line(EvalTaskFile *tf, const char *s, size_t n, int line, const 
         cJSON_Delete(o);
         return field_err(err, errlen, tf->path, line, NULL, "not a JSON object (one per line)");
     }
+    char field[64];
+    if (nul_escape(s, n, field, sizeof field)) {
+        cJSON_Delete(o);
+        return field_err(err, errlen, tf->path, line, field, "holds a NUL character (U+0000), which would cut the text");
+    }
     EvalItem *grown = realloc(tf->items, (size_t)(tf->n + 1) * sizeof *grown);
     if (!grown) {
         cJSON_Delete(o);
@@ -279,6 +314,7 @@ static int load_line(EvalTaskFile *tf, const char *s, size_t n, int line, const 
     tf->items = grown;
     EvalItem *it = &tf->items[tf->n++];
     memset(it, 0, sizeof *it);
+    it->file = tf->path;
     int rc = parse_item(o, it, family, tf->path, line, err, errlen);
     cJSON_Delete(o);
     if (rc) return -1;
@@ -300,12 +336,43 @@ int eval_tasks_load(const char *path, EvalTaskFile *tf, char *err, size_t errlen
     for (size_t at = 0; at < len && rc == 0; line++) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
-        rc = load_line(tf, text + at, n, line, family, err, errlen);
+        if (n > EVAL_MAX_LINE_BYTES)  // refused unparsed: a 20 MB prompt would be tokenized before the context check
+            rc = field_err(err, errlen, path, line, NULL, "the line is %zu bytes; a task line is at most %d", n,
+                           EVAL_MAX_LINE_BYTES);
+        else rc = load_line(tf, text + at, n, line, family, err, errlen);
         at += n + 1;
     }
     free(text);
     if (rc == 0 && tf->n == 0) rc = emx_seterr(err, errlen, "%s: no items", path);
     if (rc) eval_tasks_free(tf);
+    return rc;
+}
+
+typedef struct {
+    const EvalItem *it;
+    int k;  // its place in the run's order
+} Keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+    const Keyed *x = a, *y = b;
+    int d = strcmp(x->it->family, y->it->family);
+    if (!d) d = strcmp(x->it->id, y->it->id);
+    return d ? d : x->k - y->k;
+}
+
+int eval_items_unique(const EvalItem *const *items, int n_items, char *err, size_t errlen) {
+    Keyed *v = malloc((size_t)(n_items > 0 ? n_items : 1) * sizeof *v);
+    if (!v) return emx_seterr(err, errlen, "the task items: out of memory");
+    for (int i = 0; i < n_items; i++) v[i] = (Keyed){items[i], i};
+    qsort(v, (size_t)n_items, sizeof *v, keyed_cmp);
+    int rc = 0;
+    for (int i = 1; i < n_items && rc == 0; i++) {
+        const EvalItem *x = v[i - 1].it, *y = v[i].it;  // y comes later in the run
+        if (strcmp(x->family, y->family) == 0 && strcmp(x->id, y->id) == 0)
+            rc = field_err(err, errlen, y->file, y->line, "id", "'%.60s' of family '%.60s' repeats %.200s:%d's (a result "
+                           "is known by family and id)", y->id, y->family, x->file, x->line);
+    }
+    free(v);
     return rc;
 }
 

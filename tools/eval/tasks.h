@@ -16,6 +16,8 @@ enum eval_check_kind {
 #define EVAL_MAX_TOKENS_LIMIT 4096
 #define EVAL_MAX_ALPHABET 256   // answer_alphabet entries at most
 #define EVAL_MAX_BASELINES 8    // named baselines per item at most
+#define EVAL_MAX_LINE_BYTES 65536  // a task line's bytes at most (its newline not counted): a longer
+                                   // one is refused before it is parsed, let alone tokenized
 
 typedef struct {
     char *id;
@@ -31,6 +33,7 @@ typedef struct {
     void *re;            // regex: the compiled pcre2_code
     int max_tokens;      // 1..4096, default 64
     int line;            // 1-based line in its file
+    const char *file;    // its task file's path (the EvalTaskFile's, which owns it)
     char *answer_cue;    // optional: the words before the answer ("The answer is"), or NULL; the
                          // branching decoder's cue (commit=1)
     char **answer_alphabet;  // optional: the allowed answers [n_answer_alphabet] (required by 'word';
@@ -51,6 +54,10 @@ typedef struct {
 // line and field: "tasks/arith.jsonl:17: field 'check': unknown check 'numbr' (number, ...)".
 int eval_tasks_load(const char *path, EvalTaskFile *tf, char *err, size_t errlen);
 void eval_tasks_free(EvalTaskFile *tf);
+
+// No two of the items (from one file or several) have the same family and id: the results
+// file knows a result by them. Returns 0, or -1 naming the later one's file, line and id.
+int eval_items_unique(const EvalItem *const *items, int n_items, char *err, size_t errlen);
 
 // The name of a check kind ("number", ...).
 const char *eval_check_name(int kind);

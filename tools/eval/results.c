@@ -57,8 +57,9 @@ static void load_measures(const cJSON *o, EvalResult *r) {
     r->distinct_2 = num_field(o, "distinct_2", NAN);
 }
 
-// One stored line [s, s+n) into rs. Returns 0, 1 (not a result line) or -1 (another model).
-static int load_line(EvalResults *rs, const char *s, size_t n, const char **other_model) {
+// One stored line [s, s+n) into rs. Returns 0, 1 (not a result line) or -1 (another model: its
+// path into other_model[0..cap)).
+static int load_line(EvalResults *rs, const char *s, size_t n, char *other_model, size_t cap) {
     cJSON *o = cJSON_ParseWithLength(s, n);
     const char *model = str_field(o, "model"), *fam = str_field(o, "family"), *id = str_field(o, "id"),
                *cfg = str_field(o, "config");
@@ -68,9 +69,7 @@ static int load_line(EvalResults *rs, const char *s, size_t n, const char **othe
     if (model && fam && id && cfg && cJSON_IsNumber(seed) && seed->valuedouble >= 0 && (cJSON_IsBool(ok) || cJSON_IsNull(ok)) &&
         cJSON_IsNumber(nt) && cJSON_IsNumber(t)) {
         if (strcmp(model, rs->model) != 0) {
-            static char keep[256];
-            snprintf(keep, sizeof keep, "%s", model);
-            *other_model = keep;
+            snprintf(other_model, cap, "%s", model);
             rc = -1;
         } else {
             EvalResult r = blank_result();
@@ -97,8 +96,8 @@ static int load_existing(EvalResults *rs, const char *text, size_t len, size_t *
     for (size_t at = 0; at < len; line++) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
-        const char *other = NULL;
-        int rc = n == 0 ? 0 : load_line(rs, text + at, n, &other);
+        char other[256] = "";
+        int rc = n == 0 ? 0 : load_line(rs, text + at, n, other, sizeof other);
         if (rc == 1 && !nl) {  // killed mid-write: the last line has no newline and does not parse
             fprintf(stderr, "eval: warning: %s:%d: dropping an incomplete last line (%zu bytes; a run killed while writing it)\n",
                     rs->path, line, n);

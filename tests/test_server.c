@@ -317,7 +317,8 @@ Test(server, bad_flags_exit_2) {
     char prog[512];
     snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
     const char *cases[][4] = {{"--port", "70000", NULL}, {"--parallel", "0", NULL}, {"--queue", "x", NULL},
-                              {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL}};
+                              {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL},
+                              {"--sampler", "branch", NULL}, {"--branch-k", "3", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[6] = {model, cases[i][0], cases[i][1], NULL};
         RunResult r = run_prog(prog, args);

@@ -184,6 +184,9 @@ int emx_forward_lookahead_propose(EmxState *s, int token, int pos, const EmxAgen
 int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
     return s->backend->branch_commit(s, branch, n_steps, prefix);
 }
+void emx_state_branches_release(EmxState *s) {
+    if (s->backend->branches_release) s->backend->branches_release(s);
+}
 size_t emx_state_kv_rows_bytes(const EmxState *s, int n) { return s->backend->kv_rows_bytes(s, n); }
 int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf) {
     return s->backend->kv_rows_read(s, pos, n, buf);

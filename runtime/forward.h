@@ -159,6 +159,9 @@ void emx_forward_set_threads(EmxState *s, int n_threads);
 // Makes room for max_branches tails of tail_cap positions (grow only). Returns 0, or -1 with a
 // one-line reason (more branches than a batch holds, out of memory).
 int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
+// Frees the tails (a later reserve makes them again): what a server's slot gives back after one
+// request's branches, since the tails otherwise stay as large as the largest reserve.
+void emx_state_branches_release(EmxState *s);
 
 // Step `step` of branches 0..n-1: tokens[b] at position prefix + step into branch b's tail;
 // logits [n][vocab] (caller's buffer) receive every branch's next-token logits. Steps 0..step-1

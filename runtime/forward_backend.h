@@ -44,6 +44,7 @@ struct EmxBackend {
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);
     int (*branches_reserve)(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
+    void (*branches_release)(EmxState *s);  // NULL: the tails stay
     int (*forward_branches)(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
     int (*forward_branches_propose)(EmxState *s, const int *tokens, int n, int prefix, int step,
                                     const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,

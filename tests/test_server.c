@@ -166,6 +166,39 @@ Test(server, parse_agents_rejects_each_bad_value) {
     parse_bad("{\"prompt\":\"p\",\"entropix\":{\"top_p\":0.5}}", P, "entropix", "not an option");
 }
 
+// The branching decoder's keys: eval's names, ./run's defaults, lookahead the pool's unless the
+// sampler is branch, an alphabet entry holding a comma (./run's CSV could not), logprobs refused.
+Test(server, parse_branch_fields) {
+    SrvRequest r;
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"branch\"}}", SRV_COMPLETION, &r);
+    cr_assert(r.sampler == EMX_SAMPLER_BRANCH && r.branch.k == 5 && r.branch.max_forks == 1 && r.branch.gate == 0.1f);
+    cr_assert(r.branch.entropy_bits == 2.0 && r.branch.lookahead == 0 && !r.branch.cue && r.branch.n_alphabet == 0);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"tau\":0.5,\"k\":3,\"forks\":2,\"gate\":0.25,\"lookahead\":4,\"rule\":"
+             "\"margin\",\"cue\":\"Answer:\",\"alphabet\":[\"1, 2\",\"B\"]}}", SRV_COMPLETION, &r);
+    cr_assert(r.sampler == EMX_SAMPLER_BRANCH && r.branch.entropy_bits == 0.5 && r.branch.k == 3 && r.branch.max_forks == 2);
+    cr_assert(r.branch.gate == 0.25f && r.branch.lookahead == 4 && r.branch.rule == EMX_BRANCH_RULE_MARGIN);
+    cr_assert(!strcmp(r.branch.cue, "Answer:") && r.branch.n_alphabet == 2 && !strcmp(r.branch.alphabet[0], "1, 2"));
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"branch\",\"lookahead\":2,\"entropy\":1,\"answer_cue\":\"So\","
+             "\"answer_alphabet\":[\"x\"]}}", SRV_COMPLETION, &r);
+    cr_assert(r.branch.lookahead == 2 && r.branch.entropy_bits == 1 && !strcmp(r.branch.cue, "So") && r.branch.n_alphabet == 1);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"entropix\":{\"lookahead\":2}}", SRV_COMPLETION, &r);  // the pool's, as before
+    cr_assert(r.sampler == EMX_SAMPLER_AGENTS && r.agents.lookahead == 2);
+    srv_request_free(&r);
+    const int P = SRV_COMPLETION;
+    parse_bad("{\"prompt\":\"p\",\"logprobs\":0,\"entropix\":{\"k\":3}}", P, "logprobs", "not available with");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"k\":3,\"metrics\":true}}", P, "entropix.metrics", "not available with");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"k\":17}}", P, "entropix.k", "entropix.k: --branch-k: 17 is out of range");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"alphabet\":[\"A\",3]}}", P, "entropix.alphabet",
+              "entropix.alphabet[1] must be a string, not a number");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"cue\":\"a\",\"answer_cue\":\"b\"}}", P, "entropix.answer_cue", "give one");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"sampler\":\"agents\",\"rule\":\"prob\"}}", P, "entropix.rule",
+              "needs sampler branch, not agents");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"k\":3,\"workers\":2}}", P, "entropix.workers", "needs sampler agents");
+}
+
 // Valid UTF-8 (every maximal subpart valid, by tok_utf8_next) and one line.
 static int valid_utf8_line(const char *s) {
     const size_t n = strlen(s);
@@ -284,7 +317,8 @@ Test(server, bad_flags_exit_2) {
     char prog[512];
     snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
     const char *cases[][4] = {{"--port", "70000", NULL}, {"--parallel", "0", NULL}, {"--queue", "x", NULL},
-                              {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL}};
+                              {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL},
+                              {"--sampler", "branch", NULL}, {"--branch-k", "3", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[6] = {model, cases[i][0], cases[i][1], NULL};
         RunResult r = run_prog(prog, args);
@@ -347,6 +381,11 @@ Test(server, backpressure_queue_disconnect, .timeout = 600) {
 // reserve, a runaway pool's options and memory refused, a departed client's pool stopped,
 // SIGTERM's final events and a second signal, foreign origins, key sources, JSON errors.
 Test(server, hardening, .timeout = 600) { server_script("test_hardening.py", 0, "hardening checks"); }
+
+// The branching decoder (tests/server/test_branch.py): ./run --sampler branch's text, streamed or
+// not, chat and raw, with an alphabet's committed answer; bad values and logprobs refused; its
+// tails' memory admitted; the prefix cache after it; a departed client stopping it.
+Test(server, branch, .timeout = 600) { server_script("test_branch.py", 1, "branching decoder checks"); }
 
 // Many clients at once (tests/server/test_load.py): 16 clients x 50 requests on 4 slots, every
 // answer equal to the same request run alone, no error, the slots' steps batched, resident

@@ -91,7 +91,8 @@ static int refuse_run_flags(const EmxCliArgs *a) {
     const char *bad = a->prompt ? "-p" : a->prompt_file ? "-f" : a->system ? "--system" : a->metrics_path ? "--metrics"
                       : a->log_path ? "--log" : a->report_path ? "--report" : a->color ? "--color"
                       : a->logprobs >= 0 ? "--logprobs" : a->chat != EMX_CHAT_AUTO ? "--chat/--raw"
-                      : a->sampler == EMX_SAMPLER_AGENTS ? "--sampler agents (and the agent pool's flags)" : NULL;
+                      : a->sampler == EMX_SAMPLER_AGENTS ? "--sampler agents (and the agent pool's flags)"
+                      : a->sampler == EMX_SAMPLER_BRANCH ? "--sampler branch (and the branching decoder's flags)" : NULL;
     if (!bad) return 0;
     fprintf(stderr, "server: %s is not a server option (requests carry the prompt and their options; server --help)\n",
             bad);

@@ -97,6 +97,7 @@ static int score_group(Dec *d, int P, const float *l0, const RowStats *r0, int a
             const Tokens *e = &d->entries[a0 + r];
             toks[r] = e->ids[j < e->n ? j : e->n - 1];
         }
+        if (branch_halted(d)) return -1;
         if (emx_forward_branches(d->st, toks, n, P, j, d->blogits) != 0) return branch_fail_forward(d, P + j);
         d->res->n_answer_passes++;
         for (int r = 0; r < n; r++) {
@@ -121,6 +122,7 @@ static int score_group(Dec *d, int P, const float *l0, const RowStats *r0, int a
 static int score_one(Dec *d, Cand *c) {
     const Track *t = c->tr;
     const int fed_end = c->at + c->n_rows;
+    if (branch_halted(d)) return -1;
     if (c->rows && c->n_rows && emx_state_kv_rows_write(d->st, c->at, c->n_rows, c->rows) != 0)
         return branch_fail_forward(d, c->at);
     const Tokens *cue = branch_cue(d, c);

@@ -45,6 +45,12 @@ static int push_chosen(Dec *d, Track *t, int id, const float *row, const RowStat
     return 0;
 }
 
+int branch_halted(Dec *d) {
+    const EmxBranchHooks *h = d->hooks;
+    if (!d->halted && h && h->should_stop && h->should_stop(h->user)) d->halted = 1;
+    return d->halted;
+}
+
 int branch_fail_forward(Dec *d, int pos) {
     return emx_seterr(d->err, d->errlen, "forward pass failed at position %d (context %d): %s", pos, d->ctx,
                       emx_state_error(d->st));
@@ -65,6 +71,11 @@ static int out_append(Dec *d, const char *s, size_t k) {
     memcpy(d->text + d->text_len, s, k);
     d->text_len += k;
     d->text[d->text_len] = 0;
+    const EmxBranchHooks *h = d->hooks;
+    if (h && h->on_text) {
+        if (!d->halted && h->on_text(h->user, s, k) != 0) d->halted = 1;
+        return d->halted ? -1 : 0;
+    }
     FILE *f = d->opt->out;
     if (f && (fwrite(s, 1, k, f) != k || fflush(f) != 0 || ferror(f)))
         return emx_seterr(d->err, d->errlen, "writing the generated text to %s: %s",
@@ -252,9 +263,11 @@ static int commit_winner(Dec *d, int w, int *pos) {
         if (emit(d, t->tok[j]) != 0) return -1;
     }
     const int last = *pos + t->len - 1;
+    if (branch_halted(d)) return -1;
     const float *l = emx_forward(d->st, &t->tok[t->len - 1], 1, last);
     if (!l) return branch_fail_forward(d, last);
     memcpy(d->logits, l, (size_t)d->V * sizeof(float));
+    d->n_valid = d->main.len;
     *pos = last + 1;
     return 0;
 }
@@ -274,6 +287,7 @@ static int grow(Dec *d, int n, int pos, int steps, int room) {
             alive += d->forks[b].end == 0;
         }
         if (!alive) break;
+        if (branch_halted(d)) return -1;
         if (emx_forward_branches(d->st, toks, n, pos, s, d->blogits) != 0) return branch_fail_forward(d, pos + s);
         d->res->n_branch_passes++;
         const double t0 = emx_now_s();
@@ -344,6 +358,7 @@ static int decode_loop(Dec *d) {
     Cand cands[EMX_BRANCH_MAX_K];
     int n_final = 0, pos = d->n_prompt, final_fork = 0;
     for (;;) {
+        if (branch_halted(d)) return -1;
         if (d->main.len >= d->budget) {  // -n 0
             d->main.end = EMX_BRANCH_END_BUDGET;
             break;
@@ -377,9 +392,11 @@ static int decode_loop(Dec *d) {
             d->main.end = EMX_BRANCH_END_BUDGET;
             break;
         }
+        if (branch_halted(d)) return -1;
         const float *l = emx_forward(d->st, &id, 1, pos);
         if (!l) return branch_fail_forward(d, pos);
         memcpy(d->logits, l, (size_t)d->V * sizeof(float));
+        d->n_valid = d->main.len;
         pos++;
     }
     if (!final_fork) {
@@ -388,6 +405,17 @@ static int decode_loop(Dec *d) {
         n_final = 1;
     }
     return finish(d, cands, n_final);
+}
+
+// The most tokens the context leaves the output before its commitment (with an alphabet: less
+// the cue's and the longest entry's tokens). -1 (d->err) when not even an empty answer fits.
+static int budget_cap(Dec *d) {
+    const int room = d->bp->n_alphabet ? branch_commit_room(d) : 0;
+    const int cap = d->bp->n_alphabet ? d->ctx - d->n_prompt - room : d->ctx - d->n_prompt + 1;
+    if (cap < 0)
+        return emx_seterr(d->err, d->errlen, "no room for the answer: the prompt is %d tokens, the cue and the longest "
+                          "entry need %d more, the context holds %d (-c)", d->n_prompt, room, d->ctx);
+    return cap;
 }
 
 // The options emx_branch_decode reads, the prompt against the context, and the budget: -n, at
@@ -400,11 +428,8 @@ static int setup_budget(Dec *d, const EmxGenerateOptions *opt) {
         return emx_seterr(d->err, d->errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", opt->n_cached,
                           d->n_prompt - 1, d->n_prompt);
     if (d->n_prompt > d->ctx) return emx_seterr(d->err, d->errlen, "prompt is %d tokens, context is %d", d->n_prompt, d->ctx);
-    const int room = d->bp->n_alphabet ? branch_commit_room(d) : 0;
-    const int cap = d->bp->n_alphabet ? d->ctx - d->n_prompt - room : d->ctx - d->n_prompt + 1;
-    if (cap < 0)
-        return emx_seterr(d->err, d->errlen, "no room for the answer: the prompt is %d tokens, the cue and the longest "
-                          "entry need %d more, the context holds %d (-c)", d->n_prompt, room, d->ctx);
+    const int cap = budget_cap(d);
+    if (cap < 0) return -1;
     d->budget = opt->n_predict >= 0 && opt->n_predict < cap ? opt->n_predict : cap;
     return 0;
 }
@@ -438,7 +463,7 @@ static int run_prompt(Dec *d) {
     for (int i = 0; i < d->n_prompt; i++) {
         d->seq[i] = d->prompt[i];
         const size_t k = emx_decoder_push(&d->dec, d->prompt[i], d->buf, d->cap);
-        if (d->opt->echo_prompt && k && d->opt->out &&
+        if (d->opt->echo_prompt && k && d->opt->out && !(d->hooks && d->hooks->on_text) &&
             (fwrite(d->buf, 1, k, d->opt->out) != k || fflush(d->opt->out) != 0))
             return emx_seterr(d->err, d->errlen, "writing the generated text to %s: %s",
                               d->opt->out_name ? d->opt->out_name : "the output", strerror(errno ? errno : EIO));
@@ -455,13 +480,34 @@ static int run_prompt(Dec *d) {
 int emx_branch_decode(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                       const EmxBranchParams *bp, const EmxGenerateOptions *opt, EmxBranchResult *res,
                       EmxGenerateStats *stats, char *err, size_t errlen) {
+    return emx_branch_decode_hooked(st, tk, prompt, n_prompt, bp, opt, NULL, res, stats, err, errlen);
+}
+
+int emx_branch_check(const EmxTokenizer *tk, const EmxBranchParams *bp, int n_prompt, int ctx, int *room, char *err,
+                     size_t errlen) {
+    *room = 0;
+    if (emx_branch_params_check(bp, err, errlen) != 0) return -1;
+    if (!bp->n_alphabet) return 0;
+    Dec d = {.tk = tk, .bp = bp, .V = emx_tokenizer_n_vocab(tk), .ctx = ctx, .n_prompt = n_prompt, .err = err,
+             .errlen = errlen};
+    int rc = branch_commit_prepare(&d);
+    if (rc == 0) *room = branch_commit_room(&d);
+    if (rc == 0) rc = budget_cap(&d) < 0 ? -1 : 0;
+    branch_commit_free(&d);
+    return rc;
+}
+
+int emx_branch_decode_hooked(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                             const EmxBranchParams *bp, const EmxGenerateOptions *opt, const EmxBranchHooks *hooks,
+                             EmxBranchResult *res, EmxGenerateStats *stats, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     memset(stats, 0, sizeof *stats);
     res->answer = -1;
     res->answer_score = NAN;
     if (emx_branch_params_check(bp, err, errlen) != 0) return -1;
     Dec d = {.st = st, .tk = tk, .bp = bp, .opt = opt, .res = res, .V = emx_tokenizer_n_vocab(tk),
-             .ctx = emx_state_ctx(st), .n_prompt = n_prompt, .prompt = prompt, .err = err, .errlen = errlen};
+             .ctx = emx_state_ctx(st), .n_prompt = n_prompt, .prompt = prompt, .hooks = hooks, .err = err,
+             .errlen = errlen};
     stats->n_prompt = n_prompt - opt->n_cached;
     int rc = dec_init(&d) != 0 || setup_budget(&d, opt) != 0 ? -1 : 0;
     errno = 0;
@@ -471,6 +517,7 @@ int emx_branch_decode(EmxState *st, const EmxTokenizer *tk, const int *prompt, i
     stats->prefill_s = t1 - t0;
     if (rc == 0) rc = decode_loop(&d);
     if (rc == 0) rc = out_append(&d, d.buf, emx_decoder_flush(&d.dec, d.buf, d.cap));
+    if (rc != 0 && d.halted) rc = 0, res->interrupted = 1;  // a hook's stop: what was made is the result
     stats->decode_s = emx_now_s() - t1;
     stats->sample_s = d.choose_s;
     stats->n_generated = res->n_tokens;
@@ -478,7 +525,9 @@ int emx_branch_decode(EmxState *st, const EmxTokenizer *tk, const int *prompt, i
     stats->stop = d.budget == opt->n_predict ? EMX_STOP_N_PREDICT : EMX_STOP_CONTEXT;
     for (int i = 0; i < res->n_paths; i++)
         if (res->paths[i].output && res->paths[i].end == EMX_BRANCH_END_STOP) stats->stop = EMX_STOP_TOKEN;
+    if (res->interrupted) stats->stop = 0;
     res->stop = stats->stop;
+    res->n_valid = d.n_valid;
     res->text = d.text ? d.text : calloc(1, 1);
     d.text = NULL;
     dec_free(&d);

@@ -66,8 +66,27 @@ typedef struct {
     int n_answer_passes; // passes that scored alphabet entries (cue prefills not counted)
     int answer;          // the output's committed answer (alphabet index), -1 without commitment
     double answer_score; // its score: Σ P(path)·p(answer | path) (prob), else its own p
-    int stop;            // enum emx_stop_reason
+    int stop;            // enum emx_stop_reason; 0 when a hook stopped the run
+    int n_valid;         // the output's first n_valid tokens are what st's cache holds after the
+                         // prompt's rows, as feeding them in turn leaves it (a prompt cache may
+                         // keep prompt + these); the rows past them hold a branch's, an answer's
+                         // or stale ones. The output path's `start` when the run ended in a fork;
+                         // else every main-line token but the last (it is not fed)
+    int interrupted;     // 1: a hook stopped the run; text, tokens and paths are what was made
+                         // before (a fork being run, or a decision being made, is not recorded)
 } EmxBranchResult;
+
+// What a caller hooks into a run (emx_branch_decode_hooked). Each may be NULL.
+typedef struct {
+    // The output's text as it becomes final, in order: each main-line token's as it is chosen, a
+    // fork's winner at once when the fork is decided, then the cue and the answer; what the
+    // decoder would print to opt->out (which the hooked run leaves alone). Non-zero: stop.
+    int (*on_text)(void *user, const char *text, size_t len);
+    // Polled before every forward pass (a main-line step, a step of a fork's branches, an answer
+    // pass). Non-zero: stop.
+    int (*should_stop)(void *user);
+    void *user;
+} EmxBranchHooks;
 
 // Generates from prompt[0..n_prompt) on st. opt: as emx_generate reads n_predict, out, out_name,
 // echo_prompt, print_control and n_cached (on_token, ids_out and ignore_stop must be unset).
@@ -79,7 +98,21 @@ typedef struct {
 int emx_branch_decode(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                       const EmxBranchParams *bp, const EmxGenerateOptions *opt, EmxBranchResult *res,
                       EmxGenerateStats *stats, char *err, size_t errlen);
+// emx_branch_decode with hooks (NULL: none): the text goes to hooks->on_text when it is set
+// (opt->out then unused), and a hook's stop ends the run within one forward pass with 0 and
+// res->interrupted set (res holds what was made: free it as always).
+int emx_branch_decode_hooked(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
+                             const EmxBranchParams *bp, const EmxGenerateOptions *opt, const EmxBranchHooks *hooks,
+                             EmxBranchResult *res, EmxGenerateStats *stats, char *err, size_t errlen);
 void emx_branch_result_free(EmxBranchResult *res);
+
+// What a run of bp over a prompt of n_prompt tokens in a context of ctx would refuse before it
+// starts, from the tokenizer alone: the parameters' ranges, an alphabet entry or cue with no
+// tokens or an entry over EMX_BRANCH_MAX_ENTRY_TOKENS, no room for the answer. A server checks
+// a request with it before it answers 200. *room: positions a commitment needs after the text
+// (the cue and the longest entry; 0 without an alphabet). 0, or -1 with the run's own message.
+int emx_branch_check(const EmxTokenizer *tk, const EmxBranchParams *bp, int n_prompt, int ctx, int *room, char *err,
+                     size_t errlen);
 
 // The stats line ./run prints on stderr:
 //   branch: 1 fork (at most 1), 5 branches, 12 branch passes, 3 answer passes; output: fork 0 branch 2 (prob 0.412); answer 'B' (0.833)

@@ -73,6 +73,9 @@ typedef struct {
     char *text;               // the output's text so far
     size_t text_len, text_cap;
     double choose_s;          // host time spent analysing rows and deciding
+    const EmxBranchHooks *hooks; // NULL: none
+    int halted;               // a hook said stop: the run unwinds as on an error, and returns 0
+    int n_valid;              // main-line tokens fed (their rows in the cache after the prompt's)
     char *err;
     size_t errlen;
 } Dec;
@@ -106,5 +109,7 @@ void branch_commit_free(Dec *d);
 // branch_decode.c (used by branch_commit.c)
 int branch_track_push(Track *t, int id, double logp, double ent, double mar);
 int branch_fail_forward(Dec *d, int pos);
+// 1 when the run must stop (a hook said so, now or before); the caller returns -1 (unwinding).
+int branch_halted(Dec *d);
 
 #endif

@@ -565,28 +565,26 @@ static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
 // ---------------------------------------------------------------------------------------------
 // Branches
 
+static void cpu_state_branches_release(EmxState *st) {
+    CpuState *s = (CpuState *)st;
+    free(s->br_key), free(s->br_value);
+    s->br_key = s->br_value = NULL, s->br_max = s->br_tail = 0;
+}
+
 static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
     CpuState *s = (CpuState *)st;
-    if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx) {
-        emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
-                 max_branches, tail_cap, s->batch_cap, s->ctx);
-        return -1;
-    }
+    if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx)
+        return emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
+                          max_branches, tail_cap, s->batch_cap, s->ctx);
     if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
     const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim;
     void *k = malloc(n * s->esz), *v = malloc(n * s->esz);
     if (!k || !v) {
-        free(k);
-        free(v);
-        emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * s->esz >> 20);
-        return -1;
+        free(k), free(v);
+        return emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * s->esz >> 20);
     }
-    free(s->br_key);
-    free(s->br_value);
-    s->br_key = k;
-    s->br_value = v;
-    s->br_max = max_branches;
-    s->br_tail = tail_cap;
+    cpu_state_branches_release(st);
+    s->br_key = k, s->br_value = v, s->br_max = max_branches, s->br_tail = tail_cap;
     return 0;
 }
 
@@ -691,6 +689,7 @@ static const EmxBackend CPU_BACKEND = {
     .attention_scores = cpu_attention_scores,
     .kv_cache = cpu_state_kv_cache,
     .branches_reserve = cpu_state_branches_reserve,
+    .branches_release = cpu_state_branches_release,
     .forward_branches = cpu_forward_branches,
     .branch_commit = cpu_branch_commit,
     .kv_rows_bytes = cpu_state_kv_rows_bytes,

@@ -464,6 +464,7 @@ static const EmxBackend CUDA_BACKEND = {
     .attention_scores = emx_cuda_state_attention_scores,
     .kv_cache = emx_cuda_state_kv_cache,
     .branches_reserve = emx_cuda_state_branches_reserve,
+    .branches_release = emx_cuda_state_branches_release,
     .forward_branches = emx_cuda_state_forward_branches,
     .branch_commit = emx_cuda_state_branch_commit,
     .kv_rows_bytes = cuda_kv_rows_bytes,

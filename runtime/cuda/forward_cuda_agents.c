@@ -216,6 +216,17 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
     return 0;
 }
 
+void emx_cuda_state_branches_release(EmxState *st) {
+    CudaState *s = (CudaState *)st;
+    if (!s->br_key && !s->br_value) return;
+    cudaSetDevice(s->device);
+    drop_graph(s, TAIL_LOOKAHEAD);  // it holds the tails' addresses
+    cudaFree(s->br_key);
+    cudaFree(s->br_value);
+    s->br_key = s->br_value = NULL;
+    s->br_max = s->br_tail = 0;
+}
+
 int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
     CudaState *s = (CudaState *)st;
     if (cuda_branch_pass(s, tokens, n, prefix, step)) return -1;

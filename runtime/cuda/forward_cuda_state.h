@@ -246,6 +246,7 @@ int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, in
 const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos);
 void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim);
 int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen);
+void emx_cuda_state_branches_release(EmxState *st);
 int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits);
 int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cli/cli_args.h"
 #include "tools/server/request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -23,6 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((r.has_temperature && !(r.temperature >= 0 && r.temperature <= 2)) || (r.has_top_p && !(r.top_p > 0 && r.top_p <= 1)))
         abort();
     if (r.n_stop > SRV_MAX_STOP) abort();
+    // the branching decoder's parameters within ./run's ranges and the server's bounds, and no
+    // per-token entries asked of it
+    if (r.sampler == EMX_SAMPLER_BRANCH &&
+        (emx_branch_params_check(&r.branch, e.message, sizeof e.message) != 0 || r.branch.max_forks > SRV_MAX_FORKS ||
+         r.branch.n_alphabet > SRV_MAX_ALPHABET || (r.branch.cue && strlen(r.branch.cue) > SRV_MAX_CUE) || r.logprobs ||
+         r.metrics))
+        abort();
     srv_request_free(&r);
     return 0;
 }

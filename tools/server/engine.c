@@ -187,6 +187,12 @@ int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r) {
     return a.sampler == EMX_SAMPLER_AGENTS;
 }
 
+int srv_request_runs_alone(const SrvModel *sm, const SrvRequest *r) {
+    EmxCliArgs a;
+    srv_request_args(sm, r, &a);
+    return a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH;
+}
+
 int srv_cache_match(const SrvCache *c, const int *ids, int n_ids) {
     int k = 0;
     while (k < c->n && k < n_ids - 1 && c->ids[k] == ids[k]) k++;
@@ -230,6 +236,7 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
     EmxCliArgs a;
     srv_request_args(sm, r, &a);
     if (a.sampler == EMX_SAMPLER_AGENTS) return srv_generate_pool(sm, &a, r, ids, n_ids, cancel, emit, emit_user, res, e);
+    if (a.sampler == EMX_SAMPLER_BRANCH) return srv_generate_branch(sm, st, cache, r, ids, n_ids, cancel, emit, emit_user, res, e);
     char err[320] = {0};
     EmxProfile profile = sm->profile;  // loaded at startup; a request may name a built-in one instead
     if (a.sampler == EMX_SAMPLER_ENTROPIX && r->profile && emx_profile_builtin(&profile, r->profile) != 0)

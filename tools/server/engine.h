@@ -57,6 +57,8 @@ typedef struct {
     // agents: what the pool did (EmxPoolStats)
     int pool, n_rounds, n_checks, n_bad, n_rollbacks, n_rolled_back_tokens, n_bad_accepted;
     int cut;                        // stopped by the server's shutdown (its drain deadline), not by the model
+    cJSON *branch;                  // sampler branch: the top-level entropix object's fields (n_forks, the
+                                    // answer, the paths); owned: cJSON_Delete it (NULL otherwise)
 } SrvGenResult;
 
 // Called with each piece of final text (len may be 0 when only entries are passed) and the
@@ -71,13 +73,24 @@ int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_id
 
 // 1 when r runs the agent pool (its own replicas: the slot's state is not used).
 int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r);
+// 1 when r runs outside the slots' batched step: the agent pool, or the branching decoder (its
+// forks are batched passes of their own on the slot's state).
+int srv_request_runs_alone(const SrvModel *sm, const SrvRequest *r);
+
+// Sampler "branch" before it is queued: what the decoder would refuse from the tokenizer alone
+// (400 naming the key: an entry's or the cue's tokens; the prompt, context_length_exceeded, when
+// the answer has no room) and max_tokens against the context. *bytes: what the run holds beside
+// the slot's state at most, on the CPU (on_cpu; else 0): k branch tails of the budget, the
+// answers' tails, a pass's logits. 0, or -1 with e.
+int srv_branch_check(const SrvModel *sm, const SrvRequest *r, int n_ids, int on_cpu, uint64_t *bytes, SrvError *e);
 
 // Runs r on state st (its own slot), whose rows `cache` describes: the prompt runs from
 // srv_cache_match's position, and `cache` then holds what st holds (also after a failure or a
 // cancel: only rows known to be written are kept). cancel: polled each token (non-zero: stop,
 // the result is then partial). Sampler "agents" runs the agent pool instead, on replicas of its
-// own (st and cache untouched; usage counts the prompt as computed). Returns 0, or -1 with e filled (a 4xx for the request, 500 for
-// the runtime).
+// own (st and cache untouched; usage counts the prompt as computed); sampler "branch" runs the
+// branching decoder on st (res->branch: its paths). Returns 0, or -1 with e filled (a 4xx for
+// the request, 500 for the runtime).
 int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
 

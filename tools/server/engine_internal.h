@@ -44,4 +44,9 @@ void srv_request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a);
 int srv_generate_pool(const SrvModel *sm, const EmxCliArgs *a, const SrvRequest *r, const int *ids, int n_ids,
                       atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
 
+// srv_generate for sampler "branch" (engine_branch.c): the branching decoder with the request's
+// parameters on the slot's state; `cache` then holds the prompt and the output's valid rows.
+int srv_generate_branch(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids,
+                        int n_ids, atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
+
 #endif

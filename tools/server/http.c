@@ -62,6 +62,10 @@ static int admit(SrvServer *s, SrvJob *j, const char *body, size_t len, int kind
                         "max_tokens is %d; the context of %d has room for %d after the prompt's %d tokens",
                         j->req.max_tokens, s->sm->ctx, room, j->n_ids);
     j->mem = pool_bytes(s->sm, &j->req);
+    // the branching decoder: its refusals now (a 400, not a stream's error event), its tails' memory
+    const int on_cpu = !strcmp(emx_state_device(s->slots[0].st), "cpu");
+    if (j->req.sampler == EMX_SAMPLER_BRANCH && srv_branch_check(s->sm, &j->req, j->n_ids, on_cpu, &j->mem, e) != 0)
+        return -1;
     return srv_enqueue(s, j, e);
 }
 

@@ -110,7 +110,7 @@ enum MHD_Result srv_send_metrics(SrvServer *s, struct MHD_Connection *c, const c
                      "%ld\n"
                      METRIC("entropix_batch_rows_total", "counter", "Slot rows in those steps (rows / steps: the mean batch).")
                      "%ld\n"
-                     METRIC("entropix_pool_memory_bytes", "gauge", "Memory reserved by the agent pools admitted.") "%llu\n"
+                     METRIC("entropix_pool_memory_bytes", "gauge", "Memory reserved by the agent pools and branching decoders admitted.") "%llu\n"
                      METRIC("entropix_connections", "gauge", "Connections open.") "%d\n"
                      METRIC("entropix_connections_timed_out_total", "counter",
                             "Connections closed for sending a request too slowly (--header-timeout, --body-timeout).") "%ld\n",

@@ -13,6 +13,7 @@
 #include "sampler/profile.h"
 #include "tokenizer/tok_utf8.h"
 #include "tools/server/guard.h"
+#include "tools/server/request_branch.h"
 
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
@@ -254,7 +255,8 @@ static const struct { const char *key, *flag, *param; int kind; } agent_keys[] =
 };
 #define N_AGENT_KEYS ((int)(sizeof agent_keys / sizeof agent_keys[0]))
 #define EXTENSION_KEYS "sampler, profile, top_k, min_p, metrics; agents: n, agent_configs, lookahead, workers, " \
-                       "check_every, window, margin, rollback, max_rollbacks, critic"
+                       "check_every, window, margin, rollback, max_rollbacks, critic; branch: tau, k, forks, gate, " \
+                       "lookahead, rule, alphabet, cue"
 
 // Every key of the extension is one it knows: a misspelt option must not silently do nothing.
 static int check_extension_keys(const cJSON *x, SrvError *e) {
@@ -264,6 +266,7 @@ static int check_extension_keys(const cJSON *x, SrvError *e) {
         int known = 0;
         for (int i = 0; i < 5; i++) known |= strcmp(it->string, base[i]) == 0;
         for (int i = 0; i < N_AGENT_KEYS; i++) known |= strcmp(it->string, agent_keys[i].key) == 0;
+        known |= srv_branch_key(it->string);
         char q[128];
         if (!known)
             return srv_fail(e, 400, "entropix", NULL, "entropix.%s is not an option of the extension (" EXTENSION_KEYS ")",
@@ -311,7 +314,7 @@ static int parse_agents(const cJSON *x, SrvRequest *r, SrvError *e) {
     const cJSON *ce = field(x, "check_every");
     for (int k = 0; k < N_AGENT_KEYS; k++) {
         const cJSON *v = field(x, agent_keys[k].key);
-        if (!v) continue;
+        if (!v || (r->sampler == EMX_SAMPLER_BRANCH && !strcmp(agent_keys[k].key, "lookahead"))) continue;  // its own
         const char *val = agent_value(k, v, vals[k], sizeof vals[k], e), *param = agent_keys[k].param;
         if (!val) return -1;
         if (first < 0) first = k;
@@ -370,12 +373,13 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
     const cJSON *s = field(x, "sampler");
     if (s) {
         if (!cJSON_IsString(s)) return srv_fail(e, 400, "entropix.sampler", NULL, "entropix.sampler must be a string");
-        for (int k = 0; k <= EMX_SAMPLER_AGENTS; k++)
+        for (int k = 0; k <= EMX_SAMPLER_BRANCH; k++)
             if (strcmp(s->valuestring, emx_sampler_kind_name(k)) == 0) r->sampler = k;
         char q[128];
         if (r->sampler < 0)
             return srv_fail(e, 400, "entropix.sampler", NULL,
-                            "entropix.sampler '%s' is not one of entropix, greedy, combined, temp, topk, topp, minp, agents",
+                            "entropix.sampler '%s' is not one of entropix, greedy, combined, temp, topk, topp, minp, agents, "
+                            "branch",
                             srv_quote(s->valuestring, strlen(s->valuestring), 40, q, sizeof q));
     }
     const cJSON *p = field(x, "profile");
@@ -391,7 +395,8 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
     r->top_k = (int)d;
     if (get_number(x, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
     if (get_bool(x, "metrics", &r->metrics, e)) return -1;
-    return parse_agents(x, r, e);
+    // the decoder's keys first: with sampler branch, lookahead is its own, not the pool's
+    return srv_parse_branch(x, r, e) || parse_agents(x, r, e) ? -1 : 0;
 }
 
 static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
@@ -459,6 +464,8 @@ void srv_request_free(SrvRequest *r) {
     free(r->prompt);
     free(r->profile);
     free(r->agents.agent_configs);
+    free((char *)r->branch.cue);
+    emx_branch_alphabet_free(r->branch.alphabet, r->branch.n_alphabet);
     const int kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

@@ -17,13 +17,16 @@
 //   metrics (bool)}, and for sampler "agents" the pool's options under tools/eval's names (n or
 //   agents, agent_configs, lookahead, workers, check_every, window or critic_window, margin or
 //   critic_margin, rollback, max_rollbacks, critic (bool)), each checked by ./run's own parser
-//   as the flag it stands for; devices and critic_model are refused. A key the extension does
-//   not know is refused (a misspelt option must not silently do nothing).
+//   as the flag it stands for; devices and critic_model are refused; for sampler "branch" the
+//   branching decoder's (request_branch.h). A key the extension does not know is refused (a
+//   misspelt option must not silently do nothing).
 #ifndef ENTROPIX_SERVER_REQUEST_H
 #define ENTROPIX_SERVER_REQUEST_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "runtime/branch/branch_options.h"
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_STOP_LEN 256
@@ -37,6 +40,11 @@
 #define SRV_MAX_ROLLBACK 64   // tokens a BAD verdict drops (./run: 2^30)
 #define SRV_MAX_ROLLBACKS 16  // rollbacks before a BAD verdict is let through (./run: 2^30)
 #define SRV_MAX_WINDOW 2048   // tokens of text the critic reads (./run: 2^20; the critic's context is 2048)
+// The branching decoder's (k is ./run's 2..16, an entry ./run's 64 bytes and 16 tokens).
+#define SRV_MAX_FORKS 16      // forks per generation (./run: 2^20)
+#define SRV_MAX_ALPHABET 128  // answer entries (./run: 256): each candidate's answer costs a pass per
+                              // 16 entries and entry token
+#define SRV_MAX_CUE 256       // bytes of the answer cue (./run: no bound)
 
 enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
 
@@ -78,6 +86,8 @@ typedef struct {
     double min_p;
     int metrics;              // return each token's entropix metrics
     SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only
+    EmxBranchParams branch;   // sampler == EMX_SAMPLER_BRANCH only: ./run's parameters from the
+                              // request's keys; the cue and the alphabet owned
 } SrvRequest;
 
 // An error as the OpenAI API reports it: the HTTP status and the error object's fields.

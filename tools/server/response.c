@@ -156,8 +156,10 @@ static cJSON *usage(const SrvGenResult *res) {
 static cJSON *extension(const SrvGenResult *res) {
     static const char *names[] = {"LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"};
     cJSON *x = cJSON_CreateObject();
-    cJSON_AddNumberToObject(x, "seed", (double)res->seed);  // <= 2^53 when the request gave it
+    if (!res->branch) cJSON_AddNumberToObject(x, "seed", (double)res->seed);  // <= 2^53 when the request gave it
     cJSON_AddStringToObject(x, "sampler", res->sampler ? res->sampler : "");
+    const cJSON *b;  // the branching decoder's forks, answer and paths (it draws nothing: no seed)
+    cJSON_ArrayForEach(b, res->branch) cJSON_AddItemToObject(x, b->string, cJSON_Duplicate(b, 1));
     if (res->sampler && strcmp(res->sampler, "entropix") == 0) {
         cJSON *c = cJSON_AddObjectToObject(x, "cases");
         for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(c, names[i], (double)res->cases[i]);

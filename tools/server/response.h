@@ -7,7 +7,9 @@
 // token_logprobs, top_logprobs: [{token: logprob}], text_offset}. The "entropix" extension
 // adds choices[0].entropix.tokens (the --metrics objects) and, at the end, a top-level
 // "entropix" object {seed, sampler, cases, pauses_inserted; agents: pool {rounds, checks, bad,
-// rollbacks, rolled_back_tokens, bad_accepted}}.
+// rollbacks, rolled_back_tokens, bad_accepted}; branch: no seed, but n_forks, n_branches,
+// branch_passes, answer_passes, answer, answer_score, paths [{fork, branch, start, tokens, end,
+// output, prob, score, answer, answer_p, text}]}.
 #ifndef ENTROPIX_SERVER_RESPONSE_H
 #define ENTROPIX_SERVER_RESPONSE_H
 

@@ -160,6 +160,7 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
         status = rc == 0 ? (body ? 200 : 500) : e.status;
     }
     srv_response_free(&resp);
+    cJSON_Delete(res.branch);
     pthread_mutex_lock(&s->mu);
     if (rc == 0) {
         s->n_prompt_tokens += (unsigned long)res.n_prompt;
@@ -217,9 +218,10 @@ static void *slot_main(void *arg) {
             // decode in one batched step with the other busy slots (forward_group.h); refused only
             // when the state is already in a group, which a slot's is not after leaving below. The
             // agent pool runs replicas of its own, never this state: as a member it would hold up
-            // every other slot's step until it ended.
+            // every other slot's step until it ended; the branching decoder's forks are passes of
+            // their own, over rows the step does not know.
             char gerr[160];
-            const int grouped = s->group && !srv_request_is_pool(s->sm, &j->req) &&
+            const int grouped = s->group && !srv_request_runs_alone(s->sm, &j->req) &&
                                 emx_forward_group_join(s->group, slot->st, gerr, sizeof gerr) == 0;
             if (grouped) j->group = s->group, j->st = slot->st;
             run_job(slot, j);
@@ -235,20 +237,25 @@ static void *slot_main(void *arg) {
     }
 }
 
-// Would need bytes of pool replicas fit, beside the pools already admitted? (under s->mu) 0, or
-// -1 with e: 400 when they could never fit (./run's message), 503 when others hold the room.
+// Would need bytes of pool replicas (or branch tails) fit, beside the requests already admitted?
+// (under s->mu) 0, or -1 with e: 400 when they could never fit (./run's message), 503 when others
+// hold the room.
 static int admit_memory(SrvServer *s, SrvJob *j, SrvError *e) {
     const uint64_t need = j->mem, avail = emx_mem_available();
     j->mem = 0;
     if (!need || !avail) return 0;  // no pool, or the machine's memory unknown (./run's rule)
+    const int branch = j->req.sampler == EMX_SAMPLER_BRANCH;
+    const char *what = branch ? "the branching decoder" : "the agent pool";
     if (need > avail)
         return srv_fail(e, 400, "entropix", "insufficient_memory",
-                        "entropix: the agent pool does not fit: its replicas need %.1f MiB, the machine has %.1f MiB "
-                        "available (fewer workers may)", need / 1048576.0, avail / 1048576.0);
+                        "entropix: %s does not fit: its %s need %.1f MiB, the machine has %.1f MiB available (%s may)",
+                        what, branch ? "branch tails" : "replicas", need / 1048576.0, avail / 1048576.0,
+                        branch ? "a smaller k or max_tokens" : "fewer workers");
     if (need + s->mem_reserved > avail)
         return srv_fail(e, 503, "entropix", "insufficient_memory",
-                        "entropix: the agent pool needs %.1f MiB; the pools running hold %.1f of the %.1f MiB available: "
-                        "try again later", need / 1048576.0, s->mem_reserved / 1048576.0, avail / 1048576.0);
+                        "entropix: %s needs %.1f MiB; the pools and branches running hold %.1f of the %.1f MiB "
+                        "available: try again later", what, need / 1048576.0, s->mem_reserved / 1048576.0,
+                        avail / 1048576.0);
     j->mem = need;
     s->mem_reserved += need;
     return 0;

@@ -202,13 +202,13 @@ test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at
 # the child's exit (LeakSanitizer) as a failure: the log is searched for reports instead.
-# The emulated binaries are those of build/ (made first: they are built with the same sanitizers,
-# and `make test` ran the emulated tests already); the C suite's GPU comparisons run them again
-# beside the sanitized CPU ./run.
+# The C suite's comparisons of the CUDA build with the CPU one (run_cuda, pool_cuda, eval_cuda,
+# the GPU rows of bench and branch_run) skip here, saying so: their CUDA side is build/emu's
+# binaries, which are built with these sanitizers and which `make test` ran already, so here
+# they would only run the same emulated generations again (the slowest tests of the suite).
 test-asan:
 	@mkdir -p build-asan
-	$(MAKE) EMU_BUILD=build build/emu/run build/emu/tools/bench build/emu/tools/eval
-	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build EMU_TEST_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
+	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build EMU_TEST_BIN= EMU_RUN_BIN= EMU_BENCH_BIN= EMU_EVAL_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 
@@ -259,19 +259,24 @@ check-links:
 	python3 tools/check_links.py --self-test
 	python3 tools/check_links.py
 
-check: check-layers check-links all
+# Builds use every core (CHECK_JOBS, default: nproc): a fresh clone compiles five build folders
+# (build, its emulated and nvcc objects, build-avx2, build-asan) and the fuzzers, most of them
+# one file at a time otherwise. Tests set their own parallelism (each Criterion run is -j2).
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+check:
+	$(MAKE) -j$(CHECK_JOBS) check-layers check-links all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
-	@if [ "$(CUDA)" = 1 ]; then $(MAKE) cuda; \
+	@if [ "$(CUDA)" = 1 ]; then $(MAKE) -j$(CHECK_JOBS) cuda; \
 	else echo "SKIP make cuda: CUDA=0$(if $(NVCC_FOUND),, (no nvcc at $(NVCC): install the CUDA toolkit to compile the kernels))"; fi
 	$(MAKE) emu-compile-checks
-	EMX_REQUIRE_BROWSER=1 $(MAKE) test
-	$(MAKE) test-avx2
-	$(MAKE) test-avx2-vnni
-	$(MAKE) test-no-amx
-	$(MAKE) test-first-run
+	EMX_REQUIRE_BROWSER=1 $(MAKE) -j$(CHECK_JOBS) test
+	$(MAKE) -j$(CHECK_JOBS) test-avx2
+	$(MAKE) -j$(CHECK_JOBS) test-avx2-vnni
+	$(MAKE) -j$(CHECK_JOBS) test-no-amx
+	$(MAKE) -j$(CHECK_JOBS) test-first-run
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
-	EMX_REQUIRE_BROWSER=1 $(MAKE) test-asan
+	EMX_REQUIRE_BROWSER=1 $(MAKE) -j$(CHECK_JOBS) test-asan
 
 clean:
 	rm -rf build build-asan build-avx2 build-vnni run

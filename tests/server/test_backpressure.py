@@ -12,62 +12,25 @@ polls a state (GET /metrics) under a generous cap that can only fail the check, 
 Prints 'N passed, N failed'; exit 1 when any check failed. Run by tests/test_server.c.
 """
 import json
-import re
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 
+from harness import CAP_S, Checks, ServerProcess
+
 SERVER, MODELS = sys.argv[1], sys.argv[2]
-CAP_S = 60          # every wait: past this the check fails
 PENDING = 64 * 1024  # tools/server/http.c SRV_STREAM_PENDING
 RCVBUF = 4096        # the stalled client's receive buffer (the kernel doubles it)
 CTX = 16384
-passed, failed = 0, 0
-
-
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name}")
-    except Exception as e:  # report and go on
-        failed += 1
-        print(f"FAIL {name}: {type(e).__name__}: {e}")
+check = Checks()
 
 
 def start(*flags):
-    err = tempfile.TemporaryFile()
-    p = subprocess.Popen([SERVER, f"{MODELS}/qwen3-tiny.f32.bin", "--port", "0", "-t", "1", "-c", str(CTX), *flags],
-                         stdout=subprocess.DEVNULL, stderr=err)
-    deadline = time.monotonic() + CAP_S
-    line = b""
-    while b"listening on" not in line:
-        if p.poll() is not None or time.monotonic() > deadline:
-            p.kill()
-            err.seek(0)
-            raise RuntimeError(f"server did not start: {err.read().decode()}")
-        time.sleep(0.05)
-        err.seek(0)
-        line = err.read()
-    return p, int(re.search(rb"http://127\.0\.0\.1:(\d+)", line).group(1))
-
-
-def stop(p):
-    """SIGTERM; the exit status, or 'no exit' (then killed) after CAP_S."""
-    p.send_signal(signal.SIGTERM)
-    try:
-        return p.wait(timeout=CAP_S)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        return f"no exit {CAP_S} s after SIGTERM"
+    """A server over qwen3-tiny with a CTX-token context."""
+    return ServerProcess(SERVER, f"{MODELS}/qwen3-tiny.f32.bin", "-c", str(CTX), *flags, poll_s=0.05)
 
 
 def metrics(port):
@@ -135,7 +98,8 @@ def open_stalled(port, extra=None):
 
 
 def queue_full_then_disconnect():
-    p, port = start("--parallel", "1", "--queue", "1")
+    srv = start("--parallel", "1", "--queue", "1")
+    port = srv.port
     try:
         stalled = open_stalled(port)
         wait_for(port, "entropix_slots_busy", 1)
@@ -160,7 +124,7 @@ def queue_full_then_disconnect():
         m = wait_for(port, "entropix_slots_busy", 0)
         assert m["entropix_slots_stalled"] == 0 and m["entropix_queue_length"] == 0, m
     finally:
-        rc = stop(p)
+        rc = srv.stop()
     assert rc == 0, f"exit {rc}"
 
 
@@ -169,7 +133,8 @@ def stalled_client_does_not_hold_other_slots(extra=None):
     whose client stopped reading must step out of it, or every other slot waits for that client.
     extra: the stalled request's own fields (the agent pool, which decodes on replicas of its own
     and must never be in the slots' step)."""
-    p, port = start("--parallel", "2")
+    srv = start("--parallel", "2")
+    port = srv.port
     try:
         stalled = open_stalled(port, extra)
         wait_for(port, "entropix_slots_stalled", 1)
@@ -179,18 +144,19 @@ def stalled_client_does_not_hold_other_slots(extra=None):
         stalled.close()
         wait_for(port, "entropix_slots_busy", 0)
     finally:
-        rc = stop(p)
+        rc = srv.stop()
     assert rc == 0, f"exit {rc}"
 
 
 def sigterm_with_stalled_client():
     """A client that stops reading must not keep the server from stopping."""
-    p, port = start()
+    srv = start()
+    port = srv.port
     stalled = open_stalled(port)
     try:
         wait_for(port, "entropix_slots_stalled", 1)
     finally:
-        rc = stop(p)  # the client still connected, not reading
+        rc = srv.stop()  # the client still connected, not reading
         stalled.close()
     assert rc == 0, f"exit {rc}"
 
@@ -201,5 +167,4 @@ check("a stalled client does not hold up the other slots", stalled_client_does_n
 check("a stalled agent-pool client does not hold up the other slots", lambda: stalled_client_does_not_hold_other_slots(
     {"entropix": {"sampler": "agents", "n": 2, "metrics": True}}))
 check("SIGTERM with a stalled client exits 0", sigterm_with_stalled_client)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

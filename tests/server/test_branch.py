@@ -11,59 +11,28 @@ expected) and prints 'N passed, N failed'. Exit 1 when any check failed. Every w
 state under a cap that can only fail. Run by tests/test_server.c (make test).
 """
 import json
-import os
-import re
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 
 import openai
 
+from harness import CAP_S, Checks, ServerProcess
+
 SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
-CAP_S = 60
-passed, failed = 0, 0
+check = Checks()
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name}")
-    except Exception as e:  # report and go on: every check runs
-        failed += 1
-        print(f"FAIL {name}: {type(e).__name__}: {e}")
-
-
-class Server:
+class Server(ServerProcess):
     def __init__(self, model, *flags, env=None):
-        self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([SERVER, f"{MODELS}/{model}.bin", "--port", "0", "-t", "1", *flags],
-                                  stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, **(env or {})))
-        deadline, text = time.monotonic() + CAP_S, b""
-        while b"listening on" not in text:
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                self.p.kill()
-                self.err.seek(0)
-                raise RuntimeError(f"server did not start: {self.err.read().decode()}")
-            time.sleep(0.02)
-            self.err.seek(0)
-            text = self.err.read()
-        self.port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", text).group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(SERVER, f"{MODELS}/{model}.bin", *flags, env=env)
         self.model = model
 
     def client(self):
         return openai.OpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=120)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        return self.p.wait(timeout=CAP_S)
 
 
 def raw(url, body):
@@ -272,5 +241,4 @@ for name, fn in list(globals().items()):
 for srv in (chat, raw_srv):
     check(f"SIGTERM exits 0 ({srv.model})", lambda srv=srv: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(
         AssertionError(f"exit {rc}")))(srv.stop()))
-print(f"{passed} passed, {failed} failed ({time.monotonic() - t0:.1f} s)")
-sys.exit(1 if failed else 0)
+check.finish(f" ({time.monotonic() - t0:.1f} s)")

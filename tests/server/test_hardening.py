@@ -9,8 +9,6 @@ that can only fail the check, never pass it; no check measures a time. Prints
 'N passed, N failed'; exit 1 when any check failed. Run by tests/test_server.c.
 """
 import json
-import os
-import re
 import signal
 import socket
 import subprocess
@@ -18,65 +16,17 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from harness import CAP_S, Checks, ServerProcess
 
 SERVER, MODELS = sys.argv[1], sys.argv[2]
-CAP_S = 60
-passed, failed = 0, 0
+check = Checks()
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name}")
-    except Exception as e:  # report and go on: every check runs
-        failed += 1
-        print(f"FAIL {name}: {type(e).__name__}: {e}")
-
-
-class Server:
+class Server(ServerProcess):
     def __init__(self, *flags, model="qwen3-tiny.f32", env=None):
-        self.err = tempfile.TemporaryFile()
         path = model if model.startswith("/") else f"{MODELS}/{model}.bin"
-        self.p = subprocess.Popen([SERVER, path, "--port", "0", "-t", "1", *flags],
-                                  stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, **(env or {})))
-        deadline = time.monotonic() + CAP_S
-        text = b""
-        while b"listening on" not in text:
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                self.p.kill()
-                raise RuntimeError(f"server did not start: {self.stderr()}")
-            time.sleep(0.02)
-            self.err.seek(0)
-            text = self.err.read()
-        self.port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", text).group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stderr(self):
-        self.err.seek(0)
-        return self.err.read().decode(errors="replace")
-
-    def stop(self):
-        """SIGTERM; the exit status (killed after CAP_S: a failure)."""
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(timeout=CAP_S)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            return f"no exit {CAP_S} s after SIGTERM"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        super().__init__(SERVER, path, *flags, env=env)
 
 
 def request(url, body=None, headers=None, method=None, source="127.0.0.1"):
@@ -454,5 +404,4 @@ check("Bearer in any case", bearer_in_any_case)
 check("the API key from a file and the environment", api_key_from_file_and_environment)
 check("a changed weight: refused at startup, served with --no-verify", changed_weight_served_only_with_no_verify)
 check("errors are JSON in valid UTF-8, counted within requests", errors_are_json_and_utf8)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

@@ -20,7 +20,6 @@ Prints 'N passed, N failed' as tests/server/test_openai_client.py does; exit 1 o
 import argparse
 import http.client
 import json
-import os
 import re
 import signal
 import subprocess

@@ -8,55 +8,28 @@ stories260K (raw), runs every check, stops the servers with SIGTERM (exit 0 expe
 'N passed, N failed'. Exit 1 when any check failed. Run by tests/test_server.c (make test).
 """
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import urllib.error
 import urllib.request
 
 import openai
 
+from harness import Checks, ServerProcess
+
 SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
-passed, failed = 0, 0
+check = Checks()
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name}")
-    except Exception as e:  # report and go on: every check runs
-        failed += 1
-        print(f"FAIL {name}: {type(e).__name__}: {e}")
-
-
-class Server:
+class Server(ServerProcess):
     def __init__(self, model, *flags):
-        self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([SERVER, f"{MODELS}/{model}.bin", "--port", "0", "-t", "1", *flags],
-                                  stdout=subprocess.DEVNULL, stderr=self.err)
-        line = b""
-        while b"listening on" not in line:
-            if self.p.poll() is not None:
-                self.err.seek(0)
-                raise RuntimeError(f"server exited: {self.err.read().decode()}")
-            self.err.seek(0)
-            line = self.err.read()
-        self.port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", line).group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(SERVER, f"{MODELS}/{model}.bin", *flags)
         self.model = model
 
     def client(self, key="none"):
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        return self.p.wait(timeout=60)
 
 
 def raw(url, body, headers=None, method="POST"):
@@ -423,5 +396,4 @@ for name, fn in list(globals().items()):
 for s in (chat, raw_srv, par_srv):
     check(f"SIGTERM exits 0 ({s.model})", lambda s=s: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(
         AssertionError(f"exit {rc}")))(s.stop()))
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

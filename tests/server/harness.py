@@ -1,0 +1,79 @@
+"""What the server test scripts share: a check runner that reports each check and goes on, and
+build/tools/server as a process on loopback (an ephemeral port).
+
+Every wait polls a state under CAP_S seconds, a cap that can only fail a check, never pass it:
+the server's start (its "listening on" line) and its exit after SIGTERM.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+CAP_S = 60
+
+
+class Checks:
+    """check(name, fn): run fn, print 'ok' or 'FAIL' with the exception; finish() prints
+    'N passed, N failed' and exits 1 when any check failed."""
+
+    def __init__(self):
+        self.passed, self.failed = 0, 0
+
+    def __call__(self, name, fn):
+        try:
+            fn()
+            self.passed += 1
+            print(f"ok   {name}")
+        except Exception as e:  # report and go on: every check runs
+            self.failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+
+    def finish(self, note=""):
+        print(f"{self.passed} passed, {self.failed} failed{note}")
+        sys.exit(1 if self.failed else 0)
+
+
+class ServerProcess:
+    """SERVER MODEL_PATH --port 0 -t 1 FLAGS..., stderr kept in a file; .port and .url once it
+    listens. A context manager: leaving it kills a server that is still running."""
+
+    def __init__(self, server, model_path, *flags, env=None, poll_s=0.02):
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen([server, model_path, "--port", "0", "-t", "1", *flags],
+                                  stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, **(env or {})))
+        deadline, text = time.monotonic() + CAP_S, b""
+        while b"listening on" not in text:
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                self.p.kill()
+                raise RuntimeError(f"server did not start: {self.stderr()}")
+            time.sleep(poll_s)
+            self.err.seek(0)
+            text = self.err.read()
+        self.port = int(re.search(rb"http://127\.0\.0\.1:(\d+)", text).group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def stop(self):
+        """SIGTERM; the exit status, or 'no exit' (then killed) after CAP_S."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout=CAP_S)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return f"no exit {CAP_S} s after SIGTERM"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()

@@ -77,3 +77,16 @@ class ServerProcess:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+class ModelServer(ServerProcess):
+    """The server over MODELS_DIR/MODEL.bin, named .model; .client() is the official openai client
+    on it (imported here, so that the scripts without the client's venv can use this module)."""
+
+    def __init__(self, server, models_dir, model, *flags, env=None):
+        super().__init__(server, f"{models_dir}/{model}.bin", *flags, env=env)
+        self.model = model
+
+    def client(self, key="none"):
+        import openai
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)

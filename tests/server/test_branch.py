@@ -10,6 +10,7 @@ drives them with the official openai client and raw HTTP, compares every text wi
 expected) and prints 'N passed, N failed'. Exit 1 when any check failed. Every wait polls a
 state under a cap that can only fail. Run by tests/test_server.c (make test).
 """
+import functools
 import json
 import socket
 import subprocess
@@ -18,21 +19,11 @@ import time
 import urllib.error
 import urllib.request
 
-import openai
-
-from harness import CAP_S, Checks, ServerProcess
+from harness import CAP_S, Checks, ModelServer
 
 SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
 check = Checks()
-
-
-class Server(ServerProcess):
-    def __init__(self, model, *flags, env=None):
-        super().__init__(SERVER, f"{MODELS}/{model}.bin", *flags, env=env)
-        self.model = model
-
-    def client(self):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=120)
+Server = functools.partial(ModelServer, SERVER, MODELS)  # Server(model, *flags, env=None)
 
 
 def raw(url, body):

@@ -7,6 +7,7 @@ Starts the server on loopback (an ephemeral port) over qwen3-tiny (chat template
 stories260K (raw), runs every check, stops the servers with SIGTERM (exit 0 expected) and prints
 'N passed, N failed'. Exit 1 when any check failed. Run by tests/test_server.c (make test).
 """
+import functools
 import json
 import re
 import subprocess
@@ -17,19 +18,11 @@ import urllib.request
 
 import openai
 
-from harness import Checks, ServerProcess
+from harness import Checks, ModelServer
 
 SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
 check = Checks()
-
-
-class Server(ServerProcess):
-    def __init__(self, model, *flags):
-        super().__init__(SERVER, f"{MODELS}/{model}.bin", *flags)
-        self.model = model
-
-    def client(self, key="none"):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=120)
+Server = functools.partial(ModelServer, SERVER, MODELS)  # Server(model, *flags, env=None)
 
 
 def raw(url, body, headers=None, method="POST"):

@@ -130,6 +130,7 @@ static EmxCliArgs cli_defaults(void) {
         .branch_forks = 1,
         .branch_gate = 0.1f,
         .branch_rule = EMX_BRANCH_RULE_PROB,
+        .rules = EMX_LOGIT_RULES_OFF,
     };
 }
 
@@ -164,9 +165,44 @@ static const struct {
     {"-dev", "--device"}, {NULL, "--report"}, {NULL, "--logprobs"}, {NULL, "--cache-type"},
     {NULL, "--branch-entropy"}, {NULL, "--branch-k"}, {NULL, "--branch-forks"}, {NULL, "--branch-gate"},
     {NULL, "--branch-lookahead"}, {NULL, "--branch-rule"}, {NULL, "--answer-cue"}, {NULL, "--answer-alphabet"},
+    {NULL, "--repeat-penalty"}, {NULL, "--repeat-last-n"}, {NULL, "--presence-penalty"}, {NULL, "--frequency-penalty"},
+    {"-l", "--logit-bias"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
 enum { VALUED_FIRST_BRANCH_FLAG = 32, VALUED_LAST_BRANCH_FLAG = 39 };  // --branch-entropy .. --answer-alphabet
+enum { VALUED_FIRST_RULE_FLAG = 40 };  // --repeat-penalty .. --logit-bias: the logit rules
+
+// --logit-bias ID+BIAS or ID-BIAS (llama.cpp's form): BIAS in [0, 100] as OpenAI's range, or
+// "inf" after '-' (the token is never chosen).
+static int parse_logit_bias(const char *name, const char *val, EmxLogitRules *r, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    const long id = strtol(val, &end, 10);
+    if (end == val || (*end != '+' && *end != '-') || errno == ERANGE || id < 0 || id > INT32_MAX)
+        return fail(err, errlen, "%s: '%s' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-inf)", name, val);
+    const int minus = *end == '-';
+    float b = 0;
+    if (minus && strcmp(end + 1, "inf") == 0) b = INFINITY;
+    else if (parse_float(name, end + 1, 0.0, 100.0, &b, err, errlen)) return 2;
+    if (r->n_bias == EMX_MAX_LOGIT_BIAS) return fail(err, errlen, "%s: more than %d given", name, EMX_MAX_LOGIT_BIAS);
+    r->bias[r->n_bias++] = (EmxLogitBias){.id = (int)id, .bias = minus ? -b : b};
+    return 0;
+}
+
+// The logit rules' flags (valued[40..44]; runtime/logit_filter.h). 0, or 2 with err set.
+static int set_rule_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
+    EmxPenalties *p = &a->rules.penalties;
+    switch (which) {
+    case 40:
+        if (parse_float(name, val, 0.0, 100.0, &p->repeat_penalty, err, errlen) || !(p->repeat_penalty > 0))
+            return fail(err, errlen, "%s: %s is out of range (0, 100] (1: off)", name, val);
+        return 0;
+    case 41: return parse_int(name, val, -1, 1 << 30, &p->repeat_last_n, err, errlen);
+    case 42: return parse_float(name, val, -2.0, 2.0, &p->presence_penalty, err, errlen);
+    case 43: return parse_float(name, val, -2.0, 2.0, &p->frequency_penalty, err, errlen);
+    default: return parse_logit_bias(name, val, &a->rules, err, errlen);
+    }
+}
 
 // The branching decoder's flags (valued[32..39]). 0, or 2 with err set.
 static int set_branch_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
@@ -282,7 +318,9 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
         if (emx_cache_type_parse(val, &a->cache_type) != 0)
             return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
         break;
-    default: return set_branch_value(which, name, val, a, err, errlen);
+    default:
+        return which >= VALUED_FIRST_RULE_FLAG ? set_rule_value(which, name, val, a, err, errlen)
+                                               : set_branch_value(which, name, val, a, err, errlen);
     }
     return rc;
 }
@@ -303,6 +341,10 @@ static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err
     if (a->sampler == EMX_SAMPLER_BRANCH && (a->metrics_path || a->report_path || a->logprobs >= 0))
         return fail(err, errlen, "%s is not available with --sampler branch",
                     a->metrics_path ? "--metrics" : a->report_path ? "--report" : "--logprobs");
+    // The pool's agents and the decoder's branches draw from logits of their own.
+    if ((a->sampler == EMX_SAMPLER_AGENTS || a->sampler == EMX_SAMPLER_BRANCH) && emx_logit_rules_active(&a->rules))
+        return fail(err, errlen, "--repeat-penalty, --presence-penalty, --frequency-penalty and --logit-bias are not "
+                    "available with --sampler %s", sampler_names[a->sampler]);
     critic_default(a);
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
@@ -438,6 +480,13 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "                          (default 0.95; 1 = off)\n"
         "      --min-p P           keep tokens with p >= P * p(most likely) (default 0.05; 0 = off)\n"
         "                          (entropix: --top-k/--top-p/--min-p set the profile's base values)\n"
+        "      --repeat-penalty R  divide (multiply, if negative) the logits of the tokens among\n"
+        "                          the last --repeat-last-n of the context by R (default 1 = off)\n"
+        "      --repeat-last-n N   tokens it looks back over, prompt included (default 64; -1 = all)\n"
+        "      --presence-penalty P   subtract P from each generated token's logit (default 0)\n"
+        "      --frequency-penalty F  subtract F x its count from each generated token's logit (default 0)\n"
+        "  -l, --logit-bias ID+B   add B (0..100) to token ID's logit; ID-B subtracts, ID-inf bans\n"
+        "                          (repeatable; these rules apply before any sampler but agents and branch)\n"
         "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
         "\n"
         "Entropix:\n"

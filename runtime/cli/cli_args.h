@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "runtime/forward.h"
+#include "runtime/logit_filter.h"
 #include "sampler/sample.h"
 
 #define EMX_VERSION_STRING "0.1.0"
@@ -78,6 +79,8 @@ typedef struct {
     const char *answer_cue;   // --answer-cue TEXT; NULL: "The answer is"
     const char *answer_alphabet; // --answer-alphabet A,B,C: answer commitment on; NULL: off
     const char *report_path;  // --report FILE.html: the run as one self-contained page
+    EmxLogitRules rules;      // --repeat-penalty, --repeat-last-n, --presence-penalty,
+                              // --frequency-penalty, --logit-bias (runtime/logit_filter.h)
     int logprobs;             // --logprobs N (0..20): top-N log-probabilities per --metrics line;
                               // -1: not given (no top_logprobs/logprob keys)
     int ctx;                  // -c; 0: min(model's max_seq_len, 4096)

@@ -428,6 +428,7 @@ static int start_sampler(Run *r) {
         fprintf(stderr, "run: %s\n", err);
         return -1;
     }
+    emx_run_sampler_prompt(&r->rs, r->ids, r->n_ids);
     const EmxSamplerParams *sp = &r->rs.params;
     if (a->verbose) {
         print_verbose(&r->model, a, sp, r->chat, r->ctx, r->ids, r->n_ids);

@@ -37,8 +37,9 @@ int emx_run_build_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t 
     return 0;
 }
 
-int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
-                         const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
+// The sampler of a->sampler without the logit rules.
+static int init_inner(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
+                      const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
     const int entropix = a->sampler == EMX_SAMPLER_ENTROPIX;
     rs->entropix = entropix;
     rs->params = entropix ? (EmxSamplerParams){.temperature = (float)profile->temperature,
@@ -61,11 +62,27 @@ int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfil
             return -1;
         }
         rs->sampler = &rs->tap.base;
+        rs->tapped = 1;
     }
     return 0;
 }
 
+int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
+                         const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
+    if (init_inner(rs, a, profile, m, tk, ctx, seed, want_metrics, err, errlen) != 0) return -1;
+    if (!emx_logit_rules_active(&a->rules)) return 0;
+    if (emx_logit_filter_init(&rs->filter, rs->sampler, &a->rules, (int)m->cfg.vocab_size, ctx, err, errlen) != 0)
+        return -1;
+    rs->sampler = &rs->filter.base;
+    return 0;
+}
+
+void emx_run_sampler_prompt(EmxRunSampler *rs, const int *ids, int n) {
+    if (rs->sampler == &rs->filter.base) emx_logit_filter_prompt(&rs->filter, ids, n);
+}
+
 void emx_run_sampler_free(EmxRunSampler *rs) {
+    emx_logit_filter_free(&rs->filter);
     emx_metrics_tap_free(&rs->tap);
     emx_entropix_sampler_free(&rs->es);
     emx_basic_sampler_free(&rs->basic);
@@ -83,7 +100,7 @@ EmxTokenRecord emx_run_sampler_record(const EmxRunSampler *rs, const EmxTokenize
         r.score = rs->es.last_score;
     } else {
         r.params = &rs->params;
-        if (rs->sampler == &rs->tap.base) r.metrics = &rs->tap.last_metrics;
+        if (rs->tapped) r.metrics = &rs->tap.last_metrics;
     }
     return r;
 }

@@ -10,6 +10,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/generate.h"
+#include "runtime/logit_filter.h"
 #include "runtime/model.h"
 #include "runtime/token_log.h"
 #include "sampler/profile.h"
@@ -32,7 +33,10 @@ typedef struct {
     EmxBasicSampler basic;
     EmxEntropixSampler es;
     EmxMetricsTap tap;
-    EmxSampler *sampler;       // what emx_generate gets: &es.base, &basic.base or &tap.base
+    EmxLogitFilter filter;     // the logit rules (--repeat-penalty, --logit-bias, ...) when any is set
+    EmxSampler *sampler;       // what emx_generate gets: &es.base, &basic.base or &tap.base, behind
+                               // &filter.base when the rules change the logits
+    int tapped;                // the metrics tap measures beside the basic sampler
     EmxSamplerParams params;   // the base values (entropix: the profile's)
     int entropix;
 } EmxRunSampler;
@@ -44,6 +48,10 @@ typedef struct {
 int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
                          const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen);
 void emx_run_sampler_free(EmxRunSampler *rs);
+
+// The prompt's ids, which the repetition penalty looks back over with the generated tokens
+// (nothing to do when no logit rule is set).
+void emx_run_sampler_prompt(EmxRunSampler *rs, const int *ids, int n);
 
 // The --metrics record of the token the sampler just chose (called from emx_generate's
 // per-token callback): entropix's metrics, decision and best-of-N score; a basic sampler's

@@ -123,6 +123,7 @@ static int gen_single(EvalRunner *r, const EvalConfig *c, const EvalItem *it, ui
     const int want_metrics = page != NULL;
     if (emx_run_sampler_init(&rs, &c->args, &c->profile, r->m, r->tk, ctx, seed, want_metrics, err, errlen) != 0)
         return -1;
+    emx_run_sampler_prompt(&rs, ids, n_ids);
     const int room = ctx - n_ids + 1;  // every chosen token but the last is fed back
     Sink sink = {.out = out, .r = r, .c = c, .it = it, .seed = seed, .rs = &rs, .trace = &g->trace};
     EvalTap tap;  // reads each step's logits; the choice stays the config's sampler's

@@ -255,6 +255,7 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
         emx_run_sampler_free(&rs);
         return srv_fail(e, 500, NULL, NULL, "%s", err);
     }
+    emx_run_sampler_prompt(&rs, ids, n_ids);
     EmxLogprobTap lpt;
     EmxSampler *sampler = rs.sampler;
     if (r->logprobs) emx_logprob_tap_init(&lpt, sampler, r->top_logprobs), sampler = &lpt.base;

@@ -321,7 +321,7 @@ done:;
     return rc;
 }
 
-void emx_generate_print_stats(FILE *f, const EmxGenerateStats *s) {
+void emx_generate_print_stats(FILE *f, const EmxGenerateStats *s, const char *sampler) {
     double pf_ms = 1e3 * s->prefill_s, dec_ms = 1e3 * s->decode_s;
     fprintf(f, "prompt: %d tokens, prefill %.2f ms (%.2f tok/s)\n", s->n_prompt, pf_ms,
             s->prefill_s > 0 ? s->n_prompt / s->prefill_s : 0.0);
@@ -329,6 +329,6 @@ void emx_generate_print_stats(FILE *f, const EmxGenerateStats *s) {
             s->n_generated, dec_ms, s->decode_s > 0 ? s->n_generated / s->decode_s : 0.0,
             s->n_generated > 0 ? dec_ms / s->n_generated : 0.0);
     if (s->n_generated > 0)
-        fprintf(f, "sampler: %.3f ms/token (%.1f%% of decode)\n", 1e3 * s->sample_s / s->n_generated,
+        fprintf(f, "sampler: %s, %.3f ms/token (%.1f%% of decode)\n", sampler, 1e3 * s->sample_s / s->n_generated,
                 s->decode_s > 0 ? 100.0 * s->sample_s / s->decode_s : 0.0);
 }

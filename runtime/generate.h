@@ -133,7 +133,8 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
 // Prints the stats block ./run writes at the end (to stderr there):
 //   prompt: 12 tokens, prefill 35.20 ms (340.91 tok/s)
 //   generated: 200 tokens, decode 812.00 ms (246.31 tok/s, 4.06 ms/token)
-//   sampler: 0.05 ms/token (1.2% of decode)
-void emx_generate_print_stats(FILE *f, const EmxGenerateStats *stats);
+//   sampler: entropix, 0.05 ms/token (1.2% of decode)
+// (sampler: the name of the one that chose the tokens).
+void emx_generate_print_stats(FILE *f, const EmxGenerateStats *stats, const char *sampler);
 
 #endif

@@ -373,7 +373,7 @@ Test(run_robust, mem_check_figures) {
 // ---------------------------------------------------------------------------------------------
 // The timing summary
 
-// "generated: N tokens, decode X ms (...)" and "sampler: Y ms/token (Z% of decode)": the
+// "generated: N tokens, decode X ms (...)" and "sampler: NAME, Y ms/token (Z% of decode)": the
 // sampler's time is part of the decode interval, whatever the machine's speed.
 static void expect_consistent_timing(const char *const *args) {
     RunResult r = run(args);
@@ -383,7 +383,9 @@ static void expect_consistent_timing(const char *const *args) {
     int n = 0;
     double dec = 0, per = 0, pct = 0;
     cr_assert_eq(sscanf(g, "generated: %d tokens, decode %lf ms", &n, &dec), 2, "%s", g);
-    cr_assert_eq(sscanf(s, "sampler: %lf ms/token (%lf%% of decode)", &per, &pct), 2, "%s", s);
+    char name[32] = {0};
+    cr_assert_eq(sscanf(s, "sampler: %31[^,], %lf ms/token (%lf%% of decode)", name, &per, &pct), 3, "%s", s);
+    cr_expect(!strcmp(name, "entropix") || !strcmp(name, "greedy") || !strcmp(name, "combined"), "sampler %s", name);
     cr_expect_leq(pct, 100.0, "sampler share %.1f%% of decode: %s", pct, r.err);
     // printed to 0.01 ms and 0.001 ms/token: allow the rounding
     cr_expect_leq(per * n, dec + 0.005 + 0.0005 * n, "sampler %.3f x %d ms > decode %.2f ms: %s", per, n, dec, r.err);

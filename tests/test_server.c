@@ -87,12 +87,43 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", C,
               "top_logprobs", "needs logprobs");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stream_options\":{}}", P, "stream_options", "needs stream");
-    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"presence_penalty\":1}", P, "presence_penalty", "not supported");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"presence_penalty\":3}", P, "presence_penalty", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"repetition_penalty\":0}", P, "repetition_penalty", "must be in (0");
+    parse_bad("{\"prompt\":\"p\",\"repetition_penalty\":1.1,\"repeat_penalty\":1.1}", P, "repeat_penalty", "give one");
+    parse_bad("{\"prompt\":\"p\",\"logit_bias\":[1]}", P, "logit_bias", "must be an object");
+    parse_bad("{\"prompt\":\"p\",\"logit_bias\":{\"x1\":1}}", P, "logit_bias", "'x1' is not a token id");
+    parse_bad("{\"prompt\":\"p\",\"logit_bias\":{\"-1\":1}}", P, "logit_bias", "is not a token id");
+    parse_bad("{\"prompt\":\"p\",\"logit_bias\":{\"5\":101}}", P, "logit_bias", "[-100, 100]");
+    parse_bad("{\"prompt\":\"p\",\"top_k\":5,\"entropix\":{\"top_k\":4}}", P, "top_k", "given twice");
+    parse_bad("{\"prompt\":\"p\",\"min_p\":2}", P, "min_p", "must be in");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"sampler\":\"pool\"}}", P, "entropix.sampler",
               "agents");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"entropix\":{\"profile\":\"/etc/passwd\"}}", P, "entropix.profile",
               "built-in");
     parse_bad("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", P, NULL, "\\u0000");
+}
+
+// The sampling fields llama-server and vLLM take at the top level, and the logit rules.
+Test(server, parse_sampling_rules) {
+    SrvRequest r;
+    parse_ok("{\"prompt\":\"p\",\"top_k\":7,\"min_p\":0.2,\"presence_penalty\":-0.5,\"frequency_penalty\":1.5,"
+             "\"repeat_penalty\":1.3,\"repeat_last_n\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5}}",
+             SRV_COMPLETION, &r);
+    cr_expect(r.has_top_k && r.top_k == 7 && r.has_min_p && r.min_p == 0.2);
+    cr_expect(r.rules.penalties.presence_penalty == -0.5f && r.rules.penalties.frequency_penalty == 1.5f);
+    cr_expect(r.rules.penalties.repeat_penalty == 1.3f && r.rules.penalties.repeat_last_n == -1);
+    cr_expect(r.rules_given == (SRV_RULE_PRESENCE | SRV_RULE_FREQUENCY | SRV_RULE_REPEAT | SRV_RULE_REPEAT_LAST_N |
+                                SRV_RULE_BIAS), "given %d", r.rules_given);
+    cr_expect(r.rules.n_bias == 2 && r.rules.bias[0].id == 17 && r.rules.bias[0].bias == -100 && r.rules.bias[1].id == 3 &&
+              r.rules.bias[1].bias == 2.5f);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"repetition_penalty\":1.1,\"entropix\":{\"top_k\":4}}", SRV_COMPLETION, &r);
+    cr_expect(r.has_top_k && r.top_k == 4 && r.rules.penalties.repeat_penalty == 1.1f && r.rules.penalties.repeat_last_n == 64);
+    cr_expect(r.rules_given == SRV_RULE_REPEAT && r.rules.n_bias == 0);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\"}", SRV_COMPLETION, &r);
+    cr_expect(r.rules_given == 0 && !emx_logit_rules_active(&r.rules), "no field: no rule");
+    srv_request_free(&r);
 }
 
 // The agent pool's options: eval's names, ./run's defaults and ranges.
@@ -369,6 +400,11 @@ static void server_script(const char *script, int pass_run, const char *what) {
 
 // The whole server as users call it, through the official openai client.
 Test(server, openai_client, .timeout = 900) { server_script("test_openai_client.py", 1, "openai client checks"); }
+
+// The request's sampling as OpenAI clients mean it (tests/server/test_sampling.py): the default
+// sampler with the request's temperature, top_k, min_p and penalties equals ./run's text with
+// those flags; the MODEL:entropix alias; GET /v1/models/{id}; /v1/embeddings' 404.
+Test(server, sampling, .timeout = 600) { server_script("test_sampling.py", 1, "sampling checks"); }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
 // (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).

@@ -57,8 +57,12 @@ static void usage(FILE *f) {
             "  --device D          cpu | cuda:N | auto\n"
             "  -n N                max_tokens when a request gives none (default: what the context has room for)\n"
             "  -s SEED             seed when a request gives none (default: drawn per request)\n"
-            "  --sampler S, --temp T, --top-k K, --top-p P, --min-p P, --profile NAME|FILE, --profile-set K=V,\n"
-            "  --metric-layers L, --no-think, --mmap     as ./run (./run --help)\n"
+            "  --sampler S         the sampler of a request that names none (default: combined, the one\n"
+            "                      temperature, top_p, top_k and min_p mean to OpenAI clients; a request\n"
+            "                      runs entropix by naming it or the model MODEL:entropix)\n"
+            "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,\n"
+            "  --presence-penalty P, --frequency-penalty F, --logit-bias ID+B, --profile NAME|FILE,\n"
+            "  --profile-set K=V, --metric-layers L, --no-think, --mmap     as ./run (./run --help)\n"
             "  -h, --help          this text\n"
             "  --version           the version and the backends of this build\n");
 }
@@ -249,6 +253,10 @@ static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errl
         return emx_model_close(&sm->model), -1;
     }
     sm->defaults = sa->args;
+    // The OpenAI endpoints' sampler is the one clients mean by temperature, top_p, top_k and
+    // min_p (llama-server's and vLLM's): combined. Entropix runs when a request or --sampler
+    // names it, or a request names the model's alias (engine.h).
+    if (!sa->args.sampler_given && sa->args.sampler == EMX_SAMPLER_ENTROPIX) sm->defaults.sampler = EMX_SAMPLER_COMBINED;
     sm->profile = sa->profile;
     if (!sa->args.n_predict_given) sm->defaults.n_predict = -1;  // a request without max_tokens: until the context is full
     return 0;
@@ -262,7 +270,8 @@ static int check_profile_model(const SrvModel *sm, char *err, size_t errlen) {
     EmxEntropixSampler es;
     if (emx_entropix_sampler_init(&es, &p, &sm->model, sm->tk, sm->ctx, 0, err, errlen) != 0) return -1;
     emx_entropix_sampler_free(&es);
-    return 0;
+    // the logit rules of the flags (--logit-bias's ids) against the vocabulary, once
+    return emx_logit_rules_check(&sm->defaults.rules, (int)sm->model.cfg.vocab_size, err, errlen);
 }
 
 static double now_s(void) {

@@ -483,7 +483,7 @@ static int generate_text(Run *r) {
     if (close_metrics(r) != 0 || emx_run_report_finish(&r->report, a->report_path) != 0) return 1;
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", r->ctx);
-    emx_generate_print_stats(stderr, &stats);
+    emx_generate_print_stats(stderr, &stats, emx_sampler_kind_name(a->sampler));
     if (r->entropix) print_case_summary(&r->rs.es);
     return 0;
 }

@@ -70,7 +70,7 @@ int emx_run_branch(const EmxCliArgs *a, EmxState *st, const EmxTokenizer *tk, co
     } else {
         if (stats.stop == EMX_STOP_CONTEXT)
             fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", emx_state_ctx(st));
-        emx_generate_print_stats(stderr, &stats);
+        emx_generate_print_stats(stderr, &stats, "branch");
         emx_branch_print_stats(stderr, &bp, &res);
         if (a->verbose) print_paths(&bp, &res);
     }

@@ -63,11 +63,12 @@ par_srv = Server("stories260K.q8", "--parallel", "3")
 c = chat.client()
 r = raw_srv.client("sekret")
 MSG = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
+COMBINED = ["--sampler", "combined"]  # what a request that names no sampler runs
 
 
 def chat_same_as_run():
     got = c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=12)
-    want = run_text(chat.model, "--system", "Be brief.", "-p", "Name a colour.", "-s", "7", "-n", "12")
+    want = run_text(chat.model, "--system", "Be brief.", "-p", "Name a colour.", "-s", "7", "-n", "12", *COMBINED)
     assert got.choices[0].message.content + "\n" == want, (got.choices[0].message.content, want)
     assert got.usage.completion_tokens <= 12 and got.usage.prompt_tokens > 5
     assert got.choices[0].finish_reason in ("stop", "length")
@@ -83,7 +84,7 @@ def chat_temperature_same_as_run():
 
 def completion_same_as_run():
     got = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30)
-    want = run_text(raw_srv.model, "-p", "Once upon a time", "-s", "11", "-n", "30")
+    want = run_text(raw_srv.model, "-p", "Once upon a time", "-s", "11", "-n", "30", *COMBINED)
     assert "Once upon a time" + got.choices[0].text + "\n" == want, (got.choices[0].text, want)
     assert got.usage.completion_tokens == 30 and got.choices[0].finish_reason == "length"
 
@@ -186,7 +187,7 @@ def chat_two_turns_cached():
     got = c.chat.completions.create(model=chat.model, messages=msgs, seed=9, max_tokens=12)
     assert got.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens, got.usage
     assert got.usage.prompt_tokens_details.cached_tokens < got.usage.prompt_tokens, got.usage
-    want = run_raw_answer(chat.model, render_chatml(msgs), "-s", "9", "-n", "12")
+    want = run_raw_answer(chat.model, render_chatml(msgs), "-s", "9", "-n", "12", *COMBINED)
     assert got.choices[0].message.content == want, (got.choices[0].message.content, want)
 
 
@@ -194,7 +195,7 @@ def completion_sharing_nothing_reports_0():
     c.chat.completions.create(model=chat.model, messages=MSG, seed=1, max_tokens=2)  # the cache: <|im_start|>...
     got = c.completions.create(model=chat.model, prompt="Hello there", seed=4, max_tokens=8)
     assert got.usage.prompt_tokens_details.cached_tokens == 0, got.usage
-    assert got.choices[0].text == run_raw_answer(chat.model, "Hello there", "-s", "4", "-n", "8")
+    assert got.choices[0].text == run_raw_answer(chat.model, "Hello there", "-s", "4", "-n", "8", *COMBINED)
 
 
 def completion_after_another_same_as_run():
@@ -204,7 +205,7 @@ def completion_after_another_same_as_run():
                "Once upon a time", "Once upon a time, a little girl went to the park"]
     for i, p in enumerate(prompts):
         got = r.completions.create(model=raw_srv.model, prompt=p, seed=20 + i, max_tokens=24)
-        want = run_text(raw_srv.model, "-p", p, "-s", str(20 + i), "-n", "24")
+        want = run_text(raw_srv.model, "-p", p, "-s", str(20 + i), "-n", "24", *COMBINED)
         assert p + got.choices[0].text + "\n" == want, (p, got.choices[0].text, want)
         if i:
             assert got.usage.prompt_tokens_details.cached_tokens > 0, (p, got.usage)
@@ -223,7 +224,8 @@ def two_slots_keep_two_chats():
                         {"role": "user", "content": "More."}]
             got = cl.chat.completions.create(model=srv.model, messages=msgs, seed=5, max_tokens=6)
             assert got.usage.prompt_tokens_details.cached_tokens >= f.usage.prompt_tokens, (got.usage, f.usage)
-            assert got.choices[0].message.content == run_raw_answer(srv.model, render_chatml(msgs), "-s", "5", "-n", "6")
+            assert got.choices[0].message.content == run_raw_answer(srv.model, render_chatml(msgs), "-s", "5", "-n", "6",
+                                                                    *COMBINED)
     finally:
         assert srv.stop() == 0
 
@@ -291,7 +293,7 @@ def parallel_slots_same_as_run():
     for th in threads:
         th.join()
     for (prompt, seed, n, extra), text in zip(jobs, got):
-        flags = ["--temp", "0"] if extra else []
+        flags = ["--temp", "0"] if extra else COMBINED
         want = run_text(par_srv.model, "-p", prompt, "-s", str(seed), "-n", str(n), *flags)
         assert text is not None and prompt + text + "\n" == want, (prompt, text, want)
 
@@ -373,7 +375,7 @@ def agents_bad_options():
 
 
 def models_and_metrics():
-    assert [m.id for m in c.models.list().data] == [chat.model]
+    assert [m.id for m in c.models.list().data] == [chat.model, chat.model + ":entropix"]
     status, text = raw(chat.url + "/metrics", None, method="GET")
     assert status == 200
     values = dict(line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))

@@ -11,6 +11,7 @@
 #include "runtime/generate.h"
 #include "runtime/token_log.h"
 #include "sampler/rng.h"
+#include "tools/server/guard.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tok_utf8.h"
 
@@ -169,16 +170,53 @@ void srv_request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
     if (r->has_top_k) a->sampling.top_k = r->top_k, a->top_k_given = 1;
     if (r->has_min_p) a->sampling.min_p = (float)r->min_p, a->min_p_given = 1;
     if (r->profile) a->profile = r->profile, a->n_profile_sets = 0;
+    const int g = r->rules_given;  // each rule the request gave replaces the server's
+    EmxLogitRules *rl = &a->rules;
+    if (g & SRV_RULE_PRESENCE) rl->penalties.presence_penalty = r->rules.penalties.presence_penalty;
+    if (g & SRV_RULE_FREQUENCY) rl->penalties.frequency_penalty = r->rules.penalties.frequency_penalty;
+    if (g & SRV_RULE_REPEAT) rl->penalties.repeat_penalty = r->rules.penalties.repeat_penalty;
+    if (g & SRV_RULE_REPEAT_LAST_N) rl->penalties.repeat_last_n = r->rules.penalties.repeat_last_n;
+    if (g & SRV_RULE_BIAS) memcpy(rl->bias, r->rules.bias, sizeof rl->bias), rl->n_bias = r->rules.n_bias;
     if (r->sampler >= 0) a->sampler = r->sampler, a->sampler_given = 1;
     // ./run's rule: a bare temperature 0 (no sampler named) means greedy.
     if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
     if (a->sampler != EMX_SAMPLER_AGENTS) return;
-    const SrvAgents *g = &r->agents;  // the pool's flags as the request parser read them
-    a->n_agents = g->n_agents, a->agent_configs = g->agent_configs, a->lookahead = g->lookahead;
-    a->workers = g->workers, a->devices = "cpu", a->check_every = g->check_every;
-    a->check_every_given = g->check_every_given, a->critic_default_off = g->critic_default_off;
-    a->rollback = g->rollback, a->max_rollbacks = g->max_rollbacks, a->critic_window = g->critic_window;
-    a->critic_margin = g->critic_margin, a->critic_model = NULL;
+    const SrvAgents *ag = &r->agents;  // the pool's flags as the request parser read them
+    a->n_agents = ag->n_agents, a->agent_configs = ag->agent_configs, a->lookahead = ag->lookahead;
+    a->workers = ag->workers, a->devices = "cpu", a->check_every = ag->check_every;
+    a->check_every_given = ag->check_every_given, a->critic_default_off = ag->critic_default_off;
+    a->rollback = ag->rollback, a->max_rollbacks = ag->max_rollbacks, a->critic_window = ag->critic_window;
+    a->critic_margin = ag->critic_margin, a->critic_model = NULL;
+}
+
+// 1 when name is the served model's id followed by SRV_ENTROPIX_ALIAS.
+static int is_entropix_alias(const SrvModel *sm, const char *name) {
+    const size_t n = strlen(sm->id);
+    return !strncmp(name, sm->id, n) && !strcmp(name + n, SRV_ENTROPIX_ALIAS);
+}
+
+int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
+    char q[128];
+    if (r->model && strcmp(r->model, sm->id) != 0) {
+        if (!is_entropix_alias(sm, r->model))
+            return srv_fail(e, 404, "model", "model_not_found", "the model '%s' does not exist (this server has '%s' and "
+                            "'%s" SRV_ENTROPIX_ALIAS "')", srv_quote(r->model, strlen(r->model), 80, q, sizeof q), sm->id, sm->id);
+        if (r->sampler >= 0 && r->sampler != EMX_SAMPLER_ENTROPIX)
+            return srv_fail(e, 400, "model", NULL, "the model '%s' runs the entropix sampler, but entropix.sampler is %s",
+                            srv_quote(r->model, strlen(r->model), 80, q, sizeof q), emx_sampler_kind_name(r->sampler));
+        r->sampler = EMX_SAMPLER_ENTROPIX;
+    }
+    EmxCliArgs a;
+    srv_request_args(sm, r, &a);
+    if (!emx_logit_rules_active(&a.rules)) return 0;
+    const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty" : NULL;
+    if (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH)
+        return srv_fail(e, 400, param, NULL, "the penalties and logit_bias are not available with sampler %s",
+                        emx_sampler_kind_name(a.sampler));
+    char why[160];
+    if (emx_logit_rules_check(&a.rules, (int)sm->model.cfg.vocab_size, why, sizeof why) != 0)
+        return srv_fail(e, 400, "logit_bias", NULL, "%s", why);
+    return 0;
 }
 
 int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r) {

@@ -71,6 +71,15 @@ typedef int (*SrvEmit)(void *user, const char *text, size_t len, cJSON *logprobs
 // or -1 with e filled (400: prompt longer than the context, a role order the template refuses).
 int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e);
 
+// The model's alias that selects the entropix sampler ("smollm2:entropix"): /v1/models lists it,
+// and a request naming it runs entropix unless its extension names another sampler (refused).
+#define SRV_ENTROPIX_ALIAS ":entropix"
+
+// What r asks of the model before it is queued: its model field names the served model or its
+// alias (404 otherwise; the alias sets r->sampler), and the logit rules fit the vocabulary and
+// the sampler (the agent pool and the branching decoder take none). 0, or -1 with e.
+int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e);
+
 // 1 when r runs the agent pool (its own replicas: the slot's state is not used).
 int srv_request_is_pool(const SrvModel *sm, const SrvRequest *r);
 // 1 when r runs outside the slots' batched step: the agent pool, or the branching decoder (its

@@ -13,6 +13,7 @@
 
 #include "base/errmsg.h"
 #include "runtime/cli/run_pool.h"
+#include "tools/server/access_log.h"
 #include "tools/server/engine_internal.h"
 #include "tools/server/http_internal.h"
 #include "tools/server/http_reply.h"
@@ -25,6 +26,9 @@ typedef struct {
     SrvConnRec *rec;            // the connection's record (deadlines, reserve)
     const char *allow_origin;   // an origin --cors allows, echoed in the answer (NULL: none)
     SrvError refused;           // decided from the headers, answered once the body is read (status 0: none)
+    double t0;                  // its headers' arrival (access_log.h)
+    char method[16], path[128]; // for the log line (cut)
+    int status;                 // the answer's, logged when the request ends (0: a generation's job logs it)
 } SrvConn;
 
 static int is_generation(const char *url) {
@@ -50,11 +54,7 @@ static uint64_t pool_bytes(const SrvModel *sm, const SrvRequest *r) {
 // The request's checks that need the model, then the queue. 0, or -1 with e.
 static int admit(SrvServer *s, SrvJob *j, const char *body, size_t len, int kind, SrvError *e) {
     if (srv_request_parse(body, len, kind, &j->req, e) != 0) return -1;
-    if (j->req.model && strcmp(j->req.model, s->sm->id) != 0) {
-        char q[128];
-        return srv_fail(e, 404, "model", "model_not_found", "the model '%s' does not exist (this server has '%s')",
-                        srv_quote(j->req.model, strlen(j->req.model), 80, q, sizeof q), s->sm->id);
-    }
+    if (srv_request_check_model(s->sm, &j->req, e) != 0) return -1;
     if (srv_prompt_ids(s->sm, &j->req, &j->ids, &j->n_ids, e) != 0) return -1;
     const int room = s->sm->ctx - j->n_ids + 1;
     if (j->req.max_tokens > room)  // checked here so a stream gets a 400, not an error event
@@ -75,8 +75,10 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, SrvConn 
     if (!j) return MHD_NO;
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = fd ? fd->connect_fd : -1;
+    j->t0 = k->t0;
     if (admit(s, j, k->body ? k->body : "", k->len, kind, &e) != 0) {
         srv_job_release(j);
+        k->status = e.status;
         return srv_send_error(s, c, &e, 1, k->allow_origin);
     }
     if (j->req.stream) {
@@ -116,8 +118,12 @@ static int check_headers(SrvServer *s, struct MHD_Connection *c, SrvConn *k, con
     if (srv_guard_origin(&s->guard, header(c, "Origin"), header(c, "Host"), &k->allow_origin, e) != 0) return -1;
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), options = !strcmp(method, "OPTIONS");
     const int open = !strcmp(url, "/health") || !strcmp(url, "/");  // no key: the page asks for it
-    const int known = is_generation(url) || open || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics");
+    const int known = is_generation(url) || open || !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11) ||
+                      !strcmp(url, "/metrics");
     char qm[40], qu[128];
+    if (!strcmp(url, "/v1/embeddings"))
+        return srv_fail(e, 404, NULL, "not_found", "no endpoint /v1/embeddings: this server generates text and does not "
+                        "compute embeddings");
     if (!known) return srv_fail(e, 404, NULL, "not_found", "no endpoint %s", srv_quote(url, strlen(url), 80, qu, sizeof qu));
     if (!options && (is_generation(url) ? !post : !get))
         return srv_fail(e, 405, NULL, "method_not_allowed", "%s is not allowed on %s",
@@ -141,17 +147,20 @@ static enum MHD_Result route(SrvServer *s, struct MHD_Connection *c, const char 
         s->n_requests++;
         pthread_mutex_unlock(&s->mu);
     }
-    if (k->refused.status) return srv_send_error(s, c, &k->refused, generation, k->allow_origin);
-    if (!strcmp(method, "OPTIONS")) return srv_send_preflight(c, k->allow_origin);
+    k->status = 200;  // each answer below but a generation's sets its own
+    if (k->refused.status) return k->status = k->refused.status, srv_send_error(s, c, &k->refused, generation, k->allow_origin);
+    if (!strcmp(method, "OPTIONS")) return k->status = 204, srv_send_preflight(c, k->allow_origin);
     if (k->too_big) {
         SrvError e;
         srv_fail(&e, 413, NULL, "request_too_large", "the request body is over %zu bytes (--max-body)", s->o.max_body);
-        return srv_send_error(s, c, &e, generation, k->allow_origin);
+        return k->status = 413, srv_send_error(s, c, &e, generation, k->allow_origin);
     }
     if (!strcmp(url, "/health")) return srv_send_body(c, 200, strdup("{\"status\":\"ok\"}"), "application/json", k->allow_origin);
     if (!strcmp(url, "/")) return srv_send_page(c);
     if (!strcmp(url, "/v1/models")) return srv_send_models(s, c, k->allow_origin);
+    if (!strncmp(url, "/v1/models/", 11)) return srv_send_model(s, c, url + 11, k->allow_origin, &k->status);
     if (!strcmp(url, "/metrics")) return srv_send_metrics(s, c, k->allow_origin);
+    k->status = 0;  // the job logs a generation that was queued; generate() sets a refusal's status
     return generate(s, c, k, !strcmp(url, "/v1/chat/completions") ? SRV_CHAT : SRV_COMPLETION);
 }
 
@@ -161,6 +170,9 @@ static enum MHD_Result first_call(SrvServer *s, struct MHD_Connection *c, const 
                                   SrvConn *k) {
     const union MHD_ConnectionInfo *ctx = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     k->rec = ctx ? ctx->socket_context : NULL;
+    k->t0 = srv_now_s();
+    snprintf(k->method, sizeof k->method, "%s", method);
+    snprintf(k->path, sizeof k->path, "%s", url);
     srv_conns_phase(s->conns, k->rec, SRV_CONN_BODY);
     check_headers(s, c, k, url, method, &k->refused);
     // A body announced over --max-body: answered now (the client must stop sending), not read.
@@ -212,6 +224,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     SrvConn *k = *con_cls;
     if (k) {
         srv_conns_phase(s->conns, k->rec, SRV_CONN_IDLE);  // a kept-alive connection: its next request's deadline
+        if (k->status) srv_access_log(k->method, k->path, k->status, -1, 0, k->t0);
         free(k->body), free(k);
     }
     *con_cls = NULL;

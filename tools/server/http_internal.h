@@ -40,6 +40,7 @@ typedef struct SrvJob {
     size_t out_len, out_cap, out_pos;
     int status;            // non-stream: the answer
     char *body;
+    double t0;             // the request's arrival (access_log.h)
     struct SrvJob *next;
 } SrvJob;
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/server/guard.h"
 #include "tools/server/page.h"
 
 // The CORS answer for an origin --cors allows (http_reply.h).
@@ -38,19 +39,51 @@ enum MHD_Result srv_send_error(SrvServer *s, struct MHD_Connection *c, const Srv
     return srv_send_body(c, e->status, srv_error_json(e), "application/json", allow_origin);
 }
 
-enum MHD_Result srv_send_models(SrvServer *s, struct MHD_Connection *c, const char *allow_origin) {
-    cJSON *o = cJSON_CreateObject(), *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
-    cJSON_AddStringToObject(m, "id", s->sm->id);
+// One entry of the model list: the served model, or its alias that runs entropix (engine.h).
+static cJSON *model_object(const SrvServer *s, int alias) {
+    cJSON *m = cJSON_CreateObject();
+    char id[512];
+    snprintf(id, sizeof id, "%s%s", s->sm->id, alias ? SRV_ENTROPIX_ALIAS : "");
+    cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "entropix.c");
-    // Extension: false when /v1/chat/completions would refuse (no template; the page then uses /v1/completions).
+    // Extensions: the sampler a request naming this id runs when it names none (the server's
+    // default for the model itself); false when /v1/chat/completions would refuse (no template:
+    // the page then uses /v1/completions).
+    cJSON_AddStringToObject(m, "sampler", emx_sampler_kind_name(alias ? EMX_SAMPLER_ENTROPIX : s->sm->defaults.sampler));
     cJSON_AddBoolToObject(m, "chat_template", s->sm->model.cfg.chat_template != EMX_CHAT_NONE);
+    return m;
+}
+
+enum MHD_Result srv_send_models(SrvServer *s, struct MHD_Connection *c, const char *allow_origin) {
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToArray(data, model_object(s, 0));
+    cJSON_AddItemToArray(data, model_object(s, 1));
     char *j = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return srv_send_body(c, 200, j, "application/json", allow_origin);
+}
+
+enum MHD_Result srv_send_model(SrvServer *s, struct MHD_Connection *c, const char *id, const char *allow_origin,
+                               int *status) {
+    for (int alias = 0; alias < 2; alias++) {
+        cJSON *m = model_object(s, alias);
+        if (strcmp(cJSON_GetObjectItem(m, "id")->valuestring, id) == 0) {
+            char *j = cJSON_PrintUnformatted(m);
+            cJSON_Delete(m);
+            *status = 200;
+            return srv_send_body(c, 200, j, "application/json", allow_origin);
+        }
+        cJSON_Delete(m);
+    }
+    SrvError e;
+    char q[128];
+    srv_fail(&e, 404, "model", "model_not_found", "the model '%s' does not exist (this server has '%s' and '%s"
+             SRV_ENTROPIX_ALIAS "')", srv_quote(id, strlen(id), 80, q, sizeof q), s->sm->id, s->sm->id);
+    *status = 404;
+    return srv_send_error(s, c, &e, 0, allow_origin);
 }
 
 // The chat page (page.h): static bytes, never freed. The policy allows only the page's own

@@ -14,6 +14,10 @@ enum MHD_Result srv_send_body(struct MHD_Connection *c, int status, char *body, 
 enum MHD_Result srv_send_error(SrvServer *s, struct MHD_Connection *c, const SrvError *e, int generation,
                                const char *allow_origin);
 enum MHD_Result srv_send_models(SrvServer *s, struct MHD_Connection *c, const char *allow_origin);
+// GET /v1/models/{id}: the model's entry, or a 404 error naming the ids this server has
+// (*status: which).
+enum MHD_Result srv_send_model(SrvServer *s, struct MHD_Connection *c, const char *id, const char *allow_origin,
+                               int *status);
 enum MHD_Result srv_send_page(struct MHD_Connection *c);
 enum MHD_Result srv_send_metrics(SrvServer *s, struct MHD_Connection *c, const char *allow_origin);
 // OPTIONS: 204 with Allow, and for an allowed origin the CORS preflight's answer (the methods,

@@ -14,6 +14,8 @@
 #include "tokenizer/tok_utf8.h"
 #include "tools/server/guard.h"
 #include "tools/server/request_branch.h"
+#include "tools/server/request_json.h"
+#include "tools/server/request_rules.h"
 
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
@@ -31,56 +33,6 @@ int srv_fail(SrvError *e, int status, const char *param, const char *code, const
     return -1;
 }
 
-static const char *type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "null";
-}
-
-// The field, or NULL when absent or null (OpenAI treats null as "not given").
-static const cJSON *field(const cJSON *obj, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static int get_number(const cJSON *obj, const char *name, double lo, double hi, int lo_open, int *has, double *out,
-                      SrvError *e) {
-    const cJSON *v = field(obj, name);
-    if (!v) return 0;
-    if (!cJSON_IsNumber(v)) return srv_fail(e, 400, name, NULL, "%s must be a number, not %s", name, type_name(v));
-    const double d = v->valuedouble;
-    if (!isfinite(d) || d > hi || (lo_open ? d <= lo : d < lo))
-        return srv_fail(e, 400, name, NULL, "%s is %g; it must be in %s%g, %g]", name, d, lo_open ? "(" : "[", lo, hi);
-    *has = 1;
-    *out = d;
-    return 0;
-}
-
-static int get_int(const cJSON *obj, const char *name, double lo, double hi, int *has, double *out, SrvError *e) {
-    const cJSON *v = field(obj, name);
-    if (!v) return 0;
-    // cJSON keeps every number as a double: an integer is one whose value has no fraction.
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
-        return srv_fail(e, 400, name, NULL, "%s must be an integer, not %s", name,
-                        cJSON_IsNumber(v) ? "a fraction" : type_name(v));
-    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return srv_fail(e, 400, name, NULL, "%s is %.17g; it must be in [%.17g, %.17g]", name, v->valuedouble, lo, hi);
-    *has = 1;
-    *out = v->valuedouble;
-    return 0;
-}
-
-static int get_bool(const cJSON *obj, const char *name, int *out, SrvError *e) {
-    const cJSON *v = field(obj, name);
-    if (!v) return 0;
-    if (!cJSON_IsBool(v)) return srv_fail(e, 400, name, NULL, "%s must be a boolean, not %s", name, type_name(v));
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
 static char *dup_checked(const char *s, const char *param, SrvError *e) {
     char *d = strdup(s);
     if (!d) srv_fail(e, 500, param, NULL, "out of memory");
@@ -92,7 +44,7 @@ static char *message_content(const cJSON *c, SrvError *e) {
     if (cJSON_IsString(c)) return dup_checked(c->valuestring, "messages", e);
     if (!cJSON_IsArray(c)) {
         srv_fail(e, 400, "messages", NULL, "a message's content must be a string or an array of text parts, not %s",
-                 c ? type_name(c) : "absent");
+                 c ? srv_type_name(c) : "absent");
         return NULL;
     }
     size_t total = 1;
@@ -122,9 +74,9 @@ static char *message_content(const cJSON *c, SrvError *e) {
 }
 
 static int parse_messages(const cJSON *root, SrvRequest *r, SrvError *e) {
-    const cJSON *msgs = field(root, "messages");
+    const cJSON *msgs = srv_field(root, "messages");
     if (!msgs) return srv_fail(e, 400, "messages", NULL, "messages is required");
-    if (!cJSON_IsArray(msgs)) return srv_fail(e, 400, "messages", NULL, "messages must be an array, not %s", type_name(msgs));
+    if (!cJSON_IsArray(msgs)) return srv_fail(e, 400, "messages", NULL, "messages must be an array, not %s", srv_type_name(msgs));
     const int n = cJSON_GetArraySize(msgs);
     if (n < 1 || n > SRV_MAX_MESSAGES)
         return srv_fail(e, 400, "messages", NULL, "messages has %d entries; it must have 1 to %d", n, SRV_MAX_MESSAGES);
@@ -152,7 +104,7 @@ static int parse_messages(const cJSON *root, SrvRequest *r, SrvError *e) {
 }
 
 static int parse_prompt(const cJSON *root, SrvRequest *r, SrvError *e) {
-    const cJSON *p = field(root, "prompt");
+    const cJSON *p = srv_field(root, "prompt");
     if (!p) return srv_fail(e, 400, "prompt", NULL, "prompt is required");
     // The API also takes a batch of prompts or token arrays; one string (alone or in an
     // array) is what one generation answers.
@@ -160,12 +112,12 @@ static int parse_prompt(const cJSON *root, SrvRequest *r, SrvError *e) {
         p = cJSON_GetArrayItem(p, 0);
     if (!cJSON_IsString(p))
         return srv_fail(e, 400, "prompt", NULL, "prompt must be a string (batches and token arrays are not supported), not %s",
-                        type_name(p));
+                        srv_type_name(p));
     return (r->prompt = dup_checked(p->valuestring, "prompt", e)) ? 0 : -1;
 }
 
 static int parse_stop(const cJSON *root, SrvRequest *r, SrvError *e) {
-    const cJSON *s = field(root, "stop");
+    const cJSON *s = srv_field(root, "stop");
     if (!s) return 0;
     const cJSON *one = s;
     if (cJSON_IsArray(s)) {
@@ -173,12 +125,12 @@ static int parse_stop(const cJSON *root, SrvRequest *r, SrvError *e) {
             return srv_fail(e, 400, "stop", NULL, "stop has %d strings; at most %d are allowed", cJSON_GetArraySize(s), SRV_MAX_STOP);
         one = NULL;
     } else if (!cJSON_IsString(s)) {
-        return srv_fail(e, 400, "stop", NULL, "stop must be a string or an array of strings, not %s", type_name(s));
+        return srv_fail(e, 400, "stop", NULL, "stop must be a string or an array of strings, not %s", srv_type_name(s));
     }
     const cJSON *it = one;
     if (!one) it = s->child;
     for (; it; it = one ? NULL : it->next) {
-        if (!cJSON_IsString(it)) return srv_fail(e, 400, "stop", NULL, "stop[%d] must be a string, not %s", r->n_stop, type_name(it));
+        if (!cJSON_IsString(it)) return srv_fail(e, 400, "stop", NULL, "stop[%d] must be a string, not %s", r->n_stop, srv_type_name(it));
         const size_t n = strlen(it->valuestring);
         if (n == 0 || n > SRV_MAX_STOP_LEN)
             return srv_fail(e, 400, "stop", NULL, "a stop string is %zu bytes; it must have 1 to %d", n, SRV_MAX_STOP_LEN);
@@ -191,42 +143,36 @@ static int parse_stop(const cJSON *root, SrvRequest *r, SrvError *e) {
 static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
     int has = 0;
     double d = 0;
-    if (get_int(root, "max_tokens", 1, SRV_MAX_TOKENS, &has, &d, e) ||
-        get_int(root, "max_completion_tokens", 1, SRV_MAX_TOKENS, &has, &d, e))
+    if (srv_get_int(root, "max_tokens", 1, SRV_MAX_TOKENS, &has, &d, e) ||
+        srv_get_int(root, "max_completion_tokens", 1, SRV_MAX_TOKENS, &has, &d, e))
         return -1;
     if (has) r->max_tokens = (int)d;
-    if (get_number(root, "temperature", 0, 2, 0, &r->has_temperature, &r->temperature, e) ||
-        get_number(root, "top_p", 0, 1, 1, &r->has_top_p, &r->top_p, e))
+    if (srv_get_number(root, "temperature", 0, 2, 0, &r->has_temperature, &r->temperature, e) ||
+        srv_get_number(root, "top_p", 0, 1, 1, &r->has_top_p, &r->top_p, e))
         return -1;
-    if (get_int(root, "seed", 0, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
+    if (srv_get_int(root, "seed", 0, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
     if (r->has_seed) r->seed = (uint64_t)d;
     has = 0;
-    if (get_int(root, "n", 1, 1, &has, &d, e)) return -1;  // one choice per request
-    const char *penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (int i = 0; i < 2; i++) {
-        has = 0;
-        if (get_number(root, penalties[i], -2, 2, 0, &has, &d, e)) return -1;
-        if (has && d != 0) return srv_fail(e, 400, penalties[i], NULL, "%s is not supported (only 0)", penalties[i]);
-    }
-    if (field(root, "logit_bias") || field(root, "tools") || field(root, "functions") || field(root, "suffix"))
-        return srv_fail(e, 400, field(root, "logit_bias") ? "logit_bias" : field(root, "suffix") ? "suffix" : "tools", NULL,
-                        "logit_bias, tools, functions and suffix are not supported");
-    return 0;
+    if (srv_get_int(root, "n", 1, 1, &has, &d, e)) return -1;  // one choice per request
+    if (srv_field(root, "tools") || srv_field(root, "functions") || srv_field(root, "suffix"))
+        return srv_fail(e, 400, srv_field(root, "suffix") ? "suffix" : "tools", NULL,
+                        "tools, functions and suffix are not supported");
+    return srv_parse_rules(root, r, e);
 }
 
 static int parse_logprobs(const cJSON *root, SrvRequest *r, SrvError *e) {
     int has = 0;
     double d = 0;
     if (r->kind == SRV_COMPLETION) {  // completions: logprobs is the number of alternatives
-        if (get_int(root, "logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
+        if (srv_get_int(root, "logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
         if (has) r->logprobs = 1, r->top_logprobs = (int)d;
         int echo = 0;
-        if (get_bool(root, "echo", &echo, e)) return -1;
+        if (srv_get_bool(root, "echo", &echo, e)) return -1;
         if (echo) return srv_fail(e, 400, "echo", NULL, "echo is not supported");
         return 0;
     }
-    if (get_bool(root, "logprobs", &r->logprobs, e)) return -1;
-    if (get_int(root, "top_logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
+    if (srv_get_bool(root, "logprobs", &r->logprobs, e)) return -1;
+    if (srv_get_int(root, "top_logprobs", 0, SRV_MAX_LOGPROBS, &has, &d, e)) return -1;
     if (has && !r->logprobs) return srv_fail(e, 400, "top_logprobs", NULL, "top_logprobs needs logprobs: true");
     if (has) r->top_logprobs = (int)d;
     return 0;
@@ -282,21 +228,21 @@ static const char *agent_value(int k, const cJSON *v, char *buf, size_t cap, Srv
     case AK_INT:  // an integer's digits; the range is ./run's parser's to check
         if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 9007199254740992.0)
             return srv_fail(e, 400, param, NULL, "%s must be an integer, not %s", param,
-                            cJSON_IsNumber(v) ? "a fraction or a huge number" : type_name(v)), NULL;
+                            cJSON_IsNumber(v) ? "a fraction or a huge number" : srv_type_name(v)), NULL;
         snprintf(buf, cap, "%.0f", v->valuedouble);
         return buf;
     case AK_NUMBER:
         if (!cJSON_IsNumber(v))
-            return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, type_name(v)), NULL;
+            return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, srv_type_name(v)), NULL;
         if (!isfinite(v->valuedouble))  // 1e309 parses to infinity
             return srv_fail(e, 400, param, NULL, "%s is too large: it must be a finite number", param), NULL;
         snprintf(buf, cap, "%.17g", v->valuedouble);
         return buf;
     case AK_STRING:
-        if (!cJSON_IsString(v)) return srv_fail(e, 400, param, NULL, "%s must be a string, not %s", param, type_name(v)), NULL;
+        if (!cJSON_IsString(v)) return srv_fail(e, 400, param, NULL, "%s must be a string, not %s", param, srv_type_name(v)), NULL;
         return v->valuestring;
     case AK_BOOL:
-        if (!cJSON_IsBool(v)) return srv_fail(e, 400, param, NULL, "%s must be a boolean, not %s", param, type_name(v)), NULL;
+        if (!cJSON_IsBool(v)) return srv_fail(e, 400, param, NULL, "%s must be a boolean, not %s", param, srv_type_name(v)), NULL;
         return cJSON_IsTrue(v) ? "5" : "0";  // ./run's default K with a critic, or none
     default:
         return srv_fail(e, 400, param, NULL,
@@ -311,15 +257,15 @@ static int parse_agents(const cJSON *x, SrvRequest *r, SrvError *e) {
     char vals[N_AGENT_KEYS][64];
     char *argv[4 + 2 * N_AGENT_KEYS + 1] = {"server", "MODEL", "--sampler", "agents"};
     int argc = 4, first = -1;
-    const cJSON *ce = field(x, "check_every");
+    const cJSON *ce = srv_field(x, "check_every");
     for (int k = 0; k < N_AGENT_KEYS; k++) {
-        const cJSON *v = field(x, agent_keys[k].key);
+        const cJSON *v = srv_field(x, agent_keys[k].key);
         if (!v || (r->sampler == EMX_SAMPLER_BRANCH && !strcmp(agent_keys[k].key, "lookahead"))) continue;  // its own
         const char *val = agent_value(k, v, vals[k], sizeof vals[k], e), *param = agent_keys[k].param;
         if (!val) return -1;
         if (first < 0) first = k;
         for (int j = 0; j < k; j++)  // n and agents, window and critic_window, ...: one of each
-            if (agent_keys[j].kind != AK_BOOL && agent_keys[k].kind != AK_BOOL && field(x, agent_keys[j].key) &&
+            if (agent_keys[j].kind != AK_BOOL && agent_keys[k].kind != AK_BOOL && srv_field(x, agent_keys[j].key) &&
                 strcmp(agent_keys[j].flag, agent_keys[k].flag) == 0)
                 return srv_fail(e, 400, param, NULL, "%s and %s are the same option: give one", agent_keys[j].param, param);
         if (agent_keys[k].kind == AK_BOOL && ce) {  // check_every decides; it must agree
@@ -366,11 +312,11 @@ static int parse_agents(const cJSON *x, SrvRequest *r, SrvError *e) {
 }
 
 static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
-    const cJSON *x = field(root, "entropix");
+    const cJSON *x = srv_field(root, "entropix");
     if (!x) return 0;
-    if (!cJSON_IsObject(x)) return srv_fail(e, 400, "entropix", NULL, "entropix must be an object, not %s", type_name(x));
+    if (!cJSON_IsObject(x)) return srv_fail(e, 400, "entropix", NULL, "entropix must be an object, not %s", srv_type_name(x));
     if (check_extension_keys(x, e)) return -1;
-    const cJSON *s = field(x, "sampler");
+    const cJSON *s = srv_field(x, "sampler");
     if (s) {
         if (!cJSON_IsString(s)) return srv_fail(e, 400, "entropix.sampler", NULL, "entropix.sampler must be a string");
         for (int k = 0; k <= EMX_SAMPLER_BRANCH; k++)
@@ -382,7 +328,7 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
                             "branch",
                             srv_quote(s->valuestring, strlen(s->valuestring), 40, q, sizeof q));
     }
-    const cJSON *p = field(x, "profile");
+    const cJSON *p = srv_field(x, "profile");
     if (p) {
         EmxProfile scratch;
         // Built-in names only: a path would let a client make the server read its files.
@@ -390,32 +336,37 @@ static int parse_extension(const cJSON *root, SrvRequest *r, SrvError *e) {
             return srv_fail(e, 400, "entropix.profile", NULL, "entropix.profile must be a built-in profile's name");
         if (!(r->profile = dup_checked(p->valuestring, "entropix.profile", e))) return -1;
     }
-    double d = 0;
-    if (get_int(x, "top_k", -1, 1 << 20, &r->has_top_k, &d, e)) return -1;
+    // top_k and min_p: at the top level (as llama-server and vLLM take them) or here, not both
+    if ((r->has_top_k && srv_field(x, "top_k")) || (r->has_min_p && srv_field(x, "min_p")))
+        return srv_fail(e, 400, r->has_top_k && srv_field(x, "top_k") ? "top_k" : "min_p", NULL,
+                        "%s is given twice, at the top level and in entropix: give one",
+                        r->has_top_k && srv_field(x, "top_k") ? "top_k" : "min_p");
+    double d = r->top_k;
+    if (srv_get_int(x, "top_k", -1, 1 << 20, &r->has_top_k, &d, e)) return -1;
     r->top_k = (int)d;
-    if (get_number(x, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
-    if (get_bool(x, "metrics", &r->metrics, e)) return -1;
+    if (srv_get_number(x, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
+    if (srv_get_bool(x, "metrics", &r->metrics, e)) return -1;
     // the decoder's keys first: with sampler branch, lookahead is its own, not the pool's
     return srv_parse_branch(x, r, e) || parse_agents(x, r, e) ? -1 : 0;
 }
 
 static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
-    if (!cJSON_IsObject(root)) return srv_fail(e, 400, NULL, NULL, "the body must be a JSON object, not %s", type_name(root));
+    if (!cJSON_IsObject(root)) return srv_fail(e, 400, NULL, NULL, "the body must be a JSON object, not %s", srv_type_name(root));
     // model: optional, as llama.cpp's server has it (one model is served: `curl -d '{"messages":...}'`
     // works); when given it must name the served model (the engine answers 404 otherwise).
-    const cJSON *model = field(root, "model");
+    const cJSON *model = srv_field(root, "model");
     if (model && !cJSON_IsNull(model)) {
-        if (!cJSON_IsString(model)) return srv_fail(e, 400, "model", NULL, "model must be a string, not %s", type_name(model));
+        if (!cJSON_IsString(model)) return srv_fail(e, 400, "model", NULL, "model must be a string, not %s", srv_type_name(model));
         if (!(r->model = dup_checked(model->valuestring, "model", e))) return -1;
     }
     if ((r->kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) != 0) return -1;
     if (parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_logprobs(root, r, e)) return -1;
-    if (get_bool(root, "stream", &r->stream, e)) return -1;
-    const cJSON *so = field(root, "stream_options");
+    if (srv_get_bool(root, "stream", &r->stream, e)) return -1;
+    const cJSON *so = srv_field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return srv_fail(e, 400, "stream_options", NULL, "stream_options must be an object");
         if (!r->stream) return srv_fail(e, 400, "stream_options", NULL, "stream_options needs stream: true");
-        if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
+        if (srv_get_bool(so, "include_usage", &r->include_usage, e)) return -1;
     }
     return parse_extension(root, r, e);
 }
@@ -437,6 +388,7 @@ int srv_request_parse(const char *body, size_t len, int kind, SrvRequest *r, Srv
     r->kind = kind;
     r->max_tokens = -1;
     r->sampler = -1;
+    r->rules = EMX_LOGIT_RULES_OFF;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {

@@ -10,10 +10,10 @@
 //   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop
 //   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
 //   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
-//   0 .. 20, needs logprobs), n (1 only), echo (completions: false only), presence_penalty /
-//   frequency_penalty (0 only). null is the same as absent. Unknown fields are ignored, as
+//   0 .. 20, needs logprobs), n (1 only), echo (completions: false only), and top_k, min_p,
+//   the penalties and logit_bias (request_rules.h). null is the same as absent. Unknown fields are ignored, as
 //   most OpenAI-compatible servers do, so newer clients keep working.
-//   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p,
+//   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p (or at the top level),
 //   metrics (bool)}, and for sampler "agents" the pool's options under tools/eval's names (n or
 //   agents, agent_configs, lookahead, workers, check_every, window or critic_window, margin or
 //   critic_margin, rollback, max_rollbacks, critic (bool)), each checked by ./run's own parser
@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "runtime/branch/branch_options.h"
+#include "runtime/logit_filter.h"
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_STOP_LEN 256
@@ -47,6 +48,7 @@
 #define SRV_MAX_CUE 256       // bytes of the answer cue (./run: no bound)
 
 enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
+enum { SRV_RULE_PRESENCE = 1, SRV_RULE_FREQUENCY = 2, SRV_RULE_REPEAT = 4, SRV_RULE_REPEAT_LAST_N = 8, SRV_RULE_BIAS = 16 };
 
 typedef struct {
     char *role;      // "system", "user", "assistant" (developer is read as system)
@@ -81,9 +83,12 @@ typedef struct {
     // the "entropix" extension
     int sampler;              // enum emx_sampler_kind, -1: the server's default
     char *profile;            // built-in profile name or NULL
-    int has_top_k, top_k;     // -1 .. (0 / -1: off)
+    int has_top_k, top_k;     // -1 .. (0 / -1: off); at the top level or in the extension
     int has_min_p;
     double min_p;
+    EmxLogitRules rules;      // the penalties and logit_bias (request_rules.h) ...
+    int rules_given;          // ... those given (SRV_RULE_* bits): the others are the server's
+
     int metrics;              // return each token's entropix metrics
     SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only
     EmxBranchParams branch;   // sampler == EMX_SAMPLER_BRANCH only: ./run's parameters from the

@@ -1,5 +1,6 @@
 // request_branch.c — the branching decoder's keys of the "entropix" extension (request_branch.h).
 #include "tools/server/request_branch.h"
+#include "tools/server/request_json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,24 +36,14 @@ int srv_branch_key(const char *key) {
     return 0;
 }
 
-static const cJSON *field(const cJSON *obj, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static const char *type_name(const cJSON *v) {
-    return cJSON_IsString(v) ? "a string" : cJSON_IsNumber(v) ? "a number" : cJSON_IsBool(v) ? "a boolean"
-           : cJSON_IsArray(v) ? "an array" : cJSON_IsObject(v) ? "an object" : "null";
-}
-
 // Key k's value as ./run's flag value in buf (a string: itself). NULL with e set: wrong type.
 static const char *flag_value(int k, const cJSON *v, char *buf, size_t cap, SrvError *e) {
     const char *param = branch_keys[k].param;
     if (branch_keys[k].kind == BK_STRING) {
-        if (!cJSON_IsString(v)) return srv_fail(e, 400, param, NULL, "%s must be a string, not %s", param, type_name(v)), NULL;
+        if (!cJSON_IsString(v)) return srv_fail(e, 400, param, NULL, "%s must be a string, not %s", param, srv_type_name(v)), NULL;
         return v->valuestring;
     }
-    if (!cJSON_IsNumber(v)) return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, type_name(v)), NULL;
+    if (!cJSON_IsNumber(v)) return srv_fail(e, 400, param, NULL, "%s must be a number, not %s", param, srv_type_name(v)), NULL;
     if (!isfinite(v->valuedouble))  // 1e309 parses to infinity
         return srv_fail(e, 400, param, NULL, "%s is too large: it must be a finite number", param), NULL;
     if (branch_keys[k].kind == BK_INT) {  // the range is ./run's parser's to check
@@ -70,14 +61,14 @@ static const char *flag_value(int k, const cJSON *v, char *buf, size_t cap, SrvE
 static int parse_alphabet(int k, const cJSON *v, SrvRequest *r, SrvError *e) {
     const char *param = branch_keys[k].param;
     const int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
-    if (n < 0) return srv_fail(e, 400, param, NULL, "%s must be an array of strings, not %s", param, type_name(v));
+    if (n < 0) return srv_fail(e, 400, param, NULL, "%s must be an array of strings, not %s", param, srv_type_name(v));
     if (n < 1 || n > SRV_MAX_ALPHABET)
         return srv_fail(e, 400, param, NULL, "%s has %d entries; this server allows 1 to %d", param, n, SRV_MAX_ALPHABET);
     if (!(r->branch.alphabet = calloc((size_t)n, sizeof(char *)))) return srv_fail(e, 500, param, NULL, "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, v) {
         if (!cJSON_IsString(it))
-            return srv_fail(e, 400, param, NULL, "%s[%d] must be a string, not %s", param, r->branch.n_alphabet, type_name(it));
+            return srv_fail(e, 400, param, NULL, "%s[%d] must be a string, not %s", param, r->branch.n_alphabet, srv_type_name(it));
         if (!(r->branch.alphabet[r->branch.n_alphabet] = strdup(it->valuestring)))
             return srv_fail(e, 500, param, NULL, "out of memory");
         r->branch.n_alphabet++;
@@ -91,7 +82,7 @@ static int parse_alphabet(int k, const cJSON *v, SrvRequest *r, SrvError *e) {
 // Does x hold a key of the decoder that selects it (any but lookahead)? Its index, or -1.
 static int selecting_key(const cJSON *x) {
     for (int k = 0; k < N_BRANCH_KEYS; k++)
-        if (k != LOOKAHEAD && field(x, branch_keys[k].key)) return k;
+        if (k != LOOKAHEAD && srv_field(x, branch_keys[k].key)) return k;
     return -1;
 }
 
@@ -99,11 +90,11 @@ static int selecting_key(const cJSON *x) {
 // into r->branch. 0, or -1 with e.
 static int parse_keys(const cJSON *x, SrvRequest *r, char **argv, int *argc, char (*vals)[64], SrvError *e) {
     for (int k = 0; k < N_BRANCH_KEYS; k++) {
-        const cJSON *v = field(x, branch_keys[k].key);
+        const cJSON *v = srv_field(x, branch_keys[k].key);
         if (!v) continue;
         const char *param = branch_keys[k].param;
         for (int j = 0; j < k; j++)  // tau and entropy, cue and answer_cue, ...: one of each
-            if (field(x, branch_keys[j].key) && strcmp(branch_keys[j].flag, branch_keys[k].flag) == 0)
+            if (srv_field(x, branch_keys[j].key) && strcmp(branch_keys[j].flag, branch_keys[k].flag) == 0)
                 return srv_fail(e, 400, param, NULL, "%s and %s are the same option: give one", branch_keys[j].param, param);
         if (branch_keys[k].kind == BK_ALPHABET) {
             if (parse_alphabet(k, v, r, e) != 0) return -1;
@@ -147,7 +138,7 @@ int srv_parse_branch(const cJSON *x, SrvRequest *r, SrvError *e) {
     argv[argc] = NULL;
     if (emx_cli_parse(argc, argv, &a, why, sizeof why) != 0) return srv_fail(e, 400, "entropix", NULL, "entropix: %s", why);
     if (a.branch_forks > SRV_MAX_FORKS)
-        return srv_fail(e, 400, field(x, "forks") ? "entropix.forks" : "entropix", NULL,
+        return srv_fail(e, 400, srv_field(x, "forks") ? "entropix.forks" : "entropix", NULL,
                         "entropix.forks is %d; this server allows at most %d", a.branch_forks, SRV_MAX_FORKS);
     EmxBranchParams bp;
     if (emx_run_branch_params(&a, &bp, why, sizeof why) != 0)  // (no --answer-alphabet here: nothing to free)

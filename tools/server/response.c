@@ -183,7 +183,7 @@ int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
     cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
     cJSON *o = envelope(s, 1);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    if (s->r->metrics || s->r->sampler >= 0 || res->cut) cJSON_AddItemToObject(o, "entropix", extension(res));
+    cJSON_AddItemToObject(o, "entropix", extension(res));  // which sampler ran, its seed
     if (send_event(s, o) != 0) return -1;
     if (s->r->include_usage) {  // as OpenAI: a last chunk with no choices and the usage
         o = envelope(s, 1);
@@ -211,7 +211,7 @@ char *srv_response_body(SrvResponse *s, const SrvGenResult *res) {
     s->logprobs = s->metrics = NULL;
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
     cJSON_AddItemToObject(o, "usage", usage(res));
-    if (s->r->metrics || s->r->sampler >= 0) cJSON_AddItemToObject(o, "entropix", extension(res));
+    cJSON_AddItemToObject(o, "entropix", extension(res));  // which sampler ran, its seed
     char *j = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return j;

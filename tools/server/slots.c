@@ -8,6 +8,7 @@
 
 #include "base/errmsg.h"
 #include "runtime/run_io.h"
+#include "tools/server/access_log.h"
 #include "tools/server/http_internal.h"
 
 SrvJob *srv_job_new(SrvServer *s) {
@@ -171,6 +172,8 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     }
     if (rc != 0 || status >= 400) s->n_errors++;
     pthread_mutex_unlock(&s->mu);
+    srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
+                   j->req.stream ? 200 : status, rc == 0 ? res.n_prompt : -1, res.n_completion, j->t0);
     job_finish(j, status, body);
 }
 
@@ -213,6 +216,8 @@ static void *slot_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         if (!j) return NULL;
         if (atomic_load(&j->stop)) {
+            srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions", 499, -1, 0,
+                           j->t0);
             job_finish(j, 499, NULL);  // its client left while it waited: nothing to run, nobody to answer
         } else {
             // decode in one batched step with the other busy slots (forward_group.h); refused only
@@ -402,6 +407,8 @@ void srv_slots_drain(SrvServer *s) {
             srv_response_stream_error(&resp, &e);
             srv_response_free(&resp);
         }
+        srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
+                       j->req.stream ? 200 : 503, -1, 0, j->t0);
         job_finish(j, 503, j->req.stream ? NULL : srv_error_json(&e));
         srv_job_release(j);
     }

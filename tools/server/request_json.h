@@ -1,0 +1,24 @@
+// request_json.h — reading one field of a request's JSON with its type and range checked, the
+// error naming the field (request.c, request_branch.c, request_rules.c). null is "not given",
+// as OpenAI treats it.
+#ifndef ENTROPIX_SERVER_REQUEST_JSON_H
+#define ENTROPIX_SERVER_REQUEST_JSON_H
+
+#include <cjson/cJSON.h>
+
+#include "tools/server/request.h"
+
+// The field, or NULL when absent or null.
+const cJSON *srv_field(const cJSON *obj, const char *name);
+// "a string", "a number", ... for an error message.
+const char *srv_type_name(const cJSON *v);
+
+// Each: absent leaves *has and *out alone and returns 0; else checks, sets *has = 1 and *out
+// and returns 0, or -1 with e (400, param `name`). A number lies in [lo, hi] ((lo, hi] with
+// lo_open); an integer is a number without a fraction.
+int srv_get_number(const cJSON *obj, const char *name, double lo, double hi, int lo_open, int *has, double *out,
+                   SrvError *e);
+int srv_get_int(const cJSON *obj, const char *name, double lo, double hi, int *has, double *out, SrvError *e);
+int srv_get_bool(const cJSON *obj, const char *name, int *out, SrvError *e);
+
+#endif

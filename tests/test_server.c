@@ -78,7 +78,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"temperature\":\"hot\"}", P, "temperature", "a number");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"top_p\":0}", P, "top_p", "(0, 1]");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"seed\":-1}", P, "seed", "must be in");
-    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"n\":2}", P, "n", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"n\":17}", P, "n", "must be in [1, 16]");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", P, "stop", "at most 4");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"\"]}", P, "stop", "1 to");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stream\":1}", P, "stream", "boolean");

@@ -233,7 +233,7 @@ def two_slots_keep_two_chats():
 def errors_via_client():
     for kwargs, exc in [(dict(temperature=3), openai.BadRequestError), (dict(top_p=0), openai.BadRequestError),
                         (dict(max_tokens=0), openai.BadRequestError), (dict(max_tokens=100000), openai.BadRequestError),
-                        (dict(model="nope"), openai.NotFoundError), (dict(n=2), openai.BadRequestError)]:
+                        (dict(model="nope"), openai.NotFoundError), (dict(n=17), openai.BadRequestError)]:
         args = dict(model=chat.model, messages=MSG, max_tokens=2)
         args.update(kwargs)
         try:

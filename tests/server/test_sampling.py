@@ -140,6 +140,32 @@ def embeddings_say_not_offered():
     assert status == 404 and "does not compute embeddings" in body["error"]["message"], (status, body)
 
 
+def n_choices_from_one_prompt():
+    """n choices: choice i is the text of seed + i; the prompt is prefilled once (the later choices
+    find its rows in the slot's cache); usage counts the prompt once and every completion."""
+    got = complete(seed=5, n=3, temperature=0.9)
+    assert [ch.index for ch in got.choices] == [0, 1, 2]
+    for i, ch in enumerate(got.choices):
+        want = run_text(srv.model, "-s", str(5 + i), "-n", "24", "--sampler", "combined", "--temp", "0.9")
+        assert PROMPT + ch.text + "\n" == want, (i, ch.text, want)
+    assert len({ch.text for ch in got.choices}) > 1, "the choices are all the same"
+    assert got.usage.completion_tokens == 72 and got.model_extra["entropix"]["seed"] == 5, got.usage
+    chat_srv_stream = list(complete(seed=5, n=3, temperature=0.9, stream=True, stream_options={"include_usage": True}))
+    texts, finished = ["", "", ""], set()
+    for ch in chat_srv_stream:
+        for c in ch.choices:
+            texts[c.index] += c.text
+            if c.finish_reason:
+                finished.add(c.index)
+    assert texts == [ch.text for ch in got.choices] and finished == {0, 1, 2}, (texts, finished)
+    assert chat_srv_stream[-1].usage.completion_tokens == 72
+    try:
+        complete(n=2, max_tokens=2, extra_body={"entropix": {"sampler": "agents"}})
+        raise AssertionError("n=2 with the agent pool accepted")
+    except openai.BadRequestError as e:
+        assert e.body["param"] == "n", e.body
+
+
 def one_log_line_per_request():
     """The server's stderr: a line per request (time, method, path, status, tokens, ms), never the text."""
     complete(max_tokens=3, seed=1)

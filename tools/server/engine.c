@@ -208,6 +208,8 @@ int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
     }
     EmxCliArgs a;
     srv_request_args(sm, r, &a);
+    if (r->n > 1 && (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH))
+        return srv_fail(e, 400, "n", NULL, "n is %d; sampler %s gives one choice", r->n, emx_sampler_kind_name(a.sampler));
     if (!emx_logit_rules_active(&a.rules)) return 0;
     const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty" : NULL;
     if (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH)

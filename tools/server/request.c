@@ -153,7 +153,8 @@ static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (srv_get_int(root, "seed", 0, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
     if (r->has_seed) r->seed = (uint64_t)d;
     has = 0;
-    if (srv_get_int(root, "n", 1, 1, &has, &d, e)) return -1;  // one choice per request
+    if (srv_get_int(root, "n", 1, SRV_MAX_N, &has, &d, e)) return -1;
+    r->n = has ? (int)d : 1;
     if (srv_field(root, "tools") || srv_field(root, "functions") || srv_field(root, "suffix"))
         return srv_fail(e, 400, srv_field(root, "suffix") ? "suffix" : "tools", NULL,
                         "tools, functions and suffix are not supported");

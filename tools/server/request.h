@@ -10,7 +10,7 @@
 //   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop
 //   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
 //   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
-//   0 .. 20, needs logprobs), n (1 only), echo (completions: false only), and top_k, min_p,
+//   0 .. 20, needs logprobs), n (1 .. SRV_MAX_N), echo (completions: false only), and top_k, min_p,
 //   the penalties and logit_bias (request_rules.h). null is the same as absent. Unknown fields are ignored, as
 //   most OpenAI-compatible servers do, so newer clients keep working.
 //   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p (or at the top level),
@@ -34,6 +34,7 @@
 #define SRV_MAX_MESSAGES 1024
 #define SRV_MAX_TOKENS (1 << 20)
 #define SRV_MAX_LOGPROBS 20
+#define SRV_MAX_N 16          // choices per request (each a generation on the request's slot)
 // The agent pool's options a client may set, bounded beyond ./run's own ranges: what one
 // request may cost the server (each is docs/server.md's; the pool's memory is admitted apart).
 #define SRV_MAX_WORKERS 8     // CPU workers (a model replica each)
@@ -72,6 +73,7 @@ typedef struct {
     int n_messages;
     char *prompt;             // completions; NUL-terminated (a NUL inside is refused)
     int max_tokens;           // -1: not given
+    int n;                    // choices, 1 .. SRV_MAX_N
     int has_temperature, has_top_p, has_seed;
     double temperature, top_p;
     uint64_t seed;

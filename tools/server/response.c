@@ -17,6 +17,7 @@ void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, u
 
 void srv_response_free(SrvResponse *s) {
     free(s->text);
+    cJSON_Delete(s->choices);
     cJSON_Delete(s->logprobs);
     cJSON_Delete(s->metrics);
     memset(s, 0, sizeof *s);
@@ -49,7 +50,7 @@ static cJSON *legacy_logprobs(const cJSON *entries, size_t *offset) {
 static cJSON *choice(SrvResponse *s, cJSON *text, int delta, int role, cJSON *logprobs, cJSON *metrics,
                      const char *finish) {
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", s->index);
     if (s->r->kind == SRV_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(c, delta ? "delta" : "message");
         if (role || !delta) cJSON_AddStringToObject(m, "role", "assistant");
@@ -143,20 +144,24 @@ int srv_response_emit(void *user, const char *text, size_t len, cJSON *logprobs,
     return 0;
 }
 
-static cJSON *usage(const SrvGenResult *res) {
+// The prompt once, the completions of every choice (as OpenAI counts n > 1).
+static cJSON *usage(const SrvResponse *s, const SrvGenResult *res) {
     cJSON *u = cJSON_CreateObject();
+    const int completion = s->completion_done + res->n_completion;
     cJSON_AddNumberToObject(u, "prompt_tokens", res->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", res->n_completion);
-    cJSON_AddNumberToObject(u, "total_tokens", res->n_prompt + res->n_completion);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", res->n_prompt + completion);
     // As OpenAI: the prompt tokens whose rows came from the slot's cache (not computed again).
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", res->n_cached);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
+                            s->index > 0 ? s->first_cached : res->n_cached);  // the first choice's prefill
     return u;
 }
 
-static cJSON *extension(const SrvGenResult *res) {
+static cJSON *extension(const SrvResponse *s, const SrvGenResult *res) {
     static const char *names[] = {"LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"};
     cJSON *x = cJSON_CreateObject();
-    if (!res->branch) cJSON_AddNumberToObject(x, "seed", (double)res->seed);  // <= 2^53 when the request gave it
+    // <= 2^53 when the request gave it; with n > 1 the first choice's (choice i drew with seed + i)
+    if (!res->branch) cJSON_AddNumberToObject(x, "seed", (double)(s->index > 0 ? s->first_seed : res->seed));
     cJSON_AddStringToObject(x, "sampler", res->sampler ? res->sampler : "");
     const cJSON *b;  // the branching decoder's forks, answer and paths (it draws nothing: no seed)
     cJSON_ArrayForEach(b, res->branch) cJSON_AddItemToObject(x, b->string, cJSON_Duplicate(b, 1));
@@ -178,17 +183,43 @@ static cJSON *extension(const SrvGenResult *res) {
     return x;
 }
 
+// Non-stream: the choice's whole text and entries (taken: the next choice starts empty).
+static cJSON *whole_choice(SrvResponse *s, const SrvGenResult *res) {
+    if (s->r->logprobs && !s->logprobs) s->logprobs = cJSON_CreateArray();  // no tokens: an empty list
+    cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), 0, 1, s->logprobs, s->metrics,
+                      res->finish_reason);
+    s->logprobs = s->metrics = NULL;
+    s->len = 0, s->offset = 0;
+    return c;
+}
+
+int srv_response_next_choice(SrvResponse *s, const SrvGenResult *res) {
+    if (s->index == 0) s->first_cached = res->n_cached, s->first_seed = res->seed;
+    s->completion_done += res->n_completion;
+    if (s->r->stream) {  // this choice's last chunk; the next one starts with its role again
+        if (start_stream(s) != 0) return -1;
+        cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
+        if (send_choice(s, c) != 0) return -1;
+        s->started = 0, s->offset = 0;
+    } else {
+        if (!s->choices) s->choices = cJSON_CreateArray();
+        cJSON_AddItemToArray(s->choices, whole_choice(s, res));
+    }
+    s->index++;
+    return 0;
+}
+
 int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
     if (start_stream(s) != 0) return -1;
     cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
     cJSON *o = envelope(s, 1);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    cJSON_AddItemToObject(o, "entropix", extension(res));  // which sampler ran, its seed
+    cJSON_AddItemToObject(o, "entropix", extension(s, res));  // which sampler ran, its seed
     if (send_event(s, o) != 0) return -1;
     if (s->r->include_usage) {  // as OpenAI: a last chunk with no choices and the usage
         o = envelope(s, 1);
         cJSON_AddArrayToObject(o, "choices");
-        cJSON_AddItemToObject(o, "usage", usage(res));
+        cJSON_AddItemToObject(o, "usage", usage(s, res));
         if (send_event(s, o) != 0) return -1;
     }
     return s->write(s->write_user, "data: [DONE]\n\n", 14);
@@ -205,13 +236,12 @@ int srv_response_stream_error(SrvResponse *s, const SrvError *e) {
 
 char *srv_response_body(SrvResponse *s, const SrvGenResult *res) {
     cJSON *o = envelope(s, 0);
-    if (s->r->logprobs && !s->logprobs) s->logprobs = cJSON_CreateArray();  // no tokens: an empty list
-    cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), 0, 1, s->logprobs, s->metrics,
-                      res->finish_reason);
-    s->logprobs = s->metrics = NULL;
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    cJSON_AddItemToObject(o, "usage", usage(res));
-    cJSON_AddItemToObject(o, "entropix", extension(res));  // which sampler ran, its seed
+    cJSON *choices = s->choices ? s->choices : cJSON_CreateArray();
+    s->choices = NULL;
+    cJSON_AddItemToArray(choices, whole_choice(s, res));
+    cJSON_AddItemToObject(o, "choices", choices);
+    cJSON_AddItemToObject(o, "usage", usage(s, res));
+    cJSON_AddItemToObject(o, "entropix", extension(s, res));  // which sampler ran, its seed
     char *j = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return j;

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tools/server/engine.h"
 #include "tools/server/request.h"
@@ -35,6 +36,12 @@ typedef struct {
     char *text;
     size_t len, cap;
     cJSON *logprobs, *metrics; // accumulated entries
+    // n > 1: the choices run one after another
+    int index;                 // the choice being generated
+    cJSON *choices;            // non-stream: the finished ones
+    int completion_done;       // their completion tokens
+    int first_cached;          // the first one's cached prompt tokens (usage)
+    uint64_t first_seed;       // and its seed (entropix.seed)
 } SrvResponse;
 
 void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, unsigned long serial);
@@ -42,6 +49,10 @@ void srv_response_free(SrvResponse *s);
 
 // The engine's SrvEmit (user: the SrvResponse).
 int srv_response_emit(void *user, const char *text, size_t len, cJSON *logprobs, cJSON *metrics);
+
+// The current choice is finished (res: its result) and the next begins (n > 1): a stream sends
+// the choice's last chunk (its finish_reason), a body keeps it. 0, or -1: the client is gone.
+int srv_response_next_choice(SrvResponse *s, const SrvGenResult *res);
 
 // Stream: the final chunk (finish_reason), the usage chunk when asked, "data: [DONE]".
 int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res);

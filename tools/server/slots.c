@@ -8,6 +8,7 @@
 
 #include "base/errmsg.h"
 #include "runtime/run_io.h"
+#include "sampler/rng.h"
 #include "tools/server/access_log.h"
 #include "tools/server/http_internal.h"
 
@@ -134,6 +135,33 @@ static char *cut_answer(SrvJob *j, SrvResponse *resp, SrvGenResult *res, int *st
     return srv_error_json(&e);
 }
 
+// The seed of the request's first choice: its own, the server's -s, or one drawn from the clock.
+// Choice i draws with this seed + i (a request for one choice with that seed gives its text).
+static uint64_t first_seed(const SrvServer *s, const SrvRequest *r) {
+    return r->has_seed ? r->seed : s->sm->defaults.seed_given ? s->sm->defaults.seed : emx_rng_seed_from_time();
+}
+
+// Generates the request's n choices one after another on the slot's state: the prompt's rows are
+// computed once (the later choices find them in the slot's cache: only the last prompt token
+// runs again). Stops early on an error, a cut or a client that left. *total: the completion
+// tokens of all choices; res: the last choice's result.
+static int run_choices(SrvSlot *slot, SrvJob *j, SrvResponse *resp, SrvGenResult *res, SrvError *e, int *total) {
+    SrvServer *s = slot->s;
+    const int n = j->req.n > 1 ? j->req.n : 1;
+    SrvRequest one = j->req;  // a shallow copy: only its seed differs; nothing of it is freed
+    if (n > 1) one.has_seed = 1, one.seed = first_seed(s, &j->req);
+    *total = 0;
+    for (int i = 0;; i++) {
+        const int rc = srv_generate(s->sm, slot->st, &slot->cache, &one, j->ids, j->n_ids, &j->stop, srv_response_emit,
+                                    resp, res, e);
+        if (rc == 0) *total += res->n_completion;
+        if (rc != 0 || i == n - 1 || atomic_load(&j->stop)) return rc;
+        if (srv_response_next_choice(resp, res) != 0) return 0;  // a stream's client left: nothing more to send
+        cJSON_Delete(res->branch);
+        one.seed++;
+    }
+}
+
 static void run_job(SrvSlot *slot, SrvJob *j) {
     SrvServer *s = slot->s;
     SrvResponse resp;
@@ -144,8 +172,8 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     resp.write = job_write, resp.write_user = j;
     SrvGenResult res;
     SrvError e;
-    int rc = srv_generate(s->sm, slot->st, &slot->cache, &j->req, j->ids, j->n_ids, &j->stop, srv_response_emit, &resp,
-                          &res, &e);
+    int total = 0;
+    const int rc = run_choices(slot, j, &resp, &res, &e, &total);
     pthread_mutex_lock(&j->mu);
     const int cut = j->cut && !atomic_load(&j->cancel);
     pthread_mutex_unlock(&j->mu);
@@ -166,14 +194,14 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     if (rc == 0) {
         s->n_prompt_tokens += (unsigned long)res.n_prompt;
         s->n_cached_tokens += (unsigned long)res.n_cached;
-        s->n_completion_tokens += (unsigned long)res.n_completion;
+        s->n_completion_tokens += (unsigned long)total;
         s->decode_s += res.decode_s;
         if (res.decode_s > 0) s->last_tok_s = res.n_completion / res.decode_s;
     }
     if (rc != 0 || status >= 400) s->n_errors++;
     pthread_mutex_unlock(&s->mu);
     srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
-                   j->req.stream ? 200 : status, rc == 0 ? res.n_prompt : -1, res.n_completion, j->t0);
+                   j->req.stream ? 200 : status, rc == 0 ? res.n_prompt : -1, total, j->t0);
     job_finish(j, status, body);
 }
 

@@ -502,6 +502,7 @@ static int parse_rules(Parser *p) {
         if (r < 0) return -1;
         if (p->defined[r]) return fail(p, at, "rule '%s' is defined twice", p->names[r]);
         p->defined[r] = 1;
+        p->ref_at[r] = at;  // from now on only the left-recursion check reads it: point at the definition
         if (parse_alternates(p, (uint32_t)r)) return -1;
         if (p->pos < p->len && p->src[p->pos] == ')') return fail(p, p->pos, "unmatched ')'");
         skip_ws(p);

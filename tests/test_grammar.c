@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "run_util.h"
 #include "test_grammar_util.h"
 
 static EmxGrammar *parse_ok(const char *gbnf) {
@@ -211,4 +214,24 @@ Test(grammar, stop_tokens_only_when_done) {
     emx_grammar_masker_free(mk);
     emx_grammar_free(g);
     gram_model_close(&gm);
+}
+
+// The independent check: tests/grammar/check_walks.py validates tools/grammar's random walks over
+// every schema of tests/data/grammar/ with the PyPI jsonschema package, in the venv `make test`
+// builds ($EMX_BUILD/server-venv). A missing venv or model is a failure, never a skip.
+Test(grammar, walks_validate_with_python_jsonschema, .timeout = 900) {
+    char py[512], tool[512], smol[512], qwen[512];
+    test_build_path(py, sizeof py, "server-venv/bin/python");
+    test_build_path(tool, sizeof tool, "tools/grammar");
+    test_build_path(smol, sizeof smol, "models/smollm2.q8.bin");
+    test_build_path(qwen, sizeof qwen, "models/qwen3-tiny.q8.bin");
+    cr_assert_eq(access(py, X_OK), 0, "%s missing: make build/server-venv/.ok installs jsonschema", py);
+    cr_assert_eq(access(tool, X_OK), 0, "%s missing: make builds it", tool);
+    int have_smol = access(smol, R_OK) == 0;
+    const char *with[] = {"tests/grammar/check_walks.py", tool, "tests/data/grammar", smol, qwen, NULL};
+    const char *without[] = {"tests/grammar/check_walks.py", tool, "tests/data/grammar", qwen, NULL};
+    RunResult r = run_prog(py, have_smol ? with : without);
+    cr_assert_eq(r.code, 0, "check_walks.py failed:\n%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, " passed, 0 failed"), "%s", r.out);
+    run_free(&r);
 }

@@ -46,6 +46,7 @@ typedef struct {
 } GramSet;
 
 void gram_set_free(GramSet *s);
+int gram_set_reserve(GramSet *s, size_t words);  // room for `words` words; -1: no memory
 // The start set of g (the root rule's alternatives, expanded). 0, or -2 on a limit / no memory.
 int gram_set_start(const EmxGrammar *g, GramSet *out);
 // out = the stacks of `in` (flat, n words) that accept code point cp, advanced and expanded,
@@ -55,12 +56,18 @@ int gram_set_advance(const EmxGrammar *g, const uint32_t *in, size_t n, uint32_t
 // possible values), else 0.
 int gram_set_may_match(const EmxGrammar *g, const uint32_t *in, size_t n, uint32_t lo, uint32_t hi);
 int gram_set_has_empty(const uint32_t *in, size_t n);
+// 1 when every stack's top class holds either all of [lo, hi] or none of it: then every code
+// point of the range advances the set to the same stacks (the mask folds partial characters).
+int gram_set_uniform(const EmxGrammar *g, const uint32_t *in, size_t n, uint32_t lo, uint32_t hi);
 
 // Partial UTF-8: the bytes of an incomplete character so far (n 0: none).
 typedef struct {
     uint8_t b[4];
     uint8_t n, need;  // bytes held, bytes the character has
 } GramUtf8;
+
+// The code points a partial character can still become: [lo, hi].
+void gram_utf8_range(const GramUtf8 *u, uint32_t *lo, uint32_t *hi);
 
 // One byte through (stacks, partial): the next stacks in *out (which the caller owns and
 // reuses) when the byte completed a character, else *out untouched and *advanced 0.

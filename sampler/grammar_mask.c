@@ -24,7 +24,7 @@ enum {
     REJECT = -1,
     MAX_STATES = 1 << 14,     // interned automaton states before a reset (rows are 1 KiB each)
     MAX_ARENA_WORDS = 1 << 24,
-    MASK_SLOTS = 64,          // cached masks
+    MASK_SLOTS = 256,         // cached masks (Qwen3: 19 KiB each)
 };
 
 typedef struct {
@@ -212,8 +212,8 @@ static int grow_table(EmxGrammarMasker *m) {
     return 0;
 }
 
-// The id of state (pend, set words w[0..n)); a new one if unseen. -1: out of memory.
-static int32_t intern(EmxGrammarMasker *m, const GramUtf8 *pend, const uint32_t *w, size_t n) {
+// The id of the state with key words (w0, w1, w[0..n)); a new one if unseen. -1: out of memory.
+static int32_t intern_key(EmxGrammarMasker *m, uint32_t w0, uint32_t w1, const uint32_t *w, size_t n) {
     size_t len = n + 2;
     if (m->arena_n + len > m->arena_cap) {
         size_t c = m->arena_cap ? m->arena_cap : 4096;
@@ -223,8 +223,7 @@ static int32_t intern(EmxGrammarMasker *m, const GramUtf8 *pend, const uint32_t 
         m->arena = a, m->arena_cap = c;
     }
     uint32_t *key = m->arena + m->arena_n;  // written in place, kept only if new
-    memcpy(key, pend->b, 4);
-    key[1] = pend->n | (uint32_t)pend->need << 8;
+    key[0] = w0, key[1] = w1;
     memcpy(key + 2, w, n * sizeof *w);
     uint32_t h = hash_words(key, len);
     if ((m->n_states + 1) * 2 > m->table_cap && grow_table(m)) return -1;
@@ -245,26 +244,53 @@ static int32_t intern(EmxGrammarMasker *m, const GramUtf8 *pend, const uint32_t 
     return (int32_t)s;
 }
 
+// Key word 1: a raw state holds n | need << 8 (its partial bytes in word 0); a folded partial
+// character (FOLDED) holds the continuation bytes still to come, and in bits 8-15 the lead byte
+// when the next byte is the second (E0, ED, F0 and F4 narrow it); its words are then the set the
+// character leads to, the same for every completion (gram_set_uniform). Inside a JSON string
+// this makes a 3-byte character 2 states instead of one per prefix.
+enum { FOLDED = 1u << 16 };
+
+static int32_t intern_key(EmxGrammarMasker *m, uint32_t w0, uint32_t w1, const uint32_t *w, size_t n);
+
+static int32_t folded_transition(EmxGrammarMasker *m, uint32_t s, uint8_t byte) {
+    const uint32_t *key = m->arena + m->key_off[s];
+    uint32_t remaining = key[1] & 0xFF, lead = (key[1] >> 8) & 0xFF;
+    uint8_t lo = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+    if (byte < lo || byte > hi) return REJECT;
+    size_t n = m->key_len[s] - 2;
+    if (m->tmp.cap < n && gram_set_reserve(&m->tmp, n)) return -3;
+    memcpy(m->tmp.w, key + 2, n * sizeof *key);  // intern may move the arena
+    int32_t id = remaining == 1 ? intern_key(m, 0, 0, m->tmp.w, n) : intern_key(m, 0, FOLDED | (remaining - 1), m->tmp.w, n);
+    return id < 0 ? -3 : id;
+}
+
 // The state after `byte` from state s: REJECT, a state id, or -3 (out of memory).
 static int32_t compute_transition(EmxGrammarMasker *m, uint32_t s, uint8_t byte) {
     const uint32_t *key = m->arena + m->key_off[s];
+    if (key[1] & FOLDED) return folded_transition(m, s, byte);
     size_t n = m->key_len[s] - 2;
     GramUtf8 pend;
     memcpy(pend.b, key, 4);
     pend.n = key[1] & 0xFF, pend.need = (uint8_t)(key[1] >> 8);
     int advanced = 0;
     if (gram_step_byte(m->g, key + 2, n, &pend, byte, &m->tmp, &advanced) != 0) return REJECT;
-    // intern may move the arena: a state that did not advance is copied out of it first
     if (!advanced) {
-        if (m->tmp.cap < n) {
-            uint32_t *w = realloc(m->tmp.w, (n ? n : 1) * sizeof *w);
-            if (!w) return -3;
-            m->tmp.w = w, m->tmp.cap = n;
+        uint32_t lo, hi;
+        gram_utf8_range(&pend, &lo, &hi);
+        if (gram_set_uniform(m->g, key + 2, n, lo, hi)) {  // fold: the set after any completion
+            if (gram_set_advance(m->g, key + 2, n, lo, &m->tmp)) return -3;
+            int32_t id = intern_key(m, 0, FOLDED | (uint32_t)(pend.need - pend.n) | (pend.n == 1 ? (uint32_t)pend.b[0] << 8 : 0),
+                                    m->tmp.w, m->tmp.n);
+            return id < 0 ? -3 : id;
         }
-        memcpy(m->tmp.w, m->arena + m->key_off[s] + 2, n * sizeof(uint32_t));
+        if (m->tmp.cap < n && gram_set_reserve(&m->tmp, n)) return -3;
+        memcpy(m->tmp.w, key + 2, n * sizeof *key);  // intern may move the arena
         m->tmp.n = n;
     }
-    int32_t id = intern(m, &pend, m->tmp.w, m->tmp.n);
+    uint32_t w0;
+    memcpy(&w0, pend.b, 4);
+    int32_t id = intern_key(m, w0, pend.n | (uint32_t)pend.need << 8, m->tmp.w, m->tmp.n);
     return id < 0 ? -3 : id;
 }
 
@@ -364,7 +390,9 @@ int emx_grammar_mask(EmxGrammarMasker *m, const EmxGrammarState *s, uint8_t *all
     gram_state_view(s, &w, &n, &pend);
     m->stats.masks++;
     if (m->n_states > MAX_STATES || m->arena_n > MAX_ARENA_WORDS) reset_automaton(m);
-    int32_t root = intern(m, &pend, w, n);
+    uint32_t w0;
+    memcpy(&w0, pend.b, 4);
+    int32_t root = intern_key(m, w0, pend.n | (uint32_t)pend.need << 8, w, n);
     if (root < 0) return -1;
     int16_t slot = m->slot_of[root];
     if (slot >= 0) {

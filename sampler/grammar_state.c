@@ -28,6 +28,14 @@ void gram_set_free(GramSet *s) {
     *s = (GramSet){0};
 }
 
+int gram_set_reserve(GramSet *s, size_t words) {
+    if (words <= s->cap) return 0;
+    uint32_t *w = realloc(s->w, words * sizeof *w);
+    if (!w) return -1;
+    s->w = w, s->cap = words;
+    return 0;
+}
+
 static void add_stack(GramSet *out, const uint32_t *stk, size_t depth) {
     if (out->overflow) return;
     if (out->n_stacks + 1 > MAX_RAW_STACKS) {
@@ -157,6 +165,18 @@ static int class_has(const EmxGrammar *g, uint32_t c, uint32_t lo, uint32_t hi) 
     return a < g->class_start[c + 1] && r[2 * a] <= hi;
 }
 
+// 1 when some code point of [lo, hi] is outside class c.
+static int class_has_gap(const EmxGrammar *g, uint32_t c, uint32_t lo, uint32_t hi) {
+    const uint32_t *r = g->ranges;
+    for (uint32_t i = g->class_start[c]; i < g->class_start[c + 1]; i++) {  // ranges are sorted, disjoint
+        if (r[2 * i + 1] < lo) continue;
+        if (r[2 * i] > lo) return 1;  // lo itself (or the part after the last range) is missing
+        if (r[2 * i + 1] >= hi) return 0;
+        lo = r[2 * i + 1] + 1;
+    }
+    return 1;
+}
+
 int gram_set_advance(const EmxGrammar *g, const uint32_t *in, size_t n, uint32_t cp, GramSet *out) {
     out->n = 0, out->n_stacks = 0, out->overflow = 0;
     uint32_t work[EMX_GRAMMAR_MAX_DEPTH + 2];
@@ -180,8 +200,16 @@ int gram_set_may_match(const EmxGrammar *g, const uint32_t *in, size_t n, uint32
 
 int gram_set_has_empty(const uint32_t *in, size_t n) { return n > 0 && in[0] == 0; }
 
-// The code points a partial character can still become: [lo, hi].
-static void partial_range(const GramUtf8 *u, uint32_t *lo, uint32_t *hi) {
+int gram_set_uniform(const EmxGrammar *g, const uint32_t *in, size_t n, uint32_t lo, uint32_t hi) {
+    for (size_t o = 0; o < n; o += in[o] + 1) {
+        if (!in[o]) continue;
+        uint32_t c = g->elems[in[o + in[o]]].value;
+        if (class_has(g, c, lo, hi) && class_has_gap(g, c, lo, hi)) return 0;
+    }
+    return 1;
+}
+
+void gram_utf8_range(const GramUtf8 *u, uint32_t *lo, uint32_t *hi) {
     static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
     uint32_t l = u->b[0] & (u->need == 1 ? 0x7Fu : 0x7Fu >> u->need), h = l;
     for (int i = 1; i < u->need; i++) {
@@ -216,13 +244,13 @@ int gram_step_byte(const EmxGrammar *g, const uint32_t *in, size_t n, GramUtf8 *
     u.b[u.n++] = byte;
     if (u.n < u.need) {
         uint32_t lo, hi;
-        partial_range(&u, &lo, &hi);
+        gram_utf8_range(&u, &lo, &hi);
         if (!gram_set_may_match(g, in, n, lo, hi)) return -1;
         *pend = u;
         return 0;
     }
     uint32_t lo, hi;
-    partial_range(&u, &lo, &hi);
+    gram_utf8_range(&u, &lo, &hi);
     if (gram_set_advance(g, in, n, lo, out)) return -2;
     if (out->n_stacks == 0) return -1;
     *advanced = 1;

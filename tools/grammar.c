@@ -109,10 +109,11 @@ static void bench_report(Walker *w, const char *model) {
     for (size_t i = 0; i < w->n_times; i++) sum += w->times[i];
     qsort(w->times, w->n_times, sizeof *w->times, cmp_double);
     fprintf(stderr, "grammar: bench %s: n_vocab %d, %zu masks: mean %.3f ms, p50 %.3f ms, p90 %.3f ms, max %.3f ms; "
-            "cache hits %llu (%.0f%%), automaton states %llu\n", model, emx_tokenizer_n_vocab(w->tk), w->n_times,
+            "cache hits %llu (%.0f%%), automaton states %llu, resets %llu\n", model, emx_tokenizer_n_vocab(w->tk), w->n_times,
             1e3 * sum / (double)w->n_times, 1e3 * w->times[w->n_times / 2], 1e3 * w->times[w->n_times * 9 / 10],
             1e3 * w->times[w->n_times - 1], (unsigned long long)st.cache_hits,
-            100.0 * (double)st.cache_hits / (double)st.masks, (unsigned long long)st.dfa_states);
+            100.0 * (double)st.cache_hits / (double)st.masks, (unsigned long long)st.dfa_states,
+            (unsigned long long)st.resets);
 }
 
 static int usage(void) {

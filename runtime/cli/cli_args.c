@@ -166,11 +166,12 @@ static const struct {
     {NULL, "--branch-entropy"}, {NULL, "--branch-k"}, {NULL, "--branch-forks"}, {NULL, "--branch-gate"},
     {NULL, "--branch-lookahead"}, {NULL, "--branch-rule"}, {NULL, "--answer-cue"}, {NULL, "--answer-alphabet"},
     {NULL, "--repeat-penalty"}, {NULL, "--repeat-last-n"}, {NULL, "--presence-penalty"}, {NULL, "--frequency-penalty"},
-    {"-l", "--logit-bias"},
+    {"-l", "--logit-bias"}, {NULL, "--grammar"}, {NULL, "--grammar-file"}, {"-j", "--json-schema"},
+    {NULL, "--json-schema-file"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
 enum { VALUED_FIRST_BRANCH_FLAG = 32, VALUED_LAST_BRANCH_FLAG = 39 };  // --branch-entropy .. --answer-alphabet
-enum { VALUED_FIRST_RULE_FLAG = 40 };  // --repeat-penalty .. --logit-bias: the logit rules
+enum { VALUED_FIRST_RULE_FLAG = 40 };  // --repeat-penalty .. --json-schema-file: the logit rules
 
 // --logit-bias ID+BIAS or ID-BIAS (llama.cpp's form): BIAS in [0, 100] as OpenAI's range, or
 // "inf" after '-' (the token is never chosen).
@@ -189,7 +190,7 @@ static int parse_logit_bias(const char *name, const char *val, EmxLogitRules *r,
     return 0;
 }
 
-// The logit rules' flags (valued[40..44]; runtime/logit_filter.h). 0, or 2 with err set.
+// The logit rules' flags (valued[40..48]; runtime/logit_filter.h). 0, or 2 with err set.
 static int set_rule_value(int which, const char *name, const char *val, EmxCliArgs *a, char *err, size_t errlen) {
     EmxPenalties *p = &a->rules.penalties;
     switch (which) {
@@ -200,7 +201,15 @@ static int set_rule_value(int which, const char *name, const char *val, EmxCliAr
     case 41: return parse_int(name, val, -1, 1 << 30, &p->repeat_last_n, err, errlen);
     case 42: return parse_float(name, val, -2.0, 2.0, &p->presence_penalty, err, errlen);
     case 43: return parse_float(name, val, -2.0, 2.0, &p->frequency_penalty, err, errlen);
-    default: return parse_logit_bias(name, val, &a->rules, err, errlen);
+    case 44: return parse_logit_bias(name, val, &a->rules, err, errlen);
+    default: {  // a grammar: one of the four flags, once
+        const char **slot[] = {&a->grammar, &a->grammar_file, &a->json_schema, &a->json_schema_file};
+        for (int i = 0; i < 4; i++)
+            if (*slot[i]) return fail(err, errlen, "%s: a grammar is given already (--grammar, --grammar-file, "
+                                      "--json-schema, --json-schema-file: one of them)", name);
+        *slot[which - 45] = val;
+        return 0;
+    }
     }
 }
 
@@ -342,9 +351,10 @@ static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err
         return fail(err, errlen, "%s is not available with --sampler branch",
                     a->metrics_path ? "--metrics" : a->report_path ? "--report" : "--logprobs");
     // The pool's agents and the decoder's branches draw from logits of their own.
-    if ((a->sampler == EMX_SAMPLER_AGENTS || a->sampler == EMX_SAMPLER_BRANCH) && emx_logit_rules_active(&a->rules))
-        return fail(err, errlen, "--repeat-penalty, --presence-penalty, --frequency-penalty and --logit-bias are not "
-                    "available with --sampler %s", sampler_names[a->sampler]);
+    const int grammar = a->grammar || a->grammar_file || a->json_schema || a->json_schema_file;
+    if ((a->sampler == EMX_SAMPLER_AGENTS || a->sampler == EMX_SAMPLER_BRANCH) && (emx_logit_rules_active(&a->rules) || grammar))
+        return fail(err, errlen, "--repeat-penalty, --presence-penalty, --frequency-penalty, --logit-bias and the grammar "
+                    "flags are not available with --sampler %s", sampler_names[a->sampler]);
     critic_default(a);
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
@@ -486,7 +496,11 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --presence-penalty P   subtract P from each generated token's logit (default 0)\n"
         "      --frequency-penalty F  subtract F x its count from each generated token's logit (default 0)\n"
         "  -l, --logit-bias ID+B   add B (0..100) to token ID's logit; ID-B subtracts, ID-inf bans\n"
-        "                          (repeatable; these rules apply before any sampler but agents and branch)\n"
+        "      --grammar GBNF      the output follows this grammar (llama.cpp's GBNF, docs/grammar.md)\n"
+        "      --grammar-file FILE the same, from a file\n"
+        "  -j, --json-schema JSON  the output is JSON valid for this schema (OpenAI's strict subset)\n"
+        "      --json-schema-file FILE  the same, from a file\n"
+        "                          (these rules apply before any sampler but agents and branch)\n"
         "  -s, --seed N            random seed (default: time-based, printed to stderr; -1 = same)\n"
         "\n"
         "Entropix:\n"

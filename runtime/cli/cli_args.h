@@ -81,6 +81,11 @@ typedef struct {
     const char *report_path;  // --report FILE.html: the run as one self-contained page
     EmxLogitRules rules;      // --repeat-penalty, --repeat-last-n, --presence-penalty,
                               // --frequency-penalty, --logit-bias (runtime/logit_filter.h)
+    const char *grammar;      // --grammar GBNF text (sampler/grammar.h); NULL: none
+    const char *grammar_file; // --grammar-file FILE
+    const char *json_schema;  // -j, --json-schema JSON text (sampler/json_schema.h)
+    const char *json_schema_file;  // --json-schema-file FILE
+    int json_object;          // the server's response_format json_object: any JSON object
     int logprobs;             // --logprobs N (0..20): top-N log-probabilities per --metrics line;
                               // -1: not given (no top_logprobs/logprob keys)
     int ctx;                  // -c; 0: min(model's max_seq_len, 4096)

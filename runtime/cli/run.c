@@ -112,10 +112,12 @@ static int check_paths(const EmxCliArgs *a, int entropix, char *err, size_t errl
     const EmxRunPath in[] = {{"the model file", a->model_path},
                              {"the critic model file", a->critic_model},
                              {"the prompt file (-f)", a->prompt_file},
-                             {"the profile file", profile_file ? a->profile : NULL}};
+                             {"the profile file", profile_file ? a->profile : NULL},
+                             {"the grammar file", a->grammar_file},
+                             {"the JSON schema file", a->json_schema_file}};
     const EmxRunPath out[] = {{"--metrics", a->metrics_path}, {"--log", a->log_path}, {"--report", a->report_path}};
     const EmxOutKind kinds[] = {EMX_OUT_STREAM, EMX_OUT_STREAM, EMX_OUT_REPLACE};  // the page is written whole
-    if (emx_run_check_outputs(in, 4, out, 3, err, errlen) != 0) return -1;
+    if (emx_run_check_outputs(in, 6, out, 3, err, errlen) != 0) return -1;
     return emx_run_check_output_kinds(out, kinds, 3, err, errlen);
 }
 

@@ -2,8 +2,15 @@
 #include "runtime/cli/run_setup.h"
 #include "base/errmsg.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/read_file.h"
+#include "sampler/json_schema.h"
+
+#define EMX_GRAMMAR_MAX_BYTES (1 << 20)  // a grammar or schema file: read no further
 
 int emx_run_load_profile(const EmxCliArgs *a, EmxProfile *p, char *err, size_t errlen) {
     if (emx_profile_load(p, a->profile, err, errlen) != 0) return -1;
@@ -67,11 +74,39 @@ static int init_inner(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *
     return 0;
 }
 
+// The grammar a's flags give, compiled into *g (NULL when none). 0, or -1 with a reason that
+// names the flag.
+static int load_grammar(const EmxCliArgs *a, EmxGrammar **g, char *err, size_t errlen) {
+    *g = NULL;
+    if (a->json_object) return emx_grammar_json_object(g, err, errlen);
+    const int schema = a->json_schema || a->json_schema_file;
+    const char *text = a->grammar ? a->grammar : a->json_schema, *path = a->grammar_file ? a->grammar_file : a->json_schema_file;
+    const char *flag = a->grammar ? "--grammar" : a->json_schema ? "--json-schema" : a->grammar_file ? "--grammar-file"
+                                                                                                    : "--json-schema-file";
+    if (!text && !path) return 0;
+    size_t len = text ? strlen(text) : 0;
+    char *owned = NULL, why[384];
+    if (path && !(text = owned = emx_read_file_max(path, EMX_GRAMMAR_MAX_BYTES, &len)))
+        return emx_seterr(err, errlen, "%s %s: %s", flag, path,
+                          errno == EFBIG ? "larger than 1 MiB, more than a grammar needs" : strerror(errno));
+    const int rc = schema ? emx_grammar_from_json_schema(text, len, g, why, sizeof why)
+                          : emx_grammar_parse(text, len, g, why, sizeof why);
+    free(owned);
+    if (rc != 0) return emx_seterr(err, errlen, "%s%s%s: %s", flag, path ? " " : "", path ? path : "", why);
+    return 0;
+}
+
 int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
                          const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
     if (init_inner(rs, a, profile, m, tk, ctx, seed, want_metrics, err, errlen) != 0) return -1;
-    if (!emx_logit_rules_active(&a->rules)) return 0;
-    if (emx_logit_filter_init(&rs->filter, rs->sampler, &a->rules, (int)m->cfg.vocab_size, ctx, err, errlen) != 0)
+    if (load_grammar(a, &rs->grammar, err, errlen) != 0) return -1;
+    if (!emx_logit_rules_active(&a->rules) && !rs->grammar) return 0;
+    EmxLogitRules rules = a->rules;
+    if (rs->grammar) {
+        if (!rs->trie && !(rs->trie = rs->own_trie = emx_token_trie_new(tk, err, errlen))) return -1;
+        rules.grammar = rs->grammar, rules.trie = rs->trie, rules.tk = tk;
+    }
+    if (emx_logit_filter_init(&rs->filter, rs->sampler, &rules, (int)m->cfg.vocab_size, ctx, err, errlen) != 0)
         return -1;
     rs->sampler = &rs->filter.base;
     return 0;
@@ -83,6 +118,9 @@ void emx_run_sampler_prompt(EmxRunSampler *rs, const int *ids, int n) {
 
 void emx_run_sampler_free(EmxRunSampler *rs) {
     emx_logit_filter_free(&rs->filter);
+    if (rs->grammar) emx_grammar_free(rs->grammar);
+    if (rs->own_trie) emx_token_trie_free(rs->own_trie);
+    rs->grammar = NULL, rs->own_trie = NULL;
     emx_metrics_tap_free(&rs->tap);
     emx_entropix_sampler_free(&rs->es);
     emx_basic_sampler_free(&rs->basic);

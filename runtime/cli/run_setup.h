@@ -37,11 +37,17 @@ typedef struct {
     EmxSampler *sampler;       // what emx_generate gets: &es.base, &basic.base or &tap.base, behind
                                // &filter.base when the rules change the logits
     int tapped;                // the metrics tap measures beside the basic sampler
+    EmxGrammar *grammar;       // the grammar flags' (or the server's response_format), compiled; NULL: none
+    const EmxTokenTrie *trie;  // its mask's trie: a caller may set one before init (a server builds
+                               // it once); else init builds its own
+    EmxTokenTrie *own_trie;
     EmxSamplerParams params;   // the base values (entropix: the profile's)
     int entropix;
 } EmxRunSampler;
 
-// The sampler of a->sampler (not agents) for a state of context ctx, seeded with seed.
+// The sampler of a->sampler (not agents) for a state of context ctx, seeded with seed, behind the
+// logit rules of a (penalties, logit bias, a grammar from --grammar, --grammar-file, --json-schema,
+// --json-schema-file or json_object: a file's or the text's error names the flag).
 // profile: the built profile (entropix only; may be NULL otherwise). want_metrics: a --metrics
 // log is written (entropix computes its metrics on the device too; a basic sampler gets the
 // tap). Returns 0, or -1 with a one-line reason.

@@ -349,7 +349,8 @@ Test(server, bad_flags_exit_2) {
     snprintf(prog, sizeof prog, "%s/cpu/tools/server", build_dir());
     const char *cases[][4] = {{"--port", "70000", NULL}, {"--parallel", "0", NULL}, {"--queue", "x", NULL},
                               {"-p", "hi", NULL}, {"--metrics", "/tmp/x", NULL}, {"--port", NULL},
-                              {"--sampler", "branch", NULL}, {"--branch-k", "3", NULL}};
+                              {"--sampler", "branch", NULL}, {"--branch-k", "3", NULL},
+                              {"--json-schema", "{}", NULL}, {"--logit-bias", "999999+1", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[6] = {model, cases[i][0], cases[i][1], NULL};
         RunResult r = run_prog(prog, args);
@@ -405,6 +406,16 @@ Test(server, openai_client, .timeout = 900) { server_script("test_openai_client.
 // sampler with the request's temperature, top_k, min_p and penalties equals ./run's text with
 // those flags; the MODEL:entropix alias; GET /v1/models/{id}; /v1/embeddings' 404.
 Test(server, sampling, .timeout = 600) { server_script("test_sampling.py", 1, "sampling checks"); }
+
+// Structured output (tests/server/test_structured.py): response_format json_schema through the
+// client's parse() and streamed, json_object, the grammar field, on SmolLM2 (skipped without
+// `make weights`), every answer validated by PyPI jsonschema; the errors.
+Test(server, structured_output, .timeout = 600) {
+    char smol[512];
+    snprintf(smol, sizeof smol, "%s/models/smollm2.q8.bin", build_dir());
+    if (access(smol, R_OK) != 0) cr_skip_test("%s missing: needs `make weights`, then make %s", smol, smol);
+    server_script("test_structured.py", 0, "structured output checks");
+}
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
 // (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).

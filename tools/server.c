@@ -95,6 +95,8 @@ static int refuse_run_flags(const EmxCliArgs *a) {
     const char *bad = a->prompt ? "-p" : a->prompt_file ? "-f" : a->system ? "--system" : a->metrics_path ? "--metrics"
                       : a->log_path ? "--log" : a->report_path ? "--report" : a->color ? "--color"
                       : a->logprobs >= 0 ? "--logprobs" : a->chat != EMX_CHAT_AUTO ? "--chat/--raw"
+                      : a->grammar || a->grammar_file || a->json_schema || a->json_schema_file
+                          ? "a grammar flag (a request's response_format or grammar)"
                       : a->sampler == EMX_SAMPLER_AGENTS ? "--sampler agents (and the agent pool's flags)"
                       : a->sampler == EMX_SAMPLER_BRANCH ? "--sampler branch (and the branching decoder's flags)" : NULL;
     if (!bad) return 0;
@@ -341,8 +343,10 @@ int main(int argc, char **argv) {
         emx_model_close(&sm.model);
         return 2;
     }
-    char *id = model_id(sa.args.model_path);
+    EmxTokenTrie *trie = emx_token_trie_new(sm.tk, err, sizeof err);  // for response_format and grammar
+    char *id = trie ? model_id(sa.args.model_path) : NULL;
     sm.id = id;
+    sm.trie = trie;
     sa.http.threads = sa.args.threads;
     sa.http.device = sa.args.device;
     // The signals are taken by sigwait below, in this thread only: every thread started from
@@ -355,7 +359,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     SrvServer *srv = id ? srv_http_start(&sm, &sa.http, err, sizeof err) : NULL;
     if (!srv) {
-        fprintf(stderr, "server: %s\n", id ? err : "out of memory");
+        fprintf(stderr, "server: %s\n", id || !trie ? err : "out of memory");
         rc = 1;
     } else {
         fprintf(stderr, "server: model %s, context %d, %d slot%s, listening on http://%s:%d\n", sm.id, sm.ctx,
@@ -365,6 +369,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "server: stopped\n");
     }
     free(id);
+    if (trie) emx_token_trie_free(trie);
     emx_tokenizer_free(sm.tk);
     emx_model_close(&sm.model);
     return rc;

@@ -10,6 +10,7 @@
 #include "runtime/cli/run_setup.h"
 #include "runtime/generate.h"
 #include "runtime/token_log.h"
+#include "sampler/json_schema.h"
 #include "sampler/rng.h"
 #include "tools/server/guard.h"
 #include "tokenizer/chat_template.h"
@@ -177,6 +178,10 @@ void srv_request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
     if (g & SRV_RULE_REPEAT) rl->penalties.repeat_penalty = r->rules.penalties.repeat_penalty;
     if (g & SRV_RULE_REPEAT_LAST_N) rl->penalties.repeat_last_n = r->rules.penalties.repeat_last_n;
     if (g & SRV_RULE_BIAS) memcpy(rl->bias, r->rules.bias, sizeof rl->bias), rl->n_bias = r->rules.n_bias;
+    if (r->json_object || r->json_schema || r->grammar) {  // the request's grammar replaces the server's
+        a->grammar_file = a->json_schema_file = NULL;
+        a->json_object = r->json_object, a->json_schema = r->json_schema, a->grammar = r->grammar;
+    }
     if (r->sampler >= 0) a->sampler = r->sampler, a->sampler_given = 1;
     // ./run's rule: a bare temperature 0 (no sampler named) means greedy.
     if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
@@ -195,6 +200,18 @@ static int is_entropix_alias(const SrvModel *sm, const char *name) {
     return !strncmp(name, sm->id, n) && !strcmp(name + n, SRV_ENTROPIX_ALIAS);
 }
 
+// The request's own grammar compiles (an error is the client's: 400 naming the field).
+static int check_grammar(const SrvRequest *r, SrvError *e) {
+    if (!r->json_schema && !r->grammar) return 0;
+    EmxGrammar *g = NULL;
+    char why[256];
+    const int rc = r->grammar ? emx_grammar_parse(r->grammar, strlen(r->grammar), &g, why, sizeof why)
+                              : emx_grammar_from_json_schema(r->json_schema, strlen(r->json_schema), &g, why, sizeof why);
+    if (g) emx_grammar_free(g);
+    if (rc != 0) return srv_fail(e, 400, r->grammar ? "grammar" : "response_format", NULL, "%s", why);
+    return 0;
+}
+
 int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
     char q[128];
     if (r->model && strcmp(r->model, sm->id) != 0) {
@@ -210,11 +227,14 @@ int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
     srv_request_args(sm, r, &a);
     if (r->n > 1 && (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH))
         return srv_fail(e, 400, "n", NULL, "n is %d; sampler %s gives one choice", r->n, emx_sampler_kind_name(a.sampler));
-    if (!emx_logit_rules_active(&a.rules)) return 0;
-    const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty" : NULL;
+    const int grammar = a.json_object || a.json_schema || a.grammar || a.json_schema_file || a.grammar_file;
+    if (!emx_logit_rules_active(&a.rules) && !grammar) return 0;
+    const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty"
+                        : r->grammar ? "grammar" : "response_format";
     if (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH)
-        return srv_fail(e, 400, param, NULL, "the penalties and logit_bias are not available with sampler %s",
-                        emx_sampler_kind_name(a.sampler));
+        return srv_fail(e, 400, param, NULL, "the penalties, logit_bias, response_format and grammar are not available "
+                        "with sampler %s", emx_sampler_kind_name(a.sampler));
+    if (check_grammar(r, e) != 0) return -1;
     char why[160];
     if (emx_logit_rules_check(&a.rules, (int)sm->model.cfg.vocab_size, why, sizeof why) != 0)
         return srv_fail(e, 400, "logit_bias", NULL, "%s", why);
@@ -290,7 +310,7 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
     const int n_predict = r->max_tokens > 0 ? r->max_tokens : (a.n_predict < 0 || a.n_predict > room ? room : a.n_predict);
     res->seed = r->has_seed ? r->seed : a.seed_given ? a.seed : emx_rng_seed_from_time();
     res->sampler = emx_sampler_kind_name(a.sampler);
-    EmxRunSampler rs = {0};
+    EmxRunSampler rs = {.trie = sm->trie};  // a grammar's mask walks the server's one trie
     if (emx_run_sampler_init(&rs, &a, &profile, &sm->model, sm->tk, sm->ctx, res->seed, r->metrics, err, sizeof err) != 0) {
         emx_run_sampler_free(&rs);
         return srv_fail(e, 500, NULL, NULL, "%s", err);

@@ -17,6 +17,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "sampler/grammar_mask.h"
 #include "sampler/profile.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/server/request.h"
@@ -28,6 +29,8 @@ typedef struct {
     EmxProfile profile;       // --profile and --profile-set, loaded and checked once at startup: no
                               // request makes the server read a file
     const char *id;           // the model's name in the API (the file name without .bin)
+    const EmxTokenTrie *trie; // the tokenizer's trie for a grammar's mask (sampler/grammar_mask.h),
+                              // built once at startup
     int ctx;                  // each slot's context (tokens)
 } SrvModel;
 

@@ -416,6 +416,7 @@ void srv_request_free(SrvRequest *r) {
     free(r->model);
     free(r->prompt);
     free(r->profile);
+    free(r->json_schema), free(r->grammar);
     free(r->agents.agent_configs);
     free((char *)r->branch.cue);
     emx_branch_alphabet_free(r->branch.alphabet, r->branch.n_alphabet);

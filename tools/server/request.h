@@ -90,6 +90,9 @@ typedef struct {
     double min_p;
     EmxLogitRules rules;      // the penalties and logit_bias (request_rules.h) ...
     int rules_given;          // ... those given (SRV_RULE_* bits): the others are the server's
+    int json_object;          // response_format json_object
+    char *json_schema;        // response_format json_schema's schema, as JSON text (owned) or NULL
+    char *grammar;            // grammar: GBNF text (owned) or NULL
 
     int metrics;              // return each token's entropix metrics
     SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only

@@ -32,6 +32,30 @@ static int parse_logit_bias(const cJSON *root, EmxLogitRules *rules, SrvError *e
     return 0;
 }
 
+// response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict"}} (OpenAI's), or grammar: GBNF text (llama-server's): one of them.
+static int parse_format(const cJSON *root, SrvRequest *r, SrvError *e) {
+    const cJSON *f = srv_field(root, "response_format"), *g = srv_field(root, "grammar");
+    if (g && !cJSON_IsString(g)) return srv_fail(e, 400, "grammar", NULL, "grammar must be a string (GBNF), not %s", srv_type_name(g));
+    if (g && !(r->grammar = strdup(g->valuestring))) return srv_fail(e, 500, "grammar", NULL, "out of memory");
+    if (!f) return 0;
+    const cJSON *type = cJSON_IsObject(f) ? srv_field(f, "type") : NULL;
+    if (!cJSON_IsString(type))
+        return srv_fail(e, 400, "response_format", NULL, "response_format must be an object with a string type");
+    if (!strcmp(type->valuestring, "text")) return 0;
+    if (g) return srv_fail(e, 400, "grammar", NULL, "grammar and a response_format of %s: give one", type->valuestring);
+    if (!strcmp(type->valuestring, "json_object")) return r->json_object = 1, 0;
+    char q[64];
+    if (strcmp(type->valuestring, "json_schema") != 0)
+        return srv_fail(e, 400, "response_format", NULL, "response_format type '%s' is not text, json_object or json_schema",
+                        srv_quote(type->valuestring, strlen(type->valuestring), 24, q, sizeof q));
+    const cJSON *js = srv_field(f, "json_schema"), *schema = cJSON_IsObject(js) ? srv_field(js, "schema") : NULL;
+    if (!cJSON_IsObject(schema))
+        return srv_fail(e, 400, "response_format", NULL, "response_format json_schema needs json_schema.schema, an object");
+    if (!(r->json_schema = cJSON_PrintUnformatted(schema))) return srv_fail(e, 500, "response_format", NULL, "out of memory");
+    return 0;
+}
+
 int srv_parse_rules(const cJSON *root, SrvRequest *r, SrvError *e) {
     EmxPenalties *p = &r->rules.penalties;
     int has = 0;
@@ -51,5 +75,5 @@ int srv_parse_rules(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (srv_get_int(root, "repeat_last_n", -1, 1 << 30, &has, &d, e)) return -1;
     if (has) p->repeat_last_n = (int)d, r->rules_given |= SRV_RULE_REPEAT_LAST_N;
     if (srv_field(root, "logit_bias")) r->rules_given |= SRV_RULE_BIAS;
-    return parse_logit_bias(root, &r->rules, e);
+    return parse_logit_bias(root, &r->rules, e) || parse_format(root, r, e) ? -1 : 0;
 }

@@ -5,6 +5,10 @@
 //   repetition_penalty (vLLM's name) or repeat_penalty (llama-server's)   (0, 100], 1: off
 //   repeat_last_n   -1 .. 2^30: the tokens it looks back over (llama-server's; default 64)
 //   logit_bias   {"token id": bias in -100 .. 100}, at most 300 entries (OpenAI's)
+//   response_format   {"type": "text"}, {"type": "json_object"} (any JSON object) or {"type":
+//                "json_schema", "json_schema": {"name", "schema", "strict"}} (OpenAI's; the schema
+//                compiled by sampler/json_schema.h, strict or not), or
+//   grammar      GBNF text (llama-server's; sampler/grammar.h): one of the two
 // A pure function of the JSON, as request.c; the ids are checked against the vocabulary by the
 // engine, which knows it.
 #ifndef ENTROPIX_SERVER_REQUEST_RULES_H

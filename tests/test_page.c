@@ -188,7 +188,7 @@ static char *dom_text(const char *html, size_t n) {
 static Answer page_answer(const char *dom, int which) {
     const char *m = dom;
     for (int i = 0; i <= which; i++) {
-        m = strstr(m + (i ? 1 : 0), "<div class=\"msg assistant\"");
+        m = strstr(m + (i ? 1 : 0), "<div class=\"msg assistant");  // "msg assistant done" once finished
         cr_assert(m, "the page has no answer %d", which);
     }
     const char *tag_end = strchr(m, '>');
@@ -238,8 +238,9 @@ static void expect_same(const Answer *page, const Answer *api, int need_cases) {
     if (need_cases) cr_expect_geq(seen, 2, "an answer with one case tests little: pick another seed");
 }
 
-// The page at /QUERY driven to its end; its DOM (free it). Screenshot: $EMX_BUILD/page-shots/NAME.png.
-static char *drive(int port, const char *query, const char *name) {
+// The page at /QUERY driven to its end in a viewport `width` CSS pixels wide; its DOM (free it).
+// Screenshot: $EMX_BUILD/page-shots/NAME.png.
+static char *drive_at(int port, const char *query, const char *name, int width) {
     char bin[512], url[1024], dir[512], shot[700];
     find_browser(bin, sizeof bin);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", port, query);
@@ -247,7 +248,9 @@ static char *drive(int port, const char *query, const char *name) {
     snprintf(shot, sizeof shot, "%s/%s.png", dir, name);
     char py[512];
     cr_assert(find_on_path(py, sizeof py, (const char *const[]){"python3"}, 1), "no python3 on PATH");
-    const char *args[] = {"tests/server/page_driver.py", bin, url, shot, NULL};
+    char w[16];
+    snprintf(w, sizeof w, "%d", width);
+    const char *args[] = {"tests/server/page_driver.py", bin, url, shot, w, NULL};
     RunResult r = run_prog(py, args);
     cr_assert_eq(r.code, 0, "page_driver exit %d: %s", r.code, r.err);
     struct stat st;
@@ -257,6 +260,15 @@ static char *drive(int port, const char *query, const char *name) {
     run_free(&r);
     cr_assert(strstr(dom, "data-ready=\"1\""), "the page did not finish: %.300s", dom);
     return dom;
+}
+
+static char *drive(int port, const char *query, const char *name) { return drive_at(port, query, name, 1200); }
+
+// <html data-scroll-width="N">: the page's laid-out width (page_driver.py).
+static int scroll_width(const char *dom) {
+    const char *w = strstr(dom, "data-scroll-width=\"");
+    cr_assert(w, "no data-scroll-width in the DOM");
+    return atoi(w + strlen("data-scroll-width=\""));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -354,6 +366,55 @@ Test(page, api_key_asked_and_sent, .timeout = 600, .fini = stop_server_left) {
     Answer p = page_answer(dom, 0);
     expect_same(&p, &api, 0);
     cr_expect_eq(p.per_case[5], p.completion_tokens, "greedy: every token is c-none");
+    answer_free(&p), answer_free(&api);
+    free(dom);
+    server_stop(&s);
+}
+
+// At 420 px (a phone) nothing overflows sideways; with the colouring off a finished answer shows
+// as Markdown, built from elements: the model's markup stays text.
+Test(page, narrow_markdown_view_is_safe, .timeout = 300, .fini = stop_server_left) {
+    char bin[512];
+    find_browser(bin, sizeof bin);
+    Server s = server_start("qwen3-tiny.q8.bin", NULL);
+    // "# Title\n**bold** and `x < y`\n- one\n- two\n```\n<script>alert(1)</script>\n```\n<img src=x onerror=alert(2)> [a](http://e.x)"
+    const char *md = "%23%20Title%0A**bold**%20and%20%60x%20%3C%20y%60%0A-%20one%0A-%20two%0A%60%60%60%0A%3Cscript%3Ealert(1)"
+                     "%3C%2Fscript%3E%0A%60%60%60%0A%3Cimg%20src%3Dx%20onerror%3Dalert(2)%3E%20%5Ba%5D(http%3A%2F%2Fe.x)";
+    char *q = NULL;
+    cr_assert(asprintf(&q, "?colors=0&md=%s", md) > 0);
+    char *dom = drive_at(s.port, q, "md-narrow", 420);
+    cr_expect_leq(scroll_width(dom), 420, "the page is %d px wide at 420", scroll_width(dom));
+    cr_expect(strstr(dom, "<div id=\"log\" class=\"plain\">"), "the colouring is not off");
+    const char *want[] = {"<h1>Title</h1>", "<strong>bold</strong>", "<code>x &lt; y</code>", "<li>one</li><li>two</li>",
+                          "<pre><code>&lt;script&gt;alert(1)&lt;/script&gt;</code></pre>", "&lt;img src=x onerror=alert(2)&gt;",
+                          "<a href=\"http://e.x\" rel=\"noopener noreferrer\" target=\"_blank\">a</a>"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_expect(strstr(dom, want[i]), "no %s in the Markdown view", want[i]);
+    cr_expect(!strstr(dom, "<script>alert") && !strstr(dom, "<img"), "the model's markup became HTML");
+    free(dom);
+    // The chat itself at 420 px: the answer streamed in, nothing wider than the screen.
+    dom = drive_at(s.port, "?prompt=Hello&seed=7&max_tokens=24&sampler=entropix", "chat-narrow", 420);
+    cr_expect_leq(scroll_width(dom), 420, "the chat is %d px wide at 420", scroll_width(dom));
+    free(dom), free(q);
+    server_stop(&s);
+}
+
+// Regenerate replaces the last answer: the same request again (with the seed set, the same text),
+// the conversation one user turn and one answer long; Copy and Regenerate under the answer.
+Test(page, regenerate_replaces_the_last_answer, .timeout = 600, .fini = stop_server_left) {
+    char bin[512];
+    find_browser(bin, sizeof bin);
+    Server s = server_start("qwen3-tiny.q8.bin", NULL);
+    Answer api = api_answer(s.port, NULL, "/v1/chat/completions",
+                            "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"seed\":7,\"max_tokens\":16,"
+                            "\"entropix\":{\"sampler\":\"entropix\",\"metrics\":true}}");
+    char *dom = drive(s.port, "?prompt=Hello&seed=7&max_tokens=16&sampler=entropix&regenerate=1", "regenerate");
+    int users = 0, answers = 0;
+    for (const char *p = dom; (p = strstr(p, "<div class=\"msg user\"")); p++) users++;
+    for (const char *p = dom; (p = strstr(p, "<div class=\"msg assistant")); p++) answers++;
+    cr_expect(users == 1 && answers == 1, "%d user turns, %d answers after a regenerate", users, answers);
+    Answer p = page_answer(dom, 0);
+    expect_same(&p, &api, 0);
+    cr_expect(strstr(dom, ">Copy</button>") && strstr(dom, ">Regenerate</button>"), "no Copy and Regenerate buttons");
     answer_free(&p), answer_free(&api);
     free(dom);
     server_stop(&s);

@@ -2,7 +2,10 @@
 """page_driver.py — opens the server's chat page in headless chromium, waits until the page says
 it is done, hovers over its first token, saves a screenshot and prints the page's DOM.
 
-    python3 tests/server/page_driver.py CHROMIUM URL SHOT.png
+    python3 tests/server/page_driver.py CHROMIUM URL SHOT.png [WIDTH]
+
+(WIDTH: the viewport's CSS pixels, default 1200; <html data-scroll-width> in the printed DOM is
+the page's width as laid out, wider than WIDTH when something overflows sideways.)
 
 tests/test_page.c runs it and checks the DOM. chromium's --dump-dom cannot be used here: it dumps
 when the page has loaded (or its virtual time ran out), and a streamed answer is still arriving
@@ -95,17 +98,18 @@ def evaluate(c, s, expression):
 
 
 def main():
-    if len(sys.argv) != 4:
-        print("usage: page_driver.py CHROMIUM URL SHOT.png", file=sys.stderr)
+    if len(sys.argv) not in (4, 5):
+        print("usage: page_driver.py CHROMIUM URL SHOT.png [WIDTH]", file=sys.stderr)
         return 2
-    binary, url, shot = sys.argv[1:]
+    binary, url, shot = sys.argv[1:4]
+    width = int(sys.argv[4]) if len(sys.argv) == 5 else 1200
     profile = tempfile.mkdtemp(prefix="emx_page_chromium_")
     c = Chromium(binary, profile)
     try:
         target = c.call("Target.createTarget", url="about:blank")["targetId"]
         s = c.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         c.call("Page.enable", s)
-        c.call("Emulation.setDeviceMetricsOverride", s, width=1200, height=900, deviceScaleFactor=1, mobile=False)
+        c.call("Emulation.setDeviceMetricsOverride", s, width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
         c.call("Page.navigate", s, url=url)
         c.wait_event("Page.loadEventFired")
         ready = evaluate(c, s, """new Promise(function (done) {
@@ -130,6 +134,7 @@ def main():
         png = c.call("Page.captureScreenshot", s, format="png")["data"]
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))
+        evaluate(c, s, "document.documentElement.setAttribute('data-scroll-width', document.documentElement.scrollWidth)")
         sys.stdout.write(evaluate(c, s, "document.documentElement.outerHTML"))
         return 0
     except (RuntimeError, OSError, ValueError) as e:

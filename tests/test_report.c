@@ -56,6 +56,23 @@ static char *render(const char *html, const char *name) {
     return dom;
 }
 
+// The page's laid-out width at a 420 px viewport (a phone), through tests/server/page_driver.py
+// (its DevTools session measures what --dump-dom cannot); screenshot report-shots/NAME-420.png.
+static int width_at_420(const char *html, const char *name) {
+    char bin[512], url[600], shot[600], dir[512], py[512];
+    find_browser(bin, sizeof bin);
+    cr_assert(find_on_path(py, sizeof py, (const char *const[]){"python3"}, 1), "no python3 on PATH");
+    snprintf(url, sizeof url, "file://%s", html);
+    snprintf(shot, sizeof shot, "%s/%s-420.png", test_build_path(dir, sizeof dir, "report-shots"), name);
+    RunResult r = run_prog(py, (const char *[]){"tests/server/page_driver.py", bin, url, shot, "420", "static", NULL});
+    cr_assert_eq(r.code, 0, "page_driver exit %d: %s", r.code, r.err);
+    const char *w = strstr(r.out, "data-scroll-width=\"");
+    cr_assert(w, "no data-scroll-width");
+    const int px = atoi(w + strlen("data-scroll-width=\""));
+    run_free(&r);
+    return px;
+}
+
 static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
@@ -238,6 +255,8 @@ Test(report, agents_rollbacks_qwen3, .timeout = 300) {
     }
     cr_expect_eq(plot_points(dom, "attn_entropy_bits"), -1, "no attention metrics in agents mode");
     cr_expect(strstr(dom, "<summary>") && strstr(dom, " rounds of the agent pool"), "no rounds section");
+    const int px = width_at_420(html, "qwen3-tiny-agents");  // the richest page: plots, rounds, the inspector
+    cr_expect_leq(px, 420, "the report is %d px wide at 420", px);
     free(dom);
     unlink(html), unlink(metrics);
 }

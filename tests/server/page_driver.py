@@ -2,10 +2,11 @@
 """page_driver.py — opens the server's chat page in headless chromium, waits until the page says
 it is done, hovers over its first token, saves a screenshot and prints the page's DOM.
 
-    python3 tests/server/page_driver.py CHROMIUM URL SHOT.png [WIDTH]
+    python3 tests/server/page_driver.py CHROMIUM URL SHOT.png [WIDTH [static]]
 
 (WIDTH: the viewport's CSS pixels, default 1200; <html data-scroll-width> in the printed DOM is
-the page's width as laid out, wider than WIDTH when something overflows sideways.)
+the page's width as laid out, wider than WIDTH when something overflows sideways. "static": any
+page, e.g. a --report file, taken once it has loaded and its scripts have run.)
 
 tests/test_page.c runs it and checks the DOM. chromium's --dump-dom cannot be used here: it dumps
 when the page has loaded (or its virtual time ran out), and a streamed answer is still arriving
@@ -98,11 +99,12 @@ def evaluate(c, s, expression):
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
-        print("usage: page_driver.py CHROMIUM URL SHOT.png [WIDTH]", file=sys.stderr)
+    if len(sys.argv) not in (4, 5, 6) or (len(sys.argv) == 6 and sys.argv[5] != "static"):
+        print("usage: page_driver.py CHROMIUM URL SHOT.png [WIDTH [static]]", file=sys.stderr)
         return 2
     binary, url, shot = sys.argv[1:4]
-    width = int(sys.argv[4]) if len(sys.argv) == 5 else 1200
+    width = int(sys.argv[4]) if len(sys.argv) >= 5 else 1200
+    static = len(sys.argv) == 6
     profile = tempfile.mkdtemp(prefix="emx_page_chromium_")
     c = Chromium(binary, profile)
     try:
@@ -115,12 +117,13 @@ def main():
         ready = evaluate(c, s, """new Promise(function (done) {
             var t0 = Date.now();
             (function poll() {
+              if (%s) return done(document.readyState === "complete");  // a page of its own: loaded
               if (!document.getElementById("log")) return done(false);  // not the chat page (an error body)
               if (document.body.getAttribute("data-ready") === "1") return done(true);
               if (Date.now() - t0 > %d) return done(false);
               setTimeout(poll, 50);
             })();
-          })""" % (WAIT_S * 1000))
+          })""" % ("true" if static else "false", WAIT_S * 1000))
         if not ready:
             print("page_driver: %s is not the chat page, or did not set data-ready=1 within %d s: %.300s"
                   % (url, WAIT_S, evaluate(c, s, "document.documentElement.outerHTML")), file=sys.stderr)

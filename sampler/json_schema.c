@@ -74,12 +74,13 @@ __attribute__((format(printf, 2, 3))) static void put(Buf *b, const char *fmt, .
 __attribute__((format(printf, 2, 3))) static int fail(Conv *c, const char *fmt, ...) {
     if (c->failed) return -1;
     c->failed = 1;
-    char what[400];
+    char what[400], line[480];
     va_list ap;
     va_start(ap, fmt);
     emx_vseterr(what, sizeof what, fmt, ap);
     va_end(ap);
-    return emx_seterr(c->err, c->errlen, "json schema: %s", what);
+    // keys and pointers come from the schema: their control characters are escaped (one line)
+    return emx_seterr(c->err, c->errlen, "json schema: %s", emx_escape(what, sizeof what, line, sizeof line));
 }
 
 // A JSON pointer one level down (~ and / escaped); "" is the root. Into out.

@@ -39,7 +39,7 @@ int emx_grammar_parse(const char *gbnf, size_t len, EmxGrammar **out, char *err,
 int emx_grammar_json_object(EmxGrammar **out, char *err, size_t errlen);
 void emx_grammar_free(EmxGrammar *g);
 
-// A state at the start of the input. NULL: out of memory.
+// A state at the start of the input. NULL: out of memory (or the start itself passes a limit).
 EmxGrammarState *emx_grammar_state_new(const EmxGrammar *g);
 EmxGrammarState *emx_grammar_state_clone(const EmxGrammarState *s);  // NULL: out of memory
 void emx_grammar_state_free(EmxGrammarState *s);

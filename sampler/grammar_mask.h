@@ -40,9 +40,11 @@ EmxGrammarMasker *emx_grammar_masker_new(const EmxTokenTrie *trie, const EmxGram
 void emx_grammar_masker_free(EmxGrammarMasker *m);
 
 // Fills allowed[0 .. n_vocab) with 1 (may come next) or 0; s must be a state of the masker's
-// grammar. Returns the number of allowed tokens (0: nothing can follow, not even a stop token,
-// which happens only when the state holds a partial character no token completes), or -1 with
-// nothing written when the masker ran out of memory.
+// grammar; allowed has emx_token_trie_n_vocab entries. Returns the number of allowed tokens, or
+// -1 with nothing written when the masker ran out of memory. 0 means no token can continue and
+// the state is not done: the grammar wants bytes no token begins with (a vocabulary without a
+// byte the grammar requires) or a partial character no token completes; the caller ends the
+// generation as failed.
 int emx_grammar_mask(EmxGrammarMasker *m, const EmxGrammarState *s, uint8_t *allowed);
 
 // Counters since the masker was made, for benchmarks.

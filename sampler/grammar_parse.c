@@ -194,7 +194,7 @@ static int cmp_range(const void *a, const void *b) {
 
 // Ranges (pairs, n of them, sorted here) -> a new class (merged; complemented if negated).
 static int64_t add_class(Parser *p, uint32_t *r, size_t n, int negated, size_t at) {
-    qsort(r, n, 2 * sizeof *r, cmp_range);
+    if (n) qsort(r, n, 2 * sizeof *r, cmp_range);  // [^] has none (r may be NULL)
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r[2 * i] <= r[2 * (m - 1) + 1] + 1) {
@@ -304,7 +304,8 @@ static int wrap_symbol(Parser *p, uint32_t rule, size_t from, uint32_t *out) {
     p->total_elems -= b->n - from;
     b->n = from;
     *out = (uint32_t)g;
-    return push_elem(p, (uint32_t)g, GE_END, 0);
+    if (push_elem(p, (uint32_t)g, GE_END, 0)) return -1;
+    return push_elem(p, rule, GE_RULE, (uint32_t)g);
 }
 
 // A repetition of `x` (one element): x* as S ::= x S |, x? as S ::= x |; n_opt nested

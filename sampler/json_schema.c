@@ -74,12 +74,13 @@ __attribute__((format(printf, 2, 3))) static void put(Buf *b, const char *fmt, .
 __attribute__((format(printf, 2, 3))) static int fail(Conv *c, const char *fmt, ...) {
     if (c->failed) return -1;
     c->failed = 1;
-    char what[400];
+    char what[400], line[480];
     va_list ap;
     va_start(ap, fmt);
     emx_vseterr(what, sizeof what, fmt, ap);
     va_end(ap);
-    return emx_seterr(c->err, c->errlen, "json schema: %s", what);
+    // keys and pointers come from the schema: their control characters are escaped (one line)
+    return emx_seterr(c->err, c->errlen, "json schema: %s", emx_escape(what, sizeof what, line, sizeof line));
 }
 
 // A JSON pointer one level down (~ and / escaped); "" is the root. Into out.
@@ -374,22 +375,24 @@ int emx_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, char *e
     *gbnf = NULL;
     cJSON *root = cJSON_ParseWithLength(schema ? schema : "", schema ? len : 0);
     if (!root) return emx_seterr(err, errlen, "json schema: the schema is not valid JSON");
-    Conv c = {.root = root, .err = err, .errlen = errlen};
+    Conv *c = calloc(1, sizeof *c);  // 70 KB of definition names: not on a server thread's stack
+    if (!c) {
+        cJSON_Delete(root);
+        return emx_seterr(err, errlen, "json schema: out of memory");
+    }
+    c->root = root, c->err = err, c->errlen = errlen;
     char top[NAME_MAX_LEN];
-    int rc = gen(&c, root, "", "root", top);
+    int rc = gen(c, root, "", "root", top);
+    if (rc == 0 && c->out.oom) rc = fail(c, "out of memory");
     if (rc == 0) {
         Buf text = {0};
-        put(&text, "root ::= %s\n%s%s", top, c.out.n ? c.out.s : "", JSON_RULES);
-        if (text.oom) rc = fail(&c, "out of memory"), free(text.s);
+        put(&text, "root ::= %s\n%s%s", top, c->out.n ? c->out.s : "", JSON_RULES);
+        if (text.oom) rc = fail(c, "out of memory"), free(text.s);
         else *gbnf = text.s;
     }
-    if (c.out.oom && rc == 0) {
-        free(*gbnf);
-        *gbnf = NULL;
-        rc = fail(&c, "out of memory");
-    }
-    for (int i = 0; i < c.n_refs; i++) free(c.ref_path[i]);
-    free(c.out.s);
+    for (int i = 0; i < c->n_refs; i++) free(c->ref_path[i]);
+    free(c->out.s);
+    free(c);
     cJSON_Delete(root);
     return rc ? -1 : 0;
 }

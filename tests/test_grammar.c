@@ -73,6 +73,15 @@ Test(grammar, accepts_and_rejects) {
     cr_expect_eq(run_text(g, "hi bob!"), -1);
     cr_expect_eq(run_text(g, "yo!"), -1);
     emx_grammar_free(g);
+    g = parse_ok("root ::= \"ab\"+ (\"c\" [0-9]){2} (\"x\" | \"yz\")* \"end\"?");
+    cr_expect_eq(run_text(g, "ababc1c2"), 1);
+    cr_expect_eq(run_text(g, "abc1c2xyzxend"), 1);
+    cr_expect_eq(run_text(g, "abac1c2"), -1, "\"ab\"+ repeats the whole literal");
+    cr_expect_eq(run_text(g, "abc1"), 0);
+    cr_expect_eq(run_text(g, "abc1c2c3"), -1, "{2}");
+    cr_expect_eq(run_text(g, "abc1c2y"), 0);
+    cr_expect_eq(run_text(g, "abc1c2endx"), -1);
+    emx_grammar_free(g);
     g = parse_ok("root ::= [^\"\\\\]+ \".\" . [\\x00-\\x1F]?");
     cr_expect_eq(run_text(g, "ab.\n"), 1);
     cr_expect_eq(run_text(g, "a\"b."), -1);

@@ -11,7 +11,7 @@
 //                  tokens, 3 draws in 4 prefer tokens holding `"`, `}` or `]` (or a stop token)
 //                  when any is allowed, so that most walks close their structures in the budget.
 //   --bench        the mask's cost per step over the walks (or 4 walks of seed S): mean, p50,
-//                  max, cache hits; one line on stderr per model
+//                  max, cache hits, and the trie's build time; one line on stderr
 // Exit status: 0, 1 (a walk's step found no allowed token), 2 (bad arguments or input).
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +101,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void bench_report(Walker *w, const char *model) {
+static void bench_report(Walker *w, const char *model, double trie_s) {
     EmxGrammarMaskStats st;
     emx_grammar_masker_stats(w->masker, &st);
     if (!w->n_times) return;
@@ -109,11 +109,11 @@ static void bench_report(Walker *w, const char *model) {
     for (size_t i = 0; i < w->n_times; i++) sum += w->times[i];
     qsort(w->times, w->n_times, sizeof *w->times, cmp_double);
     fprintf(stderr, "grammar: bench %s: n_vocab %d, %zu masks: mean %.3f ms, p50 %.3f ms, p90 %.3f ms, max %.3f ms; "
-            "cache hits %llu (%.0f%%), automaton states %llu, resets %llu\n", model, emx_tokenizer_n_vocab(w->tk), w->n_times,
+            "cache hits %llu (%.0f%%), automaton states %llu, resets %llu; trie built in %.0f ms\n", model, emx_tokenizer_n_vocab(w->tk), w->n_times,
             1e3 * sum / (double)w->n_times, 1e3 * w->times[w->n_times / 2], 1e3 * w->times[w->n_times * 9 / 10],
             1e3 * w->times[w->n_times - 1], (unsigned long long)st.cache_hits,
             100.0 * (double)st.cache_hits / (double)st.masks, (unsigned long long)st.dfa_states,
-            (unsigned long long)st.resets);
+            (unsigned long long)st.resets, 1e3 * trie_s);
 }
 
 static int usage(void) {
@@ -151,6 +151,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    static const char object_schema[] = "{\"type\": \"object\"}";  // --print-gbnf of --json-object: the same rules
+    if (json_object && print && emx_json_schema_to_gbnf(object_schema, sizeof object_schema - 1, &gbnf, err, sizeof err)) {
+        fprintf(stderr, "grammar: %s\n", err);
+        return 2;
+    }
     if (schema_path && emx_json_schema_to_gbnf(text, len, &gbnf, err, sizeof err)) {
         fprintf(stderr, "grammar: %s: %s\n", schema_path, err);
         return 2;
@@ -174,7 +179,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     EmxTokenizer *tk = emx_tokenizer_new(&m.tok, err, sizeof err);
+    double t_trie = emx_now_s();
     EmxTokenTrie *trie = tk ? emx_token_trie_new(tk, err, sizeof err) : NULL;
+    t_trie = emx_now_s() - t_trie;
     Walker w = {.tk = tk};
     if (trie) w.masker = emx_grammar_masker_new(trie, g, err, sizeof err);
     if (!w.masker) {
@@ -201,7 +208,7 @@ int main(int argc, char **argv) {
         }
         free(out);
     }
-    if (bench) bench_report(&w, model_path);
+    if (bench) bench_report(&w, model_path, t_trie);
     free(w.allowed);
     free(w.pick);
     free(w.times);

@@ -3,7 +3,7 @@
 # sources compiled again with clang, coverage instrumentation and ASan + UBSan).
 #
 #   make fuzz                 each target for FUZZ_SECONDS (60), FUZZ_JOBS targets at a time (1)
-#   make fuzz-ci              the fixed budget `make check` runs: 40 s each, 2 at a time (~4 min)
+#   make fuzz-ci              the fixed budget `make check` runs: 40 s each, 2 at a time (~5 min)
 #   make fuzz-model ...       one target; fuzz-build builds them all without running
 #
 # Each run first replays tests/fuzz/regressions/<target>/*, then fuzzes from the committed
@@ -15,7 +15,7 @@
 # A new target: tests/fuzz/fuzz_<name>.c (LLVMFuzzerTestOneInput), a seed or two in
 # tests/fuzz/corpus/<name>/, and <name> added to FUZZ_TARGETS below.
 
-FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server http evaltasks
+FUZZ_TARGETS := model gguf hf tokjson roundtrip profile chat cli server http evaltasks gbnf jsonschema
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
@@ -42,6 +42,8 @@ FUZZ_DICT_chat := tests/fuzz/dict/chat.dict
 FUZZ_DICT_server := tests/fuzz/dict/json.dict
 FUZZ_DICT_http := tests/fuzz/dict/http.dict
 FUZZ_DICT_evaltasks := tests/fuzz/dict/json.dict
+FUZZ_DICT_gbnf := tests/fuzz/dict/gbnf.dict
+FUZZ_DICT_jsonschema := tests/fuzz/dict/jsonschema.dict
 # The round trip reads real vocabularies from the converted test models; the HTTP server serves one.
 FUZZ_NEEDS_roundtrip := $(TEST_MODEL_DIR)/qwen3-tiny.f32.bin $(TEST_MODEL_DIR)/stories260K.f32.bin
 FUZZ_NEEDS_http := $(TEST_MODEL_DIR)/stories260K.f32.bin
@@ -94,7 +96,7 @@ $(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
 fuzz:
 	$(MAKE) -j$(FUZZ_JOBS) $(FUZZ_TARGETS:%=fuzz-%)
 
-# CI's budget: 11 targets x 40 s, two at a time (~4 minutes of fuzzing on 2 cores).
+# CI's budget: 13 targets x 40 s, two at a time (~5 minutes of fuzzing on 2 cores).
 fuzz-ci:
 	$(MAKE) -j2 fuzz-build $(FUZZ_NEEDS_roundtrip) $(FUZZ_NEEDS_http)
 	$(MAKE) fuzz FUZZ_SECONDS=40 FUZZ_JOBS=2

@@ -37,7 +37,7 @@ Test(grammar_run, gbnf_text_matches_under_every_sampler, .timeout = 300) {
                                  {"--sampler", "entropix", NULL}};
     for (int k = 0; k < 3; k++)
         for (int seed = 1; seed <= 3; seed++) {
-            char s[8];
+            char s[16];
             snprintf(s, sizeof s, "%d", seed);
             const char *args[16] = {mp, "-p", "Once upon a time", "--grammar", gbnf, "-n", "60", "-s", s, "-t", "1",
                                     samplers[k][0], samplers[k][1], samplers[k][2], samplers[k][3], NULL};

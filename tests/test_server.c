@@ -11,6 +11,7 @@
 #include "tools/server/engine.h"
 #include "tools/server/guard.h"
 #include "tools/server/request.h"
+#include "tools/server/tool_calls.h"
 
 static const char *build_dir(void) {
     const char *b = getenv("EMX_BUILD");
@@ -67,7 +68,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"messages\":[]}", C, "messages", "1 to");  // model is optional: the messages are what is wrong
     parse_bad("{\"model\":1,\"prompt\":\"p\"}", P, "model", "must be a string");
     parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
-    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");
+    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "tool_call_id");
     // a quoted client value with a newline stays one line (parse_bad asserts no '\n')
     parse_bad("{\"messages\":[{\"role\":\"us\\nx\",\"content\":\"x\"}]}", C, "messages", "'us\\x0ax' is not supported");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":3}]}", C, "messages", "content");
@@ -415,6 +416,36 @@ Test(server, structured_output, .timeout = 600) {
     snprintf(smol, sizeof smol, "%s/models/smollm2.q8.bin", build_dir());
     if (access(smol, R_OK) != 0) cr_skip_test("%s missing: needs `make weights`, then make %s", smol, smol);
     server_script("test_structured.py", 0, "structured output checks");
+}
+
+// Tool calling (tests/server/test_tools.py) on qwen3-tiny: the openai client's loop with a forced
+// call (its grammar makes random weights write one that parses), plain and streamed, "required",
+// each call's arguments validated by jsonschema; the request errors; llama3's template refusing.
+Test(server, tools, .timeout = 600) { server_script("test_tools.py", 0, "tool calling checks"); }
+
+// Calls read back from an answer: the blocks that parse, the rest as content.
+Test(server, tool_calls_parse) {
+    static const char text[] = "<think>x</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}"
+                               "\n</tool_call>\n<tool_call>{broken}</tool_call><tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n";
+    char *content = NULL;
+    cJSON *calls = srv_tool_calls_parse(text, strlen(text), "x", 1, &content);
+    cr_assert_eq(cJSON_GetArraySize(calls), 2);
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")), "f");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")), "{\"a\":[1,2]}");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "id")), "call_x_1");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "index")), 1);
+    cr_expect_str_eq(content, "<think>x</think>\n\nSure.\n\n<tool_call>{broken}</tool_call>");
+    cJSON_Delete(calls);
+    free(content);
+    static const char only[] = "\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    calls = srv_tool_calls_parse(only, strlen(only), "y", 0, &content);
+    cr_expect_eq(cJSON_GetArraySize(calls), 1);
+    cr_expect_null(content);
+    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "index"));
+    cJSON_Delete(calls);
+    cr_expect_null(srv_tool_calls_parse("no calls <tool_call>{}", 22, "z", 0, &content));
+    cr_expect_null(content);
 }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets

@@ -167,13 +167,35 @@ static int qwen3_is_tool_response(Span c) {
     return span_starts(c, "<tool_response>") && span_ends(c, "</tool_response>");
 }
 
+// With tools, the first system turn carries the system message (if any) and the tool list.
+static void qwen3_tools_block(OutBuf *b, const EmxChatMessage *msgs, const EmxChatOptions *opt) {
+    out_str(b, "<|im_start|>system\n");
+    if (is_role(&msgs[0], "system")) {
+        out_str(b, msgs[0].content);
+        out_str(b, "\n\n");
+    }
+    out_str(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (int t = 0; t < opt->n_tools; t++) {
+        out_str(b, "\n");
+        out_str(b, opt->tools[t]);
+    }
+    out_str(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+               "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+               "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
 static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                         char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0].role and raises on an empty list
         emx_seterr(err, errlen, "qwen3 chat template: the conversation has no messages");
         return -1;
     }
-    if (is_role(&msgs[0], "system")) chatml_turn(b, "system", span_of(msgs[0].content));
+    if (opt->n_tools > 0) {
+        qwen3_tools_block(b, msgs, opt);
+    } else if (is_role(&msgs[0], "system")) {
+        chatml_turn(b, "system", span_of(msgs[0].content));
+    }
 
     // The last real user query: reasoning is kept only for assistant turns after it.
     int last_query = n - 1;
@@ -189,6 +211,14 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
         Span content = span_of(m->content);
         if (is_role(m, "user") || (is_role(m, "system") && i > 0)) {
             chatml_turn(b, m->role, content);
+            continue;
+        }
+        if (is_role(m, "tool")) {  // consecutive tool results share one user turn
+            if (i == 0 || !is_role(&msgs[i - 1], "tool")) out_str(b, "<|im_start|>user");
+            out_str(b, "\n<tool_response>\n");
+            out_span(b, content);
+            out_str(b, "\n</tool_response>");
+            if (i == n - 1 || !is_role(&msgs[i + 1], "tool")) out_str(b, "<|im_end|>\n");
             continue;
         }
         if (!is_role(m, "assistant")) continue;  // the first system turn, written above
@@ -212,6 +242,14 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
             out_span(b, lstrip_nl(content));
         } else {
             out_span(b, content);
+        }
+        for (int k = 0; k < m->n_tool_calls; k++) {  // after the content, each on its own line
+            if (k > 0 || content.n > 0) out_str(b, "\n");
+            out_str(b, "<tool_call>\n{\"name\": \"");
+            out_str(b, m->tool_calls[k].name);
+            out_str(b, "\", \"arguments\": ");
+            out_str(b, m->tool_calls[k].arguments);
+            out_str(b, "}\n</tool_call>");
         }
         out_str(b, "<|im_end|>\n");
     }
@@ -265,20 +303,39 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
         emx_seterr(err, errlen, "chat template: invalid message list (n_msgs %d)", n_msgs);
         return NULL;
     }
-    // Only the three roles every template treats alike: the official templates would drop
-    // (Qwen3) or specially format (Llama 3 "ipython"/"tool") anything else.
+    // The three roles every template treats alike, and Qwen3's tool results: the official
+    // templates would drop (Qwen3) or specially format (Llama 3 "ipython"/"tool") anything else.
     for (int i = 0; i < n_msgs; i++) {
         const char *role = msgs[i].role;
         if (!role || !msgs[i].content) {
             emx_seterr(err, errlen, "chat template: message %d has no %s", i, role ? "content" : "role");
             return NULL;
         }
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-            emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant)",
-                    i, role);
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+            (strcmp(role, "tool") || family != EMX_CHAT_QWEN3)) {
+            emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant%s)",
+                    i, role, family == EMX_CHAT_QWEN3 ? " or tool" : "");
             return NULL;
         }
+        if (msgs[i].n_tool_calls > 0 && (family != EMX_CHAT_QWEN3 || strcmp(role, "assistant"))) {
+            emx_seterr(err, errlen, "chat template: message %d has tool calls, which only qwen3's assistant turns carry", i);
+            return NULL;
+        }
+        for (int k = 0; k < msgs[i].n_tool_calls; k++)
+            if (!msgs[i].tool_calls || !msgs[i].tool_calls[k].name || !msgs[i].tool_calls[k].arguments) {
+                emx_seterr(err, errlen, "chat template: message %d has a tool call without name or arguments", i);
+                return NULL;
+            }
     }
+    if (opt->n_tools > 0 && (family != EMX_CHAT_QWEN3 || !opt->tools)) {
+        emx_seterr(err, errlen, "chat template: %s has no tool calling (only qwen3's does)", emx_chat_template_name(family));
+        return NULL;
+    }
+    for (int t = 0; t < opt->n_tools; t++)
+        if (!opt->tools[t]) {
+            emx_seterr(err, errlen, "chat template: tool %d is NULL", t);
+            return NULL;
+        }
 
     OutBuf b = {0};
     int rc = 0;

@@ -1,5 +1,5 @@
 // chat_template.h — chat conversations rendered to prompt text, byte for byte as each model
-// family's official Jinja chat template renders them (no tools, no images). The expected
+// family's official Jinja chat template renders them (no images; tools for Qwen3 only). The expected
 // strings in tests/data/chat_templates/ come from the official templates run through jinja2
 // the way transformers' apply_chat_template runs them (tools/gen_chat_references.py).
 //
@@ -10,6 +10,9 @@
 //                     last real user query lose their <think>...</think> reasoning, later ones
 //                     keep it normalised to "<think>\nR\n</think>\n\n"; enable_thinking=0
 //                     appends an empty "<think>\n\n</think>\n\n" after the generation prompt.
+//                     With tools: the "# Tools" system block listing them in <tools></tools>,
+//                     each assistant call as <tool_call>\n{"name": N, "arguments": A}\n</tool_call>
+//                     and consecutive tool messages in one user turn, each in <tool_response>.
 //   EMX_CHAT_LLAMA3   the official Llama 3.1/3.2 Instruct template without tools: exactly what
 //                     Llama-3.2-1B/3B-Instruct's template renders with date_string
 //                     "26 Jul 2024" (its fallback when no date is given; transformers would
@@ -46,15 +49,26 @@
 
 #include "base/model_format.h"   // enum emx_chat_template
 
+// A function call in an assistant turn: the name and the arguments as JSON text, written
+// verbatim (as the templates write an OpenAI-style string of arguments).
 typedef struct {
-    const char *role;      // "system", "user", "assistant"
+    const char *name;
+    const char *arguments;
+} EmxChatToolCall;
+
+typedef struct {
+    const char *role;      // "system", "user", "assistant"; "tool" (qwen3 only): a tool's result
     const char *content;   // UTF-8, NUL-terminated; NULL is an error
+    const EmxChatToolCall *tool_calls;   // assistant turns (qwen3 only): n_tool_calls calls
+    int n_tool_calls;
 } EmxChatMessage;
 
 typedef struct {
     int add_generation_prompt;   // end with the assistant header so the model answers
     int enable_thinking;         // Qwen3: 1 = thinking on (default), 0 = as the official
                                  // template renders enable_thinking=False
+    const char *const *tools;    // qwen3 only: n_tools tool objects, each as the template's
+    int n_tools;                 // `tojson` writes it (Python json.dumps, ensure_ascii=False)
 } EmxChatOptions;
 
 // Defaults used when opt is NULL: add_generation_prompt = 1, enable_thinking = 1.

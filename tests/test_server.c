@@ -428,7 +428,7 @@ Test(server, tool_calls_parse) {
     static const char text[] = "<think>x</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}"
                                "\n</tool_call>\n<tool_call>{broken}</tool_call><tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n";
     char *content = NULL;
-    cJSON *calls = srv_tool_calls_parse(text, strlen(text), "x", 1, &content);
+    cJSON *calls = srv_tool_calls_parse(EMX_CHAT_QWEN3, text, strlen(text), "x", 1, &content);
     cr_assert_eq(cJSON_GetArraySize(calls), 2);
     const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
     cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")), "f");
@@ -439,13 +439,22 @@ Test(server, tool_calls_parse) {
     cJSON_Delete(calls);
     free(content);
     static const char only[] = "\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
-    calls = srv_tool_calls_parse(only, strlen(only), "y", 0, &content);
+    calls = srv_tool_calls_parse(EMX_CHAT_QWEN3, only, strlen(only), "y", 0, &content);
     cr_expect_eq(cJSON_GetArraySize(calls), 1);
     cr_expect_null(content);
     cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "index"));
     cJSON_Delete(calls);
-    cr_expect_null(srv_tool_calls_parse("no calls <tool_call>{}", 22, "z", 0, &content));
+    cr_expect_null(srv_tool_calls_parse(EMX_CHAT_QWEN3, "no calls <tool_call>{}", 22, "z", 0, &content));
     cr_expect_null(content);
+    // Llama 3: the whole answer is the call
+    static const char llama[] = " <|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": 1}}\n";
+    calls = srv_tool_calls_parse(EMX_CHAT_LLAMA3, llama, strlen(llama), "w", 0, &content);
+    cr_assert_eq(cJSON_GetArraySize(calls), 1);
+    f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")), "{\"x\":1}");
+    cr_expect_null(content);
+    cJSON_Delete(calls);
+    cr_expect_null(srv_tool_calls_parse(EMX_CHAT_LLAMA3, "Sure: {\"name\": \"f\", \"parameters\": {}}", 36, "v", 0, &content));
 }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets

@@ -260,8 +260,47 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
     return 0;
 }
 
-// Llama 3.1/3.2 Instruct without tools. The system block is always there, carrying the
-// template's knowledge cutoff and its default date_string; every content is `trim`med.
+// A string as Python's json.dumps(s, ensure_ascii=False) writes it (the templates' tojson).
+static void out_json_string(OutBuf *b, const char *s) {
+    out_str(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        const char *map = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
+                        : *p == '\t' ? "\\t" : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
+        if (map) {
+            out_str(b, map);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            out_str(b, esc);
+        } else {
+            out_put(b, (const char *)p, 1);
+        }
+    }
+    out_str(b, "\"");
+}
+
+// Llama 3.2's tools in the first user turn (its default tools_in_user_message).
+static int llama3_tools_turn(OutBuf *b, const EmxChatMessage *m, const EmxChatOptions *opt, char *err, size_t errlen) {
+    if (!m) {
+        emx_seterr(err, errlen, "llama3 chat template: tools need a first user message to go in");
+        return -1;
+    }
+    out_str(b, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a "
+               "JSON for a function call with its proper arguments that best answers the given prompt.\n\n"
+               "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
+               "its value}.Do not use variables.\n\n");
+    for (int t = 0; t < opt->n_tools; t++) {
+        out_str(b, opt->tools[t]);
+        out_str(b, "\n\n");
+    }
+    out_span(b, py_strip(span_of(m->content)));
+    out_str(b, "<|eot_id|>");
+    return 0;
+}
+
+// Llama 3.1/3.2 Instruct. The system block is always there, carrying the template's knowledge
+// cutoff and its default date_string; every content is `trim`med. With tools, 3.2's form: the
+// list in the first user turn, a call as {"name": N, "parameters": A}, results as ipython turns.
 static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                          char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0]['role'] and raises on an empty list
@@ -274,20 +313,42 @@ static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const Emx
         system = py_strip(span_of(msgs[0].content));
         first = 1;
     }
-    out_str(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    out_str(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n");
+    if (opt->n_tools > 0) out_str(b, "Environment: ipython\n");
+    out_str(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
     out_span(b, system);
     out_str(b, "<|eot_id|>");
+    if (opt->n_tools > 0 && llama3_tools_turn(b, first < n ? &msgs[first++] : NULL, opt, err, errlen) != 0) return -1;
     for (int i = first; i < n; i++) {
-        out_str(b, "<|start_header_id|>");
-        out_str(b, msgs[i].role);
-        out_str(b, "<|end_header_id|>\n\n");
-        out_span(b, py_strip(span_of(msgs[i].content)));
-        out_str(b, "<|eot_id|>");
+        const EmxChatMessage *m = &msgs[i];
+        if (m->n_tool_calls > 0) {
+            if (m->n_tool_calls != 1) {
+                emx_seterr(err, errlen, "llama3 chat template: message %d has %d tool calls; the model takes one at a time",
+                           i, m->n_tool_calls);
+                return -1;
+            }
+            out_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            out_str(b, m->tool_calls[0].name);
+            out_str(b, "\", \"parameters\": ");
+            out_str(b, m->tool_calls[0].arguments);
+            out_str(b, "}<|eot_id|>");
+        } else if (is_role(m, "tool")) {  // a string is iterable to Jinja: tojson quotes it
+            out_str(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            out_json_string(b, m->content);
+            out_str(b, "<|eot_id|>");
+        } else {
+            out_str(b, "<|start_header_id|>");
+            out_str(b, m->role);
+            out_str(b, "<|end_header_id|>\n\n");
+            out_span(b, py_strip(span_of(m->content)));
+            out_str(b, "<|eot_id|>");
+        }
     }
     if (opt->add_generation_prompt) out_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return 0;
 }
+
+static int tools_family(uint32_t family) { return family == EMX_CHAT_QWEN3 || family == EMX_CHAT_LLAMA3; }
 
 static const char SMOLLM2_DEFAULT_SYSTEM[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
@@ -312,13 +373,13 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
             return NULL;
         }
         if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
-            (strcmp(role, "tool") || family != EMX_CHAT_QWEN3)) {
+            (strcmp(role, "tool") || !tools_family(family))) {
             emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant%s)",
-                    i, role, family == EMX_CHAT_QWEN3 ? " or tool" : "");
+                    i, role, tools_family(family) ? " or tool" : "");
             return NULL;
         }
-        if (msgs[i].n_tool_calls > 0 && (family != EMX_CHAT_QWEN3 || strcmp(role, "assistant"))) {
-            emx_seterr(err, errlen, "chat template: message %d has tool calls, which only qwen3's assistant turns carry", i);
+        if (msgs[i].n_tool_calls > 0 && (!tools_family(family) || strcmp(role, "assistant"))) {
+            emx_seterr(err, errlen, "chat template: message %d has tool calls, which only qwen3's and llama3's assistant turns carry", i);
             return NULL;
         }
         for (int k = 0; k < msgs[i].n_tool_calls; k++)
@@ -327,8 +388,8 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
                 return NULL;
             }
     }
-    if (opt->n_tools > 0 && (family != EMX_CHAT_QWEN3 || !opt->tools)) {
-        emx_seterr(err, errlen, "chat template: %s has no tool calling (only qwen3's does)", emx_chat_template_name(family));
+    if (opt->n_tools > 0 && (!tools_family(family) || !opt->tools)) {
+        emx_seterr(err, errlen, "chat template: %s has no tool calling (qwen3's and llama3's have)", emx_chat_template_name(family));
         return NULL;
     }
     for (int t = 0; t < opt->n_tools; t++)

@@ -195,6 +195,30 @@ TOOL_CASES = [
         {"role": "assistant", "content": "A"}], False),
 ]
 
+# Llama 3.2 with tools (its template's own form: arguments as an object, tool results quoted).
+LLAMA3_TOOL_CASES = [
+    ("tools_single_user", [WEATHER], msgs(("user", "  Weather in Paris? ")), True),
+    ("tools_system_user", [WEATHER, TIME], msgs(("system", "Be brief."), ("user", "Time and weather?")),
+     True),
+    ("tools_call_and_result", [WEATHER], [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", {"city": "Paris", "unit": "c", "note": "\u00e9\n\"q\""})]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "{\"temp\": 21}\n\tné"},
+        {"role": "assistant", "content": "21 degrees."},
+        {"role": "user", "content": "Thanks"}], True),
+    ("tools_no_user_message", [TIME], msgs(("system", "S")), True),
+    ("tools_two_calls", [WEATHER, TIME], [
+        {"role": "user", "content": "Both"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_time", {}), call("get_time", {}, "call_1")]}],
+     False),
+    ("tool_messages_without_tools", None, [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_time", {"tz": None, "n": [1, 2.5, True]})]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "r"}], True),
+]
+
 NO_THINK = {"single_user", "system_user", "multi_turn", "think_in_history", "empty_user_content",
             "single_user_no_prompt"}
 
@@ -235,15 +259,18 @@ def build(render, family, template, extra=None, compare=None):
                              % (family, name, exp, exp2))
             suffix = "" if thinking else "_nothink"
             out.append(case(name + suffix, messages, agp, thinking, exp, err))
-    if family == "qwen3":
-        for name, tools, messages, agp in TOOL_CASES:
-            exp, err = render_case(render, template, SPECIAL[family], messages, agp, True,
-                                   {"tools": tools} if tools else {})
-            c = case(name, messages, agp, True, exp, err)
-            if tools:  # each as the template's tojson writes it: what our renderer is given
-                c["tools"] = tools
-                c["tools_json"] = [json.dumps(t, ensure_ascii=False) for t in tools]
-            out.append(c)
+    tool_cases = {"qwen3": TOOL_CASES, "llama3": LLAMA3_TOOL_CASES}.get(family, [])
+    indent = 4 if family == "llama3" else None  # the family's tojson of each tool
+    for name, tools, messages, agp in tool_cases:
+        kw = dict(extra or {})
+        if tools:
+            kw["tools"] = tools
+        exp, err = render_case(render, template, SPECIAL[family], messages, agp, True, kw)
+        c = case(name, messages, agp, True, exp, err)
+        if tools:  # each as the template's tojson writes it: what our renderer is given
+            c["tools"] = tools
+            c["tools_json"] = [json.dumps(t, ensure_ascii=False, indent=indent) for t in tools]
+        out.append(c)
     return out
 
 

@@ -5,7 +5,7 @@ call's grammar makes even random weights write a call that parses), the assistan
 the tool's result sent back for a second answer; the same streamed; "required" with two tools;
 every call's arguments validated by the PyPI `jsonschema` package against the tool's
 parameters; the request errors as 400s naming the field; a model whose template has no tool
-calling (llama3-tiny) refusing tools.
+calling refusing tools; the same loop on llama3-tiny.f32 in Llama 3's own form.
 
     python test_tools.py SERVER MODELS_DIR
 
@@ -138,8 +138,37 @@ def errors_name_the_field():
             assert e.body["param"] == param and needle in e.body["message"], (kw, e.body)
 
 
-def llama3_template_refuses_tools():
+def llama3_forced_call_and_answer():
+    """Llama 3's form: the call is the answer's JSON {"name", "parameters"}; results as ipython turns."""
     with Server("llama3-tiny.f32") as other:
+        lc = other.client()
+        for stream in (False, True):
+            r = lc.chat.completions.create(model=other.model, messages=MSGS, tools=[WEATHER], tool_choice=FORCE,
+                                           max_tokens=200, seed=3, stream=stream)
+            if stream:
+                chunks = list(r)
+                assert chunks[-1].choices[0].finish_reason == "tool_calls", chunks[-1]
+                call = [d for ch in chunks if ch.choices for d in (ch.choices[0].delta.tool_calls or [])][0]
+            else:
+                assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+                call = r.choices[0].message.tool_calls[0]
+            check_call(call, "get_weather")
+            msgs = MSGS + [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+                {"role": "tool", "tool_call_id": call.id, "content": "21 degrees"}]
+            r2 = lc.chat.completions.create(model=other.model, messages=msgs, tools=[WEATHER], max_tokens=4, seed=1)
+            assert r2.choices[0].finish_reason in ("stop", "length", "tool_calls"), r2.choices[0]
+        two = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}} for i in (1, 2)]}
+        try:  # the template takes one call a message
+            lc.chat.completions.create(model=other.model, messages=MSGS + [two], tools=[WEATHER], max_tokens=2)
+            raise AssertionError("accepted")
+        except openai.BadRequestError as e:
+            assert e.body["param"] == "messages" and "one at a time" in e.body["message"], e.body
+
+
+def template_without_tools_refuses():
+    with Server("stories260K.f32") as other:
         try:
             other.client().chat.completions.create(model=other.model, messages=MSGS, tools=[WEATHER], max_tokens=2)
             raise AssertionError("accepted")

@@ -12,35 +12,59 @@
 #include "runtime/generate.h"
 #include "runtime/token_log.h"
 #include "sampler/json_schema.h"
+#include "tools/server/request_tools.h"
 #include "tools/server/tool_calls.h"
 #include "sampler/rng.h"
 #include "tools/server/guard.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tok_utf8.h"
 
-// The conversation through the model's template, with the request's tools and calls.
+// JSON text as Python's json.dumps writes it (indent > 0: indented), malloc'd; NULL on failure.
+static char *py_json_text(const char *json, int indent) {
+    cJSON *v = cJSON_Parse(json);
+    char *s = v ? srv_py_json_indent(v, indent) : NULL;
+    cJSON_Delete(v);
+    return s;
+}
+
+// The conversation through the model's template, with the request's tools and calls. Qwen3's
+// template writes each tool as tojson and a call's arguments string as it is; Llama 3's each
+// tool as tojson(indent=4) and the arguments as tojson of the object they hold.
 static char *render_chat(const SrvModel *sm, const SrvRequest *r, char *err, size_t errlen) {
+    const uint32_t family = sm->model.cfg.chat_template;
+    const int llama = family == EMX_CHAT_LLAMA3;
     size_t n_calls = 0;
     for (int i = 0; i < r->n_messages; i++) n_calls += (size_t)r->messages[i].n_tool_calls;
     EmxChatMessage msgs[SRV_MAX_MESSAGES];
     const char *tools[SRV_MAX_TOOLS];
+    char *owned[SRV_MAX_TOOLS] = {0};
     EmxChatToolCall *calls = calloc(n_calls + 1, sizeof *calls);
+    char **args = calloc(n_calls + 1, sizeof *args);
     char *text = NULL;
-    if (calls && r->n_messages <= SRV_MAX_MESSAGES && r->n_tools <= SRV_MAX_TOOLS) {
-        EmxChatToolCall *c = calls;
-        for (int i = 0; i < r->n_messages; i++) {
-            const SrvMessage *m = &r->messages[i];
-            msgs[i] = (EmxChatMessage){m->role, m->content, c, m->n_tool_calls};
-            for (int k = 0; k < m->n_tool_calls; k++) *c++ = (EmxChatToolCall){m->tool_calls[k].name, m->tool_calls[k].arguments};
+    int ok = calls && args && r->n_messages <= SRV_MAX_MESSAGES && r->n_tools <= SRV_MAX_TOOLS;
+    for (size_t c = 0, i = 0; ok && i < (size_t)r->n_messages; i++) {
+        const SrvMessage *m = &r->messages[i];
+        msgs[i] = (EmxChatMessage){m->role, m->content, calls + c, m->n_tool_calls};
+        for (int k = 0; k < m->n_tool_calls; k++, c++) {
+            const char *a = llama ? (args[c] = py_json_text(m->tool_calls[k].arguments, 0)) : m->tool_calls[k].arguments;
+            ok = ok && a;
+            calls[c] = (EmxChatToolCall){m->tool_calls[k].name, a};
         }
-        for (int t = 0; t < r->n_tools; t++) tools[t] = r->tools[t].json;
+    }
+    for (int t = 0; ok && t < r->n_tools; t++) {
+        tools[t] = llama ? (owned[t] = py_json_text(r->tools[t].json, 4)) : r->tools[t].json;
+        ok = tools[t] != NULL;
+    }
+    if (ok) {
         EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = !sm->defaults.no_think,
                              .tools = tools, .n_tools = r->n_tools};
-        text = emx_chat_render(sm->model.cfg.chat_template, msgs, r->n_messages, &co, err, errlen);
+        text = emx_chat_render(family, msgs, r->n_messages, &co, err, errlen);
     } else {
         emx_seterr(err, errlen, "out of memory");
     }
-    free(calls);
+    for (size_t c = 0; args && c < n_calls; c++) free(args[c]);
+    for (int t = 0; t < r->n_tools; t++) free(owned[t]);
+    free(calls), free(args);
     return text;
 }
 

@@ -121,6 +121,7 @@ typedef struct {
     int tool_choice_index;    // SRV_TOOLS_FUNCTION: the tool it names
     int parallel_tool_calls;  // accepted (default 1); at most one call is constrained per turn
     int tool_grammar;         // grammar is the forced call's, built by srv_tools_prepare
+    int tool_family;          // the model's template family (srv_tools_prepare): the call syntax
 
     int metrics;              // return each token's entropix metrics
     SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only

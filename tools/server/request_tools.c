@@ -65,17 +65,25 @@ static void pb_number(PyBuf *b, double d) {
     pb_str(b, t);
 }
 
-static void pb_value(PyBuf *b, const cJSON *v, int depth) {
+// A newline and the indent of depth levels (indent > 0 only).
+static void pb_newline(PyBuf *b, int indent, int depth) {
+    pb_str(b, "\n");
+    for (int i = 0; i < indent * depth; i++) pb_str(b, " ");
+}
+
+static void pb_value(PyBuf *b, const cJSON *v, int depth, int indent) {
     if (depth > 64) return (void)(b->failed = 1);
     if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
         const int obj = cJSON_IsObject(v);
         pb_str(b, obj ? "{" : "[");
         const cJSON *it;
         cJSON_ArrayForEach(it, v) {
-            if (it != v->child) pb_str(b, ", ");
+            if (it != v->child) pb_str(b, indent ? "," : ", ");
+            if (indent) pb_newline(b, indent, depth + 1);
             if (obj) pb_quoted(b, it->string), pb_str(b, ": ");
-            pb_value(b, it, depth + 1);
+            pb_value(b, it, depth + 1, indent);
         }
+        if (indent && v->child) pb_newline(b, indent, depth);
         pb_str(b, obj ? "}" : "]");
     } else if (cJSON_IsString(v)) {
         pb_quoted(b, v->valuestring);
@@ -86,9 +94,11 @@ static void pb_value(PyBuf *b, const cJSON *v, int depth) {
     }
 }
 
-char *srv_py_json(const cJSON *v) {
+char *srv_py_json(const cJSON *v) { return srv_py_json_indent(v, 0); }
+
+char *srv_py_json_indent(const cJSON *v, int indent) {
     PyBuf b = {0};
-    pb_value(&b, v, 0);
+    pb_value(&b, v, 0, indent);
     if (b.failed) return free(b.s), NULL;
     return b.s;
 }

@@ -24,5 +24,7 @@ void srv_message_tools_free(SrvMessage *m);
 // order): the bytes a chat template's `tojson` gives. malloc'd; NULL when out of memory.
 // A number without a fraction is written as an integer (JSON text does not keep 1.0 apart).
 char *srv_py_json(const cJSON *v);
+// The same with json.dumps(v, indent=indent) (indent > 0): one item a line, "," between them.
+char *srv_py_json_indent(const cJSON *v, int indent);
 
 #endif

@@ -194,7 +194,7 @@ static void read_calls(SrvResponse *s, cJSON *c, int delta) {
     char base[64], *content = NULL;
     const char *dash = strchr(s->id, '-');
     snprintf(base, sizeof base, "%s_%d", dash ? dash + 1 : s->id, s->index);
-    cJSON *calls = srv_tool_calls_parse(s->text ? s->text : "", s->len, base, delta, &content);
+    cJSON *calls = srv_tool_calls_parse((uint32_t)s->r->tool_family, s->text ? s->text : "", s->len, base, delta, &content);
     if (!calls) return;
     cJSON *m = cJSON_GetObjectItem(c, delta ? "delta" : "message");
     cJSON_ReplaceItemInObject(m, "content", content ? cJSON_CreateString(content) : cJSON_CreateNull());

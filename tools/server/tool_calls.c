@@ -22,12 +22,13 @@ static char *call_schema(const SrvRequest *r) {
         cJSON_AddStringToObject(o, "type", "object");
         props = cJSON_AddObjectToObject(o, "properties");
         cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "name"), "const", r->tools[i].name);
+        const char *args_key = r->tool_family == EMX_CHAT_LLAMA3 ? "parameters" : "arguments";
         cJSON *params = r->tools[i].parameters ? cJSON_Parse(r->tools[i].parameters)
                                                : cJSON_Parse("{\"type\": \"object\", \"properties\": {}}");
-        cJSON_AddItemToObject(props, "arguments", params ? params : cJSON_CreateObject());
+        cJSON_AddItemToObject(props, args_key, params ? params : cJSON_CreateObject());
         cJSON *req = cJSON_AddArrayToObject(o, "required");
         cJSON_AddItemToArray(req, cJSON_CreateString("name"));
-        cJSON_AddItemToArray(req, cJSON_CreateString("arguments"));
+        cJSON_AddItemToArray(req, cJSON_CreateString(args_key));
         cJSON_AddFalseToObject(o, "additionalProperties");
         cJSON_AddItemToArray(any, o);
     }
@@ -38,7 +39,8 @@ static char *call_schema(const SrvRequest *r) {
     return s;
 }
 
-// Qwen3's call: "<tool_call>\n" JSON "\n</tool_call>", the JSON's root rule renamed "call".
+// Qwen3's call: "<tool_call>\n" JSON "\n</tool_call>", the JSON's root rule renamed "call";
+// Llama 3's: the JSON {"name", "parameters"} alone.
 static int call_grammar(const SrvRequest *r, char **out, SrvError *e) {
     char *schema = call_schema(r), *gbnf = NULL, why[256];
     if (!schema) return srv_fail(e, 500, "tools", NULL, "out of memory");
@@ -47,11 +49,13 @@ static int call_grammar(const SrvRequest *r, char **out, SrvError *e) {
     if (rc != 0) return srv_fail(e, 400, "tools", NULL, "the forced call's parameters: %s", why);
     if (strncmp(gbnf, "root ::=", 8) != 0) return free(gbnf), srv_fail(e, 500, "tools", NULL, "unexpected schema grammar");
     static const char head[] = "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall";
-    char *g = malloc(strlen(gbnf) + sizeof head);
-    if (!g) return free(gbnf), srv_fail(e, 500, "tools", NULL, "out of memory");
-    memcpy(g, head, sizeof head - 1);
-    strcpy(g + sizeof head - 1, gbnf + 4);
-    free(gbnf);
+    char *g = gbnf;
+    if (r->tool_family == EMX_CHAT_QWEN3) {
+        if (!(g = malloc(strlen(gbnf) + sizeof head))) return free(gbnf), srv_fail(e, 500, "tools", NULL, "out of memory");
+        memcpy(g, head, sizeof head - 1);
+        strcpy(g + sizeof head - 1, gbnf + 4);
+        free(gbnf);
+    }
     EmxGrammar *parsed = NULL;
     if (emx_grammar_parse(g, strlen(g), &parsed, why, sizeof why) != 0) {
         free(g);  // a "$ref": "#" in parameters names the whole call, which has no such rule
@@ -66,9 +70,10 @@ int srv_tools_prepare(uint32_t family, SrvRequest *r, SrvError *e) {
     int history = 0;  // tool turns in the conversation
     for (int i = 0; i < r->n_messages; i++)
         history |= r->messages[i].n_tool_calls > 0 || !strcmp(r->messages[i].role, "tool");
-    if ((r->n_tools > 0 || history) && family != EMX_CHAT_QWEN3)
+    r->tool_family = (int)family;
+    if ((r->n_tools > 0 || history) && family != EMX_CHAT_QWEN3 && family != EMX_CHAT_LLAMA3)
         return srv_fail(e, 400, r->n_tools > 0 ? "tools" : "messages", NULL,
-                        "the model's chat template (%s) has no tool calling here (qwen3's has)",
+                        "the model's chat template (%s) has no tool calling (qwen3's and llama3's have)",
                         emx_chat_template_name(family) ? emx_chat_template_name(family) : "?");
     if (r->tool_choice != SRV_TOOLS_REQUIRED && r->tool_choice != SRV_TOOLS_FUNCTION) return 0;
     if (r->tool_grammar) return 0;  // prepared already
@@ -87,10 +92,11 @@ static const char *find(const char *s, size_t n, const char *pat, size_t m) {
 
 static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-// The call in a block's JSON text, or NULL.
+// The call in a block's JSON text, or NULL. Llama 3 names the arguments "parameters".
 static cJSON *read_call(const char *json, size_t n, const char *id_base, int k, int indexed) {
     cJSON *o = cJSON_ParseWithLength(json, n);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"), *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
     char *a = cJSON_IsString(name) && cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
     if (!a) return cJSON_Delete(o), NULL;
     cJSON *c = cJSON_CreateObject(), *f;
@@ -107,9 +113,18 @@ static cJSON *read_call(const char *json, size_t n, const char *id_base, int k, 
     return c;
 }
 
-cJSON *srv_tool_calls_parse(const char *text, size_t len, const char *id_base, int indexed, char **content) {
+cJSON *srv_tool_calls_parse(uint32_t family, const char *text, size_t len, const char *id_base, int indexed,
+                           char **content) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
     *content = NULL;
+    if (family == EMX_CHAT_LLAMA3) {  // the whole answer is the call, or there is none
+        static const char tag[] = "<|python_tag|>";
+        while (len && is_space(*text)) text++, len--;
+        if (len >= sizeof tag - 1 && !memcmp(text, tag, sizeof tag - 1)) text += sizeof tag - 1, len -= sizeof tag - 1;
+        cJSON *c = read_call(text, len, id_base, 0, indexed), *calls = c ? cJSON_CreateArray() : NULL;
+        if (c) cJSON_AddItemToArray(calls, c);
+        return calls;
+    }
     cJSON *calls = NULL;
     char *rest = malloc(len + 1);  // the text outside the calls
     if (!rest) return NULL;

@@ -1,7 +1,8 @@
 // tool_calls.h — tool calling between the request and the model's chat template: which
-// families can (Qwen3's template writes and reads calls as <tool_call>{"name": N, "arguments":
-// A}</tool_call>), the grammar that forces a call (tool_choice "required" or a named
-// function), and the calls read back from the generated text.
+// families can (Qwen3's template writes calls as <tool_call>{"name": N, "arguments":
+// A}</tool_call>, Llama 3's as the answer {"name": N, "parameters": A}), the grammar that
+// forces a call (tool_choice "required" or a named function), and the calls read back from
+// the generated text.
 #ifndef ENTROPIX_SERVER_TOOL_CALLS_H
 #define ENTROPIX_SERVER_TOOL_CALLS_H
 
@@ -21,11 +22,13 @@ int srv_tools_prepare(uint32_t family, SrvRequest *r, SrvError *e);
 // 1 when the answer is read for calls: tools given and tool_choice is not none.
 int srv_tools_active(const SrvRequest *r);
 
-// The <tool_call> blocks of text[0..len) whose JSON parses into {"name": string, "arguments":
-// object}: an array of OpenAI tool calls {id: "call_<id_base>_<k>", type: "function",
+// Qwen3: the <tool_call> blocks of text[0..len) whose JSON parses into {"name": string,
+// "arguments": object}; Llama 3: the whole text (after an optional <|python_tag|>) when it
+// parses into {"name": string, "parameters" (or "arguments"): object}. An array of OpenAI tool calls {id: "call_<id_base>_<k>", type: "function",
 // function: {name, arguments: the arguments as JSON text}} (with "index": k when indexed), or
 // NULL when there is none. *content: the text outside those blocks with its surrounding
 // whitespace removed (malloc'd), NULL when that is empty or there is no call.
-cJSON *srv_tool_calls_parse(const char *text, size_t len, const char *id_base, int indexed, char **content);
+cJSON *srv_tool_calls_parse(uint32_t family, const char *text, size_t len, const char *id_base, int indexed,
+                           char **content);
 
 #endif

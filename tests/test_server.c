@@ -423,6 +423,52 @@ Test(server, structured_output, .timeout = 600) {
 // each call's arguments validated by jsonschema; the request errors; llama3's template refusing.
 Test(server, tools, .timeout = 600) { server_script("test_tools.py", 0, "tool calling checks"); }
 
+// tools, tool_choice and the messages' calls, parsed; each bad shape a 400 naming its field.
+Test(server, parse_tool_fields) {
+    SrvRequest r;
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+             "{\"name\":\"f\",\"parameters\":{\"type\":\"object\"},\"strict\":true}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+             "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"parallel_tool_calls\":false}",
+             SRV_CHAT, &r);
+    cr_assert(r.n_tools == 2 && r.tool_choice == SRV_TOOLS_FUNCTION && r.tool_choice_index == 1 && !r.parallel_tool_calls);
+    cr_assert(r.tools[0].strict && !strcmp(r.tools[0].parameters, "{\"type\":\"object\"}") && !r.tools[1].parameters);
+    cr_assert_str_eq(r.tools[1].json, "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}");
+    cr_assert(r.messages[1].n_tool_calls == 1 && !strcmp(r.messages[1].content, "") &&
+              !strcmp(r.messages[1].tool_calls[0].arguments, "{\"a\": 1}") && !strcmp(r.messages[2].tool_call_id, "c1"));
+    srv_request_free(&r);
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+             "{\"name\":\"f\"}}]}", SRV_CHAT, &r);
+    cr_assert(r.tool_choice == SRV_TOOLS_AUTO && r.parallel_tool_calls);
+    srv_request_free(&r);
+    const int C = SRV_CHAT;
+#define U "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+#define F(n) "{\"type\":\"function\",\"function\":{\"name\":\"" n "\"}}"
+    parse_bad(U "\"tools\":{}}", C, "tools", "array of 1 to 64");
+    parse_bad(U "\"tools\":[]}", C, "tools", "array of 1 to 64");
+    parse_bad(U "\"tools\":[{\"type\":\"function\"}]}", C, "tools", "tools[0]");
+    parse_bad(U "\"tools\":[" F("f") "," F("a b") "]}", C, "tools", "tools[1].function.name");
+    parse_bad(U "\"tools\":[" F("f") "," F("f") "]}", C, "tools", "twice");
+    parse_bad(U "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", C, "tools", "parameters");
+    parse_bad(U "\"tools\":[" F("f") "],\"tool_choice\":\"any\"}", C, "tool_choice", "'any'");
+    parse_bad(U "\"tools\":[" F("f") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", C,
+              "tool_choice", "'g'");
+    parse_bad(U "\"tool_choice\":\"required\"}", C, "tool_choice", "no tools");
+    parse_bad(U "\"parallel_tool_calls\":1}", C, "parallel_tool_calls", "parallel_tool_calls");
+    parse_bad(U "\"functions\":[]}", C, "functions", "legacy");
+    parse_bad("{\"prompt\":\"p\",\"tools\":[" F("f") "]}", SRV_COMPLETION, "tools", "chat");
+    parse_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"tool_calls\":[]}]}", C, "messages", "only assistant");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"a\"}]}]}", C, "messages",
+              "tool_calls[0]");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"a\",\"function\":"
+              "{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}", C, "messages", "not a JSON object");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null}]}", C, "messages", "content");
+    parse_bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}]}", C, "messages", "tool_call_id");
+#undef U
+#undef F
+}
+
 // Calls read back from an answer: the blocks that parse, the rest as content.
 Test(server, tool_calls_parse) {
     static const char text[] = "<think>x</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}"

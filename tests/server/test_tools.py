@@ -96,6 +96,18 @@ def stream_helper_accumulates():
     check_call(final.choices[0].message.tool_calls[0], "get_weather")
 
 
+def forced_call_with_defs():
+    """A parameters schema with $defs: its references resolve under the forced call's grammar."""
+    params = {"type": "object", "properties": {"where": {"$ref": "#/$defs/place"}}, "required": ["where"],
+              "additionalProperties": False,
+              "$defs": {"place": {"type": "string", "enum": ["home", "work"]}}}
+    tool = {"type": "function", "function": {"name": "go", "parameters": params}}
+    r = c.chat.completions.create(model=srv.model, messages=MSGS, tools=[tool], tool_choice="required", max_tokens=100,
+                                  seed=1)
+    assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+    jsonschema.validate(json.loads(r.choices[0].message.tool_calls[0].function.arguments), params)
+
+
 def required_picks_one_of_the_tools():
     for seed in (1, 2):
         r = c.chat.completions.create(model=srv.model, messages=MSGS, tools=[WEATHER, TIME], tool_choice="required",
@@ -128,7 +140,11 @@ def errors_name_the_field():
                               "function": {"name": "f", "arguments": "not json"}}]}]), "messages", "arguments"),
              (dict(extra_body={"functions": [{"name": "f"}]}), "functions", "legacy"),
              (dict(tools=[WEATHER], tool_choice=FORCE, response_format={"type": "json_object"}), "tool_choice",
-              "give one")]
+              "give one"),
+             (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+                 "x": {"type": "string", "pattern": "a+"}}}}}], tool_choice="required"), "tools", "pattern"),
+             (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+                 "x": {"$ref": "#"}}}}}], tool_choice="required"), "tools", "refers to itself")]
     for kw, param, needle in cases:
         kw.setdefault("messages", MSGS)
         try:

@@ -13,9 +13,26 @@
 
 int srv_tools_active(const SrvRequest *r) { return r->n_tools > 0 && r->tool_choice != SRV_TOOLS_NONE; }
 
+// A parameters schema's $defs / definitions, moved to the call schema's root (defs), where its
+// "#/$defs/..." references resolve.
+static void hoist_defs(cJSON *params, cJSON *defs) {
+    static const char *const keys[] = {"$defs", "definitions"};
+    for (int k = 0; k < 2 && cJSON_IsObject(params); k++) {
+        cJSON *d = cJSON_DetachItemFromObjectCaseSensitive(params, keys[k]), *it;
+        cJSON *to = cJSON_GetObjectItemCaseSensitive(defs, keys[k]);
+        if (!to) to = cJSON_AddObjectToObject(defs, keys[k]);
+        while (d && (it = d->child)) {
+            cJSON_DetachItemViaPointer(d, it);
+            cJSON_DeleteItemFromObjectCaseSensitive(to, it->string);  // a later tool's wins
+            cJSON_AddItemToObject(to, it->string, it);
+        }
+        cJSON_Delete(d);
+    }
+}
+
 // The JSON schema of the call object for the tools tool_choice allows: anyOf one per tool.
 static char *call_schema(const SrvRequest *r) {
-    cJSON *any = cJSON_CreateArray();
+    cJSON *root = cJSON_CreateObject(), *any = cJSON_CreateArray();
     for (int i = 0; i < r->n_tools; i++) {
         if (r->tool_choice == SRV_TOOLS_FUNCTION && i != r->tool_choice_index) continue;
         cJSON *o = cJSON_CreateObject(), *props;
@@ -25,6 +42,7 @@ static char *call_schema(const SrvRequest *r) {
         const char *args_key = r->tool_family == EMX_CHAT_LLAMA3 ? "parameters" : "arguments";
         cJSON *params = r->tools[i].parameters ? cJSON_Parse(r->tools[i].parameters)
                                                : cJSON_Parse("{\"type\": \"object\", \"properties\": {}}");
+        hoist_defs(params, root);
         cJSON_AddItemToObject(props, args_key, params ? params : cJSON_CreateObject());
         cJSON *req = cJSON_AddArrayToObject(o, "required");
         cJSON_AddItemToArray(req, cJSON_CreateString("name"));
@@ -32,7 +50,6 @@ static char *call_schema(const SrvRequest *r) {
         cJSON_AddFalseToObject(o, "additionalProperties");
         cJSON_AddItemToArray(any, o);
     }
-    cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "anyOf", any);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -58,7 +75,7 @@ static int call_grammar(const SrvRequest *r, char **out, SrvError *e) {
     }
     EmxGrammar *parsed = NULL;
     if (emx_grammar_parse(g, strlen(g), &parsed, why, sizeof why) != 0) {
-        free(g);  // a "$ref": "#" in parameters names the whole call, which has no such rule
+        free(g);
         return srv_fail(e, 400, "tools", NULL, "the forced call's parameters cannot be constrained: %s", why);
     }
     emx_grammar_free(parsed);
@@ -77,6 +94,10 @@ int srv_tools_prepare(uint32_t family, SrvRequest *r, SrvError *e) {
                         emx_chat_template_name(family) ? emx_chat_template_name(family) : "?");
     if (r->tool_choice != SRV_TOOLS_REQUIRED && r->tool_choice != SRV_TOOLS_FUNCTION) return 0;
     if (r->tool_grammar) return 0;  // prepared already
+    for (int i = 0; i < r->n_tools; i++)  // "#" would name the whole call, not the parameters
+        if (r->tools[i].parameters && strstr(r->tools[i].parameters, "\"$ref\":\"#\""))
+            return srv_fail(e, 400, "tools", NULL, "tools[%d].function.parameters refers to itself (\"$ref\": \"#\"): "
+                            "a forced call cannot be constrained by it", i);
     if (r->grammar || r->json_schema || r->json_object)
         return srv_fail(e, 400, "tool_choice", NULL, "a forced tool call and a response_format or grammar: give one");
     if (call_grammar(r, &r->grammar, e) != 0) return -1;

@@ -13,6 +13,7 @@
 
 #include "tokenizer/chat_template.h"
 #include "tools/convert/gguf.h"
+#include "tools/server/request_tools.h"
 #include "test_util.h"
 
 #define DATA_DIR "tests/data/chat_templates/"
@@ -54,14 +55,42 @@ static int check_family_file(uint32_t family) {
 
         int n = cJSON_GetArraySize(messages);
         EmxChatMessage *msgs = calloc((size_t)n + 1, sizeof *msgs);
+        EmxChatToolCall calls[64];
+        char *owned[64];
+        int n_calls = 0, n_owned = 0;
         for (int i = 0; i < n; i++) {
-            const cJSON *m = cJSON_GetArrayItem(messages, i);
+            const cJSON *m = cJSON_GetArrayItem(messages, i), *tc;
             msgs[i].role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
             msgs[i].content = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+            msgs[i].tool_calls = calls + n_calls;
+            cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls")) {  // OpenAI's shape
+                const cJSON *f = cJSON_GetObjectItem(tc, "function");
+                cr_assert_lt(n_calls, 64);
+                const cJSON *args = cJSON_GetObjectItem(f, "arguments");
+                // llama3's cases give an object (its template's tojson): written as the server writes it
+                const char *a = cJSON_IsString(args) ? args->valuestring : (owned[n_owned++] = srv_py_json(args));
+                calls[n_calls++] = (EmxChatToolCall){cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")), a};
+                msgs[i].n_tool_calls++;
+            }
+        }
+        const char *tools[16];
+        int n_tools = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tools_json")) {
+            cr_assert_lt(n_tools, 16);
+            tools[n_tools] = cJSON_GetStringValue(t);
+            // the server writes each tool as the template's tojson does: the same bytes
+            char *mine = srv_py_json_indent(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "tools"), n_tools),
+                                            family == EMX_CHAT_LLAMA3 ? 4 : 0);
+            cr_assert_str_eq(mine, tools[n_tools], "%s: tool %d as tojson", case_name, n_tools);
+            free(mine);
+            n_tools++;
         }
         EmxChatOptions opt = {
             .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
             .enable_thinking = cJSON_IsTrue(cJSON_GetObjectItem(c, "enable_thinking")),
+            .tools = tools,
+            .n_tools = n_tools,
         };
         char err[256] = "";
         char *got = emx_chat_render(family, msgs, n, &opt, err, sizeof err);
@@ -77,6 +106,7 @@ static int check_family_file(uint32_t family) {
         }
         free(got);
         free(msgs);
+        for (int i = 0; i < n_owned; i++) free(owned[i]);
         checked++;
     }
     cJSON_Delete(cases);
@@ -103,10 +133,10 @@ Test(chat_template, chatml_matches_reference_template) {
 // Behaviour the reference files cannot show.
 
 static const EmxChatMessage CONV[] = {
-    {"system", "Be brief."},
-    {"user", "Hi"},
-    {"assistant", "<think>x</think>Hello"},
-    {"user", "Bye"},
+    {.role = "system", .content = "Be brief."},
+    {.role = "user", .content = "Hi"},
+    {.role = "assistant", .content = "<think>x</think>Hello"},
+    {.role = "user", .content = "Bye"},
 };
 
 Test(chat_template, none_concatenates_contents) {
@@ -131,7 +161,7 @@ Test(chat_template, null_options_are_the_defaults) {
 }
 
 Test(chat_template, enable_thinking_only_changes_qwen3) {
-    const EmxChatOptions on = {1, 1}, off = {1, 0};
+    const EmxChatOptions on = {.add_generation_prompt = 1, .enable_thinking = 1}, off = {.add_generation_prompt = 1};
     for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_CHATML; f++) {
         char *a = emx_chat_render(f, CONV, 4, &on, NULL, 0);
         char *b = emx_chat_render(f, CONV, 4, &off, NULL, 0);
@@ -150,14 +180,15 @@ Test(chat_template, enable_thinking_only_changes_qwen3) {
 
 Test(chat_template, rejects_bad_messages) {
     char err[128];
-    const EmxChatMessage tool[] = {{"user", "q"}, {"tool", "42"}};
+    const EmxChatMessage tool[] = {{.role = "user", .content = "q"}, {.role = "tool", .content = "42"}};
     for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_CHATML; f++) {
+        if (f == EMX_CHAT_QWEN3 || f == EMX_CHAT_LLAMA3) continue;  // they write tool results (tools cases)
         err[0] = 0;
         cr_expect_null(emx_chat_render(f, tool, 2, NULL, err, sizeof err));
         cr_expect(strstr(err, "message 1") && strstr(err, "\"tool\""), "%s: err \"%s\"",
                   emx_chat_template_name(f), err);
     }
-    const EmxChatMessage no_role[] = {{NULL, "x"}}, no_content[] = {{"user", NULL}};
+    const EmxChatMessage no_role[] = {{.role = NULL, .content = "x"}}, no_content[] = {{.role = "user", .content = NULL}};
     cr_expect_null(emx_chat_render(EMX_CHAT_QWEN3, no_role, 1, NULL, err, sizeof err));
     cr_expect(strstr(err, "no role"), "%s", err);
     cr_expect_null(emx_chat_render(EMX_CHAT_LLAMA3, no_content, 1, NULL, err, sizeof err));
@@ -168,13 +199,25 @@ Test(chat_template, rejects_bad_messages) {
     cr_expect(strstr(err, "99"), "%s", err);
     // A NULL or tiny error buffer is fine.
     cr_expect_null(emx_chat_render(EMX_CHAT_CHATML, tool, 2, NULL, NULL, 0));
+    // tool calls and tools: qwen3's only, and a call needs its name and arguments
+    const EmxChatToolCall bad_call = {.name = "f"};
+    const EmxChatMessage call[] = {{.role = "user", .content = "q"},
+                                   {.role = "assistant", .content = "", .tool_calls = &bad_call, .n_tool_calls = 1}};
+    cr_expect_null(emx_chat_render(EMX_CHAT_QWEN3, call, 2, NULL, err, sizeof err));
+    cr_expect(strstr(err, "without name or arguments"), "%s", err);
+    cr_expect_null(emx_chat_render(EMX_CHAT_CHATML, call, 2, NULL, err, sizeof err));
+    cr_expect(strstr(err, "tool calls"), "%s", err);
+    const char *tools[] = {"{}"};
+    const EmxChatOptions with_tools = {.add_generation_prompt = 1, .tools = tools, .n_tools = 1};
+    cr_expect_null(emx_chat_render(EMX_CHAT_SMOLLM2, call, 1, &with_tools, err, sizeof err));
+    cr_expect(strstr(err, "smollm2 has no tool calling"), "%s", err);
     char tiny[4] = "abc";
     cr_expect_null(emx_chat_render(EMX_CHAT_CHATML, tool, 2, NULL, tiny, sizeof tiny));
     cr_expect_eq(strlen(tiny), 3u);
 }
 
 Test(chat_template, bos_is_in_the_text_only_for_llama3) {
-    const EmxChatMessage user[] = {{"user", "x"}};
+    const EmxChatMessage user[] = {{.role = "user", .content = "x"}};
     for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_CHATML; f++) {
         char *s = emx_chat_render(f, user, 1, NULL, NULL, 0);
         cr_assert_not_null(s);

@@ -11,6 +11,7 @@
 #include "tools/server/engine.h"
 #include "tools/server/guard.h"
 #include "tools/server/request.h"
+#include "tools/server/tool_calls.h"
 
 static const char *build_dir(void) {
     const char *b = getenv("EMX_BUILD");
@@ -67,7 +68,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"messages\":[]}", C, "messages", "1 to");  // model is optional: the messages are what is wrong
     parse_bad("{\"model\":1,\"prompt\":\"p\"}", P, "model", "must be a string");
     parse_bad("{\"model\":\"m\",\"messages\":[]}", C, "messages", "1 to");
-    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "not supported");
+    parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", C, "messages", "tool_call_id");
     // a quoted client value with a newline stays one line (parse_bad asserts no '\n')
     parse_bad("{\"messages\":[{\"role\":\"us\\nx\",\"content\":\"x\"}]}", C, "messages", "'us\\x0ax' is not supported");
     parse_bad("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":3}]}", C, "messages", "content");
@@ -415,6 +416,91 @@ Test(server, structured_output, .timeout = 600) {
     snprintf(smol, sizeof smol, "%s/models/smollm2.q8.bin", build_dir());
     if (access(smol, R_OK) != 0) cr_skip_test("%s missing: needs `make weights`, then make %s", smol, smol);
     server_script("test_structured.py", 0, "structured output checks");
+}
+
+// Tool calling (tests/server/test_tools.py) on qwen3-tiny: the openai client's loop with a forced
+// call (its grammar makes random weights write one that parses), plain and streamed, "required",
+// each call's arguments validated by jsonschema; the request errors; llama3's template refusing.
+Test(server, tools, .timeout = 600) { server_script("test_tools.py", 0, "tool calling checks"); }
+
+// tools, tool_choice and the messages' calls, parsed; each bad shape a 400 naming its field.
+Test(server, parse_tool_fields) {
+    SrvRequest r;
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+             "{\"name\":\"f\",\"parameters\":{\"type\":\"object\"},\"strict\":true}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+             "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"parallel_tool_calls\":false}",
+             SRV_CHAT, &r);
+    cr_assert(r.n_tools == 2 && r.tool_choice == SRV_TOOLS_FUNCTION && r.tool_choice_index == 1 && !r.parallel_tool_calls);
+    cr_assert(r.tools[0].strict && !strcmp(r.tools[0].parameters, "{\"type\":\"object\"}") && !r.tools[1].parameters);
+    cr_assert_str_eq(r.tools[1].json, "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}");
+    cr_assert(r.messages[1].n_tool_calls == 1 && !strcmp(r.messages[1].content, "") &&
+              !strcmp(r.messages[1].tool_calls[0].arguments, "{\"a\": 1}") && !strcmp(r.messages[2].tool_call_id, "c1"));
+    srv_request_free(&r);
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+             "{\"name\":\"f\"}}]}", SRV_CHAT, &r);
+    cr_assert(r.tool_choice == SRV_TOOLS_AUTO && r.parallel_tool_calls);
+    srv_request_free(&r);
+    const int C = SRV_CHAT;
+#define U "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+#define F(n) "{\"type\":\"function\",\"function\":{\"name\":\"" n "\"}}"
+    parse_bad(U "\"tools\":{}}", C, "tools", "array of 1 to 64");
+    parse_bad(U "\"tools\":[]}", C, "tools", "array of 1 to 64");
+    parse_bad(U "\"tools\":[{\"type\":\"function\"}]}", C, "tools", "tools[0]");
+    parse_bad(U "\"tools\":[" F("f") "," F("a b") "]}", C, "tools", "tools[1].function.name");
+    parse_bad(U "\"tools\":[" F("f") "," F("f") "]}", C, "tools", "twice");
+    parse_bad(U "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", C, "tools", "parameters");
+    parse_bad(U "\"tools\":[" F("f") "],\"tool_choice\":\"any\"}", C, "tool_choice", "'any'");
+    parse_bad(U "\"tools\":[" F("f") "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", C,
+              "tool_choice", "'g'");
+    parse_bad(U "\"tool_choice\":\"required\"}", C, "tool_choice", "no tools");
+    parse_bad(U "\"parallel_tool_calls\":1}", C, "parallel_tool_calls", "parallel_tool_calls");
+    parse_bad(U "\"functions\":[]}", C, "functions", "legacy");
+    parse_bad("{\"prompt\":\"p\",\"tools\":[" F("f") "]}", SRV_COMPLETION, "tools", "chat");
+    parse_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"tool_calls\":[]}]}", C, "messages", "only assistant");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"a\"}]}]}", C, "messages",
+              "tool_calls[0]");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"a\",\"function\":"
+              "{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}", C, "messages", "not a JSON object");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null}]}", C, "messages", "content");
+    parse_bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}]}", C, "messages", "tool_call_id");
+#undef U
+#undef F
+}
+
+// Calls read back from an answer: the blocks that parse, the rest as content.
+Test(server, tool_calls_parse) {
+    static const char text[] = "<think>x</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}"
+                               "\n</tool_call>\n<tool_call>{broken}</tool_call><tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n";
+    char *content = NULL;
+    cJSON *calls = srv_tool_calls_parse(EMX_CHAT_QWEN3, text, strlen(text), "x", 1, &content);
+    cr_assert_eq(cJSON_GetArraySize(calls), 2);
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")), "f");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")), "{\"a\":[1,2]}");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "id")), "call_x_1");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "index")), 1);
+    cr_expect_str_eq(content, "<think>x</think>\n\nSure.\n\n<tool_call>{broken}</tool_call>");
+    cJSON_Delete(calls);
+    free(content);
+    static const char only[] = "\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    calls = srv_tool_calls_parse(EMX_CHAT_QWEN3, only, strlen(only), "y", 0, &content);
+    cr_expect_eq(cJSON_GetArraySize(calls), 1);
+    cr_expect_null(content);
+    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "index"));
+    cJSON_Delete(calls);
+    cr_expect_null(srv_tool_calls_parse(EMX_CHAT_QWEN3, "no calls <tool_call>{}", 22, "z", 0, &content));
+    cr_expect_null(content);
+    // Llama 3: the whole answer is the call
+    static const char llama[] = " <|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": 1}}\n";
+    calls = srv_tool_calls_parse(EMX_CHAT_LLAMA3, llama, strlen(llama), "w", 0, &content);
+    cr_assert_eq(cJSON_GetArraySize(calls), 1);
+    f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")), "{\"x\":1}");
+    cr_expect_null(content);
+    cJSON_Delete(calls);
+    cr_expect_null(srv_tool_calls_parse(EMX_CHAT_LLAMA3, "Sure: {\"name\": \"f\", \"parameters\": {}}", 36, "v", 0, &content));
 }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets

@@ -117,6 +117,7 @@ Test(smollm2, chat_prompts_render_and_tokenize_like_reference) {
         const cJSON *msgs = item(p, "messages");
         int n_msgs = cJSON_GetArraySize(msgs);
         EmxChatMessage cm[8];
+        memset(cm, 0, sizeof cm);  // no tool calls
         cr_assert(n_msgs <= 8);
         for (int i = 0; i < n_msgs; i++) {
             const cJSON *msg = cJSON_GetArrayItem(msgs, i);

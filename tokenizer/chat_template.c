@@ -167,13 +167,35 @@ static int qwen3_is_tool_response(Span c) {
     return span_starts(c, "<tool_response>") && span_ends(c, "</tool_response>");
 }
 
+// With tools, the first system turn carries the system message (if any) and the tool list.
+static void qwen3_tools_block(OutBuf *b, const EmxChatMessage *msgs, const EmxChatOptions *opt) {
+    out_str(b, "<|im_start|>system\n");
+    if (is_role(&msgs[0], "system")) {
+        out_str(b, msgs[0].content);
+        out_str(b, "\n\n");
+    }
+    out_str(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (int t = 0; t < opt->n_tools; t++) {
+        out_str(b, "\n");
+        out_str(b, opt->tools[t]);
+    }
+    out_str(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+               "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+               "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
 static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                         char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0].role and raises on an empty list
         emx_seterr(err, errlen, "qwen3 chat template: the conversation has no messages");
         return -1;
     }
-    if (is_role(&msgs[0], "system")) chatml_turn(b, "system", span_of(msgs[0].content));
+    if (opt->n_tools > 0) {
+        qwen3_tools_block(b, msgs, opt);
+    } else if (is_role(&msgs[0], "system")) {
+        chatml_turn(b, "system", span_of(msgs[0].content));
+    }
 
     // The last real user query: reasoning is kept only for assistant turns after it.
     int last_query = n - 1;
@@ -189,6 +211,14 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
         Span content = span_of(m->content);
         if (is_role(m, "user") || (is_role(m, "system") && i > 0)) {
             chatml_turn(b, m->role, content);
+            continue;
+        }
+        if (is_role(m, "tool")) {  // consecutive tool results share one user turn
+            if (i == 0 || !is_role(&msgs[i - 1], "tool")) out_str(b, "<|im_start|>user");
+            out_str(b, "\n<tool_response>\n");
+            out_span(b, content);
+            out_str(b, "\n</tool_response>");
+            if (i == n - 1 || !is_role(&msgs[i + 1], "tool")) out_str(b, "<|im_end|>\n");
             continue;
         }
         if (!is_role(m, "assistant")) continue;  // the first system turn, written above
@@ -213,6 +243,14 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
         } else {
             out_span(b, content);
         }
+        for (int k = 0; k < m->n_tool_calls; k++) {  // after the content, each on its own line
+            if (k > 0 || content.n > 0) out_str(b, "\n");
+            out_str(b, "<tool_call>\n{\"name\": \"");
+            out_str(b, m->tool_calls[k].name);
+            out_str(b, "\", \"arguments\": ");
+            out_str(b, m->tool_calls[k].arguments);
+            out_str(b, "}\n</tool_call>");
+        }
         out_str(b, "<|im_end|>\n");
     }
     if (opt->add_generation_prompt) {
@@ -222,8 +260,47 @@ static int render_qwen3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxC
     return 0;
 }
 
-// Llama 3.1/3.2 Instruct without tools. The system block is always there, carrying the
-// template's knowledge cutoff and its default date_string; every content is `trim`med.
+// A string as Python's json.dumps(s, ensure_ascii=False) writes it (the templates' tojson).
+static void out_json_string(OutBuf *b, const char *s) {
+    out_str(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        const char *map = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
+                        : *p == '\t' ? "\\t" : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
+        if (map) {
+            out_str(b, map);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            out_str(b, esc);
+        } else {
+            out_put(b, (const char *)p, 1);
+        }
+    }
+    out_str(b, "\"");
+}
+
+// Llama 3.2's tools in the first user turn (its default tools_in_user_message).
+static int llama3_tools_turn(OutBuf *b, const EmxChatMessage *m, const EmxChatOptions *opt, char *err, size_t errlen) {
+    if (!m) {
+        emx_seterr(err, errlen, "llama3 chat template: tools need a first user message to go in");
+        return -1;
+    }
+    out_str(b, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a "
+               "JSON for a function call with its proper arguments that best answers the given prompt.\n\n"
+               "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
+               "its value}.Do not use variables.\n\n");
+    for (int t = 0; t < opt->n_tools; t++) {
+        out_str(b, opt->tools[t]);
+        out_str(b, "\n\n");
+    }
+    out_span(b, py_strip(span_of(m->content)));
+    out_str(b, "<|eot_id|>");
+    return 0;
+}
+
+// Llama 3.1/3.2 Instruct. The system block is always there, carrying the template's knowledge
+// cutoff and its default date_string; every content is `trim`med. With tools, 3.2's form: the
+// list in the first user turn, a call as {"name": N, "parameters": A}, results as ipython turns.
 static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                          char *err, size_t errlen) {
     if (n == 0) {  // the template reads messages[0]['role'] and raises on an empty list
@@ -236,20 +313,42 @@ static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const Emx
         system = py_strip(span_of(msgs[0].content));
         first = 1;
     }
-    out_str(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    out_str(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n");
+    if (opt->n_tools > 0) out_str(b, "Environment: ipython\n");
+    out_str(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
     out_span(b, system);
     out_str(b, "<|eot_id|>");
+    if (opt->n_tools > 0 && llama3_tools_turn(b, first < n ? &msgs[first++] : NULL, opt, err, errlen) != 0) return -1;
     for (int i = first; i < n; i++) {
-        out_str(b, "<|start_header_id|>");
-        out_str(b, msgs[i].role);
-        out_str(b, "<|end_header_id|>\n\n");
-        out_span(b, py_strip(span_of(msgs[i].content)));
-        out_str(b, "<|eot_id|>");
+        const EmxChatMessage *m = &msgs[i];
+        if (m->n_tool_calls > 0) {
+            if (m->n_tool_calls != 1) {
+                emx_seterr(err, errlen, "llama3 chat template: message %d has %d tool calls; the model takes one at a time",
+                           i, m->n_tool_calls);
+                return -1;
+            }
+            out_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            out_str(b, m->tool_calls[0].name);
+            out_str(b, "\", \"parameters\": ");
+            out_str(b, m->tool_calls[0].arguments);
+            out_str(b, "}<|eot_id|>");
+        } else if (is_role(m, "tool")) {  // a string is iterable to Jinja: tojson quotes it
+            out_str(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            out_json_string(b, m->content);
+            out_str(b, "<|eot_id|>");
+        } else {
+            out_str(b, "<|start_header_id|>");
+            out_str(b, m->role);
+            out_str(b, "<|end_header_id|>\n\n");
+            out_span(b, py_strip(span_of(m->content)));
+            out_str(b, "<|eot_id|>");
+        }
     }
     if (opt->add_generation_prompt) out_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return 0;
 }
+
+static int tools_family(uint32_t family) { return family == EMX_CHAT_QWEN3 || family == EMX_CHAT_LLAMA3; }
 
 static const char SMOLLM2_DEFAULT_SYSTEM[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
@@ -265,20 +364,39 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
         emx_seterr(err, errlen, "chat template: invalid message list (n_msgs %d)", n_msgs);
         return NULL;
     }
-    // Only the three roles every template treats alike: the official templates would drop
-    // (Qwen3) or specially format (Llama 3 "ipython"/"tool") anything else.
+    // The three roles every template treats alike, and Qwen3's tool results: the official
+    // templates would drop (Qwen3) or specially format (Llama 3 "ipython"/"tool") anything else.
     for (int i = 0; i < n_msgs; i++) {
         const char *role = msgs[i].role;
         if (!role || !msgs[i].content) {
             emx_seterr(err, errlen, "chat template: message %d has no %s", i, role ? "content" : "role");
             return NULL;
         }
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-            emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant)",
-                    i, role);
+        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+            (strcmp(role, "tool") || !tools_family(family))) {
+            emx_seterr(err, errlen, "chat template: message %d has unknown role \"%.40s\" (expected system, user or assistant%s)",
+                    i, role, tools_family(family) ? " or tool" : "");
             return NULL;
         }
+        if (msgs[i].n_tool_calls > 0 && (!tools_family(family) || strcmp(role, "assistant"))) {
+            emx_seterr(err, errlen, "chat template: message %d has tool calls, which only qwen3's and llama3's assistant turns carry", i);
+            return NULL;
+        }
+        for (int k = 0; k < msgs[i].n_tool_calls; k++)
+            if (!msgs[i].tool_calls || !msgs[i].tool_calls[k].name || !msgs[i].tool_calls[k].arguments) {
+                emx_seterr(err, errlen, "chat template: message %d has a tool call without name or arguments", i);
+                return NULL;
+            }
     }
+    if (opt->n_tools > 0 && (!tools_family(family) || !opt->tools)) {
+        emx_seterr(err, errlen, "chat template: %s has no tool calling (qwen3's and llama3's have)", emx_chat_template_name(family));
+        return NULL;
+    }
+    for (int t = 0; t < opt->n_tools; t++)
+        if (!opt->tools[t]) {
+            emx_seterr(err, errlen, "chat template: tool %d is NULL", t);
+            return NULL;
+        }
 
     OutBuf b = {0};
     int rc = 0;

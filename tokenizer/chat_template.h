@@ -1,5 +1,5 @@
 // chat_template.h — chat conversations rendered to prompt text, byte for byte as each model
-// family's official Jinja chat template renders them (no tools, no images). The expected
+// family's official Jinja chat template renders them (no images; tools for Qwen3 and Llama 3). The expected
 // strings in tests/data/chat_templates/ come from the official templates run through jinja2
 // the way transformers' apply_chat_template runs them (tools/gen_chat_references.py).
 //
@@ -10,6 +10,9 @@
 //                     last real user query lose their <think>...</think> reasoning, later ones
 //                     keep it normalised to "<think>\nR\n</think>\n\n"; enable_thinking=0
 //                     appends an empty "<think>\n\n</think>\n\n" after the generation prompt.
+//                     With tools: the "# Tools" system block listing them in <tools></tools>,
+//                     each assistant call as <tool_call>\n{"name": N, "arguments": A}\n</tool_call>
+//                     and consecutive tool messages in one user turn, each in <tool_response>.
 //   EMX_CHAT_LLAMA3   the official Llama 3.1/3.2 Instruct template without tools: exactly what
 //                     Llama-3.2-1B/3B-Instruct's template renders with date_string
 //                     "26 Jul 2024" (its fallback when no date is given; transformers would
@@ -18,6 +21,13 @@
 //                     "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" +
 //                     the system message, then one header block per message; every content is
 //                     trimmed as Jinja's `trim` does (Python str.strip(): Unicode whitespace).
+//                     With tools: Llama 3.2's form (tools_in_user_message, its default):
+//                     "Environment: ipython\n" opens the system block, the first message after
+//                     the system one becomes a user turn listing the tools (each tojson(indent=4))
+//                     before its trimmed content (none there is an error, as the template raises),
+//                     an assistant call is {"name": N, "parameters": A} (one per message; more is
+//                     an error, as the template raises) and a tool message an ipython turn holding
+//                     its content as a JSON string (tojson: a string is iterable to Jinja).
 //   EMX_CHAT_SMOLLM2  SmolLM2-Instruct's template: ChatML, with the default system prompt
 //                     "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 //                     when the first message is not a system message.
@@ -46,15 +56,29 @@
 
 #include "base/model_format.h"   // enum emx_chat_template
 
+// A function call in an assistant turn: the name and the arguments as JSON text, written
+// verbatim. Qwen3's template writes an OpenAI-style string of arguments as it is; Llama 3's
+// writes `arguments | tojson`, meant for the arguments as an object: the caller passes that
+// object as tojson writes it.
 typedef struct {
-    const char *role;      // "system", "user", "assistant"
+    const char *name;
+    const char *arguments;
+} EmxChatToolCall;
+
+typedef struct {
+    const char *role;      // "system", "user", "assistant"; "tool" (qwen3, llama3): a tool's result
     const char *content;   // UTF-8, NUL-terminated; NULL is an error
+    const EmxChatToolCall *tool_calls;   // assistant turns (qwen3, llama3): n_tool_calls calls
+    int n_tool_calls;
 } EmxChatMessage;
 
 typedef struct {
     int add_generation_prompt;   // end with the assistant header so the model answers
     int enable_thinking;         // Qwen3: 1 = thinking on (default), 0 = as the official
                                  // template renders enable_thinking=False
+    const char *const *tools;    // qwen3, llama3: n_tools tool objects, each as the family's
+    int n_tools;                 // template writes it (Python json.dumps, ensure_ascii=False):
+                                 // qwen3 `tojson`, llama3 `tojson(indent=4)`
 } EmxChatOptions;
 
 // Defaults used when opt is NULL: add_generation_prompt = 1, enable_thinking = 1.

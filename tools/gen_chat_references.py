@@ -7,7 +7,9 @@ Inputs: the template texts committed in tests/data/chat_templates/<name>.jinja (
 are in the README.md there; where the source is reachable here, e.g. ../shared, this script
 checks that the committed copy is still identical).
 Outputs: tests/data/chat_templates/<family>.json, a list of cases
-    {"name", "messages": [{"role", "content"}], "add_generation_prompt", "enable_thinking",
+    {"name", "messages": [{"role", "content", "tool_calls"?, "tool_call_id"?}],
+     "add_generation_prompt", "enable_thinking", "tools"? and "tools_json"? (qwen3's tool cases:
+     the tool objects, and each as the template's tojson writes it),
      "expected": "<rendered text>" | null, "error": "<why the template refused>" (only when null)}
 
 It also checks that each template in tests/data/chat_templates/others/ (other models' templates
@@ -71,7 +73,8 @@ def make_renderer():
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
 
     def render(template, messages, add_generation_prompt, **kw):
-        return env.from_string(template).render(messages=messages, tools=None, documents=None,
+        kw.setdefault("tools", None)
+        return env.from_string(template).render(messages=messages, documents=None,
                                                 add_generation_prompt=add_generation_prompt, **kw)
 
     return render, "jinja2 %s with transformers' settings" % jinja2.__version__
@@ -148,6 +151,74 @@ THINK = [
     ("think_then_system", msgs(("user", "Q"), ("assistant", "<think>r</think>A"),
                                ("system", "note")), True),
 ]
+# Qwen3 with tools (OpenAI's shapes: assistant tool_calls with arguments as a JSON string, tool
+# messages with tool_call_id). (name, tools, messages, add_generation_prompt)
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city — °C or °F",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "e.g. \"Paris\"\n(any)"},
+        "unit": {"type": "string", "enum": ["c", "f"]}},
+        "required": ["city", "unit"], "additionalProperties": False}, "strict": True}}
+TIME = {"type": "function", "function": {"name": "get_time", "description": "Local time",
+                                         "parameters": {"type": "object", "properties": {}}}}
+
+
+def call(name, arguments, id_="call_0"):
+    return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+TOOL_CASES = [
+    ("tools_single_user", [WEATHER], msgs(("user", "Weather in Paris?")), True),
+    ("tools_system_user", [WEATHER, TIME], msgs(("system", "Be brief."), ("user", "Time and weather?")),
+     True),
+    ("tools_call_and_result", [WEATHER], [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_weather", '{"city": "Paris", "unit": "c"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "{\"temp\": 21}"}], True),
+    ("tools_content_and_two_calls", [WEATHER, TIME], [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Both please"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            call("get_weather", '{"city":"Oslo","unit":"f"}'), call("get_time", "{}", "call_1")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "cold"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "noon"},
+        {"role": "assistant", "content": "Cold at noon."},
+        {"role": "user", "content": "Thanks"}], True),
+    ("tools_think_and_call", [TIME], [
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "content": "<think>need tool</think>\n\n", "tool_calls": [call("get_time", "{}")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "9:00"}], True),
+    ("tool_messages_without_tools", None, [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_time", "{}")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "r"},
+        {"role": "assistant", "content": "A"}], False),
+]
+
+# Llama 3.2 with tools (its template's own form: arguments as an object, tool results quoted).
+LLAMA3_TOOL_CASES = [
+    ("tools_single_user", [WEATHER], msgs(("user", "  Weather in Paris? ")), True),
+    ("tools_system_user", [WEATHER, TIME], msgs(("system", "Be brief."), ("user", "Time and weather?")),
+     True),
+    ("tools_call_and_result", [WEATHER], [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", {"city": "Paris", "unit": "c", "note": "\u00e9\n\"q\""})]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "{\"temp\": 21}\n\tné"},
+        {"role": "assistant", "content": "21 degrees."},
+        {"role": "user", "content": "Thanks"}], True),
+    ("tools_no_user_message", [TIME], msgs(("system", "S")), True),
+    ("tools_two_calls", [WEATHER, TIME], [
+        {"role": "user", "content": "Both"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_time", {}), call("get_time", {}, "call_1")]}],
+     False),
+    ("tool_messages_without_tools", None, [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_time", {"tz": None, "n": [1, 2.5, True]})]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "r"}], True),
+]
+
 NO_THINK = {"single_user", "system_user", "multi_turn", "think_in_history", "empty_user_content",
             "single_user_no_prompt"}
 
@@ -188,6 +259,18 @@ def build(render, family, template, extra=None, compare=None):
                              % (family, name, exp, exp2))
             suffix = "" if thinking else "_nothink"
             out.append(case(name + suffix, messages, agp, thinking, exp, err))
+    tool_cases = {"qwen3": TOOL_CASES, "llama3": LLAMA3_TOOL_CASES}.get(family, [])
+    indent = 4 if family == "llama3" else None  # the family's tojson of each tool
+    for name, tools, messages, agp in tool_cases:
+        kw = dict(extra or {})
+        if tools:
+            kw["tools"] = tools
+        exp, err = render_case(render, template, SPECIAL[family], messages, agp, True, kw)
+        c = case(name, messages, agp, True, exp, err)
+        if tools:  # each as the template's tojson writes it: what our renderer is given
+            c["tools"] = tools
+            c["tools_json"] = [json.dumps(t, ensure_ascii=False, indent=indent) for t in tools]
+        out.append(c)
     return out
 
 

@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (n < MAX_MSGS && pos < size && fuzz_next_part(data, size, &pos, &part, &len)) {
         char *s = owned[n] = fuzz_strndup(part, len);
         EmxChatMessage *m = &msgs[n++];
+        *m = (EmxChatMessage){0};  // no tool calls
         char r = len ? s[0] : 'u';
         const char *body = len ? s + 1 : s;
         if (r == 's' || r == 'u' || r == 'a') {

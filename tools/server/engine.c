@@ -7,14 +7,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "runtime/cli/run_setup.h"
 #include "runtime/generate.h"
 #include "runtime/token_log.h"
 #include "sampler/json_schema.h"
+#include "tools/server/request_tools.h"
+#include "tools/server/tool_calls.h"
 #include "sampler/rng.h"
 #include "tools/server/guard.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tok_utf8.h"
+
+// JSON text as Python's json.dumps writes it (indent > 0: indented), malloc'd; NULL on failure.
+static char *py_json_text(const char *json, int indent) {
+    cJSON *v = cJSON_Parse(json);
+    char *s = v ? srv_py_json_indent(v, indent) : NULL;
+    cJSON_Delete(v);
+    return s;
+}
+
+// The conversation through the model's template, with the request's tools and calls. Qwen3's
+// template writes each tool as tojson and a call's arguments string as it is; Llama 3's each
+// tool as tojson(indent=4) and the arguments as tojson of the object they hold.
+static char *render_chat(const SrvModel *sm, const SrvRequest *r, char *err, size_t errlen) {
+    const uint32_t family = sm->model.cfg.chat_template;
+    const int llama = family == EMX_CHAT_LLAMA3;
+    size_t n_calls = 0;
+    for (int i = 0; i < r->n_messages; i++) n_calls += (size_t)r->messages[i].n_tool_calls;
+    EmxChatMessage msgs[SRV_MAX_MESSAGES];
+    const char *tools[SRV_MAX_TOOLS];
+    char *owned[SRV_MAX_TOOLS] = {0};
+    EmxChatToolCall *calls = calloc(n_calls + 1, sizeof *calls);
+    char **args = calloc(n_calls + 1, sizeof *args);
+    char *text = NULL;
+    int ok = calls && args && r->n_messages <= SRV_MAX_MESSAGES && r->n_tools <= SRV_MAX_TOOLS;
+    for (size_t c = 0, i = 0; ok && i < (size_t)r->n_messages; i++) {
+        const SrvMessage *m = &r->messages[i];
+        msgs[i] = (EmxChatMessage){m->role, m->content, calls + c, m->n_tool_calls};
+        for (int k = 0; k < m->n_tool_calls; k++, c++) {
+            const char *a = llama ? (args[c] = py_json_text(m->tool_calls[k].arguments, 0)) : m->tool_calls[k].arguments;
+            ok = ok && a;
+            calls[c] = (EmxChatToolCall){m->tool_calls[k].name, a};
+        }
+    }
+    for (int t = 0; ok && t < r->n_tools; t++) {
+        tools[t] = llama ? (owned[t] = py_json_text(r->tools[t].json, 4)) : r->tools[t].json;
+        ok = tools[t] != NULL;
+    }
+    if (ok) {
+        EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = !sm->defaults.no_think,
+                             .tools = tools, .n_tools = r->n_tools};
+        text = emx_chat_render(family, msgs, r->n_messages, &co, err, errlen);
+    } else {
+        emx_seterr(err, errlen, "out of memory");
+    }
+    for (size_t c = 0; args && c < n_calls; c++) free(args[c]);
+    for (int t = 0; t < r->n_tools; t++) free(owned[t]);
+    free(calls), free(args);
+    return text;
+}
 
 int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_ids, SrvError *e) {
     char err[320] = {0};
@@ -28,10 +80,7 @@ int srv_prompt_ids(const SrvModel *sm, const SrvRequest *r, int **ids, int *n_id
         const uint32_t family = sm->model.cfg.chat_template;
         if (family == EMX_CHAT_NONE)
             return srv_fail(e, 400, "messages", NULL, "model %s has no chat template: use /v1/completions", sm->id);
-        EmxChatMessage msgs[SRV_MAX_MESSAGES];
-        for (int i = 0; i < r->n_messages; i++) msgs[i] = (EmxChatMessage){r->messages[i].role, r->messages[i].content};
-        EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = !sm->defaults.no_think};
-        char *text = emx_chat_render(family, msgs, r->n_messages, &co, err, sizeof err);
+        char *text = render_chat(sm, r, err, sizeof err);
         if (!text) return srv_fail(e, 400, "messages", NULL, "%s", err);
         // As emx_prompt_ids tokenizes a chat (so system + user gives ./run's ids): special
         // tokens parsed, and the template's own BOS instead of the tokenizer's.
@@ -223,6 +272,7 @@ int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
                             srv_quote(r->model, strlen(r->model), 80, q, sizeof q), emx_sampler_kind_name(r->sampler));
         r->sampler = EMX_SAMPLER_ENTROPIX;
     }
+    if (r->kind == SRV_CHAT && srv_tools_prepare(sm->model.cfg.chat_template, r, e) != 0) return -1;
     EmxCliArgs a;
     srv_request_args(sm, r, &a);
     if (r->n > 1 && (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH))
@@ -230,7 +280,7 @@ int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
     const int grammar = a.json_object || a.json_schema || a.grammar || a.json_schema_file || a.grammar_file;
     if (!emx_logit_rules_active(&a.rules) && !grammar) return 0;
     const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty"
-                        : r->grammar ? "grammar" : "response_format";
+                        : r->tool_grammar ? "tool_choice" : r->grammar ? "grammar" : "response_format";
     if (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH)
         return srv_fail(e, 400, param, NULL, "the penalties, logit_bias, response_format and grammar are not available "
                         "with sampler %s", emx_sampler_kind_name(a.sampler));

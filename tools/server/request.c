@@ -16,6 +16,7 @@
 #include "tools/server/request_branch.h"
 #include "tools/server/request_json.h"
 #include "tools/server/request_rules.h"
+#include "tools/server/request_tools.h"
 
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
@@ -90,15 +91,19 @@ static int parse_messages(const cJSON *root, SrvRequest *r, SrvError *e) {
         const char *rn = role->valuestring;
         if (strcmp(rn, "developer") == 0) rn = "system";  // OpenAI's newer name for the system role
         char q[128];
-        if (strcmp(rn, "system") != 0 && strcmp(rn, "user") != 0 && strcmp(rn, "assistant") != 0)
+        if (strcmp(rn, "system") != 0 && strcmp(rn, "user") != 0 && strcmp(rn, "assistant") != 0 && strcmp(rn, "tool") != 0)
             return srv_fail(e, 400, "messages", NULL,
-                            "messages[%d].role '%s' is not supported (system, user, assistant, developer)", i,
+                            "messages[%d].role '%s' is not supported (system, user, assistant, developer, tool)", i,
                             srv_quote(rn, strlen(rn), 40, q, sizeof q));
-        char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), e);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        // an assistant's calls come with content null (or absent): the templates' empty content
+        const int calls = !strcmp(rn, "assistant") && cJSON_IsArray(srv_field(m, "tool_calls"));
+        char *content = calls && (!c || cJSON_IsNull(c)) ? dup_checked("", "messages", e) : message_content(c, e);
         if (!content) return -1;
         r->messages[i].content = content;
         r->n_messages++;
         if (!(r->messages[i].role = dup_checked(rn, "messages", e))) return -1;
+        if (srv_parse_message_tools(m, i, &r->messages[i], e)) return -1;
     }
     return 0;
 }
@@ -155,9 +160,11 @@ static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
     has = 0;
     if (srv_get_int(root, "n", 1, SRV_MAX_N, &has, &d, e)) return -1;
     r->n = has ? (int)d : 1;
-    if (srv_field(root, "tools") || srv_field(root, "functions") || srv_field(root, "suffix"))
-        return srv_fail(e, 400, srv_field(root, "suffix") ? "suffix" : "tools", NULL,
-                        "tools, functions and suffix are not supported");
+    if (srv_field(root, "suffix")) return srv_fail(e, 400, "suffix", NULL, "suffix is not supported");
+    if (r->kind == SRV_COMPLETION && (srv_field(root, "tools") || srv_field(root, "tool_choice")))
+        return srv_fail(e, 400, srv_field(root, "tools") ? "tools" : "tool_choice", NULL,
+                        "tools are a chat request's: use /v1/chat/completions");
+    if (srv_parse_tools(root, r, e)) return -1;
     return srv_parse_rules(root, r, e);
 }
 
@@ -410,7 +417,9 @@ int srv_request_parse(const char *body, size_t len, int kind, SrvRequest *r, Srv
 }
 
 void srv_request_free(SrvRequest *r) {
-    for (int i = 0; i < r->n_messages; i++) free(r->messages[i].role), free(r->messages[i].content);
+    for (int i = 0; i < r->n_messages; i++)
+        free(r->messages[i].role), free(r->messages[i].content), srv_message_tools_free(&r->messages[i]);
+    srv_tools_free(r);
     free(r->messages);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->model);

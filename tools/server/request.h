@@ -4,14 +4,15 @@
 // the model (the model's name, the prompt against the context) is checked later, by the engine.
 //
 // Fields read (OpenAI's names and meanings; docs/server.md):
-//   model (string, optional: NULL when absent or null), messages (chat: [{role: system|user|assistant|developer,
-//   content: string | [{type: "text", text}]}], at least one) or prompt (completions: string,
+//   model (string, optional: NULL when absent or null), messages (chat: [{role: system|user|assistant|developer|tool,
+//   content: string | [{type: "text", text}], tool_calls, tool_call_id}], at least one) or prompt (completions: string,
 //   or an array holding one string), max_tokens / max_completion_tokens (1 ..
 //   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop
 //   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
 //   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
 //   0 .. 20, needs logprobs), n (1 .. SRV_MAX_N), echo (completions: false only), and top_k, min_p,
-//   the penalties and logit_bias (request_rules.h). null is the same as absent. Unknown fields are ignored, as
+//   the penalties and logit_bias (request_rules.h), tools, tool_choice and parallel_tool_calls
+//   (request_tools.h). null is the same as absent. Unknown fields are ignored, as
 //   most OpenAI-compatible servers do, so newer clients keep working.
 //   The extension "entropix": {sampler, profile (a built-in profile's name), top_k, min_p (or at the top level),
 //   metrics (bool)}, and for sampler "agents" the pool's options under tools/eval's names (n or
@@ -51,10 +52,31 @@
 enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 };
 enum { SRV_RULE_PRESENCE = 1, SRV_RULE_FREQUENCY = 2, SRV_RULE_REPEAT = 4, SRV_RULE_REPEAT_LAST_N = 8, SRV_RULE_BIAS = 16 };
 
+#define SRV_MAX_TOOLS 64
+#define SRV_MAX_TOOL_CALLS 64  // per assistant message
+
+// An assistant message's function call (OpenAI's tool_calls[i]): all owned.
 typedef struct {
-    char *role;      // "system", "user", "assistant" (developer is read as system)
-    char *content;   // malloc'd UTF-8 (text parts joined)
+    char *id, *name;
+    char *arguments;  // JSON text, as the client sent the string
+} SrvToolCall;
+
+typedef struct {
+    char *role;      // "system", "user", "assistant", "tool" (developer is read as system)
+    char *content;   // malloc'd UTF-8 (text parts joined; "" for an assistant's null content)
+    char *tool_call_id;        // role tool: the call it answers (owned)
+    SrvToolCall *tool_calls;   // role assistant: [n_tool_calls] (owned)
+    int n_tool_calls;
 } SrvMessage;
+
+// tools[i] (type "function"): the function's name, its parameters schema as JSON text (NULL:
+// none given), and the whole tool object as the chat templates' tojson writes it.
+typedef struct {
+    char *name, *parameters, *json;
+    int strict;
+} SrvTool;
+
+enum srv_tool_choice { SRV_TOOLS_AUTO = 0, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_FUNCTION };
 
 // The agent pool's settings (sampler "agents"): the EmxCliArgs fields ./run's parser gave the
 // flags the extension's keys stand for (its defaults where a key is absent).
@@ -93,6 +115,13 @@ typedef struct {
     int json_object;          // response_format json_object
     char *json_schema;        // response_format json_schema's schema, as JSON text (owned) or NULL
     char *grammar;            // grammar: GBNF text (owned) or NULL
+    SrvTool *tools;           // tools (request_tools.h): [n_tools]
+    int n_tools;
+    int tool_choice;          // enum srv_tool_choice (auto when tools are given, none otherwise)
+    int tool_choice_index;    // SRV_TOOLS_FUNCTION: the tool it names
+    int parallel_tool_calls;  // accepted (default 1); at most one call is constrained per turn
+    int tool_grammar;         // grammar is the forced call's, built by srv_tools_prepare
+    int tool_family;          // the model's template family (srv_tools_prepare): the call syntax
 
     int metrics;              // return each token's entropix metrics
     SrvAgents agents;         // sampler == EMX_SAMPLER_AGENTS only

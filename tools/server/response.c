@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/server/tool_calls.h"
+
 void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, unsigned long serial) {
     memset(s, 0, sizeof *s);
     s->r = r;
@@ -126,7 +128,9 @@ static void append_entries(cJSON **to, cJSON *from) {
 
 int srv_response_emit(void *user, const char *text, size_t len, cJSON *logprobs, cJSON *metrics) {
     SrvResponse *s = user;
-    if (s->r->stream) {
+    if (s->r->stream && srv_tools_active(s->r)) {  // calls are read from the whole answer: held back
+        if (start_stream(s) != 0) return cJSON_Delete(logprobs), cJSON_Delete(metrics), -1;
+    } else if (s->r->stream) {
         if (start_stream(s) != 0) return cJSON_Delete(logprobs), cJSON_Delete(metrics), -1;
         return send_choice(s, choice(s, srv_text_json(text, len), 1, 0, logprobs, metrics, NULL));
     }
@@ -183,22 +187,55 @@ static cJSON *extension(const SrvResponse *s, const SrvGenResult *res) {
     return x;
 }
 
-// Non-stream: the choice's whole text and entries (taken: the next choice starts empty).
+// Tools: the calls in the choice's whole answer go in message (or delta).tool_calls, the text
+// outside them in content (null when none), and the finish reason becomes "tool_calls".
+static void read_calls(SrvResponse *s, cJSON *c, int delta) {
+    if (s->r->kind != SRV_CHAT || !srv_tools_active(s->r)) return;
+    char base[64], *content = NULL;
+    const char *dash = strchr(s->id, '-');
+    snprintf(base, sizeof base, "%s_%d", dash ? dash + 1 : s->id, s->index);
+    cJSON *calls = srv_tool_calls_parse((uint32_t)s->r->tool_family, s->text ? s->text : "", s->len, base, delta, &content);
+    if (!calls) return;
+    cJSON *m = cJSON_GetObjectItem(c, delta ? "delta" : "message");
+    cJSON_ReplaceItemInObject(m, "content", content ? cJSON_CreateString(content) : cJSON_CreateNull());
+    if (delta && !content) cJSON_DeleteItemFromObject(m, "content");
+    cJSON_AddItemToObject(m, "tool_calls", calls);
+    cJSON_ReplaceItemInObject(c, "finish_reason", cJSON_CreateString("tool_calls"));
+    free(content);
+}
+
+// Non-stream (and a stream with tools): the choice's whole text and entries (taken: the next
+// choice starts empty).
 static cJSON *whole_choice(SrvResponse *s, const SrvGenResult *res) {
+    const int delta = s->r->stream;
     if (s->r->logprobs && !s->logprobs) s->logprobs = cJSON_CreateArray();  // no tokens: an empty list
-    cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), 0, 1, s->logprobs, s->metrics,
+    cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), delta, !delta, s->logprobs, s->metrics,
                       res->finish_reason);
+    read_calls(s, c, delta);
     s->logprobs = s->metrics = NULL;
     s->len = 0, s->offset = 0;
     return c;
+}
+
+// A stream with tools: the held-back answer in one chunk (its calls whole, as the openai client
+// accumulates them) and the finish reason the last chunk reports.
+static int flush_held(SrvResponse *s, const SrvGenResult *res, const char **finish) {
+    *finish = res->finish_reason;
+    if (s->r->kind != SRV_CHAT || !srv_tools_active(s->r)) return 0;
+    cJSON *c = whole_choice(s, res);
+    const cJSON *f = cJSON_GetObjectItem(c, "finish_reason");
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, "tool_calls")) *finish = "tool_calls";
+    cJSON_ReplaceItemInObject(c, "finish_reason", cJSON_CreateNull());
+    return send_choice(s, c);
 }
 
 int srv_response_next_choice(SrvResponse *s, const SrvGenResult *res) {
     if (s->index == 0) s->first_cached = res->n_cached, s->first_seed = res->seed;
     s->completion_done += res->n_completion;
     if (s->r->stream) {  // this choice's last chunk; the next one starts with its role again
-        if (start_stream(s) != 0) return -1;
-        cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
+        const char *finish;
+        if (start_stream(s) != 0 || flush_held(s, res, &finish) != 0) return -1;
+        cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, finish);
         if (send_choice(s, c) != 0) return -1;
         s->started = 0, s->offset = 0;
     } else {
@@ -210,8 +247,9 @@ int srv_response_next_choice(SrvResponse *s, const SrvGenResult *res) {
 }
 
 int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
-    if (start_stream(s) != 0) return -1;
-    cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, res->finish_reason);
+    const char *finish;
+    if (start_stream(s) != 0 || flush_held(s, res, &finish) != 0) return -1;
+    cJSON *c = choice(s, s->r->kind == SRV_CHAT ? NULL : cJSON_CreateString(""), 1, 0, NULL, NULL, finish);
     cJSON *o = envelope(s, 1);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
     cJSON_AddItemToObject(o, "entropix", extension(s, res));  // which sampler ran, its seed

@@ -23,7 +23,7 @@ std::atomic<int> schedule_setting{-1}; // -1: not read from EMU_SCHEDULE yet
 
 unsigned char shared_fill() { return schedule() == Schedule::Forward ? 0xff : 0x00; }
 
-void syncthreads(const char *file, int line) {
+EMU_UNCHECKED void syncthreads(const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     t.state = State::AtBarrier;
@@ -36,7 +36,7 @@ void syncthreads(const char *file, int line) {
     switch_away(e, t);
 }
 
-const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
+EMU_UNCHECKED const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     unsigned lane = t.linear % 32;
@@ -68,9 +68,9 @@ const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const 
     return &e.warp_out[first];
 }
 
-unsigned lane_id() { return cur_engine().current->linear % 32; }
+EMU_UNCHECKED unsigned lane_id() { return cur_engine().current->linear % 32; }
 
-unsigned warp_present_mask() {
+EMU_UNCHECKED unsigned warp_present_mask() {
     Engine &e = cur_engine();
     unsigned first = e.current->linear / 32 * 32;
     return e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;

@@ -48,7 +48,7 @@ Engine &get_engine() {
     return *engine_ptr;
 }
 // Inside a kernel the engine exists already.
-Engine &cur_engine() { return *engine_ptr; }
+EMU_UNCHECKED Engine &cur_engine() { return *engine_ptr; }
 
 Engine::~Engine() {
     for (Thread &t : pool) fiber_destroy(t.fiber);
@@ -87,7 +87,7 @@ std::string hex(unsigned v) {
 }
 
 // The next runnable thread of the pass, or null at its end (or after a fault).
-Thread *next_in_pass(Engine &e) {
+EMU_UNCHECKED Thread *next_in_pass(Engine &e) {
     if (e.failed) return nullptr;
     const int n = (int)e.nthreads;
     while (++e.pos < n) {
@@ -123,7 +123,7 @@ void run_pass(Engine &e) {
 
 } // namespace
 
-void switch_away(Engine &e, Thread &t) {
+EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
     Thread *next = next_in_pass(e);
     if (!next) {
         fiber_yield(t.fiber, e.host);
@@ -134,7 +134,7 @@ void switch_away(Engine &e, Thread &t) {
     fiber_switch(t.fiber, next->fiber);
 }
 
-bool complete_warp(Engine &e, unsigned w) {
+EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
     unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
     Thread *const *lanes = &e.threads[w * 32];

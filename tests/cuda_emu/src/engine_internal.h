@@ -13,6 +13,12 @@
 #include "../include/emu/engine.h"
 #include "fiber.h"
 
+// The scheduler's per-switch paths (picking the next thread, completing a warp op, what a
+// barrier or warp op records) run for every thread at every barrier and shuffle: they are built
+// without ASan/UBSan checks. The kernels, the emulated runtime and memory, and everything else
+// the emulated binaries run stay checked.
+#define EMU_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+
 namespace emu {
 
 // Released: a warp op completed during the current pass; Runnable from the next pass on.

@@ -161,7 +161,8 @@ $(SERVER_PAGE_OBJ): tools/server/page.html
 # larger tiny models (EMU_FORWARD_ONLY: the same kernels again at Qwen3's and Llama 3's shapes,
 # three quarters of the emulated suite's time) run in the forward pass only. A kernel
 # stuck in a loop fails by the timeout instead of hanging the run (a safety net only: the longest
-# test took 186 s on 2 cores with two busy processes beside it). They are built with ASan and
+# test, forward_cuda/lookahead_round_at_qwen3_vocabulary, took 426 s on 2 cores shared with
+# about four other busy processes). They are built with ASan and
 # UBSan always, so their log is searched for sanitizer reports here (Criterion does not count a
 # report printed at a test's exit), and `make test-asan` does not run them again.
 EMU_TEST_ARGS ?= --timeout 900

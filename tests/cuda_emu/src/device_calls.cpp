@@ -3,7 +3,8 @@
 //
 // A waiting call records where and why the thread waits (state, site, warp op and mask, the
 // value it contributes), updates the engine's counters, and switches back to the scheduler
-// (engine.cpp), which resumes the thread once the barrier or rendezvous is complete.
+// (engine.cpp: the next thread of the pass, or the host), and returns once the barrier or
+// rendezvous is complete and the thread's turn has come again.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ std::atomic<int> schedule_setting{-1}; // -1: not read from EMU_SCHEDULE yet
 
 unsigned char shared_fill() { return schedule() == Schedule::Forward ? 0xff : 0x00; }
 
-void syncthreads(const char *file, int line) {
+EMU_UNCHECKED void syncthreads(const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     t.state = State::AtBarrier;
@@ -32,10 +33,10 @@ void syncthreads(const char *file, int line) {
         e.barrier_first = &t;
     else if (line != e.barrier_first->line || (file != e.barrier_first->file && strcmp(file, e.barrier_first->file)))
         e.barrier_mismatch = true;
-    fiber_yield(t.fiber, e.host);
+    switch_away(e, t);
 }
 
-const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
+EMU_UNCHECKED const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     unsigned lane = t.linear % 32;
@@ -49,13 +50,27 @@ const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const 
     t.file = file;
     t.line = line;
     e.warp_in[t.linear] = value;
-    fiber_yield(t.fiber, e.host);
-    return &e.warp_out[t.linear / 32 * 32];
+    // The last lane of the mask to arrive completes the rendezvous (complete_warp checks that
+    // the lanes agree); the lanes run on in the next pass.
+    const unsigned w = t.linear / 32, first = w * 32;
+    const unsigned present = e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
+    Warp &wp = e.warps[w];
+    if (wp.arrived == 0) {
+        wp.mask = mask;
+        wp.op = op;
+        wp.agree = true;
+    } else if (mask != wp.mask || op != wp.op) {
+        wp.agree = false;
+    }
+    wp.arrived |= 1u << lane;
+    if ((wp.arrived & mask & present) == (mask & present)) complete_warp(e, w);
+    switch_away(e, t);
+    return &e.warp_out[first];
 }
 
-unsigned lane_id() { return cur_engine().current->linear % 32; }
+EMU_UNCHECKED unsigned lane_id() { return cur_engine().current->linear % 32; }
 
-unsigned warp_present_mask() {
+EMU_UNCHECKED unsigned warp_present_mask() {
     Engine &e = cur_engine();
     unsigned first = e.current->linear / 32 * 32;
     return e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
@@ -93,7 +108,7 @@ void device_fault(const char *file, int line, const char *fmt, ...) {
     // FailureMode::Return: park this fiber for good; run_kernel restarts the fibers.
     t.state = State::Done;
     e.done++;
-    fiber_yield(t.fiber, e.host);
+    switch_away(e, t);
     abort(); // never resumed
 }
 

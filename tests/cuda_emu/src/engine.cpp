@@ -1,17 +1,21 @@
 // engine.cpp — runs a kernel launch: blocks one after the other, the threads of a block as
 // fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h).
 //
-// The loop for one block: run every runnable thread, in schedule order, until it blocks or
-// returns. Then, with nothing runnable: complete the warp rendezvous whose lanes have all
-// arrived (repeat while that frees someone); else, if every live thread waits at __syncthreads,
-// release the barrier; else the block is stuck, and the reason (a thread that exited or waits
-// at another barrier, a shuffle lane that never came) is reported as a fault with kernel,
-// block and thread. Everything here is per host thread (thread_local Engine), so several host
+// The loop for one block: a pass runs every runnable thread, in schedule order, until it blocks
+// or returns; a thread that blocks switches straight to the next runnable thread of the pass
+// (one switch per thread, not two through the host), the last one back to the host. A warp
+// rendezvous completes when its last lane arrives, but its lanes run again only in the next
+// pass, so the order in which threads run is that of a pass that completes the rendezvous at
+// its end. With nothing runnable, if every live thread waits at __syncthreads, the host releases
+// the barrier; else the block is stuck, and the reason (a thread that exited or waits at
+// another barrier, a shuffle lane that never came) is reported as a fault with kernel, block
+// and thread. Everything here is per host thread (thread_local Engine), so several host
 // threads — one per emulated device in the NCCL tests — run kernels at the same time.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -44,10 +48,10 @@ Engine &get_engine() {
     return *engine_ptr;
 }
 // Inside a kernel the engine exists already.
-Engine &cur_engine() { return *engine_ptr; }
+EMU_UNCHECKED Engine &cur_engine() { return *engine_ptr; }
 
 Engine::~Engine() {
-    for (Thread &t : threads) fiber_destroy(t.fiber);
+    for (Thread &t : pool) fiber_destroy(t.fiber);
     free_shared();
     engine_ptr = nullptr;
 }
@@ -82,62 +86,106 @@ std::string hex(unsigned v) {
     return buf;
 }
 
+// The next runnable thread of the pass, or null at its end (or after a fault).
+EMU_UNCHECKED Thread *next_in_pass(Engine &e) {
+    if (e.failed) return nullptr;
+    const int n = (int)e.nthreads;
+    while (++e.pos < n) {
+        Thread *t = e.threads[e.reverse ? n - 1 - e.pos : e.pos];
+        if (t->state == State::Runnable) return t;
+    }
+    return nullptr;
+}
+
 // The fiber body: run the kernel for whichever thread this fiber serves, forever.
 [[noreturn]] void fiber_main() {
     Engine &e = cur_engine();
     fiber_started(e.host);
     for (;;) {
         e.run->thread_main(e.run->arg);
-        e.current->state = State::Done;
+        Thread &t = *e.current;
+        t.state = State::Done;
         e.done++;
-        fiber_yield(e.current->fiber, e.host);
+        switch_away(e, t);
     }
 }
 
-void resume(Engine &e, Thread &t) {
-    e.current = &t;
-    threadIdx = t.idx;
-    t.state = State::Runnable;
-    fiber_resume(e.host, t.fiber);
+// Host side: runs one pass, from its first runnable thread; returns at its end.
+void run_pass(Engine &e) {
+    e.pos = -1;
+    Thread *t = next_in_pass(e);
+    if (!t) return;
+    e.current = t;
+    threadIdx = t->idx;
+    fiber_resume(e.host, t->fiber);
     e.current = nullptr;
 }
 
-// Completes every warp rendezvous whose lanes have all arrived; returns whether any did.
-bool complete_warps(Engine &e) {
+} // namespace
+
+EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
+    Thread *next = next_in_pass(e);
+    if (!next) {
+        fiber_yield(t.fiber, e.host);
+        return;
+    }
+    e.current = next;
+    threadIdx = next->idx;
+    fiber_switch(t.fiber, next->fiber);
+}
+
+EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
-    unsigned nwarps = (e.nthreads + 31) / 32;
-    for (unsigned w = 0; w < nwarps && e.at_warp > 0; w++) {
-        unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
-        for (unsigned l = 0; l < 32; l++) {
-            if (!(present >> l & 1u)) continue;
-            Thread &lead = e.threads[w * 32 + l];
-            if (lead.state != State::AtWarp) continue;
-            unsigned need = lead.mask & present;
-            bool all = true;
-            for (unsigned m = 0; m < 32 && all; m++) {
-                if (!(need >> m & 1u)) continue;
-                Thread &o = e.threads[w * 32 + m];
-                all = o.state == State::AtWarp && o.mask == lead.mask;
-            }
-            if (!all) continue;
-            for (unsigned m = 0; m < 32; m++) {
-                if (!(need >> m & 1u)) continue;
-                Thread &o = e.threads[w * 32 + m];
-                if (o.op != lead.op) {
-                    report(e, where_str(e) + ": lanes of one warp rendezvous disagree: " + thread_str(lead) +
-                                  " calls " + warp_op_name(lead.op) + " at " + site(lead.file, lead.line) + ", " +
-                                  thread_str(o) + " calls " + warp_op_name(o.op) + " at " + site(o.file, o.line));
-                    return false;
-                }
-                e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
-                o.state = State::Runnable;
-                e.at_warp--;
-            }
-            progress = true;
+    unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
+    Thread *const *lanes = &e.threads[w * 32];
+    Warp &wp = e.warps[w];
+    if (wp.agree && wp.arrived == (wp.mask & present)) {
+        // Every waiting lane called the same op with the same mask, and all of the mask came.
+        for (unsigned m = 0; m < 32; m++) {
+            if (!(wp.arrived >> m & 1u)) continue;
+            e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
+            lanes[m]->state = State::Released;
         }
+        e.at_warp -= (unsigned)__builtin_popcount(wp.arrived);
+        wp.released |= wp.arrived;
+        wp.arrived = 0;
+        e.any_released = true;
+        return true;
+    }
+    // Lanes with different masks or ops: each group in turn, as the masks say.
+    for (unsigned l = 0; l < 32; l++) {
+        if (!(present >> l & 1u)) continue;
+        Thread &lead = *lanes[l];
+        if (lead.state != State::AtWarp) continue;
+        unsigned need = lead.mask & present;
+        bool all = (wp.arrived & need) == need;
+        for (unsigned m = 0; m < 32 && all; m++) {
+            if (!(need >> m & 1u)) continue;
+            all = lanes[m]->mask == lead.mask;
+        }
+        if (!all) continue;
+        for (unsigned m = 0; m < 32; m++) {
+            if (!(need >> m & 1u)) continue;
+            Thread &o = *lanes[m];
+            if (o.op != lead.op) {
+                report(e, where_str(e) + ": lanes of one warp rendezvous disagree: " + thread_str(lead) +
+                              " calls " + warp_op_name(lead.op) + " at " + site(lead.file, lead.line) + ", " +
+                              thread_str(o) + " calls " + warp_op_name(o.op) + " at " + site(o.file, o.line));
+                return false;
+            }
+            e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
+            o.state = State::Released;
+            e.at_warp--;
+        }
+        wp.arrived &= ~need;
+        wp.released |= need;
+        e.any_released = true;
+        progress = true;
     }
     return progress;
 }
+
+namespace {
 
 // Why `t` (waiting at a warp op) cannot go on: the first lane of its mask that did not arrive.
 std::string explain_warp(Engine &e, Thread &t) {
@@ -147,7 +195,7 @@ std::string explain_warp(Engine &e, Thread &t) {
     for (unsigned m = 0; m < 32; m++) {
         unsigned lin = w * 32 + m;
         if (!(t.mask >> m & 1u) || lin >= e.nthreads) continue;
-        Thread &o = e.threads[lin];
+        Thread &o = *e.threads[lin];
         std::string who = "lane " + std::to_string(m) + " (" + thread_str(o) + ")";
         if (o.state == State::Done) return msg + who + " exited without arriving";
         if (o.state == State::AtBarrier)
@@ -164,7 +212,7 @@ std::string explain_warp(Engine &e, Thread &t) {
 bool resolve_block(Engine &e) {
     if (e.done == e.nthreads) return false; // every thread returned
     if (e.at_warp == 0 && e.done == 0 && !e.barrier_mismatch) { // the common case: release
-        for (unsigned i = 0; i < e.nthreads; i++) e.threads[i].state = State::Runnable;
+        for (unsigned i = 0; i < e.nthreads; i++) e.threads[i]->state = State::Runnable;
         e.at_barrier = 0;
         e.barrier_first = nullptr;
         return true;
@@ -172,7 +220,7 @@ bool resolve_block(Engine &e) {
     // Stuck: find the threads that explain why.
     Thread *barrier = e.barrier_first, *exited = nullptr, *warp = nullptr;
     for (unsigned i = 0; i < e.nthreads; i++) {
-        Thread &t = e.threads[i];
+        Thread &t = *e.threads[i];
         if (t.state == State::Done && !exited) exited = &t;
         if (t.state == State::AtWarp && !warp) warp = &t;
     }
@@ -187,7 +235,7 @@ bool resolve_block(Engine &e) {
         return false;
     }
     for (unsigned i = 0; i < e.nthreads; i++) {
-        Thread &t = e.threads[i];
+        Thread &t = *e.threads[i];
         if (t.line != barrier->line || (t.file != barrier->file && strcmp(t.file, barrier->file) != 0)) {
             report(e, where_str(e) + ": divergent __syncthreads: " + thread_str(*barrier) + " waits at " +
                           site(barrier->file, barrier->line) + ", " + thread_str(t) + " at " +
@@ -199,28 +247,35 @@ bool resolve_block(Engine &e) {
     return false;
 }
 
-void run_block(Engine &e, bool reverse) {
+void run_block(Engine &e) {
     const KernelRun &r = *e.run;
     e.at_warp = e.at_barrier = e.done = 0;
     e.barrier_first = nullptr;
     e.barrier_mismatch = false;
     for (unsigned i = 0; i < e.nthreads; i++) {
-        Thread &t = e.threads[i];
+        Thread &t = *e.threads[i];
         t.idx = uint3{i % r.block.x, i / r.block.x % r.block.y, i / (r.block.x * r.block.y)};
         t.linear = i;
         t.state = State::Runnable;
     }
+    std::fill(e.warps.begin(), e.warps.end(), Warp{});
+    e.any_released = false;
     e.shared_bytes = r.dynamic_shmem;
     if (posix_memalign(&e.dynamic, 128, r.dynamic_shmem) != 0) abort();
     if (r.dynamic_shmem) memset(e.dynamic, shared_fill(), r.dynamic_shmem);
     for (;;) {
-        for (unsigned k = 0; k < e.nthreads && !e.failed; k++) {
-            Thread &t = e.threads[reverse ? e.nthreads - 1 - k : k];
-            if (t.state == State::Runnable) resume(e, t);
-        }
+        run_pass(e);
         if (e.failed) break;
-        if (e.at_warp > 0 && complete_warps(e)) continue;
-        if (e.failed || !resolve_block(e)) break;
+        if (e.any_released) { // the warp ops completed in the pass: their lanes go on
+            for (unsigned w = 0; w < e.warps.size(); w++) {
+                for (uint32_t bits = e.warps[w].released; bits; bits &= bits - 1)
+                    e.threads[w * 32 + (unsigned)__builtin_ctz(bits)]->state = State::Runnable;
+                e.warps[w].released = 0;
+            }
+            e.any_released = false;
+            continue;
+        }
+        if (!resolve_block(e)) break;
     }
     e.free_shared();
 }
@@ -294,15 +349,17 @@ cudaError_t run_kernel(const KernelRun &run) {
     e.run = &run;
     e.nthreads = run.block.x * run.block.y * run.block.z;
     while (e.threads.size() < e.nthreads) {
-        e.threads.emplace_back();
-        fiber_create(e.threads.back().fiber, stack_size(), fiber_main);
+        e.pool.emplace_back();
+        fiber_create(e.pool.back().fiber, stack_size(), fiber_main);
+        e.threads.push_back(&e.pool.back());
     }
     e.warp_in.assign((e.nthreads + 31) / 32 * 32, 0);
     e.warp_out.assign(e.warp_in.size(), 0);
+    e.warps.assign(e.warp_in.size() / 32, Warp{});
     e.failed = false;
     gridDim = uint3{run.grid.x, run.grid.y, run.grid.z};
     blockDim = uint3{run.block.x, run.block.y, run.block.z};
-    bool reverse = schedule() == Schedule::Reverse;
+    bool reverse = e.reverse = schedule() == Schedule::Reverse;
     // Blocks in order, or (reverse schedule) in the opposite order: a kernel whose result depends
     // on which block runs first (one block reading what another writes) differs between the two.
     unsigned long long nblocks = (unsigned long long)run.grid.x * run.grid.y * run.grid.z;
@@ -310,11 +367,11 @@ cudaError_t run_kernel(const KernelRun &run) {
         unsigned long long b = reverse ? nblocks - 1 - k : k;
         blockIdx = uint3{(unsigned)(b % run.grid.x), (unsigned)(b / run.grid.x % run.grid.y),
                          (unsigned)(b / ((unsigned long long)run.grid.x * run.grid.y))};
-        run_block(e, reverse);
+        run_block(e);
     }
     if (e.failed) {
         // The fibers of the failed block stopped mid-kernel: start them afresh next time.
-        for (unsigned i = 0; i < e.nthreads; i++) fiber_reset(e.threads[i].fiber, fiber_main);
+        for (unsigned i = 0; i < e.nthreads; i++) fiber_reset(e.threads[i]->fiber, fiber_main);
     }
     e.run = nullptr;
     return e.failed ? cudaErrorLaunchFailure : cudaSuccess;

@@ -13,9 +13,16 @@
 #include "../include/emu/engine.h"
 #include "fiber.h"
 
+// The scheduler's per-switch paths (picking the next thread, completing a warp op, what a
+// barrier or warp op records) run for every thread at every barrier and shuffle: they are built
+// without ASan/UBSan checks. The kernels, the emulated runtime and memory, and everything else
+// the emulated binaries run stay checked.
+#define EMU_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+
 namespace emu {
 
-enum class State { Runnable, AtBarrier, AtWarp, Done };
+// Released: a warp op completed during the current pass; Runnable from the next pass on.
+enum class State { Runnable, AtBarrier, AtWarp, Released, Done };
 
 struct Thread {
     Fiber fiber;
@@ -28,6 +35,16 @@ struct Thread {
     unsigned mask = 0;
 };
 
+// A warp's lanes at warp ops: which wait (State::AtWarp), whether all of those called the same
+// op with the same mask (then the rendezvous completes without comparing lane by lane), and
+// which lanes' rendezvous completed in this pass (State::Released).
+struct Warp {
+    uint32_t arrived = 0, released = 0;
+    unsigned mask = 0; // of the first lane waiting, and op:
+    WarpOp op = WarpOp::SyncWarp;
+    bool agree = true;
+};
+
 struct SharedVar {
     const void *key; // identifies the declaration (and template instantiation); see shared.h
     size_t size;
@@ -36,10 +53,18 @@ struct SharedVar {
 
 struct Engine {
     FiberHost host;
-    std::deque<Thread> threads; // the pool (addresses stay put); the first nthreads serve a block
+    std::deque<Thread> pool;       // every fiber made so far (addresses stay put)
+    std::vector<Thread *> threads; // the same, indexable: the first nthreads serve a block
     Thread *current = nullptr;
+    // The pass: threads run one at a time in schedule order, each until it blocks; a thread that
+    // blocks switches straight to the next runnable one (next_in_pass), the last one of the pass
+    // back to the host, which then releases barriers or reports a stuck block.
+    bool reverse = false; // the schedule of the running launch
+    int pos = -1;         // the running thread's place in the pass (schedule order)
+    std::vector<Warp> warps; // [nwarps]
+    bool any_released = false; // some warp has released lanes this pass
     // How many threads of the block are in each waiting state, so the scheduler only scans the
-    // threads when something must be completed or explained.
+    // threads when a block is stuck and must be explained.
     unsigned at_warp = 0, at_barrier = 0, done = 0;
     Thread *barrier_first = nullptr; // the first thread to reach the current barrier
     bool barrier_mismatch = false;   // a later one waits at a different __syncthreads
@@ -67,6 +92,14 @@ struct Engine {
 // where it exists already (a plain thread_local pointer: no TLS init check per access).
 Engine &get_engine();
 Engine &cur_engine();
+
+// Kernel side (in a fiber): the running thread has blocked (its state says why); runs the next
+// runnable thread of the pass, or returns to the host at the end of the pass. Returns when
+// this thread is resumed.
+void switch_away(Engine &e, Thread &t);
+// Completes the rendezvous of warp w whose lanes have all arrived (their lanes become
+// Released); reports lanes that disagree on the op. Returns whether any completed.
+bool complete_warp(Engine &e, unsigned w);
 
 // Marks the launch failed: prints the message; aborts unless the failure mode is Return.
 void report(Engine &e, const std::string &msg);

@@ -127,13 +127,32 @@ void fiber_yield(Fiber &f, FiberHost &host) {
     emu_fiber_switch(&f.sp, host.sp);
 #endif
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(f.asan_fake_stack, &host.stack_bottom, &host.stack_size);
+    __sanitizer_finish_switch_fiber(f.asan_fake_stack, nullptr, nullptr);
+#endif
+}
+
+void fiber_switch(Fiber &from, Fiber &to) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&from.asan_fake_stack, to.stack, to.size);
+#endif
+#ifdef EMU_FIBER_UCONTEXT
+    swapcontext(&from.ctx, &to.ctx);
+#else
+    emu_fiber_switch(&from.sp, to.sp);
+#endif
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(from.asan_fake_stack, nullptr, nullptr);
 #endif
 }
 
 void fiber_started(FiberHost &host) {
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &host.stack_bottom, &host.stack_size);
+    // The host's stack, which fiber_yield switches back to, is learnt at the first start: the
+    // host starts the first fiber. Later starts may come from another fiber.
+    if (host.stack_bottom)
+        __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+    else
+        __sanitizer_finish_switch_fiber(nullptr, &host.stack_bottom, &host.stack_size);
 #else
     (void)host;
 #endif

@@ -52,9 +52,12 @@ void fiber_reset(Fiber &f, void (*entry)());
 void fiber_destroy(Fiber &f);
 // Host -> fiber, returning when the fiber switches back.
 void fiber_resume(FiberHost &host, Fiber &f);
-// Fiber -> host, returning when the host resumes this fiber.
+// Fiber -> host, returning when this fiber is resumed (by the host or by another fiber).
 void fiber_yield(Fiber &f, FiberHost &host);
-// Must be the first call of `entry`: completes the switch that started the fiber.
+// Fiber -> fiber, returning when `from` is resumed (by the host or by another fiber).
+void fiber_switch(Fiber &from, Fiber &to);
+// Must be the first call of `entry`: completes the switch that started the fiber (from the
+// host, which the first start of a host thread's fibers always is, or from another fiber).
 void fiber_started(FiberHost &host);
 
 } // namespace emu

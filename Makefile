@@ -105,12 +105,14 @@ $(BUILD)/cpu/tools/server $(BUILD)/cuda/tools/server: LDLIBS += -lmicrohttpd
 
 # The official openai Python client, in a venv (python3-venv) so a fresh Debian 12 needs no
 # system pip install; tests/test_server.c runs tests/server/test_openai_client.py with it and
-# fails when it is missing. jsonschema validates the grammar walks (tests/grammar/check_walks.py).
+# fails when it is missing. jsonschema validates the grammar walks and structured outputs
+# (tests/grammar/, tests/server/test_structured.py); langchain-openai makes the one LangChain call
+# (tests/server/test_langchain.py), as applications built on it call the server.
 SERVER_VENV := $(BUILD)/server-venv/.ok
 $(SERVER_VENV):
 	rm -rf $(BUILD)/server-venv
 	python3 -m venv $(BUILD)/server-venv
-	$(BUILD)/server-venv/bin/pip install -q openai==3.57.0 jsonschema==4.26.0
+	$(BUILD)/server-venv/bin/pip install -q openai==3.57.0 jsonschema==4.26.0 langchain-openai==1.7.4
 	touch $@
 
 # matplotlib for the soak test's figure (tools/soak/plot.py, docs/server.md "Soak test"); no test

@@ -418,6 +418,15 @@ Test(server, structured_output, .timeout = 600) {
     server_script("test_structured.py", 0, "structured output checks");
 }
 
+// One LangChain call (tests/server/test_langchain.py): ChatOpenAI's invoke and
+// with_structured_output(json_schema) against the server, on SmolLM2 (skipped without it).
+Test(server, langchain, .timeout = 300) {
+    char smol[512];
+    snprintf(smol, sizeof smol, "%s/models/smollm2.q8.bin", build_dir());
+    if (access(smol, R_OK) != 0) cr_skip_test("%s missing: needs `make weights`, then make %s", smol, smol);
+    server_script("test_langchain.py", 0, "LangChain checks");
+}
+
 // Tool calling (tests/server/test_tools.py) on qwen3-tiny: the openai client's loop with a forced
 // call (its grammar makes random weights write one that parses), plain and streamed, "required",
 // each call's arguments validated by jsonschema; the request errors; llama3's template refusing.

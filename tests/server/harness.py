@@ -59,16 +59,16 @@ class ServerProcess:
         self.err.seek(0)
         return self.err.read().decode(errors="replace")
 
-    def stop(self):
-        """SIGTERM; the exit status, or 'no exit' (then killed) after CAP_S."""
+    def stop(self, cap_s=CAP_S):
+        """SIGTERM; the exit status, or 'no exit' (then killed) after cap_s."""
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
         try:
-            return self.p.wait(timeout=CAP_S)
+            return self.p.wait(timeout=cap_s)
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait()
-            return f"no exit {CAP_S} s after SIGTERM"
+            return f"no exit {cap_s} s after SIGTERM"
 
     def __enter__(self):
         return self

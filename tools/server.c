@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/errmsg.h"
 #include "base/read_file.h"
 #include "runtime/cli/cli_args.h"
@@ -276,12 +277,6 @@ static int check_profile_model(const SrvModel *sm, char *err, size_t errlen) {
     return emx_logit_rules_check(&sm->defaults.rules, (int)sm->model.cfg.vocab_size, err, errlen);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // After a cut, what its final events may take to reach their clients, at most (a client that
 // does not read is not waited for longer).
 #define SRV_FLUSH_S 5.0
@@ -294,7 +289,7 @@ static void drain(SrvServer *srv, const sigset_t *set, int drain_s) {
     fprintf(stderr, "server: %s: draining: no new connections, queued requests answered 503, running generations have "
                     "%d s (--drain-timeout; a second signal exits at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", drain_s);
     srv_http_drain(srv);
-    const double t0 = now_s();
+    const double t0 = emx_now_s();
     double cut = 0;
     while (!srv_http_settled(srv)) {
         const struct timespec tick = {0, 50 * 1000 * 1000};
@@ -309,7 +304,7 @@ static void drain(SrvServer *srv, const sigset_t *set, int drain_s) {
             raise(again);
             _exit(128 + again);
         }
-        const double now = now_s();
+        const double now = emx_now_s();
         if (!cut && now - t0 >= drain_s) {
             fprintf(stderr, "server: drain deadline: stopping the running generations with a final event\n");
             srv_http_cut(srv);

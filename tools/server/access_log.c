@@ -6,13 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "tools/server/guard.h"
-
-double srv_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void srv_access_log(const char *method, const char *path, int status, int n_prompt, int n_completion, double t0) {
     char when[32], m[24], p[160], counts[64], line[320];
@@ -26,6 +21,6 @@ void srv_access_log(const char *method, const char *path, int status, int n_prom
     if (n_prompt >= 0) snprintf(counts, sizeof counts, "prompt=%d completion=%d", n_prompt, n_completion);
     else snprintf(counts, sizeof counts, "prompt=- completion=-");
     const int n = snprintf(line, sizeof line, "%s %s %s %d %s ms=%.0f\n", when, m, p, status, counts,
-                           1e3 * (srv_now_s() - t0));
+                           1e3 * (emx_now_s() - t0));
     if (n > 0) (void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

@@ -6,10 +6,8 @@
 #ifndef ENTROPIX_SERVER_ACCESS_LOG_H
 #define ENTROPIX_SERVER_ACCESS_LOG_H
 
-// Monotonic seconds: a request's arrival, for srv_access_log's t0.
-double srv_now_s(void);
-
 // n_prompt < 0: not a generation that ran (no token counts). Thread-safe: one write a line.
+// t0: the request's arrival, emx_now_s() (base/clock.h).
 void srv_access_log(const char *method, const char *path, int status, int n_prompt, int n_completion, double t0);
 
 #endif

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/clock.h"
+
 struct SrvConnRec {
     int used;
     int fd;
@@ -26,12 +28,6 @@ struct SrvConns {
     SrvConnRec *rec;  // [cap]
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // Every 100 ms: a connection past its deadline has its socket shut down (once).
 static void *watch(void *arg) {
     SrvConns *t = arg;
@@ -42,7 +38,7 @@ static void *watch(void *arg) {
         until.tv_nsec += 100 * 1000 * 1000;
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         pthread_cond_timedwait(&t->cv, &t->mu, &until);
-        const double now = now_s();
+        const double now = emx_now_s();
         for (int i = 0; i < t->cap; i++) {
             SrvConnRec *r = &t->rec[i];
             if (!r->used || r->deadline == 0 || now < r->deadline) continue;
@@ -92,7 +88,7 @@ SrvConnRec *srv_conns_open(SrvConns *t, int fd) {
     for (int i = 0; i < t->cap && !r; i++)
         if (!t->rec[i].used) r = &t->rec[i];
     if (r) {
-        *r = (SrvConnRec){.used = 1, .fd = fd, .reserve = t->n_open >= t->max_conn, .deadline = now_s() + t->header_s};
+        *r = (SrvConnRec){.used = 1, .fd = fd, .reserve = t->n_open >= t->max_conn, .deadline = emx_now_s() + t->header_s};
         t->n_open++;
     }
     pthread_mutex_unlock(&t->mu);
@@ -113,7 +109,7 @@ void srv_conns_phase(SrvConns *t, SrvConnRec *r, SrvConnPhase p) {
     const double limit = p == SRV_CONN_HEADERS ? t->header_s : p == SRV_CONN_BODY ? t->body_s
                          : p == SRV_CONN_IDLE  ? SRV_KEEPALIVE_S : 0;
     pthread_mutex_lock(&t->mu);
-    if (r->used) r->deadline = limit > 0 ? now_s() + limit : 0;
+    if (r->used) r->deadline = limit > 0 ? emx_now_s() + limit : 0;
     pthread_mutex_unlock(&t->mu);
 }
 

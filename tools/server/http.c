@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/errmsg.h"
 #include "runtime/cli/run_pool.h"
 #include "tools/server/access_log.h"
@@ -170,7 +171,7 @@ static enum MHD_Result first_call(SrvServer *s, struct MHD_Connection *c, const 
                                   SrvConn *k) {
     const union MHD_ConnectionInfo *ctx = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     k->rec = ctx ? ctx->socket_context : NULL;
-    k->t0 = srv_now_s();
+    k->t0 = emx_now_s();
     snprintf(k->method, sizeof k->method, "%s", method);
     snprintf(k->path, sizeof k->path, "%s", url);
     srv_conns_phase(s->conns, k->rec, SRV_CONN_BODY);

@@ -74,14 +74,16 @@ Test(run_cuda, seeded_sampling_same_tokens_as_cpu, .timeout = 600) {
 
 // Top-k off over Qwen3's 151,936 tokens (random weights: flat logits, so top-p keeps most of
 // them): the device finds the nucleus and the draw by selects on mass (kernels/sampling_wide.cuh)
-// inside the decode graph.
-Test(run_cuda, seeded_wide_samplers_same_tokens_as_cpu, .timeout = 600) {
-    const char *samplers[] = {"topp", "temp", "minp"};
-    for (int i = 0; i < 3; i++) {
-        const char *a[] = {"-p", "Hello", "-n", "12", "-s", "2", "--sampler", samplers[i], "--temp", "1.0"};
-        same_text("qwen3-tiny.f32.bin", a, 10);
-    }
+// inside the decode graph. One test per sampler: each is minutes of emulated decoding, and three
+// tests spread over the suite's two workers where one would hold a worker for all three.
+static void wide_sampler_same_tokens(const char *sampler) {
+    const char *a[] = {"-p", "Hello", "-n", "12", "-s", "2", "--sampler", sampler, "--temp", "1.0"};
+    same_text("qwen3-tiny.f32.bin", a, 10);
 }
+
+Test(run_cuda, seeded_wide_topp_same_tokens_as_cpu, .timeout = 600) { wide_sampler_same_tokens("topp"); }
+Test(run_cuda, seeded_wide_temp_same_tokens_as_cpu, .timeout = 600) { wide_sampler_same_tokens("temp"); }
+Test(run_cuda, seeded_wide_minp_same_tokens_as_cpu, .timeout = 600) { wide_sampler_same_tokens("minp"); }
 
 Test(run_cuda, device_errors_are_one_line) {
     char path[512];

@@ -176,13 +176,14 @@ endif
 
 # CUDA_ARCHS of the last nvcc build in this folder, rewritten only when it changes (a GPU added
 # or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again for the new
-# architectures instead of linked as they were.
+# architectures instead of linked as they were. Written while the makefile is read, not by a
+# rule: a rule run every time would hold every nvcc job back behind the C compiles under -j.
 ifeq ($(CUDA),1)
-$(BUILD)/cuda/archs.cfg: FORCE
-	@mkdir -p $(dir $@)
-	@echo "$(CUDA_ARCHS)" | cmp -s - $@ || echo "$(CUDA_ARCHS)" > $@
-$(CUDA_OBJ) $(CUDA_HOST_OBJ): $(BUILD)/cuda/archs.cfg
-$(BUILD)/cuda/nvcc-notice: $(BUILD)/cuda/archs.cfg
+CUDA_ARCHS_CFG := $(BUILD)/cuda/archs.cfg
+ifneq ($(file < $(CUDA_ARCHS_CFG)),$(CUDA_ARCHS))
+$(shell mkdir -p $(BUILD)/cuda && printf '%s\n' '$(CUDA_ARCHS)' > $(CUDA_ARCHS_CFG))
+endif
+$(CUDA_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/cuda/nvcc-notice: $(CUDA_ARCHS_CFG)
 endif
 
 # The --report page is built into report_template.o by the assembler's .incbin, which the

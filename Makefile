@@ -77,6 +77,11 @@ BACKEND_DIR := $(if $(filter 1,$(CUDA)),cuda,cpu)
 
 .SECONDARY:
 .PHONY: all check check-layers check-links test test-asan test-models weights clean FORCE
+# With the CUDA backend, its nvcc notice comes first: made at once, so that the nvcc jobs (the
+# longest) start among the first, not (under -j) deferred until the whole C library has started.
+ifeq ($(CUDA),1)
+all: $(BUILD)/cuda/nvcc-notice
+endif
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
 all: run $(TOOLS) $(CPU_PROGS)

@@ -1,5 +1,6 @@
 # entropix.c — build with the system C compiler; the CUDA backend is built in when nvcc is found.
-#   make            ./run and tools/ programs (build/); with the CUDA backend when nvcc is found
+#   make            ./run and tools/ programs (build/); with the CUDA backend when nvcc is found;
+#                   on every core (-jN to say otherwise), one line per file (V=1: the commands)
 #   make CUDA=0     the same, CPU-only (no nvcc, no CUDA libraries needed)
 #   make test       Criterion suite (converts the test models first)
 #   make test-asan  the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -8,6 +9,21 @@
 
 CC      ?= gcc
 SHELL   := /bin/bash
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
+# Every core unless the command line says otherwise (-jN, -j1 for one at a time): a first build is
+# hundreds of files. Not in sub-makes (they share the jobserver or have their own -j), nor for
+# clean, check and the fuzzers, whose recipes run sub-makes with a -j of their own.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS))$(filter clean check fuzz fuzz-ci,$(MAKECMDGOALS)),0)
+MAKEFLAGS += -j$(NPROC)
+endif
+# One short line per file ("  CC   runtime/model.c", "  LD   build/cpu/run"); V=1 prints the
+# commands instead. A rule's command line starts with $(call say,WHAT,file).
+V ?= 0
+ifeq ($(V),1)
+say =
+else
+say = @printf '  %-4s %s\n' '$(1)' '$(2)';
+endif
 SHARED  ?= ../shared
 BUILD   ?= build
 ARCHFLAGS ?= -march=native
@@ -61,11 +77,16 @@ BACKEND_DIR := $(if $(filter 1,$(CUDA)),cuda,cpu)
 
 .SECONDARY:
 .PHONY: all check check-layers check-links test test-asan test-models weights clean FORCE
+# With the CUDA backend, its nvcc notice comes first: made at once, so that the nvcc jobs (the
+# longest) start among the first, not (under -j) deferred until the whole C library has started.
+ifeq ($(CUDA),1)
+all: $(BUILD)/cuda/nvcc-notice
+endif
 # ./run at the top for users; each build folder has its own (the ASan one must not replace it).
 ifeq ($(BUILD),build)
 all: run $(TOOLS) $(CPU_PROGS)
 run: $(BUILD)/run
-	cp $< $@
+	$(call say,CP,$@)cp $< $@
 else
 all: $(BUILD)/run $(TOOLS) $(CPU_PROGS)
 endif
@@ -78,27 +99,27 @@ $(BUILD)/backend.cfg: FORCE
 
 $(USER_PROGS): $(BUILD)/%: $(BUILD)/$(BACKEND_DIR)/% $(BUILD)/backend.cfg
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call say,CP,$@)cp $< $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libentropix.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(BUILD)/cpu/run: $(BUILD)/obj/runtime/cli/run.o $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/cpu/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The HTTP server (tools/server/http.c) is the one program that links libmicrohttpd.
 $(BUILD)/cpu/tools/server $(BUILD)/cuda/tools/server: LDLIBS += -lmicrohttpd
@@ -128,13 +149,25 @@ soak-venv: $(SOAK_VENV)
 
 $(BUILD)/tests/tests: $(TEST_OBJ) $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
 
 # Models converted from ../shared/testdata by our converter; the tests read them from here.
 include tests/models.mk
 include tests/models_smollm2.mk
 # libFuzzer harnesses of the parsers (clang; `make fuzz`, `make fuzz-ci`): tests/fuzz/README.md.
 include tests/fuzz/fuzz.mk
+
+# nvcc compiles for the GPUs of this machine when nvidia-smi lists some (compute capability 8.x
+# runs sm_80's code, 9.0 sm_90's): one architecture, half the nvcc time of a first build. Without
+# a GPU, or with none of those, kernels/kernels.mk's list (sm_80 and sm_90); CUDA_ARCHS=... on the
+# command line chooses. The objects are rebuilt when the architectures change (archs.cfg below).
+ifeq ($(CUDA)$(origin CUDA_ARCHS),1undefined)
+GPU_CAPS := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null)
+GPU_SMS := $(sort $(patsubst 8.%,80,$(filter 8.%,$(GPU_CAPS))) $(patsubst 9.0,90,$(filter 9.0,$(GPU_CAPS))))
+ifneq ($(GPU_SMS),)
+CUDA_ARCHS := $(foreach s,$(GPU_SMS),-gencode arch=compute_$(s)$(comma)code=sm_$(s))
+endif
+endif
 
 # CUDA: kernels/kernels.mk (`make cuda`: the real nvcc build of kernels/*.cu for sm_80 and sm_90),
 # kernels/bench.mk (`make bench-kernels`) and tests/cuda_emu/emu.mk (the emulation layer, which
@@ -145,6 +178,18 @@ include tests/fuzz/fuzz.mk
 -include tests/cuda_emu/emu.mk
 # The kernel lab (`make lab K=<family>`, `make lab-test`): tools/lab/lab.mk, docs/kernel-lab.md.
 -include tools/lab/lab.mk
+
+# CUDA_ARCHS of the last nvcc build in this folder, rewritten only when it changes (a GPU added
+# or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again for the new
+# architectures instead of linked as they were. Written while the makefile is read, not by a
+# rule: a rule run every time would hold every nvcc job back behind the C compiles under -j.
+ifeq ($(CUDA),1)
+CUDA_ARCHS_CFG := $(BUILD)/cuda/archs.cfg
+ifneq ($(file < $(CUDA_ARCHS_CFG)),$(CUDA_ARCHS))
+$(shell mkdir -p $(BUILD)/cuda && printf '%s\n' '$(CUDA_ARCHS)' > $(CUDA_ARCHS_CFG))
+endif
+$(CUDA_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/cuda/nvcc-notice: $(CUDA_ARCHS_CFG)
+endif
 
 # The --report page is built into report_template.o by the assembler's .incbin, which the
 # compiler's dependency files do not see: every build of that object names the page here.
@@ -202,7 +247,7 @@ test-gpu: test-kernels-gpu $(BUILD)/cuda/run $(BUILD)/cuda/tools/bench $(BUILD)/
 FIRST_RUN_TEST_BIN := $(BUILD)/tests/first_run_tests
 $(FIRST_RUN_TEST_BIN): $(BUILD)/obj/tests/first_run/test_first_run.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
 .PHONY: test-first-run
 test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) \
                 $(EMU_BENCH_BIN) $(EMU_EVAL_BIN) $(BENCH_KERNELS_EMU_BIN) $(LAB_EMU_BINS)
@@ -270,7 +315,7 @@ check-links:
 # Builds use every core (CHECK_JOBS, default: nproc): a fresh clone compiles five build folders
 # (build, its emulated and nvcc objects, build-avx2, build-asan) and the fuzzers, most of them
 # one file at a time otherwise. Tests set their own parallelism (each Criterion run is -j2).
-CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CHECK_JOBS ?= $(NPROC)
 check:
 	$(MAKE) -j$(CHECK_JOBS) check-layers check-links all
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"

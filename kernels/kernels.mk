@@ -24,7 +24,7 @@ cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/ben
 # that are not part of it (warnings, errors) still go to the terminal.
 $(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
 	grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' $(BUILD)/cuda/$*.ptxas >&2; exit $$rc
 
 # nvcc takes minutes for the whole backend: a make that is about to run it says so once, before
@@ -32,12 +32,12 @@ $(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 $(CUDA_OBJ): | $(BUILD)/cuda/nvcc-notice
 $(BUILD)/cuda/nvcc-notice: $(CUDA_SRC)
 	@mkdir -p $(dir $@)
-	@echo "make: building the CUDA backend with nvcc ($(NVCC)): minutes when nothing is built yet; make CUDA=0 for a CPU-only build"
+	@echo "  NVCC building the CUDA backend for $(CUDA_ARCH_NAMES) (nvcc, from nothing: 1 CPU-minute for one architecture, 1.7 for two, spread over the cores; make CUDA=0 skips it)"
 	@touch $@
 
 $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 -include $(CUDA_OBJ:.o=.d)
 
@@ -58,14 +58,14 @@ CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcub
 
 $(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DEMX_CUDA_ARCHS='"$(CUDA_ARCH_NAMES)"' -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DEMX_CUDA_ARCHS='"$(CUDA_ARCH_NAMES)"' -c $< -o $@
 
 $(BUILD)/cuda/run: $(BUILD)/obj/runtime/cli/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
-	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 
 $(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)
 
 -include $(CUDA_HOST_OBJ:.o=.d)
 

@@ -3,7 +3,7 @@
 // docs/model-format.md for the layout and the rules checked here).
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
-#include "runtime/run_io.h"
+#include "base/mem_available.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -387,7 +387,7 @@ Test(forward_ref, cpu_smollm2_f32, .timeout = 900) { cpu_vs_ref("smollm2.f32.bin
 Test(forward_ref, cpu_smollm2_q8, .timeout = 900) { cpu_vs_ref("smollm2.q8.bin", TOL_Q_SMOLLM2); }
 
 // The 410-token prompt of the tiny models in one emx_forward: the fast path runs it in batches of
-// 256 rows (EMX_MAX_BATCH), the second attending to the first's cached keys; positions up to 409
+// 256 rows (EMX_CPU_MAX_BATCH), the second attending to the first's cached keys; positions up to 409
 // exercise RoPE far out and, for llama3, the scaled frequencies. The last position's logits and
 // its scores over all 410 keys of every layer (each key computed by the fast path at its own
 // position) against the reference. Tolerances as for the f32 runs above (TOL_F32); measured

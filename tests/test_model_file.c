@@ -161,7 +161,7 @@ Test(model_file, copy_and_mapping_hold_the_same_model) {
 
 // A file of 64 MiB or more (SmolLM2 q8, made by `make test-models`) is copied under
 // EMX_LOAD_AUTO where the memory available is over twice its size, and mapped where it is not
-// (EMX_MEMAVAILABLE_MB: run_io.h's test hook for the figure). Whether the kernel grants huge pages
+// (EMX_MEMAVAILABLE_MB: mem_available.h's test hook for the figure). Whether the kernel grants huge pages
 // at all (transparent_hugepage "never") is this machine's setting: then both are mapped.
 Test(model_file, auto_copies_only_with_room_to_spare) {
     char p[512];

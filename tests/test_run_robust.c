@@ -22,7 +22,8 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/model.h"
 #include "base/read_file.h"
-#include "runtime/run_io.h"
+#include "runtime/cli/run_io.h"
+#include "runtime/cpu/cpu_state_size.h"
 #include "run_util.h"
 #include "test_util.h"
 
@@ -323,7 +324,7 @@ Test(run_robust, directory_as_prompt_or_profile_says_so, .timeout = 300) {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-// EMX_MEMAVAILABLE_MB stands in for the machine's memory (run_io.h), so the figures are fixed.
+// EMX_MEMAVAILABLE_MB stands in for the machine's memory (mem_available.h), so the figures are fixed.
 Test(run_robust, kv_cache_larger_than_memory_is_refused, .timeout = 300) {
     Tmp t;
     tmp_setup(&t);

@@ -1,9 +1,5 @@
-// tok_bpe.c — byte-level BPE: the pre-tokeniser split (PCRE2) and the merge loop.
-//
-// Merging follows HF tokenizers' Word::merge_all: all adjacent pairs that have a merge rule go
-// into a min-heap keyed by (rank, position); the top is applied if still current, and the
-// new symbol's pairs with its neighbours are pushed. Each merge costs O(log n), so a 100 KB
-// word without spaces is as cheap per byte as a short one.
+// tok_bpe.c — byte-level BPE: the pre-tokeniser split (PCRE2) and the merges by rank (the merge
+// loop itself, shared with SentencePiece, is tok_merge.c).
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -11,103 +7,6 @@
 #include "tokenizer/tok_utf8.h"
 #include "base/errmsg.h"
 #include "tokenizer/tokenizer_internal.h"
-
-int enc_scratch_reserve(EncScratch *s, size_t n) {
-    if (n <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 64;
-    while (cap < n) cap *= 2;
-    int32_t *a = realloc(s->sym_id, cap * sizeof *a);
-    if (!a) return -1;
-    s->sym_id = a;
-    a = realloc(s->sym_prev, cap * sizeof *a);
-    if (!a) return -1;
-    s->sym_prev = a;
-    a = realloc(s->sym_next, cap * sizeof *a);
-    if (!a) return -1;
-    s->sym_next = a;
-    s->cap = cap;
-    return 0;
-}
-
-static int heap_grow(EncScratch *s) {
-    size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
-    MergeCand *h = realloc(s->heap, cap * sizeof *h);
-    if (!h) return -1;
-    s->heap = h, s->heap_cap = cap;
-    return 0;
-}
-
-int enc_heap_append(EncScratch *s, MergeCand c) {
-    if (s->heap_n == s->heap_cap && heap_grow(s) != 0) return -1;
-    s->heap[s->heap_n++] = c;
-    return 0;
-}
-
-static void sift_down(MergeCand *h, size_t n, size_t i, MergeCand x) {
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && h[c + 1].key < h[c].key) c++;
-        if (h[c].key >= x.key) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-}
-
-void enc_heap_build(EncScratch *s) {
-    for (size_t i = s->heap_n / 2; i-- > 0;) sift_down(s->heap, s->heap_n, i, s->heap[i]);
-}
-
-int enc_heap_push(EncScratch *s, MergeCand c) {
-    if (s->heap_n == s->heap_cap && heap_grow(s) != 0) return -1;
-    MergeCand *h = s->heap;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (h[p].key <= c.key) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-    return 0;
-}
-
-int enc_heap_pop(EncScratch *s, MergeCand *out) {
-    if (s->heap_n == 0) return 0;
-    *out = s->heap[0];
-    MergeCand last = s->heap[--s->heap_n];
-    if (s->heap_n) sift_down(s->heap, s->heap_n, 0, last);
-    return 1;
-}
-
-int enc_merge_symbols(const EmxTokenizer *tk, EncScratch *s, size_t n, EncPairFn push_pair) {
-    // Symbols sym_id[0..n) are linked in order; merged-away symbols get id -2.
-    for (size_t i = 0; i < n; i++) {
-        s->sym_prev[i] = (int32_t)i - 1;
-        s->sym_next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
-    s->heap_n = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (push_pair(tk, s, (int32_t)i, 1) != 0) return -1;
-    enc_heap_build(s);
-    MergeCand c;
-    while (enc_heap_pop(s, &c)) {
-        int32_t pos = cand_pos(&c);
-        // Stale if the left symbol changed or its right neighbour is no longer `right`.
-        if (s->sym_id[pos] != c.left) continue;
-        int32_t nx = s->sym_next[pos];
-        if (nx < 0 || s->sym_id[nx] != c.right) continue;
-        s->sym_id[pos] = c.merged;
-        s->sym_id[nx] = -2;
-        int32_t nn = s->sym_next[nx];
-        s->sym_next[pos] = nn;
-        if (nn >= 0) s->sym_prev[nn] = pos;
-        if (s->sym_prev[pos] >= 0 && push_pair(tk, s, s->sym_prev[pos], 0) != 0) return -1;
-        if (push_pair(tk, s, pos, 0) != 0) return -1;
-    }
-    return 0;
-}
 
 static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
     int32_t nx = s->sym_next[pos];
@@ -121,8 +20,9 @@ static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int ini
     return initial ? enc_heap_append(s, c) : enc_heap_push(s, c);
 }
 
-int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
-                    IdVec *out) {
+// Byte-level BPE of one pre-tokenised word (raw bytes). Returns -1 on out of memory.
+static int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t *w, size_t n,
+                           IdVec *out) {
     if (n == 0) return 0;
     if (n == 1) {
         if (tk->byte_id[w[0]] >= 0) return idvec_push(out, tk->byte_id[w[0]]);

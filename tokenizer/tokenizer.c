@@ -262,28 +262,6 @@ void emx_tokenizer_free(EmxTokenizer *tk) {
     free(tk);
 }
 
-int idvec_push(IdVec *a, int id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        int *v = realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v, a->cap = cap;
-    }
-    a->v[a->n++] = id;
-    return 0;
-}
-
-void enc_scratch_free(EncScratch *s) {
-    free(s->sym_id);
-    free(s->sym_prev);
-    free(s->sym_next);
-    free(s->heap);
-    free(s->cat);
-    if (s->md) pcre2_match_data_free(s->md);
-    wordcache_free(&s->cache);
-    memset(s, 0, sizeof *s);
-}
-
 // Longest added token starting at text[i], or -1.
 static int32_t match_special(const EmxTokenizer *tk, const char *text, size_t n, size_t i,
                              uint32_t *len) {

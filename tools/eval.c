@@ -14,7 +14,7 @@
 #include "base/errmsg.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/model.h"
-#include "runtime/run_io.h"
+#include "runtime/cli/run_io.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/eval/checks.h"

@@ -25,7 +25,9 @@
 #include "sampler/profile.h"
 #include "base/read_file.h"
 #include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
-#include "runtime/run_io.h"
+#include "base/mem_available.h"
+#include "runtime/cli/run_io.h"
+#include "runtime/cpu/cpu_state_size.h"
 #include "runtime/cli/run_branch.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_report.h"

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "runtime/pool/critic.h"
-#include "runtime/run_io.h"
+#include "base/mem_available.h"
+#include "runtime/cli/run_io.h"
+#include "runtime/cpu/cpu_state_size.h"
 #include "runtime/pool/pool_generate.h"
 #include "sampler/rng.h"
 

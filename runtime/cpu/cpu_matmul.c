@@ -1,5 +1,6 @@
-// cpu_matmul.c — dot-product kernels per weight dtype (scalar, and AVX2 + FMA + F16C with
-// AVX-VNNI's vpdpbusd where the target has it) and the threaded, tiled matmul.
+// cpu_matmul.c — the float dot products (f32, bf16, f16: scalar, and AVX2 + FMA + F16C where
+// the target has it), the activations' int8 quantisation, and the threaded, tiled matmul over
+// every weight dtype (the quantised kernels it calls: cpu_qdot.c, cpu_qtile*.c, cpu_amx.c).
 #include "runtime/cpu/cpu_matmul.h"
 
 #include <math.h>
@@ -56,62 +57,6 @@ float emx_dot_f16_scalar(const uint16_t *w, const float *x, int n) {
     float s = 0;
     for (int j = 0; j < n; j++) s += emx_f16_to_f32(w[j]) * x[j];
     return s;
-}
-
-// The quantised dots' order (cpu_qdot.c, top): whole-group integer sums I_g, four float
-// accumulators by group phase, acc[g % 4] = fma(I_g, d_w * d_x, acc[g % 4]) in order of g.
-static float phases_sum(const float acc[4]) { return (acc[0] + acc[2]) + (acc[1] + acc[3]); }
-
-float emx_dot_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
-    float acc[4] = {0, 0, 0, 0};
-    for (int g = 0; g < n / 32; g++) {
-        int32_t isum = 0;  // exact: |sum| <= 32 * 128 * 127
-        for (int j = 0; j < 32; j++) isum += (int32_t)w[g * 32 + j] * xq[g * 32 + j];
-        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
-    }
-    return phases_sum(acc);
-}
-
-float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
-    (void)xs;
-    float acc[4] = {0, 0, 0, 0};
-    for (int g = 0; g < n / 32; g++) {
-        const uint8_t *b = w + g * 16;
-        const int8_t *xg = xq + g * 32;
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++) {
-            isum += ((b[j] & 0xf) - 8) * xg[j];
-            isum += ((b[j] >> 4) - 8) * xg[j + 16];
-        }
-        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
-    }
-    return phases_sum(acc);
-}
-
-// q4_1's mins term, sum over groups of m_g * xs_g, in the SIMD kernels' order (offsets_sum in
-// cpu_quad.h): eight lanes over the whole blocks of 8 groups (lane k: groups k mod 8, by fma),
-// folded k + (k + 4), then (0 + 2) + (1 + 3); the tail groups summed one by one apart, added last.
-static float mins_sum(const uint16_t *wm, const float *xs, int ng) {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
-    int g = 0;
-    for (; g + 8 <= ng; g += 8)
-        for (int k = 0; k < 8; k++) lane[k] = fmaf(emx_f16_to_f32(wm[g + k]), xs[g + k], lane[k]);
-    for (; g < ng; g++) tail += emx_f16_to_f32(wm[g]) * xs[g];
-    const float t0 = lane[0] + lane[4], t1 = lane[1] + lane[5], t2 = lane[2] + lane[6], t3 = lane[3] + lane[7];
-    return ((t0 + t2) + (t1 + t3)) + tail;
-}
-
-float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
-                          const float *xs, int n) {
-    float acc[4] = {0, 0, 0, 0};
-    for (int g = 0; g < n / 32; g++) {
-        const uint8_t *b = w + g * 16;
-        const int8_t *xg = xq + g * 32;
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++) isum += (b[j] & 0xf) * xg[j] + (b[j] >> 4) * xg[j + 16];
-        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
-    }
-    return phases_sum(acc) + mins_sum(wm, xs, n / 32);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,10 +5,10 @@
 // plus AVX-VNNI for the int8 products where available, and 4-row kernels in AVX-512 VNNI or
 // AVX2 forms, selected at compile time; otherwise the un-suffixed name is the scalar one).
 // emx_cpu_simd_name() says which: "avx2+vnni+avx512vnni" ("+amx" where the prefill tile runs
-// on AMX, chosen at run time), "avx2+vnni", "avx2", "scalar". The quantised SIMD kernels are in
-// cpu_qdot.c (one row, decode), cpu_qtile512.c / cpu_qtile.c (the prefill tile with AVX-512 /
-// AVX2) and cpu_amx.c (the tile on AMX), their shared four-row pieces in cpu_quad.h; the float
-// ones and the matmul here.
+// on AMX, chosen at run time), "avx2+vnni", "avx2", "scalar". The quantised kernels are in
+// cpu_qdot.c (one row and decode, with the scalar twins), cpu_qtile512.c / cpu_qtile.c (the
+// prefill tile with AVX-512 / AVX2) and cpu_amx.c (the tile on AMX), their shared four-row pieces
+// in cpu_quad.h; the float ones, the activations' quantisation and the matmul in cpu_matmul.c.
 //
 // Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
 // activation rows n, the position of row i in the batch and the thread count. Why: the agent

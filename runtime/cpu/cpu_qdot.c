@@ -11,7 +11,7 @@
 //     A[g % 4] = fma((float)I_g, s_g, A[g % 4])   for g = 0 .. ng-1 in order, from A = 0,
 //     dot      = (A[0] + A[2]) + (A[1] + A[3])                                       (lanes_sum)
 // plus, for q4_1, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every kernel follows it
-// exactly, the scalar twins (cpu_matmul.c) included, so a (weight row, activation row) pair
+// exactly, the scalar twins (below) included, so a (weight row, activation row) pair
 // gives the same float whichever kernel, and whichever build, ran it.
 // Why whole groups: the integer sum of a group may be formed in any order (integers are exact),
 // so a kernel lays its lanes out as it likes, and the float work (convert, scale, FMA) is paid
@@ -31,7 +31,68 @@
 #include "runtime/cpu/cpu_quad.h"
 #include "base/dtype.h"
 
+#include <math.h>
 #include <string.h>
+
+// ---------------------------------------------------------------------------------------------
+// The scalar twins: what the kernels below compute, in plain C (the tests compare against them;
+// without AVX2 they are the kernels)
+
+// The order (top): whole-group integer sums I_g, four float accumulators by group phase,
+// acc[g % 4] = fma(I_g, d_w * d_x, acc[g % 4]) in order of g.
+static float phases_sum(const float acc[4]) { return (acc[0] + acc[2]) + (acc[1] + acc[3]); }
+
+float emx_dot_q8_scalar(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int g = 0; g < n / 32; g++) {
+        int32_t isum = 0;  // exact: |sum| <= 32 * 128 * 127
+        for (int j = 0; j < 32; j++) isum += (int32_t)w[g * 32 + j] * xq[g * 32 + j];
+        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
+    }
+    return phases_sum(acc);
+}
+
+float emx_dot_q4_scalar(const uint8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, const float *xs, int n) {
+    (void)xs;
+    float acc[4] = {0, 0, 0, 0};
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += ((b[j] & 0xf) - 8) * xg[j];
+            isum += ((b[j] >> 4) - 8) * xg[j + 16];
+        }
+        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
+    }
+    return phases_sum(acc);
+}
+
+// q4_1's mins term, sum over groups of m_g * xs_g, in the SIMD kernels' order (offsets_sum in
+// cpu_quad.h): eight lanes over the whole blocks of 8 groups (lane k: groups k mod 8, by fma),
+// folded k + (k + 4), then (0 + 2) + (1 + 3); the tail groups summed one by one apart, added last.
+static float mins_sum(const uint16_t *wm, const float *xs, int ng) {
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
+    int g = 0;
+    for (; g + 8 <= ng; g += 8)
+        for (int k = 0; k < 8; k++) lane[k] = fmaf(emx_f16_to_f32(wm[g + k]), xs[g + k], lane[k]);
+    for (; g < ng; g++) tail += emx_f16_to_f32(wm[g]) * xs[g];
+    const float t0 = lane[0] + lane[4], t1 = lane[1] + lane[5], t2 = lane[2] + lane[6], t3 = lane[3] + lane[7];
+    return ((t0 + t2) + (t1 + t3)) + tail;
+}
+
+float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
+                          const float *xs, int n) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) isum += (b[j] & 0xf) * xg[j] + (b[j] >> 4) * xg[j + 16];
+        acc[g % 4] = fmaf((float)isum, emx_f16_to_f32(wd[g]) * xd[g], acc[g % 4]);
+    }
+    return phases_sum(acc) + mins_sum(wm, xs, n / 32);
+}
 
 // ---------------------------------------------------------------------------------------------
 // The activation's lane sums (the 4-row kernels' offsets)

@@ -17,13 +17,13 @@
 
 #include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_ops.h"
+#include "runtime/cpu/cpu_state_size.h"
 #include "base/dtype.h"
 #include "base/errmsg.h"
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
 
-#define EMX_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
-#define PASS 32            // queries per call of emx_attention_group_spans in attention()
+#define PASS EMX_CPU_ATTN_PASS  // queries per call of emx_attention_group_spans in attention()
 
 typedef struct CpuState CpuState;
 struct CpuState {
@@ -34,7 +34,7 @@ struct CpuState {
     int max_threads;  // n_threads at creation: rows of att_tmp
     int batch_cap;    // rows of the batch buffers
     int q_dim, kv_dim;
-    int kv_row;       // elements from one cache position to the next: kv_dim, or more (see cpu_state_new)
+    int kv_row;       // elements from one cache position to the next: kv_dim, or more (see cpu_state_size.c)
     // batch activations, one row per token of the chunk being run
     float *x;         // [batch_cap][dim] residual stream
     float *xb;        // [batch_cap][dim] normed input of a matmul, then a matmul's output
@@ -147,47 +147,39 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->ctx = ctx;
     s->n_threads = resolve_threads(opt ? opt->n_threads : 0);
     s->max_threads = s->n_threads;
-    s->batch_cap = ctx < EMX_MAX_BATCH ? ctx : EMX_MAX_BATCH;
-    s->q_dim = (int)(c->n_heads * c->head_dim);
-    s->kv_dim = (int)(c->n_kv_heads * c->head_dim);
     s->last_pos = -1;
     s->nonfinite_at = NONFINITE_NONE;
     s->f16 = emx_cache_type_resolve(opt ? opt->cache_type : EMX_CACHE_AUTO, m, 0) == EMX_CACHE_F16;
-    s->esz = s->f16 ? sizeof(uint16_t) : sizeof(float);
-    size_t B = (size_t)s->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
-    size_t widest = dim > (size_t)s->q_dim ? dim : (size_t)s->q_dim;
-    widest = widest > hid ? widest : hid;
-    // A cache row of an even number of cache lines puts a head's slice of every position into a
-    // fraction of the cache sets (sets are a power of two): Qwen3-0.6B's 4 KiB rows (8 KV heads x
-    // 128 x 4 B) all land in the same 1/64 of L1's and L2's sets, so a head's keys and values
-    // evict each other before a prefill's next queries read them again. Rows of 4 lines or more
-    // get one line of padding, an odd number of lines, which reaches every set. Never read.
-    const size_t row_lines = ((size_t)s->kv_dim * s->esz + 63) / 64;
-    s->kv_row = s->kv_dim + (row_lines >= 4 && row_lines % 2 == 0 ? (int)(64 / s->esz) : 0);
-    size_t kv = (size_t)c->n_layers * ctx * s->kv_row;
-    s->x = malloc(B * dim * sizeof(float));
-    s->xb = malloc(B * dim * sizeof(float));
-    s->q = malloc(B * s->q_dim * sizeof(float));
-    s->att = malloc(B * s->q_dim * sizeof(float));
-    s->hb = malloc(B * hid * sizeof(float));
-    s->hb2 = malloc(B * hid * sizeof(float));
-    s->xq = malloc(B * widest);
-    s->xd = malloc(B * (widest / 32 + 1) * sizeof(float));
-    s->xs = malloc(B * (widest / 32 + 1) * sizeof(float));
-    s->rope_cos = malloc(B * half * sizeof(float));
-    s->rope_sin = malloc(B * half * sizeof(float));
-    s->inv_freq = malloc(half * sizeof(double));
-    s->att_tmp = malloc((size_t)s->n_threads * PASS * ctx * sizeof(float));
-    s->key_cache = calloc(kv, s->esz);
-    s->value_cache = calloc(kv, s->esz);
-    if (s->f16) s->kv_tmp = malloc(2 * B * s->kv_dim * sizeof(float));
-    s->att_scores = calloc((size_t)c->n_layers * c->n_heads * ctx, sizeof(float));
-    s->logits = malloc((size_t)c->vocab_size * sizeof(float));
+    EmxCpuStateSizes z;  // every size below, and the memory checks' figure (cpu_state_size.h)
+    emx_cpu_state_sizes(c, ctx, s->n_threads, s->f16, &z);
+    s->batch_cap = z.batch_cap;
+    s->q_dim = z.q_dim;
+    s->kv_dim = z.kv_dim;
+    s->kv_row = z.kv_row;  // padded where a row of an even number of cache lines would alias
+    s->esz = z.esz;
+    s->x = malloc(z.x);
+    s->xb = malloc(z.x);
+    s->q = malloc(z.q);
+    s->att = malloc(z.q);
+    s->hb = malloc(z.hb);
+    s->hb2 = malloc(z.hb);
+    s->xq = malloc(z.xq);
+    s->xd = malloc(z.xd);
+    s->xs = malloc(z.xd);
+    s->rope_cos = malloc(z.rope);
+    s->rope_sin = malloc(z.rope);
+    s->inv_freq = malloc(z.inv_freq);
+    s->att_tmp = malloc(z.att_tmp);
+    s->key_cache = calloc(1, z.kv_cache);
+    s->value_cache = calloc(1, z.kv_cache);
+    if (s->f16) s->kv_tmp = malloc(z.kv_tmp);
+    s->att_scores = calloc(1, z.att_scores);
+    s->logits = malloc(z.logits);
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
         !s->att_scores || !s->logits || (s->f16 && !s->kv_tmp)) {
         emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, s->f16 ? "f16" : "f32",
-                 2 * kv * s->esz >> 20);
+                 2 * z.kv_cache >> 20);
         cpu_state_free(&s->base);
         return NULL;
     }

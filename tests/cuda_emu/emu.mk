@@ -54,51 +54,51 @@ EMU_TEST_BIN := $(EMU_BUILD)/tests/emu_tests
 # Rewrite (launches and __shared__ declarations; line numbers kept) before compiling.
 $(EMU_OUT)/kernels/%: kernels/% $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
-	python3 $(EMU_DIR)/rewrite.py $< $@
+	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
 $(EMU_OUT)/runtime/%.cu: runtime/%.cu $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
-	python3 $(EMU_DIR)/rewrite.py $< $@
+	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
 $(EMU_OUT)/tests/%.cpp: tests/%.cpp $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
-	python3 $(EMU_DIR)/rewrite.py $< $@
+	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
 $(EMU_OUT)/tests/%.h: tests/%.h $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
-	python3 $(EMU_DIR)/rewrite.py $< $@
+	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
 $(EMU_OUT)/obj/$(EMU_DIR)/src/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
 
 $(EMU_OUT)/obj/kernels/%.o: $(EMU_OUT)/kernels/%.cu $(EMU_KERNEL_HDR)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
 $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
 
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
 
 $(EMU_LIB): $(EMU_LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(EMU_OUT)/obj/tests/%.o: $(EMU_OUT)/tests/%.cpp $(EMU_KERNEL_HDR) $(EMU_TEST_HDR)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -c $< -o $@
 
 $(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
 # ./run with the CUDA backend on emulated GPUs (--device cuda:N): the C suite runs it beside the
 # CPU ./run (EMX_GPU_RUN) to compare whole generations. Slow (every kernel thread is a fiber) and
@@ -106,7 +106,7 @@ $(EMU_TEST_BIN): $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOS
 EMU_RUN_BIN := $(EMU_OUT)/run
 $(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/cli/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 
 # tools/bench on emulated GPUs (EMX_GPU_BENCH in the C suite): proves the GPU report's paths
 # (launches per step, bytes per token, peak bandwidth from the device's properties) run; its
@@ -116,11 +116,11 @@ EMU_BENCH_BIN := $(EMU_OUT)/tools/bench
 EMU_EVAL_BIN := $(EMU_OUT)/tools/eval
 $(EMU_OUT)/tools/%: $(EMU_OUT)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 
 $(EMU_BUILD)/tests/emu_selftest: $(EMU_LAYER_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIBS)
 
 .PHONY: emu-selftest
 emu-selftest: $(EMU_BUILD)/tests/emu_selftest
@@ -132,14 +132,14 @@ emu-selftest: $(EMU_BUILD)/tests/emu_selftest
 EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp
 $(EMU_OUT)/bench/asm/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
 $(EMU_OUT)/bench/ucontext/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DEMU_FIBER_UCONTEXT -I$(EMU_DIR)/include -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -DEMU_FIBER_UCONTEXT -I$(EMU_DIR)/include -c $< -o $@
 $(EMU_OUT)/bench/asm/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/asm/%.o)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"asm"' $^ -o $@
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"asm"' $^ -o $@
 $(EMU_OUT)/bench/ucontext/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/ucontext/%.o)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"ucontext"' $^ -o $@
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"ucontext"' $^ -o $@
 .PHONY: emu-bench
 emu-bench: $(EMU_OUT)/bench/asm/bench_switch $(EMU_OUT)/bench/ucontext/bench_switch
 	$(EMU_OUT)/bench/asm/bench_switch

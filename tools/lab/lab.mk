@@ -67,22 +67,22 @@ lab-test: $(LAB_EMU_BINS)
 # compiler with the layer's flags (ASan + UBSan), linked with the layer and the family's kernels.
 $(LAB_EMU_DIR)/src/%.cu: tools/lab/%.cu $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
-	python3 $(EMU_DIR)/rewrite.py $< $@
+	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
 $(LAB_EMU_DIR)/obj/%.o: $(LAB_EMU_DIR)/src/%.cu tools/lab/lab.h $(EMU_KERNEL_HDR)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
 $(LAB_EMU_DIR)/%: $(LAB_EMU_DIR)/obj/%.o $(EMU_LAYER_OBJ) $$(call lab_emu_kobj,$$*) $(BUILD)/libentropix.a
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
 
 # GPU: nvcc, the flags of `make cuda` (sm_80 + sm_90, warnings as errors); libentropix.a is built
 # with -fopenmp, so nvcc links libgomp instead of the flag (as kernels/bench.mk).
 $(LAB_GPU_DIR)/obj/%.o: tools/lab/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LAB_GPU_DIR)/%: $(LAB_GPU_DIR)/obj/%.o $$(call lab_gpu_kobj,$$*) $(BUILD)/libentropix.a
-	$(NVCC) $(CUDA_ARCHS) $(filter %.o %.a,$^) -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+	$(call say,LD,$@)$(NVCC) $(CUDA_ARCHS) $(filter %.o %.a,$^) -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
 
 -include $(patsubst %,$(LAB_EMU_DIR)/obj/%.d,$(LAB_FAMILIES)) $(patsubst %,$(LAB_GPU_DIR)/obj/%.d,$(LAB_FAMILIES))

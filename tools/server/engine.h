@@ -106,7 +106,8 @@ int srv_branch_check(const SrvModel *sm, const SrvRequest *r, int n_ids, int on_
 int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
 
-// s[0..n) as a JSON string, invalid UTF-8 replaced by U+FFFD (NULL: out of memory).
+// The generation's output (engine_output.c). s[0..n) as a JSON string, invalid UTF-8 replaced by
+// U+FFFD (NULL: out of memory).
 cJSON *srv_text_json(const char *s, size_t n);
 
 // Longest suffix of text[0..len) that is a proper prefix of one of the stop strings (the bytes

@@ -3,7 +3,7 @@
 // and keys give ./run's text. It runs alone (its forks are batched passes of their own, no row
 // of the slots' shared step). Its text arrives through a hook as it becomes final (main-line
 // tokens as chosen, a fork's winner at once when decided) and goes the single stream's way
-// (engine_internal.h: stop strings, streaming); a client gone or the drain's cut stops it before
+// (engine_output.h: stop strings, streaming); a client gone or the drain's cut stops it before
 // its next forward pass. Afterwards the slot's prompt cache keeps the prompt and the output's
 // first n_valid tokens: the rows past them hold a branch's, an answer's or stale ones.
 #include <math.h>
@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "runtime/branch/branch_decode.h"
-#include "runtime/run_io.h"
+#include "runtime/cpu/cpu_state_size.h"
 #include "tools/server/engine_internal.h"
+#include "tools/server/engine_output.h"
 
 // The decoder's hooks: its text into the stream; stop when the client is gone, the drain cut it,
 // a stop string matched, or the emit failed.
@@ -114,13 +115,13 @@ static void finish(const SrvModel *sm, const Gen *g, SrvCache *cache, const EmxB
     res->branch = result_json(&g->r->branch, br);
 }
 
-int srv_generate_branch(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids,
-                        int n_ids, atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e) {
+int srv_generate_branch(const SrvModel *sm, EmxState *st, SrvCache *cache, int n_cached, const SrvRequest *r,
+                        const int *ids, int n_ids, atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res,
+                        SrvError *e) {
     const int n_predict = branch_budget(sm, r, n_ids, e);
     if (n_predict < 0) return -1;
     res->sampler = emx_sampler_kind_name(EMX_SAMPLER_BRANCH);
     Gen g = {.sm = sm, .r = r, .sampler_name = res->sampler, .cancel = cancel, .emit = emit, .emit_user = emit_user};
-    const int n_cached = srv_cache_match(cache, ids, n_ids);
     res->n_cached = n_cached;
     // Rows past the common prefix are overwritten from here on: until the run says which rows
     // hold its sequence, only the prefix is known (and stays so if it fails).

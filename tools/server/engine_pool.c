@@ -2,7 +2,7 @@
 // options by ./run's code (runtime/cli/run_pool.h), as tools/eval's runner builds it, so the same
 // seed and options give ./run's text. The pool writes its final text (after the critic's
 // verdicts) and one --metrics line per final token to two FILE*s; here both are fopencookie(3)
-// streams whose writes feed the single-stream path's text and entries (engine_internal.h): stop
+// streams whose writes feed the text and entries every path shares (engine_output.h): stop
 // strings, logprobs, metrics and streaming work as they do there.
 #define _GNU_SOURCE  // fopencookie
 #include <math.h>
@@ -14,6 +14,7 @@
 #include "runtime/pool/pool_generate.h"
 #include "sampler/rng.h"
 #include "tools/server/engine_internal.h"
+#include "tools/server/engine_output.h"
 
 typedef struct {
     Gen *g;

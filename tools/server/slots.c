@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
-#include "runtime/run_io.h"
+#include "base/mem_available.h"
 #include "sampler/rng.h"
 #include "tools/server/access_log.h"
 #include "tools/server/http_internal.h"

@@ -1,15 +1,14 @@
-// run_io.h — what ./run checks about its files and its memory before it writes or allocates:
-// the standard streams, output paths that would overwrite an input, the bound on a prompt file,
-// and whether the CPU states' KV caches fit the memory there is.
-#ifndef ENTROPIX_RUN_IO_H
-#define ENTROPIX_RUN_IO_H
+// run_io.h — what ./run (and tools/eval, which runs its code) checks about its files and its
+// memory before it writes or allocates: the standard streams, output paths that would overwrite
+// an input, the bound on a prompt file, and whether the CPU states fit the memory there is (their
+// size: runtime/cpu/cpu_state_size.h; the memory: base/mem_available.h).
+#ifndef ENTROPIX_CLI_RUN_IO_H
+#define ENTROPIX_CLI_RUN_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/out_file.h"
-#include "runtime/forward.h"
-#include "runtime/model.h"
 
 // Makes sure fds 0 and 2 are open (on /dev/null when closed), so a file ./run opens later cannot
 // become its stdin or stderr; then whether fd 1 is open. Returns 0, or the errno (EBADF) of a
@@ -43,18 +42,6 @@ int emx_run_check_output_kinds(const EmxRunPath *outputs, const EmxOutKind *kind
 // tokenizer's normalisation may drop, plus 64 KiB. A longer prompt is refused before it is read
 // in full or tokenised.
 size_t emx_prompt_byte_bound(int ctx, size_t max_piece);
-
-// Bytes one CPU state of model c at ctx positions allocates: the KV cache (keys and values,
-// [n_layers][ctx][kv_dim] each, of 4 bytes an element, or 2 with an f16 cache), the last
-// position's attention scores, the softmax scratch of n_threads threads and the activations of a
-// batched pass. kv_bytes (optional): the KV cache part.
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes);
-
-// Memory a new allocation can count on, in bytes: MemAvailable of /proc/meminfo (or free pages
-// from sysconf when it is missing), capped by RLIMIT_AS's room when a limit is set. The
-// environment variable EMX_MEMAVAILABLE_MB, when set, replaces the figure: a test hook, so a
-// test of the check does not depend on the machine's memory. 0: unknown (no check).
-uint64_t emx_mem_available(void);
 
 // Refuses need bytes of CPU states (kv of them the KV caches) when more than avail (0 = unknown:
 // accepted). `what`: "2 worker states and a critic state". One line, in the wording of the CUDA

@@ -1,5 +1,5 @@
 // run_io.c — ./run's checks before it writes or allocates (run_io.h).
-#include "runtime/run_io.h"
+#include "runtime/cli/run_io.h"
 #include "base/errmsg.h"
 
 #include <errno.h>
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,59 +95,6 @@ size_t emx_prompt_byte_bound(int ctx, size_t max_piece) {
     if (ctx < 1) ctx = 1;
     uint64_t b = (uint64_t)ctx * max_piece * 4 + (64u << 10);
     return b > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)b;
-}
-
-// As forward_cpu.c allocates (EMX_MAX_BATCH 256 rows per pass, PASS 8 softmax rows per thread).
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes) {
-    const uint64_t L = c->n_layers, q_dim = (uint64_t)c->n_heads * c->head_dim;
-    const uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, T = ctx > 0 ? (uint64_t)ctx : 1;
-    const uint64_t B = T < 256 ? T : 256, th = n_threads > 0 ? (uint64_t)n_threads : 1;
-    uint64_t widest = c->dim > q_dim ? c->dim : q_dim;
-    if (c->hidden_dim > widest) widest = c->hidden_dim;
-    const uint64_t kv = 2 * L * T * kv_dim * (cache == EMX_CACHE_F16 ? 2 : sizeof(float));
-    uint64_t act = B * (2 * (uint64_t)c->dim + 2 * q_dim + 2 * (uint64_t)c->hidden_dim) * sizeof(float);
-    act += B * widest * 2;                                  // quantised rows and their scales
-    act += L * c->n_heads * T * sizeof(float);              // the last position's scores
-    act += th * 8 * T * sizeof(float);                      // softmax scratch
-    act += (uint64_t)c->vocab_size * sizeof(float);         // logits
-    if (kv_bytes) *kv_bytes = kv;
-    return kv + act;
-}
-
-// A "Key:   12345678 kB" line of a /proc file (MemAvailable of /proc/meminfo, VmSize of
-// /proc/self/status), in bytes; 0 when the file or the key is not there.
-static uint64_t proc_kb_field(const char *path, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256];
-    size_t klen = strlen(key);
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, klen) && line[klen] == ':' && sscanf(line + klen + 1, "%llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb << 10;
-}
-
-static uint64_t meminfo_available(void) { return proc_kb_field("/proc/meminfo", "MemAvailable"); }
-
-// The address space in use, in bytes; 0 when unknown.
-static uint64_t vm_size(void) { return proc_kb_field("/proc/self/status", "VmSize"); }
-
-uint64_t emx_mem_available(void) {
-    const char *hook = getenv("EMX_MEMAVAILABLE_MB");
-    if (hook && *hook) return (uint64_t)strtoull(hook, NULL, 10) << 20;
-    uint64_t avail = meminfo_available();
-    if (avail == 0) {
-        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0) avail = (uint64_t)pages * (uint64_t)page;
-    }
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        uint64_t used = vm_size(), lim = (uint64_t)rl.rlim_cur;
-        uint64_t room = lim > used ? lim - used : 1;  // 1, not 0: 0 would mean "unknown"
-        if (avail == 0 || room < avail) avail = room;
-    }
-    return avail;
 }
 
 int emx_mem_check(uint64_t need, uint64_t kv, uint64_t avail, int ctx, const char *what, char *err,

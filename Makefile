@@ -135,6 +135,8 @@ include tests/models.mk
 include tests/models_smollm2.mk
 # libFuzzer harnesses of the parsers (clang; `make fuzz`, `make fuzz-ci`): tests/fuzz/README.md.
 include tests/fuzz/fuzz.mk
+# The public C API: libentropix.so.0 and the public libentropix.a, `make install` (api/api.mk, docs/c-api.md).
+include api/api.mk
 
 # CUDA: kernels/kernels.mk (`make cuda`: the real nvcc build of kernels/*.cu for sm_80 and sm_90),
 # kernels/bench.mk (`make bench-kernels`) and tests/cuda_emu/emu.mk (the emulation layer, which

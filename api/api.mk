@@ -1,5 +1,6 @@
 # api/api.mk — the public C API (include/entropix.h, api/*.c) as libraries, and `make install`.
-# Included from the Makefile after its library rules; docs/c-api.md says how to use what it builds.
+# Included from the Makefile after its library rules; docs/c-api.md says how to use what it builds,
+# docs/python.md the Python package (python/) over it.
 #
 #   $(BUILD)/lib/libentropix.so.0.1.0  the shared library (SONAME libentropix.so.0), with the
 #                                      symlinks libentropix.so.0 and libentropix.so beside it
@@ -86,3 +87,16 @@ uninstall:
 		$(foreach p,$(INSTALL_PROGS),$(INSTALL_BIN)/entropix-$(notdir $(p)))
 
 -include $(PIC_API_OBJ:.o=.d) $(PIC_RUNTIME_OBJ:.o=.d)
+
+# ---- the Python package (python/, docs/python.md) ----------------------------------------------
+# numpy (its one dependency), pytest for its suite (tests/test_api_python.c runs it), wheel for
+# the suite's `pip install --no-build-isolation ./python`, in a venv as the server's tests have.
+PY_VENV := $(BUILD)/py-venv/.ok
+$(PY_VENV):
+	rm -rf $(BUILD)/py-venv
+	python3 -m venv $(BUILD)/py-venv
+	$(BUILD)/py-venv/bin/pip install -q numpy==2.4.6 pytest==9.2.0 wheel==0.45.1
+	touch $@
+.PHONY: py-venv
+py-venv: $(PY_VENV)
+test: $(PY_VENV)

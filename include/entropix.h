@@ -270,7 +270,7 @@ typedef struct {
     const entropix_metrics *metrics; /* the step's metrics (NULL when not measured) */
     int entropix_case;         /* ENTROPIX: 0 flowing (LELV), 1 HELV, 2 LEHV, 3 HEHV, 4 adaptive;
                                   -1 for other samplers */
-    const char *case_name;     /* "lelv", ... ; NULL when entropix_case is -1 */
+    const char *case_name;     /* "LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"; NULL when -1 */
 } entropix_token;
 
 /* Returns 0 to go on, anything else to stop the generation (entropix_generate then returns

@@ -135,8 +135,6 @@ include tests/models.mk
 include tests/models_smollm2.mk
 # libFuzzer harnesses of the parsers (clang; `make fuzz`, `make fuzz-ci`): tests/fuzz/README.md.
 include tests/fuzz/fuzz.mk
-# The public C API: libentropix.so.0 and the public libentropix.a, `make install` (api/api.mk, docs/c-api.md).
-include api/api.mk
 
 # CUDA: kernels/kernels.mk (`make cuda`: the real nvcc build of kernels/*.cu for sm_80 and sm_90),
 # kernels/bench.mk (`make bench-kernels`) and tests/cuda_emu/emu.mk (the emulation layer, which
@@ -147,6 +145,9 @@ include api/api.mk
 -include tests/cuda_emu/emu.mk
 # The kernel lab (`make lab K=<family>`, `make lab-test`): tools/lab/lab.mk, docs/kernel-lab.md.
 -include tools/lab/lab.mk
+# The public C API: libentropix.so.0, the public libentropix.a, `make install` (api/api.mk,
+# docs/c-api.md); after emu.mk, whose objects its emulated CUDA check links.
+include api/api.mk
 
 # The --report page is built into report_template.o by the assembler's .incbin, which the
 # compiler's dependency files do not see: every build of that object names the page here.

@@ -27,6 +27,8 @@ API_SO := $(API_LIB_DIR)/libentropix.so.$(API_VERSION)
 API_SO_LINKS := $(API_LIB_DIR)/libentropix.so.0 $(API_LIB_DIR)/libentropix.so
 API_STATIC := $(API_LIB_DIR)/libentropix.a
 API_LIBS_PRIVATE := -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -lgomp
+# A sanitized build's objects (make test-asan's OPT) need the sanitizers' runtimes at the link too.
+API_SAN_FLAGS := $(filter -fsanitize% -fno-sanitize%,$(OPT))
 
 .PHONY: lib install uninstall
 lib: $(API_SO) $(API_SO_LINKS) $(API_STATIC)
@@ -46,7 +48,7 @@ $(BUILD)/pic/libruntime.a: $(PIC_RUNTIME_OBJ)
 
 $(API_SO): $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a api/entropix.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -fopenmp -Wl,-soname,libentropix.so.0 -Wl,--version-script=api/entropix.map -Wl,--no-undefined \
+	$(CC) -shared -fopenmp $(API_SAN_FLAGS) -Wl,-soname,libentropix.so.0 -Wl,--version-script=api/entropix.map -Wl,--no-undefined \
 		-o $@ $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a $(API_LIBS_PRIVATE)
 
 $(API_LIB_DIR)/libentropix.so.0: $(API_SO)
@@ -100,3 +102,20 @@ $(PY_VENV):
 .PHONY: py-venv
 py-venv: $(PY_VENV)
 test: $(PY_VENV)
+
+# ---- the API on the CUDA backend, under the emulation layer (tests/cuda_emu/emu.mk) ------------
+# examples/c/generate.c linked statically with the API and the emulated CUDA backend, as the
+# emulated ./run is: tests/test_api_generate.c runs it with -dev cuda:0 beside $(EMU_RUN_BIN).
+ifneq ($(EMU_RUN_BIN),)
+EMU_API_BIN := $(EMU_OUT)/api/generate
+EMU_API_OBJ := $(call EMU_C_OBJ_OF,$(API_SRC) examples/c/generate.c)
+$(call EMU_C_OBJ_OF,examples/c/generate.c): CFLAGS += -Iinclude
+$(EMU_API_OBJ): $(EMU_OUT)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
+$(EMU_API_BIN): $(EMU_API_OBJ) $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
+test: $(EMU_API_BIN)
+-include $(EMU_API_OBJ:.o=.d)
+endif

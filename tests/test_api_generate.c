@@ -313,13 +313,42 @@ Test(api_generate, every_function_documented) {
     free(doc);
 }
 
+// The API on the CUDA backend: examples/c/generate.c linked with the emulated backend
+// ($(EMU_OUT)/api/generate beside $EMX_GPU_RUN, api/api.mk) with -dev cuda:0 prints the emulated
+// ./run's text for the same flags, greedy and a seeded combined sampler, and says it ran there.
+Test(api_generate, cuda_emulated_same_text_as_run, .timeout = 900) {
+    const char *gpu_run = gpu_run_binary();
+    char api_bin[1024], model[512];
+    snprintf(api_bin, sizeof api_bin, "%.*s/api/generate", (int)(strrchr(gpu_run, '/') ? strrchr(gpu_run, '/') - gpu_run : 1),
+             strrchr(gpu_run, '/') ? gpu_run : ".");
+    if (access(api_bin, X_OK) != 0) cr_skip_test("%s missing (make %s builds it beside the emulated ./run)", api_bin, api_bin);
+    test_build_path(model, sizeof model, "models/stories260K.f32.bin");
+    const char *samplers[][6] = {{"--sampler", "greedy", NULL}, {"--sampler", "combined", "-s", "42", "--temp", "1.0"}};
+    for (int k = 0; k < 2; k++) {
+        const char *ra[24] = {model, "--raw", "-p", "Once upon a time", "-n", "24", "-t", "1", "-c", "256", "-dev", "cuda:0"};
+        const char *ga[24] = {model, "Once upon a time", "-n", "24", "-t", "1", "-c", "256", "-dev", "cuda:0"};
+        int nr = 12, ng = 10;
+        for (int i = 0; i < 6 && samplers[k][i]; i++) ra[nr++] = ga[ng++] = samplers[k][i];
+        RunResult r = run_prog(gpu_run, ra), g = run_prog(api_bin, ga);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        cr_assert_eq(g.code, 0, "%s", g.err);
+        cr_assert(strstr(g.err, "generated on cuda:0"), "%s", g.err);
+        cr_assert_str_eq(g.out, r.out, "%s", samplers[k][1]);
+        fprintf(stderr, "api on emulated cuda:0, %s: %zu bytes equal the emulated ./run's\n", samplers[k][1], g.out_len);
+        run_free(&r);
+        run_free(&g);
+    }
+}
+
 // make install into a temporary prefix, an outside program built with pkg-config against it,
 // its text equal to ./run's (tests/api/install_test.sh says each step), make uninstall.
 Test(api_generate, install_and_pkg_config, .timeout = 600) {
     char build[512], models[512];
     snprintf(build, sizeof build, "%s", getenv("EMX_BUILD") && *getenv("EMX_BUILD") ? getenv("EMX_BUILD") : "build");
     test_build_path(models, sizeof models, "models");
-    const char *args[] = {"tests/api/install_test.sh", build, run_binary(), models, NULL};
+    // A sanitized library (make test-asan) needs its runtime in the program that loads it.
+    const char *args[] = {"tests/api/install_test.sh", build, run_binary(), models,
+                          EMX_TEST_SANITIZED ? "-fsanitize=address,undefined" : "", NULL};
     RunResult r = run_prog("/bin/bash", args);
     cr_assert_eq(r.code, 0, "install test failed:\n%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, "install test: ok"), "%s", r.out);

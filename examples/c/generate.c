@@ -3,7 +3,7 @@
 //
 //   cc generate.c $(pkg-config --cflags --libs entropix) -o generate
 //   ./generate MODEL.bin "Once upon a time" [-n N] [--sampler greedy|combined|entropix]
-//              [--temp T] [--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS]
+//              [--temp T] [--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS] [-dev DEVICE]
 #include <entropix.h>
 
 #include <stdio.h>
@@ -25,7 +25,7 @@ static int fail(const char *what) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODEL.bin PROMPT [-n N] [--sampler greedy|combined|entropix] [--temp T] "
-                        "[--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS]\n", argv[0]);
+                        "[--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS] [-dev cpu|cuda:N|auto]\n", argv[0]);
         return 2;
     }
     entropix_sampler_params sp;
@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "-s")) sp.seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "-c")) stp.ctx = atoi(v);
         else if (!strcmp(f, "-t")) mp.threads = atoi(v);
+        else if (!strcmp(f, "-dev")) mp.device = v;
         else {
             fprintf(stderr, "generate: unknown flag %s\n", f);
             return 2;
@@ -70,7 +71,9 @@ int main(int argc, char **argv) {
         entropix_generate_result res = {.size = sizeof res};
         rc = entropix_generate(state, sampler, ids, n_ids, &gp, &res) != ENTROPIX_OK ? fail("generate") : 0;
         putchar('\n');  // as ./run ends its text
-        if (!rc) fprintf(stderr, "generate: %d prompt tokens, %d generated\n", res.n_prompt, res.n_generated);
+        if (!rc)
+            fprintf(stderr, "generate: %d prompt tokens, %d generated on %s\n", res.n_prompt, res.n_generated,
+                    entropix_state_device(state));
     }
     entropix_free(ids);
     entropix_sampler_free(sampler);

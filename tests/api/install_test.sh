@@ -1,5 +1,5 @@
 #!/bin/bash
-# install_test.sh BUILD RUN MODELS — `make install` as a user runs it, checked (tests/test_api_generate.c):
+# install_test.sh BUILD RUN MODELS [CFLAGS] — `make install` as a user runs it, checked (tests/test_api_generate.c):
 #   1. make install PREFIX=<tmp>/prefix: the header, libentropix.so.0.1.0 with its two symlinks,
 #      libentropix.a, entropix.pc and the five programs land where docs/c-api.md says;
 #   2. examples/c/generate.c built with `pkg-config --cflags --libs entropix` against that tree
@@ -8,16 +8,20 @@
 #      sampler) on stories260K;
 #   3. make uninstall removes everything install wrote (the prefix holds no file afterwards);
 #   4. DESTDIR: install and uninstall under a staging root.
-# Prints "install test: ok" at the end; exits non-zero at the first failure, saying which.
+# CFLAGS: what the outside program is compiled and linked with besides (a sanitized build's
+# -fsanitize=..., whose library needs its runtime in the program). Prints "install test: ok" at
+# the end; exits non-zero at the first failure, saying which.
 set -euo pipefail
-BUILD=$1 RUN=$2 MODELS=$3
+BUILD=$1 RUN=$2 MODELS=$3 XFLAGS=${4:-}
 MODEL=$MODELS/stories260K.f32.bin
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # A make started from a test that `make test` runs must not talk to that make's job server.
 unset MAKEFLAGS MFLAGS MAKELEVEL
 fail() { echo "install test: $*" >&2; exit 1; }
-mk() { make --no-print-directory BUILD="$BUILD" "$@" >"$TMP/make.log" 2>&1 || { cat "$TMP/make.log" >&2; fail "make $* failed"; }; }
+# The build's own CUDA setting: a make with another would relink the programs in that folder.
+BACKEND=$(cat "$BUILD/backend.cfg" 2>/dev/null || echo CUDA=0)
+mk() { make --no-print-directory BUILD="$BUILD" "$BACKEND" "$@" >"$TMP/make.log" 2>&1 || { cat "$TMP/make.log" >&2; fail "make $* failed"; }; }
 
 P=$TMP/prefix
 mk install PREFIX="$P"
@@ -29,10 +33,10 @@ done
 [ "$(readlink "$P/lib/libentropix.so")" = libentropix.so.0 ] || fail "libentropix.so does not point at libentropix.so.0"
 
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
-cc -std=c11 -Wall -Wextra -Werror examples/c/generate.c $(pkg-config --cflags --libs entropix) -o "$TMP/generate" \
+cc -std=c11 -Wall -Wextra -Werror $XFLAGS examples/c/generate.c $(pkg-config --cflags --libs entropix) -o "$TMP/generate" \
     || fail "examples/c/generate.c does not build with pkg-config's flags"
 readelf -d "$TMP/generate" | grep -q 'NEEDED.*\[libentropix.so.0\]' || fail "generate does not need libentropix.so.0"
-cc -std=c11 -Wall -Wextra -Werror examples/c/generate.c $(pkg-config --cflags entropix) "$P/lib/libentropix.a" \
+cc -std=c11 -Wall -Wextra -Werror $XFLAGS examples/c/generate.c $(pkg-config --cflags entropix) "$P/lib/libentropix.a" \
     $(pkg-config --static --libs-only-l entropix | sed 's/-lentropix//') -o "$TMP/generate-static" \
     || fail "examples/c/generate.c does not link statically against libentropix.a"
 readelf -d "$TMP/generate-static" | grep -q libentropix && fail "generate-static still needs libentropix.so"

@@ -46,6 +46,15 @@ def test_generate_is_runs_text(model, prompt, n, sampler, kwargs, flags):
             assert r.case in ("LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE") and r.metrics is not None
 
 
+def test_messages_are_runs_chat_text(qwen3):
+    out = subprocess.run([RUN, model_path("qwen3-tiny.f32.bin"), "--chat", "--system", "Be brief.", "-p", "What is 2+2?",
+                          "-n", "16", "-t", "1", "-c", "256", "--sampler", "combined", "-s", "11"],
+                         capture_output=True, check=True).stdout.decode()
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
+    text = qwen3.generate(messages=msgs, ctx=256, sampler="combined", seed=11, max_tokens=16).text()
+    assert text + "\n" == out
+
+
 def test_greedy_is_llama2c_text(stories):
     p = golden()["prompts"][0]
     text = stories.generate(p["prompt"], max_tokens=100).text()
@@ -114,6 +123,8 @@ def test_errors_raise_with_the_runtime_message(stories):
         entropix.Model("/nonexistent/m.bin")
     with pytest.raises(entropix.EntropixError, match="tpu:1"):
         entropix.Model(model_path("stories260K.f32.bin"), device="tpu:1")
+    with pytest.raises(entropix.EntropixError, match="cuda:0: this build has no CUDA backend"):
+        entropix.Model(model_path("stories260K.f32.bin"), device="cuda:0")
     s = stories.state(ctx=16)
     with pytest.raises(entropix.EntropixError, match="id 9999"):
         s.forward([1, 9999])

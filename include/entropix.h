@@ -309,6 +309,29 @@ typedef struct {
 ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
                                    const entropix_generate_params *params, entropix_generate_result *result);
 
+/* ---- The agent pool (docs/agents.md) ----------------------------------------------------------- */
+
+/* A pool of sampling agents proposes every next token; the proposal of lowest entropy wins. On
+ * the CPU, without the critic (./run --sampler agents's default). */
+typedef struct {
+    size_t size;       /* sizeof(entropix_agents_params) */
+    int n_agents;      /* 1..64 (default 8: temperatures 0.3..1.5, top-k 5..100, as ./run) */
+    int lookahead;     /* tokens of each agent's branch before the choice, 1..16 (default 1) */
+    int workers;       /* threads with a model replica each, 1..n_agents (default 1) */
+    int threads;       /* OpenMP threads of all workers together; 0: the model's (all cores) */
+    int ctx;           /* each replica's context; <= 0: min(the model's, 4096) */
+    uint64_t seed;     /* the agents' draws: the same seed, the same text */
+} entropix_agents_params;
+ENTROPIX_API void entropix_agents_params_init(entropix_agents_params *p);
+/* Runs prompt[0..n_prompt) on fresh replicas of m, then generates with the pool, calling
+ * gp->on_token per committed token as entropix_generate does (n_top at most 5; metrics: the
+ * logits' entropy and varentropy, the attention fields NAN; entropix_case -1). A non-zero return
+ * from the callback stops the pool after its current round. gp->max_tokens < 0: until a stop
+ * token or the end of the context. */
+ENTROPIX_API int entropix_generate_agents(entropix_model *m, const entropix_agents_params *ap, const int *prompt,
+                                          int n_prompt, const entropix_generate_params *gp,
+                                          entropix_generate_result *result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -313,6 +313,52 @@ Test(api_generate, every_function_documented) {
     free(doc);
 }
 
+// The agent pool through the API (entropix_generate_agents) prints ./run --sampler agents's text
+// for the same agents, lookahead, workers and seed; the callback's stop ends it after its round.
+static void expect_agents_text(int n_agents, int lookahead, int workers, uint64_t seed) {
+    char model[512], na[16], la[16], wk[16], sd[32];
+    test_build_path(model, sizeof model, "models/stories260K.f32.bin");
+    snprintf(na, sizeof na, "%d", n_agents), snprintf(la, sizeof la, "%d", lookahead), snprintf(wk, sizeof wk, "%d", workers);
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
+    const char *args[] = {model, "--raw", "-p", "Once upon a time", "-n", "40", "-t", "2", "-c", "256", "--sampler",
+                          "agents", "--agents", na, "--lookahead", la, "--workers", wk, "-s", sd, NULL};
+    RunResult r = run(args);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    entropix_model *m = open_api("stories260K.f32.bin");
+    int *ids = NULL, n = 0;
+    cr_assert_eq(entropix_prompt_tokens(m, "Once upon a time", 16, 0, NULL, &ids, &n), ENTROPIX_OK);
+    entropix_agents_params ap;
+    entropix_agents_params_init(&ap);
+    ap.n_agents = n_agents, ap.lookahead = lookahead, ap.workers = workers, ap.threads = 2, ap.ctx = 256, ap.seed = seed;
+    entropix_generate_params gp;
+    entropix_generate_params_init(&gp);
+    static Collected c;
+    memset(&c, 0, sizeof c);
+    gp.max_tokens = 40, gp.n_top = 3, gp.on_token = collect, gp.user = &c;
+    entropix_generate_result res = {.size = sizeof res};
+    cr_assert_eq(entropix_generate_agents(m, &ap, ids, n, &gp, &res), ENTROPIX_OK, "%s", entropix_error_last());
+    char full[16500];
+    snprintf(full, sizeof full, "Once upon a time%s\n", c.text);
+    cr_assert_str_eq(full, r.out, "agents %d lookahead %d workers %d", n_agents, lookahead, workers);
+    cr_assert_eq(c.n_tokens, res.n_generated);
+    cr_assert_eq(c.n_metrics, c.n_tokens);
+    fprintf(stderr, "api agents %d, lookahead %d, workers %d: %d tokens equal ./run's\n", n_agents, lookahead, workers,
+            c.n_tokens);
+    memset(&c, 0, sizeof c);
+    c.stop_after = 5;
+    cr_assert_eq(entropix_generate_agents(m, &ap, ids, n, &gp, &res), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(res.stop, ENTROPIX_STOP_CALLBACK);
+    cr_assert_eq(c.n_tokens, 5);
+    entropix_free(ids);
+    run_free(&r);
+    entropix_model_close(m);
+}
+
+Test(api_generate, agents_same_text_as_run, .timeout = 300) {
+    expect_agents_text(8, 1, 1, 5);
+    expect_agents_text(4, 3, 2, 9);
+}
+
 // The API on the CUDA backend: examples/c/generate.c linked with the emulated backend
 // ($(EMU_OUT)/api/generate beside $EMX_GPU_RUN, api/api.mk) with -dev cuda:0 prints the emulated
 // ./run's text for the same flags, greedy and a seeded combined sampler, and says it ran there.

@@ -70,6 +70,11 @@ class GenerateParams(Structure):
                 ("print_control", c_int), ("on_token", TOKEN_FN), ("user", c_void_p)]
 
 
+class AgentsParams(Structure):
+    _fields_ = [("size", c_size_t), ("n_agents", c_int), ("lookahead", c_int), ("workers", c_int), ("threads", c_int),
+                ("ctx", c_int), ("seed", c_uint64)]
+
+
 class GenerateResult(Structure):
     _fields_ = [("size", c_size_t), ("n_prompt", c_int), ("n_generated", c_int), ("stop", c_int),
                 ("prefill_s", c_double), ("decode_s", c_double)]
@@ -114,6 +119,8 @@ _SIGNATURES = {
     "entropix_sampler_free": (None, [c_void_p]),
     "entropix_generate": (c_int, [c_void_p, c_void_p, c_int_p, c_int, POINTER(GenerateParams),
                                   POINTER(GenerateResult)]),
+    "entropix_generate_agents": (c_int, [c_void_p, POINTER(AgentsParams), c_int_p, c_int, POINTER(GenerateParams),
+                                         POINTER(GenerateResult)]),
 }
 
 

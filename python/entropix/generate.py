@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from entropix._lib import CHOOSE_FN, TOKEN_FN, GenerateParams, GenerateResult, SamplerParams, lib
+from entropix._lib import CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, lib
 from entropix.core import EntropixError, Metrics, _ids_array
 
 KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
@@ -97,8 +97,9 @@ def make_sampler(sampler, seed, **params):
 class Generation:
     """The iterator generate() returns; .summary is filled when it ends."""
 
-    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics):
+    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics, agents=None):
         self.state, self.sampler, self.summary = state, sampler, GenerateSummary()
+        self._agents = agents  # AgentsParams: the agent pool on state's model instead of sampler
         self._queue, self._stop, self._done = queue.Queue(maxsize=1), threading.Event(), False
         self._ids = _ids_array(ids)
         self._cb = TOKEN_FN(self._on_token)
@@ -125,7 +126,11 @@ class Generation:
     def _run(self):
         res = GenerateResult(size=ctypes.sizeof(GenerateResult))
         arr, n = self._ids
-        rc = lib.entropix_generate(self.state._h, self.sampler._h, arr, n, byref(self._params), byref(res))
+        if self._agents is not None:
+            rc = lib.entropix_generate_agents(self.state.model._h, byref(self._agents), arr, n, byref(self._params),
+                                              byref(res))
+        else:
+            rc = lib.entropix_generate(self.state._h, self.sampler._h, arr, n, byref(self._params), byref(res))
         msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
         self.summary = GenerateSummary(res.n_prompt, res.n_generated, STOPS.get(res.stop))
         self._queue.put(("end", (rc, msg)))
@@ -176,13 +181,18 @@ class Generation:
 
 
 def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256, seed=0, n_top=0, metrics=False,
-             chat=False, system=None, **sampler_params):
+             chat=False, system=None, agents=8, lookahead=1, workers=1, threads=0, **sampler_params):
     """Generates from prompt (raw text; chat=True: one user message through the chat template) or
     messages ([{"role", "content"}, ...]) on state, from position 0. sampler: "greedy",
-    "combined", "entropix", a Sampler, or a function (logits, metrics, rng) -> id. Returns an
-    iterator of TokenRecord."""
+    "combined", "entropix", a Sampler, a function (logits, metrics, rng) -> id, or "agents" (the
+    agent pool on the CPU: agents, lookahead, workers, threads; its own replicas of the model, of
+    the state's context). Returns an iterator of TokenRecord."""
     if prompt is None and messages is None:
         prompt = ""
     ids = state.model.prompt_ids(prompt, messages=messages, chat=chat, system=system)
+    if isinstance(sampler, str) and sampler == "agents":
+        ap = AgentsParams(size=ctypes.sizeof(AgentsParams), n_agents=agents, lookahead=lookahead, workers=workers,
+                          threads=threads, ctx=state.ctx, seed=seed & (2**64 - 1))
+        return Generation(state, ids, None, max_tokens, n_top, metrics, agents=ap)
     smp = make_sampler(sampler, seed, **sampler_params)
     return Generation(state, ids, smp, max_tokens, n_top, metrics)

@@ -55,6 +55,14 @@ def test_messages_are_runs_chat_text(qwen3):
     assert text + "\n" == out
 
 
+def test_agents_are_runs_text(stories):
+    want = run_text("stories260K.f32.bin", "Once upon a time", 40,
+                    ["--sampler", "agents", "--agents", "4", "--lookahead", "2", "-s", "13"])
+    gen = stories.generate("Once upon a time", ctx=256, sampler="agents", agents=4, lookahead=2, seed=13, max_tokens=40)
+    assert "Once upon a time" + gen.text() + "\n" == want
+    assert gen.summary.n_generated == 40
+
+
 def test_greedy_is_llama2c_text(stories):
     p = golden()["prompts"][0]
     text = stories.generate(p["prompt"], max_tokens=100).text()

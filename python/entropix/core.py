@@ -4,6 +4,7 @@ Arrays the runtime returns are numpy views of its memory, not copies: a State's 
 attention scores stay valid until that state's next forward or generate (copy them to keep them).
 """
 import ctypes
+import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 
@@ -174,9 +175,12 @@ class Model:
         self.max_seq_len = info.max_seq_len
         self.chat_template = info.chat_template.decode() if info.chat_template else None
         self.tokenizer = Tokenizer(self)
+        self._states = weakref.WeakSet()  # closed first by close()
 
     def close(self):
-        """Frees the model now (else when it is collected); its states must be gone first."""
+        """Frees the model now (else when it is collected), and its states before it."""
+        for s in list(getattr(self, "_states", ())):
+            s.close()
         if self._h:
             lib.entropix_model_close(self._h)
             self._h = None
@@ -241,6 +245,7 @@ class State:
         check(lib.entropix_state_new(model._h, byref(p), byref(self._h)))
         self.ctx = lib.entropix_state_ctx(self._h)
         self.device = lib.entropix_state_device(self._h).decode()
+        model._states.add(self)
 
     def close(self):
         if self._h:
@@ -250,26 +255,31 @@ class State:
     def __del__(self):
         self.close()
 
+    def _handle(self):
+        if not self._h:
+            raise EntropixError(-1, "the state is closed (or its model was)")
+        return self._h
+
     def forward(self, ids, pos=0, attention=()):
         """Runs ids at positions pos.. as one batch; returns the last position's logits and the
         attention scores of the layers in `attention` (a list of indices)."""
         arr, n = _ids_array(ids)
         st = Step(size=ctypes.sizeof(Step))
-        check(lib.entropix_forward(self._h, arr, n, int(pos), byref(st)))
+        check(lib.entropix_forward(self._handle(), arr, n, int(pos), byref(st)))
         logits = np.ctypeslib.as_array(st.logits, shape=(st.n_vocab,))
         return StepOutput(logits=logits, pos=st.pos, attention={l: self.attention(l) for l in attention})
 
     def attention(self, layer):
         """Layer `layer`'s scores of the last position fed: [heads, keys], a strided view."""
         a = Attention(size=ctypes.sizeof(Attention))
-        check(lib.entropix_attention_scores(self._h, int(layer), byref(a)))
+        check(lib.entropix_attention_scores(self._handle(), int(layer), byref(a)))
         rows = np.ctypeslib.as_array(a.scores, shape=(a.n_heads, a.row_stride))
         return rows[:, :a.n_keys]
 
     def metrics(self, attn_layer=ATTN_LAYER_LAST):
         """The entropix metrics of the latest forward (attention of the last layer by default)."""
         m = _CMetrics(size=ctypes.sizeof(_CMetrics))
-        check(lib.entropix_state_metrics(self._h, int(attn_layer), byref(m)))
+        check(lib.entropix_state_metrics(self._handle(), int(attn_layer), byref(m)))
         return Metrics.from_c(m)
 
     def generate(self, prompt=None, messages=None, **kwargs):

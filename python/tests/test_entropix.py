@@ -148,6 +148,15 @@ def test_errors_raise_with_the_runtime_message(stories):
         stories.generate("Zoo", sampler=bad, max_tokens=5).text()
 
 
+def test_closing_the_model_closes_its_states():
+    m = entropix.Model(model_path("stories260K.f32.bin"), threads=1)
+    s = m.state(ctx=16)
+    s.forward([1])
+    m.close()
+    with pytest.raises(entropix.EntropixError, match="closed"):
+        s.forward([1])
+
+
 def test_early_break_stops_generation(stories):
     gen = stories.generate("Zoo", max_tokens=50)
     got = [next(gen).text for _ in range(3)]

@@ -178,6 +178,9 @@ endif
 -include tests/cuda_emu/emu.mk
 # The kernel lab (`make lab K=<family>`, `make lab-test`): tools/lab/lab.mk, docs/kernel-lab.md.
 -include tools/lab/lab.mk
+# The public C API: libentropix.so.0, the public libentropix.a, `make install` (api/api.mk,
+# docs/c-api.md); after emu.mk, whose objects its emulated CUDA check links.
+include api/api.mk
 
 # CUDA_ARCHS of the last nvcc build in this folder, rewritten only when it changes (a GPU added
 # or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again for the new

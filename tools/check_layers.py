@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["base", "tokenizer", "sampler", "kernels", "runtime", "tools", "tests"]
+LAYERS = ["base", "tokenizer", "sampler", "kernels", "runtime", "api", "tools", "tests"]
 MAX_FILE_LINES = 700
 MAX_FUNC_LINES = 100
 SRC_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")

@@ -1,0 +1,115 @@
+// api_generate.c — entropix_generate: the runtime's generation loop (runtime/generate.h) with the
+// caller's callback per token, fed from the sampler chain's taps (api_sampler.h).
+#include "api/api_sampler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ENTROPIX_API void entropix_generate_params_init(entropix_generate_params *p) {
+    if (p) *p = (entropix_generate_params){.size = sizeof *p, .max_tokens = -1};
+}
+
+typedef struct {
+    const entropix_generate_params *gp;
+    ApiChain *chain;
+    int stopped;            // the callback asked to stop
+    entropix_metrics metrics;
+} ApiRun;
+
+// The record of one token from the chain's last step.
+static entropix_token make_record(ApiRun *r, int index, int id, int pos, const char *text, size_t len, int is_stop) {
+    const ApiChain *c = r->chain;
+    entropix_token t = {.size = sizeof t, .index = index, .id = id, .pos = pos, .text = text, .text_len = len,
+                        .is_stop = is_stop, .logprob = c->lp.last.chosen, .entropix_case = -1};
+    t.n_top = r->gp->n_top < c->lp.last.n ? r->gp->n_top : c->lp.last.n;
+    t.top_ids = c->lp.last.id;
+    t.top_logprobs = c->lp.last.logprob;
+    if (c->metrics) {
+        r->metrics.size = sizeof r->metrics;
+        api_fill_metrics(c->metrics, &r->metrics);
+        t.metrics = &r->metrics;
+    }
+    if (c->entropix) {
+        t.entropix_case = (int)c->es.last_decision.kase;
+        t.case_name = emx_case_name(c->es.last_decision.kase);
+    }
+    return t;
+}
+
+static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
+    ApiRun *r = user;
+    if (!r->gp->on_token) return 0;
+    entropix_token t = make_record(r, index, id, pos, text, len, is_stop);
+    if (r->gp->on_token(r->gp->user, &t) != 0) r->stopped = 1;
+    return r->stopped;
+}
+
+// The decoder's final flush (bytes held at the end, as U+FFFD) as a record of its own.
+static int deliver_tail(ApiRun *r, const char *tail, size_t len) {
+    if (!len || !r->gp->on_token || r->stopped) return 0;
+    entropix_token t = {.size = sizeof t, .index = -1, .id = -1, .pos = -1, .text = tail, .text_len = len,
+                        .logprob = 0.0, .entropix_case = -1};
+    return r->gp->on_token(r->gp->user, &t);
+}
+
+static int check_args(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
+                      const entropix_generate_params *p) {
+    if (!s || !smp || !prompt || !p) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate: NULL argument");
+    if (!API_SIZE_OK(p, offsetof(entropix_generate_params, user) + sizeof(void *)))
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate: params->size %zu is too small", p->size);
+    if (n_prompt < 1) return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: the prompt has no ids");
+    if (p->n_top < 0 || p->n_top > ENTROPIX_MAX_TOP)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: n_top %d is outside [0, %d]", p->n_top, ENTROPIX_MAX_TOP);
+    if (p->ignore_stop && p->max_tokens < 0)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: ignore_stop needs max_tokens >= 0");
+    const int vocab = (int)s->owner->model.cfg.vocab_size, ctx = emx_state_ctx(s->st);
+    if (n_prompt > ctx)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: the prompt is %d ids, the context %d", n_prompt, ctx);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= vocab)
+            return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: prompt id %d (index %d) is outside the vocabulary [0, %d)",
+                            prompt[i], i, vocab);
+    return ENTROPIX_OK;
+}
+
+ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
+                                   const entropix_generate_params *params, entropix_generate_result *result) {
+    entropix_generate_params def;
+    entropix_generate_params_init(&def);
+    const entropix_generate_params *p = params ? params : &def;
+    int rc = check_args(s, smp, prompt, n_prompt, p);
+    if (rc != ENTROPIX_OK) return rc;
+    ApiChain chain;
+    if ((rc = api_chain_init(&chain, smp, s, p->n_top, p->metrics)) != ENTROPIX_OK) {
+        api_chain_free(&chain);
+        return rc;
+    }
+    // The final flush goes to `out` (the tokens' text goes to the callback): a memory stream.
+    char *tail = NULL;
+    size_t tail_len = 0;
+    FILE *out = open_memstream(&tail, &tail_len);
+    if (!out) {
+        api_chain_free(&chain);
+        return api_fail(ENTROPIX_ERR_MEMORY, "generate: out of memory");
+    }
+    ApiRun run = {.gp = p, .chain = &chain};
+    EmxGenerateOptions go = {.n_predict = p->max_tokens, .out = out, .out_name = "the text buffer",
+                             .print_control = p->print_control, .ignore_stop = p->ignore_stop, .on_token = on_token,
+                             .on_token_user = &run};
+    EmxGenerateStats stats = {0};
+    s->last_pos = -1, s->logits = NULL;  // the state's logits are the loop's from here
+    const int grc = emx_generate(s->st, s->owner->tk, prompt, n_prompt, chain.head, &go, &stats, api_errbuf(), API_ERRLEN);
+    fclose(out);
+    rc = grc == 0 || run.stopped ? ENTROPIX_OK : ENTROPIX_ERR_RUNTIME;
+    if (rc == ENTROPIX_OK && deliver_tail(&run, tail, tail_len) != 0) run.stopped = 1;
+    free(tail);
+    api_chain_free(&chain);
+    if (result) {
+        entropix_generate_result res = {.size = result->size, .n_prompt = stats.n_prompt, .n_generated = stats.n_generated,
+                                        .stop = run.stopped ? ENTROPIX_STOP_CALLBACK : stats.stop,
+                                        .prefill_s = stats.prefill_s, .decode_s = stats.decode_s};
+        memcpy(result, &res, result->size < sizeof res ? result->size : sizeof res);
+    }
+    return rc;
+}

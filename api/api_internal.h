@@ -1,0 +1,46 @@
+// api_internal.h — what the files of api/ share: the handles behind include/entropix.h's opaque
+// types, and the per-thread error message every public function leaves on failure.
+#ifndef ENTROPIX_API_INTERNAL_H
+#define ENTROPIX_API_INTERNAL_H
+
+#define ENTROPIX_BUILDING 1
+#include "include/entropix.h"
+
+#include <stddef.h>
+
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "tokenizer/tokenizer.h"
+
+#define API_ERRLEN 512
+#define API_DEVICE_LEN 32
+
+struct entropix_model {
+    EmxModel model;
+    EmxTokenizer *tk;
+    char device[API_DEVICE_LEN];  // the default of its states
+    int threads;
+};
+
+struct entropix_state {
+    entropix_model *owner;
+    EmxState *st;
+    int last_pos;      // the last position fed; -1 before the first forward
+    double *scratch;   // [ctx] the attention metrics' head-mean row
+    const float *logits; // [vocab] the latest forward's last row (the state's, or last_row)
+    float *last_row;   // [vocab] entropix_forward_all's last row, copied
+};
+
+// The calling thread's message buffer (API_ERRLEN bytes).
+char *api_errbuf(void);
+// Sets the thread's message with a printf format and returns status (a negative
+// entropix_status), so that `return api_fail(ENTROPIX_ERR_ARGUMENT, "...", ...)` reads as one.
+__attribute__((format(printf, 2, 3))) int api_fail(int status, const char *fmt, ...);
+
+// The size check of a caller's struct: it must hold at least the fields of the first version.
+#define API_SIZE_OK(p, first_field_end) ((p)->size >= (first_field_end))
+
+// The metrics of the latest forward of s into out (computed as emx_step_metrics does).
+void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);
+
+#endif

@@ -1,0 +1,48 @@
+// api_sampler.h — a public sampler object made into the runtime's EmxSampler chain for one
+// generation (api_sampler.c), and what the generation loop reads back of each step.
+#ifndef ENTROPIX_API_SAMPLER_H
+#define ENTROPIX_API_SAMPLER_H
+
+#include "api/api_internal.h"
+#include "runtime/entropix_sampler.h"
+#include "runtime/generate.h"
+#include "runtime/token_log.h"
+#include "sampler/profile.h"
+
+struct entropix_sampler {
+    entropix_sampler_params params;  // profile: NULL (the profile is loaded below)
+    EmxProfile profile;              // ENTROPIX: loaded when the sampler was made
+    entropix_choose_fn choose;       // custom: the caller's function; else NULL
+    void *user;
+};
+
+// The caller's choose() as an EmxSampler, with the step's metrics computed for it.
+typedef struct {
+    EmxSampler base;  // first member
+    entropix_choose_fn choose;
+    void *user;
+    int n_layers, n_heads, ctx;
+    double *scratch;  // [ctx]
+    EmxMetrics last_metrics;
+} ApiCustomSampler;
+
+// One generation's samplers: the logprob tap first (the chosen token's logprob and the top
+// alternatives), then the metrics tap when metrics are asked of a basic sampler, then the sampler.
+typedef struct {
+    EmxBasicSampler basic;
+    EmxEntropixSampler es;
+    EmxMetricsTap tap;
+    ApiCustomSampler custom;
+    EmxLogprobTap lp;
+    EmxSampler *head;             // &lp.base: what emx_generate gets
+    const EmxMetrics *metrics;    // where each step's metrics land; NULL when not measured
+    int entropix;
+} ApiChain;
+
+// Builds the chain of smp for a generation on s (seeded by smp's params). n_top: alternatives
+// kept (<= ENTROPIX_MAX_TOP); want_metrics: the metrics for a basic sampler too. Returns
+// ENTROPIX_OK or a status with the message set; api_chain_free is safe either way.
+int api_chain_init(ApiChain *c, const entropix_sampler *smp, entropix_state *s, int n_top, int want_metrics);
+void api_chain_free(ApiChain *c);
+
+#endif

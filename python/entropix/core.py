@@ -1,0 +1,287 @@
+"""core.py — models, tokenizers and states over the C API (include/entropix.h).
+
+Arrays the runtime returns are numpy views of its memory, not copies: a State's logits and
+attention scores stay valid until that state's next forward or generate (copy them to keep them).
+"""
+import ctypes
+import weakref
+from ctypes import byref, c_int, c_size_t, c_void_p
+from dataclasses import dataclass
+
+import numpy as np
+
+from entropix._lib import (Attention, ChatParams, Message, Metrics as _CMetrics, ModelInfo, ModelParams, StateParams,
+                           Step, c_int_p, lib)
+
+ATTN_LAYER_LAST = -1
+ATTN_LAYERS_ALL = -2
+
+
+class EntropixError(RuntimeError):
+    """A failed call: .status is the C status (negative), the message is the runtime's."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def check(status):
+    """Raises EntropixError with this thread's message when status is not ENTROPIX_OK (0)."""
+    if status != 0:
+        raise EntropixError(status, lib.entropix_error_last().decode("utf-8", "replace"))
+
+
+def version():
+    return lib.entropix_version().decode()
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The entropix metrics of one step (bits, bits²; docs/entropix.md)."""
+    logits_entropy: float
+    logits_varentropy: float
+    attn_entropy: float
+    attn_varentropy: float
+    attn_agreement: float
+    attn_interaction_strength: float
+
+    @staticmethod
+    def from_c(m):
+        return Metrics(m.logits_entropy, m.logits_varentropy, m.attn_entropy, m.attn_varentropy, m.attn_agreement,
+                       m.attn_interaction_strength)
+
+
+def logits_metrics(logits):
+    """Entropy and varentropy (bits) of softmax(logits) for any 1-D row (the attention fields 0)."""
+    row = np.ascontiguousarray(logits, dtype=np.float32)
+    m = _CMetrics(size=ctypes.sizeof(_CMetrics))
+    check(lib.entropix_logits_metrics(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), row.size, byref(m)))
+    return Metrics.from_c(m)
+
+
+def _ids_array(ids):
+    ids = [int(i) for i in ids]
+    return (c_int * max(len(ids), 1))(*ids), len(ids)
+
+
+def _take_ids(ptr, n):
+    """A list of the n ids at ptr, which the library allocated; frees it."""
+    try:
+        return [ptr[i] for i in range(n)]
+    finally:
+        lib.entropix_free(ptr)
+
+
+def _messages(messages):
+    arr = (Message * max(len(messages), 1))()
+    for i, m in enumerate(messages):
+        arr[i].role, arr[i].content = m["role"].encode(), m["content"].encode()
+    return arr
+
+
+class Decoder:
+    """The streaming detokeniser: push(id) returns the complete UTF-8 text it releases."""
+
+    def __init__(self, tokenizer, skip_control=True):
+        self._h = c_void_p()
+        self._tk = tokenizer
+        check(lib.entropix_decoder_new(tokenizer._h, int(skip_control), byref(self._h)))
+        self._buf = ctypes.create_string_buffer(lib.entropix_decoder_max_out(self._h))
+
+    def push(self, token_id):
+        n = c_size_t()
+        check(lib.entropix_decoder_push(self._h, int(token_id), self._buf, len(self._buf), byref(n)))
+        return self._buf.raw[:n.value].decode("utf-8")
+
+    def flush(self):
+        n = c_size_t()
+        check(lib.entropix_decoder_flush(self._h, self._buf, len(self._buf), byref(n)))
+        return self._buf.raw[:n.value].decode("utf-8")
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            lib.entropix_decoder_free(self._h)
+            self._h = None
+
+
+class Tokenizer:
+    """The model's tokenizer (valid while its Model is open)."""
+
+    def __init__(self, model):
+        self._model = model  # keeps the model open
+        self._h = lib.entropix_model_tokenizer(model._h)
+
+    def encode(self, text, bos=True, special=True):
+        data = text.encode("utf-8")
+        flags = (1 if bos else 0) | (2 if special else 0)
+        n = c_size_t()
+        cap = 3 * len(data) + 2
+        buf = (c_int * cap)()
+        check(lib.entropix_tokenize(self._h, data, len(data), flags, buf, cap, byref(n)))
+        return list(buf[:n.value])
+
+    def decode(self, ids, skip_control=True):
+        d = Decoder(self, skip_control)
+        return "".join(d.push(i) for i in ids) + d.flush()
+
+    def piece(self, token_id):
+        n = c_size_t()
+        check(lib.entropix_token_piece(self._h, int(token_id), None, 0, byref(n)))
+        buf = ctypes.create_string_buffer(max(n.value, 1))
+        check(lib.entropix_token_piece(self._h, int(token_id), buf, n.value, byref(n)))
+        return buf.raw[:n.value]
+
+    def decoder(self, skip_control=True):
+        return Decoder(self, skip_control)
+
+    @property
+    def vocab_size(self):
+        return lib.entropix_tokenizer_vocab_size(self._h)
+
+    @property
+    def bos(self):
+        return lib.entropix_token_bos(self._h)
+
+    @property
+    def eos(self):
+        return lib.entropix_token_eos(self._h)
+
+    @property
+    def stop_ids(self):
+        buf = (c_int * 64)()
+        n = lib.entropix_token_stops(self._h, buf, 64)
+        return list(buf[:min(n, 64)])
+
+    def is_stop(self, token_id):
+        return bool(lib.entropix_token_is_stop(self._h, int(token_id)))
+
+    def find(self, text):
+        """The id of an exact token text ("<|im_end|>", "Ġthe"), or -1."""
+        return lib.entropix_token_find(self._h, text.encode("utf-8"))
+
+
+class Model:
+    """A model file opened for use. device: "cpu", "cuda:N" or "auto"; threads <= 0: all cores."""
+
+    def __init__(self, path, device="cpu", threads=0, mmap=False):
+        self._h = c_void_p()
+        self._device = device.encode() if device else None
+        p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=threads, mmap=int(mmap))
+        check(lib.entropix_model_open(str(path).encode(), byref(p), byref(self._h)))
+        info = ModelInfo(size=ctypes.sizeof(ModelInfo))
+        check(lib.entropix_model_get_info(self._h, byref(info)))
+        self.vocab_size, self.dim, self.n_layers = info.vocab_size, info.dim, info.n_layers
+        self.n_heads, self.n_kv_heads, self.head_dim = info.n_heads, info.n_kv_heads, info.head_dim
+        self.max_seq_len = info.max_seq_len
+        self.chat_template = info.chat_template.decode() if info.chat_template else None
+        self.tokenizer = Tokenizer(self)
+        self._states = weakref.WeakSet()  # closed first by close()
+
+    def close(self):
+        """Frees the model now (else when it is collected), and its states before it."""
+        for s in list(getattr(self, "_states", ())):
+            s.close()
+        if self._h:
+            lib.entropix_model_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def state(self, ctx=0, cache_type="auto", device=None):
+        return State(self, ctx=ctx, cache_type=cache_type, device=device)
+
+    def chat_render(self, messages, add_generation_prompt=True, enable_thinking=True):
+        """The messages ([{"role", "content"}, ...]) through the model's chat template."""
+        p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=int(add_generation_prompt),
+                       enable_thinking=int(enable_thinking))
+        out = c_void_p()
+        check(lib.entropix_chat_render(self._h, _messages(messages), len(messages), byref(p), byref(out)))
+        try:
+            return ctypes.string_at(out).decode("utf-8")
+        finally:
+            lib.entropix_free(out)
+
+    def prompt_ids(self, prompt=None, messages=None, chat=False, system=None, enable_thinking=True):
+        """The ids ./run gives a prompt (raw, or chat=True as one user message), or messages."""
+        ids, n = c_int_p(), c_int()
+        if messages is not None:
+            p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=1, enable_thinking=int(enable_thinking))
+            check(lib.entropix_chat_tokens(self._h, _messages(messages), len(messages), byref(p), byref(ids), byref(n)))
+        else:
+            data = (prompt or "").encode("utf-8")
+            check(lib.entropix_prompt_tokens(self._h, data, len(data), int(chat), system.encode() if system else None,
+                                             byref(ids), byref(n)))
+        return _take_ids(ids, n.value)
+
+    def generate(self, prompt=None, messages=None, ctx=0, **kwargs):
+        """A fresh state's State.generate (the state lives as long as the iterator)."""
+        return self.state(ctx=ctx).generate(prompt, messages=messages, **kwargs)
+
+
+@dataclass
+class StepOutput:
+    """One forward step: logits [vocab] (a view of the state's memory) and the attention scores
+    [heads, keys] of each requested layer (views too)."""
+    logits: np.ndarray
+    pos: int
+    attention: dict
+
+
+class State:
+    """One sequence of a model: its KV cache. forward() returns views valid until the next call."""
+
+    def __init__(self, model, ctx=0, cache_type="auto", device=None):
+        self.model = model  # keeps the model open
+        self._h = c_void_p()
+        self._keep = (cache_type.encode() if cache_type else None, device.encode() if device else None)
+        p = StateParams(size=ctypes.sizeof(StateParams), ctx=ctx, cache_type=self._keep[0], device=self._keep[1])
+        check(lib.entropix_state_new(model._h, byref(p), byref(self._h)))
+        self.ctx = lib.entropix_state_ctx(self._h)
+        self.device = lib.entropix_state_device(self._h).decode()
+        model._states.add(self)
+
+    def close(self):
+        if self._h:
+            lib.entropix_state_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise EntropixError(-1, "the state is closed (or its model was)")
+        return self._h
+
+    def forward(self, ids, pos=0, attention=()):
+        """Runs ids at positions pos.. as one batch; returns the last position's logits and the
+        attention scores of the layers in `attention` (a list of indices)."""
+        arr, n = _ids_array(ids)
+        st = Step(size=ctypes.sizeof(Step))
+        check(lib.entropix_forward(self._handle(), arr, n, int(pos), byref(st)))
+        logits = np.ctypeslib.as_array(st.logits, shape=(st.n_vocab,))
+        return StepOutput(logits=logits, pos=st.pos, attention={l: self.attention(l) for l in attention})
+
+    def attention(self, layer):
+        """Layer `layer`'s scores of the last position fed: [heads, keys], a strided view."""
+        a = Attention(size=ctypes.sizeof(Attention))
+        check(lib.entropix_attention_scores(self._handle(), int(layer), byref(a)))
+        rows = np.ctypeslib.as_array(a.scores, shape=(a.n_heads, a.row_stride))
+        return rows[:, :a.n_keys]
+
+    def metrics(self, attn_layer=ATTN_LAYER_LAST):
+        """The entropix metrics of the latest forward (attention of the last layer by default)."""
+        m = _CMetrics(size=ctypes.sizeof(_CMetrics))
+        check(lib.entropix_state_metrics(self._handle(), int(attn_layer), byref(m)))
+        return Metrics.from_c(m)
+
+    def generate(self, prompt=None, messages=None, **kwargs):
+        from entropix.generate import generate
+        return generate(self, prompt, messages=messages, **kwargs)

@@ -1,0 +1,198 @@
+"""generate.py — samplers and generation: an iterator of token records over entropix_generate.
+
+The C loop calls back once per token; it runs in a worker thread that hands each record over a
+queue of one, so the iterator is lazy (a token is generated when the consumer asks for it) and
+leaving the loop early (break, close) stops the generation at the next token.
+"""
+import ctypes
+import queue
+import threading
+from ctypes import byref, c_void_p
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from entropix._lib import CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, lib
+from entropix.core import EntropixError, Metrics, _ids_array
+
+KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
+STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
+
+
+class Sampler:
+    """A built-in sampler: "greedy", "combined" (top-k, top-p, min-p, temperature; ./run's
+    defaults) or "entropix" (profile None: the default; a built-in name or a profile file)."""
+
+    def __init__(self, kind="greedy", temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=0, profile=None):
+        if kind not in KINDS:
+            raise ValueError(f"sampler {kind!r}: expected one of {', '.join(KINDS)}")
+        self._h = c_void_p()
+        self.seed = seed
+        self._profile = profile.encode() if profile else None
+        p = SamplerParams(size=ctypes.sizeof(SamplerParams), kind=KINDS[kind], temperature=temperature, top_k=top_k,
+                          top_p=top_p, min_p=min_p, seed=seed & (2**64 - 1), profile=self._profile)
+        from entropix.core import check
+        check(lib.entropix_sampler_new(byref(p), byref(self._h)))
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            lib.entropix_sampler_free(self._h)
+            self._h = None
+
+
+class FunctionSampler:
+    """A Python function (logits, metrics, rng) -> token id as the sampler: logits a numpy view
+    [vocab] of the step, metrics a Metrics, rng a numpy Generator seeded with seed."""
+
+    def __init__(self, fn, seed=0):
+        from entropix.core import check
+        self.fn, self.rng, self.error = fn, np.random.default_rng(seed), None
+        self._cb = CHOOSE_FN(self._choose)  # kept alive as long as the sampler
+        self._h = c_void_p()
+        check(lib.entropix_sampler_new_custom(self._cb, None, byref(self._h)))
+
+    def _choose(self, user, logits, n_vocab, metrics, pos):
+        try:
+            row = np.ctypeslib.as_array(logits, shape=(n_vocab,))
+            return int(self.fn(row, Metrics.from_c(metrics.contents), self.rng))
+        except BaseException as e:  # raised again by the iterator; -1 stops the C loop
+            self.error = e
+            return -1
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            lib.entropix_sampler_free(self._h)
+            self._h = None
+
+
+@dataclass
+class TokenRecord:
+    """One generated token: id (-1: the final flush of held-back bytes), its text, its log-probability,
+    the most likely alternatives [(id, logprob)], the step's metrics, the entropix case."""
+    id: int
+    text: str
+    logprob: float
+    pos: int
+    is_stop: bool
+    top: list = field(default_factory=list)
+    metrics: Metrics = None
+    case: str = None
+
+
+@dataclass
+class GenerateSummary:
+    n_prompt: int = 0
+    n_generated: int = 0
+    stop: str = None
+
+
+def make_sampler(sampler, seed, **params):
+    if isinstance(sampler, (Sampler, FunctionSampler)):
+        return sampler
+    if callable(sampler):
+        return FunctionSampler(sampler, seed=seed)
+    return Sampler(sampler, seed=seed, **params)
+
+
+class Generation:
+    """The iterator generate() returns; .summary is filled when it ends."""
+
+    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics, agents=None):
+        self.state, self.sampler, self.summary = state, sampler, GenerateSummary()
+        self._agents = agents  # AgentsParams: the agent pool on state's model instead of sampler
+        self._queue, self._stop, self._done = queue.Queue(maxsize=1), threading.Event(), False
+        self._ids = _ids_array(ids)
+        self._cb = TOKEN_FN(self._on_token)
+        self._params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
+                                      metrics=int(metrics), on_token=self._cb)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _on_token(self, user, tok_p):
+        t = tok_p.contents
+        text = ctypes.string_at(t.text, t.text_len).decode("utf-8", "replace") if t.text_len else ""
+        rec = TokenRecord(id=t.id, text=text, logprob=t.logprob, pos=t.pos, is_stop=bool(t.is_stop),
+                          top=[(t.top_ids[i], float(t.top_logprobs[i])) for i in range(t.n_top)],
+                          metrics=Metrics.from_c(t.metrics.contents) if t.metrics else None,
+                          case=t.case_name.decode() if t.case_name else None)
+        while not self._stop.is_set():
+            try:
+                self._queue.put(("token", rec), timeout=0.1)
+                return 0
+            except queue.Full:
+                continue
+        return 1  # the consumer left: stop
+
+    def _run(self):
+        res = GenerateResult(size=ctypes.sizeof(GenerateResult))
+        arr, n = self._ids
+        if self._agents is not None:
+            rc = lib.entropix_generate_agents(self.state.model._h, byref(self._agents), arr, n, byref(self._params),
+                                              byref(res))
+        else:
+            rc = lib.entropix_generate(self.state._h, self.sampler._h, arr, n, byref(self._params), byref(res))
+        msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
+        self.summary = GenerateSummary(res.n_prompt, res.n_generated, STOPS.get(res.stop))
+        self._queue.put(("end", (rc, msg)))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        kind, value = self._queue.get()
+        if kind == "token":
+            return value
+        self._done = True
+        self._thread.join()
+        rc, msg = value
+        err = getattr(self.sampler, "error", None)
+        if err is not None:
+            raise err
+        if rc:
+            raise EntropixError(rc, msg)
+        raise StopIteration
+
+    def close(self):
+        """Stops the generation (at the next token) and waits for it."""
+        if self._done:
+            return
+        self._stop.set()
+        while True:
+            try:
+                kind, _ = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if kind == "end":
+                break
+        self._done = True
+        self._thread.join()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def text(self):
+        """Runs to the end and returns the whole generated text."""
+        return "".join(r.text for r in self)
+
+
+def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256, seed=0, n_top=0, metrics=False,
+             chat=False, system=None, agents=8, lookahead=1, workers=1, threads=0, **sampler_params):
+    """Generates from prompt (raw text; chat=True: one user message through the chat template) or
+    messages ([{"role", "content"}, ...]) on state, from position 0. sampler: "greedy",
+    "combined", "entropix", a Sampler, a function (logits, metrics, rng) -> id, or "agents" (the
+    agent pool on the CPU: agents, lookahead, workers, threads; its own replicas of the model, of
+    the state's context). Returns an iterator of TokenRecord."""
+    if prompt is None and messages is None:
+        prompt = ""
+    ids = state.model.prompt_ids(prompt, messages=messages, chat=chat, system=system)
+    if isinstance(sampler, str) and sampler == "agents":
+        ap = AgentsParams(size=ctypes.sizeof(AgentsParams), n_agents=agents, lookahead=lookahead, workers=workers,
+                          threads=threads, ctx=state.ctx, seed=seed & (2**64 - 1))
+        return Generation(state, ids, None, max_tokens, n_top, metrics, agents=ap)
+    smp = make_sampler(sampler, seed, **sampler_params)
+    return Generation(state, ids, smp, max_tokens, n_top, metrics)

@@ -1,0 +1,201 @@
+"""The Python package against independent references: ./run's text for the same flags and seed,
+llama2.c's greedy text and numpy's logits (../shared/testdata), a Python greedy sampler against
+the built-in one, errors as exceptions with the runtime's message, bounded memory over 1,000
+open/close cycles."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import entropix
+from conftest import RUN, SHARED, model_path
+
+
+def run_text(model, prompt, n, flags):
+    out = subprocess.run([RUN, model_path(model), "--raw", "-p", prompt, "-n", str(n), "-t", "1", "-c", "256", *flags],
+                         capture_output=True, check=True)
+    return out.stdout.decode("utf-8")
+
+
+def golden():
+    with open(os.path.join(SHARED, "testdata/stories260K/golden.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("model,prompt,n,sampler,kwargs,flags", [
+    ("stories260K.f32.bin", "Once upon a time", 60, "greedy", {}, ["--sampler", "greedy"]),
+    ("stories260K.f32.bin", "Once upon a time", 60, "combined", {"seed": 42, "temperature": 1.0},
+     ["--sampler", "combined", "-s", "42", "--temp", "1.0"]),
+    ("stories260K.f32.bin", "The dog", 60, "entropix", {"seed": 7}, ["--sampler", "entropix", "-s", "7"]),
+    ("qwen3-tiny.f32.bin", "The capital of France is", 24, "combined", {"seed": 3, "temperature": 0.9, "top_k": 20},
+     ["--sampler", "combined", "-s", "3", "--temp", "0.9", "--top-k", "20"]),
+    ("qwen3-tiny.f32.bin", "Hello", 24, "greedy", {}, ["--sampler", "greedy"]),
+])
+def test_generate_is_runs_text(model, prompt, n, sampler, kwargs, flags):
+    m = entropix.Model(model_path(model), threads=1)
+    gen = m.generate(prompt, ctx=256, sampler=sampler, max_tokens=n, n_top=3, **kwargs)
+    records = list(gen)
+    text = "".join(r.text for r in records)
+    assert prompt + text + "\n" == run_text(model, prompt, n, flags)
+    assert gen.summary.n_generated == len([r for r in records if r.id >= 0])
+    for r in records:
+        assert r.logprob <= 1e-9 and len(r.top) == 3 and r.top[0][1] >= r.logprob - 1e-5
+        if sampler == "entropix":
+            assert r.case in ("LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE") and r.metrics is not None
+
+
+def test_messages_are_runs_chat_text(qwen3):
+    out = subprocess.run([RUN, model_path("qwen3-tiny.f32.bin"), "--chat", "--system", "Be brief.", "-p", "What is 2+2?",
+                          "-n", "16", "-t", "1", "-c", "256", "--sampler", "combined", "-s", "11"],
+                         capture_output=True, check=True).stdout.decode()
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
+    text = qwen3.generate(messages=msgs, ctx=256, sampler="combined", seed=11, max_tokens=16).text()
+    assert text + "\n" == out
+
+
+def test_agents_are_runs_text(stories):
+    want = run_text("stories260K.f32.bin", "Once upon a time", 40,
+                    ["--sampler", "agents", "--agents", "4", "--lookahead", "2", "-s", "13"])
+    gen = stories.generate("Once upon a time", ctx=256, sampler="agents", agents=4, lookahead=2, seed=13, max_tokens=40)
+    assert "Once upon a time" + gen.text() + "\n" == want
+    assert gen.summary.n_generated == 40
+
+
+def test_greedy_is_llama2c_text(stories):
+    p = golden()["prompts"][0]
+    text = stories.generate(p["prompt"], max_tokens=100).text()
+    assert p["prompt"] + text == p["runc_stdout"]
+
+
+def test_python_greedy_sampler_is_builtin_greedy(stories, qwen3):
+    seen = []
+
+    def argmax(logits, metrics, rng):
+        assert isinstance(logits, np.ndarray) and logits.shape == (stories.vocab_size,) or logits.shape == (qwen3.vocab_size,)
+        assert metrics.logits_entropy >= 0 and metrics.attn_entropy > 0
+        seen.append(1)
+        return int(np.argmax(logits))
+
+    for m, prompt in ((stories, "Zoo"), (qwen3, "The capital of France is")):
+        builtin = [r.id for r in m.generate(prompt, max_tokens=30)]
+        mine = [r.id for r in m.generate(prompt, sampler=argmax, max_tokens=30)]
+        assert mine == builtin
+    assert len(seen) == 60
+    p = golden()["prompts"][0]
+    assert [r.id for r in stories.generate("Zoo", sampler=argmax, max_tokens=100)] == p["greedy_ids_numpy"]
+
+
+def test_python_sampler_gets_a_seeded_rng(stories):
+    def draw(logits, metrics, rng):
+        p = np.exp(logits - logits.max())
+        return int(rng.choice(len(p), p=p / p.sum()))
+
+    a = [r.id for r in stories.generate("Zoo", sampler=draw, seed=5, max_tokens=20)]
+    b = [r.id for r in stories.generate("Zoo", sampler=draw, seed=5, max_tokens=20)]
+    assert a == b
+
+
+def test_forward_logits_view_and_numpy_reference(stories):
+    s = stories.state(ctx=64)
+    for p in golden()["prompts"]:
+        out = s.forward(p["prompt_ids"], attention=[0, stories.n_layers - 1])
+        assert not out.logits.flags.owndata  # a view of the runtime's memory
+        assert np.max(np.abs(out.logits - np.array(p["step0_logits_numpy"]))) <= 1e-4
+        n = len(p["prompt_ids"])
+        for layer, a in out.attention.items():
+            assert a.shape == (stories.n_heads, n)
+    # the same memory is rewritten by the next forward (documented: copy to keep)
+    first = s.forward([1], pos=0).logits
+    kept = first.copy()
+    s.forward([1, 410], pos=0)
+    assert not np.array_equal(first, kept)
+
+
+def test_metrics_match_definitions(stories):
+    s = stories.state(ctx=64)
+    out = s.forward([1, 410, 469, 347])
+    m = s.metrics()
+    x = out.logits.astype(np.float64)
+    p = np.exp(x - x.max())
+    p /= p.sum()
+    h = -(p * np.log2(p)).sum()
+    v = (p * (-np.log2(p) - h) ** 2).sum()
+    assert abs(m.logits_entropy - h) < 1e-9 and abs(m.logits_varentropy - v) < 1e-8
+    assert abs(entropix.logits_metrics(out.logits).logits_entropy - h) < 1e-9
+
+
+def test_errors_raise_with_the_runtime_message(stories):
+    with pytest.raises(entropix.EntropixError, match="/nonexistent/m.bin"):
+        entropix.Model("/nonexistent/m.bin")
+    with pytest.raises(entropix.EntropixError, match="tpu:1"):
+        entropix.Model(model_path("stories260K.f32.bin"), device="tpu:1")
+    with pytest.raises(entropix.EntropixError, match="cuda:0: this build has no CUDA backend"):
+        entropix.Model(model_path("stories260K.f32.bin"), device="cuda:0")
+    s = stories.state(ctx=16)
+    with pytest.raises(entropix.EntropixError, match="id 9999"):
+        s.forward([1, 9999])
+    with pytest.raises(entropix.EntropixError, match="context of 16"):
+        s.forward([1], pos=16)
+    with pytest.raises(entropix.EntropixError, match="/nonexistent/p.profile"):
+        entropix.Sampler("entropix", profile="/nonexistent/p.profile")
+
+    def bad(logits, metrics, rng):
+        raise KeyError("from the sampler")
+
+    with pytest.raises(KeyError, match="from the sampler"):
+        stories.generate("Zoo", sampler=bad, max_tokens=5).text()
+
+
+def test_closing_the_model_closes_its_states():
+    m = entropix.Model(model_path("stories260K.f32.bin"), threads=1)
+    s = m.state(ctx=16)
+    s.forward([1])
+    m.close()
+    with pytest.raises(entropix.EntropixError, match="closed"):
+        s.forward([1])
+
+
+def test_early_break_stops_generation(stories):
+    gen = stories.generate("Zoo", max_tokens=50)
+    got = [next(gen).text for _ in range(3)]
+    gen.close()
+    assert "".join(got) == " was a little"
+    assert gen.summary.stop == "callback"
+
+
+def test_tokenizer(stories, qwen3):
+    tk = stories.tokenizer
+    assert tk.encode("Zoo") == [1, 410, 469, 347] and tk.bos == 1
+    assert tk.decode([1, 410, 469, 347]) == "Zoo"
+    assert qwen3.tokenizer.find("<|im_end|>") == 151645 and qwen3.tokenizer.is_stop(151645)
+    assert qwen3.chat_render([{"role": "user", "content": "Hi"}]) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert qwen3.prompt_ids(messages=[{"role": "user", "content": "Hi"}])[0] == 151644
+
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+def test_open_close_cycles_keep_rss_bounded():
+    path = model_path("stories260K.f32.bin")
+
+    def cycle():
+        m = entropix.Model(path, threads=1)
+        s = m.state(ctx=32)
+        s.forward([1, 410, 469])
+        s.close()
+        m.close()
+
+    for _ in range(100):  # warm-up: allocator pools, numpy, ctypes caches
+        cycle()
+    before = rss_kib()
+    for _ in range(1000):
+        cycle()
+    after = rss_kib()
+    print(f"RSS after 100 cycles {before} KiB, after 1,100: {after} KiB")
+    assert after - before < 4096, f"RSS grew by {after - before} KiB over 1,000 open/close cycles"

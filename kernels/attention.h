@@ -44,7 +44,7 @@ extern "C" {
 #include "sampler/metrics.h"
 
 typedef enum {
-    EMX_ATTN_PLAIN = 0,  // one block per head, three passes over its keys (the teaching version)
+    EMX_ATTN_PLAIN = 0,  // one block per head, three passes over its keys, a warp per key
     EMX_ATTN_SPLIT = 1,  // flash-decoding: blocks per (head, key chunk), then a combine kernel
     EMX_ATTN_SPLIT_GQA = 2,  // SPLIT with blocks per (KV head, key chunk): K/V read once per group
 } EmxAttnKernel;

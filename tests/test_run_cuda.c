@@ -73,7 +73,7 @@ Test(run_cuda, seeded_sampling_same_tokens_as_cpu, .timeout = 600) {
 }
 
 // Top-k off over Qwen3's 151,936 tokens (random weights: flat logits, so top-p keeps most of
-// them): the device finds the nucleus and the draw by selects on mass (kernels/sampling_wide.cuh)
+// them): the device finds the nucleus and the draw by selects on mass (kernels/sampling/sampling_wide.cuh)
 // inside the decode graph.
 Test(run_cuda, seeded_wide_samplers_same_tokens_as_cpu, .timeout = 600) {
     const char *samplers[] = {"topp", "temp", "minp"};

@@ -25,8 +25,8 @@ EMU_FORCE := -include $(EMU_DIR)/include/emu/cuda_emu.h
 
 EMU_LAYER_SRC := $(wildcard $(EMU_DIR)/src/*.cpp)
 EMU_LAYER_OBJ := $(EMU_LAYER_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
-EMU_KERNEL_SRC := $(wildcard kernels/*.cu)
-EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h))
+EMU_KERNEL_SRC := $(wildcard kernels/*.cu kernels/*/*.cu)
+EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h kernels/*/*.cuh kernels/*/*.h))
 EMU_KERNEL_OBJ := $(EMU_KERNEL_SRC:%.cu=$(EMU_OUT)/obj/%.o)
 EMU_SELFTEST_SRC := $(wildcard $(EMU_DIR)/test_*.cpp)
 EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)

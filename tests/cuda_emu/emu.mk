@@ -1,7 +1,7 @@
 # tests/cuda_emu/emu.mk — the CUDA emulation layer and the emulated test binary.
 # Included by the top Makefile after its library rules. Builds, with the host C++ compiler and
 # always with AddressSanitizer + UBSan:
-#   $(EMU_BUILD)/tests/emu_tests the layer + every kernels/*.cu (rewritten by rewrite.py) +
+#   $(EMU_BUILD)/tests/emu_tests the layer + every kernels/*.cu, kernels/*/*.cu (rewritten by rewrite.py) +
 #                                tests/cuda_emu/test_*.cpp + tests/kernels/test_*.cpp
 #   $(EMU_BUILD)/tests/emu_selftest the layer + its self-tests only (works while kernels/ is broken)
 #   make emu-selftest            builds and runs the latter
@@ -17,9 +17,9 @@ EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
 EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) -MMD -MP
-# Includes are written from the repository root ("kernels/attention.h", "sampler/metrics.h"); a
-# kernel's own .cuh files are included bare and found beside the rewritten .cu. The rewritten tree
-# comes first, so "kernels/attention.h" from a rewritten test is the rewritten header.
+# Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",
+# "sampler/metrics.h"). The rewritten tree comes first, so "kernels/attention.h" from a rewritten
+# kernel or test is the rewritten header.
 EMU_INC := -I$(EMU_OUT) -I. -I$(EMU_DIR)/include
 EMU_FORCE := -include $(EMU_DIR)/include/emu/cuda_emu.h
 

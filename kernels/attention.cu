@@ -1,6 +1,16 @@
 // attention.cu — attention of one decoding position (or of several consecutive positions: causal
 // prefill) over the KV cache, with the score rows and per-head softmax statistics the entropix
-// metrics need (API and math in attention.h).
+// metrics need (API and math in attention.h):
+//   S_h[t] = q_h · k_t / sqrt(head_dim),  out_h = Σ_t softmax(S_h)[t] v_t,  t < n_keys
+//
+// Read kernels/attention_naive.cu first: the same formula with one block per head, a thread per
+// key and four parameters of shape. The kernels here add, one idea each: a warp per key, so a
+// key row is read as consecutive words (PLAIN); the keys split over many blocks, then a combine
+// (SPLIT, flash-decoding); one block for all the query heads of a KV head, so each key is read
+// once (SPLIT_GQA, what the runtime launches). And what the runtime needs of all three: an f16
+// cache (the KV template), keys in two storages (the lookahead branches' tail: kv_row), several
+// query rows (prefill) or branch rows (the BRANCHES template), key counts read from device memory
+// (n_keys_dev: CUDA graphs replayed at a new length), the score rows and the double statistics.
 //
 // At decode there is one query per head, so attention is a matrix-vector product twice over:
 // S = K q (n_keys × head_dim) and out = softmaxᵀ V. Every cached key and value is read once;
@@ -57,8 +67,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "attention.h"
-#include "reduce.cuh"
+#include "kernels/attention.h"
+#include "kernels/reduce.cuh"
 
 #define ATTN_BLOCK 128           // threads per block: 4 warps
 #define ATTN_DEFAULT_CHUNK 64    // keys per SPLIT block: short chunks keep many blocks busy at decode
@@ -77,12 +87,6 @@ typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__
 
 __device__ __forceinline__ float kv_load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_load(const __half *p, size_t i) { return __half2float(p[i]); }
-// Elements i and i + 1 (i even) in one load: 8 bytes of an f32 row, 4 of an f16 one (rows start
-// at an even element: head_dim is even where SPLIT_GQA runs).
-__device__ __forceinline__ float2 kv_load2(const float *p, size_t i) { return *(const float2 *)(p + i); }
-__device__ __forceinline__ float2 kv_load2(const __half *p, size_t i) {
-    return __half22float2(*(const __half2 *)(p + i));
-}
 
 // Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`), the others in
 // `tail` (stride `tail_stride`). Without a tail, tail_start is INT_MAX and tail = cache (never
@@ -137,34 +141,6 @@ template <bool BRANCHES, typename KV>
 __device__ __forceinline__ KvRows<KV> row_slice(KvRows<KV> k, int branch_stride, int r, int kvh, int head_dim) {
     if (BRANCHES) k.tail += (size_t)r * branch_stride;
     return head_slice(k, kvh, head_dim);
-}
-
-// The workspace of SPLIT: per (head, chunk) of the last row the statistics, per (row, head,
-// chunk) (m, l) and acc[head_dim].
-struct SplitWs {
-    EmxSoftmaxStats *stats;  // [n_heads][max_chunks] (the last row's: only its statistics are kept)
-    float *ml;               // [n_rows][n_heads][max_chunks][2]
-    float *acc;              // [n_rows][n_heads][max_chunks][head_dim]
-};
-
-size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
-SplitWs split_ws(void *base, int n_heads, int max_chunks, int n_rows) {
-    char *p = (char *)base;
-    size_t n = (size_t)n_heads * max_chunks;
-    SplitWs w;
-    w.stats = (EmxSoftmaxStats *)p;
-    p += align256(n * sizeof(EmxSoftmaxStats));
-    w.ml = (float *)p;
-    p += align256(n * n_rows * 2 * sizeof(float));
-    w.acc = (float *)p;
-    return w;
-}
-
-size_t split_ws_bytes(int n_heads, int head_dim, int max_chunks, int n_rows) {
-    size_t n = (size_t)n_heads * max_chunks;
-    return align256(n * sizeof(EmxSoftmaxStats)) + align256(n * n_rows * 2 * sizeof(float)) +
-           n * n_rows * head_dim * sizeof(float);
 }
 
 // Scores of keys [t0, t1) for head h: s[t - t0] = (q · k_t) * scale, one warp per key (lanes
@@ -243,6 +219,35 @@ attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
 }
 
 // ---------------------------------------------------------------------------------------------
+// The workspace of SPLIT: per (head, chunk) of the last row the statistics, per (row, head,
+// chunk) (m, l) and acc[head_dim].
+struct SplitWs {
+    EmxSoftmaxStats *stats;  // [n_heads][max_chunks] (the last row's: only its statistics are kept)
+    float *ml;               // [n_rows][n_heads][max_chunks][2]
+    float *acc;              // [n_rows][n_heads][max_chunks][head_dim]
+};
+
+size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+SplitWs split_ws(void *base, int n_heads, int max_chunks, int n_rows) {
+    char *p = (char *)base;
+    size_t n = (size_t)n_heads * max_chunks;
+    SplitWs w;
+    w.stats = (EmxSoftmaxStats *)p;
+    p += align256(n * sizeof(EmxSoftmaxStats));
+    w.ml = (float *)p;
+    p += align256(n * n_rows * 2 * sizeof(float));
+    w.acc = (float *)p;
+    return w;
+}
+
+size_t split_ws_bytes(int n_heads, int head_dim, int max_chunks, int n_rows) {
+    size_t n = (size_t)n_heads * max_chunks;
+    return align256(n * sizeof(EmxSoftmaxStats)) + align256(n * n_rows * 2 * sizeof(float)) +
+           n * n_rows * head_dim * sizeof(float);
+}
+
+// ---------------------------------------------------------------------------------------------
 // SPLIT, part 1: block (c, h, r) handles keys [c·chunk, min((c+1)·chunk, n_keys_r)) of head h
 // for query row r. Dynamic shared memory: s[chunk] scores then weights, red[max(blockDim, head_dim)].
 template <typename KV, bool BRANCHES>
@@ -312,6 +317,13 @@ attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
         ws.ml[2 * slot] = mx;
         ws.ml[2 * slot + 1] = l;
     }
+}
+
+// Elements i and i + 1 (i even) in one load: 8 bytes of an f32 row, 4 of an f16 one (rows start
+// at an even element: head_dim is even where SPLIT_GQA runs).
+__device__ __forceinline__ float2 kv_load2(const float *p, size_t i) { return *(const float2 *)(p + i); }
+__device__ __forceinline__ float2 kv_load2(const __half *p, size_t i) {
+    return __half22float2(*(const __half2 *)(p + i));
 }
 
 // SPLIT_GQA's scores: s[g][t - t0] = q_g · k_t · scale for the chunk's keys t0..t1-1 and the

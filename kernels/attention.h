@@ -9,7 +9,9 @@
 // The CPU twin is emx_attention_head (runtime/cpu/cpu_ops.h); the cache layout is the CPU's:
 // [ctx][n_kv_heads][head_dim] per layer, f32, or f16 (same layout, half the bytes), the current
 // position's key and value already written (kernels/rope.h's emx_cuda_rope_kv does that).
-// Which kernel: SPLIT_GQA for speed (SPLIT when a group exceeds 8 heads), PLAIN to read.
+// Which kernel: SPLIT_GQA for speed (SPLIT when a group exceeds 8 heads). To read the idea
+// first: attention_naive.cu (naive.h's emx_cuda_attention_naive: the formula above with one
+// block per head and shape arguments only, f32 cache, none of the extensions below).
 //
 // Two extensions, both off when their fields are zero (a zero-initialised EmxAttentionArgs is
 // the single-query, contiguous-cache call):
@@ -44,7 +46,7 @@ extern "C" {
 #include "sampler/metrics.h"
 
 typedef enum {
-    EMX_ATTN_PLAIN = 0,  // one block per head, three passes over its keys (the teaching version)
+    EMX_ATTN_PLAIN = 0,  // one block per head, three passes over its keys, a warp per key
     EMX_ATTN_SPLIT = 1,  // flash-decoding: blocks per (head, key chunk), then a combine kernel
     EMX_ATTN_SPLIT_GQA = 2,  // SPLIT with blocks per (KV head, key chunk): K/V read once per group
 } EmxAttnKernel;

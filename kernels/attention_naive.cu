@@ -15,7 +15,7 @@
 // reads each key once per group. Nor does this version keep the statistics, an f16 cache,
 // split key storage or several query rows.
 // Kept in its own file: the runtime never launches it (kernels/naive.h).
-#include "naive.h"
+#include "kernels/naive.h"
 
 #define NAIVE_ATTN_THREADS 128
 

@@ -16,8 +16,8 @@
 
 #include <cuda_runtime.h>
 
-#include "attn_metrics.h"
-#include "reduce.cuh"
+#include "kernels/attn_metrics.h"
+#include "kernels/reduce.cuh"
 
 #define AM_BLOCK 256
 

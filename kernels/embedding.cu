@@ -5,9 +5,9 @@
 // Bytes per call: n * cols * (bytes per weight + 4), plus n token ids. Trivial next to one
 // layer's matmuls; its point is to keep the decode step on the device (no host round trip per
 // token) rather than to be fast. The dequantisation is the shared per-element one of common.cuh.
-#include "embedding.h"
+#include "kernels/embedding.h"
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 template <int DT>
 __global__ void __launch_bounds__(256) embedding_kernel(const void *__restrict__ emb, int rows, int cols,

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "weights.h"
+#include "kernels/weights.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -18,11 +18,11 @@
 //
 // cublas_f32: the same call with every matrix in f32 and CUBLAS_COMPUTE_32F (the default math
 // mode: no TF32), on the weights themselves when they are f32, else on an f32 scratch copy.
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 #include <string.h>
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 #define TILE 16
 

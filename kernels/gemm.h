@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-#include "weights.h"
+#include "kernels/weights.h"
 
 #ifdef __cplusplus
 extern "C" {

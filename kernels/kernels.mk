@@ -9,7 +9,7 @@ CUDA_ARCH_NAMES = $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -I.
 # runtime/cuda/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
-CUDA_SRC := $(wildcard kernels/*.cu) runtime/cuda/comm_nccl.cu
+CUDA_SRC := $(wildcard kernels/*.cu kernels/*/*.cu) runtime/cuda/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
 
 # The programs a GPU machine runs first (kernels/bench.mk: the kernel tests against the real CUDA
@@ -75,7 +75,7 @@ $(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/lib
 # fails (and so does `make cuda`) on a spill in a decode-path kernel or a kernel it has no block
 # size for. cuobjdump and nvdisasm (for -sass) come from the toolkit when it has them, else from
 # NVIDIA's PyPI wheels in a venv (pip-installed CUDA toolkits such as this machine's lack them).
-CUDA_KERNEL_SRC := $(wildcard kernels/*.cu)
+CUDA_KERNEL_SRC := $(wildcard kernels/*.cu kernels/*/*.cu)
 CUOBJDUMP_VENV := $(BUILD)/cuda/cuobjdump-venv
 CUOBJDUMP_WHEELS := nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51
 CUOBJDUMP_BIN ?= $(or $(patsubst %/cuobjdump,%,$(shell command -v cuobjdump 2>/dev/null)), \

@@ -21,8 +21,8 @@
 
 #include <cuda_runtime.h>
 
-#include "logits_metrics.h"
-#include "reduce.cuh"
+#include "kernels/logits_metrics.h"
+#include "kernels/reduce.cuh"
 
 #define LM_BLOCK 256
 #define LM_CHUNK 2048

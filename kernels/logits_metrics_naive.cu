@@ -11,7 +11,7 @@
 // the one read over n / 2048 blocks and keeps the statistic combinable (metrics.h), so one pass
 // suffices; it also handles -inf/NaN/+inf logits, which this version leaves out (finite only).
 // Kept in its own file: the runtime never launches it (kernels/naive.h).
-#include "naive.h"
+#include "kernels/naive.h"
 
 #define NAIVE_LM_THREADS 256
 

@@ -44,13 +44,13 @@
 // keeps the kernel bandwidth-bound. It is also the CPU backend's scheme, so the GPU reproduces
 // the CPU's integer group sums exactly. The plain variant is the twin the tests and
 // `make bench-kernels` compare against (the measured ratio belongs there, on a GPU).
-#include "matvec.h"
+#include "kernels/matvec.h"
 
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 #define FAST_WARPS 4       // rows (warps) per block of the fast kernel
 #define PLAIN_THREADS 128  // rows (threads) per block of the plain kernel

@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "weights.h"
+#include "kernels/weights.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 extern "C" {
 #include "sampler/metrics.h"  // declares C functions: C linkage

@@ -17,9 +17,9 @@
 // Why fast: one launch and one pass over DRAM per row; the only synchronisation is the block
 // reduction. The sum is in f32 (the CPU twin uses double): relative error ~ n * 2^-24, far below
 // what the model notices.
-#include "rmsnorm.h"
+#include "kernels/rmsnorm.h"
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 // Where the quantised variant writes out's int8 groups; unused (null) otherwise.
 struct QuantOut {

@@ -7,7 +7,7 @@
 // 32 cache lines, and a decode step has rows = 1: one thread works, the GPU idles. The shipped
 // kernel (rmsnorm.cu) gives a row to a block whose threads read consecutive columns.
 // Kept in its own file: the runtime never launches it (kernels/naive.h).
-#include "naive.h"
+#include "kernels/naive.h"
 
 __global__ void rmsnorm_naive_kernel(float *out, const float *x, const float *w, int n, int rows, float eps) {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;

@@ -15,12 +15,12 @@
 // emx_cuda_kv_rows_copy, beside it, moves finished KV rows (a committed branch's tail into the
 // cache): grid (rows, layers), 128 threads copying a row's 4-byte words; bytes: 2 x row_bytes
 // per row.
-#include "rope.h"
+#include "kernels/rope.h"
 
 #include <math.h>
 #include <stdint.h>
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 template <int KV>
 __device__ __forceinline__ void store_kv(void *cache, size_t i, float v) {

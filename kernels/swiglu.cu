@@ -5,11 +5,11 @@
 // accesses when the arrays allow (n % 4 == 0 and 16-byte aligned pointers, which cudaMalloc and
 // row starts of hidden_dim % 4 == 0 give), full occupancy, nothing else; it is bandwidth-bound.
 // During decode the fused matvec (emx_cuda_matvec_swiglu) avoids this pass altogether.
-#include "swiglu.h"
+#include "kernels/swiglu.h"
 
 #include <math.h>
 
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 

@@ -2,7 +2,7 @@
 // weights.h, and its upload. No kernels: it runs once per tensor at load time.
 // Bytes: reads and writes emx_cuda_weight_bytes once; for every dtype but q4_1 the upload copies
 // straight from the file's mapping (no host staging buffer).
-#include "weights.h"
+#include "kernels/weights.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -171,7 +171,7 @@ int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int 
 
 // emx_forward_branches with the proposals made where the logits are: branch i's next token
 // proposed by agents[i] from its logits row, as emx_agent_propose(row i, agents[i], seed,
-// rng_step, lane first_lane + i) (on a GPU: kernels/agent_pool.cu, the n rows at once; only the
+// rng_step, lane first_lane + i) (on a GPU: kernels/sampling/agent_pool.cu, the n rows at once; only the
 // proposals come back, not n rows of vocab floats). One agent per branch. Returns 1 with
 // proposals[0..n) filled, 0 when the backend does not (the CPU: nothing was run; call
 // emx_forward_branches and propose from its logits), -1 on error.
@@ -230,7 +230,7 @@ int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const Emx
                        EmxDecideResult *out);
 
 // The agent pool's proposals from the logits of the latest emx_forward, made where the logits
-// are (on a GPU: kernels/agent_pool.cu; only the proposals come back): proposals[i] is
+// are (on a GPU: kernels/sampling/agent_pool.cu; only the proposals come back): proposals[i] is
 // emx_agent_propose(logits with `ban` at -inf, agents[i], seed, step, lane first_lane + i).
 // ban: a token id to exclude, or -1. Returns 1 with proposals[0..n_agents) filled, 0 when the
 // backend does not (the CPU: the caller proposes from the logits it has), -1 on error.

@@ -14,7 +14,7 @@
 // conservative configuration of the pool on every step.
 //
 // Randomness: agent i draws with lane i, u = emx_uniform_f64(seed, step, i) (sampler/philox.h),
-// so a step can be replayed and the device (kernels/agent_pool.cu) gives the same tokens.
+// so a step can be replayed and the device (kernels/sampling/agent_pool.cu) gives the same tokens.
 #ifndef ENTROPIX_AGENTS_H
 #define ENTROPIX_AGENTS_H
 

@@ -13,7 +13,7 @@
 // 1 ulp (tests/test_vocab_simd.c checks it over the whole range it serves), and the sums built
 // from it are added four lanes at a time: metrics computed through it agree with the scalar
 // loops to ~1e-15 relative, not bit for bit (the GPU's, kernels/logits_metrics.cu, never did).
-// Host only: the sampler's device code (kernels/sampling_device.cuh) does not include this.
+// Host only: the sampler's device code (kernels/sampling/sampling_device.cuh) does not include this.
 #ifndef ENTROPIX_VOCAB_SIMD_H
 #define ENTROPIX_VOCAB_SIMD_H
 

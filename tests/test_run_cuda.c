@@ -73,7 +73,7 @@ Test(run_cuda, seeded_sampling_same_tokens_as_cpu, .timeout = 600) {
 }
 
 // Top-k off over Qwen3's 151,936 tokens (random weights: flat logits, so top-p keeps most of
-// them): the device finds the nucleus and the draw by selects on mass (kernels/sampling_wide.cuh)
+// them): the device finds the nucleus and the draw by selects on mass (kernels/sampling/sampling_wide.cuh)
 // inside the decode graph. One test per sampler: each is minutes of emulated decoding, and three
 // tests spread over the suite's two workers where one would hold a worker for all three.
 static void wide_sampler_same_tokens(const char *sampler) {

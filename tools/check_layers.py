@@ -12,7 +12,9 @@
     not be above the includer's in LAYERS (base <- tokenizer <- sampler <- kernels <- runtime <-
     tools <- tests): the arrows point one way, so there is no cycle between them. Inside each
     folder but tests/, its subfolders (runtime/cpu, runtime/pool, ...) must include each other
-    without a cycle.
+    without a cycle. Outside tests/, an include is written from the root ("kernels/common.cuh",
+    not "common.cuh" beside the file), in .cu and .cuh files as in .c and .h: a reader finds the
+    file from the line alone.
 (b) Sizes. No source file over MAX_FILE_LINES lines, and no function over MAX_FUNC_LINES lines
     outside tests/, unless tools/layer_limits_allow.txt lists it at a size it has not outgrown.
     Function lengths come from a brace-matching scan, not a parser: comments, string and character
@@ -105,6 +107,8 @@ def check_includes(paths):
                     errors.append(f"{where}: not found beside the file nor from the repository root")
                 continue
             dtop = dep.split("/")[0]
+            if top in LAYERS and top != "tests" and os.path.normpath(m.group(1)) != dep:
+                errors.append(f"{where}: write it from the repository root (\"{dep}\")")
             if top in LAYERS and dtop in LAYERS and LAYERS.index(dtop) > LAYERS.index(top):
                 errors.append(f"{where}: {top}/ may not include {dtop}/ (layers: {' <- '.join(LAYERS)})")
             if top in LAYERS and top != "tests" and dtop == top:

@@ -91,6 +91,9 @@ KERNELS = {
     "attention_naive_kernel": (128, 0, NAIVE, "attention_naive.cu NAIVE_ATTN_THREADS"),
     "logits_metrics_naive_kernel": (256, 0, NAIVE, "logits_metrics_naive.cu NAIVE_LM_THREADS"),
     "rmsnorm_naive_kernel": (128, 0, NAIVE, "rmsnorm_naive.cu <<<..., 128>>>"),
+    "matvec_naive_kernel": (128, 0, NAIVE, "matvec_naive.cu <<<..., 128>>>"),
+    "gemm_naive_kernel": (128, 0, NAIVE, "gemm_naive.cu <<<..., 128>>>"),
+    "sample_naive_kernel": (256, 0, NAIVE, "sampling/sampling_naive.cu NAIVE_SAMPLE_THREADS"),
 }
 
 QUANTISED = {3, 4, 5}  # base/model_format.h: EMX_Q8, EMX_Q4, EMX_Q4_1

@@ -16,7 +16,8 @@ usage() {
     cat <<'EOF'
 usage: tools/gpu_first_run.sh [options]
   Builds, runs make test-gpu's tests, compute-sanitizer (memcheck, racecheck, synccheck), the
-  kernel lab of every family, bench-kernels, bench speed/sampler/agents on shaped models, the
+  kernel lab of every family (each version checked and timed: report.md's "kernel lab timings",
+  the table of docs/kernel-lab.md), bench-kernels, bench speed/sampler/agents on shaped models, the
   agent pool on 2 GPUs when there are 2, and writes OUT/report.md and OUT/report.json.
   --emulated          the same steps on the CPU emulation layer, small sizes (stories260K);
                       what needs a GPU (compute-sanitizer, ncu, nvidia-smi, shaped models) is
@@ -208,7 +209,7 @@ for tool in racecheck synccheck; do
     fi
 done
 for k in $LAB_FAMILIES; do
-    add "lab-$k" lab 300 "$LAB_DIR/$k"
+    add "lab-$k" lab 300 "$LAB_DIR/$k"  # timed on a GPU (50 launches a version); emulated, checked only
 done
 if [ "$EMULATED" = 1 ]; then skip ncu ncu "$NO_HW (Nsight Compute)"
 elif [ ! -x "$NCU" ]; then skip ncu ncu "no Nsight Compute at $NCU (optional)"

@@ -22,7 +22,7 @@
 // H100) from being bound by launch latency.
 //
 // The choice of the next token can run in the same graph (emx_forward_decide): logits and
-// attention metrics, the entropix decision and its sampling (kernels/sampling.cu), so the host
+// attention metrics, the entropix decision and its sampling (kernels/sampling/sampling.cu), so the host
 // receives the token id and the decision, never the logits.
 //
 // Prefill runs the same kernels on chunks of 16 rows (the batched matvec reads each weight once

@@ -4,7 +4,7 @@
 // lookahead round — that and its branch passes, each fed on the device with the step before's
 // proposals — as one captured graph too (emx_forward_lookahead_propose), the lookahead
 // branches' tails, passes and commit (emx_forward_branches, emx_forward_branches_propose,
-// emx_branch_commit). The kernels are kernels/agent_pool.cu's; the rounds' tails are
+// emx_branch_commit). The kernels are kernels/sampling/agent_pool.cu's; the rounds' tails are
 // forward_cuda_step.c's propose_kernels and lookahead_kernels.
 #include <math.h>
 #include <stdint.h>

@@ -12,12 +12,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "kernels/agent_pool.h"
+#include "kernels/sampling/agent_pool.h"
 #include "kernels/attention.h"
 #include "kernels/attn_metrics.h"
 #include "kernels/gemm.h"
 #include "kernels/matvec.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 #include "kernels/weights.h"
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"

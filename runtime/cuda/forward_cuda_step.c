@@ -351,7 +351,7 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
 }
 
 // The agents' proposals from logits row 0 (emx_forward_propose, forward_cuda_agents.c): the ban, then the pool's
-// step (kernels/agent_pool.cu) into props_d. The step's input (in_d) holds the ban and the RNG
+// step (kernels/sampling/agent_pool.cu) into props_d. The step's input (in_d) holds the ban and the RNG
 // step; graph: the kernel reads the step there at each replay.
 static int propose_kernels(CudaState *s, int graph) {
     CU(emx_cuda_ban_token(s->logits, s->vocab, &s->in_d->ban, s->stream));

@@ -73,7 +73,7 @@ static int ban_at(const Worker *w, int pos) { return w->ban_token >= 0 && w->ban
 
 // Runs the pending token (the round's first call, run_worker deferred it) and makes the step-0
 // proposals from its logits in one call where the backend can (a GPU: its decode step and
-// kernels/agent_pool.cu in one graph, only the proposals come back). 1: proposals made, 0:
+// kernels/sampling/agent_pool.cu in one graph, only the proposals come back). 1: proposals made, 0:
 // w->logits hold the next-token logits (the host proposes), -1: failed.
 static int run_pending(Worker *w, int pos, int ban, EmxProposal *pr) {
     const Pool *p = w->pool;
@@ -95,7 +95,7 @@ static int run_pending(Worker *w, int pos, int ban, EmxProposal *pr) {
 }
 
 // Step 0: every agent of this worker proposes from the same logits (the latest forward's, with
-// the banned token removed). Where the backend can (a GPU: kernels/agent_pool.cu) the
+// the banned token removed). Where the backend can (a GPU: kernels/sampling/agent_pool.cu) the
 // proposals are made beside the logits and only they come back; else here, a thread per agent.
 static int propose_first(Worker *w, int pos) {
     const Pool *p = w->pool;
@@ -126,7 +126,7 @@ static int propose_first(Worker *w, int pos) {
 }
 
 // Step j's branch pass (each branch fed its latest token, w->btok): where the backend can, the
-// proposals are made beside the logits (a GPU: kernels/agent_pool.cu, one row per agent) and
+// proposals are made beside the logits (a GPU: kernels/sampling/agent_pool.cu, one row per agent) and
 // recorded here (1); else the logits are in w->blogits for the host to propose from (0).
 static int branch_pass(Worker *w, int pos, int j) {
     Pool *p = w->pool;

@@ -1,7 +1,7 @@
 # tests/cuda_emu/emu.mk — the CUDA emulation layer and the emulated test binary.
 # Included by the top Makefile after its library rules. Builds, with the host C++ compiler and
 # always with AddressSanitizer + UBSan:
-#   $(EMU_BUILD)/tests/emu_tests the layer + every kernels/*.cu (rewritten by rewrite.py) +
+#   $(EMU_BUILD)/tests/emu_tests the layer + every kernels/*.cu, kernels/*/*.cu (rewritten by rewrite.py) +
 #                                tests/cuda_emu/test_*.cpp + tests/kernels/test_*.cpp
 #   $(EMU_BUILD)/tests/emu_selftest the layer + its self-tests only (works while kernels/ is broken)
 #   make emu-selftest            builds and runs the latter
@@ -17,16 +17,16 @@ EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
 EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) -MMD -MP
-# Includes are written from the repository root ("kernels/attention.h", "sampler/metrics.h"); a
-# kernel's own .cuh files are included bare and found beside the rewritten .cu. The rewritten tree
-# comes first, so "kernels/attention.h" from a rewritten test is the rewritten header.
+# Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",
+# "sampler/metrics.h"). The rewritten tree comes first, so "kernels/attention.h" from a rewritten
+# kernel or test is the rewritten header.
 EMU_INC := -I$(EMU_OUT) -I. -I$(EMU_DIR)/include
 EMU_FORCE := -include $(EMU_DIR)/include/emu/cuda_emu.h
 
 EMU_LAYER_SRC := $(wildcard $(EMU_DIR)/src/*.cpp)
 EMU_LAYER_OBJ := $(EMU_LAYER_SRC:%.cpp=$(EMU_OUT)/obj/%.o)
-EMU_KERNEL_SRC := $(wildcard kernels/*.cu)
-EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h))
+EMU_KERNEL_SRC := $(wildcard kernels/*.cu kernels/*/*.cu)
+EMU_KERNEL_HDR := $(patsubst %,$(EMU_OUT)/%,$(wildcard kernels/*.cuh kernels/*.h kernels/*/*.cuh kernels/*/*.h))
 EMU_KERNEL_OBJ := $(EMU_KERNEL_SRC:%.cu=$(EMU_OUT)/obj/%.o)
 EMU_SELFTEST_SRC := $(wildcard $(EMU_DIR)/test_*.cpp)
 EMU_SELFTEST_OBJ := $(EMU_SELFTEST_SRC:%.cpp=$(EMU_OUT)/obj/%.o)

@@ -268,7 +268,7 @@ Test(first_run, report_reads_gpu_logs) {
     tmp_dir(dir);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     cr_assert_eq(mkdir(logs, 0700), 0);
-    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=9\n");
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=10\n");
     write_file(dir, "steps.tsv",
                "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
                "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
@@ -278,7 +278,16 @@ Test(first_run, report_reads_gpu_logs) {
                "kernel-tests\ttests\tpass\t0\t20\t300\tlogs/5.log\t\tkernel_tests\n"
                "ncu\tncu\tpass\t0\t60\t600\tlogs/6.log\t\tncu\n"
                "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n"
-               "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n");
+               "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n"
+               "lab-rmsnorm\tlab\tpass\t0\t1\t300\tlogs/8.log\t\tbuild/cuda/lab/rmsnorm\n");
+    // the lab's table on a GPU (tools/lab/lab.h: a time, the bytes, GB/s and the share of the peak)
+    write_file(dir, "logs/8.log",
+               "lab rmsnorm: out = x / sqrt(mean(x^2) + eps) * w per row\n"
+               "device: NVIDIA H200, 132 SMs, peak memory bandwidth 4800 GB/s\n"
+               "version                     max abs    max rel check    time (us)        bytes      GB/s of peak\n"
+               "naive (thread/row)         1.19e-06   5.41e-07  PASS        12.50        76032      6.08    0.1%\n"
+               "fast (block/row)           2.38e-07   2.18e-07  FAIL         3.10        76032     24.53    0.5%\n"
+               "lab rmsnorm: 1 version(s) FAILED the check against the CPU twin\n");
     write_file(dir, "logs/7.log",
                "prefill pp512 @ d4096: 1303.63 tok/s, 0.767 ms/token\n"
                "decode tg128 @ d4096: 281.70 tok/s, 3.550 ms/token\n");
@@ -368,11 +377,17 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
-    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "8 steps ended of 9 planned: not complete");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "9 steps ended of 10 planned: not complete");
+    const cJSON *lab = step_of(rep, "lab-rmsnorm");
+    cr_expect_eq(fig(lab, "versions"), 2);
+    cr_expect_eq(fig(lab, "fail"), 1);
     char *md = read_md(dir);
     cr_expect(strstr(md, "| speed-qwen3-0.6b-q8 | 3,381.00 | 497.80 | 2.009 | 323.07 | 6.71 | 426 |"), "%s", md);
     cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);
     cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
+    // every lab version's time, for docs/kernel-lab.md's table
+    cr_expect(strstr(md, "| rmsnorm | naive (thread/row) | PASS | 12.50 | 76032 | 6.08 | 0.1 |") != NULL, "%s", md);
+    cr_expect(strstr(md, "| rmsnorm | fast (block/row) | FAIL | 3.10 | 76032 | 24.53 | 0.5 |") != NULL, "%s", md);
     free(md);
     cJSON_Delete(rep);
     tmp_remove(dir);

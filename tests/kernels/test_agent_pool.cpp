@@ -18,8 +18,8 @@
 
 #include <vector>
 
-#include "kernels/agent_pool.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/agent_pool.h"
+#include "kernels/sampling/sampling.h"
 #include "kb_util.h"
 
 extern "C" {

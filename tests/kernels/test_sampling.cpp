@@ -1,4 +1,4 @@
-// test_sampling.cpp — kernels/sampling.cu against the CPU sampler: emx_sample (sampler/sample.h)
+// test_sampling.cpp — kernels/sampling/sampling.cu against the CPU sampler: emx_sample (sampler/sample.h)
 // on many random logit vectors and parameter sets, and the entropix switch (emx_entropix_decide
 // + emx_entropix_execute + emx_entropix_state_update) on random logits and metrics.
 //
@@ -15,7 +15,7 @@
 
 #include "kb_util.h"
 #include "kernels/logits_metrics.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 
 extern "C" {
 #include "sampler/entropix.h"
@@ -122,7 +122,7 @@ EmxSamplerParams vocab_params(int c, int n) {
     return ps[c % (int)(sizeof ps / sizeof ps[0])];
 }
 
-// The device tokens (fast, one-block twin) against the CPU's for one row; returns straddles.
+// The device tokens (fast, one-block version) against the CPU's for one row; returns straddles.
 int check_vocab_case(Dev &dev, DevBuf<int> &naive, const std::vector<float> &l, const EmxSamplerParams &sp,
                      uint64_t seed, uint64_t step, std::vector<EmxCandidate> &work, const char *what, int c) {
     const int n = (int)l.size();
@@ -134,8 +134,8 @@ int check_vocab_case(Dev &dev, DevBuf<int> &naive, const std::vector<float> &l, 
     const bool wide = sp.temperature > 0.0f && sp.top_k <= 0;  // top-k off: the select on mass
     cr_assert_eq(emx_cuda_sample_wide_draws(), wide0 + (wide ? 1 : 0), "n %d (top_k %d): wide draw taken %d times",
                  n, sp.top_k, (int)(emx_cuda_sample_wide_draws() - wide0));
-    CUDA_OK(emx_cuda_sample_naive(dev.logits.p, n, &sp, seed, step, nullptr, 0, naive.p, dev.ws.p, 0));
-    cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the naive twin ran the passes", n);
+    CUDA_OK(emx_cuda_sample_one_block(dev.logits.p, n, &sp, seed, step, nullptr, 0, naive.p, dev.ws.p, 0));
+    cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the one-block version ran the passes", n);
     const int got = dev.token.get(), got1 = naive.get();
     if (got == ref && got1 == ref) return 0;
     cr_assert(cpu_straddles(l, sp, u, work),

@@ -32,7 +32,7 @@
 #include "kernels/matvec.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 #include "kernels/swiglu.h"
 #include "kernels/weights.h"
 

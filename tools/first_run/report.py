@@ -136,9 +136,16 @@ def sanitizer_figures(text):
     return {"summaries": len(lines), "errors": sum(int(n) for n, _ in lines)} if lines else {}
 
 
+LAB_ROW = re.compile(r"^(\S.*?)\s+\S+\s+\S+\s+(PASS|FAIL)(?:\s+(\S+)\s+(\d+)\s+(\S+)(?:\s+([\d.]+)%)?)?[ \t]*$", re.M)
+
+
 def lab_figures(text):
-    rows = re.findall(r"^\S.*\s(PASS|FAIL)\s", text, re.M)
-    return {"versions": len(rows), "pass": rows.count("PASS"), "fail": rows.count("FAIL")} if rows else {}
+    """PASS/FAIL per version, and each version's row: [name, check, time us, bytes, GB/s, % of peak]
+    (time "emulated" and GB/s "-" through the emulator; the last column on a GPU only)."""
+    rows = [list(m.groups()) for m in LAB_ROW.finditer(text)]
+    checks = [r[1] for r in rows]
+    return {"versions": len(rows), "pass": checks.count("PASS"), "fail": checks.count("FAIL"),
+            "rows": [[r[0], r[1], r[2] or "", r[3] or "", r[4] or "", r[5] or ""] for r in rows]} if rows else {}
 
 
 def ncu_figures(text):
@@ -238,6 +245,10 @@ def markdown(rep):
           [[s["name"], f(s, "summaries"), f(s, "errors")] for s in by("sanitizer")])
     table(md, ["kernel lab", "versions", "PASS", "FAIL"],
           [[s["name"], f(s, "versions"), f(s, "pass"), f(s, "fail")] for s in by("lab")])
+    # every version's time, naive first (docs/kernel-lab.md, "Timings on a GPU")
+    table(md, ["kernel lab timings", "version", "check", "time (µs)", "bytes", "GB/s", "of peak %"],
+          [[s["name"][len("lab-"):], v[0], v[1], v[2], v[3], v[4], v[5]]
+           for s in by("lab") for v in s["figures"].get("rows", [])])
     for s in by("ncu"):
         table(md, [f"ncu: kernel ({s['figures']['launches']} launches)", "total µs"],
               [[f"`{k}`", fmt(v)] for k, v in s["figures"]["top_kernels_us"]])

@@ -1,10 +1,10 @@
-// tools/lab/agent_pool.cu — the agent pool's proposal rule on the device (kernels/agent_pool.cu)
+// tools/lab/agent_pool.cu — the agent pool's proposal rule on the device (kernels/sampling/agent_pool.cu)
 // against the CPU's emx_agents_choose: every agent (its own temperature and top-k, RNG lane =
 // its index) samples a proposal, the lowest-entropy proposal wins. Checked: each agent's token
 // (exactly) and entropy, the winner. `make lab K=agent_pool`.
 #include "tools/lab/lab.h"
 
-#include "kernels/agent_pool.h"
+#include "kernels/sampling/agent_pool.h"
 
 extern "C" {
 #include "sampler/agents.h"

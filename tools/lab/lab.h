@@ -9,8 +9,8 @@
 //
 // Compiled by nvcc for a GPU (real timings, % of the peak memory bandwidth from the device's
 // attributes) or by g++ through the emulation layer (tests/cuda_emu; EMX_LAB_EMULATED defined):
-// the same program, but every thread is a CPU fiber under ASan, so the timings say nothing about
-// a GPU; the program prints that and leaves the % column out.
+// the same program, but every thread is a CPU fiber under ASan, so a time would say nothing about
+// a GPU; the program checks every version and prints "emulated" where the time would be.
 #ifndef ENTROPIX_TOOLS_LAB_H
 #define ENTROPIX_TOOLS_LAB_H
 
@@ -49,7 +49,7 @@ struct Lab {
     int argc;
     char **argv;
     int check_only;   // --check-only: compare, do not time (what `make lab-test` runs)
-    int iters;        // timed launches per version (--iters; GPU 50, emulated 1)
+    int iters;        // timed launches per version (--iters, default 50; emulated, nothing is timed)
     int failed;       // versions that failed their check
     double peak_gbs;  // from the device's attributes; 0 if unknown
     cudaStream_t stream;
@@ -124,7 +124,7 @@ static inline void lab_init(Lab *L, const char *family, int argc, char **argv, c
             exit(2);
         }
     }
-    L->iters = lab_int(L, "--iters", kLabEmulated ? 1 : 50, 1, 1000000);
+    L->iters = lab_int(L, "--iters", 50, 1, 1000000);
     int dev = 0;
     LAB_CHECK(cudaGetDevice(&dev));
     cudaDeviceProp prop;
@@ -133,8 +133,8 @@ static inline void lab_init(Lab *L, const char *family, int argc, char **argv, c
     LAB_CHECK(cudaStreamCreate(&L->stream));
     printf("lab %s: %s\n", family, what);
     if (kLabEmulated)
-        printf("device: CUDA emulation layer (tests/cuda_emu: every thread a CPU fiber, under ASan): EMULATION "
-               "timings, not GPU timings\n");
+        printf("device: CUDA emulation layer (tests/cuda_emu: every thread a CPU fiber, under ASan): checks as on a "
+               "GPU, no times\n");
     else
         printf("device: %s, %d SMs, peak memory bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount,
                L->peak_gbs);
@@ -192,24 +192,32 @@ static inline LabErr lab_both(LabErr a, LabErr b) {
 
 static inline void lab_header(const Lab *L, const char *shape, const char *tolerance) {
     printf("shape: %s\ntolerance: %s\n", shape, tolerance);
-    printf("%-22s %10s %10s %5s", "version", "max abs", "max rel", "check");
-    if (!L->check_only) printf(" %12s %12s %9s %7s", "time (us)", "bytes", "GB/s", kLabEmulated ? "" : "of peak");
+    // Emulated, a version's time is its count of threads and barriers on CPU fibers: it ranks the
+    // naive versions (fewest threads) first, the opposite of a GPU, so no time is shown at all.
+    if (kLabEmulated && !L->check_only)
+        printf("time: not measured: emulated (every CUDA thread a CPU fiber) times cannot rank the versions; "
+               "a GPU's are in docs/kernel-lab.md\n");
+    printf("%-24s %10s %10s %5s", "version", "max abs", "max rel", "check");
+    if (!L->check_only) printf(" %12s %12s %9s", "time (us)", "bytes", "GB/s");
+    if (!L->check_only && !kLabEmulated) printf(" %7s", "of peak");
     printf("\n");
 }
 
 // One version: launch once and check, then (unless --check-only) time. `launch` enqueues the
 // version on the stream and returns its launcher's status; `check` reads the result back and
 // compares it with the CPU twin's. `bytes`: the compulsory traffic of one call (each input read
-// once, each output written once), so GB/s is the effective bandwidth.
+// once, each output written once), so GB/s is the effective bandwidth. Emulated, the time and
+// GB/s columns say "emulated" and "-" (lab_header's note).
 static inline void lab_version(Lab *L, const char *name, double bytes, const std::function<cudaError_t()> &launch,
                                const std::function<LabErr()> &check) {
     LAB_CHECK(launch());
     LAB_CHECK(cudaStreamSynchronize(L->stream));
     const LabErr e = check();
     if (!e.pass) L->failed++;
-    printf("%-22s %10.3g %10.3g %5s", name, e.max_abs, e.max_rel, e.pass ? "PASS" : "FAIL");
-    if (!L->check_only) {
-        if (!kLabEmulated) LAB_CHECK(launch());  // warm-up (caches, clocks); emulated it only costs time
+    printf("%-24s %10.3g %10.3g %5s", name, e.max_abs, e.max_rel, e.pass ? "PASS" : "FAIL");
+    if (!L->check_only && kLabEmulated) printf(" %12s %12.0f %9s", "emulated", bytes, "-");
+    if (!L->check_only && !kLabEmulated) {
+        LAB_CHECK(launch());  // warm-up (caches, clocks)
         cudaEvent_t t0, t1;
         LAB_CHECK(cudaEventCreate(&t0));
         LAB_CHECK(cudaEventCreate(&t1));
@@ -222,9 +230,8 @@ static inline void lab_version(Lab *L, const char *name, double bytes, const std
         LAB_CHECK(cudaEventDestroy(t0));
         LAB_CHECK(cudaEventDestroy(t1));
         const double us = 1000.0 * ms / L->iters, gbs = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
-        // emulated rates are tiny: significant digits, not two decimals of zero
-        printf(kLabEmulated ? " %12.2f %12.0f %9.3g" : " %12.2f %12.0f %9.2f", us, bytes, gbs);
-        if (!kLabEmulated && L->peak_gbs > 0) printf(" %6.1f%%", 100.0 * gbs / L->peak_gbs);
+        printf(" %12.2f %12.0f %9.2f", us, bytes, gbs);
+        if (L->peak_gbs > 0) printf(" %6.1f%%", 100.0 * gbs / L->peak_gbs);
     }
     printf("\n");
     fflush(stdout);

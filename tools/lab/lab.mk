@@ -8,23 +8,43 @@
 #   make lab-cuda        nvcc-build every family (a compile and link check on machines without GPU)
 #   make lab-test        every family, emulated, with --check-only: fails if a version FAILs
 #                        (run by `make test` after the emulated kernel tests)
-# A family's program links only the kernels it needs (LAB_DEPS_<family>) and the CPU library
-# (the twins), so an emulated lab builds in seconds once the emulation layer is built.
+# A family's program links only what it needs: its kernels (LAB_DEPS_<family>), its CPU twins'
+# objects (LAB_CPU_<family>, not the whole CPU library) and, emulated, the emulation layer's core
+# (LAB_EMU_CORE, plus its cuBLAS for gemm), so a cold `make lab K=rmsnorm` compiles a dozen files.
 # Included by the top Makefile after tests/cuda_emu/emu.mk (EMU_* and NVCC* are set).
 
 LAB_FAMILIES := matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
 # kernels/<name>.cu each family's program links (its launchers, and what those call)
-LAB_DEPS_matvec := matvec weights
-LAB_DEPS_gemm := gemm weights
-LAB_DEPS_attention := attention attention_naive
-LAB_DEPS_rmsnorm := rmsnorm rmsnorm_naive
+LAB_DEPS_matvec := matvec_naive matvec weights
+LAB_DEPS_gemm := gemm_naive gemm weights
+LAB_DEPS_attention := attention_naive attention
+LAB_DEPS_rmsnorm := rmsnorm_naive rmsnorm
 LAB_DEPS_rope := rope
 LAB_DEPS_swiglu := swiglu matvec weights
 LAB_DEPS_embedding := embedding weights
-LAB_DEPS_logits_metrics := logits_metrics logits_metrics_naive
+LAB_DEPS_logits_metrics := logits_metrics_naive logits_metrics
 LAB_DEPS_attn_metrics := attn_metrics attention
-LAB_DEPS_sampling := sampling
-LAB_DEPS_agent_pool := agent_pool
+LAB_DEPS_sampling := sampling/sampling_naive sampling/sampling
+LAB_DEPS_agent_pool := sampling/agent_pool
+
+# the CPU twins' objects each family's program links (the C files whose functions it calls, and
+# what those call: found by following the undefined symbols)
+LAB_CPU_DENSE := base/dtype runtime/cpu/cpu_amx runtime/cpu/cpu_attention runtime/cpu/cpu_matmul runtime/cpu/cpu_ops \
+                 runtime/cpu/cpu_qdot runtime/cpu/cpu_qtile512
+LAB_CPU_matvec := $(LAB_CPU_DENSE)
+LAB_CPU_gemm := base/dtype
+LAB_CPU_attention := $(LAB_CPU_DENSE)
+LAB_CPU_rmsnorm := $(LAB_CPU_DENSE)
+LAB_CPU_rope := $(LAB_CPU_DENSE)
+LAB_CPU_swiglu := $(LAB_CPU_DENSE)
+LAB_CPU_embedding := base/dtype
+LAB_CPU_logits_metrics := sampler/metrics sampler/sample
+LAB_CPU_attn_metrics := sampler/metrics
+LAB_CPU_sampling := sampler/sample
+LAB_CPU_agent_pool := sampler/agents sampler/sample
+# the emulation layer without NCCL (tests/cuda_emu/src); gemm adds its cuBLAS
+LAB_EMU_CORE := device_calls engine fiber graph memory runtime
+LAB_EMU_EXTRA_gemm := cublas
 
 LAB_EMU_DIR := $(EMU_OUT)/lab
 LAB_GPU_DIR := $(BUILD)/cuda/lab
@@ -38,6 +58,15 @@ LAB_ARGS ?=
 # The kernel objects of family $1 (functions: a '%' written in a rule's prerequisites would be the stem)
 lab_emu_kobj = $(patsubst %,$(EMU_OUT)/obj/kernels/%.o,$(LAB_DEPS_$1))
 lab_gpu_kobj = $(patsubst %,$(BUILD)/cuda/kernels/%.o,$(LAB_DEPS_$1))
+# ... its CPU twins' objects: the lab's own, built at -O0 (emulated: with the sanitizers), since
+# at -O2 the SIMD files the twins call into (cpu_attention.c, cpu_qtile512.c) take ~70 s of CPU
+# to compile under ASan and at -O0 ~3 s; the twins compute the same (C11: no FMA contraction)
+lab_emu_cobj = $(patsubst %,$(LAB_EMU_DIR)/cpu/%.o,$(LAB_CPU_$1))
+lab_gpu_cobj = $(patsubst %,$(LAB_GPU_DIR)/cpu/%.o,$(LAB_CPU_$1))
+LAB_CFLAGS = $(filter-out $(OPT),$(CFLAGS)) -O0
+LAB_CPU_ALL := $(sort $(foreach f,$(LAB_FAMILIES),$(LAB_CPU_$f)))
+# ... and the emulation layer's objects
+lab_emu_layer = $(patsubst %,$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o,$(LAB_EMU_CORE) $(LAB_EMU_EXTRA_$1))
 
 .PHONY: lab lab-build lab-cuda lab-test
 lab: lab-build
@@ -73,16 +102,25 @@ $(LAB_EMU_DIR)/obj/%.o: $(LAB_EMU_DIR)/src/%.cu tools/lab/lab.h $(EMU_KERNEL_HDR
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
-$(LAB_EMU_DIR)/%: $(LAB_EMU_DIR)/obj/%.o $(EMU_LAYER_OBJ) $$(call lab_emu_kobj,$$*) $(BUILD)/libentropix.a
-	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(BUILD)/libentropix.a $(LDLIBS)
+$(LAB_EMU_DIR)/%: $(LAB_EMU_DIR)/obj/%.o $$(call lab_emu_layer,$$*) $$(call lab_emu_kobj,$$*) $$(call lab_emu_cobj,$$*)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
-# GPU: nvcc, the flags of `make cuda` (sm_80 + sm_90, warnings as errors); libentropix.a is built
-# with -fopenmp, so nvcc links libgomp instead of the flag (as kernels/bench.mk).
+$(LAB_EMU_DIR)/cpu/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(LAB_CFLAGS) $(EMU_SAN) -c $< -o $@
+
+# GPU: nvcc, the flags of `make cuda` (sm_80 + sm_90, warnings as errors); the CPU objects are
+# built with -fopenmp, so nvcc links libgomp instead of the flag (as kernels/bench.mk).
 $(LAB_GPU_DIR)/obj/%.o: tools/lab/%.cu
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(LAB_GPU_DIR)/%: $(LAB_GPU_DIR)/obj/%.o $$(call lab_gpu_kobj,$$*) $(BUILD)/libentropix.a
-	$(call say,LD,$@)$(NVCC) $(CUDA_ARCHS) $(filter %.o %.a,$^) -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+$(LAB_GPU_DIR)/cpu/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(LAB_CFLAGS) -c $< -o $@
 
--include $(patsubst %,$(LAB_EMU_DIR)/obj/%.d,$(LAB_FAMILIES)) $(patsubst %,$(LAB_GPU_DIR)/obj/%.d,$(LAB_FAMILIES))
+$(LAB_GPU_DIR)/%: $(LAB_GPU_DIR)/obj/%.o $$(call lab_gpu_kobj,$$*) $$(call lab_gpu_cobj,$$*)
+	$(call say,LD,$@)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) -o $@ -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+
+-include $(patsubst %,$(LAB_EMU_DIR)/obj/%.d,$(LAB_FAMILIES)) $(patsubst %,$(LAB_GPU_DIR)/obj/%.d,$(LAB_FAMILIES)) \
+         $(patsubst %,$(LAB_EMU_DIR)/cpu/%.d,$(LAB_CPU_ALL)) $(patsubst %,$(LAB_GPU_DIR)/cpu/%.d,$(LAB_CPU_ALL))

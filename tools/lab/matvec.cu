@@ -1,13 +1,16 @@
 // tools/lab/matvec.cu — weight matrix x activation vector(s), the decode step's matmuls
-// (kernels/matvec.cu), against the CPU: plain (a thread per row, the naive version), fast_f32 (a
-// warp per row, 16-byte loads, weights dequantised in registers), fast (the same loads, int8
-// activations and __dp4a for quantised weights: what the runtime uses). `make lab K=matvec`.
-// References: plain and fast_f32 against the dequantised weights times the f32 activations in
+// (kernels/matvec_naive.cu, kernels/matvec.cu), against the CPU, each version one idea more:
+// naive (a thread per row over the dequantised f32 weights), plain (the same mapping, the weights
+// read as stored and dequantised in the loop), fast_f32 (a warp per row, 16-byte loads, weights
+// dequantised in registers), fast (the same loads, int8 activations and __dp4a for quantised
+// weights: what the runtime uses). `make lab K=matvec`.
+// References: naive, plain and fast_f32 against the dequantised weights times the f32 activations in
 // double; fast with q8/q4/q4_1 against the CPU's own integer scheme (emx_quantize_acts_scalar +
 // emx_dot_q*_scalar), which it reproduces up to the f32 order of the group sums.
 #include "tools/lab/lab_weight.h"
 
 #include "kernels/matvec.h"
+#include "kernels/naive.h"
 
 int main(int argc, char **argv) {
     Lab L;
@@ -27,9 +30,11 @@ int main(int argc, char **argv) {
     // references: f = dequantised weights . f32 x in double, i = the CPU's integer scheme
     std::vector<double> want_f((size_t)batch * rows), want_i((size_t)batch * rows), mag((size_t)batch * rows);
     std::vector<int8_t> q(cols);
+    std::vector<float> wf((size_t)rows * cols);  // the naive version's f32 copy of W
     std::vector<float> d(cols / 32), s(cols / 32);
     for (int r = 0; r < rows; r++) {
         const std::vector<float> wr = w.row(r);
+        std::copy(wr.begin(), wr.end(), wf.begin() + (size_t)r * cols);
         for (int b = 0; b < batch; b++) {
             const float *xb = &x[(size_t)b * cols];
             double acc = 0, m = 0;
@@ -45,7 +50,7 @@ int main(int argc, char **argv) {
         emx_quantize_acts_scalar(&x[(size_t)b * cols], cols, q.data(), d.data(), s.data());
         for (int r = 0; r < rows; r++) want_i[(size_t)b * rows + r] = w.int_dot(r, q.data(), d.data(), s.data());
     }
-    LabBuf<float> dx(x), dout((size_t)batch * rows), xd((size_t)batch * cols / 32);
+    LabBuf<float> dwf(wf), dx(x), dout((size_t)batch * rows), xd((size_t)batch * cols / 32);
     LabBuf<int8_t> xq((size_t)batch * cols);
     LabBuf<int> xsum((size_t)batch * cols / 32);
     LAB_CHECK(emx_cuda_quantize_acts(dx.p, cols, batch, xq.p, xd.p, xsum.p, L.stream));
@@ -59,6 +64,14 @@ int main(int argc, char **argv) {
     // weights once, activations once (f32 or int8 + scales), outputs once
     const double bytes_f = w.bytes() + (double)batch * cols * 4 + (double)batch * rows * 4;
     const double bytes_i = w.bytes() + (double)batch * cols * (1 + 8.0 / 32) + (double)batch * rows * 4;
+    auto check_f = [&] { return lab_compare_scaled(dout.get(), want_f, mag, 1e-4); };
+    lab_version(&L, "naive (thread/row, f32)", (double)rows * cols * 4 + (double)batch * (cols + rows) * 4, [&] {
+        for (int b = 0; b < batch; b++) {  // one vector per launch
+            const cudaError_t e = emx_cuda_matvec_naive(dwf.p, dx.p + (size_t)b * cols, dout.p + (size_t)b * rows, rows, cols, L.stream);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }, check_f);
     const struct { int variant; const char *name; } versions[] = {
         {EMX_MATVEC_PLAIN, "plain (thread/row)"}, {EMX_MATVEC_FAST_F32, "fast_f32 (warp/row)"},
         {EMX_MATVEC_FAST, "fast (runtime)"}};

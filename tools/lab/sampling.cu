@@ -1,7 +1,9 @@
-// tools/lab/sampling.cu — choosing the next token on the device (kernels/sampling.cu) against the
+// tools/lab/sampling.cu — choosing the next token on the device (kernels/sampling/sampling.cu) against the
 // CPU's emx_sample: the combined sampler (top-k -> top-p -> min-p -> temperature, then one
 // inverse-CDF draw with u = emx_uniform_f64(seed, step, 0)), over several steps (one u each), in
-// two versions: one block of 1024 threads for everything (the naive twin), and the runtime's
+// three versions: naive (one block, one pass over the logits per kept token,
+// kernels/sampling/sampling_naive.cu), one block of 1024 threads (a radix select finds the kept
+// set in a few passes), and the runtime's
 // (from n = 8192: the passes over the vocabulary on one block per 2048 logits, the tail in one
 // block; try --n 151936 for Qwen3; with --top-k 0 the kept set is found by a select on mass,
 // sampling_wide.cuh). The result is a token id: it must be the CPU's, exactly (the two
@@ -9,7 +11,8 @@
 // sampling.h). `make lab K=sampling`.
 #include "tools/lab/lab.h"
 
-#include "kernels/sampling.h"
+#include "kernels/naive.h"
+#include "kernels/sampling/sampling.h"
 
 extern "C" {
 #include "sampler/philox.h"
@@ -31,6 +34,7 @@ int main(int argc, char **argv) {
     LabBuf<float> dl(l);
     LabBuf<int> dtok(steps);
     LabBuf<uint8_t> ws(emx_cuda_sample_workspace_bytes(n));
+    LabBuf<EmxCandidate> kept(n);
     char shape[96];
     snprintf(shape, sizeof shape, "n %d logits, %d steps (--n --steps --top-k)", n, steps);
     lab_header(&L, shape, "the token id of every step equals the CPU's");
@@ -38,10 +42,18 @@ int main(int argc, char **argv) {
         const std::vector<int> got = dtok.get();
         return lab_compare(std::vector<float>(got.begin(), got.end()), want, 0, 0);
     };
-    // one run = all steps; bytes: the logits read once per step (each version reads them 3-5 times)
-    lab_version(&L, "one block of 1024 (naive)", 4.0 * n * steps, [&] {
+    // one run = all steps; bytes: the logits read once per step (the naive version reads them
+    // once per kept token, the others 3-5 times)
+    lab_version(&L, "naive (pass per token)", 4.0 * n * steps, [&] {
         for (int s = 0; s < steps; s++) {
-            const cudaError_t e = emx_cuda_sample_naive(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);
+            const cudaError_t e = emx_cuda_sample_naive(dl.p, n, &sp, emx_uniform_f64(seed, s, 0), kept.p, dtok.p + s, L.stream);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }, check);
+    lab_version(&L, "one block (radix select)", 4.0 * n * steps, [&] {
+        for (int s = 0; s < steps; s++) {
+            const cudaError_t e = emx_cuda_sample_one_block(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;

@@ -25,8 +25,8 @@
 
 #include <cuda_runtime.h>
 
-#include "agent_pool.h"
-#include "sampling_mb.cuh"
+#include "kernels/sampling/agent_pool.h"
+#include "kernels/sampling/sampling_mb.cuh"
 
 extern "C" {
 #include "sampler/philox.h"

@@ -58,11 +58,12 @@ cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaS
 cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                             uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
                             int *token_out, void *workspace, cudaStream_t stream);
-// The same decision by one block of 1024 threads alone, whatever n (the naive twin: the kernel
-// lab and the tests compare the two).
-cudaError_t emx_cuda_sample_naive(const float *logits, int n, const EmxSamplerParams *params,
-                                  uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
-                                  int *token_out, void *workspace, cudaStream_t stream);
+// The same decision by one block of 1024 threads alone, whatever n (the kernel lab and the tests
+// compare the two; the lab's first version, one pass per kept token, is kernels/naive.h's
+// emx_cuda_sample_naive).
+cudaError_t emx_cuda_sample_one_block(const float *logits, int n, const EmxSamplerParams *params,
+                                      uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
+                                      int *token_out, void *workspace, cudaStream_t stream);
 
 // One entropix step on the device: d = emx_entropix_decide(metrics, profile, state, pause_token),
 // carried out as emx_entropix_execute (argmax / the pause token / one draw on lane 0 / best of

@@ -7,8 +7,8 @@
 // From n = 8192 on, the passes that read the whole vocabulary run first on many blocks
 // (sampling_mb.cuh: one block of 256 threads per 2048 logits, 75 at n = 151936): pass 1, z
 // for top-p, three levels of the radix select and the gather of the first batch; the tail then
-// reads their few KB instead of the logits. Below 8192, and as the naive twin
-// (emx_cuda_sample_naive), the one block does every pass itself:
+// reads their few KB instead of the logits. Below 8192, and as the one-block version the lab
+// and the tests compare with (emx_cuda_sample_one_block), the one block does every pass itself:
 //   1. one pass: valid count, max, argmax (block reductions). Greedy and +inf rows end here.
 //   2. the kept tokens are a prefix of the rank order (logit descending, id ascending). They are
 //      found in batches without sorting the vocabulary: each token gets a 64-bit rank key
@@ -43,9 +43,9 @@
 
 #include <cuda_runtime.h>
 
-#include "sampling.h"
-#include "sampling_mb.cuh"
-#include "sampling_wide.cuh"
+#include "kernels/sampling/sampling.h"
+#include "kernels/sampling/sampling_mb.cuh"
+#include "kernels/sampling/sampling_wide.cuh"
 
 extern "C" {
 #include "sampler/philox.h"
@@ -186,10 +186,10 @@ extern "C" cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamp
     return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true);
 }
 
-extern "C" cudaError_t emx_cuda_sample_naive(const float *logits, int n, const EmxSamplerParams *params,
-                                             uint64_t seed, uint64_t step, const uint64_t *step_dev,
-                                             uint32_t lane, int *token_out, void *workspace,
-                                             cudaStream_t stream) {
+extern "C" cudaError_t emx_cuda_sample_one_block(const float *logits, int n, const EmxSamplerParams *params,
+                                                 uint64_t seed, uint64_t step, const uint64_t *step_dev,
+                                                 uint32_t lane, int *token_out, void *workspace,
+                                                 cudaStream_t stream) {
     return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, false);
 }
 

@@ -29,8 +29,8 @@
 #ifndef ENTROPIX_KERNELS_SAMPLING_MB_CUH
 #define ENTROPIX_KERNELS_SAMPLING_MB_CUH
 
-#include "agent_pool.h"
-#include "sampling_device.cuh"
+#include "kernels/sampling/agent_pool.h"
+#include "kernels/sampling/sampling_device.cuh"
 
 #define MB_THREADS 256
 #define MB_CHUNK 2048

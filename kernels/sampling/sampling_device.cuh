@@ -12,8 +12,8 @@
 
 #include <cuda_runtime.h>
 
-#include "reduce.cuh"
-#include "sampling.h"
+#include "kernels/reduce.cuh"
+#include "kernels/sampling/sampling.h"
 
 // Threads of the sampling block: a single block must keep enough loads in flight by itself.
 // (Nothing else depends on the count: every loop strides by blockDim.x.)

@@ -33,7 +33,7 @@
 #ifndef ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 #define ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 
-#include "sampling_mb.cuh"
+#include "kernels/sampling/sampling_mb.cuh"
 
 extern "C" {
 #include "sampler/philox.h"

@@ -99,13 +99,13 @@ size_t emx_prompt_byte_bound(int ctx, size_t max_piece) {
 }
 
 // As forward_cpu.c allocates (EMX_MAX_BATCH 256 rows per pass, PASS 8 softmax rows per thread).
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes) {
+uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes) {
     const uint64_t L = c->n_layers, q_dim = (uint64_t)c->n_heads * c->head_dim;
     const uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, T = ctx > 0 ? (uint64_t)ctx : 1;
     const uint64_t B = T < 256 ? T : 256, th = n_threads > 0 ? (uint64_t)n_threads : 1;
     uint64_t widest = c->dim > q_dim ? c->dim : q_dim;
     if (c->hidden_dim > widest) widest = c->hidden_dim;
-    const uint64_t kv = 2 * L * T * kv_dim * (cache == EMX_CACHE_F16 ? 2 : sizeof(float));
+    const uint64_t kv = 2 * L * T * kv_dim * (cache == EMX_KV_F16 ? 2 : sizeof(float));
     uint64_t act = B * (2 * (uint64_t)c->dim + 2 * q_dim + 2 * (uint64_t)c->hidden_dim) * sizeof(float);
     act += B * widest * 2;                                  // quantised rows and their scales
     act += L * c->n_heads * T * sizeof(float);              // the last position's scores

@@ -48,7 +48,7 @@ size_t emx_prompt_byte_bound(int ctx, size_t max_piece);
 // [n_layers][ctx][kv_dim] each, of 4 bytes an element, or 2 with an f16 cache), the last
 // position's attention scores, the softmax scratch of n_threads threads and the activations of a
 // batched pass. kv_bytes (optional): the KV cache part.
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes);
+uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes);
 
 // Memory a new allocation can count on, in bytes: MemAvailable of /proc/meminfo (or free pages
 // from sysconf when it is missing), capped by RLIMIT_AS's room when a limit is set. The

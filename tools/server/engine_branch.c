@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/branch/branch_decode.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/run_io.h"
 #include "tools/server/engine_internal.h"
 

@@ -22,6 +22,10 @@
     identifier before the matching '('; its length is the lines from the line of that name to the
     line of the closing '}', both included. Initialisers (`= {`: tables), struct/enum bodies and
     control statements at depth 0 (there are none in C) are not functions.
+(c) Error messages (outside tests/). A message reaches a caller's (err, errlen) through
+    emx_seterr / emx_vseterr (base/errmsg.h), never a snprintf of its own into err; the format
+    (its adjacent string literals joined) is one line (no \n), does not start with a capital
+    unless an acronym does ("GGUF", "CUDA"), and does not end in a period.
 (d) Circles between files (outside tests/). A module (a .c or .cu with its .h of the same name)
     needs another when its code names a function the other's code defines outside any `static`
     (a call, or a pointer to it in a table; a name after `.` or `->` is a field, not a use), within
@@ -29,10 +33,6 @@
     that need each other round a circle (a strongly connected component of that graph) is
     reported, with the names that link them; one that is not within a `circle` line of
     tools/layer_limits_allow.txt fails.
-(c) Error messages (outside tests/). A message reaches a caller's (err, errlen) through
-    emx_seterr / emx_vseterr (base/errmsg.h), never a snprintf of its own into err; the format
-    (its adjacent string literals joined) is one line (no \n), does not start with a capital
-    unless an acronym does ("GGUF", "CUDA"), and does not end in a period.
 """
 import os
 import re

@@ -154,6 +154,7 @@ Test(rope, cache_row_defaults_to_position) {
     DevBuf<int> dpos(std::vector<int>{2});
     DevBuf<double> dinv(inv);
     EmxRopeArgs a = {};
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.q = dq.p;
     a.k = dk.p;
     a.v = dv.p;
@@ -193,6 +194,7 @@ Test(rope, captured_graph_reads_the_position_at_replay) {
     DevBuf<int> dpos(std::vector<int>{0});
     DevBuf<double> dinv(inv);
     EmxRopeArgs a = {};
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.q = dq.p;
     a.k = dk.p;
     a.v = dv.p;

@@ -9,6 +9,10 @@
 // A call runs n tokens as one batch: every matrix is read once for all n rows (matrix × matrix
 // during prefill, matrix × vector when decoding). Batches longer than the state's batch
 // capacity are run in consecutive chunks of that size, which bounds the scratch memory.
+//
+// The same pass serves two other layouts of rows (RowLayout, forward_cpu_state.h): several
+// states' tokens in one step (emx_forward_multi, below), and the agent pool's lookahead branches,
+// whose entries (runtime/pool/pool_backend.h) are forward_cpu_branches.c.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>

@@ -34,9 +34,11 @@
 // between backends unchanged).
 //
 // This file uploads the weights, makes and frees the state and holds the backend table; the
-// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c, the agents'
-// calls forward_cuda_agents.c, the critic's pass (emx_forward_pair) forward_cuda_pair.c, and
-// what they share is forward_cuda_state.h.
+// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c; the extension
+// for the agent pool and the branching decoder (runtime/pool/pool_backend.h) is
+// forward_cuda_agents.c (proposals, rounds, branches, KV rows, and its table) and
+// forward_cuda_pair.c (the critic's pass, emx_forward_pair); what they share is
+// forward_cuda_state.h.
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>

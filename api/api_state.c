@@ -18,8 +18,8 @@ ENTROPIX_API int entropix_state_new(entropix_model *m, const entropix_state_para
     if (params && !API_SIZE_OK(params, offsetof(entropix_state_params, threads) + sizeof(int)))
         return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_state_new: params->size %zu is too small", params->size);
     const entropix_state_params *p = params ? params : &def;
-    EmxCacheType cache = EMX_CACHE_AUTO;
-    if (p->cache_type && emx_cache_type_parse(p->cache_type, &cache) != 0)
+    EmxKvType cache = EMX_KV_AUTO;
+    if (p->cache_type && emx_kv_type_parse(p->cache_type, &cache) != 0)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "cache type \"%s\": expected auto, f32 or f16", p->cache_type);
     const int max = (int)m->model.cfg.max_seq_len;
     if (p->ctx > max)

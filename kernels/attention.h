@@ -43,6 +43,7 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
+#include "base/kv_type.h"
 #include "sampler/metrics.h"
 
 typedef enum {
@@ -51,11 +52,6 @@ typedef enum {
     EMX_ATTN_SPLIT_GQA = 2,  // SPLIT with blocks per (KV head, key chunk): K/V read once per group
 } EmxAttnKernel;
 
-typedef enum {
-    EMX_KV_F32 = 0,
-    EMX_KV_F16 = 1,  // __half
-} EmxKvDtype;
-
 // Everything one call needs; pointers are device pointers. Fields after `workspace` are the
 // extensions above: zero means today's single contiguous query.
 typedef struct {
@@ -63,7 +59,7 @@ typedef struct {
     const void *k_cache;  // this layer's keys   [>= n_keys][n_kv_heads][head_dim], kv_dtype
     const void *v_cache;  // this layer's values [>= n_keys][n_kv_heads][head_dim], kv_dtype
                           // (with a tail: only rows < tail_start are read)
-    int kv_dtype;         // EmxKvDtype
+    int kv_dtype;         // EmxKvType (base/kv_type.h): EMX_KV_F32, or EMX_KV_F16 (__half)
     int n_heads, n_kv_heads, head_dim;  // n_heads % n_kv_heads == 0, 1 <= head_dim <= 512
     int n_keys;           // keys 0..n_keys-1 are attended (pos + 1; with n_rows: by the last row);
                           // with n_keys_dev: the most

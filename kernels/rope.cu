@@ -73,12 +73,12 @@ extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t strea
     if (!a || a->batch < 0 || a->batch > 65535 ||  // batch is gridDim.y
         a->n_heads < 1 || a->n_kv_heads < 1 || a->head_dim < 2 || a->head_dim % 2 ||
         a->head_dim > 512 || (a->style != EMX_ROPE_INTERLEAVED && a->style != EMX_ROPE_HALF) ||
-        (a->kv_dtype != 0 && a->kv_dtype != 1) || !a->q_norm != !a->k_norm)
+        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || !a->q_norm != !a->k_norm)
         return cudaErrorInvalidValue;
     if (a->batch == 0) return cudaSuccess;
     const dim3 grid(a->n_heads + a->n_kv_heads, a->batch);
     const int threads = emx_round_to_warps(a->head_dim / 2, 256);
-    if (a->kv_dtype == 0)
+    if (a->kv_dtype == EMX_KV_F32)
         rope_kv_kernel<0><<<grid, threads, 0, stream>>>(*a);
     else
         rope_kv_kernel<1><<<grid, threads, 0, stream>>>(*a);

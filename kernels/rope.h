@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "base/kv_type.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,7 +17,7 @@ typedef struct {
     float *q;                  // [batch][n_heads * head_dim]: normed and rotated in place
     const float *k, *v;        // [batch][n_kv_heads * head_dim]: the rows' new keys and values
     void *k_cache, *v_cache;   // this layer's caches [rows][n_kv_heads * head_dim] of kv_dtype
-    int kv_dtype;              // 0: f32, 1: f16 (__half); attention.h's EmxKvDtype values
+    int kv_dtype;              // EmxKvType (base/kv_type.h): EMX_KV_F32, or EMX_KV_F16 (__half)
     const int *pos;            // [batch] position of each row: its rotation angle
     const int *cache_row;      // [batch] cache row each row's k and v go to; NULL: the position
     const double *inv_freq;    // [head_dim/2] from emx_rope_inv_freq (Llama 3 factors included)

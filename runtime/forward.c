@@ -9,38 +9,6 @@
 #include "runtime/forward_backend.h"
 #include "runtime/forward_group.h"
 
-int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
-    const EmxConfig *c = &m->cfg;
-    if (c->n_kv_heads == 0 || c->n_heads % c->n_kv_heads != 0 || c->head_dim == 0 || c->head_dim % 2)
-        return emx_seterr(err, errlen, "state: unsupported heads (n_heads %u, n_kv_heads %u, head_dim %u)",
-                          c->n_heads, c->n_kv_heads, c->head_dim);
-    int ctx = opt && opt->ctx > 0 ? opt->ctx : (int)(c->max_seq_len < 4096 ? c->max_seq_len : 4096);
-    if (ctx > (int)c->max_seq_len || ctx < 1)
-        return emx_seterr(err, errlen, "state: ctx %d exceeds the model's max_seq_len %u", ctx, c->max_seq_len);
-    return ctx;
-}
-
-const char *emx_cache_type_name(EmxCacheType t) {
-    return t == EMX_CACHE_F32 ? "f32" : t == EMX_CACHE_F16 ? "f16" : "auto";
-}
-
-int emx_cache_type_parse(const char *text, EmxCacheType *out) {
-    static const EmxCacheType all[] = {EMX_CACHE_AUTO, EMX_CACHE_F32, EMX_CACHE_F16};
-    for (size_t i = 0; text && i < sizeof all / sizeof all[0]; i++)
-        if (!strcmp(text, emx_cache_type_name(all[i]))) {
-            *out = all[i];
-            return 0;
-        }
-    return -1;
-}
-
-EmxCacheType emx_cache_type_resolve(EmxCacheType t, const EmxModel *m, int on_gpu) {
-    if (t != EMX_CACHE_AUTO) return t;
-    // the matrices' element type (every layer's is the same: the converter writes one dtype)
-    const int f32_weights = m->layers[0].wq.dtype == EMX_F32;
-    return on_gpu && !f32_weights ? EMX_CACHE_F16 : EMX_CACHE_F32;
-}
-
 int emx_cuda_available(void) { return emx_cuda_device_count && emx_cuda_device_count() > 0; }
 
 const char *emx_backend_names(void) {
@@ -129,25 +97,6 @@ int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const Emx
     if (s->group) return 0;
     return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;
 }
-int emx_state_propose(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
-                      uint32_t first_lane, int ban, EmxProposal *proposals) {
-    return s->backend->propose ? s->backend->propose(s, agents, n_agents, seed, step, first_lane, ban, proposals) : 0;
-}
-int emx_forward_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
-                        uint64_t seed, uint64_t step, uint32_t first_lane, int ban, EmxProposal *proposals) {
-    if (s->group) return 0;  // a group member steps through emx_forward (see emx_forward_decide)
-    return s->backend->forward_propose
-               ? s->backend->forward_propose(s, token, pos, agents, n_agents, seed, step, first_lane, ban, proposals)
-               : 0;
-}
-int emx_forward_pair(EmxState *s, const int *tokens, int n, int pos, int id_a, int id_b, EmxLogitPair *out) {
-    if (!s->group && s->backend->forward_pair) return s->backend->forward_pair(s, tokens, n, pos, id_a, id_b, out);
-    EmxStateInfo info;
-    emx_state_info(s, &info);
-    if (id_a < 0 || id_a >= info.vocab || id_b < 0 || id_b >= info.vocab) return -1;
-    const float *logits = emx_forward(s, tokens, n, pos);
-    return logits ? emx_logit_pair(logits, info.vocab, id_a, id_b, out) : -1;
-}
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);
 }
@@ -158,39 +107,3 @@ void emx_state_kv_cache(EmxState *s, float **key, float **value, int *kv_dim) {
     s->backend->kv_cache(s, key, value, kv_dim);
 }
 
-int emx_state_branches_reserve(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen) {
-    return s->backend->branches_reserve(s, max_branches, tail_cap, err, errlen);
-}
-int emx_forward_branches(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits) {
-    return s->backend->forward_branches(s, tokens, n, prefix, step, logits);
-}
-int emx_forward_branches_propose(EmxState *s, const int *tokens, int n, int prefix, int step,
-                                 const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step, uint32_t first_lane,
-                                 EmxProposal *proposals) {
-    return s->backend->forward_branches_propose ? s->backend->forward_branches_propose(s, tokens, n, prefix, step, agents,
-                                                                                       seed, rng_step, first_lane,
-                                                                                       proposals)
-                                                : 0;
-}
-int emx_forward_lookahead_propose(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
-                                  uint64_t seed, uint64_t step, uint32_t first_lane, int ban, int n_steps,
-                                  EmxProposal *proposals) {
-    if (s->group) return 0;  // a group member steps through emx_forward (see emx_forward_decide)
-    return s->backend->forward_lookahead_propose
-               ? s->backend->forward_lookahead_propose(s, token, pos, agents, n_agents, seed, step, first_lane, ban,
-                                                       n_steps, proposals)
-               : 0;
-}
-int emx_branch_commit(EmxState *s, int branch, int n_steps, int prefix) {
-    return s->backend->branch_commit(s, branch, n_steps, prefix);
-}
-void emx_state_branches_release(EmxState *s) {
-    if (s->backend->branches_release) s->backend->branches_release(s);
-}
-size_t emx_state_kv_rows_bytes(const EmxState *s, int n) { return s->backend->kv_rows_bytes(s, n); }
-int emx_state_kv_rows_read(EmxState *s, int pos, int n, void *buf) {
-    return s->backend->kv_rows_read(s, pos, n, buf);
-}
-int emx_state_kv_rows_write(EmxState *s, int pos, int n, const void *buf) {
-    return s->backend->kv_rows_write(s, pos, n, buf);
-}

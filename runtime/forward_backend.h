@@ -1,7 +1,9 @@
 // forward_backend.h — what a backend of forward.h provides. Every backend's state begins with
-// an EmxState, whose only member is the backend's table of functions; runtime/forward.c makes
-// states and calls through the table, so callers never know which backend they run on.
-// The semantics of each entry are those of the forward.h function of the same name.
+// an EmxState, which points to the backend's table of functions; runtime/forward.c makes states
+// and calls through the table, so callers never know which backend they run on. The semantics
+// of each entry are those of the forward.h function of the same name. One entry, `pool`, points
+// to the backend's second table, for the agent pool and the branching decoder
+// (runtime/pool/pool_backend.h), or is NULL.
 #ifndef ENTROPIX_FORWARD_BACKEND_H
 #define ENTROPIX_FORWARD_BACKEND_H
 
@@ -18,6 +20,9 @@ struct EmxState {
     struct EmxForwardGroup *group;
 };
 
+// The extension for the agent pool and the branching decoder (runtime/pool/pool_backend.h).
+struct EmxPoolBackend;
+
 struct EmxBackend {
     const char *name;  // "cpu", "cuda"
     void (*free)(EmxState *s);
@@ -28,41 +33,19 @@ struct EmxBackend {
     void (*info)(const EmxState *s, EmxStateInfo *info);
     const char *(*nonfinite)(const EmxState *s);  // NULL: the backend does not check
     const float *(*forward)(EmxState *s, const int *tokens, int n, int pos);
+    int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
+    // NULL: emx_forward_multi runs the rows one by one through forward
+    int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
     // NULL: the backend does not decide (emx_forward_decide returns 0)
     int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                           EmxDecideResult *out);
-    int (*propose)(EmxState *s, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
-                   uint32_t first_lane, int ban, EmxProposal *proposals);  // NULL: 0
-    int (*forward_propose)(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
-                           uint64_t seed, uint64_t step, uint32_t first_lane, int ban,
-                           EmxProposal *proposals);  // NULL: 0
-    // NULL: emx_forward_multi runs the rows one by one through forward
-    int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
-    // NULL: emx_forward_pair is forward then emx_logit_pair on the host row
-    int (*forward_pair)(EmxState *s, const int *tokens, int n, int pos, int id_a, int id_b, EmxLogitPair *out);
-    int (*forward_all_logits)(EmxState *s, const int *tokens, int n, int pos, float *logits);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);
-    int (*branches_reserve)(EmxState *s, int max_branches, int tail_cap, char *err, size_t errlen);
-    void (*branches_release)(EmxState *s);  // NULL: the tails stay
-    int (*forward_branches)(EmxState *s, const int *tokens, int n, int prefix, int step, float *logits);
-    int (*forward_branches_propose)(EmxState *s, const int *tokens, int n, int prefix, int step,
-                                    const EmxAgentParams *agents, uint64_t seed, uint64_t rng_step,
-                                    uint32_t first_lane, EmxProposal *proposals);  // NULL: 0
-    int (*forward_lookahead_propose)(EmxState *s, int token, int pos, const EmxAgentParams *agents, int n_agents,
-                                     uint64_t seed, uint64_t step, uint32_t first_lane, int ban, int n_steps,
-                                     EmxProposal *proposals);  // NULL: 0
-    int (*branch_commit)(EmxState *s, int branch, int n_steps, int prefix);
-    size_t (*kv_rows_bytes)(const EmxState *s, int n);
-    int (*kv_rows_read)(EmxState *s, int pos, int n, void *buf);
-    int (*kv_rows_write)(EmxState *s, int pos, int n, const void *buf);
+    const struct EmxPoolBackend *pool;  // NULL: none (the agent pool and branching decoder refuse)
 };
 
-// The context a state gets from its options (opt->ctx, or min(max_seq_len, 4096)), after the
-// checks every backend shares (heads the attention can run, ctx within max_seq_len). Returns
-// the context, or -1 with a one-line reason.
-int emx_state_resolve_ctx(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
-
+// The backends' constructors, which emx_state_new calls. What they share with each other (the
+// context a state gets, ...) is runtime/forward_common.h, below forward.c.
 EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 
 // The CUDA backend (runtime/cuda/forward_cuda.c). Weak: a build without it links, and forward.c

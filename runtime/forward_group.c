@@ -130,11 +130,23 @@ static void poke(EmxForwardGroup *g) {
     if (next_prefill(g) || step_ready(g)) pthread_cond_signal(&g->work);
 }
 
+// emx_forward_multi through the table (see emx_forward_group_join): one batched pass when every
+// row's state is of the first's backend, whose forward_multi a member's join checked; else -1.
+static int multi_step(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits) {
+    if (n < 1) return -1;
+    const EmxBackend *b = states[0]->backend;
+    for (int i = 1; i < n; i++)
+        if (states[i]->backend != b) return -1;
+    return b->forward_multi(states, tokens, pos, n, logits);
+}
+
 int emx_forward_group_join(EmxForwardGroup *g, EmxState *s, char *err, size_t errlen) {
     if (s->group) return emx_seterr(err, errlen, "forward group: the state is already in a group");
-    if (!emx_forward_multi_batched(s))
+    // the backend's table, not forward.h's functions: forward.c calls this file (emx_forward of a
+    // member), so this file calls no function of forward.c
+    if (!s->backend->forward_multi)
         return emx_seterr(err, errlen, "forward group: device %s has no batched multi-sequence step",
-                          emx_state_device(s));
+                          s->backend->device ? s->backend->device(s) : s->backend->name);
     pthread_mutex_lock(&g->mu);
     int at = -1;
     for (int i = 0; i < g->cap && at < 0; i++)
@@ -194,7 +206,7 @@ static void run_step(EmxForwardGroup *g) {
     g->steps++;
     g->rows += n;
     pthread_mutex_unlock(&g->mu);
-    if (emx_forward_multi(g->states, g->tokens, g->pos, n, g->logits) != 0)
+    if (multi_step(g->states, g->tokens, g->pos, n, g->logits) != 0)
         for (int i = 0; i < n; i++)  // refused as a whole: each row alone gets its own answer
             g->logits[i] = g->states[i]->backend->forward(g->states[i], &g->tokens[i], 1, g->pos[i]);
     pthread_mutex_lock(&g->mu);

@@ -307,13 +307,13 @@ static double expected_bytes_per_token(const char *model_rel, int n_gen, int dep
 }
 
 // The bytes of a KV cache element that --cache-type auto gives model_rel's state on the CPU or a
-// GPU (emx_cache_type_resolve: f16 on a GPU for 16-bit and quantised weights).
+// GPU (emx_kv_type_resolve: f16 on a GPU for 16-bit and quantised weights).
 static int auto_kv_esize(const char *model_rel, int on_gpu) {
     char mp[1024], err[256];
     test_build_path(mp, sizeof mp, model_rel);
     EmxModel m;
     cr_assert_eq(emx_model_open(&m, mp, err, sizeof err), 0, "%s (make test-models)", err);
-    const int esize = emx_cache_type_resolve(EMX_CACHE_AUTO, &m, on_gpu) == EMX_CACHE_F16 ? 2 : 4;
+    const int esize = emx_kv_type_resolve(EMX_KV_AUTO, &m, on_gpu) == EMX_KV_F16 ? 2 : 4;
     emx_model_close(&m);
     return esize;
 }

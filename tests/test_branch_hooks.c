@@ -12,6 +12,7 @@
 #include "runtime/branch/branch_decode.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
+#include "runtime/pool/pool_forward.h"
 #include "test_util.h"
 
 #define CTX 128

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/model.h"
 #include "test_util.h"
 

@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_ops.h"
 #include "test_rand_util.h"
 
-// f16 spans (EMX_CACHE_F16) reuse the bitwise checks below: the buffers are rounded to f16
+// f16 spans (EMX_KV_F16) reuse the bitwise checks below: the buffers are rounded to f16
 // values in place and an f16 copy of each is kept (a shadow); then the spans under test (sp())
 // read the f16 copies while the references read f32 spans of the same, widened values. So each
 // check says both that f16 spans give the bits of f32 spans holding their widened values, and

@@ -16,6 +16,7 @@
 
 #include "runtime/pool/critic.h"
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "test_util.h"

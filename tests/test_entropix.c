@@ -12,6 +12,7 @@
 #include "sampler/entropix.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/model.h"
 #include "sampler/philox.h"
 #include "sampler/profile.h"

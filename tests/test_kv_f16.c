@@ -1,4 +1,4 @@
-// test_kv_f16.c — the CPU backend's f16 KV cache (EmxStateOptions.cache_type = EMX_CACHE_F16):
+// test_kv_f16.c — the CPU backend's f16 KV cache (EmxStateOptions.cache_type = EMX_KV_F16):
 // keys and values rounded to f16 (nearest even) as they are written, widened exactly as they are
 // read, everything else f32.
 //   - its logits stay close to an f32 cache's (the bound below, measured), and differ from them;
@@ -17,6 +17,7 @@
 
 #include "base/dtype.h"
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/model.h"
 #include "run_util.h"
 #include "test_util.h"
@@ -33,14 +34,14 @@ static void open_model(EmxModel *m, const char *name) {
     cr_assert_eq(emx_model_open(m, path, err, sizeof err), 0, "%s", err);
 }
 
-static EmxState *new_state(const EmxModel *m, EmxCacheType type, int threads) {
+static EmxState *new_state(const EmxModel *m, EmxKvType type, int threads) {
     char err[512];
     EmxStateOptions so = {.n_threads = threads, .ctx = CTX, .device = "cpu", .cache_type = type};
     EmxState *s = emx_state_new(m, &so, err, sizeof err);
     cr_assert(s, "%s", err);
     EmxStateInfo info;
     emx_state_info(s, &info);
-    cr_assert_eq(info.cache_type, type == EMX_CACHE_F16 ? EMX_CACHE_F16 : EMX_CACHE_F32, "cache type %d reported as %d",
+    cr_assert_eq(info.cache_type, type == EMX_KV_F16 ? EMX_KV_F16 : EMX_KV_F32, "cache type %d reported as %d",
                  type, info.cache_type);
     return s;
 }
@@ -68,7 +69,7 @@ static void check_close_to_f32(const char *name) {
     EmxModel m;
     open_model(&m, name);
     const int V = (int)m.cfg.vocab_size;
-    EmxState *a = new_state(&m, EMX_CACHE_F32, 1), *b = new_state(&m, EMX_CACHE_F16, 1);
+    EmxState *a = new_state(&m, EMX_KV_F32, 1), *b = new_state(&m, EMX_KV_F16, 1);
     int toks[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) toks[i] = token_of(i, V);
     double max_diff = 0, max_abs = 0;
@@ -111,7 +112,7 @@ Test(kv_f16, logits_close_to_f32_llama3, .timeout = 300) { check_close_to_f32("l
 static void check_cache_rounded(const char *name) {
     EmxModel m;
     open_model(&m, name);
-    EmxState *a = new_state(&m, EMX_CACHE_F32, 0), *b = new_state(&m, EMX_CACHE_F16, 0);
+    EmxState *a = new_state(&m, EMX_KV_F32, 0), *b = new_state(&m, EMX_KV_F16, 0);
     int toks[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) toks[i] = token_of(i, (int)m.cfg.vocab_size);
     cr_assert(emx_forward(a, toks, N_PROMPT, 0) && emx_forward(b, toks, N_PROMPT, 0));
@@ -162,7 +163,7 @@ static void check_branches(const char *name, int threads) {
     const size_t VS = (size_t)V;
     int toks[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) toks[i] = token_of(i, V);
-    EmxState *ref = new_state(&m, EMX_CACHE_F16, threads), *s = new_state(&m, EMX_CACHE_F16, threads);
+    EmxState *ref = new_state(&m, EMX_KV_F16, threads), *s = new_state(&m, EMX_KV_F16, threads);
     // prefill (s) against token by token (ref)
     const float *lp = emx_forward(s, toks, N_PROMPT, 0), *lr = NULL;
     for (int i = 0; i < N_PROMPT; i++) lr = emx_forward(ref, &toks[i], 1, i);
@@ -221,7 +222,7 @@ static void check_multi(const char *name) {
     open_model(&m, name);
     const int V = (int)m.cfg.vocab_size;
     const size_t VS = (size_t)V;
-    const EmxCacheType types[3] = {EMX_CACHE_F16, EMX_CACHE_F32, EMX_CACHE_F16};
+    const EmxKvType types[3] = {EMX_KV_F16, EMX_KV_F32, EMX_KV_F16};
     EmxState *multi[3], *alone[3];
     int at[3];
     for (int i = 0; i < 3; i++) {
@@ -239,7 +240,7 @@ static void check_multi(const char *name) {
         for (int i = 0; i < 3; i++) {
             const float *l = emx_forward(alone[i], &toks[i], 1, at[i]);
             cr_assert(l && same(l, lg[i], VS), "%s: step %d row %d (%s cache) differs from emx_forward", name, step, i,
-                      emx_cache_type_name(types[i]));
+                      emx_kv_type_name(types[i]));
             at[i]++;
         }
     }
@@ -260,8 +261,8 @@ Test(kv_f16, kv_rows_between_f16_and_f32, .timeout = 300) {
     const int V = (int)m.cfg.vocab_size;
     int toks[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) toks[i] = token_of(i, V);
-    EmxState *h = new_state(&m, EMX_CACHE_F16, 1), *f = new_state(&m, EMX_CACHE_F32, 1);
-    EmxState *h2 = new_state(&m, EMX_CACHE_F16, 1);
+    EmxState *h = new_state(&m, EMX_KV_F16, 1), *f = new_state(&m, EMX_KV_F32, 1);
+    EmxState *h2 = new_state(&m, EMX_KV_F16, 1);
     cr_assert(emx_forward(h, toks, N_PROMPT, 0) && emx_forward(f, toks, N_PROMPT, 0));
     const size_t bytes = emx_state_kv_rows_bytes(h, N_PROMPT), nf = bytes / sizeof(float);
     cr_assert_eq(bytes, emx_state_kv_rows_bytes(f, N_PROMPT), "the row format is f32 whatever the cache");
@@ -271,7 +272,7 @@ Test(kv_f16, kv_rows_between_f16_and_f32, .timeout = 300) {
     for (size_t i = 0; i < nf; i++)
         cr_assert(emx_f16_to_f32(emx_f32_to_f16(buf[i])) == buf[i], "f16 rows read: %.9g not an f16 value", buf[i]);
     // f16 -> f32 state -> read back: the same bits
-    EmxState *g = new_state(&m, EMX_CACHE_F32, 1);
+    EmxState *g = new_state(&m, EMX_KV_F32, 1);
     cr_assert_eq(emx_state_kv_rows_write(g, 0, N_PROMPT, buf), 0);
     cr_assert_eq(emx_state_kv_rows_read(g, 0, N_PROMPT, back), 0);
     cr_assert(same(buf, back, nf), "f16 rows through an f32 state changed");

@@ -332,8 +332,8 @@ Test(run_robust, kv_cache_larger_than_memory_is_refused, .timeout = 300) {
     char err[256];
     cr_assert_eq(emx_model_open(&m, t.model, err, sizeof err), 0, "%s", err);
     uint64_t kv32 = 0, kv16 = 0;
-    const uint64_t one = emx_cpu_state_bytes(&m.cfg, 512, 1, EMX_CACHE_F32, &kv32);
-    const uint64_t one16 = emx_cpu_state_bytes(&m.cfg, 512, 1, EMX_CACHE_F16, &kv16);
+    const uint64_t one = emx_cpu_state_bytes(&m.cfg, 512, 1, EMX_KV_F32, &kv32);
+    const uint64_t one16 = emx_cpu_state_bytes(&m.cfg, 512, 1, EMX_KV_F16, &kv16);
     cr_expect(kv16 * 2 == kv32 && one - one16 == kv16, "an f16 cache is half the f32 one: %llu of %llu",
               (unsigned long long)kv16, (unsigned long long)kv32);
     emx_model_close(&m);

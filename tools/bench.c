@@ -284,8 +284,8 @@ static int parse_peak(const char *text, double *out) {
 
 // The option combinations `speed` refuses.
 static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen,
-                            int depth, const char *cache, EmxCacheType *cache_type) {
-    if (emx_cache_type_parse(cache, cache_type) != 0) {
+                            int depth, const char *cache, EmxKvType *cache_type) {
+    if (emx_kv_type_parse(cache, cache_type) != 0) {
         fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
         return -1;
     }
@@ -322,7 +322,7 @@ static void describe_machine(EmxBenchResult *r, const char *model_path, const Em
     // The host's copy bandwidth is the CPU's ceiling; a GPU's is its peak_gbps.
     if (!on_gpu) r->memcpy_gbs = emx_bench_memcpy_gbs((size_t)256 << 20, r->threads, 5);
     fprintf(stderr, "machine: %s, %s, %d threads; device %s (%s), %s KV cache\n", r->cpu, r->simd, r->threads,
-            info->device, info->device_desc, emx_cache_type_name(info->cache_type));
+            info->device, info->device_desc, emx_kv_type_name(info->cache_type));
     const char *wait = on_gpu ? NULL : emx_bench_wait_policy_note();
     if (wait) fprintf(stderr, "bench: note: %s\n", wait);
 }
@@ -450,7 +450,7 @@ static int bench_speed(int argc, char **argv) {
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
-    EmxCacheType cache_type;
+    EmxKvType cache_type;
     if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth, cache, &cache_type)) return 2;
     double peak_flag = 0;
     if (parse_peak(peak_text, &peak_flag) != 0 || check_save(save) != 0) return 2;
@@ -483,7 +483,7 @@ static int bench_speed(int argc, char **argv) {
     EmxBenchResult r;
     describe_machine(&r, model_path, &info, threads, n_prompt, n_gen, on_gpu);
     r.depth = depth;
-    snprintf(r.cache_type, sizeof r.cache_type, "%s", emx_cache_type_name(info.cache_type));
+    snprintf(r.cache_type, sizeof r.cache_type, "%s", emx_kv_type_name(info.cache_type));
     const uint64_t weight_bytes = emx_model_weight_bytes_per_token(&model);
 
     char other[600] = "";
@@ -502,7 +502,7 @@ static int bench_speed(int argc, char **argv) {
     const EmxSpeedReport rep = {
         .device = info.device, .device_desc = info.device_desc, .uses_graphs = info.uses_graphs,
         .model = model_path, .dtype = emx_dtype_name(model.layers[0].wq.dtype), .cfg = &model.cfg,
-        .n_prompt = n_prompt, .n_gen = n_gen, .depth = depth, .kv_elem_bytes = info.cache_type == EMX_CACHE_F16 ? 2 : 4,
+        .n_prompt = n_prompt, .n_gen = n_gen, .depth = depth, .kv_elem_bytes = info.cache_type == EMX_KV_F16 ? 2 : 4,
         .prefill_tps = r.prefill_tps, .decode_tps = r.decode_tps,
         .weight_bytes = weight_bytes, .peak_gbps = peak_flag > 0 ? peak_flag : info.peak_gbps,
         .launches_per_step = on_gpu && info.uses_graphs ? info.decode_graph_nodes : 0,
@@ -513,7 +513,7 @@ static int bench_speed(int argc, char **argv) {
     };
     emx_speed_report_print(stdout, &rep);
     // The emulator's timings say nothing about a GPU's: the model is what there is to read.
-    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_CACHE_F16 ? 2 : 4, bw_device);
+    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_KV_F16 ? 2 : 4, bw_device);
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

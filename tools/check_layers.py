@@ -28,6 +28,13 @@
     emx_seterr / emx_vseterr (base/errmsg.h), never a snprintf of its own into err; the format
     (its adjacent string literals joined) is one line (no \n), does not start with a capital
     unless an acronym does ("GGUF", "CUDA"), and does not end in a period.
+(d) Circles between files (outside tests/). A module (a .c or .cu with its .h of the same name)
+    needs another when its code names a function the other's code defines outside any `static`
+    (a call, or a pointer to it in a table; a name after `.` or `->` is a field, not a use), within
+    one top folder, so runtime/forward.c and runtime/cpu/forward_cpu.c count. Every set of modules
+    that need each other round a circle (a strongly connected component of that graph) is
+    reported, with the names that link them; one that is not within a `circle` line of
+    tools/layer_limits_allow.txt fails.
 """
 import os
 import re
@@ -39,6 +46,7 @@ MAX_FILE_LINES = 700
 MAX_FUNC_LINES = 100
 SRC_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")
 ALLOW = "tools/layer_limits_allow.txt"
+CIRCLES_HEADING = "# Circles between files"
 EMU_INCLUDE = "tests/cuda_emu/include"
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
@@ -190,6 +198,95 @@ def functions(text):
     return res
 
 
+IDENT = re.compile(r"[A-Za-z_]\w*")
+CODE_EXT = (".c", ".cu", ".cpp")
+
+
+def module_of(path):
+    """The module a source file belongs to: its path without the extension."""
+    return os.path.splitext(path)[0]
+
+
+def external_functions(text):
+    """Names of the functions text defines outside any `static`."""
+    code = blank(text)
+    lines = code.split("\n")
+    out = set()
+    for name, first, _ in functions(text):
+        line = lines[first - 1]
+        at = re.search(r"\b" + re.escape(name) + r"\s*\(", line)
+        before = "\n".join(lines[max(0, first - 4):first - 1] + [line[:at.start() if at else len(line)]])
+        if not re.search(r"\bstatic\b", re.split(r"[;{}]", before)[-1]):
+            out.add(name)
+    return out
+
+
+def module_graph(paths):
+    """{module: {module: why}}: which module needs which (d), outside tests/."""
+    defines, uses, owner, graph = {}, {}, {}, {}
+    for p in paths:
+        if p.startswith("tests/") or not p.endswith(CODE_EXT):
+            continue
+        with open(p, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        defines[p] = {name for name, _, _ in functions(text)}
+        for name in external_functions(text):
+            owner.setdefault(name, set()).add(p)
+        code = re.sub(r"(?:\.|->)\s*[A-Za-z_]\w*", " ", blank(text))  # fields out
+        uses[p] = set(IDENT.findall(code))
+    for p, names in sorted(uses.items()):
+        for name in sorted(names - defines[p] - {"main"}):
+            for q in sorted(owner.get(name, ())):
+                if q.split("/")[0] == p.split("/")[0] and module_of(q) != module_of(p):
+                    graph.setdefault(module_of(p), {}).setdefault(module_of(q), f"{p} names {name} ({q})")
+    return graph
+
+
+def circles(graph):
+    """The strongly connected components of more than one module, each sorted (Tarjan)."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, {})):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def check_circles(paths, allowed):
+    """(d): (failures, reports, count) over the module graph; allowed: [set of modules]."""
+    graph = module_graph(paths)
+    fails, reports, found = [], [], circles(graph)
+    for comp in found:
+        why = "; ".join(graph[a][b] for a in comp for b in comp if b in graph.get(a, {}))
+        line = f"circle between {', '.join(comp)}: {why}"
+        if any(set(comp) <= a for a in allowed):
+            reports.append(line)
+        else:
+            fails.append(f"{line} (not in a `circle` line of {ALLOW})")
+    return fails, reports, len(found)
+
+
 ERRMSG_HOME = "base/errmsg.h"
 OWN_SNPRINTF = re.compile(r"\bv?snprintf\s*\(\s*err\s*,\s*errlen\s*,")
 SETERR_FMT = re.compile(r'\bemx_v?seterr\s*\([^;"]*?,[^;"]*?,\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)')
@@ -230,6 +327,18 @@ def read_allow():
     return allow
 
 
+def read_allowed_circles():
+    """[set of modules] from the `circle a b ...` lines of ALLOW."""
+    out = []
+    if os.path.isfile(ALLOW):
+        with open(ALLOW, encoding="utf-8") as f:
+            for ln in f:
+                ln = ln.split("#", 1)[0].split()
+                if len(ln) >= 3 and ln[0] == "circle":
+                    out.append({module_of(m) for m in ln[1:]})
+    return out
+
+
 def measure(paths):
     """{("file", path) or ("function", path:name): lines} over the limits."""
     over, n_funcs = {}, 0
@@ -250,6 +359,12 @@ def measure(paths):
 
 
 def write_allow(over):
+    kept_circle_lines = ""  # the circle section is written by hand: kept as it is
+    if os.path.isfile(ALLOW):
+        with open(ALLOW, encoding="utf-8") as f:
+            text = f.read()
+        at = text.find(CIRCLES_HEADING)
+        kept_circle_lines = text[at:] if at >= 0 else ""
     with open(ALLOW, "w", encoding="utf-8") as f:
         f.write(f"# tools/layer_limits_allow.txt — source files over {MAX_FILE_LINES} lines and functions over\n"
                 f"# {MAX_FUNC_LINES} lines (outside tests/) that tools/check_layers.py lets pass at no more than the\n"
@@ -257,6 +372,7 @@ def write_allow(over):
                 "# Regenerate (after a split, or to accept a size): python3 tools/check_layers.py --write-allow\n")
         for (kind, what), n in sorted(over.items()):
             f.write(f"{kind} {what} {n}\n")
+        f.write(kept_circle_lines)
 
 
 def main():
@@ -265,6 +381,8 @@ def main():
     over, n_funcs = measure(paths)
     msg_errors, n_msgs = check_errmsgs(paths)
     errors += msg_errors
+    circle_fails, circle_reports, n_circles = check_circles(paths, read_allowed_circles())
+    errors += circle_fails
     if "--write-allow" in sys.argv[1:]:
         write_allow(over)
         print(f"check_layers: wrote {ALLOW} ({len(over)} entries)")
@@ -287,6 +405,10 @@ def main():
           f"check_layers: {len(paths)} source files, {n_inc} includes, {n_funcs} functions checked")
     for n in notes:
         print("check_layers: note:", n)
+    print(f"check_layers: {n_circles} circles between files, {len(circle_reports)} of them allowed "
+          f"(the `circle` lines of {ALLOW})")
+    for r in circle_reports:
+        print("check_layers: allowed:", r)
     for e in errors:
         print("check_layers: FAIL:", e)
     return 1 if errors else 0

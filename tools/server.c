@@ -24,7 +24,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/cli/run_setup.h"
 #include "runtime/entropix_sampler.h"
-#include "runtime/forward_backend.h"
+#include "runtime/forward_common.h"
 #include "runtime/model_verify.h"
 #include "tools/server/http.h"
 

@@ -504,7 +504,8 @@ int emx_branch_decode_hooked(EmxState *st, const EmxTokenizer *tk, const int *pr
     memset(stats, 0, sizeof *stats);
     res->answer = -1;
     res->answer_score = NAN;
-    if (emx_branch_params_check(bp, err, errlen) != 0) return -1;
+    if (emx_branch_params_check(bp, err, errlen) != 0 || emx_pool_require(st, "the branching decoder", err, errlen) != 0)
+        return -1;
     Dec d = {.st = st, .tk = tk, .bp = bp, .opt = opt, .res = res, .V = emx_tokenizer_n_vocab(tk),
              .ctx = emx_state_ctx(st), .n_prompt = n_prompt, .prompt = prompt, .hooks = hooks, .err = err,
              .errlen = errlen};

@@ -1,13 +1,13 @@
 // branch_decode.h — the branching decoder (./run --sampler branch; docs/branch.md): greedy
 // decoding that forks where the model is unsure, runs the branches side by side as one batched
-// pass per step over the shared prefix (forward.h "Branches"), and chooses among them by the
+// pass per step over the shared prefix (runtime/pool/pool_forward.h "Branches"), and chooses among them by the
 // model's own probabilities; optionally each finished branch is made to commit to an answer from
 // an alphabet ("The answer is" + the most probable entry). It samples nothing: the same prompt
 // and parameters give the same text, and with no fork it is exactly greedy decoding.
 //
-// It uses only forward.h's entries (emx_forward, emx_state_branches_reserve,
+// It uses only emx_forward and pool_forward.h's branch entries (emx_state_branches_reserve,
 // emx_forward_branches, emx_branch_commit, emx_state_kv_rows_read/write), so it runs on every
-// backend.
+// backend that provides them (the CPU, CUDA); on another it says so (emx_pool_require).
 #ifndef ENTROPIX_BRANCH_DECODE_H
 #define ENTROPIX_BRANCH_DECODE_H
 
@@ -15,6 +15,7 @@
 
 #include "runtime/branch/branch_options.h"
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
 

@@ -324,7 +324,7 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
     case 29: a->report_path = val; break;
     case 30: rc = parse_int(name, val, 0, 20, &a->logprobs, err, errlen); break;
     case 31:
-        if (emx_cache_type_parse(val, &a->cache_type) != 0)
+        if (emx_kv_type_parse(val, &a->cache_type) != 0)
             return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
         break;
     default:

@@ -57,7 +57,7 @@ typedef struct {
     int lookahead;            // --lookahead L, default 1 (the original design)
     int workers;              // --workers N: CPU workers, default 1
     const char *device;       // --device cpu|cuda:N|auto (single stream); default "auto"
-    EmxCacheType cache_type;  // --cache-type auto|f32|f16; default auto
+    EmxKvType cache_type;  // --cache-type auto|f32|f16; default auto
     const char *devices;      // --devices cpu|cuda:0,cuda:1,...; default "cpu"
     int check_every;          // --check-every K, default 5 when a critic runs (0: no critic)
     int check_every_given;    // --check-every was given: the critic runs with the same model

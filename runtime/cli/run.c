@@ -24,7 +24,7 @@
 #include "runtime/model_verify.h"
 #include "sampler/profile.h"
 #include "base/read_file.h"
-#include "runtime/forward_backend.h"  // emx_state_resolve_ctx: the context a state will have
+#include "runtime/forward_common.h"  // emx_state_resolve_ctx: the context a state will have
 #include "base/mem_available.h"
 #include "runtime/cli/run_io.h"
 #include "runtime/cpu/cpu_state_size.h"

@@ -24,7 +24,7 @@ uint64_t emx_run_pool_memory(const EmxCliArgs *a, const EmxModel *m, int ctx, in
     if (a->check_every > 0 && !a->critic_model) {  // a critic model file is sized when it is opened
         const int cctx = m->cfg.max_seq_len < 2048 ? (int)m->cfg.max_seq_len : 2048;  // critic.c's context
         uint64_t ckv = 0;
-        need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, EMX_CACHE_F32, &ckv);
+        need += emx_cpu_state_bytes(&m->cfg, cctx, a->threads > 0 ? a->threads : cores, EMX_KV_F32, &ckv);
         kv += ckv;
     }
     if (kv_bytes) *kv_bytes = kv;

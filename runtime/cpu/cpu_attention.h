@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/kv_type.h"
+
 // Attention of one query head over n_keys cached positions. k and v point at this head's
 // slice of position 0 of the caches; position t is at k + t * stride.
 //   scores[t] = q·k_t * scale           (pre-softmax, kept when probs != scores)
@@ -30,7 +32,7 @@ void emx_attention_head(float *out, const float *q, const float *k, const float 
 // Keys (and values) in several pieces: the attention of a branch reads the shared prefix from
 // the sequence's cache and its last few positions from its own tail. Same result, bitwise, as
 // one span holding the same keys in the same order.
-// A span of an f16 cache (EMX_CACHE_F16) sets k16, v16 instead of k, v (NULL): IEEE half
+// A span of an f16 cache (EMX_KV_F16) sets k16, v16 instead of k, v (NULL): IEEE half
 // values, widened exactly to f32 as they are read, all arithmetic in f32 as for k, v. Its
 // result is bitwise that of the same span in f32 holding the widened values (whatever the
 // version), so the invariance above holds for f16 spans too, and spans of both kinds may mix.
@@ -40,9 +42,9 @@ typedef struct {
     int n;               // positions in the span
     const uint16_t *k16, *v16;  // f16 spans: this head's slice of the first position; else NULL
 } EmxKeySpan;
-// The span of n positions at element off of f32 (f16 = 0) or f16 caches k, v.
-static inline EmxKeySpan emx_key_span(const void *k, const void *v, int f16, size_t off, size_t stride, int n) {
-    if (f16) return (EmxKeySpan){NULL, NULL, stride, n, (const uint16_t *)k + off, (const uint16_t *)v + off};
+// The span of n positions at element off of caches k, v of the given type.
+static inline EmxKeySpan emx_key_span(const void *k, const void *v, EmxKvType type, size_t off, size_t stride, int n) {
+    if (type == EMX_KV_F16) return (EmxKeySpan){NULL, NULL, stride, n, (const uint16_t *)k + off, (const uint16_t *)v + off};
     return (EmxKeySpan){(const float *)k + off, (const float *)v + off, stride, n, NULL, NULL};
 }
 void emx_attention_head_spans(float *out, const float *q, const EmxKeySpan *spans, int n_spans, int head_dim,

@@ -8,13 +8,13 @@
 #include "base/model_format.h"
 #include "runtime/cpu/cpu_attention.h"
 
-void emx_kv_store(void *dst, int f16, const float *src, size_t n) {
-    if (f16) emx_f32_to_f16_row(dst, src, n);
+void emx_kv_store(void *dst, EmxKvType type, const float *src, size_t n) {
+    if (type == EMX_KV_F16) emx_f32_to_f16_row(dst, src, n);
     else memcpy(dst, src, n * sizeof(float));
 }
 
-void emx_kv_load(float *dst, const void *src, int f16, size_t n) {
-    emx_dequantize_row(f16 ? EMX_F16 : EMX_F32, src, 1, n, 0, dst);
+void emx_kv_load(float *dst, const void *src, EmxKvType type, size_t n) {
+    emx_dequantize_row(type == EMX_KV_F16 ? EMX_F16 : EMX_F32, src, 1, n, 0, dst);
 }
 
 void emx_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {

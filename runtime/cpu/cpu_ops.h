@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "base/kv_type.h"
 #include "runtime/cpu/cpu_attention.h"
 
 // out[i] = x[i] / sqrt(mean(x²) + eps) * w[i], i < n (out may equal x).
@@ -25,11 +26,11 @@ void emx_softmax(float *x, int n);
 // gate[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up.
 void emx_swiglu(float *gate, const float *up, int n);
 
-// KV cache rows of either element type (EMX_CACHE_F32: float, EMX_CACHE_F16: IEEE half as
+// KV cache rows of either element type (EMX_KV_F32: float, EMX_KV_F16: IEEE half as
 // uint16_t). Store: dst [n] = src rounded to the cache's type (f16: emx_f32_to_f16, to nearest
 // even; f32: a copy). Load: dst [n] = the cache's values as f32 (f16: widened exactly).
-void emx_kv_store(void *dst, int f16, const float *src, size_t n);
-void emx_kv_load(float *dst, const void *src, int f16, size_t n);
+void emx_kv_store(void *dst, EmxKvType type, const float *src, size_t n);
+void emx_kv_load(float *dst, const void *src, EmxKvType type, size_t n);
 
 // Attention of one query head (emx_attention_head, emx_attention_head_spans): cpu_attention.h.
 #endif

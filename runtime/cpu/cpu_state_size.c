@@ -3,13 +3,13 @@
 
 #include <string.h>
 
-void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, int f16, EmxCpuStateSizes *z) {
+void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, EmxCpuStateSizes *z) {
     memset(z, 0, sizeof *z);
     const size_t T = ctx > 0 ? (size_t)ctx : 1, th = n_threads > 0 ? (size_t)n_threads : 1;
     z->batch_cap = (int)(T < EMX_CPU_MAX_BATCH ? T : EMX_CPU_MAX_BATCH);
     z->q_dim = (int)(c->n_heads * c->head_dim);
     z->kv_dim = (int)(c->n_kv_heads * c->head_dim);
-    z->esz = f16 ? sizeof(uint16_t) : sizeof(float);
+    z->esz = emx_kv_type_size(cache == EMX_KV_F16 ? EMX_KV_F16 : EMX_KV_F32);
     const size_t B = (size_t)z->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)z->q_dim ? dim : (size_t)z->q_dim;
     widest = widest > hid ? widest : hid;
@@ -34,9 +34,9 @@ void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, int f16, Em
     z->logits = (size_t)c->vocab_size * sizeof(float);
 }
 
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes) {
+uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes) {
     EmxCpuStateSizes z;
-    emx_cpu_state_sizes(c, ctx, n_threads, cache == EMX_CACHE_F16, &z);
+    emx_cpu_state_sizes(c, ctx, n_threads, cache, &z);
     const uint64_t kv = 2 * (uint64_t)z.kv_cache;
     const uint64_t act = 2 * (uint64_t)z.x + 2 * (uint64_t)z.q + 2 * (uint64_t)z.hb + z.xq + 2 * (uint64_t)z.xd +
                          2 * (uint64_t)z.rope + z.inv_freq + z.att_tmp + z.kv_tmp + z.att_scores + z.logits;

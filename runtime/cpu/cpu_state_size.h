@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/forward.h"
+#include "base/kv_type.h"
 #include "runtime/model.h"
 
 #define EMX_CPU_MAX_BATCH 256  // rows per batched pass; longer prompts run in chunks of this
@@ -35,14 +35,14 @@ typedef struct {
 } EmxCpuStateSizes;
 
 // The sizes of a state of model c at ctx positions (>= 1) run by n_threads threads (>= 1), with an
-// f16 KV cache (f16 = 1) or an f32 one.
-void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, int f16, EmxCpuStateSizes *z);
+// f16 KV cache (cache EMX_KV_F16) or an f32 one (anything else: AUTO is f32 on the CPU).
+void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, EmxCpuStateSizes *z);
 
 // Bytes one CPU state of model c at ctx positions allocates when created: every buffer above
 // (the f16 cache's kv_tmp counted whatever the cache, so the figure is an upper bound by that
 // much for an f32 cache and an f32 state exceeds an f16 one by exactly the caches' difference).
-// cache: EMX_CACHE_F16, else an f32 cache (what EMX_CACHE_AUTO is on the CPU). kv_bytes
+// cache: EMX_KV_F16, else an f32 cache (what EMX_KV_AUTO is on the CPU). kv_bytes
 // (optional): the KV cache part, keys and values.
-uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxCacheType cache, uint64_t *kv_bytes);
+uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes);
 
 #endif

@@ -9,6 +9,10 @@
 // A call runs n tokens as one batch: every matrix is read once for all n rows (matrix × matrix
 // during prefill, matrix × vector when decoding). Batches longer than the state's batch
 // capacity are run in consecutive chunks of that size, which bounds the scratch memory.
+//
+// The same pass serves two other layouts of rows (RowLayout, forward_cpu_state.h): several
+// states' tokens in one step (emx_forward_multi, below), and the agent pool's lookahead branches,
+// whose entries (runtime/pool/pool_backend.h) are forward_cpu_branches.c.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -20,81 +24,11 @@
 #include "runtime/cpu/cpu_state_size.h"
 #include "base/dtype.h"
 #include "base/errmsg.h"
-#include "runtime/forward.h"
-#include "runtime/forward_backend.h"
-
-#define PASS EMX_CPU_ATTN_PASS  // queries per call of emx_attention_group_spans in attention()
-
-typedef struct CpuState CpuState;
-struct CpuState {
-    EmxState base;    // first: the backend table (forward_backend.h)
-    const EmxModel *m;
-    int ctx;          // KV cache positions
-    int n_threads;
-    int max_threads;  // n_threads at creation: rows of att_tmp
-    int batch_cap;    // rows of the batch buffers
-    int q_dim, kv_dim;
-    int kv_row;       // elements from one cache position to the next: kv_dim, or more (see cpu_state_size.c)
-    // batch activations, one row per token of the chunk being run
-    float *x;         // [batch_cap][dim] residual stream
-    float *xb;        // [batch_cap][dim] normed input of a matmul, then a matmul's output
-    float *q;         // [batch_cap][q_dim]
-    float *att;       // [batch_cap][q_dim] attention output, heads concatenated
-    float *hb, *hb2;  // [batch_cap][hidden_dim] gate, up
-    int8_t *xq;       // [batch_cap][max(dim, q_dim, hidden_dim)] int8 activations (q8/q4)
-    float *xd;        // [batch_cap][max(...)/32] their group scales
-    float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
-    float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
-    double *inv_freq; // [head_dim/2]
-    float *att_tmp;   // [n_threads][PASS][ctx] softmax scratch: a softmax row per query of a call
-    // KV cache: f32 (exact; EMX_CACHE_AUTO), or f16 (EMX_CACHE_F16: half the memory and half the
-    // bytes attention reads per step, which dominate at long contexts for small models). An f16
-    // cache gets k and v rounded to nearest even as they are written, widened exactly as they are
-    // read; q, scores, softmax and the output stay f32.
-    int f16;            // 1: the cache and the branch tails hold uint16_t halves, else floats
-    size_t esz;         // bytes per element of the cache and the tails: 4 or 2
-    void *key_cache;    // [n_layers][ctx][kv_row], the first kv_dim of a row in use (cache_at)
-    void *value_cache;  // [n_layers][ctx][kv_row]
-    float *kv_tmp;      // f16 only: [2][batch_cap][kv_dim] a pass's k, then v, in f32 before rounding
-    float *kv_f32;      // f16 or padded rows: [2][n_layers][ctx][kv_dim] emx_state_kv_cache's copies
-    float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
-    int last_pos;       // position of the latest call's last token (-1 before any)
-    float *logits;      // [vocab]
-    // Where the latest call's values first became NaN or Inf: NONFINITE_NONE, NONFINITE_EMBEDDING,
-    // a layer, or n_layers for the classifier (emx_state_nonfinite).
-    int nonfinite_at;
-    char nonfinite_desc[48];
-    // Branch tails (emx_state_branches_reserve): the KV rows of up to br_max continuations of
-    // the sequence, br_tail positions each. Step j of every branch is one contiguous block of
-    // rows, so a batched pass writes its k and v straight from the matmul, as for the cache. The
-    // cache's element type: a commit is a plain copy.
-    int br_max, br_tail;
-    void *br_key;       // [n_layers][br_tail][br_max][kv_dim]
-    void *br_value;     // [n_layers][br_tail][br_max][kv_dim]
-    // Scratch of a multi-state batch this state leads (emx_forward_multi), grown on demand: the
-    // rows' k and v before they go to their own states' caches, and the rows' logits.
-    int mx_rows;
-    float *mx_kv;       // [2][mx_rows][kv_dim] keys, then values
-    float *mx_logits;   // [mx_rows][vocab]
-    const char *why;    // the latest failed call's reason (cpu_error)
-};
-
-// Where a batched pass's rows sit. A sequence: row i is the token at position pos + i and
-// attends to cache positions 0..pos+i. Branches: row b is branch b's token at position
-// prefix + step; it attends to the shared cache 0..prefix-1, then its own tail 0..step.
-// Several states (states != NULL): row i is states[i]'s token at position at[i]; its k and v
-// go to states[i]'s cache, it attends to that cache 0..at[i], its scores go to states[i].
-// The pass runs in the scratch of the state it is called on (the first one).
-typedef struct {
-    int prefix, step;   // branches only
-    int is_branches;
-    EmxState *const *states;  // several states only: [n]
-    const int *at;            // several states only: [n] positions
-} RowLayout;
+#include "runtime/cpu/cpu_state_size.h"
+#include "runtime/cpu/forward_cpu_state.h"
+#include "runtime/forward_common.h"
 
 static CpuState *row_state(const RowLayout *rows, int i) { return (CpuState *)rows->states[i]; }
-
-enum { NONFINITE_NONE = -2, NONFINITE_EMBEDDING = -1 };
 
 // 1 when x[0..n) holds a NaN or an Inf (exponent all ones). Integer ops: the compiler
 // vectorises the OR, so the check per layer costs about a copy of the residual stream.
@@ -115,11 +49,6 @@ static void note_nonfinite(CpuState *s, int at, const float *x, size_t n) {
 }
 
 static int resolve_threads(int n) { return n > 0 ? n : omp_get_num_procs(); }
-
-// Element i of s's KV cache or branch tails (base: one of them), whatever their element type.
-static void *kv_at(const CpuState *s, void *base, size_t i) { return (char *)base + i * s->esz; }
-// The element index of (layer, pos)'s row in s's key or value cache.
-static size_t cache_at(const CpuState *s, int layer, int pos) { return ((size_t)layer * s->ctx + pos) * s->kv_row; }
 
 // Records, for a pass over rows x [n][width], where values first stopped being finite: in the
 // state of each row when the rows belong to several states, else in s.
@@ -149,9 +78,9 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->max_threads = s->n_threads;
     s->last_pos = -1;
     s->nonfinite_at = NONFINITE_NONE;
-    s->f16 = emx_cache_type_resolve(opt ? opt->cache_type : EMX_CACHE_AUTO, m, 0) == EMX_CACHE_F16;
+    s->kv_type = emx_kv_type_resolve(opt ? opt->cache_type : EMX_KV_AUTO, m, 0);
     EmxCpuStateSizes z;  // every size below, and the memory checks' figure (cpu_state_size.h)
-    emx_cpu_state_sizes(c, ctx, s->n_threads, s->f16, &z);
+    emx_cpu_state_sizes(c, ctx, s->n_threads, s->kv_type, &z);
     s->batch_cap = z.batch_cap;
     s->q_dim = z.q_dim;
     s->kv_dim = z.kv_dim;
@@ -172,13 +101,13 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->att_tmp = malloc(z.att_tmp);
     s->key_cache = calloc(1, z.kv_cache);
     s->value_cache = calloc(1, z.kv_cache);
-    if (s->f16) s->kv_tmp = malloc(z.kv_tmp);
+    if (s->kv_type == EMX_KV_F16) s->kv_tmp = malloc(z.kv_tmp);
     s->att_scores = calloc(1, z.att_scores);
     s->logits = malloc(z.logits);
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
-        !s->att_scores || !s->logits || (s->f16 && !s->kv_tmp)) {
-        emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, s->f16 ? "f16" : "f32",
+        !s->att_scores || !s->logits || (s->kv_type == EMX_KV_F16 && !s->kv_tmp)) {
+        emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, emx_kv_type_name(s->kv_type),
                  2 * z.kv_cache >> 20);
         cpu_state_free(&s->base);
         return NULL;
@@ -290,7 +219,7 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
         float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * PASS * ctx;
         // the keys of the task's last row (the most); the rows before see fewer of them
         const int last_row = (u1 - 1) / group;
-        EmxKeySpan spans[2] = {emx_key_span(s->key_cache, s->value_cache, s->f16, layer0 + (size_t)kvh * hd,
+        EmxKeySpan spans[2] = {emx_key_span(s->key_cache, s->value_cache, s->kv_type, layer0 + (size_t)kvh * hd,
                                             (size_t)s->kv_row, pos + last_row + 1)};
         int n_spans = 1;
         if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
@@ -298,12 +227,12 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
             const size_t first =
                 (size_t)layer * s->br_tail * tail_row + (size_t)last_row * s->kv_dim + (size_t)kvh * hd;
             spans[0].n = rows->prefix;
-            spans[1] = emx_key_span(s->br_key, s->br_value, s->f16, first, tail_row, rows->step + 1);
+            spans[1] = emx_key_span(s->br_key, s->br_value, s->kv_type, first, tail_row, rows->step + 1);
             n_spans = 2;
         } else if (rows->states) {  // the row's own state's cache (one row per task)
             const CpuState *r = row_state(rows, last_row);
             const size_t first = cache_at(r, layer, 0) + (size_t)kvh * hd;
-            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->f16, first, (size_t)r->kv_row, rows->at[last_row] + 1);
+            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->kv_type, first, (size_t)r->kv_row, rows->at[last_row] + 1);
         }
         for (int v0 = u0; v0 < u1; v0 += PASS) {
             EmxAttnQuery qs[PASS];
@@ -332,7 +261,7 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
 // sequence), every row at pos = prefix + step (branches) or row i at rows->at[i] of its own
 // state (several states; pos unused), see RowLayout; leaves the final hidden states (before
 // the last norm) in s->x. record_last: write the last row's scores (several states: every row's).
-static void run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
+void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;
     const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
@@ -365,7 +294,7 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             kc = s->mx_kv;
             vc = s->mx_kv + (size_t)s->mx_rows * kv_dim;
             kc_row = (size_t)kv_dim;
-        } else if (s->f16) {
+        } else if (s->kv_type == EMX_KV_F16) {
             kc = s->kv_tmp;
             vc = s->kv_tmp + (size_t)s->batch_cap * kv_dim;
             kc_row = (size_t)kv_dim;
@@ -390,16 +319,16 @@ static void run_layers(CpuState *s, const int *tokens, int n, int pos, const Row
             const float *cs = s->rope_cos + (size_t)i * half, *sn = s->rope_sin + (size_t)i * half;
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
-            if (s->f16 && !rows->states) {  // the finished row into the f16 cache or tail
-                emx_kv_store((uint16_t *)kdst + i * dst_row, 1, ki, kv_dim);
-                emx_kv_store((uint16_t *)vdst + i * dst_row, 1, vc + (size_t)i * kc_row, kv_dim);
+            if (s->kv_type == EMX_KV_F16 && !rows->states) {  // the finished row into the f16 cache or tail
+                emx_kv_store((uint16_t *)kdst + i * dst_row, EMX_KV_F16, ki, kv_dim);
+                emx_kv_store((uint16_t *)vdst + i * dst_row, EMX_KV_F16, vc + (size_t)i * kc_row, kv_dim);
             }
         }
         for (int i = 0; rows->states && i < n; i++) {  // each row's k, v into its own state's cache
             CpuState *r = row_state(rows, i);
             const size_t to = cache_at(r, l, rows->at[i]);
-            emx_kv_store(kv_at(r, r->key_cache, to), r->f16, kc + (size_t)i * kv_dim, kv_dim);
-            emx_kv_store(kv_at(r, r->value_cache, to), r->f16, vc + (size_t)i * kv_dim, kv_dim);
+            emx_kv_store(kv_at(r, r->key_cache, to), r->kv_type, kc + (size_t)i * kv_dim, kv_dim);
+            emx_kv_store(kv_at(r, r->value_cache, to), r->kv_type, vc + (size_t)i * kv_dim, kv_dim);
         }
 
         attention(s, l, n, pos, rows, record_last);
@@ -435,7 +364,7 @@ static int check_call(const CpuState *s, const int *tokens, int n, int pos) {
 }
 
 // Final norm and classifier of rows [first, first + n) of s->x into out [n][vocab].
-static void classify(CpuState *s, int first, int n, float *out) {
+void cpu_classify(CpuState *s, int first, int n, float *out) {
     const EmxConfig *c = &s->m->cfg;
     const int dim = (int)c->dim;
     for (int i = 0; i < n; i++)
@@ -452,9 +381,9 @@ static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos)
     s->nonfinite_at = NONFINITE_NONE;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
-        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
+        cpu_run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
         done += chunk;
-        if (done == n) classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
+        if (done == n) cpu_classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
     }
     s->last_pos = pos + n - 1;
     return s->logits;
@@ -467,8 +396,8 @@ static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int po
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
-        run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
-        classify(s, 0, chunk, logits + (size_t)done * vocab);
+        cpu_run_layers(s, tokens + done, chunk, pos + done, &SEQUENCE, done + chunk == n);
+        cpu_classify(s, 0, chunk, logits + (size_t)done * vocab);
         done += chunk;
     }
     memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
@@ -511,7 +440,7 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
     if (why) return s->why = why, -1;
     for (int i = 0; i < n; i++) ((CpuState *)states[i])->nonfinite_at = NONFINITE_NONE;
     const RowLayout rows = {0, 0, 0, states, pos};
-    run_layers(s, tokens, n, 0, &rows, 1);
+    cpu_run_layers(s, tokens, n, 0, &rows, 1);
     // the final norm and classifier of every row at once, then each row's logits to its state
     const EmxConfig *c = &s->m->cfg;
     const size_t dim = c->dim, vocab = c->vocab_size;
@@ -527,19 +456,17 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
     return 0;
 }
 
-static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache);
-
 static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CpuState *s = (CpuState *)st;
     float *k = s->key_cache, *v = s->value_cache;
     // An f16 or padded cache: f32 copies in rows of kv_dim, owned by the state, refilled on every
     // call (NULL out of memory)
-    if (s->f16 || s->kv_row != s->kv_dim) {
+    if (s->kv_type == EMX_KV_F16 || s->kv_row != s->kv_dim) {
         const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
         if (!s->kv_f32) s->kv_f32 = malloc(2 * n * sizeof(float));
         k = v = NULL;
         if (s->kv_f32) {
-            kv_rows_copy(s, 0, s->ctx, s->kv_f32, 0);  // keys [n_layers][ctx][kv_dim], then values
+            cpu_kv_rows_copy(s, 0, s->ctx, s->kv_f32, 0);  // keys [n_layers][ctx][kv_dim], then values
             k = s->kv_f32, v = s->kv_f32 + n;
         }
     }
@@ -554,69 +481,9 @@ static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
     return s->att_scores;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Branches
-
-static void cpu_state_branches_release(EmxState *st) {
-    CpuState *s = (CpuState *)st;
-    free(s->br_key), free(s->br_value);
-    s->br_key = s->br_value = NULL, s->br_max = s->br_tail = 0;
-}
-
-static int cpu_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
-    CpuState *s = (CpuState *)st;
-    if (max_branches < 1 || max_branches > s->batch_cap || tail_cap < 1 || tail_cap > s->ctx)
-        return emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
-                          max_branches, tail_cap, s->batch_cap, s->ctx);
-    if (max_branches <= s->br_max && tail_cap <= s->br_tail) return 0;
-    const size_t n = (size_t)s->m->cfg.n_layers * tail_cap * max_branches * s->kv_dim;
-    void *k = malloc(n * s->esz), *v = malloc(n * s->esz);
-    if (!k || !v) {
-        free(k), free(v);
-        return emx_seterr(err, errlen, "branches: out of memory (%zu MiB of KV tails)", 2 * n * s->esz >> 20);
-    }
-    cpu_state_branches_release(st);
-    s->br_key = k, s->br_value = v, s->br_max = max_branches, s->br_tail = tail_cap;
-    return 0;
-}
-
-static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits) {
-    CpuState *s = (CpuState *)st;
-    if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx)
-        return -1;
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
-    const RowLayout rows = {prefix, step, 1, NULL, NULL};
-    s->nonfinite_at = NONFINITE_NONE;
-    run_layers(s, tokens, n, prefix + step, &rows, 0);
-    classify(s, 0, n, logits);
-    return 0;
-}
-
-static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
-    CpuState *s = (CpuState *)st;
-    if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
-        prefix + n_steps > s->ctx)
-        return -1;
-    const size_t kv = (size_t)s->kv_dim;
-    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
-        for (int j = 0; j < n_steps; j++) {
-            const size_t from = (((size_t)l * s->br_tail + j) * s->br_max + branch) * kv;
-            const size_t to = cache_at(s, l, prefix + j);
-            memcpy(kv_at(s, s->key_cache, to), kv_at(s, s->br_key, from), kv * s->esz);
-            memcpy(kv_at(s, s->value_cache, to), kv_at(s, s->br_value, from), kv * s->esz);
-        }
-    return 0;
-}
-
-static size_t cpu_state_kv_rows_bytes(const EmxState *st, int n) {
-    const CpuState *s = (const CpuState *)st;
-    return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
-}
-
 // buf: keys then values, each [n_layers][n][kv_dim] f32 whatever the cache's type (an f16
 // cache's rows widened when read, rounded when written), so rows travel between any states.
-static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
+int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
     const size_t kv = (size_t)s->kv_dim, row = (size_t)n * kv;
     const int layers = (int)s->m->cfg.n_layers;
@@ -626,23 +493,14 @@ static int kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
             void *v = kv_at(s, s->value_cache, cache_at(s, l, pos + j));
             float *bk = buf + l * row + j * kv, *bv = buf + (layers + l) * row + j * kv;
             if (to_cache) {
-                emx_kv_store(k, s->f16, bk, kv);
-                emx_kv_store(v, s->f16, bv, kv);
+                emx_kv_store(k, s->kv_type, bk, kv);
+                emx_kv_store(v, s->kv_type, bv, kv);
             } else {
-                emx_kv_load(bk, k, s->f16, kv);
-                emx_kv_load(bv, v, s->f16, kv);
+                emx_kv_load(bk, k, s->kv_type, kv);
+                emx_kv_load(bv, v, s->kv_type, kv);
             }
         }
     return 0;
-}
-
-static int cpu_state_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
-    CpuState *s = (CpuState *)st;
-    return kv_rows_copy(s, pos, n, buf, 0);
-}
-static int cpu_state_kv_rows_write(EmxState *st, int pos, int n, const void *buf) {
-    CpuState *s = (CpuState *)st;
-    return kv_rows_copy(s, pos, n, (float *)buf, 1);
 }
 
 static const char *cpu_error(const EmxState *st) {
@@ -663,7 +521,7 @@ static const char *cpu_nonfinite(const EmxState *st) {
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     const CpuState *s = (const CpuState *)st;
     *info = (EmxStateInfo){.device = "cpu", .vocab = (int)s->m->cfg.vocab_size,
-                           .cache_type = s->f16 ? EMX_CACHE_F16 : EMX_CACHE_F32};
+                           .cache_type = s->kv_type};
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
 }
 
@@ -680,11 +538,5 @@ static const EmxBackend CPU_BACKEND = {
     .forward_all_logits = cpu_forward_all_logits,
     .attention_scores = cpu_attention_scores,
     .kv_cache = cpu_state_kv_cache,
-    .branches_reserve = cpu_state_branches_reserve,
-    .branches_release = cpu_state_branches_release,
-    .forward_branches = cpu_forward_branches,
-    .branch_commit = cpu_branch_commit,
-    .kv_rows_bytes = cpu_state_kv_rows_bytes,
-    .kv_rows_read = cpu_state_kv_rows_read,
-    .kv_rows_write = cpu_state_kv_rows_write,
+    .pool = &emx_cpu_pool_backend,
 };

@@ -34,9 +34,11 @@
 // between backends unchanged).
 //
 // This file uploads the weights, makes and frees the state and holds the backend table; the
-// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c, the agents'
-// calls forward_cuda_agents.c, the critic's pass (emx_forward_pair) forward_cuda_pair.c, and
-// what they share is forward_cuda_state.h.
+// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c; the extension
+// for the agent pool and the branching decoder (runtime/pool/pool_backend.h) is
+// forward_cuda_agents.c (proposals, rounds, branches, KV rows, and its table) and
+// forward_cuda_pair.c (the critic's pass, emx_forward_pair); what they share is
+// forward_cuda_state.h.
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -330,9 +332,9 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->widest = s->widest > (int)c->hidden_dim ? s->widest : (int)c->hidden_dim;
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
-    const EmxCacheType cache = emx_cache_type_resolve(opt ? opt->cache_type : EMX_CACHE_AUTO, m, 1);
-    s->kv_dtype = cache == EMX_CACHE_F16 ? EMX_KV_F16 : EMX_KV_F32;
-    s->kv_esize = s->kv_dtype == EMX_KV_F16 ? 2 : 4;
+    const EmxKvType cache = emx_kv_type_resolve(opt ? opt->cache_type : EMX_KV_AUTO, m, 1);
+    s->kv_type = cache;
+    s->kv_esize = emx_kv_type_size(cache);
     s->last_pos = -1;
     s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
@@ -370,50 +372,6 @@ static void cuda_set_threads(EmxState *st, int n) {
     (void)n;
 }
 
-static size_t cuda_kv_rows_bytes(const EmxState *st, int n) {
-    const CudaState *s = (const CudaState *)st;
-    return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
-}
-
-// buf: keys then values, each [n_layers][n][kv_dim] f32 (the CPU backend's packing), whatever
-// the cache's type: rows travel between states of either. An f16 cache's rows go through host
-// staging: widened when read (exact), rounded when written (as the kernels round).
-static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) {
-    if (pos < 0 || n < 0 || pos + n > s->ctx) {
-        snprintf(s->err, sizeof s->err, "%s: KV rows %d..%d outside the context", s->device_name, pos, pos + n - 1);
-        return -1;
-    }
-    CU(cudaSetDevice(s->device));
-    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * s->kv_esize;
-    const int half = s->kv_dtype == EMX_KV_F16;
-    uint16_t *staged = half ? malloc(2 * layers * bytes) : NULL;  // [2][n_layers][n][kv_dim] f16
-    if (half && !staged) {
-        snprintf(s->err, sizeof s->err, "%s: KV rows: out of host memory", s->device_name);
-        return -1;
-    }
-    if (half && to_cache) emx_f32_to_f16_row(staged, buf, 2 * layers * row);
-    const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-    int rc = 0;
-    for (size_t l = 0; l < layers && !rc; l++) {
-        void *k = kv_at(s, s->key, (l * s->ctx + pos) * s->kv_dim), *v = kv_at(s, s->value, (l * s->ctx + pos) * s->kv_dim);
-        void *bk = half ? (void *)(staged + l * row) : (void *)(buf + l * row);
-        void *bv = half ? (void *)(staged + (layers + l) * row) : (void *)(buf + (layers + l) * row);
-        rc = cu(s, cudaMemcpyAsync(to_cache ? k : bk, to_cache ? bk : k, bytes, kind, s->stream), "cudaMemcpyAsync") ||
-             cu(s, cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream), "cudaMemcpyAsync");
-    }
-    rc = rc || cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
-    if (!rc && half && !to_cache) emx_dequantize_row(EMX_F16, staged, 1, 2 * layers * row, 0, buf);
-    free(staged);
-    return rc ? -1 : 0;
-}
-
-static int cuda_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
-    return kv_rows_copy((CudaState *)st, pos, n, buf, 0);
-}
-static int cuda_kv_rows_write(EmxState *st, int pos, int n, const void *buf) {
-    return kv_rows_copy((CudaState *)st, pos, n, (float *)buf, 1);
-}
-
 // Peak memory bandwidth from the device's properties: memory clock (kHz) x 2 (double data
 // rate) x bus width (bits) / 8.
 static double peak_gbps(int device) {
@@ -439,7 +397,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->decode_graph_nodes = s->step_graph_nodes[TAIL_LOGITS];
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
-    info->cache_type = s->kv_dtype == EMX_KV_F16 ? EMX_CACHE_F16 : EMX_CACHE_F32;
+    info->cache_type = s->kv_type;
     info->vocab = s->vocab;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
 }
@@ -454,20 +412,9 @@ static const EmxBackend CUDA_BACKEND = {
     .info = cuda_info,
     .forward = emx_cuda_state_forward,
     .forward_decide = emx_cuda_state_forward_decide,
-    .propose = emx_cuda_state_propose,
-    .forward_propose = emx_cuda_state_forward_propose,
-    .forward_branches_propose = emx_cuda_state_forward_branches_propose,
-    .forward_lookahead_propose = emx_cuda_state_forward_lookahead_propose,
     .forward_multi = emx_cuda_state_forward_multi,
     .forward_all_logits = emx_cuda_state_forward_all_logits,
-    .forward_pair = emx_cuda_state_forward_pair,
     .attention_scores = emx_cuda_state_attention_scores,
     .kv_cache = emx_cuda_state_kv_cache,
-    .branches_reserve = emx_cuda_state_branches_reserve,
-    .branches_release = emx_cuda_state_branches_release,
-    .forward_branches = emx_cuda_state_forward_branches,
-    .branch_commit = emx_cuda_state_branch_commit,
-    .kv_rows_bytes = cuda_kv_rows_bytes,
-    .kv_rows_read = cuda_kv_rows_read,
-    .kv_rows_write = cuda_kv_rows_write,
+    .pool = &emx_cuda_pool_backend,
 };

@@ -4,16 +4,22 @@
 // lookahead round — that and its branch passes, each fed on the device with the step before's
 // proposals — as one captured graph too (emx_forward_lookahead_propose), the lookahead
 // branches' tails, passes and commit (emx_forward_branches, emx_forward_branches_propose,
-// emx_branch_commit). The kernels are kernels/sampling/agent_pool.cu's; the rounds' tails are
+// emx_branch_commit), KV rows copied between states (emx_state_kv_rows_read/write), and the
+// backend's table of runtime/pool/pool_backend.h that points to them and to the critic's pair
+// pass (forward_cuda_pair.c). The kernels are kernels/sampling/agent_pool.cu's; the rounds' tails are
 // forward_cuda_step.c's propose_kernels and lookahead_kernels.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "base/errmsg.h"
 #include "kernels/rope.h"
+#include "runtime/cpu/cpu_ops.h"
 #include "runtime/cuda/forward_cuda_state.h"
+#include "runtime/pool/pool_backend.h"
 
 static void drop_graph(CudaState *s, int tail) {
     if (s->step_graph[tail]) cudaGraphExecDestroy(s->step_graph[tail]);
@@ -255,3 +261,65 @@ int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int pref
     CU(cudaStreamSynchronize(s->stream));
     return 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// KV rows copied between states (emx_state_kv_rows_read/write)
+
+static size_t cuda_kv_rows_bytes(const EmxState *st, int n) {
+    const CudaState *s = (const CudaState *)st;
+    return 2 * (size_t)s->m->cfg.n_layers * n * s->kv_dim * sizeof(float);
+}
+
+// buf: keys then values, each [n_layers][n][kv_dim] f32 (the CPU backend's packing), whatever
+// the cache's type: rows travel between states of either. An f16 cache's rows go through host
+// staging: widened when read (exact), rounded when written (as the kernels round).
+static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) {
+    if (pos < 0 || n < 0 || pos + n > s->ctx) {
+        snprintf(s->err, sizeof s->err, "%s: KV rows %d..%d outside the context", s->device_name, pos, pos + n - 1);
+        return -1;
+    }
+    CU(cudaSetDevice(s->device));
+    const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * s->kv_esize;
+    const int half = s->kv_type == EMX_KV_F16;
+    uint16_t *staged = half ? malloc(2 * layers * bytes) : NULL;  // [2][n_layers][n][kv_dim] f16
+    if (half && !staged) {
+        snprintf(s->err, sizeof s->err, "%s: KV rows: out of host memory", s->device_name);
+        return -1;
+    }
+    if (half && to_cache) emx_f32_to_f16_row(staged, buf, 2 * layers * row);
+    const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    int rc = 0;
+    for (size_t l = 0; l < layers && !rc; l++) {
+        void *k = kv_at(s, s->key, (l * s->ctx + pos) * s->kv_dim), *v = kv_at(s, s->value, (l * s->ctx + pos) * s->kv_dim);
+        void *bk = half ? (void *)(staged + l * row) : (void *)(buf + l * row);
+        void *bv = half ? (void *)(staged + (layers + l) * row) : (void *)(buf + (layers + l) * row);
+        rc = cu(s, cudaMemcpyAsync(to_cache ? k : bk, to_cache ? bk : k, bytes, kind, s->stream), "cudaMemcpyAsync") ||
+             cu(s, cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream), "cudaMemcpyAsync");
+    }
+    rc = rc || cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
+    if (!rc && half && !to_cache) emx_dequantize_row(EMX_F16, staged, 1, 2 * layers * row, 0, buf);
+    free(staged);
+    return rc ? -1 : 0;
+}
+
+static int cuda_kv_rows_read(EmxState *st, int pos, int n, void *buf) {
+    return kv_rows_copy((CudaState *)st, pos, n, buf, 0);
+}
+static int cuda_kv_rows_write(EmxState *st, int pos, int n, const void *buf) {
+    return kv_rows_copy((CudaState *)st, pos, n, (float *)buf, 1);
+}
+
+const EmxPoolBackend emx_cuda_pool_backend = {
+    .propose = emx_cuda_state_propose,
+    .forward_propose = emx_cuda_state_forward_propose,
+    .forward_lookahead_propose = emx_cuda_state_forward_lookahead_propose,
+    .forward_pair = emx_cuda_state_forward_pair,
+    .branches_reserve = emx_cuda_state_branches_reserve,
+    .branches_release = emx_cuda_state_branches_release,
+    .forward_branches = emx_cuda_state_forward_branches,
+    .forward_branches_propose = emx_cuda_state_forward_branches_propose,
+    .branch_commit = emx_cuda_state_branch_commit,
+    .kv_rows_bytes = cuda_kv_rows_bytes,
+    .kv_rows_read = cuda_kv_rows_read,
+    .kv_rows_write = cuda_kv_rows_write,
+};

@@ -21,6 +21,8 @@
 #include "kernels/weights.h"
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
+#include "runtime/forward_common.h"
+#include "runtime/pool/pool_forward.h"
 
 #define CHUNK EMX_MATVEC_MAX_BATCH  // rows per batched pass: the batched matvec's limit
 #define ATTN_KERNEL EMX_ATTN_SPLIT_GQA
@@ -124,8 +126,8 @@ typedef struct {
     int *gin_d, *gin_h;     // [2][gemm_rows] the chunk's token ids, then positions: device / pinned
     void *gemm_ws;          // emx_cuda_gemm's scratch for the largest matrix (forward_cuda.c's gemm_ws_bytes)
     cublasHandle_t blas;    // made by the first long prompt
-    void *key, *value;      // [n_layers][ctx][kv_dim] KV cache of kv_dtype (kv_at: element i)
-    int kv_dtype;           // EMX_KV_F32 or EMX_KV_F16 (kernels/attention.h): EmxStateOptions.cache_type
+    void *key, *value;      // [n_layers][ctx][kv_dim] KV cache of kv_type (kv_at: element i)
+    EmxKvType kv_type;      // EMX_KV_F32 or EMX_KV_F16 (base/kv_type.h): EmxStateOptions.cache_type resolved
     size_t kv_esize;        // bytes of one element of the cache and the tails: 4 or 2
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
     EmxSoftmaxStats *head_stats; // [n_layers][n_heads]
@@ -138,7 +140,7 @@ typedef struct {
     int logits_fresh;       // logits row 0 holds the latest emx_forward's, unchanged (emx_state_propose)
     // branches: tails [n_layers][br_tail][br_max][kv_dim], as the CPU's
     int br_max, br_tail;
-    void *br_key, *br_value; // of kv_dtype, as the cache (a commit is a plain copy)
+    void *br_key, *br_value; // of kv_type, as the cache (a commit is a plain copy)
     // the decode step's graphs, one per tail (captured on the first single-token call of each)
     cudaGraphExec_t step_graph[N_TAILS];
     int step_graph_nodes[N_TAILS];
@@ -225,8 +227,9 @@ int emx_cuda_state_forward_pair(EmxState *st, const int *tokens, int n, int pos,
                                 EmxLogitPair *out);
 void cuda_pair_free(CudaState *s);
 
-// The backend functions of forward_backend.h: the pass (forward_cuda_step.c) and the agents
-// (forward_cuda_agents.c).
+// The backend functions of forward_backend.h (the pass: forward_cuda_step.c) and of
+// runtime/pool/pool_backend.h (the agents, branches and KV rows: forward_cuda_agents.c; the
+// pair pass: forward_cuda_pair.c), whose table is emx_cuda_pool_backend (forward_cuda_agents.c).
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos);
 int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                                   EmxDecideResult *out);
@@ -249,5 +252,6 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
 void emx_cuda_state_branches_release(EmxState *st);
 int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int prefix, int step, float *logits);
 int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix);
+extern const struct EmxPoolBackend emx_cuda_pool_backend;
 
 #endif

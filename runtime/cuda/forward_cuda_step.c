@@ -106,7 +106,7 @@ static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     memset(a, 0, sizeof *a);
     a->k_cache = kv_at(s, s->key, l * kvl);
     a->v_cache = kv_at(s, s->value, l * kvl);
-    a->kv_dtype = s->kv_dtype;
+    a->kv_dtype = s->kv_type;
     a->n_heads = (int)c->n_heads;
     a->n_kv_heads = (int)c->n_kv_heads;
     a->head_dim = (int)c->head_dim;
@@ -212,7 +212,7 @@ static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeAr
         a.v = s->v + (size_t)i * s->kv_dim;
         a.k_cache = kv_at(o, o->key, (size_t)l * o->ctx * o->kv_dim);
         a.v_cache = kv_at(o, o->value, (size_t)l * o->ctx * o->kv_dim);
-        a.kv_dtype = o->kv_dtype;
+        a.kv_dtype = o->kv_type;
         a.pos = batch->pos + i;
         a.batch = 1;
         CU(emx_cuda_rope_kv(&a, s->stream));
@@ -250,7 +250,7 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
             a.k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
             a.v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
         }
-        a.kv_dtype = s->kv_dtype;
+        a.kv_dtype = s->kv_type;
         a.pos = pos_d;
         a.inv_freq = w->inv_freq;
         a.q_norm = L->q_norm;
@@ -637,7 +637,7 @@ const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos)
 // A host copy of the cache, made now: writes to it do not reach the device. f32 whatever the
 // cache's type: an f16 cache comes over as it is and is widened here (exactly).
 static int cache_to_host(CudaState *s, float *dst, const void *src, size_t n) {
-    if (s->kv_dtype == EMX_KV_F32)
+    if (s->kv_type == EMX_KV_F32)
         return cu(s, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");
     uint16_t *h = malloc(n * sizeof(uint16_t));
     int rc = !h || cu(s, cudaMemcpy(h, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy (KV cache)");

@@ -1,5 +1,6 @@
 // critic.c — the agent pool's critic (semantics in critic.h).
 #include "runtime/pool/critic.h"
+#include "runtime/pool/pool_forward.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -20,6 +20,7 @@
 #include "sampler/metrics.h"
 #include "runtime/pool/pool_internal.h"
 #include "runtime/token_log.h"
+#include "runtime/pool/pool_forward.h"
 
 // A stop token ends a branch and the generation, unless a benchmark asked for exactly n tokens.
 static int is_stop(const Pool *p, int id) { return !p->opt->ignore_stop && emx_is_stop(p->tk, id); }
@@ -408,7 +409,7 @@ static int worker_init(Worker *w, int n_workers, int n_threads, char *err, size_
     EmxStateOptions so = {.n_threads = n_threads, .ctx = p->ctx, .device = device,
                           .share_weights = rank == 0 ? p->share0 : NULL, .cache_type = o->cache_type};
     w->st = emx_state_new(p->m, &so, err, errlen);
-    if (!w->st) return -1;
+    if (!w->st || emx_pool_require(w->st, "the agent pool", err, errlen) != 0) return -1;
     if (o->lookahead > 1 && emx_state_branches_reserve(w->st, w->n_mine, o->lookahead - 1, err, errlen) != 0) return -1;
     const size_t V = (size_t)p->vocab;
     w->seq = malloc((size_t)p->ctx * sizeof(int));

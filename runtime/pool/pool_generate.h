@@ -98,7 +98,7 @@ typedef struct {
     const int *cuda_devices;       // [n_workers] the GPU of each worker (distinct); NULL: the CPU
     int n_threads;                 // OpenMP threads of each worker's forward pass (<= 0: all cores / n_workers)
     int ctx;                       // KV positions per replica (<= 0: min(max_seq_len, 4096))
-    EmxCacheType cache_type;       // the replicas' KV caches (EmxStateOptions.cache_type)
+    EmxKvType cache_type;       // the replicas' KV caches (EmxStateOptions.cache_type)
     uint64_t seed;
     int n_predict;                 // committed tokens at most (< 0: until a stop token or the context is full)
     // critic (NULL: none)

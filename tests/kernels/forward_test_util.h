@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "runtime/forward.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/model.h"
 }
 
@@ -18,7 +19,7 @@ extern "C" {
 // unless a test says otherwise, so that a comparison with the CPU compares the kernels alone (on
 // a GPU, auto would round a quantised model's cache to f16: test_forward_cuda_kv16.cpp's tests).
 static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx, int no_graphs = 0,
-                                  const EmxState *share = nullptr, EmxCacheType cache = EMX_CACHE_F32) {
+                                  const EmxState *share = nullptr, EmxKvType cache = EMX_KV_F32) {
     EmxStateOptions opt = {};
     opt.n_threads = 1;
     opt.ctx = ctx;
@@ -28,7 +29,7 @@ static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx
     opt.cache_type = cache;
     char err[512];
     EmxState *s = emx_state_new(m, &opt, err, sizeof err);
-    cr_assert(s, "emx_state_new(%s, %s cache): %s", device, emx_cache_type_name(cache), err);
+    cr_assert(s, "emx_state_new(%s, %s cache): %s", device, emx_kv_type_name(cache), err);
     return s;
 }
 

@@ -172,6 +172,7 @@ Test(attention, n_keys_from_device) {
     for (int kernel = EMX_ATTN_PLAIN; kernel <= EMX_ATTN_SPLIT_GQA; kernel++) {
         DevBuf<uint8_t> ws(emx_cuda_attention_workspace_bytes(kernel, nh, hd, big, 64));
         EmxAttentionArgs a = {};
+        a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
         a.q = d_q.p;
         a.k_cache = d_k.p;
         a.v_cache = d_v.p;
@@ -194,6 +195,7 @@ Test(attention, n_keys_from_device) {
 
 Test(attention, rejects_bad_shapes) {
     EmxAttentionArgs a = {};
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.n_heads = 9;
     a.n_kv_heads = 4;  // 9 % 4 != 0
     a.head_dim = 64;

@@ -109,6 +109,7 @@ Test(attention_branches, rejects_bad_strides) {
     DevBuf<float> d(kQDim * 8);
     for (int c = 0; c < 3; c++) {
         EmxAttentionArgs a = {};
+        a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
         a.q = a.out = d.p;
         a.k_cache = a.v_cache = d.p;
         a.n_heads = kNh;

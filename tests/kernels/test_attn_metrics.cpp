@@ -122,6 +122,7 @@ Test(attn_metrics, from_attention_kernel) {
     d_v.upload(vc);
     for (int l = 0; l < n_layers; l++) {
         EmxAttentionArgs a = {};
+        a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
         a.q = d_q.p + (size_t)l * nh * hd;
         a.k_cache = d_k.p + (size_t)l * ctx * kv_dim;
         a.v_cache = d_v.p + (size_t)l * ctx * kv_dim;

@@ -179,7 +179,7 @@ struct GpuRun {
             a.v = v.p;
             a.k_cache = kc[l]->p;
             a.v_cache = vc[l]->p;
-            a.kv_dtype = 0;
+            a.kv_dtype = EMX_KV_F32;
             a.pos = pos.p;
             a.inv_freq = inv_freq.p;
             a.q_norm = g.q_norm ? g.q_norm->p : nullptr;

@@ -1,5 +1,5 @@
 // test_forward_cuda_kv16.cpp — the CUDA backend with an f16 KV cache (EmxStateOptions.cache_type
-// EMX_CACHE_F16), through the public API: against the CPU's f32 cache, against the same device's
+// EMX_KV_F16), through the public API: against the CPU's f32 cache, against the same device's
 // f32 cache, and the cache's own contents.
 //
 // What f16 changes: each key and value is rounded to f16 (round to nearest even, relative error
@@ -48,11 +48,11 @@ void logits_near_cpu(const char *name) {
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     const int vocab = (int)m.cfg.vocab_size;
     std::vector<int> toks = prompt_for(m);
-    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_CACHE_F32);
-    EmxState *gpu = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
+    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_KV_F32);
+    EmxState *gpu = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_KV_F16);
     EmxStateInfo info;
     emx_state_info(gpu, &info);
-    cr_assert_eq(info.cache_type, EMX_CACHE_F16);
+    cr_assert_eq(info.cache_type, EMX_KV_F16);
     double worst = 0;
     for (int step = 0, pos = 0; step < 4; step++) {
         const int n = step == 0 ? kPromptLen : 1;
@@ -85,8 +85,8 @@ Test(forward_cuda_kv16, cache_holds_the_f32_values_rounded) {
     EmxModel m;
     if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     const std::vector<int> toks = prompt_for(m);
-    EmxState *f32 = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F32);
-    EmxState *f16 = new_state(&m, "cuda:0", kCtx, 0, f32, EMX_CACHE_F16);
+    EmxState *f32 = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_KV_F32);
+    EmxState *f16 = new_state(&m, "cuda:0", kCtx, 0, f32, EMX_KV_F16);
     cr_assert(emx_forward(f32, toks.data(), kPromptLen, 0) && emx_forward(f16, toks.data(), kPromptLen, 0));
     float *k32, *v32, *k16, *v16;
     int kv_dim;
@@ -118,25 +118,25 @@ Test(forward_cuda_kv16, cache_holds_the_f32_values_rounded) {
 // KV rows travel between caches of both types: the f16 state's rows written into a second f16
 // state come back bit for bit (an f16 value rounds to itself), and that state then decodes
 // exactly as the first; written into an f32 state they are kept as given.
-// What auto means (emx_cache_type_resolve): f16 on a GPU for 16-bit or quantised weights, f32 for
+// What auto means (emx_kv_type_resolve): f16 on a GPU for 16-bit or quantised weights, f32 for
 // f32 weights and on the CPU, the reference.
 Test(forward_cuda_kv16, auto_is_f16_on_a_gpu_for_16_bit_and_quantised_weights) {
     const struct {
         const char *model, *device;
-        EmxCacheType want;
-    } cases[] = {{"stories260K.q8.bin", "cuda:0", EMX_CACHE_F16}, {"qwen3-tiny.bf16.bin", "cuda:0", EMX_CACHE_F16},
-                 {"llama3-tiny.q4.bin", "cuda:0", EMX_CACHE_F16}, {"stories260K.f32.bin", "cuda:0", EMX_CACHE_F32},
-                 {"stories260K.q8.bin", "cpu", EMX_CACHE_F32}};
+        EmxKvType want;
+    } cases[] = {{"stories260K.q8.bin", "cuda:0", EMX_KV_F16}, {"qwen3-tiny.bf16.bin", "cuda:0", EMX_KV_F16},
+                 {"llama3-tiny.q4.bin", "cuda:0", EMX_KV_F16}, {"stories260K.f32.bin", "cuda:0", EMX_KV_F32},
+                 {"stories260K.q8.bin", "cpu", EMX_KV_F32}};
     for (const auto &c : cases) {
         EmxModel m;
         if (!open_test_model(c.model, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", c.model);
-        EmxState *s = new_state(&m, c.device, kCtx, 0, nullptr, EMX_CACHE_AUTO);
+        EmxState *s = new_state(&m, c.device, kCtx, 0, nullptr, EMX_KV_AUTO);
         EmxStateInfo info;
         emx_state_info(s, &info);
         cr_expect_eq(info.cache_type, c.want, "%s on %s: auto gave %s, want %s", c.model, c.device,
-                     emx_cache_type_name(info.cache_type), emx_cache_type_name(c.want));
-        for (EmxCacheType t : {EMX_CACHE_F32, EMX_CACHE_F16})  // an explicit type stays as asked
-            cr_expect_eq(emx_cache_type_resolve(t, &m, 1), t);
+                     emx_kv_type_name(info.cache_type), emx_kv_type_name(c.want));
+        for (EmxKvType t : {EMX_KV_F32, EMX_KV_F16})  // an explicit type stays as asked
+            cr_expect_eq(emx_kv_type_resolve(t, &m, 1), t);
         emx_state_free(s);
         emx_model_close(&m);
     }
@@ -147,8 +147,8 @@ Test(forward_cuda_kv16, rows_travel_between_cache_types) {
     if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
     const size_t vocab = m.cfg.vocab_size;
     const std::vector<int> toks = prompt_for(m);
-    EmxState *a = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
-    EmxState *b = new_state(&m, "cuda:0", kCtx, 0, a, EMX_CACHE_F16), *c = new_state(&m, "cuda:0", kCtx, 0, a, EMX_CACHE_F32);
+    EmxState *a = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_KV_F16);
+    EmxState *b = new_state(&m, "cuda:0", kCtx, 0, a, EMX_KV_F16), *c = new_state(&m, "cuda:0", kCtx, 0, a, EMX_KV_F32);
     cr_assert(emx_forward(a, toks.data(), 12, 0), "%s", emx_state_error(a));
     const size_t n = emx_state_kv_rows_bytes(a, 12) / sizeof(float);
     std::vector<float> ra(n), rb(n), rc(n);
@@ -177,9 +177,9 @@ Test(forward_cuda_kv16, graph_and_branches, .timeout = 600) {
     if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     const size_t vocab = m.cfg.vocab_size;
     const std::vector<int> toks = prompt_for(m);
-    EmxState *graph = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_CACHE_F16);
-    EmxState *direct = new_state(&m, "cuda:0", kCtx, 1, graph, EMX_CACHE_F16);
-    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_CACHE_F32);
+    EmxState *graph = new_state(&m, "cuda:0", kCtx, 0, nullptr, EMX_KV_F16);
+    EmxState *direct = new_state(&m, "cuda:0", kCtx, 1, graph, EMX_KV_F16);
+    EmxState *cpu = new_state(&m, "cpu", kCtx, 0, nullptr, EMX_KV_F32);
     const int n = 10;
     cr_assert(emx_forward(graph, toks.data(), n, 0) && emx_forward(direct, toks.data(), n, 0) &&
               emx_forward(cpu, toks.data(), n, 0));

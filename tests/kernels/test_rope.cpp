@@ -18,14 +18,14 @@ struct RopeCase {
     int n_heads, n_kv_heads, head_dim, style;
     double theta;
     bool factors, qk_norm;
-    int kv_dtype;
+    bool f16_kv;  // the cache in f16 (EMX_KV_F16), else f32
 };
 
 static const RopeCase kCases[] = {
-    {"llama2 interleaved", 4, 2, 64, EMX_ROPE_INTERLEAVED, 10000.0, false, false, 0},
-    {"llama3 scaled half", 6, 3, 40, EMX_ROPE_HALF, 500000.0, true, false, 0},
-    {"qwen3 qk-norm f16 kv", 4, 2, 128, EMX_ROPE_HALF, 1000000.0, false, true, 1},
-    {"qk-norm interleaved, 20 pairs", 3, 1, 40, EMX_ROPE_INTERLEAVED, 10000.0, true, true, 0},
+    {"llama2 interleaved", 4, 2, 64, EMX_ROPE_INTERLEAVED, 10000.0, false, false, false},
+    {"llama3 scaled half", 6, 3, 40, EMX_ROPE_HALF, 500000.0, true, false, false},
+    {"qwen3 qk-norm f16 kv", 4, 2, 128, EMX_ROPE_HALF, 1000000.0, false, true, true},
+    {"qk-norm interleaved, 20 pairs", 3, 1, 40, EMX_ROPE_INTERLEAVED, 10000.0, true, true, false},
 };
 
 static float max_abs(const float *v, int n) {
@@ -61,10 +61,10 @@ static void run_case(const RopeCase &c) {
     }
 
     // device: caches filled with a sentinel, so rows that must not change can be checked
-    const size_t esize = c.kv_dtype ? 2 : 4, cache_bytes = (size_t)ctx * kv_dim * esize;
+    const size_t esize = c.f16_kv ? 2 : 4, cache_bytes = (size_t)ctx * kv_dim * esize;
     std::vector<uint8_t> sentinel(cache_bytes);
     for (size_t i = 0; i < (size_t)ctx * kv_dim; i++) {
-        if (c.kv_dtype) {
+        if (c.f16_kv) {
             const uint16_t h = emx_f32_to_f16(1234.0f);
             memcpy(&sentinel[i * 2], &h, 2);
         } else {
@@ -82,7 +82,7 @@ static void run_case(const RopeCase &c) {
     a.v = dv.p;
     a.k_cache = kc.p;
     a.v_cache = vc.p;
-    a.kv_dtype = c.kv_dtype;
+    a.kv_dtype = c.f16_kv ? EMX_KV_F16 : EMX_KV_F32;
     a.pos = dpos.p;
     a.cache_row = drow.p;
     a.inv_freq = dinv.p;
@@ -107,7 +107,7 @@ static void run_case(const RopeCase &c) {
     }
     std::vector<uint8_t> gk = kc.download(), gv = vc.download();
     auto cache_at = [&](const std::vector<uint8_t> &buf, size_t i) {
-        if (c.kv_dtype) {
+        if (c.f16_kv) {
             uint16_t h;
             memcpy(&h, &buf[i * 2], 2);
             return emx_f16_to_f32(h);
@@ -129,10 +129,10 @@ static void run_case(const RopeCase &c) {
             }
             const size_t j = (size_t)b * kv_dim + i;
             const float scale = max_abs(&want_k[(size_t)b * kv_dim], kv_dim);
-            const float tol = 1e-5f * scale + 1e-7f + (c.kv_dtype ? fabsf(want_k[j]) / 2048.0f + 3e-8f : 0.0f);
+            const float tol = 1e-5f * scale + 1e-7f + (c.f16_kv ? fabsf(want_k[j]) / 2048.0f + 3e-8f : 0.0f);
             cr_assert(fabsf(cache_at(gk, ci) - want_k[j]) <= tol, "%s: k cache[%d][%d] = %.9g, CPU %.9g", c.name, r, i,
                       cache_at(gk, ci), want_k[j]);
-            const float vwant = c.kv_dtype ? emx_f16_to_f32(emx_f32_to_f16(v[j])) : v[j];
+            const float vwant = c.f16_kv ? emx_f16_to_f32(emx_f32_to_f16(v[j])) : v[j];
             cr_assert_eq(cache_at(gv, ci), vwant, "%s: v cache[%d][%d] = %.9g, expected %.9g", c.name, r, i,
                          cache_at(gv, ci), vwant);
         }
@@ -154,6 +154,7 @@ Test(rope, cache_row_defaults_to_position) {
     DevBuf<int> dpos(std::vector<int>{2});
     DevBuf<double> dinv(inv);
     EmxRopeArgs a = {};
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.q = dq.p;
     a.k = dk.p;
     a.v = dv.p;
@@ -193,6 +194,7 @@ Test(rope, captured_graph_reads_the_position_at_replay) {
     DevBuf<int> dpos(std::vector<int>{0});
     DevBuf<double> dinv(inv);
     EmxRopeArgs a = {};
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.q = dq.p;
     a.k = dk.p;
     a.v = dv.p;

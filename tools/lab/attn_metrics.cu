@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
     LabBuf<uint8_t> aws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, nh, hd, n_keys, 0));
     EmxAttentionArgs a;
     memset(&a, 0, sizeof a);
+    a.kv_dtype = EMX_KV_F32;  // zero is EMX_KV_AUTO (base/kv_type.h), which a kernel refuses
     a.q = dq.p;
     a.k_cache = dk.p;
     a.v_cache = dv.p;

@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
         a.v = dv.p;
         a.k_cache = kc.p;
         a.v_cache = vc.p;
-        a.kv_dtype = 0;
+        a.kv_dtype = EMX_KV_F32;
         a.pos = dpos.p;
         a.inv_freq = dinv.p;
         a.q_norm = norm ? dqn.p : nullptr;

@@ -12,6 +12,7 @@
 
 #include "runtime/branch/branch_decode.h"
 #include "runtime/cpu/cpu_state_size.h"
+#include "runtime/pool/pool_forward.h"
 #include "tools/server/engine_internal.h"
 #include "tools/server/engine_output.h"
 

@@ -437,3 +437,11 @@ uint64_t emx_model_weight_bytes_per_token(const EmxModel *m) {
     }
     return total;
 }
+
+int emx_model_verify(const char *path, char *msg, size_t msglen) {
+    EmxModel m;
+    if (emx_model_open_load(&m, path, EMX_LOAD_MMAP, msg, msglen)) return -1;
+    const int rc = emx_verify_image(m.map, m.map_size, 1, path, msg, msglen);
+    emx_model_close(&m);
+    return rc;
+}

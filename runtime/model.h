@@ -63,6 +63,12 @@ uint64_t emx_model_huge_bytes(const EmxModel *m);
 const char *emx_model_memory_text(const EmxModel *m, char *buf, size_t cap);
 void emx_model_close(EmxModel *m);
 
+// Checks the file at path (runtime/model_verify.h: the integrity record): opens it as the runtime does (every structural check), then, when
+// it carries a record, recomputes the hashes. Returns 0 when they match ("checksum <hex>" in
+// msg), 1 when the file is sound but has no record (msg says so), -1 with a one-line reason
+// naming the file and the first section that differs (or the loader's error) in msg.
+int emx_model_verify(const char *path, char *msg, size_t msglen);
+
 // Bytes of weights a single-token decode step reads (every matrix once, the classifier once).
 uint64_t emx_model_weight_bytes_per_token(const EmxModel *m);
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/model.h"
 
 uint64_t emx_hash64(const void *p, size_t n, uint64_t h) {
     const uint8_t *b = p;
@@ -78,12 +77,4 @@ int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *p
                                                               get64(&h.config.reserved[3]) ^
                                                               get64(&h.config.reserved[5])));
     return 0;
-}
-
-int emx_model_verify(const char *path, char *msg, size_t msglen) {
-    EmxModel m;
-    if (emx_model_open_load(&m, path, EMX_LOAD_MMAP, msg, msglen)) return -1;
-    const int rc = emx_verify_image(m.map, m.map_size, 1, path, msg, msglen);
-    emx_model_close(&m);
-    return rc;
 }

@@ -30,10 +30,7 @@ int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr);
 // one-line reason naming path and the first section that differs.
 int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *path, char *msg, size_t msglen);
 
-// Checks the file at path: opens it as the runtime does (every structural check), then, when
-// it carries a record, recomputes the hashes. Returns 0 when they match ("checksum <hex>" in
-// msg), 1 when the file is sound but has no record (msg says so), -1 with a one-line reason
-// naming the file and the first section that differs (or the loader's error) in msg.
-int emx_model_verify(const char *path, char *msg, size_t msglen);
+// emx_model_verify (runtime/model.h) checks a file on disk: it opens it as the runtime does, then
+// calls emx_verify_image on the mapped bytes.
 
 #endif

@@ -106,7 +106,7 @@ int branch_commit_score(Dec *d, Cand *cands, int n);
 const Tokens *branch_cue(const Dec *d, const Cand *c);
 void branch_commit_free(Dec *d);
 
-// branch_decode.c (used by branch_commit.c)
+// branch_track.c (used by branch_decode.c and branch_commit.c)
 int branch_track_push(Track *t, int id, double logp, double ent, double mar);
 int branch_fail_forward(Dec *d, int pos);
 // 1 when the run must stop (a hook said so, now or before); the caller returns -1 (unwinding).

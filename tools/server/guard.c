@@ -43,34 +43,3 @@ int srv_guard_json_type(const char *content_type, SrvError *e) {
     return srv_fail(e, 415, NULL, "unsupported_media_type", "the body must be sent as Content-Type: application/json, not %s",
                     content_type ? srv_quote(content_type, strlen(content_type), 60, q, sizeof q) : "without a Content-Type");
 }
-
-char *srv_quote(const char *s, size_t n, size_t max, char *out, size_t cap) {
-    static const char hex[] = "0123456789abcdef";
-    if (!cap) return out;
-    size_t o = 0, i = 0;
-    for (; i < n && s[i] && i < max;) {
-        uint32_t cp = 0;
-        int len = tok_utf8_next((const uint8_t *)s + i, n - i, &cp);
-        char e[8];
-        size_t k = 0;
-        const unsigned char c = (unsigned char)s[i];
-        if (len > 1 && i + (size_t)len <= max) {
-            memcpy(e, s + i, (size_t)len), k = (size_t)len;  // a whole character that fits the bound
-        } else if (len > 1) {
-            break;  // it would be cut: stop before it
-        } else if (c == '\\') {
-            e[0] = e[1] = '\\', k = 2, len = 1;
-        } else if (c < 0x20 || c >= 0x7f) {  // control, DEL, or one invalid byte
-            e[0] = '\\', e[1] = 'x', e[2] = hex[c >> 4], e[3] = hex[c & 15], k = 4, len = 1;
-        } else {
-            e[0] = (char)c, k = 1, len = 1;
-        }
-        if (o + k + 4 > cap) break;  // room for "..." and the NUL stays
-        memcpy(out + o, e, k);
-        o += k;
-        i += (size_t)len;
-    }
-    if (i < n && s[i] && o + 3 < cap) memcpy(out + o, "...", 3), o += 3;
-    out[o] = 0;
-    return out;
-}

@@ -1,7 +1,7 @@
 // guard.h — what a request must be before the server does anything for it, as pure functions of
 // its headers (tests/test_server.c calls them directly): from this server's own origin or one
-// that --cors allows, with the API key when there is one, and JSON for the generation endpoints;
-// and the client's bytes quoted so that an error message stays one line of valid UTF-8.
+// that --cors allows, with the API key when there is one, and JSON for the generation endpoints
+// (the client's bytes in their errors quoted by srv_error.h's srv_quote).
 //
 // Why the origin and the media type: any web page the user visits can send a request to a
 // server on the user's machine. A "simple" cross-origin request (a POST with Content-Type
@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "tools/server/request.h"
+#include "tools/server/srv_error.h"
 
 #define SRV_MAX_CORS 8
 
@@ -36,10 +36,5 @@ int srv_guard_auth(const SrvGuard *g, const char *authorization);
 // A generation request's Content-Type: application/json, in any case, parameters allowed
 // ("application/json; charset=utf-8"). 0, or -1 with e (415, code "unsupported_media_type").
 int srv_guard_json_type(const char *content_type, SrvError *e);
-
-// s[0..n) (NUL ends it early) for a message, in out[cap]: at most `max` bytes of it, never cut
-// inside a UTF-8 character, an invalid byte or a control byte written as \xNN (a backslash as
-// \\), "..." after a cut. Returns out.
-char *srv_quote(const char *s, size_t n, size_t max, char *out, size_t cap);
 
 #endif

@@ -18,22 +18,6 @@
 #include "tools/server/request_rules.h"
 #include "tools/server/request_tools.h"
 
-int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...) {
-    e->status = status;
-    e->type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
-    e->param = param;
-    e->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    // The message may quote the client's own bytes (a role, a sampler name, a model, a URL): a
-    // control byte there becomes '?', so the error stays one line in the logs and the JSON.
-    for (char *c = e->message; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    return -1;
-}
-
 static char *dup_checked(const char *s, const char *param, SrvError *e) {
     char *d = strdup(s);
     if (!d) srv_fail(e, 500, param, NULL, "out of memory");

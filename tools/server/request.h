@@ -29,6 +29,7 @@
 
 #include "runtime/branch/branch_options.h"
 #include "runtime/logit_filter.h"
+#include "tools/server/srv_error.h"
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_STOP_LEN 256
@@ -128,19 +129,6 @@ typedef struct {
     EmxBranchParams branch;   // sampler == EMX_SAMPLER_BRANCH only: ./run's parameters from the
                               // request's keys; the cue and the alphabet owned
 } SrvRequest;
-
-// An error as the OpenAI API reports it: the HTTP status and the error object's fields.
-typedef struct {
-    int status;               // 400, 401, 404, 413, 503, ...
-    char message[320];        // one line
-    const char *type;         // "invalid_request_error", ...
-    const char *param;        // the field at fault, or NULL
-    const char *code;         // NULL or a code ("model_not_found", ...)
-} SrvError;
-
-// Sets e and returns -1 (`return srv_fail(e, 400, "temperature", NULL, "...", ...)`).
-__attribute__((format(printf, 5, 6)))
-int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...);
 
 // Parses body[0..len) for endpoint kind into *r (zeroed first). Returns 0, or -1 with e filled
 // (status 400; r then holds nothing to free, but srv_request_free is safe on it).

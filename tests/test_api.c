@@ -13,23 +13,9 @@
 
 #include "include/entropix.h"
 #include "runtime/model.h"
+#include "api_test_util.h"
 #include "test_ref_util.h"
 #include "test_util.h"
-
-static entropix_model *open_api(const char *name, int threads) {
-    char path[512], rel[256];
-    snprintf(rel, sizeof rel, "models/%s", name);
-    test_build_path(path, sizeof path, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) cr_skip_test("%s missing (make test-models converts it)", path);
-    fclose(f);
-    entropix_model_params mp;
-    entropix_model_params_init(&mp);
-    mp.threads = threads;
-    entropix_model *m = NULL;
-    cr_assert_eq(entropix_model_open(path, &mp, &m), ENTROPIX_OK, "%s", entropix_error_last());
-    return m;
-}
 
 static entropix_state *new_state(entropix_model *m, int ctx) {
     entropix_state_params sp;

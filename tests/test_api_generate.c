@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "include/entropix.h"
+#include "api_test_util.h"
 #include "run_util.h"
 #include "test_ref_util.h"
 #include "test_util.h"
@@ -45,21 +46,6 @@ static int collect(void *user, const entropix_token *t) {
     return c->stop_after > 0 && c->n_tokens >= c->stop_after;
 }
 
-static entropix_model *open_api(const char *name) {
-    char path[512], rel[256];
-    snprintf(rel, sizeof rel, "models/%s", name);
-    test_build_path(path, sizeof path, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) cr_skip_test("%s missing (make test-models converts it)", path);
-    fclose(f);
-    entropix_model_params mp;
-    entropix_model_params_init(&mp);
-    mp.threads = 1;
-    entropix_model *m = NULL;
-    cr_assert_eq(entropix_model_open(path, &mp, &m), ENTROPIX_OK, "%s", entropix_error_last());
-    return m;
-}
-
 // Generates from a raw prompt; returns the status.
 static int api_generate(entropix_model *m, const char *prompt, const entropix_sampler_params *sp, int max_tokens, int ctx,
                         Collected *c, entropix_generate_result *res) {
@@ -89,7 +75,7 @@ static int api_generate(entropix_model *m, const char *prompt, const entropix_sa
 
 // Greedy from "Zoo": the prompt and 100 tokens are llama2.c run.c's stdout, byte for byte.
 Test(api_generate, greedy_is_llama2c_text, .timeout = 120) {
-    entropix_model *m = open_api("stories260K.f32.bin");
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
     cJSON *g = ref_load_shared_json("testdata/stories260K/golden.json");
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "prompts"), 0);
     cr_assert_str_eq(cJSON_GetObjectItem(p, "prompt")->valuestring, "Zoo");
@@ -126,7 +112,7 @@ static void expect_run_text(const char *model, const char *prompt, const char *c
     args[k] = NULL;
     RunResult r = run(args);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    entropix_model *m = open_api(model);
+    entropix_model *m = open_api(model, 1);
     static Collected c;
     memset(&c, 0, sizeof c);
     entropix_generate_result res;
@@ -164,7 +150,7 @@ Test(api_generate, same_text_as_run_qwen3_tiny, .timeout = 300) {
 
 // The callback's non-zero return stops the run after that token; a status of OK.
 Test(api_generate, callback_stops, .timeout = 60) {
-    entropix_model *m = open_api("stories260K.f32.bin");
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
     entropix_sampler_params sp;
     entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
     static Collected c;
@@ -196,7 +182,7 @@ static int choose_argmax(void *user, const float *logits, int n_vocab, const ent
 
 // A caller's argmax as the sampler gives the built-in greedy's tokens (llama2.c's).
 Test(api_generate, custom_sampler_argmax_is_greedy, .timeout = 60) {
-    entropix_model *m = open_api("stories260K.f32.bin");
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
     entropix_state *s = NULL;
     cr_assert_eq(entropix_state_new(m, NULL, &s), ENTROPIX_OK, "%s", entropix_error_last());
     Argmax a = {0};
@@ -225,7 +211,7 @@ Test(api_generate, custom_sampler_argmax_is_greedy, .timeout = 60) {
 
 // The tokenizer's calls against the testdata's llama2.c encodings and Qwen3's special tokens.
 Test(api_generate, tokenizer, .timeout = 60) {
-    entropix_model *m = open_api("stories260K.f32.bin");
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
     const entropix_tokenizer *tk = entropix_model_tokenizer(m);
     int ids[16];
     size_t n = 0;
@@ -249,7 +235,7 @@ Test(api_generate, tokenizer, .timeout = 60) {
     entropix_decoder_free(d);
     entropix_model_close(m);
 
-    m = open_api("qwen3-tiny.f32.bin");
+    m = open_api("qwen3-tiny.f32.bin", 1);
     tk = entropix_model_tokenizer(m);
     cr_assert_eq(entropix_token_find(tk, "<|im_end|>"), 151645);
     cr_assert(entropix_token_is_stop(tk, 151645));
@@ -324,7 +310,7 @@ static void expect_agents_text(int n_agents, int lookahead, int workers, uint64_
                           "agents", "--agents", na, "--lookahead", la, "--workers", wk, "-s", sd, NULL};
     RunResult r = run(args);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    entropix_model *m = open_api("stories260K.f32.bin");
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
     int *ids = NULL, n = 0;
     cr_assert_eq(entropix_prompt_tokens(m, "Once upon a time", 16, 0, NULL, &ids, &n), ENTROPIX_OK);
     entropix_agents_params ap;

@@ -92,12 +92,14 @@ uninstall:
 
 # ---- the Python package (python/, docs/python.md) ----------------------------------------------
 # numpy (its one dependency), pytest for its suite (tests/test_api_python.c runs it), wheel for
-# the suite's `pip install --no-build-isolation ./python`, in a venv as the server's tests have.
+# the suite's `pip install --no-build-isolation ./python`, matplotlib for the example the suite
+# runs (python/examples/plot_entropy.py), in a venv as the server's tests have; remade when
+# these pins change.
 PY_VENV := $(BUILD)/py-venv/.ok
-$(PY_VENV):
+$(PY_VENV): api/api.mk
 	rm -rf $(BUILD)/py-venv
 	python3 -m venv $(BUILD)/py-venv
-	$(BUILD)/py-venv/bin/pip install -q numpy==2.4.6 pytest==9.2.0 wheel==0.45.1
+	$(BUILD)/py-venv/bin/pip install -q numpy==2.4.6 pytest==9.2.0 wheel==0.45.1 matplotlib==3.11.2
 	touch $@
 .PHONY: py-venv
 py-venv: $(PY_VENV)

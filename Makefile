@@ -275,7 +275,7 @@ test-asan:
 AVX2_SUITES ?= @(cpu_ops|cpu_code|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
 .PHONY: test-avx2
 test-avx2:
-	$(MAKE) BUILD=build-avx2 CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
+	$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
 
 # The same suites on AVX2 + AVX-VNNI (Intel client cores from Alder Lake on: 256-bit vpdpbusd,
@@ -283,7 +283,7 @@ test-avx2:
 .PHONY: test-avx2-vnni
 test-avx2-vnni:
 	@if grep -qw avx_vnni /proc/cpuinfo; then \
-		$(MAKE) BUILD=build-vnni CUDA=0 ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
+		$(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
 		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
 	else echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; fi
 

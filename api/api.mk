@@ -34,21 +34,27 @@ API_SAN_FLAGS := $(filter -fsanitize% -fno-sanitize%,$(OPT))
 lib: $(API_SO) $(API_SO_LINKS) $(API_STATIC)
 
 $(BUILD)/libentropix.a: $(API_OBJ)
+# The C suite's install test (api_generate) links programs against the public libraries. The
+# AVX2 builds (make test-avx2, test-avx2-vnni) run only the CPU suites and set this to 0, so they
+# do not compile the runtime a second time as position-independent objects.
+API_LIBS_FOR_TESTS ?= 1
+ifeq ($(API_LIBS_FOR_TESTS),1)
 $(BUILD)/tests/tests: | $(API_SO) $(API_SO_LINKS) $(API_STATIC)
+endif
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 $(BUILD)/pic/runtime/report/report_template.o: runtime/report/report_template.html
 
 # The runtime's objects as an archive, so the shared library takes only the members it calls.
 $(BUILD)/pic/libruntime.a: $(PIC_RUNTIME_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(API_SO): $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a api/entropix.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -fopenmp $(API_SAN_FLAGS) -Wl,-soname,libentropix.so.0 -Wl,--version-script=api/entropix.map -Wl,--no-undefined \
+	$(call say,LD,$@)$(CC) -shared -fopenmp $(API_SAN_FLAGS) -Wl,-soname,libentropix.so.0 -Wl,--version-script=api/entropix.map -Wl,--no-undefined \
 		-o $@ $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a $(API_LIBS_PRIVATE)
 
 $(API_LIB_DIR)/libentropix.so.0: $(API_SO)
@@ -59,7 +65,7 @@ $(API_LIB_DIR)/libentropix.so: $(API_LIB_DIR)/libentropix.so.0
 $(API_STATIC): $(PIC_API_OBJ) $(PIC_RUNTIME_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 # ---- install ---------------------------------------------------------------------------------
 # The programs go in as entropix-<name> (entropix-run, entropix-server, ...): `run` and `eval`

@@ -9,7 +9,7 @@ void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType c
     z->batch_cap = (int)(T < EMX_CPU_MAX_BATCH ? T : EMX_CPU_MAX_BATCH);
     z->q_dim = (int)(c->n_heads * c->head_dim);
     z->kv_dim = (int)(c->n_kv_heads * c->head_dim);
-    z->esz = emx_kv_type_size(cache == EMX_KV_F16 ? EMX_KV_F16 : EMX_KV_F32);
+    z->esz = emx_kv_type_size(cache);  // 2 for F16; 4 for F32 and for AUTO (f32 on the CPU)
     const size_t B = (size_t)z->batch_cap, dim = c->dim, hid = c->hidden_dim, half = c->head_dim / 2;
     size_t widest = dim > (size_t)z->q_dim ? dim : (size_t)z->q_dim;
     widest = widest > hid ? widest : hid;

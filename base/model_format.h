@@ -1,11 +1,12 @@
-// model_format.h — the on-disk layout of an entropix.c model file (.bin), version 1.
+// model_format.h — the on-disk layout of an entropix.c model file (.bin), versions 1 and 2.
 //
 // One file runs a model: header, configuration, tokenizer and a tensor directory over data
 // aligned for mmap. Everything is little-endian with fixed-width fields; readers copy the
 // header out with memcpy (never cast the mapping to a struct pointer) and check every offset
 // and size against the file length before touching the data. Full description: docs/model-format.md.
 //
-//   offset 0                      FileHeader            (EMX_HEADER_BYTES bytes)
+//   offset 0                      FileHeader            (160 bytes)
+//   160                           EmxConfigExt          (version 2 only: 192 bytes)
 //   header.tokenizer_offset       tokenizer section     (tokenizer/tokenizer_data.h, 8-aligned)
 //   header.tensor_dir_offset      TensorEntry[n_tensors]
 //   each entry.offset             tensor data           (EMX_ALIGN-aligned)
@@ -15,13 +16,20 @@
 #include <stdint.h>
 
 #define EMX_MAGIC "EMXMODEL"        // 8 bytes, no terminator stored
-#define EMX_VERSION 1u
+#define EMX_VERSION 2u                // the newest version written; 1 is still read
+#define EMX_VERSION_1 1u              // no EmxConfigExt: every field of it at its default
 #define EMX_ALIGN 64u               // tensor data alignment: a cache line and an AVX-512 load
 #define EMX_GROUP_SIZE 32u          // weights per quantisation group (one f16 scale each)
 #define EMX_NAME_BYTES 48u
 #define EMX_MAX_LAYERS 1024u
 
-enum emx_arch { EMX_ARCH_LLAMA = 1, EMX_ARCH_QWEN3 = 2 };
+enum emx_arch { EMX_ARCH_LLAMA = 1, EMX_ARCH_QWEN3 = 2, EMX_ARCH_QWEN2 = 3, EMX_ARCH_GEMMA3 = 4 };
+
+// The FFN's gate activation: h = act(W_gate x) * (W_up x).
+enum emx_ffn_act {
+    EMX_ACT_SILU = 0,       // SwiGLU: silu(z) = z / (1 + e^-z)
+    EMX_ACT_GELU_TANH = 1,  // GeGLU (Gemma): 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))
+};
 
 // Which dimensions RoPE rotates together inside a head of size hd.
 enum emx_rope_style {
@@ -84,10 +92,46 @@ typedef struct {
 #define EMX_CHECK_MAGIC 0x31534b43u  // "CKS1"
 #define EMX_CHECK_WORDS 7u           // reserved[0..6]
 
+// Version 2's architecture fields, stored right after the 160-byte header (header_bytes = 352).
+// A version-1 file has none of them: emx_config_ext_default's values, which describe every
+// version-1 model exactly. The converter writes version 1 whenever every field is at its
+// default, so files of the older architectures stay readable by older builds.
+typedef struct {
+    uint32_t qkv_bias;          // 1: f32 tensors layers.N.bq [q], bk, bv [kv] added after Wq, Wk, Wv (Qwen2)
+    uint32_t sandwich_norms;    // 1: layers.N.post_attn_norm, post_ffn_norm [dim] normalise each block's
+                                //    output before the residual add (Gemma 3: four norms a layer)
+    uint32_t ffn_act;           // enum emx_ffn_act
+    float embed_scale;          // embedding rows are multiplied by it (1: none; Gemma: f32(sqrt(dim)))
+    float attn_scale;           // scores are q·k * attn_scale; 0: q·k / sqrt(head_dim) (Gemma 3:
+                                //    query_pre_attn_scalar^-0.5)
+    uint32_t sliding_window;    // 0: none; else a local layer's query at p sees keys p-window+1 .. p
+    float rope_theta_local;     // RoPE base of the local layers (0: rope_theta)
+    float rope_linear_global;   // linear RoPE scaling of the other (global) layers: positions / factor
+                                //    (1: none; Gemma 3 4B+: 8)
+    uint32_t local_layers[EMX_MAX_LAYERS / 32];  // bit l % 32 of word l / 32: layer l is local
+    uint32_t reserved[8];       // zero
+} EmxConfigExt;
+
+#define EMX_HEADER_V1_BYTES 160u
+#define EMX_HEADER_V2_BYTES (160u + (unsigned)sizeof(EmxConfigExt))
+
+// The version-1 values of EmxConfigExt: nothing beyond a v1 configuration.
+static inline EmxConfigExt emx_config_ext_default(void) {
+    EmxConfigExt e = {0};
+    e.embed_scale = 1.0f;
+    e.rope_linear_global = 1.0f;
+    return e;
+}
+
+// 1 when layer l of a model with this extension attends over a sliding window.
+static inline int emx_layer_is_local(const EmxConfigExt *e, uint32_t l) {
+    return e->sliding_window > 0 && l < EMX_MAX_LAYERS && (e->local_layers[l / 32] >> (l % 32) & 1u);
+}
+
 typedef struct {
     char magic[8];            // EMX_MAGIC
-    uint32_t version;         // EMX_VERSION
-    uint32_t header_bytes;    // sizeof(FileHeader) as written
+    uint32_t version;         // 1 or 2 (EMX_VERSION)
+    uint32_t header_bytes;    // version 1: 160; version 2: 160 + sizeof(EmxConfigExt), which follows
     EmxConfig config;
     uint64_t tokenizer_offset;
     uint64_t tokenizer_bytes;
@@ -112,6 +156,8 @@ typedef struct {
 //   attn_norm [dim]  wq [n_heads*head_dim, dim]  wk, wv [n_kv_heads*head_dim, dim]
 //   wo [dim, n_heads*head_dim]  q_norm, k_norm [head_dim] (qk_norm)  ffn_norm [dim]
 //   w_gate, w_up [hidden_dim, dim]  w_down [dim, hidden_dim]
+//   bq [n_heads*head_dim], bk, bv [n_kv_heads*head_dim] (ext.qkv_bias)
+//   post_attn_norm, post_ffn_norm [dim] (ext.sandwich_norms)
 // Norm weights and rope factors are always f32; matrices may be any dtype.
 
 #endif

@@ -49,7 +49,7 @@ static int check_config(const EmxConfig *c, const char *path, char *err, size_t 
     if ((uint64_t)c->n_heads * c->head_dim > (1u << 24))
         return fail(err, errlen, path, "config.n_heads = %u times head_dim = %u exceeds %u", c->n_heads,
                     c->head_dim, 1u << 24);
-    if (c->arch != EMX_ARCH_LLAMA && c->arch != EMX_ARCH_QWEN3)
+    if (c->arch < EMX_ARCH_LLAMA || c->arch > EMX_ARCH_GEMMA3)
         return fail(err, errlen, path, "config.arch = %u is not a known architecture", c->arch);
     if (c->n_heads % c->n_kv_heads)
         return fail(err, errlen, path, "config.n_heads = %u is not a multiple of n_kv_heads = %u",
@@ -74,6 +74,35 @@ static int check_config(const EmxConfig *c, const char *path, char *err, size_t 
     return 0;
 }
 
+// Version 2's fields (a version-1 file's are the defaults, always sane).
+static int check_ext(const EmxConfigExt *e, const EmxConfig *c, const char *path, char *err, size_t errlen) {
+    const struct { const char *name; uint32_t v; } flags[] = {
+        {"qkv_bias", e->qkv_bias}, {"sandwich_norms", e->sandwich_norms},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (flags[i].v > 1) return fail(err, errlen, path, "config.%s = %u is not 0 or 1", flags[i].name, flags[i].v);
+    if (e->ffn_act > EMX_ACT_GELU_TANH)
+        return fail(err, errlen, path, "config.ffn_act = %u is not known", e->ffn_act);
+    if (!(e->embed_scale > 0 && isfinite(e->embed_scale)))
+        return fail(err, errlen, path, "config.embed_scale = %g is not a positive number", (double)e->embed_scale);
+    if (!(e->attn_scale >= 0 && isfinite(e->attn_scale)))
+        return fail(err, errlen, path, "config.attn_scale = %g is not 0 or a positive number", (double)e->attn_scale);
+    if (!(e->rope_theta_local >= 0 && isfinite(e->rope_theta_local)))
+        return fail(err, errlen, path, "config.rope_theta_local = %g is not 0 or a positive number",
+                    (double)e->rope_theta_local);
+    if (!(e->rope_linear_global >= 1 && isfinite(e->rope_linear_global)))
+        return fail(err, errlen, path, "config.rope_linear_global = %g is not a number >= 1", (double)e->rope_linear_global);
+    if (e->sliding_window > c->max_seq_len)
+        return fail(err, errlen, path, "config.sliding_window = %u exceeds max_seq_len = %u", e->sliding_window,
+                    c->max_seq_len);
+    for (uint32_t l = c->n_layers; l < EMX_MAX_LAYERS; l++)
+        if (e->local_layers[l / 32] >> (l % 32) & 1u)
+            return fail(err, errlen, path, "config.local_layers marks layer %u, past n_layers = %u", l, c->n_layers);
+    for (size_t i = 0; i < sizeof e->reserved / sizeof e->reserved[0]; i++)
+        if (e->reserved[i]) return fail(err, errlen, path, "config.ext.reserved[%zu] = %u is not zero", i, e->reserved[i]);
+    return 0;
+}
+
 // Where a tensor name goes in the model and the shape the configuration implies for it.
 typedef struct {
     EmxTensor *slot;
@@ -84,6 +113,7 @@ typedef struct {
 // Fills *e for `name`, or returns -1 if the name is not one this configuration has.
 static int expected_for(EmxModel *m, const char *name, Expected *e) {
     const EmxConfig *c = &m->cfg;
+    const int bias = (int)m->ext.qkv_bias, sandwich = (int)m->ext.sandwich_norms;
     uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
     memset(e, 0, sizeof *e);
     if (strncmp(name, "layers.", 7) == 0) {
@@ -107,6 +137,11 @@ static int expected_for(EmxModel *m, const char *name, Expected *e) {
             {"w_gate", &L->w_gate, c->hidden_dim, c->dim, 0, 1},
             {"w_up", &L->w_up, c->hidden_dim, c->dim, 0, 1},
             {"w_down", &L->w_down, c->dim, c->hidden_dim, 0, 1},
+            {"bq", &L->bq, q, 1, 1, bias},
+            {"bk", &L->bk, kv, 1, 1, bias},
+            {"bv", &L->bv, kv, 1, 1, bias},
+            {"post_attn_norm", &L->post_attn_norm, c->dim, 1, 1, sandwich},
+            {"post_ffn_norm", &L->post_ffn_norm, c->dim, 1, 1, sandwich},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (strcmp(s, t[i].suffix) != 0) continue;
@@ -138,7 +173,9 @@ static const char *first_missing(const EmxModel *m, char *buf, size_t cap) {
             {"attn_norm", &L->attn_norm, 1}, {"wq", &L->wq, 1}, {"wk", &L->wk, 1}, {"wv", &L->wv, 1},
             {"wo", &L->wo, 1}, {"q_norm", &L->q_norm, (int)c->qk_norm}, {"k_norm", &L->k_norm, (int)c->qk_norm},
             {"ffn_norm", &L->ffn_norm, 1}, {"w_gate", &L->w_gate, 1}, {"w_up", &L->w_up, 1},
-            {"w_down", &L->w_down, 1},
+            {"w_down", &L->w_down, 1}, {"bq", &L->bq, (int)m->ext.qkv_bias}, {"bk", &L->bk, (int)m->ext.qkv_bias},
+            {"bv", &L->bv, (int)m->ext.qkv_bias}, {"post_attn_norm", &L->post_attn_norm, (int)m->ext.sandwich_norms},
+            {"post_ffn_norm", &L->post_ffn_norm, (int)m->ext.sandwich_norms},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             if (t[i].need && !t[i].t->data) {
@@ -213,7 +250,7 @@ static int check_sections(const EmxModel *m, const EmxFileHeader *h, const char 
     size_t n = 0;
     Section *s = malloc(((size_t)h->n_tensors + 3) * sizeof *s);
     if (!s) return fail(err, errlen, path, "out of memory checking %u tensors", h->n_tensors);
-    s[n++] = (Section){0, sizeof *h, "header"};
+    s[n++] = (Section){0, h->header_bytes, "header"};
     s[n++] = (Section){h->tokenizer_offset, h->tokenizer_bytes, "tokenizer section"};
     s[n++] = (Section){h->tensor_dir_offset, (uint64_t)h->n_tensors * sizeof(EmxTensorEntry), "tensor directory"};
     for (uint32_t i = 0; i < h->n_tensors; i++) {
@@ -248,20 +285,28 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
                     (unsigned long long)size, sizeof h);
     memcpy(&h, base, sizeof h);
     if (memcmp(h.magic, EMX_MAGIC, 8) != 0) return fail(err, errlen, path, "magic is not \"" EMX_MAGIC "\"");
-    if (h.version != EMX_VERSION)
-        return fail(err, errlen, path, "version = %u (this build reads version %u)", h.version, EMX_VERSION);
-    if (h.header_bytes != sizeof h)
-        return fail(err, errlen, path, "header_bytes = %u, expected %zu", h.header_bytes, sizeof h);
+    if (h.version != EMX_VERSION_1 && h.version != EMX_VERSION)
+        return fail(err, errlen, path, "version = %u (this build reads versions 1 and %u)", h.version, EMX_VERSION);
+    const uint32_t want_header = h.version == EMX_VERSION_1 ? EMX_HEADER_V1_BYTES : EMX_HEADER_V2_BYTES;
+    if (h.header_bytes != want_header)
+        return fail(err, errlen, path, "header_bytes = %u, expected %u for version %u", h.header_bytes, want_header,
+                    h.version);
+    if (size < want_header)
+        return fail(err, errlen, path, "file is %llu bytes, shorter than the %u-byte header (truncated)",
+                    (unsigned long long)size, want_header);
+    m->version = h.version;
+    m->ext = emx_config_ext_default();
+    if (h.version != EMX_VERSION_1) memcpy(&m->ext, base + sizeof h, sizeof m->ext);
     if (h.file_bytes != size)
         return fail(err, errlen, path, "file_bytes = %llu but the file has %llu bytes (%s)",
                     (unsigned long long)h.file_bytes, (unsigned long long)size,
                     size < h.file_bytes ? "truncated" : "trailing data");
     m->cfg = h.config;
-    if (check_config(&m->cfg, path, err, errlen)) return -1;
+    if (check_config(&m->cfg, path, err, errlen) || check_ext(&m->ext, &m->cfg, path, err, errlen)) return -1;
 
-    if (h.tokenizer_offset % 8 || h.tokenizer_offset < sizeof h)
+    if (h.tokenizer_offset % 8 || h.tokenizer_offset < want_header)
         return fail(err, errlen, path, "tokenizer_offset = %llu is %s", (unsigned long long)h.tokenizer_offset,
-                    h.tokenizer_offset < sizeof h ? "inside the header" : "not a multiple of 8");
+                    h.tokenizer_offset < want_header ? "inside the header" : "not a multiple of 8");
     if (h.tokenizer_offset > size || h.tokenizer_bytes > size - h.tokenizer_offset)
         return fail(err, errlen, path,
                     "tokenizer section [offset %llu, tokenizer_bytes = %llu] is outside the file (%llu bytes)",
@@ -275,9 +320,9 @@ static int validate(EmxModel *m, const char *path, char *err, size_t errlen) {
                     m->cfg.vocab_size);
 
     uint64_t dir_bytes = (uint64_t)h.n_tensors * sizeof(EmxTensorEntry);
-    if (h.tensor_dir_offset % 8 || h.tensor_dir_offset < sizeof h)
+    if (h.tensor_dir_offset % 8 || h.tensor_dir_offset < want_header)
         return fail(err, errlen, path, "tensor_dir_offset = %llu is %s", (unsigned long long)h.tensor_dir_offset,
-                    h.tensor_dir_offset < sizeof h ? "inside the header" : "not a multiple of 8");
+                    h.tensor_dir_offset < want_header ? "inside the header" : "not a multiple of 8");
     if (h.tensor_dir_offset > size || dir_bytes > size - h.tensor_dir_offset)
         return fail(err, errlen, path,
                     "tensor directory [tensor_dir_offset = %llu, n_tensors = %u] is outside the file (%llu bytes)",
@@ -431,7 +476,8 @@ uint64_t emx_model_weight_bytes_per_token(const EmxModel *m) {
     for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
         const EmxTensor *t[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->q_norm,
-                                &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+                                &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down, &L->bq,
+                                &L->bk, &L->bv, &L->post_attn_norm, &L->post_ffn_norm};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             if (t[i]->data) total += emx_tensor_bytes(t[i]->dtype, t[i]->rows, t[i]->cols);
     }

@@ -26,10 +26,14 @@ typedef struct {
     EmxTensor ffn_norm;        // [dim] f32
     EmxTensor w_gate, w_up;    // [hidden_dim, dim]
     EmxTensor w_down;          // [dim, hidden_dim]
+    EmxTensor bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim] f32 (ext.qkv_bias), else data == NULL
+    EmxTensor post_attn_norm, post_ffn_norm;  // [dim] f32 (ext.sandwich_norms), else data == NULL
 } EmxLayer;
 
 typedef struct {
     EmxConfig cfg;
+    EmxConfigExt ext;            // version 2's fields; a version-1 file: emx_config_ext_default()
+    uint32_t version;            // the file's format version (1 or 2)
     TokenizerData tok;           // views into the file
     EmxTensor tok_embeddings;    // [vocab, dim]
     EmxTensor norm;              // [dim] f32

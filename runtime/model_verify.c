@@ -42,6 +42,8 @@ static int record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr, int da
     memset(h.config.reserved, 0, EMX_CHECK_WORDS * sizeof h.config.reserved[0]);
     h.config.reserved[0] = EMX_CHECK_MAGIC;
     uint64_t hh = emx_hash64(&h, sizeof h, EMX_HASH64_SEED);
+    // version 2: its EmxConfigExt, between the header and the tokenizer section, is hashed with it
+    if (h.header_bytes > sizeof h && h.header_bytes <= size) hh = emx_hash64(base + sizeof h, h.header_bytes - sizeof h, hh);
     hh = emx_hash64(base + h.tensor_dir_offset, dir_end - h.tensor_dir_offset, hh);
     put64(&h.config.reserved[1], hh);
     put64(&h.config.reserved[3], emx_hash64(base + h.tokenizer_offset, h.tokenizer_bytes, EMX_HASH64_SEED));

@@ -53,7 +53,7 @@ typedef struct {
     int is_vector;
 } Want;
 
-static size_t plan(const EmxConfig *c, Want *w) {
+static size_t plan(const EmxConfig *c, const EmxConfigExt *e, Want *w) {
     size_t n = 0;
     uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
 #define WANT(nm, r, cl, v) (snprintf(w[n].name, EMX_NAME_BYTES, "%s", nm), w[n].rows = (r), w[n].cols = (cl), w[n].is_vector = (v), n++)
@@ -67,6 +67,9 @@ static size_t plan(const EmxConfig *c, Want *w) {
             {"k_norm", c->head_dim, 1, 1, (int)c->qk_norm}, {"ffn_norm", c->dim, 1, 1, 1},
             {"w_gate", c->hidden_dim, c->dim, 0, 1}, {"w_up", c->hidden_dim, c->dim, 0, 1},
             {"w_down", c->dim, c->hidden_dim, 0, 1},
+            {"bq", q, 1, 1, (int)e->qkv_bias}, {"bk", kv, 1, 1, (int)e->qkv_bias}, {"bv", kv, 1, 1, (int)e->qkv_bias},
+            {"post_attn_norm", c->dim, 1, 1, (int)e->sandwich_norms},
+            {"post_ffn_norm", c->dim, 1, 1, (int)e->sandwich_norms},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].need) continue;
@@ -220,10 +223,10 @@ static int check_file(const char *path) {
 
 // Every tensor the configuration needs, with the shape it implies, and nothing else.
 static int collect(const ConvSource *s, const Options *o, ModelWriter *w, char *err, size_t errlen) {
-    size_t cap = 4 + (size_t)s->cfg.n_layers * 11;
+    size_t cap = 4 + (size_t)s->cfg.n_layers * 16;
     Want *want = calloc(cap, sizeof *want);
     if (!want) return emx_seterr(err, errlen, "out of memory"), -1;
-    size_t n = plan(&s->cfg, want);
+    size_t n = plan(&s->cfg, &s->ext, want);
     int rc = -1;
     for (size_t i = 0; i < n; i++) {
         const Want *wt = &want[i];
@@ -285,10 +288,19 @@ int main(int argc, char **argv) {
            (double)c->norm_eps, (double)c->rope_theta, c->rope_style == EMX_ROPE_HALF ? "half" : "interleaved",
            c->rope_freq_factors ? " + freq factors" : "", c->qk_norm ? ", qk_norm" : "", c->tied_output ? ", tied" : "",
            c->chat_template < 5 ? chat_names[c->chat_template] : "?");
+    const EmxConfigExt *e = &s.ext;
+    if (e->qkv_bias || e->sandwich_norms || e->ffn_act || e->sliding_window || e->embed_scale != 1.0f) {
+        int n_local = 0;
+        for (uint32_t l = 0; l < c->n_layers; l++) n_local += emx_layer_is_local(e, l);
+        printf("  %s%s%s, embed scale %g, attn scale %g, window %u (%d of %u layers local, theta %g), "
+               "global rope linear %g\n", e->qkv_bias ? "qkv bias, " : "", e->sandwich_norms ? "sandwich norms, " : "",
+               e->ffn_act == EMX_ACT_GELU_TANH ? "GeGLU" : "SwiGLU", (double)e->embed_scale, (double)e->attn_scale,
+               e->sliding_window, n_local, c->n_layers, (double)e->rope_theta_local, (double)e->rope_linear_global);
+    }
     if (collect(&s, &o, &w, err, sizeof err)) goto fail;
     printf("writing %s (%s)\n", o.out, emx_dtype_name((uint32_t)o.dtype));
     // The writer checks the file with the runtime's own validation before it replaces o.out.
-    if (mw_write(&w, o.out, &s.cfg, &s.tok, stdout, err, sizeof err)) goto fail;
+    if (mw_write(&w, o.out, &s.cfg, &s.ext, &s.tok, stdout, err, sizeof err)) goto fail;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     struct stat st;
     double mb = stat(o.out, &st) == 0 ? (double)st.st_size / 1e6 : 0;

@@ -85,3 +85,10 @@ void emx_swiglu(float *gate, const float *up, int n) {
         for (int i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
     }
 }
+
+void emx_geglu(float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        const float z = gate[i];
+        gate[i] = 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z))) * up[i];
+    }
+}

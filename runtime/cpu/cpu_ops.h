@@ -25,6 +25,8 @@ void emx_softmax(float *x, int n);
 
 // gate[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up.
 void emx_swiglu(float *gate, const float *up, int n);
+// gate[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g³))) * up.
+void emx_geglu(float *gate, const float *up, int n);
 
 // KV cache rows of either element type (EMX_KV_F32: float, EMX_KV_F16: IEEE half as
 // uint16_t). Store: dst [n] = src rounded to the cache's type (f16: emx_f32_to_f16, to nearest

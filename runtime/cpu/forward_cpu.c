@@ -1,10 +1,14 @@
 // forward_cpu.c — the CPU forward pass (reference backend) of forward.h.
 //
-// A pre-norm decoder (Llama 2/3, SmolLM2, Qwen3), per layer:
-//   h = RMSNorm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  (Qwen3: RMSNorm per q/k head)
-//   RoPE(q, k);  k, v -> KV cache;  a = softmax(q·k / sqrt(hd)) v  per head;  x += Wo a
-//   h = RMSNorm(x) * ffn_norm;  x += W_down (silu(W_gate h) * W_up h)
-// then logits = W_out RMSNorm(x) * norm.
+// A pre-norm decoder (Llama 2/3, SmolLM2, Qwen2/3, Gemma 3), per layer:
+//   h = RMSNorm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  (Qwen2: + bq, bk, bv)
+//   (Qwen3, Gemma 3: RMSNorm per q/k head);  RoPE(q, k);  k, v -> KV cache
+//   a = softmax(q·k * scale) v  per head, over every key or a local layer's window;  o = Wo a
+//   (Gemma 3: o = RMSNorm(o) * post_attn_norm);  x += o
+//   h = RMSNorm(x) * ffn_norm;  f = W_down (act(W_gate h) * W_up h), act silu or gelu_tanh
+//   (Gemma 3: f = RMSNorm(f) * post_ffn_norm);  x += f
+// then logits = W_out RMSNorm(x) * norm (the embedding row times ext.embed_scale going in).
+// The reference (runtime/reference/forward_ref.c) says each step in plain loops.
 //
 // A call runs n tokens as one batch: every matrix is read once for all n rows (matrix × matrix
 // during prefill, matrix × vector when decoding). Batches longer than the state's batch
@@ -98,6 +102,12 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->rope_cos = malloc(z.rope);
     s->rope_sin = malloc(z.rope);
     s->inv_freq = malloc(z.inv_freq);
+    const int windowed = m->ext.sliding_window > 0;
+    if (windowed) {
+        s->inv_freq_local = malloc(z.inv_freq);
+        s->rope_cos_local = malloc(z.rope);
+        s->rope_sin_local = malloc(z.rope);
+    }
     s->att_tmp = malloc(z.att_tmp);
     s->key_cache = calloc(1, z.kv_cache);
     s->value_cache = calloc(1, z.kv_cache);
@@ -106,7 +116,8 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->logits = malloc(z.logits);
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
-        !s->att_scores || !s->logits || (s->kv_type == EMX_KV_F16 && !s->kv_tmp)) {
+        !s->att_scores || !s->logits || (s->kv_type == EMX_KV_F16 && !s->kv_tmp) ||
+        (windowed && (!s->inv_freq_local || !s->rope_cos_local || !s->rope_sin_local))) {
         emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, emx_kv_type_name(s->kv_type),
                  2 * z.kv_cache >> 20);
         cpu_state_free(&s->base);
@@ -115,6 +126,11 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->base.backend = &CPU_BACKEND;
     emx_rope_inv_freq(s->inv_freq, (int)c->head_dim, c->rope_theta,
                       c->rope_freq_factors ? (const float *)m->rope_freq_factors.data : NULL);
+    // linear scaling of the global layers (Gemma 3 4B+): every frequency divided by the factor
+    for (uint32_t i = 0; i < c->head_dim / 2; i++) s->inv_freq[i] /= m->ext.rope_linear_global;
+    if (windowed)  // the local layers: their own base, unscaled
+        emx_rope_inv_freq(s->inv_freq_local, (int)c->head_dim,
+                          m->ext.rope_theta_local > 0 ? m->ext.rope_theta_local : c->rope_theta, NULL);
     return &s->base;
 }
 
@@ -133,6 +149,9 @@ static void cpu_state_free(EmxState *st) {
     free(s->rope_cos);
     free(s->rope_sin);
     free(s->inv_freq);
+    free(s->inv_freq_local);
+    free(s->rope_cos_local);
+    free(s->rope_sin_local);
     free(s->att_tmp);
     free(s->key_cache);
     free(s->value_cache);
@@ -185,11 +204,51 @@ static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x,
     matmul(s, &job, 1, x, n);
 }
 
+// The keys of spans[0..n_spans) without their first `skip` ones, into out; returns the spans left.
+static int spans_skip(const EmxKeySpan *spans, int n_spans, int skip, EmxKeySpan *out) {
+    int n = 0;
+    for (int i = 0; i < n_spans; i++) {
+        EmxKeySpan sp = spans[i];
+        if (skip >= sp.n) {
+            skip -= sp.n;
+            continue;
+        }
+        const size_t by = (size_t)skip * sp.stride;
+        if (sp.k) sp.k += by, sp.v += by;
+        else sp.k16 += by, sp.v16 += by;
+        sp.n -= skip, skip = 0;
+        out[n++] = sp;
+    }
+    return n;
+}
+
+// A local layer's queries, when one of them sees more than `window` keys: each alone over its
+// last `window` keys (scores of the keys before them -inf: they take no probability). Returns 0
+// when every query sees at most `window` keys (nothing done: the shared pass is exact).
+static int window_attention(const EmxAttnQuery *qs, int m, const EmxKeySpan *spans, int n_spans, int hd, float scale,
+                            int window) {
+    int over = 0;
+    for (int j = 0; j < m && window; j++) over |= qs[j].n_keys > window;
+    if (!over) return 0;
+    for (int j = 0; j < m; j++) {
+        const int first = qs[j].n_keys > window ? qs[j].n_keys - window : 0;
+        EmxKeySpan shifted[2];
+        const int ns = spans_skip(spans, n_spans, first, shifted);
+        EmxAttnQuery q = qs[j];
+        for (int t = 0; t < first; t++) q.scores[t] = -INFINITY;
+        q.scores += first, q.probs += first, q.n_keys -= first;
+        emx_attention_group_spans(&q, 1, shifted, ns, hd, scale);
+    }
+    return 1;
+}
+
 static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxConfig *c = &s->m->cfg;
     const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
     const int group = n_heads / n_kv;  // query heads per kv head
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = s->m->ext.attn_scale > 0 ? s->m->ext.attn_scale : 1.0f / sqrtf((float)hd);
+    // a local layer's query sees at most the last `window` of its keys (0: all of them)
+    const int window = emx_layer_is_local(&s->m->ext, (uint32_t)layer) ? (int)s->m->ext.sliding_window : 0;
     const size_t layer0 = cache_at(s, layer, 0);  // the layer's first cache element
     // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
     // consecutive ones that share one pass over the keys (read from memory once, not once per
@@ -252,8 +311,31 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
                 qs[j] = (EmxAttnQuery){s->q + (size_t)i * s->q_dim + (size_t)h * hd,
                                        s->att + (size_t)i * s->q_dim + (size_t)h * hd, scores, probs, n_keys};
             }
+            if (window_attention(qs, m, spans, n_spans, hd, scale, window)) continue;
             emx_attention_group_spans(qs, m, spans, n_spans, hd, scale);
         }
+    }
+}
+
+// The feed-forward block of rows xb [n][dim] (already normed): x += W_down act(W_gate xb) * (W_up xb),
+// act silu (SwiGLU) or gelu_tanh (GeGLU); Gemma normalises the block's output first.
+static void ffn_block(CpuState *s, const EmxLayer *L, int n) {
+    const EmxModel *m = s->m;
+    const EmxConfig *c = &m->cfg;
+    const int dim = (int)c->dim, hid = (int)c->hidden_dim;
+    const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate, 0}, {s->hb2, &L->w_up, 0}};
+    matmul(s, gate_up, 2, s->xb, n);
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+    for (int i = 0; i < n; i++) {
+        if (m->ext.ffn_act == EMX_ACT_GELU_TANH) emx_geglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
+        else emx_swiglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
+    }
+    matmul1(s, s->xb, &L->w_down, s->hb, n);
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+    for (int i = 0; i < n; i++) {
+        float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+        if (L->post_ffn_norm.data) emx_rmsnorm(xbi, xbi, L->post_ffn_norm.data, dim, c->norm_eps);
+        for (int j = 0; j < dim; j++) xi[j] += xbi[j];
     }
 }
 
@@ -264,20 +346,27 @@ static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *r
 void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows, int record_last) {
     const EmxModel *m = s->m;
     const EmxConfig *c = &m->cfg;
-    const int dim = (int)c->dim, hid = (int)c->hidden_dim, hd = (int)c->head_dim, half = hd / 2;
+    const int dim = (int)c->dim, hd = (int)c->head_dim, half = hd / 2;
     const int q_dim = s->q_dim, kv_dim = s->kv_dim;
 
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
     for (int i = 0; i < n; i++) {
         const EmxTensor *e = &m->tok_embeddings;
         emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
-        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half,
-                        rows->states ? rows->at[i] : rows->is_branches ? pos : pos + i);
+        if (m->ext.embed_scale != 1.0f)  // Gemma: times sqrt(dim) as a float32, as HF
+            for (int j = 0; j < dim; j++) s->x[(size_t)i * dim + j] *= m->ext.embed_scale;
+        const int at = rows->states ? rows->at[i] : rows->is_branches ? pos : pos + i;
+        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half, at);
+        if (s->inv_freq_local)
+            emx_rope_angles(s->rope_cos_local + (size_t)i * half, s->rope_sin_local + (size_t)i * half,
+                            s->inv_freq_local, half, at);
     }
     note_rows(s, rows, NONFINITE_EMBEDDING, s->x, n, dim);
 
     for (int l = 0; l < (int)c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
+        const int local = emx_layer_is_local(&m->ext, (uint32_t)l);
+        const float *rope_cos = local ? s->rope_cos_local : s->rope_cos, *rope_sin = local ? s->rope_sin_local : s->rope_sin;
         // where k and v go: rows pos..pos+n-1 of the cache (dst_row elements apart), or rows
         // 0..n-1 of the branches' tails at this step (contiguous)
         const size_t first = rows->is_branches ? ((size_t)l * s->br_tail + rows->step) * s->br_max * kv_dim
@@ -310,13 +399,19 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++) {
             float *qi = s->q + (size_t)i * q_dim, *ki = kc + (size_t)i * kc_row;
+            if (L->bq.data) {  // Qwen2: the q, k, v biases, before everything else
+                const float *bq = L->bq.data, *bk = L->bk.data, *bv = L->bv.data;
+                float *vi = vc + (size_t)i * kc_row;
+                for (int j = 0; j < q_dim; j++) qi[j] += bq[j];
+                for (int j = 0; j < kv_dim; j++) ki[j] += bk[j], vi[j] += bv[j];
+            }
             if (c->qk_norm) {
                 for (int h = 0; h < (int)c->n_heads; h++)
                     emx_rmsnorm(qi + h * hd, qi + h * hd, L->q_norm.data, hd, c->norm_eps);
                 for (int h = 0; h < (int)c->n_kv_heads; h++)
                     emx_rmsnorm(ki + h * hd, ki + h * hd, L->k_norm.data, hd, c->norm_eps);
             }
-            const float *cs = s->rope_cos + (size_t)i * half, *sn = s->rope_sin + (size_t)i * half;
+            const float *cs = rope_cos + (size_t)i * half, *sn = rope_sin + (size_t)i * half;
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
             if (s->kv_type == EMX_KV_F16 && !rows->states) {  // the finished row into the f16 cache or tail
@@ -333,23 +428,15 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
 
         attention(s, l, n, pos, rows, record_last);
         matmul1(s, s->xb, &L->wo, s->att, n);
-        // residual, then the FFN's norm, row by row
+        // (Gemma: the block's output normed) residual, then the FFN's norm, row by row
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
         for (int i = 0; i < n; i++) {
             float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
+            if (L->post_attn_norm.data) emx_rmsnorm(xbi, xbi, L->post_attn_norm.data, dim, c->norm_eps);
             for (int j = 0; j < dim; j++) xi[j] += xbi[j];
             emx_rmsnorm(xbi, xi, L->ffn_norm.data, dim, c->norm_eps);
         }
-        const EmxMatmulJob gate_up[2] = {{s->hb, &L->w_gate, 0}, {s->hb2, &L->w_up, 0}};
-        matmul(s, gate_up, 2, s->xb, n);
-#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
-        for (int i = 0; i < n; i++) emx_swiglu(s->hb + (size_t)i * hid, s->hb2 + (size_t)i * hid, hid);
-        matmul1(s, s->xb, &L->w_down, s->hb, n);
-#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
-        for (int i = 0; i < n; i++) {
-            float *xi = s->x + (size_t)i * dim, *xbi = s->xb + (size_t)i * dim;
-            for (int j = 0; j < dim; j++) xi[j] += xbi[j];
-        }
+        ffn_block(s, L, n);
         note_rows(s, rows, l, s->x, n, dim);
     }
 }

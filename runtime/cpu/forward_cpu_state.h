@@ -33,7 +33,10 @@ struct CpuState {
     float *xd;        // [batch_cap][max(...)/32] their group scales
     float *xs;        // [batch_cap][max(...)/32] their group sums times scale (q4 offset)
     float *rope_cos, *rope_sin; // [batch_cap][head_dim/2] angles of each row's position
-    double *inv_freq; // [head_dim/2]
+    double *inv_freq; // [head_dim/2] (the global layers': rope_linear_global applied)
+    // A model with local layers (ext.sliding_window): their own RoPE base, and its angles per row
+    double *inv_freq_local;               // [head_dim/2], else NULL
+    float *rope_cos_local, *rope_sin_local; // [batch_cap][head_dim/2], else NULL
     float *att_tmp;   // [n_threads][PASS][ctx] softmax scratch: a softmax row per query of a call
     // KV cache: f32 (exact; EMX_KV_AUTO), or f16 (EMX_KV_F16: half the memory and half the
     // bytes attention reads per step, which dominate at long contexts for small models). An f16

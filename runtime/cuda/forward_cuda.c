@@ -289,6 +289,18 @@ int emx_cuda_device_count(void) {
 #endif
 const char *emx_cuda_backend_name(void) { return "cuda " EMX_CUDA_ARCHS; }
 
+// The first field of a version-2 configuration the CUDA pass does not compute yet, or NULL.
+static const char *cuda_unsupported(const EmxConfigExt *e) {
+    if (e->qkv_bias) return "qkv_bias";
+    if (e->sandwich_norms) return "sandwich_norms";
+    if (e->ffn_act != EMX_ACT_SILU) return "ffn_act";
+    if (e->embed_scale != 1.0f) return "embed_scale";
+    if (e->attn_scale != 0) return "attn_scale";
+    if (e->sliding_window) return "sliding_window";
+    if (e->rope_linear_global != 1.0f) return "rope_linear_global";
+    return NULL;
+}
+
 EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;
     const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
@@ -308,6 +320,12 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     }
     if (c->head_dim > 512 || c->head_dim / 2 > 512) {
         emx_seterr(err, errlen, "cuda:%d: head_dim %u: the kernels take at most 512", device, c->head_dim);
+        return NULL;
+    }
+    const char *unsupported = cuda_unsupported(&m->ext);
+    if (unsupported) {
+        emx_seterr(err, errlen, "cuda:%d: config.%s: not supported by the CUDA backend yet (use --device cpu)", device,
+                   unsupported);
         return NULL;
     }
     const CudaState *share = opt && opt->share_weights && opt->share_weights->backend == &CUDA_BACKEND

@@ -35,6 +35,17 @@
 //   SmolLM2                Llama layout, theta 100000, tied
 //   Qwen3                  per-head q/k RMSNorm before RoPE, head_dim independent of dim,
 //                          theta 1e6
+//   Qwen2 (2.5)            Llama layout plus biases on q, k, v (ext.qkv_bias)
+//   Gemma 3                embedding times sqrt(dim) (ext.embed_scale); q/k norms; scores
+//                          q·k * query_pre_attn_scalar^-0.5 (ext.attn_scale); a norm on each
+//                          block's output before its residual add (ext.sandwich_norms: four
+//                          norms a layer; every Gemma norm weight stored as 1 + w); GeGLU
+//                          (ext.ffn_act); local layers attend over a sliding window of keys
+//                          with their own RoPE base, global layers over every key, their
+//                          RoPE optionally slowed by a linear factor (ext.rope_linear_global)
+// A local layer (emx_layer_is_local) at position p sees keys max(0, p - window + 1) .. p
+// (HF's sliding-window mask: kv_idx > q_idx - sliding_window); its scores of the keys before
+// them are -inf.
 #include "runtime/reference/forward_ref.h"
 
 #include <math.h>
@@ -54,14 +65,18 @@ typedef struct {
     float *ffn_norm;         // [dim]
     float *w_gate, *w_up;    // [hidden_dim, dim]
     float *w_down;           // [dim, hidden_dim]
+    float *bq, *bk, *bv;     // [q_dim], [kv_dim], [kv_dim] (ext.qkv_bias), else NULL
+    float *post_attn_norm, *post_ffn_norm;  // [dim] (ext.sandwich_norms), else NULL
 } RefLayer;
 
 struct RefModel {
     EmxConfig cfg;
+    EmxConfigExt ext;
     float *tok_embeddings;  // [vocab, dim]
     float *norm;            // [dim]
     float *output;          // [vocab, dim]; == tok_embeddings when cfg.tied_output (not a copy)
-    double *inv_freq;       // [head_dim/2] RoPE frequency of each pair
+    double *inv_freq;       // [head_dim/2] RoPE frequency of each pair (global layers)
+    double *inv_freq_local; // [head_dim/2] the local layers' (ext.sliding_window), else == inv_freq
     RefLayer *layers;       // [n_layers]
 };
 
@@ -104,12 +119,14 @@ RefModel *ref_model_new(const EmxModel *em, char *err, size_t errlen) {
     RefModel *m = calloc(1, sizeof(*m));
     if (m) m->layers = calloc(c->n_layers, sizeof(RefLayer));
     if (m) m->inv_freq = malloc(c->head_dim / 2 * sizeof(double));
-    if (!m || !m->layers || !m->inv_freq) {
+    if (m) m->inv_freq_local = malloc(c->head_dim / 2 * sizeof(double));
+    if (!m || !m->layers || !m->inv_freq || !m->inv_freq_local) {
         ref_model_free(m);
         emx_seterr(err, errlen, "reference: out of memory");
         return NULL;
     }
     m->cfg = *c;
+    m->ext = em->ext;
     size_t bytes = 0;
     int ok = (m->tok_embeddings = dequantize(&em->tok_embeddings, &bytes)) && (m->norm = dequantize(&em->norm, &bytes));
     // Tied: the classifier is the embedding matrix itself (logit of token t = e_t · x).
@@ -125,6 +142,12 @@ RefModel *ref_model_new(const EmxModel *em, char *err, size_t errlen) {
              (L->w_down = dequantize(&E->w_down, &bytes));
         if (ok && c->qk_norm)
             ok = (L->q_norm = dequantize(&E->q_norm, &bytes)) && (L->k_norm = dequantize(&E->k_norm, &bytes));
+        if (ok && em->ext.qkv_bias)
+            ok = (L->bq = dequantize(&E->bq, &bytes)) && (L->bk = dequantize(&E->bk, &bytes)) &&
+                 (L->bv = dequantize(&E->bv, &bytes));
+        if (ok && em->ext.sandwich_norms)
+            ok = (L->post_attn_norm = dequantize(&E->post_attn_norm, &bytes)) &&
+                 (L->post_ffn_norm = dequantize(&E->post_ffn_norm, &bytes));
     }
     if (!ok) {
         emx_seterr(err, errlen, "reference: out of memory (%zu MiB of f32 weights so far)", bytes >> 20);
@@ -136,8 +159,14 @@ RefModel *ref_model_new(const EmxModel *em, char *err, size_t errlen) {
     // as one divisor per pair (GGUF's rope_freqs; 1 for the high frequencies, up to the scaling
     // factor for the low ones). In double, as the HF reference computes inv_freq.
     const float *factors = c->rope_freq_factors ? (const float *)em->rope_freq_factors.data : NULL;
-    for (uint32_t i = 0; i < c->head_dim / 2; i++)
-        m->inv_freq[i] = pow(c->rope_theta, -2.0 * i / c->head_dim) / (factors ? factors[i] : 1.0);
+    // Gemma 3: the local layers turn with their own base (rope_theta_local, unscaled), the global
+    // ones by theta^(-2i/hd) / factor (HF's "linear" scaling divides inv_freq by the factor).
+    const double local_theta = m->ext.rope_theta_local > 0 ? m->ext.rope_theta_local : c->rope_theta;
+    for (uint32_t i = 0; i < c->head_dim / 2; i++) {
+        m->inv_freq[i] = pow(c->rope_theta, -2.0 * i / c->head_dim) / (factors ? factors[i] : 1.0) /
+                         m->ext.rope_linear_global;
+        m->inv_freq_local[i] = m->ext.sliding_window ? pow(local_theta, -2.0 * i / c->head_dim) : m->inv_freq[i];
+    }
     return m;
 }
 
@@ -148,11 +177,13 @@ void ref_model_free(RefModel *m) {
     free(m->norm);
     for (uint32_t l = 0; m->layers && l < m->cfg.n_layers; l++) {
         RefLayer *L = &m->layers[l];
-        float *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm, L->k_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down};
+        float *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm, L->k_norm, L->ffn_norm, L->w_gate,
+                        L->w_up, L->w_down, L->bq, L->bk, L->bv, L->post_attn_norm, L->post_ffn_norm};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     }
     free(m->layers);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     free(m);
 }
 
@@ -264,23 +295,29 @@ static void attention(RefState *s, int l, int pos) {
     const int group = (int)(c->n_heads / c->n_kv_heads);  // query heads per kv head (GQA; 1 = MHA)
     const float *kc = s->key_cache + (size_t)l * s->ctx * kv_dim;
     const float *vc = s->value_cache + (size_t)l * s->ctx * kv_dim;
+    // the keys this layer sees: all of them, or a local layer's window ending at pos
+    const int first = emx_layer_is_local(&s->m->ext, (uint32_t)l) && pos >= (int)s->m->ext.sliding_window
+                          ? pos - (int)s->m->ext.sliding_window + 1 : 0;
+    const float scale = s->m->ext.attn_scale;  // 0: divide by sqrt(head_dim)
     for (int hq = 0; hq < (int)c->n_heads; hq++) {
         const int g = hq / group;  // consecutive query heads share a kv head (HF repeat_kv)
         const float *q = s->q + (size_t)hq * hd;
         float *score = s->scores + ((size_t)l * c->n_heads + hq) * s->ctx;
-        for (int t = 0; t <= pos; t++) {  // causal: keys up to and including this position
+        for (int t = 0; t < first; t++) score[t] = -INFINITY;  // outside the window: no probability
+        for (int t = first; t <= pos; t++) {  // causal: keys up to and including this position
             const float *k = kc + (size_t)t * kv_dim + (size_t)g * hd;
             float dot = 0;
             for (int d = 0; d < hd; d++) dot += q[d] * k[d];
-            score[t] = dot / sqrtf((float)hd);
+            score[t] = scale > 0 ? dot * scale : dot / sqrtf((float)hd);
         }
-        memcpy(s->probs, score, (size_t)(pos + 1) * sizeof(float));
-        softmax(s->probs, pos + 1);
+        const int n = pos + 1 - first;
+        memcpy(s->probs, score + first, (size_t)n * sizeof(float));
+        softmax(s->probs, n);
         float *a = s->att + (size_t)hq * hd;
         memset(a, 0, (size_t)hd * sizeof(float));
-        for (int t = 0; t <= pos; t++) {
+        for (int t = first; t <= pos; t++) {
             const float *v = vc + (size_t)t * kv_dim + (size_t)g * hd;
-            for (int d = 0; d < hd; d++) a[d] += s->probs[t] * v[d];
+            for (int d = 0; d < hd; d++) a[d] += s->probs[t - first] * v[d];
         }
     }
 }
@@ -300,25 +337,39 @@ static void layer(RefState *s, int l, int pos) {
     matmul(s->q, L->wq, s->h, q_dim, dim);
     matmul(s->k, L->wk, s->h, kv_dim, dim);
     matmul(s->v, L->wv, s->h, kv_dim, dim);
+    if (L->bq) {  // Qwen2: q, k, v biases, before the q/k norms and RoPE
+        for (int i = 0; i < q_dim; i++) s->q[i] += L->bq[i];
+        for (int i = 0; i < kv_dim; i++) s->k[i] += L->bk[i], s->v[i] += L->bv[i];
+    }
     if (c->qk_norm) {  // Qwen3: each head of q and k normalised on its own, before RoPE
         for (int h = 0; h < (int)c->n_heads; h++) rmsnorm(s->q + h * hd, s->q + h * hd, L->q_norm, hd, c->norm_eps);
         for (int h = 0; h < (int)c->n_kv_heads; h++) rmsnorm(s->k + h * hd, s->k + h * hd, L->k_norm, hd, c->norm_eps);
     }
-    rope(s->q, (int)c->n_heads, hd, (int)c->rope_style, s->m->inv_freq, pos);
-    rope(s->k, (int)c->n_kv_heads, hd, (int)c->rope_style, s->m->inv_freq, pos);
+    const double *inv_freq = emx_layer_is_local(&s->m->ext, (uint32_t)l) ? s->m->inv_freq_local : s->m->inv_freq;
+    rope(s->q, (int)c->n_heads, hd, (int)c->rope_style, inv_freq, pos);
+    rope(s->k, (int)c->n_kv_heads, hd, (int)c->rope_style, inv_freq, pos);
     // keys are cached after RoPE: a cached key never changes once its position is written
     memcpy(s->key_cache + ((size_t)l * s->ctx + pos) * kv_dim, s->k, (size_t)kv_dim * sizeof(float));
     memcpy(s->value_cache + ((size_t)l * s->ctx + pos) * kv_dim, s->v, (size_t)kv_dim * sizeof(float));
     attention(s, l, pos);
     matmul(s->h, L->wo, s->att, dim, q_dim);
+    if (L->post_attn_norm) rmsnorm(s->h, s->h, L->post_attn_norm, dim, c->norm_eps);  // Gemma: sandwich
     for (int i = 0; i < dim; i++) s->x[i] += s->h[i];
 
-    // feed-forward block (SwiGLU): x += W_down (silu(W_gate h) * W_up h), h = rmsnorm(x)
+    // feed-forward block (SwiGLU): x += W_down (silu(W_gate h) * W_up h), h = rmsnorm(x); GeGLU
+    // (Gemma): gelu_tanh(z) = 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z³))) in place of silu
     rmsnorm(s->h, s->x, L->ffn_norm, dim, c->norm_eps);
     matmul(s->gate, L->w_gate, s->h, hid, dim);
     matmul(s->up, L->w_up, s->h, hid, dim);
-    for (int i = 0; i < hid; i++) s->gate[i] = s->gate[i] / (1.0f + expf(-s->gate[i])) * s->up[i];
+    if (s->m->ext.ffn_act == EMX_ACT_GELU_TANH)
+        for (int i = 0; i < hid; i++) {
+            const float z = s->gate[i];
+            s->gate[i] = 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z))) * s->up[i];
+        }
+    else
+        for (int i = 0; i < hid; i++) s->gate[i] = s->gate[i] / (1.0f + expf(-s->gate[i])) * s->up[i];
     matmul(s->h, L->w_down, s->gate, dim, hid);
+    if (L->post_ffn_norm) rmsnorm(s->h, s->h, L->post_ffn_norm, dim, c->norm_eps);
     for (int i = 0; i < dim; i++) s->x[i] += s->h[i];
 }
 
@@ -327,6 +378,8 @@ const float *ref_forward(RefState *s, int token, int pos) {
     if (token < 0 || (uint32_t)token >= c->vocab_size || pos < 0 || pos >= s->ctx) return NULL;
     const int dim = (int)c->dim;
     memcpy(s->x, s->m->tok_embeddings + (size_t)token * dim, (size_t)dim * sizeof(float));
+    if (s->m->ext.embed_scale != 1.0f)  // Gemma: times sqrt(dim), a float32 (HF's embed_scale)
+        for (int i = 0; i < dim; i++) s->x[i] *= s->m->ext.embed_scale;
     for (int l = 0; l < (int)c->n_layers; l++) layer(s, l, pos);
     rmsnorm(s->x, s->x, s->m->norm, dim, c->norm_eps);
     matmul(s->logits, s->m->output, s->x, (int)c->vocab_size, dim);

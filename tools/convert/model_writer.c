@@ -252,8 +252,8 @@ static int install(EmxOut *o, char *err, size_t errlen) {
     return emx_out_close(o, err, errlen);
 }
 
-int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok, FILE *log,
-             char *err, size_t errlen) {
+int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const EmxConfigExt *ext,
+             const TokenizerData *tok, FILE *log, char *err, size_t errlen) {
     // The tokenizer section is serialised in memory first: its size places the directory.
     char *tok_buf = NULL;
     size_t tok_len = 0;
@@ -268,10 +268,13 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     EmxFileHeader h;
     memset(&h, 0, sizeof h);  // padding bytes too: the file is reproducible
     memcpy(h.magic, EMX_MAGIC, 8);
-    h.version = EMX_VERSION;
-    h.header_bytes = sizeof h;
+    // version 1 when the model needs nothing of version 2: older builds keep reading it
+    const EmxConfigExt plain = emx_config_ext_default();
+    const int v2 = ext && memcmp(ext, &plain, sizeof plain) != 0;
+    h.version = v2 ? EMX_VERSION : EMX_VERSION_1;
+    h.header_bytes = v2 ? EMX_HEADER_V2_BYTES : EMX_HEADER_V1_BYTES;
     h.config = *cfg;
-    h.tokenizer_offset = align_up(sizeof h, 8);
+    h.tokenizer_offset = align_up(h.header_bytes, 8);
     h.tokenizer_bytes = tok_bytes;
     h.tensor_dir_offset = align_up(h.tokenizer_offset + tok_bytes, 8);
     h.n_tensors = (uint32_t)w->n;
@@ -316,7 +319,9 @@ int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, c
     tmp_active = fd >= 0;
     sigprocmask(SIG_SETMASK, &prev, NULL);
     if (fd >= 0) {
-        rc = write_all(fd, o.tmp, w, &h, tok_buf, dir, log, err, errlen);
+        rc = v2 && pwrite_all(fd, ext, sizeof *ext, sizeof h)
+                 ? emx_seterr(err, errlen, "%s: write failed: %s", o.tmp, strerror(errno))
+                 : write_all(fd, o.tmp, w, &h, tok_buf, dir, log, err, errlen);
         if (rc == 0) rc = install(&o, err, errlen);
         sigprocmask(SIG_BLOCK, &block, &prev);
         emx_out_discard(&o);  // after a failure: closed, the temporary file removed (a no-op after install)

@@ -43,8 +43,9 @@ int mw_add(ModelWriter *w, const char *name, uint32_t dtype, uint32_t ndim, uint
 // Writes the file. `log` (may be NULL) gets one line per tensor: name, source type -> dtype,
 // shape, and for lossy conversions the RMS error relative to the weights' RMS and the max
 // absolute error. Returns 0, or -1 with a one-line reason in err (no file left behind, <out>
-// untouched).
-int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const TokenizerData *tok,
-             FILE *log, char *err, size_t errlen);
+// untouched). `ext` (may be NULL: the defaults) is version 2's configuration: a file whose ext
+// is all defaults is written as version 1.
+int mw_write(const ModelWriter *w, const char *out_path, const EmxConfig *cfg, const EmxConfigExt *ext,
+             const TokenizerData *tok, FILE *log, char *err, size_t errlen);
 
 #endif

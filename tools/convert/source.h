@@ -30,6 +30,7 @@ typedef struct {
     const char *path;           // the source as given on the command line
     char kind[96];              // for the log: "HuggingFace LlamaForCausalLM", "GGUF qwen3", ...
     EmxConfig cfg;              // chat_template left EMX_CHAT_NONE; convert.c sets it
+    EmxConfigExt ext;           // version 2's fields (emx_config_ext_default() unless the source needs them)
     TokenizerData tok;
     char *chat_template;        // Jinja template text (heap), or NULL when the source has none
     SrcTensor *t;
@@ -37,7 +38,7 @@ typedef struct {
     void *maps[SRC_MAX_MAPS];   // mmapped source files
     size_t map_sizes[SRC_MAX_MAPS];
     int n_maps;
-    void *owned[8];             // heap buffers tensors point into (computed rope factors)
+    void *owned[8];                         // heap buffers tensors point into (computed rope factors, Gemma's 1 + w norms)
     int n_owned;
     GGUFFile gguf;              // the open GGUF (GGUF sources only)
     int has_gguf;

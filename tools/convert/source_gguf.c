@@ -153,6 +153,7 @@ static int add_tensors(ConvSource *s, const char *path, char *err, size_t errlen
 
 int src_open_gguf(ConvSource *s, const char *path, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
+    s->ext = emx_config_ext_default();
     s->path = path;
     if (gguf_open(&s->gguf, path, err, errlen)) return -1;
     s->has_gguf = 1;

@@ -16,6 +16,7 @@
 #include "base/errmsg.h"
 #include "base/read_file.h"
 #include "tools/convert/source.h"
+#include "tools/convert/source_hf_arch.h"
 #include "tools/convert/tokenizer_build.h"
 
 static cJSON *read_json(const char *path, int required, char *err, size_t errlen) {
@@ -99,10 +100,12 @@ static void llama3_freq_factors(uint32_t head_dim, double theta, double factor, 
 
 static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path, char *err, size_t errlen) {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
-    if (!rs || cJSON_IsNull(rs)) return 0;
+    const int v5 = !rs || cJSON_IsNull(rs);
+    if (v5) rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");  // transformers 5: theta and type
+    if (!cJSON_IsObject(rs)) return 0;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
     if (!cJSON_IsString(type)) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    const char *t = cJSON_IsString(type) ? type->valuestring : "(none)";
+    const char *t = cJSON_IsString(type) ? type->valuestring : v5 ? "default" : "(none)";
     if (strcmp(t, "default") == 0) return 0;
     if (strcmp(t, "llama3") != 0) {
         emx_seterr(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", path, ESC(t));
@@ -130,79 +133,115 @@ static int parse_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path,
     return src_add(s, "rope_freq_factors", "rope_scaling (llama3)", GGML_F32, 1, s->cfg.head_dim / 2, 1, f, err, errlen);
 }
 
-static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    cJSON *cfg = read_json(path, 1, err, errlen);
-    if (!cfg) return -1;
-    if (!cJSON_IsObject(cfg)) {
-        emx_seterr(err, errlen, "%s: not a JSON object", path);
-        cJSON_Delete(cfg);
-        return -1;
-    }
-    int rc = -1;
-    EmxConfig *c = &s->cfg;
-    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
-    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
-    const char *arch = cJSON_IsString(a0) ? a0->valuestring : "", *model_type = cJSON_IsString(mt) ? mt->valuestring : "";
-    if (strcmp(arch, "LlamaForCausalLM") == 0 || strcmp(arch, "MistralForCausalLM") == 0 ||
-        (!*arch && (strcmp(model_type, "llama") == 0 || strcmp(model_type, "mistral") == 0))) {
-        c->arch = EMX_ARCH_LLAMA;
-    } else if (strcmp(arch, "Qwen3ForCausalLM") == 0 || (!*arch && strcmp(model_type, "qwen3") == 0)) {
-        c->arch = EMX_ARCH_QWEN3;
-        c->qk_norm = 1;
-    } else {
-        emx_seterr(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
-                 "(LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM)", path, ESC(arch), ESC(model_type));
-        goto out;
-    }
-    snprintf(s->kind, sizeof s->kind, "HuggingFace %s", *arch ? arch : model_type);
-    if (json_true(cfg, "attention_bias") || json_true(cfg, "mlp_bias")) {
-        emx_seterr(err, errlen, "%s: attention_bias / mlp_bias = true is not supported", path);
-        goto out;
-    }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
-    if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0) {
-        emx_seterr(err, errlen, "%s: hidden_act = \"%s\" is not supported (silu)", path, ESC(act->valuestring));
-        goto out;
-    }
+// The architecture named by config.json: *is_vlm when the text model sits in text_config
+// (Gemma3ForConditionalGeneration). 0 when not supported.
+static uint32_t detect_arch(const char *arch, const char *model_type, int *is_vlm) {
+    static const struct { const char *arch, *model_type; uint32_t id; int vlm; } known[] = {
+        {"LlamaForCausalLM", "llama", EMX_ARCH_LLAMA, 0},   {"MistralForCausalLM", "mistral", EMX_ARCH_LLAMA, 0},
+        {"Qwen3ForCausalLM", "qwen3", EMX_ARCH_QWEN3, 0},   {"Qwen2ForCausalLM", "qwen2", EMX_ARCH_QWEN2, 0},
+        {"Gemma3ForCausalLM", "gemma3_text", EMX_ARCH_GEMMA3, 0},
+        {"Gemma3ForConditionalGeneration", "gemma3", EMX_ARCH_GEMMA3, 1},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (*arch ? strcmp(arch, known[i].arch) == 0 : strcmp(model_type, known[i].model_type) == 0)
+            return *is_vlm = known[i].vlm, known[i].id;
+    return 0;
+}
+
+// The sizes and the Llama-layout fields; `gemma`: Gemma3TextConfig's defaults where keys are absent.
+static int parse_sizes(EmxConfig *c, const cJSON *cfg, int gemma, const char *path, char *err, size_t errlen) {
     double eps, theta;
     if (json_u32(cfg, "hidden_size", -1, &c->dim, path, err, errlen) ||
         json_u32(cfg, "intermediate_size", -1, &c->hidden_dim, path, err, errlen) ||
         json_u32(cfg, "num_hidden_layers", -1, &c->n_layers, path, err, errlen) ||
         json_u32(cfg, "num_attention_heads", -1, &c->n_heads, path, err, errlen) ||
         json_u32(cfg, "num_key_value_heads", c->n_heads, &c->n_kv_heads, path, err, errlen) ||
-        json_u32(cfg, "head_dim", c->dim / c->n_heads, &c->head_dim, path, err, errlen) ||
-        json_u32(cfg, "vocab_size", -1, &c->vocab_size, path, err, errlen) ||
-        json_u32(cfg, "max_position_embeddings", 4096, &c->max_seq_len, path, err, errlen) ||
+        json_u32(cfg, "head_dim", gemma ? 256 : c->dim / c->n_heads, &c->head_dim, path, err, errlen) ||
+        json_u32(cfg, "vocab_size", gemma ? 262208 : -1, &c->vocab_size, path, err, errlen) ||
+        json_u32(cfg, "max_position_embeddings", gemma ? 131072 : 4096, &c->max_seq_len, path, err, errlen) ||
         json_num(cfg, "rms_norm_eps", 1e-6, &eps, path, err, errlen) ||
-        json_num(cfg, "rope_theta", 10000.0, &theta, path, err, errlen))
-        goto out;
-    if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS) {
-        emx_seterr(err, errlen, "%s: num_attention_heads %u, num_key_value_heads %u, head_dim %u, num_hidden_layers %u "
-                 "are inconsistent", path, c->n_heads, c->n_kv_heads, c->head_dim, c->n_layers);
-        goto out;
-    }
+        hf_rope_theta(cfg, "full_attention", gemma ? 1e6 : 10000.0, &theta, path, err, errlen))
+        return -1;
+    if (c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->n_layers > EMX_MAX_LAYERS)
+        return emx_seterr(err, errlen, "%s: num_attention_heads %u, num_key_value_heads %u, head_dim %u, "
+                          "num_hidden_layers %u are inconsistent", path, c->n_heads, c->n_kv_heads, c->head_dim,
+                          c->n_layers);
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(cfg, "partial_rotary_factor");
-    if (cJSON_IsNumber(pr) && pr->valuedouble != 1.0) {
-        emx_seterr(err, errlen, "%s: partial_rotary_factor = %g is not supported", path, pr->valuedouble);
-        goto out;
-    }
+    if (cJSON_IsNumber(pr) && pr->valuedouble != 1.0)
+        return emx_seterr(err, errlen, "%s: partial_rotary_factor = %g is not supported", path, pr->valuedouble);
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
     c->rope_style = EMX_ROPE_HALF;
-    c->tied_output = json_true(cfg, "tie_word_embeddings");
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+    c->tied_output = gemma && !tie ? 1 : cJSON_IsTrue(tie);  // Gemma3TextConfig ties by default
     c->group_size = EMX_GROUP_SIZE;
-    rc = parse_rope_scaling(s, cfg, path, err, errlen);
+    return 0;
+}
+
+static int parse_config(ConvSource *s, const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root = read_json(path, 1, err, errlen);
+    if (!root) return -1;
+    if (!cJSON_IsObject(root)) {
+        emx_seterr(err, errlen, "%s: not a JSON object", path);
+        cJSON_Delete(root);
+        return -1;
+    }
+    int rc = -1, is_vlm = 0;
+    EmxConfig *c = &s->cfg;
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *arch = cJSON_IsString(a0) ? a0->valuestring : "", *model_type = cJSON_IsString(mt) ? mt->valuestring : "";
+    c->arch = detect_arch(arch, model_type, &is_vlm);
+    if (!c->arch) {
+        emx_seterr(err, errlen, "%s: architectures = [\"%s\"] (model_type \"%s\") is not supported "
+                 "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, "
+                 "Gemma3ForConditionalGeneration)", path, ESC(arch), ESC(model_type));
+        goto out;
+    }
+    const int gemma = c->arch == EMX_ARCH_GEMMA3;
+    c->qk_norm = c->arch == EMX_ARCH_QWEN3 || gemma;
+    snprintf(s->kind, sizeof s->kind, "HuggingFace %s", *arch ? arch : model_type);
+    // Gemma3ForConditionalGeneration: the text model's keys are in text_config (the rest is vision)
+    const cJSON *cfg = is_vlm ? cJSON_GetObjectItemCaseSensitive(root, "text_config") : root;
+    if (!cJSON_IsObject(cfg)) {
+        emx_seterr(err, errlen, "%s: text_config is missing", path);
+        goto out;
+    }
+    if ((c->arch != EMX_ARCH_QWEN2 && json_true(cfg, "attention_bias")) || json_true(cfg, "mlp_bias")) {
+        emx_seterr(err, errlen, "%s: attention_bias / mlp_bias = true is not supported", path);
+        goto out;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, gemma ? "hidden_activation" : "hidden_act");
+    if (gemma && !cJSON_IsString(act)) act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+    const char *want_act = gemma ? "gelu_pytorch_tanh" : "silu";
+    if (cJSON_IsString(act) && strcmp(act->valuestring, want_act) != 0 &&
+        !(gemma && strcmp(act->valuestring, "gelu_new") == 0)) {  // gelu_new: the same tanh formula
+        emx_seterr(err, errlen, "%s: hidden_act = \"%s\" is not supported (%s)", path, ESC(act->valuestring), want_act);
+        goto out;
+    }
+    if (parse_sizes(c, cfg, gemma, path, err, errlen) || hf_arch_config(s, cfg, path, err, errlen)) goto out;
+    rc = gemma ? 0 : parse_rope_scaling(s, cfg, path, err, errlen);
 out:
-    cJSON_Delete(cfg);
+    cJSON_Delete(root);
     return rc;
 }
 
 // HF tensor name -> ours. Returns 1 if mapped, 0 for tensors we do not need (buffers such as
-// rotary_emb.inv_freq; lm_head when tied), -1 for anything we do not know.
-static int map_name(const char *hf, int tied, char *ours, size_t cap) {
+// rotary_emb.inv_freq; lm_head when tied; a multimodal checkpoint's vision tower), -1 for
+// anything we do not know. A Gemma3ForConditionalGeneration's text model is under
+// "language_model.model." (as published) or "model.language_model." (transformers 5).
+static int map_name(const char *hf, uint32_t arch, int tied, char *ours, size_t cap) {
+    static const char *const vision[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                         "model.multi_modal_projector."};
+    char buf[256];
+    for (size_t i = 0; i < sizeof vision / sizeof vision[0]; i++)
+        if (strncmp(hf, vision[i], strlen(vision[i])) == 0) return 0;
+    if (strncmp(hf, "language_model.", 15) == 0) hf += 15;  // language_model.model.X, language_model.lm_head
+    else if (strncmp(hf, "model.language_model.", 21) == 0 && strlen(hf) < sizeof buf - 8)
+        snprintf(buf, sizeof buf, "model.%s", hf + 21), hf = buf;
     if (strcmp(hf, "model.embed_tokens.weight") == 0) return snprintf(ours, cap, "tok_embeddings"), 1;
     if (strcmp(hf, "model.norm.weight") == 0) return snprintf(ours, cap, "norm"), 1;
     if (strcmp(hf, "lm_head.weight") == 0) return tied ? 0 : (snprintf(ours, cap, "output"), 1);
@@ -211,16 +250,23 @@ static int map_name(const char *hf, int tied, char *ours, size_t cap) {
     if (sscanf(hf, "model.layers.%u.%n", &layer, &used) != 1 || used == 0) return -1;
     const char *rest = hf + used;
     if (strstr(rest, "rotary_emb.inv_freq")) return 0;
+    const int gemma = arch == EMX_ARCH_GEMMA3;
     static const char *const table[][2] = {
         {"input_layernorm.weight", "attn_norm"},          {"self_attn.q_proj.weight", "wq"},
         {"self_attn.k_proj.weight", "wk"},                {"self_attn.v_proj.weight", "wv"},
         {"self_attn.o_proj.weight", "wo"},                {"self_attn.q_norm.weight", "q_norm"},
-        {"self_attn.k_norm.weight", "k_norm"},            {"post_attention_layernorm.weight", "ffn_norm"},
-        {"mlp.gate_proj.weight", "w_gate"},               {"mlp.up_proj.weight", "w_up"},
-        {"mlp.down_proj.weight", "w_down"},
+        {"self_attn.k_norm.weight", "k_norm"},            {"mlp.gate_proj.weight", "w_gate"},
+        {"mlp.up_proj.weight", "w_up"},                   {"mlp.down_proj.weight", "w_down"},
+        {"self_attn.q_proj.bias", "bq"},                  {"self_attn.k_proj.bias", "bk"},
+        {"self_attn.v_proj.bias", "bv"},                  {"pre_feedforward_layernorm.weight", "ffn_norm"},
+        {"post_feedforward_layernorm.weight", "post_ffn_norm"},
+        // Llama's norm before the FFN; Gemma's after the attention (its pre-FFN one is above)
+        {"post_attention_layernorm.weight", "ffn_norm"},
     };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strcmp(rest, table[i][0]) == 0) return snprintf(ours, cap, "layers.%u.%s", layer, table[i][1]), 1;
+    const size_t n = sizeof table / sizeof table[0];
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rest, table[i][0]) == 0)
+            return snprintf(ours, cap, "layers.%u.%s", layer, gemma && i == n - 1 ? "post_attn_norm" : table[i][1]), 1;
     return -1;
 }
 
@@ -343,7 +389,7 @@ static int read_safetensors(ConvSource *s, const char *path, char *err, size_t e
     cJSON_ArrayForEach(e, h) {
         if (strcmp(e->string, "__metadata__") == 0) continue;
         char ours[EMX_NAME_BYTES];
-        int m = map_name(e->string, (int)s->cfg.tied_output, ours, sizeof ours);
+        int m = map_name(e->string, s->cfg.arch, (int)s->cfg.tied_output, ours, sizeof ours);
         if (m == 0) continue;
         if (m < 0) {
             emx_seterr(err, errlen, "%s: tensor %s is not part of a supported model", path, ESC(e->string));
@@ -502,8 +548,10 @@ static void read_chat_template(ConvSource *s, const char *tok_dir) {
 
 int src_open_hf(ConvSource *s, const char *dir, const char *tokenizer, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
+    s->ext = emx_config_ext_default();
     s->path = dir;
     if (parse_config(s, dir, err, errlen) || read_weights(s, dir, err, errlen)) return -1;
+    if (s->cfg.arch == EMX_ARCH_GEMMA3 && hf_gemma_norms(s, err, errlen)) return -1;
     // The tokenizer is sized by vocab_size: check it against the embedding before building one
     // (a wrong vocab_size must not allocate a huge tokenizer first).
     const SrcTensor *emb = src_find(s, "tok_embeddings");

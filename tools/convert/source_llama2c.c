@@ -139,6 +139,7 @@ static int take_weights(Reader *r, const EmxConfig *c, int version) {
 
 int src_open_llama2c(ConvSource *s, const char *path, const char *tokenizer, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
+    s->ext = emx_config_ext_default();
     s->path = path;
     size_t size;
     const uint8_t *base = src_map_file(s, path, &size, err, errlen);

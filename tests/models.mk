@@ -6,6 +6,10 @@
 #   stories260K.gguf.{f32,q8}.bin       llama.cpp's GGUF of the same model
 #   {qwen3,llama3}-tiny.{f32,bf16,q8,q4,q4_1}.bin   from hf/ (safetensors)
 #   {qwen3,llama3}-tiny.gguf.f32.bin    from the .bf16.gguf / .f16.gguf
+#   hf/{qwen2.5,gemma3}-tiny/           HF directories made by tools/make_tiny_hf.py (random
+#                                       weights, real vocabulary sizes; a few seconds each)
+#   hf/gemma3-{270m,1b}-shape/          the same at Gemma 3 270M's / 1B's widths, 2 layers (358 /
+#                                       712 MB; not in test-models: `make tiny-hf-shapes`)
 
 CONVERT ?= $(BUILD)/tools/convert
 TEST_MODEL_DIR := $(BUILD)/models
@@ -16,7 +20,21 @@ TEST_MODELS := \
 	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4 q4_1,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
 	  $(TEST_MODEL_DIR)/$(m).gguf.f32.bin)
 
+TINY_HF_DIR := $(TEST_MODEL_DIR)/hf
+TINY_HF_MODELS := $(foreach m,qwen2.5-tiny gemma3-tiny,$(TINY_HF_DIR)/$(m)/model.safetensors)
+TINY_HF_SHAPES := $(foreach m,gemma3-270m-shape gemma3-1b-shape,$(TINY_HF_DIR)/$(m)/model.safetensors)
+TEST_MODELS += $(TINY_HF_MODELS)
+
 test-models: $(TEST_MODELS)
+tiny-hf-shapes: $(TINY_HF_SHAPES)
+
+# config.json, tokenizer files and the weights in one run; model.safetensors is written last
+# (renamed into place), so it stands for the whole directory.
+$(TINY_HF_DIR)/%/model.safetensors: tools/make_tiny_hf.py tests/data/hf/gemma3-tokenizer/tokenizer.json \
+		tests/data/chat_templates/gemma3.jinja tests/data/chat_templates/qwen2.5.jinja
+	@mkdir -p $(@D); echo "make_tiny_hf $*"
+	@python3 tools/make_tiny_hf.py --shape $* -o $(@D) --qwen-tokenizer-dir $(TESTDATA)/tokenizers/qwen3 > $(@D).log 2>&1 \
+		|| { cat $(@D).log; exit 1; }
 
 # Run the converter with its log in <out>.log; show the log only when it fails.
 convert_model = @mkdir -p $(@D); echo "convert $@"; \
@@ -40,3 +58,4 @@ $(TEST_MODEL_DIR)/llama3-tiny.%.bin: $(TESTDATA)/tiny/llama3-tiny/hf/model.safet
 
 $(TEST_MODEL_DIR)/llama3-tiny.gguf.%.bin: $(TESTDATA)/tiny/llama3-tiny/llama3-tiny.f16.gguf $(CONVERT)
 	$(call convert_model,$<,--dtype $*)
+.PHONY: tiny-hf-shapes

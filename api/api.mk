@@ -94,7 +94,8 @@ uninstall:
 		$(INSTALL_LIB)/libentropix.so $(INSTALL_LIB)/libentropix.a $(INSTALL_PC)/entropix.pc \
 		$(foreach p,$(INSTALL_PROGS),$(INSTALL_BIN)/entropix-$(notdir $(p)))
 
--include $(PIC_API_OBJ:.o=.d) $(PIC_RUNTIME_OBJ:.o=.d)
+# the internal library's API objects too (build/obj/api): a changed runtime header rebuilds them
+-include $(PIC_API_OBJ:.o=.d) $(PIC_RUNTIME_OBJ:.o=.d) $(API_OBJ:.o=.d)
 
 # ---- the Python package (python/, docs/python.md) ----------------------------------------------
 # numpy (its one dependency), pytest for its suite (tests/test_api_python.c runs it), wheel for

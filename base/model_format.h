@@ -14,6 +14,7 @@
 #define ENTROPIX_MODEL_FORMAT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define EMX_MAGIC "EMXMODEL"        // 8 bytes, no terminator stored
 #define EMX_VERSION 2u                // the newest version written; 1 is still read
@@ -117,7 +118,8 @@ typedef struct {
 
 // The version-1 values of EmxConfigExt: nothing beyond a v1 configuration.
 static inline EmxConfigExt emx_config_ext_default(void) {
-    EmxConfigExt e = {0};
+    EmxConfigExt e;
+    memset(&e, 0, sizeof e);  // (not `= {0}`: the CUDA sources include this as C++)
     e.embed_scale = 1.0f;
     e.rope_linear_global = 1.0f;
     return e;

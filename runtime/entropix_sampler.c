@@ -12,8 +12,12 @@ void emx_step_metrics(EmxState *st, const float *logits, int n_vocab, int n_laye
     emx_logits_metrics(logits, n_vocab, m);
     int last_pos = -1;
     const float *scores = emx_attention_scores(st, &last_pos);  // [n_layers][n_heads][ctx]
-    if (scores && last_pos >= 0 && last_pos < ctx)
-        emx_attention_metrics(scores, n_layers, n_heads, ctx, last_pos + 1, layer, scratch, m);
+    if (!scores || last_pos < 0 || last_pos >= ctx) return;
+    // local layers (a sliding window): the metrics over the keys the query saw
+    int first_key[EMX_MAX_LAYERS];
+    const int n = n_layers < (int)EMX_MAX_LAYERS ? n_layers : (int)EMX_MAX_LAYERS;
+    for (int l = 0; l < n; l++) first_key[l] = emx_attention_first_key(st, l, last_pos);
+    emx_attention_metrics_window(scores, n, n_heads, ctx, last_pos + 1, first_key, layer, scratch, m);
 }
 
 // The whole step, in the order the data needs: metrics (logits, then the selected layers'

@@ -41,7 +41,7 @@ EmxLoad emx_load_for_device(const char *device, int mmap) {
     return mmap || !emx_device_is_cpu(device) ? EMX_LOAD_MMAP : EMX_LOAD_AUTO;
 }
 
-EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+static EmxState *state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
     const char *d = resolve_device(opt ? opt->device : NULL);
     if (emx_device_is_cpu(d)) return emx_cpu_state_new(m, opt, err, errlen);
     const int dev = parse_cuda_device(d);
@@ -55,6 +55,18 @@ EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err
         return NULL;
     }
     return emx_cuda_state_new(m, opt, dev, err, errlen);
+}
+
+EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen) {
+    EmxState *s = state_new(m, opt, err, errlen);
+    if (s) s->model = m;
+    return s;
+}
+
+int emx_attention_first_key(const EmxState *s, int layer, int last_pos) {
+    const EmxConfigExt *e = s->model ? &s->model->ext : NULL;
+    if (!e || layer < 0 || !emx_layer_is_local(e, (uint32_t)layer) || last_pos < (int)e->sliding_window) return 0;
+    return last_pos - (int)e->sliding_window + 1;
 }
 
 void emx_state_free(EmxState *s) {

@@ -92,6 +92,10 @@ const float *emx_forward(EmxState *s, const int *tokens, int n, int pos);
 // the token's own key included). Layout [n_layers][n_heads][ctx]; entries past last_pos are
 // unspecified. Written by the attention itself, so reading them costs nothing extra.
 const float *emx_attention_scores(const EmxState *s, int *last_pos);
+// The first key a query at last_pos sees in `layer`: 0, or for a local layer of a model with a
+// sliding window (EmxConfigExt) last_pos - window + 1 once that is positive. The scores of the
+// keys before it are -inf (no probability); the attention metrics are taken over the keys from it.
+int emx_attention_first_key(const EmxState *s, int layer, int last_pos);
 
 // The KV cache itself, for tests and tools: key and value f32 [n_layers][ctx][kv_dim] each. An
 // f16 cache's values widened exactly, and a CPU cache whose rows are padded (forward_cpu.c), come

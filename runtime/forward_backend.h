@@ -18,6 +18,9 @@ struct EmxState {
     // The forward group this state decodes in (runtime/forward_group.h; NULL: none). Set by
     // emx_forward_group_join / _leave, read by emx_forward; a backend zeroes it (calloc).
     struct EmxForwardGroup *group;
+    // The model the state runs (set by emx_state_new; NULL for a state made by a backend directly):
+    // which layers are local, for emx_attention_first_key.
+    const EmxModel *model;
 };
 
 // The extension for the agent pool and the branching decoder (runtime/pool/pool_backend.h).

@@ -165,12 +165,19 @@ int emx_attention_layer_metrics(const float *scores, int n_heads, int stride, in
 
 int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int stride,
                           int valid_len, int layer, double *scratch, EmxMetrics *m) {
+    return emx_attention_metrics_window(scores, n_layers, n_heads, stride, valid_len, NULL, layer, scratch, m);
+}
+
+int emx_attention_metrics_window(const float *scores, int n_layers, int n_heads, int stride, int valid_len,
+                                 const int *first_key, int layer, double *scratch, EmxMetrics *m) {
     int first, last;  // the layers [first, last] averaged
     if (emx_attn_layer_range(layer, n_layers, &first, &last) != 0) return -1;
     EmxAttnLayerMetrics sum = {0}, one;
     for (int l = first; l <= last; l++) {
-        const float *ls = scores + (long)l * n_heads * stride;  // [n_heads][stride]
-        if (emx_attention_layer_metrics(ls, n_heads, stride, valid_len, scratch, NULL, NULL,
+        // a local layer's row from its first visible key: keys [k0, valid_len)
+        const int k0 = first_key && first_key[l] > 0 && first_key[l] < valid_len ? first_key[l] : 0;
+        const float *ls = scores + (long)l * n_heads * stride + k0;  // [n_heads][stride]
+        if (emx_attention_layer_metrics(ls, n_heads, stride, valid_len - k0, scratch, NULL, NULL,
                                         &one) != 0)
             return -1;
         sum.entropy_bits += one.entropy_bits;

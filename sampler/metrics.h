@@ -209,5 +209,11 @@ int emx_attention_layer_metrics(const float *scores, int n_heads, int stride, in
 // an index). scratch: valid_len doubles. Returns 0, or -1 on bad dimensions or layer.
 int emx_attention_metrics(const float *scores, int n_layers, int n_heads, int stride,
                           int valid_len, int layer, double *scratch, EmxMetrics *m);
+// The same with a sliding window: layer l's metrics are those of its keys first_key[l] ..
+// valid_len - 1 alone (the keys its query saw; a local layer's scores before them are -inf), as
+// if its rows started there: every mean over keys (agreement, interaction strength) is over the
+// visible keys. first_key NULL, or an entry <= 0: every key (emx_attention_metrics).
+int emx_attention_metrics_window(const float *scores, int n_layers, int n_heads, int stride, int valid_len,
+                                 const int *first_key, int layer, double *scratch, EmxMetrics *m);
 
 #endif

@@ -94,6 +94,8 @@ Test(branches, batched_equals_alone_qwen3_q8, .timeout = 300) { check_batched_eq
 Test(branches, batched_equals_alone_qwen3_q4, .timeout = 300) { check_batched_equals_alone("qwen3-tiny.q4.bin", 1); }
 Test(branches, batched_equals_alone_llama3_q4_1, .timeout = 300) { check_batched_equals_alone("llama3-tiny.q4_1.bin", 2); }
 Test(branches, batched_equals_alone_stories_q8, .timeout = 300) { check_batched_equals_alone("stories260K.q8.bin", 1); }
+// Gemma 3: local layers with a window of 8 over a 9-token prefix and the branches' own steps
+Test(branches, batched_equals_alone_gemma3_q8, .timeout = 300) { check_batched_equals_alone("gemma3-tiny.q8.bin", 2); }
 
 // Commit, KV transfer to another replica, rollback into the committed branch, fresh prefill.
 static void check_commit_and_rollback(const char *name) {
@@ -173,6 +175,7 @@ static void check_commit_and_rollback(const char *name) {
 Test(branches, commit_rollback_qwen3_f32, .timeout = 300) { check_commit_and_rollback("qwen3-tiny.f32.bin"); }
 Test(branches, commit_rollback_qwen3_q8, .timeout = 300) { check_commit_and_rollback("qwen3-tiny.q8.bin"); }
 Test(branches, commit_rollback_llama3_q4, .timeout = 300) { check_commit_and_rollback("llama3-tiny.q4.bin"); }
+Test(branches, commit_rollback_gemma3_f32, .timeout = 300) { check_commit_and_rollback("gemma3-tiny.f32.bin"); }
 
 Test(branches, bad_calls, .timeout = 300) {
     Loaded l;

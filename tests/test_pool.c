@@ -263,6 +263,9 @@ static void check_workers(const char *name, const char *lookahead, const char *m
 Test(pool, workers_same_text_stories_l1, .timeout = 300) { check_workers("stories260K.f32.bin", "1", "-2.12"); }
 Test(pool, workers_same_text_stories_l4, .timeout = 300) { check_workers("stories260K.q8.bin", "4", "-2.12"); }
 Test(pool, workers_same_text_qwen3_q8_l4, .timeout = 300) { check_workers("qwen3-tiny.q8.bin", "4", "0"); }
+// Gemma 3 (local layers, window 8: the 48 tokens and the critic's passes cross it); margin -1000:
+// every check is BAD, rolled back up to the cap (its critic never says BAD at 0)
+Test(pool, workers_same_text_gemma3_q8_l4, .timeout = 300) { check_workers("gemma3-tiny.q8.bin", "4", "-1000"); }
 
 // ---------------------------------------------------------------------------------------------
 // --metrics: one JSON line per token of the final text, the winning agent's parameters.

@@ -1,0 +1,390 @@
+// test_arch.c — Qwen2 (q/k/v biases) and Gemma 3 (sandwich norms, GeGLU, embedding and attention
+// scales, sliding-window local layers with their own RoPE base): the model file's version-2
+// fields as convert writes them from config.json, its refusals, version-1 files still read; the
+// reference forward against HuggingFace transformers (tests/data/arch, tools/make_arch_ref.py:
+// float32, eager attention); the fast CPU path against the reference over 44 positions that
+// cross gemma3-tiny's window of 8 (decode, one prefill, a prefill in chunks); the attention
+// metrics of a local layer over the keys its query saw, against a direct computation here.
+//
+// Models: build/models/{qwen2.5,gemma3}-tiny.*.bin (tests/models.mk, from the directories
+// tools/make_tiny_hf.py makes).
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/entropix_sampler.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
+#include "runtime/reference/forward_ref.h"
+#include "run_util.h"
+#include "test_ref_util.h"
+#include "test_util.h"
+
+static void open_model(const char *name, EmxModel *m) {
+    char path[512], rel[256], err[512];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    test_build_path(path, sizeof path, rel);
+    cr_assert(access(path, R_OK) == 0, "%s missing (make test-models converts it)", path);
+    cr_assert(emx_model_open(m, path, err, sizeof err) == 0, "%s", err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file: version 2's fields from config.json, version 1 kept
+
+Test(arch, gemma3_fields_from_config) {
+    EmxModel m;
+    open_model("gemma3-tiny.f32.bin", &m);
+    const EmxConfigExt *e = &m.ext;
+    // make_tiny_hf.py's gemma3-tiny: hidden 64, query_pre_attn_scalar 48, sliding_window 8,
+    // layer_types 5 x sliding + full, rope_local_base_freq 10000, rope_theta 1e6, tied
+    cr_assert_eq(m.version, 2);
+    cr_assert_eq(m.cfg.arch, EMX_ARCH_GEMMA3);
+    cr_assert(m.cfg.qk_norm && m.cfg.tied_output && e->sandwich_norms && !e->qkv_bias);
+    cr_assert_eq(e->ffn_act, EMX_ACT_GELU_TANH);
+    cr_assert_eq(e->embed_scale, 8.0f);                          // float32(64 ** 0.5)
+    cr_assert_eq(e->attn_scale, 0.144337567297406f);             // 48 ** -0.5 rounded to float32
+    cr_assert_eq(e->sliding_window, 8);
+    for (uint32_t l = 0; l < 6; l++) cr_assert_eq(emx_layer_is_local(e, l), l < 5, "layer %u", l);
+    cr_assert_eq(e->rope_theta_local, 10000.0f);
+    cr_assert_eq(m.cfg.rope_theta, 1e6f);
+    cr_assert_eq(e->rope_linear_global, 1.0f);
+    cr_assert(m.layers[0].post_attn_norm.data && m.layers[5].post_ffn_norm.data && !m.layers[0].bq.data);
+    emx_model_close(&m);
+}
+
+Test(arch, qwen2_fields_from_config) {
+    EmxModel m;
+    open_model("qwen2.5-tiny.q8.bin", &m);
+    cr_assert_eq(m.version, 2);
+    cr_assert_eq(m.cfg.arch, EMX_ARCH_QWEN2);
+    cr_assert(m.ext.qkv_bias && !m.ext.sandwich_norms && !m.ext.sliding_window && !m.cfg.qk_norm);
+    cr_assert(m.layers[2].bq.data && m.layers[2].bq.dtype == EMX_F32 && m.layers[2].bk.rows == 2 * 16);
+    cr_assert_eq(m.ext.embed_scale, 1.0f);
+    emx_model_close(&m);
+}
+
+// Every older file is still version 1 with a 160-byte header, and loads with the defaults.
+Test(arch, version1_files_still_load) {
+    EmxModel m;
+    open_model("qwen3-tiny.f32.bin", &m);
+    cr_assert_eq(m.version, 1);
+    uint32_t header_bytes;
+    memcpy(&header_bytes, (const char *)m.map + 12, 4);
+    cr_assert_eq(header_bytes, 160);
+    const EmxConfigExt d = emx_config_ext_default();
+    cr_assert(memcmp(&m.ext, &d, sizeof d) == 0);
+    emx_model_close(&m);
+}
+
+// A copy of gemma3-tiny's directory with config.json changed by `edit`, converted; returns the run.
+static RunResult convert_edited(void (*edit)(cJSON *), char *dir) {
+    char src[512], path[1024], conv[512], tok[512];
+    test_build_path(src, sizeof src, "models/hf/gemma3-tiny");
+    strcpy(dir, "/tmp/emx-test-arch-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/config.json", src);
+    cJSON *cfg = ref_load_json(path);
+    edit(cfg);
+    char *text = cJSON_Print(cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    free(text);
+    cJSON_Delete(cfg);
+    char real[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(real, sizeof real, "%s/model.safetensors", src);
+    cr_assert(realpath(real, conv) && symlink(conv, path) == 0);
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    const char *args[] = {dir, path, "--dtype", "f32", "--tokenizer", test_shared_path(tok, sizeof tok, "testdata/tokenizers/qwen3"), NULL};
+    return run_prog(test_build_path(conv, sizeof conv, "tools/convert"), args);
+}
+
+static void cleanup(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+static void set(cJSON *cfg, const char *key, cJSON *v) {
+    if (cJSON_GetObjectItem(cfg, key)) cJSON_ReplaceItemInObject(cfg, key, v);
+    else cJSON_AddItemToObject(cfg, key, v);
+}
+static void softcap(cJSON *c) { set(c, "final_logit_softcapping", cJSON_CreateNumber(30)); }
+static void attn_softcap(cJSON *c) { set(c, "attn_logit_softcapping", cJSON_CreateNumber(50)); }
+static void yarn(cJSON *c) { set(c, "rope_scaling", cJSON_Parse("{\"rope_type\": \"yarn\", \"factor\": 8}")); }
+static void chunked(cJSON *c) {
+    set(c, "layer_types", cJSON_Parse("[\"sliding_attention\", \"chunked_attention\", \"sliding_attention\", "
+                                      "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]"));
+}
+static void gelu_exact(cJSON *c) { set(c, "hidden_activation", cJSON_CreateString("gelu")); }
+static void bidirectional(cJSON *c) { set(c, "use_bidirectional_attention", cJSON_CreateTrue()); }
+
+Test(arch, convert_refuses_what_it_cannot_compute, .timeout = 60) {
+    const struct { void (*edit)(cJSON *); const char *needle; } cases[] = {
+        {softcap, "final_logit_softcapping is set (30)"},
+        {attn_softcap, "attn_logit_softcapping is set (50)"},
+        {yarn, "rope_scaling type \"yarn\" of the global layers is not supported"},
+        {chunked, "layer_types[1] = \"chunked_attention\" is not supported"},
+        {gelu_exact, "hidden_act = \"gelu\" is not supported (gelu_pytorch_tanh)"},
+        {bidirectional, "use_bidirectional_attention = true is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[64], out[128];
+        RunResult r = convert_edited(cases[i].edit, dir);
+        cr_expect_neq(r.code, 0, "case %zu converted", i);
+        cr_expect(strstr(r.err, cases[i].needle) && count_lines(r.err) == 1, "case %zu: %s", i, r.err);
+        snprintf(out, sizeof out, "%s/out.bin", dir);
+        cr_expect(access(out, F_OK) != 0, "case %zu left an output", i);
+        run_free(&r);
+        cleanup(dir);
+    }
+}
+
+// Gemma 3 4B and larger: the global layers' RoPE slowed by a linear factor (transformers 4's
+// rope_scaling; 5's rope_parameters.full_attention say the same).
+static void linear8(cJSON *c) { set(c, "rope_scaling", cJSON_Parse("{\"rope_type\": \"linear\", \"factor\": 8.0}")); }
+static void linear4_v5(cJSON *c) {
+    cJSON_DeleteItemFromObject(c, "rope_theta");
+    cJSON_DeleteItemFromObject(c, "rope_local_base_freq");
+    set(c, "rope_parameters", cJSON_Parse("{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 4.0, "
+                                          "\"rope_theta\": 500000.0}, \"sliding_attention\": {\"rope_type\": "
+                                          "\"default\", \"rope_theta\": 20000.0}}"));
+}
+
+Test(arch, convert_reads_linear_rope_scaling, .timeout = 60) {
+    const struct { void (*edit)(cJSON *); float factor, theta, local; } cases[] = {
+        {linear8, 8.0f, 1e6f, 1e4f}, {linear4_v5, 4.0f, 5e5f, 2e4f}};
+    for (int i = 0; i < 2; i++) {
+        char dir[64], out[128], err[512];
+        RunResult r = convert_edited(cases[i].edit, dir);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        snprintf(out, sizeof out, "%s/out.bin", dir);
+        EmxModel m;
+        cr_assert(emx_model_open(&m, out, err, sizeof err) == 0, "%s", err);
+        cr_expect_eq(m.ext.rope_linear_global, cases[i].factor);
+        cr_expect_eq(m.cfg.rope_theta, cases[i].theta);
+        cr_expect_eq(m.ext.rope_theta_local, cases[i].local);
+        emx_model_close(&m);
+        run_free(&r);
+        cleanup(dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference against HF transformers (float32)
+
+// 12 prompt ids, then 32 greedy steps: each step's top-20 logits within 2e-4 (the tolerance of
+// the qwen3-tiny references), every greedy id equal.
+static void ref_vs_hf(const char *model_file, const char *ref_name) {
+    EmxModel m;
+    open_model(model_file, &m);
+    char err[512], rel[128];
+    RefModel *rm = ref_model_new(&m, err, sizeof err);
+    cr_assert(rm, "%s", err);
+    RefState *s = ref_state_new(rm, 64, err, sizeof err);
+    cr_assert(s, "%s", err);
+    snprintf(rel, sizeof rel, "tests/data/arch/%s.json", ref_name);
+    cJSON *ref = ref_load_json(rel);
+    int n, n_greedy;
+    int *ids = ref_json_ints(cJSON_GetObjectItem(ref, "ids"), &n);
+    int *greedy = ref_json_ints(cJSON_GetObjectItem(ref, "greedy"), &n_greedy);
+    const cJSON *top = cJSON_GetObjectItem(ref, "top20");
+    const float *logits = NULL;
+    for (int i = 0; i < n; i++) logits = ref_forward(s, ids[i], i);
+    double worst = 0;
+    for (int step = 0; step < n_greedy; step++) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetArrayItem(top, step)) {
+            const int id = cJSON_GetArrayItem(e, 0)->valueint;
+            const double want = cJSON_GetArrayItem(e, 1)->valuedouble, d = fabs(logits[id] - want);
+            worst = fmax(worst, d);
+            cr_assert(d <= 2e-4, "%s step %d: logit[%d] = %.7g, HF %.7g", model_file, step, id, logits[id], want);
+        }
+        const int tok = ref_argmax(logits, (int)m.cfg.vocab_size);
+        cr_assert_eq(tok, greedy[step], "%s step %d: %d vs HF %d", model_file, step, tok, greedy[step]);
+        logits = ref_forward(s, tok, n + step);
+    }
+    fprintf(stderr, "reference %s vs HF: top-20 x %d steps max|d| %.2g, greedy %d/%d\n", model_file, n_greedy, worst,
+            n_greedy, n_greedy);
+    free(ids);
+    free(greedy);
+    cJSON_Delete(ref);
+    ref_state_free(s);
+    ref_model_free(rm);
+    emx_model_close(&m);
+}
+
+Test(arch, reference_qwen25_vs_hf, .timeout = 120) { ref_vs_hf("qwen2.5-tiny.f32.bin", "qwen2.5-tiny"); }
+Test(arch, reference_gemma3_vs_hf, .timeout = 120) { ref_vs_hf("gemma3-tiny.f32.bin", "gemma3-tiny"); }
+
+// ---------------------------------------------------------------------------------------------
+// The fast CPU path against the reference, across the window
+
+// The 12 prompt ids and the 32 HF greedy ids: 44 positions (gemma3-tiny's window is 8).
+static int *sequence(const char *ref_name, int *n) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/data/arch/%s.json", ref_name);
+    cJSON *ref = ref_load_json(rel);
+    int n_ids, n_greedy;
+    int *ids = ref_json_ints(cJSON_GetObjectItem(ref, "ids"), &n_ids);
+    int *greedy = ref_json_ints(cJSON_GetObjectItem(ref, "greedy"), &n_greedy);
+    ids = realloc(ids, (size_t)(n_ids + n_greedy) * sizeof(int));
+    cr_assert(ids);
+    memcpy(ids + n_ids, greedy, (size_t)n_greedy * sizeof(int));
+    free(greedy);
+    cJSON_Delete(ref);
+    *n = n_ids + n_greedy;
+    return ids;
+}
+
+#define CTX 64
+
+// Scores of position pos, fast vs reference ([n_layers][n_heads][CTX]): a key outside a local
+// layer's window is -inf in both; the others within tol. Returns the worst difference.
+static double compare_scores(const EmxModel *m, const float *fast, const float *ref, int pos, double tol) {
+    double worst = 0;
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++)
+        for (uint32_t h = 0; h < m->cfg.n_heads; h++)
+            for (int k = 0; k <= pos; k++) {
+                const size_t i = ((size_t)l * m->cfg.n_heads + h) * CTX + k;
+                const int hidden = emx_layer_is_local(&m->ext, l) && k <= pos - (int)m->ext.sliding_window;
+                cr_assert_eq(isinf(ref[i]) && ref[i] < 0, hidden, "reference: layer %u key %d at %d", l, k, pos);
+                if (hidden) {
+                    cr_assert(isinf(fast[i]) && fast[i] < 0, "layer %u key %d at %d: %g, not -inf", l, k, pos, fast[i]);
+                    continue;
+                }
+                worst = fmax(worst, fabs((double)fast[i] - ref[i]));
+            }
+    cr_assert(worst <= tol, "position %d: scores differ by %g (tol %g)", pos, worst, tol);
+    return worst;
+}
+
+static double max_diff(const float *a, const float *b, int n) {
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+// Decode token by token, one prefill, and a prefill in chunks of 5 (rows whose windows reach
+// back into the previous chunk): logits within tol_logit, scores within tol_score.
+static void cpu_vs_ref(const char *model_file, const char *ref_name, double tol_logit, double tol_score) {
+    EmxModel m;
+    open_model(model_file, &m);
+    char err[512];
+    RefModel *rm = ref_model_new(&m, err, sizeof err);
+    cr_assert(rm, "%s", err);
+    RefState *r = ref_state_new(rm, CTX, err, sizeof err);
+    EmxStateOptions opt = {.n_threads = 2, .ctx = CTX};
+    EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
+    cr_assert(r && s, "%s", err);
+    int n;
+    int *toks = sequence(ref_name, &n);
+    const int vocab = (int)m.cfg.vocab_size;
+    float *want = malloc((size_t)n * vocab * sizeof(float)), *got = malloc((size_t)n * vocab * sizeof(float));
+    cr_assert(want && got);
+    double dec_logit = 0, dec_score = 0, pre_logit = 0, pre_score, chunk_logit;
+    for (int pos = 0; pos < n; pos++) {
+        const float *rl = ref_forward(r, toks[pos], pos), *fl = emx_forward(s, &toks[pos], 1, pos);
+        cr_assert(rl && fl);
+        memcpy(want + (size_t)pos * vocab, rl, (size_t)vocab * sizeof(float));
+        dec_logit = fmax(dec_logit, max_diff(fl, rl, vocab));
+        dec_score = fmax(dec_score, compare_scores(&m, emx_attention_scores(s, NULL), ref_attention_scores(r, NULL), pos, tol_score));
+    }
+    cr_assert(emx_forward_all_logits(s, toks, n, 0, got) == 0);
+    for (int pos = 0; pos < n; pos++) pre_logit = fmax(pre_logit, max_diff(got + (size_t)pos * vocab, want + (size_t)pos * vocab, vocab));
+    pre_score = compare_scores(&m, emx_attention_scores(s, NULL), ref_attention_scores(r, NULL), n - 1, tol_score);
+    const float *last = NULL;
+    for (int pos = 0; pos < n; pos += 5) last = emx_forward(s, toks + pos, n - pos < 5 ? n - pos : 5, pos);
+    cr_assert(last);
+    chunk_logit = max_diff(last, want + (size_t)(n - 1) * vocab, vocab);
+    fprintf(stderr, "cpu vs reference %-22s %d positions: max|dlogit| decode %.3g prefill %.3g chunks of 5 %.3g; "
+            "max|dscore| decode %.3g prefill %.3g\n", model_file, n, dec_logit, pre_logit, chunk_logit, dec_score, pre_score);
+    cr_assert(dec_logit <= tol_logit && pre_logit <= tol_logit && chunk_logit <= tol_logit,
+              "%s: logits differ by %g (decode), %g (prefill), %g (chunks) (tol %g)", model_file, dec_logit, pre_logit,
+              chunk_logit, tol_logit);
+    free(want);
+    free(got);
+    free(toks);
+    emx_state_free(s);
+    ref_state_free(r);
+    ref_model_free(rm);
+    emx_model_close(&m);
+}
+
+// The tolerances of tests/test_forward_ref.c: f32 and bf16 weights 5e-4 on logits, 2e-4 on
+// scores; q8 and q4 3.5 and 1.0 (the fast path's int8 activations on random weights).
+Test(arch, cpu_qwen25_f32, .timeout = 120) { cpu_vs_ref("qwen2.5-tiny.f32.bin", "qwen2.5-tiny", 5e-4, 2e-4); }
+Test(arch, cpu_qwen25_bf16, .timeout = 120) { cpu_vs_ref("qwen2.5-tiny.bf16.bin", "qwen2.5-tiny", 5e-4, 2e-4); }
+Test(arch, cpu_qwen25_q8, .timeout = 120) { cpu_vs_ref("qwen2.5-tiny.q8.bin", "qwen2.5-tiny", 3.5, 1.0); }
+Test(arch, cpu_qwen25_q4, .timeout = 120) { cpu_vs_ref("qwen2.5-tiny.q4.bin", "qwen2.5-tiny", 3.5, 1.0); }
+Test(arch, cpu_gemma3_f32, .timeout = 120) { cpu_vs_ref("gemma3-tiny.f32.bin", "gemma3-tiny", 5e-4, 2e-4); }
+Test(arch, cpu_gemma3_bf16, .timeout = 120) { cpu_vs_ref("gemma3-tiny.bf16.bin", "gemma3-tiny", 5e-4, 2e-4); }
+Test(arch, cpu_gemma3_q8, .timeout = 120) { cpu_vs_ref("gemma3-tiny.q8.bin", "gemma3-tiny", 3.5, 1.0); }
+Test(arch, cpu_gemma3_q4, .timeout = 120) { cpu_vs_ref("gemma3-tiny.q4.bin", "gemma3-tiny", 3.5, 1.0); }
+
+// ---------------------------------------------------------------------------------------------
+// The attention metrics of a local layer: over the keys its query saw
+
+// Entropy (bits, mean over heads), agreement and interaction strength of one layer's rows
+// S[h][k0..pos], computed here in double from their definitions (docs/entropix.md).
+static void direct_metrics(const float *layer_scores, int n_heads, int k0, int pos, double *ent, double *agr, double *is) {
+    const int n = pos + 1 - k0;
+    double *a = calloc((size_t)n_heads * n, sizeof(double)), *mean = calloc((size_t)n, sizeof(double));
+    cr_assert(a && mean);
+    *ent = *agr = *is = 0;
+    for (int h = 0; h < n_heads; h++) {
+        const float *sc = layer_scores + (size_t)h * CTX + k0;
+        double mx = -INFINITY, z = 0;
+        for (int k = 0; k < n; k++) mx = fmax(mx, sc[k]);
+        for (int k = 0; k < n; k++) z += exp(sc[k] - mx);
+        for (int k = 0; k < n; k++) {
+            const double p = exp(sc[k] - mx) / z;
+            a[h * n + k] = p;
+            mean[k] += p / n_heads;
+            if (p > 0) *ent -= p * log2(p) / n_heads;
+            *is += fabs(sc[k]) / ((double)n_heads * n);
+        }
+    }
+    for (int h = 0; h < n_heads; h++)
+        for (int k = 0; k < n; k++) *agr += fabs(a[h * n + k] - mean[k]) / ((double)n_heads * n);
+    free(a);
+    free(mean);
+}
+
+Test(arch, metrics_of_a_local_layer_are_over_its_window, .timeout = 60) {
+    EmxModel m;
+    open_model("gemma3-tiny.f32.bin", &m);
+    char err[512];
+    EmxStateOptions opt = {.n_threads = 1, .ctx = CTX};
+    EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
+    cr_assert(s, "%s", err);
+    int n;
+    int *toks = sequence("gemma3-tiny", &n);
+    const int pos = 19, nh = (int)m.cfg.n_heads, nl = (int)m.cfg.n_layers;
+    const float *logits = emx_forward(s, toks, pos + 1, 0);
+    cr_assert(logits);
+    const float *scores = emx_attention_scores(s, NULL);
+    double scratch[CTX];
+    for (int layer = 0; layer < nl; layer++) {
+        const int k0 = emx_layer_is_local(&m.ext, (uint32_t)layer) ? pos - 8 + 1 : 0;
+        cr_assert_eq(emx_attention_first_key(s, layer, pos), k0, "layer %d", layer);
+        EmxMetrics got;
+        emx_step_metrics(s, logits, (int)m.cfg.vocab_size, nl, nh, CTX, layer, scratch, &got);
+        double ent, agr, is;
+        direct_metrics(scores + (size_t)layer * nh * CTX, nh, k0, pos, &ent, &agr, &is);
+        cr_assert(isfinite(got.attn_entropy_bits) && isfinite(got.attn_agreement) && isfinite(got.attn_interaction_strength));
+        cr_assert(fabs(got.attn_entropy_bits - ent) <= 1e-9 * fmax(1, ent), "layer %d entropy %.12g vs %.12g", layer,
+                  got.attn_entropy_bits, ent);
+        cr_assert(fabs(got.attn_agreement - agr) <= 1e-9, "layer %d agreement %.12g vs %.12g", layer, got.attn_agreement, agr);
+        cr_assert(fabs(got.attn_interaction_strength - is) <= 1e-9 * fmax(1, is), "layer %d interaction %.12g vs %.12g",
+                  layer, got.attn_interaction_strength, is);
+    }
+    free(toks);
+    emx_state_free(s);
+    emx_model_close(&m);
+}

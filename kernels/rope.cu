@@ -1,7 +1,7 @@
-// rope.cu — per-head q/k RMSNorm (Qwen3), RoPE, and the write of k and v into the KV cache, in
+// rope.cu — Qwen2's q/k/v biases, per-head q/k RMSNorm (Qwen3), RoPE, and the write of k and v into the KV cache, in
 // one kernel between the q/k/v matvec and the attention.
 //
-// For each row b and head h: (qk_norm) x = x / sqrt(mean(x²) + eps) * norm_w; then pair i of the
+// For each row b and head h: (biases) x += b; (qk_norm) x = x / sqrt(mean(x²) + eps) * norm_w; then pair i of the
 // head, (x[2i], x[2i+1]) for INTERLEAVED or (x[i], x[i+hd/2]) for HALF, is rotated by the angle
 // pos[b] * inv_freq[i]. Query heads are written back in place; key heads go to the cache row
 // (f32 or f16), and the value head is copied beside them.
@@ -42,6 +42,11 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
     const int ia = a.style == EMX_ROPE_INTERLEAVED ? 2 * i : i;
     const int ib = a.style == EMX_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
     float x0 = active ? src[ia] : 0.0f, x1 = active ? src[ib] : 0.0f;
+    const float *bias = is_q ? a.bq : a.bk;
+    if (bias && active) {
+        x0 += bias[h * hd + ia];
+        x1 += bias[h * hd + ib];
+    }
 
     const float *norm_w = is_q ? a.q_norm : a.k_norm;
     if (norm_w) {  // the same for the whole block: the barrier inside is reached by all
@@ -65,15 +70,17 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
     const size_t dst = row * kv_dim + (size_t)h * hd;
     store_kv<KV>(a.k_cache, dst + ia, y0);
     store_kv<KV>(a.k_cache, dst + ib, y1);
-    store_kv<KV>(a.v_cache, dst + ia, a.v[kv_off + ia]);
-    store_kv<KV>(a.v_cache, dst + ib, a.v[kv_off + ib]);
+    const float v0 = a.v[kv_off + ia] + (a.bv ? a.bv[h * hd + ia] : 0.0f);
+    const float v1 = a.v[kv_off + ib] + (a.bv ? a.bv[h * hd + ib] : 0.0f);
+    store_kv<KV>(a.v_cache, dst + ia, v0);
+    store_kv<KV>(a.v_cache, dst + ib, v1);
 }
 
 extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t stream) {
     if (!a || a->batch < 0 || a->batch > 65535 ||  // batch is gridDim.y
         a->n_heads < 1 || a->n_kv_heads < 1 || a->head_dim < 2 || a->head_dim % 2 ||
         a->head_dim > 512 || (a->style != EMX_ROPE_INTERLEAVED && a->style != EMX_ROPE_HALF) ||
-        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || !a->q_norm != !a->k_norm)
+        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || !a->q_norm != !a->k_norm || !a->bq != !a->bk || !a->bq != !a->bv)
         return cudaErrorInvalidValue;
     if (a->batch == 0) return cudaSuccess;
     const dim3 grid(a->n_heads + a->n_kv_heads, a->batch);

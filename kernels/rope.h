@@ -23,6 +23,8 @@ typedef struct {
     const double *inv_freq;    // [head_dim/2] from emx_rope_inv_freq (Llama 3 factors included)
     const float *q_norm;       // [head_dim] Qwen3's per-head RMSNorm weight of q, or NULL (none)
     const float *k_norm;       // [head_dim] the same for k (NULL exactly when q_norm is)
+    const float *bq, *bk, *bv; // [n_heads * head_dim], [n_kv_heads * head_dim] x 2: Qwen2's biases,
+                               // added first; or NULL (none; all three or none)
     float eps;                 // of the per-head norm
     int batch, n_heads, n_kv_heads, head_dim;  // head_dim even, <= 512
     int style;                 // enum emx_rope_style: pairs (2i, 2i+1) or (i, i + head_dim/2)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/cpu/cpu_state_size.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
@@ -386,5 +387,83 @@ Test(arch, metrics_of_a_local_layer_are_over_its_window, .timeout = 60) {
     }
     free(toks);
     emx_state_free(s);
+    emx_model_close(&m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The local layers' ring of KV rows
+
+// At ctx 1024 (prefill chunks of 256 rows) a local layer of gemma3-tiny (window 8) keeps
+// 8 + 256 - 1 = 263 rows, the global layer 1024: the cache is (5 x 263 + 1024) / (6 x 1024) of
+// one with every layer at full length.
+Test(arch, ring_kv_cache_is_smaller) {
+    EmxModel m;
+    open_model("gemma3-tiny.f32.bin", &m);
+    for (uint32_t l = 0; l < 6; l++) cr_assert_eq(emx_cpu_layer_rows(&m.ext, l, 1024), l < 5 ? 263 : 1024, "layer %u", l);
+    cr_assert_eq(emx_cpu_layer_rows(&m.ext, 0, 200), 200, "a ring never exceeds the context");
+    uint64_t full = 0;
+    emx_cpu_state_bytes(&m.cfg, 1024, 1, EMX_KV_F32, &full);
+    const uint64_t ring = emx_cpu_kv_cache_bytes(&m, 1024, EMX_KV_F32);
+    cr_assert_eq(ring * 6 * 1024, full * (5 * 263 + 1024), "ring %llu, full %llu", (unsigned long long)ring,
+                 (unsigned long long)full);
+    fprintf(stderr, "gemma3-tiny KV cache at ctx 1024: %llu bytes with rings, %llu at full length\n",
+            (unsigned long long)ring, (unsigned long long)full);
+    emx_model_close(&m);
+}
+
+#define RING_CTX 512  // rings of 8 + 256 - 1 = 263 rows
+#define RING_LEN 300  // past the ring: its rows wrap
+
+// Logits of the fast path (decode, a 300-token prefill in chunks of 256 + 44, a rollback inside
+// the ring) against the reference, whose cache holds every position, on a sequence longer than
+// the ring; a rollback further back than the ring is refused in one line.
+Test(arch, ring_cpu_equals_reference, .timeout = 120) {
+    EmxModel m;
+    open_model("gemma3-tiny.f32.bin", &m);
+    char err[512];
+    RefModel *rm = ref_model_new(&m, err, sizeof err);
+    cr_assert(rm, "%s", err);
+    RefState *r = ref_state_new(rm, RING_CTX, err, sizeof err);
+    EmxStateOptions opt = {.n_threads = 2, .ctx = RING_CTX};
+    EmxState *s = emx_state_new(&m, &opt, err, sizeof err), *p = emx_state_new(&m, &opt, err, sizeof err);
+    cr_assert(r && s && p, "%s", err);
+    int n;
+    int *ids = sequence("gemma3-tiny", &n);
+    int toks[RING_LEN];
+    for (int i = 0; i < RING_LEN; i++) toks[i] = ids[i % n] + i / n;  // a different token each lap
+    const int vocab = (int)m.cfg.vocab_size;
+    float *want_last = malloc((size_t)vocab * sizeof(float)), *at290 = malloc((size_t)vocab * sizeof(float));
+    cr_assert(want_last && at290);
+    double worst = 0;
+    for (int pos = 0; pos < RING_LEN; pos++) {
+        const float *rl = ref_forward(r, toks[pos], pos), *fl = emx_forward(s, &toks[pos], 1, pos);
+        cr_assert(rl && fl, "position %d: %s", pos, emx_state_error(s));
+        worst = fmax(worst, max_diff(fl, rl, vocab));
+        if (pos == 290) memcpy(at290, rl, (size_t)vocab * sizeof(float));
+        if (pos == RING_LEN - 1) memcpy(want_last, rl, (size_t)vocab * sizeof(float));
+    }
+    cr_assert(worst <= 5e-4, "decode: logits differ by %g", worst);
+    const float *pl = emx_forward(p, toks, RING_LEN, 0);
+    cr_assert(pl, "%s", emx_state_error(p));
+    const double d_prefill = max_diff(pl, want_last, vocab);
+    cr_assert(d_prefill <= 5e-4, "prefill: last logits differ by %g", d_prefill);
+    // a rollback inside the ring: positions 290.. again
+    const float *back = emx_forward(s, &toks[290], 1, 290);
+    cr_assert(back, "%s", emx_state_error(s));
+    const double d_back = max_diff(back, at290, vocab);
+    cr_assert(d_back <= 5e-4, "rollback to 290: logits differ by %g", d_back);
+    // further back than the ring holds: key 3 of position 10's window was overwritten
+    cr_assert_null(emx_forward(s, &toks[10], 1, 10));
+    cr_assert(strstr(emx_state_error(s), "no longer hold key 3") && !strchr(emx_state_error(s), '\n'), "%s",
+              emx_state_error(s));
+    fprintf(stderr, "ring (263 rows) vs reference over %d positions: decode %.3g, prefill %.3g, rollback %.3g\n",
+            RING_LEN, worst, d_prefill, d_back);
+    free(want_last);
+    free(at290);
+    free(ids);
+    emx_state_free(s);
+    emx_state_free(p);
+    ref_state_free(r);
+    ref_model_free(rm);
     emx_model_close(&m);
 }

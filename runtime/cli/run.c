@@ -180,6 +180,17 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
             emx_chat_template_name(c->chat_template) ? emx_chat_template_name(c->chat_template) : "?");
     char where[128];
     fprintf(stderr, "weights: %s\n", emx_model_memory_text(m, where, sizeof where));
+    if (m->ext.sliding_window && emx_device_is_cpu(a->device)) {  // the local layers' rings (cpu_state_size.h)
+        uint64_t full = 0;
+        emx_cpu_state_bytes(&m->cfg, ctx, 1, a->cache_type, &full);
+        const uint64_t ring = emx_cpu_kv_cache_bytes(m, ctx, a->cache_type);
+        int rows = ctx;
+        for (uint32_t l = 0; l < m->cfg.n_layers; l++)
+            rows = emx_cpu_layer_rows(&m->ext, l, ctx) < rows ? emx_cpu_layer_rows(&m->ext, l, ctx) : rows;
+        fprintf(stderr, "kv cache: %.1f MiB (sliding window %u: local layers keep rings of %d rows; %.1f MiB with "
+                "every layer at %d rows)\n", (double)ring / (1 << 20), m->ext.sliding_window, rows,
+                (double)full / (1 << 20), ctx);
+    }
     if (a->threads > 0)
         fprintf(stderr, "mode: %s, context %d, threads %d\n", chat ? "chat" : "raw", ctx, a->threads);
     else

@@ -34,6 +34,21 @@ void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType c
     z->logits = (size_t)c->vocab_size * sizeof(float);
 }
 
+int emx_cpu_layer_rows(const EmxConfigExt *e, uint32_t layer, int ctx) {
+    const int T = ctx > 0 ? ctx : 1, batch_cap = T < EMX_CPU_MAX_BATCH ? T : EMX_CPU_MAX_BATCH;
+    if (!emx_layer_is_local(e, layer)) return T;
+    const int64_t ring = (int64_t)e->sliding_window + batch_cap - 1;
+    return ring < T ? (int)ring : T;
+}
+
+uint64_t emx_cpu_kv_cache_bytes(const EmxModel *m, int ctx, EmxKvType cache) {
+    EmxCpuStateSizes z;
+    emx_cpu_state_sizes(&m->cfg, ctx, 1, cache, &z);
+    uint64_t rows = 0;
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++) rows += (uint64_t)emx_cpu_layer_rows(&m->ext, l, ctx);
+    return 2 * rows * (uint64_t)z.kv_row * z.esz;
+}
+
 uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes) {
     EmxCpuStateSizes z;
     emx_cpu_state_sizes(c, ctx, n_threads, cache, &z);

@@ -45,4 +45,15 @@ void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType c
 // (optional): the KV cache part, keys and values.
 uint64_t emx_cpu_state_bytes(const EmxConfig *c, int ctx, int n_threads, EmxKvType cache, uint64_t *kv_bytes);
 
+// Sliding-window models (EmxConfigExt): the cache rows of layer l in a state of ctx positions.
+// A global layer keeps ctx rows; a local one a ring of window + batch_cap - 1 rows (at most ctx),
+// position p in row p % rows: a query sees its last `window` keys, and a prefill chunk of up to
+// batch_cap rows writes its keys before its first row reads the oldest of its window, so the
+// ring must hold both.
+int emx_cpu_layer_rows(const EmxConfigExt *e, uint32_t layer, int ctx);
+// The bytes of a CPU state's KV cache (keys and values) for model m at ctx positions: the local
+// layers' rings counted as allocated (emx_cpu_state_bytes counts ctx rows for every layer, an
+// upper bound by the rings' savings).
+uint64_t emx_cpu_kv_cache_bytes(const EmxModel *m, int ctx, EmxKvType cache);
+
 #endif

@@ -32,7 +32,6 @@
 #include "runtime/cpu/forward_cpu_state.h"
 #include "runtime/forward_common.h"
 
-static CpuState *row_state(const RowLayout *rows, int i) { return (CpuState *)rows->states[i]; }
 
 // 1 when x[0..n) holds a NaN or an Inf (exponent all ones). Integer ops: the compiler
 // vectorises the OR, so the check per layer costs about a copy of the residual stream.
@@ -109,14 +108,28 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
         s->rope_sin_local = malloc(z.rope);
     }
     s->att_tmp = malloc(z.att_tmp);
-    s->key_cache = calloc(1, z.kv_cache);
-    s->value_cache = calloc(1, z.kv_cache);
-    if (s->kv_type == EMX_KV_F16) s->kv_tmp = malloc(z.kv_tmp);
+    // each layer's rows: ctx, or a local layer's ring (emx_cpu_layer_rows)
+    s->layer_rows = malloc(c->n_layers * sizeof *s->layer_rows);
+    s->layer_off = malloc(c->n_layers * sizeof *s->layer_off);
+    size_t kv_elems = 0;
+    s->ring_hi = -1;
+    for (uint32_t l = 0; s->layer_rows && s->layer_off && l < c->n_layers; l++) {
+        s->layer_rows[l] = emx_cpu_layer_rows(&m->ext, l, ctx);
+        s->layer_off[l] = kv_elems;
+        kv_elems += (size_t)s->layer_rows[l] * s->kv_row;
+        if (s->layer_rows[l] < ctx) s->ring_rows = s->layer_rows[l];
+    }
+    z.kv_cache = kv_elems * z.esz;
+    s->key_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
+    s->value_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
+    // an f16 cache's rows are rounded from f32 scratch; a ring's written row by row from it
+    if (s->kv_type == EMX_KV_F16 || s->ring_rows) s->kv_tmp = malloc(z.kv_tmp);
     s->att_scores = calloc(1, z.att_scores);
     s->logits = malloc(z.logits);
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
-        !s->att_scores || !s->logits || (s->kv_type == EMX_KV_F16 && !s->kv_tmp) ||
+        !s->att_scores || !s->logits || ((s->kv_type == EMX_KV_F16 || s->ring_rows) && !s->kv_tmp) ||
+        !s->layer_rows || !s->layer_off ||
         (windowed && (!s->inv_freq_local || !s->rope_cos_local || !s->rope_sin_local))) {
         emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, emx_kv_type_name(s->kv_type),
                  2 * z.kv_cache >> 20);
@@ -156,6 +169,8 @@ static void cpu_state_free(EmxState *st) {
     free(s->key_cache);
     free(s->value_cache);
     free(s->kv_tmp);
+    free(s->layer_rows);
+    free(s->layer_off);
     free(s->kv_f32);
     free(s->att_scores);
     free(s->logits);
@@ -204,119 +219,6 @@ static void matmul1(CpuState *s, float *out, const EmxTensor *w, const float *x,
     matmul(s, &job, 1, x, n);
 }
 
-// The keys of spans[0..n_spans) without their first `skip` ones, into out; returns the spans left.
-static int spans_skip(const EmxKeySpan *spans, int n_spans, int skip, EmxKeySpan *out) {
-    int n = 0;
-    for (int i = 0; i < n_spans; i++) {
-        EmxKeySpan sp = spans[i];
-        if (skip >= sp.n) {
-            skip -= sp.n;
-            continue;
-        }
-        const size_t by = (size_t)skip * sp.stride;
-        if (sp.k) sp.k += by, sp.v += by;
-        else sp.k16 += by, sp.v16 += by;
-        sp.n -= skip, skip = 0;
-        out[n++] = sp;
-    }
-    return n;
-}
-
-// A local layer's queries, when one of them sees more than `window` keys: each alone over its
-// last `window` keys (scores of the keys before them -inf: they take no probability). Returns 0
-// when every query sees at most `window` keys (nothing done: the shared pass is exact).
-static int window_attention(const EmxAttnQuery *qs, int m, const EmxKeySpan *spans, int n_spans, int hd, float scale,
-                            int window) {
-    int over = 0;
-    for (int j = 0; j < m && window; j++) over |= qs[j].n_keys > window;
-    if (!over) return 0;
-    for (int j = 0; j < m; j++) {
-        const int first = qs[j].n_keys > window ? qs[j].n_keys - window : 0;
-        EmxKeySpan shifted[2];
-        const int ns = spans_skip(spans, n_spans, first, shifted);
-        EmxAttnQuery q = qs[j];
-        for (int t = 0; t < first; t++) q.scores[t] = -INFINITY;
-        q.scores += first, q.probs += first, q.n_keys -= first;
-        emx_attention_group_spans(&q, 1, shifted, ns, hd, scale);
-    }
-    return 1;
-}
-
-static void attention(CpuState *s, int layer, int n, int pos, const RowLayout *rows, int record_last) {
-    const EmxConfig *c = &s->m->cfg;
-    const int hd = (int)c->head_dim, n_heads = (int)c->n_heads, n_kv = (int)c->n_kv_heads, ctx = s->ctx;
-    const int group = n_heads / n_kv;  // query heads per kv head
-    const float scale = s->m->ext.attn_scale > 0 ? s->m->ext.attn_scale : 1.0f / sqrtf((float)hd);
-    // a local layer's query sees at most the last `window` of its keys (0: all of them)
-    const int window = emx_layer_is_local(&s->m->ext, (uint32_t)layer) ? (int)s->m->ext.sliding_window : 0;
-    const size_t layer0 = cache_at(s, layer, 0);  // the layer's first cache element
-    // The queries of kv head kvh, u = row * group + head in the group, go by tasks of `per`
-    // consecutive ones that share one pass over the keys (read from memory once, not once per
-    // query). A prefill with enough tasks: 32 queries, several rows (Qwen3: 16 rows x 2 heads),
-    // each seeing its own keys (row i: pos + i + 1): every task reads its keys again, so fewer
-    // tasks pay (pp512 -t 2, Qwen3 with unpadded cache rows: 8 queries a task 321-330 tok/s, 32
-    // queries 337-362). Branches (every row its own tail): the group's heads of one row. Few
-    // tasks (decode): one query each, to balance the threads. Each query's bits are those of the
-    // query alone with its own keys (emx_attention_group_spans), so the tasks change no result.
-    // Tasks go kv head by kv head, so that a thread's next task reads the same keys and values,
-    // from L2 where they fit.
-    const int n_q = n * group;  // queries per kv head
-    const int own_keys = rows->is_branches || rows->states;  // every row its own keys: a task per row at most
-    const int by_rows = !own_keys && n_kv * ((n_q + PASS - 1) / PASS) >= 4 * s->n_threads;
-    const int per = by_rows ? PASS : n * n_kv >= 4 * s->n_threads ? group : 1;
-    const int chunks = (n_q + per - 1) / per, tasks = n_kv * chunks;
-    int keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + n;  // most keys of a row
-    if (rows->states) {
-        keys = 0;
-        for (int i = 0; i < n; i++) keys = rows->at[i] + 1 > keys ? rows->at[i] + 1 : keys;
-    }
-    // multiply-adds of q·k and p·v; at short contexts a parallel region costs more than it saves
-    const int64_t work = (int64_t)n * n_heads * keys * hd * 2;
-#pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1) if (work > 32768)
-    for (int task = 0; task < tasks; task++) {
-        const int kvh = task / chunks, u0 = task % chunks * per, u1 = u0 + per < n_q ? u0 + per : n_q;
-        float *tmp = s->att_tmp + (size_t)omp_get_thread_num() * PASS * ctx;
-        // the keys of the task's last row (the most); the rows before see fewer of them
-        const int last_row = (u1 - 1) / group;
-        EmxKeySpan spans[2] = {emx_key_span(s->key_cache, s->value_cache, s->kv_type, layer0 + (size_t)kvh * hd,
-                                            (size_t)s->kv_row, pos + last_row + 1)};
-        int n_spans = 1;
-        if (rows->is_branches) {  // the shared prefix, then the branch's own rows 0..step (one row per task)
-            const size_t tail_row = (size_t)s->br_max * s->kv_dim;  // one step of every branch
-            const size_t first =
-                (size_t)layer * s->br_tail * tail_row + (size_t)last_row * s->kv_dim + (size_t)kvh * hd;
-            spans[0].n = rows->prefix;
-            spans[1] = emx_key_span(s->br_key, s->br_value, s->kv_type, first, tail_row, rows->step + 1);
-            n_spans = 2;
-        } else if (rows->states) {  // the row's own state's cache (one row per task)
-            const CpuState *r = row_state(rows, last_row);
-            const size_t first = cache_at(r, layer, 0) + (size_t)kvh * hd;
-            spans[0] = emx_key_span(r->key_cache, r->value_cache, r->kv_type, first, (size_t)r->kv_row, rows->at[last_row] + 1);
-        }
-        for (int v0 = u0; v0 < u1; v0 += PASS) {
-            EmxAttnQuery qs[PASS];
-            const int m = u1 - v0 < PASS ? u1 - v0 : PASS;
-            for (int j = 0; j < m; j++) {
-                const int i = (v0 + j) / group, h = kvh * group + (v0 + j) % group;
-                float *probs = tmp + (size_t)j * ctx;
-                // the last row's scores go straight into the persistent buffer the samplers read;
-                // with several states, every row's into its own state's
-                float *scores = record_last && i == n - 1 ? s->att_scores + ((size_t)layer * n_heads + h) * ctx : probs;
-                int n_keys = rows->is_branches ? rows->prefix + rows->step + 1 : pos + i + 1;
-                if (rows->states) {
-                    CpuState *r = row_state(rows, i);
-                    scores = r->att_scores + ((size_t)layer * n_heads + h) * r->ctx;
-                    n_keys = rows->at[i] + 1;
-                }
-                qs[j] = (EmxAttnQuery){s->q + (size_t)i * s->q_dim + (size_t)h * hd,
-                                       s->att + (size_t)i * s->q_dim + (size_t)h * hd, scores, probs, n_keys};
-            }
-            if (window_attention(qs, m, spans, n_spans, hd, scale, window)) continue;
-            emx_attention_group_spans(qs, m, spans, n_spans, hd, scale);
-        }
-    }
-}
-
 // The feed-forward block of rows xb [n][dim] (already normed): x += W_down act(W_gate xb) * (W_up xb),
 // act silu (SwiGLU) or gelu_tanh (GeGLU); Gemma normalises the block's output first.
 static void ffn_block(CpuState *s, const EmxLayer *L, int n) {
@@ -339,6 +241,25 @@ static void ffn_block(CpuState *s, const EmxLayer *L, int n) {
     }
 }
 
+// The embedding rows of tokens[0..n) into s->x (times ext.embed_scale: Gemma's sqrt(dim) as a
+// float32, as HF), and each row's RoPE angles (a sliding-window model: the local layers' too).
+static void embed_rows(CpuState *s, const int *tokens, int n, int pos, const RowLayout *rows) {
+    const EmxModel *m = s->m;
+    const int dim = (int)m->cfg.dim, half = (int)m->cfg.head_dim / 2;
+#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
+    for (int i = 0; i < n; i++) {
+        const EmxTensor *e = &m->tok_embeddings;
+        emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
+        if (m->ext.embed_scale != 1.0f)
+            for (int j = 0; j < dim; j++) s->x[(size_t)i * dim + j] *= m->ext.embed_scale;
+        const int at = rows->states ? rows->at[i] : rows->is_branches ? pos : pos + i;
+        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half, at);
+        if (s->inv_freq_local)
+            emx_rope_angles(s->rope_cos_local + (size_t)i * half, s->rope_sin_local + (size_t)i * half,
+                            s->inv_freq_local, half, at);
+    }
+}
+
 // Runs tokens[0..n) (n <= batch_cap) through every layer, row i at position pos + i (a
 // sequence), every row at pos = prefix + step (branches) or row i at rows->at[i] of its own
 // state (several states; pos unused), see RowLayout; leaves the final hidden states (before
@@ -349,18 +270,7 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
     const int dim = (int)c->dim, hd = (int)c->head_dim, half = hd / 2;
     const int q_dim = s->q_dim, kv_dim = s->kv_dim;
 
-#pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
-    for (int i = 0; i < n; i++) {
-        const EmxTensor *e = &m->tok_embeddings;
-        emx_dequantize_row(e->dtype, e->data, e->rows, e->cols, (uint64_t)tokens[i], s->x + (size_t)i * dim);
-        if (m->ext.embed_scale != 1.0f)  // Gemma: times sqrt(dim) as a float32, as HF
-            for (int j = 0; j < dim; j++) s->x[(size_t)i * dim + j] *= m->ext.embed_scale;
-        const int at = rows->states ? rows->at[i] : rows->is_branches ? pos : pos + i;
-        emx_rope_angles(s->rope_cos + (size_t)i * half, s->rope_sin + (size_t)i * half, s->inv_freq, half, at);
-        if (s->inv_freq_local)
-            emx_rope_angles(s->rope_cos_local + (size_t)i * half, s->rope_sin_local + (size_t)i * half,
-                            s->inv_freq_local, half, at);
-    }
+    embed_rows(s, tokens, n, pos, rows);
     note_rows(s, rows, NONFINITE_EMBEDDING, s->x, n, dim);
 
     for (int l = 0; l < (int)c->n_layers; l++) {
@@ -377,13 +287,15 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
         // k and v are made in f32: straight in f32 rows (kv_row apart, as the matmul writes them);
         // else in scratch, then rounded into the f16 rows (below), or, several states, copied to
         // their own states' caches (below)
+        // a local layer's ring: rows pos..pos+n-1 may wrap past its end, so they go through scratch too
+        const int ring = !rows->is_branches && !rows->states && layer_is_ring(s, l);
         float *kc = kdst, *vc = vdst;
         size_t kc_row = dst_row;
         if (rows->states) {
             kc = s->mx_kv;
             vc = s->mx_kv + (size_t)s->mx_rows * kv_dim;
             kc_row = (size_t)kv_dim;
-        } else if (s->kv_type == EMX_KV_F16) {
+        } else if (s->kv_type == EMX_KV_F16 || ring) {
             kc = s->kv_tmp;
             vc = s->kv_tmp + (size_t)s->batch_cap * kv_dim;
             kc_row = (size_t)kv_dim;
@@ -414,9 +326,11 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
             const float *cs = rope_cos + (size_t)i * half, *sn = rope_sin + (size_t)i * half;
             emx_rope(qi, (int)c->n_heads, hd, (int)c->rope_style, cs, sn);
             emx_rope(ki, (int)c->n_kv_heads, hd, (int)c->rope_style, cs, sn);
-            if (s->kv_type == EMX_KV_F16 && !rows->states) {  // the finished row into the f16 cache or tail
-                emx_kv_store((uint16_t *)kdst + i * dst_row, EMX_KV_F16, ki, kv_dim);
-                emx_kv_store((uint16_t *)vdst + i * dst_row, EMX_KV_F16, vc + (size_t)i * kc_row, kv_dim);
+            if ((s->kv_type == EMX_KV_F16 || ring) && !rows->states) {  // the finished row into the cache or tail
+                void *kd = ring ? kv_at(s, s->key_cache, cache_at(s, l, pos + i)) : kv_at(s, kdst, i * dst_row);
+                void *vd = ring ? kv_at(s, s->value_cache, cache_at(s, l, pos + i)) : kv_at(s, vdst, i * dst_row);
+                emx_kv_store(kd, s->kv_type, ki, kv_dim);
+                emx_kv_store(vd, s->kv_type, vc + (size_t)i * kc_row, kv_dim);
             }
         }
         for (int i = 0; rows->states && i < n; i++) {  // each row's k, v into its own state's cache
@@ -426,7 +340,7 @@ void cpu_run_layers(CpuState *s, const int *tokens, int n, int pos, const RowLay
             emx_kv_store(kv_at(r, r->value_cache, to), r->kv_type, vc + (size_t)i * kv_dim, kv_dim);
         }
 
-        attention(s, l, n, pos, rows, record_last);
+        cpu_attention(s, l, n, pos, rows, record_last);
         matmul1(s, s->xb, &L->wo, s->att, n);
         // (Gemma: the block's output normed) residual, then the FFN's norm, row by row
 #pragma omp parallel for num_threads(s->n_threads) if (n >= ROWS_PARALLEL_MIN)
@@ -462,9 +376,19 @@ void cpu_classify(CpuState *s, int first, int n, float *out) {
 
 static const char *const BAD_CALL = "a token id out of range, or positions past the context";
 
+const char *cpu_ring_refusal(const CpuState *s, int pos) {
+    const int oldest = pos - (int)s->m->ext.sliding_window + 1;  // of the first query's window
+    if (!s->ring_rows || oldest <= 0 || oldest > s->ring_hi || ring_holds(s, oldest)) return NULL;
+    snprintf(((CpuState *)s)->ring_why, sizeof s->ring_why,
+             "position %d: the local layers' rings (%d rows) no longer hold key %d (written up to %d): a rollback "
+             "further back than the sliding window's ring", pos, s->ring_rows, oldest, s->ring_hi);
+    return s->ring_why;
+}
+
 static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, NULL;
+    if ((s->why = cpu_ring_refusal(s, pos))) return NULL;
     s->nonfinite_at = NONFINITE_NONE;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
@@ -473,12 +397,14 @@ static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos)
         if (done == n) cpu_classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
     }
     s->last_pos = pos + n - 1;
+    cpu_ring_wrote(s, s->last_pos);
     return s->logits;
 }
 
 static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, -1;
+    if ((s->why = cpu_ring_refusal(s, pos))) return -1;
     s->nonfinite_at = NONFINITE_NONE;
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
@@ -489,6 +415,7 @@ static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int po
     }
     memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
     s->last_pos = pos + n - 1;
+    cpu_ring_wrote(s, s->last_pos);
     return 0;
 }
 
@@ -516,6 +443,8 @@ static const char *multi_refusal(CpuState *s, EmxState *const *states, const int
         for (int j = 0; j < i; j++)
             if (states[j] == states[i]) return "forward_multi: a state given twice";
         if (check_call(r, &tokens[i], 1, pos[i]) || pos[i] >= s->ctx) return BAD_CALL;
+        const char *ring = cpu_ring_refusal(r, pos[i]);
+        if (ring) return ring;
     }
     return NULL;
 }
@@ -538,6 +467,7 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
         CpuState *r = (CpuState *)states[i];
         memcpy(r->logits, s->mx_logits + i * vocab, vocab * sizeof(float));
         r->last_pos = pos[i];
+        cpu_ring_wrote(r, pos[i]);
         logits[i] = r->logits;
     }
     return 0;
@@ -548,12 +478,12 @@ static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv
     float *k = s->key_cache, *v = s->value_cache;
     // An f16 or padded cache: f32 copies in rows of kv_dim, owned by the state, refilled on every
     // call (NULL out of memory)
-    if (s->kv_type == EMX_KV_F16 || s->kv_row != s->kv_dim) {
+    if (s->kv_type == EMX_KV_F16 || s->kv_row != s->kv_dim || s->ring_rows) {
         const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
         if (!s->kv_f32) s->kv_f32 = malloc(2 * n * sizeof(float));
         k = v = NULL;
         if (s->kv_f32) {
-            cpu_kv_rows_copy(s, 0, s->ctx, s->kv_f32, 0);  // keys [n_layers][ctx][kv_dim], then values
+            cpu_kv_rows_copy(s, 0, s->ctx, s->kv_f32, KV_ROWS_READ_HELD);  // keys [n_layers][ctx][kv_dim], then values
             k = s->kv_f32, v = s->kv_f32 + n;
         }
     }
@@ -572,6 +502,14 @@ static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
 // cache's rows widened when read, rounded when written), so rows travel between any states.
 int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
+    // a local layer's ring holds its last ring_rows positions only: reading older ones is refused
+    // (KV_ROWS_READ_HELD: read as zeros), writing more than it holds keeps the last of them
+    if (to_cache == KV_ROWS_READ && n && !ring_holds(s, pos) && pos <= s->ring_hi) {
+        snprintf(s->ring_why, sizeof s->ring_why, "KV rows %d..%d: the local layers' rings (%d rows) hold "
+                 "positions %d..%d only", pos, pos + n - 1, s->ring_rows, s->ring_hi - s->ring_rows + 1, s->ring_hi);
+        s->why = s->ring_why;
+        return -1;
+    }
     const size_t kv = (size_t)s->kv_dim, row = (size_t)n * kv;
     const int layers = (int)s->m->cfg.n_layers;
     for (int l = 0; l < layers; l++)
@@ -579,7 +517,10 @@ int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
             void *k = kv_at(s, s->key_cache, cache_at(s, l, pos + j));
             void *v = kv_at(s, s->value_cache, cache_at(s, l, pos + j));
             float *bk = buf + l * row + j * kv, *bv = buf + (layers + l) * row + j * kv;
-            if (to_cache) {
+            if (to_cache == KV_ROWS_READ_HELD && layer_is_ring(s, l) && (!ring_holds(s, pos + j) || pos + j > s->ring_hi)) {
+                memset(bk, 0, kv * sizeof *bk);
+                memset(bv, 0, kv * sizeof *bv);
+            } else if (to_cache == KV_ROWS_WRITE) {
                 emx_kv_store(k, s->kv_type, bk, kv);
                 emx_kv_store(v, s->kv_type, bv, kv);
             } else {
@@ -587,6 +528,7 @@ int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
                 emx_kv_load(bv, v, s->kv_type, kv);
             }
         }
+    if (to_cache == KV_ROWS_WRITE && n) cpu_ring_wrote(s, pos + n - 1);
     return 0;
 }
 

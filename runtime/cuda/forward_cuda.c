@@ -107,6 +107,9 @@ static void weights_release(CudaWeights *w) {
         cudaFree(L->ffn_norm);
         cudaFree(L->q_norm);
         cudaFree(L->k_norm);
+        cudaFree(L->bq);
+        cudaFree(L->bk);
+        cudaFree(L->bv);
     }
     free(w->layers);
     free(w);
@@ -145,6 +148,9 @@ static int weights_upload(CudaState *s) {
             upload_f32(s, &L->attn_norm, &g->attn_norm, what) || upload_f32(s, &L->ffn_norm, &g->ffn_norm, what))
             return -1;
         if (c->qk_norm && (upload_f32(s, &L->q_norm, &g->q_norm, what) || upload_f32(s, &L->k_norm, &g->k_norm, what)))
+            return -1;
+        if (s->m->ext.qkv_bias && (upload_f32(s, &L->bq, &g->bq, what) || upload_f32(s, &L->bk, &g->bk, what) ||
+                                   upload_f32(s, &L->bv, &g->bv, what)))
             return -1;
     }
     return 0;
@@ -291,7 +297,6 @@ const char *emx_cuda_backend_name(void) { return "cuda " EMX_CUDA_ARCHS; }
 
 // The first field of a version-2 configuration the CUDA pass does not compute yet, or NULL.
 static const char *cuda_unsupported(const EmxConfigExt *e) {
-    if (e->qkv_bias) return "qkv_bias";
     if (e->sandwich_norms) return "sandwich_norms";
     if (e->ffn_act != EMX_ACT_SILU) return "ffn_act";
     if (e->embed_scale != 1.0f) return "embed_scale";

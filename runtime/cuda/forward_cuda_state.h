@@ -52,6 +52,7 @@ typedef struct {
     EmxCudaWeight wq, wk, wv, wo, gate, up, down;
     float *attn_norm, *ffn_norm;  // [dim]
     float *q_norm, *k_norm;       // [head_dim] (Qwen3) or NULL
+    float *bq, *bk, *bv;          // [q_dim], [kv_dim], [kv_dim] (Qwen2's biases) or NULL
 } CudaLayer;
 
 // The uploaded model, shared by the states of one device that ask for it (share_weights).

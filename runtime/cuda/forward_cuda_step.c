@@ -255,6 +255,7 @@ static int run_layers(CudaState *s, int n, int pos, const Rows *r, int record_la
         a.inv_freq = w->inv_freq;
         a.q_norm = L->q_norm;
         a.k_norm = L->k_norm;
+        a.bq = L->bq, a.bk = L->bk, a.bv = L->bv;
         a.eps = eps;
         a.batch = n;
         a.n_heads = (int)c->n_heads;

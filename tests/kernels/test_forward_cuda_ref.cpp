@@ -131,3 +131,7 @@ Test(forward_cuda_ref, stories260K_f32, .timeout = 900) { cuda_vs_ref("stories26
 Test(forward_cuda_ref, stories260K_q8, .timeout = 900) { cuda_vs_ref("stories260K.q8.bin", 0.6, 2.0, true); }
 Test(forward_cuda_ref, llama3_tiny_f32, .timeout = 900) { cuda_vs_ref("llama3-tiny.f32.bin", 5e-4, 5e-4, false); }
 Test(forward_cuda_ref, qwen3_tiny_f32, .timeout = 900) { cuda_vs_ref("qwen3-tiny.f32.bin", 5e-4, 5e-4, false); }
+// Qwen2: q/k/v biases (added in the rope kernel); q8 reads int8 activations as the CPU's does
+// (tests/test_arch.c: 1.24 / 0.53 on the CPU over 44 positions)
+Test(forward_cuda_ref, qwen25_tiny_f32, .timeout = 900) { cuda_vs_ref("qwen2.5-tiny.f32.bin", 5e-4, 5e-4, false); }
+Test(forward_cuda_ref, qwen25_tiny_q8, .timeout = 900) { cuda_vs_ref("qwen2.5-tiny.q8.bin", 3.5, 1.0, false); }

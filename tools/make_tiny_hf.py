@@ -22,12 +22,15 @@ Python's standard library only, bit-stable: every value comes from SHAKE-256 of 
 the tensor's name, turned into BF16 by integer table look-ups (no library distribution, no
 float maths that could round differently elsewhere). A 2-D tensor's values are symmetric, with
 a magnitude drawn by octave from a half-normal of the tensor's std (std_2d below):
-  embeddings        0.5 (tiny models; a peaked next-token distribution, as the shared tiny
-                    models have) or 0.03 (shape models)
+  embeddings        qwen2.5-tiny 0.5 (a peaked next-token distribution through the tied head,
+                    as the shared tiny models have); Gemma 0.0625 (tiny) and 0.03 (shapes):
+                    Gemma multiplies the embedding by sqrt(hidden), and a larger one would
+                    drown the layers' contributions (greedy then repeats the last token)
   projections       1.6 / sqrt(fan_in): 0.2 at width 64, 0.063 / 0.047 at 640 / 1152
   q/k/v biases      uniform in [-0.25, 0.25]
   norms             Qwen: 1 + uniform [-0.25, 0.25]; Gemma (which multiplies by 1 + w):
-                    uniform [-0.5, 0.5]
+                    uniform [-0.5, 0.5], the final norm 5 + uniform [-0.5, 0.5] (logits about
+                    six times wider with the small embedding)
 """
 import argparse
 import hashlib
@@ -74,7 +77,7 @@ def gemma3(hidden, inter, layers, heads, kv, head_dim, scalar, window, types):
 SL, FULL = "sliding_attention", "full_attention"
 SHAPES = {
     "qwen2.5-tiny": (QWEN25, 0.5),
-    "gemma3-tiny": (gemma3(64, 192, 6, 4, 2, 32, 48, 8, [SL] * 5 + [FULL]), 0.5),
+    "gemma3-tiny": (gemma3(64, 192, 6, 4, 2, 32, 48, 8, [SL] * 5 + [FULL]), 0.0625),
     "gemma3-270m-shape": (gemma3(640, 2048, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.03),
     "gemma3-1b-shape": (gemma3(1152, 6912, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.03),
 }
@@ -196,7 +199,7 @@ def tensors(c, embed_std):
                 (p + "mlp.down_proj.weight", (d, f)) + proj(f)]
         if gemma:
             out += [(p + "post_feedforward_layernorm.weight", (d,)) + norm]
-    out += [("model.norm.weight", (d,)) + norm]
+    out += [("model.norm.weight", (d,)) + (("u", (5.0, 0.5)) if gemma else norm)]
     return out
 
 

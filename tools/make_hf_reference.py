@@ -139,7 +139,8 @@ def window_semantics(model_dir, tok):
     cfg.num_hidden_layers, cfg.layer_types = 1, ["sliding_attention"]
     m = AutoModelForCausalLM.from_pretrained(model_dir, config=cfg, dtype=torch.float64,
                                              attn_implementation="eager").eval()
-    ids = hf_ids(tok, STORY)[: w + 12]
+    ids = hf_ids(tok, STORY * 4)[: w + 12]
+    assert len(ids) == w + 12
     full = last_logits(m, ids)
     diff_w = float((last_logits(m, ids[-w:]) - full).abs().max())
     diff_w1 = float((last_logits(m, ids[-(w - 1):]) - full).abs().max())
@@ -155,7 +156,7 @@ def window_semantics(model_dir, tok):
                          "max_abs_diff_last_W_plus_1_tokens_vs_all": diff_w2,
                          "max_abs_diff_last_W_minus_1_tokens_vs_all": diff_w1,
                          "how": "float64, a copy of the model cut to its first layer, made sliding; "
-                                "logits at the last position of the story prompt's first W + 12 ids; "
+                                "logits at the last position of the first W + 12 ids of the story prompt repeated 4 times; "
                                 "not exactly 0 because transformers computes RoPE angles in float32"}}
 
 

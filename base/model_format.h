@@ -44,6 +44,8 @@ enum emx_chat_template {
     EMX_CHAT_LLAMA3 = 2,        // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     EMX_CHAT_SMOLLM2 = 3,       // ChatML with SmolLM2's default system prompt
     EMX_CHAT_CHATML = 4,        // plain ChatML
+    EMX_CHAT_QWEN25 = 5,        // ChatML with Qwen2.5's default system prompt
+    EMX_CHAT_GEMMA3 = 6,        // <bos><start_of_turn>user\n...<end_of_turn>\n, system folded into the first user turn
 };
 
 // Element types of tensors. Bytes per weight in brackets.

@@ -69,7 +69,7 @@ static int check_config(const EmxConfig *c, const char *path, char *err, size_t 
         if (flags[i].v > 1) return fail(err, errlen, path, "config.%s = %u is not 0 or 1", flags[i].name, flags[i].v);
     if (c->group_size != EMX_GROUP_SIZE)
         return fail(err, errlen, path, "config.group_size = %u (only %u is supported)", c->group_size, EMX_GROUP_SIZE);
-    if (c->chat_template > EMX_CHAT_CHATML)
+    if (c->chat_template > EMX_CHAT_GEMMA3)
         return fail(err, errlen, path, "config.chat_template = %u is not known", c->chat_template);
     return 0;
 }

@@ -30,11 +30,14 @@ tiny-hf-shapes: $(TINY_HF_SHAPES)
 
 # config.json, tokenizer files and the weights in one run; model.safetensors is written last
 # (renamed into place), so it stands for the whole directory.
+# --check: the files must be the bytes tests/data/hf/<name>/reference.json was computed from.
 $(TINY_HF_DIR)/%/model.safetensors: tools/make_tiny_hf.py tests/data/hf/gemma3-tokenizer/tokenizer.json \
+		tests/data/hf/%/reference.json \
 		tests/data/chat_templates/gemma3.jinja tests/data/chat_templates/qwen2.5.jinja
 	@mkdir -p $(@D); echo "make_tiny_hf $*"
-	@python3 tools/make_tiny_hf.py --shape $* -o $(@D) --qwen-tokenizer-dir $(TESTDATA)/tokenizers/qwen3 > $(@D).log 2>&1 \
-		|| { cat $(@D).log; exit 1; }
+	@python3 tools/make_tiny_hf.py --shape $* -o $(@D) --qwen-tokenizer-dir $(TESTDATA)/tokenizers/qwen3 \
+		--check tests/data/hf/$*/reference.json > $(@D).log 2>&1 \
+		|| { cat $(@D).log; rm -f $@; exit 1; }
 
 # Run the converter with its log in <out>.log; show the log only when it fails.
 convert_model = @mkdir -p $(@D); echo "convert $@"; \

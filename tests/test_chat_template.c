@@ -129,6 +129,14 @@ Test(chat_template, chatml_matches_reference_template) {
     cr_assert_geq(check_family_file(EMX_CHAT_CHATML), 15, "too few chatml cases");
 }
 
+Test(chat_template, qwen25_matches_official_template) {
+    cr_assert_geq(check_family_file(EMX_CHAT_QWEN25), 15, "too few qwen2.5 cases");
+}
+
+Test(chat_template, gemma3_matches_official_template) {
+    cr_assert_geq(check_family_file(EMX_CHAT_GEMMA3), 15, "too few gemma3 cases");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Behaviour the reference files cannot show.
 
@@ -181,7 +189,7 @@ Test(chat_template, enable_thinking_only_changes_qwen3) {
 Test(chat_template, rejects_bad_messages) {
     char err[128];
     const EmxChatMessage tool[] = {{.role = "user", .content = "q"}, {.role = "tool", .content = "42"}};
-    for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_CHATML; f++) {
+    for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_GEMMA3; f++) {
         if (f == EMX_CHAT_QWEN3 || f == EMX_CHAT_LLAMA3) continue;  // they write tool results (tools cases)
         err[0] = 0;
         cr_expect_null(emx_chat_render(f, tool, 2, NULL, err, sizeof err));
@@ -216,12 +224,12 @@ Test(chat_template, rejects_bad_messages) {
     cr_expect_eq(strlen(tiny), 3u);
 }
 
-Test(chat_template, bos_is_in_the_text_only_for_llama3) {
+Test(chat_template, bos_is_in_the_text_only_for_llama3_and_gemma3) {
     const EmxChatMessage user[] = {{.role = "user", .content = "x"}};
-    for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_CHATML; f++) {
+    for (uint32_t f = EMX_CHAT_NONE; f <= EMX_CHAT_GEMMA3; f++) {
         char *s = emx_chat_render(f, user, 1, NULL, NULL, 0);
         cr_assert_not_null(s);
-        int starts = strncmp(s, "<|begin_of_text|>", 17) == 0;
+        int starts = strncmp(s, "<|begin_of_text|>", 17) == 0 || strncmp(s, "<bos>", 5) == 0;
         cr_expect_eq(starts, emx_chat_template_adds_bos(f), "%s", emx_chat_template_name(f));
         free(s);
     }
@@ -231,13 +239,14 @@ Test(chat_template, bos_is_in_the_text_only_for_llama3) {
 // Names and detection.
 
 Test(chat_template, names_round_trip) {
-    const char *names[] = {"none", "qwen3", "llama3", "smollm2", "chatml"};
-    const uint32_t families[] = {EMX_CHAT_NONE, EMX_CHAT_QWEN3, EMX_CHAT_LLAMA3, EMX_CHAT_SMOLLM2, EMX_CHAT_CHATML};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"none", "qwen3", "llama3", "smollm2", "chatml", "qwen2.5", "gemma3"};
+    const uint32_t families[] = {EMX_CHAT_NONE,   EMX_CHAT_QWEN3,  EMX_CHAT_LLAMA3, EMX_CHAT_SMOLLM2,
+                                 EMX_CHAT_CHATML, EMX_CHAT_QWEN25, EMX_CHAT_GEMMA3};
+    for (int i = 0; i < 7; i++) {
         cr_expect_str_eq(emx_chat_template_name(families[i]), names[i]);
         cr_expect_eq(emx_chat_template_from_name(names[i]), (int)families[i]);
     }
-    cr_expect_null(emx_chat_template_name(5));
+    cr_expect_null(emx_chat_template_name(7));
     cr_expect_eq(emx_chat_template_from_name("llama2"), -1);
     cr_expect_eq(emx_chat_template_from_name(""), -1);
     cr_expect_eq(emx_chat_template_from_name(NULL), -1);
@@ -251,6 +260,7 @@ Test(chat_template, detects_the_official_templates) {
         {"qwen3.jinja", EMX_CHAT_QWEN3},         {"llama3.jinja", EMX_CHAT_LLAMA3},
         {"llama3.1.jinja", EMX_CHAT_LLAMA3},     {"llama3-short.jinja", EMX_CHAT_LLAMA3},
         {"smollm2.jinja", EMX_CHAT_SMOLLM2},     {"chatml.jinja", EMX_CHAT_CHATML},
+        {"qwen2.5.jinja", EMX_CHAT_QWEN25},      {"gemma3.jinja", EMX_CHAT_GEMMA3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len;

@@ -154,6 +154,8 @@ static void chatml_turn(OutBuf *b, const char *role, Span content) {
 
 static void render_chatml(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
                           const char *default_system) {
+    // Qwen2.5's template writes messages[0]'s system turn itself, or its default one: the same
+    // bytes as SmolLM2's rule (its loop then skips the first system message).
     // SmolLM2: `loop.first and messages[0]['role'] != 'system'` inserts its default system turn.
     if (default_system && n > 0 && !is_role(&msgs[0], "system"))
         chatml_turn(b, "system", span_of(default_system));
@@ -348,9 +350,43 @@ static int render_llama3(OutBuf *b, const EmxChatMessage *msgs, int n, const Emx
     return 0;
 }
 
+// Gemma 3: "<bos>", a leading system message's content (untrimmed) + "\n\n" opens the first
+// turn's text, roles must alternate user / other from the first non-system message (the template
+// raises otherwise: a system message at an odd place passes as a turn of role "system"),
+// assistant is "model", every content is trimmed (Python str.strip()).
+static int render_gemma3(OutBuf *b, const EmxChatMessage *msgs, int n, const EmxChatOptions *opt,
+                         char *err, size_t errlen) {
+    if (n == 0) {  // the template reads messages[0]['role'] and raises on an empty list
+        emx_seterr(err, errlen, "gemma3 chat template: the conversation has no messages");
+        return -1;
+    }
+    int first = is_role(&msgs[0], "system") ? 1 : 0;
+    for (int i = first; i < n; i++)
+        if (is_role(&msgs[i], "user") != ((i - first) % 2 == 0)) {
+            emx_seterr(err, errlen, "gemma3 chat template: message %d (%s) breaks the user/assistant alternation the template requires",
+                       i, msgs[i].role);
+            return -1;
+        }
+    out_str(b, "<bos>");
+    for (int i = first; i < n; i++) {
+        out_str(b, "<start_of_turn>");
+        out_str(b, is_role(&msgs[i], "assistant") ? "model" : msgs[i].role);
+        out_str(b, "\n");
+        if (i == first && first) {
+            out_str(b, msgs[0].content);
+            out_str(b, "\n\n");
+        }
+        out_span(b, py_strip(span_of(msgs[i].content)));
+        out_str(b, "<end_of_turn>\n");
+    }
+    if (opt->add_generation_prompt) out_str(b, "<start_of_turn>model\n");
+    return 0;
+}
+
 static int tools_family(uint32_t family) { return family == EMX_CHAT_QWEN3 || family == EMX_CHAT_LLAMA3; }
 
 static const char SMOLLM2_DEFAULT_SYSTEM[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+static const char QWEN25_DEFAULT_SYSTEM[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
                       const EmxChatOptions *opt, char *err, size_t errlen) {
@@ -408,6 +444,15 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
     case EMX_CHAT_LLAMA3: rc = render_llama3(&b, msgs, n_msgs, opt, err, errlen); break;
     case EMX_CHAT_SMOLLM2: render_chatml(&b, msgs, n_msgs, opt, SMOLLM2_DEFAULT_SYSTEM); break;
     case EMX_CHAT_CHATML: render_chatml(&b, msgs, n_msgs, opt, NULL); break;
+    case EMX_CHAT_QWEN25:
+        if (n_msgs == 0) {  // the template reads messages[0]['role'] and raises on an empty list
+            emx_seterr(err, errlen, "qwen2.5 chat template: the conversation has no messages");
+            rc = -1;
+        } else {
+            render_chatml(&b, msgs, n_msgs, opt, QWEN25_DEFAULT_SYSTEM);
+        }
+        break;
+    case EMX_CHAT_GEMMA3: rc = render_gemma3(&b, msgs, n_msgs, opt, err, errlen); break;
     }
     if (rc == 0 && !b.data) {  // nothing written yet: an empty result still needs its buffer
         b.data = calloc(1, 1);
@@ -468,6 +513,13 @@ uint32_t emx_chat_template_detect(const char *t, size_t len) {
     if (llama_headers && has(t, len, "| trim") && !has(t, len, "Knowledge") && !has(t, len, "tool") &&
         !has(t, len, "function"))
         return EMX_CHAT_LLAMA3;
+    // Qwen2.5's default system prompt (QwQ's and Qwen3's templates have reasoning tags).
+    if (chatml && has(t, len, QWEN25_DEFAULT_SYSTEM) && !has(t, len, "think")) return EMX_CHAT_QWEN25;
+    // Gemma 3: the system message folded into the first user turn, alternation enforced, "model"
+    // for assistant (Gemma 2's template raises on a system message instead).
+    if (has(t, len, "<start_of_turn>") && has(t, len, "<end_of_turn>") && has(t, len, "first_user_prefix") &&
+        has(t, len, "loop.index0 % 2 == 0") && has(t, len, "| trim") && has(t, len, "bos_token"))
+        return EMX_CHAT_GEMMA3;
     // SmolLM2's default system prompt (SmolLM3's template reuses the sentence, with reasoning
     // modes and metadata around it).
     if (chatml && has(t, len, SMOLLM2_DEFAULT_SYSTEM) && !has(t, len, "think")) return EMX_CHAT_SMOLLM2;
@@ -480,7 +532,8 @@ uint32_t emx_chat_template_detect(const char *t, size_t len) {
 
 static const char *const FAMILY_NAMES[] = {
     [EMX_CHAT_NONE] = "none",     [EMX_CHAT_QWEN3] = "qwen3",   [EMX_CHAT_LLAMA3] = "llama3",
-    [EMX_CHAT_SMOLLM2] = "smollm2", [EMX_CHAT_CHATML] = "chatml",
+    [EMX_CHAT_SMOLLM2] = "smollm2", [EMX_CHAT_CHATML] = "chatml", [EMX_CHAT_QWEN25] = "qwen2.5",
+    [EMX_CHAT_GEMMA3] = "gemma3",
 };
 
 const char *emx_chat_template_name(uint32_t family) {
@@ -494,4 +547,4 @@ int emx_chat_template_from_name(const char *name) {
     return -1;
 }
 
-int emx_chat_template_adds_bos(uint32_t family) { return family == EMX_CHAT_LLAMA3; }
+int emx_chat_template_adds_bos(uint32_t family) { return family == EMX_CHAT_LLAMA3 || family == EMX_CHAT_GEMMA3; }

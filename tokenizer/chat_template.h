@@ -32,20 +32,29 @@
 //                     "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 //                     when the first message is not a system message.
 //   EMX_CHAT_CHATML   plain ChatML: <|im_start|>role\ncontent<|im_end|>\n per message.
+//   EMX_CHAT_QWEN25   Qwen2.5-Instruct's template without tools: ChatML, with the default system
+//                     prompt "You are Qwen, created by Alibaba Cloud. You are a helpful
+//                     assistant." when the first message is not a system message; an empty
+//                     conversation is an error (the template raises).
+//   EMX_CHAT_GEMMA3   Gemma 3's template: "<bos>", then "<start_of_turn>user\n" + content +
+//                     "<end_of_turn>\n" per message, "model" for assistant, contents trimmed;
+//                     a first system message is not a turn: its content + "\n\n" opens the
+//                     first turn's text; after it, user and other roles must alternate,
+//                     starting with user (the template raises otherwise, and so do we).
 // Contents go in verbatim: text that spells special tokens ("<|im_end|>") is not escaped, as in
 // the official templates; whether it becomes a special token is the tokenizer's call.
 //
 // BOS: the rendered text contains the BOS token text exactly where the official template puts
-// it — Llama 3 starts with "<|begin_of_text|>"; the ChatML families have none. A caller that
+// it — Llama 3 starts with "<|begin_of_text|>", Gemma 3 with "<bos>"; the ChatML families have none. A caller that
 // renders a chat tokenizes the result with special tokens parsed and must NOT add a BOS of its
 // own when emx_chat_template_adds_bos() says the text carries one (the template's BOS wins, as
 // in llama.cpp, so there is never a double BOS). For the other families the tokenizer's own
 // add-BOS setting applies (Qwen3's and SmolLM2's say no).
 //
 // Detection recognises the official templates by fragments that decide how they render
-// (verified against 71 templates of llama.cpp's collection: only Qwen3's and Llama
-// 3.1/3.2/3.3's match a family); look-alikes that render differently (Qwen3.5, QwQ, SmolLM3,
-// functionary, ...) give EMX_CHAT_NONE. One deliberate approximation: a Llama-3.0-style
+// (checked on the 70 templates of llama.cpp's collection in llama-cpp-python 0.3.36: only
+// Qwen2.5's, Qwen3's and Llama 3.1/3.2/3.3's match a family; Gemma 3's is not in it); look-alikes that render differently (Qwen3.5, QwQ, SmolLM3,
+// Gemma 2 and 4, functionary, ...) give EMX_CHAT_NONE. One deliberate approximation: a Llama-3.0-style
 // template (header blocks, no date block; e.g. ../shared's llama3 tokenizer_config.json) is
 // detected as EMX_CHAT_LLAMA3 and so gets the 3.1/3.2 system block.
 #ifndef ENTROPIX_CHAT_TEMPLATE_H
@@ -95,7 +104,7 @@ char *emx_chat_render(uint32_t family, const EmxChatMessage *msgs, int n_msgs,
 // or GGUF tokenizer.chat_template); EMX_CHAT_NONE if there is none or it is unrecognised.
 uint32_t emx_chat_template_detect(const char *jinja_template, size_t len);
 
-// "none", "qwen3", "llama3", "smollm2", "chatml"; NULL for a value outside the enum.
+// "none", "qwen3", "llama3", "smollm2", "chatml", "qwen2.5", "gemma3"; NULL outside the enum.
 const char *emx_chat_template_name(uint32_t family);
 
 // Inverse of emx_chat_template_name; -1 if unknown.

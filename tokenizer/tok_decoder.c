@@ -65,8 +65,10 @@ size_t emx_decoder_push(EmxDecoder *d, int id, char *out, size_t cap) {
     size_t len;
     const uint8_t *b = (const uint8_t *)emx_token_bytes_ref(tk, id, &len);
     if (!b || (d->skip_control && emx_is_control(tk, id))) return 0;
-    // llama2.c: the piece right after BOS loses its leading space (the dummy prefix).
-    if (tk->td.kind == EMX_TOK_SPM && prev >= 0 && prev == tk->td.bos_id && len && b[0] == ' ')
+    // llama2.c: the piece right after BOS loses its leading space (the dummy prefix); a
+    // tokenizer that adds none (Gemma: HF's decoder has no Strip) keeps it.
+    if (tk->td.kind == EMX_TOK_SPM && (tk->td.flags & EMX_TOKF_ADD_SPACE_PREFIX) && prev >= 0 &&
+        prev == tk->td.bos_id && len && b[0] == ' ')
         b++, len--;
     if (len == 0) return 0;
     size_t i = 0;

@@ -2,6 +2,8 @@
 // U+2581 ("▁"), an optional dummy prefix "▁", every code point becomes its piece (or, when the
 // vocabulary lacks it, one <0xNN> piece per byte), then the adjacent pair whose concatenated
 // piece exists with the highest score is merged (leftmost on ties), until no pair merges.
+// With EMX_TOKF_MERGE_BY_RANK the pair with the lowest merge rank merges instead: HF
+// tokenizers' BPE with byte_fallback (Gemma), whose text between added tokens is one word.
 // run.c rescans all pairs after every merge (quadratic); a heap gives the same merges in
 // O(n log n).
 #include <stdlib.h>
@@ -16,6 +18,19 @@ static uint32_t score_prio(float f) {
     memcpy(&u, &f, 4);
     u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending with f
     return ~u;
+}
+
+// HF BPE with byte_fallback (Gemma): the pair's merge rank decides, lowest first.
+static int push_pair_rank(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
+    int32_t nx = s->sym_next[pos];
+    if (nx < 0) return 0;
+    int32_t a = s->sym_id[pos], b = s->sym_id[nx];
+    if (a < 0 || b < 0) return 0;
+    uint32_t rank;
+    int32_t merged;
+    if (!pairmap_get(&tk->pairs, a, b, &rank, &merged)) return 0;
+    MergeCand c = merge_cand(rank, pos, a, b, merged);
+    return initial ? enc_heap_append(s, c) : enc_heap_push(s, c);
 }
 
 static const char *piece_of(const EmxTokenizer *tk, int32_t id, uint32_t *len) {
@@ -74,7 +89,8 @@ int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, 
         }
         i += (size_t)l;
     }
-    if (enc_merge_symbols(tk, s, ns, push_pair) != 0) return -1;
+    EncPairFn rule = (tk->td.flags & EMX_TOKF_MERGE_BY_RANK) ? push_pair_rank : push_pair;
+    if (enc_merge_symbols(tk, s, ns, rule) != 0) return -1;
     for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
     return 0;

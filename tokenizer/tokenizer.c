@@ -74,8 +74,9 @@ static int build_raw(EmxTokenizer *tk) {
         } else if (type == EMX_TOKT_BYTE && bv >= 0) {
             o[0] = (char)bv;
             len = 1;
-        } else if (type == EMX_TOKT_CONTROL || type == EMX_TOKT_USER_DEFINED) {
-            memcpy(o, p, len);  // added tokens are stored as their text
+        } else if (type == EMX_TOKT_CONTROL || (type == EMX_TOKT_USER_DEFINED && t->kind != EMX_TOK_SPM)) {
+            memcpy(o, p, len);  // added tokens are stored as their text; SPM's user-defined
+                                // ones ("▁▁" runs) print "▁" as a space, as HF and llama.cpp do
         } else if (t->kind == EMX_TOK_BPE_BYTELEVEL) {
             int r = bytelevel_unspell(p, len, o);
             if (r >= 0) len = (uint32_t)r;
@@ -217,6 +218,21 @@ static int build_spm(EmxTokenizer *tk) {
             strmap_put(&tk->vocab, (int32_t)i);
         }
     }
+    if (!(t->flags & EMX_TOKF_MERGE_BY_RANK)) return 0;
+    // HF BPE (byte_fallback): the pair (a, b) of rank r merges into the piece spelled a + b.
+    if (pairmap_init(&tk->pairs, t->n_merges ? t->n_merges : 1) != 0) return -1;
+    char *cat = malloc(2 * (size_t)t->max_piece_len + 8);
+    if (!cat) return -1;
+    for (uint32_t r = 0; r < t->n_merges; r++) {
+        int32_t a = t->merges[2 * r], b = t->merges[2 * r + 1];
+        uint32_t la = t->piece_offsets[a + 1] - t->piece_offsets[a];
+        uint32_t lb = t->piece_offsets[b + 1] - t->piece_offsets[b];
+        memcpy(cat, t->piece_bytes + t->piece_offsets[a], la);
+        memcpy(cat + la, t->piece_bytes + t->piece_offsets[b], lb);
+        int32_t m = strmap_get(&tk->vocab, cat, la + lb);
+        if (m >= 0) pairmap_put(&tk->pairs, a, b, r, m);  // a repeated pair keeps its first rank
+    }
+    free(cat);
     return 0;
 }
 

@@ -86,7 +86,7 @@ static int read_header(const uint8_t *b, TokenizerData *t, char *err, size_t err
         return -1;
     }
     uint32_t known = EMX_TOKF_NFC | EMX_TOKF_ADD_BOS | EMX_TOKF_ADD_SPACE_PREFIX |
-                     EMX_TOKF_IGNORE_MERGES;
+                     EMX_TOKF_IGNORE_MERGES | EMX_TOKF_MERGE_BY_RANK;
     if (t->flags & ~known) {
         emx_seterr(err, errlen, "tokenizer section: flags = 0x%x has unknown bits", t->flags);
         return -1;

@@ -27,7 +27,8 @@
 
 enum emx_tok_kind {
     EMX_TOK_BPE_BYTELEVEL = 1,  // GPT-2 byte mapping + merges by rank (Qwen, Llama 3, SmolLM2)
-    EMX_TOK_SPM = 2,            // SentencePiece-style BPE by score + <0xNN> byte fallback (Llama 2)
+    EMX_TOK_SPM = 2,            // SentencePiece-style BPE by score (Llama 2) or by merge rank
+                                // (Gemma: EMX_TOKF_MERGE_BY_RANK) + <0xNN> byte fallback
 };
 
 // Pre-tokeniser (the split regex applied before BPE).
@@ -44,6 +45,8 @@ enum emx_tok_flags {
     EMX_TOKF_ADD_BOS = 1u << 1,          // encode() of a prompt starts with bos_id (Llama 2/3)
     EMX_TOKF_ADD_SPACE_PREFIX = 1u << 2, // SPM: prepend a space (llama2.c "dummy prefix")
     EMX_TOKF_IGNORE_MERGES = 1u << 3,    // BPE: a word that is itself a token is emitted whole (Llama 3)
+    EMX_TOKF_MERGE_BY_RANK = 1u << 4,    // SPM: pairs merge by the rank of `merges` (HF BPE with
+                                         // byte_fallback: Gemma), not by the merged piece's score
 };
 
 // Token types, same numbers as GGUF's tokenizer.ggml.token_type.

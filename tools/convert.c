@@ -2,7 +2,7 @@
 // entropix.c model file (base/model_format.h).
 //
 //   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1] [--keep-embeddings-q8]
-//                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml]
+//                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml|qwen2.5|gemma3]
 //                       [--tokenizer path]
 //   build/tools/convert --check <model.bin>
 //
@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "                          q4_1 from a GGUF's Q4_1 tensors copies their blocks exactly)\n"
             "  --keep-embeddings-q8    q4/q4_1 only: keep tok_embeddings/output at q8 (the default)\n"
             "  --no-keep-embeddings-q8 q4/q4_1 only: quantise the embeddings to q4/q4_1 too\n"
-            "  --chat-template none|qwen3|llama3|smollm2|chatml   override the detected template\n"
+            "  --chat-template none|qwen3|llama3|smollm2|chatml|qwen2.5|gemma3   override the detected template\n"
             "  --tokenizer path        llama2.c: tokenizer.bin (required); HuggingFace: a directory\n"
             "                          holding tokenizer.json to use instead of the model's\n"
             "usage: convert --check <model.bin>\n"
@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "convert (kill -9, power loss) may leave that .tmp file behind: delete it.\n");
 }
 
-static const char *const chat_names[] = {"none", "qwen3", "llama3", "smollm2", "chatml"};
+static const char *const chat_names[] = {"none", "qwen3", "llama3", "smollm2", "chatml", "qwen2.5", "gemma3"};
 
 // The tensors a configuration needs, in file order.
 typedef struct {
@@ -144,7 +144,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 for (int k = 0; k < (int)(sizeof chat_names / sizeof chat_names[0]); k++)
                     if (!strcmp(v, chat_names[k])) o->chat_template = k;
                 if (o->chat_template < 0) {
-                    fprintf(stderr, "convert: --chat-template %s is not one of none, qwen3, llama3, smollm2, chatml\n", v);
+                    fprintf(stderr, "convert: --chat-template %s is not one of none, qwen3, llama3, smollm2, chatml, qwen2.5, gemma3\n", v);
                     return -1;
                 }
             }

@@ -40,6 +40,8 @@ SPECIAL = {
     "llama3": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
     "smollm2": {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>"},
     "chatml": {"eos_token": "<|im_end|>"},
+    "qwen2.5": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    "gemma3": {"bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>"},
 }
 
 
@@ -336,6 +338,8 @@ def main():
                         compare=(read("llama3.1.jinja"), {})),
         "smollm2": build(render, "smollm2", read("smollm2.jinja")),
         "chatml": build(render, "chatml", read("chatml.jinja")),
+        "qwen2.5": build(render, "qwen2.5", read("qwen2.5.jinja")),
+        "gemma3": build(render, "gemma3", read("gemma3.jinja")),
     }
     for family, cases in families.items():
         path = os.path.join(DATA, family + ".json")

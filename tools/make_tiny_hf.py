@@ -18,16 +18,23 @@ writes config.json, model.safetensors (BF16), tokenizer.json and tokenizer_confi
   gemma3-1b-shape     head_dim 256, intermediate 2048 / 6912, window 512) with 2 layers:
                       one sliding, one full.
 
+tests/models.mk passes --check tests/data/hf/<shape>/reference.json: the files must be the bytes
+the HF references were computed from. A change here that alters them needs the references
+remade: run this script into build/models/hf/<shape>, then tools/make_hf_reference.py.
+
 Python's standard library only, bit-stable: every value comes from SHAKE-256 of the seed and
 the tensor's name, turned into BF16 by integer table look-ups (no library distribution, no
 float maths that could round differently elsewhere). A 2-D tensor's values are symmetric, with
 a magnitude drawn by octave from a half-normal of the tensor's std (std_2d below):
-  embeddings        0.5 (tiny models; a peaked next-token distribution, as the shared tiny
-                    models have) or 0.03 (shape models)
+  embeddings        qwen2.5-tiny 0.5 (a peaked next-token distribution through the tied head,
+                    as the shared tiny models have); Gemma 0.0625 (tiny) and 0.01 (shapes):
+                    Gemma multiplies the embedding by sqrt(hidden), and a larger one would
+                    drown the layers' contributions (greedy then repeats the last token)
   projections       1.6 / sqrt(fan_in): 0.2 at width 64, 0.063 / 0.047 at 640 / 1152
   q/k/v biases      uniform in [-0.25, 0.25]
   norms             Qwen: 1 + uniform [-0.25, 0.25]; Gemma (which multiplies by 1 + w):
-                    uniform [-0.5, 0.5]
+                    uniform [-0.5, 0.5], the final norm 5 + uniform [-0.5, 0.5] (logits about
+                    six times wider with the small embedding)
 """
 import argparse
 import hashlib
@@ -74,9 +81,9 @@ def gemma3(hidden, inter, layers, heads, kv, head_dim, scalar, window, types):
 SL, FULL = "sliding_attention", "full_attention"
 SHAPES = {
     "qwen2.5-tiny": (QWEN25, 0.5),
-    "gemma3-tiny": (gemma3(64, 192, 6, 4, 2, 32, 48, 8, [SL] * 5 + [FULL]), 0.5),
-    "gemma3-270m-shape": (gemma3(640, 2048, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.03),
-    "gemma3-1b-shape": (gemma3(1152, 6912, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.03),
+    "gemma3-tiny": (gemma3(64, 192, 6, 4, 2, 32, 48, 8, [SL] * 5 + [FULL]), 0.0625),
+    "gemma3-270m-shape": (gemma3(640, 2048, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.01),
+    "gemma3-1b-shape": (gemma3(1152, 6912, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.01),
 }
 
 
@@ -196,7 +203,7 @@ def tensors(c, embed_std):
                 (p + "mlp.down_proj.weight", (d, f)) + proj(f)]
         if gemma:
             out += [(p + "post_feedforward_layernorm.weight", (d,)) + norm]
-    out += [("model.norm.weight", (d,)) + norm]
+    out += [("model.norm.weight", (d,)) + (("u", (5.0, 0.5)) if gemma else norm)]
     return out
 
 
@@ -284,6 +291,8 @@ def main():
     ap.add_argument("--qwen-tokenizer-dir", default=os.path.join(ROOT, "..", "shared", "testdata", "tokenizers", "qwen3"),
                     help="Qwen3's tokenizer.json and tokenizer_config.json (qwen2.5-tiny)")
     ap.add_argument("--seed", type=int, default=2511)
+    ap.add_argument("--check", metavar="REFERENCE_JSON",
+                    help="fail unless the files written have the sha256s this reference was made from")
     a = ap.parse_args()
     cfg, embed_std = SHAPES[a.shape]
     if cfg["model_type"] == "qwen2":
@@ -303,6 +312,24 @@ def main():
     write_safetensors(os.path.join(a.out, "model.safetensors"), specs, a.seed)
     n = sum(math.prod(s) for _, s, _, _ in specs)
     print(f"{a.out}: {a.shape}, {n / 1e6:.1f}M parameters, embedding std {table_std(table_for(embed_std)):.3f}")
+    if a.check:
+        check_files(a.out, a.check)
+
+
+def check_files(out, reference_json):
+    """The references in tests/data/hf were computed from exactly these bytes: a generator change
+    that alters them makes the references stale, and this says so instead of letting tests
+    compare against numbers of another model."""
+    want = read_json(reference_json)["files"]
+    for name, meta in sorted(want.items()):
+        h = hashlib.sha256()
+        with open(os.path.join(out, name), "rb") as fp:
+            for chunk in iter(lambda: fp.read(1 << 24), b""):
+                h.update(chunk)
+        if h.hexdigest() != meta["sha256"]:
+            sys.exit(f"make_tiny_hf: {out}/{name}: sha256 {h.hexdigest()[:16]}... is not the "
+                     f"{meta['sha256'][:16]}... {reference_json} was made from (rerun tools/make_hf_reference.py)")
+    print(f"{out}: the {len(want)} files {reference_json} was made from, byte for byte")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ void tb_add_stop(TokBuilder *b, int32_t id) {
 
 void tb_add_known_stops(TokBuilder *b) {
     static const char *const names[] = {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>",
-                                        "<|endoftext|>", "<|eom_id|>"};
+                                        "<|endoftext|>", "<|eom_id|>", "<end_of_turn>"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         int32_t id = tb_find(b, names[k], strlen(names[k]));
         if (id >= 0 && b->types[id] == EMX_TOKT_CONTROL) tb_add_stop(b, id);

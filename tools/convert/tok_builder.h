@@ -36,7 +36,7 @@ int32_t tb_find(const TokBuilder *b, const char *s, size_t len);
 int tb_add_merge(TokBuilder *b, int32_t left, int32_t right);
 void tb_add_stop(TokBuilder *b, int32_t id);  // ignores -1, duplicates and overflow past 8
 // Adds as stop ids the CONTROL tokens whose text ends a turn or a document (<|im_end|>,
-// <|eot_id|>, <|end_of_text|>, <|endoftext|>, <|eom_id|>).
+// <|eot_id|>, <|end_of_text|>, <|endoftext|>, <|eom_id|>, Gemma's <end_of_turn>).
 void tb_add_known_stops(TokBuilder *b);
 // Pieces never set become UNUSED rows with an empty piece; packs into `out`.
 int tb_finish(TokBuilder *b, TokenizerData *out, char *err, size_t errlen);

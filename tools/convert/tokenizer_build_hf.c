@@ -1,5 +1,6 @@
 // tokenizer_build_hf.c — TokenizerData from a HuggingFace model directory: tokenizer.json
-// (byte-level BPE only), tokenizer_config.json and config.json (special ids).
+// (byte-level BPE, or BPE with byte_fallback in Gemma's form), tokenizer_config.json and
+// config.json (special ids).
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -227,7 +228,44 @@ static int32_t find_text(const TokBuilder *b, const char *s) {
 typedef struct {
     const cJSON *model, *vocab, *merges, *added;
     uint32_t pre, flags;
+    int spm;  // BPE with byte_fallback: pieces spelled with "▁", <0xNN> byte pieces
 } HfParts;
+
+static int is_string_pattern(const cJSON *o, const char *s) {
+    const char *p = jstr(cJSON_GetObjectItemCaseSensitive(o, "pattern"), "String");
+    return p && strcmp(p, s) == 0;
+}
+
+// BPE with byte_fallback, as Gemma's tokenizer.json has it: normalizer Replace " " -> "▁" (no
+// Prepend: no dummy prefix), no pre-tokeniser or Gemma's Split on " " (a no-op once spaces are
+// "▁"), so the text between added tokens is one word merged by rank. Other forms (Llama 2's
+// Prepend, Metaspace) split or prefix differently and are refused.
+static int parse_spm_form(const char *dir, const cJSON *tj, char *err, size_t errlen) {
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
+    const char *nt = jstr(norm, "type");
+    const char *content = jstr(norm, "content");
+    if (!nt || strcmp(nt, "Replace") != 0 || !is_string_pattern(norm, " ") || !content ||
+        strcmp(content, "\xE2\x96\x81") != 0) {
+        emx_seterr(err, errlen,
+                   "%s/tokenizer.json: model.byte_fallback = true needs normalizer Replace \" \" -> U+2581 "
+                   "(Gemma's form), not \"%s\"; convert from GGUF",
+                   dir, ESC(nt ? nt : "(none)"));
+        return -1;
+    }
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer");
+    if (pre && !cJSON_IsNull(pre)) {
+        const char *pt = jstr(pre, "type"), *beh = jstr(pre, "behavior");
+        if (!pt || strcmp(pt, "Split") != 0 || !is_string_pattern(pre, " ") || !beh ||
+            strcmp(beh, "MergedWithPrevious") != 0 || jbool(pre, "invert", 0)) {
+            emx_seterr(err, errlen,
+                       "%s/tokenizer.json: model.byte_fallback = true with pre_tokenizer \"%s\" is not "
+                       "supported (none, or Split \" \" MergedWithPrevious)",
+                       dir, ESC(pt ? pt : "?"));
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static int find_parts(const char *dir, const cJSON *tj, HfParts *h, char *err, size_t errlen) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
@@ -237,19 +275,17 @@ static int find_parts(const char *dir, const cJSON *tj, HfParts *h, char *err, s
                dir, ESC(mtype ? mtype : "(missing)"));
         return -1;
     }
-    if (jbool(model, "byte_fallback", 0)) {
-        emx_seterr(err, errlen,
-               "%s/tokenizer.json: model.byte_fallback = true (SentencePiece-style BPE) is not "
-               "supported from tokenizer.json; convert from GGUF or tokenizer.bin",
-               dir);
-        return -1;
-    }
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens");
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
         emx_seterr(err, errlen, "%s/tokenizer.json: model.vocab / model.merges missing", dir);
         return -1;
+    }
+    h->model = model, h->vocab = vocab, h->merges = merges, h->added = added;
+    if (jbool(model, "byte_fallback", 0)) {
+        h->spm = 1, h->pre = EMX_PRE_NONE, h->flags = EMX_TOKF_MERGE_BY_RANK;
+        return parse_spm_form(dir, tj, err, errlen);
     }
     uint32_t pre = 0, flags = 0;
     if (parse_pre(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"), &pre, err, errlen) ||
@@ -260,7 +296,7 @@ static int find_parts(const char *dir, const cJSON *tj, HfParts *h, char *err, s
         return -1;
     }
     if (jbool(model, "ignore_merges", 0)) flags |= EMX_TOKF_IGNORE_MERGES;
-    h->model = model, h->vocab = vocab, h->merges = merges, h->added = added, h->pre = pre, h->flags = flags;
+    h->spm = 0, h->pre = pre, h->flags = flags;
     return 0;
 }
 
@@ -306,13 +342,20 @@ static int vocab_size(const char *dir, const cJSON *vocab, const cJSON *added, u
     return 0;
 }
 
-// Every vocab entry (normal) and added token (control if special, else user-defined), then the
-// piece index; -1 only when out of memory.
-static int add_pieces(TokBuilder *b, const cJSON *vocab, const cJSON *added) {
+// "<0xNN>": a byte-fallback piece.
+static int is_byte_piece(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    return strlen(s) == 6 && memcmp(s, "<0x", 3) == 0 && strchr(hex, s[3]) && strchr(hex, s[4]) &&
+           s[5] == '>';  // strlen 6: s[3], s[4] are not the terminator strchr would find
+}
+
+// Every vocab entry (normal; with byte_fallback "<0xNN>" is a byte piece) and added token
+// (control if special, else user-defined), then the piece index; -1 only when out of memory.
+static int add_pieces(TokBuilder *b, const cJSON *vocab, const cJSON *added, int spm) {
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (tb_set_piece(b, (uint32_t)e->valuedouble, e->string, strlen(e->string),
-                         EMX_TOKT_NORMAL, 0) != 0)
+        uint8_t type = spm && is_byte_piece(e->string) ? EMX_TOKT_BYTE : EMX_TOKT_NORMAL;
+        if (tb_set_piece(b, (uint32_t)e->valuedouble, e->string, strlen(e->string), type, 0) != 0)
             return -1;
     }
     cJSON_ArrayForEach(e, added) {
@@ -421,9 +464,9 @@ static int build(const char *dir, const cJSON *tj, const cJSON *tcfg, const cJSO
         emx_seterr(err, errlen, "tokenizer: out of memory");
         return -1;
     }
-    b.meta.kind = EMX_TOK_BPE_BYTELEVEL;
+    b.meta.kind = h.spm ? EMX_TOK_SPM : EMX_TOK_BPE_BYTELEVEL;
     b.meta.pre = h.pre;
-    if (add_pieces(&b, h.vocab, h.added) != 0) {
+    if (add_pieces(&b, h.vocab, h.added, h.spm) != 0) {
         emx_seterr(err, errlen, "tokenizer: out of memory");
         goto fail;
     }

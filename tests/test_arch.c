@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,40 @@ Test(arch, version1_files_still_load) {
     const EmxConfigExt d = emx_config_ext_default();
     cr_assert(memcmp(&m.ext, &d, sizeof d) == 0);
     emx_model_close(&m);
+}
+
+// The loader's checks of version 2's fields: gemma3-tiny.q8.bin with one field changed is refused
+// in one line naming it (the fields are checked before the header's checksum).
+static void expect_ext_refused(size_t off, uint32_t value, const char *needle) {
+    char src[512], err[512], path[] = "/tmp/emx-test-arch-ext-XXXXXX";
+    test_build_path(src, sizeof src, "models/gemma3-tiny.q8.bin");
+    size_t len;
+    char *bytes = test_read_file(src, &len);
+    cr_assert(bytes && len > EMX_HEADER_V2_BYTES);
+    memcpy(bytes + off, &value, 4);
+    const int fd = mkstemp(path);
+    cr_assert(fd >= 0 && write(fd, bytes, len) == (ssize_t)len && close(fd) == 0);
+    EmxModel m;
+    cr_expect_neq(emx_model_open(&m, path, err, sizeof err), 0, "%s loaded", needle);
+    cr_expect(strstr(err, needle) && !strchr(err, '\n'), "want \"%s\": %s", needle, err);
+    unlink(path);
+    free(bytes);
+}
+
+Test(arch, loader_checks_version2_fields) {
+    const size_t ext = 160;
+    const float half = 0.5f;
+    uint32_t half_u;
+    memcpy(&half_u, &half, 4);
+    expect_ext_refused(ext + offsetof(EmxConfigExt, ffn_act), 2, "config.ffn_act = 2 is not known");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, sandwich_norms), 3, "config.sandwich_norms = 3 is not 0 or 1");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, sliding_window), 40000, "config.sliding_window = 40000 exceeds max_seq_len");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, local_layers), 0x7f, "config.local_layers marks layer 6, past n_layers = 6");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, rope_linear_global), half_u, "config.rope_linear_global = 0.5 is not a number >= 1");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, embed_scale), 0, "config.embed_scale = 0 is not a positive number");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, reserved) + 4, 1, "config.ext.reserved[1] = 1 is not zero");
+    expect_ext_refused(ext + offsetof(EmxConfigExt, qkv_bias), 1, "tensor layers.0.bq: missing");
+    expect_ext_refused(12, 160, "header_bytes = 160, expected 352 for version 2");
 }
 
 // A copy of gemma3-tiny's directory with config.json changed by `edit`, converted; returns the run.

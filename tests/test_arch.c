@@ -22,6 +22,7 @@
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "runtime/pool/pool_forward.h"
 #include "runtime/reference/forward_ref.h"
 #include "run_util.h"
 #include "test_ref_util.h"
@@ -517,5 +518,66 @@ Test(arch, ring_cpu_equals_reference, .timeout = 120) {
     emx_state_free(p);
     ref_state_free(r);
     ref_model_free(rm);
+    emx_model_close(&m);
+}
+
+// The pool's passes over a ring: 3 lookahead branches of 4 steps after a 300-token prefix (its
+// rows wrapped in a 263-row ring) equal, bitwise, each branch decoded alone after the same
+// prefix (keys read as the ring's spans plus the branch's tail, or the ring alone); a committed
+// branch continues as the sequence that decoded it; KV rows the ring still holds are read, older
+// ones refused in one line.
+Test(arch, ring_branches_equal_alone, .timeout = 120) {
+    EmxModel m;
+    open_model("gemma3-tiny.q8.bin", &m);
+    char err[512];
+    EmxStateOptions opt = {.n_threads = 2, .ctx = RING_CTX};
+    EmxState *s = emx_state_new(&m, &opt, err, sizeof err), *a = emx_state_new(&m, &opt, err, sizeof err);
+    cr_assert(s && a, "%s", err);
+    enum { NB = 3, STEPS = 4 };
+    cr_assert_eq(emx_state_branches_reserve(s, NB, STEPS, err, sizeof err), 0, "%s", err);
+    int n;
+    int *ids = sequence("gemma3-tiny", &n);
+    int toks[RING_LEN];
+    const int vocab = (int)m.cfg.vocab_size;
+    for (int i = 0; i < RING_LEN; i++) toks[i] = (ids[i % n] + i / n) % vocab;
+    cr_assert(emx_forward(s, toks, RING_LEN, 0) && emx_forward(a, toks, RING_LEN, 0));
+    float *batched = malloc((size_t)STEPS * NB * vocab * sizeof(float));
+    cr_assert(batched);
+    for (int j = 0; j < STEPS; j++) {
+        int bt[NB];
+        for (int b = 0; b < NB; b++) bt[b] = (31 * b + 7 * j + 3) % vocab;
+        cr_assert_eq(emx_forward_branches(s, bt, NB, RING_LEN, j, batched + (size_t)j * NB * vocab), 0);
+    }
+    for (int b = 0; b < NB; b++)
+        for (int j = 0; j < STEPS; j++) {
+            const int t = (31 * b + 7 * j + 3) % vocab;
+            const float *lg = emx_forward(a, &t, 1, RING_LEN + j);  // j == 0: back to the prefix's end
+            cr_assert(lg, "%s", emx_state_error(a));
+            cr_expect(memcmp(lg, batched + ((size_t)j * NB + b) * vocab, (size_t)vocab * sizeof(float)) == 0,
+                      "branch %d step %d: batched != alone", b, j);
+        }
+    // a (which decoded branch NB - 1 last) and s with that branch committed: the same next step
+    cr_assert_eq(emx_branch_commit(s, NB - 1, STEPS, RING_LEN), 0);
+    const int next = 5;
+    const float *ls = emx_forward(s, &next, 1, RING_LEN + STEPS);
+    cr_assert(ls, "%s", emx_state_error(s));
+    float *keep = malloc((size_t)vocab * sizeof(float));
+    cr_assert(keep);
+    memcpy(keep, ls, (size_t)vocab * sizeof(float));
+    const float *la = emx_forward(a, &next, 1, RING_LEN + STEPS);
+    cr_assert(la);
+    cr_expect(memcmp(keep, la, (size_t)vocab * sizeof(float)) == 0, "committed branch != decoded alone");
+    void *rows = malloc(emx_state_kv_rows_bytes(s, 10));
+    cr_assert(rows);
+    cr_assert_eq(emx_state_kv_rows_read(s, RING_LEN - 5, 5, rows), 0);
+    cr_assert_neq(emx_state_kv_rows_read(s, 0, 10, rows), 0);
+    cr_assert(strstr(emx_state_error(s), "KV rows 0..9: the local layers' rings (263 rows) hold positions"), "%s",
+              emx_state_error(s));
+    free(rows);
+    free(keep);
+    free(batched);
+    free(ids);
+    emx_state_free(s);
+    emx_state_free(a);
     emx_model_close(&m);
 }

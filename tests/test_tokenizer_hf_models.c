@@ -158,6 +158,7 @@ Test(tokenizer_hf_models, byte_fallback_other_forms_refused) {
         {TOK_JSON("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, " GEMMA_NORM "]}",
                   "null", "[]"), "normalizer"},
         {TOK_JSON(GEMMA_NORM, "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", "[]"), "pre_tokenizer \"Metaspace\""},
+        {TOK_JSON(GEMMA_NORM, "null", "[], \"ignore_merges\": true"), "ignore_merges"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char dir[64], err[512] = "";

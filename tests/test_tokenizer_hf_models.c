@@ -91,6 +91,32 @@ Test(tokenizer_hf_models, gemma3_matches_hf_tokenizers) {
     testtok_free(&t);
 }
 
+// As a model file stores it: the serialized section, viewed in place, encodes the same.
+Test(tokenizer_hf_models, gemma3_section_roundtrip) {
+    TestTok t;
+    testtok_tiny_hf(&t, "gemma3-tiny", 262144);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    uint64_t w = tokdata_write(&t.data, f);
+    fclose(f);
+    cr_assert(w > 0 && w == len);
+    void *blob = malloc(len);  // 8-byte aligned, as a mapped file's section is
+    memcpy(blob, buf, len);
+    free(buf);
+    TestTok back;
+    char err[512] = "";
+    cr_assert_eq(tokdata_view(blob, len, &back.data, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(back.data.flags, t.data.flags);
+    cr_expect_eq(back.data.n_merges, t.data.n_merges);
+    testtok_make(&back);
+    check_hf_lines(back.tk, "tests/data/hf/gemma3-tokenizer.encode.jsonl", 341);
+    testtok_free(&back);
+    free(blob);
+    testtok_free(&t);
+}
+
 Test(tokenizer_hf_models, qwen25_matches_hf_tokenizers) {
     TestTok t;
     testtok_tiny_hf(&t, "qwen2.5-tiny", 151936);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "test_tokenizer_util.h"
+#include "tokenizer/chat_template.h"
 
 // Builds the tokenizer of build/models/hf/<model>; skips when make test-models has not made it.
 static void testtok_tiny_hf(TestTok *t, const char *model, uint32_t n_vocab) {
@@ -194,4 +195,45 @@ Test(tokenizer_hf_models, byte_fallback_other_forms_refused) {
         cr_expect(strstr(err, bad[k][1]) != NULL, "case %zu: \"%s\" does not name %s", k, err, bad[k][1]);
         remove_tok_dir(dir);
     }
+}
+
+// The chat prompt of tests/data/hf/<model>/reference.json: the system + user messages rendered by
+// our family, then encoded, give the text and ids transformers gave (apply_chat_template, then
+// the tokenizer without adding a second BOS).
+static void check_chat_prompt(const char *model, uint32_t n_vocab, uint32_t family) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s/reference.json", model);
+    char *file = test_read_file(rel, NULL);
+    cr_assert(file, "cannot read %s", rel);
+    cJSON *ref = cJSON_Parse(file);
+    free(file);
+    const cJSON *p, *chat = NULL;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(ref, "prompts"))
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(p, "label")), "chat") == 0) chat = p;
+    cr_assert(chat, "%s: no chat prompt", rel);
+    const EmxChatMessage msgs[] = {{.role = "system", .content = "You answer in one sentence."},
+                                   {.role = "user", .content = "What is 9.11 - 9.9?"}};
+    char err[256];
+    char *text = emx_chat_render(family, msgs, 2, NULL, err, sizeof err);
+    cr_assert(text, "%s", err);
+    cr_expect_str_eq(text, cJSON_GetStringValue(cJSON_GetObjectItem(chat, "text")));
+    TestTok t;
+    testtok_tiny_hf(&t, model, n_vocab);
+    int *ids = NULL;
+    size_t n = 0, n_want = 0;
+    unsigned flags = EMX_ENC_SPECIAL | (emx_chat_template_adds_bos(family) ? 0 : EMX_ENC_BOS);
+    cr_assert_eq(emx_encode(t.tk, text, strlen(text), flags, &ids, &n, err, sizeof err), 0, "%s", err);
+    int *want = json_ids(chat, "ids", &n_want);
+    cr_expect(n == n_want && memcmp(ids, want, n * sizeof *ids) == 0, "%s: chat prompt ids differ (%zu vs %zu)",
+              model, n, n_want);
+    free(want);
+    free(ids);
+    free(text);
+    testtok_free(&t);
+    cJSON_Delete(ref);
+}
+
+Test(tokenizer_hf_models, chat_prompts_match_transformers) {
+    check_chat_prompt("gemma3-tiny", 262144, EMX_CHAT_GEMMA3);
+    check_chat_prompt("qwen2.5-tiny", 151936, EMX_CHAT_QWEN25);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "test_tokenizer_util.h"
+#include "tokenizer/chat_template.h"
 
 // Builds the tokenizer of build/models/hf/<model>; skips when make test-models has not made it.
 static void testtok_tiny_hf(TestTok *t, const char *model, uint32_t n_vocab) {
@@ -91,6 +92,32 @@ Test(tokenizer_hf_models, gemma3_matches_hf_tokenizers) {
     testtok_free(&t);
 }
 
+// As a model file stores it: the serialized section, viewed in place, encodes the same.
+Test(tokenizer_hf_models, gemma3_section_roundtrip) {
+    TestTok t;
+    testtok_tiny_hf(&t, "gemma3-tiny", 262144);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    uint64_t w = tokdata_write(&t.data, f);
+    fclose(f);
+    cr_assert(w > 0 && w == len);
+    void *blob = malloc(len);  // 8-byte aligned, as a mapped file's section is
+    memcpy(blob, buf, len);
+    free(buf);
+    TestTok back;
+    char err[512] = "";
+    cr_assert_eq(tokdata_view(blob, len, &back.data, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(back.data.flags, t.data.flags);
+    cr_expect_eq(back.data.n_merges, t.data.n_merges);
+    testtok_make(&back);
+    check_hf_lines(back.tk, "tests/data/hf/gemma3-tokenizer.encode.jsonl", 341);
+    testtok_free(&back);
+    free(blob);
+    testtok_free(&t);
+}
+
 Test(tokenizer_hf_models, qwen25_matches_hf_tokenizers) {
     TestTok t;
     testtok_tiny_hf(&t, "qwen2.5-tiny", 151936);
@@ -158,6 +185,7 @@ Test(tokenizer_hf_models, byte_fallback_other_forms_refused) {
         {TOK_JSON("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, " GEMMA_NORM "]}",
                   "null", "[]"), "normalizer"},
         {TOK_JSON(GEMMA_NORM, "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", "[]"), "pre_tokenizer \"Metaspace\""},
+        {TOK_JSON(GEMMA_NORM, "null", "[], \"ignore_merges\": true"), "ignore_merges"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char dir[64], err[512] = "";
@@ -167,4 +195,45 @@ Test(tokenizer_hf_models, byte_fallback_other_forms_refused) {
         cr_expect(strstr(err, bad[k][1]) != NULL, "case %zu: \"%s\" does not name %s", k, err, bad[k][1]);
         remove_tok_dir(dir);
     }
+}
+
+// The chat prompt of tests/data/hf/<model>/reference.json: the system + user messages rendered by
+// our family, then encoded, give the text and ids transformers gave (apply_chat_template, then
+// the tokenizer without adding a second BOS).
+static void check_chat_prompt(const char *model, uint32_t n_vocab, uint32_t family) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s/reference.json", model);
+    char *file = test_read_file(rel, NULL);
+    cr_assert(file, "cannot read %s", rel);
+    cJSON *ref = cJSON_Parse(file);
+    free(file);
+    const cJSON *p, *chat = NULL;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(ref, "prompts"))
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(p, "label")), "chat") == 0) chat = p;
+    cr_assert(chat, "%s: no chat prompt", rel);
+    const EmxChatMessage msgs[] = {{.role = "system", .content = "You answer in one sentence."},
+                                   {.role = "user", .content = "What is 9.11 - 9.9?"}};
+    char err[256];
+    char *text = emx_chat_render(family, msgs, 2, NULL, err, sizeof err);
+    cr_assert(text, "%s", err);
+    cr_expect_str_eq(text, cJSON_GetStringValue(cJSON_GetObjectItem(chat, "text")));
+    TestTok t;
+    testtok_tiny_hf(&t, model, n_vocab);
+    int *ids = NULL;
+    size_t n = 0, n_want = 0;
+    unsigned flags = EMX_ENC_SPECIAL | (emx_chat_template_adds_bos(family) ? 0 : EMX_ENC_BOS);
+    cr_assert_eq(emx_encode(t.tk, text, strlen(text), flags, &ids, &n, err, sizeof err), 0, "%s", err);
+    int *want = json_ids(chat, "ids", &n_want);
+    cr_expect(n == n_want && memcmp(ids, want, n * sizeof *ids) == 0, "%s: chat prompt ids differ (%zu vs %zu)",
+              model, n, n_want);
+    free(want);
+    free(ids);
+    free(text);
+    testtok_free(&t);
+    cJSON_Delete(ref);
+}
+
+Test(tokenizer_hf_models, chat_prompts_match_transformers) {
+    check_chat_prompt("gemma3-tiny", 262144, EMX_CHAT_GEMMA3);
+    check_chat_prompt("qwen2.5-tiny", 151936, EMX_CHAT_QWEN25);
 }

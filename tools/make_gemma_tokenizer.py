@@ -3,7 +3,7 @@
 
 The real Gemma 3 tokenizer cannot be downloaded on this project's machines. This script builds
 one with the same structure, trained with HF `tokenizers` on a small corpus (this repository's
-docs/*.md and README.md unless files are named), so that the converter and the runtime can be
+docs/*.md and README.md as of commit 728deed, read with git show, unless files are named), so that the converter and the runtime can be
 tested against HF `tokenizers` on a file of that format:
 
   model       BPE, byte_fallback, fuse_unk, unk <unk>, merges by rank, no ignore_merges
@@ -13,7 +13,7 @@ tested against HF `tokenizers` on a file of that format:
   decoder     Replace "▁" -> " ", ByteFallback, Fuse (no Strip)
   post        TemplateProcessing: <bos> $A
   ids         the real file's layout where it is known: <pad> 0, <eos> 1, <bos> 2, <unk> 3,
-              <mask> 4, [@BOS@] 5, <unused0..98> 6..104, <start_of_turn> 105,
+              <mask> 4, [multimodal] 5, <unused0..98> 6..104, <start_of_turn> 105,
               <end_of_turn> 106, then newline runs, "▁" runs and HTML tags (Gemma's user-defined
               pieces), the 256 byte pieces <0x00>..<0xFF>, then the trained pieces.
 
@@ -24,10 +24,11 @@ pads it to Gemma 3's 262,144 entries (<start_of_image> 255999, <end_of_image> 25
     /work/hf-venv/bin/python tools/make_gemma_tokenizer.py -o tests/data/hf/gemma3-tokenizer
 """
 import argparse
-import glob
 import hashlib
 import json
 import os
+import subprocess
+import tempfile
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -38,7 +39,7 @@ HTML = ["<table>", "<caption>", "<thead>", "<tbody>", "<tfoot>", "<tr>", "<th>",
         "</h1>", "</h2>", "</h3>", "</h4>", "</h5>", "</h6>", "</blockquote>",
         "<strong>", "<em>", "<b>", "<i>", "<u>", "<s>", "<sub>", "<sup>", "<code>",
         "</strong>", "</em>", "</b>", "</i>", "</u>", "</s>", "</sub>", "</sup>", "</code>"]
-CONTROL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[@BOS@]"] + \
+CONTROL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]"] + \
     [f"<unused{i}>" for i in range(99)] + ["<start_of_turn>", "<end_of_turn>"]
 USER_DEFINED = ["\n" * k for k in range(1, 32)] + [SPACE * k for k in range(2, 32)] + HTML
 BYTES = [f"<0x{b:02X}>" for b in range(256)]
@@ -92,18 +93,30 @@ def main():
     ap.add_argument("files", nargs="*", help="corpus files (default: docs/*.md README.md)")
     ap.add_argument("-o", "--out", required=True, help="folder for tokenizer.json and corpus.json")
     ap.add_argument("--trained", type=int, default=6000, help="pieces learned beyond the fixed ones")
+    ap.add_argument("--commit", default="728deed", help="the commit whose docs/*.md and README.md are the corpus")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = a.files or sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + [os.path.join(root, "README.md")]
+    tmp = tempfile.TemporaryDirectory()
+    if a.files:
+        files, names = a.files, [os.path.relpath(f, root) for f in a.files]
+    else:  # the docs as they were at a fixed commit: later edits of the docs change nothing here
+        git = lambda *args: subprocess.run(["git", "-C", root, *args], check=True, capture_output=True).stdout
+        names = [n for n in git("ls-tree", "--name-only", a.commit, "docs/").decode().split()
+                 if n.endswith(".md")] + ["README.md"]
+        files = []
+        for n in names:
+            files.append(os.path.join(tmp.name, n.replace("/", "_")))
+            with open(files[-1], "wb") as fp:
+                fp.write(git("show", f"{a.commit}:{n}"))
     tok, fixed = train(files, a.trained)
     j = gemma_json(tok, fixed)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "tokenizer.json"), "w", encoding="utf-8") as fp:
         json.dump(j, fp, ensure_ascii=False, separators=(",", ":"))
-    corpus = [{"file": os.path.relpath(f, root),
-               "sha256": hashlib.sha256(open(f, "rb").read()).hexdigest()} for f in files]
+    corpus = [{"file": n, "sha256": hashlib.sha256(open(f, "rb").read()).hexdigest()}
+              for n, f in zip(names, files)]
     with open(os.path.join(a.out, "corpus.json"), "w") as fp:
-        json.dump({"trained_pieces": a.trained, "fixed_pieces": len(fixed),
+        json.dump({"commit": None if a.files else a.commit, "trained_pieces": a.trained, "fixed_pieces": len(fixed),
                    "vocab": len(j["model"]["vocab"]), "merges": len(j["model"]["merges"]),
                    "corpus": corpus}, fp, indent=1)
     # The file must load and round-trip a sample as HF reads it.

@@ -27,9 +27,11 @@ the tensor's name, turned into BF16 by integer table look-ups (no library distri
 float maths that could round differently elsewhere). A 2-D tensor's values are symmetric, with
 a magnitude drawn by octave from a half-normal of the tensor's std (std_2d below):
   embeddings        qwen2.5-tiny 0.5 (a peaked next-token distribution through the tied head,
-                    as the shared tiny models have); Gemma 0.0625 (tiny) and 0.01 (shapes):
-                    Gemma multiplies the embedding by sqrt(hidden), and a larger one would
-                    drown the layers' contributions (greedy then repeats the last token)
+                    as the shared tiny models have); Gemma about 0.16 / sqrt(hidden): 0.0625,
+                    0.006, 0.0045 (tiny, 270m, 1b shapes). Gemma multiplies the embedding by
+                    sqrt(hidden); through the tied head a token's own logit grows as
+                    std * hidden against the others' spread, and a larger std makes greedy
+                    repeat the prompt's last token
   projections       1.6 / sqrt(fan_in): 0.2 at width 64, 0.063 / 0.047 at 640 / 1152
   q/k/v biases      uniform in [-0.25, 0.25]
   norms             Qwen: 1 + uniform [-0.25, 0.25]; Gemma (which multiplies by 1 + w):
@@ -82,8 +84,8 @@ SL, FULL = "sliding_attention", "full_attention"
 SHAPES = {
     "qwen2.5-tiny": (QWEN25, 0.5),
     "gemma3-tiny": (gemma3(64, 192, 6, 4, 2, 32, 48, 8, [SL] * 5 + [FULL]), 0.0625),
-    "gemma3-270m-shape": (gemma3(640, 2048, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.01),
-    "gemma3-1b-shape": (gemma3(1152, 6912, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.01),
+    "gemma3-270m-shape": (gemma3(640, 2048, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.006),
+    "gemma3-1b-shape": (gemma3(1152, 6912, 2, 4, 1, 256, 256, 512, [SL, FULL]), 0.0045),
 }
 
 
@@ -311,7 +313,7 @@ def main():
     specs = tensors(cfg, embed_std)
     write_safetensors(os.path.join(a.out, "model.safetensors"), specs, a.seed)
     n = sum(math.prod(s) for _, s, _, _ in specs)
-    print(f"{a.out}: {a.shape}, {n / 1e6:.1f}M parameters, embedding std {table_std(table_for(embed_std)):.3f}")
+    print(f"{a.out}: {a.shape}, {n / 1e6:.1f}M parameters, embedding std {table_std(table_for(embed_std)):.4g}")
     if a.check:
         check_files(a.out, a.check)
 

@@ -240,7 +240,11 @@ static int is_string_pattern(const cJSON *o, const char *s) {
 // Prepend: no dummy prefix), no pre-tokeniser or Gemma's Split on " " (a no-op once spaces are
 // "▁"), so the text between added tokens is one word merged by rank. Other forms (Llama 2's
 // Prepend, Metaspace) split or prefix differently and are refused.
-static int parse_spm_form(const char *dir, const cJSON *tj, char *err, size_t errlen) {
+static int parse_spm_form(const char *dir, const cJSON *tj, const cJSON *model, char *err, size_t errlen) {
+    if (jbool(model, "ignore_merges", 0)) {  // the whole text would be looked up as one token first
+        emx_seterr(err, errlen, "%s/tokenizer.json: model.byte_fallback = true with ignore_merges = true is not supported", dir);
+        return -1;
+    }
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
     const char *nt = jstr(norm, "type");
     const char *content = jstr(norm, "content");
@@ -285,7 +289,7 @@ static int find_parts(const char *dir, const cJSON *tj, HfParts *h, char *err, s
     h->model = model, h->vocab = vocab, h->merges = merges, h->added = added;
     if (jbool(model, "byte_fallback", 0)) {
         h->spm = 1, h->pre = EMX_PRE_NONE, h->flags = EMX_TOKF_MERGE_BY_RANK;
-        return parse_spm_form(dir, tj, err, errlen);
+        return parse_spm_form(dir, tj, model, err, errlen);
     }
     uint32_t pre = 0, flags = 0;
     if (parse_pre(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"), &pre, err, errlen) ||

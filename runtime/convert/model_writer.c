@@ -1,6 +1,6 @@
 // model_writer.c — lay out and write a model file, tensor by tensor, through a temporary file
 // beside it (".<out>.XXXXXX.tmp"), checked and then renamed over <out>.
-#include "tools/convert/model_writer.h"
+#include "runtime/convert/model_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include "base/dtype.h"
 #include "base/errmsg.h"
 #include "base/out_file.h"
-#include "tools/convert/ggml_dequant.h"
+#include "runtime/convert/ggml_dequant.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 
@@ -78,24 +78,30 @@ typedef struct {
     double sum_sq_w, sum_sq_err, max_abs_err;
 } ErrStats;
 
-// ggml Q4_1 blocks hold exactly what q4_1 stores: per 32 weights f16 d, f16 m and 16 bytes of
-// nibbles in the same order (byte j: weight j low, weight j+16 high), so they are copied, not
-// dequantised and quantised again (which would lose their exact values).
-static int repacks_exactly(const MwTensor *t) { return t->dtype == EMX_Q4_1 && t->src_type == GGML_Q4_1; }
+// ggml Q8_0, Q4_0 and Q4_1 blocks hold exactly what q8, q4 and q4_1 store: per 32 weights an
+// f16 d (Q4_1: then an f16 m) and the quants in the same order (Q8_0: 32 int8; Q4_0/Q4_1: 16
+// bytes, byte j holding weight j low and j+16 high, with the same -8 offset for Q4_0), so they
+// are copied, not dequantised and quantised again (which could round a scale differently).
+static int repacks_exactly(const MwTensor *t) {
+    return (t->dtype == EMX_Q8 && t->src_type == GGML_Q8_0) || (t->dtype == EMX_Q4 && t->src_type == GGML_Q4_0) ||
+           (t->dtype == EMX_Q4_1 && t->src_type == GGML_Q4_1);
+}
 
-// Rows [r0, r0+n) of a ggml Q4_1 source into `out` as an [n, cols] q4_1 tensor.
-static void repack_q4_1(const MwTensor *t, uint64_t r0, uint64_t n, void *out) {
+// Rows [r0, r0+n) of a ggml Q8_0/Q4_0/Q4_1 source into `out` as an [n, cols] q8/q4/q4_1 tensor
+// (quants [n][...], then d [n][cols/32], then q4_1's m [n][cols/32]).
+static void repack_blocks(const MwTensor *t, uint64_t r0, uint64_t n, void *out) {
     const uint64_t ng = t->cols / EMX_GROUP_SIZE;
-    uint8_t *q = out;                                            // [n][cols/2]
-    uint8_t *d = q + n * t->cols / 2, *m = d + n * ng * 2;       // [n][cols/32] f16 each
+    const uint64_t qbytes = t->dtype == EMX_Q8 ? 32 : 16;          // quants per group
+    const uint64_t head = t->dtype == EMX_Q4_1 ? 4 : 2;            // the block's f16 d (and m)
+    uint8_t *q = out;                                              // [n][cols * qbytes / 32]
+    uint8_t *d = q + n * ng * qbytes, *m = d + n * ng * 2;         // [n][cols/32] f16 each
     for (uint64_t r = 0; r < n; r++)
         for (uint64_t g = 0; g < ng; g++) {
-            // ggml block: f16 d, f16 m, u8 qs[16]
-            const uint8_t *b = (const uint8_t *)t->src + (r0 + r) * ggml_row_bytes(GGML_Q4_1, t->cols) +
-                               g * ggml_block_bytes(GGML_Q4_1);
+            const uint8_t *b = (const uint8_t *)t->src + (r0 + r) * ggml_row_bytes(t->src_type, t->cols) +
+                               g * ggml_block_bytes(t->src_type);
             memcpy(d + (r * ng + g) * 2, b, 2);
-            memcpy(m + (r * ng + g) * 2, b + 2, 2);
-            memcpy(q + (r * ng + g) * 16, b + 4, 16);
+            if (t->dtype == EMX_Q4_1) memcpy(m + (r * ng + g) * 2, b + 2, 2);
+            memcpy(q + (r * ng + g) * qbytes, b + head, qbytes);
         }
 }
 
@@ -124,7 +130,7 @@ static int write_chunk(int fd, const MwTensor *t, uint64_t off, uint64_t r0, uin
         // A chunk quantises as an [n, cols] tensor: its quants, then its scales (then q4_1's
         // mins). In the file the quants of all rows come first, then the scales of all rows,
         // then the mins, so the parts go to different places.
-        if (repacks_exactly(t)) repack_q4_1(t, r0, n, tmp);
+        if (repacks_exactly(t)) repack_blocks(t, r0, n, tmp);
         else emx_quantize(t->dtype, x, n, cols, tmp);
         uint64_t qrow = t->dtype == EMX_Q8 ? cols : cols / 2, srow = cols / EMX_GROUP_SIZE * 2;
         const uint8_t *q = tmp;
@@ -194,7 +200,10 @@ static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log,
         if (repacks_exactly(t)) fprintf(log, "  %s\n", st.sum_sq_err == 0 ? "exact (repacked)" : "REPACK MISMATCH");
         else if (t->dtype == EMX_F32 || st.sum_sq_err == 0) fprintf(log, "  exact\n");
         else
-            fprintf(log, "  rel_rms_err %.3e  max_abs_err %.3e\n",
+            // Measured against the source's own values (a K-quant's as its blocks decode): the
+            // error this conversion adds, on top of any the source's quantisation already had.
+            fprintf(log, "  %s rel_rms_err %.3e  max_abs_err %.3e\n",
+                    ggml_block_elems(t->src_type) > 1 ? "added by our requantisation:" : "quantisation:",
                     st.sum_sq_w > 0 ? sqrt(st.sum_sq_err / st.sum_sq_w) : 0.0, st.max_abs_err);
     }
 done:

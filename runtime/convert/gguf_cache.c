@@ -105,13 +105,16 @@ static void remove_stale(const char *folder, const char *prefix, const char *kee
     closedir(d);
 }
 
-// The conversion itself: every matrix in its own type, the per-tensor log left out.
-static int convert_gguf(const char *src, const char *out, char *err, size_t errlen) {
+// The conversion itself: every matrix in its own type, the per-tensor log left out; the note
+// once the GGUF has opened (a damaged one gives the reader's line alone).
+static int convert_gguf(const char *src, const char *out, const char *prog, char *err, size_t errlen) {
     ConvSource s;
     ModelWriter w;
     mw_init(&w);
     int rc = src_open_gguf(&s, src, err, errlen);
     if (rc == 0) {
+        fprintf(stderr, "%s%sconverting %s -> %s (once; reused while %s is unchanged)\n", prog ? prog : "",
+                prog ? ": " : "", src, out, src);
         conv_set_chat_template(&s, -1);
         const ConvPlanOptions po = {.dtype = CONV_DTYPE_KEEP, .keep_emb_q8 = 1, .log = NULL};
         rc = conv_collect(&s, &po, &w, err, errlen);
@@ -139,9 +142,7 @@ static int convert_locked(const char *path, const char *folder, const char *name
     struct stat st;
     int rc = 0;
     if (stat(out, &st) != 0) {
-        fprintf(stderr, "%s%sconverting %s -> %s (once; reused while %s is unchanged)\n", prog ? prog : "",
-                prog ? ": " : "", path, out, path);
-        rc = convert_gguf(path, out, err, errlen);
+        rc = convert_gguf(path, out, prog, err, errlen);
         if (rc == 0) remove_stale(folder, prefix, name);
     }
     // Unlinked while held: a process waiting on it finds the cache file when it gets the lock;

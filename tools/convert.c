@@ -1,7 +1,7 @@
 // convert — turn a HuggingFace directory, a GGUF file or a llama2.c checkpoint into an
 // entropix.c model file (base/model_format.h).
 //
-//   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1|keep] [--keep-embeddings-q8]
+//   build/tools/convert <source> <out.bin> [--dtype f32|bf16|f16|q8|q4|q4_1|q4_1f|keep] [--keep-embeddings-q8]
 //                       [--no-keep-embeddings-q8] [--chat-template none|qwen3|llama3|smollm2|chatml]
 //                       [--tokenizer path]
 //   build/tools/convert --check <model.bin>
@@ -30,13 +30,15 @@ static void usage(FILE *f) {
             "usage: convert <source> <out.bin> [options]\n"
             "  <source>                a HuggingFace model directory (config.json + *.safetensors),\n"
             "                          a .gguf file, or a llama2.c checkpoint (.bin, needs --tokenizer)\n"
-            "  --dtype f32|bf16|f16|q8|q4|q4_1   weight matrices (default q8; norms are always f32;\n"
-            "                          a matrix whose rows are not a multiple of 32 stays f32 in q8/q4/q4_1;\n"
-            "                          q8/q4/q4_1 from a GGUF's Q8_0/Q4_0/Q4_1 tensors copy their blocks exactly)\n"
+            "  --dtype f32|bf16|f16|q8|q4|q4_1|q4_1f   weight matrices (default q8; norms are always f32;\n"
+            "                          a matrix whose rows are not a multiple of 32 stays f32 in the\n"
+            "                          quantised types; q8/q4/q4_1/q4_1f from a GGUF's Q8_0/Q4_0/Q4_1/Q4_K\n"
+            "                          tensors copy their blocks exactly)\n"
             "  --dtype keep            GGUF: each matrix in the type that holds its own: F32/F16/BF16 as\n"
-            "                          they are, Q8_0 q8, Q4_0 q4, Q4_1 q4_1 (exact), other types q8\n"
-            "  --keep-embeddings-q8    q4/q4_1 only: keep tok_embeddings/output at q8 (the default)\n"
-            "  --no-keep-embeddings-q8 q4/q4_1 only: quantise the embeddings to q4/q4_1 too\n"
+            "                          they are, Q8_0 q8, Q4_0 q4, Q4_1 q4_1, Q4_K q4_1f (exact), other\n"
+            "                          types q8 (requantised: the added error is printed)\n"
+            "  --keep-embeddings-q8    q4/q4_1/q4_1f only: keep tok_embeddings/output at q8 (the default)\n"
+            "  --no-keep-embeddings-q8 q4/q4_1/q4_1f only: quantise the embeddings to the 4-bit type too\n"
             "  --chat-template none|qwen3|llama3|smollm2|chatml   override the detected template\n"
             "  --tokenizer path        llama2.c: tokenizer.bin (required); HuggingFace: a directory\n"
             "                          holding tokenizer.json to use instead of the model's\n"
@@ -88,7 +90,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 if (!strcmp(v, "keep")) {
                     o->dtype = CONV_DTYPE_KEEP;
                 } else if ((o->dtype = emx_dtype_from_name(v)) < 0) {
-                    fprintf(stderr, "convert: --dtype %s is not one of f32, bf16, f16, q8, q4, q4_1, keep\n", v);
+                    fprintf(stderr, "convert: --dtype %s is not one of f32, bf16, f16, q8, q4, q4_1, q4_1f, keep\n", v);
                     return -1;
                 }
             } else {

@@ -50,19 +50,21 @@ uint32_t conv_keep_dtype(uint32_t src_type) {
     case GGML_BF16: return EMX_BF16;
     case GGML_Q4_0: return EMX_Q4;
     case GGML_Q4_1: return EMX_Q4_1;
-    default: return EMX_Q8;  // Q8_0 exactly; Q5_0, Q5_1, Q4_K, Q5_K, Q6_K requantised
+    case GGML_Q4_K: return EMX_Q4_1F;  // exactly: f32 products of its f16 scales and 6-bit factors
+    default: return EMX_Q8;  // Q8_0 exactly; Q5_0, Q5_1, Q5_K, Q6_K requantised
     }
 }
 
 // Output dtype of one tensor: vectors are f32; a matrix follows --dtype (or its source type),
-// except q8/q4/q4_1 need rows that split into 32-weight groups, and a q4/q4_1 file keeps its
+// except q8/q4/q4_1/q4_1f need rows that split into 32-weight groups, and a 4-bit file keeps its
 // embeddings at q8 unless told not to.
 static uint32_t pick_dtype(const ConvPlanOptions *o, const Want *w, uint32_t src_type) {
     if (w->is_vector) return EMX_F32;
     if (o->dtype == CONV_DTYPE_KEEP) return conv_keep_dtype(src_type);  // block types split into 32s already
     uint32_t d = (uint32_t)o->dtype;
-    if ((d == EMX_Q4 || d == EMX_Q4_1) && o->keep_emb_q8 && (!strcmp(w->name, "tok_embeddings") || !strcmp(w->name, "output"))) d = EMX_Q8;
-    if ((d == EMX_Q8 || d == EMX_Q4 || d == EMX_Q4_1) && w->cols % EMX_GROUP_SIZE) {
+    const int four_bit = d == EMX_Q4 || d == EMX_Q4_1 || d == EMX_Q4_1F;
+    if (four_bit && o->keep_emb_q8 && (!strcmp(w->name, "tok_embeddings") || !strcmp(w->name, "output"))) d = EMX_Q8;
+    if ((d == EMX_Q8 || four_bit) && w->cols % EMX_GROUP_SIZE) {
         if (o->log)
             fprintf(o->log, "  %s: %llu columns are not a multiple of %u: kept f32\n", w->name,
                     (unsigned long long)w->cols, EMX_GROUP_SIZE);

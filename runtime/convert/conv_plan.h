@@ -22,8 +22,8 @@ typedef struct {
 } ConvPlanOptions;
 
 // The dtype a matrix of ggml type `src_type` is kept in: F32, F16, BF16 as they are; Q8_0 q8,
-// Q4_0 q4, Q4_1 q4_1 (their blocks copied: exact); every other block type q8 (its values are
-// requantised: model_writer.h reports the error that adds).
+// Q4_0 q4, Q4_1 q4_1, Q4_K q4_1f (their blocks copied: exact, tensor_encode.h); every other
+// block type q8 (its values are requantised: model_writer.h reports the error that adds).
 uint32_t conv_keep_dtype(uint32_t src_type);
 
 // Sets s->cfg.chat_template: `choice` (enum emx_chat_template) when >= 0, else detected from

@@ -64,7 +64,8 @@ static void usage(FILE *f) {
             "                      runs entropix by naming it or the model MODEL:entropix)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,\n"
             "  --presence-penalty P, --frequency-penalty F, --logit-bias ID+B, --profile NAME|FILE,\n"
-            "  --profile-set K=V, --metric-layers L, --no-think, --mmap     as ./run (./run --help)\n"
+            "  --profile-set K=V, --metric-layers L, --no-think, --mmap, --gguf-cache DIR\n"
+            "                      as ./run (./run --help; MODEL may be a GGUF, converted once)\n"
             "  -h, --help          this text\n"
             "  --version           the version and the backends of this build\n");
 }

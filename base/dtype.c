@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-static const char *const dtype_names[EMX_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8", "q4", "q4_1"};
+static const char *const dtype_names[EMX_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8", "q4", "q4_1", "q4_1f"};
 
 const char *emx_dtype_name(uint32_t dtype) {
     return dtype < EMX_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
@@ -31,6 +31,9 @@ uint64_t emx_tensor_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
     case EMX_Q4_1:
         if (cols % EMX_GROUP_SIZE) return 0;
         return n / 2 + n / EMX_GROUP_SIZE * 4;  // nibbles, then d, then m
+    case EMX_Q4_1F:
+        if (cols % EMX_GROUP_SIZE) return 0;
+        return n / 2 + n / EMX_GROUP_SIZE * 8;  // nibbles, then f32 d, then f32 m
     default: return 0;
     }
 }
@@ -135,6 +138,20 @@ void emx_dequantize_row(uint32_t dtype, const void *data, uint64_t rows, uint64_
         }
         return;
     }
+    case EMX_Q4_1F: {
+        const uint8_t *q = (const uint8_t *)data + r * cols / 2;
+        const float *d = (const float *)((const uint8_t *)data + rows * cols / 2);
+        const float *m = d + rows * (cols / EMX_GROUP_SIZE) + r * (cols / EMX_GROUP_SIZE);
+        d += r * (cols / EMX_GROUP_SIZE);
+        for (uint64_t g = 0; g < cols / EMX_GROUP_SIZE; g++) {
+            const uint8_t *b = q + g * 16;
+            for (int j = 0; j < 16; j++) {  // two roundings, as ggml's Q4_K: (d * nibble) + m
+                out[g * 32 + j] = (float)(b[j] & 0xf) * d[g] + m[g];
+                out[g * 32 + j + 16] = (float)(b[j] >> 4) * d[g] + m[g];
+            }
+        }
+        return;
+    }
     }
 }
 
@@ -215,8 +232,22 @@ void emx_quantize(uint32_t dtype, const float *w, uint64_t rows, uint64_t cols, 
     uint64_t groups = rows * cols / EMX_GROUP_SIZE;
     uint16_t *scales = (uint16_t *)group_scales(dtype, out, rows, cols);
     uint16_t *mins = scales + groups;  // q4_1 only
+    float *scales32 = (float *)(void *)scales, *mins32 = scales32 + groups;  // q4_1f only
     for (uint64_t g = 0; g < groups; g++) {
         const float *x = w + g * EMX_GROUP_SIZE;
+        if (dtype == EMX_Q4_1F) {  // q4_1's fit, its d and m kept in f32
+            float mn = x[0], mx = x[0];
+            for (unsigned i = 1; i < EMX_GROUP_SIZE; i++) {
+                mn = fminf(mn, x[i]);
+                mx = fmaxf(mx, x[i]);
+            }
+            q4_1_best(x, mn, mx, &scales32[g], &mins32[g]);
+            int k[EMX_GROUP_SIZE];
+            q4_1_levels(x, scales32[g], mins32[g], k);
+            uint8_t *q = (uint8_t *)out + g * 16;
+            for (unsigned j = 0; j < 16; j++) q[j] = (uint8_t)(k[j] | (k[j + 16] << 4));
+            continue;
+        }
         if (dtype == EMX_Q4_1) {
             float mn = x[0], mx = x[0], df, mf;
             for (unsigned i = 1; i < EMX_GROUP_SIZE; i++) {

@@ -13,7 +13,7 @@
 // (quantised types need cols % EMX_GROUP_SIZE == 0) or the dtype is unknown.
 uint64_t emx_tensor_bytes(uint32_t dtype, uint64_t rows, uint64_t cols);
 const char *emx_dtype_name(uint32_t dtype);
-// Parses "f32", "f16", "bf16", "q8", "q4", "q4_1"; returns -1 if unknown.
+// Parses "f32", "f16", "bf16", "q8", "q4", "q4_1", "q4_1f"; returns -1 if unknown.
 int emx_dtype_from_name(const char *name);
 
 static inline float emx_bf16_to_f32(uint16_t h) {
@@ -39,7 +39,8 @@ uint16_t emx_f32_to_f16(float f);
 void emx_f32_to_f16_row(uint16_t *dst, const float *src, size_t n);
 
 // Dequantise one row of `cols` weights of a tensor stored as `dtype` (row r of [rows, cols]).
-// For q8/q4/q4_1 `data` points at the start of the tensor (quants, then scales, then q4_1's mins).
+// For q8/q4/q4_1/q4_1f `data` points at the start of the tensor (quants, then scales, then
+// q4_1's and q4_1f's mins).
 void emx_dequantize_row(uint32_t dtype, const void *data, uint64_t rows, uint64_t cols,
                         uint64_t r, float *out);
 
@@ -48,7 +49,9 @@ void emx_dequantize_row(uint32_t dtype, const void *data, uint64_t rows, uint64_
 // Q8_0); q4 searches scales near max|w| / -8 for the least squared error of the group (see
 // q4_best_scale in dtype.c; llama.cpp's Q4_0 uses max|w| / -8 itself). q4_1 is asymmetric,
 // w = k*d + m, k in 0..15: it starts from m = min, d = (max - min) / 15 (llama.cpp's Q4_1) and
-// keeps a least-squares refit of d and m when that leaves less squared error (q4_1_best).
+// keeps a least-squares refit of d and m when that leaves less squared error (q4_1_best); q4_1f
+// makes the same fit and keeps d and m in f32 (its purpose is Q4_K's blocks, copied exactly by the
+// converter, not this quantiser).
 void emx_quantize(uint32_t dtype, const float *w, uint64_t rows, uint64_t cols, void *out);
 
 #endif

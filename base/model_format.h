@@ -59,6 +59,10 @@ enum emx_dtype {
                    //         w = (nibble - 8) * d
     EMX_Q4_1 = 5,  // [20/32] u8 nib[rows][cols/2] packed as EMX_Q4, then f16 d[rows][cols/32], then
                    //         f16 m[rows][cols/32]; w = nibble * d + m (asymmetric: llama.cpp's Q4_1)
+    EMX_Q4_1F = 6, // [24/32] u8 nib[rows][cols/2] packed as EMX_Q4, then f32 d[rows][cols/32], then
+                   //         f32 m[rows][cols/32]; w = nibble * d + m: q4_1 with f32 scale and min, which
+                   //         holds llama.cpp's Q4_K exactly (a 32-weight sub-block's d*sc and -dmin*m
+                   //         are f16 x 6-bit products: exact in f32, not in f16)
     EMX_DTYPE_COUNT
 };
 

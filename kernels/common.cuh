@@ -89,13 +89,17 @@ __device__ __forceinline__ float emx_weight_at(const void *__restrict__ data, in
         const uint16_t *d = (const uint16_t *)((const uint8_t *)data + (size_t)rows * cols);
         return (float)((const int8_t *)data)[i] * emx_f16_to_float(d[g]);
     }
-    // q4 / q4_1: group g is 16 bytes; weight j < 16 is the low nibble of byte j, j >= 16 the high
+    // q4 / q4_1 / q4_1f: group g is 16 bytes; weight j < 16 is the low nibble of byte j, j >= 16 the high
     // nibble of byte j - 16
     const int j = (int)(i % EMX_GROUP_SIZE);
     const uint8_t byte = ((const uint8_t *)data)[g * 16 + (j & 15)];
     const int nib = j < 16 ? byte & 0xf : byte >> 4;
     const uint16_t *p = (const uint16_t *)((const uint8_t *)data + (size_t)rows * cols / 2);
     if constexpr (DT == EMX_Q4) return (float)(nib - 8) * emx_f16_to_float(p[g]);
+    if constexpr (DT == EMX_Q4_1F) {  // f32 {d, m} per group (weights.h)
+        const float2 dm = ((const float2 *)p)[g];
+        return (float)nib * dm.x + dm.y;
+    }
     return (float)nib * emx_f16_to_float(p[2 * g]) + emx_f16_to_float(p[2 * g + 1]);  // q4_1: {d, m}
 }
 
@@ -110,6 +114,7 @@ __device__ __forceinline__ float emx_weight_at(const void *__restrict__ data, in
     case EMX_Q8: { constexpr int DT = EMX_Q8; __VA_ARGS__; } break;             \
     case EMX_Q4: { constexpr int DT = EMX_Q4; __VA_ARGS__; } break;             \
     case EMX_Q4_1: { constexpr int DT = EMX_Q4_1; __VA_ARGS__; } break;         \
+    case EMX_Q4_1F: { constexpr int DT = EMX_Q4_1F; __VA_ARGS__; } break;       \
     default: return cudaErrorInvalidValue;                                       \
     }
 

@@ -157,7 +157,24 @@ __device__ __forceinline__ void row_dot_q8_f32(const void *__restrict__ W, int r
     }
 }
 
-// q4 / q4_1 weights dequantised in registers against the f32 activations ("fast_f32").
+// Group pg's parameters: q4 d (f16); q4_1 {d, m} (f16 pair, one 4-byte load: d low, m high);
+// q4_1f {d, m} (f32 pair, one 8-byte load; weights.h).
+template <int DT>
+__device__ __forceinline__ void group_params(const uint16_t *__restrict__ p, size_t pg, float *d, float *m) {
+    if constexpr (DT == EMX_Q4) {
+        *d = emx_f16_to_float(p[pg]);
+    } else if constexpr (DT == EMX_Q4_1F) {
+        const float2 dm = ((const float2 *)p)[pg];
+        *d = dm.x;
+        *m = dm.y;
+    } else {
+        const uint32_t dm = ((const uint32_t *)p)[pg];
+        *d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
+        *m = emx_f16_to_float((uint16_t)(dm >> 16));
+    }
+}
+
+// q4 / q4_1 / q4_1f weights dequantised in registers against the f32 activations ("fast_f32").
 template <int DT, int MAXB>
 __device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int rows, int cols, int r,
                                                const EmxCudaActs &a, int nb, float *acc) {
@@ -179,13 +196,8 @@ __device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int r
         }
         const size_t pg = (size_t)r * G + g;
         float d, m = 0.0f;
-        if constexpr (DT == EMX_Q4) {
-            d = emx_f16_to_float(p[pg]);
-        } else {
-            const uint32_t dm = ((const uint32_t *)p)[pg];
-            d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
-            m = emx_f16_to_float((uint16_t)(dm >> 16));
-        }
+        group_params<DT>(p, pg, &d, &m);
+        constexpr bool MIN = DT == EMX_Q4_1 || DT == EMX_Q4_1F;
 #pragma unroll
         for (int b = 0; b < MAXB; b++) {
             if (b >= nb) break;
@@ -195,9 +207,9 @@ __device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int r
             for (int k = 0; k < 8; k++) {
                 const float4 x4 = xv[k];
                 s = fma4(w + 4 * k, x4, s);
-                if constexpr (DT == EMX_Q4_1) sx += x4.x + x4.y + x4.z + x4.w;
+                if constexpr (MIN) sx += x4.x + x4.y + x4.z + x4.w;
             }
-            acc[b] = DT == EMX_Q4_1 ? fmaf(m, sx, fmaf(d, s, acc[b])) : fmaf(d, s, acc[b]);
+            acc[b] = MIN ? fmaf(m, sx, fmaf(d, s, acc[b])) : fmaf(d, s, acc[b]);
         }
     }
 }
@@ -227,7 +239,7 @@ __device__ __forceinline__ void row_dot_q8_int8(const void *__restrict__ W, int 
     }
 }
 
-// q4 / q4_1 weights against the int8 activations: a group's 32 nibbles, eight __dp4a.
+// q4 / q4_1 / q4_1f weights against the int8 activations: a group's 32 nibbles, eight __dp4a.
 template <int DT, int MAXB>
 __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int rows, int cols, int r,
                                                 const EmxCudaActs &a, int nb, float *acc) {
@@ -240,13 +252,7 @@ __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int 
         const uint4 u = wr[g];
         const size_t pg = (size_t)r * G + g;
         float d, m = 0.0f;
-        if constexpr (DT == EMX_Q4) {
-            d = emx_f16_to_float(p[pg]);
-        } else {
-            const uint32_t dm = ((const uint32_t *)p)[pg];  // one 4-byte load: d low, m high
-            d = emx_f16_to_float((uint16_t)(dm & 0xffffu));
-            m = emx_f16_to_float((uint16_t)(dm >> 16));
-        }
+        group_params<DT>(p, pg, &d, &m);
         const int lo[4] = {(int)(u.x & 0x0f0f0f0fu), (int)(u.y & 0x0f0f0f0fu), (int)(u.z & 0x0f0f0f0fu),
                            (int)(u.w & 0x0f0f0f0fu)};
         const int hi[4] = {(int)((u.x >> 4) & 0x0f0f0f0fu), (int)((u.y >> 4) & 0x0f0f0f0fu),
@@ -398,7 +404,7 @@ static cudaError_t launch_matvec(int variant, const EmxCudaWeight *w, const void
     } else {
         const int blocks = (rows + FAST_WARPS - 1) / FAST_WARPS;
         // fast_f32 differs from fast only for quantised weights: no second kernel for float ones
-        constexpr bool quantised = DT == EMX_Q8 || DT == EMX_Q4 || DT == EMX_Q4_1;
+        constexpr bool quantised = DT == EMX_Q8 || DT == EMX_Q4 || DT == EMX_Q4_1 || DT == EMX_Q4_1F;
         if constexpr (quantised) {
             if (variant == EMX_MATVEC_FAST_F32)
                 matvec_fast_kernel<DT, MAXB, SWIGLU, false><<<blocks, FAST_WARPS * 32, 0, stream>>>(w->data, w2, rows, cols, *a, nb, out, accumulate);
@@ -424,7 +430,7 @@ static int bad_call(int variant, const EmxCudaWeight *w, const EmxCudaActs *a, i
     if (variant < 0 || variant >= EMX_MATVEC_VARIANTS || !w || !a || !out) return 1;
     if (batch < 1 || batch > EMX_MATVEC_MAX_BATCH || w->rows < 0 || w->cols < 1) return 1;
     if (emx_cuda_weight_bytes(w->dtype, (uint64_t)w->rows, (uint64_t)w->cols) == 0 && w->rows > 0) return 1;
-    const bool quantised = w->dtype == EMX_Q8 || w->dtype == EMX_Q4 || w->dtype == EMX_Q4_1;
+    const bool quantised = w->dtype == EMX_Q8 || w->dtype == EMX_Q4 || w->dtype == EMX_Q4_1 || w->dtype == EMX_Q4_1F;
     if (variant == EMX_MATVEC_PLAIN) return a->x == nullptr;
     if (w->cols % 32) return 1;
     // 16-byte loads: the rows start at multiples of 16 bytes, and so must the arrays

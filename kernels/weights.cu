@@ -1,6 +1,6 @@
 // weights.cu — host code only: the repack of a model-file tensor into the device layout of
 // weights.h, and its upload. No kernels: it runs once per tensor at load time.
-// Bytes: reads and writes emx_cuda_weight_bytes once; for every dtype but q4_1 the upload copies
+// Bytes: reads and writes emx_cuda_weight_bytes once; for every dtype but q4_1/q4_1f the upload copies
 // straight from the file's mapping (no host staging buffer).
 #include "kernels/weights.h"
 
@@ -20,6 +20,7 @@ extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_
     case EMX_Q8: return grouped ? n + n / EMX_GROUP_SIZE * 2 : 0;
     case EMX_Q4: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 2 : 0;
     case EMX_Q4_1: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 4 : 0;
+    case EMX_Q4_1F: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 8 : 0;
     default: return 0;
     }
 }
@@ -27,13 +28,22 @@ extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_
 extern "C" int emx_cuda_repack_weight(uint32_t dtype, const void *src, uint64_t rows, uint64_t cols, void *dst) {
     const uint64_t bytes = emx_cuda_weight_bytes(dtype, rows, cols);
     if (bytes == 0 && rows * cols != 0) return -1;
-    if (dtype != EMX_Q4_1) {
+    if (dtype != EMX_Q4_1 && dtype != EMX_Q4_1F) {
         memcpy(dst, src, bytes);
         return 0;
     }
-    // q4_1: nibbles as they are; d[rows*G] and m[rows*G] -> dm[rows*G][2]
+    // q4_1 / q4_1f: nibbles as they are; d[rows*G] and m[rows*G] -> dm[rows*G][2] (f16 / f32)
     const uint64_t nib_bytes = rows * cols / 2, groups = rows * cols / EMX_GROUP_SIZE;
     memcpy(dst, src, nib_bytes);
+    if (dtype == EMX_Q4_1F) {
+        const float *d = (const float *)((const uint8_t *)src + nib_bytes), *m = d + groups;
+        float *dm = (float *)((uint8_t *)dst + nib_bytes);
+        for (uint64_t g = 0; g < groups; g++) {
+            dm[2 * g] = d[g];
+            dm[2 * g + 1] = m[g];
+        }
+        return 0;
+    }
     const uint16_t *d = (const uint16_t *)((const uint8_t *)src + nib_bytes), *m = d + groups;
     uint16_t *dm = (uint16_t *)((uint8_t *)dst + nib_bytes);
     for (uint64_t g = 0; g < groups; g++) {
@@ -49,7 +59,7 @@ extern "C" cudaError_t emx_cuda_upload_weight(uint32_t dtype, const void *src, i
     const uint64_t bytes = emx_cuda_weight_bytes(dtype, (uint64_t)rows, (uint64_t)cols);
     if (rows < 1 || cols < 1 || bytes == 0 || !src) return cudaErrorInvalidValue;
     void *host = (void *)src, *dev = nullptr;
-    if (dtype == EMX_Q4_1) {  // the only dtype whose device layout differs from the file's
+    if (dtype == EMX_Q4_1 || dtype == EMX_Q4_1F) {  // the dtypes whose device layout differs from the file's
         if (!(host = malloc(bytes))) return cudaErrorMemoryAllocation;
         emx_cuda_repack_weight(dtype, src, (uint64_t)rows, (uint64_t)cols, host);
     }

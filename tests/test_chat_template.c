@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tokenizer/chat_template.h"
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 #include "tools/server/request_tools.h"
 #include "test_util.h"
 

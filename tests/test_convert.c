@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
-#include "tools/convert/ggml_dequant.h"
-#include "tools/convert/gguf.h"
+#include "runtime/convert/ggml_dequant.h"
+#include "runtime/convert/gguf.h"
 #include "runtime/model.h"
 #include "test_convert_util.h"
 #include "test_util.h"

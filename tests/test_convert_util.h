@@ -16,7 +16,7 @@
 
 #include "base/dtype.h"
 #include "runtime/model.h"
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 #include "test_util.h"
 
 // ---------------------------------------------------------------------------------------------

@@ -49,6 +49,15 @@ static double weight_at(uint32_t dtype, const void *data, int rows, int cols, in
         int nib = k < 16 ? (byte & 0xf) : (byte >> 4);
         return (double)nib * emx_f16_to_f32(d[g]) + emx_f16_to_f32(m[g]);
     }
+    case EMX_Q4_1F: {  // nibbles as q4, then f32 d [rows][cols/32], then f32 m [rows][cols/32]
+        float d, m;
+        size_t g = idx / 32, k = idx % 32, off = (size_t)rows * cols / 2;
+        memcpy(&d, b + off + 4 * g, 4);
+        memcpy(&m, b + off + 4 * ((size_t)rows * cols / 32 + g), 4);
+        uint8_t byte = b[g * 16 + k % 16];
+        int nib = k < 16 ? (byte & 0xf) : (byte >> 4);
+        return (double)nib * d + m;
+    }
     }
     return NAN;
 }
@@ -163,6 +172,8 @@ static void check_quant_dots(uint32_t dtype) {
         emx_quantize_acts_scalar(x, n, xq, xd, xs);
         const uint16_t *scales = (const uint16_t *)(w + (dtype == EMX_Q8 ? rows * n : rows * n / 2)) + (rows - 1) * ng;
         const uint16_t *mins = scales + rows * ng;  // q4_1 only
+        const float *scales32 = (const float *)(const void *)(w + rows * n / 2) + (rows - 1) * ng;  // q4_1f only
+        if (dtype == EMX_Q4_1F) scales = (const uint16_t *)(const void *)scales32, mins = (const uint16_t *)(const void *)(scales32 + rows * ng);
         // exact integer sums per group on the quantised activation, then the scales in double
         double ref_q = 0, mag = 0, ref_x = 0, bound = 0;
         for (int j = 0; j < n; j++) {
@@ -170,9 +181,10 @@ static void check_quant_dots(uint32_t dtype) {
             ref_q += wj * xq[j] * (double)xd[j / 32];
             // q4's SIMD kernel sums nib * x and 8 * x separately: its rounding scales with both
             // (q4_1's likewise nib * d * x and m * x)
-            double wmag = dtype == EMX_Q4     ? fabs(wj) + 8 * fabs(emx_f16_to_f32(scales[j / 32]))
-                          : dtype == EMX_Q4_1 ? fabs(wj) + 2 * fabs(emx_f16_to_f32(mins[j / 32]))
-                                              : fabs(wj);
+            double wmag = dtype == EMX_Q4      ? fabs(wj) + 8 * fabs(emx_f16_to_f32(scales[j / 32]))
+                          : dtype == EMX_Q4_1  ? fabs(wj) + 2 * fabs(emx_f16_to_f32(mins[j / 32]))
+                          : dtype == EMX_Q4_1F ? fabs(wj) + 2 * fabs(((const float *)(const void *)mins)[j / 32])
+                                               : fabs(wj);
             mag += wmag * fabs(xq[j] * (double)xd[j / 32]);
             ref_x += wj * x[j];
             bound += fabs(wj) * xd[j / 32] * 0.5;
@@ -186,10 +198,15 @@ static void check_quant_dots(uint32_t dtype) {
             const uint8_t *row = w + (rows - 1) * n / 2;
             s = emx_dot_q4_scalar(row, scales, xq, xd, xs, n);
             v = emx_dot_q4(row, scales, xq, xd, xs, n);
-        } else {
+        } else if (dtype == EMX_Q4_1) {
             const uint8_t *row = w + (rows - 1) * n / 2;
             s = emx_dot_q4_1_scalar(row, scales, mins, xq, xd, xs, n);
             v = emx_dot_q4_1(row, scales, mins, xq, xd, xs, n);
+        } else {
+            const uint8_t *row = w + (rows - 1) * n / 2;
+            const float *d32 = (const float *)(const void *)scales, *m32 = (const float *)(const void *)mins;
+            s = emx_dot_q4_1f_scalar(row, d32, m32, xq, xd, xs, n);
+            v = emx_dot_q4_1f(row, d32, m32, xq, xd, xs, n);
         }
         // the per-group products are exact integers: only the ng scaled terms round
         double tol = (ng + 2) * FLT_EPSILON * mag + 1e-30;
@@ -252,6 +269,7 @@ Test(cpu_ops, dot4x1_q8_q4_q4_1) {
 }
 Test(cpu_ops, dot_q4) { check_quant_dots(EMX_Q4); }
 Test(cpu_ops, dot_q4_1) { check_quant_dots(EMX_Q4_1); }
+Test(cpu_ops, dot_q4_1f) { check_quant_dots(EMX_Q4_1F); }
 
 // The threaded matmul, every dtype, batches of 1, 5 and 6 activation rows, odd row counts.
 static void check_matmul(uint32_t dtype, int rows, int cols, int n, int threads) {

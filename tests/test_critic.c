@@ -20,7 +20,7 @@
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "test_util.h"
-#include "tools/convert/tok_builder.h"
+#include "runtime/convert/tok_builder.h"
 #include "tokenizer/tokenizer.h"
 
 #define SMOLLM2_Q8 "weights/smollm2-135m-instruct.q8.bin"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 
 // A GGUF v3 file with no tensors and one F32 and one F64 key; returns its path (caller unlinks).
 static void write_gguf(char *path, float f32, double f64) {

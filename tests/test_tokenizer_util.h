@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/convert/tokenizer_build.h"

@@ -67,6 +67,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
+#include "runtime/convert/gguf_cache.h"
 #include "runtime/pool/pool_generate.h"
 #include "sampler/profile.h"
 #include "tokenizer/tokenizer.h"
@@ -218,7 +219,9 @@ static int bench_sampler(int argc, char **argv) {
         fprintf(stderr, "bench: out of memory\n");
         goto done;
     }
-    if (emx_model_open_load(&model, model_path, emx_load_for_device(device, 0), err, sizeof err) != 0) {
+    char file[4096];  // the model path, or a GGUF's converted cache file (gguf_cache.h)
+    if (emx_gguf_model_path(model_path, NULL, "bench", file, sizeof file, err, sizeof err) ||
+        emx_model_open_load(&model, file, emx_load_for_device(device, 0), err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }
@@ -393,8 +396,9 @@ static void print_bw_model(const EmxModel *model, int n_gen, int depth, int kv_e
 // The model at path opened (*model_open set) and a state with so.ctx positions on so.device, or
 // NULL after a one-line error.
 static EmxState *speed_state(EmxModel *model, int *model_open, const char *path, EmxLoad load, EmxStateOptions so) {
-    char err[512];
-    if (emx_model_open_load(model, path, load, err, sizeof err) != 0) {
+    char err[512], file[4096];
+    if (emx_gguf_model_path(path, NULL, "bench", file, sizeof file, err, sizeof err) ||
+        emx_model_open_load(model, file, load, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return NULL;
     }
@@ -597,7 +601,9 @@ static int bench_agents(int argc, char **argv) {
     EmxAgentsRun *res = calloc((size_t)runs * EMX_AGENTS_ROWS, sizeof *res);  // [run][row]
     double *tps = calloc((size_t)runs, sizeof *tps), *shares = calloc((size_t)runs, sizeof *shares);
     if (!res || !tps || !shares) goto done;
-    if (emx_model_open(&model, model_path, err, sizeof err) != 0) {
+    char file[4096];
+    if (emx_gguf_model_path(model_path, NULL, "bench", file, sizeof file, err, sizeof err) ||
+        emx_model_open(&model, file, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
     }

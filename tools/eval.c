@@ -14,6 +14,7 @@
 #include "base/errmsg.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/model.h"
+#include "runtime/convert/gguf_cache.h"
 #include "runtime/cli/run_io.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -214,7 +215,10 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     int rc = load_inputs(e, err, errlen);
     if (rc) return rc;
     EmxModel m;
-    if (emx_model_open_load(&m, e->a.model, emx_load_for_device(e->a.device, 0), err, errlen) != 0) return 1;
+    char file[4096];  // the model path, or a GGUF's converted cache file (gguf_cache.h)
+    if (emx_gguf_model_path(e->a.model, NULL, "eval", file, sizeof file, err, errlen) ||
+        emx_model_open_load(&m, file, emx_load_for_device(e->a.device, 0), err, errlen) != 0)
+        return 1;
     EmxTokenizer *tk = emx_tokenizer_new(&m.tok, err, errlen);
     EvalRunner r = {0};
     EvalResults res = {0};

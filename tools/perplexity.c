@@ -1,6 +1,6 @@
 // perplexity.c — perplexity of a model on a text, to measure what quantisation costs.
 //
-//   build/tools/perplexity model.bin text.txt [-c ctx] [-t threads] [-b batch]
+//   build/tools/perplexity model.bin|model.gguf text.txt [-c ctx] [-t threads] [-b batch]
 //
 // Same protocol as llama.cpp's `llama-perplexity`, so figures can be compared: the token
 // stream is cut into consecutive windows of ctx tokens; the first token of each window is
@@ -18,6 +18,7 @@
 #include "base/dtype.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "runtime/convert/gguf_cache.h"
 #include "base/read_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,8 +32,19 @@ static double nll(const float *logits, int vocab, int target) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: perplexity model.bin text.txt [-c ctx (512)] [-t threads (all)] [-b batch (64)]\n");
+    fprintf(stderr, "usage: perplexity model.bin|model.gguf text.txt [-c ctx (512)] [-t threads (all)] [-b batch (64)]\n");
     return 2;
+}
+
+// The model file, or a GGUF through its converted cache file (gguf_cache.h). 0, or -1 (said).
+static int open_model(EmxModel *m, const char *path) {
+    char err[512], file[4096];
+    if (emx_gguf_model_path(path, NULL, "perplexity", file, sizeof file, err, sizeof err) ||
+        emx_model_open(m, file, err, sizeof err)) {
+        fprintf(stderr, "perplexity: %s\n", err);
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -53,10 +65,7 @@ int main(int argc, char **argv) {
 
     char err[512];
     EmxModel m;
-    if (emx_model_open(&m, model_path, err, sizeof(err))) {
-        fprintf(stderr, "perplexity: %s\n", err);
-        return 1;
-    }
+    if (open_model(&m, model_path)) return 1;
     int rc = 1;
     EmxTokenizer *tk = NULL;
     EmxState *s = NULL;

@@ -26,6 +26,7 @@
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward_common.h"
 #include "runtime/model_verify.h"
+#include "runtime/convert/gguf_cache.h"
 #include "tools/server/http.h"
 
 static void usage(FILE *f) {
@@ -63,7 +64,8 @@ static void usage(FILE *f) {
             "                      runs entropix by naming it or the model MODEL:entropix)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,\n"
             "  --presence-penalty P, --frequency-penalty F, --logit-bias ID+B, --profile NAME|FILE,\n"
-            "  --profile-set K=V, --metric-layers L, --no-think, --mmap     as ./run (./run --help)\n"
+            "  --profile-set K=V, --metric-layers L, --no-think, --mmap, --gguf-cache DIR\n"
+            "                      as ./run (./run --help; MODEL may be a GGUF, converted once)\n"
             "  -h, --help          this text\n"
             "  --version           the version and the backends of this build\n");
 }
@@ -235,11 +237,14 @@ static char *model_id(const char *path) {
 
 static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errlen) {
     const EmxLoad load = emx_load_for_device(sa->args.device, sa->args.mmap);
-    if (emx_model_open_load(&sm->model, sa->args.model_path, load, err, errlen) != 0) return -1;
+    char file[4096];  // the model path, or a GGUF's converted cache file
+    if (emx_gguf_model_path(sa->args.model_path, sa->args.gguf_cache, "server", file, sizeof file, err, errlen) ||
+        emx_model_open_load(&sm->model, file, load, err, errlen) != 0)
+        return -1;
     // The weights as loaded against their recorded checksum: once, before any client is served
     // (SmolLM2-135M: 0.2 s, about the load's own time; docs/server.md). No record: served as is.
     char bad[512];
-    if (!sa->no_verify && emx_verify_image(sm->model.map, sm->model.map_size, 1, sa->args.model_path, bad, sizeof bad) < 0) {
+    if (!sa->no_verify && emx_verify_image(sm->model.map, sm->model.map_size, 1, file, bad, sizeof bad) < 0) {
         emx_seterr(err, errlen, "%s (--no-verify serves it anyway)", bad);
         return emx_model_close(&sm->model), -1;
     }

@@ -28,7 +28,7 @@
 #include "sampler/calibrate.h"
 #include "base/clock.h"
 #include "base/errmsg.h"
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 #include "runtime/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/convert/tokenizer_build.h"

@@ -167,7 +167,7 @@ static const struct {
     {NULL, "--branch-lookahead"}, {NULL, "--branch-rule"}, {NULL, "--answer-cue"}, {NULL, "--answer-alphabet"},
     {NULL, "--repeat-penalty"}, {NULL, "--repeat-last-n"}, {NULL, "--presence-penalty"}, {NULL, "--frequency-penalty"},
     {"-l", "--logit-bias"}, {NULL, "--grammar"}, {NULL, "--grammar-file"}, {"-j", "--json-schema"},
-    {NULL, "--json-schema-file"},
+    {NULL, "--json-schema-file"}, {NULL, "--gguf-cache"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
 enum { VALUED_FIRST_BRANCH_FLAG = 32, VALUED_LAST_BRANCH_FLAG = 39 };  // --branch-entropy .. --answer-alphabet
@@ -327,6 +327,7 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
         if (emx_kv_type_parse(val, &a->cache_type) != 0)
             return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
         break;
+    case 49: a->gguf_cache = val; break;
     default:
         return which >= VALUED_FIRST_RULE_FLAG ? set_rule_value(which, name, val, a, err, errlen)
                                                : set_branch_value(which, name, val, a, err, errlen);
@@ -440,6 +441,9 @@ static void usage_tail(FILE *f) {
         "Other:\n"
         "      --verbose           model, prompt tokens and sampler settings to stderr\n"
         "      --verify            check the model file's recorded checksum before running\n"
+        "      --gguf-cache DIR    where a GGUF given as the model is converted once and kept\n"
+        "                          (default $EMX_CACHE, else $XDG_CACHE_HOME/entropix or\n"
+        "                          ~/.cache/entropix)\n"
         "      --mmap              map the model file as it is (shared with other processes,\n"
         "                          read as used) instead of copying a file of 64 MiB or more\n"
         "                          into 2 MiB pages (faster decode: fewer page-table walks)\n"

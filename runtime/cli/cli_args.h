@@ -94,6 +94,7 @@ typedef struct {
     int no_think;             // --no-think (Qwen3)
     int verbose;
     int verify;               // --verify: check the model file's checksum before running
+    const char *gguf_cache;   // --gguf-cache DIR: a GGUF model's cache folder (gguf_cache.h); NULL: the default
     int mmap;                 // --mmap: map the file instead of copying it into huge pages
     int help, version;        // -h / --version: print and exit 0
 } EmxCliArgs;

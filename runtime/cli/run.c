@@ -32,6 +32,7 @@
 #include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
+#include "runtime/convert/gguf_cache.h"
 #include "sampler/rng.h"
 #include "runtime/token_log.h"
 #include "tokenizer/tokenizer.h"
@@ -240,6 +241,7 @@ typedef struct {
     EmxProfile profile;          // --sampler entropix only
     EmxModel model;
     int model_open;
+    char model_file[4096];  // the file opened: the model path, or a GGUF's converted cache file
     EmxTokenizer *tk;
     EmxState *st;
     EmxRunSampler rs;
@@ -303,13 +305,17 @@ static int read_args(Run *r, int argc, char **argv) {
 static int open_model(Run *r) {
     char err[512] = {0};
     const EmxCliArgs *a = &r->a;
+    if (emx_gguf_model_path(a->model_path, a->gguf_cache, "run", r->model_file, sizeof r->model_file, err, sizeof err)) {
+        fprintf(stderr, "run: %s\n", err);
+        return -1;
+    }
     if (a->verify) {  // a corrupted file is told apart from a bad model before anything runs
-        int v = emx_model_verify(a->model_path, err, sizeof err);
-        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", a->model_path, err);
+        int v = emx_model_verify(r->model_file, err, sizeof err);
+        if (v == 0) fprintf(stderr, "run: %s: ok (%s)\n", r->model_file, err);
         else fprintf(stderr, "run: %s\n", err);  // no checksum recorded (v == 1), or the error
         if (v < 0) return -1;
     }
-    if (emx_model_open_load(&r->model, a->model_path, run_load(a), err, sizeof err) != 0) {
+    if (emx_model_open_load(&r->model, r->model_file, run_load(a), err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         return -1;
     }

@@ -167,7 +167,8 @@ float emx_dot_f16(const uint16_t *w, const float *x, int n) { return emx_dot_f16
 #define EMX_PARALLEL_MIN_WORK 32768
 
 // Where a weight matrix's parts are (q8/q4/q4_1: quants [rows][...], then f16 scales
-// [rows][cols/32], then q4_1's f16 mins [rows][cols/32]).
+// [rows][cols/32], then q4_1's f16 mins [rows][cols/32]; q4_1f: nibbles, then f32 scales and
+// mins, read by matmul_row from `scales`).
 typedef struct {
     const uint8_t *quants;  // row r at quants + r * row_bytes
     size_t row_bytes;
@@ -195,9 +196,14 @@ static void matmul_row(float *out, size_t stride, const EmxTensor *w, int r, con
         if (emx_dtype_wants_q8_acts(w->dtype)) {
             const int8_t *xq = a->xq + (size_t)i * cols;
             const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
-            s = w->dtype == EMX_Q8   ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
-                : w->dtype == EMX_Q4 ? emx_dot_q4(wr, wd, xq, xd, xs, cols)
-                                     : emx_dot_q4_1(wr, wd, wm, xq, xd, xs, cols);
+            if (w->dtype == EMX_Q4_1F) {  // f32 scales [rows][ng], then f32 mins [rows][ng]
+                const float *fd = (const float *)(const void *)q.scales + (size_t)r * ng;
+                s = emx_dot_q4_1f(wr, fd, fd + w->rows * (size_t)ng, xq, xd, xs, cols);
+            } else {
+                s = w->dtype == EMX_Q8   ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
+                    : w->dtype == EMX_Q4 ? emx_dot_q4(wr, wd, xq, xd, xs, cols)
+                                         : emx_dot_q4_1(wr, wd, wm, xq, xd, xs, cols);
+            }
         } else if (w->dtype == EMX_F32) {
             s = emx_dot_f32((const float *)base + (size_t)r * cols, x, cols);
         } else if (w->dtype == EMX_BF16) {
@@ -276,7 +282,7 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
     for (int j = 0; j < n_jobs; j++) {
         total += (int)jobs[j].w->rows;
         work += (int64_t)jobs[j].w->rows * jobs[j].w->cols * a->n;
-        quantised |= emx_dtype_wants_q8_acts(jobs[j].w->dtype);
+        quantised |= emx_dtype_has_quad_kernels(jobs[j].w->dtype);
     }
     int quads = quantised && emx_quad_kernels_available();
     // AMX takes whole tiles of 16 rows of a batch; where every matrix is such tiles (and ROW_TILE
@@ -325,14 +331,14 @@ void emx_matmul_multi(const EmxMatmulJob *jobs, int n_jobs, const EmxActs *a, in
                 while (r >= (int)jobs[j].w->rows) r -= (int)jobs[j++].w->rows;
                 const EmxTensor *w = jobs[j].w;
                 const size_t stride = jobs[j].out_stride ? jobs[j].out_stride : w->rows;
-                if (amx_tiles && pack && emx_dtype_wants_q8_acts(w->dtype) && r + EMX_AMX_ROWS <= (int)w->rows &&
+                if (amx_tiles && pack && emx_dtype_has_quad_kernels(w->dtype) && r + EMX_AMX_ROWS <= (int)w->rows &&
                     gr + EMX_AMX_ROWS <= g1) {
                     matmul_amx(jobs[j].out, stride, w, r, a, amx_acts, pack);
                     gr += EMX_AMX_ROWS;
-                } else if (lanes && pack && emx_dtype_wants_q8_acts(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
+                } else if (lanes && pack && emx_dtype_has_quad_kernels(w->dtype) && r + 8 <= (int)w->rows && gr + 8 <= g1) {
                     matmul_quad_pair(jobs[j].out, stride, w, r, a, xl, blocks, pack, pack + pack_bytes);
                     gr += 8;
-                } else if (lanes && emx_dtype_wants_q8_acts(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
+                } else if (lanes && emx_dtype_has_quad_kernels(w->dtype) && r + 4 <= (int)w->rows && gr + 4 <= g1) {
                     matmul_quad(jobs[j].out, stride, w, r, a, xl, blocks, pack);
                     gr += 4;
                 } else {

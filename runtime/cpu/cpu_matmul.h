@@ -39,8 +39,15 @@
 // Name of the compiled kernel path: "avx2+vnni", "avx2" or "scalar".
 const char *emx_cpu_simd_name(void);
 
-// True if matrices of this dtype read int8-quantised activations (q8, q4, q4_1).
+// True if matrices of this dtype read int8-quantised activations (q8, q4, q4_1, q4_1f).
 static inline int emx_dtype_wants_q8_acts(uint32_t dtype) {
+    return dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1 || dtype == EMX_Q4_1F;
+}
+
+// True if this dtype has the four-row kernels (decode, the prefill tiles, AMX): q8, q4, q4_1.
+// q4_1f (Q4_K's exact holder) runs one row at a time, emx_dot_q4_1f, for every batch: the same
+// bits whatever the batch, slower prefill.
+static inline int emx_dtype_has_quad_kernels(uint32_t dtype) {
     return dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
 }
 
@@ -75,6 +82,11 @@ float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
                           const float *xs, int n);
 float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const int8_t *xq, const float *xd,
                    const float *xs, int n);
+// q4_1f: as q4_1 with f32 scales wd[g] and mins wm[g], in the same order.
+float emx_dot_q4_1f_scalar(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                           const float *xs, int n);
+float emx_dot_q4_1f(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                    const float *xs, int n);
 
 // The activation's lane sums (the 4-row kernels' offsets, cpu_qdot.c): for each group g of
 // 32, xl[4g + l] = -(sum of xq[32g + j] over j in 4l..4l+3 and 16+4l..16+4l+3); int32 [n/8].

@@ -1,4 +1,4 @@
-// cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1) with int8 activations on the
+// cpu_qdot.c — dot products of quantised weights (q8, q4, q4_1, q4_1f) with int8 activations on the
 // CPU: one weight row (emx_dot_*) and four weight rows against one activation row (emx_dot4x1_*,
 // decode). The tiles of four weight rows against many activation rows (prefill) are cpu_qtile.c
 // (AVX2) and cpu_qtile512.c (AVX-512 VNNI); the four-row steps they share, cpu_quad.h. The order
@@ -94,6 +94,30 @@ float emx_dot_q4_1_scalar(const uint8_t *w, const uint16_t *wd, const uint16_t *
     return phases_sum(acc) + mins_sum(wm, xs, n / 32);
 }
 
+// q4_1f: q4_1 with f32 scales and mins (Q4_K's sub-blocks, base/model_format.h), the same order.
+static float mins_sum_f32(const float *wm, const float *xs, int ng) {
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0;
+    int g = 0;
+    for (; g + 8 <= ng; g += 8)
+        for (int k = 0; k < 8; k++) lane[k] = fmaf(wm[g + k], xs[g + k], lane[k]);
+    for (; g < ng; g++) tail += wm[g] * xs[g];
+    const float t0 = lane[0] + lane[4], t1 = lane[1] + lane[5], t2 = lane[2] + lane[6], t3 = lane[3] + lane[7];
+    return ((t0 + t2) + (t1 + t3)) + tail;
+}
+
+float emx_dot_q4_1f_scalar(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                           const float *xs, int n) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int g = 0; g < n / 32; g++) {
+        const uint8_t *b = w + g * 16;
+        const int8_t *xg = xq + g * 32;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) isum += (b[j] & 0xf) * xg[j] + (b[j] >> 4) * xg[j + 16];
+        acc[g % 4] = fmaf((float)isum, wd[g] * xd[g], acc[g % 4]);
+    }
+    return phases_sum(acc) + mins_sum_f32(wm, xs, n / 32);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The activation's lane sums (the 4-row kernels' offsets)
 
@@ -142,9 +166,28 @@ static inline __m128 phases_step(__m128 acc, __m128i sums, __m128 s, int m) {
     return _mm_blendv_ps(acc, f, _mm_castsi128_ps(live));
 }
 
-// One weight row, kind 0 q8, 1 q4, 2 q4_1 (always inlined: resolved at compile time).
-static inline __attribute__((always_inline)) float row_dot(int kind, const uint8_t *w, const uint16_t *wd,
-                                                           const uint16_t *wm, const int8_t *xq, const float *xd,
+// q4_1f's scales: f32 already, the same products as group_scales4's.
+static inline __m128 group_scales4_f32(const float *wd, const float *xd, int g0, int m) {
+    if (m == 4) return _mm_mul_ps(_mm_loadu_ps(wd + g0), _mm_loadu_ps(xd + g0));
+    float s[4] = {0, 0, 0, 0};
+    for (int k = 0; k < m; k++) s[k] = wd[g0 + k] * xd[g0 + k];
+    return _mm_loadu_ps(s);
+}
+
+// q4_1f's mins term in offsets_sum's order (cpu_quad.h), the mins f32 already.
+static inline float offsets_sum_f32(const float *c, const float *xs, int ng) {
+    __m256 acc = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 8 <= ng; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(c + g), _mm256_loadu_ps(xs + g), acc);
+    float tail = 0;
+    for (; g < ng; g++) tail += c[g] * xs[g];
+    return emx_hsum_ps(acc) + tail;
+}
+
+// One weight row, kind 0 q8, 1 q4, 2 q4_1, 3 q4_1f (always inlined: resolved at compile time);
+// wd, wm: f16 per group, f32 for q4_1f.
+static inline __attribute__((always_inline)) float row_dot(int kind, const uint8_t *w, const void *wd,
+                                                           const void *wm, const int8_t *xq, const float *xd,
                                                            const float *xs, int ng) {
     __m128 acc = _mm_setzero_ps();
     for (int g0 = 0; g0 < ng; g0 += 4) {
@@ -162,9 +205,11 @@ static inline __attribute__((always_inline)) float row_dot(int kind, const uint8
                 if (kind == 1) p[k] = _mm256_sub_epi32(p[k], dot_u8i8(_mm256_set1_epi8(8), xv));  // (nib - 8) x
             }
         }
-        acc = phases_step(acc, group_sums4(p[0], p[1], p[2], p[3]), group_scales4(wd, xd, g0, m), m);
+        const __m128 sc = kind == 3 ? group_scales4_f32(wd, xd, g0, m) : group_scales4(wd, xd, g0, m);
+        acc = phases_step(acc, group_sums4(p[0], p[1], p[2], p[3]), sc, m);
     }
     const float dot = lanes_sum(acc);
+    if (kind == 3) return dot + offsets_sum_f32(wm, xs, ng);
     return kind == 2 ? dot + offsets_sum(wm, xs, ng) : dot;
 }
 
@@ -180,7 +225,16 @@ float emx_dot_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, con
                    const float *xs, int n) {
     return row_dot(2, w, wd, wm, xq, xd, xs, n / 32);
 }
+
+float emx_dot_q4_1f(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                    const float *xs, int n) {
+    return row_dot(3, w, wd, wm, xq, xd, xs, n / 32);
+}
 #else  // no AVX2: the fast names are the scalar kernels
+float emx_dot_q4_1f(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                    const float *xs, int n) {
+    return emx_dot_q4_1f_scalar(w, wd, wm, xq, xd, xs, n);
+}
 float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
     return emx_dot_q8_scalar(w, wd, xq, xd, n);
 }

@@ -99,7 +99,7 @@ struct RefState {
 // Loading: every tensor to f32
 
 // A [rows, cols] f32 copy of t, every row dequantised by base/dtype.c (the same definition of
-// q8/q4/q4_1/bf16/f16 the converter wrote with). NULL if out of memory or t is absent.
+// q8/q4/q4_1/q4_1f/bf16/f16 the converter wrote with). NULL if out of memory or t is absent.
 static float *dequantize(const EmxTensor *t, size_t *bytes) {
     if (!t->data) return NULL;
     float *out = malloc(t->rows * t->cols * sizeof(float));

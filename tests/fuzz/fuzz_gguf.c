@@ -1,4 +1,4 @@
-// fuzz_gguf.c — the GGUF reader and the whole converter behind it (tools/convert/gguf.c,
+// fuzz_gguf.c — the GGUF reader and the whole converter behind it (runtime/convert/gguf.c,
 // source_gguf.c, the GGUF tokenizer builder, the dequantisers, the writer and the read-back
 // validation of tools/convert.c's main, linked in as emx_convert_main). Input: a GGUF file; its
 // last byte picks --dtype (changing it rarely changes what the reader sees: trailing padding).

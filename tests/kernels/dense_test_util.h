@@ -22,7 +22,7 @@ extern "C" {
 #include "kb_util.h"
 #include "kernels/weights.h"
 
-static const uint32_t kAllDtypes[] = {EMX_F32, EMX_F16, EMX_BF16, EMX_Q8, EMX_Q4, EMX_Q4_1};
+static const uint32_t kAllDtypes[] = {EMX_F32, EMX_F16, EMX_BF16, EMX_Q8, EMX_Q4, EMX_Q4_1, EMX_Q4_1F};
 
 static inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
     Rng r(seed);
@@ -82,6 +82,10 @@ struct TestWeight {
     const uint16_t *mins(int r) const {  // q4_1: the mins follow all the scales
         return scales(r) + (size_t)rows * (cols / 32);
     }
+    const float *scales32(int r) const {  // q4_1f: f32 scales, then f32 mins
+        return (const float *)(const void *)(file.data() + (size_t)rows * cols / 2) + (size_t)r * (cols / 32);
+    }
+    const float *mins32(int r) const { return scales32(r) + (size_t)rows * (cols / 32); }
 };
 
 // Dot product in double of dequantised weight row r with x [cols]; *mag = sum |w_j x_j|, the
@@ -97,6 +101,11 @@ static inline double ref_dot(const TestWeight &tw, int r, const float *x, double
     return s;
 }
 
-static inline bool is_quantised(uint32_t dt) { return dt == EMX_Q8 || dt == EMX_Q4 || dt == EMX_Q4_1; }
+static inline bool is_quantised(uint32_t dt) {
+    return dt == EMX_Q8 || dt == EMX_Q4 || dt == EMX_Q4_1 || dt == EMX_Q4_1F;
+}
+
+// q4_1 and q4_1f compute nib * d + m, which a GPU may fuse into one FMA: one rounding less.
+static inline bool has_min(uint32_t dt) { return dt == EMX_Q4_1 || dt == EMX_Q4_1F; }
 
 #endif

@@ -49,6 +49,8 @@ static double cpu_value(int variant, const TestWeight &tw, int r, const float *x
     switch (tw.dtype) {
     case EMX_Q8: return emx_dot_q8_scalar((const int8_t *)tw.quants(r), tw.scales(r), q.data(), d.data(), n);
     case EMX_Q4: return emx_dot_q4_scalar(tw.quants(r), tw.scales(r), q.data(), d.data(), s.data(), n);
+    case EMX_Q4_1F:
+        return emx_dot_q4_1f_scalar(tw.quants(r), tw.scales32(r), tw.mins32(r), q.data(), d.data(), s.data(), n);
     default: return emx_dot_q4_1_scalar(tw.quants(r), tw.scales(r), tw.mins(r), q.data(), d.data(), s.data(), n);
     }
 }

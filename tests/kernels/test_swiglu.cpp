@@ -59,6 +59,11 @@ Test(swiglu, fused_matvec_matches_cpu) {
                         } else if (variant == EMX_MATVEC_FAST && dt == EMX_Q4) {
                             g = emx_dot_q4_scalar(gate.quants(r), gate.scales(r), q.data(), d.data(), s.data(), cols);
                             u = emx_dot_q4_scalar(up.quants(r), up.scales(r), q.data(), d.data(), s.data(), cols);
+                        } else if (variant == EMX_MATVEC_FAST && dt == EMX_Q4_1F) {
+                            g = emx_dot_q4_1f_scalar(gate.quants(r), gate.scales32(r), gate.mins32(r), q.data(),
+                                                     d.data(), s.data(), cols);
+                            u = emx_dot_q4_1f_scalar(up.quants(r), up.scales32(r), up.mins32(r), q.data(), d.data(),
+                                                     s.data(), cols);
                         } else if (variant == EMX_MATVEC_FAST && dt == EMX_Q4_1) {
                             g = emx_dot_q4_1_scalar(gate.quants(r), gate.scales(r), gate.mins(r), q.data(), d.data(),
                                                     s.data(), cols);

@@ -1,7 +1,8 @@
 // test_weights.cpp — kernels/weights.cu: the device layout's size, the repack and the upload.
 // The layout is checked through what the kernels read: the embedding kernel dequantises every
 // element of the uploaded matrix, and that must equal the CPU's emx_dequantize_row of the file's
-// bytes (exactly, but q4_1's nib * d + m, which a GPU may fuse into one FMA: see test_embedding).
+// bytes (exactly, but q4_1's and q4_1f's nib * d + m, which a GPU may fuse into one FMA: see
+// test_embedding).
 #include "dense_test_util.h"
 
 #include "kernels/embedding.h"
@@ -28,6 +29,19 @@ Test(weights, q4_1_interleaves_scale_and_min) {
     cr_assert_eq(emx_cuda_repack_weight(EMX_Q4_1, tw.file.data(), 3, 40, packed.data()), -1);
 }
 
+Test(weights, q4_1f_interleaves_f32_scale_and_min) {
+    TestWeight tw(EMX_Q4_1F, 3, 64, 10);
+    std::vector<uint8_t> packed(tw.file.size());
+    cr_assert_eq(emx_cuda_repack_weight(EMX_Q4_1F, tw.file.data(), 3, 64, packed.data()), 0);
+    cr_assert_eq(memcmp(packed.data(), tw.file.data(), 3 * 32), 0, "nibbles unchanged");
+    const float *dm = (const float *)(const void *)(packed.data() + 3 * 32);
+    for (int r = 0; r < 3; r++)
+        for (int g = 0; g < 2; g++) {
+            cr_assert(!memcmp(&dm[(r * 2 + g) * 2], &tw.scales32(r)[g], 4));
+            cr_assert(!memcmp(&dm[(r * 2 + g) * 2 + 1], &tw.mins32(r)[g], 4));
+        }
+}
+
 Test(weights, upload_gives_what_the_kernels_read) {
     const int rows = 9, cols = 96;
     for (uint32_t dt : kAllDtypes) {
@@ -45,7 +59,7 @@ Test(weights, upload_gives_what_the_kernels_read) {
             std::vector<float> want = tw.row(r);
             for (int c = 0; c < cols; c++) {
                 const float g = got[(size_t)r * cols + c];
-                cr_assert(g == want[c] || (dt == EMX_Q4_1 && fabsf(g - want[c]) <= 1e-6f * (fabsf(want[c]) + 16.0f)),
+                cr_assert(g == want[c] || (has_min(dt) && fabsf(g - want[c]) <= 1e-6f * (fabsf(want[c]) + 16.0f)),
                           "%s [%d][%d]: %.9g, CPU %.9g", emx_dtype_name(dt), r, c, g, want[c]);
             }
         }

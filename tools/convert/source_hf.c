@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 #include "base/errmsg.h"
 #include "base/read_file.h"
 #include "tools/convert/source.h"

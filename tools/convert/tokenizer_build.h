@@ -1,6 +1,7 @@
 // tokenizer_build.h — builders of a TokenizerData from the formats the converter reads:
-// a HuggingFace model directory (tokenizer.json), GGUF metadata (tokenizer.ggml.*), and a
-// llama2.c tokenizer.bin. Each returns a heap-owned TokenizerData (free it with tokdata_free)
+// a HuggingFace model directory (tokenizer.json), GGUF metadata (tokenizer.ggml.*, in
+// runtime/convert/tokenizer_gguf.h: the runtime opens GGUF files too), and a llama2.c
+// tokenizer.bin. Each returns a heap-owned TokenizerData (free it with tokdata_free)
 // whose n_vocab equals the model's embedding rows: ids past the tokenizer's last string are
 // padding rows (type EMX_TOKT_UNUSED, empty piece).
 //
@@ -13,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tools/convert/gguf.h"
+#include "runtime/convert/tokenizer_gguf.h"
 #include "tokenizer/tokenizer_data.h"
 
 // dir/tokenizer.json (required), dir/tokenizer_config.json and dir/config.json (optional:
@@ -31,12 +32,6 @@ int tokdata_from_hf_dir(const char *dir, uint32_t n_vocab, TokenizerData *out, c
 #define TOKDATA_STUB_MAX 255
 int tokdata_link_stub(const char *text, size_t n, const char *name, char *target, size_t cap);
 
-// tokenizer.ggml.* keys of an opened GGUF: model "gpt2" (byte-level BPE) or "llama" (SPM).
-// The GGUF carries no normalizer: pre "qwen2" implies Qwen's NFC normalizer, and pre
-// "llama-bpe"/"llama3" implies Llama 3's ignore_merges (both as the HF tokenizer.json has them).
-// n_vocab 0 = the GGUF token count.
-int tokdata_from_gguf(const GGUFFile *g, uint32_t n_vocab, TokenizerData *out, char *err,
-                      size_t errlen);
 
 // llama2.c tokenizer.bin (i32 max_token_length, then per token: f32 score, i32 len, bytes).
 // SPM kind, <unk> 0, <s> 1 (bos), </s> 2 (eos), <0xNN> byte pieces; adds BOS and the dummy

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/convert/tok_builder.h"
+#include "runtime/convert/tok_builder.h"
 #include "tools/convert/tokenizer_build.h"
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 // The split regexes of the supported pre-tokenisers, exactly as tokenizer.json spells them.
 static const char QWEN2_REGEX[] =

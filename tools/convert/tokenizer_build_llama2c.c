@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/convert/tok_builder.h"
+#include "runtime/convert/tok_builder.h"
 #include "tools/convert/tokenizer_build.h"
 #include "base/errmsg.h"
 

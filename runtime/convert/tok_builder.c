@@ -1,12 +1,12 @@
 // tok_builder.c — see tok_builder.h.
-#include "tools/convert/tok_builder.h"
+#include "runtime/convert/tok_builder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/errmsg.h"
-#include "tools/convert/tokenizer_build.h"
+#include "tokenizer/tokenizer_data.h"
 
 int tb_init(TokBuilder *b, uint32_t n_vocab) {
     memset(b, 0, sizeof *b);

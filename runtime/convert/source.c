@@ -1,8 +1,8 @@
 // source.c — the pieces every source reader shares: the tensor list and mapped files.
-#include "tools/convert/source.h"
+#include "runtime/convert/source.h"
 
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 
 // 1 if ggml_dequantize_rows can decode this type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0, Q4_K, Q5_K, Q6_K.

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/convert/ggml_dequant.h"
+#include "runtime/convert/ggml_dequant.h"
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
-#include "tools/convert/source.h"
-#include "tools/convert/tokenizer_build.h"
+#include "runtime/convert/msg_esc.h"
+#include "runtime/convert/source.h"
+#include "runtime/convert/tokenizer_gguf.h"
 
 // "{arch}.{suffix}" as an integer; def < 0 means required.
 static int key_u32(const GGUFFile *g, const char *arch, const char *suffix, int64_t def, uint32_t *out, char *err,

@@ -1,5 +1,5 @@
 // msg_esc.c — escape names for one-line messages (msg_esc.h).
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 // Every block format stores a fixed number of weights (32, or 256 for the K-quants) in a fixed
 // number of bytes; fp16 scales are little-endian IEEE halves. Reads go through memcpy/bytes so
 // the data may sit at any address.
-#include "tools/convert/ggml_dequant.h"
+#include "runtime/convert/ggml_dequant.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// tokenizer_build_gguf.c — TokenizerData from a GGUF file's tokenizer.ggml.* metadata.
+// tokenizer_gguf.c — TokenizerData from a GGUF file's tokenizer.ggml.* metadata.
 //
 // GGUF keeps no normalizer and no ignore_merges flag; llama.cpp derives them from the
 // pre-tokeniser name, and so do we: "qwen2" means the Qwen tokenizer.json, whose normalizer is
@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/convert/tok_builder.h"
-#include "tools/convert/tokenizer_build.h"
+#include "runtime/convert/tok_builder.h"
+#include "runtime/convert/tokenizer_gguf.h"
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 
 static int str_is(const char *s, size_t len, const char *lit) {

@@ -1,6 +1,6 @@
 // model_writer.c — lay out and write a model file, tensor by tensor, through a temporary file
 // beside it (".<out>.XXXXXX.tmp"), checked and then renamed over <out>.
-#include "tools/convert/model_writer.h"
+#include "runtime/convert/model_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,8 @@
 #include "base/dtype.h"
 #include "base/errmsg.h"
 #include "base/out_file.h"
-#include "tools/convert/ggml_dequant.h"
+#include "runtime/convert/ggml_dequant.h"
+#include "runtime/convert/tensor_encode.h"
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 
@@ -78,67 +79,30 @@ typedef struct {
     double sum_sq_w, sum_sq_err, max_abs_err;
 } ErrStats;
 
-// ggml Q4_1 blocks hold exactly what q4_1 stores: per 32 weights f16 d, f16 m and 16 bytes of
-// nibbles in the same order (byte j: weight j low, weight j+16 high), so they are copied, not
-// dequantised and quantised again (which would lose their exact values).
-static int repacks_exactly(const MwTensor *t) { return t->dtype == EMX_Q4_1 && t->src_type == GGML_Q4_1; }
-
-// Rows [r0, r0+n) of a ggml Q4_1 source into `out` as an [n, cols] q4_1 tensor.
-static void repack_q4_1(const MwTensor *t, uint64_t r0, uint64_t n, void *out) {
-    const uint64_t ng = t->cols / EMX_GROUP_SIZE;
-    uint8_t *q = out;                                            // [n][cols/2]
-    uint8_t *d = q + n * t->cols / 2, *m = d + n * ng * 2;       // [n][cols/32] f16 each
-    for (uint64_t r = 0; r < n; r++)
-        for (uint64_t g = 0; g < ng; g++) {
-            // ggml block: f16 d, f16 m, u8 qs[16]
-            const uint8_t *b = (const uint8_t *)t->src + (r0 + r) * ggml_row_bytes(GGML_Q4_1, t->cols) +
-                               g * ggml_block_bytes(GGML_Q4_1);
-            memcpy(d + (r * ng + g) * 2, b, 2);
-            memcpy(m + (r * ng + g) * 2, b + 2, 2);
-            memcpy(q + (r * ng + g) * 16, b + 4, 16);
-        }
-}
-
-// Converts rows [r0, r0+n) held as f32 in `x` to t->dtype and writes them at their place in
-// the tensor starting at file offset `off`. `tmp` has room for the converted chunk and `back`
-// for its f32 decoding (to measure the error).
+// Converts rows [r0, r0+n) (`x`: their f32 values) to t->dtype (tensor_encode.h: an exact copy
+// of the source's blocks where our dtype holds them) and writes them at their place in the
+// tensor starting at file offset `off`. `tmp` has room for the converted chunk and `back` for its
+// f32 decoding (to measure the error).
 static int write_chunk(int fd, const MwTensor *t, uint64_t off, uint64_t r0, uint64_t n, const float *x, void *tmp,
                        float *back, ErrStats *st) {
-    uint64_t cols = t->cols, count = n * cols;
-    switch (t->dtype) {
-    case EMX_F32:
-        return pwrite_all(fd, x, count * 4, off + r0 * cols * 4);
-    case EMX_F16:
-    case EMX_BF16: {
-        uint16_t *h = tmp;
-        for (uint64_t i = 0; i < count; i++) {
-            h[i] = t->dtype == EMX_F16 ? emx_f32_to_f16(x[i]) : emx_f32_to_bf16(x[i]);
-            back[i] = t->dtype == EMX_F16 ? emx_f16_to_f32(h[i]) : emx_bf16_to_f32(h[i]);
-        }
-        if (pwrite_all(fd, h, count * 2, off + r0 * cols * 2)) return -1;
-        break;
-    }
-    case EMX_Q8:
-    case EMX_Q4:
-    case EMX_Q4_1: {
-        // A chunk quantises as an [n, cols] tensor: its quants, then its scales (then q4_1's
-        // mins). In the file the quants of all rows come first, then the scales of all rows,
-        // then the mins, so the parts go to different places.
-        if (repacks_exactly(t)) repack_q4_1(t, r0, n, tmp);
-        else emx_quantize(t->dtype, x, n, cols, tmp);
-        uint64_t qrow = t->dtype == EMX_Q8 ? cols : cols / 2, srow = cols / EMX_GROUP_SIZE * 2;
+    uint64_t cols = t->cols, count = n * cols, qrow = 0, prow = 0;
+    te_encode_rows(t->dtype, t->src_type, t->src, cols, r0, n, x, tmp);
+    const int n_param = te_parts(t->dtype, cols, &qrow, &prow);
+    if (n_param == 0) {  // f32, f16, bf16: rows as they are
+        const uint64_t es = t->dtype == EMX_F32 ? 4 : 2;
+        if (pwrite_all(fd, tmp, count * es, off + r0 * cols * es)) return -1;
+        if (t->dtype == EMX_F32) return 0;
+    } else {
+        // A chunk is an [n, cols] tensor: its quants, then its scales (then the mins). In the
+        // file the quants of all rows come first, then the scales of all rows, then the mins, so
+        // the parts go to different places.
         const uint8_t *q = tmp;
         if (pwrite_all(fd, q, n * qrow, off + r0 * qrow)) return -1;
-        if (pwrite_all(fd, q + n * qrow, n * srow, off + t->rows * qrow + r0 * srow)) return -1;
-        if (t->dtype == EMX_Q4_1 &&
-            pwrite_all(fd, q + n * qrow + n * srow, n * srow, off + t->rows * (qrow + srow) + r0 * srow))
-            return -1;
-        for (uint64_t r = 0; r < n; r++) emx_dequantize_row(t->dtype, tmp, n, cols, r, back + r * cols);
-        break;
+        for (int k = 0; k < n_param; k++)
+            if (pwrite_all(fd, q + n * qrow + k * n * prow, n * prow, off + t->rows * qrow + k * t->rows * prow + r0 * prow))
+                return -1;
     }
-    default:
-        return -1;
-    }
+    for (uint64_t r = 0; r < n; r++) emx_dequantize_row(t->dtype, tmp, n, cols, r, back + r * cols);
     for (uint64_t i = 0; i < count; i++) {
         double e = fabs((double)back[i] - (double)x[i]);
         st->sum_sq_w += (double)x[i] * x[i];
@@ -162,7 +126,7 @@ static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log,
     if (chunk_rows > t->rows) chunk_rows = t->rows;
     size_t nf = (size_t)(chunk_rows * t->cols);
     float *x = malloc(nf * sizeof *x), *back = malloc(nf * sizeof *back);
-    void *tmp = malloc(nf * 2 + 64);  // the largest converted chunk: bf16/f16 (q8 is 34/32 bytes per weight)
+    void *tmp = malloc(nf * 4 + 64);  // the largest converted chunk: f32
     int rc = 0;
     ErrStats st = {0, 0, 0};
     if (!x || !back || !tmp) {
@@ -191,10 +155,14 @@ static int write_tensor(int fd, const MwTensor *tensor, uint64_t off, FILE *log,
         if (t->ndim == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)t->cols);
         else snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)t->rows, (unsigned long long)t->cols);
         fprintf(log, "  %-24s %-5s -> %-4s %-14s", t->name, ggml_type_name(t->src_type), emx_dtype_name(t->dtype), shape);
-        if (repacks_exactly(t)) fprintf(log, "  %s\n", st.sum_sq_err == 0 ? "exact (repacked)" : "REPACK MISMATCH");
+        if (te_exact_copy(t->dtype, t->src_type))
+            fprintf(log, "  %s\n", st.sum_sq_err == 0 ? "exact (blocks copied)" : "COPY MISMATCH");
         else if (t->dtype == EMX_F32 || st.sum_sq_err == 0) fprintf(log, "  exact\n");
         else
-            fprintf(log, "  rel_rms_err %.3e  max_abs_err %.3e\n",
+            // Measured against the source's own values (a K-quant's as its blocks decode): the
+            // error this conversion adds, on top of any the source's quantisation already had.
+            fprintf(log, "  %s rel_rms_err %.3e  max_abs_err %.3e\n",
+                    ggml_block_elems(t->src_type) > 1 ? "added by our requantisation:" : "quantisation:",
                     st.sum_sq_w > 0 ? sqrt(st.sum_sq_err / st.sum_sq_w) : 0.0, st.max_abs_err);
     }
 done:

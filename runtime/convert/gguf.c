@@ -1,8 +1,8 @@
 // gguf.c — GGUF reader: mmap, index keys and tensors, validate every size against the file.
-#include "tools/convert/gguf.h"
+#include "runtime/convert/gguf.h"
 
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 
 #include "base/dtype.h"
 #include "base/errmsg.h"
-#include "tools/convert/msg_esc.h"
+#include "runtime/convert/msg_esc.h"
 
 static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 

@@ -119,6 +119,11 @@ _SIGNATURES = {
     "entropix_sampler_free": (None, [c_void_p]),
     "entropix_generate": (c_int, [c_void_p, c_void_p, c_int_p, c_int, POINTER(GenerateParams),
                                   POINTER(GenerateResult)]),
+    "entropix_generation_begin": (c_int, [c_void_p, c_void_p, c_int_p, c_int, POINTER(GenerateParams),
+                                          POINTER(c_void_p)]),
+    "entropix_generation_next": (c_int, [c_void_p, POINTER(POINTER(Token))]),
+    "entropix_generation_result": (c_int, [c_void_p, POINTER(GenerateResult)]),
+    "entropix_generation_end": (None, [c_void_p]),
     "entropix_generate_agents": (c_int, [c_void_p, POINTER(AgentsParams), c_int_p, c_int, POINTER(GenerateParams),
                                          POINTER(GenerateResult)]),
 }

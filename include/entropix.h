@@ -78,6 +78,9 @@ typedef struct {
 } entropix_model_params;
 
 ENTROPIX_API void entropix_model_params_init(entropix_model_params *p);
+/* The CUDA backend this library carries, as ./run --version names it ("cuda sm_80 sm_90"), or
+ * NULL when the library is CPU-only (then "cuda:N" fails with ENTROPIX_ERR_DEVICE). */
+ENTROPIX_API const char *entropix_cuda_backend(void);
 /* Opens and validates a model file (.bin from the converter). params NULL: the defaults. */
 ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_params *params, entropix_model **out);
 ENTROPIX_API void entropix_model_close(entropix_model *m);

@@ -83,6 +83,7 @@ class GenerateResult(Structure):
 # name: (restype, argtypes)
 _SIGNATURES = {
     "entropix_version": (c_char_p, []),
+    "entropix_cuda_backend": (c_char_p, []),
     "entropix_error_last": (c_char_p, []),
     "entropix_free": (None, [c_void_p]),
     "entropix_model_open": (c_int, [c_char_p, POINTER(ModelParams), POINTER(c_void_p)]),

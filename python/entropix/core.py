@@ -35,6 +35,12 @@ def version():
     return lib.entropix_version().decode()
 
 
+def cuda_backend():
+    """The CUDA backend the library carries ("cuda sm_80 sm_90"), or None: CPU-only."""
+    name = lib.entropix_cuda_backend()
+    return name.decode() if name else None
+
+
 @dataclass(frozen=True)
 class Metrics:
     """The entropix metrics of one step (bits, bits²; docs/entropix.md)."""

@@ -44,7 +44,9 @@ ENTROPIX_API int entropix_generation_begin(entropix_state *s, entropix_sampler *
     if (rc != ENTROPIX_OK) return rc;
     entropix_generation *g = calloc(1, sizeof *g);
     if (!g) return api_fail(ENTROPIX_ERR_MEMORY, "entropix_generation_begin: out of memory");
-    memcpy(&g->params, p, sizeof g->params);  // p->size >= the whole first version (checked)
+    entropix_generate_params_init(&g->params);  // fields a caller's older, shorter struct lacks
+    memcpy(&g->params, p, p->size < sizeof g->params ? p->size : sizeof g->params);
+    g->params.size = sizeof g->params;
     g->s = s;
     g->n_prompt = n_prompt;
     g->n_vocab = emx_tokenizer_n_vocab(s->owner->tk);

@@ -182,14 +182,14 @@ endif
 # docs/c-api.md); after emu.mk, whose objects its emulated CUDA check links.
 include api/api.mk
 
-# CUDA_ARCHS of the last nvcc build in this folder, rewritten only when it changes (a GPU added
-# or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again for the new
-# architectures instead of linked as they were. Written while the makefile is read, not by a
+# CUDA_ARCHS of the last nvcc build in this folder, with NVCC_PIC, rewritten only when it changes
+# (a GPU added or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again
+# for the new architectures (or position-independent) instead of linked as they were. Written while the makefile is read, not by a
 # rule: a rule run every time would hold every nvcc job back behind the C compiles under -j.
 ifeq ($(CUDA),1)
 CUDA_ARCHS_CFG := $(BUILD)/cuda/archs.cfg
-ifneq ($(file < $(CUDA_ARCHS_CFG)),$(CUDA_ARCHS))
-$(shell mkdir -p $(BUILD)/cuda && printf '%s\n' '$(CUDA_ARCHS)' > $(CUDA_ARCHS_CFG))
+ifneq ($(file < $(CUDA_ARCHS_CFG)),$(CUDA_ARCHS) $(NVCC_PIC))
+$(shell mkdir -p $(BUILD)/cuda && printf '%s\n' '$(CUDA_ARCHS) $(NVCC_PIC)' > $(CUDA_ARCHS_CFG))
 endif
 $(CUDA_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/cuda/nvcc-notice: $(CUDA_ARCHS_CFG)
 endif

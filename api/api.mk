@@ -52,10 +52,18 @@ $(BUILD)/pic/libruntime.a: $(PIC_RUNTIME_OBJ)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
 
-$(API_SO): $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a api/entropix.map
+# With CUDA=1 the shared library carries the CUDA backend as ./run does (kernels/kernels.mk): the
+# backend's host objects, given as objects since the runtime reaches them through weak symbols
+# (which never pull a member out of an archive), the nvcc-built kernels and the CUDA libraries,
+# found through the run path as the programs find them. All of them are position-independent
+# (NVCC_PIC, and -fPIC for the host objects). The public libentropix.a stays CPU-only.
+API_SO_CUDA := $(if $(filter 1,$(CUDA)),$(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a)
+API_SO_CUDA_LIBS := $(if $(filter 1,$(CUDA)),$(CUDA_LDLIBS))
+
+$(API_SO): $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a $(API_SO_CUDA) api/entropix.map $(BUILD)/backend.cfg
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CC) -shared -fopenmp $(API_SAN_FLAGS) -Wl,-soname,libentropix.so.0 -Wl,--version-script=api/entropix.map -Wl,--no-undefined \
-		-o $@ $(PIC_API_OBJ) $(BUILD)/pic/libruntime.a $(API_LIBS_PRIVATE)
+		-o $@ $(PIC_API_OBJ) $(API_SO_CUDA) $(BUILD)/pic/libruntime.a $(API_SO_CUDA_LIBS) $(API_LIBS_PRIVATE)
 
 $(API_LIB_DIR)/libentropix.so.0: $(API_SO)
 	ln -sf libentropix.so.$(API_VERSION) $@
@@ -119,12 +127,29 @@ ifneq ($(EMU_RUN_BIN),)
 EMU_API_BIN := $(EMU_OUT)/api/generate
 EMU_API_OBJ := $(call EMU_C_OBJ_OF,$(API_SRC) examples/c/generate.c)
 $(call EMU_C_OBJ_OF,examples/c/generate.c): CFLAGS += -Iinclude
-$(EMU_API_OBJ): $(EMU_OUT)/obj/%.o: %.c
+$(EMU_API_OBJ): $(EMU_OUT)/obj/%.o: %.c $(EMU_FLAGS_CFG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_PIC) -c $< -o $@
 $(EMU_API_BIN): $(EMU_API_OBJ) $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)
 test: $(EMU_API_BIN)
+
+# The shared library's emulated twin: the API, the runtime and the CUDA backend on the emulation
+# layer as one libentropix.so.0 (the version script of the real one; ASan and UBSan as every
+# emulated object, so a program that loads it is built with them too), and examples/c/generate.c
+# linked against it (found through its run path): tests/test_api_generate.c runs it with
+# -dev cuda:0 against the CPU ./run's text.
+EMU_API_SO := $(EMU_OUT)/lib/libentropix.so.0
+EMU_API_SO_BIN := $(EMU_OUT)/api/generate_shared
+$(EMU_API_SO): $(call EMU_C_OBJ_OF,$(API_SRC)) $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) \
+               $(EMU_LIB) api/entropix.map
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)$(EMU_CXX) -shared $(EMU_CXXFLAGS) -fopenmp -Wl,-soname,libentropix.so.0 \
+		-Wl,--version-script=api/entropix.map -Wl,--no-undefined -o $@ $(filter %.o,$^) $(EMU_LIB) $(LDLIBS)
+$(EMU_API_SO_BIN): $(call EMU_C_OBJ_OF,examples/c/generate.c) $(EMU_API_SO)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $< -o $@ $(EMU_API_SO) -Wl,-rpath,'$$ORIGIN/../lib'
+test: $(EMU_API_SO_BIN)
 -include $(EMU_API_OBJ:.o=.d)
 endif

@@ -17,30 +17,10 @@ typedef struct {
     entropix_metrics metrics;
 } ApiRun;
 
-// The record of one token from the chain's last step.
-static entropix_token make_record(ApiRun *r, int index, int id, int pos, const char *text, size_t len, int is_stop) {
-    const ApiChain *c = r->chain;
-    entropix_token t = {.size = sizeof t, .index = index, .id = id, .pos = pos, .text = text, .text_len = len,
-                        .is_stop = is_stop, .logprob = c->lp.last.chosen, .entropix_case = -1};
-    t.n_top = r->gp->n_top < c->lp.last.n ? r->gp->n_top : c->lp.last.n;
-    t.top_ids = c->lp.last.id;
-    t.top_logprobs = c->lp.last.logprob;
-    if (c->metrics) {
-        r->metrics.size = sizeof r->metrics;
-        api_fill_metrics(c->metrics, &r->metrics);
-        t.metrics = &r->metrics;
-    }
-    if (c->entropix) {
-        t.entropix_case = (int)c->es.last_decision.kase;
-        t.case_name = emx_case_name(c->es.last_decision.kase);
-    }
-    return t;
-}
-
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
     ApiRun *r = user;
     if (!r->gp->on_token) return 0;
-    entropix_token t = make_record(r, index, id, pos, text, len, is_stop);
+    entropix_token t = api_chain_record(r->chain, r->gp->n_top, &r->metrics, index, id, pos, text, len, is_stop);
     if (r->gp->on_token(r->gp->user, &t) != 0) r->stopped = 1;
     return r->stopped;
 }
@@ -53,11 +33,14 @@ static int deliver_tail(ApiRun *r, const char *tail, size_t len) {
     return r->gp->on_token(r->gp->user, &t);
 }
 
-static int check_args(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
-                      const entropix_generate_params *p) {
-    if (!s || !smp || !prompt || !p) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate: NULL argument");
+int api_generate_check(const char *fn, const entropix_state *s, const entropix_sampler *smp, const int *prompt,
+                       int n_prompt, const entropix_generate_params *p) {
+    if (!s || !smp || !prompt || !p) return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: NULL argument", fn);
     if (!API_SIZE_OK(p, offsetof(entropix_generate_params, user) + sizeof(void *)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate: params->size %zu is too small", p->size);
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: params->size %zu is too small", fn, p->size);
+    if (s->generating)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: a generation runs on this state (entropix_generation_end ends it)",
+                        fn);
     if (n_prompt < 1) return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: the prompt has no ids");
     if (p->n_top < 0 || p->n_top > ENTROPIX_MAX_TOP)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: n_top %d is outside [0, %d]", p->n_top, ENTROPIX_MAX_TOP);
@@ -78,7 +61,7 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
     entropix_generate_params def;
     entropix_generate_params_init(&def);
     const entropix_generate_params *p = params ? params : &def;
-    int rc = check_args(s, smp, prompt, n_prompt, p);
+    int rc = api_generate_check("entropix_generate", s, smp, prompt, n_prompt, p);
     if (rc != ENTROPIX_OK) return rc;
     ApiChain chain;
     if ((rc = api_chain_init(&chain, smp, s, p->n_top, p->metrics)) != ENTROPIX_OK) {
@@ -99,7 +82,9 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
                              .on_token_user = &run};
     EmxGenerateStats stats = {0};
     s->last_pos = -1, s->logits = NULL;  // the state's logits are the loop's from here
+    s->generating = 1;                    // a callback's forward on s would rewrite the loop's cache
     const int grc = emx_generate(s->st, s->owner->tk, prompt, n_prompt, chain.head, &go, &stats, api_errbuf(), API_ERRLEN);
+    s->generating = 0;
     fclose(out);
     rc = grc == 0 || run.stopped ? ENTROPIX_OK : ENTROPIX_ERR_RUNTIME;
     if (rc == ENTROPIX_OK && deliver_tail(&run, tail, tail_len) != 0) run.stopped = 1;

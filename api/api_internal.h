@@ -29,6 +29,7 @@ struct entropix_state {
     double *scratch;   // [ctx] the attention metrics' head-mean row
     const float *logits; // [vocab] the latest forward's last row (the state's, or last_row)
     float *last_row;   // [vocab] entropix_forward_all's last row, copied
+    int generating;    // an entropix_generation runs on it (begin..end): forward and generate refuse
 };
 
 // The calling thread's message buffer (API_ERRLEN bytes).

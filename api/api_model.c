@@ -4,10 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/forward_backend.h"
 #include "tokenizer/chat_template.h"
 
 // A state's tokenizer is the model's: the public handle is the EmxTokenizer itself.
 static const EmxTokenizer *tok_of(const entropix_tokenizer *tk) { return (const EmxTokenizer *)tk; }
+
+// Weak: NULL unless the CUDA backend was linked in (api/api.mk, CUDA=1).
+ENTROPIX_API const char *entropix_cuda_backend(void) { return emx_cuda_backend_name ? emx_cuda_backend_name() : NULL; }
 
 ENTROPIX_API void entropix_model_params_init(entropix_model_params *p) {
     if (!p) return;

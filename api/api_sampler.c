@@ -115,3 +115,22 @@ void api_chain_free(ApiChain *c) {
     emx_basic_sampler_free(&c->basic);
     memset(c, 0, sizeof *c);
 }
+
+entropix_token api_chain_record(const ApiChain *c, int n_top, entropix_metrics *metrics, int index, int id, int pos,
+                                const char *text, size_t len, int is_stop) {
+    entropix_token t = {.size = sizeof t, .index = index, .id = id, .pos = pos, .text = text, .text_len = len,
+                        .is_stop = is_stop, .logprob = c->lp.last.chosen, .entropix_case = -1};
+    t.n_top = n_top < c->lp.last.n ? n_top : c->lp.last.n;
+    t.top_ids = c->lp.last.id;
+    t.top_logprobs = c->lp.last.logprob;
+    if (c->metrics) {
+        metrics->size = sizeof *metrics;
+        api_fill_metrics(c->metrics, metrics);
+        t.metrics = metrics;
+    }
+    if (c->entropix) {
+        t.entropix_case = (int)c->es.last_decision.kase;
+        t.case_name = emx_case_name(c->es.last_decision.kase);
+    }
+    return t;
+}

@@ -59,6 +59,8 @@ ENTROPIX_API entropix_model *entropix_state_model(const entropix_state *s) { ret
 // The checks emx_forward makes, said in words before it runs.
 static int check_batch(const entropix_state *s, const int *ids, int n, int pos) {
     if (!s || !ids) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_forward: NULL argument");
+    if (s->generating)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "forward: a generation runs on this state (entropix_generation_end ends it)");
     const int ctx = emx_state_ctx(s->st), vocab = (int)s->owner->model.cfg.vocab_size;
     if (n < 1) return api_fail(ENTROPIX_ERR_ARGUMENT, "forward: %d ids; at least 1 is needed", n);
     if (pos < 0 || pos > ctx - n)

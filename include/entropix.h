@@ -18,7 +18,8 @@
  *
  * Lifetimes. Pointers the library returns into its own memory (logits, attention scores, token
  * records in a callback) are valid until the next call on the same state (forward, generate,
- * free); a copy is the caller's to make. Memory the library allocates for the caller
+ * free), a record of entropix_generation_next until the next call on its generation; a copy is
+ * the caller's to make. Memory the library allocates for the caller
  * (entropix_chat_render, entropix_prompt_tokens) is freed with entropix_free. */
 #ifndef ENTROPIX_H
 #define ENTROPIX_H
@@ -77,6 +78,9 @@ typedef struct {
 } entropix_model_params;
 
 ENTROPIX_API void entropix_model_params_init(entropix_model_params *p);
+/* The CUDA backend this library carries, as ./run --version names it ("cuda sm_80 sm_90"), or
+ * NULL when the library is CPU-only (then "cuda:N" fails with ENTROPIX_ERR_DEVICE). */
+ENTROPIX_API const char *entropix_cuda_backend(void);
 /* Opens and validates a model file (.bin from the converter). params NULL: the defaults. */
 ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_params *params, entropix_model **out);
 ENTROPIX_API void entropix_model_close(entropix_model *m);
@@ -308,6 +312,34 @@ typedef struct {
  * the same seed gives the same text), calling params->on_token per token. result may be NULL. */
 ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
                                    const entropix_generate_params *params, entropix_generate_result *result);
+
+/* ---- Step-wise generation --------------------------------------------------------------------- */
+
+/* entropix_generate's loop one token per call, in the caller's thread and without a callback: a
+ * caller with a loop of its own (an iterator, an event loop) takes each token when it wants it
+ * and may stop after any. The same state, sampler, prompt and params give entropix_generate's
+ * tokens, records and text. */
+typedef struct entropix_generation entropix_generation;
+
+/* Starts a generation of prompt[0..n_prompt) (copied) from position 0 of s with smp (reset for
+ * it: the same seed gives the same text); nothing runs before the first entropix_generation_next.
+ * params as entropix_generate's, on_token and user unused (NULL: the defaults). Until
+ * entropix_generation_end, the generation owns s and smp: they must stay alive, and s refuses
+ * entropix_forward, entropix_forward_all and other generations (ENTROPIX_ERR_ARGUMENT). */
+ENTROPIX_API int entropix_generation_begin(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
+                                           const entropix_generate_params *params, entropix_generation **out);
+/* Runs one step: the prefill and the first choice on the first call, then one forward and one
+ * choice per call. *tok is set to the token's record (the generation's memory, valid until the
+ * next call on g), the final record of held-back text (id -1, as entropix_generate's last
+ * callback), or NULL once the generation has ended (a stop token, max_tokens, the context).
+ * A failure (the forward pass, a custom sampler's -1) returns its status with *tok NULL and ends
+ * the generation: later calls return the same status and message. */
+ENTROPIX_API int entropix_generation_next(entropix_generation *g, const entropix_token **tok);
+/* The counts so far, as entropix_generate's result: stop is 0 while the generation runs, and
+ * decode_s runs to the latest token (the caller's time between calls included). */
+ENTROPIX_API int entropix_generation_result(const entropix_generation *g, entropix_generate_result *result);
+/* Ends g wherever it is and frees it (NULL is fine); s and smp are the caller's again. */
+ENTROPIX_API void entropix_generation_end(entropix_generation *g);
 
 /* ---- The agent pool (docs/agents.md) ----------------------------------------------------------- */
 

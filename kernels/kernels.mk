@@ -8,6 +8,11 @@ CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 CUDA_ARCH_NAMES = $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCHS))))
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 $(CUDA_ARCHS) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -I.
+# The host side of every CUDA object is position-independent: the same objects go into the
+# programs and into libentropix.so (api/api.mk). It costs the host code nothing measurable and
+# changes no device code; archs.cfg (the top Makefile) records it, so objects built without it
+# are built again.
+NVCC_PIC := -Xcompiler -fPIC
 # runtime/cuda/comm_nccl.cu: the agent pool's NCCL communicator (host code; links with -lnccl).
 CUDA_SRC := $(wildcard kernels/*.cu kernels/*/*.cu) runtime/cuda/comm_nccl.cu
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
@@ -24,7 +29,7 @@ cuda: $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/cuda/run $(BUILD)/cuda/tools/ben
 # that are not part of it (warnings, errors) still go to the terminal.
 $(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 	@mkdir -p $(dir $@)
-	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(NVCC_PIC) -Xptxas -v -MMD -MP -c $< -o $(BUILD)/cuda/$*.o 2>$(BUILD)/cuda/$*.ptxas; rc=$$?; \
 	grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' $(BUILD)/cuda/$*.ptxas >&2; exit $$rc
 
 # nvcc takes minutes for the whole backend: a make that is about to run it says so once, before
@@ -58,7 +63,7 @@ CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcub
 
 $(CUDA_HOST_OBJ): $(BUILD)/cuda/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DEMX_CUDA_ARCHS='"$(CUDA_ARCH_NAMES)"' -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -DEMX_CUDA_ARCHS='"$(CUDA_ARCH_NAMES)"' -c $< -o $@
 
 $(BUILD)/cuda/run: $(BUILD)/obj/runtime/cli/run.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/libentropix_cuda.a $(BUILD)/libentropix.a
 	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS)

@@ -12,13 +12,9 @@
 #include "sampler/philox.h"
 
 // ---------------------------------------------------------------------------------------------
-// One step of the loop: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
-// state's device when the sampler describes itself (device_spec) and the backend chooses there
-// (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
-// failed, -2 if the sampler found no token, -3 if it found none because the logits hold NaN or
-// Inf (a broken model: see emx_state_nonfinite). sample_s: time of the host-side choice.
-static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
-                           double *sample_s) {
+// One step of the loop (generate.h).
+int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
+                        double *sample_s) {
     const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
     if (spec) {
         EmxDecideResult r;
@@ -40,8 +36,8 @@ static int feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int 
     return -2;
 }
 
-// The error of a step whose sampler found no token (feed_and_choose's -2 or -3).
-static void no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
+// The error of a step whose sampler found no token (generate.h).
+void emx_no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
     const char *where = id == -3 ? emx_state_nonfinite(st) : NULL;
     if (id != -3)
         emx_seterr(err, errlen, "sampler found no token to choose at position %d", pos);
@@ -262,7 +258,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
     // the decode interval with the others, so the sampler's share is of one interval.
     double t0 = emx_now_s();
     // one batched prefill of what is not cached yet
-    int id = feed_and_choose(st, sampler, prompt + n_cached, n_prompt - n_cached, n_cached, n_vocab, &stats->sample_s);
+    int id = emx_feed_and_choose(st, sampler, prompt + n_cached, n_prompt - n_cached, n_cached, n_vocab, &stats->sample_s);
     double t1 = emx_now_s();
     const double first_choice_s = stats->sample_s;
     stats->prefill_s = t1 - t0 - first_choice_s;
@@ -280,7 +276,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             break;
         }
         if (id < 0) {
-            no_token_error(st, id, pos, stats->n_generated, err, errlen);
+            emx_no_token_error(st, id, pos, stats->n_generated, err, errlen);
             rc = -1;
             break;
         }
@@ -304,7 +300,7 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
             break;
         }
         const int fed = id;
-        id = feed_and_choose(st, sampler, &fed, 1, pos, n_vocab, &stats->sample_s);
+        id = emx_feed_and_choose(st, sampler, &fed, 1, pos, n_vocab, &stats->sample_s);
         if (id == -1) {
             emx_seterr(err, errlen, "forward pass failed at position %d (context %d): %s", pos, ctx, emx_state_error(st));
             rc = -1;

@@ -387,3 +387,38 @@ Test(api_generate, install_and_pkg_config, .timeout = 600) {
     fprintf(stderr, "%s", r.out);
     run_free(&r);
 }
+
+// The shared library's emulated twin ($(EMU_OUT)/lib/libentropix.so.0, api/api.mk: the API, the
+// runtime and the CUDA backend on the emulation layer, position-independent) loaded by
+// examples/c/generate.c: on cuda:0 it prints the CPU ./run's text for the tiny models, through the
+// callback and step by step.
+Test(api_generate, cuda_emulated_shared_library_same_text_as_cpu, .timeout = 900) {
+    const char *gpu_run = gpu_run_binary();
+    char so_bin[1024];
+    snprintf(so_bin, sizeof so_bin, "%.*s/api/generate_shared",
+             (int)(strrchr(gpu_run, '/') ? strrchr(gpu_run, '/') - gpu_run : 1), strrchr(gpu_run, '/') ? gpu_run : ".");
+    if (access(so_bin, X_OK) != 0) cr_skip_test("%s missing (make %s builds it beside the emulated ./run)", so_bin, so_bin);
+    const char *const models[][2] = {{"stories260K.f32.bin", "Once upon a time"}, {"qwen3-tiny.f32.bin", "Hello"},
+                                     {"llama3-tiny.f32.bin", "The capital of France is"}};
+    for (int k = 0; k < 3; k++) {
+        char model[512], rel[256];
+        snprintf(rel, sizeof rel, "models/%s", models[k][0]);
+        test_build_path(model, sizeof model, rel);
+        const char *ra[] = {model, "--raw", "-p", models[k][1], "-n", "16", "-t", "1", "-c", "128", "--sampler", "greedy",
+                            "--device", "cpu", NULL};
+        RunResult r = run(ra);
+        cr_assert_eq(r.code, 0, "%s", r.err);
+        for (int steps = 0; steps < 2; steps++) {
+            const char *ga[] = {model, models[k][1], "-n", "16", "-t", "1", "-c", "128", "-dev", "cuda:0", "--steps",
+                                steps ? "1" : "0", NULL};
+            RunResult g = run_prog(so_bin, ga);
+            cr_assert_eq(g.code, 0, "%s", g.err);
+            cr_assert(strstr(g.err, "16 generated on cuda:0"), "%s", g.err);
+            cr_assert_str_eq(g.out, r.out, "%s, steps %d", models[k][0], steps);
+            run_free(&g);
+        }
+        fprintf(stderr, "api shared library on emulated cuda:0, %s: %zu bytes equal the CPU ./run's (callback, steps)\n",
+                models[k][0], r.out_len);
+        run_free(&r);
+    }
+}

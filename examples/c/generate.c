@@ -4,6 +4,9 @@
 //   cc generate.c $(pkg-config --cflags --libs entropix) -o generate
 //   ./generate MODEL.bin "Once upon a time" [-n N] [--sampler greedy|combined|entropix]
 //              [--temp T] [--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS] [-dev DEVICE]
+//              [--steps 1]
+// --steps 1 runs the generation step by step (entropix_generation_next) instead of through the
+// callback: the same text.
 #include <entropix.h>
 
 #include <stdio.h>
@@ -22,10 +25,23 @@ static int fail(const char *what) {
     return 1;
 }
 
+// The generation one token per call, the loop ours: what entropix_generate does with the callback.
+static int generate_steps(entropix_state *state, entropix_sampler *sampler, const int *ids, int n_ids,
+                          const entropix_generate_params *gp, entropix_generate_result *res) {
+    entropix_generation *g = NULL;
+    int rc = entropix_generation_begin(state, sampler, ids, n_ids, gp, &g);
+    const entropix_token *tok = NULL;
+    while (rc == ENTROPIX_OK && (rc = entropix_generation_next(g, &tok)) == ENTROPIX_OK && tok) print_token(NULL, tok);
+    if (rc == ENTROPIX_OK) entropix_generation_result(g, res);
+    entropix_generation_end(g);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODEL.bin PROMPT [-n N] [--sampler greedy|combined|entropix] [--temp T] "
-                        "[--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS] [-dev cpu|cuda:N|auto]\n", argv[0]);
+                        "[--top-k K] [--top-p P] [--min-p P] [-s SEED] [-c CTX] [-t THREADS] [-dev cpu|cuda:N|auto] "
+                        "[--steps 1]\n", argv[0]);
         return 2;
     }
     entropix_sampler_params sp;
@@ -38,6 +54,7 @@ int main(int argc, char **argv) {
     entropix_generate_params_init(&gp);
     gp.max_tokens = 256;
     gp.on_token = print_token;
+    int steps = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         const char *f = argv[i], *v = argv[i + 1];
         if (!strcmp(f, "-n")) gp.max_tokens = atoi(v);
@@ -52,6 +69,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "-c")) stp.ctx = atoi(v);
         else if (!strcmp(f, "-t")) mp.threads = atoi(v);
         else if (!strcmp(f, "-dev")) mp.device = v;
+        else if (!strcmp(f, "--steps")) steps = atoi(v);
         else {
             fprintf(stderr, "generate: unknown flag %s\n", f);
             return 2;
@@ -69,7 +87,9 @@ int main(int argc, char **argv) {
     else {
         fputs(argv[2], stdout);  // the prompt, echoed as ./run --raw does
         entropix_generate_result res = {.size = sizeof res};
-        rc = entropix_generate(state, sampler, ids, n_ids, &gp, &res) != ENTROPIX_OK ? fail("generate") : 0;
+        const int grc = steps ? generate_steps(state, sampler, ids, n_ids, &gp, &res)
+                              : entropix_generate(state, sampler, ids, n_ids, &gp, &res);
+        rc = grc != ENTROPIX_OK ? fail("generate") : 0;
         putchar('\n');  // as ./run ends its text
         if (!rc)
             fprintf(stderr, "generate: %d prompt tokens, %d generated on %s\n", res.n_prompt, res.n_generated,

@@ -6,8 +6,10 @@
 Each round runs ./run (its own "generated: ... tok/s" line), then the same generation through
 the package with the built-in greedy sampler, then with a Python function doing the same argmax
 (numpy over the logits view). Python's decode speed is timed from the first token's record to the
-last (the prompt's prefill left out, as ./run's figure leaves it out). Prints the medians and the
-ratios to ./run's median; a figure is a measurement of this machine at this moment.
+last (the prompt's prefill left out, as ./run's figure leaves it out). Prints the medians, the
+ratios of the medians to ./run's, and the median of each round's own ratio (a round's runs are
+seconds apart, so a change of the machine's load between rounds cancels out of that ratio); a
+figure is a measurement of this machine at this moment.
 """
 import argparse
 import re
@@ -63,11 +65,14 @@ def main():
                 xs.append(tps)
                 if n != a.tokens:
                     print(f"  round {r}: {name} generated {n} tokens, not {a.tokens}")
-    base = statistics.median(figures["./run"])
+    runs = figures["./run"]
+    base = statistics.median(runs)
     print(f"{a.model}, {a.tokens} tokens, -t {a.threads}, {a.rounds} rounds alternated (medians):")
     for name, xs in figures.items():
         med = statistics.median(xs)
-        print(f"  {name:24s} {med:8.1f} tok/s  ({min(xs):.1f}-{max(xs):.1f})  {med / base:.3f} of ./run")
+        pairs = [x / r for x, r in zip(xs, runs)]
+        print(f"  {name:24s} {med:8.1f} tok/s  ({min(xs):.1f}-{max(xs):.1f})  {med / base:.3f} of ./run; "
+              f"per round {statistics.median(pairs):.3f} ({min(pairs):.3f}-{max(pairs):.3f})")
 
 
 if __name__ == "__main__":

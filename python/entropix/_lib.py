@@ -83,6 +83,7 @@ class GenerateResult(Structure):
 # name: (restype, argtypes)
 _SIGNATURES = {
     "entropix_version": (c_char_p, []),
+    "entropix_cuda_backend": (c_char_p, []),
     "entropix_error_last": (c_char_p, []),
     "entropix_free": (None, [c_void_p]),
     "entropix_model_open": (c_int, [c_char_p, POINTER(ModelParams), POINTER(c_void_p)]),
@@ -119,6 +120,11 @@ _SIGNATURES = {
     "entropix_sampler_free": (None, [c_void_p]),
     "entropix_generate": (c_int, [c_void_p, c_void_p, c_int_p, c_int, POINTER(GenerateParams),
                                   POINTER(GenerateResult)]),
+    "entropix_generation_begin": (c_int, [c_void_p, c_void_p, c_int_p, c_int, POINTER(GenerateParams),
+                                          POINTER(c_void_p)]),
+    "entropix_generation_next": (c_int, [c_void_p, POINTER(POINTER(Token))]),
+    "entropix_generation_result": (c_int, [c_void_p, POINTER(GenerateResult)]),
+    "entropix_generation_end": (None, [c_void_p]),
     "entropix_generate_agents": (c_int, [c_void_p, POINTER(AgentsParams), c_int_p, c_int, POINTER(GenerateParams),
                                          POINTER(GenerateResult)]),
 }

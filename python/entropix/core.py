@@ -35,6 +35,12 @@ def version():
     return lib.entropix_version().decode()
 
 
+def cuda_backend():
+    """The CUDA backend the library carries ("cuda sm_80 sm_90"), or None: CPU-only."""
+    name = lib.entropix_cuda_backend()
+    return name.decode() if name else None
+
+
 @dataclass(frozen=True)
 class Metrics:
     """The entropix metrics of one step (bits, bits²; docs/entropix.md)."""
@@ -240,6 +246,7 @@ class State:
     def __init__(self, model, ctx=0, cache_type="auto", device=None):
         self.model = model  # keeps the model open
         self._h = c_void_p()
+        self._generation = None  # a weak reference to the step-wise generation running on it
         self._keep = (cache_type.encode() if cache_type else None, device.encode() if device else None)
         p = StateParams(size=ctypes.sizeof(StateParams), ctx=ctx, cache_type=self._keep[0], device=self._keep[1])
         check(lib.entropix_state_new(model._h, byref(p), byref(self._h)))
@@ -248,6 +255,10 @@ class State:
         model._states.add(self)
 
     def close(self):
+        """Frees the state now (else when it is collected), ending a generation on it first."""
+        gen = self._generation() if getattr(self, "_generation", None) else None
+        if gen is not None:
+            gen.close()
         if self._h:
             lib.entropix_state_free(self._h)
             self._h = None

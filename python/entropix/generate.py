@@ -1,19 +1,23 @@
-"""generate.py — samplers and generation: an iterator of token records over entropix_generate.
+"""generate.py — samplers and generation: an iterator of token records.
 
-The C loop calls back once per token; it runs in a worker thread that hands each record over a
-queue of one, so the iterator is lazy (a token is generated when the consumer asks for it) and
-leaving the loop early (break, close) stops the generation at the next token.
+A generation with a built-in or a Python sampler steps the C loop from the iterator itself
+(entropix_generation_next, one token per next(), in the calling thread: ctypes releases the GIL
+for the call), so the iterator is lazy and leaving the loop early frees the generation at once.
+The agent pool, which the C API runs with a callback only (entropix_generate_agents), runs in a
+worker thread that hands each record over a queue of one.
 """
 import ctypes
 import queue
 import threading
-from ctypes import byref, c_void_p
+import weakref
+from ctypes import POINTER, byref, c_void_p
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from entropix._lib import CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, lib
-from entropix.core import EntropixError, Metrics, _ids_array
+from entropix._lib import (CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, Token,
+                           lib)
+from entropix.core import EntropixError, Metrics, _ids_array, check
 
 KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
 STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
@@ -94,12 +98,77 @@ def make_sampler(sampler, seed, **params):
     return Sampler(sampler, seed=seed, **params)
 
 
-class Generation:
-    """The iterator generate() returns; .summary is filled when it ends."""
+def _record(t):
+    """A TokenRecord of the C record t (entropix_token): its text and alternatives copied out."""
+    text = ctypes.string_at(t.text, t.text_len).decode("utf-8", "replace") if t.text_len else ""
+    n_top = t.n_top
+    return TokenRecord(id=t.id, text=text, logprob=t.logprob, pos=t.pos, is_stop=bool(t.is_stop),
+                       top=[(t.top_ids[i], float(t.top_logprobs[i])) for i in range(n_top)] if n_top else [],
+                       metrics=Metrics.from_c(t.metrics.contents) if t.metrics else None,
+                       case=t.case_name.decode() if t.case_name else None)
 
-    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics, agents=None):
+
+class Generation:
+    """The iterator generate() returns: each next() runs one step of the C loop (the prefill and
+    the first token on the first), in the calling thread. .summary is filled when it ends;
+    close() (or dropping the iterator, or closing its state or model) ends it where it is."""
+
+    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics):
         self.state, self.sampler, self.summary = state, sampler, GenerateSummary()
-        self._agents = agents  # AgentsParams: the agent pool on state's model instead of sampler
+        arr, n = _ids_array(ids)
+        params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
+                                metrics=int(metrics))
+        self._g, self._tok = c_void_p(), POINTER(Token)()
+        self._next = lib.entropix_generation_next
+        check(lib.entropix_generation_begin(state._handle(), sampler._h, arr, n, byref(params), byref(self._g)))
+        state._generation = weakref.ref(self)  # the state ends it before it is freed
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._g:
+            raise StopIteration
+        rc = self._next(self._g, byref(self._tok))
+        if rc:
+            msg = lib.entropix_error_last().decode("utf-8", "replace")
+            self.close(failed=True)
+            err = getattr(self.sampler, "error", None)
+            if err is not None:  # the Python sampler raised: its exception, once
+                self.sampler.error = None
+                raise err
+            raise EntropixError(rc, msg)
+        if not self._tok:
+            self.close()
+            raise StopIteration
+        return _record(self._tok.contents)
+
+    def close(self, failed=False):
+        """Ends the generation wherever it is and frees it (left early: summary.stop "callback")."""
+        g, self._g = getattr(self, "_g", None), None
+        if not g:
+            return
+        res = GenerateResult(size=ctypes.sizeof(GenerateResult))
+        lib.entropix_generation_result(g, byref(res))
+        lib.entropix_generation_end(g)
+        stop = STOPS.get(res.stop) if res.stop else (None if failed else "callback")
+        self.summary = GenerateSummary(res.n_prompt, res.n_generated, stop)
+
+    def __del__(self):
+        self.close()
+
+    def text(self):
+        """Runs to the end and returns the whole generated text."""
+        return "".join(r.text for r in self)
+
+
+class PoolGeneration:
+    """The iterator generate(sampler="agents") returns: the agent pool in a worker thread, each
+    record handed over a queue of one; .summary is filled when it ends."""
+
+    def __init__(self, state, ids, agents, max_tokens, n_top, metrics):
+        self.state, self.sampler, self.summary = state, None, GenerateSummary()
+        self._agents = agents  # AgentsParams: the agent pool on state's model
         self._queue, self._stop, self._done = queue.Queue(maxsize=1), threading.Event(), False
         self._ids = _ids_array(ids)
         self._cb = TOKEN_FN(self._on_token)
@@ -109,12 +178,7 @@ class Generation:
         self._thread.start()
 
     def _on_token(self, user, tok_p):
-        t = tok_p.contents
-        text = ctypes.string_at(t.text, t.text_len).decode("utf-8", "replace") if t.text_len else ""
-        rec = TokenRecord(id=t.id, text=text, logprob=t.logprob, pos=t.pos, is_stop=bool(t.is_stop),
-                          top=[(t.top_ids[i], float(t.top_logprobs[i])) for i in range(t.n_top)],
-                          metrics=Metrics.from_c(t.metrics.contents) if t.metrics else None,
-                          case=t.case_name.decode() if t.case_name else None)
+        rec = _record(tok_p.contents)
         while not self._stop.is_set():
             try:
                 self._queue.put(("token", rec), timeout=0.1)
@@ -126,11 +190,8 @@ class Generation:
     def _run(self):
         res = GenerateResult(size=ctypes.sizeof(GenerateResult))
         arr, n = self._ids
-        if self._agents is not None:
-            rc = lib.entropix_generate_agents(self.state.model._h, byref(self._agents), arr, n, byref(self._params),
-                                              byref(res))
-        else:
-            rc = lib.entropix_generate(self.state._h, self.sampler._h, arr, n, byref(self._params), byref(res))
+        rc = lib.entropix_generate_agents(self.state.model._h, byref(self._agents), arr, n, byref(self._params),
+                                          byref(res))
         msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
         self.summary = GenerateSummary(res.n_prompt, res.n_generated, STOPS.get(res.stop))
         self._queue.put(("end", (rc, msg)))
@@ -147,9 +208,6 @@ class Generation:
         self._done = True
         self._thread.join()
         rc, msg = value
-        err = getattr(self.sampler, "error", None)
-        if err is not None:
-            raise err
         if rc:
             raise EntropixError(rc, msg)
         raise StopIteration
@@ -193,6 +251,6 @@ def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256
     if isinstance(sampler, str) and sampler == "agents":
         ap = AgentsParams(size=ctypes.sizeof(AgentsParams), n_agents=agents, lookahead=lookahead, workers=workers,
                           threads=threads, ctx=state.ctx, seed=seed & (2**64 - 1))
-        return Generation(state, ids, None, max_tokens, n_top, metrics, agents=ap)
+        return PoolGeneration(state, ids, ap, max_tokens, n_top, metrics)
     smp = make_sampler(sampler, seed, **sampler_params)
     return Generation(state, ids, smp, max_tokens, n_top, metrics)

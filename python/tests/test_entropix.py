@@ -131,8 +131,6 @@ def test_errors_raise_with_the_runtime_message(stories):
         entropix.Model("/nonexistent/m.bin")
     with pytest.raises(entropix.EntropixError, match="tpu:1"):
         entropix.Model(model_path("stories260K.f32.bin"), device="tpu:1")
-    with pytest.raises(entropix.EntropixError, match="cuda:0: this build has no CUDA backend"):
-        entropix.Model(model_path("stories260K.f32.bin"), device="cuda:0")
     s = stories.state(ctx=16)
     with pytest.raises(entropix.EntropixError, match="id 9999"):
         s.forward([1, 9999])
@@ -146,6 +144,26 @@ def test_errors_raise_with_the_runtime_message(stories):
 
     with pytest.raises(KeyError, match="from the sampler"):
         stories.generate("Zoo", sampler=bad, max_tokens=5).text()
+
+
+def test_cuda_device_gives_the_cpus_text_or_names_what_is_missing(stories):
+    """A CPU-only library refuses cuda:0 for want of the backend; one with the CUDA backend
+    (CUDA=1, or the emulated twin) generates the CPU's text there, or names the missing device."""
+    path = model_path("stories260K.f32.bin")
+    if entropix.cuda_backend() is None:
+        with pytest.raises(entropix.EntropixError, match="cuda:0: this build has no CUDA backend"):
+            entropix.Model(path, device="cuda:0")
+        return
+    try:
+        gpu = entropix.Model(path, device="cuda:0", threads=1)
+    except entropix.EntropixError as e:  # a CUDA build on a machine without a GPU
+        assert os.environ.get("ENTROPIX_TEST_CUDA") != "1", f"cuda:0 must run here (ENTROPIX_TEST_CUDA=1): {e}"
+        assert e.status == -3 and "cuda" in str(e), str(e)
+        return
+    state = gpu.state(ctx=128)
+    assert state.device == "cuda:0"
+    want = stories.generate("Once upon a time", ctx=128, max_tokens=24).text()
+    assert state.generate("Once upon a time", max_tokens=24).text() == want
 
 
 def test_closing_the_model_closes_its_states():

@@ -13,6 +13,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_pip_install_ships_the_library(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ENTROPIX_LIBRARY", "PYTHONPATH", "MAKEFLAGS", "MFLAGS",
                                                              "MAKELEVEL")}
+    # The library of the build the suite runs in: make's CUDA=0 or 1 of that folder (backend.cfg), not
+    # the default, which would build the CUDA backend into a CPU-only build's library where nvcc is.
+    cfg = os.path.join(ROOT, os.environ.get("ENTROPIX_BUILD", "build"), "backend.cfg")
+    if os.path.exists(cfg) and "ENTROPIX_MAKEFLAGS" not in env:
+        with open(cfg) as f:
+            env["ENTROPIX_MAKEFLAGS"] = f.read().strip()
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--target",
                     str(target), os.path.join(ROOT, "python")], check=True, env=env, cwd=tmp_path)

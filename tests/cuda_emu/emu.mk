@@ -15,8 +15,13 @@ EMU_OUT := $(EMU_BUILD)/emu
 EMU_CXX ?= g++
 EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# Position-independent, as the real CUDA objects are (kernels/kernels.mk): the emulated objects
+# make the emulated twin of libentropix.so too (api/api.mk). flags.cfg records it, so objects
+# built without it are built again.
+EMU_PIC := -fPIC
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
-EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) -MMD -MP
+EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
+                -MMD -MP
 # Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",
 # "sampler/metrics.h"). The rewritten tree comes first, so "kernels/attention.h" from a rewritten
 # kernel or test is the rewritten header.
@@ -82,11 +87,20 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_PIC) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
 
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_PIC) -c $< -o $@
+
+# EMU_PIC of the last build of these objects, rewritten (while the makefile is read, as archs.cfg
+# is) only when it changes.
+EMU_FLAGS_CFG := $(EMU_OUT)/flags.cfg
+ifneq ($(file < $(EMU_FLAGS_CFG)),$(EMU_PIC))
+$(shell mkdir -p $(EMU_OUT) && printf '%s\n' '$(EMU_PIC)' > $(EMU_FLAGS_CFG))
+endif
+$(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_LIB_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) \
+    $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_FLAGS_CFG)
 
 $(EMU_LIB): $(EMU_LIB_OBJ)
 	@rm -f $@

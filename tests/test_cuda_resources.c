@@ -80,6 +80,20 @@ Test(cuda_resources, spill_in_a_decode_kernel_fails, .timeout = 60) {
     expect_one_line_failure(args, "spill in decode-path kernel attn_layer_kernel (sm_80)", "16 bytes spill stores");
 }
 
+// The matvec's fast_f32 instantiations (INT8 false) are launched only by the lab and the kernel
+// benchmarks: their spill is reported, not failed; the same spill in the int8 one, which a decode
+// step launches, fails. (q4_1f's fast_f32 kernel at 16 rows with SwiGLU, as ptxas 13 printed it.)
+Test(cuda_resources, a_spill_in_the_fast_f32_matvec_is_reported_not_failed, .timeout = 60) {
+    const char *ok[] = {DATA "fast_f32_spill.ptxas", NULL};
+    RunResult r = tool(ok);
+    cr_expect_eq(r.code, 0, "exit %d (stderr: %s)", r.code, r.err);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    const char *bad[] = {DATA "fast_int8_spill.ptxas", NULL};
+    expect_one_line_failure(bad, "spill in decode-path kernel matvec_fast_kernel<6, 16, true, true> (sm_80)",
+                            "24 bytes spill stores");
+}
+
 // a non-inlined device function (here CUDA's trig slow path, which rope_kv calls) has its own
 // spill counts, which its callers pay; a stack frame alone (rope_kv's local array) is no spill
 Test(cuda_resources, spill_in_a_called_device_function_fails, .timeout = 60) {

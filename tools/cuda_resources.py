@@ -258,6 +258,15 @@ def occupancy(arch, regs, smem, threads):
     return blocks, round(100.0 * blocks * warps / a["max_warps_per_sm"], 1), limiter
 
 
+def kernel_role(name, targs, role):
+    """The role of one instantiation where it differs from its kernel's: matvec_fast_kernel's
+    <DT, MAXB, SWIGLU, INT8> with INT8 false is the fast_f32 variant (EMX_MATVEC_FAST_F32), which
+    only the lab and the kernel benchmarks launch; a decode step takes the int8 one."""
+    if name == "matvec_fast_kernel" and len(targs) == 4 and targs[3] == "false":
+        return BENCH
+    return role
+
+
 def build_rows(kernels, problems):
     rows = []
     for (mangled, arch), k in sorted(kernels.items(), key=lambda kv: (demangle(kv[0][0]), kv[0][1])):
@@ -278,6 +287,7 @@ def build_rows(kernels, problems):
                        occupancy_pct=None, limiter=None)
         else:
             threads, dyn, role, where = known
+            role = kernel_role(name, demangle(mangled)[1], role)
             if arch not in ARCHS or k["regs"] is None:
                 problems.append("kernel %s (%s) in %s: no register count or unknown arch" % (name, arch, k["source"]))
                 blocks, occ, limiter = None, None, None

@@ -49,7 +49,7 @@ DECODE, BENCH, NAIVE = "decode", "bench", "naive"
 GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 256) * 4, (64 + 128) * 4
 # Kernel (its name without template arguments) -> (threads per block, dynamic shared bytes, role,
 # where the block size comes from). Roles: decode = launched by a decode step
-# (runtime/cuda/forward_cuda_step.c, the sampler and the agent pool); bench = only the kernel
+# (runtime/cuda/forward_cuda_layers.c, the sampler and the agent pool); bench = only the kernel
 # benchmarks and the lab launch it; naive = the teaching twins. A new kernel needs a line here.
 KERNELS = {
     "embedding_kernel": (256, 0, DECODE, "embedding.cu <<<n, 256>>>"),

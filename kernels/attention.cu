@@ -10,7 +10,10 @@
 // once (SPLIT_GQA, what the runtime launches). And what the runtime needs of all three: an f16
 // cache (the KV template), keys in two storages (the lookahead branches' tail: kv_row), several
 // query rows (prefill) or branch rows (the BRANCHES template), key counts read from device memory
-// (n_keys_dev: CUDA graphs replayed at a new length), the score rows and the double statistics.
+// (n_keys_dev: CUDA graphs replayed at a new length), the score rows and the double statistics;
+// Gemma 3's scale (QueryRows.scale, used in place of 1/sqrt(head_dim)) and sliding window (a row
+// whose last key is p reads keys from row_first = p - window + 1 on: SPLIT's chunks start there,
+// so no block reads a key before the window; the kept score row holds -inf before it).
 //
 // At decode there is one query per head, so attention is a matrix-vector product twice over:
 // S = K q (n_keys × head_dim) and out = softmaxᵀ V. Every cached key and value is read once;
@@ -118,8 +121,12 @@ __device__ __forceinline__ KvRows<KV> head_slice(KvRows<KV> r, int kvh, int head
 }
 
 // The query rows of one call: row r (blockIdx.z) reads q + r·q_stride, writes out + r·out_stride.
+// scale: the scores' factor (attention.h's scale, resolved); window: 0, or each row sees only
+// its last `window` keys (row_first).
 struct QueryRows {
     int n, q_stride, out_stride;
+    float scale;
+    int window;
 };
 
 // Every kernel below is instantiated twice: BRANCHES false for causal rows (decode, prefill),
@@ -134,6 +141,18 @@ template <bool BRANCHES>
 __device__ __forceinline__ int row_keys(int n_keys_arg, const int *n_keys_dev, const QueryRows &rows, int r) {
     if (BRANCHES) return n_keys_dev ? *n_keys_dev : n_keys_arg;
     return (n_keys_dev ? *n_keys_dev : n_keys_arg) - rows.n + r + 1;
+}
+
+// The first key a row of n_keys keys sees: 0, or with a sliding window the oldest of its last
+// `window` keys (the row's query sits at key n_keys - 1: it sees keys n_keys - window .. n_keys - 1).
+__device__ __forceinline__ int row_first(const QueryRows &rows, int n_keys) {
+    return rows.window > 0 && n_keys > rows.window ? n_keys - rows.window : 0;
+}
+
+// Keys before a row's window take no probability: their scores are -inf in the kept row.
+__device__ __forceinline__ void mask_before(float *score_row, int first) {
+    if (score_row)
+        for (int t = threadIdx.x; t < first; t += blockDim.x) score_row[t] = -INFINITY;
 }
 
 // Row r's keys restricted to KV head kvh: head_slice, with a branch row's own tail.
@@ -181,24 +200,25 @@ attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
     const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     float *row = scores && last ? scores + (size_t)h * score_stride
                                 : ws_rows + ((size_t)r * n_heads + h) * n_keys_arg;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    const int first = row_first(rows, n_keys);  // keys [first, n_keys) are seen
     q += (size_t)r * rows.q_stride;
     out += (size_t)r * rows.out_stride;
 
     for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[(size_t)h * head_dim + d];
+    mask_before(row, first);
     __syncthreads();
-    // (1) scores, straight into the global row (s = row: the same addresses)
-    scores_range(qs, k, head_dim, 0, n_keys, scale, row, (float *)0);
+    // (1) scores, straight into the global row (s = row + first: the same addresses)
+    scores_range(qs, k, head_dim, first, n_keys, rows.scale, row + first, (float *)0);
     __syncthreads();  // the row's global writes are visible to the whole block after this
 
     // (2) max and sum of the weights
     float mx = -INFINITY;
-    for (int t = tid; t < n_keys; t += blockDim.x)
+    for (int t = first + tid; t < n_keys; t += blockDim.x)
         if (emxr::is_finite_f(row[t])) mx = fmaxf(mx, row[t]);  // the statistics' max: finite
     mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
     float l = 0.0f;
     emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
-    for (int t = tid; t < n_keys; t += blockDim.x) {
+    for (int t = first + tid; t < n_keys; t += blockDim.x) {
         l += expf(row[t] - mx);
         if (stats) emxr::fixed_max_add(sums, row[t], (double)mx);
     }
@@ -213,7 +233,7 @@ attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
     const float inv_l = 1.0f / l;
     for (int d = tid; d < head_dim; d += blockDim.x) {
         float acc = 0.0f;
-        for (int t = 0; t < n_keys; t++) acc += expf(row[t] - mx) * kv_load(kv_row(v, t), d);
+        for (int t = first; t < n_keys; t++) acc += expf(row[t] - mx) * kv_load(kv_row(v, t), d);
         out[(size_t)h * head_dim + d] = acc * inv_l;
     }
 }
@@ -262,14 +282,15 @@ attention_split_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     const int c = blockIdx.x, h = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
     const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
-    const int t0 = c * chunk;
+    const int first = row_first(rows, n_keys), t0 = first + c * chunk;  // chunks from the row's first key
+    const bool last = r == rows.n - 1;
+    if (c == 0 && scores && last) mask_before(scores + (size_t)h * score_stride, first);
     if (t0 >= n_keys) return;  // past the row's keys (graph replays and earlier rows need fewer chunks)
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
-    const bool last = r == rows.n - 1;
     const int kvh = h / (n_heads / n_kv_heads);
     const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     float *s = smem, *red = smem + chunk;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    const float scale = rows.scale;
     q += (size_t)r * rows.q_stride;
 
     for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[(size_t)h * head_dim + d];
@@ -451,16 +472,18 @@ attention_split_gqa_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRow
     const int c = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
     const int group = n_heads / n_kv_heads, h0 = kvh * group;  // query heads h0 .. h0+group-1
     const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
-    const int t0 = c * chunk;
+    const int first = row_first(rows, n_keys), t0 = first + c * chunk;  // chunks from the row's first key
+    const bool last = r == rows.n - 1;
+    if (c == 0 && scores && last)
+        for (int g = 0; g < group; g++) mask_before(scores + (size_t)(h0 + g) * score_stride, first);
     if (t0 >= n_keys) return;
     const int t1 = min(t0 + chunk, n_keys), len = t1 - t0;
-    const bool last = r == rows.n - 1;
     const KvRows<KV> k = row_slice<BRANCHES>(k_rows, branch_stride, r, kvh, head_dim), v = row_slice<BRANCHES>(v_rows, branch_stride, r, kvh, head_dim);
     const int half = head_dim / 2, parts = half < (int)blockDim.x ? (int)blockDim.x / half : 1;
     const int width = parts * head_dim;
     float *qs = smem, *s = qs + group * head_dim, *red = s + group * chunk;
     float *score_rows = scores && last ? scores : (float *)0;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    const float scale = rows.scale;
     q += (size_t)r * rows.q_stride;
 
     for (int i = tid; i < group * head_dim; i += blockDim.x) qs[i] = q[(size_t)h0 * head_dim + i];
@@ -512,7 +535,7 @@ attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n
                          int max_chunks) {
     const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
     const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
-    const int n_chunks = (n_keys + chunk - 1) / chunk;
+    const int n_chunks = (n_keys - row_first(rows, n_keys) + chunk - 1) / chunk;
     const size_t first = ((size_t)r * n_heads + h) * max_chunks;  // slot of chunk 0
     const float *ml = ws.ml + first * 2;
     float M = -INFINITY;
@@ -565,6 +588,8 @@ cudaError_t launch(int kernel, const EmxAttentionArgs *a, cudaStream_t stream) {
     rows.n = n_rows;
     rows.q_stride = a->q_row_stride > 0 ? a->q_row_stride : q_dim;
     rows.out_stride = a->out_row_stride > 0 ? a->out_row_stride : q_dim;
+    rows.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
+    rows.window = a->window;
     const int bs = a->tail_branch_stride;
     if (kernel == EMX_ATTN_PLAIN) {
         dim3 grid(a->n_heads, 1, n_rows);
@@ -615,6 +640,8 @@ const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n)
     else if (a->keys_per_block < 0 || a->keys_per_block > ATTN_MAX_CHUNK)
         snprintf(buf, n, "keys_per_block %d not in 0..%d", a->keys_per_block, ATTN_MAX_CHUNK);
     else if (!a->tail_k != !a->tail_v) snprintf(buf, n, "tail_k and tail_v must be both set or both NULL");
+    else if (a->window < 0) snprintf(buf, n, "window %d < 0", a->window);
+    else if (!(a->scale >= 0 && isfinite(a->scale))) snprintf(buf, n, "scale %g is not 0 or a positive number", (double)a->scale);
     else if (a->tail_start_dev && !a->tail_k) snprintf(buf, n, "tail_start_dev without a tail (tail_k, tail_v)");
     else if (a->tail_k && (a->tail_start < 0 || a->tail_row_stride < kv_dim))
         snprintf(buf, n, "tail_start %d < 0 or tail_row_stride %d < n_kv_heads * head_dim %ld", a->tail_start,

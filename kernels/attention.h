@@ -3,6 +3,7 @@
 //
 // For every query head h (GQA: KV head h / (n_heads / n_kv_heads)):
 //   S_h[t] = q_h · k_t / sqrt(head_dim),  t < n_keys (= pos + 1: the token's own key included)
+// (scale and window below: Gemma 3's factor, and a local layer's last `window` keys only)
 //   out_h  = Σ_t softmax(S_h)[t] · v_t
 // and, when asked, the raw scores S_h (the rows the attention metrics read) and the per-head
 // softmax statistics (metrics.h's EmxSoftmaxStats: entropy and varentropy of each head for free).
@@ -95,6 +96,12 @@ typedef struct {
     // tail_k / tail_v (n_kv_heads * head_dim for interleaved branches: row j of branch r at
     // tail + (j * n_branches + r) * kv_dim). n_rows may then exceed n_keys.
     int tail_branch_stride;
+    // Gemma 3: the scores' factor (0: 1 / sqrt(head_dim); else S_h[t] = q_h · k_t * scale), and
+    // a sliding window (0: none; else a row whose query sits at key p — p = its last key — sees
+    // keys max(0, p - window + 1) .. p only: the earlier keys' scores are -inf in the kept score
+    // rows, take no probability and count in no statistic). Any kernel, any of the extensions.
+    float scale;
+    int window;
 } EmxAttentionArgs;
 
 // Workspace bytes for a call of `kernel` with these sizes (n_keys: the largest to be used) and

@@ -13,6 +13,7 @@
 // decode sizes: 16 heads · 4096 keys · 4 B = 256 KB); ~48 bytes written per layer.
 // Probabilities are in double from the float scores, as the CPU's.
 #include <math.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -28,7 +29,7 @@ typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__
 __global__ void __launch_bounds__(AM_BLOCK)
 attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_stats,
                   int first_layer, int n_heads, int stride, int valid_len_arg,
-                  const int *valid_len_dev, EmxAttnLayerMetrics *out) {
+                  const int *valid_len_dev, EmxCudaAttnWindow win, EmxAttnLayerMetrics *out) {
     __shared__ EmxSoftmaxStats st[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
     __shared__ double hb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
     __shared__ double vb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
@@ -36,8 +37,13 @@ attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_
     __shared__ double red_d[AM_BLOCK];
     __shared__ FixedMaxSumsT red_s[AM_BLOCK];
     const int l = first_layer + blockIdx.x, tid = threadIdx.x;
-    const int valid_len = valid_len_dev ? *valid_len_dev : valid_len_arg;
-    const float *ls = scores + (size_t)l * n_heads * stride;  // [n_heads][stride]
+    const int all_keys = valid_len_dev ? *valid_len_dev : valid_len_arg;
+    // a local layer's rows from their first visible key k0: keys [k0, all_keys), as
+    // emx_attention_metrics_window
+    const bool local = win.window > 0 && l < (int)EMX_MAX_LAYERS && (win.local_layers[l / 32] >> (l % 32) & 1u);
+    const int k0 = local && all_keys > win.window ? all_keys - win.window : 0;
+    const int valid_len = all_keys - k0;
+    const float *ls = scores + (size_t)l * n_heads * stride + k0;  // [n_heads][stride]
 
     // (a) per-head statistics
     for (int h = 0; h < n_heads; h++) {
@@ -123,6 +129,18 @@ extern "C" cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftm
                                              int n_layers, int n_heads, int stride, int valid_len,
                                              const int *valid_len_dev, int layer, EmxMetrics *m,
                                              void *workspace, cudaStream_t stream) {
+    return emx_cuda_attn_metrics_window(scores, head_stats, n_layers, n_heads, stride, valid_len, valid_len_dev,
+                                        NULL, layer, m, workspace, stream);
+}
+
+extern "C" cudaError_t emx_cuda_attn_metrics_window(const float *scores, const EmxSoftmaxStats *head_stats,
+                                                    int n_layers, int n_heads, int stride, int valid_len,
+                                                    const int *valid_len_dev, const EmxCudaAttnWindow *window,
+                                                    int layer, EmxMetrics *m, void *workspace, cudaStream_t stream) {
+    EmxCudaAttnWindow win;
+    memset(&win, 0, sizeof win);
+    if (window) win = *window;
+    if (win.window < 0) return cudaErrorInvalidValue;
     if (!scores || !m || !workspace || n_layers < 1 || n_heads < 1 ||
         n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS || (!valid_len_dev && valid_len < 1) ||
         stride < valid_len)
@@ -131,7 +149,8 @@ extern "C" cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftm
     if (emx_attn_layer_range(layer, n_layers, &first, &last) != 0) return cudaErrorInvalidValue;
     const int count = last - first + 1;
     EmxAttnLayerMetrics *per_layer = (EmxAttnLayerMetrics *)workspace;
-    attn_layer_kernel<<<count, AM_BLOCK, 0, stream>>>(scores, head_stats, first, n_heads, stride, valid_len, valid_len_dev, per_layer);
+    attn_layer_kernel<<<count, AM_BLOCK, 0, stream>>>(scores, head_stats, first, n_heads, stride, valid_len, valid_len_dev, win,
+                                                      per_layer);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     attn_average_kernel<<<1, 32, 0, stream>>>(per_layer, count, m);

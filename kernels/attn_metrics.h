@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 // (sampler/ headers inside the C linkage block: they declare C functions)
+#include "base/model_format.h"
 #include "sampler/metrics.h"
 
 #define EMX_CUDA_ATTN_METRICS_MAX_HEADS 256
@@ -36,6 +37,21 @@ cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftmaxStats *he
                                   int n_layers, int n_heads, int stride, int valid_len,
                                   const int *valid_len_dev, int layer, EmxMetrics *m,
                                   void *workspace, cudaStream_t stream);
+
+// A sliding-window model's local layers (base/model_format.h's EmxConfigExt): window 0, none;
+// else layer l is local when bit l % 32 of local_layers[l / 32] is set, and its rows are read
+// from their first visible key, as the CPU's emx_attention_metrics_window with
+// emx_attention_first_key: keys valid_len - window .. valid_len - 1 once valid_len > window.
+typedef struct {
+    int window;
+    uint32_t local_layers[EMX_MAX_LAYERS / 32];
+} EmxCudaAttnWindow;
+
+// emx_cuda_attn_metrics over each layer's visible keys (window: NULL, every key).
+cudaError_t emx_cuda_attn_metrics_window(const float *scores, const EmxSoftmaxStats *head_stats,
+                                         int n_layers, int n_heads, int stride, int valid_len,
+                                         const int *valid_len_dev, const EmxCudaAttnWindow *window,
+                                         int layer, EmxMetrics *m, void *workspace, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

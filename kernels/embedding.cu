@@ -11,22 +11,29 @@
 
 template <int DT>
 __global__ void __launch_bounds__(256) embedding_kernel(const void *__restrict__ emb, int rows, int cols,
-                                                        const int *__restrict__ tokens, float *__restrict__ out) {
+                                                        const int *__restrict__ tokens, float scale,
+                                                        float *__restrict__ out) {
     const int tok = tokens[blockIdx.x];
     float *o = out + (size_t)blockIdx.x * cols;
     const bool valid = tok >= 0 && tok < rows;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) o[c] = valid ? emx_weight_at<DT>(emb, rows, cols, tok, c) : 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) o[c] = valid ? emx_weight_at<DT>(emb, rows, cols, tok, c) * scale : 0.0f;
 }
 
 template <int DT>
-static cudaError_t launch_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream) {
-    embedding_kernel<DT><<<n, 256, 0, stream>>>(emb->data, emb->rows, emb->cols, tokens, out);
+static cudaError_t launch_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float scale, float *out,
+                                    cudaStream_t stream) {
+    embedding_kernel<DT><<<n, 256, 0, stream>>>(emb->data, emb->rows, emb->cols, tokens, scale, out);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t emx_cuda_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream) {
+    return emx_cuda_embedding_scaled(emb, tokens, n, 1.0f, out, stream);
+}
+
+extern "C" cudaError_t emx_cuda_embedding_scaled(const EmxCudaWeight *emb, const int *tokens, int n, float scale,
+                                                 float *out, cudaStream_t stream) {
     if (n < 0) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
-    EMX_DISPATCH_DTYPE(emb->dtype, return launch_embedding<DT>(emb, tokens, n, out, stream));
+    EMX_DISPATCH_DTYPE(emb->dtype, return launch_embedding<DT>(emb, tokens, n, scale, out, stream));
     return cudaSuccess;
 }

@@ -14,6 +14,9 @@ extern "C" {
 // tokens: device [n]; out: device [n][emb->cols]. A token id outside [0, emb->rows) gives a row
 // of zeros (the runtime validates ids on the host first; this only keeps the read in bounds).
 cudaError_t emx_cuda_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream);
+// The same rows times scale (f32, after the dequantisation, as the CPU): Gemma's embed_scale.
+cudaError_t emx_cuda_embedding_scaled(const EmxCudaWeight *emb, const int *tokens, int n, float scale, float *out,
+                                      cudaStream_t stream);
 
 #ifdef __cplusplus
 }

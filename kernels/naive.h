@@ -30,6 +30,10 @@ cudaError_t emx_cuda_gemm_naive(const float *w, const float *x, float *out, int 
 cudaError_t emx_cuda_rmsnorm_naive(float *out, const float *x, const float *w, int n, int rows, float eps,
                                    cudaStream_t stream);
 
+// emx_cuda_geglu's result (out[i] = gelu_tanh(gate[i]) * up[i], i < n, device arrays) with one
+// thread per element. geglu_naive.cu.
+cudaError_t emx_cuda_geglu_naive(float *out, const float *gate, const float *up, int n, cudaStream_t stream);
+
 // m->logits_entropy_bits and m->logits_varentropy_bits2 of logits[0..n) (device) with one block
 // and two passes: max and Σe^(l-max) first, then the sums of p·log p and p·log² p. Finite logits
 // only (the fast kernel also handles -inf/NaN/+inf; this one shows the math).

@@ -49,7 +49,7 @@ DECODE, BENCH, NAIVE = "decode", "bench", "naive"
 GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 256) * 4, (64 + 128) * 4
 # Kernel (its name without template arguments) -> (threads per block, dynamic shared bytes, role,
 # where the block size comes from). Roles: decode = launched by a decode step
-# (runtime/cuda/forward_cuda_step.c, the sampler and the agent pool); bench = only the kernel
+# (runtime/cuda/forward_cuda_layers.c, the sampler and the agent pool); bench = only the kernel
 # benchmarks and the lab launch it; naive = the teaching twins. A new kernel needs a line here.
 KERNELS = {
     "embedding_kernel": (256, 0, DECODE, "embedding.cu <<<n, 256>>>"),
@@ -84,6 +84,7 @@ KERNELS = {
     "fx_zero_kernel": (1, 0, BENCH, "sampling.cu <<<1, 1>>> (emx_cuda_fixed_sum, for the tests)"),
     "fx_sum_kernel": (256, 0, BENCH, "sampling_wide.cuh MB_THREADS (emx_cuda_fixed_sum, for the tests)"),
     "attention_plain_kernel": (128, 0, BENCH, "attention.cu ATTN_BLOCK (EMX_ATTN_PLAIN)"),
+    "geglu_kernel": (256, 0, DECODE, "geglu.cu <<<blocks, 256>>> (Gemma's feed-forward gate)"),
     "swiglu_kernel": (256, 0, BENCH, "swiglu.cu <<<blocks, 256>>> (decode fuses it into the matvec)"),
     "gemm_tiled_kernel": (256, 0, BENCH, "gemm.cu TILE * TILE"),
     "dequant16_kernel": (256, 0, BENCH, "gemm.cu <<<grid, 256>>>"),
@@ -91,6 +92,7 @@ KERNELS = {
     "attention_naive_kernel": (128, 0, NAIVE, "attention_naive.cu NAIVE_ATTN_THREADS"),
     "logits_metrics_naive_kernel": (256, 0, NAIVE, "logits_metrics_naive.cu NAIVE_LM_THREADS"),
     "rmsnorm_naive_kernel": (128, 0, NAIVE, "rmsnorm_naive.cu <<<..., 128>>>"),
+    "geglu_naive_kernel": (256, 0, NAIVE, "geglu_naive.cu <<<(n + 255) / 256, 256>>>"),
     "matvec_naive_kernel": (128, 0, NAIVE, "matvec_naive.cu <<<..., 128>>>"),
     "gemm_naive_kernel": (128, 0, NAIVE, "gemm_naive.cu <<<..., 128>>>"),
     "sample_naive_kernel": (256, 0, NAIVE, "sampling/sampling_naive.cu NAIVE_SAMPLE_THREADS"),

@@ -11,6 +11,11 @@
 //     softmax statistics the entropix metrics read)
 //   x += Wo att (the matvec accumulates: the residual add is free);  rmsnorm(x) -> xb
 //   hb = silu(Wg xb) * (Wu xb) (one fused matvec);  x += Wd hb
+// Gemma 3 (EmxConfigExt) adds: the embedding times embed_scale; scores times attn_scale; a
+// local layer's RoPE base and its window of keys (attention.h's window: the KV cache keeps every
+// row, the rows before a window are not read); the global layers' RoPE positions / the linear
+// factor; sandwich norms (x += rmsnorm(Wo att) * post_attn_norm, the same after the FFN, through
+// tmp); GeGLU (gate and up matvecs, then kernels/geglu.h) in place of the fused SwiGLU.
 // then the final norm and the classifier on the rows whose logits are wanted. Bytes a decode
 // step reads: every weight once (emx_model_weight_bytes_per_token) plus the KV rows attended,
 // 2 * n_layers * kv_dim * 4 per key; the activations (a few KB) stay in L2.
@@ -34,7 +39,8 @@
 // between backends unchanged).
 //
 // This file uploads the weights, makes and frees the state and holds the backend table; the
-// pass (layers, graphs, the choice, proposals, branches) is forward_cuda_step.c; the extension
+// pass is forward_cuda_layers.c (the layers), forward_cuda_step.c (the steps, graphs, branch
+// passes), forward_cuda_tail.c (the choice, proposals) and forward_cuda_multi.c; the extension
 // for the agent pool and the branching decoder (runtime/pool/pool_backend.h) is
 // forward_cuda_agents.c (proposals, rounds, branches, KV rows, and its table) and
 // forward_cuda_pair.c (the critic's pass, emx_forward_pair); what they share is
@@ -99,6 +105,7 @@ static void weights_release(CudaWeights *w) {
     cudaFree((void *)w->emb.data);
     cudaFree(w->norm);
     cudaFree(w->inv_freq);
+    cudaFree(w->inv_freq_local);
     for (uint32_t l = 0; w->layers && l < c->n_layers; l++) {
         CudaLayer *L = &w->layers[l];
         const EmxCudaWeight *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
@@ -110,6 +117,8 @@ static void weights_release(CudaWeights *w) {
         cudaFree(L->bq);
         cudaFree(L->bk);
         cudaFree(L->bv);
+        cudaFree(L->post_attn_norm);
+        cudaFree(L->post_ffn_norm);
     }
     free(w->layers);
     free(w);
@@ -135,8 +144,17 @@ static int weights_upload(CudaState *s) {
     double inv_freq[512];
     emx_rope_inv_freq(inv_freq, (int)c->head_dim, c->rope_theta,
                       c->rope_freq_factors ? (const float *)m->rope_freq_factors.data : NULL);
+    // Gemma 3 (as forward_cpu.c): the global layers' frequencies divided by the linear factor
+    // (1: none), the local layers' from their own base, unscaled
+    for (int i = 0; i < half; i++) inv_freq[i] /= m->ext.rope_linear_global;
     if (dev_alloc(s, (void **)&w->inv_freq, (size_t)half * sizeof(double), "RoPE frequencies")) return -1;
     CU(cudaMemcpy(w->inv_freq, inv_freq, (size_t)half * sizeof(double), cudaMemcpyHostToDevice));
+    if (m->ext.sliding_window) {
+        emx_rope_inv_freq(inv_freq, (int)c->head_dim, m->ext.rope_theta_local > 0 ? m->ext.rope_theta_local : c->rope_theta,
+                          NULL);
+        if (dev_alloc(s, (void **)&w->inv_freq_local, (size_t)half * sizeof(double), "RoPE frequencies")) return -1;
+        CU(cudaMemcpy(w->inv_freq_local, inv_freq, (size_t)half * sizeof(double), cudaMemcpyHostToDevice));
+    }
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const EmxLayer *L = &m->layers[l];
         CudaLayer *g = &w->layers[l];
@@ -151,6 +169,9 @@ static int weights_upload(CudaState *s) {
             return -1;
         if (s->m->ext.qkv_bias && (upload_f32(s, &L->bq, &g->bq, what) || upload_f32(s, &L->bk, &g->bk, what) ||
                                    upload_f32(s, &L->bv, &g->bv, what)))
+            return -1;
+        if (s->m->ext.sandwich_norms && (upload_f32(s, &L->post_attn_norm, &g->post_attn_norm, what) ||
+                                         upload_f32(s, &L->post_ffn_norm, &g->post_ffn_norm, what)))
             return -1;
     }
     return 0;
@@ -210,12 +231,16 @@ static size_t gemm_ws_bytes(const CudaState *s) {
 // Rows of the activation buffers: a batched chunk's or a GEMM chunk's.
 static uint64_t act_rows(const CudaState *s) { return s->gemm_rows > CHUNK ? (uint64_t)s->gemm_rows : CHUNK; }
 
+// Rows of tmp: a block's output before its post-norm (sandwich norms: any chunk's rows), else
+// CHUNK.
+static uint64_t tmp_rows(const CudaState *s) { return s->m->ext.sandwich_norms ? act_rows(s) : CHUNK; }
+
 // Device bytes of one state's own buffers (not the weights).
 static uint64_t state_bytes(const CudaState *s) {
     const EmxConfig *c = &s->m->cfg;
     const uint64_t B = CHUNK, R = act_rows(s), L = c->n_layers;
     uint64_t b = R * (2 * (uint64_t)c->dim + 2 * (uint64_t)s->q_dim + 2 * (uint64_t)s->kv_dim + 2 * (uint64_t)c->hidden_dim) * 4;
-    b += B * (uint64_t)c->dim * 4;  // tmp
+    b += tmp_rows(s) * (uint64_t)c->dim * 4;  // tmp
     b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput);
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
     b += 2 * L * s->ctx * s->kv_dim * s->kv_esize;                   // KV cache
@@ -236,7 +261,7 @@ static int state_alloc(CudaState *s) {
     } bufs[] = {
         {(void **)&s->x, R * c->dim * f, "activations"},
         {(void **)&s->xb, R * c->dim * f, "activations"},
-        {(void **)&s->tmp, B * c->dim * f, "activations"},
+        {(void **)&s->tmp, tmp_rows(s) * c->dim * f, "activations"},
         {(void **)&s->q, R * s->q_dim * f, "activations"},
         {(void **)&s->att, R * s->q_dim * f, "activations"},
         {(void **)&s->k, R * s->kv_dim * f, "activations"},
@@ -295,17 +320,6 @@ int emx_cuda_device_count(void) {
 #endif
 const char *emx_cuda_backend_name(void) { return "cuda " EMX_CUDA_ARCHS; }
 
-// The first field of a version-2 configuration the CUDA pass does not compute yet, or NULL.
-static const char *cuda_unsupported(const EmxConfigExt *e) {
-    if (e->sandwich_norms) return "sandwich_norms";
-    if (e->ffn_act != EMX_ACT_SILU) return "ffn_act";
-    if (e->embed_scale != 1.0f) return "embed_scale";
-    if (e->attn_scale != 0) return "attn_scale";
-    if (e->sliding_window) return "sliding_window";
-    if (e->rope_linear_global != 1.0f) return "rope_linear_global";
-    return NULL;
-}
-
 EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int device, char *err, size_t errlen) {
     const EmxConfig *c = &m->cfg;
     const int ctx = emx_state_resolve_ctx(m, opt, err, errlen);
@@ -325,12 +339,6 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     }
     if (c->head_dim > 512 || c->head_dim / 2 > 512) {
         emx_seterr(err, errlen, "cuda:%d: head_dim %u: the kernels take at most 512", device, c->head_dim);
-        return NULL;
-    }
-    const char *unsupported = cuda_unsupported(&m->ext);
-    if (unsupported) {
-        emx_seterr(err, errlen, "cuda:%d: config.%s: not supported by the CUDA backend yet (use --device cpu)", device,
-                   unsupported);
         return NULL;
     }
     const CudaState *share = opt && opt->share_weights && opt->share_weights->backend == &CUDA_BACKEND

@@ -7,7 +7,7 @@
 // emx_branch_commit), KV rows copied between states (emx_state_kv_rows_read/write), and the
 // backend's table of runtime/pool/pool_backend.h that points to them and to the critic's pair
 // pass (forward_cuda_pair.c). The kernels are kernels/sampling/agent_pool.cu's; the rounds' tails are
-// forward_cuda_step.c's propose_kernels and lookahead_kernels.
+// forward_cuda_tail.c's propose_kernels and lookahead_kernels.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,7 +150,7 @@ static int lookahead_reserve(CudaState *s, int steps) {
 
 // A lookahead round in one graph (step_graph[TAIL_LOOKAHEAD], per agents, seed, lanes and
 // steps): the decode step of token at pos and step 0's proposals, as emx_forward_propose, then
-// steps 1..n_steps-1 (forward_cuda_step.c's lookahead_kernels): the branch pass of step j - 1
+// steps 1..n_steps-1 (forward_cuda_tail.c's lookahead_kernels): the branch pass of step j - 1
 // after prefix pos + 1, its rows at position pos + j, fed on the device. What changes from round
 // to round is in in_h (token, position, ban, RNG step) and bin_h (each step's positions, key
 // count, tail start and RNG step), both copied by the graph's nodes.

@@ -53,6 +53,7 @@ typedef struct {
     float *attn_norm, *ffn_norm;  // [dim]
     float *q_norm, *k_norm;       // [head_dim] (Qwen3) or NULL
     float *bq, *bk, *bv;          // [q_dim], [kv_dim], [kv_dim] (Qwen2's biases) or NULL
+    float *post_attn_norm, *post_ffn_norm;  // [dim] (Gemma 3's sandwich norms) or NULL
 } CudaLayer;
 
 // The uploaded model, shared by the states of one device that ask for it (share_weights).
@@ -62,7 +63,8 @@ typedef struct {
     const EmxModel *m;
     EmxCudaWeight emb, out;  // out.data == emb.data when the classifier is tied
     float *norm;             // [dim]
-    double *inv_freq;        // [head_dim/2]
+    double *inv_freq;        // [head_dim/2] (the global layers' with a sliding window: / rope_linear_global)
+    double *inv_freq_local;  // [head_dim/2] the local layers' (ext.sliding_window), else NULL
     CudaLayer *layers;       // [n_layers]
     uint64_t bytes;
 } CudaWeights;
@@ -79,7 +81,7 @@ typedef struct {
     int tail_start;     // a lookahead round's branch passes: the first key in the tails
 } StepInput;
 
-// What ends a step (step_tail in forward_cuda_step.c): the logits copied to the host
+// What ends a step (cuda_step_tail in forward_cuda_tail.c): the logits copied to the host
 // (emx_forward), the choice made on the device (emx_forward_decide), the agents' proposals
 // (emx_forward_propose), or those and a lookahead round's branch passes with their proposals
 // (emx_forward_lookahead_propose), or two logits and the row's max and sum (emx_forward_pair).
@@ -113,7 +115,8 @@ typedef struct {
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)
     float *x, *xb;          // [R][dim]
-    float *tmp;             // [CHUNK][dim]
+    float *tmp;             // [R][dim] a block's output before its post-norm (sandwich norms), else
+                            // [CHUNK][dim] unused
     float *q, *att;         // [R][q_dim]
     float *k, *v;           // [R][kv_dim] (rope_kv copies them into the cache)
     float *hb, *hb2;        // [R][hidden_dim]
@@ -228,7 +231,7 @@ int emx_cuda_state_forward_pair(EmxState *st, const int *tokens, int n, int pos,
                                 EmxLogitPair *out);
 void cuda_pair_free(CudaState *s);
 
-// The backend functions of forward_backend.h (the pass: forward_cuda_step.c) and of
+// The backend functions of forward_backend.h (the pass: forward_cuda_step.c, forward_cuda_multi.c) and of
 // runtime/pool/pool_backend.h (the agents, branches and KV rows: forward_cuda_agents.c; the
 // pair pass: forward_cuda_pair.c), whose table is emx_cuda_pool_backend (forward_cuda_agents.c).
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos);

@@ -1,0 +1,79 @@
+// forward_cuda_multi.c — several states' rows in one CUDA step (emx_forward_multi).
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/errmsg.h"
+#include "kernels/embedding.h"
+#include "kernels/logits_metrics.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "runtime/cpu/cpu_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/cuda/forward_cuda_pass.h"
+#include "runtime/cuda/forward_cuda_state.h"
+
+// Several states in one step (emx_forward_multi): states[0]'s scratch runs the n rows through
+// every matvec as one batch (each weight read once for all rows, as a prefill chunk); rope_kv
+// and attention run per row on each state's own cache (rope_multi, attention_multi). Not
+// captured into a graph: a layer costs about a dozen batched launches plus three per row.
+
+// Why states[0..n) cannot run as one step led by s (its err set), or 0 when they can.
+static int multi_refused(CudaState *s, EmxState *const *states, const int *tokens, const int *pos, int n) {
+    const char *d = s->device_name;
+    if (n < 1 || n > CHUNK)
+        return snprintf(s->err, sizeof s->err, "%s: forward_multi: %d rows (1..%d a step)", d, n, CHUNK), -1;
+    for (int i = 0; i < n; i++) {
+        const CudaState *r = (const CudaState *)states[i];
+        if (r->base.backend != s->base.backend || r->w != s->w)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d's state (%s) does not share the first "
+                            "state's uploaded weights (another model or device, or made without share_weights)",
+                            d, i, r->base.backend == s->base.backend ? r->device_name : "not CUDA"), -1;
+        for (int j = 0; j < i; j++)
+            if (states[j] == states[i])
+                return snprintf(s->err, sizeof s->err, "%s: forward_multi: rows %d and %d are one state", d, j, i), -1;
+        if (pos[i] < 0 || pos[i] >= r->ctx)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: position %d outside the context of %d",
+                            d, i, pos[i], r->ctx), -1;
+        if (tokens[i] < 0 || tokens[i] >= s->vocab)
+            return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: token id %d out of range [0, %d)", d,
+                            i, tokens[i], s->vocab), -1;
+    }
+    return 0;
+}
+
+int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
+                                 const float **logits) {
+    CudaState *s = (CudaState *)states[0];
+    if (multi_refused(s, states, tokens, pos, n)) return -1;
+    CU(cudaSetDevice(s->device));
+    for (int i = 0; i < n; i++) {
+        s->in_h->tokens[i] = tokens[i];
+        s->in_h->pos[i] = pos[i];
+        s->in_h->rows[i] = i;
+    }
+    CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+    const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos};
+    if (cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n)) return -1;
+    const size_t row_bytes = (size_t)s->vocab * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        CudaState *r = (CudaState *)states[i];
+        const float *mine = s->logits + (size_t)i * s->vocab;
+        // into the state's own logits row 0 too: emx_state_propose reads them there
+        if (i) CU(cudaMemcpyAsync(r->logits, mine, row_bytes, cudaMemcpyDeviceToDevice, s->stream));
+        CU(cudaMemcpyAsync(r->logits_h, mine, row_bytes, cudaMemcpyDeviceToHost, s->stream));
+    }
+    CU(cudaStreamSynchronize(s->stream));
+    for (int i = 0; i < n; i++) {
+        CudaState *r = (CudaState *)states[i];
+        r->last_pos = pos[i];
+        r->logits_fresh = 1;
+        logits[i] = r->logits_h;
+    }
+    return 0;
+}

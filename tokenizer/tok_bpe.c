@@ -8,7 +8,7 @@
 #include "base/errmsg.h"
 #include "tokenizer/tokenizer_internal.h"
 
-static int push_pair(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
+int bpe_push_pair_by_rank(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
     int32_t nx = s->sym_next[pos];
     if (nx < 0) return 0;
     int32_t a = s->sym_id[pos], b = s->sym_id[nx];
@@ -57,7 +57,7 @@ static int bpe_encode_word(const EmxTokenizer *tk, EncScratch *s, const uint8_t 
         s->sym_id[i] = tk->byte_id[w[i]];
         if (s->sym_id[i] < 0) enc_note_drop(s, (const char *)w + i);
     }
-    if (enc_merge_symbols(tk, s, n, push_pair) != 0) return -1;
+    if (enc_merge_symbols(tk, s, n, bpe_push_pair_by_rank) != 0) return -1;
     for (int32_t i = 0; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;
     // Words with dropped bytes are not cached: each occurrence must be noted (and out->v may

@@ -20,19 +20,6 @@ static uint32_t score_prio(float f) {
     return ~u;
 }
 
-// HF BPE with byte_fallback (Gemma): the pair's merge rank decides, lowest first.
-static int push_pair_rank(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial) {
-    int32_t nx = s->sym_next[pos];
-    if (nx < 0) return 0;
-    int32_t a = s->sym_id[pos], b = s->sym_id[nx];
-    if (a < 0 || b < 0) return 0;
-    uint32_t rank;
-    int32_t merged;
-    if (!pairmap_get(&tk->pairs, a, b, &rank, &merged)) return 0;
-    MergeCand c = merge_cand(rank, pos, a, b, merged);
-    return initial ? enc_heap_append(s, c) : enc_heap_push(s, c);
-}
-
 static const char *piece_of(const EmxTokenizer *tk, int32_t id, uint32_t *len) {
     *len = tk->td.piece_offsets[id + 1] - tk->td.piece_offsets[id];
     return tk->td.piece_bytes + tk->td.piece_offsets[id];
@@ -89,7 +76,8 @@ int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, 
         }
         i += (size_t)l;
     }
-    EncPairFn rule = (tk->td.flags & EMX_TOKF_MERGE_BY_RANK) ? push_pair_rank : push_pair;
+    // HF BPE with byte_fallback (Gemma) merges by rank, lowest first, as byte-level BPE does
+    EncPairFn rule = (tk->td.flags & EMX_TOKF_MERGE_BY_RANK) ? bpe_push_pair_by_rank : push_pair;
     if (enc_merge_symbols(tk, s, ns, rule) != 0) return -1;
     for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym_next[i])
         if (s->sym_id[i] >= 0 && idvec_push(out, s->sym_id[i]) != 0) return -1;

@@ -49,6 +49,10 @@ int tok_nfc_normalize(const EmxTokenizer *tk, const char *text, size_t n, char *
 // each piece. Returns -1 on out of memory / regex failure (with err).
 int bpe_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,
                        IdVec *out, char *err, size_t errlen);
+// The merge rule of BPE (an EncPairFn for enc_merge_symbols): the pair at pos and its right
+// neighbour go on the heap when the merge table has them, their merge rank the priority. Also the
+// rule of SentencePiece-style vocabularies that merge by rank (EMX_TOKF_MERGE_BY_RANK: Gemma).
+int bpe_push_pair_by_rank(const EmxTokenizer *tk, EncScratch *s, int32_t pos, int initial);
 // SentencePiece-style encode of one segment (valid UTF-8): spaces -> U+2581, optional
 // dummy prefix, code point pieces or byte fallback, best-score merges.
 int spm_encode_segment(const EmxTokenizer *tk, EncScratch *s, const char *text, size_t n,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/cli/run_setup.h"
@@ -56,14 +57,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 // Sends data on a new connection, half-closes it, reads the answer to its end into out (NUL
 // terminated, *n its length). -1: no connection (the server is gone).
-static int exchange(const uint8_t *data, size_t size, char *out, size_t cap, size_t *n) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A connection to the server. A refused or unroutable connect is retried for up to 2 s: on a
+// loaded machine thousands of short connections a second can meet a full accept queue or no free
+// ephemeral port for a moment (seen once in CI); a server that stops accepting still fails.
+static int connect_server(void) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_http_port(fuzz_server))};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    for (int attempt = 0; attempt < 200; attempt++) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
         if (fd >= 0) close(fd);
-        return -1;
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
+    return -1;
+}
+
+static int exchange(const uint8_t *data, size_t size, char *out, size_t cap, size_t *n) {
+    const int fd = connect_server();
+    if (fd < 0) return -1;
     for (size_t at = 0; at < size;) {
         const ssize_t k = send(fd, data + at, size - at, MSG_NOSIGNAL);
         if (k <= 0) break;  // the server closed early (a refusal): read what it said

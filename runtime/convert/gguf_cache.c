@@ -16,6 +16,7 @@
 
 #include "base/errmsg.h"
 #include "runtime/convert/conv_plan.h"
+#include "runtime/model_verify.h"
 
 int emx_is_gguf(const char *path) {
     char magic[4];
@@ -24,12 +25,6 @@ int emx_is_gguf(const char *path) {
     size_t got = fread(magic, 1, 4, f);
     fclose(f);
     return got == 4 && memcmp(magic, "GGUF", 4) == 0;
-}
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
 }
 
 // The cache folder: dir, else $EMX_CACHE, else $XDG_CACHE_HOME/entropix, else ~/.cache/entropix.
@@ -78,7 +73,7 @@ static void cache_prefix(const char *path, const char *real, char *prefix, size_
         stem[i] = ok ? c : '_';
     }
     stem[n] = 0;
-    uint64_t k = fnv1a(0xcbf29ce484222325ull, real, strlen(real));
+    uint64_t k = emx_hash64(real, strlen(real), EMX_HASH64_SEED);
     snprintf(prefix, cap, "%s.%012llx-", n ? stem : "model", (unsigned long long)(k & 0xffffffffffffull));
 }
 
@@ -86,7 +81,7 @@ static void cache_prefix(const char *path, const char *real, char *prefix, size_
 static uint64_t state_key(const struct stat *st) {
     const uint64_t v[] = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
                           (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec, EMX_VERSION, EMX_DTYPE_COUNT};
-    return fnv1a(0xcbf29ce484222325ull, v, sizeof v);
+    return emx_hash64(v, sizeof v, EMX_HASH64_SEED);
 }
 
 // Removes the folder's other "<prefix>*.bin" files: this GGUF's conversions of earlier states.
@@ -136,7 +131,7 @@ static int convert_locked(const char *path, const char *folder, const char *name
     snprintf(lock, sizeof lock, "%s/.%s.lock", folder, name);
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0)
-        return emx_seterr(err, errlen, "cannot write in the cache folder %s: %s (choose another with --cache-dir or %s)",
+        return emx_seterr(err, errlen, "cannot write in the cache folder %s: %s (choose another with --gguf-cache or %s)",
                           folder, strerror(errno), EMX_CACHE_ENV);
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}  // flock unsupported: converts unlocked (the rename is atomic)
     struct stat st;

@@ -6,47 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/generate_step.h"
 #include "tokenizer/chat_template.h"
 #include "base/clock.h"
 #include "base/errmsg.h"
 #include "sampler/philox.h"
-
-// ---------------------------------------------------------------------------------------------
-// One step of the loop (generate.h).
-int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
-                        double *sample_s) {
-    const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
-    if (spec) {
-        EmxDecideResult r;
-        int rc = emx_forward_decide(st, tokens, n, pos, spec, &r);
-        if (rc < 0) return -1;
-        if (rc == 1) {
-            if (sm->device_result) sm->device_result(sm, &r);
-            return r.token;
-        }
-    }
-    const float *logits = emx_forward(st, tokens, n, pos);
-    if (!logits) return -1;
-    double ts = emx_now_s();
-    int id = sm->choose(sm, st, logits, n_vocab, pos + n);
-    *sample_s += emx_now_s() - ts;
-    if (id >= 0 && id < n_vocab) return id;
-    for (int i = 0; i < n_vocab; i++)
-        if (isnan(logits[i]) || isinf(logits[i])) return -3;
-    return -2;
-}
-
-// The error of a step whose sampler found no token (generate.h).
-void emx_no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen) {
-    const char *where = id == -3 ? emx_state_nonfinite(st) : NULL;
-    if (id != -3)
-        emx_seterr(err, errlen, "sampler found no token to choose at position %d", pos);
-    else if (where)
-        emx_seterr(err, errlen, "the logits are NaN or Inf at position %d (step %d): %s is the first non-finite "
-                 "value (a NaN or Inf weight?)", pos, step, where);
-    else
-        emx_seterr(err, errlen, "the logits are NaN or Inf at position %d (step %d)", pos, step);
-}
 
 // ---------------------------------------------------------------------------------------------
 // The basic samplers behind the interface.
@@ -181,7 +145,7 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
 }
 
 // ---------------------------------------------------------------------------------------------
-// The loop.
+// The loop: generate_step.h's steps to the end.
 
 // Writes text[0..k) to opt->out (if any) and flushes it. A full disk or a closed stdout is an
 // error: the text must not vanish while the run reports success.
@@ -195,125 +159,45 @@ static int write_out(const EmxGenerateOptions *opt, const char *text, size_t k, 
     return 0;
 }
 
-// Writes a token's text (if any) and flushes, so the text appears as it is produced; or hands
-// it to the caller's callback. The stop token is never printed. Returns 0, or -1 with the
-// reason in err when the text could not be written or the callback stopped the loop.
-static int emit(const EmxGenerateOptions *opt, EmxDecoder *dec, int index, int id, int pos,
-                int is_stop, char *buf, size_t cap, char *err, size_t errlen) {
-    size_t k = is_stop ? 0 : emx_decoder_push(dec, id, buf, cap);
-    if (opt->on_token) {
-        if (opt->on_token(opt->on_token_user, index, id, pos, buf, k, is_stop) == 0) return 0;
-        emx_seterr(err, errlen, "generation stopped by the token callback at position %d", pos);
-        return -1;
-    }
-    return k ? write_out(opt, buf, k, err, errlen) : 0;
+static int echo_out(void *user, const char *text, size_t k, char *err, size_t errlen) {
+    return write_out(user, text, k, err, errlen);
 }
 
-// The prompt's length against the context, and what is cached of it. Returns 0 or -1 (err).
-static int check_prompt(int n_prompt, int n_cached, int ctx, char *err, size_t errlen) {
-    if (n_prompt < 1) {
-        emx_seterr(err, errlen, "generate: empty prompt (it needs at least a BOS token)");
-        return -1;
-    }
-    if (n_cached < 0 || n_cached >= n_prompt) {  // the last prompt token must run: its logits choose
-        emx_seterr(err, errlen, "generate: n_cached %d is outside 0..%d (prompt %d tokens)", n_cached, n_prompt - 1,
-                 n_prompt);
-        return -1;
-    }
-    if (n_prompt > ctx) {
-        emx_seterr(err, errlen, "prompt is %d tokens, context is %d", n_prompt, ctx);
-        return -1;
-    }
-    return 0;
+// Writes a token's text (if any) and flushes, so the text appears as it is produced; or hands
+// it to the caller's callback. The final flush (index -1) always goes to out. Returns 0, or -1
+// with the reason in err when the text could not be written or the callback stopped the loop.
+static int deliver(const EmxGenerateOptions *opt, const EmxGenToken *t, char *err, size_t errlen) {
+    if (t->index < 0 || !opt->on_token) return t->len ? write_out(opt, t->text, t->len, err, errlen) : 0;
+    if (opt->on_token(opt->on_token_user, t->index, t->id, t->pos, t->text, t->len, t->is_stop) == 0) return 0;
+    emx_seterr(err, errlen, "generation stopped by the token callback at position %d", t->pos);
+    return -1;
 }
 
 int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_prompt,
                  EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
                  char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
-    const int n_cached = opt->n_cached;
-    stats->n_prompt = n_prompt - n_cached;
-    int ctx = emx_state_ctx(st);
-    int n_vocab = emx_tokenizer_n_vocab(tk);
-    if (check_prompt(n_prompt, n_cached, ctx, err, errlen) != 0) return -1;
-
-    size_t cap = emx_decoder_max_out(tk);
-    char *buf = malloc(cap);
-    if (!buf) {
-        emx_seterr(err, errlen, "generate: out of memory");
-        return -1;
-    }
-    EmxDecoder dec;
-    emx_decoder_init(&dec, tk, !opt->print_control);
-    // The prompt goes through the decoder even when not echoed: the decoder's state (the
-    // previous token, e.g. BOS for SPM's leading-space rule) must be that of the sequence.
-    int rc = 0;
+    EmxGenStep g;
     errno = 0;
-    for (int i = 0; i < n_prompt && rc == 0; i++) {
-        size_t k = emx_decoder_push(&dec, prompt[i], buf, cap);
-        if (opt->echo_prompt && k) rc = write_out(opt, buf, k, err, errlen);
-    }
-    if (rc != 0) goto done;
-    // The first token is chosen right after the prefill's forward; its choice is counted in
-    // the decode interval with the others, so the sampler's share is of one interval.
-    double t0 = emx_now_s();
-    // one batched prefill of what is not cached yet
-    int id = emx_feed_and_choose(st, sampler, prompt + n_cached, n_prompt - n_cached, n_cached, n_vocab, &stats->sample_s);
-    double t1 = emx_now_s();
-    const double first_choice_s = stats->sample_s;
-    stats->prefill_s = t1 - t0 - first_choice_s;
-    if (id == -1) {
-        emx_seterr(err, errlen, "forward pass failed on the prompt (%d tokens, context %d): %s", n_prompt - n_cached, ctx,
-                 emx_state_error(st));
-        rc = -1;
-        goto done;
-    }
-
-    int pos = n_prompt;  // where the chosen token goes
-    for (;;) {
-        if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
-            stats->stop = EMX_STOP_N_PREDICT;
-            break;
-        }
-        if (id < 0) {
-            emx_no_token_error(st, id, pos, stats->n_generated, err, errlen);
+    if (emx_gen_step_begin(&g, st, tk, prompt, n_prompt, sampler, opt, opt->echo_prompt ? echo_out : NULL,
+                           (void *)opt, err, errlen) != 0)
+        return -1;
+    EmxGenToken t;
+    int rc;
+    while ((rc = emx_gen_step_next(&g, &t, err, errlen)) == 1) {
+        if (t.index >= 0 && opt->ids_out && t.index < opt->ids_cap) opt->ids_out[t.index] = t.id;
+        if (deliver(opt, &t, err, errlen) != 0) {
             rc = -1;
             break;
         }
-        if (opt->ids_out && stats->n_generated < opt->ids_cap) opt->ids_out[stats->n_generated] = id;
-        int index = stats->n_generated++;
-        int is_stop = emx_is_stop(tk, id) && !(opt->ignore_stop && opt->n_predict >= 0);
-        if (emit(opt, &dec, index, id, pos, is_stop, buf, cap, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        if (is_stop) {
-            stats->stop = EMX_STOP_TOKEN;
-            break;
-        }
-        if (opt->n_predict >= 0 && stats->n_generated >= opt->n_predict) {
-            stats->stop = EMX_STOP_N_PREDICT;  // no need to feed the last token
-            break;
-        }
-        if (pos >= ctx) {  // the token just chosen has no place left in the cache
-            stats->stop = EMX_STOP_CONTEXT;
-            break;
-        }
-        const int fed = id;
-        id = emx_feed_and_choose(st, sampler, &fed, 1, pos, n_vocab, &stats->sample_s);
-        if (id == -1) {
-            emx_seterr(err, errlen, "forward pass failed at position %d (context %d): %s", pos, ctx, emx_state_error(st));
-            rc = -1;
-            break;
-        }
-        pos++;
     }
-    stats->decode_s = emx_now_s() - t1 + first_choice_s;
-
-done:;
-    size_t k = emx_decoder_flush(&dec, buf, cap);
-    if (k && write_out(opt, buf, k, rc ? NULL : err, rc ? 0 : errlen) != 0) rc = -1;  // the first reason stays
-    free(buf);
+    if (rc != 0) {  // the decoder's held bytes still go out; the first reason stays
+        const char *text;
+        const size_t k = emx_gen_step_flush(&g, &text);
+        if (k) write_out(opt, text, k, NULL, 0);
+    }
+    *stats = g.stats;
+    emx_gen_step_end(&g);
     return rc;
 }
 

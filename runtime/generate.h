@@ -130,18 +130,6 @@ int emx_generate(EmxState *st, const EmxTokenizer *tk, const int *prompt, int n_
                  EmxSampler *sampler, const EmxGenerateOptions *opt, EmxGenerateStats *stats,
                  char *err, size_t errlen);
 
-// One step of the loop, for a caller that runs the loop itself (api/api_step.c: a generation one
-// token per call): feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
-// state's device when the sampler describes itself (device_spec) and the backend chooses there
-// (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
-// failed, -2 if the sampler found no token, -3 if it found none because the logits hold NaN or
-// Inf (a broken model: see emx_state_nonfinite). sample_s: time of the host-side choice is added.
-int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
-                        double *sample_s);
-// The error of a step whose sampler found no token (emx_feed_and_choose's -2 or -3) at position
-// pos, the step-th token of the generation.
-void emx_no_token_error(EmxState *st, int id, int pos, int step, char *err, size_t errlen);
-
 // Prints the stats block ./run writes at the end (to stderr there):
 //   prompt: 12 tokens, prefill 35.20 ms (340.91 tok/s)
 //   generated: 200 tokens, decode 812.00 ms (246.31 tok/s, 4.06 ms/token)

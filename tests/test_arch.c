@@ -118,10 +118,12 @@ Test(arch, loader_checks_version2_fields) {
     expect_ext_refused(12, 160, "header_bytes = 160, expected 352 for version 2");
 }
 
-// A copy of gemma3-tiny's directory with config.json changed by `edit`, converted; returns the run.
-static RunResult convert_edited(void (*edit)(cJSON *), char *dir) {
-    char src[512], path[1024], conv[512], tok[512];
-    test_build_path(src, sizeof src, "models/hf/gemma3-tiny");
+// A copy of build/models/hf/<model>'s directory with config.json changed by `edit`, converted;
+// returns the run.
+static RunResult convert_model_edited(const char *model, void (*edit)(cJSON *), char *dir) {
+    char src[512], path[1024], conv[512], tok[512], rel[128];
+    snprintf(rel, sizeof rel, "models/hf/%s", model);
+    test_build_path(src, sizeof src, rel);
     strcpy(dir, "/tmp/emx-test-arch-XXXXXX");
     cr_assert(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/config.json", src);
@@ -141,6 +143,8 @@ static RunResult convert_edited(void (*edit)(cJSON *), char *dir) {
     const char *args[] = {dir, path, "--dtype", "f32", "--tokenizer", test_shared_path(tok, sizeof tok, "testdata/tokenizers/qwen3"), NULL};
     return run_prog(test_build_path(conv, sizeof conv, "tools/convert"), args);
 }
+
+static RunResult convert_edited(void (*edit)(cJSON *), char *dir) { return convert_model_edited("gemma3-tiny", edit, dir); }
 
 static void cleanup(const char *dir) {
     char cmd[600];
@@ -207,6 +211,46 @@ Test(arch, convert_reads_linear_rope_scaling, .timeout = 60) {
         cr_expect_eq(m.ext.rope_linear_global, cases[i].factor);
         cr_expect_eq(m.cfg.rope_theta, cases[i].theta);
         cr_expect_eq(m.ext.rope_theta_local, cases[i].local);
+        emx_model_close(&m);
+        run_free(&r);
+        cleanup(dir);
+    }
+}
+
+// Qwen2 and Qwen3 configs (transformers' Qwen2Config.__post_init__): the window only with
+// use_sliding_window true (default false), on layers max_window_layers.. (default 28); layer_types,
+// when present, says it itself. qwen2.5-tiny has 3 layers.
+static void qwen_window(cJSON *c, int use, double mwl) {
+    set(c, "sliding_window", cJSON_CreateNumber(8));
+    if (use >= 0) set(c, "use_sliding_window", cJSON_CreateBool(use));
+    else cJSON_DeleteItemFromObject(c, "use_sliding_window");
+    if (mwl >= 0) set(c, "max_window_layers", cJSON_CreateNumber(mwl));
+    else cJSON_DeleteItemFromObject(c, "max_window_layers");
+}
+static void qwen_use_from_1(cJSON *c) { qwen_window(c, 1, 1); }
+static void qwen_use_from_0(cJSON *c) { qwen_window(c, 1, 0); }
+static void qwen_use_default_28(cJSON *c) { qwen_window(c, 1, -1); }
+static void qwen_no_use_key(cJSON *c) { qwen_window(c, -1, 1); }
+static void qwen_use_false(cJSON *c) { qwen_window(c, 0, 0); }
+static void qwen_layer_types(cJSON *c) {
+    qwen_window(c, 1, 2);
+    set(c, "layer_types", cJSON_Parse("[\"sliding_attention\", \"full_attention\", \"sliding_attention\"]"));
+}
+
+Test(arch, convert_reads_qwen_sliding_window, .timeout = 60) {
+    const struct { void (*edit)(cJSON *); uint32_t window, local; } cases[] = {
+        {qwen_use_from_1, 8, 0x6},    {qwen_use_from_0, 8, 0x7},   {qwen_use_default_28, 0, 0},
+        {qwen_no_use_key, 0, 0},      {qwen_use_false, 0, 0},      {qwen_layer_types, 8, 0x5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[64], out[128], err[512];
+        RunResult r = convert_model_edited("qwen2.5-tiny", cases[i].edit, dir);
+        cr_assert_eq(r.code, 0, "case %zu: %s", i, r.err);
+        snprintf(out, sizeof out, "%s/out.bin", dir);
+        EmxModel m;
+        cr_assert(emx_model_open(&m, out, err, sizeof err) == 0, "%s", err);
+        cr_expect_eq(m.ext.sliding_window, cases[i].window, "case %zu: window %u", i, m.ext.sliding_window);
+        cr_expect_eq(m.ext.local_layers[0], cases[i].local, "case %zu: local layers 0x%x", i, m.ext.local_layers[0]);
         emx_model_close(&m);
         run_free(&r);
         cleanup(dir);

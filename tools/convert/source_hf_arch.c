@@ -67,8 +67,12 @@ static int global_rope_scaling(ConvSource *s, const cJSON *cfg, const char *path
     return 0;
 }
 
+// Qwen2 and Qwen3 configs: a window only with use_sliding_window, on the layers from max_window_layers.
+static int is_qwen(const ConvSource *s) { return s->cfg.arch == EMX_ARCH_QWEN2 || s->cfg.arch == EMX_ARCH_QWEN3; }
+
 // Which layers are local: layer_types (transformers 5), else Gemma's sliding_window_pattern
-// (every pattern-th layer global), else every layer when the model has a window (Mistral).
+// (every pattern-th layer global), else Qwen's max_window_layers (layers from it on local, default
+// 28, as transformers' Qwen2Config / Qwen3Config derive layer_types), else every layer (Mistral).
 static int local_layers(ConvSource *s, const cJSON *cfg, int is_gemma, const char *path, char *err, size_t errlen) {
     const cJSON *lt = item(cfg, "layer_types");
     const uint32_t n = s->cfg.n_layers;
@@ -88,18 +92,26 @@ static int local_layers(ConvSource *s, const cJSON *cfg, int is_gemma, const cha
         }
         return 0;
     }
-    double pattern = 6;
+    double pattern = 6, first_local = 0;
     if (is_gemma && number_or(cfg, "sliding_window_pattern", 6, &pattern))
         return emx_seterr(err, errlen, "%s: sliding_window_pattern is not a positive integer", path);
+    const cJSON *mwl = item(cfg, "max_window_layers");
+    if (is_qwen(s)) {
+        first_local = mwl && !cJSON_IsNull(mwl) ? (cJSON_IsNumber(mwl) ? mwl->valuedouble : -1) : 28;
+        if (!(first_local >= 0) || first_local != floor(first_local))
+            return emx_seterr(err, errlen, "%s: max_window_layers is not an integer >= 0", path);
+    }
     for (uint32_t l = 0; l < n; l++)
-        if (!is_gemma || (l + 1) % (uint32_t)pattern != 0) s->ext.local_layers[l / 32] |= 1u << (l % 32);
+        if ((!is_gemma || (l + 1) % (uint32_t)pattern != 0) && l >= first_local)
+            s->ext.local_layers[l / 32] |= 1u << (l % 32);
     return 0;
 }
 
-// The sliding window: `sliding_window` (null or absent: none; Qwen2 only with use_sliding_window).
+// The sliding window: `sliding_window` (null or absent: none; Qwen2 and Qwen3 only with
+// use_sliding_window true, which their configs default to false).
 static int sliding_window(ConvSource *s, const cJSON *cfg, int is_gemma, const char *path, char *err, size_t errlen) {
     const cJSON *w = item(cfg, "sliding_window"), *use = item(cfg, "use_sliding_window");
-    if (!w || cJSON_IsNull(w) || cJSON_IsFalse(use)) return 0;
+    if (!w || cJSON_IsNull(w) || cJSON_IsFalse(use) || (is_qwen(s) && !cJSON_IsTrue(use))) return 0;
     if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble != floor(w->valuedouble) ||
         w->valuedouble > 4294967295.0)
         return emx_seterr(err, errlen, "%s: sliding_window is not a positive integer", path);

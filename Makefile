@@ -182,6 +182,17 @@ endif
 # docs/c-api.md); after emu.mk, whose objects its emulated CUDA check links.
 include api/api.mk
 
+# make test-asan (SAN_OBJ_FROM_EMU=1): the library's and the programs' objects are the emulated
+# binaries' (tests/cuda_emu/emu.mk: the same sources with the same sanitizers, at -O2 and -fPIC),
+# which make test compiled already: linked here, not compiled a second time (made by emu.mk's
+# rules when missing). The tests' and the API's objects, and the position-independent ones of the
+# shared library (-fvisibility=hidden), are compiled as usual.
+ifeq ($(SAN_OBJ_FROM_EMU),1)
+$(LIB_OBJ) $(PROGRAM_SRC:%.c=$(BUILD)/obj/%.o): $(BUILD)/obj/%.o: $(EMU_OUT)/obj/%.o
+	@mkdir -p $(dir $@)
+	$(call say,LN,$@)ln -f $< $@ 2>/dev/null || cp $< $@
+endif
+
 # CUDA_ARCHS of the last nvcc build in this folder, with NVCC_PIC, rewritten only when it changes
 # (a GPU added or gone, CUDA_ARCHS given): the CUDA objects depend on it, so they are built again
 # for the new architectures (or position-independent) instead of linked as they were. Written while the makefile is read, not by a
@@ -263,10 +274,11 @@ test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU
 # The C suite's comparisons of the CUDA build with the CPU one (run_cuda, pool_cuda, eval_cuda,
 # the GPU rows of bench and branch_run) skip here, saying so: their CUDA side is build/emu's
 # binaries, which are built with these sanitizers and which `make test` ran already, so here
-# they would only run the same emulated generations again (the slowest tests of the suite).
+# they would only run the same emulated generations again (the slowest tests of the suite). Its
+# library and program objects are those emulated binaries' too (SAN_OBJ_FROM_EMU, above).
 test-asan:
 	@mkdir -p build-asan
-	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build EMU_TEST_BIN= EMU_RUN_BIN= EMU_BENCH_BIN= EMU_EVAL_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
+	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build SAN_OBJ_FROM_EMU=1 EMU_TEST_BIN= EMU_RUN_BIN= EMU_BENCH_BIN= EMU_EVAL_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 

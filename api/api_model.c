@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/convert/gguf_cache.h"
 #include "runtime/forward_backend.h"
 #include "tokenizer/chat_template.h"
 
@@ -27,6 +28,13 @@ static int device_valid(const char *d) {
     return strlen(d) < API_DEVICE_LEN;
 }
 
+// params->gguf_cache when the caller's struct has it (a program built against a header before
+// that field sets a smaller size), else NULL: the default folder.
+static const char *gguf_cache_of(const entropix_model_params *params) {
+    const size_t end = offsetof(entropix_model_params, gguf_cache) + sizeof params->gguf_cache;
+    return params && params->size >= end ? params->gguf_cache : NULL;
+}
+
 ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_params *params, entropix_model **out) {
     entropix_model_params def;
     entropix_model_params_init(&def);
@@ -43,8 +51,9 @@ ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_para
                         strstr(emx_backend_names(), "cuda") ? "no GPU is visible" : "this build has no CUDA backend");
     entropix_model *m = calloc(1, sizeof *m);
     if (!m) return api_fail(ENTROPIX_ERR_MEMORY, "entropix_model_open: out of memory");
-    char *err = api_errbuf();
-    if (emx_model_open_load(&m->model, path, emx_load_for_device(p->device, p->mmap), err, API_ERRLEN) != 0) {
+    char *err = api_errbuf(), file[4096];  // path, or a GGUF's converted cache file (gguf_cache.h)
+    if (emx_gguf_model_path(path, gguf_cache_of(params), NULL, file, sizeof file, err, API_ERRLEN) != 0 ||
+        emx_model_open_load(&m->model, file, emx_load_for_device(p->device, p->mmap), err, API_ERRLEN) != 0) {
         free(m);
         return ENTROPIX_ERR_FILE;
     }

@@ -75,13 +75,18 @@ typedef struct {
                              machine have one, else the CPU); the default of its states */
     int threads;          /* CPU threads of its states; <= 0: all cores */
     int mmap;             /* 1: map the file instead of copying it into memory */
+    const char *gguf_cache; /* a GGUF's cache folder (below); NULL or "": $EMX_CACHE, else
+                               $XDG_CACHE_HOME/entropix, else ~/.cache/entropix */
 } entropix_model_params;
 
 ENTROPIX_API void entropix_model_params_init(entropix_model_params *p);
 /* The CUDA backend this library carries, as ./run --version names it ("cuda sm_80 sm_90"), or
  * NULL when the library is CPU-only (then "cuda:N" fails with ENTROPIX_ERR_DEVICE). */
 ENTROPIX_API const char *entropix_cuda_backend(void);
-/* Opens and validates a model file (.bin from the converter). params NULL: the defaults. */
+/* Opens and validates a model file: a .bin from the converter, or a GGUF (known by its magic,
+ * whatever its name), converted once into params->gguf_cache's folder (created when missing)
+ * and reused while the GGUF's path, inode, size and modification time are unchanged, as ./run
+ * does (docs/c-api.md). The conversion prints nothing. params NULL: the defaults. */
 ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_params *params, entropix_model **out);
 ENTROPIX_API void entropix_model_close(entropix_model *m);
 

@@ -4,7 +4,7 @@
 #
 #   stories260K.{f32,q8}.bin            llama2.c checkpoint + tok512.bin
 #   stories260K.gguf.{f32,q8}.bin       llama.cpp's GGUF of the same model
-#   {qwen3,llama3}-tiny.{f32,bf16,q8,q4,q4_1}.bin   from hf/ (safetensors)
+#   {qwen3,llama3}-tiny.{f32,bf16,q8,q4,q4_1,q4_1f}.bin   from hf/ (safetensors)
 #   {qwen3,llama3}-tiny.gguf.f32.bin    from the .bf16.gguf / .f16.gguf
 #   hf/{qwen2.5,gemma3}-tiny/           HF directories made by tools/make_tiny_hf.py (random
 #                                       weights, real vocabulary sizes; a few seconds each)
@@ -17,7 +17,7 @@ TESTDATA := $(SHARED)/testdata
 
 TEST_MODELS := \
 	$(foreach d,f32 q8,$(TEST_MODEL_DIR)/stories260K.$(d).bin $(TEST_MODEL_DIR)/stories260K.gguf.$(d).bin) $(TEST_MODEL_DIR)/stories260K.q4.bin \
-	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4 q4_1,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
+	$(foreach m,qwen3-tiny llama3-tiny,$(foreach d,f32 bf16 q8 q4 q4_1 q4_1f,$(TEST_MODEL_DIR)/$(m).$(d).bin) \
 	  $(TEST_MODEL_DIR)/$(m).gguf.f32.bin)
 
 TINY_HF_DIR := $(TEST_MODEL_DIR)/hf

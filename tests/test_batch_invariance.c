@@ -155,6 +155,7 @@ Test(batch_invariance, matmul_f16, .timeout = 300) { check_dtype(EMX_F16); }
 Test(batch_invariance, matmul_q8, .timeout = 300) { check_dtype(EMX_Q8); }
 Test(batch_invariance, matmul_q4, .timeout = 300) { check_dtype(EMX_Q4); }
 Test(batch_invariance, matmul_q4_1, .timeout = 300) { check_dtype(EMX_Q4_1); }
+Test(batch_invariance, matmul_q4_1f, .timeout = 300) { check_dtype(EMX_Q4_1F); }
 
 // The 4-row kernels against the single-row kernels: the decode kernel (four weight rows, one
 // activation row) and the tile (four weight rows repacked, or read as they are; 27 activation
@@ -172,10 +173,11 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
         uint8_t *pack = aligned_alloc(64, emx_quad_pack_bytes(n) + 64), *blocks = malloc(emx_act_blocks_bytes(ROWS, n));
         cr_assert(xl && pack && blocks);
         for (int t = 0; t < ROWS; t++) emx_act_lane_sums(r.xq + (size_t)t * n, n, xl + (size_t)t * (n / 8));
-        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
+        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1F; dt++) {
             uint8_t *w = random_weights(dt, 4, n, &rng);  // quants [4][...], scales [4][ng], (mins [4][ng])
             const size_t row_bytes = dt == EMX_Q8 ? (size_t)n : (size_t)n / 2;
-            const uint16_t *wd = (const uint16_t *)(w + 4 * row_bytes), *wm = wd + 4 * ng;
+            const size_t table = (size_t)ng * (dt == EMX_Q4_1F ? sizeof(float) : sizeof(uint16_t));  // a row's scales
+            const uint8_t *wd = w + 4 * row_bytes, *wm = wd + 4 * table;
             float tile[ROWS][4];  // [activation row][weight row]
             const EmxActs a = {.x = r.x, .xq = r.xq, .xd = r.xd, .xs = r.xs, .n = ROWS};
             emx_quad_pack(pack, dt, w, wd, n);
@@ -199,15 +201,17 @@ Test(batch_invariance, four_row_kernels_equal_dot) {
                 const int8_t *xq = r.xq + (size_t)t * n;
                 const int32_t *xlt = xl + (size_t)t * (n / 8);
                 const float *xd = r.xd + (size_t)t * ng, *xs = r.xs + (size_t)t * ng;
-                if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xlt, xd, n, col);
-                else if (dt == EMX_Q4) emx_dot4x1_q4(w, wd, xq, xlt, xd, xs, n, col);
-                else emx_dot4x1_q4_1(w, wd, wm, xq, xlt, xd, xs, n, col);
+                if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, (const void *)wd, xq, xlt, xd, n, col);
+                else if (dt == EMX_Q4) emx_dot4x1_q4(w, (const void *)wd, xq, xlt, xd, xs, n, col);
+                else if (dt == EMX_Q4_1) emx_dot4x1_q4_1(w, (const void *)wd, (const void *)wm, xq, xlt, xd, xs, n, col);
+                else emx_dot4x1_q4_1f(w, (const void *)wd, (const void *)wm, xq, xlt, xd, xs, n, col);
                 for (int k = 0; k < 4; k++) {
                     const uint8_t *wk = w + k * row_bytes;
-                    const uint16_t *wdk = wd + k * ng, *wmk = wm + k * ng;
-                    const float o1 = dt == EMX_Q8   ? emx_dot_q8((const int8_t *)wk, wdk, xq, xd, n)
-                                     : dt == EMX_Q4 ? emx_dot_q4(wk, wdk, xq, xd, xs, n)
-                                                    : emx_dot_q4_1(wk, wdk, wmk, xq, xd, xs, n);
+                    const void *wdk = wd + k * table, *wmk = wm + k * table;
+                    const float o1 = dt == EMX_Q8     ? emx_dot_q8((const int8_t *)wk, wdk, xq, xd, n)
+                                     : dt == EMX_Q4   ? emx_dot_q4(wk, wdk, xq, xd, xs, n)
+                                     : dt == EMX_Q4_1 ? emx_dot_q4_1(wk, wdk, wmk, xq, xd, xs, n)
+                                                      : emx_dot_q4_1f(wk, wdk, wmk, xq, xd, xs, n);
                     cr_assert(memcmp(&tile[t][k], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: tile %.9g, dot %.9g",
                               emx_dtype_name(dt), n, k, t, tile[t][k], o1);
                     cr_assert(memcmp(&col[k], &o1, sizeof(float)) == 0, "%s n=%d weight row %d, row %d: 4 x 1 %.9g, dot %.9g",
@@ -313,10 +317,12 @@ Test(batch_invariance, qwen3_tiny_f32, .timeout = 300) { check_model("qwen3-tiny
 Test(batch_invariance, qwen3_tiny_q8, .timeout = 300) { check_model("qwen3-tiny.q8.bin"); }
 Test(batch_invariance, qwen3_tiny_q4, .timeout = 300) { check_model("qwen3-tiny.q4.bin"); }
 Test(batch_invariance, qwen3_tiny_q4_1, .timeout = 300) { check_model("qwen3-tiny.q4_1.bin"); }
+Test(batch_invariance, qwen3_tiny_q4_1f, .timeout = 300) { check_model("qwen3-tiny.q4_1f.bin"); }
 Test(batch_invariance, llama3_tiny_f32, .timeout = 300) { check_model("llama3-tiny.f32.bin"); }
 Test(batch_invariance, llama3_tiny_q8, .timeout = 300) { check_model("llama3-tiny.q8.bin"); }
 Test(batch_invariance, llama3_tiny_q4, .timeout = 300) { check_model("llama3-tiny.q4.bin"); }
 Test(batch_invariance, llama3_tiny_q4_1, .timeout = 300) { check_model("llama3-tiny.q4_1.bin"); }
+Test(batch_invariance, llama3_tiny_q4_1f, .timeout = 300) { check_model("llama3-tiny.q4_1f.bin"); }
 Test(batch_invariance, stories260K_q8, .timeout = 300) { check_model("stories260K.q8.bin"); }
 // SmolLM2 (dim 576, hidden 1536): whole blocks of 8 groups and a tail in a real model; the
 // model is optional data (tests/models_smollm2.mk)

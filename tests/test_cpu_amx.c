@@ -1,5 +1,6 @@
 // test_cpu_amx.c — the AMX prefill tile (runtime/cpu/cpu_amx.c) gives, bit for bit, what the
-// single-row kernels give (emx_dot_q8 / _q4 / _q4_1, whose order every quantised kernel shares):
+// single-row kernels give (emx_dot_q8 / _q4 / _q4_1 / _q4_1f, whose order every quantised kernel
+// shares):
 // 16 weight rows of each dtype against token counts that exercise whole blocks of 32, a lone half
 // of 16, the zero-padded tail (1..15 rows past the last 16) and both together; group counts with
 // and without a whole number of phases (1, 2, 3, 5, 18, 32 groups); an output stride wider than
@@ -53,12 +54,14 @@ static float dot(uint32_t dt, const uint8_t *w, int rows, int cols, int k, const
     const int ng = cols / 32;
     const size_t row_bytes = dt == EMX_Q8 ? (size_t)cols : (size_t)cols / 2;
     const uint8_t *wk = w + k * row_bytes;
-    const uint16_t *wd = (const uint16_t *)(w + rows * row_bytes) + (size_t)k * ng, *wm = wd + (size_t)rows * ng;
+    const size_t table = (size_t)ng * (dt == EMX_Q4_1F ? sizeof(float) : sizeof(uint16_t));  // a row's scales
+    const void *wd = w + rows * row_bytes + k * table, *wm = (const uint8_t *)wd + rows * table;
     const int8_t *xq = a->xq + (size_t)t * cols;
     const float *xd = a->xd + (size_t)t * ng, *xs = a->xs + (size_t)t * ng;
-    return dt == EMX_Q8   ? emx_dot_q8((const int8_t *)wk, wd, xq, xd, cols)
-           : dt == EMX_Q4 ? emx_dot_q4(wk, wd, xq, xd, xs, cols)
-                          : emx_dot_q4_1(wk, wd, wm, xq, xd, xs, cols);
+    return dt == EMX_Q8     ? emx_dot_q8((const int8_t *)wk, wd, xq, xd, cols)
+           : dt == EMX_Q4   ? emx_dot_q4(wk, wd, xq, xd, xs, cols)
+           : dt == EMX_Q4_1 ? emx_dot_q4_1(wk, wd, wm, xq, xd, xs, cols)
+                            : emx_dot_q4_1f(wk, wd, wm, xq, xd, xs, cols);
 }
 
 static void assert_equal(float got, float want, const char *what, uint32_t dt, int cols, int tokens, int t, int k) {
@@ -78,7 +81,7 @@ Test(cpu_amx, tile_equals_dot) {
         uint8_t *acts = aligned_alloc(64, emx_amx_acts_bytes(MAX_TOKENS, cols));
         float *out = malloc((size_t)MAX_TOKENS * STRIDE * sizeof(float));
         cr_assert(pack && acts && out);
-        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
+        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1F; dt++) {
             float *wf = malloc((size_t)16 * cols * sizeof(float));
             cr_assert(wf);
             fill(wf, 16 * cols, 0.5f);
@@ -86,7 +89,8 @@ Test(cpu_amx, tile_equals_dot) {
             cr_assert(w);
             free(wf);
             const size_t row_bytes = dt == EMX_Q8 ? (size_t)cols : (size_t)cols / 2;
-            const uint16_t *wd = (const uint16_t *)(w + 16 * row_bytes), *wm = wd + (size_t)16 * (cols / 32);
+            const size_t table = (size_t)(cols / 32) * (dt == EMX_Q4_1F ? sizeof(float) : sizeof(uint16_t));
+            const uint8_t *wd = w + 16 * row_bytes, *wm = wd + 16 * table;
             emx_amx_pack(pack, dt, w, row_bytes, wd, cols);
             for (size_t ti = 0; ti < sizeof(token_list) / sizeof(token_list[0]); ti++) {
                 const int tokens = token_list[ti];
@@ -116,7 +120,7 @@ Test(cpu_amx, matmul_picks_the_tile) {
     Acts a = acts_new(TOKENS, COLS);
     float *out = malloc((size_t)TOKENS * ROWS * sizeof(float)), *wf = malloc((size_t)ROWS * COLS * sizeof(float));
     cr_assert(out && wf);
-    for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
+    for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1F; dt++) {
         fill(wf, ROWS * COLS, 0.5f);
         uint8_t *w = test_encode_weights(dt, wf, ROWS, COLS, 0);
         cr_assert(w);

@@ -41,7 +41,8 @@ Test(cpu_code, row_kernels_prefetch_the_next_rows, .timeout = 60) {
         const char *object, *function;
     } kernels[] = {{"cpu_qdot.o", "emx_dot4x1_q8"},
                    {"cpu_qdot.o", "emx_dot4x1_q4"},
-                   {"cpu_qdot.o", "emx_dot4x1_q4_1"}};  // (emx_quad_direct runs these, row by row)
+                   {"cpu_qdot.o", "emx_dot4x1_q4_1"},
+                   {"cpu_qdot.o", "emx_dot4x1_q4_1f"}};  // (emx_quad_direct runs these, row by row)
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
         char rel[128], obj[512];
         snprintf(rel, sizeof rel, "obj/runtime/cpu/%s", kernels[k].object);

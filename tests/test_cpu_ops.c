@@ -229,7 +229,7 @@ Test(cpu_ops, dot_q8) { check_quant_dots(EMX_Q8); }
 // The 4-row decode kernel (four weight rows, one activation row) agrees with the scalar dot of
 // each row (same integer sums; only the float order of the scaled terms differs). That it and
 // the prefill tile equal the SIMD single-row dots bitwise is test_batch_invariance.c's.
-Test(cpu_ops, dot4x1_q8_q4_q4_1) {
+Test(cpu_ops, dot4x1_q8_q4_q4_1_q4_1f) {
     // ng = 1, 3, 7 (a tail of 3 after a whole block: its scales from the block before), 8, 10, 18
     static const int sizes[] = {32, 96, 224, 256, 320, 576};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -240,26 +240,35 @@ Test(cpu_ops, dot4x1_q8_q4_q4_1) {
         fill(x, n, 1.5f);
         emx_quantize_acts(x, n, xq, xd, xs);
         emx_act_lane_sums(xq, n, xl);
-        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1; dt++) {
+        for (uint32_t dt = EMX_Q8; dt <= EMX_Q4_1F; dt++) {
             uint8_t *w = make_weights(dt, 4, n);
             const uint16_t *wd = (const uint16_t *)(w + (dt == EMX_Q8 ? 4 * n : 2 * n)), *wm = wd + 4 * ng;
+            const float *wd32 = (const float *)(const void *)wd, *wm32 = wd32 + 4 * ng;  // q4_1f: f32 scales, mins
             if (dt == EMX_Q4_1) emx_dot4x1_q4_1(w, wd, wm, xq, xl, xd, xs, n, o4);
+            else if (dt == EMX_Q4_1F) emx_dot4x1_q4_1f(w, wd32, wm32, xq, xl, xd, xs, n, o4);
             else if (dt == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, xl, xd, n, o4);
             else emx_dot4x1_q4(w, wd, xq, xl, xd, xs, n, o4);
             for (int k = 0; k < 4; k++) {
                 const uint8_t *wk = w + (size_t)k * (dt == EMX_Q8 ? n : n / 2);
                 const uint16_t *wdk = wd + k * ng, *wmk = wm + k * ng;
-                const float ref = dt == EMX_Q8   ? emx_dot_q8_scalar((const int8_t *)wk, wdk, xq, xd, n)
-                                  : dt == EMX_Q4 ? emx_dot_q4_scalar(wk, wdk, xq, xd, xs, n)
-                                                 : emx_dot_q4_1_scalar(wk, wdk, wmk, xq, xd, xs, n);
-                double mag = 0;  // sum |w| |x| with q4's +8 offset counted (see check_quant_dots)
-                for (int j = 0; j < n; j++)
-                    mag += (fabs(weight_at(dt, w, 4, n, k, j)) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wdk[j / 32])) : 0) +
-                            (dt == EMX_Q4_1 ? 2 * fabs(emx_f16_to_f32(wmk[j / 32])) : 0)) *
+                const float ref = dt == EMX_Q8     ? emx_dot_q8_scalar((const int8_t *)wk, wdk, xq, xd, n)
+                                  : dt == EMX_Q4   ? emx_dot_q4_scalar(wk, wdk, xq, xd, xs, n)
+                                  : dt == EMX_Q4_1 ? emx_dot_q4_1_scalar(wk, wdk, wmk, xq, xd, xs, n)
+                                                   : emx_dot_q4_1f_scalar(wk, wd32 + k * ng, wm32 + k * ng, xq, xd, xs, n);
+                double mag = 0, ref_q = 0;  // sum |w| |x| with q4's +8 offset counted (see check_quant_dots)
+                for (int j = 0; j < n; j++) {
+                    const double wj = weight_at(dt, w, 4, n, k, j), min = dt == EMX_Q4_1    ? emx_f16_to_f32(wmk[j / 32])
+                                                                          : dt == EMX_Q4_1F ? wm32[k * ng + j / 32]
+                                                                                            : 0;
+                    mag += (fabs(wj) + (dt == EMX_Q4 ? 8 * fabs(emx_f16_to_f32(wdk[j / 32])) : 0) + 2 * fabs(min)) *
                            fabs(xq[j] * (double)xd[j / 32]);
+                    ref_q += wj * xq[j] * (double)xd[j / 32];  // the dequantised weights in double
+                }
                 double tol = 2 * (ng + 2) * FLT_EPSILON * mag + 1e-30;
                 cr_assert(fabs(o4[k] - ref) <= tol, "%s dot4x1 n=%d weight row %d: %.9g vs %.9g", emx_dtype_name(dt), n, k,
                           o4[k], ref);
+                cr_assert(fabs(o4[k] - ref_q) <= tol, "%s dot4x1 n=%d weight row %d: %.9g vs the f32 weights' %.9g",
+                          emx_dtype_name(dt), n, k, o4[k], ref_q);
                 cr_assert(memcmp(&o4[k], &ref, sizeof ref) == 0, "%s dot4x1 n=%d weight row %d: %.9g, scalar %.9g (bitwise)",
                           emx_dtype_name(dt), n, k, o4[k], ref);
             }

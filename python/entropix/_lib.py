@@ -14,7 +14,7 @@ c_float_p = POINTER(c_float)
 
 
 class ModelParams(Structure):
-    _fields_ = [("size", c_size_t), ("device", c_char_p), ("threads", c_int), ("mmap", c_int)]
+    _fields_ = [("size", c_size_t), ("device", c_char_p), ("threads", c_int), ("mmap", c_int), ("gguf_cache", c_char_p)]
 
 
 class ModelInfo(Structure):

@@ -4,6 +4,7 @@ Arrays the runtime returns are numpy views of its memory, not copies: a State's 
 attention scores stay valid until that state's next forward or generate (copy them to keep them).
 """
 import ctypes
+import os
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
@@ -167,12 +168,17 @@ class Tokenizer:
 
 
 class Model:
-    """A model file opened for use. device: "cpu", "cuda:N" or "auto"; threads <= 0: all cores."""
+    """A model file opened for use: a .bin from the converter, or a GGUF, converted once into the
+    folder gguf_cache (None: $EMX_CACHE, else $XDG_CACHE_HOME/entropix, else ~/.cache/entropix) and
+    reused while it is unchanged.
+    device: "cpu", "cuda:N" or "auto"; threads <= 0: all cores."""
 
-    def __init__(self, path, device="cpu", threads=0, mmap=False):
+    def __init__(self, path, device="cpu", threads=0, mmap=False, gguf_cache=None):
         self._h = c_void_p()
         self._device = device.encode() if device else None
-        p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=threads, mmap=int(mmap))
+        cache = os.fsencode(gguf_cache) if gguf_cache is not None else None
+        p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=threads, mmap=int(mmap),
+                        gguf_cache=cache)
         check(lib.entropix_model_open(str(path).encode(), byref(p), byref(self._h)))
         info = ModelInfo(size=ctypes.sizeof(ModelInfo))
         check(lib.entropix_model_get_info(self._h, byref(info)))

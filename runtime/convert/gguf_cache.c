@@ -101,15 +101,15 @@ static void remove_stale(const char *folder, const char *prefix, const char *kee
 }
 
 // The conversion itself: every matrix in its own type, the per-tensor log left out; the note
-// once the GGUF has opened (a damaged one gives the reader's line alone).
+// once the GGUF has opened (a damaged one gives the reader's line alone), none when prog is NULL
+// (the library, which never prints).
 static int convert_gguf(const char *src, const char *out, const char *prog, char *err, size_t errlen) {
     ConvSource s;
     ModelWriter w;
     mw_init(&w);
     int rc = src_open_gguf(&s, src, err, errlen);
     if (rc == 0) {
-        fprintf(stderr, "%s%sconverting %s -> %s (once; reused while %s is unchanged)\n", prog ? prog : "",
-                prog ? ": " : "", src, out, src);
+        if (prog) fprintf(stderr, "%s: converting %s -> %s (once; reused while %s is unchanged)\n", prog, src, out, src);
         conv_set_chat_template(&s, -1);
         const ConvPlanOptions po = {.dtype = CONV_DTYPE_KEEP, .keep_emb_q8 = 1, .log = NULL};
         rc = conv_collect(&s, &po, &w, err, errlen);
@@ -130,9 +130,10 @@ static int convert_locked(const char *path, const char *folder, const char *name
     char lock[PATH_MAX + 256];
     snprintf(lock, sizeof lock, "%s/.%s.lock", folder, name);
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return emx_seterr(err, errlen, "cannot write in the cache folder %s: %s (choose another with --gguf-cache or %s)",
-                          folder, strerror(errno), EMX_CACHE_ENV);
+    if (fd < 0)  // the way to choose another: the programs' flag, or the library's field (prog NULL)
+        return emx_seterr(err, errlen, "%s: cannot write in the cache folder %s: %s (choose another with %s or %s)", path,
+                          folder, strerror(errno), prog ? "--gguf-cache" : "entropix_model_params.gguf_cache",
+                          EMX_CACHE_ENV);
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}  // flock unsupported: converts unlocked (the rename is atomic)
     struct stat st;
     int rc = 0;

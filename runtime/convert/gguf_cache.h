@@ -2,7 +2,7 @@
 // bench, perplexity): converted once into a cache folder, and the cached model file opened
 // instead, as long as the GGUF is unchanged.
 //
-// The cache folder: the caller's choice (a --cache-dir flag), else $EMX_CACHE, else
+// The cache folder: the caller's choice (--gguf-cache, entropix_model_params.gguf_cache), else $EMX_CACHE, else
 // $XDG_CACHE_HOME/entropix, else ~/.cache/entropix (created when missing). Never beside the
 // GGUF: a read-only model folder works, and nothing appears beside the model.
 //
@@ -29,8 +29,9 @@ int emx_is_gguf(const char *path);
 // The model file to open for `path`, into out (cap bytes): path itself unless it is a GGUF
 // (by its magic, whatever its name); for a GGUF, the cache file, converted first when there is
 // none for its present state ("PROG: converting X -> CACHE (once; reused while X is unchanged)"
-// once on stderr; prog may be NULL). cache_dir NULL: the default above. Returns 0, or -1 with a
-// one-line reason in err (the GGUF reader's for a damaged file).
+// once on stderr; prog NULL: nothing printed, as the library wants). cache_dir NULL: the
+// default above. Returns 0, or -1 with a one-line reason in err (the GGUF reader's for a
+// damaged file).
 int emx_gguf_model_path(const char *path, const char *cache_dir, const char *prog, char *out, size_t cap, char *err,
                         size_t errlen);
 

@@ -66,15 +66,15 @@ size_t emx_amx_pack_bytes(int n) { return (size_t)(n / 32) * AMX_GROUP; }
 
 // Row's 32 weights of group g as signed bytes: q8 as stored; q4's nibbles minus 8 (its weight is
 // (nibble - 8) x d, and I the same integer the other kernels form as sum(nibble x) - 8 sum(x));
-// q4_1's nibbles as they are (its offset is the mins term).
+// q4_1's and q4_1f's nibbles as they are (their offset is the mins term).
 static inline __m256i signed_group(uint32_t dtype, const uint8_t *row, int g) {
     if (dtype == EMX_Q8) return _mm256_loadu_si256((const __m256i *)(row + (size_t)g * 32));
     const __m256i u = unpack_nibbles(row + (size_t)g * 16);
     return dtype == EMX_Q4 ? _mm256_sub_epi8(u, _mm256_set1_epi8(8)) : u;
 }
 
-void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_bytes, const uint16_t *wd, int n) {
-    const int ng = n / 32;
+void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_bytes, const void *wd, int n) {
+    const int ng = n / 32, kind = quad_kind(dtype);
     // Per group, a transpose of 16 rows x 8 dwords into 8 rows x 16 dwords, in two steps.
     // 1. Rows 4q..4q+3, held as [row 4q | 4q+1] and [4q+2 | 4q+3], give half[q][h]: dword 4j + i
     //    = row 4q + i's dword 4h + j (h = 0: the group's bytes 0..15, 1: bytes 16..31).
@@ -107,7 +107,7 @@ void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_by
             _mm512_store_si512((void *)(p + 64 * k), _mm512_shuffle_i32x4(q01, q23, 0x44));
         }
         float d[16];
-        for (int r = 0; r < 16; r++) d[r] = _cvtsh_ss(wd[(size_t)r * ng + g]);
+        for (int r = 0; r < 16; r++) d[r] = group_scale(kind, wd, (size_t)r * ng + g);
         memcpy(p + 512, d, sizeof d);
     }
 }
@@ -220,9 +220,9 @@ static __attribute__((target("amx-tile,amx-int8"))) void amx_block(const Block *
 }
 #undef AMX_GROUP_SUMS
 
-void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const uint8_t *acts, int n,
+void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const void *wm, const EmxActs *a, const uint8_t *acts, int n,
                   float *out, size_t out_stride) {
-    const int ng = n / 32;
+    const int ng = n / 32, kind = quad_kind(dtype);
     float acc[4][32][16] __attribute__((aligned(64)));
     amx_configure();
     for (int t0 = 0; t0 < a->n; t0 += 32) {
@@ -235,8 +235,8 @@ void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const
                                            _mm512_add_ps(_mm512_load_ps(acc[1][i]), _mm512_load_ps(acc[3][i])));
             float *o = out + (size_t)(t0 + i) * out_stride;
             _mm512_storeu_ps(o, v);
-            if (dtype == EMX_Q4_1)
-                for (int r = 0; r < 16; r++) o[r] += offsets_sum(wm + (size_t)r * ng, a->xs + (size_t)(t0 + i) * ng, ng);
+            if (kind >= 2)
+                for (int r = 0; r < 16; r++) o[r] += mins_term(kind, wm, r, a->xs + (size_t)(t0 + i) * ng, ng);
         }
     }
     amx_release();
@@ -246,12 +246,12 @@ void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const
 
 int emx_amx_available(void) { return 0; }
 size_t emx_amx_pack_bytes(int n) { return (void)n, 0; }
-void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_bytes, const uint16_t *wd, int n) {
+void emx_amx_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, size_t row_bytes, const void *wd, int n) {
     (void)pack, (void)dtype, (void)w, (void)row_bytes, (void)wd, (void)n;
 }
 size_t emx_amx_acts_bytes(int n_rows, int n) { return (void)n_rows, (void)n, 0; }
 void emx_amx_acts(uint8_t *acts, const EmxActs *a, int n, int blk) { (void)acts, (void)a, (void)n, (void)blk; }
-void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const uint8_t *acts, int n,
+void emx_amx_tile(const uint8_t *pack, uint32_t dtype, const void *wm, const EmxActs *a, const uint8_t *acts, int n,
                   float *out, size_t out_stride) {
     (void)pack, (void)dtype, (void)wm, (void)a, (void)acts, (void)n, (void)out, (void)out_stride;
 }

@@ -166,20 +166,21 @@ float emx_dot_f16(const uint16_t *w, const float *x, int n) { return emx_dot_f16
 // Below this many multiply-adds a parallel region costs more than it saves.
 #define EMX_PARALLEL_MIN_WORK 32768
 
-// Where a weight matrix's parts are (q8/q4/q4_1: quants [rows][...], then f16 scales
-// [rows][cols/32], then q4_1's f16 mins [rows][cols/32]; q4_1f: nibbles, then f32 scales and
-// mins, read by matmul_row from `scales`).
+// Where a weight matrix's parts are (quants [rows][...], then the scales [rows][cols/32], then
+// q4_1's and q4_1f's mins [rows][cols/32]; scales and mins f16, f32 for q4_1f).
 typedef struct {
     const uint8_t *quants;  // row r at quants + r * row_bytes
     size_t row_bytes;
-    const uint16_t *scales, *mins;  // row r at + r * cols/32
+    const uint8_t *scales, *mins;  // row r's at + r * table_bytes
+    size_t table_bytes;            // one row's scales (or mins): cols/32 of 2 or 4 bytes
 } QuantRows;
 
 static QuantRows quant_rows(const EmxTensor *w) {
     const size_t rows = w->rows, cols = w->cols;
-    QuantRows q = {(const uint8_t *)w->data, w->dtype == EMX_Q8 ? cols : cols / 2, NULL, NULL};
-    q.scales = (const uint16_t *)(q.quants + rows * q.row_bytes);
-    q.mins = q.scales + rows * (cols / 32);
+    QuantRows q = {(const uint8_t *)w->data, w->dtype == EMX_Q8 ? cols : cols / 2, NULL, NULL,
+                   cols / 32 * (w->dtype == EMX_Q4_1F ? sizeof(float) : sizeof(uint16_t))};
+    q.scales = q.quants + rows * q.row_bytes;
+    q.mins = q.scales + rows * q.table_bytes;
     return q;
 }
 
@@ -187,23 +188,19 @@ static QuantRows quant_rows(const EmxTensor *w) {
 static void matmul_row(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a) {
     const int cols = (int)w->cols, ng = cols / 32;
     const uint8_t *base = (const uint8_t *)w->data;
-    const QuantRows q = quant_rows(w);  // (meaningful for q8/q4/q4_1 only)
+    const QuantRows q = quant_rows(w);  // (meaningful for the quantised dtypes only)
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
-    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    const void *wd = q.scales + (size_t)r * q.table_bytes, *wm = q.mins + (size_t)r * q.table_bytes;
     for (int i = 0; i < a->n; i++) {
         const float *x = a->x + (size_t)i * cols;
         float s = 0;
         if (emx_dtype_wants_q8_acts(w->dtype)) {
             const int8_t *xq = a->xq + (size_t)i * cols;
             const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
-            if (w->dtype == EMX_Q4_1F) {  // f32 scales [rows][ng], then f32 mins [rows][ng]
-                const float *fd = (const float *)(const void *)q.scales + (size_t)r * ng;
-                s = emx_dot_q4_1f(wr, fd, fd + w->rows * (size_t)ng, xq, xd, xs, cols);
-            } else {
-                s = w->dtype == EMX_Q8   ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
-                    : w->dtype == EMX_Q4 ? emx_dot_q4(wr, wd, xq, xd, xs, cols)
-                                         : emx_dot_q4_1(wr, wd, wm, xq, xd, xs, cols);
-            }
+            s = w->dtype == EMX_Q8     ? emx_dot_q8((const int8_t *)wr, wd, xq, xd, cols)
+                : w->dtype == EMX_Q4   ? emx_dot_q4(wr, wd, xq, xd, xs, cols)
+                : w->dtype == EMX_Q4_1 ? emx_dot_q4_1(wr, wd, wm, xq, xd, xs, cols)
+                                       : emx_dot_q4_1f(wr, wd, wm, xq, xd, xs, cols);
         } else if (w->dtype == EMX_F32) {
             s = emx_dot_f32((const float *)base + (size_t)r * cols, x, cols);
         } else if (w->dtype == EMX_BF16) {
@@ -221,10 +218,10 @@ static void matmul_row(float *out, size_t stride, const EmxTensor *w, int r, con
 // kernel (emx_dot4x1_*). All three give the same bits (cpu_qdot.c): a speed choice only.
 static void matmul_quad(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a, const int32_t *xl,
                         const uint8_t *blocks, uint8_t *pack) {
-    const int cols = (int)w->cols, ng = cols / 32;
+    const int cols = (int)w->cols;
     const QuantRows q = quant_rows(w);
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
-    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    const void *wd = q.scales + (size_t)r * q.table_bytes, *wm = q.mins + (size_t)r * q.table_bytes;
     if (pack) {
         emx_quad_pack(pack, w->dtype, wr, wd, cols);
         emx_quad_tile(pack, w->dtype, wm, a, xl, blocks, cols, 0, a->n, out + r, stride);
@@ -235,7 +232,8 @@ static void matmul_quad(float *out, size_t stride, const EmxTensor *w, int r, co
         const float *xd = a->xd, *xs = a->xs;
         if (w->dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)wr, wd, a->xq, xl, xd, cols, o);
         else if (w->dtype == EMX_Q4) emx_dot4x1_q4(wr, wd, a->xq, xl, xd, xs, cols, o);
-        else emx_dot4x1_q4_1(wr, wd, wm, a->xq, xl, xd, xs, cols, o);
+        else if (w->dtype == EMX_Q4_1) emx_dot4x1_q4_1(wr, wd, wm, a->xq, xl, xd, xs, cols, o);
+        else emx_dot4x1_q4_1f(wr, wd, wm, a->xq, xl, xd, xs, cols, o);
         for (int k = 0; k < 4; k++) out[r + k] = o[k];
     }
 }
@@ -244,24 +242,25 @@ static void matmul_quad(float *out, size_t stride, const EmxTensor *w, int r, co
 // repacked, then the tile that reads each activation group once for the two (emx_quad_tile2).
 static void matmul_quad_pair(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a,
                              const int32_t *xl, const uint8_t *blocks, uint8_t *pack0, uint8_t *pack1) {
-    const int cols = (int)w->cols, ng = cols / 32;
+    const int cols = (int)w->cols;
     const QuantRows q = quant_rows(w);
     const uint8_t *wr = q.quants + (size_t)r * q.row_bytes;
-    const uint16_t *wd = q.scales + (size_t)r * ng, *wm = q.mins + (size_t)r * ng;
+    const uint8_t *wd = q.scales + (size_t)r * q.table_bytes, *wm = q.mins + (size_t)r * q.table_bytes;
     emx_quad_pack(pack0, w->dtype, wr, wd, cols);
-    emx_quad_pack(pack1, w->dtype, wr + 4 * q.row_bytes, wd + 4 * ng, cols);
-    emx_quad_tile2(pack0, pack1, w->dtype, wm, wm + 4 * ng, a, xl, blocks, cols, 0, a->n, out + r, out + r + 4,
-                   stride);
+    emx_quad_pack(pack1, w->dtype, wr + 4 * q.row_bytes, wd + 4 * q.table_bytes, cols);
+    emx_quad_tile2(pack0, pack1, w->dtype, wm, wm + 4 * q.table_bytes, a, xl, blocks, cols, 0, a->n, out + r,
+                   out + r + 4, stride);
 }
 
 // Weight rows r..r+15 of a quantised matrix against every activation row on AMX: packed once,
 // then the tile (cpu_amx.c). The same bits as the other kernels.
 static void matmul_amx(float *out, size_t stride, const EmxTensor *w, int r, const EmxActs *a, const uint8_t *acts,
                        uint8_t *pack) {
-    const int cols = (int)w->cols, ng = cols / 32;
+    const int cols = (int)w->cols;
     const QuantRows q = quant_rows(w);
-    emx_amx_pack(pack, w->dtype, q.quants + (size_t)r * q.row_bytes, q.row_bytes, q.scales + (size_t)r * ng, cols);
-    emx_amx_tile(pack, w->dtype, q.mins + (size_t)r * ng, a, acts, cols, out + r, stride);
+    emx_amx_pack(pack, w->dtype, q.quants + (size_t)r * q.row_bytes, q.row_bytes, q.scales + (size_t)r * q.table_bytes,
+                 cols);
+    emx_amx_tile(pack, w->dtype, q.mins + (size_t)r * q.table_bytes, a, acts, cols, out + r, stride);
 }
 
 // From this many activation rows on, a quad of weight rows is repacked for the tile (the

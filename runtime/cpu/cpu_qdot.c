@@ -5,12 +5,12 @@
 // below is what all of them compute.
 //
 // One accumulation order (batch invariance, cpu_matmul.h). A group g of 32 weights w_j and
-// activations x_j (integers: q8 w_j = the int8, q4 w_j = nibble - 8, q4_1 w_j = nibble) gives
-// one exact integer I_g = sum of w_j x_j, and, with s_g = d_w(g) * d_x(g) (an f32 product), four
-// accumulators by the group's phase g mod 4:
+// activations x_j (integers: q8 w_j = the int8, q4 w_j = nibble - 8, q4_1 and q4_1f w_j = nibble)
+// gives one exact integer I_g = sum of w_j x_j, and, with s_g = d_w(g) * d_x(g) (an f32 product),
+// four accumulators by the group's phase g mod 4:
 //     A[g % 4] = fma((float)I_g, s_g, A[g % 4])   for g = 0 .. ng-1 in order, from A = 0,
 //     dot      = (A[0] + A[2]) + (A[1] + A[3])                                       (lanes_sum)
-// plus, for q4_1, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every kernel follows it
+// plus, for q4_1 and q4_1f, the mins' term sum_g m_g * s_x(g) (offsets_sum). Every kernel follows it
 // exactly, the scalar twins (below) included, so a (weight row, activation row) pair
 // gives the same float whichever kernel, and whichever build, ran it.
 // Why whole groups: the integer sum of a group may be formed in any order (integers are exact),
@@ -174,16 +174,6 @@ static inline __m128 group_scales4_f32(const float *wd, const float *xd, int g0,
     return _mm_loadu_ps(s);
 }
 
-// q4_1f's mins term in offsets_sum's order (cpu_quad.h), the mins f32 already.
-static inline float offsets_sum_f32(const float *c, const float *xs, int ng) {
-    __m256 acc = _mm256_setzero_ps();
-    int g = 0;
-    for (; g + 8 <= ng; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(c + g), _mm256_loadu_ps(xs + g), acc);
-    float tail = 0;
-    for (; g < ng; g++) tail += c[g] * xs[g];
-    return emx_hsum_ps(acc) + tail;
-}
-
 // One weight row, kind 0 q8, 1 q4, 2 q4_1, 3 q4_1f (always inlined: resolved at compile time);
 // wd, wm: f16 per group, f32 for q4_1f.
 static inline __attribute__((always_inline)) float row_dot(int kind, const uint8_t *w, const void *wd,
@@ -208,9 +198,7 @@ static inline __attribute__((always_inline)) float row_dot(int kind, const uint8
         const __m128 sc = kind == 3 ? group_scales4_f32(wd, xd, g0, m) : group_scales4(wd, xd, g0, m);
         acc = phases_step(acc, group_sums4(p[0], p[1], p[2], p[3]), sc, m);
     }
-    const float dot = lanes_sum(acc);
-    if (kind == 3) return dot + offsets_sum_f32(wm, xs, ng);
-    return kind == 2 ? dot + offsets_sum(wm, xs, ng) : dot;
+    return lanes_sum(acc) + mins_term(kind, wm, 0, xs, ng);
 }
 
 float emx_dot_q8(const int8_t *w, const uint16_t *wd, const int8_t *xq, const float *xd, int n) {
@@ -290,13 +278,13 @@ static inline __attribute__((always_inline)) __m512 quad_step(int kind, const ui
     return _mm512_mask3_fmadd_ps(f, sc, acc, (__mmask16)(((1u << m) - 1) * 0x1111u));
 }
 
-// Nibbles (q4, kind 1; q4_1, kind 2), four whole groups g0 .. g0+3 of the four rows: each row's
-// 64 bytes are one register whose quarter k is group g0+k (no shuffle of the weights), against
-// the activation's halves of the same four groups ([x_{g0+k} bytes 0..15] in quarter k, and
-// bytes 16..31), regathered once for all four rows. Row r's register of lane dots is then
-// [group g0 lanes 0..3 | g0+1 | g0+2 | g0+3]: the transposing add makes lane 4k + r = I(r, g0+k),
-// and the accumulator here is laid out the same way (lane 4k + r: row r's phase k). Per 4 groups
-// x 4 rows: 4 weight loads and 12 bitwise ops where quad_step takes 16 loads and 12 inserts.
+// Nibbles (q4, kind 1; q4_1, kind 2; q4_1f, kind 3), four whole groups g0 .. g0+3 of the four rows:
+// each row's 64 bytes are one register whose quarter k is group g0+k (no shuffle of the weights),
+// against the activation's halves of the same four groups ([x_{g0+k} bytes 0..15] in quarter k, and
+// bytes 16..31), regathered once for all four rows. Row r's register of lane dots is then [group g0
+// lanes 0..3 | g0+1 | g0+2 | g0+3]: the transposing add makes lane 4k + r = I(r, g0+k), and the
+// accumulator here is laid out the same way (lane 4k + r: row r's phase k). Per 4 groups x 4 rows:
+// 4 weight loads and 12 bitwise ops where quad_step takes 16 loads and 12 inserts.
 static inline __attribute__((always_inline)) __m512 nibble_step4(int kind, const uint8_t *w, size_t row_bytes, int g0,
                                                                  const int8_t *xq, const int32_t *xl, const float *xd,
                                                                  __m512 t01, __m512 t23, __m512 acc) {
@@ -327,16 +315,17 @@ static inline __attribute__((always_inline)) __m512 nibble_step4(int kind, const
 // is used once: no repacking pays), a quad of rows ahead asked for (prefetch_quad_ahead). Four groups at a
 // time: their lane dots (two vpdpbusd each), the whole-group sums, one FMA into the accumulator
 // whose lane 4r + k is row r's phase k (the nibbles' whole blocks: lane 4k + r, transposed after).
-static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
-                                                         const uint16_t *wm, const int8_t *xq, const int32_t *xl,
-                                                         const float *xd, const float *xs, int n, float out[4]) {
+static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const void *wd, const void *wm,
+                                                         const int8_t *xq, const int32_t *xl, const float *xd,
+                                                         const float *xs, int n, float out[4]) {
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m512 acc = _mm512_setzero_ps(), t01 = _mm512_setzero_ps(), t23 = _mm512_setzero_ps();
     int g0 = 0;
     for (; g0 + 4 <= ng; g0 += 4) {
         if (g0 % 8 == 0) {  // a block of 8 groups: the four rows' scales, a quad ahead asked for
-            quad_scales(wd, ng, g0, &t01, &t23);
+            if (kind == 3) quad_scales_f32(wd, ng, g0, &t01, &t23);
+            else quad_scales(wd, ng, g0, &t01, &t23);
             prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
         if (kind == 0) acc = quad_step(kind, w, row_bytes, g0, 4, xq, xl, xd, t01, t23, acc);
@@ -347,14 +336,15 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
                     // always-inline helper, gcc 12 allocated the loop's registers otherwise and
                     // q4 decode ran 6% slower, Zen 4, -t 1, 5 rounds alternated)
         if (g0 % 8 == 0) {
-            quad_scales(wd, ng, g0, &t01, &t23);
+            if (kind == 3) quad_scales_f32(wd, ng, g0, &t01, &t23);
+            else quad_scales(wd, ng, g0, &t01, &t23);
             prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
         acc = quad_step(kind, w, row_bytes, g0, ng - g0, xq, xl, xd, t01, t23, acc);
     }
     quad_sums(acc, out);
-    if (kind == 2)
-        for (int r = 0; r < 4; r++) out[r] += offsets_sum(wm + (size_t)r * ng, xs, ng);
+    if (kind >= 2)
+        for (int r = 0; r < 4; r++) out[r] += mins_term(kind, wm, r, xs, ng);
 }
 #elif defined(EMX_AVX2)
 // Group g of the four rows: each pair's lane dots [a lanes 0..3 | b lanes 0..3].
@@ -366,12 +356,12 @@ static inline __attribute__((always_inline)) void group_dots(int kind, const uin
     quad_dots2(kind, p01, p23, wv, wa, xq + (size_t)g * 32, xl + (size_t)g * 4, 0);
 }
 
-// Nibbles (q4, kind 1; q4_1, kind 2), four whole groups g0 .. g0+3 of the four rows as their
-// whole-group sums i01 = [row 0: I_g0 .. I_g0+3 | row 1: ...], i23 (rows 2, 3), exact: each row's
-// 32 bytes of two groups are one register (halves = groups, no shuffle of the weights) against
-// the activation's halves of the same two groups, regathered once for the four rows. Row r's
-// lane dots [g lanes 0..3 | g+1 lanes 0..3] and [g+2 | g+3] go through the pairs' transposing add
-// ([a(g), b(g), a(g+2), b(g+2) | a(g+1), b(g+1), a(g+3), b(g+3)]) and one permute.
+// Nibbles (q4, kind 1; q4_1, kind 2; q4_1f, kind 3), four whole groups g0 .. g0+3 of the four rows
+// as their whole-group sums i01 = [row 0: I_g0 .. I_g0+3 | row 1: ...], i23 (rows 2, 3), exact:
+// each row's 32 bytes of two groups are one register (halves = groups, no shuffle of the weights)
+// against the activation's halves of the same two groups, regathered once for the four rows. Row
+// r's lane dots [g lanes 0..3 | g+1 lanes 0..3] and [g+2 | g+3] go through the pairs' transposing
+// add ([a(g), b(g), a(g+2), b(g+2) | a(g+1), b(g+1), a(g+3), b(g+3)]) and one permute.
 static inline __attribute__((always_inline)) void nibble_sums4(int kind, const uint8_t *w, size_t row_bytes, int g0,
                                                                const int8_t *xq, const int32_t *xl, __m256i *i01,
                                                                __m256i *i23) {
@@ -403,9 +393,9 @@ static inline __attribute__((always_inline)) void nibble_sums4(int kind, const u
 // d_w * d_x of 8 groups of the four rows at a time (the same f32 products as the scalar
 // kernels'); four groups at a time, each pair of rows' whole-group sums into the accumulator
 // whose lanes are [row a phases 0..3 | row b phases 0..3].
-static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const uint16_t *wd,
-                                                         const uint16_t *wm, const int8_t *xq, const int32_t *xl,
-                                                         const float *xd, const float *xs, int n, float out[4]) {
+static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t *w, const void *wd, const void *wm,
+                                                         const int8_t *xq, const int32_t *xl, const float *xd,
+                                                         const float *xs, int n, float out[4]) {
     const int ng = n / 32;
     const size_t row_bytes = kind == 0 ? (size_t)n : (size_t)n / 2;
     __m256 acc01 = _mm256_setzero_ps(), acc23 = _mm256_setzero_ps();
@@ -416,11 +406,16 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
             const int mb = ng - g0 < 8 ? ng - g0 : 8;
             if (mb == 8) {
                 const __m256 dx = _mm256_loadu_ps(xd + g0);
-                for (int r = 0; r < 4; r++)
-                    _mm256_store_ps(s[r], _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)r * ng + g0))), dx));
+                for (int r = 0; r < 4; r++) {
+                    const size_t at = (size_t)r * ng + g0;
+                    const __m256 d = kind == 3 ? _mm256_loadu_ps((const float *)wd + at)
+                                               : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)wd + at)));
+                    _mm256_store_ps(s[r], _mm256_mul_ps(d, dx));
+                }
             } else {  // the last block's groups; zero past them (lanes the blend below drops)
                 for (int r = 0; r < 4; r++)
-                    for (int k = 0; k < 8; k++) s[r][k] = k < mb ? _cvtsh_ss(wd[(size_t)r * ng + g0 + k]) * xd[g0 + k] : 0.0f;
+                    for (int k = 0; k < 8; k++)
+                        s[r][k] = k < mb ? group_scale(kind, wd, (size_t)r * ng + g0 + k) * xd[g0 + k] : 0.0f;
             }
             prefetch_quad_ahead(kind, w, row_bytes, g0);
         }
@@ -455,8 +450,8 @@ static inline __attribute__((always_inline)) void dot4x1(int kind, const uint8_t
         }
     }
     quad_sums2(acc01, acc23, out);
-    if (kind == 2)
-        for (int r = 0; r < 4; r++) out[r] += offsets_sum(wm + (size_t)r * ng, xs, ng);
+    if (kind >= 2)
+        for (int r = 0; r < 4; r++) out[r] += mins_term(kind, wm, r, xs, ng);
 }
 #endif
 
@@ -492,9 +487,21 @@ void emx_dot4x1_q4_1(const uint8_t *w, const uint16_t *wd, const uint16_t *wm, c
 #endif
 }
 
+void emx_dot4x1_q4_1f(const uint8_t *w, const float *wd, const float *wm, const int8_t *xq, const int32_t *xl,
+                      const float *xd, const float *xs, int n, float out[4]) {
+#ifdef EMX_AVX2
+    dot4x1(3, w, wd, wm, xq, xl, xd, xs, n, out);
+#else
+    (void)xl;
+    const int ng = n / 32;
+    for (int r = 0; r < 4; r++)
+        out[r] = emx_dot_q4_1f(w + (size_t)r * n / 2, wd + (size_t)r * ng, wm + (size_t)r * ng, xq, xd, xs, n);
+#endif
+}
+
 // A few activation rows (the server's slots decoding together) against four rows as they are:
 // the decode kernel per row (the weights come from cache after the first row).
-void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const uint16_t *wm, const EmxActs *a,
+void emx_quad_direct(uint32_t dtype, const uint8_t *w, const void *wd, const void *wm, const EmxActs *a,
                      const int32_t *xl, int n, int i0, int ni, float *out, size_t out_stride) {
     const int ng = n / 32;
     for (int i = i0; i < i0 + ni; i++) {
@@ -504,7 +511,8 @@ void emx_quad_direct(uint32_t dtype, const uint8_t *w, const uint16_t *wd, const
         const float *xd = a->xd + (size_t)i * ng, *xs = a->xs + (size_t)i * ng;
         if (dtype == EMX_Q8) emx_dot4x1_q8((const int8_t *)w, wd, xq, l, xd, n, o);
         else if (dtype == EMX_Q4) emx_dot4x1_q4(w, wd, xq, l, xd, xs, n, o);
-        else emx_dot4x1_q4_1(w, wd, wm, xq, l, xd, xs, n, o);
+        else if (dtype == EMX_Q4_1) emx_dot4x1_q4_1(w, wd, wm, xq, l, xd, xs, n, o);
+        else emx_dot4x1_q4_1f(w, wd, wm, xq, l, xd, xs, n, o);
         for (int r = 0; r < 4; r++) out[(size_t)i * out_stride + r] = o[r];
     }
 }

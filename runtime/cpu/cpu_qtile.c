@@ -1,5 +1,5 @@
-// cpu_qtile.c — the prefill tile of the quantised matmul (q8, q4, q4_1) with AVX2 (the AVX-512
-// VNNI build's is cpu_qtile512.c, the same design in 512 bits), in the order every quantised
+// cpu_qtile.c — the prefill tile of the quantised matmul (q8, q4, q4_1, q4_1f) with AVX2 (the
+// AVX-512 VNNI build's is cpu_qtile512.c, the same design in 512 bits), in the order every quantised
 // kernel follows (cpu_qdot.c, top), so a (weight row, activation row) pair gives the same float
 // here as in decode.
 //
@@ -21,8 +21,8 @@
 
 #ifdef EMX_AVX2
 // The weight pack, per group: for each pair of rows p (0, 1 and 2, 3), W_k [8][32 B] (q8: the
-// int8 as stored; q4/q4_1: the nibbles as bytes 0..15); after both pairs, their scales [d_a x 4 |
-// d_b x 4] [2][32 B]. (q8's |W_k| is made where it is used, one vpabsb per k for both activation
+// int8 as stored; q4/q4_1/q4_1f: the nibbles as bytes 0..15); after both pairs, their scales as
+// f32 [d_a x 4 | d_b x 4] [2][32 B]. (q8's |W_k| is made where it is used, one vpabsb per k for both activation
 // quads: with |W_k| stored in the pack too, Qwen3-0.6B-shaped q8 pp512 ran at 84.2-85.7 tok/s
 // against 90.0-90.7, -t 1, AVX2-only build on a Zen 4, alternated: the loads, not the ALU.)
 #define PAIR_BYTES 256
@@ -38,9 +38,9 @@ size_t emx_quad_pack_bytes(int n) {
 #endif
 }
 
-void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n) {
+void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const void *wd, int n) {
 #ifdef EMX_AVX2
-    const int ng = n / 32, q8 = dtype == EMX_Q8;
+    const int ng = n / 32, q8 = dtype == EMX_Q8, kind = quad_kind(dtype);
     const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
     for (int g = 0; g < ng; g++) {
         uint8_t *p = pack + (size_t)g * PACK_GROUP;
@@ -57,7 +57,8 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
                 _mm256_store_si256((__m256i *)(p + pr * PAIR_BYTES + 32 * k), wk);
             }
             float d[8];
-            for (int j = 0; j < 4; j++) d[j] = _cvtsh_ss(wd[(size_t)(2 * pr) * ng + g]), d[4 + j] = _cvtsh_ss(wd[(size_t)(2 * pr + 1) * ng + g]);
+            for (int j = 0; j < 4; j++)
+                d[j] = group_scale(kind, wd, (size_t)(2 * pr) * ng + g), d[4 + j] = group_scale(kind, wd, (size_t)(2 * pr + 1) * ng + g);
             memcpy(p + 2 * PAIR_BYTES + 32 * pr, d, sizeof d);
         }
     }
@@ -114,8 +115,8 @@ static inline __attribute__((always_inline)) void pair_group(int kind, int na, c
     }
 }
 
-// acc[phase][q] -> out[(4q + j) * out_stride + 2 pr + i] (+ q4_1's mins term).
-static inline void pair_out(int kind, int na, __m256 acc[4][2], int pr, const uint16_t *wm, const int nt[2],
+// acc[phase][q] -> out[(4q + j) * out_stride + 2 pr + i] (+ q4_1's and q4_1f's mins term).
+static inline void pair_out(int kind, int na, __m256 acc[4][2], int pr, const void *wm, const int nt[2],
                             const float *xs, int n, float *out, size_t out_stride) {
     const int ng = n / 32;
     for (int q = 0; q < na; q++) {
@@ -125,15 +126,14 @@ static inline void pair_out(int kind, int na, __m256 acc[4][2], int pr, const ui
             const int row = 4 * q + j;
             for (int i = 0; i < 2; i++) {
                 const int r = 2 * pr + i;
-                out[(size_t)row * out_stride + r] =
-                    kind == 2 ? v[4 * i + j] + offsets_sum(wm + (size_t)r * ng, xs + (size_t)row * ng, ng) : v[4 * i + j];
+                out[(size_t)row * out_stride + r] = v[4 * i + j] + mins_term(kind, wm, r, xs + (size_t)row * ng, ng);
             }
         }
     }
 }
 
 // The quad (both pairs, one after the other) against na activation quads over all groups.
-static inline __attribute__((always_inline)) void quad_run(int kind, int na, const uint8_t *pack, const uint16_t *wm,
+static inline __attribute__((always_inline)) void quad_run(int kind, int na, const uint8_t *pack, const void *wm,
                                                            const uint8_t *const acts[2], size_t act_stride,
                                                            const int nt[2], const float *xs, int n, float *out,
                                                            size_t out_stride) {
@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) void quad_run(int kind, int na, con
 
 // Activation rows i0 .. i0+ni-1: whole blocks (i % 8 == 0, blocks given) two quads at a time
 // from the blocks; the rest by quads, each group's activation quad built as it is needed.
-static inline __attribute__((always_inline)) void tile_kind(int kind, const uint8_t *pack, const uint16_t *wm,
+static inline __attribute__((always_inline)) void tile_kind(int kind, const uint8_t *pack, const void *wm,
                                                             const EmxActs *a, const int32_t *xl, const uint8_t *blocks,
                                                             int n, int i0, int ni, float *out, size_t out_stride) {
     const int ng = n / 32, end = i0 + ni;
@@ -187,12 +187,13 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, const uint
 }
 #endif
 
-void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const void *wm, const EmxActs *a, const int32_t *xl,
                    const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride) {
 #ifdef EMX_AVX2
     if (dtype == EMX_Q8) tile_kind(0, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
     else if (dtype == EMX_Q4) tile_kind(1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
-    else tile_kind(2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+    else if (dtype == EMX_Q4_1) tile_kind(2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+    else tile_kind(3, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
 #else
     (void)pack, (void)dtype, (void)wm, (void)a, (void)xl, (void)blocks, (void)n, (void)i0, (void)ni, (void)out,
         (void)out_stride;
@@ -207,9 +208,9 @@ void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, 
 #endif
 
 // Two packed quads: each alone.
-void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const uint16_t *wm0,
-                    const uint16_t *wm1, const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0,
-                    int ni, float *out0, float *out1, size_t out_stride) {
+void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const void *wm0, const void *wm1,
+                    const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0, int ni, float *out0,
+                    float *out1, size_t out_stride) {
     emx_quad_tile(pack0, dtype, wm0, a, xl, blocks, n, i0, ni, out0, out_stride);
     emx_quad_tile(pack1, dtype, wm1, a, xl, blocks, n, i0, ni, out1, out_stride);
 }

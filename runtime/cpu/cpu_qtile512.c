@@ -42,13 +42,13 @@ void emx_act_block(uint8_t *blocks, const EmxActs *a, const int32_t *xl, int n, 
 
 #if EMX_AVX512_VNNI
 
-// The weight pack, per group: W_k, k < 8 [8][64 B] (unsigned: q8 w + 128, q4/q4_1 the nibble),
-// then the scales spread [d_r0 x 4 | d_r1 x 4 | d_r2 x 4 | d_r3 x 4] [64 B].
+// The weight pack, per group: W_k, k < 8 [8][64 B] (unsigned: q8 w + 128, q4/q4_1/q4_1f the
+// nibble), then the scales as f32, spread [d_r0 x 4 | d_r1 x 4 | d_r2 x 4 | d_r3 x 4] [64 B].
 #define PACK_GROUP 576
 size_t emx_quad_pack_bytes(int n) { return (size_t)(n / 32) * PACK_GROUP; }
 
-void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16_t *wd, int n) {
-    const int ng = n / 32, q8 = dtype == EMX_Q8;
+void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const void *wd, int n) {
+    const int ng = n / 32, q8 = dtype == EMX_Q8, kind = quad_kind(dtype);
     const size_t row_bytes = q8 ? (size_t)n : (size_t)n / 2;
     for (int g = 0; g < ng; g++) {
         uint8_t *p = pack + (size_t)g * PACK_GROUP;
@@ -70,15 +70,16 @@ void emx_quad_pack(uint8_t *pack, uint32_t dtype, const uint8_t *w, const uint16
         }
         float d[16];
         for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 4; j++) d[4 * r + j] = _cvtsh_ss(wd[(size_t)r * ng + g]);
+            for (int j = 0; j < 4; j++) d[4 * r + j] = group_scale(kind, wd, (size_t)r * ng + g);
         memcpy(p + 512, d, sizeof d);
     }
 }
 
 // An activation quad's integer start at group A (its quad's bytes): q8's -128 x sum(x) (the pack
-// holds w + 128), q4's -8 x sum(x) (nibbles as they are), q4_1's none (its offset is the mins term).
+// holds w + 128), q4's -8 x sum(x) (nibbles as they are), q4_1's and q4_1f's none (their offset
+// is the mins term).
 static inline __attribute__((always_inline)) __m512i offset_start(int kind, const uint8_t *A) {
-    if (kind == 2) return _mm512_setzero_si512();
+    if (kind >= 2) return _mm512_setzero_si512();
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(A + (kind == 0 ? QA_S128 : QA_S8))));
 }
 
@@ -143,9 +144,9 @@ static inline __attribute__((always_inline)) void tile_one_group(int kind, int n
 
 // The outputs of the accumulators acc[phase][weight quad][activation quad]: lane 4r + j of a
 // register is (row r of the quad, activation row 4q + j), summed (phase 0 + 2) + (1 + 3),
-// written at out[(4q + j) * out_stride + 4 wq + r] (+ q4_1's mins term).
+// written at out[(4q + j) * out_stride + 4 wq + r] (+ q4_1's and q4_1f's mins term).
 static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int na, __m512 acc[4][2][2],
-                                                           const uint16_t *const wm[2], const int nt[2], const float *xs,
+                                                           const void *const wm[2], const int nt[2], const float *xs,
                                                            int n, float *out, size_t out_stride) {
     const int ng = n / 32;
     for (int wq = 0; wq < nw; wq++)
@@ -153,7 +154,7 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
             float v[16];
             const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][wq][q], acc[2][wq][q]),
                                              _mm512_add_ps(acc[1][wq][q], acc[3][wq][q]));
-            if (kind != 2) {  // lane 4r + j -> 4j + r: activation row j's four outputs side by side, one store
+            if (kind < 2) {  // lane 4r + j -> 4j + r: activation row j's four outputs side by side, one store
                 _mm512_storeu_ps(v, transpose4x4_ps(sum));
                 for (int j = 0; j < nt[q]; j++)
                     _mm_storeu_ps(out + (size_t)(4 * q + j) * out_stride + 4 * wq, _mm_loadu_ps(v + 4 * j));
@@ -164,15 +165,15 @@ static inline __attribute__((always_inline)) void tile_out(int kind, int nw, int
                 const int row = 4 * q + j;
                 for (int r = 0; r < 4; r++)
                     out[(size_t)row * out_stride + 4 * wq + r] =
-                        v[4 * r + j] + offsets_sum(wm[wq] + (size_t)r * ng, xs + (size_t)row * ng, ng);
+                        v[4 * r + j] + mins_term(kind, wm[wq], r, xs + (size_t)row * ng, ng);
             }
         }
 }
 
 // nw weight quads x na activation quads (quad q: activation rows 4q .. 4q + nt[q] - 1) over all
-// groups; out[row * out_stride + 4 wq + r] (+ q4_1's mins term).
+// groups; out[row * out_stride + 4 wq + r] (+ the mins term).
 static inline __attribute__((always_inline)) void tile_run(int kind, int nw, int na, const uint8_t *const pack[2],
-                                                           const uint16_t *const wm[2], const uint8_t *const acts[2],
+                                                           const void *const wm[2], const uint8_t *const acts[2],
                                                            size_t act_stride, const int nt[2], const float *xs, int n,
                                                            float *out, size_t out_stride) {
     const int ng = n / 32;
@@ -192,7 +193,7 @@ static inline __attribute__((always_inline)) void tile_run(int kind, int nw, int
 // whole blocks (i % 8 == 0, blocks given) two quads at a time from the blocks, the rest in quads
 // built here.
 static inline __attribute__((always_inline)) void tile_kind(int kind, int nw, const uint8_t *const pack[2],
-                                                            const uint16_t *const wm[2], const EmxActs *a,
+                                                            const void *const wm[2], const EmxActs *a,
                                                             const int32_t *xl, const uint8_t *blocks, int n, int i0,
                                                             int ni, float *out, size_t out_stride) {
     const int ng = n / 32, end = i0 + ni;
@@ -227,33 +228,35 @@ static inline __attribute__((always_inline)) void tile_kind(int kind, int nw, co
     }
 }
 
-static void tile_dispatch(uint32_t dtype, int nw, const uint8_t *const pack[2], const uint16_t *const wm[2],
+static void tile_dispatch(uint32_t dtype, int nw, const uint8_t *const pack[2], const void *const wm[2],
                           const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0, int ni, float *out,
                           size_t out_stride) {
     if (nw == 2) {
         if (dtype == EMX_Q8) tile_kind(0, 2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
         else if (dtype == EMX_Q4) tile_kind(1, 2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
-        else tile_kind(2, 2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+        else if (dtype == EMX_Q4_1) tile_kind(2, 2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+        else tile_kind(3, 2, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
     } else {
         if (dtype == EMX_Q8) tile_kind(0, 1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
         else if (dtype == EMX_Q4) tile_kind(1, 1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
-        else tile_kind(2, 1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+        else if (dtype == EMX_Q4_1) tile_kind(2, 1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
+        else tile_kind(3, 1, pack, wm, a, xl, blocks, n, i0, ni, out, out_stride);
     }
 }
 
-void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const uint16_t *wm, const EmxActs *a, const int32_t *xl,
+void emx_quad_tile(const uint8_t *pack, uint32_t dtype, const void *wm, const EmxActs *a, const int32_t *xl,
                    const uint8_t *blocks, int n, int i0, int ni, float *out, size_t out_stride) {
     const uint8_t *packs[2] = {pack, pack};
-    const uint16_t *wms[2] = {wm, wm};
+    const void *wms[2] = {wm, wm};
     tile_dispatch(dtype, 1, packs, wms, a, xl, blocks, n, i0, ni, out, out_stride);
 }
 
-void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const uint16_t *wm0,
-                    const uint16_t *wm1, const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0,
-                    int ni, float *out0, float *out1, size_t out_stride) {
+void emx_quad_tile2(const uint8_t *pack0, const uint8_t *pack1, uint32_t dtype, const void *wm0, const void *wm1,
+                    const EmxActs *a, const int32_t *xl, const uint8_t *blocks, int n, int i0, int ni, float *out0,
+                    float *out1, size_t out_stride) {
     (void)out1;  // = out0 + 4: the tile writes both quads' columns from out0
     const uint8_t *packs[2] = {pack0, pack1};
-    const uint16_t *wms[2] = {wm0, wm1};
+    const void *wms[2] = {wm0, wm1};
     tile_dispatch(dtype, 2, packs, wms, a, xl, blocks, n, i0, ni, out0, out_stride);
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "runtime/cpu/cpu_matmul.h"
 #include "runtime/cpu/cpu_simd.h"
 
@@ -89,6 +90,35 @@ static inline float offsets_sum(const uint16_t *c, const float *xs, int ng) {
     return emx_hsum_ps(acc) + tail;
 }
 
+// A quantised dtype as the kernels' kind: 0 q8, 1 q4, 2 q4_1, 3 q4_1f (q4_1 with f32 scales and
+// mins: the same integers, its scales read as they are instead of converted from f16).
+static inline int quad_kind(uint32_t dtype) {
+    return dtype == EMX_Q8 ? 0 : dtype == EMX_Q4 ? 1 : dtype == EMX_Q4_1 ? 2 : 3;
+}
+
+// Scale (or min) i of a row's table wd as f32: f16 for kinds 0-2, f32 for q4_1f.
+static inline float group_scale(int kind, const void *wd, size_t i) {
+    return kind == 3 ? ((const float *)wd)[i] : _cvtsh_ss(((const uint16_t *)wd)[i]);
+}
+
+// The same sum with f32 c (q4_1f's mins), in the same order.
+static inline float offsets_sum_f32(const float *c, const float *xs, int ng) {
+    __m256 acc = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 8 <= ng; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(c + g), _mm256_loadu_ps(xs + g), acc);
+    float tail = 0;
+    for (; g < ng; g++) tail += c[g] * xs[g];
+    return emx_hsum_ps(acc) + tail;
+}
+
+// The mins term of weight row r (kind 2 q4_1: f16 mins, 3 q4_1f: f32; wm: the rows' mins [..][ng])
+// against an activation row's group sums xs; 0 for q8 and q4, which have no mins.
+static inline __attribute__((always_inline)) float mins_term(int kind, const void *wm, int r, const float *xs, int ng) {
+    if (kind == 2) return offsets_sum((const uint16_t *)wm + (size_t)r * ng, xs, ng);
+    if (kind == 3) return offsets_sum_f32((const float *)wm + (size_t)r * ng, xs, ng);
+    return 0;
+}
+
 // 16 bytes of nibbles -> 32 unsigned bytes 0..15 in the activation's order: low nibbles are
 // weights 0..15 (low 128-bit lane), high nibbles weights 16..31.
 static inline __m256i unpack_nibbles(const uint8_t *b) {
@@ -155,17 +185,26 @@ static inline __attribute__((always_inline)) void quad_scales(const uint16_t *wd
     *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(row_scales8(d + 2 * (size_t)ng, live)),
                               row_scales8(d + 3 * (size_t)ng, live), 1);
 }
+// The same tables from f32 scales (q4_1f).
+static inline __attribute__((always_inline)) void quad_scales_f32(const float *wd, int ng, int g0, __m512 *t01,
+                                                                  __m512 *t23) {
+    const __mmask8 live = ng - g0 < 8 ? (__mmask8)((1u << (ng - g0)) - 1) : (__mmask8)0xff;
+    const float *d = wd + g0;
+    *t01 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(live, d)), _mm256_maskz_loadu_ps(live, d + ng), 1);
+    *t23 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(live, d + 2 * (size_t)ng)),
+                              _mm256_maskz_loadu_ps(live, d + 3 * (size_t)ng), 1);
+}
 
 // Activation row x's group (its 32 quants at x, its lane sums at xl) as registers: both halves
 // broadcast to the four quarters, and each lane's start, -c * (the lane's sum of x): q8 c = 128,
-// q4 c = 8, q4_1 none. shifted: xl holds the lane sums times c already (the act blocks).
+// q4 c = 8, q4_1 and q4_1f none. shifted: xl holds the lane sums times c already (the act blocks).
 typedef struct {
     __m512i x1, x2, start;
 } QuadAct;
 static inline __attribute__((always_inline)) QuadAct quad_act(int kind, const int8_t *x, const int32_t *xl, int shifted) {
     QuadAct a = {_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x)),
                  _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 16))), _mm512_setzero_si512()};
-    if (kind != 2) {
+    if (kind < 2) {
         a.start = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xl));
         if (!shifted) a.start = _mm512_slli_epi32(a.start, kind == 0 ? 7 : 3);
     }

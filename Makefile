@@ -187,6 +187,24 @@ include api/api.mk
 # which make test compiled already: linked here, not compiled a second time (made by emu.mk's
 # rules when missing). The tests' and the API's objects, and the position-independent ones of the
 # shared library (-fvisibility=hidden), are compiled as usual.
+# make test-avx2 / test-avx2-vnni (ISA_OBJ_FROM=build): a source whose text does not depend on the
+# instruction set (no ISA macro or intrinsics header in it, nor in a header its object in
+# $(ISA_OBJ_FROM) was made from, by that object's dependency file) compiles to the same code
+# there but for the compiler's own vectorisation: its object is $(ISA_OBJ_FROM)'s, linked, not
+# compiled again. The CPU kernels, the vocabulary passes and their tests are compiled here.
+ifneq ($(ISA_OBJ_FROM),)
+ISA_RE := __AVX|__F16C__|__FMA__|__AMX|__SSE|immintrin|x86intrin
+ISA_HEADERS := $(shell grep -lE '$(ISA_RE)' $$(find base tokenizer sampler runtime api tools tests -name '*.h'))
+ISA_CANDIDATE_SRC := $(LIB_SRC) $(PROGRAM_SRC) $(API_SRC) $(TEST_SRC)
+ISA_DEP_FILES := $(wildcard $(ISA_CANDIDATE_SRC:%.c=$(ISA_OBJ_FROM)/obj/%.d))
+ISA_OWN_SRC := $(shell grep -lE '$(ISA_RE)' $(ISA_CANDIDATE_SRC)) \
+               $(patsubst $(ISA_OBJ_FROM)/obj/%.d,%.c,$(if $(ISA_HEADERS),$(shell grep -lF $(ISA_HEADERS:%=-e %) $(ISA_DEP_FILES))))
+ISA_SHARED_SRC := $(filter-out $(ISA_OWN_SRC),$(patsubst $(ISA_OBJ_FROM)/obj/%.d,%.c,$(ISA_DEP_FILES)))
+$(ISA_SHARED_SRC:%.c=$(BUILD)/obj/%.o): $(BUILD)/obj/%.o: $(ISA_OBJ_FROM)/obj/%.o
+	@mkdir -p $(dir $@)
+	$(call say,LN,$@)ln -f $< $@ 2>/dev/null || cp $< $@
+endif
+
 ifeq ($(SAN_OBJ_FROM_EMU),1)
 $(LIB_OBJ) $(PROGRAM_SRC:%.c=$(BUILD)/obj/%.o): $(BUILD)/obj/%.o: $(EMU_OUT)/obj/%.o
 	@mkdir -p $(dir $@)
@@ -285,11 +303,13 @@ test-asan:
 # The AVX2-only build (AVX2 + FMA + F16C, no AVX-512: most laptops and desktops) has kernels of
 # its own (the AVX2 4-row int8/int4 kernels, cpu_attention_avx2.c): built in build-avx2/ and run
 # through the CPU suites that cover them (about a minute on 2 cores), whatever the machine's own
-# flags (-march=native above). CPU-only (CUDA=0): these suites test the CPU.
+# flags (-march=native above). CPU-only (CUDA=0): these suites test the CPU. Only the sources
+# whose text depends on the instruction set are compiled there (ISA_OBJ_FROM, below): the others'
+# objects are build/'s, so these builds run on this machine, not on an AVX2-only one.
 AVX2_SUITES ?= @(cpu_ops|cpu_code|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
 .PHONY: test-avx2
 test-avx2:
-	$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
+	$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
 
 # The same suites on AVX2 + AVX-VNNI (Intel client cores from Alder Lake on: 256-bit vpdpbusd,
@@ -297,7 +317,7 @@ test-avx2:
 .PHONY: test-avx2-vnni
 test-avx2-vnni:
 	@if grep -qw avx_vnni /proc/cpuinfo; then \
-		$(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
+		$(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
 		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
 	else echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; fi
 

@@ -35,6 +35,11 @@ FailureMode failure_mode();
 std::string last_fault(); // the last fault message on this host thread ("" if none)
 void clear_last_fault();
 
+// Calls of cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion by kernel
+// threads so far, on every host thread (a PDL test sees its kernels reach them).
+long grid_dependency_syncs();
+long programmatic_triggers();
+
 // Host threads now blocked in an emulated NCCL call, waiting for other ranks (for self-tests
 // that must know a rank really waits).
 int nccl_blocked_threads();

@@ -96,8 +96,12 @@ EMU_UNCHECKED bool release_grid_waits(Engine &e) {
 
 void park_block(Engine &e) {
     e.parked.emplace_back();
-    swap_block(e, e.parked.back());
-    // The next block runs on other fibers, with its own warp exchange.
+    BlockState &b = e.parked.back();
+    swap_block(e, b);
+    // The parked block keeps the fibers that serve it; the others (e.threads holds every idle
+    // fiber at the start of a launch) stay free, and the next block runs on some of them.
+    e.spare.insert(e.spare.end(), b.threads.begin() + e.nthreads, b.threads.end());
+    b.threads.resize(e.nthreads);
     take_fibers(e);
     e.warp_in.assign((e.nthreads + 31) / 32 * 32, 0);
     e.warp_out.assign(e.warp_in.size(), 0);

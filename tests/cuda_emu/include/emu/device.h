@@ -29,7 +29,8 @@
 #define __align__(n) __attribute__((aligned(n)))
 // Static __shared__ declarations are rewritten by tests/cuda_emu/rewrite.py into per-block
 // allocations; a form it does not recognise falls back to one instance per host thread, which
-// is still one per block because blocks run one at a time.
+// is one per block as long as blocks run one at a time (not for the co-resident blocks of a
+// launch that waits in emx_grid_wait: README, "What is not modelled").
 #define __shared__ static thread_local
 
 static const int warpSize = 32;

@@ -157,6 +157,20 @@ cudaError_t launch_cooperative(const char *call_text, void (*kernel)(P...), dim3
     return Launcher<P...>{name, kernel, cfg}.submit_args(args_from_pointers<P...>(args, std::index_sequence_for<P...>{}));
 }
 
+// The C API's form, a kernel as `const void *`, loses the parameter types the emulator needs to
+// read `args` or convert the arguments: a compile error that says so.
+template <class...> struct untyped_kernel { static constexpr bool value = false; };
+template <class... A> cudaError_t launch_cooperative(const char *, const void *, A...) {
+    static_assert(untyped_kernel<A...>::value,
+                  "cudaLaunchCooperativeKernel: pass the kernel itself, not a void * (the CUDA emulator needs its parameter types)");
+    return cudaErrorInvalidValue;
+}
+template <class... A> cudaError_t launch_ex(const char *, const cudaLaunchConfig_t *, const void *, A...) {
+    static_assert(untyped_kernel<A...>::value,
+                  "cudaLaunchKernelEx: pass the kernel itself, not a void * (the CUDA emulator needs its parameter types)");
+    return cudaErrorInvalidValue;
+}
+
 } // namespace emu
 
 #define cudaLaunchKernelEx(...) ::emu::launch_ex(#__VA_ARGS__, __VA_ARGS__)

@@ -101,6 +101,22 @@ Test(emu_grid_sync, block_waits_for_the_next_one_under_both_schedules) {
     }
 }
 
+Test(emu_grid_sync, repeated_coresident_launches_reuse_their_fibers) {
+    cudaError_t err;
+    for (emu::Schedule s : {emu::Schedule::Forward, emu::Schedule::Reverse}) {
+        emu::set_schedule(s);
+        run_wait_for_next(9, &err);
+        cr_assert_eq(err, cudaSuccess);
+        size_t made = emu::fibers_made();
+        cr_assert_geq(made, 9u * 64u, "9 co-resident blocks of 64 threads (forward): a fiber each");
+        for (int i = 0; i < 5; i++) {
+            run_wait_for_next(9, &err);
+            cr_assert_eq(err, cudaSuccess);
+        }
+        cr_assert_eq(emu::fibers_made(), made, "made %zu fibers, then %zu", made, emu::fibers_made());
+    }
+}
+
 // The host twin of stepped_mix.
 static std::vector<unsigned> stepped_mix_host(std::vector<unsigned> v, int steps) {
     const size_t n = v.size();

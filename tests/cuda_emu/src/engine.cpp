@@ -1,5 +1,7 @@
 // engine.cpp — runs a kernel launch: blocks one after the other, the threads of a block as
-// fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h).
+// fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h). A block
+// whose threads wait for other blocks (emx_grid_wait) is parked and the others run meanwhile:
+// run_blocks here, the parking and the deadlock report in grid_wait.cpp.
 //
 // The loop for one block: a pass runs every runnable thread, in schedule order, until it blocks
 // or returns; a thread that blocks switches straight to the next runnable thread of the pass

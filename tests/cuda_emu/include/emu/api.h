@@ -40,6 +40,10 @@ void clear_last_fault();
 long grid_dependency_syncs();
 long programmatic_triggers();
 
+// Fibers (each with its own stack) the calling host thread's engine has made so far: launches
+// reuse them, so repeating a launch must not raise it.
+size_t fibers_made();
+
 // Host threads now blocked in an emulated NCCL call, waiting for other ranks (for self-tests
 // that must know a rank really waits).
 int nccl_blocked_threads();

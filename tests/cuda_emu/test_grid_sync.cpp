@@ -179,6 +179,25 @@ Test(emu_grid_sync, deadlock_is_reported_with_blocks_and_counters) {
     }
 }
 
+// Every block waits for a counter that nothing raises: the report lists the first 8 waits, in
+// the order the blocks parked (0..7 forward, 11..4 reverse).
+__global__ void wait_forever(unsigned *counter) { emx_grid_wait(counter, 1); }
+
+Test(emu_grid_sync, long_deadlock_report_lists_the_first_waits) {
+    emu::set_failure_mode(emu::FailureMode::Return);
+    for (emu::Schedule s : {emu::Schedule::Forward, emu::Schedule::Reverse}) {
+        emu::set_schedule(s);
+        const bool fwd = s == emu::Schedule::Forward;
+        DeviceBuffer<unsigned> counter(1);
+        wait_forever<<<12, 32>>>(counter.ptr);
+        cr_assert_eq(cudaGetLastError(), cudaErrorLaunchFailure);
+        std::string fault = emu::last_fault();
+        expect_fault_contains(fault, std::string(fwd ? "block (7,0,0)" : "block (4,0,0)") + " thread (0,0,0) waits for counter");
+        cr_assert(fault.find(fwd ? "block (8,0,0)" : "block (3,0,0)") == std::string::npos, "%s", fault.c_str());
+        expect_fault_contains(fault, "; and 4 more waiting threads; every block has started");
+    }
+}
+
 // wait_for_next with blocks of 1024 threads: one per SM (EMU_SM_COUNT, default 4). Under the
 // forward schedule blocks 0..3 start first and wait for block 4, which cannot become resident:
 // a GPU that starts blocks in order hangs there, and the emulator reports it.

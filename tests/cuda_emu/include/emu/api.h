@@ -10,7 +10,7 @@
 // that no thread wrote.
 //
 // Failure modes. A fault the emulator detects (divergent barrier, incomplete shuffle, bad launch
-// argument) prints "EMU FAULT: ..." to stderr and by default aborts (a test sees SIGABRT). In
+// argument, blocks deadlocked in emx_grid_wait) prints "EMU FAULT: ..." to stderr and by default aborts (a test sees SIGABRT). In
 // FailureMode::Return the launch instead fails with cudaErrorLaunchFailure and the message is
 // kept for emu::last_fault(); the broken-kernel self-tests use that.
 #ifndef EMU_API_H

@@ -96,6 +96,7 @@ KERNELS = {
     "matvec_naive_kernel": (128, 0, NAIVE, "matvec_naive.cu <<<..., 128>>>"),
     "gemm_naive_kernel": (128, 0, NAIVE, "gemm_naive.cu <<<..., 128>>>"),
     "sample_naive_kernel": (256, 0, NAIVE, "sampling/sampling_naive.cu NAIVE_SAMPLE_THREADS"),
+    "chunk_prefix_kernel": (256, 0, BENCH, "grid_sync.cu GS_THREADS (the tests: blocks that wait on each other)"),
 }
 
 QUANTISED = {3, 4, 5}  # base/model_format.h: EMX_Q8, EMX_Q4, EMX_Q4_1

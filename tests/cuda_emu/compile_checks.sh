@@ -18,7 +18,7 @@ check() {
     if ! python3 "$DIR/rewrite.py" "$TMP/$name.cu" "$TMP/$name.rw.cu" > "$TMP/$name.log" 2>&1; then
         status=1
     else
-        $CXX -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unknown-pragmas -I"$DIR/include" \
+        $CXX -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unknown-pragmas -I"$DIR/include" -I"$DIR/../.." \
             -include "$DIR/include/emu/cuda_emu.h" -x c++ "$TMP/$name.rw.cu" > "$TMP/$name.log" 2>&1
         status=$?
     fi
@@ -37,8 +37,17 @@ check supported ok '
 __global__ void k(float *x) { __shared__ float s[32]; s[threadIdx.x] = x[threadIdx.x]; __syncthreads();
     x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, s[31 - threadIdx.x], 1); }
 void launch(float *x, cudaStream_t st) { k<<<1, 32, 0, st>>>(x); }'
-check threadfence "__threadfence is not supported by the CUDA emulator" '
-__global__ void k(int *x) { x[0] = 1; __threadfence(); }'
+check grid_sync ok '
+#include "kernels/grid_sync.cuh"
+__global__ void k(unsigned *c, int *x) { x[blockIdx.x] = 1; __threadfence(); emx_grid_signal(c, 1); emx_grid_wait(c, gridDim.x);
+    cudaGridDependencySynchronize(); cudaTriggerProgrammaticLaunchCompletion(); }
+cudaError_t launch(unsigned *c, int *x, cudaStream_t st) { void *args[] = {&c, &x};
+    return cudaLaunchCooperativeKernel(k, dim3(2), dim3(32), args, 0, st); }'
+check threadfence_block "__threadfence_block is not supported by the CUDA emulator" '
+__global__ void k(int *x) { x[0] = 1; __threadfence_block(); }'
+check cooperative_void_kernel "pass the kernel itself, not a void *" '
+__global__ void k(int *x) { x[0] = 1; }
+cudaError_t launch(int *x) { void *args[] = {&x}; return cudaLaunchCooperativeKernel((const void *)k, dim3(1), dim3(1), args, 0, 0); }'
 check match_any "__match_any_sync is not supported" '
 __global__ void k(int *x) { x[threadIdx.x] = __match_any_sync(0xffffffffu, x[threadIdx.x]); }'
 check constant_memory "__constant___memory_is_not_supported_by_the_CUDA_emulator" '

@@ -31,6 +31,7 @@ typedef enum cudaError {
     cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719,
+    cudaErrorCooperativeLaunchTooLarge = 720,
     cudaErrorNotSupported = 801,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -66,9 +67,14 @@ typedef enum cudaDeviceAttr {
     cudaDevAttrMemoryClockRate = 36,
     cudaDevAttrGlobalMemoryBusWidth = 37,
     cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrMaxThreadsPerMultiProcessor = 39,
     cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+    cudaDevAttrMaxRegistersPerMultiprocessor = 82,
+    cudaDevAttrCooperativeLaunch = 95,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+    cudaDevAttrMaxBlocksPerMultiprocessor = 106,
 } cudaDeviceAttr;
 
 #define cudaStreamDefault 0x00
@@ -97,6 +103,39 @@ typedef struct CUgraph_st *cudaGraph_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
 typedef struct CUgraphNode_st *cudaGraphNode_t;
 
+// cudaLaunchKernelEx's configuration (the real layout: attributes are 8-byte aligned ids
+// followed by a 64-byte value union). Two attributes are emulated: Cooperative (the launch
+// fails with cudaErrorCooperativeLaunchTooLarge unless every block can be resident at once) and
+// ProgrammaticStreamSerialization (programmatic dependent launch: the kernel may call
+// cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion); Ignore entries are
+// skipped; any other id fails the launch with cudaErrorInvalidValue.
+typedef enum cudaLaunchAttributeID {
+    cudaLaunchAttributeIgnore = 0,
+    cudaLaunchAttributeCooperative = 2,
+    cudaLaunchAttributeProgrammaticStreamSerialization = 6,
+} cudaLaunchAttributeID;
+
+typedef union cudaLaunchAttributeValue {
+    char pad[64];
+    int cooperative;
+    int programmaticStreamSerializationAllowed;
+} cudaLaunchAttributeValue;
+
+typedef struct cudaLaunchAttribute_st {
+    cudaLaunchAttributeID id;
+    char pad[8 - sizeof(cudaLaunchAttributeID)];
+    cudaLaunchAttributeValue val;
+} cudaLaunchAttribute;
+
+typedef struct cudaLaunchConfig_st {
+    dim3 gridDim;
+    dim3 blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned int numAttrs;
+} cudaLaunchConfig_t;
+
 const char *cudaGetErrorString(cudaError_t error);
 const char *cudaGetErrorName(cudaError_t error);
 cudaError_t cudaGetLastError(void);
@@ -109,6 +148,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+// Blocks of `func` (blockSize threads, dynamicSMemSize bytes of dynamic shared memory) one SM
+// holds at once; with cudaDevAttrMultiProcessorCount, the largest grid whose blocks are all
+// resident (what a cooperative launch allows). Registers are modelled as 64 per thread.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+                                                          size_t dynamicSMemSize);
 
 cudaError_t cudaMalloc(void **devPtr, size_t size);
 cudaError_t cudaFree(void *devPtr);
@@ -147,6 +191,12 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 template <class T>
 static inline cudaError_t cudaFuncSetAttribute(T *func, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute(reinterpret_cast<const void *>(func), attr, value);
+}
+template <class T>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, T *func, int blockSize,
+                                                                        size_t dynamicSMemSize) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, reinterpret_cast<const void *>(func), blockSize,
+                                                         dynamicSMemSize);
 }
 #endif
 

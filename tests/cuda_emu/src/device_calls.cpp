@@ -143,6 +143,7 @@ Schedule schedule() {
 void set_failure_mode(FailureMode m) { get_engine().mode = m; }
 FailureMode failure_mode() { return get_engine().mode; }
 std::string last_fault() { return get_engine().fault; }
+size_t fibers_made() { return get_engine().pool.size(); }
 void clear_last_fault() { get_engine().fault.clear(); }
 
 } // namespace emu

@@ -1,5 +1,7 @@
 // engine.cpp — runs a kernel launch: blocks one after the other, the threads of a block as
-// fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h).
+// fibers, with barriers and warp ops as rendezvous points (see include/emu/engine.h). A block
+// whose threads wait for other blocks (emx_grid_wait) is parked and the others run meanwhile:
+// run_blocks here, the parking and the deadlock report in grid_wait.cpp.
 //
 // The loop for one block: a pass runs every runnable thread, in schedule order, until it blocks
 // or returns; a thread that blocks switches straight to the next runnable thread of the pass
@@ -123,6 +125,18 @@ void run_pass(Engine &e) {
 
 } // namespace
 
+void take_fibers(Engine &e) {
+    while (e.threads.size() < e.nthreads && !e.spare.empty()) {
+        e.threads.push_back(e.spare.back());
+        e.spare.pop_back();
+    }
+    while (e.threads.size() < e.nthreads) {
+        e.pool.emplace_back();
+        fiber_create(e.pool.back().fiber, stack_size(), fiber_main);
+        e.threads.push_back(&e.pool.back());
+    }
+}
+
 EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
     Thread *next = next_in_pass(e);
     if (!next) {
@@ -207,15 +221,18 @@ std::string explain_warp(Engine &e, Thread &t) {
     return msg + "the lanes never all arrived";
 }
 
-// Nothing runnable and no warp can complete: release the barrier, or report why the block is
-// stuck. Returns false when the block is finished or failed.
-bool resolve_block(Engine &e) {
-    if (e.done == e.nthreads) return false; // every thread returned
+enum class Outcome { Continue, Finished, Failed, Parked };
+
+// Nothing runnable and no warp can complete: release the barrier, or park the block (a thread
+// waits in emx_grid_wait for other blocks), or report why the block is stuck.
+Outcome resolve_block(Engine &e) {
+    if (e.done == e.nthreads) return Outcome::Finished; // every thread returned
+    if (e.at_grid) return release_grid_waits(e) ? Outcome::Continue : Outcome::Parked;
     if (e.at_warp == 0 && e.done == 0 && !e.barrier_mismatch) { // the common case: release
         for (unsigned i = 0; i < e.nthreads; i++) e.threads[i]->state = State::Runnable;
         e.at_barrier = 0;
         e.barrier_first = nullptr;
-        return true;
+        return Outcome::Continue;
     }
     // Stuck: find the threads that explain why.
     Thread *barrier = e.barrier_first, *exited = nullptr, *warp = nullptr;
@@ -226,13 +243,13 @@ bool resolve_block(Engine &e) {
     }
     if (warp) {
         report(e, explain_warp(e, *warp));
-        return false;
+        return Outcome::Failed;
     }
     if (exited) {
         report(e, where_str(e) + ": divergent __syncthreads: " + thread_str(*exited) +
                       " exited while " + thread_str(*barrier) + " waits at __syncthreads at " +
                       site(barrier->file, barrier->line));
-        return false;
+        return Outcome::Failed;
     }
     for (unsigned i = 0; i < e.nthreads; i++) {
         Thread &t = *e.threads[i];
@@ -240,16 +257,17 @@ bool resolve_block(Engine &e) {
             report(e, where_str(e) + ": divergent __syncthreads: " + thread_str(*barrier) + " waits at " +
                           site(barrier->file, barrier->line) + ", " + thread_str(t) + " at " +
                           site(t.file, t.line));
-            return false;
+            return Outcome::Failed;
         }
     }
     report(e, where_str(e) + ": the block is stuck"); // not reached: the cases above cover it
-    return false;
+    return Outcome::Failed;
 }
 
-void run_block(Engine &e) {
+// Prepares the running block (blockIdx set) to start: its threads, warps and shared memory.
+void start_block(Engine &e) {
     const KernelRun &r = *e.run;
-    e.at_warp = e.at_barrier = e.done = 0;
+    e.at_warp = e.at_barrier = e.done = e.at_grid = 0;
     e.barrier_first = nullptr;
     e.barrier_mismatch = false;
     for (unsigned i = 0; i < e.nthreads; i++) {
@@ -263,9 +281,13 @@ void run_block(Engine &e) {
     e.shared_bytes = r.dynamic_shmem;
     if (posix_memalign(&e.dynamic, 128, r.dynamic_shmem) != 0) abort();
     if (r.dynamic_shmem) memset(e.dynamic, shared_fill(), r.dynamic_shmem);
+}
+
+// Runs the running block until it finishes, fails, or parks (waits for other blocks).
+Outcome run_block(Engine &e) {
     for (;;) {
         run_pass(e);
-        if (e.failed) break;
+        if (e.failed) return Outcome::Failed;
         if (e.any_released) { // the warp ops completed in the pass: their lanes go on
             for (unsigned w = 0; w < e.warps.size(); w++) {
                 for (uint32_t bits = e.warps[w].released; bits; bits &= bits - 1)
@@ -275,9 +297,42 @@ void run_block(Engine &e) {
             e.any_released = false;
             continue;
         }
-        if (!resolve_block(e)) break;
+        Outcome o = resolve_block(e);
+        if (o == Outcome::Continue) continue;
+        if (o != Outcome::Parked) e.free_shared();
+        return o;
     }
-    e.free_shared();
+}
+
+uint3 block_index(const KernelRun &run, unsigned long long b) {
+    return uint3{(unsigned)(b % run.grid.x), (unsigned)(b / run.grid.x % run.grid.y),
+                 (unsigned)(b / ((unsigned long long)run.grid.x * run.grid.y))};
+}
+
+// The blocks in schedule order: each runs until it finishes or parks; a parked block whose wait
+// is satisfied resumes before the next block starts; with neither, the launch is deadlocked.
+// An ordinary launch (no block ever parks) runs its blocks one after the other, as before.
+void run_blocks(Engine &e) {
+    const KernelRun &run = *e.run;
+    const bool reverse = e.reverse;
+    const unsigned long long nblocks = (unsigned long long)run.grid.x * run.grid.y * run.grid.z;
+    unsigned long long started = 0;
+    while (!e.failed) {
+        long ready = e.parked.empty() ? -1 : ready_parked_block(e);
+        if (ready >= 0) {
+            resume_block(e, (size_t)ready);
+        } else if (started < nblocks && e.parked.size() < e.resident_limit) {
+            unsigned long long k = started++;
+            blockIdx = block_index(run, reverse ? nblocks - 1 - k : k);
+            start_block(e);
+        } else if (started < nblocks || !e.parked.empty()) {
+            report_deadlock(e, nblocks - started);
+            break;
+        } else {
+            break; // every block finished
+        }
+        if (run_block(e) == Outcome::Parked) park_block(e);
+    }
 }
 
 } // namespace
@@ -322,16 +377,20 @@ cudaError_t check_launch_config(const char *name, dim3 grid, dim3 block, size_t 
 // the same time, hence the lock.
 namespace {
 std::mutex runs_mu;
-std::map<std::string, long> runs_by_name;
-} // namespace
+std::map<std::string, long> runs_by_name, programmatic_by_name, cooperative_by_name;
 
-long kernel_runs(const char *prefix) {
+long count_runs(const std::map<std::string, long> &runs, const char *prefix) {
     std::lock_guard<std::mutex> lock(runs_mu);
     long n = 0;
-    for (const auto &kv : runs_by_name)
+    for (const auto &kv : runs)
         if (kv.first.compare(0, strlen(prefix), prefix) == 0) n += kv.second;
     return n;
 }
+} // namespace
+
+long kernel_runs(const char *prefix) { return count_runs(runs_by_name, prefix); }
+long programmatic_kernel_runs(const char *prefix) { return count_runs(programmatic_by_name, prefix); }
+long cooperative_kernel_runs(const char *prefix) { return count_runs(cooperative_by_name, prefix); }
 
 cudaError_t run_kernel(const KernelRun &run) {
     cudaError_t err = check_launch_config(run.name, run.grid, run.block, run.dynamic_shmem, run.shmem_limit);
@@ -339,6 +398,8 @@ cudaError_t run_kernel(const KernelRun &run) {
     {
         std::lock_guard<std::mutex> lock(runs_mu);
         runs_by_name[run.name]++;
+        if (run.programmatic) programmatic_by_name[run.name]++;
+        if (run.cooperative) cooperative_by_name[run.name]++;
     }
     Engine &e = get_engine();
     if (e.run) {
@@ -348,31 +409,26 @@ cudaError_t run_kernel(const KernelRun &run) {
     }
     e.run = &run;
     e.nthreads = run.block.x * run.block.y * run.block.z;
-    while (e.threads.size() < e.nthreads) {
-        e.pool.emplace_back();
-        fiber_create(e.pool.back().fiber, stack_size(), fiber_main);
-        e.threads.push_back(&e.pool.back());
-    }
+    take_fibers(e);
     e.warp_in.assign((e.nthreads + 31) / 32 * 32, 0);
     e.warp_out.assign(e.warp_in.size(), 0);
     e.warps.assign(e.warp_in.size() / 32, Warp{});
     e.failed = false;
     gridDim = uint3{run.grid.x, run.grid.y, run.grid.z};
     blockDim = uint3{run.block.x, run.block.y, run.block.z};
-    bool reverse = e.reverse = schedule() == Schedule::Reverse;
     // Blocks in order, or (reverse schedule) in the opposite order: a kernel whose result depends
     // on which block runs first (one block reading what another writes) differs between the two.
-    unsigned long long nblocks = (unsigned long long)run.grid.x * run.grid.y * run.grid.z;
-    for (unsigned long long k = 0; k < nblocks && !e.failed; k++) {
-        unsigned long long b = reverse ? nblocks - 1 - k : k;
-        blockIdx = uint3{(unsigned)(b % run.grid.x), (unsigned)(b / run.grid.x % run.grid.y),
-                         (unsigned)(b / ((unsigned long long)run.grid.x * run.grid.y))};
-        run_block(e);
-    }
+    e.reverse = schedule() == Schedule::Reverse;
+    e.resident_limit = resident_blocks(run.block.x * run.block.y * run.block.z, run.dynamic_shmem);
+    run_blocks(e);
     if (e.failed) {
         // The fibers of the failed block stopped mid-kernel: start them afresh next time.
         for (unsigned i = 0; i < e.nthreads; i++) fiber_reset(e.threads[i]->fiber, fiber_main);
+        abandon_parked(e, fiber_main);
     }
+    // Fibers that served parked blocks are free again for the next launch.
+    e.threads.insert(e.threads.end(), e.spare.begin(), e.spare.end());
+    e.spare.clear();
     e.run = nullptr;
     return e.failed ? cudaErrorLaunchFailure : cudaSuccess;
 }

@@ -22,7 +22,8 @@
 namespace emu {
 
 // Released: a warp op completed during the current pass; Runnable from the next pass on.
-enum class State { Runnable, AtBarrier, AtWarp, Released, Done };
+// AtGrid: in emx_grid_wait, until another block's signal makes its counter reach the target.
+enum class State { Runnable, AtBarrier, AtWarp, Released, Done, AtGrid };
 
 struct Thread {
     Fiber fiber;
@@ -33,6 +34,8 @@ struct Thread {
     int line = 0;
     WarpOp op = WarpOp::SyncWarp;
     unsigned mask = 0;
+    const unsigned *wait_counter = nullptr; // AtGrid: waits until *wait_counter >= wait_target
+    unsigned wait_target = 0;
 };
 
 // A warp's lanes at warp ops: which wait (State::AtWarp), whether all of those called the same
@@ -51,6 +54,22 @@ struct SharedVar {
     void *ptr;
 };
 
+// A block of a launch that is parked: its threads wait in emx_grid_wait (or on a thread that
+// does) for other blocks. It keeps its fibers, warp exchange and shared memory; the Engine's
+// fields of the same names hold the running block's (swap_block exchanges them).
+struct BlockState {
+    uint3 idx{};
+    std::vector<Thread *> threads;
+    std::vector<Warp> warps;
+    std::vector<uint64_t> warp_in, warp_out;
+    std::vector<SharedVar> shared;
+    void *dynamic = nullptr;
+    size_t shared_bytes = 0;
+    unsigned at_warp = 0, at_barrier = 0, done = 0, at_grid = 0;
+    Thread *barrier_first = nullptr;
+    bool barrier_mismatch = false;
+};
+
 struct Engine {
     FiberHost host;
     std::deque<Thread> pool;       // every fiber made so far (addresses stay put)
@@ -65,7 +84,7 @@ struct Engine {
     bool any_released = false; // some warp has released lanes this pass
     // How many threads of the block are in each waiting state, so the scheduler only scans the
     // threads when a block is stuck and must be explained.
-    unsigned at_warp = 0, at_barrier = 0, done = 0;
+    unsigned at_warp = 0, at_barrier = 0, done = 0, at_grid = 0;
     Thread *barrier_first = nullptr; // the first thread to reach the current barrier
     bool barrier_mismatch = false;   // a later one waits at a different __syncthreads
     const KernelRun *run = nullptr;
@@ -74,6 +93,12 @@ struct Engine {
     std::vector<SharedVar> shared;           // this block's static __shared__ variables
     void *dynamic = nullptr;                 // this block's dynamic shared memory
     size_t shared_bytes = 0;                 // static + dynamic, against run->shmem_limit
+    // Co-resident blocks (only once a block of the launch waits in emx_grid_wait): the parked
+    // blocks, in the order they parked, fibers not serving any block, and how many blocks of
+    // this launch may be resident at once (EMU_SM_COUNT x the blocks one SM holds).
+    std::vector<BlockState> parked;
+    std::vector<Thread *> spare;
+    unsigned long long resident_limit = 0;
     bool failed = false;
     std::string fault;
     FailureMode mode = FailureMode::Abort;
@@ -100,6 +125,20 @@ void switch_away(Engine &e, Thread &t);
 // Completes the rendezvous of warp w whose lanes have all arrived (their lanes become
 // Released); reports lanes that disagree on the op. Returns whether any completed.
 bool complete_warp(Engine &e, unsigned w);
+
+// Co-resident blocks (src/grid_wait.cpp). Whether a waiting thread of the running block can go
+// on (it becomes Runnable); parks the running block (its threads wait) and readies fresh fibers
+// for the next one; resumes parked block i, whose wait is satisfied; the parked block to
+// resume next, or -1; reports the deadlock when nothing can run; on failure, abandons the
+// parked blocks (their fibers start afresh next time, their shared memory is freed).
+bool release_grid_waits(Engine &e);
+void park_block(Engine &e);
+void resume_block(Engine &e, size_t i);
+long ready_parked_block(const Engine &e);
+void report_deadlock(Engine &e, unsigned long long unstarted);
+void abandon_parked(Engine &e, void (*fiber_entry)());
+// Fibers for a block of nthreads threads in e.threads (from the spare ones, or new).
+void take_fibers(Engine &e);
 
 // Marks the launch failed: prints the message; aborts unless the failure mode is Return.
 void report(Engine &e, const std::string &msg);

@@ -1,6 +1,7 @@
 // runtime.cpp — devices, errors, streams and events of the emulated CUDA runtime.
 //
-// Devices: EMU_DEVICE_COUNT (default 4) identical H100-like devices; cudaSetDevice only changes
+// Devices: EMU_DEVICE_COUNT (default 4) identical H100-like devices of EMU_SM_COUNT SMs (default
+// 4, so that kernels sized from the SM count stay small here); cudaSetDevice only changes
 // the calling host thread's current device (which the NCCL emulation uses). Errors: each API
 // call returns its error and also leaves it as the host thread's last error, like CUDA.
 // Streams: synchronous — work runs when it is enqueued, so a stream is always idle and events
@@ -26,6 +27,13 @@ thread_local cudaError_t tl_last_error = cudaSuccess;
 const size_t kDefaultShmem = 48 * 1024;
 const size_t kOptinShmem = 232448; // H100: 227 KiB
 
+// Per-SM limits of the occupancy model (H100's, CUDA C++ Programming Guide, "Technical
+// Specifications per Compute Capability" 9.0), except registers: the emulator cannot know a
+// kernel's, so every thread is taken to use kAssumedRegsPerThread (the decode kernels use 32 to
+// 128), which limits an SM to 1024 resident threads.
+const int kMaxThreadsPerSM = 2048, kMaxBlocksPerSM = 32, kRegsPerSM = 65536, kAssumedRegsPerThread = 64;
+const size_t kSharedPerSM = 233472, kSharedReservedPerBlock = 1024, kSharedAllocUnit = 128;
+
 std::mutex func_mutex;
 std::map<const void *, size_t> func_shmem_limit; // set by cudaFuncSetAttribute
 
@@ -44,6 +52,34 @@ size_t device_memory() {
     const char *env = getenv("EMU_DEVICE_MEMORY_MB");
     long long mb = env ? atoll(env) : 0;
     return mb > 0 ? (size_t)mb << 20 : 80ull << 30;
+}
+
+int sm_count() {
+    const char *env = getenv("EMU_SM_COUNT");
+    int n = env ? atoi(env) : 4;
+    return n < 1 ? 1 : n > 1024 ? 1024 : n;
+}
+
+// Blocks of `threads` threads with `dynamic_shmem` bytes of dynamic shared memory that one SM
+// holds at once: the smallest of the thread, block, register and shared-memory limits (static
+// __shared__ memory is not known before a block runs, so it is not counted).
+int blocks_per_sm(unsigned threads, size_t dynamic_shmem) {
+    if (threads == 0 || threads > 1024) return 0;
+    int warp_threads = (int)(threads + 31) / 32 * 32;
+    int by_threads = kMaxThreadsPerSM / warp_threads;
+    int by_regs = kRegsPerSM / (warp_threads * kAssumedRegsPerThread);
+    size_t smem = (dynamic_shmem + kSharedAllocUnit - 1) / kSharedAllocUnit * kSharedAllocUnit + kSharedReservedPerBlock;
+    int by_smem = (int)(kSharedPerSM / smem);
+    int n = kMaxBlocksPerSM;
+    if (by_threads < n) n = by_threads;
+    if (by_regs < n) n = by_regs;
+    if (by_smem < n) n = by_smem;
+    return n;
+}
+
+unsigned long long resident_blocks(unsigned threads_per_block, size_t dynamic_shmem) {
+    unsigned long long n = (unsigned long long)sm_count() * (unsigned long long)blocks_per_sm(threads_per_block, dynamic_shmem);
+    return n ? n : 1; // a launch of blocks too big for an SM is refused before it runs
 }
 
 double now_ms() {
@@ -79,7 +115,7 @@ const char *cudaGetErrorName(cudaError_t error) {
         NAME(cudaErrorInvalidConfiguration) NAME(cudaErrorInvalidDevicePointer)
         NAME(cudaErrorInvalidMemcpyDirection) NAME(cudaErrorInvalidDeviceFunction)
         NAME(cudaErrorNoDevice) NAME(cudaErrorInvalidDevice) NAME(cudaErrorInvalidResourceHandle)
-        NAME(cudaErrorIllegalState) NAME(cudaErrorNotReady) NAME(cudaErrorLaunchFailure)
+        NAME(cudaErrorIllegalState) NAME(cudaErrorNotReady) NAME(cudaErrorLaunchFailure) NAME(cudaErrorCooperativeLaunchTooLarge)
         NAME(cudaErrorNotSupported) NAME(cudaErrorStreamCaptureUnsupported)
         NAME(cudaErrorStreamCaptureInvalidated) NAME(cudaErrorStreamCaptureImplicit)
         NAME(cudaErrorStreamCaptureWrongThread) NAME(cudaErrorUnknown)
@@ -98,6 +134,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
@@ -144,7 +181,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
     prop->maxThreadsDim[2] = 64;
     prop->maxGridSize[0] = 2147483647;
     prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-    prop->multiProcessorCount = 132;
+    prop->multiProcessorCount = emu::sm_count();
     prop->memoryClockRate = 2619000;
     prop->memoryBusWidth = 5120;
     prop->l2CacheSize = 50 << 20;
@@ -170,6 +207,11 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
     case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = kMaxThreadsPerSM; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)kSharedPerSM; break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = kRegsPerSM; break;
+    case cudaDevAttrCooperativeLaunch: *value = 1; break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kMaxBlocksPerSM; break;
     default: return emu::fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute " + std::to_string((int)attr) + " is not emulated");
     }
     return cudaSuccess;
@@ -186,6 +228,17 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
                                                     std::to_string(kOptinShmem) + ")");
     std::lock_guard<std::mutex> lock(func_mutex);
     func_shmem_limit[func] = (size_t)value;
+    return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+                                                          size_t dynamicSMemSize) {
+    if (!numBlocks || !func) return emu::fail(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: null argument");
+    if (blockSize <= 0 || blockSize > 1024)
+        return emu::fail(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: block size " +
+                                                    std::to_string(blockSize) + " (1 to 1024)");
+    // More dynamic shared memory than the kernel may use: no block fits (as CUDA reports).
+    *numBlocks = dynamicSMemSize > emu::shmem_limit(func) ? 0 : emu::blocks_per_sm((unsigned)blockSize, dynamicSMemSize);
     return cudaSuccess;
 }
 

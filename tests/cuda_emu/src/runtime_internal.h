@@ -42,7 +42,8 @@ namespace emu {
 const int kMaxDevices = 8;
 int device_count();         // EMU_DEVICE_COUNT (default 4)
 int current_device();       // of the calling host thread
-size_t device_memory();     // bytes each emulated device holds (EMU_DEVICE_MEMORY_MB, default 80 GiB)
+size_t device_memory();
+int blocks_per_sm(unsigned threads, size_t dynamic_shmem); // the occupancy model (runtime.cpp)     // bytes each emulated device holds (EMU_DEVICE_MEMORY_MB, default 80 GiB)
 double now_ms();
 cudaError_t fail(cudaError_t err, const std::string &msg); // prints "EMU: msg", sets last error
 // Errors if a stream is being captured in global mode: synchronous calls are illegal then.

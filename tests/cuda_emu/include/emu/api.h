@@ -10,7 +10,7 @@
 // that no thread wrote.
 //
 // Failure modes. A fault the emulator detects (divergent barrier, incomplete shuffle, bad launch
-// argument) prints "EMU FAULT: ..." to stderr and by default aborts (a test sees SIGABRT). In
+// argument, blocks deadlocked in emx_grid_wait) prints "EMU FAULT: ..." to stderr and by default aborts (a test sees SIGABRT). In
 // FailureMode::Return the launch instead fails with cudaErrorLaunchFailure and the message is
 // kept for emu::last_fault(); the broken-kernel self-tests use that.
 #ifndef EMU_API_H
@@ -34,6 +34,15 @@ void set_failure_mode(FailureMode m); // for the calling host thread
 FailureMode failure_mode();
 std::string last_fault(); // the last fault message on this host thread ("" if none)
 void clear_last_fault();
+
+// Calls of cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion by kernel
+// threads so far, on every host thread (a PDL test sees its kernels reach them).
+long grid_dependency_syncs();
+long programmatic_triggers();
+
+// Fibers (each with its own stack) the calling host thread's engine has made so far: launches
+// reuse them, so repeating a launch must not raise it.
+size_t fibers_made();
 
 // Host threads now blocked in an emulated NCCL call, waiting for other ranks (for self-tests
 // that must know a rank really waits).

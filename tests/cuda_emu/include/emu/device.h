@@ -29,12 +29,24 @@
 #define __align__(n) __attribute__((aligned(n)))
 // Static __shared__ declarations are rewritten by tests/cuda_emu/rewrite.py into per-block
 // allocations; a form it does not recognise falls back to one instance per host thread, which
-// is still one per block because blocks run one at a time.
+// is one per block as long as blocks run one at a time (not for the co-resident blocks of a
+// launch that waits in emx_grid_wait: README, "What is not modelled").
 #define __shared__ static thread_local
 
 static const int warpSize = 32;
 
 #define __syncthreads() ::emu::syncthreads(__FILE__, __LINE__)
+
+// A fence orders one thread's memory accesses as other threads see them. Here threads switch
+// only at barriers, warp ops and grid waits, and every access is immediately visible to all of
+// them, so the order a fence guarantees always holds: a no-op (a kernel still needs it on a GPU).
+inline void __threadfence() {}
+
+// Programmatic dependent launch (sm_90): the previous kernel on the stream has always completed
+// before a kernel starts here (streams are synchronous), so both return at once; they count
+// calls (emu::grid_dependency_syncs ..., emu/api.h) for the tests.
+inline void cudaGridDependencySynchronize() { ::emu::grid_dependency_sync(); }
+inline void cudaTriggerProgrammaticLaunchCompletion() { ::emu::trigger_programmatic_completion(); }
 #define __syncwarp(...) ::emu::syncwarp_at(__FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)
 
 namespace emu {

@@ -1,7 +1,11 @@
 // emu/engine.h — the interface between kernel code (inline functions in the emu headers) and the
 // scheduler in src/engine.cpp that runs each CUDA thread of a block as a fiber.
 //
-// A launch runs its blocks one after the other on the calling host thread. Inside a block every
+// A launch runs its blocks one after the other on the calling host thread, each to completion,
+// unless a thread waits in emx_grid_wait (kernels/grid_sync.cuh) for a counter that other
+// blocks signal: then its block is parked and the next block starts (or a parked block whose
+// wait is now satisfied resumes), so the blocks of such a launch are co-resident, up to the
+// number the emulated device holds (EMU_SM_COUNT). Inside a block every
 // thread runs until it blocks (at __syncthreads or a warp-synchronous op) or returns; when no
 // thread can run, the scheduler completes whatever rendezvous is complete (a warp op whose mask
 // lanes have all arrived, a barrier that all threads of the block reached) or reports the
@@ -37,7 +41,13 @@ struct KernelRun {
     size_t shmem_limit; // bytes of shared memory one block may use (static + dynamic)
     void (*thread_main)(void *arg);
     void *arg;
+    bool cooperative;  // cudaLaunchCooperativeKernel or cudaLaunchAttributeCooperative
+    bool programmatic; // cudaLaunchAttributeProgrammaticStreamSerialization (PDL)
 };
+// How many blocks of `threads_per_block` threads and `dynamic_shmem` bytes of dynamic shared
+// memory the emulated device holds at once: EMU_SM_COUNT x the blocks one SM holds (the
+// occupancy model of src/runtime.cpp, the same as cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+unsigned long long resident_blocks(unsigned threads_per_block, size_t dynamic_shmem);
 // Runs every block; returns cudaSuccess, or cudaErrorLaunchFailure after reporting a fault
 // (in the default failure mode the process aborts instead).
 cudaError_t run_kernel(const KernelRun &run);
@@ -47,6 +57,14 @@ void syncthreads(const char *file, int line);
 // Blocks until every lane of `mask` (that exists in this block) has called a warp op with the
 // same mask; returns the 32 values the lanes passed (indexed by lane; the caller's lanes only).
 const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line);
+// emx_grid_wait's emulation: returns once *counter >= target (read with acquire); until then the
+// thread blocks and other blocks of the launch run (see above). A wait that no block can ever
+// satisfy is reported as a deadlock, naming every waiting block.
+void grid_wait(const unsigned *counter, unsigned target, const char *file, int line);
+// cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion: the previous kernel on
+// the stream has always completed here (streams are synchronous), so they only count calls.
+void grid_dependency_sync();
+void trigger_programmatic_completion();
 unsigned lane_id();
 unsigned warp_present_mask(); // lanes of this warp that exist (a partial last warp has fewer)
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align);

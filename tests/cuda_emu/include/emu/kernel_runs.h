@@ -10,6 +10,10 @@ namespace emu {
 // ("matvec_fast_kernel<DT, MAXB, SWIGLU, true>") begins with `prefix`. A graph's replayed
 // launches count, each time it is replayed; a launch refused before running does not.
 long kernel_runs(const char *prefix);
+// The same, counting only launches with cudaLaunchAttributeProgrammaticStreamSerialization
+// (programmatic dependent launch), or only cooperative ones (a graph's replay keeps both).
+long programmatic_kernel_runs(const char *prefix);
+long cooperative_kernel_runs(const char *prefix);
 
 } // namespace emu
 

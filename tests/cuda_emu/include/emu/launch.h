@@ -8,6 +8,12 @@
 // into device memory (cudaMalloc or cudaMallocHost) or be null: a host pointer passed to a
 // kernel is reported, not silently read. A template kernel must be launched with its template
 // arguments written out (k<float, 4><<<...>>>), since the emulator takes the kernel's address.
+//
+// cudaLaunchKernelEx (with the Cooperative and ProgrammaticStreamSerialization attributes) and
+// cudaLaunchCooperativeKernel are macros here that pass the call's text along, so the launch is
+// named as written, like a <<<>>> launch: call them with the kernel itself (not a void *), and
+// without a leading `::`. A cooperative launch whose grid exceeds what the device holds at once
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs) fails with cudaErrorCooperativeLaunchTooLarge.
 #ifndef EMU_LAUNCH_H
 #define EMU_LAUNCH_H
 
@@ -29,9 +35,10 @@ struct LaunchConfig {
     dim3 grid, block;
     size_t shmem;
     cudaStream_t stream;
+    bool cooperative = false, programmatic = false;
 };
 inline LaunchConfig make_config(dim3 grid, dim3 block, size_t shmem = 0, cudaStream_t stream = 0) {
-    return LaunchConfig{grid, block, shmem, stream};
+    return LaunchConfig{grid, block, shmem, stream, false, false};
 }
 
 // Provided by src/runtime.cpp and src/memory.cpp.
@@ -42,6 +49,16 @@ bool is_device_pointer(const void *p);
 size_t shmem_limit(const void *kernel); // 48 KiB unless cudaFuncSetAttribute raised it
 cudaError_t check_launch_config(const char *name, dim3 grid, dim3 block, size_t shmem, size_t limit);
 cudaError_t launch_argument_fault(const char *name, const std::string &what);
+int sm_count(); // EMU_SM_COUNT (default 4)
+// cudaErrorCooperativeLaunchTooLarge (with a message) if a cooperative launch's blocks cannot all
+// be resident at once.
+cudaError_t check_cooperative(const char *name, const LaunchConfig &cfg);
+// The kernel's name from the text of a cudaLaunchKernelEx / cudaLaunchCooperativeKernel call's
+// arguments: the argument at `index` (counted at template depth 0), without a leading `&`. The
+// string lives as long as the process.
+const char *launch_name(const char *call_text, int index);
+// Reads a cudaLaunchConfig_t's attributes into `cfg`; an attribute not emulated is an error.
+cudaError_t apply_launch_attributes(const char *name, const cudaLaunchConfig_t *config, LaunchConfig &cfg);
 
 template <class T> void check_pointer_arg(const T &v, size_t index, std::string &problem) {
     if constexpr (std::is_pointer<T>::value) {
@@ -75,23 +92,28 @@ template <class... P> struct Launcher {
     void (*kernel)(P...);
     LaunchConfig cfg;
 
-    template <class... A> void operator()(A &&...a) const {
+    template <class... A> cudaError_t operator()(A &&...a) const {
         static_assert(sizeof...(A) == sizeof...(P), "kernel launch: wrong number of arguments");
-        auto closure = std::make_shared<KernelClosure<P...>>(
-            KernelClosure<P...>{kernel, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)});
+        return submit_args(std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...));
+    }
+    cudaError_t submit_args(std::tuple<typename std::decay<P>::type...> &&args) const {
+        auto closure = std::make_shared<KernelClosure<P...>>(KernelClosure<P...>{kernel, std::move(args)});
         size_t limit = shmem_limit(reinterpret_cast<const void *>(kernel));
         cudaError_t err = check_launch_config(name, cfg.grid, cfg.block, cfg.shmem, limit);
+        if (err == cudaSuccess && cfg.cooperative) err = check_cooperative(name, cfg);
         if (err == cudaSuccess) {
             const char *kname = name;
             LaunchConfig c = cfg;
             err = submit(cfg.stream, name, [kname, c, limit, closure]() -> cudaError_t {
                 std::string problem = closure->check_pointers();
                 if (!problem.empty()) return launch_argument_fault(kname, problem);
-                KernelRun run{kname, c.grid, c.block, c.shmem, limit, &KernelClosure<P...>::thread_main, closure.get()};
+                KernelRun run{kname,        c.grid,        c.block,       c.shmem, limit, &KernelClosure<P...>::thread_main,
+                              closure.get(), c.cooperative, c.programmatic};
                 return run_kernel(run);
             });
         }
         if (err != cudaSuccess) set_last_error(err);
+        return err;
     }
 };
 
@@ -99,6 +121,59 @@ template <class... P> Launcher<P...> launch(const char *name, void (*kernel)(P..
     return Launcher<P...>{name, kernel, cfg};
 }
 
+// cudaLaunchKernelEx(config, kernel, args...): the arguments converted to the kernel's parameter
+// types, as the real template does.
+template <class... P, class... A>
+cudaError_t launch_ex(const char *call_text, const cudaLaunchConfig_t *config, void (*kernel)(P...), A &&...a) {
+    static_assert(sizeof...(A) == sizeof...(P), "cudaLaunchKernelEx: wrong number of kernel arguments");
+    const char *name = launch_name(call_text, 1);
+    if (!config) {
+        set_last_error(cudaErrorInvalidValue);
+        return launch_argument_fault(name, "cudaLaunchKernelEx: null configuration");
+    }
+    LaunchConfig cfg = make_config(config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream);
+    cudaError_t err = apply_launch_attributes(name, config, cfg);
+    if (err != cudaSuccess) return err;
+    return Launcher<P...>{name, kernel, cfg}(std::forward<A>(a)...);
+}
+
+// cudaLaunchCooperativeKernel(kernel, grid, block, args, shmem, stream): args[i] points to the
+// i-th argument, of the kernel's i-th parameter type (as CUDA reads it).
+template <class... P, size_t... I>
+std::tuple<typename std::decay<P>::type...> args_from_pointers(void **args, std::index_sequence<I...>) {
+    return std::tuple<typename std::decay<P>::type...>(*static_cast<typename std::decay<P>::type *>(args[I])...);
+}
+template <class... P>
+cudaError_t launch_cooperative(const char *call_text, void (*kernel)(P...), dim3 grid, dim3 block, void **args,
+                               size_t shmem = 0, cudaStream_t stream = 0) {
+    const char *name = launch_name(call_text, 0);
+    (void)args; // unused by a kernel without parameters
+    if (!args && sizeof...(P) > 0) {
+        set_last_error(cudaErrorInvalidValue);
+        return launch_argument_fault(name, "cudaLaunchCooperativeKernel: null argument array");
+    }
+    LaunchConfig cfg = make_config(grid, block, shmem, stream);
+    cfg.cooperative = true;
+    return Launcher<P...>{name, kernel, cfg}.submit_args(args_from_pointers<P...>(args, std::index_sequence_for<P...>{}));
+}
+
+// The C API's form, a kernel as `const void *`, loses the parameter types the emulator needs to
+// read `args` or convert the arguments: a compile error that says so.
+template <class...> struct untyped_kernel { static constexpr bool value = false; };
+template <class... A> cudaError_t launch_cooperative(const char *, const void *, A...) {
+    static_assert(untyped_kernel<A...>::value,
+                  "cudaLaunchCooperativeKernel: pass the kernel itself, not a void * (the CUDA emulator needs its parameter types)");
+    return cudaErrorInvalidValue;
+}
+template <class... A> cudaError_t launch_ex(const char *, const cudaLaunchConfig_t *, const void *, A...) {
+    static_assert(untyped_kernel<A...>::value,
+                  "cudaLaunchKernelEx: pass the kernel itself, not a void * (the CUDA emulator needs its parameter types)");
+    return cudaErrorInvalidValue;
+}
+
 } // namespace emu
+
+#define cudaLaunchKernelEx(...) ::emu::launch_ex(#__VA_ARGS__, __VA_ARGS__)
+#define cudaLaunchCooperativeKernel(...) ::emu::launch_cooperative(#__VA_ARGS__, __VA_ARGS__)
 
 #endif

@@ -19,7 +19,6 @@ template <class...> struct dependent_false { static constexpr bool value = false
         return 0;                                                                                \
     }
 
-EMU_UNSUPPORTED(__threadfence)
 EMU_UNSUPPORTED(__threadfence_block)
 EMU_UNSUPPORTED(__threadfence_system)
 EMU_UNSUPPORTED(__syncthreads_count)
@@ -106,7 +105,6 @@ EMU_UNSUPPORTED(__umulhi)
 EMU_UNSUPPORTED(__vabsdiff4)
 EMU_UNSUPPORTED(__dp2a_lo)
 EMU_UNSUPPORTED(__dp2a_hi)
-EMU_UNSUPPORTED(cudaLaunchCooperativeKernel)
 #undef EMU_UNSUPPORTED
 
 #define __constant__ __constant___memory_is_not_supported_by_the_CUDA_emulator

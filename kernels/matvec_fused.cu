@@ -36,7 +36,7 @@
 #include "kernels/common.cuh"
 #include "kernels/matvec_rows.cuh"
 
-#define FUSED_WARPS 8                     // rows (warps) per block at a time
+#define FUSED_WARPS 4                     // rows (warps) per block at a time (as matvec.cu's)
 #define FUSED_THREADS (FUSED_WARPS * 32)
 #define FUSED_MAX_BLOCKS 1024             // beyond: warps loop over rows (the classifier)
 #define FUSED_SMEM_MAX 49152              // dynamic shared memory without an opt-in attribute
@@ -67,39 +67,50 @@ size_t smem_bytes(int dtype, int cols, bool norm) {
     return norm ? (size_t)cols * 4 : 0;
 }
 
+// Virtual thread v's share of rmsnorm_kernel's sum: x[v]², x[v + T]², ... added in turn, as its
+// thread v does (a functor for emx_block_sum_as).
+struct SquaresFrom {
+    const float *x;
+    int n, T;
+    __device__ __forceinline__ float operator()(int v) const {
+        float s = 0.0f;
+        for (int i = v; i < n; i += T) {
+            const float e = x[i];
+            s += e * e;
+        }
+        return s;
+    }
+};
+
 // The prologue: the input of the rows in shared memory (see the top), visible to the whole block
 // on return. Every thread calls it.
 template <int DT, bool NORM>
 __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, float *smem) {
     const float *x = in.x;
     float inv = 0.0f;
-    if constexpr (NORM) {  // rmsnorm_kernel's sum: its thread v adds x[v]², x[v + T]², ... in turn
+    if constexpr (NORM) {
         const int T = in.norm_threads;
-        const float ss = emx_block_sum_as(T, [&](int v) {
-            float s = 0.0f;
-            for (int i = v; i < cols; i += T) {
-                const float e = x[i];
-                s += e * e;
-            }
-            return s;
-        });
+        const float ss = emx_block_sum_as(T, SquaresFrom{x, cols, T});
         inv = 1.0f / sqrtf(ss / (float)cols + in.eps);
     }
     EmxCudaActs a = {x, nullptr, nullptr, nullptr};
     if constexpr (IS_QUANTISED(DT)) {
-        int8_t *xq = (int8_t *)smem;
-        float *xd = (float *)(xq + cols);
-        int *xsum = (int *)(xd + cols / 32);
+        // indices into smem, not pointers, while the loop runs (64-bit pointers live across the
+        // quantiser's divisions made ptxas spill; cols % 32 == 0: xd starts at float cols / 4)
+        const int xd_at = cols >> 2, xsum_at = xd_at + (cols >> 5);
         // cols % 32 == 0 and whole warps: a warp's lanes take the same trips (the shuffles need it)
         for (int i = threadIdx.x; i < cols; i += blockDim.x) {
             const float v = NORM ? x[i] * inv * in.norm_w[i] : x[i];
             const EmxQuantLane t = emx_quantize_lane(v);
-            xq[i] = (int8_t)t.q;
+            ((int8_t *)smem)[i] = (int8_t)t.q;
             if ((threadIdx.x & 31) == 0) {
-                xd[i / 32] = t.d;
-                xsum[i / 32] = t.sum;
+                smem[xd_at + (i >> 5)] = t.d;
+                ((int *)smem)[xsum_at + (i >> 5)] = t.sum;
             }
         }
+        int8_t *xq = (int8_t *)smem;
+        float *xd = smem + xd_at;
+        int *xsum = (int *)smem + xsum_at;
         a.xq = xq;
         a.xd = xd;
         a.xsum = xsum;
@@ -118,7 +129,10 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Fused
     extern __shared__ float smem[];
     const EmxCudaActs a = fused_input<DT, NORM>(in, cols, smem);
     const int r0 = set.rows[0], r01 = r0 + set.rows[1], total = r01 + set.rows[2];
-    // warp-uniform bounds: a warp's lanes run the same rows, as fast_row's shuffles need
+    // warp-uniform bounds: a warp's lanes run the same rows, as fast_row's shuffles need. Four
+    // warps a block, not unrolled: with eight, or unrolled, ptxas (CUDA 13.0) spilled 4 bytes in
+    // an instantiation or two.
+#pragma unroll 1
     for (int g = blockIdx.x * FUSED_WARPS + (threadIdx.x >> 5); g < total; g += gridDim.x * FUSED_WARPS) {
         // constant indices only: a parameter array indexed by a variable would go to local memory
         const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);

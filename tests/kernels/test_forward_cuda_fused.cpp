@@ -57,6 +57,7 @@ int argmax(const float *v, int n) {
     return best;
 }
 
+#ifdef ENTROPIX_CUDA_EMU  // the counts are the emulator's
 // Launches a layer the fused step saves, for a model without sandwich norms whose dim is a
 // multiple of 32: the attention norm, rope_kv and the FFN norm (now prologues and the attention's
 // own work); with quantised weights also the quantisations of att and hb, each where its width
@@ -71,6 +72,7 @@ int saved_per_layer(const EmxModel &m, bool quantised) {
 long fused_matvecs(const EmxModel &m) {
     return (long)m.cfg.n_layers * (3 + (m.cfg.hidden_dim % 32 == 0)) + 1;
 }
+#endif
 
 // expect_counts: the launch counts above hold (false: the fused step runs fewer kernels, no more
 // said: Gemma 3).

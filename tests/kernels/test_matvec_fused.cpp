@@ -14,7 +14,7 @@
 //    activation across a rounding boundary of its int8 step: one step (d_g = max|x|/127 of its
 //    group) on a few activations; allowed: 1e-4 * sum|w_j x_j| + 2 * max_g d_g * max_j |w_j|.
 //  - under both schedules of the emulator (blocks and threads forward, then reversed): bitwise.
-// Sizes are not multiples of the block (8 rows / 256 threads): rows 37, 13 (the set's k and v),
+// Sizes are not multiples of the block (4 rows / 128 threads): rows 37, 13 (the set's k and v),
 // 200, 577; cols 96, 288, 544, 2080 (the norm's block of 96 or 256 threads, a thread adding 1 to
 // 9 columns); every dtype.
 #include "dense_test_util.h"

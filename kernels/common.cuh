@@ -72,6 +72,27 @@ __device__ __forceinline__ float emx_block_sum(float v) {
     return t;
 }
 
+// What emx_block_sum returns in a block of T threads (T a multiple of 32, at most 1024) whose
+// thread v contributes value(v), computed by a block of any whole number of warps: warp w of
+// this block takes the virtual warps w, w + its warps, ..., each the same butterfly over the
+// same 32 operands, then the same butterfly over the partials, so the same bits. The fused
+// kernels (matvec_fused.cu, attention_decode.cu) reproduce a norm that a block of another size
+// computed in the graph path. value: a callable int -> float; every thread must call this.
+template <typename F>
+__device__ __forceinline__ float emx_block_sum_as(int T, F value) {
+    __shared__ float partial_as[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5, vwarps = T >> 5;
+    for (int vw = warp; vw < vwarps; vw += n_warps) {  // the same trips for a warp's 32 lanes
+        const float s = emx_warp_sum(value(vw * 32 + lane));
+        if (lane == 0) partial_as[vw] = s;
+    }
+    __syncthreads();
+    float t = lane < vwarps ? partial_as[lane] : 0.0f;
+    t = emx_warp_sum(t);
+    __syncthreads();
+    return t;
+}
+
 __device__ __forceinline__ float emx_f16_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 // bf16 is the top half of an f32: a shift, exact
 __device__ __forceinline__ float emx_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }

@@ -11,7 +11,8 @@
 // kv_dim * kv_bytes) written (q in place, k and v into the cache), plus the small tables. Why fast: the CPU does norm, rotate and cache copy as three
 // passes; here the head is read once into registers, and k/v never go back to a scratch buffer.
 // The angles are computed per thread in double (exact at long positions, like the CPU) instead
-// of from a table: a few thousand sin/cos per layer, hidden behind the loads.
+// of from a table: a few thousand sin/cos per layer, hidden behind the loads. The pair's
+// arithmetic is rope_pair.cuh's, which the fused decode attention (attention_decode.cu) shares.
 // emx_cuda_kv_rows_copy, beside it, moves finished KV rows (a committed branch's tail into the
 // cache): grid (rows, layers), 128 threads copying a row's 4-byte words; bytes: 2 x row_bytes
 // per row.
@@ -21,6 +22,7 @@
 #include <stdint.h>
 
 #include "kernels/common.cuh"
+#include "kernels/rope_pair.cuh"
 
 template <int KV>
 __device__ __forceinline__ void store_kv(void *cache, size_t i, float v) {
@@ -39,8 +41,8 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
     const size_t kv_dim = (size_t)a.n_kv_heads * hd, kv_off = (size_t)b * kv_dim + (size_t)h * hd;
     const float *src = is_q ? a.q + q_off : a.k + kv_off;
     const bool active = i < half;  // threads past the last pair only help the reduction
-    const int ia = a.style == EMX_ROPE_INTERLEAVED ? 2 * i : i;
-    const int ib = a.style == EMX_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+    int ia, ib;
+    emx_rope_pair_index(a.style, i, half, &ia, &ib);
     float x0 = active ? src[ia] : 0.0f, x1 = active ? src[ib] : 0.0f;
     const float *bias = is_q ? a.bq : a.bk;
     if (bias && active) {
@@ -50,7 +52,7 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
 
     const float *norm_w = is_q ? a.q_norm : a.k_norm;
     if (norm_w) {  // the same for the whole block: the barrier inside is reached by all
-        const float inv = 1.0f / sqrtf(emx_block_sum(x0 * x0 + x1 * x1) / (float)hd + a.eps);
+        const float inv = 1.0f / sqrtf(emx_block_sum(emx_rope_pair_ss(x0, x1)) / (float)hd + a.eps);
         if (active) {
             x0 = x0 * inv * norm_w[ia];
             x1 = x1 * inv * norm_w[ib];
@@ -58,9 +60,8 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
     }
     if (!active) return;
 
-    const double angle = (double)a.pos[b] * a.inv_freq[i];
-    const float c = (float)cos(angle), s = (float)sin(angle);
-    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    float y0, y1;
+    emx_rope_rotate(x0, x1, a.pos[b], a.inv_freq[i], &y0, &y1);
     if (is_q) {
         a.q[q_off + ia] = y0;
         a.q[q_off + ib] = y1;

@@ -45,8 +45,13 @@ DECODE, BENCH, NAIVE = "decode", "bench", "naive"
 # Dynamic shared memory is counted for one reference shape, Qwen3-0.6B's attention (16 query heads
 # on 8 KV heads, head_dim 128) with the default chunk of 64 keys: SPLIT_GQA takes
 # group * (head_dim + chunk + max(head_dim, 256)) floats = 2 * 448 * 4 bytes, SPLIT (chunk +
-# max(head_dim, 128)) floats. No other kernel has dynamic shared memory.
+# max(head_dim, 128)) floats.
 GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 256) * 4, (64 + 128) * 4
+# The fused decode layer at the same shape: attention_decode.cu's fresh key and value rows (f32)
+# and SPLIT_GQA's floats plus the new key's and the group's pair sums; matvec_fused.cu's input at
+# Qwen3-0.6B's dim of 1024 as int8 groups (q8/q4): 1024 bytes + 1024 / 32 * 8.
+DECODE_SMEM = 2 * 128 * 4 + (2 * (128 + 64 + 256) + 128 + 2 * 64) * 4
+FUSED_SMEM = 1024 + 1024 // 32 * 8
 # Kernel (its name without template arguments) -> (threads per block, dynamic shared bytes, role,
 # where the block size comes from). Roles: decode = launched by a decode step
 # (runtime/cuda/forward_cuda_layers.c, the sampler and the agent pool); bench = only the kernel
@@ -63,6 +68,8 @@ KERNELS = {
     "attention_split_gqa_kernel": (128, GQA_SMEM, DECODE, "attention.cu ATTN_BLOCK"),
     "attention_split_kernel": (128, SPLIT_SMEM, DECODE, "attention.cu ATTN_BLOCK (SPLIT_GQA's fallback)"),
     "attention_combine_kernel": (128, 0, DECODE, "attention.cu ATTN_BLOCK"),
+    "attention_decode_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (the fused decode layer)"),
+    "matvec_fused_kernel": (128, FUSED_SMEM, DECODE, "matvec_fused.cu FUSED_WARPS * 32 (the fused decode layer)"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logits_merge_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logit_pair_kernel": (1024, 0, DECODE, "logits_metrics.cu PAIR_BLOCK (the critic's verdict)"),

@@ -173,6 +173,15 @@ fi
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done
 done
+# On a GPU, the fused decode layer (the default) beside the separate kernels of each layer
+# (EMX_CUDA_FUSED=0, docs/cuda.md), alternated: the q8 rows above, the separate kernels, the fused
+# layer again.
+if [ "$EMULATED" != 1 ]; then
+    for m in $MODELS; do
+        add "speed-separate-${m%%:*}-q8" speed 600 "EMX_CUDA_FUSED=0 $GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
+        add "speed-fused-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
+    done
+fi
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
 FIRST=${MODELS%% *}

@@ -363,6 +363,8 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->widest = s->widest > (int)c->hidden_dim ? s->widest : (int)c->hidden_dim;
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
+    const char *fused = getenv("EMX_CUDA_FUSED");  // read once, here: the reference path on "0"
+    s->fused = !(fused && strcmp(fused, "0") == 0);
     const EmxKvType cache = emx_kv_type_resolve(opt ? opt->cache_type : EMX_KV_AUTO, m, 1);
     s->kv_type = cache;
     s->kv_esize = emx_kv_type_size(cache);

@@ -14,6 +14,7 @@
 #include "kernels/embedding.h"
 #include "kernels/geglu.h"
 #include "kernels/logits_metrics.h"
+#include "kernels/matvec_fused.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -31,7 +32,7 @@ static int reads_int8_acts(const EmxCudaWeight *w) {
 
 // out[n][w.rows] (+)= W in[n][w.cols]; widths that are not a multiple of 32 take the plain matvec.
 // quantised: in's int8 groups are made already.
-static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate,
+int cuda_matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate,
                   int quantised) {
     const int fast = w->cols % 32 == 0;
     EmxCudaActs a = {in, s->xq, s->xd, s->xsum};
@@ -45,7 +46,7 @@ static int matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, 
 // its neighbours share its input and its dtype). On the fast quantised path (not a GEMM chunk) the
 // int8 groups of xb come out of the same launch, once for all of them: the matvecs are then called
 // with quantised = 1.
-static int norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm) {
+int cuda_norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm) {
     const EmxConfig *c = &s->m->cfg;
     if (!gemm && reads_int8_acts(w))
         CU(emx_cuda_rmsnorm_quantize(s->xb, x, norm_w, (int)c->dim, n, c->norm_eps, s->xq, s->xd, s->xsum, s->stream));
@@ -57,7 +58,7 @@ static int norm_for(CudaState *s, const float *x, const float *norm_w, int n, co
 // q, k, v [n][rows] = Wq, Wk, Wv xb: one launch when the three share a dtype and a width the
 // fast matvec takes (emx_cuda_matvec_set: the same bits as three), else three. xb's int8 groups
 // come from norm_for.
-static int matvec_qkv(CudaState *s, const CudaLayer *L, int n) {
+int cuda_matvec_qkv(CudaState *s, const CudaLayer *L, int n) {
     const EmxCudaWeight *w[3] = {&L->wq, &L->wk, &L->wv};
     if (L->wq.cols % 32 == 0 && L->wk.dtype == L->wq.dtype && L->wv.dtype == L->wq.dtype &&
         L->wk.cols == L->wq.cols && L->wv.cols == L->wq.cols) {
@@ -66,8 +67,8 @@ static int matvec_qkv(CudaState *s, const CudaLayer *L, int n) {
         CU(emx_cuda_matvec_set(EMX_MATVEC_FAST, w, out, 3, &a, n, s->stream));
         return 0;
     }
-    return matvec(s, w[0], s->xb, n, s->q, 0, 1) || matvec(s, w[1], s->xb, n, s->k, 0, 1) ||
-           matvec(s, w[2], s->xb, n, s->v, 0, 1);
+    return cuda_matvec(s, w[0], s->xb, n, s->q, 0, 1) || cuda_matvec(s, w[1], s->xb, n, s->k, 0, 1) ||
+           cuda_matvec(s, w[2], s->xb, n, s->v, 0, 1);
 }
 
 // out[n][w.rows] (+)= W in[n][w.cols] through the GEMM (n up to gemm_rows), the variant by the
@@ -78,9 +79,9 @@ static int gemm(CudaState *s, const EmxCudaWeight *w, const float *in, int n, fl
 }
 
 
-static const StepInput *input_of(const CudaState *s, const Rows *r) { return r->in ? r->in : s->in_d; }
+const StepInput *cuda_input_of(const CudaState *s, const Rows *r) { return r->in ? r->in : s->in_d; }
 
-static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
+void cuda_attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
     const size_t kvl = (size_t)s->ctx * s->kv_dim;
     memset(a, 0, sizeof *a);
@@ -96,7 +97,7 @@ static void attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
 }
 
 // The last row's score rows and softmax statistics go where the samplers read them.
-static void record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
+void cuda_record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
     a->scores = s->scores + (size_t)l * c->n_heads * s->ctx;
     a->score_stride = s->ctx;
@@ -111,33 +112,33 @@ static int attention_multi(CudaState *s, int l, int n, const Rows *r) {
     EmxAttentionArgs a;
     for (int i = 0; i < n; i++) {
         const CudaState *o = r->multi[i];
-        attention_args(o, l, &a);
+        cuda_attention_args(o, l, &a);
         a.q = s->q + (size_t)i * s->q_dim;
         a.out = s->att + (size_t)i * s->q_dim;
         a.n_keys = r->multi_pos[i] + 1;
-        record_scores(o, l, &a);  // every row is its state's last: the entropix metrics read them
+        cuda_record_scores(o, l, &a);  // every row is its state's last: the entropix metrics read them
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     }
     return 0;
 }
 
-static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
+int cuda_attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last) {
     EmxAttentionArgs a;
     if (r->multi) return attention_multi(s, l, n, r);
     // n rows at pos..pos+n-1, causal: one launch (rows on the grid) per CHUNK rows; the
     // workspace, which grows with rows x ctx, is sized for CHUNK (a GEMM chunk takes several)
     for (int r0 = 0; !r->is_branches && r0 < n; r0 += CHUNK) {
         const int rows = n - r0 < CHUNK ? n - r0 : CHUNK;
-        attention_args(s, l, &a);
+        cuda_attention_args(s, l, &a);
         a.q = s->q + (size_t)r0 * s->q_dim;
         a.out = s->att + (size_t)r0 * s->q_dim;
         a.n_rows = rows;
         a.n_keys = pos + r0 + rows;
         if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
             a.n_keys = s->ctx;
-            a.n_keys_dev = &input_of(s, r)->n_keys;
+            a.n_keys_dev = &cuda_input_of(s, r)->n_keys;
         }
-        if (record_last && r0 + rows == n) record_scores(s, l, &a);
+        if (record_last && r0 + rows == n) cuda_record_scores(s, l, &a);
         CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     }
     if (!r->is_branches) return 0;
@@ -146,7 +147,7 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
     // holds one step of every branch, so branch i's starts i rows of kv_dim in). All n rows are
     // one launch (branch rows): per layer two kernels, not two per branch.
     const size_t tail_row = (size_t)s->br_max * s->kv_dim, tail_layer = (size_t)l * s->br_tail * tail_row;
-    attention_args(s, l, &a);
+    cuda_attention_args(s, l, &a);
     a.q = s->q;
     a.out = s->att;
     a.n_rows = n;
@@ -158,9 +159,9 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
     a.tail_branch_stride = s->kv_dim;
     if (r->device_positions) {  // a lookahead round's graph: the prefix is the round's
         a.n_keys = s->ctx;
-        a.n_keys_dev = &input_of(s, r)->n_keys;
+        a.n_keys_dev = &cuda_input_of(s, r)->n_keys;
         a.tail_start = 0;
-        a.tail_start_dev = &input_of(s, r)->tail_start;
+        a.tail_start_dev = &cuda_input_of(s, r)->tail_start;
     }
     CU(emx_cuda_attention(ATTN_KERNEL, &a, s->stream));
     return 0;
@@ -170,10 +171,10 @@ static int attention(CudaState *s, int l, int n, int pos, const Rows *r, int rec
 // (GEMM chunks) two GEMMs into hb and hb2 and the SwiGLU over them. GeGLU (Gemma): the gate and
 // up projections into hb and hb2 (xb's int8 groups, if its dtype reads them, made before), then
 // the GeGLU over them.
-static int ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
+int cuda_ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     if (s->m->ext.ffn_act == EMX_ACT_GELU_TANH) {
         if (r->gemm ? gemm(s, &L->gate, s->xb, n, s->hb, 0) || gemm(s, &L->up, s->xb, n, s->hb2, 0)
-                    : matvec(s, &L->gate, s->xb, n, s->hb, 0, 1) || matvec(s, &L->up, s->xb, n, s->hb2, 0, 1))
+                    : cuda_matvec(s, &L->gate, s->xb, n, s->hb, 0, 1) || cuda_matvec(s, &L->up, s->xb, n, s->hb2, 0, 1))
             return -1;
         CU(emx_cuda_geglu(s->hb, s->hb, s->hb2, n * (int)s->m->cfg.hidden_dim, s->stream));
         return 0;
@@ -194,13 +195,13 @@ static int ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
 // The attention block's end: x += Wo att, or with sandwich norms (Gemma 3) x += rmsnorm(Wo att) *
 // post_attn_norm (Wo att into tmp first); then the feed-forward block's input xb = rmsnorm(x) *
 // ffn_norm, with its int8 groups when the gate reads them (as norm_for).
-static int attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
+int cuda_attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     const EmxConfig *c = &s->m->cfg;
     if (!L->post_attn_norm) {  // both paths accumulate: the residual add is free
-        if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
-        return norm_for(s, s->x, L->ffn_norm, n, &L->gate, r->gemm);
+        if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : cuda_matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
+        return cuda_norm_for(s, s->x, L->ffn_norm, n, &L->gate, r->gemm);
     }
-    if (r->gemm ? gemm(s, &L->wo, s->att, n, s->tmp, 0) : matvec(s, &L->wo, s->att, n, s->tmp, 0, 0)) return -1;
+    if (r->gemm ? gemm(s, &L->wo, s->att, n, s->tmp, 0) : cuda_matvec(s, &L->wo, s->att, n, s->tmp, 0, 0)) return -1;
     CU(emx_cuda_rmsnorm(s->tmp, s->tmp, L->post_attn_norm, (int)c->dim, n, c->norm_eps, s->stream));
     CU(emx_cuda_residual_rmsnorm(s->x, s->tmp, L->ffn_norm, s->xb, (int)c->dim, n, c->norm_eps, s->stream));
     if (!r->gemm && reads_int8_acts(&L->gate))
@@ -211,11 +212,11 @@ static int attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r
 // The feed-forward block's end: x += W_down hb, or with sandwich norms x += rmsnorm(W_down hb) *
 // post_ffn_norm (W_down hb into tmp first; the add is the fused add-and-norm's, whose norm
 // output in xb is overwritten by the next norm: no add kernel of its own for one model family).
-static int ffn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
+int cuda_ffn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     const EmxConfig *c = &s->m->cfg;
     if (!L->post_ffn_norm)
-        return r->gemm ? gemm(s, &L->down, s->hb, n, s->x, 1) : matvec(s, &L->down, s->hb, n, s->x, 1, 0);
-    if (r->gemm ? gemm(s, &L->down, s->hb, n, s->tmp, 0) : matvec(s, &L->down, s->hb, n, s->tmp, 0, 0)) return -1;
+        return r->gemm ? gemm(s, &L->down, s->hb, n, s->x, 1) : cuda_matvec(s, &L->down, s->hb, n, s->x, 1, 0);
+    if (r->gemm ? gemm(s, &L->down, s->hb, n, s->tmp, 0) : cuda_matvec(s, &L->down, s->hb, n, s->tmp, 0, 0)) return -1;
     CU(emx_cuda_rmsnorm(s->tmp, s->tmp, L->post_ffn_norm, (int)c->dim, n, c->norm_eps, s->stream));
     CU(emx_cuda_residual_rmsnorm(s->x, s->tmp, L->post_ffn_norm, s->xb, (int)c->dim, n, c->norm_eps, s->stream));
     return 0;
@@ -241,55 +242,62 @@ static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeAr
     return 0;
 }
 
-// Runs n rows (n <= CHUNK, in_d on the device; r->gemm: n <= gemm_rows, gin_d) through every
-// layer; leaves the final hidden states, before the output norm, in x.
-int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
+// rope_kv's arguments for layer l's n rows (r: where they sit and where their k and v go).
+void cuda_rope_args(const CudaState *s, int l, int n, const Rows *r, EmxRopeArgs *a) {
     const EmxConfig *c = &s->m->cfg;
     const CudaWeights *w = s->w;
-    const float eps = c->norm_eps;
-    const int *tokens_d = r->gemm ? s->gin_d : input_of(s, r)->tokens;
-    const int *pos_d = r->gemm ? s->gin_d + s->gemm_rows : input_of(s, r)->pos;
+    const CudaLayer *L = &w->layers[l];
+    const int *pos_d = r->gemm ? s->gin_d + s->gemm_rows : cuda_input_of(s, r)->pos;
+    memset(a, 0, sizeof *a);
+    a->q = s->q;
+    a->k = s->k;
+    a->v = s->v;
+    if (r->is_branches) {  // this step's rows of every branch's tail
+        const size_t at = ((size_t)l * s->br_tail + r->step) * s->br_max * s->kv_dim;
+        a->k_cache = kv_at(s, s->br_key, at);
+        a->v_cache = kv_at(s, s->br_value, at);
+        a->cache_row = cuda_input_of(s, r)->rows;
+    } else {
+        a->k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
+        a->v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
+    }
+    a->kv_dtype = s->kv_type;
+    a->pos = pos_d;
+    a->inv_freq = emx_layer_is_local(&s->m->ext, (uint32_t)l) ? w->inv_freq_local : w->inv_freq;
+    a->q_norm = L->q_norm;
+    a->k_norm = L->k_norm;
+    a->bq = L->bq, a->bk = L->bk, a->bv = L->bv;
+    a->eps = c->norm_eps;
+    a->batch = n;
+    a->n_heads = (int)c->n_heads;
+    a->n_kv_heads = (int)c->n_kv_heads;
+    a->head_dim = (int)c->head_dim;
+    a->style = (int)c->rope_style;
+}
+
+// cuda_run_layers (forward_cuda_fused.c) with the separate kernels of each layer: every kind of
+// rows (a chunk, a GEMM chunk, branches, several states) and EMX_CUDA_FUSED=0's decode steps.
+int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int record_last) {
+    const EmxConfig *c = &s->m->cfg;
+    const CudaWeights *w = s->w;
+    const int *tokens_d = r->gemm ? s->gin_d : cuda_input_of(s, r)->tokens;
     CU(emx_cuda_embedding_scaled(&w->emb, tokens_d, n, s->m->ext.embed_scale, s->x, s->stream));
     for (int l = 0; l < (int)c->n_layers; l++) {
         const CudaLayer *L = &w->layers[l];
-        if (norm_for(s, s->x, L->attn_norm, n, &L->wq, r->gemm)) return -1;
+        if (cuda_norm_for(s, s->x, L->attn_norm, n, &L->wq, r->gemm)) return -1;
         if (r->gemm ? gemm(s, &L->wq, s->xb, n, s->q, 0) || gemm(s, &L->wk, s->xb, n, s->k, 0) ||
                           gemm(s, &L->wv, s->xb, n, s->v, 0)
-                    : matvec_qkv(s, L, n))
+                    : cuda_matvec_qkv(s, L, n))
             return -1;
         EmxRopeArgs a;
-        memset(&a, 0, sizeof a);
-        a.q = s->q;
-        a.k = s->k;
-        a.v = s->v;
-        if (r->is_branches) {  // this step's rows of every branch's tail
-            const size_t at = ((size_t)l * s->br_tail + r->step) * s->br_max * s->kv_dim;
-            a.k_cache = kv_at(s, s->br_key, at);
-            a.v_cache = kv_at(s, s->br_value, at);
-            a.cache_row = input_of(s, r)->rows;
-        } else {
-            a.k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
-            a.v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
-        }
-        a.kv_dtype = s->kv_type;
-        a.pos = pos_d;
-        a.inv_freq = emx_layer_is_local(&s->m->ext, (uint32_t)l) ? w->inv_freq_local : w->inv_freq;
-        a.q_norm = L->q_norm;
-        a.k_norm = L->k_norm;
-        a.bq = L->bq, a.bk = L->bk, a.bv = L->bv;
-        a.eps = eps;
-        a.batch = n;
-        a.n_heads = (int)c->n_heads;
-        a.n_kv_heads = (int)c->n_kv_heads;
-        a.head_dim = (int)c->head_dim;
-        a.style = (int)c->rope_style;
+        cuda_rope_args(s, l, n, r, &a);
         if (r->multi) {
             if (rope_multi(s, l, n, r, &a)) return -1;
         } else {
             CU(emx_cuda_rope_kv(&a, s->stream));
         }
-        if (attention(s, l, n, pos, r, record_last)) return -1;
-        if (attn_block_out(s, L, n, r) || ffn_in(s, L, n, r) || ffn_block_out(s, L, n, r)) return -1;
+        if (cuda_attention(s, l, n, pos, r, record_last)) return -1;
+        if (cuda_attn_block_out(s, L, n, r) || cuda_ffn_in(s, L, n, r) || cuda_ffn_block_out(s, L, n, r)) return -1;
     }
     return 0;
 }
@@ -297,6 +305,14 @@ int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last
 // Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device).
 int cuda_classify(CudaState *s, int first, int n) {
     const EmxConfig *c = &s->m->cfg;
-    if (norm_for(s, s->x + (size_t)first * c->dim, s->w->norm, n, &s->w->out, 0)) return -1;
-    return matvec(s, &s->w->out, s->xb, n, s->logits, 0, 1);
+    if (s->fused && n == 1 && emx_cuda_matvec_fused_fits(s->w->out.dtype, s->w->out.cols)) {
+        // the fused decode layer's classifier: the output norm in the matvec's prologue
+        const EmxFusedInput in = {s->x + (size_t)first * c->dim, s->w->norm, c->norm_eps};
+        const EmxCudaWeight *w[1] = {&s->w->out};
+        float *out[1] = {s->logits};
+        CU(emx_cuda_matvec_fused(&in, w, out, 1, 0, s->stream));
+        return 0;
+    }
+    if (cuda_norm_for(s, s->x + (size_t)first * c->dim, s->w->norm, n, &s->w->out, 0)) return -1;
+    return cuda_matvec(s, &s->w->out, s->xb, n, s->logits, 0, 1);
 }

@@ -4,6 +4,7 @@
 #ifndef EMX_FORWARD_CUDA_PASS_H
 #define EMX_FORWARD_CUDA_PASS_H
 
+#include "kernels/rope.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
 // Where a pass's rows sit (as forward_cpu.c's RowLayout): a sequence's rows at pos.. attend
@@ -23,11 +24,33 @@ typedef struct {
     const StepInput *in;
 } Rows;
 
+// The pieces of a layer (forward_cuda_layers.c), which the fused decode layer
+// (forward_cuda_fused.c) falls back on for what it does not fuse. n rows; quantised: in's int8
+// groups are made already.
+const StepInput *cuda_input_of(const CudaState *s, const Rows *r);
+int cuda_matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, float *out, int accumulate, int quantised);
+int cuda_norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm);
+int cuda_matvec_qkv(CudaState *s, const CudaLayer *L, int n);
+void cuda_rope_args(const CudaState *s, int l, int n, const Rows *r, EmxRopeArgs *a);
+void cuda_attention_args(const CudaState *s, int l, EmxAttentionArgs *a);
+void cuda_record_scores(const CudaState *s, int l, EmxAttentionArgs *a);
+int cuda_attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last);
+int cuda_attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r);
+int cuda_ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r);
+int cuda_ffn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r);
+
+// cuda_run_layers with the separate kernels of each layer (forward_cuda_layers.c): every kind of
+// rows; cuda_run_layers (forward_cuda_fused.c) takes the fused layer where cuda_fused_applies.
+int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int record_last);
+
 // Runs n rows (n <= CHUNK, in_d on the device; r->gemm: n <= gemm_rows, gin_d) through every
 // layer; leaves the final hidden states, before the output norm, in x. record_last: the last
-// row's score rows and statistics go where the samplers read them.
+// row's score rows and statistics go where the samplers read them. (forward_cuda_fused.c: the
+// fused layer for one row of a sequence, not a GEMM chunk, branches or several states, unless
+// the state was made with EMX_CUDA_FUSED=0; else cuda_run_layers_separate.)
 int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last);
-// Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device).
+// Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device);
+// one row with the fused layer on: one launch, the norm in the classifier's prologue.
 int cuda_classify(CudaState *s, int first, int n);
 // The end of a step (tail: TAIL_*) queued on the stream: the logits to the host, the choice or
 // the proposals. valid_len: keys of the last position (graph: read from in_d).

@@ -111,6 +111,8 @@ typedef struct {
     char err[320];
     int ctx, q_dim, kv_dim, widest, vocab;
     int no_graphs;
+    int fused;              // single-row decode steps run the fused layer (forward_cuda_fused.c);
+                            // EMX_CUDA_FUSED=0 at the state's creation: the separate kernels
     cudaStream_t stream;
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)

@@ -1,0 +1,209 @@
+// matvec_fused.cu — the decode step's matvecs with their input made in the prologue, for one
+// activation row: the q/k/v set and the gate/up SwiGLU pair after the RMSNorm of x (attention and
+// FFN norms), wo after the int8 quantisation of att, w_down after that of hb, the classifier after
+// the output norm. In the graph path each of these is two launches, a norm (or quantisation)
+// kernel and the matvec (kernels/rmsnorm.cu, kernels/matvec.cu).
+//
+//   input = x                                    (norm_w NULL)
+//   input = x / sqrt(mean(x²) + eps) * norm_w    (norm_w given)
+//   out[i][r] (+)= W_i[r] · input,   or   out[r] = silu(gate_r · input) * (up_r · input)
+//
+// Threads: blocks of FUSED_WARPS warps. Prologue, every block: the norm's sum of squares (a block
+// reduction over x), then the input into shared memory: its int8 groups for quantised weights (a
+// warp's 32 lanes hold one group of 32 columns in each pass of the loop, as rmsnorm.cu's fused
+// quantisation; xq [cols], xd and xsum [cols/32]), or the normed f32 row for float weights (with
+// no norm they read x itself). Then warp g of the grid takes rows g, g + (warps in the grid), ...
+// of [W_0; W_1; W_2] (a grid of at most FUSED_MAX_BLOCKS blocks: the prologue runs once a block, so
+// a 151,936-row classifier does not recompute the norm 38,000 times), each row matvec_rows.cuh's
+// fast_row: the code the graph path's matvecs run.
+// Bytes per call: the weights, as the matvec (rows * cols * bytes_per_weight); the input row
+// (cols * 4, and norm_w's cols * 4) read from L2 by every block; rows * 4 written (read too when
+// accumulating). Against the two launches it replaces: no normed row written and read back
+// (cols * 4 twice), no int8 groups written and read (1.25 cols twice), one launch fewer.
+// Why fused: at decode a launch is 2.5-5 µs, mostly its ramp-up and the latency of its first
+// dependent loads (docs/cuda.md, measured on an H200), and a norm or quantisation kernel moves a
+// few KB: the step's ~313 launches cost more than its ~0.6 GB of weights take to stream. The
+// prologue's work (a few thousand multiply-adds from L2) hides behind the first weight loads.
+// Same bits as the graph path: the sum of squares is added in the order of emx_cuda_rmsnorm's
+// block of emx_round_to_warps(cols, 256) threads (common.cuh's emx_block_sum_as), the
+// quantisation is emx_quantize_lane, the rows fast_row; tests/kernels/test_matvec_fused.cpp checks
+// it bitwise.
+#include "kernels/matvec_fused.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "kernels/common.cuh"
+#include "kernels/matvec_rows.cuh"
+
+#define FUSED_WARPS 4                     // rows (warps) per block at a time (as matvec.cu's)
+#define FUSED_THREADS (FUSED_WARPS * 32)
+#define FUSED_MAX_BLOCKS 1024             // beyond: warps loop over rows (the classifier)
+#define FUSED_SMEM_MAX 49152              // dynamic shared memory without an opt-in attribute
+#define NORM_THREADS_MAX 256              // emx_cuda_rmsnorm's block (rmsnorm.cu)
+
+namespace {
+
+// The matrices of a call, one after the other in the grid's rows (rows 0 past the last one).
+struct FusedSet {
+    const void *W[EMX_MATVEC_SET_MAX];
+    float *out[EMX_MATVEC_SET_MAX];
+    int rows[EMX_MATVEC_SET_MAX];
+};
+
+// The input row; norm_threads: the block size whose reduction order the norm reproduces.
+struct FusedIn {
+    const float *x, *norm_w;
+    float eps;
+    int norm_threads;
+};
+
+#define IS_QUANTISED(dt) ((dt) == EMX_Q8 || (dt) == EMX_Q4 || (dt) == EMX_Q4_1 || (dt) == EMX_Q4_1F)
+
+// Shared memory the prologue fills: int8 groups xq [cols] (16-byte aligned: cols % 32 == 0), then
+// xd and xsum [cols / 32]; or the normed f32 row [cols]; or nothing (float weights, no norm).
+size_t smem_bytes(int dtype, int cols, bool norm) {
+    if (IS_QUANTISED(dtype)) return (size_t)cols + (size_t)cols / 32 * 8;
+    return norm ? (size_t)cols * 4 : 0;
+}
+
+// Virtual thread v's share of rmsnorm_kernel's sum: x[v]², x[v + T]², ... added in turn, as its
+// thread v does (a functor for emx_block_sum_as).
+struct SquaresFrom {
+    const float *x;
+    int n, T;
+    __device__ __forceinline__ float operator()(int v) const {
+        float s = 0.0f;
+        for (int i = v; i < n; i += T) {
+            const float e = x[i];
+            s += e * e;
+        }
+        return s;
+    }
+};
+
+// The prologue: the input of the rows in shared memory (see the top), visible to the whole block
+// on return. Every thread calls it.
+template <int DT, bool NORM>
+__device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, float *smem) {
+    const float *x = in.x;
+    float inv = 0.0f;
+    if constexpr (NORM) {
+        const int T = in.norm_threads;
+        const float ss = emx_block_sum_as(T, SquaresFrom{x, cols, T});
+        inv = 1.0f / sqrtf(ss / (float)cols + in.eps);
+    }
+    EmxCudaActs a = {x, nullptr, nullptr, nullptr};
+    if constexpr (IS_QUANTISED(DT)) {
+        // indices into smem, not pointers, while the loop runs (64-bit pointers live across the
+        // quantiser's divisions made ptxas spill; cols % 32 == 0: xd starts at float cols / 4)
+        const int xd_at = cols >> 2, xsum_at = xd_at + (cols >> 5);
+        // cols % 32 == 0 and whole warps: a warp's lanes take the same trips (the shuffles need it)
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = NORM ? x[i] * inv * in.norm_w[i] : x[i];
+            const EmxQuantLane t = emx_quantize_lane(v);
+            ((int8_t *)smem)[i] = (int8_t)t.q;
+            if ((threadIdx.x & 31) == 0) {
+                smem[xd_at + (i >> 5)] = t.d;
+                ((int *)smem)[xsum_at + (i >> 5)] = t.sum;
+            }
+        }
+        int8_t *xq = (int8_t *)smem;
+        float *xd = smem + xd_at;
+        int *xsum = (int *)smem + xsum_at;
+        a.xq = xq;
+        a.xd = xd;
+        a.xsum = xsum;
+    } else if constexpr (NORM) {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) smem[i] = x[i] * inv * in.norm_w[i];
+        a.x = smem;
+    }
+    __syncthreads();
+    return a;
+}
+
+template <int DT, bool SWIGLU, bool NORM>
+__global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const FusedSet set, const void *__restrict__ W2,
+                                                                     int cols, const FusedIn in, int accumulate) {
+    static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
+    extern __shared__ float smem[];
+    const EmxCudaActs a = fused_input<DT, NORM>(in, cols, smem);
+    const int r0 = set.rows[0], r01 = r0 + set.rows[1], total = r01 + set.rows[2];
+    // warp-uniform bounds: a warp's lanes run the same rows, as fast_row's shuffles need. Four
+    // warps a block, not unrolled: with eight, or unrolled, ptxas (CUDA 13.0) spilled 4 bytes in
+    // an instantiation or two.
+#pragma unroll 1
+    for (int g = blockIdx.x * FUSED_WARPS + (threadIdx.x >> 5); g < total; g += gridDim.x * FUSED_WARPS) {
+        // constant indices only: a parameter array indexed by a variable would go to local memory
+        const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
+        const void *W = m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2];
+        float *out = m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2];
+        const int rows = m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2];
+        fast_row<DT, 1, SWIGLU, true>(W, W2, rows, cols, r, true, a, 1, out, accumulate);
+    }
+}
+
+template <int DT, bool SWIGLU>
+cudaError_t launch_fused(const FusedSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
+                         int accumulate, cudaStream_t stream) {
+    const FusedIn fi = {in->x, in->norm_w, in->eps, emx_round_to_warps(cols, NORM_THREADS_MAX)};
+    const size_t shmem = smem_bytes(DT, cols, in->norm_w != nullptr);
+    int blocks = (total + FUSED_WARPS - 1) / FUSED_WARPS;
+    if (blocks > FUSED_MAX_BLOCKS) blocks = FUSED_MAX_BLOCKS;
+    if (in->norm_w)
+        matvec_fused_kernel<DT, SWIGLU, true><<<blocks, FUSED_THREADS, shmem, stream>>>(set, W2, cols, fi, accumulate);
+    else
+        matvec_fused_kernel<DT, SWIGLU, false><<<blocks, FUSED_THREADS, shmem, stream>>>(set, W2, cols, fi, accumulate);
+    return cudaGetLastError();
+}
+
+// 0 when matrix w can be a fused call's (with the input in): the fast matvec's shapes, aligned
+// rows, an input that fits; the input row aligned for the float4 loads of float weights.
+int bad_matrix(const EmxCudaWeight *w, const EmxFusedInput *in, const float *out) {
+    if (!w || !out || w->rows < 0 || w->cols < 1 || !emx_cuda_matvec_fused_fits(w->dtype, w->cols)) return 1;
+    if (emx_cuda_weight_bytes(w->dtype, (uint64_t)w->rows, (uint64_t)w->cols) == 0 && w->rows > 0) return 1;
+    return ((uintptr_t)w->data | (uintptr_t)in->x) % 16 != 0;
+}
+
+}  // namespace
+
+extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols) {
+    if (cols < 32 || cols % 32 || dtype > EMX_Q4_1F) return 0;
+    return smem_bytes((int)dtype, cols, true) <= FUSED_SMEM_MAX;
+}
+
+extern "C" cudaError_t emx_cuda_matvec_fused(const EmxFusedInput *in, const EmxCudaWeight *const *w, float *const *out,
+                                             int n, int accumulate, cudaStream_t stream) {
+    if (!in || !in->x || !w || !out || n < 1 || n > EMX_MATVEC_SET_MAX) return cudaErrorInvalidValue;
+    FusedSet set;
+    memset(&set, 0, sizeof set);
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        if (bad_matrix(w[i], in, out[i]) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols)
+            return cudaErrorInvalidValue;
+        set.W[i] = w[i]->data;
+        set.out[i] = out[i];
+        set.rows[i] = w[i]->rows;
+        total += w[i]->rows;
+    }
+    if (total == 0) return cudaSuccess;
+    if (total > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
+    EMX_DISPATCH_DTYPE(w[0]->dtype, return launch_fused<DT, false>(set, nullptr, (int)total, w[0]->cols, in, accumulate, stream));
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t emx_cuda_matvec_fused_swiglu(const EmxFusedInput *in, const EmxCudaWeight *gate,
+                                                    const EmxCudaWeight *up, float *out, cudaStream_t stream) {
+    if (!in || !in->x || bad_matrix(gate, in, out) || !up || up->dtype != gate->dtype || up->rows != gate->rows ||
+        up->cols != gate->cols || (uintptr_t)up->data % 16)
+        return cudaErrorInvalidValue;
+    if (gate->rows == 0) return cudaSuccess;
+    if (gate->rows > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
+    FusedSet set;
+    memset(&set, 0, sizeof set);
+    set.W[0] = gate->data;
+    set.out[0] = out;
+    set.rows[0] = gate->rows;
+    EMX_DISPATCH_DTYPE(gate->dtype, return launch_fused<DT, true>(set, up->data, gate->rows, gate->cols, in, 0, stream));
+    return cudaSuccess;
+}

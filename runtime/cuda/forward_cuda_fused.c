@@ -1,0 +1,127 @@
+// forward_cuda_fused.c — the fused decode layer: one row of a sequence (a decode step, in its
+// CUDA graph or launched directly) through a layer in six launches instead of eleven:
+//   1. q, k, v = Wq|Wk|Wv rmsnorm(x)        emx_cuda_matvec_fused: the attention norm and the int8
+//                                           groups in every block's prologue
+//   2. attention with q/k bias, norm, RoPE  emx_cuda_attention_decode: the new key and value go
+//      and the KV write inside              into the cache from the attention's own blocks; two
+//                                           kernels (the chunks, then SPLIT's combine)
+//   3. x += Wo att                          att's int8 groups in the prologue, the add in the epilogue
+//   4. hb = swiglu(Wg, Wu, rmsnorm(x))      the FFN norm in the prologue
+//   5. x += Wdown hb                        hb's int8 groups in the prologue
+// and the classifier with the output norm in its prologue (cuda_classify, forward_cuda_layers.c). Bitwise the separate kernels' results
+// (the same arithmetic in the same order: kernels/matvec_fused.cu, kernels/attention_decode.cu),
+// which stay the path of GEMM chunks, branches, several states, and of EMX_CUDA_FUSED=0.
+// What a model's shapes or dtypes keep separate: a q/k/v set of mixed dtypes or widths, a width
+// that is not a multiple of 32 or whose input does not fit in shared memory
+// (emx_cuda_matvec_fused_fits), attention groups of more than 8 heads or too large a head
+// (emx_cuda_attention_decode_fits), and Gemma 3's sandwich norms (the wo and w_down outputs are
+// normed before the add: those layers keep the separate kernels from wo to the FFN input) and
+// GeGLU (the gate and up matvecs, then the GeGLU kernel).
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/attention_decode.h"
+#include "kernels/embedding.h"
+#include "kernels/matvec_fused.h"
+#include "kernels/rope.h"
+#include "runtime/cuda/forward_cuda_pass.h"
+#include "runtime/cuda/forward_cuda_state.h"
+
+// The state's EMX_CUDA_FUSED choice, and one row of a sequence.
+static int fused_applies(const CudaState *s, int n, const Rows *r) {
+    return s->fused && n == 1 && !r->is_branches && !r->multi && !r->gemm;
+}
+
+// out[i] (+)= W_i input for n matrices, input = x (normed by norm_w when not NULL).
+static int fused_matvec(CudaState *s, const float *x, const float *norm_w, const EmxCudaWeight *const *w,
+                        float *const *out, int n, int accumulate) {
+    const EmxFusedInput in = {x, norm_w, s->m->cfg.norm_eps};
+    CU(emx_cuda_matvec_fused(&in, w, out, n, accumulate, s->stream));
+    return 0;
+}
+
+static int fits(const EmxCudaWeight *w) { return emx_cuda_matvec_fused_fits(w->dtype, w->cols); }
+
+// q, k, v from x: one launch with the attention norm inside, else the norm and matvec_qkv.
+static int qkv(CudaState *s, const CudaLayer *L) {
+    if (fits(&L->wq) && L->wk.dtype == L->wq.dtype && L->wv.dtype == L->wq.dtype && L->wk.cols == L->wq.cols &&
+        L->wv.cols == L->wq.cols) {
+        const EmxCudaWeight *w[3] = {&L->wq, &L->wk, &L->wv};
+        float *out[3] = {s->q, s->k, s->v};
+        return fused_matvec(s, s->x, L->attn_norm, w, out, 3, 0);
+    }
+    return cuda_norm_for(s, s->x, L->attn_norm, 1, &L->wq, 0) || cuda_matvec_qkv(s, L, 1);
+}
+
+// RoPE, the KV write and the attention: in one kernel (and the combine) where the shape allows,
+// else rope_kv and the attention as cuda_run_layers_separate launches them.
+static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) {
+    const EmxConfig *c = &s->m->cfg;
+    EmxRopeArgs ra;
+    cuda_rope_args(s, l, 1, r, &ra);
+    if (!emx_cuda_attention_decode_fits((int)c->n_heads, (int)c->n_kv_heads, (int)c->head_dim, 0, s->kv_type)) {
+        CU(emx_cuda_rope_kv(&ra, s->stream));
+        return cuda_attention(s, l, 1, pos, r, record_last);
+    }
+    EmxAttnDecodeArgs d;
+    memset(&d, 0, sizeof d);
+    cuda_attention_args(s, l, &d.attn);
+    d.attn.q = s->q;
+    d.attn.out = s->att;
+    d.attn.n_keys = pos + 1;
+    if (r->device_positions) {  // graph: sized for the whole cache, the real count read on the device
+        d.attn.n_keys = s->ctx;
+        d.attn.n_keys_dev = &cuda_input_of(s, r)->n_keys;
+    }
+    if (record_last) cuda_record_scores(s, l, &d.attn);
+    d.k = ra.k;
+    d.v = ra.v;
+    d.pos = ra.pos;
+    d.inv_freq = ra.inv_freq;
+    d.q_norm = ra.q_norm;
+    d.k_norm = ra.k_norm;
+    d.bq = ra.bq, d.bk = ra.bk, d.bv = ra.bv;
+    d.eps = ra.eps;
+    d.style = ra.style;
+    CU(emx_cuda_attention_decode(&d, s->stream));
+    return 0;
+}
+
+// From att to the end of the layer: x += Wo att, hb = swiglu(rmsnorm(x)), x += Wdown hb, each a
+// fused launch where it fits; the separate kernels otherwise (sandwich norms, GeGLU, other shapes).
+static int block_outs(CudaState *s, const CudaLayer *L, const Rows *r) {
+    int ffn_normed = 0;  // xb holds the FFN's input (and its int8 groups) already
+    if (L->post_attn_norm) {
+        if (cuda_attn_block_out(s, L, 1, r)) return -1;
+        ffn_normed = 1;
+    } else if (fits(&L->wo)) {
+        const EmxCudaWeight *w[1] = {&L->wo};
+        float *out[1] = {s->x};
+        if (fused_matvec(s, s->att, NULL, w, out, 1, 1)) return -1;
+    } else if (cuda_matvec(s, &L->wo, s->att, 1, s->x, 1, 0)) {
+        return -1;
+    }
+    if (!ffn_normed && s->m->ext.ffn_act != EMX_ACT_GELU_TANH && fits(&L->gate) && L->up.dtype == L->gate.dtype) {
+        const EmxFusedInput in = {s->x, L->ffn_norm, s->m->cfg.norm_eps};
+        CU(emx_cuda_matvec_fused_swiglu(&in, &L->gate, &L->up, s->hb, s->stream));
+    } else if ((!ffn_normed && cuda_norm_for(s, s->x, L->ffn_norm, 1, &L->gate, 0)) || cuda_ffn_in(s, L, 1, r)) {
+        return -1;
+    }
+    if (L->post_ffn_norm || !fits(&L->down)) return cuda_ffn_block_out(s, L, 1, r);
+    const EmxCudaWeight *w[1] = {&L->down};
+    float *out[1] = {s->x};
+    return fused_matvec(s, s->hb, NULL, w, out, 1, 1);
+}
+
+static int fused_layer(CudaState *s, int l, int pos, const Rows *r, int record_last) {
+    const CudaLayer *L = &s->w->layers[l];
+    return qkv(s, L) || attend(s, l, pos, r, record_last) || block_outs(s, L, r) ? -1 : 0;
+}
+
+int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
+    if (!fused_applies(s, n, r)) return cuda_run_layers_separate(s, n, pos, r, record_last);
+    CU(emx_cuda_embedding_scaled(&s->w->emb, cuda_input_of(s, r)->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        if (fused_layer(s, l, pos, r, record_last)) return -1;
+    return 0;
+}

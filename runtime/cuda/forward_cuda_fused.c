@@ -8,9 +8,10 @@
 //   3. x += Wo att                          att's int8 groups in the prologue, the add in the epilogue
 //   4. hb = swiglu(Wg, Wu, rmsnorm(x))      the FFN norm in the prologue
 //   5. x += Wdown hb                        hb's int8 groups in the prologue
-// and the classifier with the output norm in its prologue (cuda_classify, forward_cuda_layers.c). Bitwise the separate kernels' results
-// (the same arithmetic in the same order: kernels/matvec_fused.cu, kernels/attention_decode.cu),
-// which stay the path of GEMM chunks, branches, several states, and of EMX_CUDA_FUSED=0.
+// and the classifier with the output norm in its prologue (cuda_classify, forward_cuda_layers.c).
+// Bitwise the separate kernels' results (the same arithmetic in the same order:
+// kernels/matvec_fused.cu, kernels/attention_decode.cu), which stay the path of GEMM chunks,
+// branches, several states, and of EMX_CUDA_FUSED=0.
 // What a model's shapes or dtypes keep separate: a q/k/v set of mixed dtypes or widths, a width
 // that is not a multiple of 32 or whose input does not fit in shared memory
 // (emx_cuda_matvec_fused_fits), attention groups of more than 8 heads or too large a head

@@ -89,15 +89,6 @@ __global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict
     fast_row<DT, MAXB, SWIGLU, INT8>(W, W2, rows, cols, r, r < rows, a, nb, out, accumulate);
 }
 
-// The matrices of a set (emx_cuda_matvec_set), one after the other in the grid: warp g takes row
-// g of [W_0; W_1; W_2], i.e. row g - (rows before W_i) of W_i. A block may straddle two matrices;
-// nothing in it synchronises across warps, so that costs nothing.
-struct MatvecSet {
-    const void *W[EMX_MATVEC_SET_MAX];
-    float *out[EMX_MATVEC_SET_MAX];
-    int rows[EMX_MATVEC_SET_MAX];  // 0 past the set's last matrix
-};
-
 template <int DT, int MAXB, bool INT8>
 __global__ void __launch_bounds__(128) matvec_fast_set_kernel(const MatvecSet set, int cols, const EmxCudaActs a,
                                                               int nb) {

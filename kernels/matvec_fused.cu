@@ -44,13 +44,6 @@
 
 namespace {
 
-// The matrices of a call, one after the other in the grid's rows (rows 0 past the last one).
-struct FusedSet {
-    const void *W[EMX_MATVEC_SET_MAX];
-    float *out[EMX_MATVEC_SET_MAX];
-    int rows[EMX_MATVEC_SET_MAX];
-};
-
 // The input row; norm_threads: the block size whose reduction order the norm reproduces.
 struct FusedIn {
     const float *x, *norm_w;
@@ -123,7 +116,7 @@ __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, 
 }
 
 template <int DT, bool SWIGLU, bool NORM>
-__global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const FusedSet set, const void *__restrict__ W2,
+__global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const MatvecSet set, const void *__restrict__ W2,
                                                                      int cols, const FusedIn in, int accumulate) {
     static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
     extern __shared__ float smem[];
@@ -144,7 +137,7 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Fused
 }
 
 template <int DT, bool SWIGLU>
-cudaError_t launch_fused(const FusedSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
+cudaError_t launch_fused(const MatvecSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
                          int accumulate, cudaStream_t stream) {
     const FusedIn fi = {in->x, in->norm_w, in->eps, emx_round_to_warps(cols, NORM_THREADS_MAX)};
     const size_t shmem = smem_bytes(DT, cols, in->norm_w != nullptr);
@@ -175,7 +168,7 @@ extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols) {
 extern "C" cudaError_t emx_cuda_matvec_fused(const EmxFusedInput *in, const EmxCudaWeight *const *w, float *const *out,
                                              int n, int accumulate, cudaStream_t stream) {
     if (!in || !in->x || !w || !out || n < 1 || n > EMX_MATVEC_SET_MAX) return cudaErrorInvalidValue;
-    FusedSet set;
+    MatvecSet set;
     memset(&set, 0, sizeof set);
     long total = 0;
     for (int i = 0; i < n; i++) {
@@ -199,7 +192,7 @@ extern "C" cudaError_t emx_cuda_matvec_fused_swiglu(const EmxFusedInput *in, con
         return cudaErrorInvalidValue;
     if (gate->rows == 0) return cudaSuccess;
     if (gate->rows > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
-    FusedSet set;
+    MatvecSet set;
     memset(&set, 0, sizeof set);
     set.W[0] = gate->data;
     set.out[0] = out;

@@ -262,4 +262,14 @@ __device__ __forceinline__ void fast_row(const void *__restrict__ W, const void 
     }
 }
 
+// The matrices of a set (emx_cuda_matvec_set, and the fused matvecs' q/k/v or single matrix), one
+// after the other in the grid: warp g takes row g of [W_0; W_1; W_2], i.e. row g - (rows before
+// W_i) of W_i. A block may straddle two matrices; nothing in it synchronises across warps, so that
+// costs nothing.
+struct MatvecSet {
+    const void *W[EMX_MATVEC_SET_MAX];
+    float *out[EMX_MATVEC_SET_MAX];
+    int rows[EMX_MATVEC_SET_MAX];  // 0 past the set's last matrix
+};
+
 #endif

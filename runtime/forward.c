@@ -80,6 +80,15 @@ const char *emx_state_device(const EmxState *s) {
 }
 const char *emx_state_error(const EmxState *s) { return s->backend->error(s); }
 void emx_state_info(const EmxState *s, EmxStateInfo *info) { s->backend->info(s, info); }
+
+const char *emx_phase_name(EmxPhase p) {
+    static const char *const names[EMX_PHASES] = {
+        "input + embedding",          "attention input (norm, q/k/v)", "attention (rope, KV write)",
+        "attention output (+ residual)", "FFN input (norm, gate/up, act)", "FFN output (down + residual)",
+        "final norm + classifier",    "step end (logits out / choice)",
+    };
+    return (unsigned)p < EMX_PHASES ? names[p] : "?";
+}
 const char *emx_state_nonfinite(const EmxState *s) {
     return s->backend->nonfinite ? s->backend->nonfinite(s) : NULL;
 }

@@ -37,6 +37,8 @@ typedef struct {
                        // a second sequence); it must outlive this state. NULL: upload.
     int no_graphs;     // CUDA: decode steps as direct launches, not a replayed CUDA graph
     EmxKvType cache_type; // the KV cache's elements; AUTO (0): emx_kv_type_resolve's choice
+    int phase_timeline; // CUDA: time each decode step's phases (EmxStateInfo.phases): direct
+                        // launches (no graph) with a CUDA event at the end of every phase
 } EmxStateOptions;
 
 // Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
@@ -59,6 +61,32 @@ const char *emx_state_error(const EmxState *s);
 // NULL when they did not, or the backend does not check (CUDA). The CPU checks the residual
 // stream after each layer: a scan of [n][dim] per layer, nothing next to the matmuls.
 const char *emx_state_nonfinite(const EmxState *s);
+// The phases of a decode step, in the order a layer runs them (a timeline's rows: `bench speed
+// --timeline`). Which kernels each holds depends on the path (fused or separate kernels): the
+// phase is the work, wherever a kernel boundary falls, e.g. the FFN's input norm is FFN_IN's in
+// the fused layer and ATTN_OUT's in the separate kernels, where one launch adds the residual and
+// norms the sum.
+typedef enum {
+    EMX_PHASE_EMBED,      // the step's input copy and the embedding row
+    EMX_PHASE_ATTN_IN,    // the attention's input norm and the q/k/v matvecs
+    EMX_PHASE_ATTN,       // q/k norms, RoPE, the KV write, the attention (and its combine)
+    EMX_PHASE_ATTN_OUT,   // the output projection and the residual add
+    EMX_PHASE_FFN_IN,     // the FFN's input norm, the gate/up matvecs and the activation
+    EMX_PHASE_FFN_OUT,    // the down projection and the residual add
+    EMX_PHASE_CLASSIFIER, // the final norm and the classifier
+    EMX_PHASE_TAIL,       // the step's end: logits copied out or the device's choice
+    EMX_PHASES
+} EmxPhase;
+const char *emx_phase_name(EmxPhase p);  // "attention input (norm, q/k/v)", ...
+
+// Sums over the decode steps a state has timed (EmxStateOptions.phase_timeline): µs per phase
+// from the CUDA events that close each phase (the first opens the step), and the steps counted.
+// A reader subtracts two readings to time a stretch of steps.
+typedef struct {
+    double us[EMX_PHASES];
+    long steps;
+} EmxPhaseTimes;
+
 // What a benchmark reports about where a state runs.
 typedef struct {
     const char *device;          // "cpu", "cuda:0"
@@ -71,6 +99,7 @@ typedef struct {
     EmxKvType cache_type;     // the KV cache's elements (F32 or F16, never AUTO)
     int vocab;                   // the model's vocabulary: a row of logits
     int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
+    EmxPhaseTimes phases;        // GPU with phase_timeline: the decode steps' phases; else zeros
 } EmxStateInfo;
 void emx_state_info(const EmxState *s, EmxStateInfo *info);
 

@@ -236,6 +236,8 @@ Test(bench, cli_errors_are_one_line, .timeout = 300) {
     expect_error_prog(bin, (const char *[]){"speed", mp, "-d", "-1", NULL}, 2, "-d: '-1' is not an integer in [0, ");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--cache-type", "q8", NULL}, 2,
                       "--cache-type 'q8': expected auto, f32 or f16");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-n", "2", "--timeline", NULL}, 2,
+                      "--timeline times a GPU's decode steps: it needs --device cuda:N");
     expect_error_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "gpu1", NULL}, 1,
                       "--devices: 'gpu1' in 'gpu1' is not cpu or cuda:N");
     for (int k = 0; k < 3; k++) {  // every subcommand takes --device; a bad one is named
@@ -409,6 +411,38 @@ Test(bench, gpu_speed_report, .timeout = 300) {
     if (emulated)
         cr_expect(strstr(r.out, "\nbandwidth model (a lower bound at H100 SXM's peak 3350 GB/s, not a measurement): "
                                 "decode step at position 1 ") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+// --timeline on the GPU: a row per phase of the decode step, each with time and bytes; the
+// phases' bytes add up to the bandwidth model's step (printed too under the emulator, at the same
+// position), and the graph path's token is reported beside the timed one.
+Test(bench, gpu_timeline, .timeout = 300) {
+    const char *bin = gpu_bench();
+    char mp[1024];
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "3", "--runs", "1",
+                                                 "--timeline", "--bandwidth-model", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    const char *t = strstr(r.out, "\ntimeline of one decode token (cuda:0");
+    cr_assert(t, "%s", r.out);
+    cr_expect(strstr(t, "tg3 at depth 0, 1 rounds alternated with the graph path") != NULL, "%s", t);
+    unsigned long long sum = 0, bytes;
+    double us, share;
+    for (int p = 0; p < EMX_PHASES; p++) {
+        const char *row = strstr(t, emx_phase_name((EmxPhase)p));
+        cr_assert(row, "no row '%s' in %s", emx_phase_name((EmxPhase)p), t);
+        cr_assert_eq(sscanf(row + strlen(emx_phase_name((EmxPhase)p)), "%lf %lf%% %llu", &us, &share, &bytes), 3, "%s", row);
+        cr_expect(us > 0 && share >= 0 && share <= 100, "%s", row);
+        sum += bytes;
+    }
+    const char *all = strstr(t, "all phases (timed step)");
+    cr_assert(all && sscanf(all + 23, "%lf %lf%% %llu", &us, &share, &bytes) == 3, "%s", t);
+    cr_expect_eq(bytes, sum);
+    cr_expect(fabs(share - 100.0) < 1e-9, "%s", all);
+    cr_expect_eq((double)sum, report_number(r.out, "model bytes/step:"), "%s", r.out);
+    cr_expect(strstr(t, "graph step, wall clock") && strstr(t, "timed step, wall clock"), "%s", t);
+    cr_expect(strstr(r.err, "timeline round 1  graph") != NULL, "%s", r.err);
     run_free(&r);
 }
 

@@ -63,6 +63,7 @@
 #include "tools/bench/machine.h"
 #include "tools/bench/result.h"
 #include "tools/bench/speed_report.h"
+#include "tools/bench/timeline.h"
 #include "tools/tool_args.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/generate.h"
@@ -98,6 +99,8 @@ static int usage(FILE *f) {
             "  --baseline FILE     compare with a result saved earlier\n"
             "  --bandwidth-model   print the decode step's bandwidth model (a lower bound, not a\n"
             "                      measurement; printed anyway when the step runs under the CUDA emulator)\n"
+            "  --timeline          GPU: also time one decode token's phases (direct launches, an event\n"
+            "                      after each), beside the bandwidth model and the graph path's token\n"
             "  --model-device NAME the model's GPU: h100-sxm (default), h100-pcie, h200, a100-80gb,\n"
             "                      a100-40gb, l40s, rtx4090\n"
             "usage: bench sampler MODEL.bin [options]\n"
@@ -285,27 +288,58 @@ static int parse_peak(const char *text, double *out) {
     return 0;
 }
 
+// `bench speed`'s options.
+typedef struct {
+    const char *model_path, *llama, *gguf, *save, *baseline, *device, *compare, *peak_text, *model_device, *cache;
+    int threads, n_prompt, n_gen, runs, graphs, bw_model, depth, use_mmap, timeline;
+} SpeedArgs;
+
+// Parses argv into a (the defaults first): 0, or the exit status (--help: 0 after the usage).
+static int parse_speed_args(int argc, char **argv, SpeedArgs *a, int *exit_status) {
+    *a = (SpeedArgs){.device = "auto", .model_device = "h100-sxm", .cache = "auto", .n_prompt = 512, .n_gen = 128,
+                     .runs = 3, .graphs = 1};
+    const ToolOpt opts[] = {
+        {"-t", TOOL_INT, &a->threads, 0, 4096},        {"-p", TOOL_INT, &a->n_prompt, 0, 1 << 20},
+        {"-n", TOOL_INT, &a->n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &a->runs, 1, 1000},
+        {"--llama-bench", TOOL_STR, &a->llama, 0, 0},  {"--gguf", TOOL_STR, &a->gguf, 0, 0},
+        {"--save", TOOL_STR, &a->save, 0, 0},          {"--baseline", TOOL_STR, &a->baseline, 0, 0},
+        {"--device", TOOL_STR, &a->device, 0, 0},      {"--compare-cmd", TOOL_STR, &a->compare, 0, 0},
+        {"--peak-gbps", TOOL_STR, &a->peak_text, 0, 0}, {"--graphs", TOOL_INT, &a->graphs, 0, 1},
+        {"--bandwidth-model", TOOL_FLAG, &a->bw_model, 0, 0}, {"--model-device", TOOL_STR, &a->model_device, 0, 0},
+        {"--cache-type", TOOL_STR, &a->cache, 0, 0},   {"-d", TOOL_INT, &a->depth, 0, 1 << 20},
+        {"--depth", TOOL_INT, &a->depth, 0, 1 << 20}, {"--mmap", TOOL_FLAG, &a->use_mmap, 0, 0},
+        {"--timeline", TOOL_FLAG, &a->timeline, 0, 0},
+    };
+    int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &a->model_path, 1);
+    if (rc) return *exit_status = rc == 1 ? usage(stdout) : 2, -1;
+    if (!a->model_path) return *exit_status = usage(stderr), -1;
+    return 0;
+}
+
 // The option combinations `speed` refuses.
-static int check_speed_args(const char *llama, const char *gguf, const char *compare, int n_prompt, int n_gen,
-                            int depth, const char *cache, EmxKvType *cache_type) {
-    if (emx_kv_type_parse(cache, cache_type) != 0) {
-        fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", cache);
+static int check_speed_args(const SpeedArgs *a, EmxKvType *cache_type) {
+    if (emx_kv_type_parse(a->cache, cache_type) != 0) {
+        fprintf(stderr, "bench: --cache-type '%s': expected auto, f32 or f16\n", a->cache);
         return -1;
     }
-    if (!llama != !gguf) {
+    if (!a->llama != !a->gguf) {
         fprintf(stderr, "bench: --llama-bench and --gguf go together\n");
         return -1;
     }
-    if (llama && compare) {
+    if (a->llama && a->compare) {
         fprintf(stderr, "bench: --llama-bench and --compare-cmd: one comparison runtime at a time\n");
         return -1;
     }
-    if (n_prompt == 0 && n_gen == 0) {
+    if (a->n_prompt == 0 && a->n_gen == 0) {
         fprintf(stderr, "bench: -p 0 and -n 0: nothing to measure\n");
         return -1;
     }
-    if (depth > 0 && (llama || compare)) {
+    if (a->depth > 0 && (a->llama || a->compare)) {
         fprintf(stderr, "bench: --depth runs ours alone (the comparison runtimes are run without a depth)\n");
+        return -1;
+    }
+    if (a->timeline && (emx_device_is_cpu(a->device) || a->n_gen < 1)) {
+        fprintf(stderr, "bench: --timeline times a GPU's decode steps: it needs --device cuda:N and -n >= 1\n");
         return -1;
     }
     return 0;
@@ -437,28 +471,17 @@ static int check_save(const char *save) {
 }
 
 static int bench_speed(int argc, char **argv) {
-    const char *model_path = NULL, *llama = NULL, *gguf = NULL, *save = NULL, *baseline = NULL;
-    const char *device = "auto", *compare = NULL, *peak_text = NULL, *model_device = "h100-sxm", *cache = "auto";
-    int threads = 0, n_prompt = 512, n_gen = 128, runs = 3, graphs = 1, bw_model = 0, depth = 0, use_mmap = 0;
-    const ToolOpt opts[] = {
-        {"-t", TOOL_INT, &threads, 0, 4096},        {"-p", TOOL_INT, &n_prompt, 0, 1 << 20},
-        {"-n", TOOL_INT, &n_gen, 0, 1 << 20},       {"--runs", TOOL_INT, &runs, 1, 1000},
-        {"--llama-bench", TOOL_STR, &llama, 0, 0},  {"--gguf", TOOL_STR, &gguf, 0, 0},
-        {"--save", TOOL_STR, &save, 0, 0},          {"--baseline", TOOL_STR, &baseline, 0, 0},
-        {"--device", TOOL_STR, &device, 0, 0},      {"--compare-cmd", TOOL_STR, &compare, 0, 0},
-        {"--peak-gbps", TOOL_STR, &peak_text, 0, 0}, {"--graphs", TOOL_INT, &graphs, 0, 1},
-        {"--bandwidth-model", TOOL_FLAG, &bw_model, 0, 0}, {"--model-device", TOOL_STR, &model_device, 0, 0},
-        {"--cache-type", TOOL_STR, &cache, 0, 0},   {"-d", TOOL_INT, &depth, 0, 1 << 20},
-        {"--depth", TOOL_INT, &depth, 0, 1 << 20}, {"--mmap", TOOL_FLAG, &use_mmap, 0, 0},
-    };
-    int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
-    if (rc) return rc == 1 ? usage(stdout) : 2;
-    if (!model_path) return usage(stderr);
+    SpeedArgs args;
+    int exit_status;
+    if (parse_speed_args(argc, argv, &args, &exit_status)) return exit_status;
+    const char *model_path = args.model_path, *llama = args.llama, *gguf = args.gguf, *save = args.save, *baseline = args.baseline;
+    const char *device = args.device, *compare = args.compare;
+    const int threads = args.threads, n_prompt = args.n_prompt, n_gen = args.n_gen, runs = args.runs, depth = args.depth;
     EmxKvType cache_type;
-    if (check_speed_args(llama, gguf, compare, n_prompt, n_gen, depth, cache, &cache_type)) return 2;
+    if (check_speed_args(&args, &cache_type)) return 2;
     double peak_flag = 0;
-    if (parse_peak(peak_text, &peak_flag) != 0 || check_save(save) != 0) return 2;
-    const EmxBwDevice *bw_device = bw_device_arg(model_device);
+    if (parse_peak(args.peak_text, &peak_flag) != 0 || check_save(save) != 0) return 2;
+    const EmxBwDevice *bw_device = bw_device_arg(args.model_device);
     if (!bw_device) return 2;
     char err[512];
     EmxBenchResult base;
@@ -478,11 +501,16 @@ static int bench_speed(int argc, char **argv) {
         goto done;
     }
     const EmxStateOptions so = {.n_threads = threads, .ctx = depth + (n_prompt > n_gen ? n_prompt : n_gen),
-                                .device = device, .no_graphs = !graphs, .cache_type = cache_type};
-    if (!(st = speed_state(&model, &model_open, model_path, emx_load_for_device(device, use_mmap), so))) goto done;
+                                .device = device, .no_graphs = !args.graphs, .cache_type = cache_type};
+    if (!(st = speed_state(&model, &model_open, model_path, emx_load_for_device(device, args.use_mmap), so))) goto done;
     EmxStateInfo info;
     emx_state_info(st, &info);
     const int on_gpu = strcmp(info.device, "cpu") != 0;
+    if (args.timeline && !on_gpu) {  // --device auto without a GPU
+        fprintf(stderr, "bench: --timeline times a GPU's decode steps: %s has none\n", info.device);
+        status = 2;
+        goto done;
+    }
 
     EmxBenchResult r;
     describe_machine(&r, model_path, &info, threads, n_prompt, n_gen, on_gpu);
@@ -517,7 +545,13 @@ static int bench_speed(int argc, char **argv) {
     };
     emx_speed_report_print(stdout, &rep);
     // The emulator's timings say nothing about a GPU's: the model is what there is to read.
-    if (bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_KV_F16 ? 2 : 4, bw_device);
+    if (args.bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_KV_F16 ? 2 : 4, bw_device);
+    const EmxTimelineRun tr = {n_gen, depth, runs, rep.peak_gbps > 0 ? rep.peak_gbps : bw_device->peak_gbps,
+                               peak_flag > 0 ? "--peak-gbps" : rep.peak_gbps > 0 ? "the GPU's properties" : bw_device->label};
+    if (args.timeline && emx_bench_timeline(&model, st, &so, &tr, stdout, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        goto done;
+    }
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
@@ -545,32 +579,6 @@ static EmxCritic *bench_critic(const EmxModel *model, const EmxTokenizer *tk, in
     snprintf(dev, sizeof dev, gpu >= 0 ? "cuda:%d" : "cpu", gpu);
     const EmxCriticOptions co = {.margin = FLT_MAX, .n_threads = threads, .device = dev};
     return emx_critic_new(model, tk, &co, err, errlen);
-}
-
-static void agents_names(char (*names)[48], int n_agents, int lookahead, int check_every) {
-    snprintf(names[EMX_AGENTS_SINGLE], 48, "single stream (greedy)");
-    snprintf(names[EMX_AGENTS_L1], 48, "%d agents, lookahead 1", n_agents);
-    snprintf(names[EMX_AGENTS_LOOKAHEAD], 48, "%d agents, lookahead %d", n_agents, lookahead);
-    snprintf(names[EMX_AGENTS_CRITIC], 48, "%d agents, lookahead 1, critic every %d", n_agents, check_every);
-}
-
-// The medians of each row's runs (res [run][EMX_AGENTS_ROWS]; tps, shares: runs doubles of
-// scratch) against the single stream's, and the critic's share when its row ran.
-static void agents_table(const EmxAgentsRun *res, int runs, int rows, const char (*names)[48], double *tps,
-                         double *shares) {
-    double t[EMX_AGENTS_ROWS], share[EMX_AGENTS_ROWS];
-    for (int k = 0; k < rows; k++) {
-        for (int r = 0; r < runs; r++)
-            tps[r] = res[r * EMX_AGENTS_ROWS + k].tok_s, shares[r] = res[r * EMX_AGENTS_ROWS + k].critic_share;
-        t[k] = median(tps, runs), share[k] = median(shares, runs);
-    }
-    printf("configuration                            decode tok/s (median)   vs single stream\n");
-    for (int k = 0; k < rows; k++)
-        printf("%-38s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t[k], t[k] / t[0],
-               100.0 * (t[0] / t[k] - 1.0));
-    if (rows > EMX_AGENTS_CRITIC)
-        printf("critic: %d judgments a run, %.1f%% of the pool's decode time (median; verdicts forced GOOD)\n",
-               res[EMX_AGENTS_CRITIC].n_checks, 100.0 * share[EMX_AGENTS_CRITIC]);
 }
 
 static int bench_agents(int argc, char **argv) {
@@ -644,7 +652,7 @@ static int bench_agents(int argc, char **argv) {
     fprintf(stderr, "bench agents: %s, prompt %d tokens, %d decoded per run, %d agents, %d worker(s), %d runs each\n",
             model_path, n_ids, n, n_agents, workers, runs);
     char names[EMX_AGENTS_ROWS][48];
-    agents_names(names, n_agents, lookahead, check_every);
+    emx_bench_agents_names(names, n_agents, lookahead, check_every);
     const EmxPoolOptions pool = {.agents = agents, .n_agents = n_agents, .lookahead = lookahead,
                                  .n_workers = workers, .cuda_devices = n_devices > 0 ? cuda_devices : NULL,
                                  .n_threads = threads > 0 ? threads / workers : 0,
@@ -657,7 +665,7 @@ static int bench_agents(int argc, char **argv) {
                 goto fail;
             fprintf(stderr, "  run %d %-38s decode %8.2f tok/s\n", r + 1, names[k], x->tok_s);
         }
-    agents_table(res, runs, rows, (const char(*)[48])names, tps, shares);
+    emx_bench_agents_table(res, runs, rows, (const char(*)[48])names, tps, shares);
     status = 0;
     goto done;
 fail:

@@ -84,7 +84,7 @@ NCU=$(command -v ncu || echo "$CUDA_BIN/ncu")
 
 # ---- the plan: every step of the mode, in order -------------------------------------------------
 # add NAME KIND TIMEOUT_S COMMAND | skip NAME KIND REASON. KIND tells report.py which figures to
-# read from the log (info build tests sanitizer lab bench speed sampler agents ncu model).
+# read from the log (info build tests sanitizer lab bench speed timeline sampler agents ncu model).
 S_NAME=() S_KIND=() S_TIMEOUT=() S_CMD=() S_SKIP=()
 add() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=("$3"); S_CMD+=("$4"); S_SKIP+=(""); }
 skip() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=(0); S_CMD+=(""); S_SKIP+=("$3"); }
@@ -163,12 +163,14 @@ if [ "$EMULATED" = 1 ]; then
     for m in qwen3-0.6b llama3.2-1b; do skip "model-$m" model "emulated: too large to run emulated; build/models/stories260K.{q8,q4}.bin stand in"; done
     # Emulated, a decode step of stories260K takes about 0.3 s and a prefill token 0.4 s.
     DEV="--device cuda:0" SPEED="-p 8 -n 4 --runs 1" SAMPLER="-n 4 --runs 1" AGENTS="-n 4 --runs 1 --agents 8 --check-every 2"
+    TIMELINE="-p 0 -n 2 --runs 1"
 else
     MODELS="qwen3-0.6b:build/shaped/qwen3-0.6b llama3.2-1b:build/shaped/llama3.2-1b"
     for m in qwen3-0.6b:qwen3 llama3.2-1b:llama3; do
         add "model-${m%%:*}" model 600 "tools/first_run/shaped_model.sh ${m%%:*} $SHARED_DIR/testdata/tokenizers/${m#*:} build/shaped"
     done
     DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8 --check-every 5"
+    TIMELINE="-p 0 -n 128 --runs 3"
 fi
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done
@@ -182,6 +184,10 @@ if [ "$EMULATED" != 1 ]; then
         add "speed-fused-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
     done
 fi
+# Where one token's time goes: each phase of the decode step timed by CUDA events between direct
+# launches, beside its bytes in the bandwidth model, and the graph path's token alternated with it
+# (bench speed --timeline, docs/cuda.md).
+for m in $MODELS; do add "timeline-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline"; done
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
 FIRST=${MODELS%% *}

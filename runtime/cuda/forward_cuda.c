@@ -202,6 +202,7 @@ static void cuda_state_free(EmxState *st) {
     free(s->key_h);
     free(s->value_h);
     weights_release(s->w);
+    cuda_phase_clock_free(s->clock);
     if (s->stream) cudaStreamDestroy(s->stream);
     free(s);
 }
@@ -363,6 +364,7 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->widest = s->widest > (int)c->hidden_dim ? s->widest : (int)c->hidden_dim;
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
+    if (opt && opt->phase_timeline) s->no_graphs = 1;  // timed steps are direct launches (phase_clock.h)
     const char *fused = getenv("EMX_CUDA_FUSED");  // read once, here: the reference path on "0"
     s->fused = !(fused && strcmp(fused, "0") == 0);
     const EmxKvType cache = emx_kv_type_resolve(opt ? opt->cache_type : EMX_KV_AUTO, m, 1);
@@ -391,6 +393,8 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
         goto fail;
     }
     if (state_alloc(s)) goto fail;
+    if (opt && opt->phase_timeline && !(s->clock = cuda_phase_clock_new((int)c->n_layers, s->err, sizeof s->err)))
+        goto fail;
     return &s->base;
 fail:
     emx_seterr(err, errlen, "%s", s->err);
@@ -432,6 +436,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_type;
     info->vocab = s->vocab;
+    if (s->clock) info->phases = s->clock->total;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
 }
 

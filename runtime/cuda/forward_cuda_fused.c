@@ -102,26 +102,32 @@ static int block_outs(CudaState *s, const CudaLayer *L, const Rows *r) {
     } else if (cuda_matvec(s, &L->wo, s->att, 1, s->x, 1, 0)) {
         return -1;
     }
+    if (!ffn_normed && cuda_phase(s, EMX_PHASE_ATTN_OUT)) return -1;  // (cuda_attn_block_out closed it)
     if (!ffn_normed && s->m->ext.ffn_act != EMX_ACT_GELU_TANH && fits(&L->gate) && L->up.dtype == L->gate.dtype) {
         const EmxFusedInput in = {s->x, L->ffn_norm, s->m->cfg.norm_eps};
         CU(emx_cuda_matvec_fused_swiglu(&in, &L->gate, &L->up, s->hb, s->stream));
     } else if ((!ffn_normed && cuda_norm_for(s, s->x, L->ffn_norm, 1, &L->gate, 0)) || cuda_ffn_in(s, L, 1, r)) {
         return -1;
     }
-    if (L->post_ffn_norm || !fits(&L->down)) return cuda_ffn_block_out(s, L, 1, r);
+    if (cuda_phase(s, EMX_PHASE_FFN_IN)) return -1;
+    if (L->post_ffn_norm || !fits(&L->down)) return cuda_ffn_block_out(s, L, 1, r) || cuda_phase(s, EMX_PHASE_FFN_OUT);
     const EmxCudaWeight *w[1] = {&L->down};
     float *out[1] = {s->x};
-    return fused_matvec(s, s->hb, NULL, w, out, 1, 1);
+    return fused_matvec(s, s->hb, NULL, w, out, 1, 1) || cuda_phase(s, EMX_PHASE_FFN_OUT);
 }
 
 static int fused_layer(CudaState *s, int l, int pos, const Rows *r, int record_last) {
     const CudaLayer *L = &s->w->layers[l];
-    return qkv(s, L) || attend(s, l, pos, r, record_last) || block_outs(s, L, r) ? -1 : 0;
+    return qkv(s, L) || cuda_phase(s, EMX_PHASE_ATTN_IN) || attend(s, l, pos, r, record_last) ||
+                   cuda_phase(s, EMX_PHASE_ATTN) || block_outs(s, L, r)
+               ? -1
+               : 0;
 }
 
 int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
     if (!fused_applies(s, n, r)) return cuda_run_layers_separate(s, n, pos, r, record_last);
     CU(emx_cuda_embedding_scaled(&s->w->emb, cuda_input_of(s, r)->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
+    if (cuda_phase(s, EMX_PHASE_EMBED)) return -1;
     for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
         if (fused_layer(s, l, pos, r, record_last)) return -1;
     return 0;

@@ -199,14 +199,14 @@ int cuda_attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) 
     const EmxConfig *c = &s->m->cfg;
     if (!L->post_attn_norm) {  // both paths accumulate: the residual add is free
         if (r->gemm ? gemm(s, &L->wo, s->att, n, s->x, 1) : cuda_matvec(s, &L->wo, s->att, n, s->x, 1, 0)) return -1;
-        return cuda_norm_for(s, s->x, L->ffn_norm, n, &L->gate, r->gemm);
+        return cuda_phase(s, EMX_PHASE_ATTN_OUT) || cuda_norm_for(s, s->x, L->ffn_norm, n, &L->gate, r->gemm);
     }
     if (r->gemm ? gemm(s, &L->wo, s->att, n, s->tmp, 0) : cuda_matvec(s, &L->wo, s->att, n, s->tmp, 0, 0)) return -1;
     CU(emx_cuda_rmsnorm(s->tmp, s->tmp, L->post_attn_norm, (int)c->dim, n, c->norm_eps, s->stream));
     CU(emx_cuda_residual_rmsnorm(s->x, s->tmp, L->ffn_norm, s->xb, (int)c->dim, n, c->norm_eps, s->stream));
     if (!r->gemm && reads_int8_acts(&L->gate))
         CU(emx_cuda_quantize_acts(s->xb, (int)c->dim, n, s->xq, s->xd, s->xsum, s->stream));
-    return 0;
+    return cuda_phase(s, EMX_PHASE_ATTN_OUT);  // the add and the FFN's norm are one launch here
 }
 
 // The feed-forward block's end: x += W_down hb, or with sandwich norms x += rmsnorm(W_down hb) *
@@ -282,6 +282,7 @@ int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int re
     const CudaWeights *w = s->w;
     const int *tokens_d = r->gemm ? s->gin_d : cuda_input_of(s, r)->tokens;
     CU(emx_cuda_embedding_scaled(&w->emb, tokens_d, n, s->m->ext.embed_scale, s->x, s->stream));
+    if (cuda_phase(s, EMX_PHASE_EMBED)) return -1;
     for (int l = 0; l < (int)c->n_layers; l++) {
         const CudaLayer *L = &w->layers[l];
         if (cuda_norm_for(s, s->x, L->attn_norm, n, &L->wq, r->gemm)) return -1;
@@ -289,6 +290,7 @@ int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int re
                           gemm(s, &L->wv, s->xb, n, s->v, 0)
                     : cuda_matvec_qkv(s, L, n))
             return -1;
+        if (cuda_phase(s, EMX_PHASE_ATTN_IN)) return -1;
         EmxRopeArgs a;
         cuda_rope_args(s, l, n, r, &a);
         if (r->multi) {
@@ -296,8 +298,10 @@ int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int re
         } else {
             CU(emx_cuda_rope_kv(&a, s->stream));
         }
-        if (cuda_attention(s, l, n, pos, r, record_last)) return -1;
-        if (cuda_attn_block_out(s, L, n, r) || cuda_ffn_in(s, L, n, r) || cuda_ffn_block_out(s, L, n, r)) return -1;
+        if (cuda_attention(s, l, n, pos, r, record_last) || cuda_phase(s, EMX_PHASE_ATTN)) return -1;
+        if (cuda_attn_block_out(s, L, n, r) || cuda_ffn_in(s, L, n, r) || cuda_phase(s, EMX_PHASE_FFN_IN) ||
+            cuda_ffn_block_out(s, L, n, r) || cuda_phase(s, EMX_PHASE_FFN_OUT))
+            return -1;
     }
     return 0;
 }

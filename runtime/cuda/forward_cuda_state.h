@@ -22,6 +22,7 @@
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
 #include "runtime/forward_common.h"
+#include "runtime/cuda/phase_clock.h"
 #include "runtime/pool/pool_forward.h"
 
 #define CHUNK EMX_MATVEC_MAX_BATCH  // rows per batched pass: the batched matvec's limit
@@ -111,6 +112,7 @@ typedef struct {
     char err[320];
     int ctx, q_dim, kv_dim, widest, vocab;
     int no_graphs;
+    CudaPhaseClock *clock;  // phase_timeline: the decode steps' phases (phase_clock.h), else NULL
     int fused;              // single-row decode steps run the fused layer (forward_cuda_fused.c);
                             // EMX_CUDA_FUSED=0 at the state's creation: the separate kernels
     cudaStream_t stream;
@@ -199,6 +201,11 @@ static inline int cu(CudaState *s, cudaError_t e, const char *call) {
     do {                                               \
         if (cu(s, (call), #call)) return -1;           \
     } while (0)
+
+// Closes phase p of a timed decode step (phase_clock.h); nothing when no step is timed.
+static inline int cuda_phase(CudaState *s, EmxPhase p) {
+    return cu(s, cuda_phase_end(s->clock, p, s->stream), "cudaEventRecord (phase timeline)");
+}
 
 static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *what) {
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);

@@ -91,11 +91,16 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
 // call, replayed after (the input copy is the graph's first node: it reads in_h at replay
 // time). no_graphs: the same launches made directly.
 static int decode_step(CudaState *s, int pos, int tail) {
-    if (s->no_graphs) {
+    if (s->no_graphs) {  // with a phase timeline, an event at the start and after each phase
         const Rows direct_rows = {.is_branches = 0};
+        CU(cuda_phase_start(s->clock, s->stream));
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
-        if (cuda_run_layers(s, 1, pos, &direct_rows, 1) || cuda_classify(s, 0, 1)) return -1;
-        return cuda_step_tail(s, tail, pos + 1, 0);
+        if (cuda_run_layers(s, 1, pos, &direct_rows, 1) || cuda_classify(s, 0, 1) ||
+            cuda_phase(s, EMX_PHASE_CLASSIFIER) || cuda_step_tail(s, tail, pos + 1, 0) || cuda_phase(s, EMX_PHASE_TAIL)) {
+            if (s->clock) s->clock->running = 0;  // a failed step is not timed
+            return -1;
+        }
+        return 0;
     }
     cudaGraphExec_t *exec = &s->step_graph[tail];
     if (!*exec) {
@@ -162,6 +167,7 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
         }
     }
     CU(cudaStreamSynchronize(s->stream));
+    CU(cuda_phase_collect(s->clock));  // a timed decode step's phases (no-op otherwise)
     s->last_pos = pos + n - 1;
     s->logits_fresh = tail == TAIL_LOGITS;  // a proposal round leaves its logits on the device only
     return 0;

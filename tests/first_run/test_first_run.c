@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/forward.h"
 #include "tests/run_util.h"
 #include "tests/test_util.h"
 
@@ -142,7 +143,7 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
     }
     const char *ran[] = {"build", "kernel-tests", "suite-run_cuda", "suite-bench", "speed-stories260K-q8",
                          "sampler-stories260K-q8", "agents-stories260K-q8", "agents-2gpu-stories260K-q8",
-                         "bench-kernels", "lab-attention", "lab-agent_pool"};
+                         "bench-kernels", "lab-attention", "lab-agent_pool", "timeline-stories260K-q8"};
     for (size_t i = 0; i < sizeof ran / sizeof *ran; i++) {
         const cJSON *s = step_of(rep, ran[i]);
         cr_assert_not_null(s, "%s", ran[i]);
@@ -152,6 +153,10 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
     cr_expect_gt(fig(step_of(rep, "speed-stories260K-q8"), "decode_tok_s"), 0);
     cr_expect_gt(fig(step_of(rep, "speed-stories260K-q4"), "launches_per_step"), 0);
     cr_expect_gt(fig(step_of(rep, "speed-stories260K-q8"), "peak_gbps"), 0);
+    cr_expect_gt(fig(step_of(rep, "timeline-stories260K-q8"), "graph_us_per_token"), 0);
+    const cJSON *phases = cJSON_GetObjectItem(cJSON_GetObjectItem(step_of(rep, "timeline-stories260K-q8"), "figures"),
+                                              "phases");
+    cr_expect_eq(cJSON_GetArraySize(phases), EMX_PHASES, "the timeline's rows: one per phase");
     cr_expect_gt(fig(step_of(rep, "sampler-stories260K-q8"), "entropix_tok_s"), 0);
     cr_expect_gt(fig(step_of(rep, "agents-stories260K-q8"), "lookahead4_vs_single"), 0);
     cr_expect_gt(fig(step_of(rep, "kernel-tests"), "tested"), 0);
@@ -268,7 +273,7 @@ Test(first_run, report_reads_gpu_logs) {
     tmp_dir(dir);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     cr_assert_eq(mkdir(logs, 0700), 0);
-    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=10\n");
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=11\n");
     write_file(dir, "steps.tsv",
                "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
                "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
@@ -279,7 +284,19 @@ Test(first_run, report_reads_gpu_logs) {
                "ncu\tncu\tpass\t0\t60\t600\tlogs/6.log\t\tncu\n"
                "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n"
                "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n"
-               "lab-rmsnorm\tlab\tpass\t0\t1\t300\tlogs/8.log\t\tbuild/cuda/lab/rmsnorm\n");
+               "lab-rmsnorm\tlab\tpass\t0\t1\t300\tlogs/8.log\t\tbuild/cuda/lab/rmsnorm\n"
+               "timeline-qwen3-0.6b-q8\ttimeline\tpass\t0\t9\t600\tlogs/9.log\t\tbench speed --timeline\n");
+    // bench speed --timeline (tools/bench/timeline.c): two of its phase rows and the step rows
+    write_file(dir, "logs/9.log",
+               "decode tg128:      610.50 tok/s, 1.638 ms/token\n"
+               "\ntimeline of one decode token (cuda:0, NVIDIA H200; tg128 at depth 0, 3 rounds alternated with the "
+               "graph path):\n"
+               "  phase                               µs/token   share    bytes/token   µs at peak  of bound\n"
+               "  input + embedding                       5.25    0.3%           2048         0.00      0.1%\n"
+               "  attention input (norm, q/k/v)         512.75   27.9%      150994944        31.46      6.1%\n"
+               "  all phases (timed step)              1838.00  100.0%      612368384       127.58      6.9%\n"
+               "  timed step, wall clock               1902.40   (direct launches, an event after each phase)\n"
+               "  graph step, wall clock               1638.00   (0.86 of the timed step; 7.8% of the bound)\n");
     // the lab's table on a GPU (tools/lab/lab.h: a time, the bytes, GB/s and the share of the peak)
     write_file(dir, "logs/8.log",
                "lab rmsnorm: out = x / sqrt(mean(x^2) + eps) * w per row\n"
@@ -377,12 +394,25 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
-    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "9 steps ended of 10 planned: not complete");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "10 steps ended of 11 planned: not complete");
     const cJSON *lab = step_of(rep, "lab-rmsnorm");
     cr_expect_eq(fig(lab, "versions"), 2);
     cr_expect_eq(fig(lab, "fail"), 1);
     char *md = read_md(dir);
     cr_expect(strstr(md, "| speed-qwen3-0.6b-q8 | 3,381.00 | 497.80 | 2.009 | 323.07 | 6.71 | 426 |"), "%s", md);
+    const cJSON *tl = step_of(rep, "timeline-qwen3-0.6b-q8");
+    cr_expect_eq(fig(tl, "graph_us_per_token"), 1638.0);
+    cr_expect_eq(fig(tl, "timed_us_per_token"), 1902.4);
+    cr_expect_eq(fig(tl, "decode_tok_s"), 610.5);
+    const cJSON *rows = cJSON_GetObjectItem(cJSON_GetObjectItem(tl, "figures"), "phases");
+    cr_assert_eq(cJSON_GetArraySize(rows), 3, "two phases and the sum");
+    const cJSON *qkv = cJSON_GetArrayItem(rows, 1);
+    cr_expect_str_eq(cJSON_GetArrayItem(qkv, 0)->valuestring, "attention input (norm, q/k/v)");
+    cr_expect_eq(cJSON_GetArrayItem(qkv, 1)->valuedouble, 512.75);
+    cr_expect_eq(cJSON_GetArrayItem(qkv, 3)->valuedouble, 150994944.0);
+    cr_expect_eq(cJSON_GetArrayItem(qkv, 5)->valuedouble, 6.1);
+    cr_expect(strstr(md, "| attention input (norm, q/k/v) | 512.75 | 27.9 | 150994944 | 31.46 | 6.1 |"), "%s", md);
+    cr_expect(strstr(md, "| graph step, wall clock | 1,638.00 |"), "%s", md);
     cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);
     cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
     // every lab version's time, for docs/kernel-lab.md's table

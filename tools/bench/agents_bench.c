@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "base/errmsg.h"
+#include "sampler/calibrate.h"
 #include "runtime/generate.h"
 #include "sampler/sample.h"
 
@@ -67,4 +68,28 @@ int emx_bench_agents_run(EmxState *st, const EmxModel *model, const EmxTokenizer
     // the first token comes from the prefill's logits: n - 1 decode steps, as emx_generate counts
     out->tok_s = generated / decode_s;
     return 0;
+}
+
+void emx_bench_agents_names(char (*names)[48], int n_agents, int lookahead, int check_every) {
+    snprintf(names[EMX_AGENTS_SINGLE], 48, "single stream (greedy)");
+    snprintf(names[EMX_AGENTS_L1], 48, "%d agents, lookahead 1", n_agents);
+    snprintf(names[EMX_AGENTS_LOOKAHEAD], 48, "%d agents, lookahead %d", n_agents, lookahead);
+    snprintf(names[EMX_AGENTS_CRITIC], 48, "%d agents, lookahead 1, critic every %d", n_agents, check_every);
+}
+
+void emx_bench_agents_table(const EmxAgentsRun *res, int runs, int rows, const char (*names)[48], double *tps,
+                            double *shares) {
+    double t[EMX_AGENTS_ROWS], share[EMX_AGENTS_ROWS];
+    for (int k = 0; k < rows; k++) {
+        for (int r = 0; r < runs; r++)
+            tps[r] = res[r * EMX_AGENTS_ROWS + k].tok_s, shares[r] = res[r * EMX_AGENTS_ROWS + k].critic_share;
+        t[k] = emx_percentile(tps, (size_t)runs, 50.0), share[k] = emx_percentile(shares, (size_t)runs, 50.0);
+    }
+    printf("configuration                            decode tok/s (median)   vs single stream\n");
+    for (int k = 0; k < rows; k++)
+        printf("%-38s   %10.2f              %.3f (%+.1f%% time per token)\n", names[k], t[k], t[k] / t[0],
+               100.0 * (t[0] / t[k] - 1.0));
+    if (rows > EMX_AGENTS_CRITIC)
+        printf("critic: %d judgments a run, %.1f%% of the pool's decode time (median; verdicts forced GOOD)\n",
+               res[EMX_AGENTS_CRITIC].n_checks, 100.0 * share[EMX_AGENTS_CRITIC]);
 }

@@ -35,4 +35,11 @@ int emx_bench_agents_run(EmxState *st, const EmxModel *model, const EmxTokenizer
                          int n, int row, int seed, const EmxPoolOptions *pool, EmxAgentsRun *out, char *err,
                          size_t errlen);
 
+// The rows' names (names[EMX_AGENTS_ROWS][48]) and the table of `bench agents`: the medians of
+// each row's runs (res [run][EMX_AGENTS_ROWS]; tps, shares: runs doubles of scratch) against the
+// single stream's, and the critic's share when its row ran.
+void emx_bench_agents_names(char (*names)[48], int n_agents, int lookahead, int check_every);
+void emx_bench_agents_table(const EmxAgentsRun *res, int runs, int rows, const char (*names)[48], double *tps,
+                            double *shares);
+
 #endif

@@ -41,17 +41,19 @@ uint64_t emx_bw_kv_bytes_per_position(const EmxConfig *c, int kv_elem_bytes) {
 
 static uint64_t tbytes(const EmxTensor *t) { return t->data ? emx_tensor_bytes(t->dtype, t->rows, t->cols) : 0; }
 
-static EmxBwRow *row(EmxBwModel *bm, const char *kernel, uint32_t n_layers) {
+static EmxBwRow *row(EmxBwModel *bm, EmxPhase phase, const char *kernel, uint32_t n_layers) {
     for (int i = 0; i < bm->n_rows; i++)
         if (!strcmp(bm->rows[i].kernel, kernel)) return &bm->rows[i];
     EmxBwRow *r = &bm->rows[bm->n_rows++];
     r->kernel = kernel;
+    r->phase = phase;
     r->n_layers = n_layers;
     return r;
 }
 
-static void add(EmxBwModel *bm, const char *kernel, uint32_t n_layers, uint64_t w, uint64_t kv, uint64_t act) {
-    EmxBwRow *r = row(bm, kernel, n_layers);
+static void add(EmxBwModel *bm, EmxPhase phase, const char *kernel, uint32_t n_layers, uint64_t w, uint64_t kv,
+                uint64_t act) {
+    EmxBwRow *r = row(bm, phase, kernel, n_layers);
     r->weight_bytes += w;
     r->kv_bytes += kv;
     r->act_bytes += act;
@@ -65,19 +67,22 @@ static void add_layer(EmxBwModel *bm, const EmxModel *m, const EmxLayer *L, uint
     const EmxConfig *c = &m->cfg;
     const uint64_t F = sizeof(float), E = (uint64_t)bm->kv_elem_bytes, dim = c->dim, hid = c->hidden_dim;
     const uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
-    add(bm, "rmsnorm (attention input)", c->n_layers, tbytes(&L->attn_norm), 0, 2 * dim * F);
+    add(bm, EMX_PHASE_ATTN_IN, "rmsnorm (attention input)", c->n_layers, tbytes(&L->attn_norm), 0, 2 * dim * F);
     // three matvecs, each reads xb [dim]; writes q [q], k and v [kv]
-    add(bm, "q/k/v matvecs", c->n_layers, tbytes(&L->wq) + tbytes(&L->wk) + tbytes(&L->wv), 0,
+    add(bm, EMX_PHASE_ATTN_IN, "q/k/v matvecs", c->n_layers, tbytes(&L->wq) + tbytes(&L->wk) + tbytes(&L->wv), 0,
         (3 * dim + q + 2 * kv) * F);
     // reads q, k, v, writes q in place and k, v into the cache row of pos (E bytes an element)
-    add(bm, "rope + KV write", c->n_layers, tbytes(&L->q_norm) + tbytes(&L->k_norm), 2 * kv * E, (2 * q + 2 * kv) * F);
+    add(bm, EMX_PHASE_ATTN, "rope + KV write", c->n_layers, tbytes(&L->q_norm) + tbytes(&L->k_norm), 2 * kv * E,
+        (2 * q + 2 * kv) * F);
     // keys and values of positions 0..pos; q in, att out, the score rows [n_heads][keys]
     // recorded for the samplers
-    add(bm, "attention", c->n_layers, 0, 2 * keys * kv * E, (2 * q + (uint64_t)c->n_heads * keys) * F);
-    add(bm, "o matvec (+ residual)", c->n_layers, tbytes(&L->wo), 0, (q + 2 * dim) * F);
-    add(bm, "rmsnorm (FFN input)", c->n_layers, tbytes(&L->ffn_norm), 0, 2 * dim * F);
-    add(bm, "gate/up matvec + swiglu", c->n_layers, tbytes(&L->w_gate) + tbytes(&L->w_up), 0, (2 * dim + hid) * F);
-    add(bm, "down matvec (+ residual)", c->n_layers, tbytes(&L->w_down), 0, (hid + 2 * dim) * F);
+    add(bm, EMX_PHASE_ATTN, "attention", c->n_layers, 0, 2 * keys * kv * E,
+        (2 * q + (uint64_t)c->n_heads * keys) * F);
+    add(bm, EMX_PHASE_ATTN_OUT, "o matvec (+ residual)", c->n_layers, tbytes(&L->wo), 0, (q + 2 * dim) * F);
+    add(bm, EMX_PHASE_FFN_IN, "rmsnorm (FFN input)", c->n_layers, tbytes(&L->ffn_norm), 0, 2 * dim * F);
+    add(bm, EMX_PHASE_FFN_IN, "gate/up matvec + swiglu", c->n_layers, tbytes(&L->w_gate) + tbytes(&L->w_up), 0,
+        (2 * dim + hid) * F);
+    add(bm, EMX_PHASE_FFN_OUT, "down matvec (+ residual)", c->n_layers, tbytes(&L->w_down), 0, (hid + 2 * dim) * F);
 }
 
 void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out) {
@@ -88,13 +93,13 @@ void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out
     const uint64_t F = sizeof(float), dim = c->dim, vocab = c->vocab_size, keys = (uint64_t)pos + 1;
     const EmxTensor *e = &m->tok_embeddings;
     // one row of the table: its share of the stored bytes (as emx_model_weight_bytes_per_token)
-    add(out, "embedding row", 0, tbytes(e) / (e->rows ? e->rows : 1), 0, dim * F);
+    add(out, EMX_PHASE_EMBED, "embedding row", 0, tbytes(e) / (e->rows ? e->rows : 1), 0, dim * F);
     for (uint32_t l = 0; l < c->n_layers; l++) add_layer(out, m, &m->layers[l], keys);
-    add(out, "final rmsnorm", 0, tbytes(&m->norm), 0, 2 * dim * F);
-    add(out, "classifier matvec", 0, tbytes(&m->output), 0, (dim + vocab) * F);
+    add(out, EMX_PHASE_CLASSIFIER, "final rmsnorm", 0, tbytes(&m->norm), 0, 2 * dim * F);
+    add(out, EMX_PHASE_CLASSIFIER, "classifier matvec", 0, tbytes(&m->output), 0, (dim + vocab) * F);
     // the logits [vocab] read once: copied to the host (emx_forward, what `bench speed` times) or
     // read by the on-device greedy choice / logits metrics (a sampler reads them more)
-    add(out, "logits read (copy out or argmax)", 0, 0, 0, vocab * F);
+    add(out, EMX_PHASE_TAIL, "logits read (copy out or argmax)", 0, 0, 0, vocab * F);
     for (int i = 0; i < out->n_rows; i++) {
         const EmxBwRow *r = &out->rows[i];
         out->weight_bytes += r->weight_bytes;
@@ -102,6 +107,13 @@ void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out
         out->act_bytes += r->act_bytes;
     }
     out->total_bytes = out->weight_bytes + out->kv_bytes + out->act_bytes;
+}
+
+uint64_t emx_bw_phase_bytes(const EmxBwModel *bm, EmxPhase p) {
+    uint64_t b = 0;
+    for (int i = 0; i < bm->n_rows; i++)
+        if (bm->rows[i].phase == p) b += bm->rows[i].weight_bytes + bm->rows[i].kv_bytes + bm->rows[i].act_bytes;
+    return b;
 }
 
 void emx_bw_model_print(FILE *f, const EmxBwModel *bm, const EmxBwDevice *d, const char *what) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "runtime/forward.h"
 #include "runtime/model.h"
 
 enum { EMX_BW_MAX_ROWS = 16 };
@@ -19,6 +20,7 @@ enum { EMX_BW_MAX_ROWS = 16 };
 // One kernel kind of the step; per-layer kernels are summed over the layers (n_layers > 0).
 typedef struct {
     const char *kernel;
+    EmxPhase phase;         // the decode step's phase it belongs to (forward.h: a timeline's row)
     uint32_t n_layers;      // 0: once per step; else the row is the sum over that many layers
     uint64_t weight_bytes;  // tensors' stored bytes (q8/q4 quants with their f16 scales)
     uint64_t kv_bytes;      // KV cache read (attention) or written (rope + KV write)
@@ -51,6 +53,9 @@ typedef struct {
 // The named device, or NULL; emx_bw_device_names lists the names ("h100-sxm, h100-pcie, ...").
 const EmxBwDevice *emx_bw_device(const char *name);
 void emx_bw_device_names(char *buf, size_t cap);
+
+// The bytes of the rows of phase p.
+uint64_t emx_bw_phase_bytes(const EmxBwModel *bm, EmxPhase p);
 
 // Microseconds that bytes take at gbps: bytes / (gbps x 1e9) x 1e6.
 double emx_bw_us(uint64_t bytes, double gbps);

@@ -51,6 +51,26 @@ def speed_figures(text):
     return f
 
 
+TIMELINE_ROW = re.compile(r"^  (\S.*?)\s+" + NUM + r"\s+" + NUM + r"%\s+(\d+)\s+" + NUM + r"\s+" + NUM + "%$", re.M)
+
+
+def timeline_figures(text):
+    """bench speed --timeline (tools/bench/timeline.c): bench speed's lines, then a row per phase of
+    one decode token [phase, us/token, share %, bytes/token, us at peak, % of bound] and the
+    graph path's and the timed step's us/token."""
+    f = speed_figures(text)
+    _, found, table_text = text.partition("\ntimeline of one decode token")
+    if not found:
+        return f
+    f["phases"] = [[m.group(1), num(m.group(2)), num(m.group(3)), int(m.group(4)), num(m.group(5)), num(m.group(6))]
+                   for m in TIMELINE_ROW.finditer(table_text)]
+    for key, label in (("graph_us_per_token", "graph step"), ("timed_us_per_token", "timed step")):
+        m = re.search(r"^  %s, wall clock\s+%s" % (label, NUM), table_text, re.M)
+        if m:
+            f[key] = num(m.group(1))
+    return f
+
+
 def sampler_figures(text):
     f = {}
     for name in ("greedy", "entropix"):
@@ -169,7 +189,7 @@ def ncu_figures(text):
             "top_kernels_us": [[k, round(v / 1e3, 2)] for k, v in top]} if launches else {}
 
 
-PARSERS = {"speed": speed_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
+PARSERS = {"speed": speed_figures, "timeline": timeline_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
            "sanitizer": sanitizer_figures, "lab": lab_figures, "ncu": ncu_figures}
 
 
@@ -230,6 +250,10 @@ def markdown(rep):
     table(md, ["bench speed", "pp tok/s", "tg tok/s", "ms/token", "GB/s", "of peak %", "launches/step"],
           [[s["name"], f(s, "prefill_tok_s"), f(s, "decode_tok_s"), f(s, "decode_ms_per_token", 3),
             f(s, "achieved_gbps"), f(s, "of_peak_pct"), f(s, "launches_per_step", 0)] for s in by("speed")])
+    for s in by("timeline"):  # one token's phases (docs/cuda.md: "Where a token's time goes")
+        table(md, [f"{s['name']}: phase", "µs/token", "share %", "bytes/token", "µs at peak", "of bound %"],
+              [[p[0], fmt(p[1]), fmt(p[2], 1), str(p[3]), fmt(p[4]), fmt(p[5], 1)] for p in s["figures"].get("phases", [])]
+              + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""]])
     table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %"],
           [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1)]
            for s in by("sampler")])

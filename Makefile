@@ -284,7 +284,7 @@ $(FIRST_RUN_TEST_BIN): $(BUILD)/obj/tests/first_run/test_first_run.o
 	$(call say,LD,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
 .PHONY: test-first-run
 test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU_TEST_BIN) $(EMU_RUN_BIN) \
-                $(EMU_BENCH_BIN) $(EMU_EVAL_BIN) $(BENCH_KERNELS_EMU_BIN) $(LAB_EMU_BINS)
+                $(EMU_BENCH_BIN) $(EMU_EVAL_BIN) $(EMU_SERVER_BIN) $(BENCH_KERNELS_EMU_BIN) $(LAB_EMU_BINS)
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) $(FIRST_RUN_TEST_BIN) -j1 $(TEST_ARGS)
 
 # Criterion runs each test in a child process and does not count a sanitizer report printed at

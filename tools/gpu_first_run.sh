@@ -84,7 +84,8 @@ NCU=$(command -v ncu || echo "$CUDA_BIN/ncu")
 
 # ---- the plan: every step of the mode, in order -------------------------------------------------
 # add NAME KIND TIMEOUT_S COMMAND | skip NAME KIND REASON. KIND tells report.py which figures to
-# read from the log (info build tests sanitizer lab bench speed timeline sampler agents ncu model).
+# read from the log (info build tests sanitizer lab bench speed timeline server sampler agents ncu
+# model).
 S_NAME=() S_KIND=() S_TIMEOUT=() S_CMD=() S_SKIP=()
 add() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=("$3"); S_CMD+=("$4"); S_SKIP+=(""); }
 skip() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=(0); S_CMD+=(""); S_SKIP+=("$3"); }
@@ -92,11 +93,11 @@ skip() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=(0); S_CMD+=(""); S_SKIP+=("
 if [ "$EMULATED" = 1 ]; then
     # The emulator's GPUs (tests/cuda_emu/README.md): EMU_DEVICE_COUNT, 4 unless set.
     N_GPUS=${EMU_DEVICE_COUNT:-4}
-    GRUN=build/emu/run GBENCH=build/emu/tools/bench GEVAL=build/emu/tools/eval
+    GRUN=build/emu/run GBENCH=build/emu/tools/bench GEVAL=build/emu/tools/eval GSERVER=build/emu/tools/server
     DEVICE_DESC="CUDA emulation layer (tests/cuda_emu), $N_GPUS emulated GPUs: emulation timings, not GPU timings"
 else
     N_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-    GRUN=build/cuda/run GBENCH=build/cuda/tools/bench GEVAL=build/cuda/tools/eval
+    GRUN=build/cuda/run GBENCH=build/cuda/tools/bench GEVAL=build/cuda/tools/eval GSERVER=build/cuda/tools/server
     DEVICE_DESC=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c |
                   sed 's/^ *\([0-9]*\) /\1 x /' | paste -sd, -)
     [ -n "$DEVICE_DESC" ] || DEVICE_DESC="no GPU found by nvidia-smi"
@@ -116,14 +117,14 @@ fi
 # directly, so that a --prebuilt run needs neither a compiler nor the test libraries' headers.
 if [ "$EMULATED" = 1 ]; then
     KERNEL_TESTS=build/tests/emu_tests BENCH_KERNELS=build/emu/bench_kernels LAB_DIR=build/emu/lab
-    BUILD_TARGETS="all build/tests/tests test-models $GRUN $GBENCH $GEVAL $KERNEL_TESTS $BENCH_KERNELS"
+    BUILD_TARGETS="all build/tests/tests test-models $GRUN $GBENCH $GEVAL $GSERVER $KERNEL_TESTS $BENCH_KERNELS"
 else
     KERNEL_TESTS=build/cuda/kernel_tests BENCH_KERNELS=build/cuda/bench_kernels LAB_DIR=build/cuda/lab
     BUILD_TARGETS="all build/tests/tests test-models cuda $KERNEL_TESTS $GEVAL $BENCH_KERNELS"
 fi
 LABS=$(printf "$LAB_DIR/%s " $LAB_FAMILIES)
 # The C suites also run the CPU-only bench and eval (bench::*, eval_cuda::*: the CPU side).
-PROGRAMS="build/cpu/run build/cpu/tools/bench build/cpu/tools/eval build/tools/convert build/tests/tests $GRUN $GBENCH $GEVAL $KERNEL_TESTS $BENCH_KERNELS $LABS"
+PROGRAMS="build/cpu/run build/cpu/tools/bench build/cpu/tools/eval build/tools/convert build/tests/tests $GRUN $GBENCH $GEVAL $GSERVER $KERNEL_TESTS $BENCH_KERNELS $LABS"
 if [ "$PREBUILT" = 1 ]; then
     # Every program there and runnable here (a missing library shows in ldd), the GPU one with its
     # CUDA backend; the test models converted by the prebuilt converter (make -o: never remade),
@@ -163,14 +164,14 @@ if [ "$EMULATED" = 1 ]; then
     for m in qwen3-0.6b llama3.2-1b; do skip "model-$m" model "emulated: too large to run emulated; build/models/stories260K.{q8,q4}.bin stand in"; done
     # Emulated, a decode step of stories260K takes about 0.3 s and a prefill token 0.4 s.
     DEV="--device cuda:0" SPEED="-p 8 -n 4 --runs 1" SAMPLER="-n 4 --runs 1" AGENTS="-n 4 --runs 1 --agents 8 --check-every 2"
-    TIMELINE="-p 0 -n 2 --runs 1"
+    TIMELINE="-p 0 -n 2 --runs 1" SLOTS="--parallel 1,4 --clients 4 --requests 1 --max-tokens 4"
 else
     MODELS="qwen3-0.6b:build/shaped/qwen3-0.6b llama3.2-1b:build/shaped/llama3.2-1b"
     for m in qwen3-0.6b:qwen3 llama3.2-1b:llama3; do
         add "model-${m%%:*}" model 600 "tools/first_run/shaped_model.sh ${m%%:*} $SHARED_DIR/testdata/tokenizers/${m#*:} build/shaped"
     done
     DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8 --check-every 5"
-    TIMELINE="-p 0 -n 128 --runs 3"
+    TIMELINE="-p 0 -n 128 --runs 3" SLOTS="--parallel 1,8,1,8 --clients 8 --requests 2 --max-tokens 128"
 fi
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done
@@ -188,6 +189,12 @@ fi
 # launches, beside its bytes in the bandwidth model, and the graph path's token alternated with it
 # (bench speed --timeline, docs/cuda.md).
 for m in $MODELS; do add "timeline-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline"; done
+# The server's slots decoding together on the GPU (several states' rows in one step): aggregate
+# tok/s at 1 and 8 slots alternated, and every request's text the same whatever the slots
+# (tools/bench/server_parallel.py --check-texts: a slot beside others gives what it gives alone).
+for m in $MODELS; do
+    add "server-slots-${m%%:*}-q8" server 600 "python3 tools/bench/server_parallel.py ${m#*:}.q8.bin --server $GSERVER $DEV --threads 1 --completions --check-texts $SLOTS"
+done
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
 FIRST=${MODELS%% *}

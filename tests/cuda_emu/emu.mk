@@ -128,6 +128,9 @@ $(EMU_RUN_BIN): $(EMU_OUT)/obj/runtime/cli/run.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME
 EMU_BENCH_BIN := $(EMU_OUT)/tools/bench
 # tools/eval on emulated GPUs (EMX_GPU_EVAL in the C suite): its results must equal the CPU eval's.
 EMU_EVAL_BIN := $(EMU_OUT)/tools/eval
+# tools/server on emulated GPUs (the first-contact script's emulated server-slots step).
+EMU_SERVER_BIN := $(EMU_OUT)/tools/server
+$(EMU_SERVER_BIN): LDLIBS += -lmicrohttpd
 $(EMU_OUT)/tools/%: $(EMU_OUT)/obj/tools/%.o $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)

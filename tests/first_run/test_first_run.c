@@ -143,7 +143,8 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
     }
     const char *ran[] = {"build", "kernel-tests", "suite-run_cuda", "suite-bench", "speed-stories260K-q8",
                          "sampler-stories260K-q8", "agents-stories260K-q8", "agents-2gpu-stories260K-q8",
-                         "bench-kernels", "lab-attention", "lab-agent_pool", "timeline-stories260K-q8"};
+                         "bench-kernels", "lab-attention", "lab-agent_pool", "timeline-stories260K-q8",
+                         "server-slots-stories260K-q8"};
     for (size_t i = 0; i < sizeof ran / sizeof *ran; i++) {
         const cJSON *s = step_of(rep, ran[i]);
         cr_assert_not_null(s, "%s", ran[i]);
@@ -154,9 +155,12 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
     cr_expect_gt(fig(step_of(rep, "speed-stories260K-q4"), "launches_per_step"), 0);
     cr_expect_gt(fig(step_of(rep, "speed-stories260K-q8"), "peak_gbps"), 0);
     cr_expect_gt(fig(step_of(rep, "timeline-stories260K-q8"), "graph_us_per_token"), 0);
+    const cJSON *slots = step_of(rep, "server-slots-stories260K-q8");
+    cr_expect_gt(fig(slots, "parallel4_tok_s"), 0);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(slots, "figures"), "texts_equal")));
     const cJSON *phases = cJSON_GetObjectItem(cJSON_GetObjectItem(step_of(rep, "timeline-stories260K-q8"), "figures"),
                                               "phases");
-    cr_expect_eq(cJSON_GetArraySize(phases), EMX_PHASES, "the timeline's rows: one per phase");
+    cr_expect_eq(cJSON_GetArraySize(phases), EMX_PHASES + 1, "the timeline's rows: one per phase, then their sum");
     cr_expect_gt(fig(step_of(rep, "sampler-stories260K-q8"), "entropix_tok_s"), 0);
     cr_expect_gt(fig(step_of(rep, "agents-stories260K-q8"), "lookahead4_vs_single"), 0);
     cr_expect_gt(fig(step_of(rep, "kernel-tests"), "tested"), 0);
@@ -273,7 +277,7 @@ Test(first_run, report_reads_gpu_logs) {
     tmp_dir(dir);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     cr_assert_eq(mkdir(logs, 0700), 0);
-    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=11\n");
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=12\n");
     write_file(dir, "steps.tsv",
                "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
                "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
@@ -285,7 +289,16 @@ Test(first_run, report_reads_gpu_logs) {
                "agents-2gpu-qwen3-0.6b-q8\tagents\tskipped\t\t0\t0\t\tneeds 2 GPUs, this machine has 1\t\n"
                "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n"
                "lab-rmsnorm\tlab\tpass\t0\t1\t300\tlogs/8.log\t\tbuild/cuda/lab/rmsnorm\n"
-               "timeline-qwen3-0.6b-q8\ttimeline\tpass\t0\t9\t600\tlogs/9.log\t\tbench speed --timeline\n");
+               "timeline-qwen3-0.6b-q8\ttimeline\tpass\t0\t9\t600\tlogs/9.log\t\tbench speed --timeline\n"
+               "server-slots-qwen3-0.6b-q8\tserver\tpass\t0\t30\t600\tlogs/10.log\t\tserver_parallel.py\n");
+    // tools/bench/server_parallel.py --check-texts: the best run of each --parallel counts
+    write_file(dir, "logs/10.log",
+               "parallel 1: 2048 tokens in 4.0 s: 512.0 tok/s aggregate, median time to first token 40 ms\n"
+               "parallel 8: 2048 tokens in 1.0 s: 2048.5 tok/s aggregate, median time to first token 90 ms\n"
+               "parallel 1: 2048 tokens in 3.9 s: 525.1 tok/s aggregate, median time to first token 40 ms\n"
+               "parallel 8: 2048 tokens in 1.1 s: 1900.0 tok/s aggregate, median time to first token 95 ms\n"
+               "best: parallel 8 2048.5 tok/s / parallel 1 525.1 tok/s = 3.90x\n"
+               "texts: every request's text the same in every run (16 requests)\n");
     // bench speed --timeline (tools/bench/timeline.c): two of its phase rows and the step rows
     write_file(dir, "logs/9.log",
                "decode tg128:      610.50 tok/s, 1.638 ms/token\n"
@@ -394,7 +407,7 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
-    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "10 steps ended of 11 planned: not complete");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "11 steps ended of 12 planned: not complete");
     const cJSON *lab = step_of(rep, "lab-rmsnorm");
     cr_expect_eq(fig(lab, "versions"), 2);
     cr_expect_eq(fig(lab, "fail"), 1);
@@ -413,6 +426,11 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(cJSON_GetArrayItem(qkv, 5)->valuedouble, 6.1);
     cr_expect(strstr(md, "| attention input (norm, q/k/v) | 512.75 | 27.9 | 150994944 | 31.46 | 6.1 |"), "%s", md);
     cr_expect(strstr(md, "| graph step, wall clock | 1,638.00 |"), "%s", md);
+    const cJSON *sl = step_of(rep, "server-slots-qwen3-0.6b-q8");
+    cr_expect_eq(fig(sl, "parallel1_tok_s"), 525.1);
+    cr_expect_eq(fig(sl, "parallel8_tok_s"), 2048.5);
+    cr_expect_eq(fig(sl, "ratio"), 3.9);
+    cr_expect(strstr(md, "| server-slots-qwen3-0.6b-q8 | 525.10 | 2,048.50 | 3.90 | yes |"), "%s", md);
     cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);
     cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
     // every lab version's time, for docs/kernel-lab.md's table

@@ -4,13 +4,16 @@ not a test). Standard library only.
 
     python3 tools/bench/server_parallel.py MODEL [--parallel 1,4,1,4] [--clients 4] [--requests 3]
                                            [--max-tokens 128] [--threads 0] [--server build/tools/server]
+                                           [--device cpu|cuda:N] [--completions] [--check-texts]
 
 For each P in --parallel (in that order: alternate them, so that a change in the machine's load
 hits both), starts the server with --parallel P, lets C clients each send R streaming
 completions one after the other (fixed seeds, a mix of prompts, max_tokens each), and prints
 the aggregate completion tokens per second (all tokens / wall time of the run) and the median
 time to the first token. Then a summary per P, and the ratio of the best run of the largest P
-to the best run of the smallest.
+to the best run of the smallest. With --check-texts, every request's text (the same seed in
+every run) must be the same in every run, whatever P: a slot decoding beside others gives what it
+gives alone; a difference names the request and exits 1.
 """
 import argparse
 import http.client
@@ -33,8 +36,9 @@ PROMPTS = [
 
 
 def start_server(args, parallel):
-    p = subprocess.Popen([args.server, args.model, "--port", "0", "-t", str(args.threads), "--parallel", str(parallel),
-                          "--queue", str(args.clients * 2)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [args.server, args.model, "--port", "0", "-t", str(args.threads), "--parallel", str(parallel),
+           "--queue", str(args.clients * 2)] + (["--device", args.device] if args.device else [])
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     line = b""
     while b"listening on" not in line:
         line = p.stderr.readline()
@@ -45,40 +49,52 @@ def start_server(args, parallel):
     return p, port
 
 
-def one_request(port, prompt, seed, max_tokens):
-    """(completion tokens, seconds to the first token) of one streaming chat completion."""
-    body = json.dumps({"messages": [{"role": "user", "content": prompt}], "seed": seed, "max_tokens": max_tokens,
-                       "stream": True, "stream_options": {"include_usage": True}})
+def one_request(port, prompt, seed, max_tokens, chat):
+    """(completion tokens, seconds to the first token, text) of one streaming chat completion, or
+    text completion (chat False: a model without a chat template)."""
+    body = {"seed": seed, "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+    body.update({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt})
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.monotonic()
-    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    conn.request("POST", "/v1/chat/completions" if chat else "/v1/completions", json.dumps(body),
+                 {"Content-Type": "application/json"})
     resp = conn.getresponse()
     if resp.status != 200:
         sys.exit(f"server_parallel: HTTP {resp.status}: {resp.read()[:200]!r}")
-    ttft, tokens = None, 0
+    ttft, tokens, text = None, 0, []
     for raw in resp:
         line = raw.decode().strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         ev = json.loads(line[6:])
-        if ttft is None and ev.get("choices") and ev["choices"][0]["delta"].get("content"):
-            ttft = time.monotonic() - t0
+        choice = ev["choices"][0] if ev.get("choices") else {}
+        piece = choice["delta"].get("content") if chat and choice else choice.get("text")
+        if piece:
+            text.append(piece)
+            if ttft is None:
+                ttft = time.monotonic() - t0
         if ev.get("usage"):
             tokens = ev["usage"]["completion_tokens"]
     conn.close()
-    return tokens, ttft if ttft is not None else time.monotonic() - t0
+    return tokens, ttft if ttft is not None else time.monotonic() - t0, "".join(text)
 
 
 def run(args, parallel):
     p, port = start_server(args, parallel)
-    results, lock = [], threading.Lock()
+    results, lock = {}, threading.Lock()  # request number -> (tokens, ttft, text)
+
+    failures = []
 
     def client(c):
         for r in range(args.requests):
             k = c * args.requests + r
-            out = one_request(port, PROMPTS[k % len(PROMPTS)], 1000 + k, args.max_tokens)
+            try:
+                out = one_request(port, PROMPTS[k % len(PROMPTS)], 1000 + k, args.max_tokens, not args.completions)
+            except (OSError, ValueError, KeyError, SystemExit) as e:  # said once the run has ended
+                failures.append(f"request {k}: {e}")
+                return
             with lock:
-                results.append(out)
+                results[k] = out
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
@@ -89,8 +105,11 @@ def run(args, parallel):
     wall = time.monotonic() - t0
     p.terminate()
     p.wait(timeout=60)
-    tokens = sum(t for t, _ in results)
-    return tokens / wall, statistics.median(f for _, f in results), tokens, wall
+    if failures:
+        sys.exit(f"server_parallel: parallel {parallel}: {len(failures)} request(s) failed, the first: {failures[0]}")
+    tokens = sum(t for t, _, _ in results.values())
+    texts = {k: text for k, (_, _, text) in results.items()}
+    return tokens / wall, statistics.median(f for _, f, _ in results.values()), tokens, wall, texts
 
 
 def main():
@@ -102,16 +121,30 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=0, help="-t of the server (0: all cores)")
     ap.add_argument("--server", default="build/tools/server")
+    ap.add_argument("--device", default="", help="the server's --device (default: the server's own)")
+    ap.add_argument("--completions", action="store_true",
+                    help="text completions (/v1/completions), for a model without a chat template")
+    ap.add_argument("--check-texts", action="store_true",
+                    help="every request's text must be the same in every run, whatever --parallel")
     args = ap.parse_args()
-    best = {}
+    best, first_texts, differ = {}, None, []
     for par in [int(x) for x in args.parallel.split(",")]:
-        tps, ttft, tokens, wall = run(args, par)
+        tps, ttft, tokens, wall, texts = run(args, par)
         print(f"parallel {par}: {tokens} tokens in {wall:.1f} s: {tps:.1f} tok/s aggregate, "
               f"median time to first token {ttft * 1000:.0f} ms", flush=True)
         best[par] = max(best.get(par, 0), tps)
+        if args.check_texts:
+            first_texts = first_texts or (par, texts)
+            differ += [(par, k) for k in sorted(texts) if texts[k] != first_texts[1].get(k)]
     lo, hi = min(best), max(best)
     if lo != hi:
         print(f"best: parallel {hi} {best[hi]:.1f} tok/s / parallel {lo} {best[lo]:.1f} tok/s = {best[hi] / best[lo]:.2f}x")
+    if args.check_texts:
+        if differ:
+            par, k = differ[0]
+            sys.exit(f"server_parallel: {len(differ)} text(s) differ from the first run's (parallel {first_texts[0]}); "
+                     f"the first: request {k} at parallel {par}")
+        print(f"texts: every request's text the same in every run ({len(first_texts[1])} requests)")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,23 @@ def timeline_figures(text):
     return f
 
 
+def server_figures(text):
+    """tools/bench/server_parallel.py: the best aggregate tok/s at each --parallel, their ratio, and
+    whether every request's text was the same in every run."""
+    f = {}
+    for par, tps in re.findall(r"^parallel (\d+): \d+ tokens in [0-9.]+ s: " + NUM + " tok/s aggregate", text, re.M):
+        key = f"parallel{par}_tok_s"
+        f[key] = max(f.get(key, 0.0), num(tps))
+    m = re.search(r"^best: .* = " + NUM + "x$", text, re.M)
+    if m:
+        f["ratio"] = num(m.group(1))
+    if re.search(r"^texts: every request's text the same", text, re.M):
+        f["texts_equal"] = True
+    elif "text(s) differ" in text:
+        f["texts_equal"] = False
+    return f
+
+
 def sampler_figures(text):
     f = {}
     for name in ("greedy", "entropix"):
@@ -189,7 +206,7 @@ def ncu_figures(text):
             "top_kernels_us": [[k, round(v / 1e3, 2)] for k, v in top]} if launches else {}
 
 
-PARSERS = {"speed": speed_figures, "timeline": timeline_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
+PARSERS = {"speed": speed_figures, "timeline": timeline_figures, "server": server_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
            "sanitizer": sanitizer_figures, "lab": lab_figures, "ncu": ncu_figures}
 
 
@@ -254,6 +271,11 @@ def markdown(rep):
         table(md, [f"{s['name']}: phase", "µs/token", "share %", "bytes/token", "µs at peak", "of bound %"],
               [[p[0], fmt(p[1]), fmt(p[2], 1), str(p[3]), fmt(p[4]), fmt(p[5], 1)] for p in s["figures"].get("phases", [])]
               + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""]])
+    table(md, ["server slots", "1 slot tok/s", "most slots tok/s", "ratio", "texts equal"],
+          [[s["name"], f(s, "parallel1_tok_s"),
+            fmt(max((v for k, v in s["figures"].items() if k.startswith("parallel") and k != "parallel1_tok_s"),
+                    default=None)),
+            f(s, "ratio"), fmt({True: "yes", False: "NO"}.get(s["figures"].get("texts_equal")))] for s in by("server")])
     table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %"],
           [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1)]
            for s in by("sampler")])

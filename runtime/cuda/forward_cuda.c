@@ -188,7 +188,8 @@ static void cuda_state_free(EmxState *st) {
     cuda_pair_free(s);
     if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
-                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
+                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
+                   s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
                    s->agents_ws, s->bin_d};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
@@ -245,7 +246,7 @@ static uint64_t state_bytes(const CudaState *s) {
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
     b += 2 * L * s->ctx * s->kv_dim * s->kv_esize;                   // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
-    b += attn_ws_bytes(s, s->ctx) + B * (uint64_t)s->vocab * 4;
+    b += attn_ws_bytes(s, s->ctx) + c->n_kv_heads * sizeof(unsigned) + B * (uint64_t)s->vocab * 4;
     b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
          emx_cuda_attn_metrics_workspace_bytes((int)L) + emx_cuda_sample_workspace_bytes(s->vocab);
     return b;
@@ -277,6 +278,7 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->scores, L * c->n_heads * s->ctx * f, "attention score rows"},
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
         {(void **)&s->attn_ws, attn_ws_bytes(s, s->ctx), "attention workspace"},
+        {(void **)&s->attn_arrivals, c->n_kv_heads * sizeof(unsigned), "attention workspace"},
         {(void **)&s->logits, B * s->vocab * f, "logits"},
         {(void **)&s->out_d, sizeof(DecideOut), "the sampler's result"},
         {(void **)&s->estate_d, sizeof(EmxEntropixState), "the entropix state"},
@@ -296,6 +298,7 @@ static int state_alloc(CudaState *s) {
     CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * s->kv_esize));
     CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * s->kv_esize));
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
+    CU(cudaMemset(s->attn_arrivals, 0, c->n_kv_heads * sizeof(unsigned)));  // the kernel keeps them zero
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
     CU(cudaMallocHost((void **)&s->logits_h, (size_t)s->vocab * f));
     CU(cudaMallocHost((void **)&s->out_h, sizeof(DecideOut)));

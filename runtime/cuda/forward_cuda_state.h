@@ -138,6 +138,7 @@ typedef struct {
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
     EmxSoftmaxStats *head_stats; // [n_layers][n_heads]
     void *attn_ws;          // attention workspace (ctx keys)
+    unsigned *attn_arrivals; // [n_kv_heads] the fused decode attention's counters (zero between launches)
     float *logits;          // [CHUNK][vocab] device
     float *logits_h;        // [vocab] pinned host: what emx_forward returns
     float *scores_h;        // [n_layers][n_heads][ctx] host copy, made when asked for

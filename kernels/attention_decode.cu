@@ -1,38 +1,52 @@
 // attention_decode.cu — the decode step's attention (one query row) with the bias, per-head
-// RMSNorm and RoPE of q and of the new key, and the new key and value's write into the KV cache,
-// inside it: in the graph path these are a kernel of their own (kernels/rope.cu's rope_kv) whose
-// output the attention reads back.
+// RMSNorm and RoPE of q and of the new key, the new key and value's write into the KV cache, and
+// SPLIT's combine, all in one kernel: in the graph path these are a kernel before it
+// (kernels/rope.cu's rope_kv, whose output the attention reads back) and one after it (SPLIT's
+// combine kernel, kernels/attention_gqa.cuh).
 //
 //   q_h = rope(norm(q_h + bq_h)),  k_new = rope(norm(k + bk)),  v_new = v + bv
-//   cache[pos] = (k_new, v_new);  then SPLIT_GQA's attention over keys 0..pos (attention.cu)
+//   cache[pos] = (k_new, v_new);  then SPLIT_GQA's attention over keys 0..pos (attention.cu):
+//   per chunk c the partial (m_c, l_c, acc_c, statistics), out_h = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c
 //
-// Threads: grid (chunks, n_kv_heads), 128 threads a block, as SPLIT_GQA: block (c, kvh) takes
-// chunk c of the keys for the `group` query heads of KV head kvh. Every block first rotates its
-// group's queries into shared memory (a thread per pair of a head; each head's norm a reduction
-// over its pairs); the block of the last chunk, whose last key is the new one, also rotates the
-// new key of KV head kvh and keeps it and the new value in shared memory (rounded to the cache's
-// type, so they are the values the cache will hold) and writes both into cache row pos. Then the
-// chunk runs SPLIT_GQA's code (attention_gqa.cuh's gqa_chunk) with key pos read from shared
-// memory (FreshRows), and SPLIT's combine kernel follows.
+// Threads: grid (chunks, n_kv_heads, rows), 128 threads a block, as SPLIT_GQA: block (c, kvh, r)
+// takes chunk c of row r's keys for the `group` query heads of KV head kvh. Every block first
+// rotates its group's queries into shared memory (a thread per pair of a head; each head's norm a
+// reduction over its pairs); the block of the last chunk, whose last key is the new one, also
+// rotates the new key of KV head kvh and keeps it and the new value in shared memory (rounded to
+// the cache's type, so they are the values the cache will hold) and writes both into cache row
+// pos. Then the chunk runs SPLIT_GQA's code (attention_gqa.cuh's gqa_chunk) with key pos read
+// from shared memory (FreshRows), which leaves the chunk's partials in the workspace. Last, the
+// block arrives at its KV head's counter (grid_sync.cuh's emx_grid_arrive_last: a barrier, a
+// fence, an atomicAdd); the block that arrives last of the row's chunks of kvh, whichever chunk
+// it is, combines the group's heads (combine_head, the combine kernel's code: the same bits) and
+// sets the counter back to 0 for the next launch. No block waits for another.
+// One row (emx_cuda_attention_decode: the decode step) or several, each over its own cache
+// (emx_cuda_attention_decode_rows: several states' rows in one step, each row's cache, position,
+// score rows, workspace and counters from a device table; row r's result is the one it gets
+// alone: the same blocks do the same work, the grid's z only selects the row).
 // Why no block reads a row another block is still writing: row pos of KV head kvh's slice is
 // written by block (last chunk, kvh) alone, and read by no block from memory: the last chunk reads
 // it from its own shared memory, the other chunks of kvh end before key pos (chunks are disjoint
 // and the new key is the last of the last one), and the blocks of other KV heads read only their
 // own heads' slices of any row. The next kernel that reads the row (the next step's attention) is
-// a later launch on the same stream.
-// Bytes per call: the attention's (attention.cu: the cache rows read once per KV head, the score
-// rows and partials written), plus q (q_dim * 4) read by every chunk's blocks, k and v (kv_dim * 4
-// each) read and the new cache row written once; against rope_kv + attention, q is not written
-// back and read again (q_dim * 8) and there is one launch fewer.
+// a later launch on the same stream. The partials of kvh's heads are read only by the block that
+// arrived last, after every chunk of kvh has published them.
+// Bytes per row: the attention's (attention.cu: the cache rows read once per KV head, the score
+// rows written, the partials written and read back once), plus q (q_dim * 4) read by every
+// chunk's blocks, k and v (kv_dim * 4 each) read and the new cache row written once, and a
+// counter's atomic per block; against rope_kv + attention + combine, q is not written back and
+// read again (q_dim * 8) and there are two launches fewer.
 // Why fused: a launch at decode costs 2.5-5 µs on an H200, mostly ramp-up, and rope_kv moves a few
-// KB (docs/cuda.md). The per-head norm's sum is added in rope_kv's block order (common.cuh's
-// emx_block_sum_as) and the pair's arithmetic is rope_pair.cuh's, so the results are bitwise the
-// graph path's (tests/kernels/test_attention_decode.cpp).
+// KB, the combine a few more (docs/cuda.md). The per-head norm's sum is added in rope_kv's block
+// order (common.cuh's emx_block_sum_as) and the pair's arithmetic is rope_pair.cuh's, so the
+// results are bitwise the graph path's (tests/kernels/test_attention_decode.cpp).
 #include "kernels/attention_decode.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 #include "kernels/attention_gqa.cuh"
+#include "kernels/grid_sync.cuh"
 #include "kernels/rope_pair.cuh"
 
 namespace {
@@ -44,10 +58,8 @@ __device__ __forceinline__ float to_kv<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half to_kv<__half>(float v) { return __float2half(v); }
 
-// The rope fields of the call (EmxAttnDecodeArgs's), by value into the kernel.
+// The rope fields every row shares (EmxAttnDecodeArgs's), by value into the kernel.
 struct DecodeRope {
-    const float *q, *k, *v;
-    const int *pos;
     const double *inv_freq;
     const float *q_norm, *k_norm, *bq, *bk, *bv;
     float eps;
@@ -106,86 +118,208 @@ size_t decode_smem(int group, int head_dim, int chunk, int kv_bytes) {
            ((size_t)group * (head_dim + chunk + gqa_red) + head_dim + (size_t)group * (head_dim / 2)) * sizeof(float);
 }
 
+// The launch's shape, every row's: heads, chunk length, scale and window (QueryRows of one row).
+struct DecodeShape {
+    int n_heads, n_kv_heads, head_dim, chunk;
+    QueryRows rows;
+};
+
+// One query row as its blocks see it: its inputs, this layer's cache, outputs and workspace.
 template <typename KV>
-__global__ void __launch_bounds__(ATTN_BLOCK, 4)
-attention_decode_kernel(const DecodeRope rp, KvRows<KV> k_rows, KvRows<KV> v_rows, KV *k_cache, KV *v_cache,
-                        int n_heads, int n_kv_heads, int head_dim, int n_keys_arg, const int *n_keys_dev,
-                        QueryRows rows, int chunk, float *scores, int score_stride, int want_stats, SplitWs ws,
-                        int max_chunks) {
-    extern __shared__ float smem[];
-    __shared__ float red_f[ATTN_BLOCK];
-    __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
-    __shared__ float inv[ATTN_MAX_GROUP];
+struct DecodeRow {
+    const float *q, *k, *v;       // [n_heads][hd] as the matvec left it; the new key, value [n_kv_heads][hd]
+    KV *k_cache, *v_cache;        // this layer's [>= n_keys][n_kv_heads][hd]
+    int pos, n_keys;              // n_keys = pos + 1
+    float *out;                   // [n_heads][hd]
+    float *scores;                // [n_heads][score_stride], or NULL
+    int score_stride;
+    EmxSoftmaxStats *head_stats;  // [n_heads], or NULL
+    SplitWs ws;                   // one row's, max_chunks slots a head
+    int max_chunks;
+    unsigned *arrivals;           // [n_kv_heads]: zero when the launch starts, and when it ends
+};
+
+// The cache as KvRows without a tail (kv_rows_of's), before head_slice.
+template <typename KV>
+__device__ __forceinline__ KvRows<KV> cache_rows(const KV *cache, int kv_dim) {
+    KvRows<KV> r;
+    r.cache = r.tail = cache;
+    r.stride = r.tail_stride = kv_dim;
+    r.tail_start = INT_MAX;
+    r.tail_start_dev = nullptr;
+    return r;
+}
+
+// Block (c, kvh) of a row: the header comment's steps. The kernels' shared memory: smem (dynamic,
+// decode_smem), red_f, red_s (the reductions'), inv [ATTN_MAX_GROUP], last (the arrival's answer).
+template <typename KV>
+__device__ __forceinline__ void decode_block(const DecodeRope &rp, const DecodeShape &sh, const DecodeRow<KV> &row,
+                                             float *smem, float *red_f, FixedMaxSumsT *red_s, float *inv, int *last) {
     const int c = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x;
-    const int group = n_heads / n_kv_heads, h0 = kvh * group, hd = head_dim;
-    const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
-    const int first = row_first(rows, n_keys), t0 = first + c * chunk;
-    if (c == 0 && scores)
-        for (int g = 0; g < group; g++) mask_before(scores + (size_t)(h0 + g) * score_stride, first);
-    if (t0 >= n_keys) return;
-    const int t1 = min(t0 + chunk, n_keys), pos = *rp.pos;
+    const int n_heads = sh.n_heads, n_kv_heads = sh.n_kv_heads, hd = sh.head_dim, chunk = sh.chunk;
+    const int group = n_heads / n_kv_heads, h0 = kvh * group;
+    const int n_keys = row.n_keys, pos = row.pos;
+    const int first = row_first(sh.rows, n_keys), t0 = first + c * chunk;
+    if (c == 0 && row.scores)
+        for (int g = 0; g < group; g++) mask_before(row.scores + (size_t)(h0 + g) * row.score_stride, first);
+    if (t0 >= n_keys) return;  // past the row's keys: not one of its chunks, arrives nowhere
+    const int t1 = min(t0 + chunk, n_keys);
     const bool fresh = t1 == n_keys;  // the last chunk: its last key, n_keys - 1 = pos, is the new one
     KV *fresh_k = (KV *)smem, *fresh_v = fresh_k + hd;
     float *qs = (float *)(fresh_v + hd), *s = qs + group * hd;
     float *red = s + group * chunk, *kf = red + group * (hd > 2 * ATTN_BLOCK ? hd : 2 * ATTN_BLOCK);
     float *ss = kf + hd;
 
-    rope_heads(rp.q + (size_t)h0 * hd, rp.bq ? rp.bq + (size_t)h0 * hd : nullptr, rp.q_norm, group, hd, rp.style,
+    rope_heads(row.q + (size_t)h0 * hd, rp.bq ? rp.bq + (size_t)h0 * hd : nullptr, rp.q_norm, group, hd, rp.style,
                rp.eps, pos, rp.inv_freq, qs, ss, inv);
     if (fresh) {  // block-uniform: the barriers inside are reached by all
-        const size_t at = (size_t)kvh * hd, row = (size_t)pos * n_kv_heads * hd + at;
-        rope_heads(rp.k + at, rp.bk ? rp.bk + at : nullptr, rp.k_norm, 1, hd, rp.style, rp.eps, pos, rp.inv_freq, kf,
+        const size_t at = (size_t)kvh * hd, at_row = (size_t)pos * n_kv_heads * hd + at;
+        rope_heads(row.k + at, rp.bk ? rp.bk + at : nullptr, rp.k_norm, 1, hd, rp.style, rp.eps, pos, rp.inv_freq, kf,
                    ss, inv);
         for (int d = tid; d < hd; d += blockDim.x) {
             fresh_k[d] = to_kv<KV>(kf[d]);
-            fresh_v[d] = to_kv<KV>(rp.v[at + d] + (rp.bv ? rp.bv[at + d] : 0.0f));  // rope_kv's expression
-            k_cache[row + d] = fresh_k[d];
-            v_cache[row + d] = fresh_v[d];
+            fresh_v[d] = to_kv<KV>(row.v[at + d] + (rp.bv ? rp.bv[at + d] : 0.0f));  // rope_kv's expression
+            row.k_cache[at_row + d] = fresh_k[d];
+            row.v_cache[at_row + d] = fresh_v[d];
         }
         __syncthreads();
     }
-    const FreshRows<KV> k = {head_slice(k_rows, kvh, hd), fresh_k, fresh ? pos : -1};
-    const FreshRows<KV> v = {head_slice(v_rows, kvh, hd), fresh_v, fresh ? pos : -1};
-    gqa_chunk(qs, k, v, t0, t1, group, hd, h0, n_heads, 0, c, true, want_stats, rows.scale, s, chunk, red, scores,
-              score_stride, ws, max_chunks, red_f, red_s);
+    const FreshRows<KV> k = {head_slice(cache_rows<KV>(row.k_cache, n_kv_heads * hd), kvh, hd), fresh_k, fresh ? pos : -1};
+    const FreshRows<KV> v = {head_slice(cache_rows<KV>(row.v_cache, n_kv_heads * hd), kvh, hd), fresh_v, fresh ? pos : -1};
+    gqa_chunk(qs, k, v, t0, t1, group, hd, h0, n_heads, 0, c, true, row.head_stats != nullptr, sh.rows.scale, s, chunk,
+              red, row.scores, row.score_stride, row.ws, row.max_chunks, red_f, red_s);
+    // The partials are out; the last of kvh's chunks to arrive merges the group's heads.
+    const int n_chunks = row_chunks(sh.rows, n_keys, chunk);
+    if (!emx_grid_arrive_last(row.arrivals + kvh, (unsigned)n_chunks, last)) return;
+    for (int g = 0; g < group; g++)
+        combine_head(h0 + g, 0, n_chunks, n_heads, hd, row.out, row.head_stats, row.ws, row.max_chunks);
+}
+
+// One row: its position (and key count, for a graph) read from device memory.
+template <typename KV>
+__global__ void __launch_bounds__(ATTN_BLOCK, 4)
+attention_decode_kernel(const DecodeRope rp, const DecodeShape sh, DecodeRow<KV> row, const int *pos_dev,
+                        const int *n_keys_dev) {
+    extern __shared__ float smem[];
+    __shared__ float red_f[ATTN_BLOCK];
+    __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
+    __shared__ float inv[ATTN_MAX_GROUP];
+    __shared__ int last;
+    row.pos = *pos_dev;
+    if (n_keys_dev) row.n_keys = *n_keys_dev;
+    decode_block(rp, sh, row, smem, red_f, red_s, inv, &last);
+}
+
+// Row blockIdx.z of a table: its state's buffers at `layer`, q, k, v and out at row z of theirs.
+template <typename KV>
+__global__ void __launch_bounds__(ATTN_BLOCK, 4)
+attention_decode_rows_kernel(const DecodeRope rp, const DecodeShape sh, const EmxAttnDecodeRow *table, int layer,
+                             const float *q, const float *k, const float *v, float *out) {
+    extern __shared__ float smem[];
+    __shared__ float red_f[ATTN_BLOCK];
+    __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
+    __shared__ float inv[ATTN_MAX_GROUP];
+    __shared__ int last;
+    const int r = blockIdx.z, q_dim = sh.n_heads * sh.head_dim, kv_dim = sh.n_kv_heads * sh.head_dim;
+    const EmxAttnDecodeRow t = table[r];
+    const size_t cache_at = (size_t)layer * t.ctx * kv_dim;
+    DecodeRow<KV> row;
+    row.q = q + (size_t)r * q_dim;
+    row.k = k + (size_t)r * kv_dim;
+    row.v = v + (size_t)r * kv_dim;
+    row.k_cache = (KV *)t.k_cache + cache_at;
+    row.v_cache = (KV *)t.v_cache + cache_at;
+    row.pos = t.pos;
+    row.n_keys = t.pos + 1;
+    row.out = out + (size_t)r * q_dim;
+    row.scores = t.scores ? t.scores + (size_t)layer * sh.n_heads * t.ctx : nullptr;
+    row.score_stride = t.ctx;
+    row.head_stats = t.head_stats ? t.head_stats + (size_t)layer * sh.n_heads : nullptr;
+    row.max_chunks = (t.ctx + sh.chunk - 1) / sh.chunk;
+    row.ws = split_ws(t.workspace, sh.n_heads, row.max_chunks, 1);
+    row.arrivals = t.arrivals;
+    decode_block(rp, sh, row, smem, red_f, red_s, inv, &last);
+}
+
+// The fields every row shares, from the call.
+DecodeRope rope_of(const EmxAttnDecodeArgs *d) {
+    const DecodeRope rp = {d->inv_freq, d->q_norm, d->k_norm, d->bq, d->bk, d->bv, d->eps, d->style};
+    return rp;
+}
+
+DecodeShape shape_of(const EmxAttentionArgs *a) {
+    DecodeShape sh;
+    sh.n_heads = a->n_heads;
+    sh.n_kv_heads = a->n_kv_heads;
+    sh.head_dim = a->head_dim;
+    sh.chunk = chunk_of(a);
+    sh.rows.n = 1;
+    sh.rows.q_stride = sh.rows.out_stride = a->n_heads * a->head_dim;
+    sh.rows.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
+    sh.rows.window = a->window;
+    return sh;
+}
+
+size_t smem_of(const EmxAttentionArgs *a, int kv_bytes) {
+    return decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk_of(a), kv_bytes);
 }
 
 template <typename KV>
 cudaError_t launch_decode(const EmxAttnDecodeArgs *d, cudaStream_t stream) {
     const EmxAttentionArgs *a = &d->attn;
-    KvRows<KV> k, v;
-    kv_rows_of(a, &k, &v);
-    const int q_dim = a->n_heads * a->head_dim, chunk = chunk_of(a), max_chunks = (a->n_keys + chunk - 1) / chunk;
-    QueryRows rows;
-    rows.n = 1;
-    rows.q_stride = rows.out_stride = q_dim;
-    rows.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
-    rows.window = a->window;
-    const SplitWs ws = split_ws(a->workspace, a->n_heads, max_chunks, 1);
-    const DecodeRope rp = {a->q, d->k, d->v, d->pos, d->inv_freq, d->q_norm, d->k_norm, d->bq, d->bk, d->bv, d->eps, d->style};
-    const size_t shmem = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, (int)sizeof(KV));
-    const dim3 grid(max_chunks, a->n_kv_heads, 1);
-    attention_decode_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, k, v, (KV *)a->k_cache, (KV *)a->v_cache, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    attention_combine_kernel<false><<<dim3(a->n_heads, 1, 1), ATTN_BLOCK, 0, stream>>>(a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
+    const DecodeShape sh = shape_of(a);
+    DecodeRow<KV> row;
+    row.q = a->q, row.k = d->k, row.v = d->v;
+    row.k_cache = (KV *)a->k_cache, row.v_cache = (KV *)a->v_cache;
+    row.pos = 0, row.n_keys = a->n_keys;  // pos: read on the device
+    row.out = a->out;
+    row.scores = a->scores, row.score_stride = a->score_stride, row.head_stats = a->head_stats;
+    row.max_chunks = (a->n_keys + sh.chunk - 1) / sh.chunk;
+    row.ws = split_ws(a->workspace, a->n_heads, row.max_chunks, 1);
+    row.arrivals = d->arrivals;
+    const DecodeRope rp = rope_of(d);
+    const size_t shmem = smem_of(a, (int)sizeof(KV));
+    const dim3 grid(row.max_chunks, a->n_kv_heads, 1);
+    attention_decode_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, sh, row, d->pos, a->n_keys_dev);
     return cudaGetLastError();
 }
 
-// NULL when the call can run, else what is wrong with it.
-const char *bad_decode(const EmxAttnDecodeArgs *d) {
+template <typename KV>
+cudaError_t launch_rows(const EmxAttnDecodeArgs *d, const EmxAttnDecodeRow *rows, int n_rows, int layer,
+                        cudaStream_t stream) {
+    const EmxAttentionArgs *a = &d->attn;
+    const DecodeShape sh = shape_of(a);
+    const DecodeRope rp = rope_of(d);
+    const size_t shmem = smem_of(a, (int)sizeof(KV));
+    const dim3 grid((a->n_keys + sh.chunk - 1) / sh.chunk, a->n_kv_heads, n_rows);
+    attention_decode_rows_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, sh, rows, layer, a->q, d->k, d->v, a->out);
+    return cudaGetLastError();
+}
+
+// NULL when the fields every call reads are right, else what is wrong with them.
+const char *bad_common(const EmxAttnDecodeArgs *d) {
     if (!d) return "no arguments";
     const EmxAttentionArgs *a = &d->attn;
     if (!emx_cuda_attention_decode_fits(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->kv_dtype))
         return "a shape the fused kernel does not take (emx_cuda_attention_decode_fits)";
     if (a->n_keys < 1 || a->n_rows > 1 || a->tail_k || a->tail_v || a->tail_branch_stride)
-        return "not one query row over the cache (n_keys < 1, n_rows > 1 or a tail)";
-    if (!a->q || !a->k_cache || !a->v_cache || !a->out || !a->workspace) return "q, a cache, out or workspace is NULL";
-    if (a->scores && a->score_stride < a->n_keys) return "score_stride < n_keys";
+        return "not one query row a call over the cache (n_keys < 1, n_rows > 1 or a tail)";
+    if (!a->q || !a->out) return "q or out is NULL";
     if (a->window < 0 || !(a->scale >= 0 && isfinite(a->scale))) return "window < 0 or a bad scale";
-    if (!d->k || !d->v || !d->pos || !d->inv_freq) return "k, v, pos or inv_freq is NULL";
+    if (!d->k || !d->v || !d->inv_freq) return "k, v or inv_freq is NULL";
     if (!d->q_norm != !d->k_norm || !d->bq != !d->bk || !d->bq != !d->bv) return "q/k norms or biases given in part";
     if (d->style != EMX_ROPE_INTERLEAVED && d->style != EMX_ROPE_HALF) return "unknown rope style";
+    return nullptr;
+}
+
+// NULL when the one-row call can run, else what is wrong with it.
+const char *bad_decode(const EmxAttnDecodeArgs *d) {
+    const char *why = bad_common(d);
+    if (why) return why;
+    const EmxAttentionArgs *a = &d->attn;
+    if (!a->k_cache || !a->v_cache || !a->workspace) return "a cache or the workspace is NULL";
+    if (a->scores && a->score_stride < a->n_keys) return "score_stride < n_keys";
+    if (!d->pos || !d->arrivals) return "pos or arrivals is NULL";
     return nullptr;
 }
 
@@ -208,4 +342,17 @@ extern "C" cudaError_t emx_cuda_attention_decode(const EmxAttnDecodeArgs *d, cud
         return cudaErrorInvalidValue;
     }
     return d->attn.kv_dtype == EMX_KV_F16 ? launch_decode<__half>(d, stream) : launch_decode<float>(d, stream);
+}
+
+extern "C" cudaError_t emx_cuda_attention_decode_rows(const EmxAttnDecodeArgs *d, const EmxAttnDecodeRow *rows,
+                                                      int n_rows, int layer, cudaStream_t stream) {
+    const char *why = bad_common(d);
+    if (!why && (!rows || n_rows < 1 || n_rows > ATTN_MAX_ROWS || layer < 0))
+        why = "no rows, n_rows not in 1..65535 or layer < 0";
+    if (why) {
+        fprintf(stderr, "emx_cuda_attention_decode_rows: %s\n", why);
+        return cudaErrorInvalidValue;
+    }
+    return d->attn.kv_dtype == EMX_KV_F16 ? launch_rows<__half>(d, rows, n_rows, layer, stream)
+                                          : launch_rows<float>(d, rows, n_rows, layer, stream);
 }

@@ -1,7 +1,8 @@
 // attention_gqa.cuh — what kernels/attention.cu's kernels share with the fused decode attention
 // (kernels/attention_decode.cu): where a key lives (KvRows, kv_row), the query rows of a call
 // (QueryRows, row_first, mask_before), SPLIT's workspace, SPLIT_GQA's score and value loops
-// (gqa_scores, gqa_values) and the combine kernel. attention.cu's header comment explains them;
+// (gqa_scores, gqa_values) and the combine (combine_head, the kernel and the decode attention's
+// last block both run it). attention.cu's header comment explains them;
 // one copy of the code, so both kernels compute the same bits.
 //
 // gqa_scores and gqa_values read a key's row through kv_row(rows, t), overloaded on the rows'
@@ -135,9 +136,9 @@ struct SplitWs {
     float *acc;              // [n_rows][n_heads][max_chunks][head_dim]
 };
 
-inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+__host__ __device__ inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-inline SplitWs split_ws(void *base, int n_heads, int max_chunks, int n_rows) {
+__host__ __device__ inline SplitWs split_ws(void *base, int n_heads, int max_chunks, int n_rows) {
     char *p = (char *)base;
     size_t n = (size_t)n_heads * max_chunks;
     SplitWs w;
@@ -319,16 +320,14 @@ __device__ __forceinline__ void gqa_chunk(const float *qs, const Rows &k, const 
     }
 }
 
-// SPLIT, part 2: block (h, 1, r) merges the chunks of head h, row r:
-// out = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c.
-template <bool BRANCHES>
-__global__ void __launch_bounds__(ATTN_BLOCK)
-attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
-                         int chunk, float *__restrict__ out, EmxSoftmaxStats *head_stats, SplitWs ws,
-                         int max_chunks) {
-    const int h = blockIdx.x, r = blockIdx.z, tid = threadIdx.x;
-    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
-    const int n_chunks = (n_keys - row_first(rows, n_keys) + chunk - 1) / chunk;
+// SPLIT, part 2, for head h of row r: out_row[h] = Σ_c e^{m_c-M} acc_c / Σ_c e^{m_c-M} l_c over
+// the row's n_chunks chunks, and with head_stats (the row whose statistics are kept) the merge of
+// the chunks' statistics into head_stats[h]. Every thread of the block calls it (no barrier
+// inside): thread i takes elements i, i + blockDim, ... The combine kernel below and the decode
+// attention's last block (attention_decode.cu) both run it: the same bits.
+__device__ __forceinline__ void combine_head(int h, int r, int n_chunks, int n_heads, int head_dim, float *out_row,
+                                             EmxSoftmaxStats *head_stats, const SplitWs &ws, int max_chunks) {
+    const int tid = threadIdx.x;
     const size_t first = ((size_t)r * n_heads + h) * max_chunks;  // slot of chunk 0
     const float *ml = ws.ml + first * 2;
     float M = -INFINITY;
@@ -337,18 +336,34 @@ attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n
     for (int c = 0; c < n_chunks; c++) L += expf(ml[2 * c] - M) * ml[2 * c + 1];
     const float inv_L = 1.0f / L;
     const float *acc = ws.acc + first * head_dim;
-    out += (size_t)r * rows.out_stride;
     for (int d = tid; d < head_dim; d += blockDim.x) {
         float a = 0.0f;
         for (int c = 0; c < n_chunks; c++) a += expf(ml[2 * c] - M) * acc[(size_t)c * head_dim + d];
-        out[(size_t)h * head_dim + d] = a * inv_L;
+        out_row[(size_t)h * head_dim + d] = a * inv_L;
     }
-    if (head_stats && r == rows.n - 1 && tid == 0) {  // a few chunks: one thread merges them in order
+    if (head_stats && tid == 0) {  // a few chunks: one thread merges them in order
         EmxSoftmaxStats st = emx_softmax_stats_empty();
         const EmxSoftmaxStats *cs = ws.stats + (size_t)h * max_chunks;
         for (int c = 0; c < n_chunks; c++) st = emx_softmax_stats_merge(st, cs[c]);
         head_stats[h] = st;
     }
+}
+
+// The chunks of keys a row of n_keys keys is split into (from its first key, row_first).
+__device__ __forceinline__ int row_chunks(const QueryRows &rows, int n_keys, int chunk) {
+    return (n_keys - row_first(rows, n_keys) + chunk - 1) / chunk;
+}
+
+// SPLIT, part 2: block (h, 1, r) merges the chunks of head h, row r (combine_head).
+template <bool BRANCHES>
+__global__ void __launch_bounds__(ATTN_BLOCK)
+attention_combine_kernel(int n_heads, int head_dim, int n_keys_arg, const int *n_keys_dev, QueryRows rows,
+                         int chunk, float *__restrict__ out, EmxSoftmaxStats *head_stats, SplitWs ws,
+                         int max_chunks) {
+    const int h = blockIdx.x, r = blockIdx.z;
+    const int n_keys = row_keys<BRANCHES>(n_keys_arg, n_keys_dev, rows, r);
+    combine_head(h, r, row_chunks(rows, n_keys, chunk), n_heads, head_dim, out + (size_t)r * rows.out_stride,
+                 r == rows.n - 1 ? head_stats : nullptr, ws, max_chunks);
 }
 
 inline int chunk_of(const EmxAttentionArgs *a) {

@@ -7,6 +7,12 @@
 //     target: thread (0,0,0) polls the counter (an acquire load, with a growing __nanosleep
 //     between polls), then a barrier releases the block. What the signalling blocks wrote
 //     before their emx_grid_signal is visible to every thread of the block after it.
+//   emx_grid_arrive_last(counter, n, flag): the "last block" pattern: publishes what the block
+//     has written (as emx_grid_signal), adds 1 to *counter, and returns true, in every thread of
+//     the block, in the block whose add was the n-th (n blocks arrive at the counter in the
+//     launch). That block sees what the other n - 1 wrote before arriving, and sets *counter
+//     back to 0 for the next launch (a graph replay). No block waits for another: no residency
+//     requirement. flag: an int in the block's shared memory (the leader's answer to the block).
 //   emx_pdl_wait(), emx_pdl_trigger(): cudaGridDependencySynchronize and
 //     cudaTriggerProgrammaticLaunchCompletion where the device has them (sm_90), nothing before
 //     (there a launch with the programmatic attribute is serialised as an ordinary one).
@@ -16,7 +22,8 @@
 //
 // Every thread of the block must call emx_grid_signal and emx_grid_wait (both contain a
 // __syncthreads). Counters only grow and waits compare with >=, so one counter serves a whole
-// sequence of steps (wait for target k * blocks at step k) without a reset; they must not wrap
+// sequence of steps (wait for target k * blocks at step k) without a reset (emx_grid_arrive_last's
+// counters are the exception: it resets them); they must not wrap
 // around 2^32 within a launch, and a launch that reuses one sets it first (cudaMemsetAsync).
 //
 // Memory ordering (the argument CUDA's cooperative groups rely on for grid.sync(),
@@ -29,6 +36,9 @@
 // final __syncthreads extends that to the block's other threads. Before sm_70 (no acquire
 // loads) a volatile poll followed by __threadfence does the same. A plain load in the loop
 // would let the compiler hoist it out (an endless loop), hence the asm volatile / volatile.
+// Arrive: the signal's release, then the atomicAdd that returns n - 1 has read the last of the
+// n releases, and the __threadfence after it (an acquire at gpu scope, as the pre-sm_70 wait's)
+// orders the leader's later accesses after all of them; the barrier extends that to the block.
 //
 // Under the CUDA emulator (tests/cuda_emu) emx_grid_wait blocks the emulated thread in the
 // scheduler, which runs other blocks of the launch until a signal satisfies it, and reports a
@@ -79,6 +89,21 @@ __device__ __forceinline__ void emx_grid_wait(const unsigned *counter, unsigned 
 #endif
     }
     EMX_GRID_BARRIER();
+}
+
+__device__ __forceinline__ bool emx_grid_arrive_last(unsigned *counter, unsigned n, int *flag EMX_GRID_SITE) {
+    EMX_GRID_BARRIER(); // every thread's writes precede the leader's fence
+    if (emx_grid_leader()) {
+        __threadfence();
+        const bool last = atomicAdd(counter, 1u) == n - 1;
+        if (last) {
+            __threadfence();  // acquire: the other blocks' writes before this block's reads
+            *counter = 0;     // every block of the launch has arrived: nobody else touches it
+        }
+        *flag = last;
+    }
+    EMX_GRID_BARRIER();
+    return *flag != 0;
 }
 
 __device__ __forceinline__ void emx_pdl_wait() {

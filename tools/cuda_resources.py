@@ -69,6 +69,7 @@ KERNELS = {
     "attention_split_kernel": (128, SPLIT_SMEM, DECODE, "attention.cu ATTN_BLOCK (SPLIT_GQA's fallback)"),
     "attention_combine_kernel": (128, 0, DECODE, "attention.cu ATTN_BLOCK"),
     "attention_decode_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (the fused decode layer)"),
+    "attention_decode_rows_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (several states' rows a step)"),
     "matvec_fused_kernel": (128, FUSED_SMEM, DECODE, "matvec_fused.cu FUSED_WARPS * 32 (the fused decode layer)"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logits_merge_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),

@@ -187,12 +187,14 @@ static void cuda_state_free(EmxState *st) {
         if (s->step_graph[t]) cudaGraphExecDestroy(s->step_graph[t]);
     cuda_pair_free(s);
     if (s->blas) cublasDestroy(s->blas);
-    void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d,
-                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->logits, s->br_key, s->br_value,
+    void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d, s->rows_d,
+                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
+                   s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
                    s->agents_ws, s->bin_d};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
+    cudaFreeHost(s->rows_h);
     cudaFreeHost(s->gin_h);
     cudaFreeHost(s->logits_h);
     cudaFreeHost(s->out_h);
@@ -242,11 +244,11 @@ static uint64_t state_bytes(const CudaState *s) {
     const uint64_t B = CHUNK, R = act_rows(s), L = c->n_layers;
     uint64_t b = R * (2 * (uint64_t)c->dim + 2 * (uint64_t)s->q_dim + 2 * (uint64_t)s->kv_dim + 2 * (uint64_t)c->hidden_dim) * 4;
     b += tmp_rows(s) * (uint64_t)c->dim * 4;  // tmp
-    b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput);
+    b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput) + B * sizeof(EmxAttnDecodeRow);
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
     b += 2 * L * s->ctx * s->kv_dim * s->kv_esize;                   // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
-    b += attn_ws_bytes(s, s->ctx) + B * (uint64_t)s->vocab * 4;
+    b += attn_ws_bytes(s, s->ctx) + c->n_kv_heads * sizeof(unsigned) + B * (uint64_t)s->vocab * 4;
     b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
          emx_cuda_attn_metrics_workspace_bytes((int)L) + emx_cuda_sample_workspace_bytes(s->vocab);
     return b;
@@ -273,11 +275,13 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->xd, B * (s->widest / 32 + 1) * f, "int8 activations"},
         {(void **)&s->xsum, B * (s->widest / 32 + 1) * sizeof(int), "int8 activations"},
         {(void **)&s->in_d, sizeof(StepInput), "step input"},
+        {(void **)&s->rows_d, B * sizeof(EmxAttnDecodeRow), "step input"},
         {(void **)&s->key, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
         {(void **)&s->value, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
         {(void **)&s->scores, L * c->n_heads * s->ctx * f, "attention score rows"},
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
         {(void **)&s->attn_ws, attn_ws_bytes(s, s->ctx), "attention workspace"},
+        {(void **)&s->attn_arrivals, c->n_kv_heads * sizeof(unsigned), "attention workspace"},
         {(void **)&s->logits, B * s->vocab * f, "logits"},
         {(void **)&s->out_d, sizeof(DecideOut), "the sampler's result"},
         {(void **)&s->estate_d, sizeof(EmxEntropixState), "the entropix state"},
@@ -297,7 +301,9 @@ static int state_alloc(CudaState *s) {
     CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * s->kv_esize));
     CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * s->kv_esize));
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
+    CU(cudaMemset(s->attn_arrivals, 0, c->n_kv_heads * sizeof(unsigned)));  // the kernel keeps them zero
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
+    CU(cudaMallocHost((void **)&s->rows_h, B * sizeof(EmxAttnDecodeRow)));
     CU(cudaMallocHost((void **)&s->logits_h, (size_t)s->vocab * f));
     CU(cudaMallocHost((void **)&s->out_h, sizeof(DecideOut)));
     CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));

@@ -1,10 +1,10 @@
 // forward_cuda_fused.c — the fused decode layer: one row of a sequence (a decode step, in its
-// CUDA graph or launched directly) through a layer in six launches instead of eleven:
+// CUDA graph or launched directly) through a layer in five launches instead of eleven:
 //   1. q, k, v = Wq|Wk|Wv rmsnorm(x)        emx_cuda_matvec_fused: the attention norm and the int8
 //                                           groups in every block's prologue
 //   2. attention with q/k bias, norm, RoPE  emx_cuda_attention_decode: the new key and value go
-//      and the KV write inside              into the cache from the attention's own blocks; two
-//                                           kernels (the chunks, then SPLIT's combine)
+//      and the KV write inside              into the cache from the attention's own blocks, and
+//                                           the last block of each KV head combines its chunks
 //   3. x += Wo att                          att's int8 groups in the prologue, the add in the epilogue
 //   4. hb = swiglu(Wg, Wu, rmsnorm(x))      the FFN norm in the prologue
 //   5. x += Wdown hb                        hb's int8 groups in the prologue
@@ -54,7 +54,7 @@ static int qkv(CudaState *s, const CudaLayer *L) {
     return cuda_norm_for(s, s->x, L->attn_norm, 1, &L->wq, 0) || cuda_matvec_qkv(s, L, 1);
 }
 
-// RoPE, the KV write and the attention: in one kernel (and the combine) where the shape allows,
+// RoPE, the KV write, the attention and its combine: in one kernel where the shape allows,
 // else rope_kv and the attention as cuda_run_layers_separate launches them.
 static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) {
     const EmxConfig *c = &s->m->cfg;
@@ -84,6 +84,7 @@ static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) 
     d.bq = ra.bq, d.bk = ra.bk, d.bv = ra.bv;
     d.eps = ra.eps;
     d.style = ra.style;
+    d.arrivals = s->attn_arrivals;
     CU(emx_cuda_attention_decode(&d, s->stream));
     return 0;
 }

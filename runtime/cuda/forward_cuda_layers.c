@@ -11,6 +11,7 @@
 
 #include "base/dtype.h"
 #include "base/errmsg.h"
+#include "kernels/attention_decode.h"
 #include "kernels/embedding.h"
 #include "kernels/geglu.h"
 #include "kernels/logits_metrics.h"
@@ -104,10 +105,9 @@ void cuda_record_scores(const CudaState *s, int l, EmxAttentionArgs *a) {
     a->head_stats = s->head_stats + (size_t)l * c->n_heads;
 }
 
-// Multi-state rows: one single-query launch per row, each over its own state's cache (its own
-// allocation, its own key count) and workspace; the attention reads KV rows, not weights, so
-// batching its launches would save launch latency only (a per-row cache pointer table would
-// change the kernel for that). Row i alone is exactly emx_forward's decode attention.
+// Multi-state rows where the one-launch path does not apply (cuda_multi_attention_fused): one
+// single-query launch per row, each over its own state's cache (its own allocation, its own key
+// count) and workspace. Row i alone is exactly emx_forward's decode attention.
 static int attention_multi(CudaState *s, int l, int n, const Rows *r) {
     EmxAttentionArgs a;
     for (int i = 0; i < n; i++) {
@@ -222,8 +222,42 @@ int cuda_ffn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r) {
     return 0;
 }
 
-// rope_kv of multi-state rows: row i's k and v into states[i]'s cache at its position, one
-// launch of one row each (the caches are separate allocations; the kernel takes one per call).
+// Multi-state rows in one launch a layer (forward_cuda_pass.h): the fused decode attention over
+// the step's row table (rows_d, filled by emx_cuda_state_forward_multi), each row bitwise its
+// state's own decode step's attention.
+int cuda_multi_attention_fused(const CudaState *s, int n, const Rows *r) {
+    const EmxConfig *c = &s->m->cfg;
+    if (!s->fused || !emx_cuda_attention_decode_fits((int)c->n_heads, (int)c->n_kv_heads, (int)c->head_dim, 0, s->kv_type))
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (r->multi[i]->kv_type != s->kv_type) return 0;
+    return 1;
+}
+
+int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r) {
+    EmxRopeArgs ra;
+    cuda_rope_args(s, l, n, r, &ra);  // what the rows share: the layer's frequencies, norms, biases
+    EmxAttnDecodeArgs d;
+    memset(&d, 0, sizeof d);
+    cuda_attention_args(s, l, &d.attn);  // the shape, scale and window (the cache fields: the rows')
+    d.attn.q = s->q;
+    d.attn.out = s->att;
+    for (int i = 0; i < n; i++)
+        if (r->multi_pos[i] + 1 > d.attn.n_keys) d.attn.n_keys = r->multi_pos[i] + 1;
+    d.k = ra.k;
+    d.v = ra.v;
+    d.inv_freq = ra.inv_freq;
+    d.q_norm = ra.q_norm;
+    d.k_norm = ra.k_norm;
+    d.bq = ra.bq, d.bk = ra.bk, d.bv = ra.bv;
+    d.eps = ra.eps;
+    d.style = ra.style;
+    CU(emx_cuda_attention_decode_rows(&d, s->rows_d, n, l, s->stream));
+    return 0;
+}
+
+// rope_kv of multi-state rows (where cuda_multi_attention does not apply): row i's k and v into
+// states[i]'s cache at its position, one launch of one row each (rope_kv takes one cache a call).
 // a: the batch's arguments, adjusted per row.
 static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeArgs *batch) {
     for (int i = 0; i < n; i++) {
@@ -293,12 +327,17 @@ int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int re
         if (cuda_phase(s, EMX_PHASE_ATTN_IN)) return -1;
         EmxRopeArgs a;
         cuda_rope_args(s, l, n, r, &a);
-        if (r->multi) {
-            if (rope_multi(s, l, n, r, &a)) return -1;
+        if (r->multi && cuda_multi_attention_fused(s, n, r)) {  // RoPE, KV writes, attention: one launch
+            if (cuda_multi_attention(s, l, n, r)) return -1;
         } else {
-            CU(emx_cuda_rope_kv(&a, s->stream));
+            if (r->multi) {
+                if (rope_multi(s, l, n, r, &a)) return -1;
+            } else {
+                CU(emx_cuda_rope_kv(&a, s->stream));
+            }
+            if (cuda_attention(s, l, n, pos, r, record_last)) return -1;
         }
-        if (cuda_attention(s, l, n, pos, r, record_last) || cuda_phase(s, EMX_PHASE_ATTN)) return -1;
+        if (cuda_phase(s, EMX_PHASE_ATTN)) return -1;
         if (cuda_attn_block_out(s, L, n, r) || cuda_ffn_in(s, L, n, r) || cuda_phase(s, EMX_PHASE_FFN_IN) ||
             cuda_ffn_block_out(s, L, n, r) || cuda_phase(s, EMX_PHASE_FFN_OUT))
             return -1;

@@ -19,9 +19,20 @@
 #include "runtime/cuda/forward_cuda_state.h"
 
 // Several states in one step (emx_forward_multi): states[0]'s scratch runs the n rows through
-// every matvec as one batch (each weight read once for all rows, as a prefill chunk); rope_kv
-// and attention run per row on each state's own cache (rope_multi, attention_multi). Not
-// captured into a graph: a layer costs about a dozen batched launches plus three per row.
+// every matvec as one batch (each weight read once for all rows, as a prefill chunk); RoPE, the
+// KV writes and the attention of all rows are one launch a layer (forward_cuda_layers.c's
+// cuda_multi_attention, emx_cuda_attention_decode_rows: grid z the row, each row over its own
+// state's cache, position, score rows, workspace and counters, from a table the step copies to
+// the device once), bitwise each row's decode attention alone. Where that kernel does not apply (EMX_CUDA_FUSED=0, a shape it does not take,
+// rows with caches of different types) rope_kv and the attention run per row
+// (forward_cuda_layers.c's rope_multi, attention_multi: three launches a row). Not captured into
+// a graph: a layer costs about a dozen batched launches.
+
+// Row i's entry of the step's attention table: states[i]'s buffers (layer 0's) and position.
+static EmxAttnDecodeRow attention_row(const CudaState *o, int pos) {
+    const EmxAttnDecodeRow row = {o->key, o->value, o->scores, o->head_stats, o->attn_ws, o->attn_arrivals, o->ctx, pos};
+    return row;
+}
 
 // Why states[0..n) cannot run as one step led by s (its err set), or 0 when they can.
 static int multi_refused(CudaState *s, EmxState *const *states, const int *tokens, const int *pos, int n) {
@@ -56,8 +67,10 @@ int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, con
         s->in_h->tokens[i] = tokens[i];
         s->in_h->pos[i] = pos[i];
         s->in_h->rows[i] = i;
+        s->rows_h[i] = attention_row((const CudaState *)states[i], pos[i]);
     }
     CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+    CU(cudaMemcpyAsync(s->rows_d, s->rows_h, (size_t)n * sizeof *s->rows_h, cudaMemcpyHostToDevice, s->stream));
     const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos};
     if (cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n)) return -1;
     const size_t row_bytes = (size_t)s->vocab * sizeof(float);

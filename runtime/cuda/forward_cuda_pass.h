@@ -39,6 +39,14 @@ int cuda_attn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r);
 int cuda_ffn_in(CudaState *s, const CudaLayer *L, int n, const Rows *r);
 int cuda_ffn_block_out(CudaState *s, const CudaLayer *L, int n, const Rows *r);
 
+// Several states' rows (emx_forward_multi): whether a layer's attention runs as one launch for
+// all rows (the fused kernels on, a shape emx_cuda_attention_decode_rows takes, every row's cache
+// of the leader's type), and that launch for layer l: RoPE, the KV writes and the attention of
+// the n rows, each over its own state's cache (the table in rows_d that forward_cuda_multi.c
+// fills each step).
+int cuda_multi_attention_fused(const CudaState *s, int n, const Rows *r);
+int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r);
+
 // cuda_run_layers with the separate kernels of each layer (forward_cuda_layers.c): every kind of
 // rows; cuda_run_layers (forward_cuda_fused.c) takes the fused layer where cuda_fused_applies.
 int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int record_last);

@@ -14,6 +14,7 @@
 
 #include "kernels/sampling/agent_pool.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/attn_metrics.h"
 #include "kernels/gemm.h"
 #include "kernels/matvec.h"
@@ -128,6 +129,8 @@ typedef struct {
     float *xd;              // [CHUNK][widest/32] their scales
     int *xsum;              // [CHUNK][widest/32] their integer group sums
     StepInput *in_d, *in_h; // device / pinned host
+    EmxAttnDecodeRow *rows_d, *rows_h; // [CHUNK] emx_forward_multi's rows: each row's state's cache,
+                            // score rows, workspace, counters and position (device / pinned host)
     // long prompts (prefill_gemm in forward_cuda_step.c); gemm_rows 0: the context is too short
     // for one
     int gemm_rows;          // rows per GEMM chunk, min(GEMM_ROWS, ctx)
@@ -140,6 +143,7 @@ typedef struct {
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
     EmxSoftmaxStats *head_stats; // [n_layers][n_heads]
     void *attn_ws;          // attention workspace (ctx keys)
+    unsigned *attn_arrivals; // [n_kv_heads] the fused decode attention's counters (zero between launches)
     float *logits;          // [CHUNK][vocab] device
     float *logits_h;        // [vocab] pinned host: what emx_forward returns
     float *scores_h;        // [n_layers][n_heads][ctx] host copy, made when asked for

@@ -12,12 +12,24 @@
 //    emx_attention_head over the window's keys (the cache's f16 values widened, as the device
 //    reads them). f32 sums in other orders: outputs within 1e-4 * max|v| + 1e-6, scores within
 //    1e-4 * (1 + |score|); with f16 the new key is rounded on both sides the same way.
-//  - under both schedules of the emulator: bitwise.
-// Shapes: GQA 6/2 heads of 40 (attention_test_util.h), group 8 of head_dim 64, MHA of 128;
-// 1, 5, 64, 65 and 150 keys in chunks of 64 or 16 (the new key alone in the last chunk, or not);
+//  - under both schedules of the emulator: bitwise. The combine is done by the block that arrives
+//    last of each KV head's chunks: under the forward schedule the highest chunk, under the
+//    reverse one (blocks in the opposite grid order) chunk 0, so both assignments are checked.
+//    The call runs twice (the outputs cleared between): the second finds the counters the first
+//    left, which must be zero again (a graph replays with them).
+//  - several rows in one launch (emx_cuda_attention_decode_rows), each over its own cache (its
+//    own context length, position and layer stride) at layer 1 of 2: BITWISE each row alone
+//    through emx_cuda_attention_decode on a copy of its buffers (whole caches, score rows and
+//    statistics of both layers, outputs), f32 and f16, under both schedules.
+// Shapes: GQA 6/2 heads of 40 (attention_test_util.h), group 4 (8/2), group 8 of head_dim 64,
+// MHA of 128; 1, 5, 33, 64, 65 and 150 keys in chunks of 64, 16 or 8 (1 to 19 chunks; the new key
+// alone in the last chunk, or not);
 // Qwen3's norms, Qwen2's biases, Llama's neither; Gemma's window and scale; f32 and f16 caches;
 // the key count from device memory (graph replays).
 #include <math.h>
+
+#include <algorithm>
+#include <memory>
 
 #include "attention_test_util.h"
 #include "dense_test_util.h"
@@ -49,6 +61,8 @@ const Case kCases[] = {
     {"llama interleaved group 8 hd64, 5 keys", 8, 1, 64, 5, 0, false, false, EMX_ROPE_INTERLEAVED, EMX_KV_F16, 0, 0, true},
     {"gemma window 7, scale, 65 keys by 16", 4, 2, 128, 65, 16, true, false, EMX_ROPE_HALF, EMX_KV_F32, 7, 0.0625f, true},
     {"mha hd128 f16, 150 keys", 4, 4, 128, 150, 0, true, true, EMX_ROPE_INTERLEAVED, EMX_KV_F16, 0, 0, false},
+    {"group 4 (8/2) hd32 f16, 150 keys by 8", 8, 2, 32, 150, 8, true, false, EMX_ROPE_HALF, EMX_KV_F16, 0, 0, true},
+    {"group 4 (8/2) hd32, 33 keys by 16", 8, 2, 32, 33, 16, false, true, EMX_ROPE_INTERLEAVED, EMX_KV_F32, 0, 0, false},
 };
 
 float cache_value(const std::vector<uint8_t> &c, size_t i, int kv) {
@@ -73,11 +87,13 @@ bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoft
     return true;
 }
 
-// The outputs of one call: out, score rows, statistics and the cache.
+// The outputs of one call: out, score rows, statistics and the cache (and the fused call's
+// arrival counters after it).
 struct Result {
     std::vector<float> out, scores;
     std::vector<EmxSoftmaxStats> stats;
     std::vector<uint8_t> k, v;
+    std::vector<unsigned> arrivals;
     bool operator==(const Result &o) const {
         return same_bytes(out, o.out) && same_bytes(scores, o.scores) && same_stats(stats, o.stats) &&
                same_bytes(k, o.k) && same_bytes(v, o.v);
@@ -100,6 +116,7 @@ Result run(const Case &c, bool fused, uint64_t seed) {
     DevBuf<float> out(q_dim), scores((size_t)c.n_heads * ctx);
     DevBuf<EmxSoftmaxStats> stats(c.n_heads);
     DevBuf<uint8_t> ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, c.n_heads, c.head_dim, ctx, c.kpb));
+    DevBuf<unsigned> arrivals(std::vector<unsigned>((size_t)c.n_kv_heads, 0u));
     EmxAttentionArgs a = {};
     a.q = q.p;
     a.k_cache = kcache.p;
@@ -126,6 +143,12 @@ Result run(const Case &c, bool fused, uint64_t seed) {
         d.bq = c.bias ? dbq.p : nullptr, d.bk = c.bias ? dbk.p : nullptr, d.bv = c.bias ? dbv.p : nullptr;
         d.eps = 1e-6f;
         d.style = c.style;
+        d.arrivals = arrivals.p;
+        CUDA_OK(emx_cuda_attention_decode(&d, nullptr));
+        // again, from outputs set to NaN: the counters must be ready for it (the cache row is
+        // written again with the same values)
+        CUDA_OK(cudaMemset(out.p, 0xff, (size_t)q_dim * sizeof(float)));
+        CUDA_OK(cudaMemset(stats.p, 0xff, (size_t)c.n_heads * sizeof(EmxSoftmaxStats)));
         CUDA_OK(emx_cuda_attention_decode(&d, nullptr));
     } else {
         EmxRopeArgs r = {};
@@ -146,6 +169,7 @@ Result run(const Case &c, bool fused, uint64_t seed) {
     res.stats = stats.download();
     res.k = kcache.download();
     res.v = vcache.download();
+    res.arrivals = arrivals.download();
     return res;
 }
 
@@ -207,12 +231,130 @@ Test(attention_decode, equals_rope_then_attention_and_cpu) {
         cr_assert(emx_cuda_attention_decode_fits(c.n_heads, c.n_kv_heads, c.head_dim, c.kpb, c.kv_dtype), "%s", c.name);
         const auto both = run_two_schedules([&] { return run(c, true, seed); });
         cr_assert(both.first == both.second, "%s: the schedules differ", c.name);
+        for (unsigned n : both.first.arrivals) cr_assert_eq(n, 0u, "%s: a counter left at %u", c.name, n);
         const Result graph = run(c, false, seed);
         cr_assert(same_bytes(both.first.k, graph.k) && same_bytes(both.first.v, graph.v), "%s: caches differ", c.name);
         cr_assert(same_bytes(both.first.scores, graph.scores), "%s: score rows differ", c.name);
         cr_assert(same_stats(both.first.stats, graph.stats), "%s: head statistics differ", c.name);
         cr_assert(same_bytes(both.first.out, graph.out), "%s: outputs differ", c.name);
         check_cpu(c, both.first, seed);
+    }
+}
+
+namespace {
+
+// One row's own buffers for the rows test: [kLayers] layers of cache, score rows, statistics.
+const int kLayers = 2;
+struct RowBufs {
+    int ctx, pos;
+    DevBuf<uint8_t> k, v, ws;
+    DevBuf<float> scores;
+    DevBuf<EmxSoftmaxStats> stats;
+    DevBuf<unsigned> arrivals;
+    RowBufs(int ctx_, int pos_, int kv_dtype, int kpb, std::vector<float> kc, std::vector<float> vc)
+        : ctx(ctx_), pos(pos_), k(cache_bytes(kc, kv_dtype)), v(cache_bytes(vc, kv_dtype)),
+          ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kNh, kHd, ctx_, kpb)),
+          scores(std::vector<float>((size_t)kLayers * kNh * ctx_, 0.0f)),
+          stats(std::vector<EmxSoftmaxStats>((size_t)kLayers * kNh)),
+          arrivals(std::vector<unsigned>(kNkv, 0u)) {}
+};
+
+// What the rows test compares: every row's buffers and outputs, concatenated.
+struct RowsResult {
+    std::vector<float> out, scores;
+    std::vector<EmxSoftmaxStats> stats;
+    std::vector<uint8_t> cache;
+    std::vector<unsigned> arrivals;
+};
+
+const int kRows = 3, kRowCtx[kRows] = {20, 70, 9}, kRowPos[kRows] = {5, 66, 0};
+
+// The rows of the test in one launch (rows = true) or each alone, at layer 1.
+RowsResult run_rows(int kv_dtype, bool rows, uint64_t seed) {
+    const int kpb = 16, layer = 1;
+    std::vector<std::unique_ptr<RowBufs>> b;
+    for (int r = 0; r < kRows; r++) {
+        const size_t n = (size_t)kLayers * kRowCtx[r] * kKvDim;
+        b.emplace_back(new RowBufs(kRowCtx[r], kRowPos[r], kv_dtype, kpb, random_floats(n, seed + 10 * r),
+                                   random_floats(n, seed + 10 * r + 1)));
+    }
+    DevBuf<float> q(random_floats((size_t)kRows * kQDim, seed + 100, -2, 2));
+    DevBuf<float> k(random_floats((size_t)kRows * kKvDim, seed + 101, -2, 2)), v(random_floats((size_t)kRows * kKvDim, seed + 102));
+    DevBuf<float> qn(random_floats(kHd, seed + 103, 0.5f, 1.5f)), kn(random_floats(kHd, seed + 104, 0.5f, 1.5f));
+    DevBuf<float> out(std::vector<float>((size_t)kRows * kQDim, 0.0f));
+    std::vector<double> inv(kHd / 2);
+    emx_rope_inv_freq(inv.data(), kHd, 10000.0, nullptr);
+    DevBuf<double> dinv(inv);
+    EmxAttnDecodeArgs d = {};
+    d.attn.kv_dtype = kv_dtype;
+    d.attn.n_heads = kNh, d.attn.n_kv_heads = kNkv, d.attn.head_dim = kHd;
+    d.attn.keys_per_block = kpb;
+    d.inv_freq = dinv.p, d.q_norm = qn.p, d.k_norm = kn.p, d.eps = 1e-6f, d.style = EMX_ROPE_HALF;
+    const size_t esize = kv_dtype == EMX_KV_F16 ? 2 : 4;
+    if (rows) {
+        std::vector<EmxAttnDecodeRow> t(kRows);
+        int most = 0;
+        for (int r = 0; r < kRows; r++) {
+            t[r] = {b[r]->k.p, b[r]->v.p, b[r]->scores.p, b[r]->stats.p, b[r]->ws.p, b[r]->arrivals.p, b[r]->ctx, b[r]->pos};
+            most = std::max(most, b[r]->pos + 1);
+        }
+        DevBuf<EmxAttnDecodeRow> dt(t);
+        d.attn.q = q.p, d.attn.out = out.p, d.k = k.p, d.v = v.p;
+        d.attn.n_keys = most;
+        CUDA_OK(emx_cuda_attention_decode_rows(&d, dt.p, kRows, layer, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+    } else {
+        for (int r = 0; r < kRows; r++) {
+            RowBufs &o = *b[r];
+            DevBuf<int> pos(std::vector<int>{o.pos});
+            EmxAttnDecodeArgs a = d;
+            a.attn.q = q.p + (size_t)r * kQDim, a.attn.out = out.p + (size_t)r * kQDim;
+            a.k = k.p + (size_t)r * kKvDim, a.v = v.p + (size_t)r * kKvDim;
+            a.attn.k_cache = o.k.p + (size_t)layer * o.ctx * kKvDim * esize;
+            a.attn.v_cache = o.v.p + (size_t)layer * o.ctx * kKvDim * esize;
+            a.attn.n_keys = o.pos + 1;
+            a.attn.scores = o.scores.p + (size_t)layer * kNh * o.ctx, a.attn.score_stride = o.ctx;
+            a.attn.head_stats = o.stats.p + (size_t)layer * kNh;
+            a.attn.workspace = o.ws.p;
+            a.pos = pos.p, a.arrivals = o.arrivals.p;
+            CUDA_OK(emx_cuda_attention_decode(&a, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+        }
+    }
+    RowsResult res;
+    res.out = out.download();
+    for (int r = 0; r < kRows; r++) {
+        const std::vector<float> sc = b[r]->scores.download();
+        const std::vector<EmxSoftmaxStats> st = b[r]->stats.download();
+        const std::vector<uint8_t> kc = b[r]->k.download(), vc = b[r]->v.download();
+        const std::vector<unsigned> ar = b[r]->arrivals.download();
+        res.scores.insert(res.scores.end(), sc.begin(), sc.end());
+        res.stats.insert(res.stats.end(), st.begin(), st.end());
+        res.cache.insert(res.cache.end(), kc.begin(), kc.end());
+        res.cache.insert(res.cache.end(), vc.begin(), vc.end());
+        res.arrivals.insert(res.arrivals.end(), ar.begin(), ar.end());
+    }
+    return res;
+}
+
+}  // namespace
+
+Test(attention_decode, rows_equal_each_row_alone) {
+    for (int kv : {EMX_KV_F32, EMX_KV_F16}) {
+        const char *name = kv == EMX_KV_F16 ? "f16" : "f32";
+        const uint64_t seed = 5000 + (uint64_t)kv;
+        const auto both = run_two_schedules([&] { return run_rows(kv, true, seed); });
+        const RowsResult alone = run_rows(kv, false, seed);
+        for (const RowsResult *g : {&both.first, &both.second}) {
+            cr_assert(same_bytes(g->out, alone.out), "%s: outputs differ from each row alone", name);
+            cr_assert(same_bytes(g->scores, alone.scores), "%s: score rows differ", name);
+            cr_assert(same_stats(g->stats, alone.stats), "%s: head statistics differ", name);
+            cr_assert(same_bytes(g->cache, alone.cache), "%s: caches differ", name);
+            for (unsigned n : g->arrivals) cr_assert_eq(n, 0u, "%s: a counter left at %u", name, n);
+        }
+        bool any_out = false;  // the rows' outputs were written (not the zeros they started as)
+        for (float x : alone.out) any_out |= x != 0.0f;
+        cr_assert(any_out, "%s: no output", name);
     }
 }
 
@@ -227,4 +369,6 @@ Test(attention_decode, refuses_what_it_does_not_take) {
     EmxAttnDecodeArgs d = {};
     cr_assert_eq(emx_cuda_attention_decode(&d, nullptr), cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_attention_decode(nullptr, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_attention_decode_rows(&d, nullptr, 1, 0, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_attention_decode_rows(nullptr, nullptr, 1, 0, nullptr), cudaErrorInvalidValue);
 }

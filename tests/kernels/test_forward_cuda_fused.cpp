@@ -8,10 +8,11 @@
 // score row and the KV rows of every layer bitwise equal (the fused kernels do the same
 // arithmetic in the same order: test_matvec_fused.cpp, test_attention_decode.cpp), and so the
 // same greedy tokens. Also the kernels a step runs (emu/kernel_runs.h), each step counted on the
-// emulator: per layer, the q/k/v set, the attention's two kernels, wo, the SwiGLU pair and
-// w_down: 6 (Llama-type models; Gemma 3 keeps its sandwich-normed parts separate), and 5 fewer
-// than the graph path's 11 where the weights are quantised (the norms and the quantisations of
-// att and hb), 3 fewer with f32 weights (no quantisation launches there).
+// emulator: per layer, the q/k/v set, the attention (one kernel: its last blocks combine), wo,
+// the SwiGLU pair and w_down: 5 (Llama-type models; Gemma 3 keeps its sandwich-normed parts
+// separate), and 6 fewer than the graph path's 11 where the weights are quantised (the norms,
+// rope_kv, the attention's combine and the quantisations of att and hb), 4 fewer with f32
+// weights (no quantisation launches there).
 // Breadth at small vocabularies (stories260K: Llama 2 style; qwen2.5-tiny: biases; gemma3-tiny:
 // sandwich norms, GeGLU, window and scale; f32, q8, q4; an f16 cache); Qwen3 and Llama 3 at their
 // real vocabularies in EMU_FORWARD_ONLY (the Makefile: the reverse-schedule pass skips them).
@@ -59,15 +60,15 @@ int argmax(const float *v, int n) {
 
 #ifdef ENTROPIX_CUDA_EMU  // the counts are the emulator's
 // Launches a layer the fused step saves, for a model without sandwich norms whose dim is a
-// multiple of 32: the attention norm, rope_kv and the FFN norm (now prologues and the attention's
-// own work); with quantised weights also the quantisations of att and hb, each where its width
+// multiple of 32: the attention norm, rope_kv, the attention's combine kernel and the FFN norm
+// (now prologues and the attention's own work); with quantised weights also the quantisations of att and hb, each where its width
 // is a multiple of 32 (else the graph path's matvec reads f32 and quantises nothing either).
 // And the fused matvecs a step runs: q/k/v, wo, gate/up, each layer (their input is dim wide, or
 // q_dim for wo), w_down where hidden_dim is a multiple of 32, and the classifier (whose output
 // norm, a launch of its own in the graph path, is its prologue: one launch fewer a step).
 int saved_per_layer(const EmxModel &m, bool quantised) {
     const int q_dim = (int)(m.cfg.n_heads * m.cfg.head_dim);
-    return 3 + (quantised ? (q_dim % 32 == 0) + (m.cfg.hidden_dim % 32 == 0) : 0);
+    return 4 + (quantised ? (q_dim % 32 == 0) + (m.cfg.hidden_dim % 32 == 0) : 0);
 }
 long fused_matvecs(const EmxModel &m) {
     return (long)m.cfg.n_layers * (3 + (m.cfg.hidden_dim % 32 == 0)) + 1;

@@ -19,7 +19,10 @@
 //
 // Batched, not rows in turn: under the emulator the matvec kernels are counted
 // (emu/kernel_runs.h): one step of n rows launches each matvec once, as one single decode step
-// does, where the twins' n single steps launch n times as many.
+// does, where the twins' n single steps launch n times as many; and RoPE, the KV writes and the
+// attention of all rows are one launch a layer (emx_cuda_attention_decode_rows: no rope_kv, no
+// per-row attention kernel). Caches of f32 and f16 (the rows' f16 KV rows bitwise those of the
+// twins, whose own decode step is the fused layer's one-row kernel).
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,18 +55,24 @@ const int kHistory[kStates] = {3, 9, 1, 6};  // prompt lengths: each state at it
 const int kOrder[kStates] = {2, 0, 3, 1};    // row r of every step is state kOrder[r]
 const int kSteps = 3;
 
-long matvec_runs() {
+long runs(const char *prefix) {
 #ifdef ENTROPIX_CUDA_EMU
-    return emu::kernel_runs("matvec_");
+    return emu::kernel_runs(prefix);
 #else
+    (void)prefix;
     return 0;
 #endif
 }
+long matvec_runs() { return runs("matvec_"); }
+
+// The kernels of a batched step that run per row on the separate path: rope_kv and attention's.
+long per_row_runs() { return runs("rope_kv") + runs("attention_"); }
 
 // n CUDA states of m: the first uploads the weights (or shares `share`'s), the others share them.
-std::vector<EmxState *> cuda_states(const EmxModel *m, int n, const EmxState *share = nullptr) {
+std::vector<EmxState *> cuda_states(const EmxModel *m, int n, const EmxState *share = nullptr,
+                                    EmxKvType cache = EMX_KV_F32) {
     std::vector<EmxState *> v;
-    for (int i = 0; i < n; i++) v.push_back(new_state(m, "cuda:0", kCtx, 0, i ? v[0] : share));
+    for (int i = 0; i < n; i++) v.push_back(new_state(m, "cuda:0", kCtx, 0, i ? v[0] : share, cache));
     return v;
 }
 
@@ -98,14 +107,15 @@ std::vector<float> kv_rows(EmxState *s, int n) {
     return v;
 }
 
-void multi_equals_single(const char *name, float tol) {
+void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F32) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     const int vocab = (int)m.cfg.vocab_size;
-    std::vector<EmxState *> multi = cuda_states(&m, kStates), twin = cuda_states(&m, kStates, multi[0]), cpu;
+    std::vector<EmxState *> multi = cuda_states(&m, kStates, nullptr, cache);
+    std::vector<EmxState *> twin = cuda_states(&m, kStates, multi[0], cache), cpu;
     cr_assert_eq(emx_forward_multi_batched(multi[0]), 1, "the CUDA backend has a batched multi-state step");
     for (int i = 0; i < kStates; i++) {
-        cpu.push_back(new_state(&m, "cpu", kCtx));
+        cpu.push_back(new_state(&m, "cpu", kCtx, 0, nullptr, cache));
         const std::vector<int> h = history(m, i);
         for (EmxState *s : {multi[(size_t)i], twin[(size_t)i], cpu[(size_t)i]})
             cr_assert(emx_forward(s, h.data(), kHistory[i], 0), "%s: %s", name, emx_state_error(s));
@@ -121,9 +131,10 @@ void multi_equals_single(const char *name, float tol) {
             pos[r] = kHistory[i] + step;
         }
         const float *lg[kStates];
-        const long before = matvec_runs();
+        const long before = matvec_runs(), rows_before = runs("attention_decode_rows"), per_row_before = per_row_runs();
         cr_assert_eq(emx_forward_multi(rows, tok, pos, kStates, lg), 0, "%s: %s", name, emx_state_error(rows[0]));
-        const long batched = matvec_runs() - before;
+        const long batched = matvec_runs() - before, attn_launches = runs("attention_decode_rows") - rows_before;
+        const long per_row = per_row_runs() - per_row_before - attn_launches;
         long single = 0;
         for (int r = 0; r < kStates; r++) {
             const int i = kOrder[r];
@@ -150,8 +161,11 @@ void multi_equals_single(const char *name, float tol) {
                      batched, single);
         cr_assert(per_step < 0 || batched == per_step);
         per_step = batched;
+        // RoPE, the KV writes and the attention of the 4 rows: one launch a layer, nothing per row
+        cr_assert_eq(attn_launches, (long)m.cfg.n_layers, "%s: %ld attention launches a step", name, attn_launches);
+        cr_assert_eq(per_row, 0, "%s: %ld rope_kv or per-row attention launches", name, per_row);
 #else
-        (void)batched;  // a real GPU counts no launches (matvec_runs is 0 there)
+        (void)batched, (void)attn_launches, (void)per_row;  // a real GPU counts no launches
 #endif
     }
     cr_log_info("%s: %ld matvec launches a batched step", name, per_step);
@@ -170,6 +184,14 @@ Test(forward_cuda_multi, stories260K_equals_single, .timeout = 600) {
         multi_equals_single((std::string("stories260K.") + d + ".bin").c_str(), d[0] == 'f' ? 2e-4f : 3e-2f);
 }
 Test(forward_cuda_multi, qwen3_tiny_q8_equals_single, .timeout = 900) { multi_equals_single("qwen3-tiny.q8.bin", 3e-2f); }
+// f16 caches: the rows' new keys and values rounded as each alone, bitwise (stories260K: Llama 2
+// style; qwen2.5-tiny: the q/k/v biases). Against the CPU's f16 cache: a key whose f32 value
+// differs in its last bits between the two may round to another f16, so the tolerance is
+// test_forward_cuda_kv16.cpp's 1e-2 (measured here: 4e-4 of max|logit|, qwen2.5-tiny f32).
+Test(forward_cuda_multi, f16_cache_equals_single, .timeout = 900) {
+    multi_equals_single("stories260K.q8.bin", 3e-2f, EMX_KV_F16);
+    multi_equals_single("qwen2.5-tiny.f32.bin", 1e-2f, EMX_KV_F16);
+}
 Test(forward_cuda_multi, llama3_tiny_q8_equals_single, .timeout = 900) {
     multi_equals_single("llama3-tiny.q8.bin", 3e-2f);
 }

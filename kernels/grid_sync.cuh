@@ -20,11 +20,11 @@
 //     whose blocks are all resident at once (occupancy x SM count): a grid that waits must not
 //     exceed it, or the blocks it waits for may never start.
 //
-// Every thread of the block must call emx_grid_signal and emx_grid_wait (both contain a
-// __syncthreads). Counters only grow and waits compare with >=, so one counter serves a whole
-// sequence of steps (wait for target k * blocks at step k) without a reset (emx_grid_arrive_last's
-// counters are the exception: it resets them); they must not wrap
-// around 2^32 within a launch, and a launch that reuses one sets it first (cudaMemsetAsync).
+// Every thread of the block must call emx_grid_signal, emx_grid_wait and emx_grid_arrive_last
+// (all contain a __syncthreads). Counters only grow and waits compare with >=, so one counter
+// serves a whole sequence of steps (wait for target k * blocks at step k) without a reset
+// (emx_grid_arrive_last's are the exception: it resets them); they must not wrap around 2^32
+// within a launch, and a launch that reuses one sets it first (cudaMemsetAsync).
 //
 // Memory ordering (the argument CUDA's cooperative groups rely on for grid.sync(),
 // cooperative_groups/details/sync.h in the toolkit, which this follows). Signal: __syncthreads

@@ -28,15 +28,16 @@ LAB_DEPS_sampling := sampling/sampling_naive sampling/sampling
 LAB_DEPS_agent_pool := sampling/agent_pool
 
 # the CPU twins' objects each family's program links (the C files whose functions it calls, and
-# what those call: found by following the undefined symbols)
-LAB_CPU_DENSE := base/dtype runtime/cpu/cpu_amx runtime/cpu/cpu_attention runtime/cpu/cpu_matmul runtime/cpu/cpu_ops \
-                 runtime/cpu/cpu_qdot runtime/cpu/cpu_qtile512
-LAB_CPU_matvec := $(LAB_CPU_DENSE)
+# what those call: found by following the undefined symbols): cpu_ops.c's softmax calls
+# cpu_attention.c's exp, cpu_attention.c cpu_dot.c's dot products; none needs the matmul
+# (cpu_matmul.c and its quantised tiles: 2 s of CPU of the cold start).
+LAB_CPU_OPS := base/dtype runtime/cpu/cpu_ops runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+LAB_CPU_matvec := base/dtype runtime/cpu/cpu_dot runtime/cpu/cpu_qdot
 LAB_CPU_gemm := base/dtype
-LAB_CPU_attention := $(LAB_CPU_DENSE)
-LAB_CPU_rmsnorm := $(LAB_CPU_DENSE)
-LAB_CPU_rope := $(LAB_CPU_DENSE)
-LAB_CPU_swiglu := $(LAB_CPU_DENSE)
+LAB_CPU_attention := base/dtype runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+LAB_CPU_rmsnorm := $(LAB_CPU_OPS)
+LAB_CPU_rope := $(LAB_CPU_OPS)
+LAB_CPU_swiglu := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot
 LAB_CPU_embedding := base/dtype
 LAB_CPU_logits_metrics := sampler/metrics sampler/sample
 LAB_CPU_attn_metrics := sampler/metrics

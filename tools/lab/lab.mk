@@ -13,9 +13,10 @@
 # (LAB_EMU_CORE, plus its cuBLAS for gemm), so a cold `make lab K=rmsnorm` compiles a dozen files.
 # Included by the top Makefile after tests/cuda_emu/emu.mk (EMU_* and NVCC* are set).
 
-LAB_FAMILIES := matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
+LAB_FAMILIES := matvec matvec_fused gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
 # kernels/<name>.cu each family's program links (its launchers, and what those call)
 LAB_DEPS_matvec := matvec_naive matvec weights
+LAB_DEPS_matvec_fused := rmsnorm_naive matvec_naive add_naive rmsnorm matvec matvec_fused weights
 LAB_DEPS_gemm := gemm_naive gemm weights
 LAB_DEPS_attention := attention_naive attention
 LAB_DEPS_rmsnorm := rmsnorm_naive rmsnorm
@@ -33,6 +34,7 @@ LAB_DEPS_agent_pool := sampling/agent_pool
 # (cpu_matmul.c and its quantised tiles: 2 s of CPU of the cold start).
 LAB_CPU_OPS := base/dtype runtime/cpu/cpu_ops runtime/cpu/cpu_attention runtime/cpu/cpu_dot
 LAB_CPU_matvec := base/dtype runtime/cpu/cpu_dot runtime/cpu/cpu_qdot
+LAB_CPU_matvec_fused := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot
 LAB_CPU_gemm := base/dtype
 LAB_CPU_attention := base/dtype runtime/cpu/cpu_attention runtime/cpu/cpu_dot
 LAB_CPU_rmsnorm := $(LAB_CPU_OPS)

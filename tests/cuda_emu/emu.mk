@@ -93,8 +93,8 @@ $(EMU_OUT)/tests/%.h: tests/%.h $(EMU_DIR)/rewrite.py
 
 # The layer's files that run once per API call (allocation and copies, streams and events, launch
 # attributes, graph capture, the parking of co-resident blocks), not once per kernel thread or
-# barrier as engine.cpp, device_calls.cpp and fiber.cpp do: compiled at -O0, which takes a third
-# of -O2's compile time under the sanitizers (7 s of CPU less for the layer: `make lab`'s cold
+# barrier as engine.cpp, device_calls.cpp and fiber.cpp do: compiled at -O0, which takes 40 %
+# of -O2's compile time under the sanitizers (4.6 s of CPU less for the layer: `make lab`'s cold
 # start, docs/kernel-lab.md); 21 emulated grid, stream and fused-matvec tests took 5.1 s of CPU
 # against 5.0 s with every file at -O2 (2026-11-29: within the run-to-run spread).
 EMU_LAYER_COLD := graph grid_wait launch_ex memory runtime

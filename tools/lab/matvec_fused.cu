@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
              "out[r] = res[r] + W[r] . rmsnorm(x): the norm, the matvec and the residual add of a decode step");
     // SmolLM2-135M's width (the o projection's 576 x 576), q8
     const int rows = lab_int(&L, "--rows", 576, 1, 1 << 20), cols = lab_int(&L, "--cols", 576, 32, 1 << 16);
-    const uint32_t dtype = lab_dtype(&L, "q8");
+    const uint32_t dtype = lab_dtype_int_dot(&L, "q8");
     const bool quant = dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
     if (!emx_cuda_matvec_fused_fits(dtype, cols)) {
         fprintf(stderr, "lab matvec_fused: --cols %d: the fused matvec needs a multiple of 32 whose input fits in "

@@ -1,7 +1,8 @@
 // naive.h — the naive versions of the kernel lab (tools/lab, docs/kernel-lab.md): the idea of a
 // family with nothing else (the fewest parameters that compute the op, no templates), the first
 // row of its lab table. The runtime never launches them; they live in kernels/<family>_naive.cu
-// (the sampler's in kernels/sampling/) beside the versions it does launch, so the fast file's
+// (the sampler's in kernels/sampling/; add_naive.cu: the residual add of the fused layer's naive
+// version, tools/lab/matvec_fused.cu) beside the versions it does launch, so the fast file's
 // header stays about what ships, and the naive one reads alone. Each is checked against the same CPU
 // twin as the fast versions, by the lab and so by `make lab-test`.
 #ifndef ENTROPIX_KERNELS_NAIVE_H
@@ -29,6 +30,10 @@ cudaError_t emx_cuda_gemm_naive(const float *w, const float *x, float *out, int 
 // emx_cuda_rmsnorm's result with one thread per row: x, out [rows][n], w [n] (device).
 cudaError_t emx_cuda_rmsnorm_naive(float *out, const float *x, const float *w, int n, int rows, float eps,
                                    cudaStream_t stream);
+
+// x [n] += y [n] (device) with one thread per element: the residual add the naive decode layer
+// launches after its matvec (the runtime adds in the matvec's epilogue instead). add_naive.cu.
+cudaError_t emx_cuda_add_naive(float *x, const float *y, int n, cudaStream_t stream);
 
 // emx_cuda_geglu's result (out[i] = gelu_tanh(gate[i]) * up[i], i < n, device arrays) with one
 // thread per element. geglu_naive.cu.

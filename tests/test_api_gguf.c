@@ -18,34 +18,9 @@
 
 #include "include/entropix.h"
 #include "api_test_util.h"
+#include "gguf_test_util.h"
 #include "test_ref_util.h"
 #include "test_util.h"
-
-typedef struct {
-    char dir[64];     // the test's folder
-    char cache[96];   // dir/cache: params->gguf_cache
-    char gguf[128];   // dir/model.gguf: a copy of a shared GGUF
-} Tmp;
-
-static void tmp_setup(Tmp *t, const char *shared_gguf) {
-    snprintf(t->dir, sizeof t->dir, "/tmp/emx_api_gguf_XXXXXX");
-    cr_assert_not_null(mkdtemp(t->dir));
-    snprintf(t->cache, sizeof t->cache, "%s/cache", t->dir);
-    snprintf(t->gguf, sizeof t->gguf, "%s/model.gguf", t->dir);
-    char src[1024];
-    size_t n = 0;
-    char *bytes = test_read_file(test_shared_path(src, sizeof src, shared_gguf), &n);
-    cr_assert(bytes, "%s is missing", src);
-    FILE *f = fopen(t->gguf, "wb");
-    cr_assert(f && fwrite(bytes, 1, n, f) == n && fclose(f) == 0, "cannot write %s", t->gguf);
-    free(bytes);
-}
-
-static void tmp_cleanup(Tmp *t) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
-    cr_expect_eq(system(cmd), 0);
-}
 
 // The number of names in folder (. and .. aside; -1 when it is missing), the first into first.
 static int count_names(const char *folder, char *first, size_t cap) {
@@ -99,8 +74,8 @@ static void logits_of(entropix_model *m, const int *ids, int n, float *out, int 
 }
 
 Test(api_gguf, stories_gguf_is_the_converted_model_and_numpy, .timeout = 120) {
-    Tmp t;
-    tmp_setup(&t, "testdata/stories260K/stories260K.gguf");
+    GgufTmp t;
+    gguf_tmp_setup(&t, "api_gguf", "testdata/stories260K/stories260K.gguf");
     entropix_model *gg = NULL, *bin = open_api("stories260K.gguf.f32.bin", 1);
     char printed[512];
     cr_assert_eq(open_gguf(t.gguf, t.cache, sizeof(entropix_model_params), &gg, printed, sizeof printed), ENTROPIX_OK,
@@ -143,12 +118,12 @@ Test(api_gguf, stories_gguf_is_the_converted_model_and_numpy, .timeout = 120) {
     cr_expect(before.st_ino == after.st_ino && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec, "converted again");
     entropix_model_close(gg);
     entropix_model_close(bin);
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 Test(api_gguf, llama3_tiny_f16_gguf_is_numpy_and_llama_cpp, .timeout = 120) {
-    Tmp t;
-    tmp_setup(&t, "testdata/tiny/llama3-tiny/llama3-tiny.f16.gguf");
+    GgufTmp t;
+    gguf_tmp_setup(&t, "api_gguf", "testdata/tiny/llama3-tiny/llama3-tiny.f16.gguf");
     entropix_model *m = NULL;
     char printed[512];
     cr_assert_eq(open_gguf(t.gguf, t.cache, sizeof(entropix_model_params), &m, printed, sizeof printed), ENTROPIX_OK,
@@ -180,14 +155,14 @@ Test(api_gguf, llama3_tiny_f16_gguf_is_numpy_and_llama_cpp, .timeout = 120) {
     free(llama0);
     cJSON_Delete(ref);
     entropix_model_close(m);
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 // A caller built against the header before gguf_cache: its size ends at mmap, so the field's
 // bytes (here a folder that must not be used) are never read and $EMX_CACHE is the folder.
 Test(api_gguf, older_params_struct_uses_the_default_folder, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, "testdata/stories260K/stories260K.gguf");
+    GgufTmp t;
+    gguf_tmp_setup(&t, "api_gguf", "testdata/stories260K/stories260K.gguf");
     char env_cache[128];
     snprintf(env_cache, sizeof env_cache, "%s/env", t.dir);
     setenv("EMX_CACHE", env_cache, 1);
@@ -200,7 +175,7 @@ Test(api_gguf, older_params_struct_uses_the_default_folder, .timeout = 60) {
     cr_expect_eq(count_names(t.cache, NULL, 0), -1, "%s was used", t.cache);
     entropix_model_close(m);
     unsetenv("EMX_CACHE");
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 // A failure's message: one line, naming the GGUF, and the needle.
@@ -211,8 +186,8 @@ static void expect_file_error(int rc, const char *gguf, const char *needle) {
 }
 
 Test(api_gguf, truncated_gguf_and_unwritable_cache_are_one_line, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, "testdata/stories260K/stories260K.gguf");
+    GgufTmp t;
+    gguf_tmp_setup(&t, "api_gguf", "testdata/stories260K/stories260K.gguf");
     // A folder nothing can be created in: a mode of 0555, or (root ignores modes) /proc.
     const char *ro = t.cache;
     if (geteuid() == 0) ro = "/proc";
@@ -232,5 +207,5 @@ Test(api_gguf, truncated_gguf_and_unwritable_cache_are_one_line, .timeout = 60) 
     expect_file_error(rc, t.gguf, "");
     cr_expect_str_eq(printed, "", "the library printed [%s]", printed);
     cr_expect_eq(count_names(t.cache, NULL, 0), 0, "a failed conversion left a file");
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }

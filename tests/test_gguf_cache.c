@@ -20,38 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gguf_test_util.h"
 #include "run_util.h"
 #include "test_util.h"
-
-typedef struct {
-    char dir[64];     // the test's folder: the GGUF's copy, the model converted by convert
-    char cache[96];   // dir/cache: --gguf-cache
-    char gguf[128];   // dir/model.gguf
-} Tmp;
-
-static void copy_file(const char *from, const char *to) {
-    size_t n = 0;
-    char *bytes = test_read_file(from, &n);
-    cr_assert(bytes, "%s is missing", from);
-    FILE *f = fopen(to, "wb");
-    cr_assert(f && fwrite(bytes, 1, n, f) == n && fclose(f) == 0, "cannot write %s", to);
-    free(bytes);
-}
-
-static void tmp_setup(Tmp *t, const char *shared_gguf) {
-    snprintf(t->dir, sizeof t->dir, "/tmp/emx_gguf_cache_XXXXXX");
-    cr_assert_not_null(mkdtemp(t->dir));
-    snprintf(t->cache, sizeof t->cache, "%s/cache", t->dir);
-    snprintf(t->gguf, sizeof t->gguf, "%s/model.gguf", t->dir);
-    char src[1024];
-    copy_file(test_shared_path(src, sizeof src, shared_gguf), t->gguf);
-}
-
-static void tmp_cleanup(Tmp *t) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'; rm -rf '%s'", t->dir, t->dir);
-    cr_expect_eq(system(cmd), 0);
-}
 
 // The names in folder (hidden ones too, . and .. aside), joined by spaces, sorted by readdir.
 static int list_folder(const char *folder, char *names, size_t cap) {
@@ -70,7 +41,7 @@ static int list_folder(const char *folder, char *names, size_t cap) {
 }
 
 // The one file the cache holds (its path in out), asserted to be alone and a .bin.
-static void the_cache_file(const Tmp *t, char *out, size_t cap) {
+static void the_cache_file(const GgufTmp *t, char *out, size_t cap) {
     char names[1024];
     cr_assert_eq(list_folder(t->cache, names, sizeof names), 1, "the cache holds [%s], want one file", names);
     size_t n = strlen(names);
@@ -95,8 +66,8 @@ static const char *const GGUFS[] = {"testdata/stories260K/stories260K.gguf", "te
 
 Test(gguf_cache, same_text_as_the_converted_model_and_never_beside_the_gguf, .timeout = 120) {
     for (size_t i = 0; i < sizeof GGUFS / sizeof GGUFS[0]; i++) {
-        Tmp t;
-        tmp_setup(&t, GGUFS[i]);
+        GgufTmp t;
+        gguf_tmp_setup(&t, "gguf_cache", GGUFS[i]);
         char conv[1024], bin[160];
         test_build_path(conv, sizeof conv, "tools/convert");
         snprintf(bin, sizeof bin, "%s/converted.bin", t.dir);
@@ -117,13 +88,13 @@ Test(gguf_cache, same_text_as_the_converted_model_and_never_beside_the_gguf, .ti
         cr_expect(b1 && b2 && n1 == n2 && !memcmp(b1, b2, n1), "%s: cache file differs from convert --dtype keep's",
                   GGUFS[i]);
         free(b1), free(b2), free(want), free(got), free(err);
-        tmp_cleanup(&t);
+        gguf_tmp_cleanup(&t);
     }
 }
 
 Test(gguf_cache, reused_while_unchanged_converted_again_when_changed, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, GGUFS[0]);
+    GgufTmp t;
+    gguf_tmp_setup(&t, "gguf_cache", GGUFS[0]);
     char *err = NULL;
     char *first = greedy_text(t.gguf, t.cache, &err);
     free(err);
@@ -148,7 +119,7 @@ Test(gguf_cache, reused_while_unchanged_converted_again_when_changed, .timeout =
     the_cache_file(&t, now, sizeof now);
     cr_expect_str_neq(now, cached, "the new state has the old name");
     free(first), free(second), free(third), free(err);
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 // Nothing but the lock-free, tmp-free cache folder (or none) after a failure.
@@ -159,8 +130,8 @@ static void expect_no_file(const char *folder) {
 }
 
 Test(gguf_cache, unwritable_cache_and_failed_write_are_one_line, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, GGUFS[0]);
+    GgufTmp t;
+    gguf_tmp_setup(&t, "gguf_cache", GGUFS[0]);
     // A folder nothing can be created in: a mode of 0555, or (root ignores modes) /proc.
     const char *ro = t.cache;
     if (geteuid() == 0) ro = "/proc";
@@ -191,12 +162,12 @@ Test(gguf_cache, unwritable_cache_and_failed_write_are_one_line, .timeout = 60) 
     run_free(&r);
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
     expect_no_file(cache2);
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 Test(gguf_cache, damaged_gguf_gives_the_converters_error, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, GGUFS[0]);
+    GgufTmp t;
+    gguf_tmp_setup(&t, "gguf_cache", GGUFS[0]);
     cr_assert_eq(truncate(t.gguf, 4096), 0);
     char conv[1024], bin[160];
     test_build_path(conv, sizeof conv, "tools/convert");
@@ -214,12 +185,12 @@ Test(gguf_cache, damaged_gguf_gives_the_converters_error, .timeout = 60) {
     cr_expect_str_eq(r.err, why);
     run_free(&r);
     expect_no_file(t.cache);
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }
 
 Test(gguf_cache, two_runs_at_once_share_one_conversion, .timeout = 60) {
-    Tmp t;
-    tmp_setup(&t, GGUFS[2]);  // qwen3-tiny: 20 MB to write, long enough for the runs to overlap
+    GgufTmp t;
+    gguf_tmp_setup(&t, "gguf_cache", GGUFS[2]);  // qwen3-tiny: 20 MB to write, long enough for the runs to overlap
     const char *argv[] = {run_binary(), t.gguf, "-p", "hi", "-n", "4", "--temp", "0", "-t", "1", "--raw",
                           "--gguf-cache", t.cache, NULL};
     pid_t pid[2];
@@ -237,5 +208,5 @@ Test(gguf_cache, two_runs_at_once_share_one_conversion, .timeout = 60) {
     }
     char cached[256];
     the_cache_file(&t, cached, sizeof cached);  // one file: no lock, no temporary file left
-    tmp_cleanup(&t);
+    gguf_tmp_cleanup(&t);
 }

@@ -101,6 +101,7 @@ KERNELS = {
     "logits_metrics_naive_kernel": (256, 0, NAIVE, "logits_metrics_naive.cu NAIVE_LM_THREADS"),
     "rmsnorm_naive_kernel": (128, 0, NAIVE, "rmsnorm_naive.cu <<<..., 128>>>"),
     "geglu_naive_kernel": (256, 0, NAIVE, "geglu_naive.cu <<<(n + 255) / 256, 256>>>"),
+    "add_naive_kernel": (256, 0, NAIVE, "add_naive.cu <<<(n + 255) / 256, 256>>>"),
     "matvec_naive_kernel": (128, 0, NAIVE, "matvec_naive.cu <<<..., 128>>>"),
     "gemm_naive_kernel": (128, 0, NAIVE, "gemm_naive.cu <<<..., 128>>>"),
     "sample_naive_kernel": (256, 0, NAIVE, "sampling/sampling_naive.cu NAIVE_SAMPLE_THREADS"),

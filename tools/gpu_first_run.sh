@@ -74,7 +74,7 @@ MAKE_CMD="make --no-print-directory SHARED=$SHARED_DIR"
 # The C suites' CPU side is the CPU-only build (build/cpu/): with nvcc, build/run has the CUDA
 # backend and --device auto would put the reference runs on the GPU.
 TEST_ENV="OMP_WAIT_POLICY=passive EMX_SHARED=$SHARED_DIR EMX_BUILD=build EMX_RUN=build/cpu/run"
-LAB_FAMILIES="matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool"
+LAB_FAMILIES="matvec matvec_fused gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool"
 GPU_SUITES="run_cuda pool_cuda bench eval_cuda"
 MEMCHECK_SUITES="attention matvec sampling forward_cuda forward_cuda_pair agents_cuda gemm logits_metrics attn_metrics"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -8,7 +8,8 @@
 // on AMX, chosen at run time), "avx2+vnni", "avx2", "scalar". The quantised kernels are in
 // cpu_qdot.c (one row and decode, with the scalar twins), cpu_qtile512.c / cpu_qtile.c (the
 // prefill tile with AVX-512 / AVX2) and cpu_amx.c (the tile on AMX), their shared four-row pieces
-// in cpu_quad.h; the float ones, the activations' quantisation and the matmul in cpu_matmul.c.
+// in cpu_quad.h; the float ones and the activations' quantisation in cpu_dot.c; the matmul in
+// cpu_matmul.c.
 //
 // Batch invariance: out[i][r] of emx_matmul is bitwise the same float whatever the number of
 // activation rows n, the position of row i in the batch and the thread count. Why: the agent

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """rewrite.py — the build-time rewrite that lets g++ compile CUDA sources for the emulator.
 
-    python3 tests/cuda_emu/rewrite.py IN OUT
+    python3 tests/cuda_emu/rewrite.py IN OUT [IN OUT ...]
+
+Several pairs in one run rewrite each IN to its OUT: make rewrites the kernel headers so, in one
+start of Python, which is most of a small file's rewrite (tests/cuda_emu/emu.mk).
 
 Three forms are rewritten, each on one line (so line numbers do not move; a #line directive
 keeps compiler messages and __FILE__ pointing at the original file):
@@ -141,14 +144,15 @@ def rewrite(text, path):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: rewrite.py IN OUT")
-    src, dst = sys.argv[1], sys.argv[2]
-    with open(src, encoding="utf-8") as f:
-        text = f.read()
-    result = rewrite(text, src)
-    with open(dst, "w", encoding="utf-8") as f:
-        f.write(result)
+    args = sys.argv[1:]
+    if not args or len(args) % 2:
+        sys.exit("usage: rewrite.py IN OUT [IN OUT ...]")
+    for src, dst in zip(args[0::2], args[1::2]):
+        with open(src, encoding="utf-8") as f:
+            text = f.read()
+        result = rewrite(text, src)
+        with open(dst, "w", encoding="utf-8") as f:
+            f.write(result)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@
 # (LAB_EMU_CORE, plus its cuBLAS for gemm), so a cold `make lab K=rmsnorm` compiles a dozen files.
 # Included by the top Makefile after tests/cuda_emu/emu.mk (EMU_* and NVCC* are set).
 
-LAB_FAMILIES := matvec gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
+LAB_FAMILIES := matvec matvec_fused gemm attention rmsnorm rope swiglu embedding logits_metrics attn_metrics sampling agent_pool
 # kernels/<name>.cu each family's program links (its launchers, and what those call)
 LAB_DEPS_matvec := matvec_naive matvec weights
+LAB_DEPS_matvec_fused := rmsnorm_naive matvec_naive add_naive rmsnorm matvec matvec_fused weights
 LAB_DEPS_gemm := gemm_naive gemm weights
 LAB_DEPS_attention := attention_naive attention
 LAB_DEPS_rmsnorm := rmsnorm_naive rmsnorm
@@ -28,15 +29,17 @@ LAB_DEPS_sampling := sampling/sampling_naive sampling/sampling
 LAB_DEPS_agent_pool := sampling/agent_pool
 
 # the CPU twins' objects each family's program links (the C files whose functions it calls, and
-# what those call: found by following the undefined symbols)
-LAB_CPU_DENSE := base/dtype runtime/cpu/cpu_amx runtime/cpu/cpu_attention runtime/cpu/cpu_matmul runtime/cpu/cpu_ops \
-                 runtime/cpu/cpu_qdot runtime/cpu/cpu_qtile512
-LAB_CPU_matvec := $(LAB_CPU_DENSE)
+# what those call: found by following the undefined symbols): cpu_ops.c's softmax calls
+# cpu_attention.c's exp, cpu_attention.c cpu_dot.c's dot products; none needs the matmul
+# (cpu_matmul.c and its quantised tiles: 2 s of CPU of the cold start).
+LAB_CPU_OPS := base/dtype runtime/cpu/cpu_ops runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+LAB_CPU_matvec := base/dtype runtime/cpu/cpu_dot runtime/cpu/cpu_qdot
+LAB_CPU_matvec_fused := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot
 LAB_CPU_gemm := base/dtype
-LAB_CPU_attention := $(LAB_CPU_DENSE)
-LAB_CPU_rmsnorm := $(LAB_CPU_DENSE)
-LAB_CPU_rope := $(LAB_CPU_DENSE)
-LAB_CPU_swiglu := $(LAB_CPU_DENSE)
+LAB_CPU_attention := base/dtype runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+LAB_CPU_rmsnorm := $(LAB_CPU_OPS)
+LAB_CPU_rope := $(LAB_CPU_OPS)
+LAB_CPU_swiglu := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot
 LAB_CPU_embedding := base/dtype
 LAB_CPU_logits_metrics := sampler/metrics sampler/sample
 LAB_CPU_attn_metrics := sampler/metrics
@@ -98,9 +101,11 @@ $(LAB_EMU_DIR)/src/%.cu: tools/lab/%.cu $(EMU_DIR)/rewrite.py
 	@mkdir -p $(dir $@)
 	$(call say,EMU,$<)python3 $(EMU_DIR)/rewrite.py $< $@
 
+# At -O0 (after EMU_CXXFLAGS' -O2): the program makes its inputs and runs its CPU twin once, on a
+# few MB; -O0 compiles it in 60 % of the time (ISO C++: no multiply-add contraction at any level).
 $(LAB_EMU_DIR)/obj/%.o: $(LAB_EMU_DIR)/src/%.cu tools/lab/lab.h $(EMU_KERNEL_HDR)
 	@mkdir -p $(dir $@)
-	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -O0 -DEMX_LAB_EMULATED $(EMU_INC) $(EMU_FORCE) -x c++ -c $< -o $@
 
 $(LAB_EMU_DIR)/%: $(LAB_EMU_DIR)/obj/%.o $$(call lab_emu_layer,$$*) $$(call lab_emu_kobj,$$*) $$(call lab_emu_cobj,$$*)
 	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)

@@ -81,4 +81,16 @@ static inline uint32_t lab_dtype(Lab *L, const char *def) {
     return (uint32_t)dt;
 }
 
+// lab_dtype for a family whose CPU twin takes LabWeight::int_dot for the quantised types: q4_1f
+// (the GGUF Q4_K holder), which the fast kernels read with int8 activations, has no integer twin
+// there, so it is refused (exit 2) rather than FAILed against the float reference.
+static inline uint32_t lab_dtype_int_dot(Lab *L, const char *def) {
+    const uint32_t dt = lab_dtype(L, def);
+    if (dt == EMX_Q4_1F) {
+        fprintf(stderr, "lab %s: --dtype q4_1f: not one of f32 f16 bf16 q8 q4 q4_1\n", L->family);
+        exit(2);
+    }
+    return dt;
+}
+
 #endif

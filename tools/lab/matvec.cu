@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     // SmolLM2-135M's gate projection (1536 x 576), q8, one sequence
     const int rows = lab_int(&L, "--rows", 1536, 1, 1 << 20), cols = lab_int(&L, "--cols", 576, 32, 1 << 16);
     const int batch = lab_int(&L, "--batch", 1, 1, EMX_MATVEC_MAX_BATCH);
-    const uint32_t dtype = lab_dtype(&L, "q8");
+    const uint32_t dtype = lab_dtype_int_dot(&L, "q8");
     const bool quant = dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
     if (cols % 32) {
         fprintf(stderr, "lab matvec: --cols %d: the fast variants need a multiple of 32\n", cols);

@@ -75,15 +75,7 @@ static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) 
         d.attn.n_keys_dev = &cuda_input_of(s, r)->n_keys;
     }
     if (record_last) cuda_record_scores(s, l, &d.attn);
-    d.k = ra.k;
-    d.v = ra.v;
-    d.pos = ra.pos;
-    d.inv_freq = ra.inv_freq;
-    d.q_norm = ra.q_norm;
-    d.k_norm = ra.k_norm;
-    d.bq = ra.bq, d.bk = ra.bk, d.bv = ra.bv;
-    d.eps = ra.eps;
-    d.style = ra.style;
+    cuda_decode_rope_of(&ra, &d);
     d.arrivals = s->attn_arrivals;
     CU(emx_cuda_attention_decode(&d, s->stream));
     return 0;

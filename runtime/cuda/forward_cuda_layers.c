@@ -244,14 +244,8 @@ int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r) {
     d.attn.out = s->att;
     for (int i = 0; i < n; i++)
         if (r->multi_pos[i] + 1 > d.attn.n_keys) d.attn.n_keys = r->multi_pos[i] + 1;
-    d.k = ra.k;
-    d.v = ra.v;
-    d.inv_freq = ra.inv_freq;
-    d.q_norm = ra.q_norm;
-    d.k_norm = ra.k_norm;
-    d.bq = ra.bq, d.bk = ra.bk, d.bv = ra.bv;
-    d.eps = ra.eps;
-    d.style = ra.style;
+    cuda_decode_rope_of(&ra, &d);
+    d.pos = NULL;  // each row's from the table
     CU(emx_cuda_attention_decode_rows(&d, s->rows_d, n, l, s->stream));
     return 0;
 }
@@ -274,6 +268,18 @@ static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeAr
         CU(emx_cuda_rope_kv(&a, s->stream));
     }
     return 0;
+}
+
+void cuda_decode_rope_of(const EmxRopeArgs *a, EmxAttnDecodeArgs *d) {
+    d->k = a->k;
+    d->v = a->v;
+    d->pos = a->pos;
+    d->inv_freq = a->inv_freq;
+    d->q_norm = a->q_norm;
+    d->k_norm = a->k_norm;
+    d->bq = a->bq, d->bk = a->bk, d->bv = a->bv;
+    d->eps = a->eps;
+    d->style = a->style;
 }
 
 // rope_kv's arguments for layer l's n rows (r: where they sit and where their k and v go).

@@ -4,6 +4,7 @@
 #ifndef EMX_FORWARD_CUDA_PASS_H
 #define EMX_FORWARD_CUDA_PASS_H
 
+#include "kernels/attention_decode.h"
 #include "kernels/rope.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
@@ -32,6 +33,9 @@ int cuda_matvec(CudaState *s, const EmxCudaWeight *w, const float *in, int n, fl
 int cuda_norm_for(CudaState *s, const float *x, const float *norm_w, int n, const EmxCudaWeight *w, int gemm);
 int cuda_matvec_qkv(CudaState *s, const CudaLayer *L, int n);
 void cuda_rope_args(const CudaState *s, int l, int n, const Rows *r, EmxRopeArgs *a);
+// The decode attention's RoPE fields (k, v, the position, frequencies, norms, biases, style)
+// from rope_kv's arguments a: the same rotation either kernel applies.
+void cuda_decode_rope_of(const EmxRopeArgs *a, EmxAttnDecodeArgs *d);
 void cuda_attention_args(const CudaState *s, int l, EmxAttentionArgs *a);
 void cuda_record_scores(const CudaState *s, int l, EmxAttentionArgs *a);
 int cuda_attention(CudaState *s, int l, int n, int pos, const Rows *r, int record_last);

@@ -33,6 +33,8 @@
 #include <stdio.h>
 
 #include "kernels/attention_gqa.cuh"
+#include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/rope_pair.cuh"
 
 namespace {
@@ -116,6 +118,11 @@ attention_decode_kernel(const DecodeRope rp, KvRows<KV> k_rows, KvRows<KV> v_row
     __shared__ float red_f[ATTN_BLOCK];
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     __shared__ float inv[ATTN_MAX_GROUP];
+    // PDL (kernels/launch.cuh): trigger and wait only. Everything the kernel reads first (the key
+    // count, q, the new k and v) is an earlier kernel's or the step's input, and its weights (the
+    // q/k norms, biases, RoPE frequencies) are a few hundred bytes not worth a prefetch.
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const int c = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x;
     const int group = n_heads / n_kv_heads, h0 = kvh * group, hd = head_dim;
     const int n_keys = n_keys_dev ? *n_keys_dev : n_keys_arg;
@@ -165,11 +172,10 @@ cudaError_t launch_decode(const EmxAttnDecodeArgs *d, cudaStream_t stream) {
     const DecodeRope rp = {a->q, d->k, d->v, d->pos, d->inv_freq, d->q_norm, d->k_norm, d->bq, d->bk, d->bv, d->eps, d->style};
     const size_t shmem = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, (int)sizeof(KV));
     const dim3 grid(max_chunks, a->n_kv_heads, 1);
-    attention_decode_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, k, v, (KV *)a->k_cache, (KV *)a->v_cache, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = EMX_LAUNCH(d->pdl, grid, ATTN_BLOCK, shmem, stream, attention_decode_kernel<KV>, rp, k, v, (KV *)a->k_cache, (KV *)a->v_cache, a->n_heads, a->n_kv_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->scores, a->score_stride, a->head_stats != 0, ws, max_chunks);
     if (e != cudaSuccess) return e;
-    attention_combine_kernel<false><<<dim3(a->n_heads, 1, 1), ATTN_BLOCK, 0, stream>>>(a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
-    return cudaGetLastError();
+    // pdl 0: the combine (attention_gqa.cuh's, shared with the separate attention) has no wait
+    return EMX_LAUNCH(0, dim3(a->n_heads, 1, 1), ATTN_BLOCK, 0, stream, attention_combine_kernel<false>, a->n_heads, a->head_dim, a->n_keys, a->n_keys_dev, rows, chunk, a->out, a->head_stats, ws, max_chunks);
 }
 
 // NULL when the call can run, else what is wrong with it.

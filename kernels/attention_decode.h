@@ -29,6 +29,7 @@ typedef struct {
     const float *bq, *bk, *bv; // or NULL (all three or none)
     float eps;
     int style;                 // enum emx_rope_style
+    int pdl;                   // the chunk kernel with programmatic dependent launch (kernels/launch.cuh)
 } EmxAttnDecodeArgs;
 
 // Whether the fused kernel takes this shape (a group of at most 8 query heads per KV head, an

@@ -10,6 +10,10 @@
 //   emx_pdl_wait(), emx_pdl_trigger(): cudaGridDependencySynchronize and
 //     cudaTriggerProgrammaticLaunchCompletion where the device has them (sm_90), nothing before
 //     (there a launch with the programmatic attribute is serialised as an ordinary one).
+//   emx_prefetch_l2(p): asks L2 for the 128-byte line holding p (PTX prefetch.global.L2): no
+//     register receives anything and nothing waits for it. What a kernel launched with PDL does
+//     before emx_pdl_wait with the weights it is about to read (kernels/launch.cuh); nothing
+//     under the emulator or before sm_80's code (the host pass).
 //   emx_max_resident_blocks(kernel, threads, shmem, &blocks): the largest grid of `kernel`
 //     whose blocks are all resident at once (occupancy x SM count): a grid that waits must not
 //     exceed it, or the blocks it waits for may never start.
@@ -90,6 +94,14 @@ __device__ __forceinline__ void emx_pdl_wait() {
 __device__ __forceinline__ void emx_pdl_trigger() {
 #if defined(ENTROPIX_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
     cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+__device__ __forceinline__ void emx_prefetch_l2(const void *p) {
+#if !defined(ENTROPIX_CUDA_EMU) && defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
+#else
+    (void)p;
 #endif
 }
 

@@ -118,31 +118,45 @@ __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, 
     return a;
 }
 
+// Before emx_pdl_wait: each warp's first row (its first 4 KB) into L2 where it is a row of the
+// set's first matrix (q of q/k/v, whose blocks are most of the grid; k's and v's blocks skip it:
+// selecting their matrix here made ptxas spill), and the same row of W2 (SwiGLU's up). The block
+// index is read anew (emx_block_x_here): shared with the loop below, it was kept across the
+// prologue and spilled. Nothing before sm_90 (emx_prefetch_l2).
+template <int DT, bool SWIGLU>
+__device__ __forceinline__ void prefetch_block_rows(const MatvecSet &set, const void *W2, int cols) {
+    const int r = (int)emx_block_x_here() * FUSED_WARPS + (threadIdx.x >> 5);
+    if (r >= set.rows[0]) return;
+    prefetch_row<DT>(set.W[0], cols, r);
+    if constexpr (SWIGLU) prefetch_row<DT>(W2, cols, r);
+}
+
 template <int DT, bool SWIGLU, bool NORM>
 __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const MatvecSet set, const void *__restrict__ W2,
                                                                      int cols, const FusedIn in, int accumulate) {
     extern __shared__ float smem[];
-    const int total = set.rows[0] + set.rows[1] + set.rows[2], first = blockIdx.x * FUSED_WARPS + (threadIdx.x >> 5);
     // PDL (kernels/launch.cuh): the next kernel may be scheduled now (it waits in its own
     // emx_pdl_wait until this one has ended). Before the wait only weights: each warp's first row
-    // into L2, so that its loads after the prologue find it there rather than in HBM. A prefetch,
-    // not loads into registers: the prologue needs the registers (64-bit pointers kept across it
-    // made ptxas spill) and the prefetch holds none.
+    // into L2 (prefetch_block_rows), so that its loads after the prologue find it there rather
+    // than in HBM. A prefetch, not loads into registers: the prologue needs the registers (values
+    // kept across it made ptxas spill) and the prefetch holds none.
     emx_pdl_trigger();
-    if (first < total) {
-        const SetRow row = set_row(set, first);
-        prefetch_row<DT>(row.W, cols, row.r);
-        if constexpr (SWIGLU) prefetch_row<DT>(W2, cols, row.r);
-    }
+    prefetch_block_rows<DT, SWIGLU>(set, W2, cols);
     emx_pdl_wait();  // x, and the rows accumulated into, are earlier kernels' outputs
     const EmxCudaActs a = fused_input<DT, NORM>(in, cols, smem);
+    const int r0 = set.rows[0], r01 = r0 + set.rows[1], total = r01 + set.rows[2];
     // warp-uniform bounds: a warp's lanes run the same rows, as fast_row's shuffles need. Four
     // warps a block, not unrolled: with eight, or unrolled, ptxas (CUDA 13.0) spilled 4 bytes in
     // an instantiation or two.
 #pragma unroll 1
-    for (int g = first; g < total; g += gridDim.x * FUSED_WARPS) {
-        const SetRow row = set_row(set, g);
-        fast_row<DT, 1, SWIGLU, true>(row.W, W2, row.rows, cols, row.r, true, a, 1, row.out, accumulate);
+    for (int g = blockIdx.x * FUSED_WARPS + (threadIdx.x >> 5); g < total; g += gridDim.x * FUSED_WARPS) {
+        // constant indices only: a parameter array indexed by a variable would go to local memory
+        // (set_row's selection, written out: through set_row ptxas spilled 4-12 bytes here)
+        const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
+        const void *W = m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2];
+        float *out = m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2];
+        const int rows = m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2];
+        fast_row<DT, 1, SWIGLU, true>(W, W2, rows, cols, r, true, a, 1, out, accumulate);
     }
 }
 

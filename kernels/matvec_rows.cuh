@@ -279,7 +279,7 @@ struct SetRow {
     float *out;
     int rows, r;
 };
-__device__ __forceinline__ SetRow set_row(const MatvecSet &set, int g) {
+__device__ __forceinline__ SetRow set_row(const MatvecSet set, int g) {
     static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
     // constant indices only: a parameter array indexed by a variable would go to local memory
     const int r0 = set.rows[0], r01 = r0 + set.rows[1];
@@ -288,15 +288,16 @@ __device__ __forceinline__ SetRow set_row(const MatvecSet &set, int g) {
                   m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2], g - (m == 0 ? 0 : m == 1 ? r0 : r01)};
 }
 
-// Row r's weights into L2 (emx_prefetch_l2: a 128-byte line per lane and pass; the group scales,
-// stored after all rows, are left to the loads): what a kernel launched with PDL does before its
-// emx_pdl_wait (kernels/launch.cuh), reading no activation.
+// The first 4 KB of row r's weights into L2 (emx_prefetch_l2: a 128-byte line per lane; a q8
+// row of 4096 columns whole; the group scales, stored after all rows, are left to the loads):
+// what a kernel launched with PDL does before its emx_pdl_wait (kernels/launch.cuh), reading no
+// activation. One line per lane, no loop: across the prologue that follows, a loop's 64-bit
+// counters made ptxas spill.
 template <int DT>
 __device__ __forceinline__ void prefetch_row(const void *W, int cols, int r) {
     constexpr int BITS = DT == EMX_F32 ? 32 : DT == EMX_F16 || DT == EMX_BF16 ? 16 : DT == EMX_Q8 ? 8 : 4;
-    const size_t bytes = (size_t)cols * BITS / 8;
-    const char *row = (const char *)W + (size_t)r * bytes;
-    for (size_t at = (size_t)(threadIdx.x & 31) * 128; at < bytes; at += 32 * 128) emx_prefetch_l2(row + at);
+    const int bytes = cols / 8 * BITS, at = (int)(threadIdx.x & 31) * 128;  // cols % 32 == 0
+    if (at < bytes) emx_prefetch_l2((const char *)W + (size_t)r * bytes + at);
 }
 
 // Host side: the set of the n matrices w[0..n) (1 to EMX_MATVEC_SET_MAX, of one dtype and width)

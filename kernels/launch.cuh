@@ -20,7 +20,7 @@
 //       programmatic edge joins two kernels; the first kernel of a step follows the input copy).
 // pdl is the caller's choice (the CUDA state's, made from the device's compute capability:
 // emx_pdl_wait and emx_pdl_trigger are nothing before sm_90, so the attribute is not passed
-// there). Under the emulator the overlap is run at its earliest (tests/cuda_emu/src/pdl.cpp):
+// there). Under the emulator the overlap is run at its earliest (tests/cuda_emu/src/launch_ex.cpp):
 // a kernel that breaks (a) or (b) fails its tests.
 #ifndef ENTROPIX_KERNELS_LAUNCH_CUH
 #define ENTROPIX_KERNELS_LAUNCH_CUH

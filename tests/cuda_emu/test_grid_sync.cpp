@@ -347,7 +347,7 @@ Test(emu_grid_sync, programmatic_dependent_launch_direct_and_in_a_graph) {
 }
 
 // The emulator runs a programmatic launch's blocks up to their cudaGridDependencySynchronize
-// before the kernel launched before it finishes (src/pdl.cpp). A chain of three launches, each
+// before the kernel launched before it finishes (src/launch_ex.cpp). A chain of three launches, each
 // with the attribute: fill writes y = 3 x + 1; square_* read y and write z = y². square_waits
 // waits before reading y and gets the answer; square_reads_early reads y first and sees what y
 // held before fill ran (the -1s the test left there): a GPU may run it that way.

@@ -161,7 +161,7 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
 // emulator's device is sm_90) against the same step with EMX_CUDA_PDL=0, graph and direct: logits,
 // every score row and the KV rows bitwise equal at every step, hence the same greedy tokens. The
 // emulator runs each programmatic launch's blocks up to their emx_pdl_wait before the kernel
-// before it ends (tests/cuda_emu/src/pdl.cpp), so a kernel that read its input before its wait
+// before it ends (tests/cuda_emu/src/launch_ex.cpp), so a kernel that read its input before its wait
 // would see the previous step's or layer's values and differ here. Also counted there: the
 // programmatic launches a step makes (the fused matvecs and the attention's chunk kernel, none
 // with PDL off) and the programmatic edges of the captured graph (one for each of them: each

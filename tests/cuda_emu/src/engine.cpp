@@ -39,7 +39,7 @@ namespace emu {
 // init check on every access.
 // Two engines: the home one (failure mode, last fault, every ordinary launch) and a second
 // that runs a programmatic launch while the launch before it waits, suspended, in the first
-// (src/pdl.cpp); the fibers of each stay with it. engine_ptr: the one whose launch runs now.
+// (src/launch_ex.cpp); the fibers of each stay with it. engine_ptr: the one whose launch runs now.
 namespace {
 thread_local std::unique_ptr<Engine> engine_owner[2];
 thread_local __constinit Engine *engine_ptr = nullptr;

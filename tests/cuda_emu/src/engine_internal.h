@@ -100,7 +100,7 @@ struct Engine {
     std::vector<Thread *> spare;
     unsigned long long resident_limit = 0;
     unsigned long long next_block = 0; // blocks of the launch started so far
-    // Programmatic dependent launch (src/pdl.cpp): 0 while the grid before this one still runs
+    // Programmatic dependent launch (src/launch_ex.cpp): 0 while the grid before this one still runs
     // (cudaGridDependencySynchronize parks the block until then: its threads wait AtGrid on this
     // word); whether any thread of the launch called cudaGridDependencySynchronize.
     unsigned dependency_done = 1;
@@ -124,7 +124,7 @@ struct Engine {
 Engine &get_engine();
 Engine &cur_engine();
 // An engine with no launch in progress: the home one, or while a launch waits suspended there
-// (src/pdl.cpp), the second.
+// (src/launch_ex.cpp), the second.
 Engine &idle_engine();
 
 // A launch in steps (run_kernel is the three at once): begin_launch readies `e` for `run`

@@ -132,7 +132,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     // Captured into another graph: the whole replay becomes one node.
     return emu::submit(stream, "cudaGraphLaunch", [exec]() {
         for (EmuGraphNode &node : exec->nodes) {
-            // a copy, memset ... waits for every kernel before it (src/pdl.cpp)
+            // a copy, memset ... waits for every kernel before it (src/launch_ex.cpp)
             cudaError_t err = node.kernel ? cudaSuccess : emu::flush_pending();
             if (err == cudaSuccess) err = node.work();
             if (err != cudaSuccess)

@@ -179,7 +179,7 @@ void grid_wait(const unsigned *counter, unsigned target, const char *file, int l
 }
 
 // The block waits here (AtGrid on e.dependency_done) while the grid before this one runs: the
-// rest of the launch then starts only after it (src/pdl.cpp).
+// rest of the launch then starts only after it (src/launch_ex.cpp).
 void grid_dependency_sync() {
     dependency_syncs++;
     Engine &e = cur_engine();

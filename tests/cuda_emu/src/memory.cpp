@@ -172,7 +172,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return allocate(ptr, size, -1, "cudaMallocHost"); }
 cudaError_t cudaFreeHost(void *ptr) {
-    emu::flush_pending(); // a held-back kernel may write it (src/pdl.cpp)
+    emu::flush_pending(); // a held-back kernel may write it (src/launch_ex.cpp)
     return release(ptr, true, "cudaFreeHost");
 }
 

@@ -143,7 +143,7 @@ const char *cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetLastError(void) {
-    emu::flush_pending(); // a held-back kernel's error is reported here (src/pdl.cpp)
+    emu::flush_pending(); // a held-back kernel's error is reported here (src/launch_ex.cpp)
     cudaError_t err = tl_last_error;
     tl_last_error = cudaSuccess;
     return err;

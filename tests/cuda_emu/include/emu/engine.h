@@ -62,7 +62,7 @@ const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const 
 // satisfy is reported as a deadlock, naming every waiting block.
 void grid_wait(const unsigned *counter, unsigned target, const char *file, int line);
 // cudaGridDependencySynchronize: in a programmatic launch that overlaps the kernel before it
-// (src/pdl.cpp), the block waits until that kernel has run to its end; else it returns at once.
+// (src/launch_ex.cpp), the block waits until that kernel has run to its end; else it returns at once.
 // cudaTriggerProgrammaticLaunchCompletion only counts calls (the emulator starts the dependent
 // kernel as early as it may anyway).
 void grid_dependency_sync();

@@ -14,6 +14,9 @@
 // named as written, like a <<<>>> launch: call them with the kernel itself (not a void *), and
 // without a leading `::`. A cooperative launch whose grid exceeds what the device holds at once
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs) fails with cudaErrorCooperativeLaunchTooLarge.
+// A programmatic launch (cudaLaunchAttributeProgrammaticStreamSerialization) is held back so that
+// the next programmatic launch's blocks run up to their cudaGridDependencySynchronize before it
+// ends (src/launch_ex.cpp's run_launch).
 #ifndef EMU_LAUNCH_H
 #define EMU_LAUNCH_H
 
@@ -43,12 +46,12 @@ inline LaunchConfig make_config(dim3 grid, dim3 block, size_t shmem = 0, cudaStr
 
 // Provided by src/runtime.cpp and src/memory.cpp.
 // Runs `work` now, or records it if `stream` is being captured; returns its error. A kernel
-// launch held back for programmatic dependent launch (src/pdl.cpp) runs to its end first.
+// launch held back for programmatic dependent launch (src/launch_ex.cpp) runs to its end first.
 cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaError_t()> work);
 // The same for a kernel launch (`work` calls run_launch, which decides what runs first); a
 // captured one records whether it carries the programmatic attribute.
 cudaError_t submit_kernel(cudaStream_t stream, const char *what, bool programmatic, std::function<cudaError_t()> work);
-// src/pdl.cpp: runs `run` (whose closure `keep` holds) on `stream`, a programmatic launch
+// src/launch_ex.cpp: runs `run` (whose closure `keep` holds) on `stream`, a programmatic launch
 // overlapping the one before it; runs a held-back launch to its end (its error, or cudaSuccess).
 cudaError_t run_launch(cudaStream_t stream, std::shared_ptr<void> keep, const KernelRun &run);
 cudaError_t flush_pending();

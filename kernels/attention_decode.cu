@@ -47,6 +47,7 @@
 
 #include "kernels/attention_gqa.cuh"
 #include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/rope_pair.cuh"
 
 namespace {
@@ -205,6 +206,12 @@ attention_decode_kernel(const DecodeRope rp, const DecodeShape sh, DecodeRow<KV>
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     __shared__ float inv[ATTN_MAX_GROUP];
     __shared__ int last;
+    // PDL (kernels/launch.cuh): trigger and wait only. Everything the kernel reads first (the
+    // position, q, the new k and v) is an earlier kernel's or the step's input, and its weights (the
+    // q/k norms, biases, RoPE frequencies) are a few hundred bytes not worth a prefetch. The next
+    // kernel's wait covers this one's end, the last block's combine included.
+    emx_pdl_trigger();
+    emx_pdl_wait();
     row.pos = *pos_dev;
     if (n_keys_dev) row.n_keys = *n_keys_dev;
     decode_block(rp, sh, row, smem, red_f, red_s, inv, &last);
@@ -280,8 +287,8 @@ cudaError_t launch_decode(const EmxAttnDecodeArgs *d, cudaStream_t stream) {
     const DecodeRope rp = rope_of(d);
     const size_t shmem = smem_of(a, (int)sizeof(KV));
     const dim3 grid(row.max_chunks, a->n_kv_heads, 1);
-    attention_decode_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, sh, row, d->pos, a->n_keys_dev);
-    return cudaGetLastError();
+    return EMX_LAUNCH(d->pdl, grid, ATTN_BLOCK, shmem, stream, attention_decode_kernel<KV>, rp, sh, row, d->pos,
+                      a->n_keys_dev);
 }
 
 template <typename KV>

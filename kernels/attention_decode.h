@@ -33,6 +33,7 @@ typedef struct {
     int style;                 // enum emx_rope_style
     unsigned *arrivals;        // [n_kv_heads] device counters, zero before the first call; each
                                // call leaves them zero (a captured graph replays with them)
+    int pdl;                   // launched with programmatic dependent launch (kernels/launch.cuh)
 } EmxAttnDecodeArgs;
 
 // Whether the fused kernel takes this shape (a group of at most 8 query heads per KV head, an

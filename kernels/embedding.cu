@@ -8,11 +8,19 @@
 #include "kernels/embedding.h"
 
 #include "kernels/common.cuh"
+#include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 
 template <int DT>
 __global__ void __launch_bounds__(256) embedding_kernel(const void *__restrict__ emb, int rows, int cols,
                                                         const int *__restrict__ tokens, float scale,
                                                         float *__restrict__ out) {
+    // PDL: the next kernel (the first layer's, launched with the attribute) may be scheduled now.
+    // The row to read depends on the token, so nothing is loaded before the wait. This launch
+    // itself never carries the attribute (it follows the step's input copy): the wait returns at
+    // once, and is here for rule (b) of kernels/launch.cuh should that change.
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const int tok = tokens[blockIdx.x];
     float *o = out + (size_t)blockIdx.x * cols;
     const bool valid = tok >= 0 && tok < rows;
@@ -22,8 +30,8 @@ __global__ void __launch_bounds__(256) embedding_kernel(const void *__restrict__
 template <int DT>
 static cudaError_t launch_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float scale, float *out,
                                     cudaStream_t stream) {
-    embedding_kernel<DT><<<n, 256, 0, stream>>>(emb->data, emb->rows, emb->cols, tokens, scale, out);
-    return cudaGetLastError();
+    // pdl 0: the first kernel of a step follows a copy (rule (c) of kernels/launch.cuh)
+    return EMX_LAUNCH(0, n, 256, 0, stream, embedding_kernel<DT>, emb->data, emb->rows, emb->cols, tokens, scale, out);
 }
 
 extern "C" cudaError_t emx_cuda_embedding(const EmxCudaWeight *emb, const int *tokens, int n, float *out, cudaStream_t stream) {

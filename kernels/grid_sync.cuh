@@ -16,6 +16,12 @@
 //   emx_pdl_wait(), emx_pdl_trigger(): cudaGridDependencySynchronize and
 //     cudaTriggerProgrammaticLaunchCompletion where the device has them (sm_90), nothing before
 //     (there a launch with the programmatic attribute is serialised as an ordinary one).
+//   emx_prefetch_l2(p): asks L2 for the 128-byte line holding p (PTX prefetch.global.L2): no
+//     register receives anything and nothing waits for it. What a kernel launched with PDL does
+//     before emx_pdl_wait with the weights it is about to read (kernels/launch.cuh); nothing
+//     under the emulator, in the host pass, or before sm_90, where no launch overlaps the one
+//     before it (and the prefetch's index, kept across a quantising prologue, made sm_80's
+//     ptxas spill).
 //   emx_max_resident_blocks(kernel, threads, shmem, &blocks): the largest grid of `kernel`
 //     whose blocks are all resident at once (occupancy x SM count): a grid that waits must not
 //     exceed it, or the blocks it waits for may never start.
@@ -115,6 +121,27 @@ __device__ __forceinline__ void emx_pdl_wait() {
 __device__ __forceinline__ void emx_pdl_trigger() {
 #if defined(ENTROPIX_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
     cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+__device__ __forceinline__ void emx_prefetch_l2(const void *p) {
+#if !defined(ENTROPIX_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
+#else
+    (void)p;
+#endif
+}
+
+// blockIdx.x, read where it is called: an asm the compiler does not merge with the kernel's other
+// reads of it. For the code before emx_pdl_wait, so that its row index is not kept live across
+// the prologue that follows (across the quantiser's division calls ptxas spilled it).
+__device__ __forceinline__ unsigned emx_block_x_here() {
+#if !defined(ENTROPIX_CUDA_EMU) && defined(__CUDA_ARCH__)
+    unsigned b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return b;
+#else
+    return blockIdx.x;
 #endif
 }
 

@@ -92,15 +92,9 @@ __global__ void __launch_bounds__(128) matvec_fast_kernel(const void *__restrict
 template <int DT, int MAXB, bool INT8>
 __global__ void __launch_bounds__(128) matvec_fast_set_kernel(const MatvecSet set, int cols, const EmxCudaActs a,
                                                               int nb) {
-    static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
-    // constant indices only: a parameter array indexed by a variable would be copied to local memory
-    const int g = blockIdx.x * FAST_WARPS + (threadIdx.x >> 5), r0 = set.rows[0], r01 = r0 + set.rows[1];
-    const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
-    const void *W = m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2];
-    float *out = m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2];
-    const int rows = m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2];
+    const SetRow row = set_row(set, blockIdx.x * FAST_WARPS + (threadIdx.x >> 5));
     if constexpr (MAXB == 1) nb = 1;
-    fast_row<DT, MAXB, false, INT8>(W, nullptr, rows, cols, r, r < rows, a, nb, out, 0);
+    fast_row<DT, MAXB, false, INT8>(row.W, nullptr, row.rows, cols, row.r, row.r < row.rows, a, nb, row.out, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -237,18 +231,13 @@ extern "C" cudaError_t emx_cuda_matvec_swiglu(int variant, const EmxCudaWeight *
 
 extern "C" cudaError_t emx_cuda_matvec_set(int variant, const EmxCudaWeight *const *w, float *const *out, int n,
                                            const EmxCudaActs *a, int batch, cudaStream_t stream) {
-    if (variant != EMX_MATVEC_FAST || n < 1 || n > EMX_MATVEC_SET_MAX || !w || !out) return cudaErrorInvalidValue;
+    if (variant != EMX_MATVEC_FAST) return cudaErrorInvalidValue;
     MatvecSet set;
-    memset(&set, 0, sizeof set);
     long total = 0;
-    for (int i = 0; i < n; i++) {
-        if (!w[i] || bad_call(variant, w[i], a, batch, out[i]) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols)
-            return cudaErrorInvalidValue;
-        set.W[i] = w[i]->data;
-        set.out[i] = out[i];
-        set.rows[i] = w[i]->rows;
-        total += w[i]->rows;
-    }
+    const cudaError_t err = fill_matvec_set(
+        &set, w, out, n, [&](const EmxCudaWeight *wi, const float *o) { return bad_call(variant, wi, a, batch, o) != 0; },
+        &total);
+    if (err != cudaSuccess) return err;
     if (total == 0) return cudaSuccess;
     if (total > INT_MAX - FAST_WARPS) return cudaErrorInvalidValue;
     if (batch == 1) {

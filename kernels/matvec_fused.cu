@@ -28,12 +28,15 @@
 // block of emx_round_to_warps(cols, 256) threads (common.cuh's emx_block_sum_as), the
 // quantisation is emx_quantize_lane, the rows fast_row; tests/kernels/test_matvec_fused.cpp checks
 // it bitwise.
+// PDL (in->pdl, kernels/launch.cuh): before emx_pdl_wait each warp prefetches its first weight
+// row into L2; the prologue and everything after read activations, so they follow the wait.
 #include "kernels/matvec_fused.h"
 
 #include <limits.h>
 #include <string.h>
 
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/matvec_rows.cuh"
 
 #define FUSED_WARPS 4                     // rows (warps) per block at a time (as matvec.cu's)
@@ -115,11 +118,31 @@ __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, 
     return a;
 }
 
+// Before emx_pdl_wait: each warp's first row (its first 4 KB) into L2 where it is a row of the
+// set's first matrix (q of q/k/v, whose blocks are most of the grid; k's and v's blocks skip it:
+// selecting their matrix here made ptxas spill), and the same row of W2 (SwiGLU's up). The block
+// index is read anew (emx_block_x_here): shared with the loop below, it was kept across the
+// prologue and spilled. Nothing before sm_90 (emx_prefetch_l2).
+template <int DT, bool SWIGLU>
+__device__ __forceinline__ void prefetch_block_rows(const MatvecSet &set, const void *W2, int cols) {
+    const int r = (int)emx_block_x_here() * FUSED_WARPS + (threadIdx.x >> 5);
+    if (r >= set.rows[0]) return;
+    prefetch_row<DT>(set.W[0], cols, r);
+    if constexpr (SWIGLU) prefetch_row<DT>(W2, cols, r);
+}
+
 template <int DT, bool SWIGLU, bool NORM>
 __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const MatvecSet set, const void *__restrict__ W2,
                                                                      int cols, const FusedIn in, int accumulate) {
-    static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
     extern __shared__ float smem[];
+    // PDL (kernels/launch.cuh): the next kernel may be scheduled now (it waits in its own
+    // emx_pdl_wait until this one has ended). Before the wait only weights: each warp's first row
+    // into L2 (prefetch_block_rows), so that its loads after the prologue find it there rather
+    // than in HBM. A prefetch, not loads into registers: the prologue needs the registers (values
+    // kept across it made ptxas spill) and the prefetch holds none.
+    emx_pdl_trigger();
+    prefetch_block_rows<DT, SWIGLU>(set, W2, cols);
+    emx_pdl_wait();  // x, and the rows accumulated into, are earlier kernels' outputs
     const EmxCudaActs a = fused_input<DT, NORM>(in, cols, smem);
     const int r0 = set.rows[0], r01 = r0 + set.rows[1], total = r01 + set.rows[2];
     // warp-uniform bounds: a warp's lanes run the same rows, as fast_row's shuffles need. Four
@@ -128,6 +151,7 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Matve
 #pragma unroll 1
     for (int g = blockIdx.x * FUSED_WARPS + (threadIdx.x >> 5); g < total; g += gridDim.x * FUSED_WARPS) {
         // constant indices only: a parameter array indexed by a variable would go to local memory
+        // (set_row's selection, written out: through set_row ptxas spilled 4-12 bytes here)
         const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
         const void *W = m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2];
         float *out = m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2];
@@ -144,10 +168,10 @@ cudaError_t launch_fused(const MatvecSet &set, const void *W2, int total, int co
     int blocks = (total + FUSED_WARPS - 1) / FUSED_WARPS;
     if (blocks > FUSED_MAX_BLOCKS) blocks = FUSED_MAX_BLOCKS;
     if (in->norm_w)
-        matvec_fused_kernel<DT, SWIGLU, true><<<blocks, FUSED_THREADS, shmem, stream>>>(set, W2, cols, fi, accumulate);
-    else
-        matvec_fused_kernel<DT, SWIGLU, false><<<blocks, FUSED_THREADS, shmem, stream>>>(set, W2, cols, fi, accumulate);
-    return cudaGetLastError();
+        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, SWIGLU, true>, set, W2,
+                          cols, fi, accumulate);
+    return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, SWIGLU, false>, set, W2,
+                      cols, fi, accumulate);
 }
 
 // 0 when matrix w can be a fused call's (with the input in): the fast matvec's shapes, aligned
@@ -167,18 +191,12 @@ extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols) {
 
 extern "C" cudaError_t emx_cuda_matvec_fused(const EmxFusedInput *in, const EmxCudaWeight *const *w, float *const *out,
                                              int n, int accumulate, cudaStream_t stream) {
-    if (!in || !in->x || !w || !out || n < 1 || n > EMX_MATVEC_SET_MAX) return cudaErrorInvalidValue;
+    if (!in || !in->x) return cudaErrorInvalidValue;
     MatvecSet set;
-    memset(&set, 0, sizeof set);
     long total = 0;
-    for (int i = 0; i < n; i++) {
-        if (bad_matrix(w[i], in, out[i]) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols)
-            return cudaErrorInvalidValue;
-        set.W[i] = w[i]->data;
-        set.out[i] = out[i];
-        set.rows[i] = w[i]->rows;
-        total += w[i]->rows;
-    }
+    const cudaError_t err = fill_matvec_set(
+        &set, w, out, n, [&](const EmxCudaWeight *wi, const float *o) { return bad_matrix(wi, in, o) != 0; }, &total);
+    if (err != cudaSuccess) return err;
     if (total == 0) return cudaSuccess;
     if (total > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
     EMX_DISPATCH_DTYPE(w[0]->dtype, return launch_fused<DT, false>(set, nullptr, (int)total, w[0]->cols, in, accumulate, stream));

@@ -22,10 +22,14 @@ extern "C" {
 //          the order of that kernel's block)
 // Quantised weights (q8/q4/q4_1/q4_1f) read the input's int8 groups, made as emx_cuda_quantize_acts
 // makes them (bitwise); float weights (f32/f16/bf16) read it as f32.
+//   pdl    launch with programmatic dependent launch (kernels/launch.cuh): the kernel may start
+//          before the kernel before it on the stream ends (it waits for it before reading x);
+//          0 after a copy or memset, or before sm_90
 typedef struct {
     const float *x;
     const float *norm_w;
     float eps;
+    int pdl;
 } EmxFusedInput;
 
 // Whether the fused matvecs take matrices of this dtype and width: cols % 32 == 0 (the fast

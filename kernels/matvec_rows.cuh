@@ -8,6 +8,7 @@
 #define ENTROPIX_KERNELS_MATVEC_ROWS_CUH
 
 #include "kernels/common.cuh"
+#include "kernels/grid_sync.cuh"
 #include "kernels/matvec.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -271,5 +272,53 @@ struct MatvecSet {
     float *out[EMX_MATVEC_SET_MAX];
     int rows[EMX_MATVEC_SET_MAX];  // 0 past the set's last matrix
 };
+
+// Row g of the set: matrix W (rows rows, output out), its row r.
+struct SetRow {
+    const void *W;
+    float *out;
+    int rows, r;
+};
+__device__ __forceinline__ SetRow set_row(const MatvecSet set, int g) {
+    static_assert(EMX_MATVEC_SET_MAX == 3, "the selection below names each matrix");
+    // constant indices only: a parameter array indexed by a variable would go to local memory
+    const int r0 = set.rows[0], r01 = r0 + set.rows[1];
+    const int m = g < r0 ? 0 : g < r01 ? 1 : 2;
+    return SetRow{m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2], m == 0 ? set.out[0] : m == 1 ? set.out[1] : set.out[2],
+                  m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2], g - (m == 0 ? 0 : m == 1 ? r0 : r01)};
+}
+
+// The first 4 KB of row r's weights into L2 (emx_prefetch_l2: a 128-byte line per lane; a q8
+// row of 4096 columns whole; the group scales, stored after all rows, are left to the loads):
+// what a kernel launched with PDL does before its emx_pdl_wait (kernels/launch.cuh), reading no
+// activation. One line per lane, no loop: across the prologue that follows, a loop's 64-bit
+// counters made ptxas spill.
+template <int DT>
+__device__ __forceinline__ void prefetch_row(const void *W, int cols, int r) {
+    constexpr int BITS = DT == EMX_F32 ? 32 : DT == EMX_F16 || DT == EMX_BF16 ? 16 : DT == EMX_Q8 ? 8 : 4;
+    const int bytes = cols / 8 * BITS, at = (int)(threadIdx.x & 31) * 128;  // cols % 32 == 0
+    if (at < bytes) emx_prefetch_l2((const char *)W + (size_t)r * bytes + at);
+}
+
+// Host side: the set of the n matrices w[0..n) (1 to EMX_MATVEC_SET_MAX, of one dtype and width)
+// and their outputs, *total their rows; cudaErrorInvalidValue when n is out of range or
+// bad(w[i], out[i]) is true for one (the caller's checks: emx_cuda_matvec_set's, the fused
+// matvec's).
+template <class Bad>
+static inline cudaError_t fill_matvec_set(MatvecSet *set, const EmxCudaWeight *const *w, float *const *out, int n,
+                                          Bad bad, long *total) {
+    if (!w || !out || n < 1 || n > EMX_MATVEC_SET_MAX) return cudaErrorInvalidValue;
+    *set = MatvecSet{};
+    *total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!w[i] || bad(w[i], out[i]) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols)
+            return cudaErrorInvalidValue;
+        set->W[i] = w[i]->data;
+        set->out[i] = out[i];
+        set->rows[i] = w[i]->rows;
+        *total += w[i]->rows;
+    }
+    return cudaSuccess;
+}
 
 #endif

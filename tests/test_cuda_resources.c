@@ -112,6 +112,14 @@ Test(cuda_resources, missing_idp4a_in_the_int8_matvec_fails, .timeout = 60) {
     expect_one_line_failure(args, "SASS of matvec_fast_kernel<3, 1, false, true> (sm_90)", "no IDP.4A");
 }
 
+// The decode kernels launched with PDL: on sm_90 the fused matvec must hold emx_pdl_wait's
+// ACQBULK (and its PREEXIT and L2 prefetch); the sm_80 code, where both compile to nothing, is
+// not asked for them (ok.sass has both archs).
+Test(cuda_resources, missing_pdl_wait_in_the_fused_matvec_fails, .timeout = 60) {
+    const char *args[] = {DATA "ok.ptxas", "--sass", DATA "no_pdl_wait.sass", NULL};
+    expect_one_line_failure(args, "SASS of matvec_fused_kernel<3, false, true> (sm_90)", "no ACQBULK (emx_pdl_wait)");
+}
+
 Test(cuda_resources, sass_without_the_checked_kernels_fails, .timeout = 60) {
     // a listing of some other object: the checks must not pass on nothing
     const char *args[] = {DATA "ok.ptxas", "--sass", DATA "spill.ptxas", NULL};

@@ -8,8 +8,9 @@ PTXAS_LOG: what `nvcc -Xptxas -v` printed while compiling a kernels/*.cu (kernel
 it as build/cuda/kernels/X.ptxas): per kernel and arch the registers per thread, the stack frame,
 the spill stores and loads (bytes) and the static shared memory. (cuobjdump --dump-resource-usage
 has all of these but the spills, which are what CI must see.)
---sass: a saved `cuobjdump -sass` of kernels/matvec.o and kernels/attention.o ('-': stdin), for
-the checks of the instructions that their design relies on (SASS_CHECKS below).
+--sass: a saved `cuobjdump -sass` of kernels/matvec.o, attention.o, matvec_fused.o and
+attention_decode.o ('-': stdin), for the checks of the instructions that their design relies on
+(SASS_CHECKS below: the matvec's loads and __dp4a, the decode kernels' PDL instructions on sm_90).
 --out PREFIX: writes PREFIX.md (a table) and PREFIX.json.
 
 Exit 1, one line per problem on stderr, naming kernel and arch: a spill in a decode-path kernel,
@@ -112,7 +113,7 @@ QUANTISED = {3, 4, 5}  # base/model_format.h: EMX_Q8, EMX_Q4, EMX_Q4_1
 LDG128 = re.compile(r"^LDG(\.[A-Z0-9_]+)*\.128(\.|$)")
 
 
-def check_matvec_fast(args, ops):
+def check_matvec_fast(args, ops, arch):
     """What kernels/matvec.cu's header promises of matvec_fast_kernel<DT, MAXB, SWIGLU, INT8>:
     the weights stream in 16-byte chunks (a 128-bit global load); quantised weights meet the int8
     activations with __dp4a (IDP.4A), or in the fast_f32 variant (INT8 false) are converted to f32
@@ -134,7 +135,27 @@ def check_matvec_fast(args, ops):
     return bad
 
 
-SASS_CHECKS = {"matvec_fast_kernel": check_matvec_fast}
+def check_pdl(ops, arch):
+    """What kernels/launch.cuh asks of a kernel the decode step launches with programmatic
+    dependent launch: from sm_90 on, emx_pdl_trigger (griddepcontrol.launch_dependents: PREEXIT)
+    and emx_pdl_wait (griddepcontrol.wait: ACQBULK); before sm_90 both compile to nothing."""
+    if int(arch[3:]) < 90:
+        return []
+    return ["no %s (%s)" % (op, what) for op, what in
+            (("PREEXIT", "emx_pdl_trigger"), ("ACQBULK", "emx_pdl_wait")) if not ops.get(op)]
+
+
+def check_matvec_fused(args, ops, arch):
+    """kernels/matvec_fused.cu: PDL's trigger and wait, and before the wait the prefetch of the
+    block's weight rows into L2 (prefetch.global.L2: CCTL...PF2) from sm_90 on."""
+    bad = check_pdl(ops, arch)
+    if int(arch[3:]) >= 90 and not any(op.startswith("CCTL") and "PF2" in op for op in ops):
+        bad.append("no L2 prefetch (CCTL.E.PF2) of the weight rows")
+    return bad
+
+
+SASS_CHECKS = {"matvec_fast_kernel": check_matvec_fast, "matvec_fused_kernel": check_matvec_fused,
+               "attention_decode_kernel": lambda args, ops, arch: check_pdl(ops, arch)}
 SASS_REPORTED = ["attention_split_gqa_kernel"]  # loads listed, nothing required
 
 
@@ -323,7 +344,7 @@ def sass_results(sass, problems):
             problems.append("the SASS listing has no %s: nothing to check" % kernel)
         for mangled, arch, ops in found:
             full = display(mangled)
-            bad = SASS_CHECKS[kernel](demangle(mangled)[1], ops) if kernel in SASS_CHECKS else []
+            bad = SASS_CHECKS[kernel](demangle(mangled)[1], ops, arch) if kernel in SASS_CHECKS else []
             for b in bad:
                 problems.append("SASS of %s (%s): %s" % (full, arch, b))
             results.append({"kernel": full, "arch": arch, "global_loads_by_bits": load_widths(ops),
@@ -362,7 +383,7 @@ def write_markdown(path, rows, sass):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ptxas", nargs="+", help="ptxas -v logs (build/cuda/kernels/*.ptxas)")
-    ap.add_argument("--sass", help="a cuobjdump -sass listing of matvec.o and attention.o ('-': stdin)")
+    ap.add_argument("--sass", help="a cuobjdump -sass listing of the kernel objects named above ('-': stdin)")
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     opts = ap.parse_args(argv)
     problems, kernels = [], {}

@@ -176,13 +176,15 @@ fi
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done
 done
-# On a GPU, the fused decode layer (the default) beside the separate kernels of each layer
-# (EMX_CUDA_FUSED=0, docs/cuda.md), alternated: the q8 rows above, the separate kernels, the fused
-# layer again.
+# On a GPU, the decode step three ways, alternated (the q8 rows above are the default, the last):
+# the separate kernels of each layer (EMX_CUDA_FUSED=0), the fused decode layer launched plainly
+# (EMX_CUDA_PDL=0), the fused layer with programmatic dependent launch (the default on sm_90;
+# docs/cuda.md).
 if [ "$EMULATED" != 1 ]; then
     for m in $MODELS; do
-        add "speed-separate-${m%%:*}-q8" speed 600 "EMX_CUDA_FUSED=0 $GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
-        add "speed-fused-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
+        add "speed-separate-${m%%:*}-q8" speed 600 "EMX_CUDA_FUSED=0 EMX_CUDA_PDL=0 $GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
+        add "speed-fused-${m%%:*}-q8" speed 600 "EMX_CUDA_PDL=0 $GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
+        add "speed-pdl-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
     done
 fi
 # Where one token's time goes: each phase of the decode step timed by CUDA events between direct

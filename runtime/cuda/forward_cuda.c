@@ -379,6 +379,14 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->last_pos = -1;
     s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
+    // PDL where the device has it (sm_90 on: emx_pdl_wait is nothing before); read once, here
+    int cc_major = 0;
+    if (cu(s, cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device),
+           "cudaDeviceGetAttribute (compute capability)"))
+        goto fail;
+    const char *pdl = getenv("EMX_CUDA_PDL");
+    // (not in a timed step's direct launches: an event between phases ends any overlap anyway)
+    s->pdl = cc_major >= 9 && !(pdl && strcmp(pdl, "0") == 0) && !(opt && opt->phase_timeline);
     // Does it fit? Said before the first allocation, with the figures.
     size_t free_b = 0, total_b = 0;
     if (cu(s, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")) goto fail;

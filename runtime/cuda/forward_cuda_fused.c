@@ -36,7 +36,7 @@ static int fused_applies(const CudaState *s, int n, const Rows *r) {
 // out[i] (+)= W_i input for n matrices, input = x (normed by norm_w when not NULL).
 static int fused_matvec(CudaState *s, const float *x, const float *norm_w, const EmxCudaWeight *const *w,
                         float *const *out, int n, int accumulate) {
-    const EmxFusedInput in = {x, norm_w, s->m->cfg.norm_eps};
+    const EmxFusedInput in = {x, norm_w, s->m->cfg.norm_eps, s->pdl_now};
     CU(emx_cuda_matvec_fused(&in, w, out, n, accumulate, s->stream));
     return 0;
 }
@@ -77,6 +77,7 @@ static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) 
     if (record_last) cuda_record_scores(s, l, &d.attn);
     cuda_decode_rope_of(&ra, &d);
     d.arrivals = s->attn_arrivals;
+    d.pdl = s->pdl_now;
     CU(emx_cuda_attention_decode(&d, s->stream));
     return 0;
 }
@@ -97,7 +98,7 @@ static int block_outs(CudaState *s, const CudaLayer *L, const Rows *r) {
     }
     if (!ffn_normed && cuda_phase(s, EMX_PHASE_ATTN_OUT)) return -1;  // (cuda_attn_block_out closed it)
     if (!ffn_normed && s->m->ext.ffn_act != EMX_ACT_GELU_TANH && fits(&L->gate) && L->up.dtype == L->gate.dtype) {
-        const EmxFusedInput in = {s->x, L->ffn_norm, s->m->cfg.norm_eps};
+        const EmxFusedInput in = {s->x, L->ffn_norm, s->m->cfg.norm_eps, s->pdl_now};
         CU(emx_cuda_matvec_fused_swiglu(&in, &L->gate, &L->up, s->hb, s->stream));
     } else if ((!ffn_normed && cuda_norm_for(s, s->x, L->ffn_norm, 1, &L->gate, 0)) || cuda_ffn_in(s, L, 1, r)) {
         return -1;

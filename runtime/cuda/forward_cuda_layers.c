@@ -356,7 +356,7 @@ int cuda_classify(CudaState *s, int first, int n) {
     const EmxConfig *c = &s->m->cfg;
     if (s->fused && n == 1 && emx_cuda_matvec_fused_fits(s->w->out.dtype, s->w->out.cols)) {
         // the fused decode layer's classifier: the output norm in the matvec's prologue
-        const EmxFusedInput in = {s->x + (size_t)first * c->dim, s->w->norm, c->norm_eps};
+        const EmxFusedInput in = {s->x + (size_t)first * c->dim, s->w->norm, c->norm_eps, s->pdl_now};
         const EmxCudaWeight *w[1] = {&s->w->out};
         float *out[1] = {s->logits};
         CU(emx_cuda_matvec_fused(&in, w, out, 1, 0, s->stream));

@@ -116,6 +116,11 @@ typedef struct {
     CudaPhaseClock *clock;  // phase_timeline: the decode steps' phases (phase_clock.h), else NULL
     int fused;              // single-row decode steps run the fused layer (forward_cuda_fused.c);
                             // EMX_CUDA_FUSED=0 at the state's creation: the separate kernels
+    int pdl;                // the decode step's kernels with programmatic dependent launch
+                            // (kernels/launch.cuh): compute capability >= 9 and not EMX_CUDA_PDL=0
+                            // at the state's creation
+    int pdl_now;            // pdl while the decode step's layers and classifier are launched
+                            // (decode_launches, forward_cuda_step.c), else 0
     cudaStream_t stream;
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)

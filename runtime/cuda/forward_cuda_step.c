@@ -87,16 +87,26 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
     return 0;
 }
 
+// The decode step's launches after its input copy: the layers and the classifier, with PDL where
+// the state has it (s->pdl_now: the fused kernels then carry the attribute, the embedding, which
+// follows the copy, and the separate kernels not), then the tail (ordinary launches).
+// graph: positions and key count read on the device.
+static int decode_launches(CudaState *s, int pos, int tail, int graph) {
+    const Rows rows = {.device_positions = graph};
+    s->pdl_now = s->pdl;
+    const int bad = cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1) || cuda_phase(s, EMX_PHASE_CLASSIFIER);
+    s->pdl_now = 0;
+    return bad || cuda_step_tail(s, tail, pos + 1, graph) || cuda_phase(s, EMX_PHASE_TAIL) ? -1 : 0;
+}
+
 // One decode step (in_h filled) with its tail: captured into that tail's graph on the first
 // call, replayed after (the input copy is the graph's first node: it reads in_h at replay
 // time). no_graphs: the same launches made directly.
 static int decode_step(CudaState *s, int pos, int tail) {
     if (s->no_graphs) {  // with a phase timeline, an event at the start and after each phase
-        const Rows direct_rows = {.is_branches = 0};
         CU(cuda_phase_start(s->clock, s->stream));
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
-        if (cuda_run_layers(s, 1, pos, &direct_rows, 1) || cuda_classify(s, 0, 1) ||
-            cuda_phase(s, EMX_PHASE_CLASSIFIER) || cuda_step_tail(s, tail, pos + 1, 0) || cuda_phase(s, EMX_PHASE_TAIL)) {
+        if (decode_launches(s, pos, tail, 0)) {
             if (s->clock) s->clock->running = 0;  // a failed step is not timed
             return -1;
         }
@@ -104,11 +114,10 @@ static int decode_step(CudaState *s, int pos, int tail) {
     }
     cudaGraphExec_t *exec = &s->step_graph[tail];
     if (!*exec) {
-        const Rows graph_rows = {.device_positions = 1};
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
                      "cudaMemcpyAsync") ||
-                  cuda_run_layers(s, 1, pos, &graph_rows, 1) || cuda_classify(s, 0, 1) || cuda_step_tail(s, tail, pos + 1, 1);
+                  decode_launches(s, pos, tail, 1);
         if (cuda_capture_end(s, bad, exec, &s->step_graph_nodes[tail])) return -1;
     }
     CU(cudaGraphLaunch(*exec, s->stream));

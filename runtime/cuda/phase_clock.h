@@ -2,8 +2,9 @@
 // EmxStateOptions.phase_timeline the step runs as direct launches and a CUDA event is recorded
 // at the start of the step and at the end of every phase; when the step has finished, the time
 // between consecutive events is added to the phase the later one closes. A kernel's time is then
-// its run plus whatever gap the host left before it: direct launches, not the graph's, and an
-// event between phases keeps the next kernel from starting early (no overlap across a boundary).
+// its run plus whatever gap the host left before it: direct launches, not the graph's, without
+// programmatic dependent launch, and an event between phases keeps the next kernel from starting
+// early (no overlap across a boundary).
 // The graph path's wall-clock time, alternated with it, is the figure a timeline is read against.
 #ifndef ENTROPIX_CUDA_PHASE_CLOCK_H
 #define ENTROPIX_CUDA_PHASE_CLOCK_H

@@ -1,6 +1,7 @@
 // test_grid_sync.cpp — blocks of one launch that wait on each other (kernels/grid_sync.cuh):
 // co-resident blocks under both schedules, the deadlock report, residency (occupancy, SM count,
-// cooperative launches) and programmatic dependent launch, directly and in a captured graph.
+// cooperative launches) and programmatic dependent launch, directly and in a captured graph: a
+// kernel that reads the previous kernel's output before its wait sees stale data.
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
@@ -342,6 +343,102 @@ Test(emu_grid_sync, programmatic_dependent_launch_direct_and_in_a_graph) {
     cr_assert_eq(emu::programmatic_kernel_runs("pdl_consumer"), pdl + 2);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+}
+
+// The emulator runs a programmatic launch's blocks up to their cudaGridDependencySynchronize
+// before the kernel launched before it finishes (src/launch_ex.cpp). A chain of three launches, each
+// with the attribute: fill writes y = 3 x + 1; square_* read y and write z = y². square_waits
+// waits before reading y and gets the answer; square_reads_early reads y first and sees what y
+// held before fill ran (the -1s the test left there): a GPU may run it that way.
+__global__ void pdl_fill(const int *x, int *y, int n) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 3 * x[i] + 1;
+}
+__global__ void pdl_square_waits(const int *y, int *z, int n) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) z[i] = y[i] * y[i];
+}
+__global__ void pdl_square_reads_early(const int *y, int *z, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = i < n ? y[i] : 0; // before the wait: a race with pdl_fill
+    emx_pdl_wait();
+    if (i < n) z[i] = v * v;
+}
+// A kernel that never waits: reported, since the kernel after it could overtake the one before.
+__global__ void pdl_never_waits(int *z) { z[threadIdx.x] += 1; }
+
+static cudaLaunchConfig_t pdl_config(int n, cudaStream_t stream, cudaLaunchAttribute *attr) {
+    *attr = {};
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    return cudaLaunchConfig_t{dim3((n + 63) / 64), dim3(64), 0, stream, attr, 1};
+}
+
+// fill then square (early or not), both programmatic; z to the host.
+static std::vector<int> fill_then_square(bool early, const std::vector<int> &x, cudaStream_t stream) {
+    const int n = (int)x.size();
+    DeviceBuffer<int> dx(x), dy(n), dz(n);
+    cr_assert_eq(cudaMemset(dy.ptr, 0xff, n * sizeof(int)), cudaSuccess); // y = -1
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(n, stream, &attr);
+    cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_fill, dx.ptr, dy.ptr, n), cudaSuccess);
+    if (early)
+        cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_square_reads_early, dy.ptr, dz.ptr, n), cudaSuccess);
+    else
+        cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_square_waits, dy.ptr, dz.ptr, n), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    return dz.to_host();
+}
+
+Test(emu_grid_sync, programmatic_launch_runs_before_the_kernel_before_it_ends) {
+    const int n = 200;
+    std::vector<int> x(n);
+    for (int i = 0; i < n; i++) x[i] = i - 70;
+    cudaStream_t stream;
+    cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+    for (emu::Schedule s : {emu::Schedule::Forward, emu::Schedule::Reverse}) {
+        emu::set_schedule(s);
+        std::vector<int> z = fill_then_square(false, x, stream);
+        for (int i = 0; i < n; i++) cr_assert_eq(z[i], (3 * x[i] + 1) * (3 * x[i] + 1), "waits: z[%d] = %d", i, z[i]);
+        z = fill_then_square(true, x, stream);
+        for (int i = 0; i < n; i++) cr_assert_eq(z[i], 1, "reads early: z[%d] = %d, want (-1)² (stale y)", i, z[i]);
+    }
+    // In a graph the same: the replay overlaps the two launches (a programmatic edge between them).
+    DeviceBuffer<int> dx(x), dy(n), dz(n);
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_config(n, stream, &attr);
+    const long edges = emu::programmatic_edges_instantiated();
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cr_assert_eq(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    cr_assert_eq(cudaMemsetAsync(dy.ptr, 0xff, n * sizeof(int), stream), cudaSuccess);
+    cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_fill, dx.ptr, dy.ptr, n), cudaSuccess); // after a memset: no edge
+    cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_square_reads_early, dy.ptr, dz.ptr, n), cudaSuccess);
+    cr_assert_eq(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cr_assert_eq(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cr_assert_eq(emu::programmatic_edges_instantiated(), edges + 1);
+    cr_assert_eq(cudaGraphLaunch(exec, stream), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<int> z = dz.to_host();
+    for (int i = 0; i < n; i++) cr_assert_eq(z[i], 1, "graph, reads early: z[%d] = %d", i, z[i]);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    // A programmatic kernel that never waits is a fault.
+    emu::set_failure_mode(emu::FailureMode::Return);
+    emu::clear_last_fault();
+    cr_assert_eq(cudaLaunchKernelEx(&cfg, pdl_fill, dx.ptr, dy.ptr, n), cudaSuccess);
+    cudaLaunchConfig_t one = cfg;
+    one.gridDim = dim3(1);
+    cudaLaunchKernelEx(&one, pdl_never_waits, dz.ptr);
+    cr_assert_eq(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
+    expect_fault_contains(emu::last_fault(), "kernel pdl_never_waits was launched with the programmatic attribute "
+                                             "but never calls cudaGridDependencySynchronize");
+    cudaGetLastError();
     cudaStreamDestroy(stream);
 }
 

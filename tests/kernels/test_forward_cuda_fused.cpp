@@ -16,6 +16,7 @@
 // Breadth at small vocabularies (stories260K: Llama 2 style; qwen2.5-tiny: biases; gemma3-tiny:
 // sandwich norms, GeGLU, window and scale; f32, q8, q4; an f16 cache); Qwen3 and Llama 3 at their
 // real vocabularies in EMU_FORWARD_ONLY (the Makefile: the reverse-schedule pass skips them).
+// Then programmatic dependent launch (PDL) on and off, the same models (pdl_equals_off).
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,16 +40,36 @@ long runs(const char *prefix) {
 #endif
 }
 
-// A state made with EMX_CUDA_FUSED as given (NULL: unset), which the state reads once.
+long programmatic_runs() {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::programmatic_kernel_runs("");
+#else
+    return 0;
+#endif
+}
+long programmatic_edges() {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::programmatic_edges_instantiated();
+#else
+    return 0;
+#endif
+}
+
+// A state made with the environment variable `var` (EMX_CUDA_FUSED, EMX_CUDA_PDL) as given
+// (NULL: unset), which the state reads once.
+EmxState *state_env(const EmxModel *m, const char *var, const char *value, int ctx, int no_graphs,
+                    const EmxState *share, EmxKvType cache) {
+    if (value)
+        setenv(var, value, 1);
+    else
+        unsetenv(var);
+    EmxState *s = new_state(m, "cuda:0", ctx, no_graphs, share, cache);
+    unsetenv(var);
+    return s;
+}
 EmxState *state_with(const EmxModel *m, const char *fused, int ctx, int no_graphs, const EmxState *share,
                      EmxKvType cache) {
-    if (fused)
-        setenv("EMX_CUDA_FUSED", fused, 1);
-    else
-        unsetenv("EMX_CUDA_FUSED");
-    EmxState *s = new_state(m, "cuda:0", ctx, no_graphs, share, cache);
-    unsetenv("EMX_CUDA_FUSED");
-    return s;
+    return state_env(m, "EMX_CUDA_FUSED", fused, ctx, no_graphs, share, cache);
 }
 
 int argmax(const float *v, int n) {
@@ -137,7 +158,91 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
     emx_model_close(&m);
 }
 
+// The decode step with programmatic dependent launch (the default where the device has it; the
+// emulator's device is sm_90) against the same step with EMX_CUDA_PDL=0, graph and direct: logits,
+// every score row and the KV rows bitwise equal at every step, hence the same greedy tokens. The
+// emulator runs each programmatic launch's blocks up to their emx_pdl_wait before the kernel
+// before it ends (tests/cuda_emu/src/launch_ex.cpp), so a kernel that read its input before its wait
+// would see the previous step's or layer's values and differ here. Also counted there: the
+// programmatic launches a step makes (the fused matvecs and the attention's chunk kernel, none
+// with PDL off) and the programmatic edges of the captured graph (one for each of them: each
+// follows a kernel).
+void pdl_equals_off(const char *name, int steps, EmxKvType cache = EMX_KV_F32) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
+    const int ctx = 16, vocab = (int)m.cfg.vocab_size, L = (int)m.cfg.n_layers, prompt = 3;
+    EmxState *off = state_env(&m, "EMX_CUDA_PDL", "0", ctx, 0, nullptr, cache);
+    long edges = programmatic_edges();
+    EmxState *on = state_env(&m, "EMX_CUDA_PDL", nullptr, ctx, 0, off, cache);
+    EmxState *direct = state_env(&m, "EMX_CUDA_PDL", nullptr, ctx, 1, off, cache);
+    EmxState *all[3] = {off, on, direct};
+    std::vector<int> toks(prompt);
+    for (int i = 0; i < prompt; i++) toks[i] = (3 + 29 * i) % vocab;
+    for (EmxState *s : all) cr_assert(emx_forward(s, toks.data(), prompt, 0), "%s", emx_state_error(s));
+    int tok = 7 % vocab;
+    const size_t ns = (size_t)L * m.cfg.n_heads * ctx;
+    for (int step = 0; step < steps; step++) {
+        const int pos = prompt + step;
+        long pdl_runs[3];
+        const float *out[3];
+        std::vector<float> logits[3];
+        for (int k = 0; k < 3; k++) {
+            const long before = programmatic_runs(), edges_before = programmatic_edges();
+            out[k] = emx_forward(all[k], &tok, 1, pos);
+            cr_assert(out[k], "%s", emx_state_error(all[k]));
+            logits[k].assign(out[k], out[k] + vocab);
+            pdl_runs[k] = programmatic_runs() - before;
+            if (k == 1 && step == 0) edges = programmatic_edges() - edges_before;  // the graph's capture
+        }
+        const char *what[3] = {"off", "graph", "direct launches"};
+        const std::vector<float> rs(emx_attention_scores(off, nullptr), emx_attention_scores(off, nullptr) + ns);
+        const size_t bytes = emx_state_kv_rows_bytes(off, pos + 1);
+        std::vector<uint8_t> rk(bytes), k2(bytes);
+        cr_assert_eq(emx_state_kv_rows_read(off, 0, pos + 1, rk.data()), 0);
+        for (int k = 1; k < 3; k++) {
+            cr_assert(memcmp(logits[0].data(), logits[k].data(), (size_t)vocab * sizeof(float)) == 0,
+                      "%s: PDL (%s): logits differ at pos %d", name, what[k], pos);
+            const float *fs = emx_attention_scores(all[k], nullptr);
+            for (size_t lh = 0; lh < (size_t)L * m.cfg.n_heads; lh++)
+                cr_assert(memcmp(&rs[lh * ctx], fs + lh * ctx, (size_t)(pos + 1) * sizeof(float)) == 0,
+                          "%s: PDL (%s): score row %zu differs at pos %d", name, what[k], lh, pos);
+            cr_assert_eq(emx_state_kv_rows_read(all[k], 0, pos + 1, k2.data()), 0);
+            cr_assert(memcmp(rk.data(), k2.data(), bytes) == 0, "%s: PDL (%s): KV rows differ at pos %d", name, what[k], pos);
+        }
+#ifdef ENTROPIX_CUDA_EMU
+        cr_assert_eq(pdl_runs[0], 0, "%s: EMX_CUDA_PDL=0 launched %ld kernels with the attribute", name, pdl_runs[0]);
+        cr_assert_gt(pdl_runs[1], (long)L, "%s: %ld programmatic launches a step", name, pdl_runs[1]);
+        cr_assert_eq(pdl_runs[2], pdl_runs[1], "%s: direct launches: %ld programmatic, the graph %ld", name, pdl_runs[2],
+                     pdl_runs[1]);
+        cr_assert_eq(edges, pdl_runs[1], "%s: the graph has %ld programmatic edges for %ld programmatic launches", name,
+                     edges, pdl_runs[1]);
+#else
+        (void)pdl_runs, (void)edges;
+#endif
+        tok = argmax(logits[1].data(), vocab);
+    }
+    for (EmxState *s : all) emx_state_free(s);
+    emx_model_close(&m);
+}
+
 }  // namespace
+
+Test(forward_cuda_fused, pdl_stories260K_equals_pdl_off, .timeout = 900) {
+    pdl_equals_off("stories260K.q8.bin", 3);
+    pdl_equals_off("stories260K.f32.bin", 2);
+    pdl_equals_off("stories260K.q4.bin", 2, EMX_KV_F16);
+}
+
+// Names matched by the Makefile's EMU_FORWARD_ONLY: the reverse-schedule pass skips them.
+Test(forward_cuda_fused, pdl_qwen25_gemma3_equals_pdl_off, .timeout = 900) {
+    pdl_equals_off("qwen2.5-tiny.q8.bin", 2);
+    pdl_equals_off("gemma3-tiny.q8.bin", 2);
+}
+
+Test(forward_cuda_fused, pdl_qwen3_llama3_equals_pdl_off, .timeout = 900) {
+    pdl_equals_off("qwen3-tiny.q8.bin", 2);
+    pdl_equals_off("llama3-tiny.q4.bin", 2);
+}
 
 Test(forward_cuda_fused, stories260K_equals_graph_path, .timeout = 600) {
     fused_equals_graph("stories260K.q8.bin", 3, true);

@@ -64,7 +64,7 @@ void graph_path(Mode mode, const std::vector<TestWeight *> &w, const float *x, c
 
 void fused_path(Mode mode, const std::vector<TestWeight *> &w, const float *x, const float *norm_w,
                 const std::vector<float *> &outs) {
-    const EmxFusedInput in = {x, mode == QUANT_ACCUMULATE ? nullptr : norm_w, kEps};
+    const EmxFusedInput in = {x, mode == QUANT_ACCUMULATE ? nullptr : norm_w, kEps, 0};
     if (mode == NORM_SET) {
         const EmxCudaWeight *ws[3] = {&w[0]->w, &w[1]->w, &w[2]->w};
         CUDA_OK(emx_cuda_matvec_fused(&in, ws, outs.data(), 3, 0, nullptr));
@@ -194,7 +194,7 @@ Test(matvec_fused, refuses_what_it_does_not_take) {
     cr_assert_eq(emx_cuda_matvec_fused_fits(EMX_Q4, 39328), 0);
     TestWeight a(EMX_Q8, 8, 64, 1), b(EMX_Q4, 8, 64, 2);
     DevBuf<float> x(64), out(8);
-    const EmxFusedInput in = {x.p, nullptr, kEps}, none = {nullptr, nullptr, kEps};
+    const EmxFusedInput in = {x.p, nullptr, kEps, 0}, none = {nullptr, nullptr, kEps, 0};
     const EmxCudaWeight *mixed[2] = {&a.w, &b.w};
     float *outs[2] = {out.p, out.p};
     cr_assert_eq(emx_cuda_matvec_fused(&in, mixed, outs, 2, 0, nullptr), cudaErrorInvalidValue);

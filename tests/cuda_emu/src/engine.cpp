@@ -37,25 +37,37 @@ namespace emu {
 // The host thread's engine, created on first use and destroyed with the thread. Kernel-side
 // calls read the plain pointer: a thread_local object with a constructor would cost a TLS
 // init check on every access.
+// Two engines: the home one (failure mode, last fault, every ordinary launch) and a second
+// that runs a programmatic launch while the launch before it waits, suspended, in the first
+// (src/launch_ex.cpp); the fibers of each stay with it. engine_ptr: the one whose launch runs now.
 namespace {
-thread_local std::unique_ptr<Engine> engine_owner;
+thread_local std::unique_ptr<Engine> engine_owner[2];
 thread_local __constinit Engine *engine_ptr = nullptr;
 } // namespace
 
 Engine &get_engine() {
-    if (!engine_ptr) {
-        engine_owner = std::make_unique<Engine>();
-        engine_ptr = engine_owner.get();
-    }
-    return *engine_ptr;
+    if (!engine_owner[0]) engine_owner[0] = std::make_unique<Engine>();
+    if (!engine_ptr) engine_ptr = engine_owner[0].get();
+    return *engine_owner[0];
 }
 // Inside a kernel the engine exists already.
 EMU_UNCHECKED Engine &cur_engine() { return *engine_ptr; }
 
+Engine &idle_engine() {
+    Engine &home = get_engine();
+    if (!home.run) return home;
+    if (!engine_owner[1]) engine_owner[1] = std::make_unique<Engine>();
+    if (engine_owner[1]->run) {
+        fprintf(stderr, "EMU: a third kernel launch while two are in progress on this host thread\n");
+        abort();
+    }
+    return *engine_owner[1];
+}
+
 Engine::~Engine() {
     for (Thread &t : pool) fiber_destroy(t.fiber);
     free_shared();
-    engine_ptr = nullptr;
+    if (engine_ptr == this) engine_ptr = nullptr;
 }
 
 std::string dim_str(uint3 d) {
@@ -70,8 +82,9 @@ std::string where_str(const Engine &e) {
 void report(Engine &e, const std::string &msg) {
     fprintf(stderr, "EMU FAULT: %s\n", msg.c_str());
     fflush(stderr);
-    if (e.mode == FailureMode::Abort) abort();
-    if (!e.failed) e.fault = msg;
+    Engine &home = get_engine(); // the failure mode and the last fault live there
+    if (home.mode == FailureMode::Abort) abort();
+    if (!e.failed) home.fault = msg;
     e.failed = true;
 }
 
@@ -310,29 +323,34 @@ uint3 block_index(const KernelRun &run, unsigned long long b) {
 }
 
 // The blocks in schedule order: each runs until it finishes or parks; a parked block whose wait
-// is satisfied resumes before the next block starts; with neither, the launch is deadlocked.
+// is satisfied resumes before the next block starts; with neither, the launch is deadlocked,
+// unless blocks wait for the grid before it (cudaGridDependencySynchronize while
+// e.dependency_done is 0): then it is suspended (returns false) until that grid completes.
 // An ordinary launch (no block ever parks) runs its blocks one after the other, as before.
-void run_blocks(Engine &e) {
+// Returns true when every block has finished (or the launch failed).
+bool run_blocks(Engine &e) {
     const KernelRun &run = *e.run;
     const bool reverse = e.reverse;
     const unsigned long long nblocks = (unsigned long long)run.grid.x * run.grid.y * run.grid.z;
-    unsigned long long started = 0;
     while (!e.failed) {
         long ready = e.parked.empty() ? -1 : ready_parked_block(e);
         if (ready >= 0) {
             resume_block(e, (size_t)ready);
-        } else if (started < nblocks && e.parked.size() < e.resident_limit) {
-            unsigned long long k = started++;
+        } else if (e.next_block < nblocks && e.parked.size() < e.resident_limit) {
+            unsigned long long k = e.next_block++;
             blockIdx = block_index(run, reverse ? nblocks - 1 - k : k);
             start_block(e);
-        } else if (started < nblocks || !e.parked.empty()) {
-            report_deadlock(e, nblocks - started);
+        } else if (!e.dependency_done) {
+            return false; // the blocks that could start wait for the grid before this one
+        } else if (e.next_block < nblocks || !e.parked.empty()) {
+            report_deadlock(e, nblocks - e.next_block);
             break;
         } else {
             break; // every block finished
         }
         if (run_block(e) == Outcome::Parked) park_block(e);
     }
+    return true;
 }
 
 } // namespace
@@ -392,21 +410,19 @@ long kernel_runs(const char *prefix) { return count_runs(runs_by_name, prefix); 
 long programmatic_kernel_runs(const char *prefix) { return count_runs(programmatic_by_name, prefix); }
 long cooperative_kernel_runs(const char *prefix) { return count_runs(cooperative_by_name, prefix); }
 
-cudaError_t run_kernel(const KernelRun &run) {
-    cudaError_t err = check_launch_config(run.name, run.grid, run.block, run.dynamic_shmem, run.shmem_limit);
-    if (err != cudaSuccess) return err;
+void begin_launch(Engine &e, const KernelRun &run, bool dependency_done) {
     {
         std::lock_guard<std::mutex> lock(runs_mu);
         runs_by_name[run.name]++;
         if (run.programmatic) programmatic_by_name[run.name]++;
         if (run.cooperative) cooperative_by_name[run.name]++;
     }
-    Engine &e = get_engine();
-    if (e.run) {
+    if (engine_ptr && engine_ptr->current) {
         fprintf(stderr, "EMU: kernel %s launched from inside kernel %s (dynamic parallelism is not supported)\n",
-                run.name, e.run->name);
+                run.name, engine_ptr->run->name);
         abort();
     }
+    engine_ptr = &e;
     e.run = &run;
     e.nthreads = run.block.x * run.block.y * run.block.z;
     take_fibers(e);
@@ -414,13 +430,31 @@ cudaError_t run_kernel(const KernelRun &run) {
     e.warp_out.assign(e.warp_in.size(), 0);
     e.warps.assign(e.warp_in.size() / 32, Warp{});
     e.failed = false;
-    gridDim = uint3{run.grid.x, run.grid.y, run.grid.z};
-    blockDim = uint3{run.block.x, run.block.y, run.block.z};
+    e.next_block = 0;
+    e.dependency_done = dependency_done ? 1u : 0u;
+    e.dependency_waited = false;
     // Blocks in order, or (reverse schedule) in the opposite order: a kernel whose result depends
     // on which block runs first (one block reading what another writes) differs between the two.
     e.reverse = schedule() == Schedule::Reverse;
     e.resident_limit = resident_blocks(run.block.x * run.block.y * run.block.z, run.dynamic_shmem);
-    run_blocks(e);
+}
+
+bool continue_launch(Engine &e) {
+    engine_ptr = &e;
+    const KernelRun &run = *e.run;
+    gridDim = uint3{run.grid.x, run.grid.y, run.grid.z};
+    blockDim = uint3{run.block.x, run.block.y, run.block.z};
+    return run_blocks(e);
+}
+
+cudaError_t end_launch(Engine &e) {
+    engine_ptr = &e;
+    // A programmatic launch none of whose threads waited for the grid before it: the kernel
+    // after it could then overtake that grid (the chain of waits is what orders them).
+    if (!e.failed && e.run->programmatic && !e.dependency_waited)
+        report(e, "kernel " + std::string(e.run->name) +
+                      " was launched with the programmatic attribute but never calls cudaGridDependencySynchronize "
+                      "(emx_pdl_wait): the kernel after it could overtake the one before it");
     if (e.failed) {
         // The fibers of the failed block stopped mid-kernel: start them afresh next time.
         for (unsigned i = 0; i < e.nthreads; i++) fiber_reset(e.threads[i]->fiber, fiber_main);
@@ -430,8 +464,17 @@ cudaError_t run_kernel(const KernelRun &run) {
     e.threads.insert(e.threads.end(), e.spare.begin(), e.spare.end());
     e.spare.clear();
     e.run = nullptr;
+    engine_ptr = &get_engine();
     return e.failed ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
+cudaError_t run_kernel(const KernelRun &run) {
+    cudaError_t err = check_launch_config(run.name, run.grid, run.block, run.dynamic_shmem, run.shmem_limit);
+    if (err != cudaSuccess) return err;
+    Engine &e = idle_engine();
+    begin_launch(e, run, true);
+    continue_launch(e);
+    return end_launch(e);
+}
 
 } // namespace emu

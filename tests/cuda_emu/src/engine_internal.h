@@ -99,6 +99,12 @@ struct Engine {
     std::vector<BlockState> parked;
     std::vector<Thread *> spare;
     unsigned long long resident_limit = 0;
+    unsigned long long next_block = 0; // blocks of the launch started so far
+    // Programmatic dependent launch (src/launch_ex.cpp): 0 while the grid before this one still runs
+    // (cudaGridDependencySynchronize parks the block until then: its threads wait AtGrid on this
+    // word); whether any thread of the launch called cudaGridDependencySynchronize.
+    unsigned dependency_done = 1;
+    bool dependency_waited = false;
     bool failed = false;
     std::string fault;
     FailureMode mode = FailureMode::Abort;
@@ -117,6 +123,19 @@ struct Engine {
 // where it exists already (a plain thread_local pointer: no TLS init check per access).
 Engine &get_engine();
 Engine &cur_engine();
+// An engine with no launch in progress: the home one, or while a launch waits suspended there
+// (src/launch_ex.cpp), the second.
+Engine &idle_engine();
+
+// A launch in steps (run_kernel is the three at once): begin_launch readies `e` for `run`
+// (dependency_done false: the grid before it is still running, its blocks park in
+// cudaGridDependencySynchronize); continue_launch runs blocks until all have finished (true) or
+// the rest wait for the grid before (false: suspended, e keeps them); end_launch reports a
+// programmatic launch that never waited, frees what the launch held and returns its status.
+// `run` must outlive end_launch.
+void begin_launch(Engine &e, const KernelRun &run, bool dependency_done);
+bool continue_launch(Engine &e);
+cudaError_t end_launch(Engine &e);
 
 // Kernel side (in a fiber): the running thread has blocked (its state says why); runs the next
 // runnable thread of the pass, or returns to the host at the end of the pass. Returns when

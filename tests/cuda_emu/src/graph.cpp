@@ -10,6 +10,7 @@
 // the capture, like CUDA.
 #include <stdio.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,14 +38,18 @@ void invalidate_global_captures() {
 namespace emu {
 
 cudaError_t check_not_capturing(const char *call) {
+    cudaError_t err = flush_pending(); // the synchronous calls wait for every kernel
+    if (err != cudaSuccess) return err;
     if (!global_capture_active()) return cudaSuccess;
     invalidate_global_captures();
     return fail(cudaErrorStreamCaptureUnsupported, std::string(call) + " while a stream is being captured");
 }
 
-cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaError_t()> work) {
+namespace {
+cudaError_t submit_node(cudaStream_t stream, const char *what, bool kernel, bool programmatic,
+                        std::function<cudaError_t()> work) {
     if (stream && stream->capture) {
-        stream->capture->nodes.push_back(EmuGraphNode{what, std::move(work)});
+        stream->capture->nodes.push_back(EmuGraphNode{what, std::move(work), kernel, programmatic});
         return cudaSuccess;
     }
     if (!stream && global_capture_active()) {
@@ -56,6 +61,28 @@ cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaErro
     set_last_error(err);
     return err;
 }
+} // namespace
+
+cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaError_t()> work) {
+    cudaError_t err = flush_pending();
+    if (err != cudaSuccess) return err;
+    return submit_node(stream, what, false, false, std::move(work));
+}
+
+cudaError_t submit_kernel(cudaStream_t stream, const char *what, bool programmatic, std::function<cudaError_t()> work) {
+    return submit_node(stream, what, true, programmatic, std::move(work));
+}
+
+long graph_programmatic_edges(const CUgraph_st &g) {
+    long n = 0;
+    for (size_t i = 1; i < g.nodes.size(); i++) n += g.nodes[i].programmatic && g.nodes[i - 1].kernel;
+    return n;
+}
+
+namespace {
+std::atomic<long> instantiated_programmatic_edges{0};
+}
+long programmatic_edges_instantiated() { return instantiated_programmatic_edges.load(); }
 
 } // namespace emu
 
@@ -96,6 +123,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
     (void)flags;
     if (!exec || !graph) return emu::fail(cudaErrorInvalidValue, "cudaGraphInstantiate: null argument");
     *exec = new CUgraphExec_st{graph->nodes};
+    emu::instantiated_programmatic_edges += emu::graph_programmatic_edges(*graph);
     return cudaSuccess;
 }
 
@@ -104,7 +132,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     // Captured into another graph: the whole replay becomes one node.
     return emu::submit(stream, "cudaGraphLaunch", [exec]() {
         for (EmuGraphNode &node : exec->nodes) {
-            cudaError_t err = node.work();
+            // a copy, memset ... waits for every kernel before it (src/launch_ex.cpp)
+            cudaError_t err = node.kernel ? cudaSuccess : emu::flush_pending();
+            if (err == cudaSuccess) err = node.work();
             if (err != cudaSuccess)
                 return emu::fail(err, "cudaGraphLaunch: node " + node.what + " failed: " + cudaGetErrorString(err));
         }

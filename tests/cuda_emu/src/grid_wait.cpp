@@ -178,7 +178,22 @@ void grid_wait(const unsigned *counter, unsigned target, const char *file, int l
     switch_away(e, t);
 }
 
-void grid_dependency_sync() { dependency_syncs++; }
+// The block waits here (AtGrid on e.dependency_done) while the grid before this one runs: the
+// rest of the launch then starts only after it (src/launch_ex.cpp).
+void grid_dependency_sync() {
+    dependency_syncs++;
+    Engine &e = cur_engine();
+    e.dependency_waited = true;
+    if (e.dependency_done) return;
+    Thread &t = *e.current;
+    t.state = State::AtGrid;
+    t.file = "cudaGridDependencySynchronize";
+    t.line = 0;
+    t.wait_counter = &e.dependency_done;
+    t.wait_target = 1;
+    e.at_grid++;
+    switch_away(e, t);
+}
 void trigger_programmatic_completion() { completion_triggers++; }
 long grid_dependency_syncs() { return dependency_syncs.load(); }
 long programmatic_triggers() { return completion_triggers.load(); }

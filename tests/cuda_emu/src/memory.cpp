@@ -171,7 +171,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return allocate(ptr, size, -1, "cudaMallocHost"); }
-cudaError_t cudaFreeHost(void *ptr) { return release(ptr, true, "cudaFreeHost"); }
+cudaError_t cudaFreeHost(void *ptr) {
+    emu::flush_pending(); // a held-back kernel may write it (src/launch_ex.cpp)
+    return release(ptr, true, "cudaFreeHost");
+}
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
     cudaError_t err = emu::check_not_capturing("cudaMemcpy");

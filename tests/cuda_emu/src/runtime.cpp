@@ -143,11 +143,15 @@ const char *cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetLastError(void) {
+    emu::flush_pending(); // a held-back kernel's error is reported here (src/launch_ex.cpp)
     cudaError_t err = tl_last_error;
     tl_last_error = cudaSuccess;
     return err;
 }
-cudaError_t cudaPeekAtLastError(void) { return tl_last_error; }
+cudaError_t cudaPeekAtLastError(void) {
+    emu::flush_pending();
+    return tl_last_error;
+}
 
 cudaError_t cudaGetDeviceCount(int *count) {
     if (!count) return emu::fail(cudaErrorInvalidValue, "cudaGetDeviceCount: null pointer");
@@ -251,6 +255,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (!stream) return emu::fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the null stream");
     if (stream->capture) return emu::fail(cudaErrorIllegalState, "cudaStreamDestroy: the stream is being captured");
+    emu::flush_pending();
     delete stream;
     return cudaSuccess;
 }
@@ -277,7 +282,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
-    return cudaSuccess;
+    return emu::flush_pending();
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !start || !end) return emu::fail(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");

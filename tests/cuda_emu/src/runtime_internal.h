@@ -16,6 +16,8 @@
 struct EmuGraphNode {
     std::string what; // "kernel rmsnorm<256>", "cudaMemcpyAsync", ... (for messages)
     std::function<cudaError_t()> work;
+    bool kernel = false;       // a kernel launch
+    bool programmatic = false; // ... with the programmatic attribute
 };
 
 struct CUgraph_st {

@@ -61,8 +61,10 @@ const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const 
 // thread blocks and other blocks of the launch run (see above). A wait that no block can ever
 // satisfy is reported as a deadlock, naming every waiting block.
 void grid_wait(const unsigned *counter, unsigned target, const char *file, int line);
-// cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion: the previous kernel on
-// the stream has always completed here (streams are synchronous), so they only count calls.
+// cudaGridDependencySynchronize: in a programmatic launch that overlaps the kernel before it
+// (src/launch_ex.cpp), the block waits until that kernel has run to its end; else it returns at once.
+// cudaTriggerProgrammaticLaunchCompletion only counts calls (the emulator starts the dependent
+// kernel as early as it may anyway).
 void grid_dependency_sync();
 void trigger_programmatic_completion();
 unsigned lane_id();

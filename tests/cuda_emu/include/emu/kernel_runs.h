@@ -14,6 +14,11 @@ long kernel_runs(const char *prefix);
 // (programmatic dependent launch), or only cooperative ones (a graph's replay keeps both).
 long programmatic_kernel_runs(const char *prefix);
 long cooperative_kernel_runs(const char *prefix);
+// Programmatic edges of the graphs instantiated so far in this process (cudaGraphInstantiate):
+// a kernel node launched with the programmatic attribute right after another kernel node. After
+// a copy or a memset the attribute makes no programmatic edge (the copy completes first), as in
+// CUDA, where programmatic edges join kernel nodes only.
+long programmatic_edges_instantiated();
 
 } // namespace emu
 

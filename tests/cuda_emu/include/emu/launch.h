@@ -14,6 +14,9 @@
 // named as written, like a <<<>>> launch: call them with the kernel itself (not a void *), and
 // without a leading `::`. A cooperative launch whose grid exceeds what the device holds at once
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs) fails with cudaErrorCooperativeLaunchTooLarge.
+// A programmatic launch (cudaLaunchAttributeProgrammaticStreamSerialization) is held back so that
+// the next programmatic launch's blocks run up to their cudaGridDependencySynchronize before it
+// ends (src/launch_ex.cpp's run_launch).
 #ifndef EMU_LAUNCH_H
 #define EMU_LAUNCH_H
 
@@ -42,8 +45,16 @@ inline LaunchConfig make_config(dim3 grid, dim3 block, size_t shmem = 0, cudaStr
 }
 
 // Provided by src/runtime.cpp and src/memory.cpp.
-// Runs `work` now, or records it if `stream` is being captured; returns its error.
+// Runs `work` now, or records it if `stream` is being captured; returns its error. A kernel
+// launch held back for programmatic dependent launch (src/launch_ex.cpp) runs to its end first.
 cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaError_t()> work);
+// The same for a kernel launch (`work` calls run_launch, which decides what runs first); a
+// captured one records whether it carries the programmatic attribute.
+cudaError_t submit_kernel(cudaStream_t stream, const char *what, bool programmatic, std::function<cudaError_t()> work);
+// src/launch_ex.cpp: runs `run` (whose closure `keep` holds) on `stream`, a programmatic launch
+// overlapping the one before it; runs a held-back launch to its end (its error, or cudaSuccess).
+cudaError_t run_launch(cudaStream_t stream, std::shared_ptr<void> keep, const KernelRun &run);
+cudaError_t flush_pending();
 void set_last_error(cudaError_t err);
 bool is_device_pointer(const void *p);
 size_t shmem_limit(const void *kernel); // 48 KiB unless cudaFuncSetAttribute raised it
@@ -104,12 +115,15 @@ template <class... P> struct Launcher {
         if (err == cudaSuccess) {
             const char *kname = name;
             LaunchConfig c = cfg;
-            err = submit(cfg.stream, name, [kname, c, limit, closure]() -> cudaError_t {
+            err = submit_kernel(cfg.stream, name, cfg.programmatic, [kname, c, limit, closure]() -> cudaError_t {
                 std::string problem = closure->check_pointers();
-                if (!problem.empty()) return launch_argument_fault(kname, problem);
+                if (!problem.empty()) {
+                    flush_pending();
+                    return launch_argument_fault(kname, problem);
+                }
                 KernelRun run{kname,        c.grid,        c.block,       c.shmem, limit, &KernelClosure<P...>::thread_main,
                               closure.get(), c.cooperative, c.programmatic};
-                return run_kernel(run);
+                return run_launch(c.stream, closure, run);
             });
         }
         if (err != cudaSuccess) set_last_error(err);

@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
                                     : emx_cuda_rmsnorm(dxn.p, dx.p, dnw.p, cols, 1, eps, L.stream);
         return e == cudaSuccess ? emx_cuda_matvec(EMX_MATVEC_FAST, &w.w, &acts, 1, dout.p, 1, L.stream) : e;
     }, [&] { return check(quant ? want.i : want.f, quant); });
-    const EmxFusedInput in = {dx.p, dnw.p, eps};
+    const EmxFusedInput in = {dx.p, dnw.p, eps, 0};  // pdl 0: the lab times one launch at a time
     const EmxCudaWeight *ws[1] = {&w.w};
     float *outs[1] = {dout.p};
     dout.upload(res);

@@ -415,11 +415,10 @@ static int speed_round(EmxState *st, const EmxModel *model, int n_prompt, int n_
     return 0;
 }
 
-// The bandwidth model of tgN's mean step: positions 0..N-1 make bytes linear in the position,
-// so the mean step is the step at (N - 1) / 2; rounded down, the bound stays below it.
+// The bandwidth model of tgN's mean step (emx_bw_mean_pos).
 static void print_bw_model(const EmxModel *model, int n_gen, int depth, int kv_elem_bytes, const EmxBwDevice *d) {
     EmxBwModel bm;
-    const int pos = depth + (n_gen > 0 ? (n_gen - 1) / 2 : 0);
+    const int pos = emx_bw_mean_pos(depth, n_gen);
     emx_bw_model(model, pos, kv_elem_bytes, &bm);
     char what[80] = "";
     if (n_gen > 0)

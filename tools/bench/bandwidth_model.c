@@ -109,6 +109,8 @@ void emx_bw_model(const EmxModel *m, int pos, int kv_elem_bytes, EmxBwModel *out
     out->total_bytes = out->weight_bytes + out->kv_bytes + out->act_bytes;
 }
 
+int emx_bw_mean_pos(int depth, int n_gen) { return depth + (n_gen > 0 ? (n_gen - 1) / 2 : 0); }
+
 uint64_t emx_bw_phase_bytes(const EmxBwModel *bm, EmxPhase p) {
     uint64_t b = 0;
     for (int i = 0; i < bm->n_rows; i++)

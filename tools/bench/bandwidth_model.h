@@ -54,6 +54,11 @@ typedef struct {
 const EmxBwDevice *emx_bw_device(const char *name);
 void emx_bw_device_names(char *buf, size_t cap);
 
+// The position whose step a tgN run at depth is modelled by: positions depth..depth+N-1 make bytes
+// linear in the position, so the mean step is the one at depth + (N - 1) / 2; rounded down, its
+// bound stays below the run's mean.
+int emx_bw_mean_pos(int depth, int n_gen);
+
 // The bytes of the rows of phase p.
 uint64_t emx_bw_phase_bytes(const EmxBwModel *bm, EmxPhase p);
 

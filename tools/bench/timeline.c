@@ -54,7 +54,7 @@ static void print_row(FILE *out, const char *name, double us, double total_us, u
 static void print_table(FILE *out, const EmxModel *m, const EmxStateInfo *info, const EmxTimelineRun *run,
                         const Timeline *t) {
     EmxBwModel bm;  // at the mean position of the timed steps (as `bench speed`'s model)
-    emx_bw_model(m, run->depth + (run->n_gen - 1) / 2, info->cache_type == EMX_KV_F16 ? 2 : 4, &bm);
+    emx_bw_model(m, emx_bw_mean_pos(run->depth, run->n_gen), info->cache_type == EMX_KV_F16 ? 2 : 4, &bm);
     double sum = 0;
     for (int p = 0; p < EMX_PHASES; p++) sum += t->phase_us[p];
     fprintf(out, "\ntimeline of one decode token (%s, %s; tg%d at depth %d, %d rounds alternated with the graph path):\n",

@@ -27,6 +27,7 @@
 //     same position, every row attends all n_keys keys, the shared prefix from the cache and row
 //     r's own tail at tail + r · tail_branch_stride: the lookahead round's branches in one launch
 //     instead of one each. Row r is bitwise the single call with its branch's tail.
+// (A third, cache_rows below: the keys of a local layer kept in a ring of rows.)
 // Supported combinations: every kernel × dtype with any of them, n_keys_dev included (causal rows
 // then attend keys 0 .. *n_keys_dev - n_rows + r: a captured short prompt replayed at another
 // position), and tail + n_keys_dev (+ tail_start_dev), branch rows included.
@@ -102,6 +103,11 @@ typedef struct {
     // rows, take no probability and count in no statistic). Any kernel, any of the extensions.
     float scale;
     int window;
+    // A local layer's ring (runtime/kv_ring.h): 0, key t in cache row t; else the cache holds
+    // cache_rows rows and key t (< tail_start) is in row t % cache_rows. Needs a window, and every
+    // key a row sees still there: window + n_rows - 1 <= cache_rows (causal rows), window <=
+    // cache_rows (one row, branch rows).
+    int cache_rows;
 } EmxAttentionArgs;
 
 // Workspace bytes for a call of `kernel` with these sizes (n_keys: the largest to be used) and

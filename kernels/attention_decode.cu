@@ -129,7 +129,8 @@ struct DecodeShape {
 template <typename KV>
 struct DecodeRow {
     const float *q, *k, *v;       // [n_heads][hd] as the matvec left it; the new key, value [n_kv_heads][hd]
-    KV *k_cache, *v_cache;        // this layer's [>= n_keys][n_kv_heads][hd]
+    KV *k_cache, *v_cache;        // this layer's [>= n_keys][n_kv_heads][hd], or a ring of `ring` rows
+    int ring;                     // 0, or key t in row t % ring (attention.h's cache_rows)
     int pos, n_keys;              // n_keys = pos + 1
     float *out;                   // [n_heads][hd]
     float *scores;                // [n_heads][score_stride], or NULL
@@ -142,12 +143,13 @@ struct DecodeRow {
 
 // The cache as KvRows without a tail (kv_rows_of's), before head_slice.
 template <typename KV>
-__device__ __forceinline__ KvRows<KV> cache_rows(const KV *cache, int kv_dim) {
+__device__ __forceinline__ KvRows<KV> cache_rows(const KV *cache, int kv_dim, int ring) {
     KvRows<KV> r;
     r.cache = r.tail = cache;
     r.stride = r.tail_stride = kv_dim;
     r.tail_start = INT_MAX;
     r.tail_start_dev = nullptr;
+    r.ring = ring;
     return r;
 }
 
@@ -174,7 +176,7 @@ __device__ __forceinline__ void decode_block(const DecodeRope &rp, const DecodeS
     rope_heads(row.q + (size_t)h0 * hd, rp.bq ? rp.bq + (size_t)h0 * hd : nullptr, rp.q_norm, group, hd, rp.style,
                rp.eps, pos, rp.inv_freq, qs, ss, inv);
     if (fresh) {  // block-uniform: the barriers inside are reached by all
-        const size_t at = (size_t)kvh * hd, at_row = (size_t)pos * n_kv_heads * hd + at;
+        const size_t at = (size_t)kvh * hd, at_row = (size_t)(row.ring ? pos % row.ring : pos) * n_kv_heads * hd + at;
         rope_heads(row.k + at, rp.bk ? rp.bk + at : nullptr, rp.k_norm, 1, hd, rp.style, rp.eps, pos, rp.inv_freq, kf,
                    ss, inv);
         for (int d = tid; d < hd; d += blockDim.x) {
@@ -185,8 +187,9 @@ __device__ __forceinline__ void decode_block(const DecodeRope &rp, const DecodeS
         }
         __syncthreads();
     }
-    const FreshRows<KV> k = {head_slice(cache_rows<KV>(row.k_cache, n_kv_heads * hd), kvh, hd), fresh_k, fresh ? pos : -1};
-    const FreshRows<KV> v = {head_slice(cache_rows<KV>(row.v_cache, n_kv_heads * hd), kvh, hd), fresh_v, fresh ? pos : -1};
+    const int kv_dim = n_kv_heads * hd;
+    const FreshRows<KV> k = {head_slice(cache_rows<KV>(row.k_cache, kv_dim, row.ring), kvh, hd), fresh_k, fresh ? pos : -1};
+    const FreshRows<KV> v = {head_slice(cache_rows<KV>(row.v_cache, kv_dim, row.ring), kvh, hd), fresh_v, fresh ? pos : -1};
     gqa_chunk(qs, k, v, t0, t1, group, hd, h0, n_heads, 0, c, true, row.head_stats != nullptr, sh.rows.scale, s, chunk,
               red, row.scores, row.score_stride, row.ws, row.max_chunks, red_f, red_s);
     // The partials are out; the last of kvh's chunks to arrive merges the group's heads.
@@ -229,13 +232,15 @@ attention_decode_rows_kernel(const DecodeRope rp, const DecodeShape sh, const Em
     __shared__ int last;
     const int r = blockIdx.z, q_dim = sh.n_heads * sh.head_dim, kv_dim = sh.n_kv_heads * sh.head_dim;
     const EmxAttnDecodeRow t = table[r];
-    const size_t cache_at = (size_t)layer * t.ctx * kv_dim;
+    const EmxKvLayer at = t.layers[layer];  // this layer's rows in the row's state
+    const size_t cache_at = (size_t)at.row0 * kv_dim;
     DecodeRow<KV> row;
     row.q = q + (size_t)r * q_dim;
     row.k = k + (size_t)r * kv_dim;
     row.v = v + (size_t)r * kv_dim;
     row.k_cache = (KV *)t.k_cache + cache_at;
     row.v_cache = (KV *)t.v_cache + cache_at;
+    row.ring = at.rows < t.ctx ? at.rows : 0;
     row.pos = t.pos;
     row.n_keys = t.pos + 1;
     row.out = out + (size_t)r * q_dim;
@@ -278,6 +283,7 @@ cudaError_t launch_decode(const EmxAttnDecodeArgs *d, cudaStream_t stream) {
     DecodeRow<KV> row;
     row.q = a->q, row.k = d->k, row.v = d->v;
     row.k_cache = (KV *)a->k_cache, row.v_cache = (KV *)a->v_cache;
+    row.ring = a->cache_rows;
     row.pos = 0, row.n_keys = a->n_keys;  // pos: read on the device
     row.out = a->out;
     row.scores = a->scores, row.score_stride = a->score_stride, row.head_stats = a->head_stats;
@@ -313,6 +319,8 @@ const char *bad_common(const EmxAttnDecodeArgs *d) {
         return "not one query row a call over the cache (n_keys < 1, n_rows > 1 or a tail)";
     if (!a->q || !a->out) return "q or out is NULL";
     if (a->window < 0 || !(a->scale >= 0 && isfinite(a->scale))) return "window < 0 or a bad scale";
+    if (a->cache_rows < 0 || (a->cache_rows && (!a->window || a->window > a->cache_rows)))
+        return "cache_rows: a ring without a window, or shorter than it";
     if (!d->k || !d->v || !d->inv_freq) return "k, v or inv_freq is NULL";
     if (!d->q_norm != !d->k_norm || !d->bq != !d->bk || !d->bq != !d->bv) return "q/k norms or biases given in part";
     if (d->style != EMX_ROPE_INTERLEAVED && d->style != EMX_ROPE_HALF) return "unknown rope style";

@@ -47,9 +47,12 @@ int emx_cuda_attention_decode_fits(int n_heads, int n_kv_heads, int head_dim, in
 cudaError_t emx_cuda_attention_decode(const EmxAttnDecodeArgs *a, cudaStream_t stream);
 
 // One row of emx_cuda_attention_decode_rows: its own state's buffers as a state lays them out
-// (layer l's cache rows, score rows and statistics lie l layers after layer 0's) and position.
+// (layer l's score rows and statistics lie l layers after layer 0's, its cache rows where
+// `layers` says) and position.
 typedef struct {
-    void *k_cache, *v_cache;      // [n_layers][ctx][n_kv_heads * head_dim] of the call's kv_dtype
+    void *k_cache, *v_cache;      // rows of n_kv_heads * head_dim of the call's kv_dtype, `layers` says where
+    const EmxKvLayer *layers;     // [n_layers] (device) each layer's rows in the caches (base/kv_type.h):
+                                  // ctx of them, or a local layer's ring (fewer: position p in row p % rows)
     float *scores;                // [n_layers][n_heads][ctx], or NULL: no score rows nor statistics
     EmxSoftmaxStats *head_stats;  // [n_layers][n_heads] (with scores), or NULL
     void *workspace;              // emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, n_heads,

@@ -40,24 +40,27 @@ typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__
 __device__ __forceinline__ float kv_load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float kv_load(const __half *p, size_t i) { return __half2float(p[i]); }
 
-// Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`), the others in
-// `tail` (stride `tail_stride`). Without a tail, tail_start is INT_MAX and tail = cache (never
-// read; not NULL, so no arithmetic on a null pointer). tail_start_dev: tail_start is read from
-// device memory when the kernel starts (head_slice), for graphs replayed at a new prefix.
+// Where the keys (or values) are: rows t < tail_start in `cache` (stride `stride`; with a ring,
+// key t in row t % ring), the others in `tail` (stride `tail_stride`). Without a tail, tail_start
+// is INT_MAX and tail = cache (never read; not NULL, so no arithmetic on a null pointer).
+// tail_start_dev: tail_start is read from device memory when the kernel starts (head_slice), for
+// graphs replayed at a new prefix. ring: 0, or a local layer's ring of rows (attention.h's
+// cache_rows).
 template <typename KV>
 struct KvRows {
     typedef KV Elem;
     const KV *cache, *tail;
     int stride, tail_start, tail_stride;
     const int *tail_start_dev;
+    int ring;
 };
 
 // THE address of key t's row (of this KV head, once head_slice has offset the pointers): every
 // key and value read goes through here.
 template <typename KV>
 __device__ __forceinline__ const KV *kv_row(const KvRows<KV> &r, int t) {
-    return t < r.tail_start ? r.cache + (size_t)t * r.stride
-                            : r.tail + (size_t)(t - r.tail_start) * r.tail_stride;
+    if (t >= r.tail_start) return r.tail + (size_t)(t - r.tail_start) * r.tail_stride;
+    return r.cache + (size_t)(r.ring ? t % r.ring : t) * r.stride;
 }
 
 // The same rows restricted to KV head kvh: both storages keep a row's heads at kvh · head_dim.
@@ -383,6 +386,7 @@ inline void kv_rows_of(const EmxAttentionArgs *a, KvRows<KV> *k, KvRows<KV> *v) 
     k->tail_start = v->tail_start = tail ? a->tail_start : INT_MAX;
     k->tail_stride = v->tail_stride = tail ? a->tail_row_stride : kv_stride;
     k->tail_start_dev = v->tail_start_dev = tail ? a->tail_start_dev : NULL;
+    k->ring = v->ring = a->cache_rows;
 }
 
 

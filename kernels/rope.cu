@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(256) rope_kv_kernel(const EmxRopeArgs a) {
         a.q[q_off + ib] = y1;
         return;
     }
-    const size_t row = (size_t)(a.cache_row ? a.cache_row[b] : a.pos[b]);
+    const int at = a.cache_row ? a.cache_row[b] : a.pos[b];
+    const size_t row = (size_t)(a.cache_rows ? at % a.cache_rows : at);
     const size_t dst = row * kv_dim + (size_t)h * hd;
     store_kv<KV>(a.k_cache, dst + ia, y0);
     store_kv<KV>(a.k_cache, dst + ib, y1);
@@ -81,7 +82,8 @@ extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t strea
     if (!a || a->batch < 0 || a->batch > 65535 ||  // batch is gridDim.y
         a->n_heads < 1 || a->n_kv_heads < 1 || a->head_dim < 2 || a->head_dim % 2 ||
         a->head_dim > 512 || (a->style != EMX_ROPE_INTERLEAVED && a->style != EMX_ROPE_HALF) ||
-        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || !a->q_norm != !a->k_norm || !a->bq != !a->bk || !a->bq != !a->bv)
+        (a->kv_dtype != EMX_KV_F32 && a->kv_dtype != EMX_KV_F16) || !a->q_norm != !a->k_norm || !a->bq != !a->bk ||
+        !a->bq != !a->bv || a->cache_rows < 0)
         return cudaErrorInvalidValue;
     if (a->batch == 0) return cudaSuccess;
     const dim3 grid(a->n_heads + a->n_kv_heads, a->batch);
@@ -94,22 +96,24 @@ extern "C" cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t strea
 }
 
 // Block (j, l) copies row j of layer l, a 4-byte word per thread at a time.
-__global__ void kv_rows_copy_kernel(char *dst, size_t dst_layer, size_t dst_row, const char *src, size_t src_layer,
-                                    size_t src_row, size_t words) {
+__global__ void kv_rows_copy_kernel(char *dst, const EmxKvLayer *dst_layers, int dst_pos, const char *src,
+                                    size_t src_layer, size_t src_row, size_t words) {
     const size_t j = blockIdx.x, l = blockIdx.y;
-    uint32_t *d = (uint32_t *)(dst + l * dst_layer + j * dst_row);
+    const EmxKvLayer at = dst_layers[l];
+    const size_t row = (size_t)(at.row0 + (dst_pos + (int)j) % at.rows);  // emx_kv_row
+    uint32_t *d = (uint32_t *)(dst + row * words * 4);
     const uint32_t *s = (const uint32_t *)(src + l * src_layer + j * src_row);
     for (size_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
 }
 
-extern "C" cudaError_t emx_cuda_kv_rows_copy(void *dst, size_t dst_layer, size_t dst_row, const void *src,
+extern "C" cudaError_t emx_cuda_kv_rows_copy(void *dst, const EmxKvLayer *dst_layers, int dst_pos, const void *src,
                                              size_t src_layer, size_t src_row, size_t row_bytes, int n_rows,
                                              int n_layers, cudaStream_t stream) {
-    if (!dst || !src || n_rows < 0 || n_layers < 0 || n_rows > 65535 || n_layers > 65535 ||
-        ((dst_layer | dst_row | src_layer | src_row | row_bytes | (size_t)dst | (size_t)src) & 3))
+    if (!dst || !dst_layers || !src || dst_pos < 0 || n_rows < 0 || n_layers < 0 || n_rows > 65535 ||
+        n_layers > 65535 || ((src_layer | src_row | row_bytes | (size_t)dst | (size_t)src) & 3))
         return cudaErrorInvalidValue;
     if (n_rows == 0 || n_layers == 0 || row_bytes == 0) return cudaSuccess;
-    kv_rows_copy_kernel<<<dim3(n_rows, n_layers), 128, 0, stream>>>((char *)dst, dst_layer, dst_row,
+    kv_rows_copy_kernel<<<dim3(n_rows, n_layers), 128, 0, stream>>>((char *)dst, dst_layers, dst_pos,
                                                                    (const char *)src, src_layer, src_row,
                                                                    row_bytes / 4);
     return cudaGetLastError();

@@ -20,6 +20,8 @@ typedef struct {
     int kv_dtype;              // EmxKvType (base/kv_type.h): EMX_KV_F32, or EMX_KV_F16 (__half)
     const int *pos;            // [batch] position of each row: its rotation angle
     const int *cache_row;      // [batch] cache row each row's k and v go to; NULL: the position
+    int cache_rows;            // 0; or the cache is a local layer's ring of cache_rows rows, and
+                               // that row (the position, or cache_row's) goes to row % cache_rows
     const double *inv_freq;    // [head_dim/2] from emx_rope_inv_freq (Llama 3 factors included)
     const float *q_norm;       // [head_dim] Qwen3's per-head RMSNorm weight of q, or NULL (none)
     const float *k_norm;       // [head_dim] the same for k (NULL exactly when q_norm is)
@@ -36,12 +38,15 @@ typedef struct {
 cudaError_t emx_cuda_rope_kv(const EmxRopeArgs *a, cudaStream_t stream);
 
 // KV rows moved inside the device: for l < n_layers and j < n_rows, row_bytes bytes from
-// src + l * src_layer + j * src_row to dst + l * dst_layer + j * dst_row (byte offsets; every one
-// of them and row_bytes multiples of 4). A committed lookahead branch's tail rows into the cache
-// (keys, then values): one launch instead of a copy per layer and row. Regions must not overlap.
-// Returns cudaErrorInvalidValue on bad sizes; n_rows or n_layers 0: nothing.
-cudaError_t emx_cuda_kv_rows_copy(void *dst, size_t dst_layer, size_t dst_row, const void *src, size_t src_layer,
-                                  size_t src_row, size_t row_bytes, int n_rows, int n_layers, cudaStream_t stream);
+// src + l * src_layer + j * src_row (byte offsets) to the cache row of position dst_pos + j of
+// layer l: dst + emx_kv_row(dst_layers[l], dst_pos + j) * row_bytes, dst_layers a device table
+// (base/kv_type.h: a local layer's ring wraps). Offsets, pointers and row_bytes multiples of 4.
+// A committed lookahead branch's tail rows into the cache (keys, then values): one launch instead
+// of a copy per layer and row. Regions must not overlap. Returns cudaErrorInvalidValue on bad
+// sizes; n_rows or n_layers 0: nothing.
+cudaError_t emx_cuda_kv_rows_copy(void *dst, const EmxKvLayer *dst_layers, int dst_pos, const void *src,
+                                  size_t src_layer, size_t src_row, size_t row_bytes, int n_rows, int n_layers,
+                                  cudaStream_t stream);
 
 #ifdef __cplusplus
 }

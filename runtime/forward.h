@@ -97,6 +97,8 @@ typedef struct {
                                  // launches one decode step costs); 0 before the first step
     uint64_t weight_bytes_on_device; // GPU: bytes of weights uploaded (shared states count them once)
     EmxKvType cache_type;     // the KV cache's elements (F32 or F16, never AUTO)
+    uint64_t kv_cache_bytes;     // the KV cache's keys and values as allocated: a sliding-window
+                                 // model's local layers hold rings (runtime/kv_ring.h)
     int vocab;                   // the model's vocabulary: a row of logits
     int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
     EmxPhaseTimes phases;        // GPU with phase_timeline: the decode steps' phases; else zeros

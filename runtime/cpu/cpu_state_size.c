@@ -1,5 +1,6 @@
 // cpu_state_size.c — the sizes of a CPU state's buffers (cpu_state_size.h).
 #include "runtime/cpu/cpu_state_size.h"
+#include "runtime/kv_ring.h"
 
 #include <string.h>
 
@@ -35,10 +36,7 @@ void emx_cpu_state_sizes(const EmxConfig *c, int ctx, int n_threads, EmxKvType c
 }
 
 int emx_cpu_layer_rows(const EmxConfigExt *e, uint32_t layer, int ctx) {
-    const int T = ctx > 0 ? ctx : 1, batch_cap = T < EMX_CPU_MAX_BATCH ? T : EMX_CPU_MAX_BATCH;
-    if (!emx_layer_is_local(e, layer)) return T;
-    const int64_t ring = (int64_t)e->sliding_window + batch_cap - 1;
-    return ring < T ? (int)ring : T;
+    return emx_kv_layer_rows(e, layer, ctx, EMX_CPU_MAX_BATCH);
 }
 
 uint64_t emx_cpu_kv_cache_bytes(const EmxModel *m, int ctx, EmxKvType cache) {

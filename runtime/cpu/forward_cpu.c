@@ -108,28 +108,23 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
         s->rope_sin_local = malloc(z.rope);
     }
     s->att_tmp = malloc(z.att_tmp);
-    // each layer's rows: ctx, or a local layer's ring (emx_cpu_layer_rows)
-    s->layer_rows = malloc(c->n_layers * sizeof *s->layer_rows);
-    s->layer_off = malloc(c->n_layers * sizeof *s->layer_off);
+    // each layer's rows: ctx, or a local layer's ring (runtime/kv_ring.h)
+    s->layers = malloc(c->n_layers * sizeof *s->layers);
     size_t kv_elems = 0;
-    s->ring_hi = -1;
-    for (uint32_t l = 0; s->layer_rows && s->layer_off && l < c->n_layers; l++) {
-        s->layer_rows[l] = emx_cpu_layer_rows(&m->ext, l, ctx);
-        s->layer_off[l] = kv_elems;
-        kv_elems += (size_t)s->layer_rows[l] * s->kv_row;
-        if (s->layer_rows[l] < ctx) s->ring_rows = s->layer_rows[l];
+    if (s->layers) {
+        kv_elems = (size_t)emx_kv_layout(&m->ext, c->n_layers, ctx, EMX_CPU_MAX_BATCH, s->layers) * s->kv_row;
+        emx_kv_ring_init(&s->ring, s->layers, c->n_layers, ctx, (int)m->ext.sliding_window);
     }
     z.kv_cache = kv_elems * z.esz;
     s->key_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
     s->value_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
     // an f16 cache's rows are rounded from f32 scratch; a ring's written row by row from it
-    if (s->kv_type == EMX_KV_F16 || s->ring_rows) s->kv_tmp = malloc(z.kv_tmp);
+    if (s->kv_type == EMX_KV_F16 || s->ring.rows) s->kv_tmp = malloc(z.kv_tmp);
     s->att_scores = calloc(1, z.att_scores);
     s->logits = malloc(z.logits);
     if (!s->x || !s->xb || !s->q || !s->att || !s->hb || !s->hb2 || !s->xq || !s->xd || !s->xs || !s->rope_cos ||
         !s->rope_sin || !s->inv_freq || !s->att_tmp || !s->key_cache || !s->value_cache ||
-        !s->att_scores || !s->logits || ((s->kv_type == EMX_KV_F16 || s->ring_rows) && !s->kv_tmp) ||
-        !s->layer_rows || !s->layer_off ||
+        !s->att_scores || !s->logits || ((s->kv_type == EMX_KV_F16 || s->ring.rows) && !s->kv_tmp) || !s->layers ||
         (windowed && (!s->inv_freq_local || !s->rope_cos_local || !s->rope_sin_local))) {
         emx_seterr(err, errlen, "state: out of memory (ctx %d: %s KV cache %zu MiB)", ctx, emx_kv_type_name(s->kv_type),
                  2 * z.kv_cache >> 20);
@@ -169,8 +164,7 @@ static void cpu_state_free(EmxState *st) {
     free(s->key_cache);
     free(s->value_cache);
     free(s->kv_tmp);
-    free(s->layer_rows);
-    free(s->layer_off);
+    free(s->layers);
     free(s->kv_f32);
     free(s->att_scores);
     free(s->logits);
@@ -376,19 +370,10 @@ void cpu_classify(CpuState *s, int first, int n, float *out) {
 
 static const char *const BAD_CALL = "a token id out of range, or positions past the context";
 
-const char *cpu_ring_refusal(const CpuState *s, int pos) {
-    const int oldest = pos - (int)s->m->ext.sliding_window + 1;  // of the first query's window
-    if (!s->ring_rows || oldest <= 0 || oldest > s->ring_hi || ring_holds(s, oldest)) return NULL;
-    snprintf(((CpuState *)s)->ring_why, sizeof s->ring_why,
-             "position %d: the local layers' rings (%d rows) no longer hold key %d (written up to %d): a rollback "
-             "further back than the sliding window's ring", pos, s->ring_rows, oldest, s->ring_hi);
-    return s->ring_why;
-}
-
 static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, NULL;
-    if ((s->why = cpu_ring_refusal(s, pos))) return NULL;
+    if ((s->why = emx_kv_ring_refusal(&s->ring, pos))) return NULL;
     s->nonfinite_at = NONFINITE_NONE;
     for (int done = 0; done < n;) {
         int chunk = n - done < s->batch_cap ? n - done : s->batch_cap;
@@ -397,14 +382,14 @@ static const float *cpu_forward(EmxState *st, const int *tokens, int n, int pos)
         if (done == n) cpu_classify(s, chunk - 1, 1, s->logits);  // only the last position's logits
     }
     s->last_pos = pos + n - 1;
-    cpu_ring_wrote(s, s->last_pos);
+    emx_kv_ring_wrote(&s->ring, s->last_pos);
     return s->logits;
 }
 
 static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
     CpuState *s = (CpuState *)st;
     if (check_call(s, tokens, n, pos)) return s->why = BAD_CALL, -1;
-    if ((s->why = cpu_ring_refusal(s, pos))) return -1;
+    if ((s->why = emx_kv_ring_refusal(&s->ring, pos))) return -1;
     s->nonfinite_at = NONFINITE_NONE;
     const size_t vocab = s->m->cfg.vocab_size;
     for (int done = 0; done < n;) {
@@ -415,7 +400,7 @@ static int cpu_forward_all_logits(EmxState *st, const int *tokens, int n, int po
     }
     memcpy(s->logits, logits + (size_t)(n - 1) * vocab, vocab * sizeof(float));
     s->last_pos = pos + n - 1;
-    cpu_ring_wrote(s, s->last_pos);
+    emx_kv_ring_wrote(&s->ring, s->last_pos);
     return 0;
 }
 
@@ -443,7 +428,7 @@ static const char *multi_refusal(CpuState *s, EmxState *const *states, const int
         for (int j = 0; j < i; j++)
             if (states[j] == states[i]) return "forward_multi: a state given twice";
         if (check_call(r, &tokens[i], 1, pos[i]) || pos[i] >= s->ctx) return BAD_CALL;
-        const char *ring = cpu_ring_refusal(r, pos[i]);
+        const char *ring = emx_kv_ring_refusal(&r->ring, pos[i]);
         if (ring) return ring;
     }
     return NULL;
@@ -467,7 +452,7 @@ static int cpu_forward_multi(EmxState *const *states, const int *tokens, const i
         CpuState *r = (CpuState *)states[i];
         memcpy(r->logits, s->mx_logits + i * vocab, vocab * sizeof(float));
         r->last_pos = pos[i];
-        cpu_ring_wrote(r, pos[i]);
+        emx_kv_ring_wrote(&r->ring, pos[i]);
         logits[i] = r->logits;
     }
     return 0;
@@ -478,7 +463,7 @@ static void cpu_state_kv_cache(EmxState *st, float **key, float **value, int *kv
     float *k = s->key_cache, *v = s->value_cache;
     // An f16 or padded cache: f32 copies in rows of kv_dim, owned by the state, refilled on every
     // call (NULL out of memory)
-    if (s->kv_type == EMX_KV_F16 || s->kv_row != s->kv_dim || s->ring_rows) {
+    if (s->kv_type == EMX_KV_F16 || s->kv_row != s->kv_dim || s->ring.rows) {
         const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
         if (!s->kv_f32) s->kv_f32 = malloc(2 * n * sizeof(float));
         k = v = NULL;
@@ -502,14 +487,10 @@ static const float *cpu_attention_scores(const EmxState *st, int *last_pos) {
 // cache's rows widened when read, rounded when written), so rows travel between any states.
 int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
     if (pos < 0 || n < 0 || pos + n > s->ctx) return -1;
-    // a local layer's ring holds its last ring_rows positions only: reading older ones is refused
+    // a local layer's ring holds its last ring.rows positions only: reading older ones is refused
     // (KV_ROWS_READ_HELD: read as zeros), writing more than it holds keeps the last of them
-    if (to_cache == KV_ROWS_READ && n && !ring_holds(s, pos) && pos <= s->ring_hi) {
-        snprintf(s->ring_why, sizeof s->ring_why, "KV rows %d..%d: the local layers' rings (%d rows) hold "
-                 "positions %d..%d only", pos, pos + n - 1, s->ring_rows, s->ring_hi - s->ring_rows + 1, s->ring_hi);
-        s->why = s->ring_why;
-        return -1;
-    }
+    const char *gone = to_cache == KV_ROWS_READ ? emx_kv_ring_read_refusal(&s->ring, pos, n) : NULL;
+    if (gone) return s->why = gone, -1;
     const size_t kv = (size_t)s->kv_dim, row = (size_t)n * kv;
     const int layers = (int)s->m->cfg.n_layers;
     for (int l = 0; l < layers; l++)
@@ -517,7 +498,8 @@ int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
             void *k = kv_at(s, s->key_cache, cache_at(s, l, pos + j));
             void *v = kv_at(s, s->value_cache, cache_at(s, l, pos + j));
             float *bk = buf + l * row + j * kv, *bv = buf + (layers + l) * row + j * kv;
-            if (to_cache == KV_ROWS_READ_HELD && layer_is_ring(s, l) && (!ring_holds(s, pos + j) || pos + j > s->ring_hi)) {
+            const int held = emx_kv_ring_holds(&s->ring, pos + j) && pos + j <= s->ring.hi;
+            if (to_cache == KV_ROWS_READ_HELD && layer_is_ring(s, l) && !held) {
                 memset(bk, 0, kv * sizeof *bk);
                 memset(bv, 0, kv * sizeof *bv);
             } else if (to_cache == KV_ROWS_WRITE) {
@@ -528,7 +510,7 @@ int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
                 emx_kv_load(bv, v, s->kv_type, kv);
             }
         }
-    if (to_cache == KV_ROWS_WRITE && n) cpu_ring_wrote(s, pos + n - 1);
+    if (to_cache == KV_ROWS_WRITE && n) emx_kv_ring_wrote(&s->ring, pos + n - 1);
     return 0;
 }
 
@@ -549,8 +531,8 @@ static const char *cpu_nonfinite(const EmxState *st) {
 
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     const CpuState *s = (const CpuState *)st;
-    *info = (EmxStateInfo){.device = "cpu", .vocab = (int)s->m->cfg.vocab_size,
-                           .cache_type = s->kv_type};
+    *info = (EmxStateInfo){.device = "cpu", .vocab = (int)s->m->cfg.vocab_size, .cache_type = s->kv_type,
+                           .kv_cache_bytes = emx_cpu_kv_cache_bytes(s->m, s->ctx, s->kv_type)};
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
 }
 

@@ -51,8 +51,8 @@ static int window_attention(const EmxAttnQuery *qs, int m, const EmxKeySpan *spa
 // The keys [lo, hi) of layer's cache in state r, for the kv head at element offset head_off of a
 // row, as spans into out (at most 2: a ring's keys wrap past its last row). Returns the count.
 static int cache_spans(const CpuState *r, int layer, size_t head_off, int lo, int hi, EmxKeySpan *out) {
-    const int rows = r->layer_rows[layer], a = lo % rows, n = hi - lo;
-    const size_t base = r->layer_off[layer] + head_off, row = (size_t)r->kv_row;
+    const int rows = r->layers[layer].rows, a = lo % rows, n = hi - lo;
+    const size_t row = (size_t)r->kv_row, base = (size_t)r->layers[layer].row0 * row + head_off;
     const int first = a + n <= rows ? n : rows - a;  // up to the ring's end
     out[0] = emx_key_span(r->key_cache, r->value_cache, r->kv_type, base + (size_t)a * row, row, first);
     if (first == n) return 1;

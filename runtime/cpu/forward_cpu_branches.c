@@ -40,7 +40,7 @@ static int cpu_forward_branches(EmxState *st, const int *tokens, int n, int pref
         return -1;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->cfg.vocab_size) return -1;
-    if ((s->why = cpu_ring_refusal(s, prefix + step))) return -1;
+    if ((s->why = emx_kv_ring_refusal(&s->ring, prefix + step))) return -1;
     const RowLayout rows = {prefix, step, 1, NULL, NULL};
     s->nonfinite_at = NONFINITE_NONE;
     cpu_run_layers(s, tokens, n, prefix + step, &rows, 0);
@@ -61,7 +61,7 @@ static int cpu_branch_commit(EmxState *st, int branch, int n_steps, int prefix) 
             memcpy(kv_at(s, s->key_cache, to), kv_at(s, s->br_key, from), kv * s->esz);
             memcpy(kv_at(s, s->value_cache, to), kv_at(s, s->br_value, from), kv * s->esz);
         }
-    if (n_steps) cpu_ring_wrote(s, prefix + n_steps - 1);
+    if (n_steps) emx_kv_ring_wrote(&s->ring, prefix + n_steps - 1);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "base/kv_type.h"
 #include "runtime/cpu/cpu_state_size.h"
 #include "runtime/forward_backend.h"
+#include "runtime/kv_ring.h"
 
 #define PASS EMX_CPU_ATTN_PASS  // queries per call of emx_attention_group_spans in attention()
 
@@ -44,16 +45,12 @@ struct CpuState {
     // read; q, scores, softmax and the output stay f32.
     EmxKvType kv_type;  // of the cache and the branch tails: EMX_KV_F32 (floats) or EMX_KV_F16 (uint16_t halves)
     size_t esz;         // bytes per element of the cache and the tails: 4 or 2
-    void *key_cache;    // per layer [layer_rows[l]][kv_row], the first kv_dim of a row in use (cache_at)
+    void *key_cache;    // per layer [layers[l].rows][kv_row], the first kv_dim of a row in use (cache_at)
     void *value_cache;  // the same
-    // Rows of each layer's cache: ctx, or a local layer's ring (emx_cpu_layer_rows): position p in
-    // row p % layer_rows[l]. ring_rows: the rings' size (0: no ring, every layer holds ctx rows);
-    // ring_hi: the highest position written since the state was made (-1: none), which says which
-    // positions a ring still holds (ring_hi - ring_rows + 1 .. ring_hi).
-    int *layer_rows;    // [n_layers]
-    size_t *layer_off;  // [n_layers] element offset of each layer's first row
-    int ring_rows, ring_hi;
-    char ring_why[192];  // cpu_ring_refusal's message
+    // Where each layer's rows are: ctx of them, or a local layer's ring (runtime/kv_ring.h:
+    // position p in row p % rows); what the rings still hold.
+    EmxKvLayer *layers;  // [n_layers]
+    EmxKvRing ring;
     float *kv_tmp;      // f16 only: [2][batch_cap][kv_dim] a pass's k, then v, in f32 before rounding
     float *kv_f32;      // f16 or padded rows: [2][n_layers][ctx][kv_dim] emx_state_kv_cache's copies
     float *att_scores;  // [n_layers][n_heads][ctx] pre-softmax scores of the last position
@@ -97,19 +94,10 @@ enum { NONFINITE_NONE = -2, NONFINITE_EMBEDDING = -1 };
 static inline void *kv_at(const CpuState *s, void *base, size_t i) { return (char *)base + i * s->esz; }
 // The element index of (layer, pos)'s row in s's key or value cache.
 static inline size_t cache_at(const CpuState *s, int layer, int pos) {
-    return s->layer_off[layer] + (size_t)(pos % s->layer_rows[layer]) * s->kv_row;
+    return (size_t)emx_kv_row(s->layers[layer], pos) * s->kv_row;
 }
-// Why a pass whose first query is at position pos cannot run on s's rings (the oldest key its
-// window needs was overwritten: a rollback further back than the ring holds), or NULL.
-const char *cpu_ring_refusal(const CpuState *s, int pos);
-// After rows up to position last were written: the rings' record of what they hold.
-static inline void cpu_ring_wrote(CpuState *s, int last) { s->ring_hi = last > s->ring_hi ? last : s->ring_hi; }
 // 1 when layer's cache is a ring shorter than the context.
-static inline int layer_is_ring(const CpuState *s, int layer) { return s->layer_rows[layer] < s->ctx; }
-// 1 when position pos of a ring layer is still held (or the state has no ring).
-static inline int ring_holds(const CpuState *s, int pos) {
-    return !s->ring_rows || pos > s->ring_hi - s->ring_rows;
-}
+static inline int layer_is_ring(const CpuState *s, int layer) { return s->layers[layer].rows < s->ctx; }
 
 // forward_cpu.c: tokens[0..n) (n <= batch_cap) through every layer, rows placed by `rows`,
 // leaving the final hidden states in s->x; the final norm and classifier of rows

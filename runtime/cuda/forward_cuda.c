@@ -188,7 +188,7 @@ static void cuda_state_free(EmxState *st) {
     cuda_pair_free(s);
     if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d, s->rows_d,
-                   s->gin_d, s->gemm_ws, s->key, s->value, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
+                   s->gin_d, s->gemm_ws, s->key, s->value, s->layers_d, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
                    s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
                    s->agents_ws, s->bin_d};
@@ -203,6 +203,7 @@ static void cuda_state_free(EmxState *st) {
     free(s->scores_h);
     free(s->key_h);
     free(s->value_h);
+    free(s->layers);
     weights_release(s->w);
     cuda_phase_clock_free(s->clock);
     if (s->stream) cudaStreamDestroy(s->stream);
@@ -246,7 +247,7 @@ static uint64_t state_bytes(const CudaState *s) {
     b += tmp_rows(s) * (uint64_t)c->dim * 4;  // tmp
     b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput) + B * sizeof(EmxAttnDecodeRow);
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
-    b += 2 * L * s->ctx * s->kv_dim * s->kv_esize;                   // KV cache
+    b += 2 * (uint64_t)s->kv_rows * s->kv_dim * s->kv_esize + L * sizeof(EmxKvLayer);  // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
     b += attn_ws_bytes(s, s->ctx) + c->n_kv_heads * sizeof(unsigned) + B * (uint64_t)s->vocab * 4;
     b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
@@ -276,8 +277,9 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->xsum, B * (s->widest / 32 + 1) * sizeof(int), "int8 activations"},
         {(void **)&s->in_d, sizeof(StepInput), "step input"},
         {(void **)&s->rows_d, B * sizeof(EmxAttnDecodeRow), "step input"},
-        {(void **)&s->key, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
-        {(void **)&s->value, L * s->ctx * s->kv_dim * s->kv_esize, "the KV cache"},
+        {(void **)&s->key, (size_t)s->kv_rows * s->kv_dim * s->kv_esize, "the KV cache"},
+        {(void **)&s->value, (size_t)s->kv_rows * s->kv_dim * s->kv_esize, "the KV cache"},
+        {(void **)&s->layers_d, L * sizeof(EmxKvLayer), "the KV cache"},
         {(void **)&s->scores, L * c->n_heads * s->ctx * f, "attention score rows"},
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
         {(void **)&s->attn_ws, attn_ws_bytes(s, s->ctx), "attention workspace"},
@@ -298,8 +300,9 @@ static int state_alloc(CudaState *s) {
         CU(cudaMallocHost((void **)&s->gin_h, 2 * (size_t)s->gemm_rows * sizeof(int)));
     }
     // zeros: positions past the last one fed are never read, but a fresh cache is clean anyway
-    CU(cudaMemset(s->key, 0, L * s->ctx * s->kv_dim * s->kv_esize));
-    CU(cudaMemset(s->value, 0, L * s->ctx * s->kv_dim * s->kv_esize));
+    CU(cudaMemset(s->key, 0, (size_t)s->kv_rows * s->kv_dim * s->kv_esize));
+    CU(cudaMemset(s->value, 0, (size_t)s->kv_rows * s->kv_dim * s->kv_esize));
+    CU(cudaMemcpy(s->layers_d, s->layers, L * sizeof(EmxKvLayer), cudaMemcpyHostToDevice));
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
     CU(cudaMemset(s->attn_arrivals, 0, c->n_kv_heads * sizeof(unsigned)));  // the kernel keeps them zero
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
@@ -378,6 +381,14 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->kv_esize = emx_kv_type_size(cache);
     s->last_pos = -1;
     s->gemm_rows = ctx > GEMM_MIN_PROMPT ? (ctx < GEMM_ROWS ? ctx : GEMM_ROWS) : 0;
+    // each layer's rows: ctx, or a local layer's ring of its window and the most rows a pass
+    // writes before it reads them (a GEMM chunk's or a batched chunk's)
+    if (!(s->layers = malloc(c->n_layers * sizeof *s->layers))) {
+        snprintf(s->err, sizeof s->err, "cuda:%d: out of host memory", device);
+        goto fail;
+    }
+    s->kv_rows = emx_kv_layout(&m->ext, c->n_layers, ctx, (int)act_rows(s), s->layers);
+    emx_kv_ring_init(&s->ring, s->layers, c->n_layers, ctx, (int)m->ext.sliding_window);
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
     // PDL where the device has it (sm_90 on: emx_pdl_wait is nothing before); read once, here
     int cc_major = 0;
@@ -449,6 +460,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_type;
+    info->kv_cache_bytes = 2 * (uint64_t)s->kv_rows * s->kv_dim * s->kv_esize;
     info->vocab = s->vocab;
     if (s->clock) info->phases = s->clock->total;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;

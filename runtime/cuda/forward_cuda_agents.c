@@ -249,15 +249,17 @@ int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int pref
         return -1;
     }
     CU(cudaSetDevice(s->device));
-    // tail row j of layer l, branch b: ((l * br_tail + j) * br_max + b) * kv_dim elements in; cache
-    // row p of layer l: (l * ctx + p) * kv_dim. One launch for the keys, one for the values.
+    // tail row j of layer l, branch b: ((l * br_tail + j) * br_max + b) * kv_dim elements in; the
+    // cache row of position p in layer l: where layers_d says (a ring wraps). One launch for the
+    // keys, one for the values.
     const size_t row = (size_t)s->kv_dim * s->kv_esize, n_layers = s->m->cfg.n_layers;
     const size_t src_row = (size_t)s->br_max * row, src_layer = (size_t)s->br_tail * src_row;
-    const size_t dst_layer = (size_t)s->ctx * row, from = (size_t)branch * row, to = (size_t)prefix * row;
-    CU(emx_cuda_kv_rows_copy((char *)s->key + to, dst_layer, row, (const char *)s->br_key + from, src_layer, src_row,
+    const size_t from = (size_t)branch * row;
+    CU(emx_cuda_kv_rows_copy(s->key, s->layers_d, prefix, (const char *)s->br_key + from, src_layer, src_row, row,
+                             n_steps, (int)n_layers, s->stream));
+    CU(emx_cuda_kv_rows_copy(s->value, s->layers_d, prefix, (const char *)s->br_value + from, src_layer, src_row,
                              row, n_steps, (int)n_layers, s->stream));
-    CU(emx_cuda_kv_rows_copy((char *)s->value + to, dst_layer, row, (const char *)s->br_value + from, src_layer,
-                             src_row, row, n_steps, (int)n_layers, s->stream));
+    if (n_steps) emx_kv_ring_wrote(&s->ring, prefix + n_steps - 1);
     CU(cudaStreamSynchronize(s->stream));
     return 0;
 }
@@ -278,6 +280,8 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
         snprintf(s->err, sizeof s->err, "%s: KV rows %d..%d outside the context", s->device_name, pos, pos + n - 1);
         return -1;
     }
+    const char *gone = to_cache ? NULL : emx_kv_ring_read_refusal(&s->ring, pos, n);
+    if (gone) return snprintf(s->err, sizeof s->err, "%s: %s", s->device_name, gone), -1;
     CU(cudaSetDevice(s->device));
     const size_t row = (size_t)n * s->kv_dim, layers = s->m->cfg.n_layers, bytes = row * s->kv_esize;
     const int half = s->kv_type == EMX_KV_F16;
@@ -289,13 +293,26 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
     if (half && to_cache) emx_f32_to_f16_row(staged, buf, 2 * layers * row);
     const enum cudaMemcpyKind kind = to_cache ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     int rc = 0;
+    const size_t row_bytes = (size_t)s->kv_dim * s->kv_esize;  // of the cache, of staged, of an f32 buf
     for (size_t l = 0; l < layers && !rc; l++) {
-        void *k = kv_at(s, s->key, (l * s->ctx + pos) * s->kv_dim), *v = kv_at(s, s->value, (l * s->ctx + pos) * s->kv_dim);
-        void *bk = half ? (void *)(staged + l * row) : (void *)(buf + l * row);
-        void *bv = half ? (void *)(staged + (layers + l) * row) : (void *)(buf + (layers + l) * row);
-        rc = cu(s, cudaMemcpyAsync(to_cache ? k : bk, to_cache ? bk : k, bytes, kind, s->stream), "cudaMemcpyAsync") ||
-             cu(s, cudaMemcpyAsync(to_cache ? v : bv, to_cache ? bv : v, bytes, kind, s->stream), "cudaMemcpyAsync");
+        char *bk = half ? (char *)(staged + l * row) : (char *)(buf + l * row);
+        char *bv = half ? (char *)(staged + (layers + l) * row) : (char *)(buf + (layers + l) * row);
+        // the rows in runs that do not wrap past a ring's end, in position order (a write of more
+        // rows than a ring holds keeps the last of them, as the CPU's)
+        for (int j = 0, run; j < n && !rc; j += run) {
+            const EmxKvLayer at = s->layers[l];
+            const int first = (pos + j) % at.rows;
+            run = n - j < at.rows - first ? n - j : at.rows - first;
+            const size_t cache = (size_t)(at.row0 + first) * s->kv_dim, b = (size_t)j * row_bytes;
+            void *k = kv_at(s, s->key, cache), *v = kv_at(s, s->value, cache);
+            const size_t len = (size_t)run * row_bytes;
+            rc = cu(s, cudaMemcpyAsync(to_cache ? k : bk + b, to_cache ? bk + b : k, len, kind, s->stream),
+                    "cudaMemcpyAsync") ||
+                 cu(s, cudaMemcpyAsync(to_cache ? v : bv + b, to_cache ? bv + b : v, len, kind, s->stream),
+                    "cudaMemcpyAsync");
+        }
     }
+    if (to_cache && n) emx_kv_ring_wrote(&s->ring, pos + n - 1);
     rc = rc || cu(s, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
     if (!rc && half && !to_cache) emx_dequantize_row(EMX_F16, staged, 1, 2 * layers * row, 0, buf);
     free(staged);

@@ -84,10 +84,10 @@ const StepInput *cuda_input_of(const CudaState *s, const Rows *r) { return r->in
 
 void cuda_attention_args(const CudaState *s, int l, EmxAttentionArgs *a) {
     const EmxConfig *c = &s->m->cfg;
-    const size_t kvl = (size_t)s->ctx * s->kv_dim;
     memset(a, 0, sizeof *a);
-    a->k_cache = kv_at(s, s->key, l * kvl);
-    a->v_cache = kv_at(s, s->value, l * kvl);
+    a->k_cache = cuda_layer_kv(s, s->key, l);
+    a->v_cache = cuda_layer_kv(s, s->value, l);
+    a->cache_rows = cuda_layer_ring(s, l);
     a->kv_dtype = s->kv_type;
     a->n_heads = (int)c->n_heads;
     a->n_kv_heads = (int)c->n_kv_heads;
@@ -260,8 +260,9 @@ static int rope_multi(CudaState *s, int l, int n, const Rows *r, const EmxRopeAr
         a.q = s->q + (size_t)i * s->q_dim;
         a.k = s->k + (size_t)i * s->kv_dim;
         a.v = s->v + (size_t)i * s->kv_dim;
-        a.k_cache = kv_at(o, o->key, (size_t)l * o->ctx * o->kv_dim);
-        a.v_cache = kv_at(o, o->value, (size_t)l * o->ctx * o->kv_dim);
+        a.k_cache = cuda_layer_kv(o, o->key, l);
+        a.v_cache = cuda_layer_kv(o, o->value, l);
+        a.cache_rows = cuda_layer_ring(o, l);
         a.kv_dtype = o->kv_type;
         a.pos = batch->pos + i;
         a.batch = 1;
@@ -298,8 +299,9 @@ void cuda_rope_args(const CudaState *s, int l, int n, const Rows *r, EmxRopeArgs
         a->v_cache = kv_at(s, s->br_value, at);
         a->cache_row = cuda_input_of(s, r)->rows;
     } else {
-        a->k_cache = kv_at(s, s->key, (size_t)l * s->ctx * s->kv_dim);
-        a->v_cache = kv_at(s, s->value, (size_t)l * s->ctx * s->kv_dim);
+        a->k_cache = cuda_layer_kv(s, s->key, l);
+        a->v_cache = cuda_layer_kv(s, s->value, l);
+        a->cache_rows = cuda_layer_ring(s, l);
     }
     a->kv_dtype = s->kv_type;
     a->pos = pos_d;

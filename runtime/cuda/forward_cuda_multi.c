@@ -30,7 +30,8 @@
 
 // Row i's entry of the step's attention table: states[i]'s buffers (layer 0's) and position.
 static EmxAttnDecodeRow attention_row(const CudaState *o, int pos) {
-    const EmxAttnDecodeRow row = {o->key, o->value, o->scores, o->head_stats, o->attn_ws, o->attn_arrivals, o->ctx, pos};
+    const EmxAttnDecodeRow row = {o->key,           o->value,         o->layers_d, o->scores, o->head_stats,
+                                  o->attn_ws,       o->attn_arrivals, o->ctx,      pos};
     return row;
 }
 
@@ -40,7 +41,7 @@ static int multi_refused(CudaState *s, EmxState *const *states, const int *token
     if (n < 1 || n > CHUNK)
         return snprintf(s->err, sizeof s->err, "%s: forward_multi: %d rows (1..%d a step)", d, n, CHUNK), -1;
     for (int i = 0; i < n; i++) {
-        const CudaState *r = (const CudaState *)states[i];
+        CudaState *r = (CudaState *)states[i];
         if (r->base.backend != s->base.backend || r->w != s->w)
             return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d's state (%s) does not share the first "
                             "state's uploaded weights (another model or device, or made without share_weights)",
@@ -54,7 +55,10 @@ static int multi_refused(CudaState *s, EmxState *const *states, const int *token
         if (tokens[i] < 0 || tokens[i] >= s->vocab)
             return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: token id %d out of range [0, %d)", d,
                             i, tokens[i], s->vocab), -1;
+        const char *gone = emx_kv_ring_refusal(&r->ring, pos[i]);
+        if (gone) return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d: %s", d, i, gone), -1;
     }
+    for (int i = 0; i < n; i++) emx_kv_ring_wrote(&((CudaState *)states[i])->ring, pos[i]);  // written from here on
     return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/forward.h"
 #include "runtime/forward_backend.h"
 #include "runtime/forward_common.h"
+#include "runtime/kv_ring.h"
 #include "runtime/cuda/phase_clock.h"
 #include "runtime/pool/pool_forward.h"
 
@@ -142,7 +143,12 @@ typedef struct {
     int *gin_d, *gin_h;     // [2][gemm_rows] the chunk's token ids, then positions: device / pinned
     void *gemm_ws;          // emx_cuda_gemm's scratch for the largest matrix (forward_cuda.c's gemm_ws_bytes)
     cublasHandle_t blas;    // made by the first long prompt
-    void *key, *value;      // [n_layers][ctx][kv_dim] KV cache of kv_type (kv_at: element i)
+    void *key, *value;      // [kv_rows][kv_dim] KV cache of kv_type (kv_at: element i), layer l's
+                            // rows where layers[l] says: ctx of them, or a local layer's ring
+    EmxKvLayer *layers;     // [n_layers] host (runtime/kv_ring.h's layout)
+    EmxKvLayer *layers_d;   // the same on the device: the multi-state attention's, a commit's table
+    int64_t kv_rows;        // rows of key (and of value): every layer's
+    EmxKvRing ring;         // what the local layers' rings hold
     EmxKvType kv_type;      // EMX_KV_F32 or EMX_KV_F16 (base/kv_type.h): EmxStateOptions.cache_type resolved
     size_t kv_esize;        // bytes of one element of the cache and the tails: 4 or 2
     float *scores;          // [n_layers][n_heads][ctx] the last row's score rows
@@ -197,6 +203,12 @@ typedef struct {
 
 // Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
 static inline void *kv_at(const CudaState *s, void *base, size_t i) { return (char *)base + i * s->kv_esize; }
+// Layer l's first row in base (s->key or s->value).
+static inline void *cuda_layer_kv(const CudaState *s, void *base, int l) {
+    return kv_at(s, base, (size_t)s->layers[l].row0 * s->kv_dim);
+}
+// Layer l's ring (the kernels' cache_rows): its rows when fewer than ctx, else 0.
+static inline int cuda_layer_ring(const CudaState *s, int l) { return s->layers[l].rows < s->ctx ? s->layers[l].rows : 0; }
 
 // ---------------------------------------------------------------------------------------------
 // Errors: every CUDA call goes through cu(), which keeps a message naming the call.
@@ -226,9 +238,13 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
 }
 
 // Within the backend (forward_cuda_step.c): the call's checks (positions within the context,
-// token ids within the vocabulary; -1 with err set), and tokens at pos.. run through the
+// token ids within the vocabulary, keys the rings still hold; -1 with err set; on success the
+// rings count the call's rows as written), and tokens at pos.. run through the
 // pass, ending with the tail (TAIL_*); the stream is synchronised on return.
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
+// Whether a pass whose first query is at pos can run on the rings (-1 with err set: a rollback
+// further back than they hold; runtime/kv_ring.h).
+int cuda_ring_check(CudaState *s, int pos);
 int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail);
 // A lookahead branch pass (emx_forward_branches) up to its logits [n][vocab] on the device,
 // queued, not synchronised; its checks as there (-1 with err set).

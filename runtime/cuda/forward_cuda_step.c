@@ -39,7 +39,15 @@ int cuda_step_check(CudaState *s, const int *tokens, int n, int pos) {
                  pos + n - 1, s->ctx);
         return -1;
     }
-    return check_tokens(s, tokens, n);
+    if (check_tokens(s, tokens, n) || cuda_ring_check(s, pos)) return -1;
+    emx_kv_ring_wrote(&s->ring, pos + n - 1);  // the call writes these rows from here on
+    return 0;
+}
+
+int cuda_ring_check(CudaState *s, int pos) {
+    const char *gone = emx_kv_ring_refusal(&s->ring, pos);
+    if (gone) snprintf(s->err, sizeof s->err, "%s: %s", s->device_name, gone);
+    return gone ? -1 : 0;
 }
 
 void cuda_fill_rows(StepInput *in, const int *tokens, int n, int pos, int same_pos) {
@@ -261,13 +269,32 @@ static int cache_to_host(CudaState *s, float *dst, const void *src, size_t n) {
     return rc;
 }
 
+// A cache's rows (kv_rows of them, f32 in `rows`) laid out as [n_layers][ctx][kv_dim] in out: a
+// ring layer's positions it no longer holds, or not yet written, as zeros (the CPU's as well).
+static void cache_by_position(const CudaState *s, const float *rows, float *out) {
+    const size_t kv = (size_t)s->kv_dim;
+    for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
+        for (int p = 0; p < s->ctx; p++) {
+            float *to = out + ((size_t)l * s->ctx + p) * kv;
+            const int held = emx_kv_ring_holds(&s->ring, p) && p <= s->ring.hi;
+            if (cuda_layer_ring(s, l) && !held) memset(to, 0, kv * sizeof(float));
+            else memcpy(to, rows + (size_t)emx_kv_row(s->layers[l], p) * kv, kv * sizeof(float));
+        }
+}
+
 void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CudaState *s = (CudaState *)st;
-    const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim;
+    const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim, have = (size_t)s->kv_rows * s->kv_dim;
     if (!s->key_h) s->key_h = malloc(n * sizeof(float));
     if (!s->value_h) s->value_h = malloc(n * sizeof(float));
-    int ok = s->key_h && s->value_h && !cu(s, cudaSetDevice(s->device), "cudaSetDevice") &&
-             !cache_to_host(s, s->key_h, s->key, n) && !cache_to_host(s, s->value_h, s->value, n);
+    float *rows = have < n ? malloc(have * sizeof(float)) : NULL;  // with rings: the rows as the device holds them
+    int ok = s->key_h && s->value_h && (have == n || rows) && !cu(s, cudaSetDevice(s->device), "cudaSetDevice");
+    for (int kv = 0; kv < 2 && ok; kv++) {
+        float *h = kv ? s->value_h : s->key_h;
+        ok = !cache_to_host(s, rows ? rows : h, kv ? s->value : s->key, have);
+        if (ok && rows) cache_by_position(s, rows, h);
+    }
+    free(rows);
     if (key) *key = ok ? s->key_h : NULL;
     if (value) *value = ok ? s->value_h : NULL;
     if (kv_dim) *kv_dim = s->kv_dim;
@@ -283,7 +310,7 @@ int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int ste
                  step);
         return -1;
     }
-    if (check_tokens(s, tokens, n)) return -1;
+    if (check_tokens(s, tokens, n) || cuda_ring_check(s, prefix + step)) return -1;
     CU(cudaSetDevice(s->device));
     s->logits_fresh = 0;
     const Rows rows = {.is_branches = 1, .prefix = prefix, .step = step};

@@ -251,12 +251,14 @@ struct RowBufs {
     DevBuf<float> scores;
     DevBuf<EmxSoftmaxStats> stats;
     DevBuf<unsigned> arrivals;
+    DevBuf<EmxKvLayer> layers;  // layer l's ctx rows after layer l - 1's
     RowBufs(int ctx_, int pos_, int kv_dtype, int kpb, std::vector<float> kc, std::vector<float> vc)
         : ctx(ctx_), pos(pos_), k(cache_bytes(kc, kv_dtype)), v(cache_bytes(vc, kv_dtype)),
           ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kNh, kHd, ctx_, kpb)),
           scores(std::vector<float>((size_t)kLayers * kNh * ctx_, 0.0f)),
           stats(std::vector<EmxSoftmaxStats>((size_t)kLayers * kNh)),
-          arrivals(std::vector<unsigned>(kNkv, 0u)) {}
+          arrivals(std::vector<unsigned>(kNkv, 0u)),
+          layers(std::vector<EmxKvLayer>{{0, ctx_, 0}, {ctx_, ctx_, 0}}) {}
 };
 
 // What the rows test compares: every row's buffers and outputs, concatenated.
@@ -295,7 +297,8 @@ RowsResult run_rows(int kv_dtype, bool rows, uint64_t seed) {
         std::vector<EmxAttnDecodeRow> t(kRows);
         int most = 0;
         for (int r = 0; r < kRows; r++) {
-            t[r] = {b[r]->k.p, b[r]->v.p, b[r]->scores.p, b[r]->stats.p, b[r]->ws.p, b[r]->arrivals.p, b[r]->ctx, b[r]->pos};
+            t[r] = {b[r]->k.p,  b[r]->v.p,        b[r]->layers.p, b[r]->scores.p, b[r]->stats.p,
+                    b[r]->ws.p, b[r]->arrivals.p, b[r]->ctx,      b[r]->pos};
             most = std::max(most, b[r]->pos + 1);
         }
         DevBuf<EmxAttnDecodeRow> dt(t);

@@ -250,19 +250,24 @@ Test(rope, kv_rows_copy_moves_a_branch_tail_into_the_cache) {
         for (int j = 0; j < steps; j++)
             memcpy(&want[(l * ctx + prefix + j) * row], &src[((l * tail + j) * branches + branch) * row], row);
     DevBuf<uint8_t> d_src(src), d_dst(dst);
-    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p + prefix * row, ctx * row, row, d_src.p + branch * row,
-                                       tail * branches * row, branches * row, row, steps, (int)n_layers, 0),
+    std::vector<EmxKvLayer> layout;
+    for (size_t l = 0; l < n_layers; l++) layout.push_back({(int64_t)(l * ctx), (int32_t)ctx, 0});
+    DevBuf<EmxKvLayer> layers(layout);
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, layers.p, prefix, d_src.p + branch * row, tail * branches * row,
+                                       branches * row, row, steps, (int)n_layers, 0),
                  cudaSuccess);
     CUDA_OK(cudaDeviceSynchronize());
     const std::vector<uint8_t> got = d_dst.download();
     for (size_t i = 0; i < got.size(); i++)
         cr_assert_eq(got[i], want[i], "byte %zu (layer %zu, row %zu): %d, want %d", i, i / (ctx * row),
                      i / row % ctx, got[i], want[i]);
-    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, ctx * row, row, d_src.p, 0, 0, 0, 0, 3, 0), cudaSuccess, "0 rows");
-    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, ctx * row, row, d_src.p, 0, 0, 18, 1, 1, 0), cudaErrorInvalidValue,
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, layers.p, 0, d_src.p, 0, 0, 0, 0, 3, 0), cudaSuccess, "0 rows");
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, layers.p, 0, d_src.p, 0, 0, 18, 1, 1, 0), cudaErrorInvalidValue,
                  "a row of 18 bytes");
-    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p + 2, 0, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue,
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p + 2, layers.p, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue,
                  "a misaligned destination");
-    cr_assert_eq(emx_cuda_kv_rows_copy(nullptr, 0, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue);
-    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, 0, 0, d_src.p, 0, 0, 4, -1, 1, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_kv_rows_copy(nullptr, layers.p, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, nullptr, 0, d_src.p, 0, 0, 4, 1, 1, 0), cudaErrorInvalidValue,
+                 "no layer table");
+    cr_assert_eq(emx_cuda_kv_rows_copy(d_dst.p, layers.p, 0, d_src.p, 0, 0, 4, -1, 1, 0), cudaErrorInvalidValue);
 }

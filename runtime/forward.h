@@ -99,6 +99,7 @@ typedef struct {
     EmxKvType cache_type;     // the KV cache's elements (F32 or F16, never AUTO)
     uint64_t kv_cache_bytes;     // the KV cache's keys and values as allocated: a sliding-window
                                  // model's local layers hold rings (runtime/kv_ring.h)
+    int kv_ring_rows;            // rows of those rings (0: none, every layer holds ctx rows)
     int vocab;                   // the model's vocabulary: a row of logits
     int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
     EmxPhaseTimes phases;        // GPU with phase_timeline: the decode steps' phases; else zeros

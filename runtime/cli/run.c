@@ -170,7 +170,34 @@ static void print_case_summary(const EmxEntropixSampler *es) {
     fprintf(stderr, "; pauses inserted: %ld\n", es->n_inserted);
 }
 
-static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSamplerParams *sp,
+// A sliding-window model's KV cache: the local layers' rings (runtime/kv_ring.h) against every
+// layer at ctx rows. st: the run's state (its own figures, any device), or NULL (the agent pool:
+// one CPU state's, computed; nothing for a GPU).
+static void print_kv_rings(const EmxModel *m, const EmxCliArgs *a, const EmxState *st, int ctx) {
+    uint64_t bytes = 0, full = 0;
+    int rows = ctx;
+    if (st) {
+        EmxStateInfo info;
+        emx_state_info(st, &info);
+        rows = info.kv_ring_rows ? info.kv_ring_rows : ctx;
+        uint64_t held = 0;  // rows of all layers, each row's bytes as the backend lays it out
+        for (uint32_t l = 0; l < m->cfg.n_layers; l++) held += emx_layer_is_local(&m->ext, l) ? (uint64_t)rows : (uint64_t)ctx;
+        bytes = info.kv_cache_bytes;
+        full = held ? bytes / held * m->cfg.n_layers * (uint64_t)ctx : 0;
+    } else if (emx_device_is_cpu(a->device)) {
+        emx_cpu_state_bytes(&m->cfg, ctx, 1, a->cache_type, &full);
+        bytes = emx_cpu_kv_cache_bytes(m, ctx, a->cache_type);
+        for (uint32_t l = 0; l < m->cfg.n_layers; l++)
+            rows = emx_cpu_layer_rows(&m->ext, l, ctx) < rows ? emx_cpu_layer_rows(&m->ext, l, ctx) : rows;
+    } else {
+        return;
+    }
+    fprintf(stderr, "kv cache: %.1f MiB (sliding window %u: local layers keep rings of %d rows; %.1f MiB with "
+            "every layer at %d rows)\n", (double)bytes / (1 << 20), m->ext.sliding_window, rows,
+            (double)full / (1 << 20), ctx);
+}
+
+static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxState *st, const EmxSamplerParams *sp,
                           int chat, int ctx, const int *ids, int n_ids) {
     const EmxConfig *c = &m->cfg;
     fprintf(stderr,
@@ -181,17 +208,7 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxSampl
             emx_chat_template_name(c->chat_template) ? emx_chat_template_name(c->chat_template) : "?");
     char where[128];
     fprintf(stderr, "weights: %s\n", emx_model_memory_text(m, where, sizeof where));
-    if (m->ext.sliding_window && emx_device_is_cpu(a->device)) {  // the local layers' rings (cpu_state_size.h)
-        uint64_t full = 0;
-        emx_cpu_state_bytes(&m->cfg, ctx, 1, a->cache_type, &full);
-        const uint64_t ring = emx_cpu_kv_cache_bytes(m, ctx, a->cache_type);
-        int rows = ctx;
-        for (uint32_t l = 0; l < m->cfg.n_layers; l++)
-            rows = emx_cpu_layer_rows(&m->ext, l, ctx) < rows ? emx_cpu_layer_rows(&m->ext, l, ctx) : rows;
-        fprintf(stderr, "kv cache: %.1f MiB (sliding window %u: local layers keep rings of %d rows; %.1f MiB with "
-                "every layer at %d rows)\n", (double)ring / (1 << 20), m->ext.sliding_window, rows,
-                (double)full / (1 << 20), ctx);
-    }
+    if (m->ext.sliding_window) print_kv_rings(m, a, st, ctx);
     if (a->threads > 0)
         fprintf(stderr, "mode: %s, context %d, threads %d\n", chat ? "chat" : "raw", ctx, a->threads);
     else
@@ -379,7 +396,7 @@ static int run_agents(Run *r) {
         fprintf(stderr, "run: prompt is %d tokens, context is %d (-c)\n", r->n_ids, ctx);
         return 1;
     }
-    if (r->a.verbose) print_verbose(&r->model, &r->a, &r->a.sampling, r->chat, ctx, r->ids, r->n_ids);
+    if (r->a.verbose) print_verbose(&r->model, &r->a, NULL, &r->a.sampling, r->chat, ctx, r->ids, r->n_ids);
     errno = 0;
     if (!r->chat && r->prompt_len &&  // raw mode echoes the prompt, as a single stream does
         (fwrite(r->prompt, 1, r->prompt_len, stdout) != r->prompt_len || fflush(stdout) != 0)) {
@@ -395,7 +412,7 @@ static int run_agents(Run *r) {
 // --sampler branch: the branching decoder on the single stream's state (runtime/cli/run_branch.c).
 // Returns the exit status.
 static int run_branch(Run *r) {
-    if (r->a.verbose) print_verbose(&r->model, &r->a, &r->a.sampling, r->chat, r->ctx, r->ids, r->n_ids);
+    if (r->a.verbose) print_verbose(&r->model, &r->a, r->st, &r->a.sampling, r->chat, r->ctx, r->ids, r->n_ids);
     return emx_run_branch(&r->a, r->st, r->tk, r->ids, r->n_ids, r->chat);
 }
 
@@ -452,7 +469,7 @@ static int start_sampler(Run *r) {
     emx_run_sampler_prompt(&r->rs, r->ids, r->n_ids);
     const EmxSamplerParams *sp = &r->rs.params;
     if (a->verbose) {
-        print_verbose(&r->model, a, sp, r->chat, r->ctx, r->ids, r->n_ids);
+        print_verbose(&r->model, a, r->st, sp, r->chat, r->ctx, r->ids, r->n_ids);
         if (r->entropix) print_entropix_setup(a, &r->profile, &r->rs.es, r->tk);
     }
     // Greedy draws nothing: no seed to report. Entropix draws in most of its cases.

@@ -532,7 +532,8 @@ static const char *cpu_nonfinite(const EmxState *st) {
 static void cpu_info(const EmxState *st, EmxStateInfo *info) {
     const CpuState *s = (const CpuState *)st;
     *info = (EmxStateInfo){.device = "cpu", .vocab = (int)s->m->cfg.vocab_size, .cache_type = s->kv_type,
-                           .kv_cache_bytes = emx_cpu_kv_cache_bytes(s->m, s->ctx, s->kv_type)};
+                           .kv_cache_bytes = emx_cpu_kv_cache_bytes(s->m, s->ctx, s->kv_type),
+                           .kv_ring_rows = s->ring.rows};
     snprintf(info->device_desc, sizeof info->device_desc, "%s", emx_cpu_simd_name());
 }
 

@@ -12,8 +12,8 @@
 //   x += Wo att (the matvec accumulates: the residual add is free);  rmsnorm(x) -> xb
 //   hb = silu(Wg xb) * (Wu xb) (one fused matvec);  x += Wd hb
 // Gemma 3 (EmxConfigExt) adds: the embedding times embed_scale; scores times attn_scale; a
-// local layer's RoPE base and its window of keys (attention.h's window: the KV cache keeps every
-// row, the rows before a window are not read); the global layers' RoPE positions / the linear
+// local layer's RoPE base and its window of keys (attention.h's window), whose cache is a ring
+// of rows (runtime/kv_ring.h: the kernels' cache_rows); the global layers' RoPE positions / the linear
 // factor; sandwich norms (x += rmsnorm(Wo att) * post_attn_norm, the same after the FFN, through
 // tmp); GeGLU (gate and up matvecs, then kernels/geglu.h) in place of the fused SwiGLU.
 // then the final norm and the classifier on the rows whose logits are wanted. Bytes a decode
@@ -461,6 +461,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_type;
     info->kv_cache_bytes = 2 * (uint64_t)s->kv_rows * s->kv_dim * s->kv_esize;
+    info->kv_ring_rows = s->ring.rows;
     info->vocab = s->vocab;
     if (s->clock) info->phases = s->clock->total;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;

@@ -331,8 +331,8 @@ const char *bad_args(int kernel, const EmxAttentionArgs *a, char *buf, size_t n)
     else if (!a->tail_k != !a->tail_v) snprintf(buf, n, "tail_k and tail_v must be both set or both NULL");
     else if (a->window < 0) snprintf(buf, n, "window %d < 0", a->window);
     else if (a->cache_rows < 0 || (a->cache_rows && (!a->window || a->window + (a->tail_branch_stride ? 1 : rows_of(a)) - 1 > a->cache_rows)))
-        snprintf(buf, n, "cache_rows %d: a ring needs window %d + n_rows %d - 1 rows at least", a->cache_rows,
-                 a->window, rows_of(a));
+        snprintf(buf, n, "cache_rows %d: a ring needs a window and window %d + causal rows %d - 1 rows at least",
+                 a->cache_rows, a->window, a->tail_branch_stride ? 1 : rows_of(a));
     else if (!(a->scale >= 0 && isfinite(a->scale))) snprintf(buf, n, "scale %g is not 0 or a positive number", (double)a->scale);
     else if (a->tail_start_dev && !a->tail_k) snprintf(buf, n, "tail_start_dev without a tail (tail_k, tail_v)");
     else if (a->tail_k && (a->tail_start < 0 || a->tail_row_stride < kv_dim))

@@ -1,6 +1,6 @@
-// attention_test_util.h — what the attention kernel tests share (test_attention.cpp,
-// test_attention_branches.cpp): the small GQA shape they run, the cache's bytes made from floats,
-// and the call's arguments for that shape.
+// attention_test_util.h — what the attention kernel tests share (test_attention*.cpp): the small
+// GQA shape they run, the cache's bytes made from floats, the call's arguments for that shape, and
+// the bitwise comparison of per-head statistics.
 #ifndef ENTROPIX_TESTS_ATTENTION_TEST_UTIL_H
 #define ENTROPIX_TESTS_ATTENTION_TEST_UTIL_H
 
@@ -49,6 +49,17 @@ static inline EmxAttentionArgs base_args(const float *q, const void *k, const vo
     a.n_keys = n_keys;
     a.keys_per_block = kpb;
     return a;
+}
+
+// The statistics field by field, each bitwise (the struct's padding after n_posinf is not data).
+static inline bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoftmaxStats> &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++) {
+        const double x[4] = {a[i].max, a[i].sum_e, a[i].sum_et, a[i].sum_et2};
+        const double y[4] = {b[i].max, b[i].sum_e, b[i].sum_et, b[i].sum_et2};
+        if (memcmp(x, y, sizeof x) != 0 || a[i].n_posinf != b[i].n_posinf) return false;
+    }
+    return true;
 }
 
 #endif

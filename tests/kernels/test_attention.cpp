@@ -338,17 +338,6 @@ int first_diff(const std::vector<float> &a, const std::vector<float> &b) {
 
 bool same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
-// Field by field: the struct's tail padding is not part of the result.
-bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoftmaxStats> &b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); i++)
-        if (!same_bits(&a[i].max, &b[i].max, 8) || !same_bits(&a[i].sum_e, &b[i].sum_e, 8) ||
-            !same_bits(&a[i].sum_et, &b[i].sum_et, 8) || !same_bits(&a[i].sum_et2, &b[i].sum_et2, 8) ||
-            a[i].n_posinf != b[i].n_posinf)
-            return false;
-    return true;
-}
-
 // (a) The keys from tail_start on live in branch 1 of three interleaved branch tails (row j at
 // tail + (3j + 1)·kv_dim, stride 3·kv_dim); the cache's own rows from tail_start on are NaN and
 // the other branches' rows other random keys, so a read from the wrong place changes the bits.

@@ -76,17 +76,6 @@ float cache_value(const std::vector<uint8_t> &c, size_t i, int kv) {
     return f;
 }
 
-// The statistics field by field, each bitwise (the struct's padding after n_posinf is not data).
-bool same_stats(const std::vector<EmxSoftmaxStats> &a, const std::vector<EmxSoftmaxStats> &b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); i++) {
-        const double x[4] = {a[i].max, a[i].sum_e, a[i].sum_et, a[i].sum_et2};
-        const double y[4] = {b[i].max, b[i].sum_e, b[i].sum_et, b[i].sum_et2};
-        if (memcmp(x, y, sizeof x) != 0 || a[i].n_posinf != b[i].n_posinf) return false;
-    }
-    return true;
-}
-
 // The outputs of one call: out, score rows, statistics and the cache (and the fused call's
 // arrival counters after it).
 struct Result {

@@ -239,7 +239,8 @@ $(SERVER_PAGE_OBJ): tools/server/page.html
 # and the whole-model tests on stories260K and the small shapes; the whole-model tests of the
 # larger tiny models (EMU_FORWARD_ONLY: the same kernels again at Qwen3's, Llama 3's, Qwen2.5's
 # and Gemma 3's vocabularies, three quarters of the emulated suite's time; Gemma's own kernels,
-# GeGLU and the windowed attention, have tests of their own in both passes) run in the forward
+# GeGLU, the windowed attention and its ring, have tests of their own in both passes, so
+# gemma3-tiny's ring through the whole model, forward_cuda_ring, runs once) run in the forward
 # pass only. A kernel
 # stuck in a loop fails by the timeout instead of hanging the run (a safety net only: the longest
 # test, forward_cuda/lookahead_round_at_qwen3_vocabulary, took 426 s on 2 cores shared with
@@ -247,7 +248,7 @@ $(SERVER_PAGE_OBJ): tools/server/page.html
 # UBSan always, so their log is searched for sanitizer reports here (Criterion does not count a
 # report printed at a test's exit), and `make test-asan` does not run them again.
 EMU_TEST_ARGS ?= --timeout 900
-EMU_FORWARD_ONLY := forward_cuda*/*@(qwen3|llama3|qwen25|gemma3)*|forward_cuda_prefill/@(two_chunks_of_150_rows_match_cpu|the_threshold_chooses_the_path)
+EMU_FORWARD_ONLY := forward_cuda*/*@(qwen3|llama3|qwen25|gemma3)*|forward_cuda_ring/*|forward_cuda_prefill/@(two_chunks_of_150_rows_match_cpu|the_threshold_chooses_the_path)
 SAN_REPORT := ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:
 # Tests run two at a time (-j2), each with OpenMP threads, on 2 cores: with OpenMP's default
 # spin-waiting at barriers, a thread spins on a core while the thread it waits for sits

@@ -30,6 +30,8 @@
 // Bytes: 4n per level launch while the select is open (typically 3 a stage), 4n for the gather,
 // ~2.5 KB of histogram per level; the pick sorts <= 8 KB. Launches: the scan, z with top-p, then
 // 6 per stage (14 with top-p) instead of the one-block walk's batches over the whole vocabulary.
+// With wide_launch's pdl every launch is a programmatic one, each kernel triggering its successor
+// and waiting for its predecessor before anything else (as sampling_mb.cuh's passes).
 #ifndef ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 #define ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 
@@ -343,7 +345,7 @@ __device__ void wide_hist(const float *logits, int i0, int i1, const WideSpec &s
 
 __global__ void __launch_bounds__(MB_THREADS)
 wide_level_kernel(const float *__restrict__ logits, int n, WideArgs a, MbWs mw, WideWs w, int stage, int level) {
-    emx_pdl_trigger();  // programmatic dependent launch: sampling_mb.cuh
+    emx_pdl_trigger();
     emx_pdl_wait();
     const WideSm sm = wide_smem();
     const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
@@ -373,7 +375,7 @@ wide_level_kernel(const float *__restrict__ logits, int n, WideArgs a, MbWs mw, 
 
 __global__ void __launch_bounds__(MB_THREADS)
 wide_gather_kernel(const float *__restrict__ logits, int n, WideWs w, int stage) {
-    emx_pdl_trigger();  // programmatic dependent launch: sampling_mb.cuh
+    emx_pdl_trigger();
     emx_pdl_wait();
     const WideSm sm = wide_smem();
     const WideSpec sp = w.spec[stage];
@@ -463,7 +465,7 @@ __device__ u64 pick_walk(const float *logits, const WideSpec &sp, const WideStat
 __global__ void __launch_bounds__(SB, 1)
 wide_pick_kernel(const float *__restrict__ logits, int n, WideArgs a, WideWs w, int stage, int *token_out, KeptList kl,
                  MbRow mb) {
-    emx_pdl_trigger();  // programmatic dependent launch: sampling_mb.cuh
+    emx_pdl_trigger();
     emx_pdl_wait();
     const Smem sm = block_smem();
     const WideSm ws = wide_smem();

@@ -4,10 +4,10 @@
 //
 // Three states of one model: EMX_CUDA_PDL=0 (the reference: plain launches), PDL on through the
 // decode graph, PDL on through direct launches. Each decides every step with emx_forward_decide
-// and the same spec (greedy, the entropix switch, or a sampled draw with temperature and top-p),
-// the step's metrics brought back: at every step the token, the entropix decision, the best-of-N
-// score and every metric (logits and attention, sliding-window layers on Gemma 3) bitwise those
-// of the reference. The emulator runs a programmatic launch's blocks up to their emx_pdl_wait
+// and the same spec (greedy and the entropix switch with the step's metrics brought back, or a
+// sampled draw with temperature and top-p, whose first kernel then follows the classifier): at
+// every step the token, the entropix decision, the best-of-N score and every metric (logits and
+// attention, sliding-window layers on Gemma 3) bitwise those of the reference. The emulator runs a programmatic launch's blocks up to their emx_pdl_wait
 // before the kernel before it ends (tests/cuda_emu/src/launch_ex.cpp), so a tail kernel that read
 // its input before its wait would see the previous step's logits, scores or partials and differ.
 // Also counted there: every tail kernel of a PDL step is a programmatic launch, none with
@@ -67,6 +67,7 @@ EmxDecideSpec spec_of(int kind) {
     sp.seed = 1234;
     sp.want_metrics = 1;  // the metrics come back too: compared bitwise
     if (kind == EMX_DECIDE_SAMPLE) {
+        sp.want_metrics = 0;  // no metrics kernels: the sampler's first kernel follows the classifier
         sp.params.temperature = 0.9f;
         sp.params.top_k = 0;  // from 8192 logits on: the wide draw
         sp.params.top_p = 0.9f;

@@ -12,12 +12,17 @@
 // head_stats, once with them), which the attention kernel has just written (L2-resident at
 // decode sizes: 16 heads · 4096 keys · 4 B = 256 KB); ~48 bytes written per layer.
 // Probabilities are in double from the float scores, as the CPU's.
+// Both kernels may be launched with programmatic dependent launch (the decode step's tail:
+// kernels/launch.cuh): each triggers its successor, then waits for its predecessor before its
+// first read (the score rows, the key count of a graph's input, the per-layer metrics).
 #include <math.h>
 #include <string.h>
 
 #include <cuda_runtime.h>
 
 #include "kernels/attn_metrics.h"
+#include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/reduce.cuh"
 
 #define AM_BLOCK 256
@@ -36,6 +41,8 @@ attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_
     __shared__ float red_f[AM_BLOCK];
     __shared__ double red_d[AM_BLOCK];
     __shared__ FixedMaxSumsT red_s[AM_BLOCK];
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const int l = first_layer + blockIdx.x, tid = threadIdx.x;
     const int all_keys = valid_len_dev ? *valid_len_dev : valid_len_arg;
     // a local layer's rows from their first visible key k0: keys [k0, all_keys), as
@@ -102,6 +109,8 @@ attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_
 }
 
 __global__ void attn_average_kernel(const EmxAttnLayerMetrics *per_layer, int n_layers, EmxMetrics *m) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // in every thread (launch.cuh's rule (b)), before the early return
     if (threadIdx.x != 0) return;
     EmxAttnLayerMetrics s = {0.0, 0.0, 0.0, 0.0, 0.0};
     for (int l = 0; l < n_layers; l++) {
@@ -130,13 +139,14 @@ extern "C" cudaError_t emx_cuda_attn_metrics(const float *scores, const EmxSoftm
                                              const int *valid_len_dev, int layer, EmxMetrics *m,
                                              void *workspace, cudaStream_t stream) {
     return emx_cuda_attn_metrics_window(scores, head_stats, n_layers, n_heads, stride, valid_len, valid_len_dev,
-                                        NULL, layer, m, workspace, stream);
+                                        NULL, layer, m, workspace, stream, 0);
 }
 
 extern "C" cudaError_t emx_cuda_attn_metrics_window(const float *scores, const EmxSoftmaxStats *head_stats,
                                                     int n_layers, int n_heads, int stride, int valid_len,
                                                     const int *valid_len_dev, const EmxCudaAttnWindow *window,
-                                                    int layer, EmxMetrics *m, void *workspace, cudaStream_t stream) {
+                                                    int layer, EmxMetrics *m, void *workspace, cudaStream_t stream,
+                                                    int pdl) {
     EmxCudaAttnWindow win;
     memset(&win, 0, sizeof win);
     if (window) win = *window;
@@ -149,10 +159,8 @@ extern "C" cudaError_t emx_cuda_attn_metrics_window(const float *scores, const E
     if (emx_attn_layer_range(layer, n_layers, &first, &last) != 0) return cudaErrorInvalidValue;
     const int count = last - first + 1;
     EmxAttnLayerMetrics *per_layer = (EmxAttnLayerMetrics *)workspace;
-    attn_layer_kernel<<<count, AM_BLOCK, 0, stream>>>(scores, head_stats, first, n_heads, stride, valid_len, valid_len_dev, win,
-                                                      per_layer);
-    cudaError_t e = cudaGetLastError();
+    const cudaError_t e = EMX_LAUNCH(pdl, count, AM_BLOCK, 0, stream, attn_layer_kernel, scores, head_stats, first,
+                                     n_heads, stride, valid_len, valid_len_dev, win, per_layer);
     if (e != cudaSuccess) return e;
-    attn_average_kernel<<<1, 32, 0, stream>>>(per_layer, count, m);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, 32, 0, stream, attn_average_kernel, per_layer, count, m);
 }

@@ -47,11 +47,14 @@ typedef struct {
     uint32_t local_layers[EMX_MAX_LAYERS / 32];
 } EmxCudaAttnWindow;
 
-// emx_cuda_attn_metrics over each layer's visible keys (window: NULL, every key).
+// emx_cuda_attn_metrics over each layer's visible keys (window: NULL, every key); pdl != 0: both
+// kernels launched with programmatic dependent launch (kernels/launch.cuh: the kernel before
+// them on the stream must be a kernel, not a copy; the decode step's tail), 0: plain launches.
 cudaError_t emx_cuda_attn_metrics_window(const float *scores, const EmxSoftmaxStats *head_stats,
                                          int n_layers, int n_heads, int stride, int valid_len,
                                          const int *valid_len_dev, const EmxCudaAttnWindow *window,
-                                         int layer, EmxMetrics *m, void *workspace, cudaStream_t stream);
+                                         int layer, EmxMetrics *m, void *workspace, cudaStream_t stream,
+                                         int pdl);
 
 #ifdef __cplusplus
 }

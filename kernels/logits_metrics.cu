@@ -11,6 +11,9 @@
 // Why it is fast: the logits are read once by ~n/2048 blocks (75 for Qwen3's 151936: the read
 // of 600 KB is spread over the SMs), the double exps are ~1 per logit (FP64 is half the FP32
 // rate on H100/A100); the second kernel touches a few KB.
+// Both may be launched with programmatic dependent launch (emx_cuda_logits_metrics_pdl, the decode
+// step's tail: kernels/launch.cuh): each triggers its successor and waits for its predecessor
+// (the classifier, then the partials) before anything else, all it reads being their output.
 //
 // logit_pair_kernel (emx_cuda_logit_pair, the critic's verdict): one block of 1024 threads,
 // thread t takes logits t, t + 1024, ...: their largest finite value (a block max), then their
@@ -21,6 +24,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/logits_metrics.h"
 #include "kernels/reduce.cuh"
 
@@ -45,6 +50,8 @@ logits_partial_kernel(const float *__restrict__ logits, int n, Partial *__restri
     __shared__ int red_i[LM_BLOCK];
     __shared__ ArgMaxT red_a[LM_BLOCK];
     __shared__ FixedMaxSumsT red_s[LM_BLOCK];
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the logits are the classifier's output
     const int tid = threadIdx.x, i0 = blockIdx.x * LM_CHUNK;
     const int len = min(LM_CHUNK, n - i0);
     float mx = -INFINITY;
@@ -81,6 +88,8 @@ logits_merge_kernel(const Partial *__restrict__ part, int n_parts, EmxMetrics *m
     __shared__ EmxSoftmaxStats red_s[LM_BLOCK];
     __shared__ ArgMaxT red_a[LM_BLOCK];
     __shared__ int red_i[LM_BLOCK];
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the partials
     EmxSoftmaxStats st = emx_softmax_stats_empty();
     emxr::ArgMax am = {-INFINITY, -1};
     int valid = 0;
@@ -141,12 +150,15 @@ extern "C" size_t emx_cuda_logits_metrics_workspace_bytes(int n) {
 extern "C" cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m,
                                                int *argmax, int *n_valid, void *workspace,
                                                cudaStream_t stream) {
+    return emx_cuda_logits_metrics_pdl(logits, n, m, argmax, n_valid, workspace, stream, 0);
+}
+
+extern "C" cudaError_t emx_cuda_logits_metrics_pdl(const float *logits, int n, EmxMetrics *m, int *argmax,
+                                                   int *n_valid, void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !m || !workspace) return cudaErrorInvalidValue;
     const int n_parts = (n + LM_CHUNK - 1) / LM_CHUNK;
     Partial *part = (Partial *)workspace;
-    logits_partial_kernel<<<n_parts, LM_BLOCK, 0, stream>>>(logits, n, part);
-    cudaError_t e = cudaGetLastError();
+    const cudaError_t e = EMX_LAUNCH(pdl, n_parts, LM_BLOCK, 0, stream, logits_partial_kernel, logits, n, part);
     if (e != cudaSuccess) return e;
-    logits_merge_kernel<<<1, LM_BLOCK, 0, stream>>>(part, n_parts, m, argmax, n_valid);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, LM_BLOCK, 0, stream, logits_merge_kernel, part, n_parts, m, argmax, n_valid);
 }

@@ -29,6 +29,11 @@ size_t emx_cuda_logits_metrics_workspace_bytes(int n);
 // Two kernels: partial statistics per chunk of 2048 logits, then one block merges them.
 cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m, int *argmax,
                                     int *n_valid, void *workspace, cudaStream_t stream);
+// The same, both kernels launched with programmatic dependent launch when pdl != 0
+// (kernels/launch.cuh: the kernel before them on the stream must be a kernel, not a copy; the
+// decode step's tail, after the classifier). pdl 0: emx_cuda_logits_metrics.
+cudaError_t emx_cuda_logits_metrics_pdl(const float *logits, int n, EmxMetrics *m, int *argmax,
+                                        int *n_valid, void *workspace, cudaStream_t stream, int pdl);
 
 // emx_logit_pair (sampler/metrics.h) on the device: logits[id_a], logits[id_b], the largest
 // finite logit and the sum of exp(l - max) over the finite ones (double), written to *out

@@ -120,6 +120,13 @@ Test(cuda_resources, missing_pdl_wait_in_the_fused_matvec_fails, .timeout = 60) 
     expect_one_line_failure(args, "SASS of matvec_fused_kernel<3, false, true> (sm_90)", "no ACQBULK (emx_pdl_wait)");
 }
 
+// The decode step's decide tail is launched with PDL too: its kernels are checked the same way
+// (no_tail_pdl_wait.sass: ok.sass without sample_kernel's ACQBULK on sm_90).
+Test(cuda_resources, missing_pdl_wait_in_a_tail_kernel_fails, .timeout = 60) {
+    const char *args[] = {DATA "ok.ptxas", "--sass", DATA "no_tail_pdl_wait.sass", NULL};
+    expect_one_line_failure(args, "SASS of sample_kernel (sm_90)", "no ACQBULK (emx_pdl_wait)");
+}
+
 Test(cuda_resources, sass_without_the_checked_kernels_fails, .timeout = 60) {
     // a listing of some other object: the checks must not pass on nothing
     const char *args[] = {DATA "ok.ptxas", "--sass", DATA "spill.ptxas", NULL};

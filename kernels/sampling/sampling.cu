@@ -38,6 +38,10 @@
 // Later batches (top-k > 1024, wide min-p nuclei) and the no-filter walk stay one-block here;
 // emx_cuda_sample with top-k off (from n = 8192) takes sampling_wide.cuh's path instead, which
 // lists nothing: the nucleus cut and the drawn token are found by radix selects on mass.
+// emx_cuda_sample_pdl and emx_cuda_entropix_step_pdl launch every kernel of the decision with
+// programmatic dependent launch (the decode step's tail, kernels/launch.cuh): each kernel triggers
+// its successor and waits for its predecessor first, everything it reads being written in the
+// step (the logits, the metrics, the passes' partials).
 #include <math.h>
 #include <stdint.h>
 
@@ -56,6 +60,8 @@ namespace {
 __global__ void __launch_bounds__(SB, 1)
 sample_kernel(const float *__restrict__ logits, int n, EmxSamplerParams sp, u64 seed, u64 step,
               const u64 *step_dev, unsigned lane, int *token_out, KeptList kl, MbRow mb) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const Smem sm = block_smem();
     const int m = distribution_block(logits, n, sp, sm, kl, mb);
     if (threadIdx.x == 0) {
@@ -68,6 +74,8 @@ __global__ void __launch_bounds__(SB, 1)
 entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metrics, EmxProfile prof,
                 EmxEntropixState *state, int pause_token, u64 seed, u64 step, const u64 *step_dev,
                 int *token_out, EmxDecision *decision_out, double *score_out, KeptList kl, MbRow mb) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the metrics and the passes' partials; the state was written by the previous step
     const Smem sm = block_smem();
     // Every thread takes the same (pure) decision: nothing to broadcast.
     const EmxMetrics mt = *metrics;
@@ -135,7 +143,7 @@ WideWs wide_ws(void *ws, int n) { return wide_ws_at((char *)ws + kept_bytes(n) +
 
 cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
                           const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
-                          cudaStream_t stream, bool many) {
+                          cudaStream_t stream, bool many, bool pdl) {
     if (!logits || n < 1 || !params || !token_out || !workspace) return cudaErrorInvalidValue;
     MbWs w = mb_ws(workspace, n);
     if (!many) w.G = 0;
@@ -144,17 +152,17 @@ cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *pa
         const bool greedy = !(sp.temperature > 0.0f) || sp.top_k == 1;
         if (!greedy && sp.top_k <= 0) {  // top-k off: the kept set may be most of the vocabulary
             const WideArgs a = {sp, (u64)seed, (u64)step, (const u64 *)step_dev, lane};
-            return wide_launch(logits, n, a, w, wide_ws(workspace, n), token_out, kept_list(workspace, n), stream);
+            return wide_launch(logits, n, a, w, wide_ws(workspace, n), token_out, kept_list(workspace, n), stream, pdl);
         }
         const bool select = !greedy && (sp.top_k > 0 || sp.top_p < 1.0f || sp.min_p > 0.0f);
         ParamSrc ps = {};
         ps.kind = PS_FIXED;
         ps.sp = sp;
-        const cudaError_t e = mb_launch(logits, n, ps, select, sp.top_p < 1.0f, w, stream);
+        const cudaError_t e = mb_launch(logits, n, ps, select, sp.top_p < 1.0f, w, stream, pdl);
         if (e != cudaSuccess) return e;
     }
-    sample_kernel<<<1, SB, 0, stream>>>(logits, n, *params, (u64)seed, (u64)step, (const u64 *)step_dev, lane, token_out, kept_list(workspace, n), mb_row(w, 0));
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, SB, 0, stream, sample_kernel, logits, n, *params, (u64)seed, (u64)step,
+                      (const u64 *)step_dev, lane, token_out, kept_list(workspace, n), mb_row(w, 0));
 }
 
 }  // namespace
@@ -183,14 +191,20 @@ extern "C" cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamp
                                        uint64_t seed, uint64_t step, const uint64_t *step_dev,
                                        uint32_t lane, int *token_out, void *workspace,
                                        cudaStream_t stream) {
-    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true);
+    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true, false);
+}
+
+extern "C" cudaError_t emx_cuda_sample_pdl(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed,
+                                           uint64_t step, const uint64_t *step_dev, uint32_t lane, int *token_out,
+                                           void *workspace, cudaStream_t stream, int pdl) {
+    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true, pdl != 0);
 }
 
 extern "C" cudaError_t emx_cuda_sample_one_block(const float *logits, int n, const EmxSamplerParams *params,
                                                  uint64_t seed, uint64_t step, const uint64_t *step_dev,
                                                  uint32_t lane, int *token_out, void *workspace,
                                                  cudaStream_t stream) {
-    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, false);
+    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, false, false);
 }
 
 extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics *metrics,
@@ -199,6 +213,15 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               const uint64_t *step_dev, int *token_out,
                                               EmxDecision *decision_out, double *score_out,
                                               void *workspace, cudaStream_t stream) {
+    return emx_cuda_entropix_step_pdl(logits, n, metrics, profile, state, pause_token, seed, step, step_dev, token_out,
+                                      decision_out, score_out, workspace, stream, 0);
+}
+
+extern "C" cudaError_t emx_cuda_entropix_step_pdl(const float *logits, int n, const EmxMetrics *metrics,
+                                                  const EmxProfile *profile, EmxEntropixState *state, int pause_token,
+                                                  uint64_t seed, uint64_t step, const uint64_t *step_dev,
+                                                  int *token_out, EmxDecision *decision_out, double *score_out,
+                                                  void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
         return cudaErrorInvalidValue;
     const MbWs w = mb_ws(workspace, n);
@@ -209,9 +232,10 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
         ps.prof = *profile;
         ps.state = state;
         ps.pause_token = pause_token;
-        const cudaError_t e = mb_launch(logits, n, ps, true, true, w, stream);
+        const cudaError_t e = mb_launch(logits, n, ps, true, true, w, stream, pdl != 0);
         if (e != cudaSuccess) return e;
     }
-    entropix_kernel<<<1, SB, 0, stream>>>(logits, n, metrics, *profile, state, pause_token, (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out, kept_list(workspace, n), mb_row(w, 0));
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
+                      (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out,
+                      kept_list(workspace, n), mb_row(w, 0));
 }

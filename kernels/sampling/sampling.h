@@ -58,6 +58,12 @@ cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaS
 cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                             uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
                             int *token_out, void *workspace, cudaStream_t stream);
+// The same, every kernel launched with programmatic dependent launch when pdl != 0
+// (kernels/launch.cuh: the kernel before them on the stream must be a kernel, not a copy; the
+// decode step's tail). pdl 0: emx_cuda_sample.
+cudaError_t emx_cuda_sample_pdl(const float *logits, int n, const EmxSamplerParams *params,
+                                uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
+                                int *token_out, void *workspace, cudaStream_t stream, int pdl);
 // The same decision by one block of 1024 threads alone, whatever n (the kernel lab and the tests
 // compare the two; the lab's first version, one pass per kept token, is kernels/naive.h's
 // emx_cuda_sample_naive).
@@ -78,6 +84,13 @@ cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics 
                                    const uint64_t *step_dev, int *token_out,
                                    EmxDecision *decision_out, double *score_out, void *workspace,
                                    cudaStream_t stream);
+// The same with programmatic dependent launch when pdl != 0 (as emx_cuda_sample_pdl).
+cudaError_t emx_cuda_entropix_step_pdl(const float *logits, int n, const EmxMetrics *metrics,
+                                       const EmxProfile *profile, EmxEntropixState *state,
+                                       int pause_token, uint64_t seed, uint64_t step,
+                                       const uint64_t *step_dev, int *token_out,
+                                       EmxDecision *decision_out, double *score_out, void *workspace,
+                                       cudaStream_t stream, int pdl);
 
 #ifdef __cplusplus
 }

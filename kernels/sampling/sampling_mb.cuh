@@ -26,9 +26,15 @@
 // partials, 1 KB of histogram per level and row, 8 per gathered key. Each launch's blocks spread
 // the read over the SMs, where one block streams one SM's share; launches that find the select
 // finished return after the state (a few hundred bytes).
+// Programmatic dependent launch (mb_launch's pdl: the decode step's tail, kernels/launch.cuh):
+// every pass first triggers its successor, then waits for its predecessor, in every block, before
+// any read or write (the logits, the previous pass's partials; the scan's zeroing of counters the
+// previous decision's passes may still use).
 #ifndef ENTROPIX_KERNELS_SAMPLING_MB_CUH
 #define ENTROPIX_KERNELS_SAMPLING_MB_CUH
 
+#include "kernels/grid_sync.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/sampling/agent_pool.h"
 #include "kernels/sampling/sampling_device.cuh"
 
@@ -169,6 +175,8 @@ __device__ __forceinline__ int chunk_len(int n, int *i0) {
 
 __global__ void __launch_bounds__(MB_THREADS)
 mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const int tid = threadIdx.x;
     logits += blockIdx.y * w.stride;  // (gridDim.y is 1 when the rows share the logits)
@@ -220,6 +228,8 @@ __device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &s
 
 __global__ void __launch_bounds__(MB_THREADS)
 mb_z_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const RowSetup r = row_setup(ps, w, sm);
     if (!r.need_z) return;  // the same for every thread
@@ -297,6 +307,8 @@ __device__ MbState mb_decide(MbState s, const unsigned *gh, const MbSmem &sm) {
 
 __global__ void __launch_bounds__(MB_THREADS)
 mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int level) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const int tid = threadIdx.x, row = blockIdx.y;
     MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
@@ -321,6 +333,8 @@ mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int
 
 __global__ void __launch_bounds__(MB_THREADS)
 mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const int row = blockIdx.y;
     MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
@@ -346,24 +360,18 @@ mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
 unsigned long long mb_passes_launched = 0;
 
 // Enqueues the passes for w.rows rows on stream s. select: a row may need the radix select (else
-// only the scan runs); maybe_z: a row may need z (top-p may be on).
+// only the scan runs); maybe_z: a row may need z (top-p may be on); pdl: every pass with
+// programmatic dependent launch (the kernel before them on s must be a kernel).
 cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool select, bool maybe_z, const MbWs &w,
-                      cudaStream_t s) {
+                      cudaStream_t s, bool pdl = false) {
     const dim3 g1(w.G, w.stride ? w.rows : 1), gr(w.G, w.rows);
-    mb_scan_kernel<<<g1, MB_THREADS, 0, s>>>(logits, n, w);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = EMX_LAUNCH(pdl, g1, MB_THREADS, 0, s, mb_scan_kernel, logits, n, w);
     if (e == cudaSuccess) mb_passes_launched++;
     if (e != cudaSuccess || !select) return e;
-    if (maybe_z) {
-        mb_z_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, ps, w);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    for (int level = 0; level < MB_LEVELS; level++) {
-        mb_hist_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, ps, w, level);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    mb_gather_kernel<<<gr, MB_THREADS, 0, s>>>(logits, n, w);
-    return cudaGetLastError();
+    if (maybe_z && (e = EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_z_kernel, logits, n, ps, w)) != cudaSuccess) return e;
+    for (int level = 0; level < MB_LEVELS; level++)
+        if ((e = EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_hist_kernel, logits, n, ps, w, level)) != cudaSuccess) return e;
+    return EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_gather_kernel, logits, n, w);
 }
 
 }  // namespace

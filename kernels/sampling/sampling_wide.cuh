@@ -30,6 +30,8 @@
 // Bytes: 4n per level launch while the select is open (typically 3 a stage), 4n for the gather,
 // ~2.5 KB of histogram per level; the pick sorts <= 8 KB. Launches: the scan, z with top-p, then
 // 6 per stage (14 with top-p) instead of the one-block walk's batches over the whole vocabulary.
+// With wide_launch's pdl every launch is a programmatic one, each kernel triggering its successor
+// and waiting for its predecessor before anything else (as sampling_mb.cuh's passes).
 #ifndef ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 #define ENTROPIX_KERNELS_SAMPLING_WIDE_CUH
 
@@ -343,6 +345,8 @@ __device__ void wide_hist(const float *logits, int i0, int i1, const WideSpec &s
 
 __global__ void __launch_bounds__(MB_THREADS)
 wide_level_kernel(const float *__restrict__ logits, int n, WideArgs a, MbWs mw, WideWs w, int stage, int level) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const WideSm sm = wide_smem();
     const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
     WideSpec sp;
@@ -371,6 +375,8 @@ wide_level_kernel(const float *__restrict__ logits, int n, WideArgs a, MbWs mw, 
 
 __global__ void __launch_bounds__(MB_THREADS)
 wide_gather_kernel(const float *__restrict__ logits, int n, WideWs w, int stage) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const WideSm sm = wide_smem();
     const WideSpec sp = w.spec[stage];
     const WideHist &h = w.hist[stage * WIDE_LEVELS + WIDE_LEVELS - 1];
@@ -459,6 +465,8 @@ __device__ u64 pick_walk(const float *logits, const WideSpec &sp, const WideStat
 __global__ void __launch_bounds__(SB, 1)
 wide_pick_kernel(const float *__restrict__ logits, int n, WideArgs a, WideWs w, int stage, int *token_out, KeptList kl,
                  MbRow mb) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const Smem sm = block_smem();
     const WideSm ws = wide_smem();
     const WideSpec sp = w.spec[stage];
@@ -499,30 +507,24 @@ __global__ void __launch_bounds__(MB_THREADS) fx_sum_kernel(const double *__rest
 unsigned long long wide_draws_launched = 0;
 
 // Enqueues the scan, z (top-p), and the stages. mw: the many-block workspace (its scan and z
-// partials are read here); w: this path's (its histograms are zeroed by the scan).
+// partials are read here); w: this path's (its histograms are zeroed by the scan); pdl: every
+// launch with programmatic dependent launch (as mb_launch).
 cudaError_t wide_launch(const float *logits, int n, const WideArgs &a, MbWs mw, const WideWs &w, int *token_out,
-                        const KeptList &kl, cudaStream_t s) {
+                        const KeptList &kl, cudaStream_t s, bool pdl = false) {
     mw.zero = (unsigned *)w.hist;
     mw.n_zero = (int)(wide_zero_bytes() / sizeof(unsigned));
     const bool top_p = a.sp.top_p < 1.0f;
     ParamSrc ps = {};
     ps.kind = PS_FIXED;
     ps.sp = a.sp;
-    cudaError_t e = mb_launch(logits, n, ps, false, false, mw, s);  // the scan (and the zeroing)
-    if (e == cudaSuccess && top_p) {
-        mb_z_kernel<<<mw.G, MB_THREADS, 0, s>>>(logits, n, ps, mw);
-        e = cudaGetLastError();
-    }
+    cudaError_t e = mb_launch(logits, n, ps, false, false, mw, s, pdl);  // the scan (and the zeroing)
+    if (e == cudaSuccess && top_p) e = EMX_LAUNCH(pdl, mw.G, MB_THREADS, 0, s, mb_z_kernel, logits, n, ps, mw);
     for (int stage = top_p ? 0 : 1; stage < 2 && e == cudaSuccess; stage++) {
-        for (int level = 0; level < WIDE_LEVELS && e == cudaSuccess; level++) {
-            wide_level_kernel<<<mw.G, MB_THREADS, 0, s>>>(logits, n, a, mw, w, stage, level);
-            e = cudaGetLastError();
-        }
-        if (e != cudaSuccess) break;
-        wide_gather_kernel<<<mw.G, MB_THREADS, 0, s>>>(logits, n, w, stage);
-        if ((e = cudaGetLastError()) != cudaSuccess) break;
-        wide_pick_kernel<<<1, SB, 0, s>>>(logits, n, a, w, stage, token_out, kl, mb_row(mw, 0));
-        e = cudaGetLastError();
+        for (int level = 0; level < WIDE_LEVELS && e == cudaSuccess; level++)
+            e = EMX_LAUNCH(pdl, mw.G, MB_THREADS, 0, s, wide_level_kernel, logits, n, a, mw, w, stage, level);
+        if (e == cudaSuccess) e = EMX_LAUNCH(pdl, mw.G, MB_THREADS, 0, s, wide_gather_kernel, logits, n, w, stage);
+        if (e == cudaSuccess)
+            e = EMX_LAUNCH(pdl, 1, SB, 0, s, wide_pick_kernel, logits, n, a, w, stage, token_out, kl, mb_row(mw, 0));
     }
     if (e == cudaSuccess) wide_draws_launched++;
     return e;

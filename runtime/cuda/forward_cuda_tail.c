@@ -23,6 +23,8 @@
 
 // The choice of the next token from logits row 0 (emx_forward_decide), on the device, and the
 // copy of its result to out_h. valid_len: keys of the last position (graph: read from in_d).
+// In a decode step with PDL (s->pdl_now) every kernel here is a programmatic launch: the first
+// follows the classifier, each waits for the one before it (kernels/launch.cuh).
 static int decide_kernels(CudaState *s, int valid_len, int graph) {
     const EmxConfig *c = &s->m->cfg;
     const EmxDecideSpec *sp = &s->spec;
@@ -33,22 +35,22 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
     const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
     const int metrics = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
     if (metrics || sp->kind == EMX_DECIDE_GREEDY)
-        CU(emx_cuda_logits_metrics(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,
-                                   NULL, s->lm_ws, s->stream));
+        CU(emx_cuda_logits_metrics_pdl(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,
+                                       NULL, s->lm_ws, s->stream, s->pdl_now));
     EmxCudaAttnWindow win;  // the local layers' rows from their first visible key
     win.window = (int)s->m->ext.sliding_window;
     memcpy(win.local_layers, s->m->ext.local_layers, sizeof win.local_layers);
     if (metrics)
         CU(emx_cuda_attn_metrics_window(s->scores, s->head_stats, (int)c->n_layers, (int)c->n_heads, s->ctx,
                                         graph ? s->ctx : valid_len, valid_dev, &win, layer, &o->metrics, s->am_ws,
-                                        s->stream));
+                                        s->stream, s->pdl_now));
     if (sp->kind == EMX_DECIDE_SAMPLE)
-        CU(emx_cuda_sample(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
-                           s->stream));
+        CU(emx_cuda_sample_pdl(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
+                               s->stream, s->pdl_now));
     if (sp->kind == EMX_DECIDE_ENTROPIX)
-        CU(emx_cuda_entropix_step(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
-                                  sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
-                                  s->stream));
+        CU(emx_cuda_entropix_step_pdl(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
+                                      sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
+                                      s->stream, s->pdl_now));
     const size_t bytes = sp->want_metrics ? sizeof(DecideOut) : offsetof(DecideOut, metrics);
     CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
     return 0;

@@ -171,7 +171,7 @@ Test(attention_window, metrics_over_the_window) {
             cr_assert_eq(emx_attention_metrics_window(scores.data(), n_layers, n_heads, stride, valid, first_key, layer,
                                                       scratch.data(), &ref), 0);
             CUDA_OK(emx_cuda_attn_metrics_window(d_s.p, stats ? d_hs.p : nullptr, n_layers, n_heads, stride, valid,
-                                                 nullptr, &win, layer, d_m.p, ws.p, 0));
+                                                 nullptr, &win, layer, d_m.p, ws.p, 0, 0));
             CUDA_OK(cudaDeviceSynchronize());
             const EmxMetrics m = d_m.get();
             const double got[5] = {m.attn_entropy_bits, m.attn_varentropy_heads_bits2, m.attn_varentropy_true_bits2,

@@ -69,16 +69,18 @@ struct FusedIn {
 
 // Shared memory the prologue fills: int8 groups xq [cols] (16-byte aligned: cols % 32 == 0), then
 // xd and xsum [cols / 32]; or the normed f32 row [cols]; or nothing (float weights, no norm).
-size_t smem_bytes(int dtype, int cols, bool norm) {
-    if (IS_QUANTISED(dtype)) return (size_t)cols + (size_t)cols / 32 * 8;
-    return norm ? (size_t)cols * 4 : 0;
+// IN_RESIDUAL also the residual row h [cols] f32: after the groups (at float index
+// residual_at), or where the normed f32 row goes (normed in place).
+size_t smem_bytes(int dtype, int cols, int input) {
+    if (IS_QUANTISED(dtype)) return (size_t)cols + (size_t)cols / 32 * 8 + (input == IN_RESIDUAL ? (size_t)cols * 4 : 0);
+    return input != IN_AS_IS ? (size_t)cols * 4 : 0;
 }
+__device__ __forceinline__ int residual_at(int dtype, int cols) { return IS_QUANTISED(dtype) ? cols / 32 * 10 : 0; }
 
 // Virtual thread v's share of rmsnorm_kernel's sum: x[v]², x[v + T]², ... added in turn, as its
-// thread v does (a functor for emx_block_sum_as). Row: a float array, or ResidualRow.
-template <class Row>
+// thread v does (a functor for emx_block_sum_as).
 struct SquaresFrom {
-    Row x;
+    const float *x;
     int n, T;
     __device__ __forceinline__ float operator()(int v) const {
         float s = 0.0f;
@@ -92,39 +94,27 @@ struct SquaresFrom {
 
 // 1 / sqrt(mean(x²) + eps) of row x [cols], as emx_cuda_rmsnorm's block computes it. Every thread
 // calls it.
-template <class Row>
-__device__ __forceinline__ float inv_rms(const Row &x, int cols, const FusedIn &in) {
+__device__ __forceinline__ float inv_rms(const float *x, int cols, const FusedIn &in) {
     const int T = in.norm_threads;
-    const float ss = emx_block_sum_as(T, SquaresFrom<Row>{x, cols, T});
+    const float ss = emx_block_sum_as(T, SquaresFrom{x, cols, T});
     return 1.0f / sqrtf(ss / (float)cols + in.eps);
 }
 
-// The sandwich norm's residual row, column by column: x[i] + delta[i] * inv * post_w[i], the
+// Column i of the sandwich norm's residual row: x[i] + delta[i] * inv_delta * post_w[i], the
 // normed delta rounded as emx_cuda_rmsnorm stores it, then added as emx_cuda_residual_rmsnorm adds
 // it (emx_add_rounded: the product is not merged into the add).
-struct ResidualRow {
-    const float *x, *delta, *post_w;
-    float inv;  // delta's 1 / rms
-    __device__ __forceinline__ float operator[](int i) const {
-        return emx_add_rounded(x[i], delta[i] * inv * post_w[i]);
-    }
-};
-
-__device__ __forceinline__ ResidualRow residual_row(const FusedIn &in, int cols) {
-    return ResidualRow{in.x, in.delta, in.post_w, inv_rms(in.delta, cols, in)};
+__device__ __forceinline__ float residual_col(const FusedIn &in, float inv_delta, int i) {
+    return emx_add_rounded(in.x[i], in.delta[i] * inv_delta * in.post_w[i]);
 }
 
-__device__ __forceinline__ void write_row(const ResidualRow &row, float *out, int cols) {
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) out[i] = row[i];
-}
-
-// The input of the rows from row x (in.x, or the residual row) in shared memory (see the top),
-// visible to the whole block on return. Every thread calls it.
-template <int DT, bool NORM, class Row>
-__device__ __forceinline__ EmxCudaActs input_from(const Row &x, const FusedIn &in, int cols, float *smem) {
+// The input of the rows from row x [cols] (in.x; or the residual row in shared memory, which the
+// f32 input overwrites in place: each thread its own columns, after the norm's sum) in shared
+// memory (see the top), visible to the whole block on return. Every thread calls it.
+template <int DT, bool NORM>
+__device__ __forceinline__ EmxCudaActs input_from(const float *x, const FusedIn &in, int cols, float *smem) {
     float inv = 0.0f;
     if constexpr (NORM) inv = inv_rms(x, cols, in);
-    EmxCudaActs a = {in.x, nullptr, nullptr, nullptr};
+    EmxCudaActs a = {x, nullptr, nullptr, nullptr};
     if constexpr (IS_QUANTISED(DT)) {
         // indices into smem, not pointers, while the loop runs (64-bit pointers live across the
         // quantiser's divisions made ptxas spill; cols % 32 == 0: xd starts at float cols / 4)
@@ -153,14 +143,23 @@ __device__ __forceinline__ EmxCudaActs input_from(const Row &x, const FusedIn &i
     return a;
 }
 
-// The prologue (see the top). IN_RESIDUAL: the residual row into x_out by block 0 (the other
-// blocks read x and delta, not x_out), and its RMSNorm the input.
+// The prologue (see the top). IN_RESIDUAL: the residual row into shared memory, and into x_out by
+// block 0 (the other blocks read x and delta, not x_out); its RMSNorm the input. (Kept in shared
+// memory rather than recomputed from x and delta: the three pointers live across the
+// quantisation made ptxas spill.)
 template <int DT, int INPUT>
 __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, float *smem) {
     if constexpr (INPUT == IN_RESIDUAL) {
-        const ResidualRow row = residual_row(in, cols);
-        if (emx_block_x_here() == 0) write_row(row, in.x_out, cols);
-        return input_from<DT, true>(row, in, cols, smem);
+        float *h = smem + residual_at(DT, cols);
+        const float inv_delta = inv_rms(in.delta, cols, in);
+        const bool first = emx_block_x_here() == 0;
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = residual_col(in, inv_delta, i);
+            h[i] = v;
+            if (first) in.x_out[i] = v;
+        }
+        __syncthreads();
+        return input_from<DT, true>(h, in, cols, smem);
     } else {
         return input_from<DT, INPUT == IN_NORM>(in.x, in, cols, smem);
     }
@@ -213,7 +212,8 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Matve
 __global__ void __launch_bounds__(FUSED_THREADS) fused_residual_kernel(int cols, const FusedIn in) {
     emx_pdl_trigger();
     emx_pdl_wait();  // x and delta are earlier kernels' outputs
-    write_row(residual_row(in, cols), in.x_out, cols);
+    const float inv_delta = inv_rms(in.delta, cols, in);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) in.x_out[i] = residual_col(in, inv_delta, i);
 }
 
 FusedIn fused_in(const EmxFusedInput *in, const EmxFusedResidual *res, int cols) {
@@ -226,17 +226,23 @@ template <int DT, int GLU>
 cudaError_t launch_fused(const MatvecSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
                          const EmxFusedResidual *res, int accumulate, cudaStream_t stream) {
     const FusedIn fi = fused_in(in, res, cols);
-    const size_t shmem = smem_bytes(DT, cols, in->norm_w != nullptr);
+    const int input = res ? IN_RESIDUAL : in->norm_w ? IN_NORM : IN_AS_IS;
+    const size_t shmem = smem_bytes(DT, cols, input);
     int blocks = (total + FUSED_WARPS - 1) / FUSED_WARPS;
     if (blocks > FUSED_MAX_BLOCKS) blocks = FUSED_MAX_BLOCKS;
-    if (res)
-        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_RESIDUAL>, set,
-                          W2, cols, fi, accumulate);
-    if (in->norm_w)
+    // the variants a decode layer uses, no more (each is compiled for every dtype and arch): the
+    // sandwich norm before q/k/v and GeGLU's pair, GeGLU's pair always after a norm
+    if constexpr (GLU != GLU_SILU)
+        if (input == IN_RESIDUAL)
+            return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_RESIDUAL>,
+                              set, W2, cols, fi, accumulate);
+    if (input == IN_NORM)
         return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_NORM>, set, W2,
                           cols, fi, accumulate);
-    return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_AS_IS>, set, W2,
-                      cols, fi, accumulate);
+    if constexpr (GLU != GLU_GELU)
+        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_AS_IS>, set,
+                          W2, cols, fi, accumulate);
+    return cudaErrorInvalidValue;  // refused before (fused_pair)
 }
 
 // 0 when matrix w can be a fused call's (with the input in): the fast matvec's shapes, aligned
@@ -254,9 +260,15 @@ int bad_residual(const EmxFusedInput *in, const EmxFusedResidual *res) {
     return !in->norm_w || !res->delta || !res->post_w || !res->x_out || res->x_out == in->x || res->x_out == res->delta;
 }
 
+// 0 when the residual row fits beside the input in shared memory.
+int bad_residual_width(const EmxFusedResidual *res, const EmxCudaWeight *w) {
+    return res && !emx_cuda_matvec_fused_residual_fits(w->dtype, w->cols);
+}
+
 cudaError_t fused_set(const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *const *w,
                       float *const *out, int n, int accumulate, cudaStream_t stream) {
-    if (!in || !in->x || bad_residual(in, res)) return cudaErrorInvalidValue;
+    if (!in || !in->x || bad_residual(in, res) || !w || n < 1 || !w[0] || bad_residual_width(res, w[0]))
+        return cudaErrorInvalidValue;
     MatvecSet set;
     long total = 0;
     const cudaError_t err = fill_matvec_set(
@@ -271,8 +283,9 @@ cudaError_t fused_set(const EmxFusedInput *in, const EmxFusedResidual *res, cons
 
 cudaError_t fused_pair(int glu, const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *gate,
                        const EmxCudaWeight *up, float *out, cudaStream_t stream) {
-    if (!in || !in->x || bad_residual(in, res) || bad_matrix(gate, in, out) || !up || up->dtype != gate->dtype ||
-        up->rows != gate->rows || up->cols != gate->cols || (uintptr_t)up->data % 16)
+    if (!in || !in->x || bad_residual(in, res) || bad_matrix(gate, in, out) || bad_residual_width(res, gate) || !up ||
+        up->dtype != gate->dtype || up->rows != gate->rows || up->cols != gate->cols || (uintptr_t)up->data % 16 ||
+        (glu == GLU_GELU && !in->norm_w))
         return cudaErrorInvalidValue;
     if (gate->rows == 0) return cudaSuccess;
     if (gate->rows > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
@@ -292,7 +305,11 @@ cudaError_t fused_pair(int glu, const EmxFusedInput *in, const EmxFusedResidual 
 
 extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols) {
     if (cols < 32 || cols % 32 || dtype > EMX_Q4_1F) return 0;
-    return smem_bytes((int)dtype, cols, true) <= FUSED_SMEM_MAX;
+    return smem_bytes((int)dtype, cols, IN_NORM) <= FUSED_SMEM_MAX;
+}
+
+extern "C" int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols) {
+    return emx_cuda_matvec_fused_fits(dtype, cols) && smem_bytes((int)dtype, cols, IN_RESIDUAL) <= FUSED_SMEM_MAX;
 }
 
 extern "C" cudaError_t emx_cuda_matvec_fused(const EmxFusedInput *in, const EmxCudaWeight *const *w, float *const *out,

@@ -53,6 +53,11 @@ typedef struct {
 // f32: 4). Otherwise the caller keeps the separate launches.
 int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols);
 
+// Whether a fused matvec with the sandwich norm (EmxFusedResidual) takes matrices of this dtype and
+// width: emx_cuda_matvec_fused_fits, and the residual row [cols] f32 in shared memory too (beside
+// quantised weights' int8 groups: 5.25 bytes a column in 48 KiB).
+int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols);
+
 // out[i][r] (+)= W_i[r] · input for i < n (1..EMX_MATVEC_SET_MAX matrices of one dtype and width:
 // q, k, v; or wo, w_down, the classifier alone), each out[i] [w[i]->rows]. accumulate != 0 adds
 // to out (the residual add). Bitwise emx_cuda_rmsnorm(_quantize) / emx_cuda_quantize_acts followed
@@ -74,7 +79,8 @@ cudaError_t emx_cuda_matvec_fused_residual(const EmxFusedInput *in, const EmxFus
 
 // The gate/up pair with GeGLU: out[r] = gelu_tanh(gate_r · input) * (up_r · input), bitwise the
 // norm (and res's residual add when res is not NULL; quantisation) then the gate and up matvecs
-// (EMX_MATVEC_FAST, one row) and emx_cuda_geglu. out [gate->rows].
+// (EMX_MATVEC_FAST, one row) and emx_cuda_geglu. out [gate->rows]. in->norm_w is required (the
+// FFN norm: the pair never reads x as it is).
 cudaError_t emx_cuda_matvec_fused_geglu(const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *gate,
                                         const EmxCudaWeight *up, float *out, cudaStream_t stream);
 

@@ -64,7 +64,9 @@ static int qkv_fits(const CudaLayer *L) {
 // launches all fused, the pair GeGLU.
 static int sandwich_fused(const CudaState *s, const CudaLayer *L) {
     return L->post_attn_norm && L->post_ffn_norm && s->m->ext.ffn_act == EMX_ACT_GELU_TANH && qkv_fits(L) &&
-           fits(&L->wo) && fits(&L->gate) && L->up.dtype == L->gate.dtype && fits(&L->down);
+           emx_cuda_matvec_fused_residual_fits(L->wq.dtype, L->wq.cols) && fits(&L->wo) &&
+           emx_cuda_matvec_fused_residual_fits(L->gate.dtype, L->gate.cols) && L->up.dtype == L->gate.dtype &&
+           fits(&L->down);
 }
 
 // The residual add a sandwich layer leaves to the next launch: x = xb + rmsnorm(tmp) * post_w

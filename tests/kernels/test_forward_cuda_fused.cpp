@@ -15,7 +15,7 @@
 // norms, GeGLU): also 5 a layer, the q/k/v set and the GeGLU pair each with the residual add of
 // the normed block output before it in its prologue, plus that add alone after the last layer:
 // gemma3-tiny q8 runs 33 kernels a step (6 layers), where the fused step that kept the separate
-// kernels from wo to w_down ran 92 (15 a layer) and the graph path runs 105.
+// kernels from wo to w_down ran 86 (14 a layer) and the graph path runs 105.
 // Breadth at small vocabularies (stories260K: Llama 2 style; qwen2.5-tiny: biases; gemma3-tiny:
 // sandwich norms, GeGLU, window and scale; f32, q8, q4; an f16 cache); Qwen3 and Llama 3 at their
 // real vocabularies in EMU_FORWARD_ONLY (the Makefile: the reverse-schedule pass skips them).

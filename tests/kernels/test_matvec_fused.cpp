@@ -311,6 +311,9 @@ Test(matvec_fused, refuses_what_it_does_not_take) {
     cr_assert_eq(emx_cuda_matvec_fused_fits(EMX_F32, 12320), 0, "over 48 KiB of f32");
     cr_assert_eq(emx_cuda_matvec_fused_fits(EMX_Q4, 39296), 1, "1.25 bytes a column");
     cr_assert_eq(emx_cuda_matvec_fused_fits(EMX_Q4, 39328), 0);
+    cr_assert_eq(emx_cuda_matvec_fused_residual_fits(EMX_Q4, 9344), 1, "5.25 bytes a column");
+    cr_assert_eq(emx_cuda_matvec_fused_residual_fits(EMX_Q4, 9376), 0);
+    cr_assert_eq(emx_cuda_matvec_fused_residual_fits(EMX_F32, 12288), 1, "the f32 input normed in place");
     TestWeight a(EMX_Q8, 8, 64, 1), b(EMX_Q4, 8, 64, 2);
     DevBuf<float> x(64), out(8);
     const EmxFusedInput in = {x.p, nullptr, kEps, 0}, none = {nullptr, nullptr, kEps, 0};
@@ -328,4 +331,6 @@ Test(matvec_fused, refuses_what_it_does_not_take) {
     cr_assert_eq(emx_cuda_matvec_fused_residual(&normed, &onto_x, one, outs, 1, nullptr), cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_matvec_fused_geglu(&normed, &onto_delta, &a.w, &a.w, out.p, nullptr), cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_fused_residual(&normed, &onto_x, 64, nullptr), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_matvec_fused_geglu(&in, nullptr, &a.w, &a.w, out.p, nullptr), cudaErrorInvalidValue,
+                 "GeGLU's pair without its norm");
 }

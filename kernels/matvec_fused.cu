@@ -72,7 +72,8 @@ struct FusedIn {
 // IN_RESIDUAL also the residual row h [cols] f32: after the groups (at float index
 // residual_at), or where the normed f32 row goes (normed in place).
 size_t smem_bytes(int dtype, int cols, int input) {
-    if (IS_QUANTISED(dtype)) return (size_t)cols + (size_t)cols / 32 * 8 + (input == IN_RESIDUAL ? (size_t)cols * 4 : 0);
+    const size_t h = input == IN_RESIDUAL ? (size_t)cols * 4 : 0;
+    if (IS_QUANTISED(dtype)) return (size_t)cols + (size_t)cols / 32 * 8 + h;
     return input != IN_AS_IS ? (size_t)cols * 4 : 0;
 }
 __device__ __forceinline__ int residual_at(int dtype, int cols) { return IS_QUANTISED(dtype) ? cols / 32 * 10 : 0; }
@@ -276,8 +277,9 @@ cudaError_t fused_set(const EmxFusedInput *in, const EmxFusedResidual *res, cons
     if (err != cudaSuccess) return err;
     if (total == 0) return cudaSuccess;
     if (total > INT_MAX - FUSED_THREADS * FUSED_MAX_BLOCKS) return cudaErrorInvalidValue;
+    const int cols = w[0]->cols;
     EMX_DISPATCH_DTYPE(w[0]->dtype,
-                       return launch_fused<DT, GLU_NONE>(set, nullptr, (int)total, w[0]->cols, in, res, accumulate, stream));
+                       return launch_fused<DT, GLU_NONE>(set, nullptr, (int)total, cols, in, res, accumulate, stream));
     return cudaSuccess;
 }
 
@@ -294,10 +296,13 @@ cudaError_t fused_pair(int glu, const EmxFusedInput *in, const EmxFusedResidual 
     set.W[0] = gate->data;
     set.out[0] = out;
     set.rows[0] = gate->rows;
-    EMX_DISPATCH_DTYPE(gate->dtype,
-                       return glu == GLU_SILU
-                                  ? launch_fused<DT, GLU_SILU>(set, up->data, gate->rows, gate->cols, in, res, 0, stream)
-                                  : launch_fused<DT, GLU_GELU>(set, up->data, gate->rows, gate->cols, in, res, 0, stream));
+    const int rows = gate->rows, cols = gate->cols;
+    const void *W2 = up->data;
+    if (glu == GLU_SILU) {
+        EMX_DISPATCH_DTYPE(gate->dtype, return launch_fused<DT, GLU_SILU>(set, W2, rows, cols, in, res, 0, stream));
+    } else {
+        EMX_DISPATCH_DTYPE(gate->dtype, return launch_fused<DT, GLU_GELU>(set, W2, rows, cols, in, res, 0, stream));
+    }
     return cudaSuccess;
 }
 

@@ -75,7 +75,8 @@ cudaError_t emx_cuda_matvec_fused_swiglu(const EmxFusedInput *in, const EmxCudaW
 // emx_cuda_matvec_fused (accumulate 0) with the input made from the sandwich norm's residual row
 // (res), which goes to res->x_out.
 cudaError_t emx_cuda_matvec_fused_residual(const EmxFusedInput *in, const EmxFusedResidual *res,
-                                           const EmxCudaWeight *const *w, float *const *out, int n, cudaStream_t stream);
+                                           const EmxCudaWeight *const *w, float *const *out, int n,
+                                           cudaStream_t stream);
 
 // The gate/up pair with GeGLU: out[r] = gelu_tanh(gate_r · input) * (up_r · input), bitwise the
 // norm (and res's residual add when res is not NULL; quantisation) then the gate and up matvecs

@@ -175,10 +175,10 @@ static int fused_layer(CudaState *s, int l, int pos, const Rows *r, int record_l
     const CudaLayer *L = &s->w->layers[l];
     const int sandwich = sandwich_fused(s, L), last = l + 1 == (int)s->m->cfg.n_layers;
     if (*pending && !sandwich && pending_add(s, pending, NULL, NULL, NULL, 0)) return -1;
-    return qkv(s, L, pending) || cuda_phase(s, EMX_PHASE_ATTN_IN) || attend(s, l, pos, r, record_last) ||
-                   cuda_phase(s, EMX_PHASE_ATTN) || (sandwich ? sandwich_outs(s, L, last, pending) : block_outs(s, L, r))
-               ? -1
-               : 0;
+    if (qkv(s, L, pending) || cuda_phase(s, EMX_PHASE_ATTN_IN) || attend(s, l, pos, r, record_last) ||
+        cuda_phase(s, EMX_PHASE_ATTN))
+        return -1;
+    return sandwich ? sandwich_outs(s, L, last, pending) : block_outs(s, L, r);
 }
 
 int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {

@@ -106,7 +106,8 @@ void fused_path(Mode mode, const std::vector<TestWeight *> &w, const float *x, c
     } else if (mode == RESIDUAL_SET) {
         CUDA_OK(emx_cuda_matvec_fused_residual(&in, &res, ws, outs.data(), 3, nullptr));
     } else if (geglu(mode)) {
-        CUDA_OK(emx_cuda_matvec_fused_geglu(&in, residual(mode) ? &res : nullptr, &w[0]->w, &w[1]->w, outs[0], nullptr));
+        const EmxFusedResidual *r = residual(mode) ? &res : nullptr;
+        CUDA_OK(emx_cuda_matvec_fused_geglu(&in, r, &w[0]->w, &w[1]->w, outs[0], nullptr));
     } else if (mode == NORM_SWIGLU) {
         CUDA_OK(emx_cuda_matvec_fused_swiglu(&in, &w[0]->w, &w[1]->w, outs[0], nullptr));
     } else {

@@ -93,6 +93,18 @@ __device__ __forceinline__ float emx_block_sum_as(int T, F value) {
     return t;
 }
 
+// a + b with b rounded to f32 first: never merged with the multiplications that made b into a
+// fused multiply-add (nvcc and g++ contract `a + p * q` otherwise). For a kernel that computes in
+// one place what another stored and the next added (the fused sandwich norm: matvec_fused.cu).
+__device__ __forceinline__ float emx_add_rounded(float a, float b) {
+#if !defined(ENTROPIX_CUDA_EMU) && defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);  // documented never to be merged into a multiply-add
+#else
+    const volatile float rounded = b;  // the emulator (g++): a volatile read ends the contraction
+    return a + rounded;
+#endif
+}
+
 __device__ __forceinline__ float emx_f16_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 // bf16 is the top half of an f32: a shift, exact
 __device__ __forceinline__ float emx_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }

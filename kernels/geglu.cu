@@ -1,8 +1,5 @@
-// geglu.cu — out = gelu_tanh(gate) * up, element-wise over n floats (Gemma's GeGLU):
-//
-//   gelu_tanh(z) = 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z³)))
-//
-// the expression of the CPU twin emx_geglu, term for term (tanhf: within 2 ulp on the device).
+// geglu.cu — out = gelu_tanh(gate) * up, element-wise over n floats (Gemma's GeGLU), each
+// element geglu.cuh's emx_gelu_mul (the fused gate/up pair applies the same code).
 // Threads: 256 per block, a grid-stride loop over float4s (then the tail one by one), so any n
 // and any grid size work. Bytes per call: 12 * n (two reads, one write). Why fast: 128-bit
 // accesses when the arrays allow (16-byte aligned pointers, which cudaMalloc and row starts of
@@ -10,13 +7,8 @@
 // The naive version (geglu_naive.cu) is one thread per element with scalar accesses.
 #include "kernels/geglu.h"
 
-#include <math.h>
-
 #include "kernels/common.cuh"
-
-__device__ __forceinline__ float gelu_mul(float z, float u) {
-    return 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z))) * u;
-}
+#include "kernels/geglu.cuh"
 
 __global__ void __launch_bounds__(256) geglu_kernel(float *out, const float *gate, const float *__restrict__ up,
                                                     int n, int vec) {
@@ -24,9 +16,11 @@ __global__ void __launch_bounds__(256) geglu_kernel(float *out, const float *gat
     const int n4 = vec ? n / 4 : 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
         const float4 g = ((const float4 *)gate)[i], u = ((const float4 *)up)[i];
-        ((float4 *)out)[i] = make_float4(gelu_mul(g.x, u.x), gelu_mul(g.y, u.y), gelu_mul(g.z, u.z), gelu_mul(g.w, u.w));
+        ((float4 *)out)[i] =
+            make_float4(emx_gelu_mul(g.x, u.x), emx_gelu_mul(g.y, u.y), emx_gelu_mul(g.z, u.z), emx_gelu_mul(g.w, u.w));
     }
-    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = gelu_mul(gate[i], up[i]);
+    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = emx_gelu_mul(gate[i], up[i]);
 }
 
 extern "C" cudaError_t emx_cuda_geglu(float *out, const float *gate, const float *up, int n, cudaStream_t stream) {

@@ -1,13 +1,14 @@
 // matvec_rows.cuh — the fast matvec's row code (a warp per row: 128-bit loads of the weights,
 // __dp4a against int8 activations for q8/q4/q4_1, dense weights against f32 activations), shared
 // by kernels/matvec.cu (the matvec, the set, SwiGLU) and kernels/matvec_fused.cu (the same rows
-// with their input made in the kernel's prologue). One copy of the arithmetic: a row's result has
-// the same bits whichever kernel runs it. The activations (EmxCudaActs) may be in global or
-// shared memory: the loads are generic.
+// with their input made in the kernel's prologue; also GeGLU's pair). One copy of the arithmetic:
+// a row's result has the same bits whichever kernel runs it. The activations (EmxCudaActs) may be
+// in global or shared memory: the loads are generic.
 #ifndef ENTROPIX_KERNELS_MATVEC_ROWS_CUH
 #define ENTROPIX_KERNELS_MATVEC_ROWS_CUH
 
 #include "kernels/common.cuh"
+#include "kernels/geglu.cuh"
 #include "kernels/grid_sync.cuh"
 #include "kernels/matvec.h"
 
@@ -236,10 +237,14 @@ __device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int row
         row_dot_q4_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
 }
 
+// fast_row's GLU: one matrix (GLU_NONE), or the gate W and up W2 with SwiGLU's silu (GLU_SILU, or
+// a bool true) or GeGLU's tanh GELU (GLU_GELU, geglu.cuh: the GeGLU kernel's code).
+enum : int { GLU_NONE = 0, GLU_SILU = 1, GLU_GELU = 2 };
+
 // Warp's row r of W (and W2) against the nb activation rows: the lanes' sums, the warp reduction,
 // lane 0 writes out[b][r] (out: [nb][rows]). A warp past the last row (valid false) still joins
 // the shuffles. Both fast kernels below run it, so a row's result has the same bits in either.
-template <int DT, int MAXB, bool SWIGLU, bool INT8>
+template <int DT, int MAXB, int GLU, bool INT8>
 __device__ __forceinline__ void fast_row(const void *__restrict__ W, const void *__restrict__ W2, int rows, int cols,
                                          int r, bool valid, const EmxCudaActs &a, int nb, float *__restrict__ out,
                                          int accumulate) {
@@ -249,13 +254,14 @@ __device__ __forceinline__ void fast_row(const void *__restrict__ W, const void 
     for (int b = 0; b < MAXB; b++) acc[b] = acc2[b] = 0.0f;
     if (valid) {
         fast_row_dot<DT, MAXB, INT8>(W, rows, cols, r, a, nb, acc);
-        if constexpr (SWIGLU) fast_row_dot<DT, MAXB, INT8>(W2, rows, cols, r, a, nb, acc2);
+        if constexpr (GLU != GLU_NONE) fast_row_dot<DT, MAXB, INT8>(W2, rows, cols, r, a, nb, acc2);
     }
 #pragma unroll
     for (int b = 0; b < MAXB; b++) {
         if (b >= nb) break;
         float s = emx_warp_sum(acc[b]);
-        if constexpr (SWIGLU) s = s / (1.0f + expf(-s)) * emx_warp_sum(acc2[b]);
+        if constexpr (GLU == GLU_SILU) s = s / (1.0f + expf(-s)) * emx_warp_sum(acc2[b]);
+        if constexpr (GLU == GLU_GELU) s = emx_gelu_mul(s, emx_warp_sum(acc2[b]));
         if (valid && lane == 0) {
             float *o = out + (size_t)b * rows + r;
             *o = accumulate ? *o + s : s;

@@ -73,6 +73,7 @@ KERNELS = {
     "attention_decode_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (the fused decode layer)"),
     "attention_decode_rows_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (several states' rows a step)"),
     "matvec_fused_kernel": (128, FUSED_SMEM, DECODE, "matvec_fused.cu FUSED_WARPS * 32 (the fused decode layer)"),
+    "fused_residual_kernel": (128, 0, DECODE, "matvec_fused.cu <<<1, FUSED_THREADS>>> (after Gemma 3's last fused layer)"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logits_merge_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logit_pair_kernel": (1024, 0, DECODE, "logits_metrics.cu PAIR_BLOCK (the critic's verdict)"),
@@ -156,7 +157,8 @@ def check_matvec_fused(args, ops, arch):
 
 
 SASS_CHECKS = {"matvec_fast_kernel": check_matvec_fast, "matvec_fused_kernel": check_matvec_fused,
-               "attention_decode_kernel": lambda args, ops, arch: check_pdl(ops, arch)}
+               "attention_decode_kernel": lambda args, ops, arch: check_pdl(ops, arch),
+               "fused_residual_kernel": lambda args, ops, arch: check_pdl(ops, arch)}
 # The decode step's decide tail (runtime/cuda/forward_cuda_tail.c), launched with PDL after the
 # classifier: logits_metrics.cu, attn_metrics.cu, sampling/sampling.cu with the many-block passes
 # (sampling_mb.cuh) and the wide draw (sampling_wide.cuh) it instantiates.

@@ -9,15 +9,27 @@
 //   4. hb = swiglu(Wg, Wu, rmsnorm(x))      the FFN norm in the prologue
 //   5. x += Wdown hb                        hb's int8 groups in the prologue
 // and the classifier with the output norm in its prologue (cuda_classify, forward_cuda_layers.c).
+// Gemma 3's sandwich norms normalise wo's and w_down's outputs before the residual add, which
+// needs the whole output row: the add and the norm go to the next launch's prologue instead (every
+// block recomputes them from L2; its first block writes the residual row), also five launches:
+//   1. q, k, v = Wq|Wk|Wv rmsnorm(x)        x = h + rmsnorm(tmp) * post_ffn_norm of the layer
+//                                           before (h from xb, into x), then the attention norm
+//   2. the attention                        as above
+//   3. tmp = Wo att                         att's int8 groups in the prologue
+//   4. hb = geglu(Wg, Wu, rmsnorm(h))       h = x + rmsnorm(tmp) * post_attn_norm (into xb), the
+//                                           FFN norm; GeGLU's tanh GELU in the pair's epilogue
+//   5. tmp = Wdown hb                       hb's int8 groups in the prologue
+// and after the last such layer (or before a layer that cannot take it) x = h + rmsnorm(tmp) *
+// post_ffn_norm alone (emx_cuda_fused_residual, one block). x and xb alternate so that no launch
+// writes a row that its other blocks read.
 // Bitwise the separate kernels' results (the same arithmetic in the same order:
 // kernels/matvec_fused.cu, kernels/attention_decode.cu), which stay the path of GEMM chunks,
 // branches, several states, and of EMX_CUDA_FUSED=0.
 // What a model's shapes or dtypes keep separate: a q/k/v set of mixed dtypes or widths, a width
 // that is not a multiple of 32 or whose input does not fit in shared memory
 // (emx_cuda_matvec_fused_fits), attention groups of more than 8 heads or too large a head
-// (emx_cuda_attention_decode_fits), and Gemma 3's sandwich norms (the wo and w_down outputs are
-// normed before the add: those layers keep the separate kernels from wo to the FFN input) and
-// GeGLU (the gate and up matvecs, then the GeGLU kernel).
+// (emx_cuda_attention_decode_fits); a sandwich-normed layer where one of its matvecs does not fit
+// keeps the separate kernels from wo to w_down.
 #include <stddef.h>
 #include <string.h>
 
@@ -43,12 +55,42 @@ static int fused_matvec(CudaState *s, const float *x, const float *norm_w, const
 
 static int fits(const EmxCudaWeight *w) { return emx_cuda_matvec_fused_fits(w->dtype, w->cols); }
 
-// q, k, v from x: one launch with the attention norm inside, else the norm and matvec_qkv.
-static int qkv(CudaState *s, const CudaLayer *L) {
-    if (fits(&L->wq) && L->wk.dtype == L->wq.dtype && L->wv.dtype == L->wq.dtype && L->wk.cols == L->wq.cols &&
-        L->wv.cols == L->wq.cols) {
+static int qkv_fits(const CudaLayer *L) {
+    return fits(&L->wq) && L->wk.dtype == L->wq.dtype && L->wv.dtype == L->wq.dtype && L->wk.cols == L->wq.cols &&
+           L->wv.cols == L->wq.cols;
+}
+
+// Whether layer L's sandwich norms (Gemma 3) go into the prologues (the top): its four matvec
+// launches all fused, the pair GeGLU.
+static int sandwich_fused(const CudaState *s, const CudaLayer *L) {
+    return L->post_attn_norm && L->post_ffn_norm && s->m->ext.ffn_act == EMX_ACT_GELU_TANH && qkv_fits(L) &&
+           emx_cuda_matvec_fused_residual_fits(L->wq.dtype, L->wq.cols) && fits(&L->wo) &&
+           emx_cuda_matvec_fused_residual_fits(L->gate.dtype, L->gate.cols) && L->up.dtype == L->gate.dtype &&
+           fits(&L->down);
+}
+
+// The residual add a sandwich layer leaves to the next launch: x = xb + rmsnorm(tmp) * post_w
+// (post_w: *pending, the layer's post_ffn_norm; NULL: x is complete). As the sandwich matvec's input
+// when norm_w is given, else alone.
+static int pending_add(CudaState *s, const float **pending, const float *norm_w, const EmxCudaWeight *const *w,
+                       float *const *out, int n) {
+    const EmxFusedInput in = {s->xb, norm_w, s->m->cfg.norm_eps, s->pdl_now};
+    const EmxFusedResidual res = {s->tmp, *pending, s->x};
+    *pending = NULL;
+    if (norm_w)
+        CU(emx_cuda_matvec_fused_residual(&in, &res, w, out, n, s->stream));
+    else
+        CU(emx_cuda_fused_residual(&in, &res, (int)s->m->cfg.dim, s->stream));
+    return 0;
+}
+
+// q, k, v from x: one launch with the attention norm inside (and the residual add pending from a
+// sandwich layer before), else the norm and matvec_qkv.
+static int qkv(CudaState *s, const CudaLayer *L, const float **pending) {
+    if (qkv_fits(L)) {
         const EmxCudaWeight *w[3] = {&L->wq, &L->wk, &L->wv};
         float *out[3] = {s->q, s->k, s->v};
+        if (*pending) return pending_add(s, pending, L->attn_norm, w, out, 3);
         return fused_matvec(s, s->x, L->attn_norm, w, out, 3, 0);
     }
     return cuda_norm_for(s, s->x, L->attn_norm, 1, &L->wq, 0) || cuda_matvec_qkv(s, L, 1);
@@ -83,7 +125,8 @@ static int attend(CudaState *s, int l, int pos, const Rows *r, int record_last) 
 }
 
 // From att to the end of the layer: x += Wo att, hb = swiglu(rmsnorm(x)), x += Wdown hb, each a
-// fused launch where it fits; the separate kernels otherwise (sandwich norms, GeGLU, other shapes).
+// fused launch where it fits; the separate kernels otherwise (a sandwich layer that sandwich_fused
+// refuses, GeGLU, other shapes).
 static int block_outs(CudaState *s, const CudaLayer *L, const Rows *r) {
     int ffn_normed = 0;  // xb holds the FFN's input (and its int8 groups) already
     if (L->post_attn_norm) {
@@ -110,19 +153,40 @@ static int block_outs(CudaState *s, const CudaLayer *L, const Rows *r) {
     return fused_matvec(s, s->hb, NULL, w, out, 1, 1) || cuda_phase(s, EMX_PHASE_FFN_OUT);
 }
 
-static int fused_layer(CudaState *s, int l, int pos, const Rows *r, int record_last) {
+// A sandwich layer's end (the top's 3 to 5): tmp = Wo att; hb = geglu(rmsnorm(h)) with h = x +
+// rmsnorm(tmp) * post_attn_norm into xb; tmp = Wdown hb; x = h + rmsnorm(tmp) * post_ffn_norm left
+// pending for the next layer's q/k/v (after the last layer: alone).
+static int sandwich_outs(CudaState *s, const CudaLayer *L, int last, const float **pending) {
+    const EmxCudaWeight *wo[1] = {&L->wo}, *down[1] = {&L->down};
+    float *tmp[1] = {s->tmp};
+    if (fused_matvec(s, s->att, NULL, wo, tmp, 1, 0) || cuda_phase(s, EMX_PHASE_ATTN_OUT)) return -1;
+    const EmxFusedInput in = {s->x, L->ffn_norm, s->m->cfg.norm_eps, s->pdl_now};
+    const EmxFusedResidual res = {s->tmp, L->post_attn_norm, s->xb};
+    CU(emx_cuda_matvec_fused_geglu(&in, &res, &L->gate, &L->up, s->hb, s->stream));
+    if (cuda_phase(s, EMX_PHASE_FFN_IN) || fused_matvec(s, s->hb, NULL, down, tmp, 1, 0)) return -1;
+    *pending = L->post_ffn_norm;
+    if (last && pending_add(s, pending, NULL, NULL, NULL, 0)) return -1;
+    return cuda_phase(s, EMX_PHASE_FFN_OUT);
+}
+
+// pending: the residual add a sandwich layer before left (sandwich_outs), done here in the q/k/v
+// launch, or alone first where this layer cannot take it.
+static int fused_layer(CudaState *s, int l, int pos, const Rows *r, int record_last, const float **pending) {
     const CudaLayer *L = &s->w->layers[l];
-    return qkv(s, L) || cuda_phase(s, EMX_PHASE_ATTN_IN) || attend(s, l, pos, r, record_last) ||
-                   cuda_phase(s, EMX_PHASE_ATTN) || block_outs(s, L, r)
-               ? -1
-               : 0;
+    const int sandwich = sandwich_fused(s, L), last = l + 1 == (int)s->m->cfg.n_layers;
+    if (*pending && !sandwich && pending_add(s, pending, NULL, NULL, NULL, 0)) return -1;
+    if (qkv(s, L, pending) || cuda_phase(s, EMX_PHASE_ATTN_IN) || attend(s, l, pos, r, record_last) ||
+        cuda_phase(s, EMX_PHASE_ATTN))
+        return -1;
+    return sandwich ? sandwich_outs(s, L, last, pending) : block_outs(s, L, r);
 }
 
 int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last) {
     if (!fused_applies(s, n, r)) return cuda_run_layers_separate(s, n, pos, r, record_last);
     CU(emx_cuda_embedding_scaled(&s->w->emb, cuda_input_of(s, r)->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
     if (cuda_phase(s, EMX_PHASE_EMBED)) return -1;
+    const float *pending = NULL;  // a sandwich layer's residual add, left to the next launch
     for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
-        if (fused_layer(s, l, pos, r, record_last)) return -1;
+        if (fused_layer(s, l, pos, r, record_last, &pending)) return -1;
     return 0;
 }

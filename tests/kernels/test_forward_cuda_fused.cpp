@@ -9,10 +9,13 @@
 // arithmetic in the same order: test_matvec_fused.cpp, test_attention_decode.cpp), and so the
 // same greedy tokens. Also the kernels a step runs (emu/kernel_runs.h), each step counted on the
 // emulator: per layer, the q/k/v set, the attention (one kernel: its last blocks combine), wo,
-// the SwiGLU pair and w_down: 5 (Llama-type models; Gemma 3 keeps its sandwich-normed parts
-// separate), and 6 fewer than the graph path's 11 where the weights are quantised (the norms,
-// rope_kv, the attention's combine and the quantisations of att and hb), 4 fewer with f32
-// weights (no quantisation launches there).
+// the SwiGLU pair and w_down: 5 (Llama-type models), and 6 fewer than the graph path's 11 where
+// the weights are quantised (the norms, rope_kv, the attention's combine and the quantisations of
+// att and hb), 4 fewer with f32 weights (no quantisation launches there). Gemma 3 (sandwich
+// norms, GeGLU): also 5 a layer, the q/k/v set and the GeGLU pair each with the residual add of
+// the normed block output before it in its prologue, plus that add alone after the last layer:
+// gemma3-tiny q8 runs 33 kernels a step (6 layers), where the fused step that kept the separate
+// kernels from wo to w_down ran 86 (14 a layer) and the graph path runs 105.
 // Breadth at small vocabularies (stories260K: Llama 2 style; qwen2.5-tiny: biases; gemma3-tiny:
 // sandwich norms, GeGLU, window and scale; f32, q8, q4; an f16 cache); Qwen3 and Llama 3 at their
 // real vocabularies in EMU_FORWARD_ONLY (the Makefile: the reverse-schedule pass skips them).
@@ -94,10 +97,13 @@ int saved_per_layer(const EmxModel &m, bool quantised) {
 long fused_matvecs(const EmxModel &m) {
     return (long)m.cfg.n_layers * (3 + (m.cfg.hidden_dim % 32 == 0)) + 1;
 }
+// A sandwich-normed model whose matvecs all fit: per layer the q/k/v set, the attention, wo, the
+// GeGLU pair and w_down; the embedding, the last layer's residual add alone and the classifier.
+long sandwich_step_kernels(const EmxModel &m) { return 5L * m.cfg.n_layers + 3; }
 #endif
 
-// expect_counts: the launch counts above hold (false: the fused step runs fewer kernels, no more
-// said: Gemma 3).
+// expect_counts: the launch counts above hold (Llama-type models, or with ext.sandwich_norms
+// Gemma 3's; false: the fused step runs fewer kernels, no more said).
 void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvType cache = EMX_KV_F32) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
@@ -120,10 +126,12 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
         const std::vector<float> rl(r, r + vocab);
         before = runs("");
         const long fused_before = runs("matvec_fused"), attn_before = runs("attention_decode");
+        const long residual_before = runs("fused_residual");
         const float *f = emx_forward(fused, &tok, 1, pos);
         cr_assert(f, "%s", emx_state_error(fused));
         const long fused_runs = runs("") - before, fused_matvec_runs = runs("matvec_fused") - fused_before;
         const long fused_attn_runs = runs("attention_decode") - attn_before;
+        const long fused_residual_runs = runs("fused_residual") - residual_before;
         cr_assert(memcmp(rl.data(), f, (size_t)vocab * sizeof(float)) == 0, "%s: logits differ at pos %d", name, pos);
         const float *d = emx_forward(direct, &tok, 1, pos);
         cr_assert(d && memcmp(rl.data(), d, (size_t)vocab * sizeof(float)) == 0, "%s: direct launches differ at pos %d",
@@ -141,7 +149,12 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
 #ifdef ENTROPIX_CUDA_EMU
         cr_log_info("%s: %ld kernels a step fused, %ld separate (%d layers)", name, fused_runs, ref_runs, L);
         cr_assert_lt(fused_runs, ref_runs, "%s: the fused step runs fewer kernels", name);
-        if (expect_counts) {
+        if (expect_counts && m.ext.sandwich_norms) {
+            cr_assert_eq(fused_runs, sandwich_step_kernels(m), "%s: %ld kernels fused", name, fused_runs);
+            cr_assert_eq(fused_matvec_runs, 4L * L + 1, "%s: fused matvecs", name);
+            cr_assert_eq(fused_attn_runs, (long)L, "%s: fused attention", name);
+            cr_assert_eq(fused_residual_runs, 1, "%s: the residual add alone, after the last layer", name);
+        } else if (expect_counts) {
             cr_assert_eq(ref_runs - fused_runs, (long)saved_per_layer(m, quantised) * L + 1,
                          "%s: %ld kernels fused, %ld separate", name, fused_runs, ref_runs);
             cr_assert_eq(fused_matvec_runs, fused_matvecs(m), "%s: fused matvecs", name);
@@ -149,6 +162,7 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
         }
 #else
         (void)fused_runs, (void)ref_runs, (void)expect_counts, (void)quantised, (void)fused_matvec_runs, (void)fused_attn_runs;
+        (void)fused_residual_runs;
 #endif
         tok = argmax(f, vocab);  // greedy: the same token for both, the logits being the same
     }
@@ -256,10 +270,13 @@ Test(forward_cuda_fused, qwen2_5_tiny_equals_graph_path, .timeout = 600) {
     fused_equals_graph("qwen2.5-tiny.f32.bin", 1, true);
 }
 
-// Gemma 3: sandwich norms and GeGLU keep their kernels from wo to w_down; q/k/v with the norm,
-// and the attention with RoPE, the norms and the KV write, are fused.
+// Gemma 3: the sandwich norms' residual adds in the next launch's prologue, the GeGLU pair fused;
+// quantised (int8 groups made after the add and norm) and float weights (the normed row in shared
+// memory).
 Test(forward_cuda_fused, gemma3_tiny_equals_graph_path, .timeout = 600) {
-    fused_equals_graph("gemma3-tiny.q8.bin", 2, false);
+    fused_equals_graph("gemma3-tiny.q8.bin", 2, true);
+    fused_equals_graph("gemma3-tiny.f32.bin", 1, true);
+    fused_equals_graph("gemma3-tiny.q4.bin", 1, true, EMX_KV_F16);
 }
 
 Test(forward_cuda_fused, qwen3_tiny_equals_graph_path, .timeout = 900) {

@@ -232,42 +232,18 @@ Test(attention_decode, equals_rope_then_attention_and_cpu) {
 
 namespace {
 
-// One row's own buffers for the rows test: [kLayers] layers of cache, score rows, statistics.
-const int kLayers = 2;
-struct RowBufs {
-    int ctx, pos;
-    DevBuf<uint8_t> k, v, ws;
-    DevBuf<float> scores;
-    DevBuf<EmxSoftmaxStats> stats;
-    DevBuf<unsigned> arrivals;
-    DevBuf<EmxKvLayer> layers;  // layer l's ctx rows after layer l - 1's
-    RowBufs(int ctx_, int pos_, int kv_dtype, int kpb, std::vector<float> kc, std::vector<float> vc)
-        : ctx(ctx_), pos(pos_), k(cache_bytes(kc, kv_dtype)), v(cache_bytes(vc, kv_dtype)),
-          ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kNh, kHd, ctx_, kpb)),
-          scores(std::vector<float>((size_t)kLayers * kNh * ctx_, 0.0f)),
-          stats(std::vector<EmxSoftmaxStats>((size_t)kLayers * kNh)),
-          arrivals(std::vector<unsigned>(kNkv, 0u)),
-          layers(std::vector<EmxKvLayer>{{0, ctx_, 0}, {ctx_, ctx_, 0}}) {}
-};
-
-// What the rows test compares: every row's buffers and outputs, concatenated.
-struct RowsResult {
-    std::vector<float> out, scores;
-    std::vector<EmxSoftmaxStats> stats;
-    std::vector<uint8_t> cache;
-    std::vector<unsigned> arrivals;
-};
-
+const int kLayers = 2;  // the rows test's: each row's layer l after layer l - 1, ctx rows each
 const int kRows = 3, kRowCtx[kRows] = {20, 70, 9}, kRowPos[kRows] = {5, 66, 0};
 
 // The rows of the test in one launch (rows = true) or each alone, at layer 1.
 RowsResult run_rows(int kv_dtype, bool rows, uint64_t seed) {
     const int kpb = 16, layer = 1;
-    std::vector<std::unique_ptr<RowBufs>> b;
+    std::vector<std::unique_ptr<DecodeRowBufs>> b;
     for (int r = 0; r < kRows; r++) {
         const size_t n = (size_t)kLayers * kRowCtx[r] * kKvDim;
-        b.emplace_back(new RowBufs(kRowCtx[r], kRowPos[r], kv_dtype, kpb, random_floats(n, seed + 10 * r),
-                                   random_floats(n, seed + 10 * r + 1)));
+        const std::vector<EmxKvLayer> layout = {{0, kRowCtx[r], 0}, {kRowCtx[r], kRowCtx[r], 0}};
+        b.emplace_back(new DecodeRowBufs(kRowCtx[r], kRowPos[r], kv_dtype, kpb, random_floats(n, seed + 10 * r),
+                                         random_floats(n, seed + 10 * r + 1), layout));
     }
     DevBuf<float> q(random_floats((size_t)kRows * kQDim, seed + 100, -2, 2));
     DevBuf<float> k(random_floats((size_t)kRows * kKvDim, seed + 101, -2, 2)), v(random_floats((size_t)kRows * kKvDim, seed + 102));
@@ -281,52 +257,22 @@ RowsResult run_rows(int kv_dtype, bool rows, uint64_t seed) {
     d.attn.n_heads = kNh, d.attn.n_kv_heads = kNkv, d.attn.head_dim = kHd;
     d.attn.keys_per_block = kpb;
     d.inv_freq = dinv.p, d.q_norm = qn.p, d.k_norm = kn.p, d.eps = 1e-6f, d.style = EMX_ROPE_HALF;
-    const size_t esize = kv_dtype == EMX_KV_F16 ? 2 : 4;
+    d.attn.q = q.p, d.attn.out = out.p, d.k = k.p, d.v = v.p;
     if (rows) {
         std::vector<EmxAttnDecodeRow> t(kRows);
         int most = 0;
         for (int r = 0; r < kRows; r++) {
-            t[r] = {b[r]->k.p,  b[r]->v.p,        b[r]->layers.p, b[r]->scores.p, b[r]->stats.p,
-                    b[r]->ws.p, b[r]->arrivals.p, b[r]->ctx,      b[r]->pos};
+            t[r] = b[r]->entry();
             most = std::max(most, b[r]->pos + 1);
         }
         DevBuf<EmxAttnDecodeRow> dt(t);
-        d.attn.q = q.p, d.attn.out = out.p, d.k = k.p, d.v = v.p;
         d.attn.n_keys = most;
         CUDA_OK(emx_cuda_attention_decode_rows(&d, dt.p, kRows, layer, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
     } else {
-        for (int r = 0; r < kRows; r++) {
-            RowBufs &o = *b[r];
-            DevBuf<int> pos(std::vector<int>{o.pos});
-            EmxAttnDecodeArgs a = d;
-            a.attn.q = q.p + (size_t)r * kQDim, a.attn.out = out.p + (size_t)r * kQDim;
-            a.k = k.p + (size_t)r * kKvDim, a.v = v.p + (size_t)r * kKvDim;
-            a.attn.k_cache = o.k.p + (size_t)layer * o.ctx * kKvDim * esize;
-            a.attn.v_cache = o.v.p + (size_t)layer * o.ctx * kKvDim * esize;
-            a.attn.n_keys = o.pos + 1;
-            a.attn.scores = o.scores.p + (size_t)layer * kNh * o.ctx, a.attn.score_stride = o.ctx;
-            a.attn.head_stats = o.stats.p + (size_t)layer * kNh;
-            a.attn.workspace = o.ws.p;
-            a.pos = pos.p, a.arrivals = o.arrivals.p;
-            CUDA_OK(emx_cuda_attention_decode(&a, nullptr));
-            CUDA_OK(cudaDeviceSynchronize());
-        }
+        for (int r = 0; r < kRows; r++) decode_row_alone(d, *b[r], r, layer);
     }
-    RowsResult res;
-    res.out = out.download();
-    for (int r = 0; r < kRows; r++) {
-        const std::vector<float> sc = b[r]->scores.download();
-        const std::vector<EmxSoftmaxStats> st = b[r]->stats.download();
-        const std::vector<uint8_t> kc = b[r]->k.download(), vc = b[r]->v.download();
-        const std::vector<unsigned> ar = b[r]->arrivals.download();
-        res.scores.insert(res.scores.end(), sc.begin(), sc.end());
-        res.stats.insert(res.stats.end(), st.begin(), st.end());
-        res.cache.insert(res.cache.end(), kc.begin(), kc.end());
-        res.cache.insert(res.cache.end(), vc.begin(), vc.end());
-        res.arrivals.insert(res.arrivals.end(), ar.begin(), ar.end());
-    }
-    return res;
+    return gather_rows(out, b);
 }
 
 }  // namespace

@@ -237,82 +237,31 @@ const EmxKvLayer kRowLayers[kRows][kLayers] = {
     {{0, 9, 0}, {9, 64, 0}},      // layer 0 a ring of 9, layer 1 (the one called) not
 };
 
-struct RowsResult {
-    std::vector<float> out, scores;
-    std::vector<EmxSoftmaxStats> stats;
-    std::vector<uint8_t> cache;
-    std::vector<unsigned> arrivals;
-};
-
 // The rows at layer 1 in one emx_cuda_attention_decode_rows launch, or each alone.
 RowsResult run_rows(int kv_dtype, bool together, uint64_t seed) {
     const int kpb = 16, layer = 1, window = 8;
-    const size_t rb = row_bytes(kv_dtype);
     DecodeInputs in(kRows, seed);
-    struct Bufs {
-        DevBuf<uint8_t> k, v, ws;
-        DevBuf<float> scores;
-        DevBuf<EmxSoftmaxStats> stats;
-        DevBuf<unsigned> arrivals;
-        DevBuf<EmxKvLayer> layers;
-    };
-    std::vector<std::unique_ptr<Bufs>> b;
+    std::vector<std::unique_ptr<DecodeRowBufs>> b;
     for (int r = 0; r < kRows; r++) {
         const EmxKvLayer *l = kRowLayers[r];
         const size_t n = (size_t)(l[kLayers - 1].row0 + l[kLayers - 1].rows) * kKvDim;
-        std::vector<float> kc = random_floats(n, seed + 10 * r + 20, -2, 2), vc = random_floats(n, seed + 10 * r + 21);
-        b.emplace_back(new Bufs{
-            DevBuf<uint8_t>(cache_bytes(kc, kv_dtype)), DevBuf<uint8_t>(cache_bytes(vc, kv_dtype)),
-            DevBuf<uint8_t>(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kNh, kHd, kRowCtx[r], kpb)),
-            DevBuf<float>(std::vector<float>((size_t)kLayers * kNh * kRowCtx[r], 0.0f)),
-            DevBuf<EmxSoftmaxStats>(std::vector<EmxSoftmaxStats>((size_t)kLayers * kNh)),
-            DevBuf<unsigned>(std::vector<unsigned>(kNkv, 0u)),
-            DevBuf<EmxKvLayer>(std::vector<EmxKvLayer>(l, l + kLayers))});
+        b.emplace_back(new DecodeRowBufs(kRowCtx[r], kRowPos[r], kv_dtype, kpb, random_floats(n, seed + 10 * r + 20, -2, 2),
+                                         random_floats(n, seed + 10 * r + 21), std::vector<EmxKvLayer>(l, l + kLayers)));
     }
     DevBuf<float> out(std::vector<float>((size_t)kRows * kQDim, NAN));
     EmxAttnDecodeArgs d = in.args(kv_dtype, window, kpb);
     d.attn.out = out.p;
     if (together) {
         std::vector<EmxAttnDecodeRow> t(kRows);
-        for (int r = 0; r < kRows; r++)
-            t[r] = {b[r]->k.p,  b[r]->v.p,        b[r]->layers.p, b[r]->scores.p, b[r]->stats.p,
-                    b[r]->ws.p, b[r]->arrivals.p, kRowCtx[r],     kRowPos[r]};
+        for (int r = 0; r < kRows; r++) t[r] = b[r]->entry();
         DevBuf<EmxAttnDecodeRow> dt(t);
         d.attn.n_keys = 101;  // the largest pos + 1
         CUDA_OK(emx_cuda_attention_decode_rows(&d, dt.p, kRows, layer, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
     } else {
-        for (int r = 0; r < kRows; r++) {
-            const EmxKvLayer at = kRowLayers[r][layer];
-            DevBuf<int> pos(std::vector<int>{kRowPos[r]});
-            EmxAttnDecodeArgs a = d;
-            a.attn.q = in.q.p + (size_t)r * kQDim, a.attn.out = out.p + (size_t)r * kQDim;
-            a.k = in.k.p + (size_t)r * kKvDim, a.v = in.v.p + (size_t)r * kKvDim;
-            a.attn.k_cache = b[r]->k.p + (size_t)at.row0 * rb, a.attn.v_cache = b[r]->v.p + (size_t)at.row0 * rb;
-            a.attn.cache_rows = at.rows < kRowCtx[r] ? at.rows : 0;
-            a.attn.n_keys = kRowPos[r] + 1;
-            a.attn.scores = b[r]->scores.p + (size_t)layer * kNh * kRowCtx[r], a.attn.score_stride = kRowCtx[r];
-            a.attn.head_stats = b[r]->stats.p + (size_t)layer * kNh;
-            a.attn.workspace = b[r]->ws.p;
-            a.pos = pos.p, a.arrivals = b[r]->arrivals.p;
-            CUDA_OK(emx_cuda_attention_decode(&a, nullptr));
-            CUDA_OK(cudaDeviceSynchronize());
-        }
+        for (int r = 0; r < kRows; r++) decode_row_alone(d, *b[r], r, layer);
     }
-    RowsResult res;
-    res.out = out.download();
-    for (int r = 0; r < kRows; r++) {
-        const std::vector<float> sc = b[r]->scores.download();
-        const std::vector<EmxSoftmaxStats> st = b[r]->stats.download();
-        const std::vector<uint8_t> kc = b[r]->k.download(), vc = b[r]->v.download();
-        const std::vector<unsigned> ar = b[r]->arrivals.download();
-        res.scores.insert(res.scores.end(), sc.begin(), sc.end());
-        res.stats.insert(res.stats.end(), st.begin(), st.end());
-        res.cache.insert(res.cache.end(), kc.begin(), kc.end());
-        res.cache.insert(res.cache.end(), vc.begin(), vc.end());
-        res.arrivals.insert(res.arrivals.end(), ar.begin(), ar.end());
-    }
-    return res;
+    return gather_rows(out, b);
 }
 
 // ---- emx_cuda_rope_kv ----

@@ -254,11 +254,15 @@ int bad_matrix(const EmxCudaWeight *w, const EmxFusedInput *in, const float *out
     return ((uintptr_t)w->data | (uintptr_t)in->x) % 16 != 0;
 }
 
-// 0 when res (NULL: none) can be the input's sandwich norm: the input normed, x_out neither x nor
-// delta (the other blocks read those while block 0 writes x_out).
+// 0 when res's rows are given and x_out is neither x nor delta (the other blocks read those while
+// block 0 writes x_out).
+int bad_residual_rows(const EmxFusedInput *in, const EmxFusedResidual *res) {
+    return !res->delta || !res->post_w || !res->x_out || res->x_out == in->x || res->x_out == res->delta;
+}
+
+// 0 when res (NULL: none) can be the input's sandwich norm: its rows as above, the input normed.
 int bad_residual(const EmxFusedInput *in, const EmxFusedResidual *res) {
-    if (!res) return 0;
-    return !in->norm_w || !res->delta || !res->post_w || !res->x_out || res->x_out == in->x || res->x_out == res->delta;
+    return res && (!in->norm_w || bad_residual_rows(in, res));
 }
 
 // 0 when the residual row fits beside the input in shared memory.
@@ -342,9 +346,7 @@ extern "C" cudaError_t emx_cuda_matvec_fused_geglu(const EmxFusedInput *in, cons
 
 extern "C" cudaError_t emx_cuda_fused_residual(const EmxFusedInput *in, const EmxFusedResidual *res, int cols,
                                                cudaStream_t stream) {
-    if (!in || !in->x || !res || !res->delta || !res->post_w || !res->x_out || res->x_out == in->x ||
-        res->x_out == res->delta || cols < 1)
-        return cudaErrorInvalidValue;
+    if (!in || !in->x || !res || bad_residual_rows(in, res) || cols < 1) return cudaErrorInvalidValue;
     const FusedIn fi = fused_in(in, res, cols);
     return EMX_LAUNCH(in->pdl, 1, FUSED_THREADS, 0, stream, fused_residual_kernel, cols, fi);
 }

@@ -10,24 +10,18 @@ int emx_kv_layer_rows(const EmxConfigExt *e, uint32_t layer, int ctx, int batch_
     return ring < T ? (int)ring : T;
 }
 
-int64_t emx_kv_layout(const EmxConfigExt *e, uint32_t n_layers, int ctx, int batch_cap, EmxKvLayer *layers) {
+int64_t emx_kv_layout(const EmxConfigExt *e, uint32_t n_layers, int ctx, int batch_cap, EmxKvLayer *layers,
+                      EmxKvRing *ring) {
+    *ring = (EmxKvRing){.rows = 0, .hi = -1, .window = (int)e->sliding_window};
     int64_t rows = 0;
     for (uint32_t l = 0; l < n_layers; l++) {
         layers[l].row0 = rows;
         layers[l].rows = emx_kv_layer_rows(e, l, ctx, batch_cap);
         layers[l].unused = 0;
         rows += layers[l].rows;
+        if (layers[l].rows < ctx) ring->rows = layers[l].rows;
     }
     return rows;
-}
-
-void emx_kv_ring_init(EmxKvRing *r, const EmxKvLayer *layers, uint32_t n_layers, int ctx, int window) {
-    r->rows = 0;
-    r->hi = -1;
-    r->window = window;
-    r->why[0] = 0;
-    for (uint32_t l = 0; l < n_layers; l++)
-        if (layers[l].rows < ctx) r->rows = layers[l].rows;
 }
 
 const char *emx_kv_ring_refusal(EmxKvRing *r, int pos) {

@@ -19,10 +19,6 @@
 // The rows of layer l in a state of ctx positions whose passes write at most batch_cap rows.
 int emx_kv_layer_rows(const EmxConfigExt *e, uint32_t layer, int ctx, int batch_cap);
 
-// Fills layers[n_layers] (each layer's rows after the one before) and returns the rows of the
-// whole cache (keys or values).
-int64_t emx_kv_layout(const EmxConfigExt *e, uint32_t n_layers, int ctx, int batch_cap, EmxKvLayer *layers);
-
 // What a state's rings hold: rows, the rings' length (0: no layer is a ring); hi, the highest
 // position written since the state was made (-1: none), so a ring holds hi - rows + 1 .. hi.
 // window: the model's sliding window. why: the latest refusal's message.
@@ -31,12 +27,18 @@ typedef struct {
     char why[192];
 } EmxKvRing;
 
-// A state's record, from its layout (no ring when every layer keeps ctx rows).
-void emx_kv_ring_init(EmxKvRing *r, const EmxKvLayer *layers, uint32_t n_layers, int ctx, int window);
+// A new state's layout: fills layers[n_layers] (each layer's rows after the one before) and its
+// rings' record (nothing written yet; no ring when every layer keeps ctx rows), and returns the
+// rows of the whole cache (keys or values).
+int64_t emx_kv_layout(const EmxConfigExt *e, uint32_t n_layers, int ctx, int batch_cap, EmxKvLayer *layers,
+                      EmxKvRing *ring);
+
 // After rows up to position last were written.
 static inline void emx_kv_ring_wrote(EmxKvRing *r, int last) { r->hi = last > r->hi ? last : r->hi; }
 // 1 when position pos is still in the rings (or there are none).
 static inline int emx_kv_ring_holds(const EmxKvRing *r, int pos) { return !r->rows || pos > r->hi - r->rows; }
+// 1 when position pos was written and is still in the rings: what a ring layer's row holds.
+static inline int emx_kv_ring_has(const EmxKvRing *r, int pos) { return pos <= r->hi && emx_kv_ring_holds(r, pos); }
 // Why a pass whose first query is at position pos cannot run (the oldest key its window needs was
 // overwritten: a rollback further back than the rings hold), or NULL.
 const char *emx_kv_ring_refusal(EmxKvRing *r, int pos);

@@ -110,11 +110,9 @@ EmxState *emx_cpu_state_new(const EmxModel *m, const EmxStateOptions *opt, char 
     s->att_tmp = malloc(z.att_tmp);
     // each layer's rows: ctx, or a local layer's ring (runtime/kv_ring.h)
     s->layers = malloc(c->n_layers * sizeof *s->layers);
-    size_t kv_elems = 0;
-    if (s->layers) {
-        kv_elems = (size_t)emx_kv_layout(&m->ext, c->n_layers, ctx, EMX_CPU_MAX_BATCH, s->layers) * s->kv_row;
-        emx_kv_ring_init(&s->ring, s->layers, c->n_layers, ctx, (int)m->ext.sliding_window);
-    }
+    const size_t kv_elems =
+        s->layers ? (size_t)emx_kv_layout(&m->ext, c->n_layers, ctx, EMX_CPU_MAX_BATCH, s->layers, &s->ring) * s->kv_row
+                  : 0;
     z.kv_cache = kv_elems * z.esz;
     s->key_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
     s->value_cache = calloc(1, z.kv_cache ? z.kv_cache : 1);
@@ -498,8 +496,7 @@ int cpu_kv_rows_copy(CpuState *s, int pos, int n, float *buf, int to_cache) {
             void *k = kv_at(s, s->key_cache, cache_at(s, l, pos + j));
             void *v = kv_at(s, s->value_cache, cache_at(s, l, pos + j));
             float *bk = buf + l * row + j * kv, *bv = buf + (layers + l) * row + j * kv;
-            const int held = emx_kv_ring_holds(&s->ring, pos + j) && pos + j <= s->ring.hi;
-            if (to_cache == KV_ROWS_READ_HELD && layer_is_ring(s, l) && !held) {
+            if (to_cache == KV_ROWS_READ_HELD && layer_is_ring(s, l) && !emx_kv_ring_has(&s->ring, pos + j)) {
                 memset(bk, 0, kv * sizeof *bk);
                 memset(bv, 0, kv * sizeof *bv);
             } else if (to_cache == KV_ROWS_WRITE) {

@@ -210,6 +210,9 @@ static void cuda_state_free(EmxState *st) {
     free(s);
 }
 
+// Bytes of the keys (or of the values): every layer's rows, a local layer's ring included.
+static size_t cache_bytes(const CudaState *s) { return (size_t)s->kv_rows * s->kv_dim * s->kv_esize; }
+
 static size_t attn_ws_bytes(const CudaState *s, int n_keys) {
     const EmxConfig *c = &s->m->cfg;
     return emx_cuda_attention_workspace_bytes_rows(ATTN_KERNEL, (int)c->n_heads, (int)c->head_dim, n_keys, 0, CHUNK);
@@ -247,7 +250,7 @@ static uint64_t state_bytes(const CudaState *s) {
     b += tmp_rows(s) * (uint64_t)c->dim * 4;  // tmp
     b += B * (uint64_t)s->widest * (1 + 2 * 4 / 32) + sizeof(StepInput) + B * sizeof(EmxAttnDecodeRow);
     if (s->gemm_rows) b += 2 * (uint64_t)s->gemm_rows * sizeof(int) + gemm_ws_bytes(s) + CUBLAS_WORKSPACE_BYTES;
-    b += 2 * (uint64_t)s->kv_rows * s->kv_dim * s->kv_esize + L * sizeof(EmxKvLayer);  // KV cache
+    b += 2 * (uint64_t)cache_bytes(s) + L * sizeof(EmxKvLayer);  // KV cache
     b += L * c->n_heads * ((uint64_t)s->ctx * 4 + sizeof(EmxSoftmaxStats)); // score rows, stats
     b += attn_ws_bytes(s, s->ctx) + c->n_kv_heads * sizeof(unsigned) + B * (uint64_t)s->vocab * 4;
     b += sizeof(DecideOut) + emx_cuda_logits_metrics_workspace_bytes(s->vocab) +
@@ -277,8 +280,8 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->xsum, B * (s->widest / 32 + 1) * sizeof(int), "int8 activations"},
         {(void **)&s->in_d, sizeof(StepInput), "step input"},
         {(void **)&s->rows_d, B * sizeof(EmxAttnDecodeRow), "step input"},
-        {(void **)&s->key, (size_t)s->kv_rows * s->kv_dim * s->kv_esize, "the KV cache"},
-        {(void **)&s->value, (size_t)s->kv_rows * s->kv_dim * s->kv_esize, "the KV cache"},
+        {(void **)&s->key, cache_bytes(s), "the KV cache"},
+        {(void **)&s->value, cache_bytes(s), "the KV cache"},
         {(void **)&s->layers_d, L * sizeof(EmxKvLayer), "the KV cache"},
         {(void **)&s->scores, L * c->n_heads * s->ctx * f, "attention score rows"},
         {(void **)&s->head_stats, L * c->n_heads * sizeof(EmxSoftmaxStats), "attention statistics"},
@@ -300,8 +303,8 @@ static int state_alloc(CudaState *s) {
         CU(cudaMallocHost((void **)&s->gin_h, 2 * (size_t)s->gemm_rows * sizeof(int)));
     }
     // zeros: positions past the last one fed are never read, but a fresh cache is clean anyway
-    CU(cudaMemset(s->key, 0, (size_t)s->kv_rows * s->kv_dim * s->kv_esize));
-    CU(cudaMemset(s->value, 0, (size_t)s->kv_rows * s->kv_dim * s->kv_esize));
+    CU(cudaMemset(s->key, 0, cache_bytes(s)));
+    CU(cudaMemset(s->value, 0, cache_bytes(s)));
     CU(cudaMemcpy(s->layers_d, s->layers, L * sizeof(EmxKvLayer), cudaMemcpyHostToDevice));
     CU(cudaMemset(s->scores, 0, L * c->n_heads * s->ctx * f));
     CU(cudaMemset(s->attn_arrivals, 0, c->n_kv_heads * sizeof(unsigned)));  // the kernel keeps them zero
@@ -387,8 +390,7 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
         snprintf(s->err, sizeof s->err, "cuda:%d: out of host memory", device);
         goto fail;
     }
-    s->kv_rows = emx_kv_layout(&m->ext, c->n_layers, ctx, (int)act_rows(s), s->layers);
-    emx_kv_ring_init(&s->ring, s->layers, c->n_layers, ctx, (int)m->ext.sliding_window);
+    s->kv_rows = emx_kv_layout(&m->ext, c->n_layers, ctx, (int)act_rows(s), s->layers, &s->ring);
     if (cu(s, cudaSetDevice(device), "cudaSetDevice")) goto fail;
     // PDL where the device has it (sm_90 on: emx_pdl_wait is nothing before); read once, here
     int cc_major = 0;
@@ -460,7 +462,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->uses_graphs = !s->no_graphs;
     info->weight_bytes_on_device = s->w->bytes;
     info->cache_type = s->kv_type;
-    info->kv_cache_bytes = 2 * (uint64_t)s->kv_rows * s->kv_dim * s->kv_esize;
+    info->kv_cache_bytes = 2 * (uint64_t)cache_bytes(s);
     info->kv_ring_rows = s->ring.rows;
     info->vocab = s->vocab;
     if (s->clock) info->phases = s->clock->total;

@@ -299,8 +299,8 @@ static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) 
         char *bv = half ? (char *)(staged + (layers + l) * row) : (char *)(buf + (layers + l) * row);
         // the rows in runs that do not wrap past a ring's end, in position order (a write of more
         // rows than a ring holds keeps the last of them, as the CPU's)
+        const EmxKvLayer at = s->layers[l];
         for (int j = 0, run; j < n && !rc; j += run) {
-            const EmxKvLayer at = s->layers[l];
             const int first = (pos + j) % at.rows;
             run = n - j < at.rows - first ? n - j : at.rows - first;
             const size_t cache = (size_t)(at.row0 + first) * s->kv_dim, b = (size_t)j * row_bytes;

@@ -280,8 +280,7 @@ static void cache_by_position(const CudaState *s, const float *rows, float *out)
     for (int l = 0; l < (int)s->m->cfg.n_layers; l++)
         for (int p = 0; p < s->ctx; p++) {
             float *to = out + ((size_t)l * s->ctx + p) * kv;
-            const int held = emx_kv_ring_holds(&s->ring, p) && p <= s->ring.hi;
-            if (cuda_layer_ring(s, l) && !held) memset(to, 0, kv * sizeof(float));
+            if (cuda_layer_ring(s, l) && !emx_kv_ring_has(&s->ring, p)) memset(to, 0, kv * sizeof(float));
             else memcpy(to, rows + (size_t)emx_kv_row(s->layers[l], p) * kv, kv * sizeof(float));
         }
 }

@@ -55,7 +55,8 @@ PROGRAM_SRC := runtime/cli/run.c $(wildcard tools/*.c)
 # runtime/cuda/forward_cuda*.c are the CUDA backend: built only against a CUDA runtime (the real one in
 # kernels/kernels.mk, the emulator in tests/cuda_emu/emu.mk), never into the CPU library.
 CUDA_HOST_SRC := runtime/cuda/forward_cuda.c runtime/cuda/forward_cuda_step.c runtime/cuda/forward_cuda_layers.c runtime/cuda/forward_cuda_tail.c runtime/cuda/forward_cuda_multi.c runtime/cuda/forward_cuda_agents.c \
-                 runtime/cuda/forward_cuda_pair.c runtime/cuda/forward_cuda_fused.c runtime/cuda/phase_clock.c
+                 runtime/cuda/forward_cuda_pair.c runtime/cuda/forward_cuda_fused.c runtime/cuda/forward_cuda_persistent.c \
+                 runtime/cuda/phase_clock.c
 LIB_SRC := $(filter-out $(PROGRAM_SRC) $(CUDA_HOST_SRC), $(wildcard base/*.c tokenizer/*.c sampler/*.c runtime/*.c runtime/*/*.c tools/convert/*.c tools/bench/*.c tools/eval/*.c tools/server/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -39,6 +39,10 @@ typedef struct {
     EmxKvType cache_type; // the KV cache's elements; AUTO (0): emx_kv_type_resolve's choice
     int phase_timeline; // CUDA: time each decode step's phases (EmxStateInfo.phases): direct
                         // launches (no graph) with a CUDA event at the end of every phase
+    int persistent;     // CUDA: decode steps as one persistent kernel (kernels/decode_persistent.h)
+                        // where the model's shapes allow, else the graph path (EmxStateInfo.
+                        // decode_path says which and why); EMX_CUDA_PERSISTENT=1 in the
+                        // environment when the state is made asks the same. Not with phase_timeline.
 } EmxStateOptions;
 
 // Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
@@ -103,6 +107,10 @@ typedef struct {
     int vocab;                   // the model's vocabulary: a row of logits
     int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
     EmxPhaseTimes phases;        // GPU with phase_timeline: the decode steps' phases; else zeros
+    const char *decode_path;     // GPU: how a decode step runs: "graph", "persistent kernel, N
+                                 // blocks" (", the embedding apart": in a launch of its own, its
+                                 // dtype not the layers'; the classifier likewise), or why the
+                                 // persistent kernel asked for was not taken; CPU: NULL
 } EmxStateInfo;
 void emx_state_info(const EmxState *s, EmxStateInfo *info);
 

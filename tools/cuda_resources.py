@@ -73,6 +73,8 @@ KERNELS = {
     "attention_decode_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (the fused decode layer)"),
     "attention_decode_rows_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (several states' rows a step)"),
     "matvec_fused_kernel": (128, FUSED_SMEM, DECODE, "matvec_fused.cu FUSED_WARPS * 32 (the fused decode layer)"),
+    "decode_persistent_kernel": (128, max(DECODE_SMEM, FUSED_SMEM), DECODE,
+                                 "decode_persistent.cu PERSIST_THREADS = FUSED_THREADS (one launch a decode step)"),
     "fused_residual_kernel": (128, 0, DECODE, "matvec_fused.cu <<<1, FUSED_THREADS>>> (after Gemma 3's last fused layer)"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),
     "logits_merge_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),

@@ -209,6 +209,9 @@ static void print_verbose(const EmxModel *m, const EmxCliArgs *a, const EmxState
     char where[128];
     fprintf(stderr, "weights: %s\n", emx_model_memory_text(m, where, sizeof where));
     if (m->ext.sliding_window) print_kv_rings(m, a, st, ctx);
+    EmxStateInfo info;
+    if (st) emx_state_info(st, &info);
+    if (st && info.decode_path) fprintf(stderr, "decode: %s\n", info.decode_path);
     if (a->threads > 0)
         fprintf(stderr, "mode: %s, context %d, threads %d\n", chat ? "chat" : "raw", ctx, a->threads);
     else

@@ -191,7 +191,7 @@ static void cuda_state_free(EmxState *st) {
                    s->gin_d, s->gemm_ws, s->key, s->value, s->layers_d, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
                    s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
-                   s->agents_ws, s->bin_d};
+                   s->agents_ws, s->bin_d, s->step_layers_d, s->step_sync};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
     cudaFreeHost(s->rows_h);
@@ -420,6 +420,9 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
         goto fail;
     }
     if (state_alloc(s)) goto fail;
+    const char *persistent = getenv("EMX_CUDA_PERSISTENT");  // read once, here, as EMX_CUDA_FUSED
+    const int ask = (opt && opt->persistent) || (persistent && strcmp(persistent, "1") == 0);
+    if (cuda_persistent_init(s, ask && !(opt && opt->phase_timeline))) goto fail;
     if (opt && opt->phase_timeline && !(s->clock = cuda_phase_clock_new((int)c->n_layers, s->err, sizeof s->err)))
         goto fail;
     return &s->base;
@@ -466,6 +469,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->kv_ring_rows = s->ring.rows;
     info->vocab = s->vocab;
     if (s->clock) info->phases = s->clock->total;
+    info->decode_path = s->decode_path;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
 }
 

@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attn_metrics.h"
+#include "kernels/decode_persistent.h"
 #include "kernels/gemm.h"
 #include "kernels/matvec.h"
 #include "kernels/sampling/sampling.h"
@@ -122,6 +123,12 @@ typedef struct {
                             // at the state's creation
     int pdl_now;            // pdl while the decode step's layers, classifier and decide tail are
                             // launched (decode_launches, forward_cuda_step.c), else 0
+    int persistent;         // decode steps' layers as one persistent kernel (forward_cuda_persistent.c)
+    char decode_path[160];  // how decode steps run: "graph", "persistent kernel, N blocks", or why
+                            // the persistent kernel was asked for and not taken
+    EmxDecodeStep step;     // with persistent: the kernel's arguments
+    EmxDecodeLayer *step_layers_d; // [n_layers] its layer table (device)
+    unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
     cudaStream_t stream;
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)
@@ -241,6 +248,13 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
 // token ids within the vocabulary, keys the rings still hold; -1 with err set; on success the
 // rings count the call's rows as written), and tokens at pos.. run through the
 // pass, ending with the tail (TAIL_*); the stream is synchronised on return.
+// The persistent decode kernel (forward_cuda_persistent.c). init, when the state is made: asked
+// (EmxStateOptions.persistent or EMX_CUDA_PERSISTENT=1) and the model's shapes allow it, sets
+// s->persistent and builds the kernel's layer table; decode_path says what decodes (-1 with err
+// set: out of memory). step: one decode step's embedding, layers and classifier (in_d holds its
+// input), queued.
+int cuda_persistent_init(CudaState *s, int asked);
+int cuda_persistent_step(CudaState *s);
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
 // Whether a pass whose first query is at pos can run on the rings (-1 with err set: a rollback
 // further back than they hold; runtime/kv_ring.h).

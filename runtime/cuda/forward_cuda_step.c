@@ -99,12 +99,14 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
 // the state has it (s->pdl_now: the fused kernels then carry the attribute, the embedding, which
 // follows the copy, and the separate kernels not), then the tail: the decide tail's kernels
 // with PDL too (they follow the classifier, forward_cuda_tail.c), the others (proposals,
-// lookahead branch passes, pair, logits copy) ordinary launches.
+// lookahead branch passes, pair, logits copy) ordinary launches. With the persistent kernel
+// (s->persistent) the layers and classifier are its one launch.
 // graph: positions and key count read on the device.
 static int decode_launches(CudaState *s, int pos, int tail, int graph) {
     const Rows rows = {.device_positions = graph};
     s->pdl_now = s->pdl;
-    int bad = cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1) || cuda_phase(s, EMX_PHASE_CLASSIFIER);
+    int bad = s->persistent ? cuda_persistent_step(s) : cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1);
+    bad = bad || cuda_phase(s, EMX_PHASE_CLASSIFIER);
     s->pdl_now = tail == TAIL_DECIDE ? s->pdl : 0;
     bad = bad || cuda_step_tail(s, tail, pos + 1, graph) || cuda_phase(s, EMX_PHASE_TAIL);
     s->pdl_now = 0;

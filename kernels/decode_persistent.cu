@@ -1,0 +1,297 @@
+// decode_persistent.cu — one decode step of a Llama/Qwen-shaped model in one launch: a persistent
+// kernel whose blocks run the fused graph path's kernels one after the other as phases, waiting
+// for each other at a grid barrier where that path ends a kernel.
+//
+//   phase 0            x = emb[token] * embed_scale                    (embedding.cu's expression)
+//   per layer l:  1    q, k, v = Wq|Wk|Wv rmsnorm(x)                   (matvec_fused.cuh, IN_NORM)
+//                 2    att = attention(rope(q), cache + rope(k), v)    (attention_decode.cuh's blocks)
+//                 3    x += Wo att                                     (IN_AS_IS, accumulate)
+//                 4    hb = silu(Wg rmsnorm(x)) * (Wu rmsnorm(x))      (IN_NORM, GLU_SILU)
+//                 5    x += Wdown hb                                   (IN_AS_IS, accumulate)
+//   last               logits = Wout rmsnorm(x)                        (IN_NORM)
+//
+// Threads: a grid of G blocks of 128 threads (4 warps), G = the blocks the device holds at once
+// (occupancy x SMs: emx_cuda_decode_persistent_blocks), each phase's work spread over them as the
+// fused kernels spread it over their own grids: a matvec phase's warp g takes rows g, g + 4G, ...
+// (every block runs the prologue that makes the input in its shared memory first); the attention
+// phase's block b takes items b, b + G, ... of (chunk of keys, KV head), item = chunk *
+// n_kv_heads + kvh, each decode_block's work (the last block of a KV head's chunks combines its
+// heads, as in the one-kernel attention). The phases' results are the fused kernels' bits: a row
+// is computed by the same code whatever the grid.
+// The barrier: a counter in global memory that only grows (grid_sync.cuh): at the end of phase k
+// every block signals (+1) and waits until it reads k * G. Every phase needs all of the one
+// before (each matvec row reads the whole input row; the attention's KV head h needs only heads of
+// q, k and v, but the q/k/v phase's rows are spread over every block): one barrier a phase, five a
+// layer. At the end the last block to arrive at a second counter sets the barrier back to zero
+// (every other block is past its last wait), so the next launch, or a graph's replay, starts at 0.
+// Weights before activations: between its signal and its wait a block asks L2 for the first rows
+// its warps take in the next phase (emx_prefetch_l2; the attention phase, whose items are few at
+// short contexts, for the two phases after it), so that the weights stream while it waits.
+// Residency: every block waits for every other, so all G must be resident at once: a cooperative
+// launch (CUDA refuses a grid that does not fit rather than letting it hang), G from the occupancy
+// API and the device's SM count, never a fixed number.
+// Bytes per step: the fused path's (the weights once, the activations from L2), without the
+// launches: one instead of 1 + 5 n_layers + 1, and a barrier (G atomics and G polls of one
+// counter) where each launch's ramp-up was.
+#include "kernels/decode_persistent.h"
+
+#include <stdio.h>
+
+#include "kernels/attention_decode.cuh"
+#include "kernels/attention_decode.h"
+#include "kernels/matvec_fused.cuh"
+#include "kernels/rope.h"
+#include "kernels/weights.h"
+
+#define PERSIST_THREADS FUSED_THREADS
+static_assert(FUSED_THREADS == ATTN_BLOCK, "one block size serves the matvec and attention phases");
+
+namespace {
+
+using namespace emx_fused;
+
+// The grid barrier: `target` is what the counter reads once every block has finished the phases
+// so far. arrive() publishes the block's writes; wait() returns when all blocks have arrived.
+struct GridBarrier {
+    unsigned *counter;
+    unsigned target;
+    __device__ __forceinline__ void arrive() {
+        target += gridDim.x;
+        emx_grid_signal(counter, 1);
+    }
+    __device__ __forceinline__ void wait() const { emx_grid_wait(counter, target); }
+};
+
+// The first row each of this block's warps takes in a matvec phase over [W_0; W_1; W_2] (and W2),
+// into L2. Nothing under the emulator or before sm_90 (emx_prefetch_l2).
+template <int DT, int GLU>
+__device__ __forceinline__ void prefetch_phase(const MatvecSet &set, const void *W2, int cols) {
+    const int g = (int)blockIdx.x * FUSED_WARPS + (int)(threadIdx.x >> 5);
+    const int r0 = set.rows[0], r01 = r0 + set.rows[1];
+    if (g >= r01 + set.rows[2]) return;
+    const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
+    prefetch_row<DT>(m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2], cols, r);
+    if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, r);
+}
+
+// A set of up to three matrices and their outputs, rows each.
+__device__ __forceinline__ MatvecSet set_of(const void *W0, float *o0, int n0, const void *W1 = nullptr,
+                                            float *o1 = nullptr, int n1 = 0, const void *W2 = nullptr,
+                                            float *o2 = nullptr, int n2 = 0) {
+    MatvecSet s;
+    s.W[0] = W0, s.W[1] = W1, s.W[2] = W2;
+    s.out[0] = o0, s.out[1] = o1, s.out[2] = o2;
+    s.rows[0] = n0, s.rows[1] = n1, s.rows[2] = n2;
+    return s;
+}
+
+// The prologue's input: x (normed by norm_w when given) of cols columns, its sum of squares in
+// emx_cuda_rmsnorm's block order as the fused kernels' (fused_in in matvec_fused.cu).
+__device__ __forceinline__ FusedIn input_of(const float *x, const float *norm_w, float eps, int cols) {
+    const int T = cols <= 32 ? 32 : cols >= NORM_THREADS_MAX ? NORM_THREADS_MAX : (cols + 31) / 32 * 32;
+    return FusedIn{x, norm_w, eps, T, nullptr, nullptr, nullptr};
+}
+
+// A matvec phase: the set's rows against the input, by the blocks that have rows (a block with
+// none skips the prologue: block-uniform, so the barriers inside are skipped by all its threads).
+template <int DT, int GLU, int INPUT>
+__device__ __forceinline__ void matvec_phase(const MatvecSet &set, const void *W2, int cols, const FusedIn &in,
+                                             int accumulate, float *smem) {
+    if ((int)blockIdx.x * FUSED_WARPS >= set.rows[0] + set.rows[1] + set.rows[2]) return;
+    fused_rows<DT, GLU, INPUT>(set, W2, cols, in, accumulate, smem);
+}
+
+// Phase 0: x = emb[token] * scale, embedding_kernel's expression, columns spread over the grid.
+template <int DT>
+__device__ __forceinline__ void embed_phase(const EmxDecodeStep &a) {
+    const int tok = *a.token;
+    const bool valid = tok >= 0 && tok < a.vocab;
+    for (int c = (int)(blockIdx.x * blockDim.x + threadIdx.x); c < a.dim; c += (int)(gridDim.x * blockDim.x))
+        a.x[c] = valid ? emx_weight_at<DT>(a.emb, a.vocab, a.dim, tok, c) * a.embed_scale : 0.0f;
+}
+
+// The attention's shared memory beside the dynamic one (the attention kernels' statics).
+struct AttnShared {
+    float red_f[ATTN_BLOCK];
+    FixedMaxSumsT red_s[ATTN_BLOCK];
+    float inv[ATTN_MAX_GROUP];
+    int last;
+};
+
+// Phase 2 of layer L: the block's (chunk, KV head) items of the one query row at pos.
+template <typename KV>
+__device__ __forceinline__ void attention_phase(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
+                                                float *smem, AttnShared &sh_mem) {
+    const DecodeRope rp = {L->inv_freq, L->q_norm, L->k_norm, L->bq, L->bk, L->bv, a.eps, a.rope_style};
+    DecodeShape sh;
+    sh.n_heads = a.n_heads;
+    sh.n_kv_heads = a.n_kv_heads;
+    sh.head_dim = a.head_dim;
+    sh.chunk = a.keys_per_block > 0 ? a.keys_per_block : ATTN_DEFAULT_CHUNK;
+    sh.rows.n = 1;
+    sh.rows.q_stride = sh.rows.out_stride = a.n_heads * a.head_dim;
+    sh.rows.scale = a.attn_scale > 0 ? a.attn_scale : 1.0f / sqrtf((float)a.head_dim);
+    sh.rows.window = L->window;
+    DecodeRow<KV> row;
+    row.q = a.q, row.k = a.k, row.v = a.v;
+    row.k_cache = (KV *)L->k_cache, row.v_cache = (KV *)L->v_cache;
+    row.ring = L->cache_rows;
+    row.pos = pos, row.n_keys = pos + 1;
+    row.out = a.att;
+    row.scores = L->scores, row.score_stride = a.ctx, row.head_stats = L->head_stats;
+    row.max_chunks = (a.ctx + sh.chunk - 1) / sh.chunk;  // the workspace's layout: the graph path's
+    row.ws = split_ws(a.attn_ws, a.n_heads, row.max_chunks, 1);
+    row.arrivals = a.arrivals;
+    const int items = row_chunks(sh.rows, row.n_keys, sh.chunk) * a.n_kv_heads;
+    for (int it = (int)blockIdx.x; it < items; it += (int)gridDim.x)
+        decode_block(rp, sh, row, it / a.n_kv_heads, it % a.n_kv_heads, smem, sh_mem.red_f, sh_mem.red_s,
+                     sh_mem.inv, &sh_mem.last);
+}
+
+// Layer l's five phases, each ended by the barrier (the next phase's weights asked for between
+// the block's arrival and its wait).
+template <int DT, typename KV>
+__device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
+                                             GridBarrier &bar, float *smem, AttnShared &sh_mem) {
+    const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
+    const MatvecSet wo = set_of(L->wo, a.x, a.dim), down = set_of(L->down, a.x, a.dim);
+    const MatvecSet gate = set_of(L->gate, a.hb, a.hidden_dim);
+    matvec_phase<DT, GLU_NONE, IN_NORM>(set_of(L->wq, a.q, q_dim, L->wk, a.k, kv_dim, L->wv, a.v, kv_dim), nullptr,
+                                        a.dim, input_of(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
+    bar.arrive();
+    bar.wait();
+    attention_phase<KV>(a, L, pos, smem, sh_mem);
+    bar.arrive();
+    prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);  // few attention items: most blocks wait here
+    prefetch_phase<DT, GLU_SILU>(gate, L->up, a.dim);
+    bar.wait();
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, input_of(a.att, nullptr, a.eps, q_dim), 1, smem);
+    bar.arrive();
+    bar.wait();
+    matvec_phase<DT, GLU_SILU, IN_NORM>(gate, L->up, a.dim, input_of(a.x, L->ffn_norm, a.eps, a.dim), 0, smem);
+    bar.arrive();
+    prefetch_phase<DT, GLU_NONE>(down, nullptr, a.hidden_dim);
+    bar.wait();
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim, input_of(a.hb, nullptr, a.eps, a.hidden_dim), 1,
+                                         smem);
+    bar.arrive();
+}
+
+template <int DT, typename KV>
+__global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(const EmxDecodeStep a) {
+    extern __shared__ float smem[];
+    __shared__ AttnShared sh_mem;
+    GridBarrier bar = {a.sync, 0};
+    const int pos = *a.pos;
+    if (a.emb) {
+        embed_phase<DT>(a);
+        bar.arrive();
+    }
+    for (int l = 0; l < a.n_layers; l++) {
+        const EmxDecodeLayer *L = a.layers + l;
+        if (l > 0 || a.emb) {  // the q/k/v rows first, then the wait for the phase before
+            prefetch_phase<DT, GLU_NONE>(set_of(L->wq, a.q, a.n_heads * a.head_dim), nullptr, a.dim);
+            bar.wait();
+        }
+        layer_phases<DT, KV>(a, L, pos, bar, smem, sh_mem);
+    }
+    if (a.out) {
+        const MatvecSet cls = set_of(a.out, a.logits, a.vocab);
+        prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
+        bar.wait();
+        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, input_of(a.x, a.out_norm, a.eps, a.dim), 0, smem);
+    } else {
+        bar.wait();  // x is complete when the launch ends
+    }
+    // Every block is past its last wait once it arrives here: the last one sets the barrier back.
+    if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last) && emx_grid_leader()) a.sync[0] = 0;
+}
+
+// Dynamic shared memory: the largest phase's (the matvecs' inputs, the attention's).
+size_t step_smem(const EmxDecodeStep *a) {
+    const int q_dim = a->n_heads * a->head_dim, chunk = a->keys_per_block > 0 ? a->keys_per_block : ATTN_DEFAULT_CHUNK;
+    size_t b = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, a->kv_dtype == EMX_KV_F16 ? 2 : 4);
+    const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, IN_NORM), smem_bytes((int)a->dtype, q_dim, IN_AS_IS),
+                         smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
+    for (int i = 0; i < 3; i++) b = m[i] > b ? m[i] : b;
+    return b;
+}
+
+// The most resident blocks of the step's kernel (emx_max_resident_blocks).
+template <int DT, typename KV>
+cudaError_t resident_blocks(size_t shmem, int *blocks) {
+    return emx_max_resident_blocks(decode_persistent_kernel<DT, KV>, PERSIST_THREADS, shmem, blocks);
+}
+
+// The cooperative launch (every block resident, or no launch) of the step's kernel.
+template <int DT, typename KV>
+cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaStream_t stream) {
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(PERSIST_THREADS);
+    cfg.dynamicSmemBytes = shmem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV>, *a);
+}
+
+int bad_width(uint32_t dtype, int cols) {
+    return cols < 32 || cols % 32 || smem_bytes((int)dtype, cols, IN_NORM) > FUSED_SMEM_MAX;
+}
+
+const char *bad_pointers(const EmxDecodeStep *a) {
+    if (!a->layers || !a->x || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->attn_ws || !a->arrivals ||
+        !a->sync || !a->pos)
+        return "a layer table, activation, workspace, counter or the position is NULL";
+    if (a->emb && !a->token) return "an embedding without the token";
+    if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
+    return nullptr;
+}
+
+}  // namespace
+
+extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a) {
+    if (!a) return "no arguments";
+    if (a->n_layers < 1 || a->dim < 1 || a->hidden_dim < 1 || a->vocab < 1 || a->ctx < 1)
+        return "a size below 1 (layers, dim, hidden_dim, vocab or ctx)";
+    if (a->dtype > EMX_Q4_1F) return "a weight dtype the kernel is not built for";
+    if (bad_width(a->dtype, a->dim) || bad_width(a->dtype, a->n_heads * a->head_dim) ||
+        bad_width(a->dtype, a->hidden_dim))
+        return "dim, n_heads * head_dim or hidden_dim is not a multiple of 32 or its input does not fit in 48 KiB";
+    if (!emx_cuda_attention_decode_fits(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->kv_dtype))
+        return "an attention shape the decode attention does not take (emx_cuda_attention_decode_fits)";
+    if (a->rope_style != EMX_ROPE_INTERLEAVED && a->rope_style != EMX_ROPE_HALF) return "unknown rope style";
+    return nullptr;
+}
+
+extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks) {
+    *blocks = 0;
+    if (emx_cuda_decode_persistent_refusal(a)) return cudaErrorInvalidValue;
+    const size_t shmem = step_smem(a);
+    const bool f16 = a->kv_dtype == EMX_KV_F16;
+    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half>(shmem, blocks)
+                                            : resident_blocks<DT, float>(shmem, blocks));
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t emx_cuda_decode_persistent(const EmxDecodeStep *a, cudaStream_t stream) {
+    const char *why = emx_cuda_decode_persistent_refusal(a);
+    if (!why) why = bad_pointers(a);
+    int fit = 0;
+    if (!why && emx_cuda_decode_persistent_blocks(a, &fit) != cudaSuccess) why = "the occupancy query failed";
+    if (!why && (fit < 1 || a->blocks < 0 || a->blocks > fit)) why = "blocks < 0, or more than are resident at once";
+    if (why) {
+        fprintf(stderr, "emx_cuda_decode_persistent: %s\n", why);
+        return cudaErrorInvalidValue;
+    }
+    const int blocks = a->blocks > 0 ? a->blocks : fit;
+    const size_t shmem = step_smem(a);
+    const bool f16 = a->kv_dtype == EMX_KV_F16;
+    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? launch_step<DT, __half>(a, blocks, shmem, stream)
+                                            : launch_step<DT, float>(a, blocks, shmem, stream));
+    return cudaSuccess;
+}

@@ -1,0 +1,85 @@
+// decode_persistent.h — the decode step of a Llama/Qwen-shaped model in one persistent kernel
+// (kernels/decode_persistent.cu): the embedding, every layer's five fused phases and the
+// classifier as phases of one cooperative launch, its blocks waiting on each other at a grid
+// barrier between phases instead of ending a kernel. The same arithmetic as the fused graph path
+// (kernels/matvec_fused.cu, kernels/attention_decode.cu): the logits, score rows and KV rows are
+// bitwise that path's.
+#ifndef ENTROPIX_KERNELS_DECODE_PERSISTENT_H
+#define ENTROPIX_KERNELS_DECODE_PERSISTENT_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One layer, device pointers (a device table of them: EmxDecodeStep.layers). Every matrix of the
+// step's dtype, rows of `cols` weights as kernels/weights.h stores them:
+//   wq [q_dim][dim], wk, wv [kv_dim][dim], wo [dim][q_dim], gate, up [hidden_dim][dim],
+//   down [dim][hidden_dim]   (q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim)
+typedef struct {
+    const void *wq, *wk, *wv, *wo, *gate, *up, *down;
+    const float *attn_norm, *ffn_norm;  // [dim]
+    const float *q_norm, *k_norm;       // [head_dim] (Qwen3's per-head norms), or NULL (both or neither)
+    const float *bq, *bk, *bv;          // [q_dim], [kv_dim], [kv_dim] (Qwen2's biases), or NULL (all or none)
+    const double *inv_freq;             // [head_dim / 2] the layer's RoPE frequencies
+    void *k_cache, *v_cache;            // the layer's rows of kv_dtype [rows][kv_dim]
+    int cache_rows;                     // 0 (ctx rows), or the rows of its ring (attention.h)
+    int window;                         // 0, or the sliding window of keys it attends
+    float *scores;                      // [n_heads][ctx] the step's score rows, or NULL
+    EmxSoftmaxStats *head_stats;        // [n_heads] (with scores), or NULL
+} EmxDecodeLayer;
+
+// The step: shapes, weights, activations and the step's input, device pointers.
+typedef struct {
+    int n_layers, dim, hidden_dim, n_heads, n_kv_heads, head_dim, vocab, ctx;
+    uint32_t dtype;        // the matrices' (enum emx_dtype): every layer's, and emb's and out's
+    int kv_dtype;          // EMX_KV_F32 or EMX_KV_F16
+    float eps;             // the RMSNorms'
+    float attn_scale;      // 0: 1 / sqrt(head_dim)
+    float embed_scale;     // the embedding row's factor (1, or Gemma's sqrt(dim))
+    int rope_style;        // enum emx_rope_style
+    int keys_per_block;    // the attention's chunk of keys (0: the default, attention.h)
+    const EmxDecodeLayer *layers;  // [n_layers]
+    const void *emb;       // [vocab][dim], or NULL: x holds the step's embedding already
+    const void *out;       // the classifier [vocab][dim], or NULL: the launch ends after the layers
+    const float *out_norm; // [dim] the output norm (with out)
+    float *x;              // [dim] the residual stream
+    float *q, *k, *v;      // [q_dim], [kv_dim], [kv_dim]
+    float *att;            // [q_dim]
+    float *hb;             // [hidden_dim]
+    float *logits;         // [vocab] (with out)
+    void *attn_ws;         // emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, n_heads, head_dim,
+                           // ctx, keys_per_block) bytes
+    unsigned *arrivals;    // [n_kv_heads] the attention's counters: zero before the first launch
+    unsigned *sync;        // [2] the grid barrier's counters: zero before the first launch
+    const int *token;      // device int: the step's token id (with emb)
+    const int *pos;        // device int: its position; keys 0..pos attended, cache row pos written
+    int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
+} EmxDecodeStep;
+
+// NULL when the step's shapes can run as one persistent launch, else why not (one line: a width
+// that is not a multiple of 32, an input beyond 48 KiB of shared memory, an attention shape the
+// decode attention does not take, a dtype it is not built for).
+const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a);
+
+// The most blocks of the step's kernel that are resident at once on the current device (the
+// occupancy API x the SM count): the grid a launch takes when a->blocks is 0. 0 (with
+// cudaSuccess) when not one fits.
+cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks);
+
+// One decode step: x = emb[*token] * embed_scale; every layer; logits = out rmsnorm(x). One
+// cooperative launch (CUDA refuses a grid whose blocks cannot all be resident: every block
+// waits for every other at each phase's end). Leaves arrivals and sync zero, so a captured graph
+// replays it. Bad arguments (emx_cuda_decode_persistent_refusal, NULL pointers, blocks beyond
+// what fits): cudaErrorInvalidValue, a line on stderr naming it, nothing launched.
+cudaError_t emx_cuda_decode_persistent(const EmxDecodeStep *a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

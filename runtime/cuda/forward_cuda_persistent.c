@@ -1,0 +1,148 @@
+// forward_cuda_persistent.c — the decode step as one persistent kernel (kernels/decode_persistent.h):
+// the embedding, every layer and the classifier in one cooperative launch whose blocks wait for
+// each other at a grid barrier between phases, where the graph path launches 2 + 5 n_layers
+// kernels. Asked for per state (EmxStateOptions.persistent, or EMX_CUDA_PERSISTENT=1 when the
+// state is made); taken where every layer is the fused layer's plain kind (a SwiGLU block
+// without sandwich norms, every matrix of one dtype, widths and attention shapes the fused
+// kernels take) and the kernel's blocks fit the device at once. Else the graph path decodes, and
+// the state says why (EmxStateInfo.decode_path). The result is bitwise the fused graph path's,
+// which stays the reference it is tested against (tests/kernels/test_forward_cuda_persistent.cpp).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/decode_persistent.h"
+#include "kernels/embedding.h"
+#include "runtime/cuda/forward_cuda_pass.h"
+#include "runtime/cuda/forward_cuda_state.h"
+
+// NULL when every layer is one the persistent kernel runs, else why not.
+static const char *layers_refusal(const CudaState *s) {
+    if (!s->fused) return "the fused kernels are off (EMX_CUDA_FUSED=0)";
+    if (s->m->ext.ffn_act == EMX_ACT_GELU_TANH) return "a GeGLU feed-forward block";
+    const uint32_t dt = s->w->layers[0].wq.dtype;
+    for (uint32_t l = 0; l < s->m->cfg.n_layers; l++) {
+        const CudaLayer *L = &s->w->layers[l];
+        if (L->post_attn_norm || L->post_ffn_norm) return "sandwich norms (each block's output normed before the add)";
+        const EmxCudaWeight *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        for (int i = 0; i < 7; i++)
+            if (w[i]->dtype != dt) return "layers whose matrices are of different dtypes";
+    }
+    return NULL;
+}
+
+// Layer l's entry of the kernel's table: its weights, and its cache, ring, window, frequencies and
+// score rows as the fused path's attention takes them (cuda_attention_args, cuda_rope_args).
+static EmxDecodeLayer layer_entry(const CudaState *s, int l) {
+    const CudaLayer *L = &s->w->layers[l];
+    const EmxConfig *c = &s->m->cfg;
+    EmxDecodeLayer e;
+    memset(&e, 0, sizeof e);
+    e.wq = L->wq.data, e.wk = L->wk.data, e.wv = L->wv.data, e.wo = L->wo.data;
+    e.gate = L->gate.data, e.up = L->up.data, e.down = L->down.data;
+    e.attn_norm = L->attn_norm, e.ffn_norm = L->ffn_norm;
+    e.q_norm = L->q_norm, e.k_norm = L->k_norm;
+    e.bq = L->bq, e.bk = L->bk, e.bv = L->bv;
+    const int local = emx_layer_is_local(&s->m->ext, (uint32_t)l);
+    e.inv_freq = local ? s->w->inv_freq_local : s->w->inv_freq;
+    e.k_cache = cuda_layer_kv(s, s->key, l);
+    e.v_cache = cuda_layer_kv(s, s->value, l);
+    e.cache_rows = cuda_layer_ring(s, l);
+    e.window = local ? (int)s->m->ext.sliding_window : 0;
+    e.scores = s->scores + (size_t)l * c->n_heads * s->ctx;  // the fused path's cuda_record_scores
+    e.head_stats = s->head_stats + (size_t)l * c->n_heads;
+    return e;
+}
+
+// The step's arguments (s->step), layers_d not yet filled.
+static void step_args(CudaState *s) {
+    const EmxConfig *c = &s->m->cfg;
+    const CudaWeights *w = s->w;
+    EmxDecodeStep *a = &s->step;
+    memset(a, 0, sizeof *a);
+    a->n_layers = (int)c->n_layers, a->dim = (int)c->dim, a->hidden_dim = (int)c->hidden_dim;
+    a->n_heads = (int)c->n_heads, a->n_kv_heads = (int)c->n_kv_heads, a->head_dim = (int)c->head_dim;
+    a->vocab = s->vocab, a->ctx = s->ctx;
+    a->dtype = w->layers[0].wq.dtype;
+    a->kv_dtype = s->kv_type;
+    a->eps = c->norm_eps;
+    a->attn_scale = s->m->ext.attn_scale;
+    a->embed_scale = s->m->ext.embed_scale;
+    a->rope_style = (int)c->rope_style;
+    a->layers = s->step_layers_d;
+    // the embedding and the classifier in the launch where they share the layers' dtype; else
+    // their own launches before and after it
+    a->emb = w->emb.dtype == a->dtype ? w->emb.data : NULL;
+    a->out = w->out.dtype == a->dtype && w->out.cols == a->dim ? w->out.data : NULL;
+    a->out_norm = w->norm;
+    a->x = s->x, a->q = s->q, a->k = s->k, a->v = s->v, a->att = s->att, a->hb = s->hb, a->logits = s->logits;
+    a->attn_ws = s->attn_ws;
+    a->arrivals = s->attn_arrivals;
+    a->sync = s->step_sync;
+    a->token = &s->in_d->tokens[0];
+    a->pos = &s->in_d->pos[0];
+}
+
+// The grid: the most blocks resident at once, or fewer (EMX_CUDA_PERSISTENT_BLOCKS, for
+// measuring the barrier's cost against the bandwidth more blocks keep busy).
+static const char *step_blocks(CudaState *s) {
+    int fit = 0;
+    if (emx_cuda_decode_persistent_blocks(&s->step, &fit) != cudaSuccess) {
+        cudaGetLastError();
+        return "the occupancy query failed";
+    }
+    if (fit < 1) return "not one block of the kernel fits on an SM";
+    const char *env = getenv("EMX_CUDA_PERSISTENT_BLOCKS");
+    const int want = env ? atoi(env) : 0;
+    s->step.blocks = want > 0 && want < fit ? want : fit;
+    return NULL;
+}
+
+int cuda_persistent_init(CudaState *s, int asked) {
+    s->persistent = 0;
+    if (!asked) {
+        snprintf(s->decode_path, sizeof s->decode_path, "graph");
+        return 0;
+    }
+    const char *why = layers_refusal(s);
+    if (!why) {
+        step_args(s);
+        why = emx_cuda_decode_persistent_refusal(&s->step);
+    }
+    if (!why) why = step_blocks(s);
+    if (why) {  // the graph path decodes, and says so
+        snprintf(s->decode_path, sizeof s->decode_path, "graph (the persistent kernel does not take it: %s)", why);
+        fprintf(stderr, "%s: %s\n", s->device_name, s->decode_path);
+        return 0;
+    }
+    const int L = (int)s->m->cfg.n_layers;
+    EmxDecodeLayer *table = malloc((size_t)L * sizeof *table);
+    if (!table) {
+        snprintf(s->err, sizeof s->err, "%s: out of host memory", s->device_name);
+        return -1;
+    }
+    for (int l = 0; l < L; l++) table[l] = layer_entry(s, l);
+    int bad = dev_alloc(s, (void **)&s->step_layers_d, (size_t)L * sizeof *table, "the persistent kernel's table") ||
+              dev_alloc(s, (void **)&s->step_sync, 2 * sizeof(unsigned), "the persistent kernel's table");
+    bad = bad || cu(s, cudaMemcpy(s->step_layers_d, table, (size_t)L * sizeof *table, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+          cu(s, cudaMemset(s->step_sync, 0, 2 * sizeof(unsigned)), "cudaMemset");  // the kernel keeps them zero
+    free(table);
+    if (bad) return -1;
+    s->step.layers = s->step_layers_d;
+    s->step.sync = s->step_sync;
+    s->persistent = 1;
+    const char *apart = !s->step.emb && !s->step.out ? ", the embedding and the classifier apart"
+                        : !s->step.emb                ? ", the embedding apart"
+                        : !s->step.out                ? ", the classifier apart"
+                                                      : "";
+    snprintf(s->decode_path, sizeof s->decode_path, "persistent kernel, %d block%s%s", s->step.blocks,
+             s->step.blocks == 1 ? "" : "s", apart);
+    return 0;
+}
+
+int cuda_persistent_step(CudaState *s) {
+    if (!s->step.emb)  // follows the input copy: an ordinary launch
+        CU(emx_cuda_embedding_scaled(&s->w->emb, s->in_d->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
+    CU(emx_cuda_decode_persistent(&s->step, s->stream));
+    return s->step.out ? 0 : cuda_classify(s, 0, 1);
+}

@@ -1,0 +1,249 @@
+// test_decode_persistent.cpp — kernels/decode_persistent.cu (a decode step in one persistent
+// launch) against the fused kernels it runs as phases, launched one after the other.
+//
+// A random two-layer model of small widths (dim 64, hidden 96, 4 query heads on 2 KV heads of
+// 16, vocabulary 200) on the device twice: each copy decodes positions 0..steps-1, one through
+// emx_cuda_decode_persistent, the other through the fused graph path's launches
+// (emx_cuda_embedding_scaled; per layer emx_cuda_matvec_fused for q/k/v, emx_cuda_attention_decode,
+// emx_cuda_matvec_fused for wo with the residual add, emx_cuda_matvec_fused_swiglu,
+// emx_cuda_matvec_fused for w_down; the classifier). After every step: the logits, x, both
+// layers' score rows and statistics and the whole KV caches BITWISE equal (the phases are the same
+// code: matvec_fused.cuh, attention_decode.cuh).
+// Breadth: every weight dtype; Llama (no q/k norms), Qwen3 (norms), Qwen2 (biases); layer 1 local
+// (a window of 6 keys, its cache a ring of 7 rows that wraps twice in 20 steps); f32 and f16
+// caches; grids of 1 block (every phase by one block), 5, and all the emulator holds
+// (emx_cuda_decode_persistent_blocks); keys per block 4 (several chunks, so several attention
+// items a KV head). Under both emulator schedules (the Makefile's reverse pass): the reverse one
+// starts the last block first, which would hang at the first barrier on a sequential schedule.
+// Also the refusals: a grid past what is resident, widths that are not multiples of 32, NULL
+// activations; and the counters left at zero for the next launch.
+#include <math.h>
+#include <string.h>
+
+#include <vector>
+
+#include "dense_test_util.h"
+#include "kernels/attention_decode.h"
+#include "kernels/decode_persistent.h"
+#include "kernels/embedding.h"
+#include "kernels/matvec_fused.h"
+
+extern "C" {
+#include "runtime/cpu/cpu_ops.h"
+}
+
+namespace {
+
+constexpr int kDim = 64, kHidden = 96, kHeads = 4, kKv = 2, kHd = 16, kVocab = 200, kLayers = 2, kCtx = 24;
+constexpr int kQ = kHeads * kHd, kKvDim = kKv * kHd, kWindow = 6, kRing = 7, kKpb = 4;
+
+struct Variant {
+    uint32_t dtype;
+    int kv_dtype;
+    bool norms, biases;
+    int blocks;  // 0: what fits
+};
+
+// One layer's weights and small vectors (device), shared by both copies.
+struct Layer {
+    TestWeight wq, wk, wv, wo, gate, up, down;
+    DevBuf<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv;
+    Layer(uint32_t dt, uint64_t seed)
+        : wq(dt, kQ, kDim, seed), wk(dt, kKvDim, kDim, seed + 1), wv(dt, kKvDim, kDim, seed + 2),
+          wo(dt, kDim, kQ, seed + 3), gate(dt, kHidden, kDim, seed + 4), up(dt, kHidden, kDim, seed + 5),
+          down(dt, kDim, kHidden, seed + 6), attn_norm(random_floats(kDim, seed + 7, 0.5f, 1.5f)),
+          ffn_norm(random_floats(kDim, seed + 8, 0.5f, 1.5f)), q_norm(random_floats(kHd, seed + 9, 0.5f, 1.5f)),
+          k_norm(random_floats(kHd, seed + 10, 0.5f, 1.5f)), bq(random_floats(kQ, seed + 11)),
+          bk(random_floats(kKvDim, seed + 12)), bv(random_floats(kKvDim, seed + 13)) {}
+};
+
+// One copy's state: activations, caches, score rows, workspace, counters.
+struct Copy {
+    size_t esize;
+    DevBuf<float> x, q, k, v, att, hb, logits, scores;
+    DevBuf<EmxSoftmaxStats> stats;
+    DevBuf<uint8_t> kc, vc, ws;
+    DevBuf<unsigned> arrivals, sync;
+    DevBuf<int> token, pos;
+    explicit Copy(int kv_dtype)
+        : esize(kv_dtype == EMX_KV_F16 ? 2 : 4), x(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ), hb(kHidden), logits(kVocab),
+          scores((size_t)kLayers * kHeads * kCtx), stats((size_t)kLayers * kHeads),
+          kc((size_t)(kCtx + kRing) * kKvDim * esize), vc((size_t)(kCtx + kRing) * kKvDim * esize),
+          ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kHeads, kHd, kCtx, kKpb)),
+          arrivals(std::vector<unsigned>(kKv, 0u)), sync(std::vector<unsigned>(2, 0u)), token(1), pos(1) {
+        CUDA_OK(cudaMemset(kc.p, 0, kc.n));
+        CUDA_OK(cudaMemset(vc.p, 0, vc.n));
+        CUDA_OK(cudaMemset(scores.p, 0, scores.n * sizeof(float)));
+    }
+    // layer l's cache rows: layer 0 holds kCtx rows, layer 1 (local) a ring of kRing after them
+    void *kl(int l) const { return kc.p + (size_t)(l ? kCtx : 0) * kKvDim * esize; }
+    void *vl(int l) const { return vc.p + (size_t)(l ? kCtx : 0) * kKvDim * esize; }
+};
+
+struct Model {
+    Variant var;
+    TestWeight emb, out;
+    DevBuf<float> out_norm;
+    DevBuf<double> inv_freq;
+    std::vector<Layer *> layers;
+    explicit Model(const Variant &v)
+        : var(v), emb(v.dtype, kVocab, kDim, 901), out(v.dtype, kVocab, kDim, 902),
+          out_norm(random_floats(kDim, 903, 0.5f, 1.5f)), inv_freq(kHd / 2) {
+        std::vector<double> inv(kHd / 2);
+        emx_rope_inv_freq(inv.data(), kHd, 10000.0, nullptr);
+        inv_freq.upload(inv);
+        for (int l = 0; l < kLayers; l++) layers.push_back(new Layer(v.dtype, 1000 + 100 * (uint64_t)l));
+    }
+    ~Model() {
+        for (Layer *l : layers) delete l;
+    }
+};
+
+// The graph path's launches for one step of copy c.
+void fused_step(const Model &m, Copy &c) {
+    CUDA_OK(emx_cuda_embedding_scaled(&m.emb.w, c.token.p, 1, 1.0f, c.x.p, nullptr));
+    for (int l = 0; l < kLayers; l++) {
+        const Layer &L = *m.layers[l];
+        const EmxFusedInput qkv_in = {c.x.p, L.attn_norm.p, 1e-5f, 0};
+        const EmxCudaWeight *qkv[3] = {&L.wq.w, &L.wk.w, &L.wv.w};
+        float *qkv_out[3] = {c.q.p, c.k.p, c.v.p};
+        CUDA_OK(emx_cuda_matvec_fused(&qkv_in, qkv, qkv_out, 3, 0, nullptr));
+        EmxAttnDecodeArgs d = {};
+        d.attn.k_cache = c.kl(l), d.attn.v_cache = c.vl(l), d.attn.cache_rows = l ? kRing : 0;
+        d.attn.kv_dtype = m.var.kv_dtype;
+        d.attn.n_heads = kHeads, d.attn.n_kv_heads = kKv, d.attn.head_dim = kHd;
+        d.attn.q = c.q.p, d.attn.out = c.att.p;
+        d.attn.n_keys = kCtx, d.attn.n_keys_dev = nullptr;
+        d.attn.scores = c.scores.p + (size_t)l * kHeads * kCtx, d.attn.score_stride = kCtx;
+        d.attn.head_stats = c.stats.p + (size_t)l * kHeads;
+        d.attn.keys_per_block = kKpb, d.attn.workspace = c.ws.p, d.attn.window = l ? kWindow : 0;
+        const int pos = c.pos.get();
+        d.attn.n_keys = pos + 1;
+        d.k = c.k.p, d.v = c.v.p, d.pos = c.pos.p, d.inv_freq = m.inv_freq.p;
+        d.q_norm = m.var.norms ? L.q_norm.p : nullptr, d.k_norm = m.var.norms ? L.k_norm.p : nullptr;
+        d.bq = m.var.biases ? L.bq.p : nullptr, d.bk = m.var.biases ? L.bk.p : nullptr;
+        d.bv = m.var.biases ? L.bv.p : nullptr;
+        d.eps = 1e-5f, d.style = EMX_ROPE_HALF, d.arrivals = c.arrivals.p;
+        CUDA_OK(emx_cuda_attention_decode(&d, nullptr));
+        const EmxFusedInput att_in = {c.att.p, nullptr, 1e-5f, 0};
+        const EmxCudaWeight *wo[1] = {&L.wo.w};
+        float *x_out[1] = {c.x.p};
+        CUDA_OK(emx_cuda_matvec_fused(&att_in, wo, x_out, 1, 1, nullptr));
+        const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0};
+        CUDA_OK(emx_cuda_matvec_fused_swiglu(&ffn_in, &L.gate.w, &L.up.w, c.hb.p, nullptr));
+        const EmxFusedInput hb_in = {c.hb.p, nullptr, 1e-5f, 0};
+        const EmxCudaWeight *down[1] = {&L.down.w};
+        CUDA_OK(emx_cuda_matvec_fused(&hb_in, down, x_out, 1, 1, nullptr));
+    }
+    const EmxFusedInput cls_in = {c.x.p, m.out_norm.p, 1e-5f, 0};
+    const EmxCudaWeight *cls[1] = {&m.out.w};
+    float *logits[1] = {c.logits.p};
+    CUDA_OK(emx_cuda_matvec_fused(&cls_in, cls, logits, 1, 0, nullptr));
+}
+
+// The persistent kernel's arguments for copy c (its layer table in `table`).
+EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) {
+    std::vector<EmxDecodeLayer> t(kLayers);
+    for (int l = 0; l < kLayers; l++) {
+        const Layer &L = *m.layers[l];
+        EmxDecodeLayer &e = t[l];
+        e = EmxDecodeLayer{};
+        e.wq = L.wq.w.data, e.wk = L.wk.w.data, e.wv = L.wv.w.data, e.wo = L.wo.w.data;
+        e.gate = L.gate.w.data, e.up = L.up.w.data, e.down = L.down.w.data;
+        e.attn_norm = L.attn_norm.p, e.ffn_norm = L.ffn_norm.p;
+        e.q_norm = m.var.norms ? L.q_norm.p : nullptr, e.k_norm = m.var.norms ? L.k_norm.p : nullptr;
+        e.bq = m.var.biases ? L.bq.p : nullptr, e.bk = m.var.biases ? L.bk.p : nullptr;
+        e.bv = m.var.biases ? L.bv.p : nullptr;
+        e.inv_freq = m.inv_freq.p;
+        e.k_cache = c.kl(l), e.v_cache = c.vl(l), e.cache_rows = l ? kRing : 0, e.window = l ? kWindow : 0;
+        e.scores = c.scores.p + (size_t)l * kHeads * kCtx, e.head_stats = c.stats.p + (size_t)l * kHeads;
+    }
+    table.upload(t);
+    EmxDecodeStep a = {};
+    a.n_layers = kLayers, a.dim = kDim, a.hidden_dim = kHidden, a.n_heads = kHeads, a.n_kv_heads = kKv;
+    a.head_dim = kHd, a.vocab = kVocab, a.ctx = kCtx, a.dtype = m.var.dtype, a.kv_dtype = m.var.kv_dtype;
+    a.eps = 1e-5f, a.attn_scale = 0, a.embed_scale = 1.0f, a.rope_style = EMX_ROPE_HALF, a.keys_per_block = kKpb;
+    a.layers = table.p, a.emb = m.emb.w.data, a.out = m.out.w.data, a.out_norm = m.out_norm.p;
+    a.x = c.x.p, a.q = c.q.p, a.k = c.k.p, a.v = c.v.p, a.att = c.att.p, a.hb = c.hb.p, a.logits = c.logits.p;
+    a.attn_ws = c.ws.p, a.arrivals = c.arrivals.p, a.sync = c.sync.p, a.token = c.token.p, a.pos = c.pos.p;
+    a.blocks = m.var.blocks;
+    return a;
+}
+
+template <class T>
+void expect_same(const DevBuf<T> &a, const DevBuf<T> &b, const char *what, const Variant &v, int pos) {
+    const std::vector<T> x = a.download(), y = b.download();
+    cr_assert(memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0,
+              "dtype %u, cache %d, norms %d, biases %d, blocks %d: %s differ at pos %d", v.dtype, v.kv_dtype, v.norms,
+              v.biases, v.blocks, what, pos);
+}
+
+void decode_equals_fused(const Variant &v, int steps) {
+    Model m(v);
+    Copy ref(v.kv_dtype), per(v.kv_dtype);
+    DevBuf<EmxDecodeLayer> table(kLayers);
+    const EmxDecodeStep a = step_args(m, per, table);
+    for (int pos = 0; pos < steps; pos++) {
+        const int tok = (7 + 31 * pos) % kVocab;
+        for (Copy *c : {&ref, &per}) {
+            c->token.upload(&tok, 1);
+            c->pos.upload(&pos, 1);
+        }
+        fused_step(m, ref);
+        CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        expect_same(ref.logits, per.logits, "logits", v, pos);
+        expect_same(ref.x, per.x, "x", v, pos);
+        expect_same(ref.scores, per.scores, "score rows", v, pos);
+        expect_same(ref.stats, per.stats, "statistics", v, pos);
+        expect_same(ref.kc, per.kc, "keys", v, pos);
+        expect_same(ref.vc, per.vc, "values", v, pos);
+        const std::vector<unsigned> sync = per.sync.download(), arr = per.arrivals.download();
+        cr_assert(sync[0] == 0 && sync[1] == 0 && arr[0] == 0 && arr[1] == 0, "counters left at %u %u / %u %u", sync[0],
+                  sync[1], arr[0], arr[1]);
+    }
+}
+
+}  // namespace
+
+Test(decode_persistent, every_dtype_equals_the_fused_kernels, .timeout = 600) {
+    for (uint32_t dt : kAllDtypes) decode_equals_fused(Variant{dt, EMX_KV_F32, false, false, 0}, 9);
+}
+
+// Past the local layer's ring twice (20 positions, a ring of 7), Qwen3's norms and Qwen2's biases,
+// an f16 cache, one block and five.
+Test(decode_persistent, norms_biases_rings_and_grids, .timeout = 600) {
+    decode_equals_fused(Variant{EMX_Q8, EMX_KV_F32, true, false, 1}, 20);
+    decode_equals_fused(Variant{EMX_Q4, EMX_KV_F16, false, true, 5}, 20);
+    decode_equals_fused(Variant{EMX_BF16, EMX_KV_F16, true, true, 0}, 12);
+}
+
+Test(decode_persistent, refuses_what_it_does_not_take) {
+    Model m(Variant{EMX_Q8, EMX_KV_F32, false, false, 0});
+    Copy c(EMX_KV_F32);
+    DevBuf<EmxDecodeLayer> table(kLayers);
+    const EmxDecodeStep good = step_args(m, c, table);
+    int fit = 0;
+    CUDA_OK(emx_cuda_decode_persistent_blocks(&good, &fit));
+    cr_assert_gt(fit, 0);
+    cr_assert_null(emx_cuda_decode_persistent_refusal(&good));
+    EmxDecodeStep a = good;
+    a.blocks = fit + 1;  // more than are resident: every block waits for every other
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;
+    a.hidden_dim = 100;
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;
+    a.n_heads = 3;  // not a multiple of the KV heads
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    a = good;
+    a.hb = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;
+    a.emb = nullptr, a.out = nullptr;  // the layers alone are a valid step
+    c.pos.upload(std::vector<int>{0});
+    c.x.upload(random_floats(kDim, 5));
+    CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+}

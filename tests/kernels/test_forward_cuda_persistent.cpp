@@ -1,0 +1,221 @@
+// test_forward_cuda_persistent.cpp — the decode step as one persistent kernel
+// (runtime/cuda/forward_cuda_persistent.c, kernels/decode_persistent.cu) against the fused graph
+// path it replaces, whole models on emulated cuda:0.
+//
+// A state made with EmxStateOptions.persistent and one without (the graph of five fused kernels a
+// layer) prefill the same prompt, then decode greedily; at every step the logits, every layer's
+// score row and the KV rows are BITWISE equal (the persistent kernel's phases run the fused
+// kernels' code: kernels/matvec_fused.cuh, kernels/attention_decode.cuh), through the graph and
+// through direct launches. Counted on the emulator: a persistent step is one cooperative launch
+// and nothing else, no fused matvec or attention kernel, but for the embedding and the
+// classifier where their dtype is not the layers' (q4 models keep them in q8: their own launches,
+// which the state's decode_path says). The grid: what the occupancy API and the SM count give (the emulator's EMU_SM_COUNT:
+// half the SMs, half the blocks), or fewer (EMX_CUDA_PERSISTENT_BLOCKS: one block running every
+// phase alone, three), the same bits each time. A model the kernel does not take (Gemma 3:
+// GeGLU, sandwich norms) decodes through the graph path, bitwise, and says why.
+// The models' vocabularies are real (128k-152k rows in the classifier): these run in the forward
+// pass only (the Makefile's EMU_FORWARD_ONLY); test_decode_persistent.cpp runs the kernel under
+// both emulator schedules.
+#include <stdlib.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "forward_test_util.h"
+#include "kb_util.h"
+#ifdef ENTROPIX_CUDA_EMU
+#include "tests/cuda_emu/include/emu/kernel_runs.h"
+#endif
+
+namespace {
+
+long runs(const char *prefix) {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::kernel_runs(prefix);
+#else
+    (void)prefix;
+    return 0;
+#endif
+}
+
+long cooperative_runs(const char *prefix) {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::cooperative_kernel_runs(prefix);
+#else
+    (void)prefix;
+    return 0;
+#endif
+}
+
+// A state asking for the persistent kernel (persistent) or not, with EMX_CUDA_PERSISTENT_BLOCKS
+// set to `blocks` (NULL: unset) while it is made.
+EmxState *state_of(const EmxModel *m, int persistent, const char *blocks, int ctx, int no_graphs,
+                   const EmxState *share, EmxKvType cache = EMX_KV_F32) {
+    EmxStateOptions opt = {};
+    opt.n_threads = 1;
+    opt.ctx = ctx;
+    opt.device = "cuda:0";
+    opt.no_graphs = no_graphs;
+    opt.share_weights = share;
+    opt.cache_type = cache;
+    opt.persistent = persistent;
+    if (blocks)
+        setenv("EMX_CUDA_PERSISTENT_BLOCKS", blocks, 1);
+    else
+        unsetenv("EMX_CUDA_PERSISTENT_BLOCKS");
+    char err[512];
+    EmxState *s = emx_state_new(m, &opt, err, sizeof err);
+    unsetenv("EMX_CUDA_PERSISTENT_BLOCKS");
+    cr_assert(s, "emx_state_new: %s", err);
+    return s;
+}
+
+std::string decode_path(const EmxState *s) {
+    EmxStateInfo info;
+    emx_state_info(s, &info);
+    return info.decode_path ? info.decode_path : "(null)";
+}
+
+// The blocks of "persistent kernel, N blocks", or -1.
+int path_blocks(const EmxState *s) {
+    int n = -1;
+    return sscanf(decode_path(s).c_str(), "persistent kernel, %d blocks", &n) == 1 ? n : -1;
+}
+
+int argmax(const float *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+// The states decode `steps` greedy tokens after a prompt, each step's logits, score rows and KV
+// rows compared with states[0]'s (the graph path). taken[k]: states[k] runs the persistent
+// kernel (one cooperative launch a step, nothing else); else the graph path's kernels.
+void decode_equal(const char *name, const EmxModel &m, std::vector<EmxState *> states, std::vector<bool> taken,
+                  int ctx, int steps) {
+    const int vocab = (int)m.cfg.vocab_size, L = (int)m.cfg.n_layers, prompt = 4;
+    std::vector<int> toks(prompt);
+    for (int i = 0; i < prompt; i++) toks[i] = (1 + 37 * i) % vocab;
+    for (EmxState *s : states) cr_assert(emx_forward(s, toks.data(), prompt, 0), "%s", emx_state_error(s));
+    int tok = 5 % vocab;
+    const size_t ns = (size_t)L * m.cfg.n_heads * ctx;
+    for (int step = 0; step < steps; step++) {
+        const int pos = prompt + step;
+        const float *r = emx_forward(states[0], &tok, 1, pos);
+        cr_assert(r, "%s", emx_state_error(states[0]));
+        const std::vector<float> rl(r, r + vocab);
+        const std::vector<float> rs(emx_attention_scores(states[0], nullptr), emx_attention_scores(states[0], nullptr) + ns);
+        const size_t bytes = emx_state_kv_rows_bytes(states[0], pos + 1);
+        std::vector<uint8_t> rk(bytes), k2(bytes);
+        cr_assert_eq(emx_state_kv_rows_read(states[0], 0, pos + 1, rk.data()), 0);
+        for (size_t k = 1; k < states.size(); k++) {
+            const long all0 = runs(""), coop0 = cooperative_runs("decode_persistent_kernel");
+            const long mv0 = runs("matvec_fused"), attn0 = runs("attention_decode"), emb0 = runs("embedding");
+            const float *f = emx_forward(states[k], &tok, 1, pos);
+            cr_assert(f, "%s", emx_state_error(states[k]));
+            const long all = runs("") - all0, coop = cooperative_runs("decode_persistent_kernel") - coop0;
+            const long mv = runs("matvec_fused") - mv0, attn = runs("attention_decode") - attn0;
+            const long emb = runs("embedding") - emb0;
+            const std::string path = decode_path(states[k]);
+            cr_assert(memcmp(rl.data(), f, (size_t)vocab * sizeof(float)) == 0, "%s (%s): logits differ at pos %d", name,
+                      path.c_str(), pos);
+            const float *fs = emx_attention_scores(states[k], nullptr);
+            for (size_t lh = 0; lh < (size_t)L * m.cfg.n_heads; lh++)
+                cr_assert(memcmp(&rs[lh * ctx], fs + lh * ctx, (size_t)(pos + 1) * sizeof(float)) == 0,
+                          "%s (%s): score row %zu differs at pos %d", name, path.c_str(), lh, pos);
+            cr_assert_eq(emx_state_kv_rows_read(states[k], 0, pos + 1, k2.data()), 0);
+            cr_assert(memcmp(rk.data(), k2.data(), bytes) == 0, "%s (%s): KV rows differ at pos %d", name, path.c_str(), pos);
+#ifdef ENTROPIX_CUDA_EMU
+            if (taken[k]) {  // one launch, and the embedding and classifier apart only where the path says so
+                const bool apart = path.find("apart") != std::string::npos;
+                cr_log_info("%s (%s): %ld kernels a step", name, path.c_str(), all);
+                cr_assert_eq(coop, 1, "%s (%s): %ld cooperative launches a step", name, path.c_str(), coop);
+                cr_assert_eq(attn, 0, "%s (%s): the attention kernel ran", name, path.c_str());
+                cr_assert(apart ? emb + mv >= 1 && emb <= 1 && mv <= 1 : emb + mv == 0, "%s (%s): embedding %ld, "
+                          "fused matvecs %ld", name, path.c_str(), emb, mv);
+                cr_assert_eq(all, 1 + emb + mv, "%s (%s): %ld kernels a step", name, path.c_str(), all);
+            } else {
+                cr_assert_eq(coop, 0, "%s (%s): the persistent kernel ran", name, path.c_str());
+                cr_assert_gt(attn, 0, "%s (%s): the fused attention did not run", name, path.c_str());
+            }
+#else
+            (void)all, (void)coop, (void)mv, (void)attn, (void)emb, (void)taken;
+#endif
+        }
+        tok = argmax(rl.data(), vocab);
+    }
+}
+
+// The graph path, the persistent kernel through its graph, and through direct launches.
+void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_KV_F32) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
+    const int ctx = 16;
+    EmxState *graph = state_of(&m, 0, nullptr, ctx, 0, nullptr, cache);
+    EmxState *per = state_of(&m, 1, nullptr, ctx, 0, graph, cache);
+    EmxState *direct = state_of(&m, 1, nullptr, ctx, 1, graph, cache);
+    cr_assert_eq(decode_path(graph), std::string("graph"));
+    cr_assert_gt(path_blocks(per), 1, "%s: %s", name, decode_path(per).c_str());
+    decode_equal(name, m, {graph, per, direct}, {false, true, true}, ctx, steps);
+    for (EmxState *s : {direct, per, graph}) emx_state_free(s);
+    emx_model_close(&m);
+}
+
+}  // namespace
+
+Test(forward_cuda_persistent, llama3_tiny_equals_graph_path, .timeout = 900) {
+    persistent_equals_graph("llama3-tiny.q4.bin", 2);
+    persistent_equals_graph("llama3-tiny.f32.bin", 1, EMX_KV_F16);
+}
+
+// Qwen3's per-head q/k norms, Qwen2's biases, inside the attention phase.
+Test(forward_cuda_persistent, qwen3_qwen25_tiny_equal_graph_path, .timeout = 900) {
+    persistent_equals_graph("qwen3-tiny.q8.bin", 2);
+    persistent_equals_graph("qwen2.5-tiny.q8.bin", 1, EMX_KV_F16);
+}
+
+// The grid from the device, never a fixed count: half the SMs give half the blocks; fewer blocks
+// asked for (one block runs every phase alone; three) give the same bits.
+Test(forward_cuda_persistent, llama3_tiny_grid_sizes, .timeout = 900) {
+    EmxModel m;
+    if (!open_test_model("llama3-tiny.q8.bin", &m)) cr_skip_test("build/models/llama3-tiny.q8.bin missing");
+    const int ctx = 16;
+    EmxState *graph = state_of(&m, 0, nullptr, ctx, 0, nullptr);
+    EmxState *full = state_of(&m, 1, nullptr, ctx, 0, graph);
+    const char *sms = getenv("EMU_SM_COUNT");
+    const std::string saved = sms ? sms : "";
+    const int n_sms = sms ? atoi(sms) : 4;
+    setenv("EMU_SM_COUNT", std::to_string(n_sms * 2).c_str(), 1);
+    EmxState *twice = state_of(&m, 1, nullptr, ctx, 0, graph);
+    if (sms)
+        setenv("EMU_SM_COUNT", saved.c_str(), 1);
+    else
+        unsetenv("EMU_SM_COUNT");
+    cr_assert_eq(path_blocks(twice), 2 * path_blocks(full), "%s against %s", decode_path(twice).c_str(),
+                 decode_path(full).c_str());
+    EmxState *one = state_of(&m, 1, "1", ctx, 0, graph);
+    EmxState *three = state_of(&m, 1, "3", ctx, 1, graph);
+    cr_assert_eq(path_blocks(one), 1, "%s", decode_path(one).c_str());
+    cr_assert_eq(path_blocks(three), 3, "%s", decode_path(three).c_str());
+    decode_equal("llama3-tiny.q8.bin", m, {graph, one, three}, {false, true, true}, ctx, 2);
+    for (EmxState *s : {three, one, twice, full, graph}) emx_state_free(s);
+    emx_model_close(&m);
+}
+
+// Asked for where it does not apply: the graph path decodes (bitwise the state that did not ask),
+// and the state says why.
+Test(forward_cuda_persistent, gemma3_tiny_falls_back_to_the_graph_path, .timeout = 900) {
+    EmxModel m;
+    if (!open_test_model("gemma3-tiny.q8.bin", &m)) cr_skip_test("build/models/gemma3-tiny.q8.bin missing");
+    const int ctx = 16;
+    EmxState *graph = state_of(&m, 0, nullptr, ctx, 0, nullptr);
+    EmxState *asked = state_of(&m, 1, nullptr, ctx, 0, graph);
+    const std::string path = decode_path(asked);
+    cr_assert(path.find("graph (the persistent kernel does not take it: ") == 0, "%s", path.c_str());
+    decode_equal("gemma3-tiny.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
+    emx_state_free(asked);
+    emx_state_free(graph);
+    emx_model_close(&m);
+}

@@ -238,6 +238,8 @@ Test(bench, cli_errors_are_one_line, .timeout = 300) {
                       "--cache-type 'q8': expected auto, f32 or f16");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-n", "2", "--timeline", NULL}, 2,
                       "--timeline times a GPU's decode steps: it needs --device cuda:N");
+    expect_error_prog(bin, (const char *[]){"speed", mp, "--device", "cpu", "-n", "2", "--persistent", NULL}, 2,
+                      "--persistent times a GPU's decode steps: it needs --device cuda:N");
     expect_error_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "gpu1", NULL}, 1,
                       "--devices: 'gpu1' in 'gpu1' is not cpu or cuda:N");
     for (int k = 0; k < 3; k++) {  // every subcommand takes --device; a bad one is named
@@ -443,6 +445,35 @@ Test(bench, gpu_timeline, .timeout = 300) {
     cr_expect_eq((double)sum, report_number(r.out, "model bytes/step:"), "%s", r.out);
     cr_expect(strstr(t, "graph step, wall clock") && strstr(t, "timed step, wall clock"), "%s", t);
     cr_expect(strstr(r.err, "timeline round 1  graph") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
+// --persistent on the GPU: the graph path's row and the persistent kernel's, alternated round by
+// round, with their ratio (llama3-tiny: every layer one dtype); a model the kernel does not take
+// (stories260K: a hidden width of 172) gets the reason instead of a row.
+Test(bench, gpu_decode_paths, .timeout = 300) {
+    const char *bin = gpu_bench();
+    char mp[1024];
+    test_build_path(mp, sizeof mp, "models/llama3-tiny.q8.bin");
+    RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "2", "--runs", "1",
+                                                 "--persistent", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    const char *t = strstr(r.out, "\ndecode paths (cuda:0");
+    cr_assert(t, "%s", r.out);
+    double graph_us = 0, per_us = 0, ratio = 0;
+    const char *g = strstr(t, "\n  graph "), *p = strstr(t, "\n  persistent kernel, ");
+    cr_assert(g && sscanf(g + 9, "%lf", &graph_us) == 1 && graph_us > 0, "%s", t);
+    cr_assert(p && strstr(p, " blocks ") && sscanf(strstr(p, " blocks ") + 8, "%lf", &per_us) == 1 && per_us > 0, "%s", t);
+    const char *q = strstr(t, "persistent / graph: ");
+    cr_assert(q && sscanf(q + 20, "%lfx", &ratio) == 1, "%s", t);
+    cr_expect(fabs(ratio - graph_us / per_us) < 0.01, "%s", t);
+    cr_expect(strstr(r.err, "paths round 1  graph") != NULL, "%s", r.err);
+    run_free(&r);
+    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
+    r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "1", "--runs", "1",
+                                       "--persistent", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "not measured: graph (the persistent kernel does not take it: ") != NULL, "%s", r.out);
     run_free(&r);
 }
 

@@ -63,6 +63,7 @@
 #include "tools/bench/machine.h"
 #include "tools/bench/result.h"
 #include "tools/bench/speed_report.h"
+#include "tools/bench/decode_paths.h"
 #include "tools/bench/timeline.h"
 #include "tools/tool_args.h"
 #include "runtime/cli/cli_args.h"
@@ -101,6 +102,8 @@ static int usage(FILE *f) {
             "                      measurement; printed anyway when the step runs under the CUDA emulator)\n"
             "  --timeline          GPU: also time one decode token's phases (direct launches, an event\n"
             "                      after each), beside the bandwidth model and the graph path's token\n"
+            "  --persistent        GPU: also decode with the persistent kernel (one launch a token),\n"
+            "                      alternated round by round with the graph path\n"
             "  --model-device NAME the model's GPU: h100-sxm (default), h100-pcie, h200, a100-80gb,\n"
             "                      a100-40gb, l40s, rtx4090\n"
             "usage: bench sampler MODEL.bin [options]\n"
@@ -291,7 +294,7 @@ static int parse_peak(const char *text, double *out) {
 // `bench speed`'s options.
 typedef struct {
     const char *model_path, *llama, *gguf, *save, *baseline, *device, *compare, *peak_text, *model_device, *cache;
-    int threads, n_prompt, n_gen, runs, graphs, bw_model, depth, use_mmap, timeline;
+    int threads, n_prompt, n_gen, runs, graphs, bw_model, depth, use_mmap, timeline, persistent;
 } SpeedArgs;
 
 // Parses argv into a (the defaults first): 0, or the exit status (--help: 0 after the usage).
@@ -308,7 +311,7 @@ static int parse_speed_args(int argc, char **argv, SpeedArgs *a, int *exit_statu
         {"--bandwidth-model", TOOL_FLAG, &a->bw_model, 0, 0}, {"--model-device", TOOL_STR, &a->model_device, 0, 0},
         {"--cache-type", TOOL_STR, &a->cache, 0, 0},   {"-d", TOOL_INT, &a->depth, 0, 1 << 20},
         {"--depth", TOOL_INT, &a->depth, 0, 1 << 20}, {"--mmap", TOOL_FLAG, &a->use_mmap, 0, 0},
-        {"--timeline", TOOL_FLAG, &a->timeline, 0, 0},
+        {"--timeline", TOOL_FLAG, &a->timeline, 0, 0}, {"--persistent", TOOL_FLAG, &a->persistent, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &a->model_path, 1);
     if (rc) return *exit_status = rc == 1 ? usage(stdout) : 2, -1;
@@ -338,8 +341,9 @@ static int check_speed_args(const SpeedArgs *a, EmxKvType *cache_type) {
         fprintf(stderr, "bench: --depth runs ours alone (the comparison runtimes are run without a depth)\n");
         return -1;
     }
-    if (a->timeline && (emx_device_is_cpu(a->device) || a->n_gen < 1)) {
-        fprintf(stderr, "bench: --timeline times a GPU's decode steps: it needs --device cuda:N and -n >= 1\n");
+    if ((a->timeline || a->persistent) && (emx_device_is_cpu(a->device) || a->n_gen < 1)) {
+        fprintf(stderr, "bench: --%s times a GPU's decode steps: it needs --device cuda:N and -n >= 1\n",
+                a->timeline ? "timeline" : "persistent");
         return -1;
     }
     return 0;
@@ -505,8 +509,9 @@ static int bench_speed(int argc, char **argv) {
     EmxStateInfo info;
     emx_state_info(st, &info);
     const int on_gpu = strcmp(info.device, "cpu") != 0;
-    if (args.timeline && !on_gpu) {  // --device auto without a GPU
-        fprintf(stderr, "bench: --timeline times a GPU's decode steps: %s has none\n", info.device);
+    if ((args.timeline || args.persistent) && !on_gpu) {  // --device auto without a GPU
+        fprintf(stderr, "bench: --%s times a GPU's decode steps: %s has none\n", args.timeline ? "timeline" : "persistent",
+                info.device);
         status = 2;
         goto done;
     }
@@ -547,10 +552,7 @@ static int bench_speed(int argc, char **argv) {
     if (args.bw_model || strstr(info.device_desc, "CUDA emulator")) print_bw_model(&model, n_gen, depth, info.cache_type == EMX_KV_F16 ? 2 : 4, bw_device);
     const EmxTimelineRun tr = {n_gen, depth, runs, rep.peak_gbps > 0 ? rep.peak_gbps : bw_device->peak_gbps,
                                peak_flag > 0 ? "--peak-gbps" : rep.peak_gbps > 0 ? "the GPU's properties" : bw_device->label};
-    if (args.timeline && emx_bench_timeline(&model, st, &so, &tr, stdout, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        goto done;
-    }
+    if (emx_bench_gpu_tables(args.timeline, args.persistent, &model, st, &so, &tr) != 0) goto done;
     if (baseline) emx_bench_result_compare(stdout, &r, &base);
     if (save && emx_bench_result_save(save, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

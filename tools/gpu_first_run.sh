@@ -187,6 +187,16 @@ if [ "$EMULATED" != 1 ]; then
         add "speed-pdl-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
     done
 fi
+# The decode step as one persistent kernel (docs/cuda.md, "One launch a token"), alternated round
+# by round with the graph path in one run: their µs a token and ratio (bench speed --persistent).
+for m in $MODELS; do
+    for dt in q8 q4; do
+        if [ "$EMULATED" = 1 ]; then
+            skip "paths-${m%%:*}-$dt" paths "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated decode_persistent and forward_cuda_persistent suites run it"
+        else add "paths-${m%%:*}-$dt" paths 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED --persistent"
+        fi
+    done
+done
 # Where one token's time goes: each phase of the decode step timed by CUDA events between direct
 # launches, beside its bytes in the bandwidth model, and the graph path's token alternated with it
 # (bench speed --timeline, docs/cuda.md).

@@ -277,7 +277,7 @@ Test(first_run, report_reads_gpu_logs) {
     tmp_dir(dir);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     cr_assert_eq(mkdir(logs, 0700), 0);
-    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=12\n");
+    write_file(dir, "meta.txt", "mode=gpu\ngpus=1\ndevice=1 x NVIDIA H200\nsteps_planned=13\n");
     write_file(dir, "steps.tsv",
                "name\tkind\tstatus\texit\tseconds\ttimeout\tlog\treason\tcommand\n"
                "speed-qwen3-0.6b-q8\tspeed\tpass\t0\t20\t600\tlogs/1.log\t\tbench speed\n"
@@ -290,7 +290,16 @@ Test(first_run, report_reads_gpu_logs) {
                "speed-d4096-qwen3-0.6b-q8-f16\tspeed\tpass\t0\t20\t600\tlogs/7.log\t\tbench speed -d 4096\n"
                "lab-rmsnorm\tlab\tpass\t0\t1\t300\tlogs/8.log\t\tbuild/cuda/lab/rmsnorm\n"
                "timeline-qwen3-0.6b-q8\ttimeline\tpass\t0\t9\t600\tlogs/9.log\t\tbench speed --timeline\n"
-               "server-slots-qwen3-0.6b-q8\tserver\tpass\t0\t30\t600\tlogs/10.log\t\tserver_parallel.py\n");
+               "server-slots-qwen3-0.6b-q8\tserver\tpass\t0\t30\t600\tlogs/10.log\t\tserver_parallel.py\n"
+               "paths-qwen3-0.6b-q8\tpaths\tpass\t0\t30\t600\tlogs/11.log\t\tbench speed --persistent\n");
+    // bench speed --persistent (tools/bench/decode_paths.c): the two paths' rows and their ratio
+    write_file(dir, "logs/11.log",
+               "decode tg128:      610.50 tok/s, 1.638 ms/token\n"
+               "\ndecode paths (cuda:0, NVIDIA H200; tg128 at depth 0, 3 rounds alternated):\n"
+               "  path                                                          µs/token      tok/s   of bound\n"
+               "  graph                                                         1638.00      610.5       7.8%\n"
+               "  persistent kernel, 396 blocks                                  702.25     1424.0      18.2%\n"
+               "  persistent / graph: 2.33x tok/s; bound: 127.58 µs (612368384 bytes at 4800 GB/s, the GPU's properties)\n");
     // tools/bench/server_parallel.py --check-texts: the best run of each --parallel counts
     write_file(dir, "logs/10.log",
                "parallel 1: 2048 tokens in 4.0 s: 512.0 tok/s aggregate, median time to first token 40 ms\n"
@@ -407,7 +416,7 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuestring, "matvec_q8");
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(top, 1), 1)->valuedouble, 10.0);
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "ok")), "a FAIL step: ok must be false");
-    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "11 steps ended of 12 planned: not complete");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(rep, "complete")), "12 steps ended of 13 planned: not complete");
     const cJSON *lab = step_of(rep, "lab-rmsnorm");
     cr_expect_eq(fig(lab, "versions"), 2);
     cr_expect_eq(fig(lab, "fail"), 1);
@@ -426,6 +435,13 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(cJSON_GetArrayItem(qkv, 5)->valuedouble, 6.1);
     cr_expect(strstr(md, "| attention input (norm, q/k/v) | 512.75 | 27.9 | 150994944 | 31.46 | 6.1 |"), "%s", md);
     cr_expect(strstr(md, "| graph step, wall clock | 1,638.00 |"), "%s", md);
+    const cJSON *paths = step_of(rep, "paths-qwen3-0.6b-q8");
+    cr_expect_eq(fig(paths, "graph_us_per_token"), 1638.0);
+    cr_expect_eq(fig(paths, "persistent_us_per_token"), 702.25);
+    cr_expect_eq(fig(paths, "persistent_of_bound_pct"), 18.2);
+    cr_expect_eq(fig(paths, "persistent_vs_graph"), 2.33);
+    cr_expect(strstr(md, "| paths-qwen3-0.6b-q8 | 1,638.00 | 702.25 | 2.330 | 18.2 | persistent kernel, 396 blocks |"), "%s",
+              md);
     const cJSON *sl = step_of(rep, "server-slots-qwen3-0.6b-q8");
     cr_expect_eq(fig(sl, "parallel1_tok_s"), 525.1);
     cr_expect_eq(fig(sl, "parallel8_tok_s"), 2048.5);

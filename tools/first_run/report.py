@@ -71,6 +71,30 @@ def timeline_figures(text):
     return f
 
 
+PATH_ROW = re.compile(r"^  ((?:graph|persistent kernel)\S*.*?)\s+" + NUM + r"\s+" + NUM + r"\s+" + NUM + "%$", re.M)
+
+
+def paths_figures(text):
+    """bench speed --persistent (tools/bench/decode_paths.c): bench speed's lines, then the graph
+    path's and the persistent kernel's us/token, tok/s and share of the bound, and their ratio; or
+    why the persistent kernel did not take the model."""
+    f = speed_figures(text)
+    _, found, table_text = text.partition("\ndecode paths (")
+    if not found:
+        return f
+    rows = PATH_ROW.findall(table_text)
+    for key, row in zip(("graph", "persistent"), rows):
+        f[key + "_path"] = row[0]
+        f[key + "_us_per_token"], f[key + "_tok_s"], f[key + "_of_bound_pct"] = map(num, row[1:])
+    m = re.search(r"^  persistent / graph: " + NUM + "x tok/s", table_text, re.M)
+    if m:
+        f["persistent_vs_graph"] = num(m.group(1))
+    m = re.search(r"^  not measured: (.+)$", table_text, re.M)
+    if m:
+        f["not_measured"] = m.group(1)
+    return f
+
+
 def server_figures(text):
     """tools/bench/server_parallel.py: the best aggregate tok/s at each --parallel, their ratio, and
     whether every request's text was the same in every run."""
@@ -206,7 +230,7 @@ def ncu_figures(text):
             "top_kernels_us": [[k, round(v / 1e3, 2)] for k, v in top]} if launches else {}
 
 
-PARSERS = {"speed": speed_figures, "timeline": timeline_figures, "server": server_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
+PARSERS = {"speed": speed_figures, "timeline": timeline_figures, "paths": paths_figures, "server": server_figures, "sampler": sampler_figures, "agents": agents_figures, "tests": tests_figures,
            "sanitizer": sanitizer_figures, "lab": lab_figures, "ncu": ncu_figures}
 
 
@@ -271,6 +295,11 @@ def markdown(rep):
         table(md, [f"{s['name']}: phase", "µs/token", "share %", "bytes/token", "µs at peak", "of bound %"],
               [[p[0], fmt(p[1]), fmt(p[2], 1), str(p[3]), fmt(p[4]), fmt(p[5], 1)] for p in s["figures"].get("phases", [])]
               + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""]])
+    table(md, ["decode paths", "graph µs/token", "persistent µs/token", "persistent / graph", "persistent of bound %",
+               "persistent path"],
+          [[s["name"], f(s, "graph_us_per_token"), f(s, "persistent_us_per_token"), f(s, "persistent_vs_graph", 3),
+            f(s, "persistent_of_bound_pct", 1), s["figures"].get("persistent_path") or s["figures"].get("not_measured", "-")]
+           for s in by("paths")])
     table(md, ["server slots", "1 slot tok/s", "most slots tok/s", "ratio", "texts equal"],
           [[s["name"], f(s, "parallel1_tok_s"),
             fmt(max((v for k, v in s["figures"].items() if k.startswith("parallel") and k != "parallel1_tok_s"),

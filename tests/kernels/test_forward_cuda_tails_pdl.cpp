@@ -98,8 +98,25 @@ void expect_counts(const char *name, const char *call, const PdlCounts *used, lo
 #endif
 }
 
-// `rounds` pool rounds from pos (a ban every other one), then as many lookahead rounds after them,
-// each committing one branch on every state, then a branch pass's proposals at the end.
+// The greedy agent's (kParams[0]) choice for token at pos: a round without a ban on the reference
+// state (the rounds that follow at pos write the same row again). Banned, it changes every agent's
+// distribution: a proposal made from the row before the ban was written would differ.
+int greedy_choice(Trio *t, int token, int pos, uint64_t seed, uint32_t lane, EmxProposal *scratch) {
+    cr_assert_eq(emx_forward_propose(t->s[0], token, pos, kParams, kAgents, seed, pos + 1, lane, -1, scratch), 1, "%s",
+                 emx_state_error(t->s[0]));
+    return scratch[0].token;
+}
+
+void expect_not_banned(const char *name, const char *call, int pos, int ban, EmxProposal (*out)[kSteps * kAgents]) {
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < kAgents; i++)
+            cr_assert(ban < 0 || out[k][i].token != ban, "%s %s at %d (%s): agent %d proposed the banned %d", name, call,
+                      pos, kWhat[k], i, ban);
+}
+
+// `rounds` pool rounds from pos (every other one banning the greedy choice), then as many
+// lookahead rounds after them (the same), each committing one branch on every state, then a
+// branch pass's proposals at the end.
 void agents_equal_pdl_off(const char *name, int rounds) {
     const int prompt = 4, ctx = prompt + rounds * (1 + kSteps) + kSteps + 2;
     Trio t;
@@ -108,7 +125,7 @@ void agents_equal_pdl_off(const char *name, int rounds) {
     PdlCounts used[3];
     int pos = prompt, token = 7 % t.vocab;
     for (int r = 0; r < rounds; r++, pos++) {
-        const int ban = r % 2 ? (token * 3) % t.vocab : -1;
+        const int ban = r % 2 ? greedy_choice(&t, token, pos, 42, 2, out[0]) : -1;
         for (int k = 0; k < 3; k++) {
             const PdlCounts before = pdl_counts_now(AGENT_KERNELS);
             cr_assert_eq(emx_forward_propose(t.s[k], token, pos, kParams, kAgents, 42, pos + 1, 2, ban, out[k]), 1,
@@ -116,11 +133,12 @@ void agents_equal_pdl_off(const char *name, int rounds) {
             used[k] = pdl_counts_now(AGENT_KERNELS) - before;
         }
         for (int k = 1; k < 3; k++) expect_same_proposals(name, "forward_propose", k, pos, out[0], out[k], kAgents);
+        expect_not_banned(name, "forward_propose", pos, ban, out);
         expect_counts(name, "forward_propose", used, 0, true, r == 0);
         token = out[0][0].token >= 0 ? out[0][0].token : 1;
     }
     for (int r = 0; r < rounds; r++, pos += kSteps) {
-        const int ban = r % 2 ? -1 : (token * 5) % t.vocab;
+        const int ban = r % 2 ? -1 : greedy_choice(&t, token, pos, 43, 1, out[0]);
         for (int k = 0; k < 3; k++) {
             const PdlCounts before = pdl_counts_now(AGENT_KERNELS);
             cr_assert_eq(emx_forward_lookahead_propose(t.s[k], token, pos, kParams, kAgents, 43, pos + 1, 1, ban,
@@ -131,6 +149,7 @@ void agents_equal_pdl_off(const char *name, int rounds) {
         }
         for (int k = 1; k < 3; k++)
             expect_same_proposals(name, "forward_lookahead_propose", k, pos, out[0], out[k], kSteps * kAgents);
+        expect_not_banned(name, "forward_lookahead_propose", pos, ban, out);
         expect_counts(name, "forward_lookahead_propose", used, 1, true, r == 0);  // the first feed follows a copy
         const EmxProposal &last = out[0][(kSteps - 1) * kAgents + r % kAgents];
         token = last.token >= 0 ? last.token : 1;

@@ -77,7 +77,7 @@ $(BUILD)/cuda/tools/%: $(BUILD)/obj/tools/%.o $(CUDA_LINK_OBJ) $(BUILD)/cuda/lib
 # The static resource report (tools/cuda_resources.py, docs/cuda-resources.md): registers, shared
 # memory, spills, stack and theoretical occupancy of every kernel for sm_80 and sm_90 into
 # resources.md and resources.json, and the SASS checks of the matvec and attention kernels (and
-# of the decode kernels' PDL instructions on sm_90, the decide tail's included). It
+# of the decode kernels' PDL instructions on sm_90, the steps' tails included). It
 # fails (and so does `make cuda`) on a spill in a decode-path kernel or a kernel it has no block
 # size for. cuobjdump and nvdisasm (for -sass) come from the toolkit when it has them, else from
 # NVIDIA's PyPI wheels in a venv (pip-installed CUDA toolkits such as this machine's lack them).
@@ -94,7 +94,7 @@ $(CUOBJDUMP_VENV)/wheels/nvidia/cu13/bin/cuobjdump:
 	$(CUOBJDUMP_VENV)/bin/pip install -q --target $(CUOBJDUMP_VENV)/wheels $(CUOBJDUMP_WHEELS)
 
 SASS_CHECKED_OBJ := $(patsubst %,$(BUILD)/cuda/kernels/%.o,matvec attention matvec_fused attention_decode \
-                      logits_metrics attn_metrics sampling/sampling)
+                      logits_metrics attn_metrics sampling/sampling sampling/agent_pool)
 $(BUILD)/cuda/resources.ok: tools/cuda_resources.py $(CUDA_KERNEL_SRC:%.cu=$(BUILD)/cuda/%.ptxas) \
                             $(SASS_CHECKED_OBJ) $(CUOBJDUMP_BIN)/cuobjdump
 	@rm -f $@

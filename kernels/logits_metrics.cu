@@ -11,15 +11,14 @@
 // Why it is fast: the logits are read once by ~n/2048 blocks (75 for Qwen3's 151936: the read
 // of 600 KB is spread over the SMs), the double exps are ~1 per logit (FP64 is half the FP32
 // rate on H100/A100); the second kernel touches a few KB.
-// Both may be launched with programmatic dependent launch (emx_cuda_logits_metrics_pdl, the decode
-// step's tail: kernels/launch.cuh): each triggers its successor and waits for its predecessor
-// (the classifier, then the partials) before anything else, all it reads being their output.
-//
 // logit_pair_kernel (emx_cuda_logit_pair, the critic's verdict): one block of 1024 threads,
 // thread t takes logits t, t + 1024, ...: their largest finite value (a block max), then their
 // sum of exp(l - max) in double, in index order, merged by the block's fixed tree. Bytes: 8n
 // (two reads of the row, the second mostly from L2); ~10 us for 151,936 logits, once per
 // judgment, against the 600 KB copy of the row to the host it replaces.
+// All three may be launched with programmatic dependent launch (the launchers' pdl: a step's
+// tail, kernels/launch.cuh): each triggers its successor and waits for its predecessor (the
+// classifier, then the partials) before anything else, all it reads being their output.
 #include <math.h>
 
 #include <cuda_runtime.h>
@@ -116,6 +115,8 @@ __global__ void __launch_bounds__(PAIR_BLOCK)
 logit_pair_kernel(const float *__restrict__ logits, int n, int id_a, int id_b, EmxLogitPair *out) {
     __shared__ float red_f[PAIR_BLOCK];
     __shared__ double red_d[PAIR_BLOCK];
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the logits are the classifier's output
     float mx = -INFINITY;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         if (emxr::is_finite_f(logits[i])) mx = fmaxf(mx, logits[i]);
@@ -137,24 +138,17 @@ logit_pair_kernel(const float *__restrict__ logits, int n, int id_a, int id_b, E
 }  // namespace
 
 extern "C" cudaError_t emx_cuda_logit_pair(const float *logits, int n, int id_a, int id_b, EmxLogitPair *out,
-                                           cudaStream_t stream) {
+                                           cudaStream_t stream, int pdl) {
     if (!logits || !out || n < 1 || id_a < 0 || id_a >= n || id_b < 0 || id_b >= n) return cudaErrorInvalidValue;
-    logit_pair_kernel<<<1, PAIR_BLOCK, 0, stream>>>(logits, n, id_a, id_b, out);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, PAIR_BLOCK, 0, stream, logit_pair_kernel, logits, n, id_a, id_b, out);
 }
 
 extern "C" size_t emx_cuda_logits_metrics_workspace_bytes(int n) {
     return n > 0 ? (size_t)((n + LM_CHUNK - 1) / LM_CHUNK) * sizeof(Partial) : 0;
 }
 
-extern "C" cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m,
-                                               int *argmax, int *n_valid, void *workspace,
-                                               cudaStream_t stream) {
-    return emx_cuda_logits_metrics_pdl(logits, n, m, argmax, n_valid, workspace, stream, 0);
-}
-
-extern "C" cudaError_t emx_cuda_logits_metrics_pdl(const float *logits, int n, EmxMetrics *m, int *argmax,
-                                                   int *n_valid, void *workspace, cudaStream_t stream, int pdl) {
+extern "C" cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m, int *argmax, int *n_valid,
+                                               void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !m || !workspace) return cudaErrorInvalidValue;
     const int n_parts = (n + LM_CHUNK - 1) / LM_CHUNK;
     Partial *part = (Partial *)workspace;

@@ -9,9 +9,9 @@ it as build/cuda/kernels/X.ptxas): per kernel and arch the registers per thread,
 the spill stores and loads (bytes) and the static shared memory. (cuobjdump --dump-resource-usage
 has all of these but the spills, which are what CI must see.)
 --sass: a saved `cuobjdump -sass` of kernels/matvec.o, attention.o, matvec_fused.o,
-attention_decode.o, logits_metrics.o, attn_metrics.o and sampling/sampling.o ('-': stdin), for the
-checks of the instructions that their design relies on (SASS_CHECKS below: the matvec's loads and
-__dp4a, the decode kernels' PDL instructions on sm_90, the decide tail's included).
+attention_decode.o, logits_metrics.o, attn_metrics.o, sampling/sampling.o and sampling/agent_pool.o
+('-': stdin), for the checks of the instructions that their design relies on (SASS_CHECKS below:
+the matvec's loads and __dp4a, the decode kernels' PDL instructions on sm_90, the tails' included).
 --out PREFIX: writes PREFIX.md (a table) and PREFIX.json.
 
 Exit 1, one line per problem on stderr, naming kernel and arch: a spill in a decode-path kernel,
@@ -161,12 +161,16 @@ def check_matvec_fused(args, ops, arch):
 SASS_CHECKS = {"matvec_fast_kernel": check_matvec_fast, "matvec_fused_kernel": check_matvec_fused,
                "attention_decode_kernel": lambda args, ops, arch: check_pdl(ops, arch),
                "fused_residual_kernel": lambda args, ops, arch: check_pdl(ops, arch)}
-# The decode step's decide tail (runtime/cuda/forward_cuda_tail.c), launched with PDL after the
-# classifier: logits_metrics.cu, attn_metrics.cu, sampling/sampling.cu with the many-block passes
-# (sampling_mb.cuh) and the wide draw (sampling_wide.cuh) it instantiates.
+# The steps' tails (runtime/cuda/forward_cuda_tail.c), launched with PDL after the classifier: the
+# decision (logits_metrics.cu, attn_metrics.cu, sampling/sampling.cu with the many-block passes,
+# sampling_mb.cuh, and the wide draw, sampling_wide.cuh, it instantiates), the agents' proposals and
+# a lookahead round's feed (sampling/agent_pool.cu, the many-block passes again) and the critic's
+# logit pair (logits_metrics.cu).
 TAIL_PDL_KERNELS = ["logits_partial_kernel", "logits_merge_kernel", "attn_layer_kernel", "attn_average_kernel",
                     "sample_kernel", "entropix_kernel", "mb_scan_kernel", "mb_z_kernel", "mb_hist_kernel",
-                    "mb_gather_kernel", "wide_level_kernel", "wide_gather_kernel", "wide_pick_kernel"]
+                    "mb_gather_kernel", "wide_level_kernel", "wide_gather_kernel", "wide_pick_kernel",
+                    "agents_propose_kernel", "agents_pick_kernel", "ban_token_kernel", "agents_feed_kernel",
+                    "logit_pair_kernel"]
 SASS_CHECKS.update({k: (lambda args, ops, arch: check_pdl(ops, arch)) for k in TAIL_PDL_KERNELS})
 SASS_REPORTED = ["attention_split_gqa_kernel"]  # loads listed, nothing required
 

@@ -20,6 +20,10 @@
 // bytes per kept token (top_k of them; the whole vocabulary when top_k is off, then a serial
 // walk of thread 0, ~1 ms at 152k tokens: the slow path of sampling.cu). Out: 16 bytes per
 // proposal, 8 bytes for token and winner.
+// With the launchers' pdl every kernel here (and the many-block passes) is a programmatic launch
+// (a step's tail after the classifier, kernels/launch.cuh): each triggers its successor on entry
+// and waits for its predecessor before it reads anything (the logits, the passes' partials, the
+// proposals, the ban and the agents' parameters, which copies before the step wrote).
 #include <math.h>
 #include <stdint.h>
 
@@ -56,6 +60,8 @@ __global__ void __launch_bounds__(SB, 1)
 agents_propose_kernel(const float *__restrict__ logits, size_t stride, int n, const EmxAgentParams *agents, u64 seed,
                       u64 step, const u64 *step_dev, uint32_t first_lane, char *kept_ws, EmxProposal *props,
                       EmxProposal *proposals_out, MbWs mw) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the logits (the classifier's, the ban's) and the passes' partials
     const Smem sm = block_smem();
     const int b = blockIdx.x;
     logits += b * stride;  // its own row, or (stride 0) the shared one
@@ -88,6 +94,8 @@ agents_propose_kernel(const float *__restrict__ logits, size_t stride, int n, co
 
 // One thread: the lowest entropy among the agents that propose, ties to the lower index.
 __global__ void agents_pick_kernel(const EmxProposal *props, int n_agents, int *token_out, int *winner_out) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the proposals
     int w = -1;
     for (int i = 0; i < n_agents; i++) {
         if (props[i].token < 0) continue;
@@ -100,6 +108,8 @@ __global__ void agents_pick_kernel(const EmxProposal *props, int n_agents, int *
 // One thread: the banned token's logit to -inf (a rollback's ban, read on the device so that a
 // captured round serves every ban, none included).
 __global__ void ban_token_kernel(float *logits, int n, const int *ban) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the classifier writes the row this kernel writes into
     const int b = *ban;
     if (b >= 0 && b < n) logits[b] = -INFINITY;
 }
@@ -107,6 +117,8 @@ __global__ void ban_token_kernel(float *logits, int n, const int *ban) {
 // A thread per branch: its next token, the latest proposal's when there is one (token >= 0), else
 // the one it was fed before (prev: NULL before the first branch pass, then 0).
 __global__ void agents_feed_kernel(const EmxProposal *props, int n, const int *prev, int *tokens) {
+    emx_pdl_trigger();
+    emx_pdl_wait();  // the previous step's proposals
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b < n) tokens[b] = props[b].token >= 0 ? props[b].token : prev ? prev[b] : 0;
 }
@@ -115,7 +127,7 @@ __global__ void agents_feed_kernel(const EmxProposal *props, int n, const int *p
 // into the workspace's records (props) and proposals_out when given.
 cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxAgentParams *agents, int n_agents,
                            uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t first_lane,
-                           EmxProposal *proposals_out, void *ws, cudaStream_t s, EmxProposal **props) {
+                           EmxProposal *proposals_out, void *ws, cudaStream_t s, int pdl, EmxProposal **props) {
     if (!logits || n < 1 || !agents || n_agents < 1 || n_agents > 65535 || !ws) return cudaErrorInvalidValue;
     char *kept_ws = (char *)ws;
     *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
@@ -126,26 +138,24 @@ cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxA
         ParamSrc ps = {};
         ps.kind = PS_AGENTS;
         ps.agents = agents;
-        const cudaError_t e = mb_launch(logits, n, ps, true, false, mw, s);
+        const cudaError_t e = mb_launch(logits, n, ps, true, false, mw, s, pdl != 0);
         if (e != cudaSuccess) return e;
     }
-    agents_propose_kernel<<<n_agents, SB, 0, s>>>(logits, stride, n, agents, (u64)seed, (u64)step, (const u64 *)step_dev, first_lane, kept_ws, *props, proposals_out, mw);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, n_agents, SB, 0, s, agents_propose_kernel, logits, stride, n, agents, (u64)seed, (u64)step,
+                      (const u64 *)step_dev, first_lane, kept_ws, *props, proposals_out, mw);
 }
 
 }  // namespace
 
-extern "C" cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s) {
+extern "C" cudaError_t emx_cuda_ban_token(float *logits, int n, const int *ban_dev, cudaStream_t s, int pdl) {
     if (!logits || n < 1 || !ban_dev) return cudaErrorInvalidValue;
-    ban_token_kernel<<<1, 1, 0, s>>>(logits, n, ban_dev);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, 1, 0, s, ban_token_kernel, logits, n, ban_dev);
 }
 
 extern "C" cudaError_t emx_cuda_agents_feed(const EmxProposal *props, int n, const int *prev, int *tokens,
-                                            cudaStream_t s) {
+                                            cudaStream_t s, int pdl) {
     if (!props || !tokens || n < 1) return cudaErrorInvalidValue;
-    agents_feed_kernel<<<(n + 127) / 128, 128, 0, s>>>(props, n, prev, tokens);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, (n + 127) / 128, 128, 0, s, agents_feed_kernel, props, n, prev, tokens);
 }
 
 extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
@@ -157,22 +167,22 @@ extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
 extern "C" cudaError_t emx_cuda_agents_step(const float *logits, int n, const EmxAgentParams *agents,
                                             int n_agents, uint64_t seed, uint64_t step,
                                             const uint64_t *step_dev, uint32_t first_lane, int *token_out,
-                                            int *winner_out, EmxProposal *proposals_out, void *ws, cudaStream_t s) {
+                                            int *winner_out, EmxProposal *proposals_out, void *ws, cudaStream_t s,
+                                            int pdl) {
     if (!token_out || !winner_out) return cudaErrorInvalidValue;
     EmxProposal *props = NULL;
-    const cudaError_t e =
-        agents_propose(logits, 0, n, agents, n_agents, seed, step, step_dev, first_lane, proposals_out, ws, s, &props);
+    const cudaError_t e = agents_propose(logits, 0, n, agents, n_agents, seed, step, step_dev, first_lane,
+                                         proposals_out, ws, s, pdl, &props);
     if (e != cudaSuccess) return e;
-    agents_pick_kernel<<<1, 1, 0, s>>>(props, n_agents, token_out, winner_out);
-    return cudaGetLastError();
+    return EMX_LAUNCH(pdl, 1, 1, 0, s, agents_pick_kernel, props, n_agents, token_out, winner_out);
 }
 
 extern "C" cudaError_t emx_cuda_agents_rows_step(const float *logits, size_t row_stride, int n,
                                                  const EmxAgentParams *agents, int n_agents, uint64_t seed,
                                                  uint64_t step, const uint64_t *step_dev, uint32_t first_lane,
-                                                 EmxProposal *proposals_out, void *ws, cudaStream_t s) {
+                                                 EmxProposal *proposals_out, void *ws, cudaStream_t s, int pdl) {
     if (row_stride < (size_t)n || !proposals_out) return cudaErrorInvalidValue;
     EmxProposal *props = NULL;
     return agents_propose(logits, row_stride, n, agents, n_agents, seed, step, step_dev, first_lane, proposals_out, ws,
-                          s, &props);
+                          s, pdl, &props);
 }

@@ -38,7 +38,7 @@
 // Later batches (top-k > 1024, wide min-p nuclei) and the no-filter walk stay one-block here;
 // emx_cuda_sample with top-k off (from n = 8192) takes sampling_wide.cuh's path instead, which
 // lists nothing: the nucleus cut and the drawn token are found by radix selects on mass.
-// emx_cuda_sample_pdl and emx_cuda_entropix_step_pdl launch every kernel of the decision with
+// With their pdl, emx_cuda_sample and emx_cuda_entropix_step launch every kernel of the decision with
 // programmatic dependent launch (the decode step's tail, kernels/launch.cuh): each kernel triggers
 // its successor and waits for its predecessor first, everything it reads being written in the
 // step (the logits, the metrics, the passes' partials).
@@ -190,13 +190,7 @@ extern "C" cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t 
 extern "C" cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                                        uint64_t seed, uint64_t step, const uint64_t *step_dev,
                                        uint32_t lane, int *token_out, void *workspace,
-                                       cudaStream_t stream) {
-    return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true, false);
-}
-
-extern "C" cudaError_t emx_cuda_sample_pdl(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed,
-                                           uint64_t step, const uint64_t *step_dev, uint32_t lane, int *token_out,
-                                           void *workspace, cudaStream_t stream, int pdl) {
+                                       cudaStream_t stream, int pdl) {
     return sample_launch(logits, n, params, seed, step, step_dev, lane, token_out, workspace, stream, true, pdl != 0);
 }
 
@@ -212,16 +206,7 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               int pause_token, uint64_t seed, uint64_t step,
                                               const uint64_t *step_dev, int *token_out,
                                               EmxDecision *decision_out, double *score_out,
-                                              void *workspace, cudaStream_t stream) {
-    return emx_cuda_entropix_step_pdl(logits, n, metrics, profile, state, pause_token, seed, step, step_dev, token_out,
-                                      decision_out, score_out, workspace, stream, 0);
-}
-
-extern "C" cudaError_t emx_cuda_entropix_step_pdl(const float *logits, int n, const EmxMetrics *metrics,
-                                                  const EmxProfile *profile, EmxEntropixState *state, int pause_token,
-                                                  uint64_t seed, uint64_t step, const uint64_t *step_dev,
-                                                  int *token_out, EmxDecision *decision_out, double *score_out,
-                                                  void *workspace, cudaStream_t stream, int pdl) {
+                                              void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
         return cudaErrorInvalidValue;
     const MbWs w = mb_ws(workspace, n);

@@ -54,16 +54,13 @@ cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaS
 // The passes over the whole vocabulary run on emx_cuda_sample_grid(n) blocks, then one block of
 // 1024 threads sorts, walks and draws; with top-k off (top-p, min-p or no filter) the nucleus
 // and the draw are radix selects on mass over those blocks, so a kept set of most of the
-// vocabulary is never listed. Returns cudaErrorInvalidValue on bad arguments.
+// vocabulary is never listed. pdl: every kernel launched with programmatic dependent launch
+// (kernels/launch.cuh: the kernel before them on the stream must be a kernel, not a copy or
+// memset: the decode step's tail); 0: plain launches. Returns cudaErrorInvalidValue on bad
+// arguments.
 cudaError_t emx_cuda_sample(const float *logits, int n, const EmxSamplerParams *params,
                             uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
-                            int *token_out, void *workspace, cudaStream_t stream);
-// The same, every kernel launched with programmatic dependent launch when pdl != 0
-// (kernels/launch.cuh: the kernel before them on the stream must be a kernel, not a copy; the
-// decode step's tail). pdl 0: emx_cuda_sample.
-cudaError_t emx_cuda_sample_pdl(const float *logits, int n, const EmxSamplerParams *params,
-                                uint64_t seed, uint64_t step, const uint64_t *step_dev, uint32_t lane,
-                                int *token_out, void *workspace, cudaStream_t stream, int pdl);
+                            int *token_out, void *workspace, cudaStream_t stream, int pdl);
 // The same decision by one block of 1024 threads alone, whatever n (the kernel lab and the tests
 // compare the two; the lab's first version, one pass per kept token, is kernels/naive.h's
 // emx_cuda_sample_naive).
@@ -77,20 +74,13 @@ cudaError_t emx_cuda_sample_one_block(const float *logits, int n, const EmxSampl
 // emx_entropix_state_update(state, d). Device pointers: logits [n], metrics (this step's, all
 // fields), state (read and updated), token_out; decision_out and score_out may be NULL (else
 // they receive the decision and the best-of-N score, NAN otherwise). The profile is passed by
-// value (copied into the launch). step: as emx_cuda_sample.
+// value (copied into the launch). step and pdl: as emx_cuda_sample.
 cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics *metrics,
                                    const EmxProfile *profile, EmxEntropixState *state,
                                    int pause_token, uint64_t seed, uint64_t step,
                                    const uint64_t *step_dev, int *token_out,
                                    EmxDecision *decision_out, double *score_out, void *workspace,
-                                   cudaStream_t stream);
-// The same with programmatic dependent launch when pdl != 0 (as emx_cuda_sample_pdl).
-cudaError_t emx_cuda_entropix_step_pdl(const float *logits, int n, const EmxMetrics *metrics,
-                                       const EmxProfile *profile, EmxEntropixState *state,
-                                       int pause_token, uint64_t seed, uint64_t step,
-                                       const uint64_t *step_dev, int *token_out,
-                                       EmxDecision *decision_out, double *score_out, void *workspace,
-                                       cudaStream_t stream, int pdl);
+                                   cudaStream_t stream, int pdl);
 
 #ifdef __cplusplus
 }

@@ -93,7 +93,7 @@ int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_age
         s->logits_fresh = 0;
     }
     CU(emx_cuda_agents_step(s->logits, s->vocab, s->agents_d, n_agents, seed, step, NULL, first_lane, s->pick_d,
-                            s->pick_d + 1, s->props_d, s->agents_ws, s->stream));
+                            s->pick_d + 1, s->props_d, s->agents_ws, s->stream, 0));  // after copies: no PDL
     CU(cudaMemcpyAsync(proposals, s->props_d, (size_t)n_agents * sizeof(EmxProposal), cudaMemcpyDeviceToHost,
                        s->stream));
     CU(cudaStreamSynchronize(s->stream));
@@ -127,8 +127,9 @@ int emx_cuda_state_forward_branches_propose(EmxState *st, const int *tokens, int
     if (agents_refused(s, "branches_propose", n, -1)) return -1;
     CU(cudaSetDevice(s->device));
     if (agents_upload(s, agents, n, n) || cuda_branch_pass(s, tokens, n, prefix, step)) return -1;
+    // the proposals follow the branch pass's classifier: PDL where the state takes it
     CU(emx_cuda_agents_rows_step(s->logits, (size_t)s->vocab, s->vocab, s->agents_d, n, seed, rng_step, NULL,
-                                 first_lane, s->props_d, s->agents_ws, s->stream));
+                                 first_lane, s->props_d, s->agents_ws, s->stream, s->pdl));
     CU(cudaMemcpyAsync(s->props_h, s->props_d, (size_t)n * sizeof(EmxProposal), cudaMemcpyDeviceToHost, s->stream));
     CU(cudaStreamSynchronize(s->stream));
     memcpy(proposals, s->props_h, (size_t)n * sizeof(EmxProposal));

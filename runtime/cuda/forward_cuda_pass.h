@@ -65,7 +65,8 @@ int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last
 // one row with the fused layer on: one launch, the norm in the classifier's prologue.
 int cuda_classify(CudaState *s, int first, int n);
 // The end of a step (tail: TAIL_*) queued on the stream: the logits to the host, the choice or
-// the proposals. valid_len: keys of the last position (graph: read from in_d).
+// the proposals. valid_len: keys of the last position (graph: read from in_d). Called right after
+// cuda_classify: its kernels take PDL when the state does (they follow the classifier).
 int cuda_step_tail(CudaState *s, int tail, int valid_len, int graph);
 
 #endif

@@ -121,8 +121,9 @@ typedef struct {
     int pdl;                // the decode step's kernels with programmatic dependent launch
                             // (kernels/launch.cuh): compute capability >= 9 and not EMX_CUDA_PDL=0
                             // at the state's creation
-    int pdl_now;            // pdl while the decode step's layers, classifier and decide tail are
-                            // launched (decode_launches, forward_cuda_step.c), else 0
+    int pdl_now;            // pdl while the decode step's layers and classifier (decode_launches,
+                            // forward_cuda_step.c) and any step's tail after its classifier
+                            // (cuda_step_tail, forward_cuda_tail.c) are launched, else 0
     int persistent;         // decode steps' layers as one persistent kernel (forward_cuda_persistent.c)
     char decode_path[160];  // how decode steps run: "graph", "persistent kernel, N blocks", or why
                             // the persistent kernel was asked for and not taken

@@ -73,7 +73,7 @@ int check_case(Dev &dev, const std::vector<float> &l, const std::vector<EmxAgent
     DevBuf<uint64_t> d_step(1);
     d_step.upload(&step, 1);
     CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, device_step ? 0 : step,
-                                 device_step ? d_step.p : nullptr, 0, dev.token.p, dev.winner.p, dev.props.p, dev.ws.p, 0));
+                                 device_step ? d_step.p : nullptr, 0, dev.token.p, dev.winner.p, dev.props.p, dev.ws.p, 0, 0));
     const std::vector<EmxProposal> got = dev.props.download(na);
     int straddles = 0;
     for (int i = 0; i < na; i++) {
@@ -157,7 +157,7 @@ Test(agents_cuda, special_pools_and_rows) {
     dev.logits.upload(l);
     dev.agents.upload(same);
     CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, 3, 9, 2, nullptr, 0, dev.token.p, dev.winner.p, nullptr,
-                                 dev.ws.p, 0));
+                                 dev.ws.p, 0, 0));
     cr_assert_eq(dev.winner.get(), 0);
 }
 
@@ -190,7 +190,7 @@ void graph_replay(int n, int steps) {
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, seed, 0, d_step.p, 0, dev.token.p, dev.winner.p,
-                                 dev.props.p, dev.ws.p, stream));
+                                 dev.props.p, dev.ws.p, stream, 0));
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     std::vector<EmxCandidate> work(n);
@@ -226,7 +226,7 @@ Test(agents_cuda, graph_replay) { graph_replay(600, 24); }
 Test(agents_cuda, graph_replay_vocab_128256) { graph_replay(128256, 6); }
 
 Test(agents_cuda, rejects_bad_arguments) {
-    cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0),
+    cr_assert_eq(emx_cuda_agents_step(nullptr, 10, nullptr, 1, 0, 0, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0, 0),
                  cudaErrorInvalidValue);
     cr_assert_eq(emx_cuda_agents_workspace_bytes(0, 3), (size_t)0);
 }
@@ -245,7 +245,7 @@ Test(agents_cuda, feed_takes_each_branchs_latest_token) {
     DevBuf<EmxProposal> d_props(props);
     DevBuf<int> d_prev(prev), d_tok(n);
     for (int first = 0; first <= 1; first++) {
-        cr_assert_eq(emx_cuda_agents_feed(d_props.p, n, first ? nullptr : d_prev.p, d_tok.p, 0), cudaSuccess);
+        cr_assert_eq(emx_cuda_agents_feed(d_props.p, n, first ? nullptr : d_prev.p, d_tok.p, 0, 0), cudaSuccess);
         CUDA_OK(cudaDeviceSynchronize());
         const std::vector<int> got = d_tok.download();
         for (int b = 0; b < n; b++) {
@@ -253,8 +253,8 @@ Test(agents_cuda, feed_takes_each_branchs_latest_token) {
             cr_assert_eq(got[b], want, "branch %d (first pass %d): fed %d, want %d", b, first, got[b], want);
         }
     }
-    cr_assert_eq(emx_cuda_agents_feed(nullptr, n, nullptr, d_tok.p, 0), cudaErrorInvalidValue);
-    cr_assert_eq(emx_cuda_agents_feed(d_props.p, 0, nullptr, d_tok.p, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_agents_feed(nullptr, n, nullptr, d_tok.p, 0, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_agents_feed(d_props.p, 0, nullptr, d_tok.p, 0, 0), cudaErrorInvalidValue);
 }
 
 // A worker holding agents a0.. of the pool passes first_lane = a0: agent i draws on lane a0 + i,
@@ -271,7 +271,7 @@ Test(agents_cuda, first_lane_offsets_the_draws) {
     int moved = 0;
     for (uint64_t step = 0; step < 20; step++) {
         CUDA_OK(emx_cuda_agents_step(dev.logits.p, n, dev.agents.p, na, 77, step, nullptr, a0, dev.token.p, dev.winner.p,
-                                     dev.props.p, dev.ws.p, 0));
+                                     dev.props.p, dev.ws.p, 0, 0));
         const std::vector<EmxProposal> got = dev.props.download(na);
         for (int i = 0; i < na; i++) {
             EmxProposal want, lane_i;
@@ -312,7 +312,7 @@ static void rows_case(int n, int na, uint64_t seed) {
     std::vector<EmxCandidate> work(n);
     for (uint64_t step = 0; step < 4; step++) {
         CUDA_OK(emx_cuda_agents_rows_step(d_logits.p, stride, n, d_agents.p, na, seed, step, nullptr, 2, d_props.p, ws.p,
-                                          0));
+                                          0, 0));
         const std::vector<EmxProposal> got = d_props.download(na);
         for (int i = 0; i < na; i++) {
             EmxProposal want;
@@ -324,7 +324,7 @@ static void rows_case(int n, int na, uint64_t seed) {
         }
     }
     cr_assert_eq(emx_cuda_agents_rows_step(d_logits.p, (size_t)n - 1, n, d_agents.p, na, seed, 0, nullptr, 0,
-                                           d_props.p, ws.p, 0),
+                                           d_props.p, ws.p, 0, 0),
                  cudaErrorInvalidValue, "rows closer than n floats overlap");
 }
 

@@ -19,46 +19,18 @@
 
 #include <vector>
 
-#include "forward_test_util.h"
 #include "kb_util.h"
+#include "pdl_test_util.h"
 extern "C" {
 #include "sampler/profile.h"
 }
-#ifdef ENTROPIX_CUDA_EMU
-#include "tests/cuda_emu/include/emu/kernel_runs.h"
-#endif
 
 namespace {
 
 // The tail's kernels by name (kernels/logits_metrics.cu, attn_metrics.cu, sampling/).
-const char *const TAIL_KERNELS[] = {"logits_partial_kernel", "logits_merge_kernel", "attn_layer_kernel",
-                                    "attn_average_kernel", "mb_", "wide_", "sample_kernel", "entropix_kernel"};
-
-struct Counts {
-    long tail = 0, tail_pdl = 0, pdl = 0, edges = 0;
-};
-Counts counts_now() {
-    Counts c;
-#ifdef ENTROPIX_CUDA_EMU
-    for (const char *k : TAIL_KERNELS) {
-        c.tail += emu::kernel_runs(k);
-        c.tail_pdl += emu::programmatic_kernel_runs(k);
-    }
-    c.pdl = emu::programmatic_kernel_runs("");
-    c.edges = emu::programmatic_edges_instantiated();
-#endif
-    return c;
-}
-
-EmxState *state_pdl(const EmxModel *m, const char *pdl, int ctx, int no_graphs, const EmxState *share) {
-    if (pdl)
-        setenv("EMX_CUDA_PDL", pdl, 1);
-    else
-        unsetenv("EMX_CUDA_PDL");
-    EmxState *s = new_state(m, "cuda:0", ctx, no_graphs, share);
-    unsetenv("EMX_CUDA_PDL");
-    return s;
-}
+const std::initializer_list<const char *> TAIL_KERNELS = {
+    "logits_partial_kernel", "logits_merge_kernel", "attn_layer_kernel", "attn_average_kernel",
+    "mb_", "wide_", "sample_kernel", "entropix_kernel"};
 
 EmxDecideSpec spec_of(int kind) {
     EmxDecideSpec sp = {};
@@ -110,13 +82,11 @@ void tail_pdl_equals_off(const char *name, int kind, int prompt, int steps) {
     for (int step = 0; step < steps; step++) {
         const int pos = prompt + step, tok = out[0].token;
         cr_assert(tok >= 0 && tok < vocab, "%s: off decided %d", name, tok);
-        Counts used[3];
+        PdlCounts used[3];
         for (int k = 0; k < 3; k++) {
-            const Counts before = counts_now();
+            const PdlCounts before = pdl_counts_now(TAIL_KERNELS);
             cr_assert_eq(emx_forward_decide(all[k], &tok, 1, pos, &spec, &out[k]), 1, "%s", emx_state_error(all[k]));
-            const Counts after = counts_now();
-            used[k] = {after.tail - before.tail, after.tail_pdl - before.tail_pdl, after.pdl - before.pdl,
-                       after.edges - before.edges};
+            used[k] = pdl_counts_now(TAIL_KERNELS) - before;
         }
         for (int k = 1; k < 3; k++) expect_same(name, what[k], pos, out[0], out[k]);
 #ifdef ENTROPIX_CUDA_EMU

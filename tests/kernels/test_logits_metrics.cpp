@@ -29,7 +29,7 @@ void check(const std::vector<float> &logits, const char *what) {
     DevBuf<EmxMetrics> d_m(1);
     DevBuf<int> d_arg(1), d_valid(1);
     DevBuf<uint8_t> ws(emx_cuda_logits_metrics_workspace_bytes(n));
-    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, d_arg.p, d_valid.p, ws.p, 0));
+    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, d_arg.p, d_valid.p, ws.p, 0, 0));
     CUDA_OK(cudaDeviceSynchronize());
     const EmxMetrics m = d_m.get();
     cr_assert_eq(d_arg.get(), ref_arg, "%s (n %d): argmax %d, cpu %d", what, n, d_arg.get(), ref_arg);
@@ -108,7 +108,7 @@ void check_pair(const std::vector<float> &logits, int id_a, int id_b, const char
     DevBuf<float> d_l(n);
     d_l.upload(logits);
     DevBuf<EmxLogitPair> d_p(1);
-    CUDA_OK(emx_cuda_logit_pair(d_l.p, n, id_a, id_b, d_p.p, 0));
+    CUDA_OK(emx_cuda_logit_pair(d_l.p, n, id_a, id_b, d_p.p, 0, 0));
     CUDA_OK(cudaDeviceSynchronize());
     const EmxLogitPair p = d_p.get();
     cr_assert(memcmp(&p.logit_a, &ref.logit_a, sizeof(float)) == 0 && memcmp(&p.logit_b, &ref.logit_b, sizeof(float)) == 0,
@@ -142,8 +142,8 @@ Test(logits_metrics, logit_pair) {
 Test(logits_metrics, logit_pair_refuses) {
     DevBuf<float> d_l(8);
     DevBuf<EmxLogitPair> d_p(1);
-    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 8, 0, d_p.p, 0), cudaErrorInvalidValue);
-    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 0, -1, d_p.p, 0), cudaErrorInvalidValue);
-    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 0, 0, 0, d_p.p, 0), cudaErrorInvalidValue);
-    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 0, 1, nullptr, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 8, 0, d_p.p, 0, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 0, -1, d_p.p, 0, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 0, 0, 0, d_p.p, 0, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_logit_pair(d_l.p, 8, 0, 1, nullptr, 0, 0), cudaErrorInvalidValue);
 }

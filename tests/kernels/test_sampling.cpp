@@ -77,7 +77,7 @@ void run_random_cases(int n, int n_cases, uint64_t seed0) {
         const double u = emx_uniform_f64(seed, step, lane);
         const int ref = emx_sample(l.data(), n, &sp, u, work.data());
         dev.logits.upload(l);
-        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, lane, dev.token.p, dev.ws.p, 0));
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, lane, dev.token.p, dev.ws.p, 0, 0));
         const int got = dev.token.get();
         if (got == ref) continue;
         const bool straddle = cpu_straddles(l, sp, u, work);
@@ -129,7 +129,7 @@ int check_vocab_case(Dev &dev, DevBuf<int> &naive, const std::vector<float> &l, 
     const double u = emx_uniform_f64(seed, step, 0);
     const int ref = emx_sample(l.data(), n, &sp, u, work.data());
     const unsigned long long before = emx_cuda_sample_many_block_launches(), wide0 = emx_cuda_sample_wide_draws();
-    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, 0, dev.token.p, dev.ws.p, 0));
+    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, seed, step, nullptr, 0, dev.token.p, dev.ws.p, 0, 0));
     cr_assert_eq(emx_cuda_sample_many_block_launches(), before + 1, "n %d: the many-block passes did not run", n);
     const bool wide = sp.temperature > 0.0f && sp.top_k <= 0;  // top-k off: the select on mass
     cr_assert_eq(emx_cuda_sample_wide_draws(), wide0 + (wide ? 1 : 0), "n %d (top_k %d): wide draw taken %d times",
@@ -266,8 +266,8 @@ Test(sampling, vocab_151936_wide_step_from_device) {
     const EmxSamplerParams sp = {1.0f, 0, 0.9f, 0.0f, 0};
     for (uint64_t st : {3ull, 41ull}) {
         step.upload(std::vector<uint64_t>{st});
-        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, 0, step.p, 0, dev.token.p, dev.ws.p, 0));
-        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, st, nullptr, 0, by_value.p, dev.ws.p, 0));
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, 0, step.p, 0, dev.token.p, dev.ws.p, 0, 0));
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 5, st, nullptr, 0, by_value.p, dev.ws.p, 0, 0));
         cr_assert_eq(dev.token.get(), by_value.get(), "step %d: from device %d, by value %d", (int)st, dev.token.get(),
                      by_value.get());
     }
@@ -286,7 +286,7 @@ Test(sampling, small_vocab_one_block) {
     dev.logits.upload(l);
     const EmxSamplerParams sp = vocab_params(2, n);
     const unsigned long long before = emx_cuda_sample_many_block_launches();
-    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 1, 2, nullptr, 0, dev.token.p, dev.ws.p, 0));
+    CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 1, 2, nullptr, 0, dev.token.p, dev.ws.p, 0, 0));
     cr_assert_eq(emx_cuda_sample_many_block_launches(), before);
 }
 
@@ -321,7 +321,7 @@ Test(sampling, special_rows) {
             for (uint64_t step = 0; step < 6; step++) {
                 const double u = emx_uniform_f64(42, step, 0);
                 const int ref = emx_sample(l.data(), n, &sp, u, work.data());
-                CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 42, step, nullptr, 0, dev.token.p, dev.ws.p, 0));
+                CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 42, step, nullptr, 0, dev.token.p, dev.ws.p, 0, 0));
                 cr_assert_eq(dev.token.get(), ref, "row %d step %d (T %g k %d p %g minp %g): device %d, cpu %d", r,
                              (int)step, sp.temperature, sp.top_k, sp.top_p, sp.min_p, dev.token.get(), ref);
             }
@@ -341,7 +341,7 @@ Test(sampling, step_from_device) {
     DevBuf<uint64_t> d_step(1);
     for (uint64_t step = 100; step < 110; step++) {
         d_step.upload(&step, 1);
-        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 7, 0, d_step.p, 1, dev.token.p, dev.ws.p, 0));
+        CUDA_OK(emx_cuda_sample(dev.logits.p, n, &sp, 7, 0, d_step.p, 1, dev.token.p, dev.ws.p, 0, 0));
         cr_assert_eq(dev.token.get(), emx_sample(l.data(), n, &sp, emx_uniform_f64(7, step, 1), work.data()));
     }
 }
@@ -395,7 +395,7 @@ void entropix_cases(int n, int n_cases, uint64_t rseed, bool all_cases) {
         d_st.upload(&st, 1);
         const unsigned long long before = emx_cuda_sample_many_block_launches();
         CUDA_OK(emx_cuda_entropix_step(d_l.p, n, d_m.p, &prof, d_st.p, pause, seed, step, nullptr, d_tok.p, d_dec.p,
-                                       d_score.p, ws.p, 0));
+                                       d_score.p, ws.p, 0, 0));
         cr_assert_eq(emx_cuda_sample_many_block_launches(), before + (emx_cuda_sample_grid(n) > 1), "case %d: passes", c);
         const int got = d_tok.get();
         const EmxDecision gd = d_dec.get();
@@ -449,9 +449,9 @@ void entropix_graph_replay(int n, int steps) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, nullptr, nullptr, ws_lm.p, stream));
+    CUDA_OK(emx_cuda_logits_metrics(d_l.p, n, d_m.p, nullptr, nullptr, ws_lm.p, stream, 0));
     CUDA_OK(emx_cuda_entropix_step(d_l.p, n, d_m.p, &prof, d_st.p, pause, seed, 0, d_step.p, d_tok.p, nullptr,
-                                   nullptr, ws_s.p, stream));
+                                   nullptr, ws_s.p, stream, 0));
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
 
@@ -494,7 +494,7 @@ Test(sampling, entropix_graph_replay_vocab_128256) { entropix_graph_replay(12825
 
 Test(sampling, rejects_bad_arguments) {
     EmxSamplerParams sp = {1.0f, 0, 1.0f, 0.0f, 0};
-    cr_assert_eq(emx_cuda_sample(nullptr, 10, &sp, 0, 0, nullptr, 0, nullptr, nullptr, 0), cudaErrorInvalidValue);
+    cr_assert_eq(emx_cuda_sample(nullptr, 10, &sp, 0, 0, nullptr, 0, nullptr, nullptr, 0, 0), cudaErrorInvalidValue);
 }
 
 // The wide draw's sums are exact: emx_cuda_fixed_sum against 128-bit integer sums on the host of

@@ -417,7 +417,7 @@ typedef struct {
 } LogitsCtx;
 static cudaError_t logits_launch(void *c, cudaStream_t s) {
     LogitsCtx *l = (LogitsCtx *)c;
-    return emx_cuda_logits_metrics(l->logits, l->n, l->m, l->argmax, NULL, l->ws, s);
+    return emx_cuda_logits_metrics(l->logits, l->n, l->m, l->argmax, NULL, l->ws, s, 0);
 }
 
 typedef struct {
@@ -444,11 +444,11 @@ typedef struct {
 } SampleCtx;
 static cudaError_t sample_launch(void *c, cudaStream_t s) {
     SampleCtx *t = (SampleCtx *)c;
-    return emx_cuda_sample(t->logits, t->n, &t->sp, 1234, t->step++, NULL, 0, t->token, t->ws, s);
+    return emx_cuda_sample(t->logits, t->n, &t->sp, 1234, t->step++, NULL, 0, t->token, t->ws, s, 0);
 }
 static cudaError_t entropix_launch(void *c, cudaStream_t s) {
     SampleCtx *t = (SampleCtx *)c;
-    return emx_cuda_entropix_step(t->logits, t->n, t->metrics, t->prof, t->state, -1, 1234, t->step++, NULL, t->token, NULL, NULL, t->ws, s);
+    return emx_cuda_entropix_step(t->logits, t->n, t->metrics, t->prof, t->state, -1, 1234, t->step++, NULL, t->token, NULL, NULL, t->ws, s, 0);
 }
 
 static EmxSamplerParams sampler_params(float t, int k, float p, float min_p) {

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     // a GPU's exp/log2 ulp
     lab_header(&L, shape, "tokens and winner exactly; entropies |gpu - cpu| <= 1e-9 + 1e-9 * |cpu|");
     lab_version(&L, "block/agent (runtime)", 4.0 * n * n_agents, [&] {
-        return emx_cuda_agents_step(dl.p, n, dagents.p, n_agents, seed, step, nullptr, 0, dtok.p, dwin.p, dprops.p, ws.p, L.stream);
+        return emx_cuda_agents_step(dl.p, n, dagents.p, n_agents, seed, step, nullptr, 0, dtok.p, dwin.p, dprops.p, ws.p, L.stream, 0);
     }, [&] {
         std::vector<double> got;
         for (const EmxProposal &p : dprops.get()) {

@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     lab_version(&L, "naive (1 block)", bytes, [&] { return emx_cuda_logits_metrics_naive(dl.p, n, dm.p, L.stream); },
                 [&] { return lab_compare(got(false), want, 1e-6, 1e-6); });
     lab_version(&L, "fast (chunks+merge)", bytes,
-                [&] { return emx_cuda_logits_metrics(dl.p, n, dm.p, darg.p, nullptr, ws.p, L.stream); },
+                [&] { return emx_cuda_logits_metrics(dl.p, n, dm.p, darg.p, nullptr, ws.p, L.stream, 0); },
                 [&] { return lab_compare(got(true), want, 1e-6, 1e-6); });
     return lab_finish(&L);
 }

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
              emx_cuda_sample_grid(n));
     lab_version(&L, name, 4.0 * n * steps, [&] {
         for (int s = 0; s < steps; s++) {
-            const cudaError_t e = emx_cuda_sample(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream);
+            const cudaError_t e = emx_cuda_sample(dl.p, n, &sp, seed, s, nullptr, 0, dtok.p + s, ws.p, L.stream, 0);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;

@@ -24,6 +24,9 @@
 
 #include "forward_test_util.h"
 #include "kb_util.h"
+extern "C" {
+#include "sampler/profile.h"
+}
 #ifdef ENTROPIX_CUDA_EMU
 #include "tests/cuda_emu/include/emu/kernel_runs.h"
 #endif
@@ -163,7 +166,47 @@ void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_
     emx_model_close(&m);
 }
 
+// emx_forward_decide with the entropix sampler every step (its metrics, decision and draw on the
+// device after the persistent kernel, launched with PDL) on the graph path and the persistent
+// kernel (graph, direct launches): the same token, decision, score and metrics, bitwise.
+void decide_equal(const char *name, int steps) {
+    EmxModel m;
+    if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
+    const int ctx = 16, vocab = (int)m.cfg.vocab_size;
+    EmxState *st[3] = {state_of(&m, 0, nullptr, ctx, 0, nullptr), nullptr, nullptr};
+    st[1] = state_of(&m, 1, nullptr, ctx, 0, st[0]);
+    st[2] = state_of(&m, 1, nullptr, ctx, 1, st[0]);
+    EmxDecideSpec spec = {};
+    spec.kind = EMX_DECIDE_ENTROPIX;
+    spec.pause_token = -1;
+    spec.seed = 99;
+    spec.want_metrics = 1;
+    emx_profile_classic(&spec.profile);
+    const int toks[3] = {3 % vocab, 50 % vocab, 7 % vocab};
+    EmxDecideResult out[3];
+    for (int k = 0; k < 3; k++) cr_assert_eq(emx_forward_decide(st[k], toks, 3, 0, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
+    for (int step = 0; step < steps; step++) {
+        const int tok = out[0].token;
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(emx_forward_decide(st[k], &tok, 1, 3 + step, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
+        for (int k = 1; k < 3; k++) {
+            cr_assert_eq(out[k].token, out[0].token, "%s: token %d, graph path %d at step %d", name, out[k].token,
+                         out[0].token, step);
+            cr_assert(memcmp(&out[k].decision, &out[0].decision, sizeof out[0].decision) == 0 &&
+                          memcmp(&out[k].score, &out[0].score, sizeof out[0].score) == 0 &&
+                          memcmp(&out[k].metrics, &out[0].metrics, sizeof out[0].metrics) == 0,
+                      "%s: the decision, score or metrics differ at step %d", name, step);
+        }
+    }
+    for (EmxState *s : st) emx_state_free(s);
+    emx_model_close(&m);
+}
+
 }  // namespace
+
+Test(forward_cuda_persistent, qwen3_tiny_entropix_decides_as_the_graph_path, .timeout = 900) {
+    decide_equal("qwen3-tiny.q8.bin", 3);
+}
 
 Test(forward_cuda_persistent, llama3_tiny_equals_graph_path, .timeout = 900) {
     persistent_equals_graph("llama3-tiny.q4.bin", 2);

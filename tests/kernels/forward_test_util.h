@@ -1,5 +1,6 @@
-// forward_test_util.h — what the CUDA-backend forward tests share: a state on a device, and the
-// comparison of two float arrays relative to the reference's largest magnitude.
+// forward_test_util.h — what the CUDA-backend forward tests share: a state on a device, the
+// comparison of two float arrays relative to the reference's largest magnitude, a row's argmax,
+// and the emulator's count of the kernels a step runs.
 #ifndef ENTROPIX_TESTS_FORWARD_TEST_UTIL_H
 #define ENTROPIX_TESTS_FORWARD_TEST_UTIL_H
 
@@ -7,6 +8,10 @@
 #include <stddef.h>
 
 #include <criterion/criterion.h>
+
+#ifdef ENTROPIX_CUDA_EMU
+#include "tests/cuda_emu/include/emu/kernel_runs.h"
+#endif
 
 extern "C" {
 #include "runtime/forward.h"
@@ -43,6 +48,33 @@ static inline double compare(const char *what, const float *got, const float *wa
     cr_assert(worst <= tol * scale, "%s: value %zu differs by %.3g (CPU %.6g, CUDA %.6g; max %.3g)", what, at, worst,
               want[at], got[at], scale);
     return scale > 0 ? worst / scale : worst;
+}
+
+// The index of the largest of v[0..n) (the first of equals): a greedy token.
+static inline int logits_argmax(const float *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+// Kernels the emulator has run so far whose names begin with prefix (emu/kernel_runs.h), all of
+// them or only the cooperative launches; 0 outside the emulator, where nothing counts them.
+static inline long emu_runs(const char *prefix) {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::kernel_runs(prefix);
+#else
+    (void)prefix;
+    return 0;
+#endif
+}
+static inline long emu_cooperative_runs(const char *prefix) {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::cooperative_kernel_runs(prefix);
+#else
+    (void)prefix;
+    return 0;
+#endif
 }
 
 #endif

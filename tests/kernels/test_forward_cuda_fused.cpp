@@ -34,14 +34,6 @@
 
 namespace {
 
-long runs(const char *prefix) {
-#ifdef ENTROPIX_CUDA_EMU
-    return emu::kernel_runs(prefix);
-#else
-    (void)prefix;
-    return 0;
-#endif
-}
 
 long programmatic_runs() {
 #ifdef ENTROPIX_CUDA_EMU
@@ -75,12 +67,6 @@ EmxState *state_with(const EmxModel *m, const char *fused, int ctx, int no_graph
     return state_env(m, "EMX_CUDA_FUSED", fused, ctx, no_graphs, share, cache);
 }
 
-int argmax(const float *v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
 
 #ifdef ENTROPIX_CUDA_EMU  // the counts are the emulator's
 // Launches a layer the fused step saves, for a model without sandwich norms whose dim is a
@@ -119,19 +105,19 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
     const size_t ns = (size_t)L * m.cfg.n_heads * ctx;
     for (int step = 0; step < steps; step++) {
         const int pos = prompt + step;
-        long before = runs("");
+        long before = emu_runs("");
         const float *r = emx_forward(ref, &tok, 1, pos);
         cr_assert(r, "%s", emx_state_error(ref));
-        const long ref_runs = runs("") - before;
+        const long ref_runs = emu_runs("") - before;
         const std::vector<float> rl(r, r + vocab);
-        before = runs("");
-        const long fused_before = runs("matvec_fused"), attn_before = runs("attention_decode");
-        const long residual_before = runs("fused_residual");
+        before = emu_runs("");
+        const long fused_before = emu_runs("matvec_fused"), attn_before = emu_runs("attention_decode");
+        const long residual_before = emu_runs("fused_residual");
         const float *f = emx_forward(fused, &tok, 1, pos);
         cr_assert(f, "%s", emx_state_error(fused));
-        const long fused_runs = runs("") - before, fused_matvec_runs = runs("matvec_fused") - fused_before;
-        const long fused_attn_runs = runs("attention_decode") - attn_before;
-        const long fused_residual_runs = runs("fused_residual") - residual_before;
+        const long fused_runs = emu_runs("") - before, fused_matvec_runs = emu_runs("matvec_fused") - fused_before;
+        const long fused_attn_runs = emu_runs("attention_decode") - attn_before;
+        const long fused_residual_runs = emu_runs("fused_residual") - residual_before;
         cr_assert(memcmp(rl.data(), f, (size_t)vocab * sizeof(float)) == 0, "%s: logits differ at pos %d", name, pos);
         const float *d = emx_forward(direct, &tok, 1, pos);
         cr_assert(d && memcmp(rl.data(), d, (size_t)vocab * sizeof(float)) == 0, "%s: direct launches differ at pos %d",
@@ -164,7 +150,7 @@ void fused_equals_graph(const char *name, int steps, bool expect_counts, EmxKvTy
         (void)fused_runs, (void)ref_runs, (void)expect_counts, (void)quantised, (void)fused_matvec_runs, (void)fused_attn_runs;
         (void)fused_residual_runs;
 #endif
-        tok = argmax(f, vocab);  // greedy: the same token for both, the logits being the same
+        tok = logits_argmax(f, vocab);  // greedy: the same token for both, the logits being the same
     }
     emx_state_free(direct);
     emx_state_free(fused);
@@ -233,7 +219,7 @@ void pdl_equals_off(const char *name, int steps, EmxKvType cache = EMX_KV_F32) {
 #else
         (void)pdl_runs, (void)edges;
 #endif
-        tok = argmax(logits[1].data(), vocab);
+        tok = logits_argmax(logits[1].data(), vocab);
     }
     for (EmxState *s : all) emx_state_free(s);
     emx_model_close(&m);

@@ -55,18 +55,10 @@ const int kHistory[kStates] = {3, 9, 1, 6};  // prompt lengths: each state at it
 const int kOrder[kStates] = {2, 0, 3, 1};    // row r of every step is state kOrder[r]
 const int kSteps = 3;
 
-long runs(const char *prefix) {
-#ifdef ENTROPIX_CUDA_EMU
-    return emu::kernel_runs(prefix);
-#else
-    (void)prefix;
-    return 0;
-#endif
-}
-long matvec_runs() { return runs("matvec_"); }
+long matvec_runs() { return emu_runs("matvec_"); }
 
 // The kernels of a batched step that run per row on the separate path: rope_kv and attention's.
-long per_row_runs() { return runs("rope_kv") + runs("attention_"); }
+long per_row_runs() { return emu_runs("rope_kv") + emu_runs("attention_"); }
 
 // n CUDA states of m: the first uploads the weights (or shares `share`'s), the others share them.
 std::vector<EmxState *> cuda_states(const EmxModel *m, int n, const EmxState *share = nullptr,
@@ -131,9 +123,9 @@ void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F
             pos[r] = kHistory[i] + step;
         }
         const float *lg[kStates];
-        const long before = matvec_runs(), rows_before = runs("attention_decode_rows"), per_row_before = per_row_runs();
+        const long before = matvec_runs(), rows_before = emu_runs("attention_decode_rows"), per_row_before = per_row_runs();
         cr_assert_eq(emx_forward_multi(rows, tok, pos, kStates, lg), 0, "%s: %s", name, emx_state_error(rows[0]));
-        const long batched = matvec_runs() - before, attn_launches = runs("attention_decode_rows") - rows_before;
+        const long batched = matvec_runs() - before, attn_launches = emu_runs("attention_decode_rows") - rows_before;
         const long per_row = per_row_runs() - per_row_before - attn_launches;
         long single = 0;
         for (int r = 0; r < kStates; r++) {

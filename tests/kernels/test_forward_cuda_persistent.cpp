@@ -27,29 +27,10 @@
 extern "C" {
 #include "sampler/profile.h"
 }
-#ifdef ENTROPIX_CUDA_EMU
-#include "tests/cuda_emu/include/emu/kernel_runs.h"
-#endif
 
 namespace {
 
-long runs(const char *prefix) {
-#ifdef ENTROPIX_CUDA_EMU
-    return emu::kernel_runs(prefix);
-#else
-    (void)prefix;
-    return 0;
-#endif
-}
 
-long cooperative_runs(const char *prefix) {
-#ifdef ENTROPIX_CUDA_EMU
-    return emu::cooperative_kernel_runs(prefix);
-#else
-    (void)prefix;
-    return 0;
-#endif
-}
 
 // A state asking for the persistent kernel (persistent) or not, with EMX_CUDA_PERSISTENT_BLOCKS
 // set to `blocks` (NULL: unset) while it is made.
@@ -86,12 +67,6 @@ int path_blocks(const EmxState *s) {
     return sscanf(decode_path(s).c_str(), "persistent kernel, %d blocks", &n) == 1 ? n : -1;
 }
 
-int argmax(const float *v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
 
 // The states decode `steps` greedy tokens after a prompt, each step's logits, score rows and KV
 // rows compared with states[0]'s (the graph path). taken[k]: states[k] runs the persistent
@@ -114,13 +89,13 @@ void decode_equal(const char *name, const EmxModel &m, std::vector<EmxState *> s
         std::vector<uint8_t> rk(bytes), k2(bytes);
         cr_assert_eq(emx_state_kv_rows_read(states[0], 0, pos + 1, rk.data()), 0);
         for (size_t k = 1; k < states.size(); k++) {
-            const long all0 = runs(""), coop0 = cooperative_runs("decode_persistent_kernel");
-            const long mv0 = runs("matvec_fused"), attn0 = runs("attention_decode"), emb0 = runs("embedding");
+            const long all0 = emu_runs(""), coop0 = emu_cooperative_runs("decode_persistent_kernel");
+            const long mv0 = emu_runs("matvec_fused"), attn0 = emu_runs("attention_decode"), emb0 = emu_runs("embedding");
             const float *f = emx_forward(states[k], &tok, 1, pos);
             cr_assert(f, "%s", emx_state_error(states[k]));
-            const long all = runs("") - all0, coop = cooperative_runs("decode_persistent_kernel") - coop0;
-            const long mv = runs("matvec_fused") - mv0, attn = runs("attention_decode") - attn0;
-            const long emb = runs("embedding") - emb0;
+            const long all = emu_runs("") - all0, coop = emu_cooperative_runs("decode_persistent_kernel") - coop0;
+            const long mv = emu_runs("matvec_fused") - mv0, attn = emu_runs("attention_decode") - attn0;
+            const long emb = emu_runs("embedding") - emb0;
             const std::string path = decode_path(states[k]);
             cr_assert(memcmp(rl.data(), f, (size_t)vocab * sizeof(float)) == 0, "%s (%s): logits differ at pos %d", name,
                       path.c_str(), pos);
@@ -147,7 +122,7 @@ void decode_equal(const char *name, const EmxModel &m, std::vector<EmxState *> s
             (void)all, (void)coop, (void)mv, (void)attn, (void)emb, (void)taken;
 #endif
         }
-        tok = argmax(rl.data(), vocab);
+        tok = logits_argmax(rl.data(), vocab);
     }
 }
 

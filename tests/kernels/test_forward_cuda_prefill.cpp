@@ -38,12 +38,6 @@ extern "C" {
 
 namespace {
 
-int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
 
 // n pseudo-random token ids below vocab (fixed: the test must not depend on anything else).
 std::vector<int> prompt(int n, int vocab) {
@@ -84,8 +78,8 @@ void prefill_matches_cpu(const char *name, int n, int steps, float tol) {
                 worst_scores = fmax(worst_scores, compare(what, sg + at, sc + at, (size_t)lp_cpu + 1, tol));
             }
         pos += len;
-        tc = argmax(w.data(), vocab);
-        tg = argmax(got, vocab);
+        tc = logits_argmax(w.data(), vocab);
+        tg = logits_argmax(got, vocab);
         cr_assert_eq(tg, tc, "%s, %d-row prompt: greedy token after step %d: CUDA %d, CPU %d", name, n, step, tg, tc);
     }
     cr_log_info("%s, %d-row prompt: worst difference %.2e of max|logit|, %.2e of max|score|", name, n, worst,
@@ -209,7 +203,7 @@ Test(forward_cuda_prefill, decide_after_a_long_prompt, .timeout = 600) {
     spec.pause_token = -1;
     EmxDecideResult out;
     cr_assert_eq(emx_forward_decide(gpu, toks.data(), n, 0, &spec, &out), 1, "%s", emx_state_error(gpu));
-    cr_assert_eq(out.token, argmax(want, vocab));
+    cr_assert_eq(out.token, logits_argmax(want, vocab));
     emx_state_free(gpu);
     emx_state_free(cpu);
     emx_model_close(&m);

@@ -111,16 +111,7 @@ DecodeRope rope_of(const EmxAttnDecodeArgs *d) {
 }
 
 DecodeShape shape_of(const EmxAttentionArgs *a) {
-    DecodeShape sh;
-    sh.n_heads = a->n_heads;
-    sh.n_kv_heads = a->n_kv_heads;
-    sh.head_dim = a->head_dim;
-    sh.chunk = chunk_of(a);
-    sh.rows.n = 1;
-    sh.rows.q_stride = sh.rows.out_stride = a->n_heads * a->head_dim;
-    sh.rows.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)a->head_dim);
-    sh.rows.window = a->window;
-    return sh;
+    return decode_shape(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->scale, a->window);
 }
 
 size_t smem_of(const EmxAttentionArgs *a, int kv_bytes) {

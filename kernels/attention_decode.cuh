@@ -52,7 +52,7 @@ __device__ inline void rope_heads(const float *src, const float *bias, const flo
     }
     __syncthreads();
     if (norm_w) {  // the same for the whole block: every thread reaches the barriers inside
-        const int T = half <= 32 ? 32 : half >= 256 ? 256 : (half + 31) / 32 * 32;  // emx_round_to_warps(half, 256)
+        const int T = emx_round_to_warps(half, 256);
         for (int g = 0; g < n_h; g++) {
             const float *sg = ss + g * half;
             const float sum = emx_block_sum_as(T, [&](int v) { return v < half ? sg[v] : 0.0f; });
@@ -87,6 +87,23 @@ struct DecodeShape {
     int n_heads, n_kv_heads, head_dim, chunk;
     QueryRows rows;
 };
+
+// The shape of one query row's launch: keys_per_block 0 is the default chunk, scale 0 is
+// 1 / sqrt(head_dim) (EmxAttentionArgs's conventions). Host (the attention kernels' launchers) and
+// device (the persistent kernel, from its step's fields).
+__host__ __device__ inline DecodeShape decode_shape(int n_heads, int n_kv_heads, int head_dim, int keys_per_block,
+                                                    float scale, int window) {
+    DecodeShape sh;
+    sh.n_heads = n_heads;
+    sh.n_kv_heads = n_kv_heads;
+    sh.head_dim = head_dim;
+    sh.chunk = keys_per_block > 0 ? keys_per_block : ATTN_DEFAULT_CHUNK;
+    sh.rows.n = 1;
+    sh.rows.q_stride = sh.rows.out_stride = n_heads * head_dim;
+    sh.rows.scale = scale > 0 ? scale : 1.0f / sqrtf((float)head_dim);
+    sh.rows.window = window;
+    return sh;
+}
 
 // One query row as its blocks see it: its inputs, this layer's cache, outputs and workspace.
 template <typename KV>

@@ -16,7 +16,7 @@
 
 // Threads to launch for `n` work items when a block reduction follows: whole warps (a partial
 // warp's missing lanes would make the full-mask shuffles undefined), at most `cap`.
-static inline int emx_round_to_warps(int n, int cap) {
+__host__ __device__ static inline int emx_round_to_warps(int n, int cap) {
     int t = (n + 31) / 32 * 32;
     return t < 32 ? 32 : t > cap ? cap : t;
 }

@@ -40,6 +40,7 @@
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_decode.h"
 #include "kernels/matvec_fused.cuh"
+#include "kernels/matvec_fused.h"
 #include "kernels/rope.h"
 #include "kernels/weights.h"
 
@@ -67,11 +68,10 @@ struct GridBarrier {
 template <int DT, int GLU>
 __device__ __forceinline__ void prefetch_phase(const MatvecSet &set, const void *W2, int cols) {
     const int g = (int)blockIdx.x * FUSED_WARPS + (int)(threadIdx.x >> 5);
-    const int r0 = set.rows[0], r01 = r0 + set.rows[1];
-    if (g >= r01 + set.rows[2]) return;
-    const int m = g < r0 ? 0 : g < r01 ? 1 : 2, r = g - (m == 0 ? 0 : m == 1 ? r0 : r01);
-    prefetch_row<DT>(m == 0 ? set.W[0] : m == 1 ? set.W[1] : set.W[2], cols, r);
-    if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, r);
+    if (g >= set.rows[0] + set.rows[1] + set.rows[2]) return;
+    const SetRow row = set_row(set, g);
+    prefetch_row<DT>(row.W, cols, row.r);
+    if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, row.r);
 }
 
 // A set of up to three matrices and their outputs, rows each.
@@ -83,13 +83,6 @@ __device__ __forceinline__ MatvecSet set_of(const void *W0, float *o0, int n0, c
     s.out[0] = o0, s.out[1] = o1, s.out[2] = o2;
     s.rows[0] = n0, s.rows[1] = n1, s.rows[2] = n2;
     return s;
-}
-
-// The prologue's input: x (normed by norm_w when given) of cols columns, its sum of squares in
-// emx_cuda_rmsnorm's block order as the fused kernels' (fused_in in matvec_fused.cu).
-__device__ __forceinline__ FusedIn input_of(const float *x, const float *norm_w, float eps, int cols) {
-    const int T = cols <= 32 ? 32 : cols >= NORM_THREADS_MAX ? NORM_THREADS_MAX : (cols + 31) / 32 * 32;
-    return FusedIn{x, norm_w, eps, T, nullptr, nullptr, nullptr};
 }
 
 // A matvec phase: the set's rows against the input, by the blocks that have rows (a block with
@@ -123,15 +116,7 @@ template <typename KV>
 __device__ __forceinline__ void attention_phase(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
                                                 float *smem, AttnShared &sh_mem) {
     const DecodeRope rp = {L->inv_freq, L->q_norm, L->k_norm, L->bq, L->bk, L->bv, a.eps, a.rope_style};
-    DecodeShape sh;
-    sh.n_heads = a.n_heads;
-    sh.n_kv_heads = a.n_kv_heads;
-    sh.head_dim = a.head_dim;
-    sh.chunk = a.keys_per_block > 0 ? a.keys_per_block : ATTN_DEFAULT_CHUNK;
-    sh.rows.n = 1;
-    sh.rows.q_stride = sh.rows.out_stride = a.n_heads * a.head_dim;
-    sh.rows.scale = a.attn_scale > 0 ? a.attn_scale : 1.0f / sqrtf((float)a.head_dim);
-    sh.rows.window = L->window;
+    const DecodeShape sh = decode_shape(a.n_heads, a.n_kv_heads, a.head_dim, a.keys_per_block, a.attn_scale, L->window);
     DecodeRow<KV> row;
     row.q = a.q, row.k = a.k, row.v = a.v;
     row.k_cache = (KV *)L->k_cache, row.v_cache = (KV *)L->v_cache;
@@ -157,7 +142,7 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
     const MatvecSet wo = set_of(L->wo, a.x, a.dim), down = set_of(L->down, a.x, a.dim);
     const MatvecSet gate = set_of(L->gate, a.hb, a.hidden_dim);
     matvec_phase<DT, GLU_NONE, IN_NORM>(set_of(L->wq, a.q, q_dim, L->wk, a.k, kv_dim, L->wv, a.v, kv_dim), nullptr,
-                                        a.dim, input_of(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
+                                        a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
     bar.arrive();
     bar.wait();
     attention_phase<KV>(a, L, pos, smem, sh_mem);
@@ -165,15 +150,15 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
     prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);  // few attention items: most blocks wait here
     prefetch_phase<DT, GLU_SILU>(gate, L->up, a.dim);
     bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, input_of(a.att, nullptr, a.eps, q_dim), 1, smem);
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 1, smem);
     bar.arrive();
     bar.wait();
-    matvec_phase<DT, GLU_SILU, IN_NORM>(gate, L->up, a.dim, input_of(a.x, L->ffn_norm, a.eps, a.dim), 0, smem);
+    matvec_phase<DT, GLU_SILU, IN_NORM>(gate, L->up, a.dim, plain_input(a.x, L->ffn_norm, a.eps, a.dim), 0, smem);
     bar.arrive();
     prefetch_phase<DT, GLU_NONE>(down, nullptr, a.hidden_dim);
     bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim, input_of(a.hb, nullptr, a.eps, a.hidden_dim), 1,
-                                         smem);
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim,
+                                         plain_input(a.hb, nullptr, a.eps, a.hidden_dim), 1, smem);
     bar.arrive();
 }
 
@@ -199,7 +184,7 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
         const MatvecSet cls = set_of(a.out, a.logits, a.vocab);
         prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
         bar.wait();
-        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, input_of(a.x, a.out_norm, a.eps, a.dim), 0, smem);
+        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, plain_input(a.x, a.out_norm, a.eps, a.dim), 0, smem);
     } else {
         bar.wait();  // x is complete when the launch ends
     }
@@ -209,7 +194,8 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
 
 // Dynamic shared memory: the largest phase's (the matvecs' inputs, the attention's).
 size_t step_smem(const EmxDecodeStep *a) {
-    const int q_dim = a->n_heads * a->head_dim, chunk = a->keys_per_block > 0 ? a->keys_per_block : ATTN_DEFAULT_CHUNK;
+    const int q_dim = a->n_heads * a->head_dim;
+    const int chunk = decode_shape(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, 0, 0).chunk;
     size_t b = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, a->kv_dtype == EMX_KV_F16 ? 2 : 4);
     const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, IN_NORM), smem_bytes((int)a->dtype, q_dim, IN_AS_IS),
                          smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
@@ -239,10 +225,6 @@ cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaSt
     return cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV>, *a);
 }
 
-int bad_width(uint32_t dtype, int cols) {
-    return cols < 32 || cols % 32 || smem_bytes((int)dtype, cols, IN_NORM) > FUSED_SMEM_MAX;
-}
-
 const char *bad_pointers(const EmxDecodeStep *a) {
     if (!a->layers || !a->x || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->attn_ws || !a->arrivals ||
         !a->sync || !a->pos)
@@ -259,8 +241,9 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
     if (a->n_layers < 1 || a->dim < 1 || a->hidden_dim < 1 || a->vocab < 1 || a->ctx < 1)
         return "a size below 1 (layers, dim, hidden_dim, vocab or ctx)";
     if (a->dtype > EMX_Q4_1F) return "a weight dtype the kernel is not built for";
-    if (bad_width(a->dtype, a->dim) || bad_width(a->dtype, a->n_heads * a->head_dim) ||
-        bad_width(a->dtype, a->hidden_dim))
+    const int q_dim = a->n_heads * a->head_dim;
+    if (!emx_cuda_matvec_fused_fits(a->dtype, a->dim) || !emx_cuda_matvec_fused_fits(a->dtype, q_dim) ||
+        !emx_cuda_matvec_fused_fits(a->dtype, a->hidden_dim))
         return "dim, n_heads * head_dim or hidden_dim is not a multiple of 32 or its input does not fit in 48 KiB";
     if (!emx_cuda_attention_decode_fits(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->kv_dtype))
         return "an attention shape the decode attention does not take (emx_cuda_attention_decode_fits)";

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(FUSED_THREADS) fused_residual_kernel(int cols,
 }
 
 FusedIn fused_in(const EmxFusedInput *in, const EmxFusedResidual *res, int cols) {
-    FusedIn fi = {in->x, in->norm_w, in->eps, emx_round_to_warps(cols, NORM_THREADS_MAX), nullptr, nullptr, nullptr};
+    FusedIn fi = plain_input(in->x, in->norm_w, in->eps, cols);
     if (res) fi.delta = res->delta, fi.post_w = res->post_w, fi.x_out = res->x_out;
     return fi;
 }

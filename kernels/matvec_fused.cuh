@@ -31,6 +31,12 @@ struct FusedIn {
     float *x_out;                 // IN_RESIDUAL: the residual row, written by block 0
 };
 
+// The input x (normed by norm_w when not NULL) of cols columns, no sandwich norm; its sum of squares
+// in the order of emx_cuda_rmsnorm's block of emx_round_to_warps(cols, 256) threads.
+__host__ __device__ inline FusedIn plain_input(const float *x, const float *norm_w, float eps, int cols) {
+    return FusedIn{x, norm_w, eps, emx_round_to_warps(cols, NORM_THREADS_MAX), nullptr, nullptr, nullptr};
+}
+
 #define IS_QUANTISED(dt) ((dt) == EMX_Q8 || (dt) == EMX_Q4 || (dt) == EMX_Q4_1 || (dt) == EMX_Q4_1F)
 
 // Shared memory the prologue fills: int8 groups xq [cols] (16-byte aligned: cols % 32 == 0), then

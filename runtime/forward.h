@@ -111,6 +111,8 @@ typedef struct {
                                  // blocks" (", the embedding apart": in a launch of its own, its
                                  // dtype not the layers'; the classifier likewise), or why the
                                  // persistent kernel asked for was not taken; CPU: NULL
+    int persistent_blocks;       // GPU: the persistent kernel's grid when decode steps run as one
+                                 // launch; 0: they do not (the graph path, the CPU)
 } EmxStateInfo;
 void emx_state_info(const EmxState *s, EmxStateInfo *info);
 

@@ -470,6 +470,7 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->vocab = s->vocab;
     if (s->clock) info->phases = s->clock->total;
     info->decode_path = s->decode_path;
+    info->persistent_blocks = s->persistent ? s->step.blocks : 0;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
 }
 

@@ -31,11 +31,14 @@ static const char *layers_refusal(const CudaState *s) {
     return NULL;
 }
 
-// Layer l's entry of the kernel's table: its weights, and its cache, ring, window, frequencies and
-// score rows as the fused path's attention takes them (cuda_attention_args, cuda_rope_args).
+// Layer l's entry of the kernel's table: its weights, and its cache, ring, window and score rows
+// as the fused path's attention takes them (cuda_attention_args, cuda_record_scores), its RoPE
+// frequencies as cuda_rope_args picks them.
 static EmxDecodeLayer layer_entry(const CudaState *s, int l) {
     const CudaLayer *L = &s->w->layers[l];
-    const EmxConfig *c = &s->m->cfg;
+    EmxAttentionArgs at;
+    cuda_attention_args(s, l, &at);
+    cuda_record_scores(s, l, &at);
     EmxDecodeLayer e;
     memset(&e, 0, sizeof e);
     e.wq = L->wq.data, e.wk = L->wk.data, e.wv = L->wv.data, e.wo = L->wo.data;
@@ -43,14 +46,10 @@ static EmxDecodeLayer layer_entry(const CudaState *s, int l) {
     e.attn_norm = L->attn_norm, e.ffn_norm = L->ffn_norm;
     e.q_norm = L->q_norm, e.k_norm = L->k_norm;
     e.bq = L->bq, e.bk = L->bk, e.bv = L->bv;
-    const int local = emx_layer_is_local(&s->m->ext, (uint32_t)l);
-    e.inv_freq = local ? s->w->inv_freq_local : s->w->inv_freq;
-    e.k_cache = cuda_layer_kv(s, s->key, l);
-    e.v_cache = cuda_layer_kv(s, s->value, l);
-    e.cache_rows = cuda_layer_ring(s, l);
-    e.window = local ? (int)s->m->ext.sliding_window : 0;
-    e.scores = s->scores + (size_t)l * c->n_heads * s->ctx;  // the fused path's cuda_record_scores
-    e.head_stats = s->head_stats + (size_t)l * c->n_heads;
+    e.inv_freq = emx_layer_is_local(&s->m->ext, (uint32_t)l) ? s->w->inv_freq_local : s->w->inv_freq;
+    e.k_cache = cuda_layer_kv(s, s->key, l), e.v_cache = cuda_layer_kv(s, s->value, l);  // (at's: read-only)
+    e.cache_rows = at.cache_rows, e.window = at.window;
+    e.scores = at.scores, e.head_stats = at.head_stats;
     return e;
 }
 

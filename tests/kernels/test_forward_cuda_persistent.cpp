@@ -61,12 +61,17 @@ std::string decode_path(const EmxState *s) {
     return info.decode_path ? info.decode_path : "(null)";
 }
 
-// The blocks of "persistent kernel, N blocks", or -1.
+// The persistent kernel's grid (EmxStateInfo.persistent_blocks), the decode path's text checked to
+// name it: "persistent kernel, N block(s)...", or 0 and a path that is not the persistent kernel.
 int path_blocks(const EmxState *s) {
-    int n = -1;
-    return sscanf(decode_path(s).c_str(), "persistent kernel, %d blocks", &n) == 1 ? n : -1;
+    EmxStateInfo info;
+    emx_state_info(s, &info);
+    const std::string path = decode_path(s);
+    const std::string named = "persistent kernel, " + std::to_string(info.persistent_blocks) + " block";
+    cr_assert(info.persistent_blocks > 0 ? path.rfind(named, 0) == 0 : path.rfind("persistent", 0) != 0,
+              "%d blocks, decode path '%s'", info.persistent_blocks, path.c_str());
+    return info.persistent_blocks;
 }
-
 
 // The states decode `steps` greedy tokens after a prompt, each step's logits, score rows and KV
 // rows compared with states[0]'s (the graph path). taken[k]: states[k] runs the persistent
@@ -232,6 +237,7 @@ Test(forward_cuda_persistent, gemma3_tiny_falls_back_to_the_graph_path, .timeout
     EmxState *asked = state_of(&m, 1, nullptr, ctx, 0, graph);
     const std::string path = decode_path(asked);
     cr_assert(path.find("graph (the persistent kernel does not take it: ") == 0, "%s", path.c_str());
+    cr_assert_eq(path_blocks(asked), 0);
     decode_equal("gemma3-tiny.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
     emx_state_free(asked);
     emx_state_free(graph);

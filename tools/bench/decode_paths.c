@@ -20,11 +20,8 @@ static int measure(const EmxModel *m, EmxState *const st[2], const EmxTimelineRu
     double *r[2] = {calloc((size_t)run->rounds, sizeof(double)), calloc((size_t)run->rounds, sizeof(double))};
     int rc = r[0] && r[1] ? 0 : emx_seterr(err, errlen, "bench: out of memory");
     for (int k = 0; k < run->rounds && rc == 0; k++) {
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            EmxForwardSpeed fs;
-            rc = emx_bench_forward_once(st[i], m, 0, run->n_gen, run->depth, &fs, err, errlen);
-            r[i][k] = rc == 0 ? 1e6 / fs.decode_tps : 0;
-        }
+        for (int i = 0; i < 2 && rc == 0; i++)
+            rc = emx_bench_decode_us(st[i], m, run->n_gen, run->depth, &r[i][k], err, errlen);
         if (rc == 0) fprintf(stderr, "  paths round %d  graph %9.2f µs/token  persistent %9.2f µs/token\n", k + 1, r[0][k], r[1][k]);
     }
     for (int i = 0; i < 2 && rc == 0; i++) us[i] = emx_percentile(r[i], (size_t)run->rounds, 50.0);
@@ -47,7 +44,7 @@ int emx_bench_decode_paths(const EmxModel *m, EmxState *graph_state, const EmxSt
     EmxBwModel bm;  // at the mean position of the timed steps (as `bench speed`'s model)
     emx_bw_model(m, emx_bw_mean_pos(run->depth, run->n_gen), gi.cache_type == EMX_KV_F16 ? 2 : 4, &bm);
     const double bound = emx_bw_us(bm.total_bytes, run->peak_gbps);
-    const int taken = pi.decode_path && strncmp(pi.decode_path, "persistent kernel", 17) == 0;
+    const int taken = pi.persistent_blocks > 0;
     double us[2] = {0, 0};
     EmxState *const st[2] = {graph_state, per};
     const int rc = taken ? measure(m, st, run, us, err, errlen) : 0;

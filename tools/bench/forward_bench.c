@@ -44,3 +44,10 @@ int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_
     if (rc != 0) emx_seterr(err, errlen, "bench: the forward pass failed");
     return rc;
 }
+
+int emx_bench_decode_us(EmxState *st, const EmxModel *m, int n_gen, int depth, double *us, char *err, size_t errlen) {
+    EmxForwardSpeed fs;
+    if (emx_bench_forward_once(st, m, 0, n_gen, depth, &fs, err, errlen) != 0) return -1;
+    *us = 1e6 / fs.decode_tps;
+    return 0;
+}

@@ -25,5 +25,8 @@ typedef struct {
 // reason.
 int emx_bench_forward_once(EmxState *st, const EmxModel *m, int n_prompt, int n_gen, int depth,
                            EmxForwardSpeed *out, char *err, size_t errlen);
+// One decode measurement (tgN at depth, no prefill) as µs a token into *us: a round of the GPU
+// tables that alternate two states (timeline.h, decode_paths.h). 0, or -1 with a reason.
+int emx_bench_decode_us(EmxState *st, const EmxModel *m, int n_gen, int depth, double *us, char *err, size_t errlen);
 
 #endif

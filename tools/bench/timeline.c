@@ -13,14 +13,6 @@ typedef struct {
     double timed_us, graph_us;    // median µs a token: the timed state's, the graph state's
 } Timeline;
 
-// One round's decode speed on st, as µs a token.
-static int round_us(EmxState *st, const EmxModel *m, const EmxTimelineRun *run, double *us, char *err, size_t errlen) {
-    EmxForwardSpeed fs;
-    if (emx_bench_forward_once(st, m, 0, run->n_gen, run->depth, &fs, err, errlen) != 0) return -1;
-    *us = 1e6 / fs.decode_tps;
-    return 0;
-}
-
 // The rounds, alternated: the graph state, then the timed one; t gets the means and medians.
 static int measure(const EmxModel *m, EmxState *graph, EmxState *timed, const EmxTimelineRun *run, Timeline *t,
                    char *err, size_t errlen) {
@@ -29,7 +21,10 @@ static int measure(const EmxModel *m, EmxState *graph, EmxState *timed, const Em
     int rc = g && d ? 0 : emx_seterr(err, errlen, "bench: out of memory");
     emx_state_info(timed, &before);
     for (int k = 0; k < run->rounds && rc == 0; k++) {
-        rc = round_us(graph, m, run, &g[k], err, errlen) || round_us(timed, m, run, &d[k], err, errlen) ? -1 : 0;
+        rc = emx_bench_decode_us(graph, m, run->n_gen, run->depth, &g[k], err, errlen) ||
+                     emx_bench_decode_us(timed, m, run->n_gen, run->depth, &d[k], err, errlen)
+                 ? -1
+                 : 0;
         if (rc == 0) fprintf(stderr, "  timeline round %d  graph %9.2f µs/token  timed %9.2f µs/token\n", k + 1, g[k], d[k]);
     }
     emx_state_info(timed, &after);

@@ -11,7 +11,8 @@
 // Bytes: the score rows of the layers used (n_heads · valid_len · 4 each, read twice without
 // head_stats, once with them), which the attention kernel has just written (L2-resident at
 // decode sizes: 16 heads · 4096 keys · 4 B = 256 KB); ~48 bytes written per layer.
-// Probabilities are in double from the float scores, as the CPU's.
+// Probabilities are in double from the float scores, as the CPU's. The kernels' bodies are
+// attn_metrics.cuh's block functions, which the persistent decode kernel runs too.
 // Both kernels may be launched with programmatic dependent launch (the decode step's tail:
 // kernels/launch.cuh): each triggers its successor, then waits for its predecessor before its
 // first read (the score rows, the key count of a graph's input, the per-layer metrics).
@@ -20,112 +21,36 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/attn_metrics.cuh"
 #include "kernels/attn_metrics.h"
 #include "kernels/grid_sync.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/reduce.cuh"
 
-#define AM_BLOCK 256
-
 namespace {
-
-typedef emxr::FixedMaxSums FixedMaxSumsT;  // one-word type names for __shared__ declarations
 
 __global__ void __launch_bounds__(AM_BLOCK)
 attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_stats,
                   int first_layer, int n_heads, int stride, int valid_len_arg,
                   const int *valid_len_dev, EmxCudaAttnWindow win, EmxAttnLayerMetrics *out) {
-    __shared__ EmxSoftmaxStats st[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
-    __shared__ double hb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
-    __shared__ double vb[EMX_CUDA_ATTN_METRICS_MAX_HEADS];
-    __shared__ float red_f[AM_BLOCK];
-    __shared__ double red_d[AM_BLOCK];
-    __shared__ FixedMaxSumsT red_s[AM_BLOCK];
+    __shared__ __align__(8) unsigned char sm[emx_am::smem_bytes(EMX_CUDA_ATTN_METRICS_MAX_HEADS)];
     emx_pdl_trigger();
     emx_pdl_wait();
-    const int l = first_layer + blockIdx.x, tid = threadIdx.x;
+    const int l = first_layer + blockIdx.x;
     const int all_keys = valid_len_dev ? *valid_len_dev : valid_len_arg;
     // a local layer's rows from their first visible key k0: keys [k0, all_keys), as
     // emx_attention_metrics_window
     const bool local = win.window > 0 && l < (int)EMX_MAX_LAYERS && (win.local_layers[l / 32] >> (l % 32) & 1u);
     const int k0 = local && all_keys > win.window ? all_keys - win.window : 0;
-    const int valid_len = all_keys - k0;
     const float *ls = scores + (size_t)l * n_heads * stride + k0;  // [n_heads][stride]
-
-    // (a) per-head statistics
-    for (int h = 0; h < n_heads; h++) {
-        if (head_stats) {
-            if (tid == 0) st[h] = head_stats[(size_t)l * n_heads + h];
-            continue;
-        }
-        const float *row = ls + (size_t)h * stride;
-        float mx = -INFINITY;
-        for (int k = tid; k < valid_len; k += blockDim.x)
-            if (emxr::is_finite_f(row[k])) mx = fmaxf(mx, row[k]);
-        mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());
-        emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
-        for (int k = tid; k < valid_len; k += blockDim.x) emxr::fixed_max_add(sums, row[k], (double)mx);
-        sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
-        if (tid == 0) st[h] = emxr::fixed_max_to_stats(sums, mx);
-    }
-    __syncthreads();
-    for (int h = tid; h < n_heads; h += blockDim.x) {
-        hb[h] = emx_softmax_stats_entropy_nats(st[h]) / EMX_LN2;
-        vb[h] = emx_softmax_stats_varentropy_nats2(st[h]) / (EMX_LN2 * EMX_LN2);
-    }
-    __syncthreads();
-
-    // (b) agreement and interaction strength, a thread per key
-    double dev = 0.0, sum_abs = 0.0;
-    for (int k = tid; k < valid_len; k += blockDim.x) {
-        double mean = 0.0;
-        for (int h = 0; h < n_heads; h++) mean += emx_softmax_stats_prob(st[h], ls[(size_t)h * stride + k]) / n_heads;
-        for (int h = 0; h < n_heads; h++) {
-            const float s = ls[(size_t)h * stride + k];
-            dev += fabs(emx_softmax_stats_prob(st[h], s) - mean);
-            if (emxr::is_finite_f(s)) sum_abs += fabs((double)s);  // non-finite counts as 0
-        }
-    }
-    dev = emxr::block_reduce(dev, red_d, emxr::SumOp());
-    sum_abs = emxr::block_reduce(sum_abs, red_d, emxr::SumOp());
-
-    if (tid == 0) {
-        // The block sums are stored first: held in registers across the Welford loop's double
-        // divisions (calls to a division routine) they were spilled to local memory on sm_80.
-        EmxAttnLayerMetrics *r = out + blockIdx.x;
-        r->agreement = dev / ((double)n_heads * valid_len);
-        r->interaction_strength = sum_abs / ((double)n_heads * valid_len);
-        double mean_h = 0.0, m2_h = 0.0, sum_v = 0.0;
-        for (int h = 0; h < n_heads; h++) {  // Welford, in head order (as the CPU)
-            const double delta = hb[h] - mean_h;
-            mean_h += delta / (h + 1);
-            m2_h += delta * (hb[h] - mean_h);
-            sum_v += vb[h];
-        }
-        r->entropy_bits = mean_h;
-        r->varentropy_heads_bits2 = m2_h / n_heads;
-        r->varentropy_true_bits2 = sum_v / n_heads;
-    }
+    emx_am::layer_block<1>(ls, head_stats ? head_stats + (size_t)l * n_heads : nullptr, n_heads, stride,
+                           all_keys - k0, out + blockIdx.x, emx_am::smem_at(sm, n_heads));
 }
 
 __global__ void attn_average_kernel(const EmxAttnLayerMetrics *per_layer, int n_layers, EmxMetrics *m) {
     emx_pdl_trigger();
     emx_pdl_wait();  // in every thread (launch.cuh's rule (b)), before the early return
-    if (threadIdx.x != 0) return;
-    EmxAttnLayerMetrics s = {0.0, 0.0, 0.0, 0.0, 0.0};
-    for (int l = 0; l < n_layers; l++) {
-        s.entropy_bits += per_layer[l].entropy_bits;
-        s.varentropy_heads_bits2 += per_layer[l].varentropy_heads_bits2;
-        s.varentropy_true_bits2 += per_layer[l].varentropy_true_bits2;
-        s.agreement += per_layer[l].agreement;
-        s.interaction_strength += per_layer[l].interaction_strength;
-    }
-    const double n = n_layers;
-    m->attn_entropy_bits = s.entropy_bits / n;
-    m->attn_varentropy_heads_bits2 = s.varentropy_heads_bits2 / n;
-    m->attn_varentropy_true_bits2 = s.varentropy_true_bits2 / n;
-    m->attn_agreement = s.agreement / n;
-    m->attn_interaction_strength = s.interaction_strength / n;
+    if (threadIdx.x == 0) emx_am::average(per_layer, n_layers, m);
 }
 
 }  // namespace

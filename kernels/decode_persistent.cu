@@ -9,6 +9,9 @@
 //                 4    hb = silu(Wg rmsnorm(x)) * (Wu rmsnorm(x))      (IN_NORM, GLU_SILU)
 //                 5    x += Wdown hb                                   (IN_AS_IS, accumulate)
 //   last               logits = Wout rmsnorm(x)                        (IN_NORM)
+//   metrics (asked)    the logits' H, V, lse, argmax; the attention metrics of the layers asked
+//                      (logits_metrics.cuh, attn_metrics.cuh: items over the grid, then the last
+//                      block to finish merges them: the decision's inputs without a launch)
 //
 // Threads: a grid of G blocks of 128 threads (4 warps), G = the blocks the device holds at once
 // (occupancy x SMs: emx_cuda_decode_persistent_blocks), each phase's work spread over them as the
@@ -39,6 +42,8 @@
 
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_decode.h"
+#include "kernels/attn_metrics.cuh"
+#include "kernels/logits_metrics.cuh"
 #include "kernels/matvec_fused.cuh"
 #include "kernels/matvec_fused.h"
 #include "kernels/rope.h"
@@ -46,6 +51,8 @@
 
 #define PERSIST_THREADS FUSED_THREADS
 static_assert(FUSED_THREADS == ATTN_BLOCK, "one block size serves the matvec and attention phases");
+static_assert(2 * PERSIST_THREADS == LM_BLOCK && 2 * PERSIST_THREADS == AM_BLOCK,
+              "a thread of the metrics phase is two lanes of the metrics kernels' blocks");
 
 namespace {
 
@@ -162,6 +169,43 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
     bar.arrive();
 }
 
+// The metrics' shared memory in the dynamic one (the logits' chunk and scratch, or a layer's heads).
+size_t metrics_smem(int n_heads) {
+    const size_t logits = LM_CHUNK * sizeof(float) + PERSIST_THREADS * sizeof(EmxSoftmaxStats);
+    const size_t attn = (size_t)n_heads * (sizeof(EmxSoftmaxStats) + 2 * sizeof(double)) +
+                        PERSIST_THREADS * sizeof(emxr::FixedMaxSums);
+    return logits > attn ? logits : attn;
+}
+
+// The last phase (a.metrics): the logits' chunks, then the attention's layers, as items over the
+// grid, each a block function of the metrics kernels run as two of their threads a thread. The
+// score rows of a layer from its first visible key (its window's, as the metrics kernel's).
+__device__ __forceinline__ void metrics_phase(const EmxDecodeStep &a, int pos, float *smem) {
+    const EmxDecodeMetrics &m = a.metrics;
+    const int parts = emx_lm::parts_of(a.vocab), n_keys = pos + 1;
+    for (int it = (int)blockIdx.x; it < parts + m.attn_layers; it += (int)gridDim.x) {
+        if (it < parts) {
+            emx_lm::partial_block<2>(a.logits, a.vocab, it, (emx_lm::Partial *)m.logits_ws + it,
+                                     emx_lm::Smem{smem, smem + LM_CHUNK});
+            continue;
+        }
+        const int i = it - parts;
+        const EmxDecodeLayer *L = a.layers + m.attn_first + i;
+        const int k0 = L->window > 0 && n_keys > L->window ? n_keys - L->window : 0;
+        emx_am::layer_block<2>(L->scores + k0, L->head_stats, a.n_heads, a.ctx, n_keys - k0,
+                               (EmxAttnLayerMetrics *)m.attn_ws + i, emx_am::smem_at(smem, a.n_heads));
+    }
+}
+
+// The last block's merge of the metrics phase's items (it has seen every block's writes).
+__device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *smem) {
+    const EmxDecodeMetrics &m = a.metrics;
+    emx_lm::merge_block<2>((const emx_lm::Partial *)m.logits_ws, emx_lm::parts_of(a.vocab), m.out, m.argmax, nullptr,
+                           smem);
+    if (m.attn_layers > 0 && threadIdx.x == 0)
+        emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, m.out);
+}
+
 template <int DT, typename KV>
 __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(const EmxDecodeStep a) {
     extern __shared__ float smem[];
@@ -185,11 +229,20 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
         prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
         bar.wait();
         matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, plain_input(a.x, a.out_norm, a.eps, a.dim), 0, smem);
+        if (a.metrics.out) {  // every logit first
+            bar.arrive();
+            bar.wait();
+            metrics_phase(a, pos, smem);
+        }
     } else {
         bar.wait();  // x is complete when the launch ends
     }
-    // Every block is past its last wait once it arrives here: the last one sets the barrier back.
-    if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last) && emx_grid_leader()) a.sync[0] = 0;
+    // Every block is past its last wait once it arrives here: the last one sets the barrier back,
+    // and merges the metrics' items.
+    if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last)) {
+        if (emx_grid_leader()) a.sync[0] = 0;
+        if (a.out && a.metrics.out) metrics_merge(a, smem);
+    }
 }
 
 // Dynamic shared memory: the largest phase's (the matvecs' inputs, the attention's).
@@ -200,7 +253,8 @@ size_t step_smem(const EmxDecodeStep *a) {
     const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, IN_NORM), smem_bytes((int)a->dtype, q_dim, IN_AS_IS),
                          smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
     for (int i = 0; i < 3; i++) b = m[i] > b ? m[i] : b;
-    return b;
+    const size_t mt = metrics_smem(a->n_heads);  // asked for or not: one occupancy for every launch
+    return mt > b ? mt : b;
 }
 
 // The most resident blocks of the step's kernel (emx_max_resident_blocks).
@@ -225,12 +279,20 @@ cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaSt
     return cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV>, *a);
 }
 
-const char *bad_pointers(const EmxDecodeStep *a) {
+const char *bad_arguments(const EmxDecodeStep *a) {
     if (!a->layers || !a->x || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->attn_ws || !a->arrivals ||
         !a->sync || !a->pos)
         return "a layer table, activation, workspace, counter or the position is NULL";
     if (a->emb && !a->token) return "an embedding without the token";
     if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
+    const EmxDecodeMetrics &m = a->metrics;
+    if (!m.out) return nullptr;
+    if (!a->out) return "metrics without the classifier in the launch";
+    if (!m.logits_ws || (m.attn_layers > 0 && !m.attn_ws)) return "metrics without their workspace";
+    if (m.attn_layers < 0 || m.attn_first < 0 || m.attn_first + m.attn_layers > a->n_layers)
+        return "attention metrics of layers outside the model";
+    if (m.attn_layers > 0 && a->n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS)
+        return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
     return nullptr;
 }
 
@@ -263,7 +325,7 @@ extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a,
 
 extern "C" cudaError_t emx_cuda_decode_persistent(const EmxDecodeStep *a, cudaStream_t stream) {
     const char *why = emx_cuda_decode_persistent_refusal(a);
-    if (!why) why = bad_pointers(a);
+    if (!why) why = bad_arguments(a);
     int fit = 0;
     if (!why && emx_cuda_decode_persistent_blocks(a, &fit) != cudaSuccess) why = "the occupancy query failed";
     if (!why && (fit < 1 || a->blocks < 0 || a->blocks > fit)) why = "blocks < 0, or more than are resident at once";

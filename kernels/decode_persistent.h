@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kernels/attention.h"
+#include "kernels/attn_metrics.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +33,21 @@ typedef struct {
     float *scores;                      // [n_heads][ctx] the step's score rows, or NULL
     EmxSoftmaxStats *head_stats;        // [n_heads] (with scores), or NULL
 } EmxDecodeLayer;
+
+// The decision's statistics, made in the launch after the classifier (EmxDecodeStep.metrics):
+// the logits' entropy, varentropy, log-sum-exp and argmax as emx_cuda_logits_metrics writes them,
+// and the attention metrics of layers [attn_first, attn_first + attn_layers) as
+// emx_cuda_attn_metrics_window does from the same score rows (each layer's table entry: its
+// scores, head_stats and window: the scores must be recorded for those layers), bitwise those
+// kernels' results. Device pointers.
+typedef struct {
+    EmxMetrics *out;            // NULL: none (the launch ends with the logits); else its logits_*
+                                // fields, and its attn_* fields with attn_layers
+    int *argmax;                // the logits' argmax (emx_sample_argmax's: greedy's token), or NULL
+    void *logits_ws;            // emx_cuda_logits_metrics_workspace_bytes(vocab) bytes
+    void *attn_ws;              // emx_cuda_attn_metrics_workspace_bytes(attn_layers) bytes
+    int attn_first, attn_layers;  // 0 layers: the logits' metrics alone
+} EmxDecodeMetrics;
 
 // The step: shapes, weights, activations and the step's input, device pointers.
 typedef struct {
@@ -58,6 +74,7 @@ typedef struct {
     unsigned *sync;        // [2] the grid barrier's counters: zero before the first launch
     const int *token;      // device int: the step's token id (with emb)
     const int *pos;        // device int: its position; keys 0..pos attended, cache row pos written
+    EmxDecodeMetrics metrics;  // with out: the decision's statistics in the same launch, or none
     int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
 } EmxDecodeStep;
 
@@ -71,7 +88,8 @@ const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a);
 // cudaSuccess) when not one fits.
 cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks);
 
-// One decode step: x = emb[*token] * embed_scale; every layer; logits = out rmsnorm(x). One
+// One decode step: x = emb[*token] * embed_scale; every layer; logits = out rmsnorm(x); the
+// metrics (a->metrics, with out: its items spread over the grid, merged by the last block). One
 // cooperative launch (CUDA refuses a grid whose blocks cannot all be resident: every block
 // waits for every other at each phase's end). Leaves arrivals and sync zero, so a captured graph
 // replays it. Bad arguments (emx_cuda_decode_persistent_refusal, NULL pointers, blocks beyond

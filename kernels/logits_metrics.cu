@@ -7,7 +7,8 @@
 // of t = l - m_c in double with m_c fixed (no rescaling in the loop), and writes one partial
 // (an EmxSoftmaxStats, 40 bytes) per chunk. Kernel 2, one block: merges the partials with
 // emx_softmax_stats_merge (thread i takes chunks i, i+256, ... in order, then a fixed tree), and
-// writes H, V, lse, argmax. Bytes: 4n read, ~52·n/2048 written and read back.
+// writes H, V, lse, argmax. Bytes: 4n read, ~52·n/2048 written and read back. The kernels'
+// bodies are logits_metrics.cuh's block functions, which the persistent decode kernel runs too.
 // Why it is fast: the logits are read once by ~n/2048 blocks (75 for Qwen3's 151936: the read
 // of 600 KB is spread over the SMs), the double exps are ~1 per logit (FP64 is half the FP32
 // rate on H100/A100); the second kernel touches a few KB.
@@ -25,88 +26,30 @@
 
 #include "kernels/grid_sync.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/logits_metrics.cuh"
 #include "kernels/logits_metrics.h"
 #include "kernels/reduce.cuh"
 
-#define LM_BLOCK 256
-#define LM_CHUNK 2048
-
 namespace {
 
-typedef emxr::ArgMax ArgMaxT;  // one-word type names for __shared__ declarations
-typedef emxr::FixedMaxSums FixedMaxSumsT;
-
-struct Partial {
-    EmxSoftmaxStats st;
-    emxr::ArgMax am;
-    int n_valid;
-};
+using emx_lm::Partial;
 
 __global__ void __launch_bounds__(LM_BLOCK)
 logits_partial_kernel(const float *__restrict__ logits, int n, Partial *__restrict__ part) {
-    __shared__ float s[LM_CHUNK];
-    __shared__ float red_f[LM_BLOCK];
-    __shared__ int red_i[LM_BLOCK];
-    __shared__ ArgMaxT red_a[LM_BLOCK];
-    __shared__ FixedMaxSumsT red_s[LM_BLOCK];
+    __shared__ float chunk[LM_CHUNK];
+    __shared__ EmxSoftmaxStats red[LM_BLOCK];
     emx_pdl_trigger();
     emx_pdl_wait();  // the logits are the classifier's output
-    const int tid = threadIdx.x, i0 = blockIdx.x * LM_CHUNK;
-    const int len = min(LM_CHUNK, n - i0);
-    float mx = -INFINITY;
-    int valid = 0;
-    emxr::ArgMax am = {-INFINITY, -1};
-    for (int i = tid; i < len; i += blockDim.x) {
-        const float l = logits[i0 + i];
-        s[i] = l;
-        if (emxr::is_finite_f(l)) mx = fmaxf(mx, l);
-        if (l > -INFINITY) {  // NaN compares false: neither valid nor a candidate
-            valid++;
-            emxr::ArgMax c = {l, i0 + i};
-            am = emxr::argmax_better(am, c);
-        }
-    }
-    mx = emxr::block_reduce(mx, red_f, emxr::MaxOp());  // its barriers also publish s[]
-    valid = emxr::block_reduce(valid, red_i, emxr::SumOp());
-    am = emxr::block_reduce(am, red_a, emxr::ArgMaxOp());
-    emxr::FixedMaxSums sums = emxr::fixed_max_sums_zero();
-    for (int i = tid; i < len; i += blockDim.x) emxr::fixed_max_add(sums, s[i], (double)mx);
-    sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
-    if (tid == 0) {
-        Partial p;
-        p.st = emxr::fixed_max_to_stats(sums, mx);
-        p.am = am;
-        p.n_valid = valid;
-        part[blockIdx.x] = p;
-    }
+    emx_lm::partial_block<1>(logits, n, (int)blockIdx.x, part + blockIdx.x, emx_lm::Smem{chunk, red});
 }
 
 __global__ void __launch_bounds__(LM_BLOCK)
 logits_merge_kernel(const Partial *__restrict__ part, int n_parts, EmxMetrics *m, int *argmax,
                     int *n_valid) {
-    __shared__ EmxSoftmaxStats red_s[LM_BLOCK];
-    __shared__ ArgMaxT red_a[LM_BLOCK];
-    __shared__ int red_i[LM_BLOCK];
+    __shared__ EmxSoftmaxStats red[LM_BLOCK];
     emx_pdl_trigger();
     emx_pdl_wait();  // the partials
-    EmxSoftmaxStats st = emx_softmax_stats_empty();
-    emxr::ArgMax am = {-INFINITY, -1};
-    int valid = 0;
-    for (int i = threadIdx.x; i < n_parts; i += blockDim.x) {
-        st = emx_softmax_stats_merge(st, part[i].st);
-        am = emxr::argmax_better(am, part[i].am);
-        valid += part[i].n_valid;
-    }
-    st = emxr::block_reduce(st, red_s, emxr::StatsMergeOp());
-    am = emxr::block_reduce(am, red_a, emxr::ArgMaxOp());
-    valid = emxr::block_reduce(valid, red_i, emxr::SumOp());
-    if (threadIdx.x == 0) {
-        m->logits_entropy_bits = emx_softmax_stats_entropy_nats(st) / EMX_LN2;
-        m->logits_varentropy_bits2 = emx_softmax_stats_varentropy_nats2(st) / (EMX_LN2 * EMX_LN2);
-        m->logits_lse_nats = emx_softmax_stats_lse(st);
-        if (argmax) *argmax = am.id;
-        if (n_valid) *n_valid = valid;
-    }
+    emx_lm::merge_block<1>(part, n_parts, m, argmax, n_valid, red);
 }
 
 #define PAIR_BLOCK 1024
@@ -144,13 +87,13 @@ extern "C" cudaError_t emx_cuda_logit_pair(const float *logits, int n, int id_a,
 }
 
 extern "C" size_t emx_cuda_logits_metrics_workspace_bytes(int n) {
-    return n > 0 ? (size_t)((n + LM_CHUNK - 1) / LM_CHUNK) * sizeof(Partial) : 0;
+    return n > 0 ? (size_t)emx_lm::parts_of(n) * sizeof(Partial) : 0;
 }
 
 extern "C" cudaError_t emx_cuda_logits_metrics(const float *logits, int n, EmxMetrics *m, int *argmax, int *n_valid,
                                                void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !m || !workspace) return cudaErrorInvalidValue;
-    const int n_parts = (n + LM_CHUNK - 1) / LM_CHUNK;
+    const int n_parts = emx_lm::parts_of(n);
     Partial *part = (Partial *)workspace;
     const cudaError_t e = EMX_LAUNCH(pdl, n_parts, LM_BLOCK, 0, stream, logits_partial_kernel, logits, n, part);
     if (e != cudaSuccess) return e;

@@ -5,6 +5,8 @@
 //     (scratch holds blockDim.x values). Doubles and structs (EmxSoftmaxStats, argmax pairs)
 //     go this way: no 64-bit or struct shuffles, so the emulation layer needs nothing special,
 //     and the tree order is fixed, so a result does not depend on scheduling.
+//   lanes_reduce(v, scratch, op): block_reduce of a block twice as wide, by a block whose
+//     threads each hold two of its threads' values: the same bits.
 // Every thread of the block must call block_reduce (it contains __syncthreads); all get the result.
 #ifndef ENTROPIX_KERNELS_REDUCE_CUH
 #define ENTROPIX_KERNELS_REDUCE_CUH
@@ -47,6 +49,17 @@ __device__ T block_reduce(T v, T *scratch, Op op) {
     T r = scratch[0];
     __syncthreads();
     return r;
+}
+
+// block_reduce of a block of 2W threads, made by a block of W: thread t holds the values of the
+// wide block's threads t and t + W (v[0], v[1]), which that block's first level pairs; combined
+// first, the rest is the same tree over W, so the result is the same bits. lanes 1: block_reduce
+// of v[0]. (The metrics' block functions run with either block: kernels/logits_metrics.cuh.)
+template <int LANES, typename T, typename Op>
+__device__ __forceinline__ T lanes_reduce(const T (&v)[LANES], T *scratch, Op op) {
+    static_assert(LANES == 1 || LANES == 2, "a thread is one or two of the wide block's threads");
+    if constexpr (LANES == 2) return block_reduce(op(v[0], v[1]), scratch, op);
+    else return block_reduce(v[0], scratch, op);
 }
 
 // A candidate for argmax: the larger value wins, equal values go to the lower id; id < 0 is

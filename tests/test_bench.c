@@ -226,6 +226,8 @@ Test(bench, cli_errors_are_one_line, .timeout = 300) {
                       "--baseline /nonexistent.json: cannot open");
     expect_error_prog(bin, (const char *[]){"speed", mp, "-p", "999999", NULL}, 1, "exceed the model's context");
     expect_error_prog(bin, (const char *[]){"sampler", mp, "--frob", NULL}, 2, "unknown option '--frob'");
+    expect_error_prog(bin, (const char *[]){"sampler", mp, "--device", "cpu", "--persistent", NULL}, 2,
+                      "--persistent decodes with a GPU's persistent kernel: it needs --device cuda:N, not cpu");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--peak-gbps", "fast", NULL}, 2,
                       "--peak-gbps: 'fast' is not a positive number");
     expect_error_prog(bin, (const char *[]){"speed", mp, "--llama-bench", "lb", "--gguf", "g", "--compare-cmd", "c", NULL},
@@ -590,7 +592,8 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     run_free(&r);
 }
 
-// sampler and agents on the emulated GPU: they run there and say so, the pool's rows included.
+// sampler and agents on the emulated GPU: they run there and say so, the pool's rows included;
+// the sampler through the persistent kernel too.
 Test(bench, gpu_sampler_and_agents, .timeout = 300) {
     const char *bin = gpu_bench();
     char mp[1024];
@@ -601,6 +604,23 @@ Test(bench, gpu_sampler_and_agents, .timeout = 300) {
     cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
     cr_expect(strstr(r.out, "\ngreedy ") && strstr(r.out, "\nentropix ") && strstr(r.out, "\noverhead: "), "%s",
               r.out);
+    cr_expect(strstr(r.out, "\ndecode: ") == NULL, "%s", r.out);
+    run_free(&r);
+    // --persistent: both samplers through the persistent kernel, which the report names; a model it
+    // does not take (stories260K: a hidden width of 172) is an error that says why
+    char lp[1024];
+    test_build_path(lp, sizeof lp, "models/llama3-tiny.q8.bin");
+    r = run_prog(bin, (const char *[]){"sampler", lp, "--device", "cuda:0", "-n", "2", "--runs", "1", "--prompt", "Once",
+                                       "--persistent", NULL});
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\ndecode: persistent kernel, ") && strstr(r.out, "\nentropix ") &&
+                  strstr(r.out, "\noverhead: "),
+              "%s", r.out);
+    run_free(&r);
+    r = run_prog(bin, (const char *[]){"sampler", mp, "--device", "cuda:0", "-n", "1", "--runs", "1", "--prompt", "Once",
+                                       "--persistent", NULL});
+    cr_assert_eq(r.code, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "bench: --persistent: graph (the persistent kernel does not take it: ") != NULL, "%s", r.err);
     run_free(&r);
     r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cuda:0", "-n", "2", "--runs", "1", "--agents", "2",
                                        "--lookahead", "2", "--prompt", "Once", NULL});

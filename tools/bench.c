@@ -7,7 +7,7 @@
 //                                     [--save FILE] [--baseline FILE]
 //                                     [--bandwidth-model] [--model-device NAME]
 //   build/tools/bench sampler MODEL.bin [--device D] [-n 128] [-t threads] [--runs 5]
-//                                       [--prompt TEXT] [--profile NAME|FILE]
+//                                       [--prompt TEXT] [--profile NAME|FILE] [--persistent]
 //   build/tools/bench agents MODEL.bin [--device D] [-n 128] [-t threads] [--runs 3] [--agents 8]
 //                                      [--workers 1] [--lookahead 4] [--check-every K]
 //
@@ -41,6 +41,8 @@
 // per token spent choosing it (metrics + decision + draw for entropix, an argmax for greedy),
 // and the overhead: how much slower entropix decodes, from both figures. On a GPU the tokens are
 // chosen on the device (only the id comes back): no host time to show, the tok/s ratio is it.
+// --persistent: both through the persistent decode kernel (docs/cuda.md), which makes the
+// decision's statistics in its launch.
 #include <errno.h>
 #include <float.h>
 #include <omp.h>
@@ -62,6 +64,7 @@
 #include "tools/bench/llama_bench.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/result.h"
+#include "tools/bench/sampler_bench.h"
 #include "tools/bench/speed_report.h"
 #include "tools/bench/decode_paths.h"
 #include "tools/bench/timeline.h"
@@ -114,6 +117,8 @@ static int usage(FILE *f) {
             "  --runs N            runs per sampler (default 5; medians are reported)\n"
             "  --prompt TEXT       prompt (default: a short story opening)\n"
             "  --profile P         entropix profile (default classic)\n"
+            "  --persistent        GPU: decode with the persistent kernel (one launch a token, the\n"
+            "                      decision's statistics inside it)\n"
             "usage: bench agents MODEL.bin [options]\n"
             "  Decode tok/s: single stream vs the agent pool at lookahead 1 and L, runs alternated.\n"
             "  --device D          cpu, cuda:N or auto (default auto): the single stream's device\n"
@@ -140,72 +145,24 @@ static void print_device(const EmxState *st) {
 // The median, numpy's rule (the mean of the middle two for an even count).
 static double median(const double *x, int n) { return emx_percentile(x, (size_t)n, 50.0); }
 
-// One decode of n tokens after the prompt with sampler k (0 greedy, 1 entropix seeded r + 1):
-// its decode tok/s and host ms per token spent choosing.
-static int sampler_run(EmxState *st, EmxTokenizer *tk, const EmxModel *model, const EmxProfile *profile,
-                       const int *ids, int n_ids, int n, int k, int r, double *tps, double *spt) {
-    static const char *names[2] = {"greedy", "entropix"};
-    char err[512];
-    EmxBasicSampler greedy = {0};
-    EmxEntropixSampler es = {0};
-    EmxSampler *s;
-    EmxSamplerParams gp = {.temperature = 0.0f};
-    int rc = k == 0 ? emx_basic_sampler_init(&greedy, &gp, 1, (int)model->cfg.vocab_size, err, sizeof err)
-                    : emx_entropix_sampler_init(&es, profile, model, tk, emx_state_ctx(st),
-                                                (uint64_t)(r + 1), err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "bench: %s\n", err);
-        return -1;
-    }
-    s = k == 0 ? &greedy.base : &es.base;
-    EmxGenerateOptions go = {.n_predict = n, .ignore_stop = 1};
-    EmxGenerateStats gs;
-    rc = emx_generate(st, tk, ids, n_ids, s, &go, &gs, err, sizeof err);
-    emx_basic_sampler_free(&greedy);
-    emx_entropix_sampler_free(&es);
-    if (rc != 0) {
-        fprintf(stderr, "bench: %s\n", err);
-        return -1;
-    }
-    *tps = gs.n_generated / gs.decode_s;
-    *spt = 1e3 * gs.sample_s / gs.n_generated;
-    fprintf(stderr, "  run %d %-8s decode %7.2f tok/s, sampler %.3f ms/token\n", r + 1, names[k], *tps, *spt);
-    return 0;
-}
-
-// The table of medians (tg/te decode tok/s, sg/se sampler ms/token, greedy/entropix) and the overhead.
-static void print_sampler_report(EmxState *st, double tg, double te, double sg, double se) {
-    double ms_per_tok_g = 1e3 / tg;
-    printf("sampler    decode tok/s (median)   sampler ms/token (median)\n");
-    // On a GPU both samplers choose on the device (generate.c: only the id comes back), so no
-    // host time is spent choosing: their cost is inside the decode tok/s, and "-" says so.
-    if (sg == 0 && se == 0 && strcmp(emx_state_device(st), "cpu") != 0) {
-        printf("greedy     %10.2f                       -\n", tg);
-        printf("entropix   %10.2f                       -\n", te);
-        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); the tokens are chosen on %s, inside the "
-               "decode step (%.2f ms greedy)\n",
-               100.0 * (tg / te - 1.0), te / tg, emx_state_device(st), ms_per_tok_g);
-    } else {
-        printf("greedy     %10.2f              %10.3f\n", tg, sg);
-        printf("entropix   %10.2f              %10.3f\n", te, se);
-        printf("overhead: decode %.1f%% slower (tok/s ratio %.3f); sampler cost +%.3f ms/token = %.1f%% "
-               "of a greedy decode step (%.2f ms)\n",
-               100.0 * (tg / te - 1.0), te / tg, se - sg, 100.0 * (se - sg) / ms_per_tok_g, ms_per_tok_g);
-    }
-}
-
 static int bench_sampler(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Once upon a time, in a small village by the sea,";
     const char *profile_name = EMX_PROFILE_DEFAULT, *device = "auto";
-    int n = 128, threads = 0, runs = 5;
+    int n = 128, threads = 0, runs = 5, persistent = 0;
     const ToolOpt opts[] = {
         {"-n", TOOL_INT, &n, 1, 1 << 20},      {"-t", TOOL_INT, &threads, 0, 4096},
         {"--runs", TOOL_INT, &runs, 1, 1000},  {"--prompt", TOOL_STR, &prompt, 0, 0},
         {"--profile", TOOL_STR, &profile_name, 0, 0}, {"--device", TOOL_STR, &device, 0, 0},
+        {"--persistent", TOOL_FLAG, &persistent, 0, 0},
     };
     int rc = tool_parse_args("bench", argc, argv, opts, sizeof opts / sizeof opts[0], &model_path, 1);
     if (rc) return rc == 1 ? usage(stdout) : 2;
     if (!model_path) return usage(stderr);
+    if (persistent && emx_device_is_cpu(device)) {
+        fprintf(stderr, "bench: --persistent decodes with a GPU's persistent kernel: it needs --device cuda:N, not %s\n",
+                device);
+        return 2;
+    }
 
     char err[512];
     EmxProfile profile;
@@ -249,8 +206,9 @@ static int bench_sampler(int argc, char **argv) {
                 model.cfg.max_seq_len);
         goto done;
     }
-    st = emx_state_new(&model, &(EmxStateOptions){.n_threads = threads, .ctx = ctx, .device = device}, err,
-                       sizeof err);
+    st = emx_state_new(&model,
+                       &(EmxStateOptions){.n_threads = threads, .ctx = ctx, .device = device, .persistent = persistent},
+                       err, sizeof err);
     if (!st) {
         fprintf(stderr, "bench: %s\n", err);
         goto done;
@@ -258,11 +216,18 @@ static int bench_sampler(int argc, char **argv) {
     fprintf(stderr, "bench sampler: %s, prompt %d tokens, %d decoded per run, %d runs each, profile %s\n",
             model_path, n_ids, n, runs, profile_name);
     print_device(st);
+    EmxStateInfo info;
+    emx_state_info(st, &info);
+    if (persistent && !info.persistent_blocks) {  // --device auto without a GPU, or a model it does not take
+        fprintf(stderr, "bench: --persistent: %s\n", info.decode_path ? info.decode_path : "this device has no persistent kernel");
+        goto done;
+    }
+    if (persistent) printf("decode: %s\n", info.decode_path);
 
     for (int r = 0; r < runs; r++)
         for (int k = 0; k < 2; k++)
-            if (sampler_run(st, tk, &model, &profile, ids, n_ids, n, k, r, &tps[k][r], &spt[k][r])) goto done;
-    print_sampler_report(st, median(tps[0], runs), median(tps[1], runs), median(spt[0], runs), median(spt[1], runs));
+            if (emx_bench_sampler_run(st, tk, &model, &profile, ids, n_ids, n, k, r, &tps[k][r], &spt[k][r])) goto done;
+    emx_bench_sampler_report(st, median(tps[0], runs), median(tps[1], runs), median(spt[0], runs), median(spt[1], runs));
     status = 0;
 
 done:

@@ -208,6 +208,14 @@ for m in $MODELS; do
     add "server-slots-${m%%:*}-q8" server 600 "python3 tools/bench/server_parallel.py ${m#*:}.q8.bin --server $GSERVER $DEV --threads 1 --completions --check-texts $SLOTS"
 done
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
+# Entropix against greedy with the persistent kernel, which makes the decision's statistics in its
+# launch (bench sampler --persistent).
+for m in $MODELS; do
+    if [ "$EMULATED" = 1 ]; then
+        skip "sampler-persistent-${m%%:*}-q8" sampler "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated bench gpu_sampler_and_agents test runs it"
+    else add "sampler-persistent-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER --persistent"
+    fi
+done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
 FIRST=${MODELS%% *}
 # Decode and prefill after 4096 tokens of context, with the f32 and the f16 KV cache: what the

@@ -5,8 +5,10 @@
 // state is made); taken where every layer is the fused layer's plain kind (a SwiGLU block
 // without sandwich norms, every matrix of one dtype, widths and attention shapes the fused
 // kernels take) and the kernel's blocks fit the device at once. Else the graph path decodes, and
-// the state says why (EmxStateInfo.decode_path). The result is bitwise the fused graph path's,
-// which stays the reference it is tested against (tests/kernels/test_forward_cuda_persistent.cpp).
+// the state says why (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the
+// statistics the decision reads in the same launch (decision_metrics), where the classifier is
+// in it. The results are bitwise the fused graph path's, which stays the reference they are
+// tested against (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,9 +141,30 @@ int cuda_persistent_init(CudaState *s, int asked) {
     return 0;
 }
 
-int cuda_persistent_step(CudaState *s) {
-    if (!s->step.emb)  // follows the input copy: an ordinary launch
+// The statistics the decision (s->spec, decide_kernels in forward_cuda_tail.c) reads, made in the
+// launch: the logits' metrics and argmax for greedy, and the attention metrics of the profile's
+// layers for entropix or when the metrics are asked for. 0: none to make (a plain draw).
+static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
+    const EmxDecideSpec *sp = &s->spec;
+    const int greedy = sp->kind == EMX_DECIDE_GREEDY, attn = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
+    const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
+    int first = 0, last = -1;
+    if (!greedy && !attn) return 0;
+    if (attn && emx_attn_layer_range(layer, (int)s->m->cfg.n_layers, &first, &last) != 0)
+        return 0;  // the tail's kernels refuse it, and say so
+    memset(m, 0, sizeof *m);
+    m->out = &s->out_d->metrics;
+    m->argmax = greedy ? &s->out_d->token : NULL;
+    m->logits_ws = s->lm_ws, m->attn_ws = s->am_ws;
+    m->attn_first = first, m->attn_layers = attn ? last - first + 1 : 0;
+    return 1;
+}
+
+int cuda_persistent_step(CudaState *s, int tail) {
+    EmxDecodeStep a = s->step;
+    s->metrics_in_step = a.out && tail == TAIL_DECIDE && decision_metrics(s, &a.metrics);
+    if (!a.emb)  // follows the input copy: an ordinary launch
         CU(emx_cuda_embedding_scaled(&s->w->emb, s->in_d->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
-    CU(emx_cuda_decode_persistent(&s->step, s->stream));
-    return s->step.out ? 0 : cuda_classify(s, 0, 1);
+    CU(emx_cuda_decode_persistent(&a, s->stream));
+    return a.out ? 0 : cuda_classify(s, 0, 1);
 }

@@ -130,6 +130,8 @@ typedef struct {
     EmxDecodeStep step;     // with persistent: the kernel's arguments
     EmxDecodeLayer *step_layers_d; // [n_layers] its layer table (device)
     unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
+    int metrics_in_step;    // while a decode step is queued: the persistent kernel makes the
+                            // decision's statistics (the tail does not make them again)
     cudaStream_t stream;
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)
@@ -253,9 +255,10 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
 // (EmxStateOptions.persistent or EMX_CUDA_PERSISTENT=1) and the model's shapes allow it, sets
 // s->persistent and builds the kernel's layer table; decode_path says what decodes (-1 with err
 // set: out of memory). step: one decode step's embedding, layers and classifier (in_d holds its
-// input), queued.
+// input), queued; with the tail TAIL_DECIDE and the classifier in the launch, the statistics the
+// decision reads too (s->metrics_in_step).
 int cuda_persistent_init(CudaState *s, int asked);
-int cuda_persistent_step(CudaState *s);
+int cuda_persistent_step(CudaState *s, int tail);
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
 // Whether a pass whose first query is at pos can run on the rings (-1 with err set: a rollback
 // further back than they hold; runtime/kv_ring.h).

@@ -99,17 +99,20 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
 // the state has it (s->pdl_now: the fused kernels then carry the attribute, the embedding, which
 // follows the copy, and the separate kernels not), then the tail, whose kernels take PDL too
 // (they follow the classifier: cuda_step_tail, forward_cuda_tail.c). With the persistent kernel
-// (s->persistent) the layers and the classifier are its one launch.
+// (s->persistent) the layers and the classifier are its one launch, and with it the decision's
+// statistics where the tail is a decision (the tail then does not make them).
 // graph: positions and key count read on the device.
 static int decode_launches(CudaState *s, int pos, int tail, int graph) {
     const Rows rows = {.device_positions = graph};
     s->pdl_now = s->pdl;
-    const int bad = s->persistent ? cuda_persistent_step(s) : cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1);
+    const int bad = s->persistent ? cuda_persistent_step(s, tail) : cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1);
     s->pdl_now = 0;
-    return bad || cuda_phase(s, EMX_PHASE_CLASSIFIER) || cuda_step_tail(s, tail, pos + 1, graph) ||
-                   cuda_phase(s, EMX_PHASE_TAIL)
-               ? -1
-               : 0;
+    const int rc = bad || cuda_phase(s, EMX_PHASE_CLASSIFIER) || cuda_step_tail(s, tail, pos + 1, graph) ||
+                           cuda_phase(s, EMX_PHASE_TAIL)
+                       ? -1
+                       : 0;
+    s->metrics_in_step = 0;
+    return rc;
 }
 
 // One decode step (in_h filled) with its tail: captured into that tail's graph on the first

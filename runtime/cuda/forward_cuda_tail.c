@@ -32,13 +32,14 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
     const int *valid_dev = graph ? &s->in_d->n_keys : NULL;
     const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
     const int metrics = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
-    if (metrics || sp->kind == EMX_DECIDE_GREEDY)
+    const int made = s->metrics_in_step;  // by the persistent kernel, in the step's launch
+    if (!made && (metrics || sp->kind == EMX_DECIDE_GREEDY))
         CU(emx_cuda_logits_metrics(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,
                                    NULL, s->lm_ws, s->stream, s->pdl_now));
     EmxCudaAttnWindow win;  // the local layers' rows from their first visible key
     win.window = (int)s->m->ext.sliding_window;
     memcpy(win.local_layers, s->m->ext.local_layers, sizeof win.local_layers);
-    if (metrics)
+    if (!made && metrics)
         CU(emx_cuda_attn_metrics_window(s->scores, s->head_stats, (int)c->n_layers, (int)c->n_heads, s->ctx,
                                         graph ? s->ctx : valid_len, valid_dev, &win, layer, &o->metrics, s->am_ws,
                                         s->stream, s->pdl_now));

@@ -15,8 +15,12 @@
 // (emx_cuda_decode_persistent_blocks); keys per block 4 (several chunks, so several attention
 // items a KV head). Under both emulator schedules (the Makefile's reverse pass): the reverse one
 // starts the last block first, which would hang at the first barrier on a sequential schedule.
+// The metrics phase (the logits' and the attention's statistics in the launch) against the
+// metrics kernels launched after the fused ones, bitwise: a vocabulary of several chunks, rows
+// longer than a thread's first lane, a windowed layer, head statistics recorded or recomputed.
 // Also the refusals: a grid past what is resident, widths that are not multiples of 32, NULL
-// activations; and the counters left at zero for the next launch.
+// activations, metrics without the classifier, a workspace or of layers outside the model; and
+// the counters left at zero for the next launch.
 #include <math.h>
 #include <string.h>
 
@@ -24,8 +28,10 @@
 
 #include "dense_test_util.h"
 #include "kernels/attention_decode.h"
+#include "kernels/attn_metrics.h"
 #include "kernels/decode_persistent.h"
 #include "kernels/embedding.h"
+#include "kernels/logits_metrics.h"
 #include "kernels/matvec_fused.h"
 
 extern "C" {
@@ -34,14 +40,18 @@ extern "C" {
 
 namespace {
 
-constexpr int kDim = 64, kHidden = 96, kHeads = 4, kKv = 2, kHd = 16, kVocab = 200, kLayers = 2, kCtx = 24;
+constexpr int kDim = 64, kHidden = 96, kHeads = 4, kKv = 2, kHd = 16, kLayers = 2;
 constexpr int kQ = kHeads * kHd, kKvDim = kKv * kHd, kWindow = 6, kRing = 7, kKpb = 4;
 
 struct Variant {
     uint32_t dtype;
     int kv_dtype;
     bool norms, biases;
-    int blocks;  // 0: what fits
+    int blocks;          // 0: what fits
+    int vocab = 200;
+    int ctx = 24;
+    int metrics = 0;     // 1: the decision's statistics in the launch (both layers' attention), 2: without
+                         // the attention's head statistics (recomputed from the rows)
 };
 
 // One layer's weights and small vectors (device), shared by both copies.
@@ -60,24 +70,33 @@ struct Layer {
 // One copy's state: activations, caches, score rows, workspace, counters.
 struct Copy {
     size_t esize;
+    int ctx;
     DevBuf<float> x, q, k, v, att, hb, logits, scores;
     DevBuf<EmxSoftmaxStats> stats;
-    DevBuf<uint8_t> kc, vc, ws;
+    DevBuf<uint8_t> kc, vc, ws, lm_ws, am_ws;
     DevBuf<unsigned> arrivals, sync;
-    DevBuf<int> token, pos;
-    explicit Copy(int kv_dtype)
-        : esize(kv_dtype == EMX_KV_F16 ? 2 : 4), x(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ), hb(kHidden), logits(kVocab),
-          scores((size_t)kLayers * kHeads * kCtx), stats((size_t)kLayers * kHeads),
-          kc((size_t)(kCtx + kRing) * kKvDim * esize), vc((size_t)(kCtx + kRing) * kKvDim * esize),
-          ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kHeads, kHd, kCtx, kKpb)),
-          arrivals(std::vector<unsigned>(kKv, 0u)), sync(std::vector<unsigned>(2, 0u)), token(1), pos(1) {
+    DevBuf<int> token, pos, argmax;
+    DevBuf<EmxMetrics> metrics;
+    explicit Copy(const Variant &v)
+        : esize(v.kv_dtype == EMX_KV_F16 ? 2 : 4), ctx(v.ctx), x(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ),
+          hb(kHidden), logits(v.vocab), scores((size_t)kLayers * kHeads * v.ctx), stats((size_t)kLayers * kHeads),
+          kc((size_t)(v.ctx + kRing) * kKvDim * esize), vc((size_t)(v.ctx + kRing) * kKvDim * esize),
+          ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kHeads, kHd, v.ctx, kKpb)),
+          lm_ws(emx_cuda_logits_metrics_workspace_bytes(v.vocab)), am_ws(emx_cuda_attn_metrics_workspace_bytes(kLayers)),
+          arrivals(std::vector<unsigned>(kKv, 0u)), sync(std::vector<unsigned>(2, 0u)), token(1), pos(1),
+          argmax(std::vector<int>{-7}), metrics(1) {
         CUDA_OK(cudaMemset(kc.p, 0, kc.n));
         CUDA_OK(cudaMemset(vc.p, 0, vc.n));
         CUDA_OK(cudaMemset(scores.p, 0, scores.n * sizeof(float)));
+        CUDA_OK(cudaMemset(metrics.p, 0, sizeof(EmxMetrics)));  // the fields neither path writes compare equal
     }
-    // layer l's cache rows: layer 0 holds kCtx rows, layer 1 (local) a ring of kRing after them
-    void *kl(int l) const { return kc.p + (size_t)(l ? kCtx : 0) * kKvDim * esize; }
-    void *vl(int l) const { return vc.p + (size_t)(l ? kCtx : 0) * kKvDim * esize; }
+    // layer l's cache rows: layer 0 holds ctx rows, layer 1 (local) a ring of kRing after them
+    void *kl(int l) const { return kc.p + (size_t)(l ? ctx : 0) * kKvDim * esize; }
+    void *vl(int l) const { return vc.p + (size_t)(l ? ctx : 0) * kKvDim * esize; }
+    // layer l's statistics, or none (metrics 2: the metrics recompute them from the rows)
+    EmxSoftmaxStats *stats_of(const Variant &v, int l) const {
+        return v.metrics == 2 ? nullptr : stats.p + (size_t)l * kHeads;
+    }
 };
 
 struct Model {
@@ -87,7 +106,7 @@ struct Model {
     DevBuf<double> inv_freq;
     std::vector<Layer *> layers;
     explicit Model(const Variant &v)
-        : var(v), emb(v.dtype, kVocab, kDim, 901), out(v.dtype, kVocab, kDim, 902),
+        : var(v), emb(v.dtype, v.vocab, kDim, 901), out(v.dtype, v.vocab, kDim, 902),
           out_norm(random_floats(kDim, 903, 0.5f, 1.5f)), inv_freq(kHd / 2) {
         std::vector<double> inv(kHd / 2);
         emx_rope_inv_freq(inv.data(), kHd, 10000.0, nullptr);
@@ -113,9 +132,9 @@ void fused_step(const Model &m, Copy &c) {
         d.attn.kv_dtype = m.var.kv_dtype;
         d.attn.n_heads = kHeads, d.attn.n_kv_heads = kKv, d.attn.head_dim = kHd;
         d.attn.q = c.q.p, d.attn.out = c.att.p;
-        d.attn.n_keys = kCtx, d.attn.n_keys_dev = nullptr;
-        d.attn.scores = c.scores.p + (size_t)l * kHeads * kCtx, d.attn.score_stride = kCtx;
-        d.attn.head_stats = c.stats.p + (size_t)l * kHeads;
+        d.attn.n_keys_dev = nullptr;
+        d.attn.scores = c.scores.p + (size_t)l * kHeads * c.ctx, d.attn.score_stride = c.ctx;
+        d.attn.head_stats = c.stats_of(m.var, l);
         d.attn.keys_per_block = kKpb, d.attn.workspace = c.ws.p, d.attn.window = l ? kWindow : 0;
         const int pos = c.pos.get();
         d.attn.n_keys = pos + 1;
@@ -139,6 +158,14 @@ void fused_step(const Model &m, Copy &c) {
     const EmxCudaWeight *cls[1] = {&m.out.w};
     float *logits[1] = {c.logits.p};
     CUDA_OK(emx_cuda_matvec_fused(&cls_in, cls, logits, 1, 0, nullptr));
+    if (!m.var.metrics) return;
+    // the graph path's tail: the metrics kernels, layer 1's rows from its window
+    const int vocab = m.var.vocab, n_keys = c.pos.get() + 1;
+    CUDA_OK(emx_cuda_logits_metrics(c.logits.p, vocab, c.metrics.p, c.argmax.p, nullptr, c.lm_ws.p, nullptr, 0));
+    EmxCudaAttnWindow win = {};
+    win.window = kWindow, win.local_layers[0] = 1u << 1;
+    CUDA_OK(emx_cuda_attn_metrics_window(c.scores.p, c.stats_of(m.var, 0), kLayers, kHeads, c.ctx, n_keys, nullptr,
+                                         &win, EMX_ATTN_LAYERS_ALL, c.metrics.p, c.am_ws.p, nullptr, 0));
 }
 
 // The persistent kernel's arguments for copy c (its layer table in `table`).
@@ -156,17 +183,22 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
         e.bv = m.var.biases ? L.bv.p : nullptr;
         e.inv_freq = m.inv_freq.p;
         e.k_cache = c.kl(l), e.v_cache = c.vl(l), e.cache_rows = l ? kRing : 0, e.window = l ? kWindow : 0;
-        e.scores = c.scores.p + (size_t)l * kHeads * kCtx, e.head_stats = c.stats.p + (size_t)l * kHeads;
+        e.scores = c.scores.p + (size_t)l * kHeads * c.ctx, e.head_stats = c.stats_of(m.var, l);
     }
     table.upload(t);
     EmxDecodeStep a = {};
     a.n_layers = kLayers, a.dim = kDim, a.hidden_dim = kHidden, a.n_heads = kHeads, a.n_kv_heads = kKv;
-    a.head_dim = kHd, a.vocab = kVocab, a.ctx = kCtx, a.dtype = m.var.dtype, a.kv_dtype = m.var.kv_dtype;
+    a.head_dim = kHd, a.vocab = m.var.vocab, a.ctx = c.ctx, a.dtype = m.var.dtype, a.kv_dtype = m.var.kv_dtype;
     a.eps = 1e-5f, a.attn_scale = 0, a.embed_scale = 1.0f, a.rope_style = EMX_ROPE_HALF, a.keys_per_block = kKpb;
     a.layers = table.p, a.emb = m.emb.w.data, a.out = m.out.w.data, a.out_norm = m.out_norm.p;
     a.x = c.x.p, a.q = c.q.p, a.k = c.k.p, a.v = c.v.p, a.att = c.att.p, a.hb = c.hb.p, a.logits = c.logits.p;
     a.attn_ws = c.ws.p, a.arrivals = c.arrivals.p, a.sync = c.sync.p, a.token = c.token.p, a.pos = c.pos.p;
     a.blocks = m.var.blocks;
+    if (m.var.metrics) {  // both layers' attention metrics (EMX_ATTN_LAYERS_ALL), and the argmax
+        a.metrics.out = c.metrics.p, a.metrics.argmax = c.argmax.p;
+        a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
+        a.metrics.attn_first = 0, a.metrics.attn_layers = kLayers;
+    }
     return a;
 }
 
@@ -180,11 +212,11 @@ void expect_same(const DevBuf<T> &a, const DevBuf<T> &b, const char *what, const
 
 void decode_equals_fused(const Variant &v, int steps) {
     Model m(v);
-    Copy ref(v.kv_dtype), per(v.kv_dtype);
+    Copy ref(v), per(v);
     DevBuf<EmxDecodeLayer> table(kLayers);
     const EmxDecodeStep a = step_args(m, per, table);
     for (int pos = 0; pos < steps; pos++) {
-        const int tok = (7 + 31 * pos) % kVocab;
+        const int tok = (7 + 31 * pos) % v.vocab;
         for (Copy *c : {&ref, &per}) {
             c->token.upload(&tok, 1);
             c->pos.upload(&pos, 1);
@@ -198,6 +230,10 @@ void decode_equals_fused(const Variant &v, int steps) {
         expect_same(ref.stats, per.stats, "statistics", v, pos);
         expect_same(ref.kc, per.kc, "keys", v, pos);
         expect_same(ref.vc, per.vc, "values", v, pos);
+        if (v.metrics) {
+            expect_same(ref.metrics, per.metrics, "metrics", v, pos);
+            expect_same(ref.argmax, per.argmax, "argmax", v, pos);
+        }
         const std::vector<unsigned> sync = per.sync.download(), arr = per.arrivals.download();
         cr_assert(sync[0] == 0 && sync[1] == 0 && arr[0] == 0 && arr[1] == 0, "counters left at %u %u / %u %u", sync[0],
                   sync[1], arr[0], arr[1]);
@@ -218,9 +254,23 @@ Test(decode_persistent, norms_biases_rings_and_grids, .timeout = 600) {
     decode_equals_fused(Variant{EMX_BF16, EMX_KV_F16, true, true, 0}, 12);
 }
 
+// The decision's statistics in the launch (the metrics phase, run as two lanes a thread of the
+// metrics kernels' blocks) against the metrics kernels after the fused launches: a vocabulary of
+// three chunks, one partial; 140 positions, so layer 0's rows pass the 128 keys of a thread's
+// first lane and layer 1's come from its window; head statistics recorded, and recomputed from
+// the rows; every grid, and one block doing every item and the merge.
+Test(decode_persistent, metrics_in_the_launch_equal_the_metrics_kernels, .timeout = 900) {
+    Variant v{EMX_Q8, EMX_KV_F32, true, false, 0};
+    v.vocab = 5000, v.ctx = 144, v.metrics = 1;
+    decode_equals_fused(v, 140);
+    Variant w{EMX_Q4, EMX_KV_F16, false, true, 1};
+    w.vocab = 2100, w.metrics = 2;
+    decode_equals_fused(w, 20);
+}
+
 Test(decode_persistent, refuses_what_it_does_not_take) {
     Model m(Variant{EMX_Q8, EMX_KV_F32, false, false, 0});
-    Copy c(EMX_KV_F32);
+    Copy c(m.var);
     DevBuf<EmxDecodeLayer> table(kLayers);
     const EmxDecodeStep good = step_args(m, c, table);
     int fit = 0;
@@ -239,6 +289,15 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
     a = good;
     a.hb = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;  // the metrics: after the classifier, with their workspaces, of the model's layers
+    a.metrics.out = c.metrics.p, a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
+    a.metrics.attn_first = 1, a.metrics.attn_layers = 2;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.metrics.attn_layers = 1;
+    a.out = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.out = good.out, a.metrics.logits_ws = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a = good;
     a.emb = nullptr, a.out = nullptr;  // the layers alone are a valid step

@@ -12,7 +12,9 @@
 // which the state's decode_path says). The grid: what the occupancy API and the SM count give (the emulator's EMU_SM_COUNT:
 // half the SMs, half the blocks), or fewer (EMX_CUDA_PERSISTENT_BLOCKS: one block running every
 // phase alone, three), the same bits each time. A model the kernel does not take (Gemma 3:
-// GeGLU, sandwich norms) decodes through the graph path, bitwise, and says why.
+// GeGLU, sandwich norms) decodes through the graph path, bitwise, and says why. Decisions
+// (emx_forward_decide: greedy, entropix, a sampled draw) equal the graph path's with their
+// statistics made in the persistent launch, no metrics kernel run.
 // The models' vocabularies are real (128k-152k rows in the classifier): these run in the forward
 // pass only (the Makefile's EMU_FORWARD_ONLY); test_decode_persistent.cpp runs the kernel under
 // both emulator schedules.
@@ -146,10 +148,13 @@ void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_
     emx_model_close(&m);
 }
 
-// emx_forward_decide with the entropix sampler every step (its metrics, decision and draw on the
-// device after the persistent kernel, launched with PDL) on the graph path and the persistent
-// kernel (graph, direct launches): the same token, decision, score and metrics, bitwise.
-void decide_equal(const char *name, int steps) {
+// emx_forward_decide every step on the graph path and the persistent kernel (graph, direct
+// launches): the same token, decision, score and metrics, bitwise. kind: entropix (the logits' and
+// the profile's attention metrics made in the persistent launch, then its decision kernels),
+// greedy (the argmax made in the launch: the step is that one kernel), or a sampled draw with the
+// metrics asked for (made in the launch, then the sampler's kernels). Counted on the emulator:
+// the persistent states run no metrics kernel, the graph path does.
+void decide_equal(const char *name, int steps, int kind) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
     const int ctx = 16, vocab = (int)m.cfg.vocab_size;
@@ -157,18 +162,29 @@ void decide_equal(const char *name, int steps) {
     st[1] = state_of(&m, 1, nullptr, ctx, 0, st[0]);
     st[2] = state_of(&m, 1, nullptr, ctx, 1, st[0]);
     EmxDecideSpec spec = {};
-    spec.kind = EMX_DECIDE_ENTROPIX;
+    spec.kind = kind;
     spec.pause_token = -1;
     spec.seed = 99;
-    spec.want_metrics = 1;
+    spec.want_metrics = kind != EMX_DECIDE_GREEDY;
     emx_profile_classic(&spec.profile);
+    spec.params.temperature = 0.9f, spec.params.top_k = 0, spec.params.top_p = 0.9f, spec.params.min_p = 0.0f;
     const int toks[3] = {3 % vocab, 50 % vocab, 7 % vocab};
     EmxDecideResult out[3];
     for (int k = 0; k < 3; k++) cr_assert_eq(emx_forward_decide(st[k], toks, 3, 0, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
     for (int step = 0; step < steps; step++) {
         const int tok = out[0].token;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 3; k++) {
+            const long all0 = emu_runs(""), lm0 = emu_runs("logits_"), am0 = emu_runs("attn_");
             cr_assert_eq(emx_forward_decide(st[k], &tok, 1, 3 + step, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
+            const long all = emu_runs("") - all0, metrics = emu_runs("logits_") - lm0 + emu_runs("attn_") - am0;
+#ifdef ENTROPIX_CUDA_EMU
+            cr_assert(k ? metrics == 0 : metrics >= (kind == EMX_DECIDE_GREEDY ? 2 : 4),
+                      "%s, %s: %ld metrics kernels a step", name, k ? "persistent" : "graph", metrics);
+            if (k && kind == EMX_DECIDE_GREEDY) cr_assert_eq(all, 1, "%s: %ld kernels a greedy step", name, all);
+#else
+            (void)all, (void)metrics;
+#endif
+        }
         for (int k = 1; k < 3; k++) {
             cr_assert_eq(out[k].token, out[0].token, "%s: token %d, graph path %d at step %d", name, out[k].token,
                          out[0].token, step);
@@ -185,7 +201,12 @@ void decide_equal(const char *name, int steps) {
 }  // namespace
 
 Test(forward_cuda_persistent, qwen3_tiny_entropix_decides_as_the_graph_path, .timeout = 900) {
-    decide_equal("qwen3-tiny.q8.bin", 3);
+    decide_equal("qwen3-tiny.q8.bin", 3, EMX_DECIDE_ENTROPIX);
+}
+
+Test(forward_cuda_persistent, qwen3_tiny_greedy_and_sampled_decide_as_the_graph_path, .timeout = 900) {
+    decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_GREEDY);
+    decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE);
 }
 
 Test(forward_cuda_persistent, llama3_tiny_equals_graph_path, .timeout = 900) {

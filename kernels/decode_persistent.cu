@@ -1,6 +1,6 @@
-// decode_persistent.cu — one decode step of a Llama/Qwen-shaped model in one launch: a persistent
-// kernel whose blocks run the fused graph path's kernels one after the other as phases, waiting
-// for each other at a grid barrier where that path ends a kernel.
+// decode_persistent.cu — one decode step of a Llama-, Qwen- or Gemma-3-shaped model in one
+// launch: a persistent kernel whose blocks run the fused graph path's kernels one after the other
+// as phases, waiting for each other at a grid barrier where that path ends a kernel.
 //
 //   phase 0            x = emb[token] * embed_scale                    (embedding.cu's expression)
 //   per layer l:  1    q, k, v = Wq|Wk|Wv rmsnorm(x)                   (matvec_fused.cuh, IN_NORM)
@@ -9,6 +9,18 @@
 //                 4    hb = silu(Wg rmsnorm(x)) * (Wu rmsnorm(x))      (IN_NORM, GLU_SILU)
 //                 5    x += Wdown hb                                   (IN_AS_IS, accumulate)
 //   last               logits = Wout rmsnorm(x)                        (IN_NORM)
+// Gemma 3's layers (sandwich: each block's output normed before its residual add, which needs the
+// whole output row) move the norm and the add into the next phase's prologue, as the fused path
+// does (runtime/cuda/forward_cuda_fused.c), x and xb alternating as the residual row:
+//   per layer l:  1    q, k, v = Wq|Wk|Wv rmsnorm(x)        x = xb + rmsnorm(tmp) * post_ffn_norm
+//                                                           of layer l - 1 first (IN_RESIDUAL)
+//                 2    the attention                        as above
+//                 3    tmp = Wo att                         (IN_AS_IS)
+//                 4    hb = gelu(Wg h) * (Wu h)             h = rmsnorm(x + rmsnorm(tmp) *
+//                                                           post_attn_norm), written to xb
+//                 5    tmp = Wdown hb                       (IN_AS_IS)
+//   last               logits = Wout rmsnorm(x)             x = xb + rmsnorm(tmp) * post_ffn_norm
+//                                                           of the last layer first
 //   metrics (asked)    the logits' H, V, lse, argmax; the attention metrics of the layers asked
 //                      (logits_metrics.cuh, attn_metrics.cuh: items over the grid, then the last
 //                      block to finish merges them: the decision's inputs without a launch)
@@ -206,7 +218,57 @@ __device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *sme
         emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, m.out);
 }
 
+// Gemma 3's layer l (prev: layer l - 1, or NULL), its five phases each ended by the barrier: the
+// residual add and the sandwich norm of each block's output in the next phase's prologue.
 template <int DT, typename KV>
+__device__ __forceinline__ void sandwich_phases(const EmxDecodeStep &a, const EmxDecodeLayer *L,
+                                                const EmxDecodeLayer *prev, int pos, GridBarrier &bar, float *smem,
+                                                AttnShared &sh_mem) {
+    const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
+    const MatvecSet qkv = set_of(L->wq, a.q, q_dim, L->wk, a.k, kv_dim, L->wv, a.v, kv_dim);
+    const MatvecSet wo = set_of(L->wo, a.tmp, a.dim), down = set_of(L->down, a.tmp, a.dim);
+    const MatvecSet gate = set_of(L->gate, a.hb, a.hidden_dim);
+    if (prev)  // x = xb + rmsnorm(tmp) * post_ffn_norm of the layer before, then the attention norm
+        matvec_phase<DT, GLU_NONE, IN_RESIDUAL>(
+            qkv, nullptr, a.dim, residual_input(a.xb, L->attn_norm, a.eps, a.dim, a.tmp, prev->post_ffn_norm, a.x), 0,
+            smem);
+    else
+        matvec_phase<DT, GLU_NONE, IN_NORM>(qkv, nullptr, a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
+    bar.arrive();
+    bar.wait();
+    attention_phase<KV>(a, L, pos, smem, sh_mem);
+    bar.arrive();
+    prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);
+    prefetch_phase<DT, GLU_GELU>(gate, L->up, a.dim);
+    bar.wait();
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 0, smem);
+    bar.arrive();
+    bar.wait();
+    // h = x + rmsnorm(tmp) * post_attn_norm into xb, its FFN norm the pair's input
+    matvec_phase<DT, GLU_GELU, IN_RESIDUAL>(
+        gate, L->up, a.dim, residual_input(a.x, L->ffn_norm, a.eps, a.dim, a.tmp, L->post_attn_norm, a.xb), 0, smem);
+    bar.arrive();
+    prefetch_phase<DT, GLU_NONE>(down, nullptr, a.hidden_dim);
+    bar.wait();
+    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim, plain_input(a.hb, nullptr, a.eps, a.hidden_dim),
+                                         0, smem);
+    bar.arrive();
+}
+
+// The classifier phase; Gemma 3's makes x = xb + rmsnorm(tmp) * post_ffn_norm of the last layer in
+// its prologue first.
+template <int DT, bool SANDWICH>
+__device__ __forceinline__ void classifier_phase(const EmxDecodeStep &a, const MatvecSet &cls, float *smem) {
+    if constexpr (SANDWICH) {
+        const float *post = a.layers[a.n_layers - 1].post_ffn_norm;
+        matvec_phase<DT, GLU_NONE, IN_RESIDUAL>(cls, nullptr, a.dim,
+                                                residual_input(a.xb, a.out_norm, a.eps, a.dim, a.tmp, post, a.x), 0, smem);
+    } else {
+        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, plain_input(a.x, a.out_norm, a.eps, a.dim), 0, smem);
+    }
+}
+
+template <int DT, typename KV, bool SANDWICH>
 __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(const EmxDecodeStep a) {
     extern __shared__ float smem[];
     __shared__ AttnShared sh_mem;
@@ -222,20 +284,24 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
             prefetch_phase<DT, GLU_NONE>(set_of(L->wq, a.q, a.n_heads * a.head_dim), nullptr, a.dim);
             bar.wait();
         }
-        layer_phases<DT, KV>(a, L, pos, bar, smem, sh_mem);
+        if constexpr (SANDWICH) sandwich_phases<DT, KV>(a, L, l > 0 ? L - 1 : nullptr, pos, bar, smem, sh_mem);
+        else layer_phases<DT, KV>(a, L, pos, bar, smem, sh_mem);
     }
     if (a.out) {
         const MatvecSet cls = set_of(a.out, a.logits, a.vocab);
         prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
         bar.wait();
-        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, plain_input(a.x, a.out_norm, a.eps, a.dim), 0, smem);
+        classifier_phase<DT, SANDWICH>(a, cls, smem);
         if (a.metrics.out) {  // every logit first
             bar.arrive();
             bar.wait();
             metrics_phase(a, pos, smem);
         }
     } else {
-        bar.wait();  // x is complete when the launch ends
+        bar.wait();  // x is complete when the launch ends (Gemma 3's: its residual add by one block)
+        if (SANDWICH && blockIdx.x == 0)
+            residual_row(a.dim, residual_input(a.xb, nullptr, a.eps, a.dim, a.tmp,
+                                               a.layers[a.n_layers - 1].post_ffn_norm, a.x));
     }
     // Every block is past its last wait once it arrives here: the last one sets the barrier back,
     // and merges the metrics' items.
@@ -250,8 +316,8 @@ size_t step_smem(const EmxDecodeStep *a) {
     const int q_dim = a->n_heads * a->head_dim;
     const int chunk = decode_shape(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, 0, 0).chunk;
     size_t b = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, a->kv_dtype == EMX_KV_F16 ? 2 : 4);
-    const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, IN_NORM), smem_bytes((int)a->dtype, q_dim, IN_AS_IS),
-                         smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
+    const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, a->sandwich ? IN_RESIDUAL : IN_NORM),
+                         smem_bytes((int)a->dtype, q_dim, IN_AS_IS), smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
     for (int i = 0; i < 3; i++) b = m[i] > b ? m[i] : b;
     const size_t mt = metrics_smem(a->n_heads);  // asked for or not: one occupancy for every launch
     return mt > b ? mt : b;
@@ -259,8 +325,9 @@ size_t step_smem(const EmxDecodeStep *a) {
 
 // The most resident blocks of the step's kernel (emx_max_resident_blocks).
 template <int DT, typename KV>
-cudaError_t resident_blocks(size_t shmem, int *blocks) {
-    return emx_max_resident_blocks(decode_persistent_kernel<DT, KV>, PERSIST_THREADS, shmem, blocks);
+cudaError_t resident_blocks(const EmxDecodeStep *a, size_t shmem, int *blocks) {
+    return a->sandwich ? emx_max_resident_blocks(decode_persistent_kernel<DT, KV, true>, PERSIST_THREADS, shmem, blocks)
+                       : emx_max_resident_blocks(decode_persistent_kernel<DT, KV, false>, PERSIST_THREADS, shmem, blocks);
 }
 
 // The cooperative launch (every block resident, or no launch) of the step's kernel.
@@ -276,7 +343,8 @@ cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaSt
     cfg.stream = stream;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV>, *a);
+    return a->sandwich ? cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV, true>, *a)
+                       : cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV, false>, *a);
 }
 
 const char *bad_arguments(const EmxDecodeStep *a) {
@@ -284,6 +352,7 @@ const char *bad_arguments(const EmxDecodeStep *a) {
         !a->sync || !a->pos)
         return "a layer table, activation, workspace, counter or the position is NULL";
     if (a->emb && !a->token) return "an embedding without the token";
+    if (a->sandwich && (!a->xb || !a->tmp)) return "sandwich layers without xb or tmp";
     if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
     const EmxDecodeMetrics &m = a->metrics;
     if (!m.out) return nullptr;
@@ -310,6 +379,8 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
     if (!emx_cuda_attention_decode_fits(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->kv_dtype))
         return "an attention shape the decode attention does not take (emx_cuda_attention_decode_fits)";
     if (a->rope_style != EMX_ROPE_INTERLEAVED && a->rope_style != EMX_ROPE_HALF) return "unknown rope style";
+    if (a->sandwich && !emx_cuda_matvec_fused_residual_fits(a->dtype, a->dim))
+        return "sandwich layers whose residual row and input do not fit in 48 KiB (emx_cuda_matvec_fused_residual_fits)";
     return nullptr;
 }
 
@@ -318,8 +389,8 @@ extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a,
     if (emx_cuda_decode_persistent_refusal(a)) return cudaErrorInvalidValue;
     const size_t shmem = step_smem(a);
     const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half>(shmem, blocks)
-                                            : resident_blocks<DT, float>(shmem, blocks));
+    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half>(a, shmem, blocks)
+                                            : resident_blocks<DT, float>(a, shmem, blocks));
     return cudaSuccess;
 }
 

@@ -1,7 +1,7 @@
-// decode_persistent.h — the decode step of a Llama/Qwen-shaped model in one persistent kernel
-// (kernels/decode_persistent.cu): the embedding, every layer's five fused phases and the
-// classifier as phases of one cooperative launch, its blocks waiting on each other at a grid
-// barrier between phases instead of ending a kernel. The same arithmetic as the fused graph path
+// decode_persistent.h — the decode step of a Llama-, Qwen- or Gemma-3-shaped model in one
+// persistent kernel (kernels/decode_persistent.cu): the embedding, every layer's five fused phases
+// and the classifier as phases of one cooperative launch, its blocks waiting on each other at a
+// grid barrier between phases instead of ending a kernel. The same arithmetic as the fused graph path
 // (kernels/matvec_fused.cu, kernels/attention_decode.cu): the logits, score rows and KV rows are
 // bitwise that path's.
 #ifndef ENTROPIX_KERNELS_DECODE_PERSISTENT_H
@@ -24,6 +24,7 @@ extern "C" {
 typedef struct {
     const void *wq, *wk, *wv, *wo, *gate, *up, *down;
     const float *attn_norm, *ffn_norm;  // [dim]
+    const float *post_attn_norm, *post_ffn_norm;  // [dim] Gemma 3's sandwich norms (with sandwich)
     const float *q_norm, *k_norm;       // [head_dim] (Qwen3's per-head norms), or NULL (both or neither)
     const float *bq, *bk, *bv;          // [q_dim], [kv_dim], [kv_dim] (Qwen2's biases), or NULL (all or none)
     const double *inv_freq;             // [head_dim / 2] the layer's RoPE frequencies
@@ -58,6 +59,8 @@ typedef struct {
     float attn_scale;      // 0: 1 / sqrt(head_dim)
     float embed_scale;     // the embedding row's factor (1, or Gemma's sqrt(dim))
     int rope_style;        // enum emx_rope_style
+    int sandwich;          // 0: Llama/Qwen layers (x += Wo att; SwiGLU; x += Wdown hb); 1: Gemma 3's
+                           // (each block's output normed before the add, GeGLU), every layer
     int keys_per_block;    // the attention's chunk of keys (0: the default, attention.h)
     const EmxDecodeLayer *layers;  // [n_layers]
     const void *emb;       // [vocab][dim], or NULL: x holds the step's embedding already
@@ -67,6 +70,7 @@ typedef struct {
     float *q, *k, *v;      // [q_dim], [kv_dim], [kv_dim]
     float *att;            // [q_dim]
     float *hb;             // [hidden_dim]
+    float *xb, *tmp;       // [dim] (sandwich) the residual row's other half, a block's output
     float *logits;         // [vocab] (with out)
     void *attn_ws;         // emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, n_heads, head_dim,
                            // ctx, keys_per_block) bytes

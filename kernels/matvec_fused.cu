@@ -69,14 +69,12 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Matve
 __global__ void __launch_bounds__(FUSED_THREADS) fused_residual_kernel(int cols, const FusedIn in) {
     emx_pdl_trigger();
     emx_pdl_wait();  // x and delta are earlier kernels' outputs
-    const float inv_delta = inv_rms(in.delta, cols, in);
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) in.x_out[i] = residual_col(in, inv_delta, i);
+    residual_row(cols, in);
 }
 
 FusedIn fused_in(const EmxFusedInput *in, const EmxFusedResidual *res, int cols) {
-    FusedIn fi = plain_input(in->x, in->norm_w, in->eps, cols);
-    if (res) fi.delta = res->delta, fi.post_w = res->post_w, fi.x_out = res->x_out;
-    return fi;
+    if (!res) return plain_input(in->x, in->norm_w, in->eps, cols);
+    return residual_input(in->x, in->norm_w, in->eps, cols, res->delta, res->post_w, res->x_out);
 }
 
 template <int DT, int GLU>

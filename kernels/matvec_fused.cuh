@@ -37,6 +37,15 @@ __host__ __device__ inline FusedIn plain_input(const float *x, const float *norm
     return FusedIn{x, norm_w, eps, emx_round_to_warps(cols, NORM_THREADS_MAX), nullptr, nullptr, nullptr};
 }
 
+// The sandwich norm's input (IN_RESIDUAL): the residual row h = x + rmsnorm(delta) * post_w, written
+// to x_out by block 0, normed by norm_w.
+__host__ __device__ inline FusedIn residual_input(const float *x, const float *norm_w, float eps, int cols,
+                                                  const float *delta, const float *post_w, float *x_out) {
+    FusedIn in = plain_input(x, norm_w, eps, cols);
+    in.delta = delta, in.post_w = post_w, in.x_out = x_out;
+    return in;
+}
+
 #define IS_QUANTISED(dt) ((dt) == EMX_Q8 || (dt) == EMX_Q4 || (dt) == EMX_Q4_1 || (dt) == EMX_Q4_1F)
 
 // Shared memory the prologue fills: int8 groups xq [cols] (16-byte aligned: cols % 32 == 0), then
@@ -78,6 +87,13 @@ __device__ __forceinline__ float inv_rms(const float *x, int cols, const FusedIn
 // it (emx_add_rounded: the product is not merged into the add).
 __device__ __forceinline__ float residual_col(const FusedIn &in, float inv_delta, int i) {
     return emx_add_rounded(in.x[i], in.delta[i] * inv_delta * in.post_w[i]);
+}
+
+// The residual row alone into in.x_out [cols], by one block (the sandwich norm's add where no
+// matvec follows it). Every thread of the block calls it.
+__device__ __forceinline__ void residual_row(int cols, const FusedIn &in) {
+    const float inv_delta = inv_rms(in.delta, cols, in);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) in.x_out[i] = residual_col(in, inv_delta, i);
 }
 
 // The input of the rows from row x [cols] (in.x; or the residual row in shared memory, which the

@@ -2,9 +2,9 @@
 // the embedding, every layer and the classifier in one cooperative launch whose blocks wait for
 // each other at a grid barrier between phases, where the graph path launches 2 + 5 n_layers
 // kernels. Asked for per state (EmxStateOptions.persistent, or EMX_CUDA_PERSISTENT=1 when the
-// state is made); taken where every layer is the fused layer's plain kind (a SwiGLU block
-// without sandwich norms, every matrix of one dtype, widths and attention shapes the fused
-// kernels take) and the kernel's blocks fit the device at once. Else the graph path decodes, and
+// state is made); taken where every layer is of one kind the fused layer takes (a SwiGLU block
+// without sandwich norms, or Gemma 3's GeGLU between them), every matrix of one dtype, widths and
+// attention shapes the fused kernels take, and the kernel's blocks fit the device at once. Else the graph path decodes, and
 // the state says why (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the
 // statistics the decision reads in the same launch (decision_metrics), where the classifier is
 // in it. The results are bitwise the fused graph path's, which stays the reference they are
@@ -18,14 +18,18 @@
 #include "runtime/cuda/forward_cuda_pass.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
-// NULL when every layer is one the persistent kernel runs, else why not.
+// NULL when every layer is one the persistent kernel runs (Llama/Qwen's: SwiGLU, no sandwich
+// norms; or Gemma 3's: GeGLU between sandwich norms), else why not.
 static const char *layers_refusal(const CudaState *s) {
     if (!s->fused) return "the fused kernels are off (EMX_CUDA_FUSED=0)";
-    if (s->m->ext.ffn_act == EMX_ACT_GELU_TANH) return "a GeGLU feed-forward block";
+    const int gelu = s->m->ext.ffn_act == EMX_ACT_GELU_TANH;
     const uint32_t dt = s->w->layers[0].wq.dtype;
     for (uint32_t l = 0; l < s->m->cfg.n_layers; l++) {
         const CudaLayer *L = &s->w->layers[l];
-        if (L->post_attn_norm || L->post_ffn_norm) return "sandwich norms (each block's output normed before the add)";
+        const int sandwich = L->post_attn_norm && L->post_ffn_norm;
+        if (!sandwich && (L->post_attn_norm || L->post_ffn_norm)) return "a layer with one of the two sandwich norms";
+        if (sandwich != gelu)
+            return gelu ? "a GeGLU feed-forward block without sandwich norms" : "sandwich norms around a SwiGLU block";
         const EmxCudaWeight *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
         for (int i = 0; i < 7; i++)
             if (w[i]->dtype != dt) return "layers whose matrices are of different dtypes";
@@ -46,6 +50,7 @@ static EmxDecodeLayer layer_entry(const CudaState *s, int l) {
     e.wq = L->wq.data, e.wk = L->wk.data, e.wv = L->wv.data, e.wo = L->wo.data;
     e.gate = L->gate.data, e.up = L->up.data, e.down = L->down.data;
     e.attn_norm = L->attn_norm, e.ffn_norm = L->ffn_norm;
+    e.post_attn_norm = L->post_attn_norm, e.post_ffn_norm = L->post_ffn_norm;
     e.q_norm = L->q_norm, e.k_norm = L->k_norm;
     e.bq = L->bq, e.bk = L->bk, e.bv = L->bv;
     e.inv_freq = emx_layer_is_local(&s->m->ext, (uint32_t)l) ? s->w->inv_freq_local : s->w->inv_freq;
@@ -70,6 +75,7 @@ static void step_args(CudaState *s) {
     a->attn_scale = s->m->ext.attn_scale;
     a->embed_scale = s->m->ext.embed_scale;
     a->rope_style = (int)c->rope_style;
+    a->sandwich = s->m->ext.ffn_act == EMX_ACT_GELU_TANH;  // every layer, as layers_refusal checked
     a->layers = s->step_layers_d;
     // the embedding and the classifier in the launch where they share the layers' dtype; else
     // their own launches before and after it
@@ -77,6 +83,7 @@ static void step_args(CudaState *s) {
     a->out = w->out.dtype == a->dtype && w->out.cols == a->dim ? w->out.data : NULL;
     a->out_norm = w->norm;
     a->x = s->x, a->q = s->q, a->k = s->k, a->v = s->v, a->att = s->att, a->hb = s->hb, a->logits = s->logits;
+    a->xb = s->xb, a->tmp = s->tmp;
     a->attn_ws = s->attn_ws;
     a->arrivals = s->attn_arrivals;
     a->sync = s->step_sync;

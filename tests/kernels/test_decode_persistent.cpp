@@ -9,7 +9,8 @@
 // emx_cuda_matvec_fused for w_down; the classifier). After every step: the logits, x, both
 // layers' score rows and statistics and the whole KV caches BITWISE equal (the phases are the same
 // code: matvec_fused.cuh, attention_decode.cuh).
-// Breadth: every weight dtype; Llama (no q/k norms), Qwen3 (norms), Qwen2 (biases); layer 1 local
+// Breadth: every weight dtype; Llama (no q/k norms), Qwen3 (norms), Qwen2 (biases), Gemma 3's
+// layers (sandwich norms, GeGLU; against the fused path's Gemma launches); layer 1 local
 // (a window of 6 keys, its cache a ring of 7 rows that wraps twice in 20 steps); f32 and f16
 // caches; grids of 1 block (every phase by one block), 5, and all the emulator holds
 // (emx_cuda_decode_persistent_blocks); keys per block 4 (several chunks, so several attention
@@ -52,33 +53,36 @@ struct Variant {
     int ctx = 24;
     int metrics = 0;     // 1: the decision's statistics in the launch (both layers' attention), 2: without
                          // the attention's head statistics (recomputed from the rows)
+    bool sandwich = false;  // Gemma 3's layers: GeGLU, each block's output normed before the add
+    bool classifier = true; // false: the launch ends after the layers (x its output)
 };
 
 // One layer's weights and small vectors (device), shared by both copies.
 struct Layer {
     TestWeight wq, wk, wv, wo, gate, up, down;
-    DevBuf<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv;
+    DevBuf<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, post_attn, post_ffn;
     Layer(uint32_t dt, uint64_t seed)
         : wq(dt, kQ, kDim, seed), wk(dt, kKvDim, kDim, seed + 1), wv(dt, kKvDim, kDim, seed + 2),
           wo(dt, kDim, kQ, seed + 3), gate(dt, kHidden, kDim, seed + 4), up(dt, kHidden, kDim, seed + 5),
           down(dt, kDim, kHidden, seed + 6), attn_norm(random_floats(kDim, seed + 7, 0.5f, 1.5f)),
           ffn_norm(random_floats(kDim, seed + 8, 0.5f, 1.5f)), q_norm(random_floats(kHd, seed + 9, 0.5f, 1.5f)),
           k_norm(random_floats(kHd, seed + 10, 0.5f, 1.5f)), bq(random_floats(kQ, seed + 11)),
-          bk(random_floats(kKvDim, seed + 12)), bv(random_floats(kKvDim, seed + 13)) {}
+          bk(random_floats(kKvDim, seed + 12)), bv(random_floats(kKvDim, seed + 13)),
+          post_attn(random_floats(kDim, seed + 14, 0.5f, 1.5f)), post_ffn(random_floats(kDim, seed + 15, 0.5f, 1.5f)) {}
 };
 
 // One copy's state: activations, caches, score rows, workspace, counters.
 struct Copy {
     size_t esize;
     int ctx;
-    DevBuf<float> x, q, k, v, att, hb, logits, scores;
+    DevBuf<float> x, xb, tmp, q, k, v, att, hb, logits, scores;
     DevBuf<EmxSoftmaxStats> stats;
     DevBuf<uint8_t> kc, vc, ws, lm_ws, am_ws;
     DevBuf<unsigned> arrivals, sync;
     DevBuf<int> token, pos, argmax;
     DevBuf<EmxMetrics> metrics;
     explicit Copy(const Variant &v)
-        : esize(v.kv_dtype == EMX_KV_F16 ? 2 : 4), ctx(v.ctx), x(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ),
+        : esize(v.kv_dtype == EMX_KV_F16 ? 2 : 4), ctx(v.ctx), x(kDim), xb(kDim), tmp(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ),
           hb(kHidden), logits(v.vocab), scores((size_t)kLayers * kHeads * v.ctx), stats((size_t)kLayers * kHeads),
           kc((size_t)(v.ctx + kRing) * kKvDim * esize), vc((size_t)(v.ctx + kRing) * kKvDim * esize),
           ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kHeads, kHd, v.ctx, kKpb)),
@@ -121,12 +125,19 @@ struct Model {
 // The graph path's launches for one step of copy c.
 void fused_step(const Model &m, Copy &c) {
     CUDA_OK(emx_cuda_embedding_scaled(&m.emb.w, c.token.p, 1, 1.0f, c.x.p, nullptr));
+    const bool sw = m.var.sandwich;
     for (int l = 0; l < kLayers; l++) {
         const Layer &L = *m.layers[l];
-        const EmxFusedInput qkv_in = {c.x.p, L.attn_norm.p, 1e-5f, 0};
         const EmxCudaWeight *qkv[3] = {&L.wq.w, &L.wk.w, &L.wv.w};
         float *qkv_out[3] = {c.q.p, c.k.p, c.v.p};
-        CUDA_OK(emx_cuda_matvec_fused(&qkv_in, qkv, qkv_out, 3, 0, nullptr));
+        if (sw && l > 0) {  // x = xb + rmsnorm(tmp) * post_ffn of the layer before, in the prologue
+            const EmxFusedInput in = {c.xb.p, L.attn_norm.p, 1e-5f, 0};
+            const EmxFusedResidual res = {c.tmp.p, m.layers[l - 1]->post_ffn.p, c.x.p};
+            CUDA_OK(emx_cuda_matvec_fused_residual(&in, &res, qkv, qkv_out, 3, nullptr));
+        } else {
+            const EmxFusedInput qkv_in = {c.x.p, L.attn_norm.p, 1e-5f, 0};
+            CUDA_OK(emx_cuda_matvec_fused(&qkv_in, qkv, qkv_out, 3, 0, nullptr));
+        }
         EmxAttnDecodeArgs d = {};
         d.attn.k_cache = c.kl(l), d.attn.v_cache = c.vl(l), d.attn.cache_rows = l ? kRing : 0;
         d.attn.kv_dtype = m.var.kv_dtype;
@@ -146,14 +157,28 @@ void fused_step(const Model &m, Copy &c) {
         CUDA_OK(emx_cuda_attention_decode(&d, nullptr));
         const EmxFusedInput att_in = {c.att.p, nullptr, 1e-5f, 0};
         const EmxCudaWeight *wo[1] = {&L.wo.w};
-        float *x_out[1] = {c.x.p};
+        float *x_out[1] = {c.x.p}, *tmp_out[1] = {c.tmp.p};
+        const EmxFusedInput hb_in = {c.hb.p, nullptr, 1e-5f, 0};
+        const EmxCudaWeight *down[1] = {&L.down.w};
+        if (sw) {  // tmp = Wo att; hb = geglu(rmsnorm(h)), h = x + rmsnorm(tmp) * post_attn into xb; tmp = Wdown hb
+            CUDA_OK(emx_cuda_matvec_fused(&att_in, wo, tmp_out, 1, 0, nullptr));
+            const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0};
+            const EmxFusedResidual res = {c.tmp.p, L.post_attn.p, c.xb.p};
+            CUDA_OK(emx_cuda_matvec_fused_geglu(&ffn_in, &res, &L.gate.w, &L.up.w, c.hb.p, nullptr));
+            CUDA_OK(emx_cuda_matvec_fused(&hb_in, down, tmp_out, 1, 0, nullptr));
+            continue;
+        }
         CUDA_OK(emx_cuda_matvec_fused(&att_in, wo, x_out, 1, 1, nullptr));
         const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0};
         CUDA_OK(emx_cuda_matvec_fused_swiglu(&ffn_in, &L.gate.w, &L.up.w, c.hb.p, nullptr));
-        const EmxFusedInput hb_in = {c.hb.p, nullptr, 1e-5f, 0};
-        const EmxCudaWeight *down[1] = {&L.down.w};
         CUDA_OK(emx_cuda_matvec_fused(&hb_in, down, x_out, 1, 1, nullptr));
     }
+    if (sw) {  // the last layer's residual add alone
+        const EmxFusedInput in = {c.xb.p, nullptr, 1e-5f, 0};
+        const EmxFusedResidual res = {c.tmp.p, m.layers[kLayers - 1]->post_ffn.p, c.x.p};
+        CUDA_OK(emx_cuda_fused_residual(&in, &res, kDim, nullptr));
+    }
+    if (!m.var.classifier) return;
     const EmxFusedInput cls_in = {c.x.p, m.out_norm.p, 1e-5f, 0};
     const EmxCudaWeight *cls[1] = {&m.out.w};
     float *logits[1] = {c.logits.p};
@@ -178,6 +203,7 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
         e.wq = L.wq.w.data, e.wk = L.wk.w.data, e.wv = L.wv.w.data, e.wo = L.wo.w.data;
         e.gate = L.gate.w.data, e.up = L.up.w.data, e.down = L.down.w.data;
         e.attn_norm = L.attn_norm.p, e.ffn_norm = L.ffn_norm.p;
+        e.post_attn_norm = m.var.sandwich ? L.post_attn.p : nullptr, e.post_ffn_norm = m.var.sandwich ? L.post_ffn.p : nullptr;
         e.q_norm = m.var.norms ? L.q_norm.p : nullptr, e.k_norm = m.var.norms ? L.k_norm.p : nullptr;
         e.bq = m.var.biases ? L.bq.p : nullptr, e.bk = m.var.biases ? L.bk.p : nullptr;
         e.bv = m.var.biases ? L.bv.p : nullptr;
@@ -194,6 +220,8 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
     a.x = c.x.p, a.q = c.q.p, a.k = c.k.p, a.v = c.v.p, a.att = c.att.p, a.hb = c.hb.p, a.logits = c.logits.p;
     a.attn_ws = c.ws.p, a.arrivals = c.arrivals.p, a.sync = c.sync.p, a.token = c.token.p, a.pos = c.pos.p;
     a.blocks = m.var.blocks;
+    a.sandwich = m.var.sandwich, a.xb = c.xb.p, a.tmp = c.tmp.p;
+    if (!m.var.classifier) a.out = nullptr;
     if (m.var.metrics) {  // both layers' attention metrics (EMX_ATTN_LAYERS_ALL), and the argmax
         a.metrics.out = c.metrics.p, a.metrics.argmax = c.argmax.p;
         a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
@@ -224,7 +252,7 @@ void decode_equals_fused(const Variant &v, int steps) {
         fused_step(m, ref);
         CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
-        expect_same(ref.logits, per.logits, "logits", v, pos);
+        if (v.classifier) expect_same(ref.logits, per.logits, "logits", v, pos);
         expect_same(ref.x, per.x, "x", v, pos);
         expect_same(ref.scores, per.scores, "score rows", v, pos);
         expect_same(ref.stats, per.stats, "statistics", v, pos);
@@ -266,6 +294,22 @@ Test(decode_persistent, metrics_in_the_launch_equal_the_metrics_kernels, .timeou
     Variant w{EMX_Q4, EMX_KV_F16, false, true, 1};
     w.vocab = 2100, w.metrics = 2;
     decode_equals_fused(w, 20);
+}
+
+// Gemma 3's layers: the sandwich norms' residual adds in the next phase's prologue (x and xb
+// alternating), GeGLU, the last add in the classifier's prologue or, without the classifier in
+// the launch, by one block at the end; with the metrics.
+Test(decode_persistent, gemma3_layers_equal_the_fused_kernels, .timeout = 600) {
+    for (uint32_t dt : {(uint32_t)EMX_Q8, (uint32_t)EMX_F32}) {
+        Variant v{dt, EMX_KV_F32, true, false, 0};
+        v.sandwich = true, v.metrics = 1;
+        decode_equals_fused(v, 12);
+    }
+    Variant w{EMX_Q4, EMX_KV_F16, true, false, 3};
+    w.sandwich = true;
+    decode_equals_fused(w, 20);
+    w.blocks = 1, w.classifier = false;  // the layers alone: x made by block 0 after the last barrier
+    decode_equals_fused(w, 3);
 }
 
 Test(decode_persistent, refuses_what_it_does_not_take) {

@@ -11,8 +11,9 @@
 // classifier where their dtype is not the layers' (q4 models keep them in q8: their own launches,
 // which the state's decode_path says). The grid: what the occupancy API and the SM count give (the emulator's EMU_SM_COUNT:
 // half the SMs, half the blocks), or fewer (EMX_CUDA_PERSISTENT_BLOCKS: one block running every
-// phase alone, three), the same bits each time. A model the kernel does not take (Gemma 3:
-// GeGLU, sandwich norms) decodes through the graph path, bitwise, and says why. Decisions
+// phase alone, three), the same bits each time. Gemma 3's layers (sandwich norms, GeGLU) too. A
+// model the kernel does not take (stories260K) decodes through the graph path, bitwise, and says
+// why. Decisions
 // (emx_forward_decide: greedy, entropix, a sampled draw) equal the graph path's with their
 // statistics made in the persistent launch, no metrics kernel run.
 // The models' vocabularies are real (128k-152k rows in the classifier): these run in the forward
@@ -248,18 +249,27 @@ Test(forward_cuda_persistent, llama3_tiny_grid_sizes, .timeout = 900) {
     emx_model_close(&m);
 }
 
-// Asked for where it does not apply: the graph path decodes (bitwise the state that did not ask),
-// and the state says why.
-Test(forward_cuda_persistent, gemma3_tiny_falls_back_to_the_graph_path, .timeout = 900) {
+// Gemma 3's layers (sandwich norms, GeGLU, sliding-window layers, the embedding's scale) in the
+// persistent kernel: bitwise the graph path, q8 and q4 with an f16 cache; entropix decisions
+// with their metrics in the launch.
+Test(forward_cuda_persistent, gemma3_tiny_equals_graph_path, .timeout = 900) {
+    persistent_equals_graph("gemma3-tiny.q8.bin", 2);
+    persistent_equals_graph("gemma3-tiny.q4.bin", 1, EMX_KV_F16);
+    decide_equal("gemma3-tiny.q8.bin", 2, EMX_DECIDE_ENTROPIX);
+}
+
+// Asked for where it does not apply (stories260K's q8 export: layers of mixed dtypes):
+// the graph path decodes (bitwise the state that did not ask), and the state says why.
+Test(forward_cuda_persistent, stories260K_falls_back_to_the_graph_path, .timeout = 900) {
     EmxModel m;
-    if (!open_test_model("gemma3-tiny.q8.bin", &m)) cr_skip_test("build/models/gemma3-tiny.q8.bin missing");
+    if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
     const int ctx = 16;
     EmxState *graph = state_of(&m, 0, nullptr, ctx, 0, nullptr);
     EmxState *asked = state_of(&m, 1, nullptr, ctx, 0, graph);
     const std::string path = decode_path(asked);
     cr_assert(path.find("graph (the persistent kernel does not take it: ") == 0, "%s", path.c_str());
     cr_assert_eq(path_blocks(asked), 0);
-    decode_equal("gemma3-tiny.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
+    decode_equal("stories260K.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
     emx_state_free(asked);
     emx_state_free(graph);
     emx_model_close(&m);

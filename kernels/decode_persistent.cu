@@ -45,6 +45,8 @@
 // Residency: every block waits for every other, so all G must be resident at once: a cooperative
 // launch (CUDA refuses a grid that does not fit rather than letting it hang), G from the occupancy
 // API and the device's SM count, never a fixed number.
+// The timeline (EmxDecodeStep.clocks): each block's clock at its start, at each phase's arrival
+// and departure, and at its end; the runtime turns them into each phase's share of the launch.
 // Bytes per step: the fused path's (the weights once, the activations from L2), without the
 // launches: one instead of 1 + 5 n_layers + 1, and a barrier (G atomics and G polls of one
 // counter) where each launch's ramp-up was.
@@ -72,14 +74,34 @@ using namespace emx_fused;
 
 // The grid barrier: `target` is what the counter reads once every block has finished the phases
 // so far. arrive() publishes the block's writes; wait() returns when all blocks have arrived.
+// With the timeline's stamps (EmxDecodeStep.clocks, which thread 0 keeps in shared memory: held
+// in registers across the kernel the pointer cost an f32 instantiation a third of its blocks),
+// thread 0 stamps slot k + 1's pair for phase k (target / blocks phases ended before it): [0] after
+// its block's arrival, [1] when it leaves the wait; slot 0 holds the block's start, the last slot
+// its end (stamp_end).
 struct GridBarrier {
     unsigned *counter;
     unsigned target;
+    long long *const &clocks;  // thread 0's copy in shared memory (its address a constant)
+    __device__ __forceinline__ void stamp(unsigned slot, int which) const {
+        if (!emx_grid_leader()) return;
+        long long *c = clocks;
+        if (c) c[(slot * gridDim.x + blockIdx.x) * 2u + which] = emx_clock();  // (32-bit: < 2^31 stamps)
+    }
     __device__ __forceinline__ void arrive() {
         target += gridDim.x;
         emx_grid_signal(counter, 1);
+        stamp(target / gridDim.x, 0);
     }
-    __device__ __forceinline__ void wait() const { emx_grid_wait(counter, target); }
+    __device__ __forceinline__ void wait() const {
+        emx_grid_wait(counter, target);
+        stamp(target / gridDim.x, 1);
+    }
+    // The start (slot 0), and the end of the launch's last phase, which no barrier closes.
+    __device__ __forceinline__ void stamp_start() const { stamp(0, 0), stamp(0, 1); }
+    __device__ __forceinline__ void stamp_end() const {
+        stamp(target / gridDim.x + 1, 0), stamp(target / gridDim.x + 1, 1);
+    }
 };
 
 // The first row each of this block's warps takes in a matvec phase over [W_0; W_1; W_2] (and W2),
@@ -272,7 +294,10 @@ template <int DT, typename KV, bool SANDWICH>
 __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(const EmxDecodeStep a) {
     extern __shared__ float smem[];
     __shared__ AttnShared sh_mem;
-    GridBarrier bar = {a.sync, 0};
+    __shared__ long long *clocks;
+    if (emx_grid_leader()) clocks = a.clocks;  // (read by thread 0 alone: no barrier needed)
+    GridBarrier bar = {a.sync, 0, clocks};
+    bar.stamp_start();
     const int pos = *a.pos;
     if (a.emb) {
         embed_phase<DT>(a);
@@ -303,6 +328,7 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
             residual_row(a.dim, residual_input(a.xb, nullptr, a.eps, a.dim, a.tmp,
                                                a.layers[a.n_layers - 1].post_ffn_norm, a.x));
     }
+    bar.stamp_end();
     // Every block is past its last wait once it arrives here: the last one sets the barrier back,
     // and merges the metrics' items.
     if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last)) {
@@ -382,6 +408,10 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
     if (a->sandwich && !emx_cuda_matvec_fused_residual_fits(a->dtype, a->dim))
         return "sandwich layers whose residual row and input do not fit in 48 KiB (emx_cuda_matvec_fused_residual_fits)";
     return nullptr;
+}
+
+extern "C" int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a) {
+    return (a->emb ? 1 : 0) + 5 * a->n_layers + (a->out && a->metrics.out ? 1 : 0) + 1;
 }
 
 extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks) {

@@ -79,6 +79,15 @@ typedef struct {
     const int *token;      // device int: the step's token id (with emb)
     const int *pos;        // device int: its position; keys 0..pos attended, cache row pos written
     EmxDecodeMetrics metrics;  // with out: the decision's statistics in the same launch, or none
+    long long *clocks;     // NULL, or the timeline: [phases + 1][blocks][2] (phases:
+                           // emx_cuda_decode_persistent_phases) of each block's clock (an SM's
+                           // cycles: only one block's differences mean anything): slot 0 its start
+                           // (both), slot k + 1 phase k's end [0] (after the block's arrival at the
+                           // barrier) and its departure [1] (the wait over); the last phase's two
+                           // stamps its end. Phases in order: the embedding (with emb), five a layer
+                           // (q/k/v, attention, wo, gate/up, down), the classifier when the metrics
+                           // follow it, then what follows the last barrier (the metrics, the
+                           // classifier, or nothing)
     int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
 } EmxDecodeStep;
 
@@ -86,6 +95,9 @@ typedef struct {
 // that is not a multiple of 32, an input beyond 48 KiB of shared memory, an attention shape the
 // decode attention does not take, a dtype it is not built for).
 const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a);
+
+// The phases a launch of the step stamps in its timeline (EmxDecodeStep.clocks).
+int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a);
 
 // The most blocks of the step's kernel that are resident at once on the current device (the
 // occupancy API x the SM count): the grid a launch takes when a->blocks is 0. 0 (with

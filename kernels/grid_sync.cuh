@@ -22,6 +22,7 @@
 //     under the emulator, in the host pass, or before sm_90, where no launch overlaps the one
 //     before it (and the prefetch's index, kept across a quantising prologue, made sm_80's
 //     ptxas spill).
+//   emx_clock(): the SM's cycle counter, to time a block's own stretches of work.
 //   emx_max_resident_blocks(kernel, threads, shmem, &blocks): the largest grid of `kernel`
 //     whose blocks are all resident at once (occupancy x SM count): a grid that waits must not
 //     exceed it, or the blocks it waits for may never start.
@@ -54,6 +55,10 @@
 
 #include <cuda_runtime.h>
 #include <stddef.h>
+
+#ifdef ENTROPIX_CUDA_EMU
+#include <chrono>
+#endif
 
 // Under the emulator the waits report the caller's file and line (GCC's __builtin_FILE in a
 // default argument names the call site).
@@ -129,6 +134,19 @@ __device__ __forceinline__ void emx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
 #else
     (void)p;
+#endif
+}
+
+// The SM's cycle counter (clock64), for timing stretches of one block's work (counters of different
+// SMs are not comparable). Under the emulator: the host's steady clock in nanoseconds (emulation
+// times: a timeline's plumbing, not a GPU's figures).
+__device__ __forceinline__ long long emx_clock() {
+#if defined(ENTROPIX_CUDA_EMU)
+    return (long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+#else
+    return clock64();
 #endif
 }
 

@@ -42,7 +42,8 @@ typedef struct {
     int persistent;     // CUDA: decode steps as one persistent kernel (kernels/decode_persistent.h)
                         // where the model's shapes allow, else the graph path (EmxStateInfo.
                         // decode_path says which and why); EMX_CUDA_PERSISTENT=1 in the
-                        // environment when the state is made asks the same. Not with phase_timeline.
+                        // environment when the state is made asks the same. With phase_timeline
+                        // its blocks' clocks split the launch between the phases.
 } EmxStateOptions;
 
 // Returns NULL with a one-line reason: bad options, a device this build or machine lacks, a
@@ -85,9 +86,13 @@ const char *emx_phase_name(EmxPhase p);  // "attention input (norm, q/k/v)", ...
 
 // Sums over the decode steps a state has timed (EmxStateOptions.phase_timeline): µs per phase
 // from the CUDA events that close each phase (the first opens the step), and the steps counted.
-// A reader subtracts two readings to time a stretch of steps.
+// With the persistent kernel its launch's time is split between the phases it runs by its blocks'
+// clocks, and wait_us holds, of each phase's us, the time from its slowest block's arrival at the
+// phase's grid barrier to the grid's departure (0 on the graph path). A reader subtracts two
+// readings to time a stretch of steps.
 typedef struct {
     double us[EMX_PHASES];
+    double wait_us[EMX_PHASES];
     long steps;
 } EmxPhaseTimes;
 

@@ -451,15 +451,26 @@ Test(bench, gpu_timeline, .timeout = 300) {
 }
 
 // --persistent on the GPU: the graph path's row and the persistent kernel's, alternated round by
-// round, with their ratio (llama3-tiny: every layer one dtype); a model the kernel does not take
-// (stories260K: a hidden width of 172) gets the reason instead of a row.
+// round, with their ratio (llama3-tiny: every layer one dtype), and with --timeline the persistent
+// kernel's phases; a model the kernel does not take (stories260K: a hidden width of 172) gets the
+// reason instead of a row and a timeline.
 Test(bench, gpu_decode_paths, .timeout = 300) {
     const char *bin = gpu_bench();
     char mp[1024];
     test_build_path(mp, sizeof mp, "models/llama3-tiny.q8.bin");
     RunResult r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "2", "--runs", "1",
-                                                 "--persistent", NULL});
+                                                 "--persistent", "--timeline", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
+    // --timeline with it: the persistent kernel's phases, each row ending with its barrier time
+    const char *tl = strstr(r.out, "\ntimeline of one decode token (cuda:0");
+    cr_assert(tl && strstr(tl, "; persistent kernel, ") && strstr(tl, "barrier µs\n"), "%s", r.out);
+    const char *row = strstr(tl, emx_phase_name(EMX_PHASE_ATTN));
+    double us = 0, share = 0, bound = 0, of = 0, wait = -1;
+    unsigned long long bytes = 0;
+    cr_assert(row && sscanf(row + strlen(emx_phase_name(EMX_PHASE_ATTN)), "%lf %lf%% %llu %lf %lf%% %lf", &us, &share,
+                            &bytes, &bound, &of, &wait) == 6,
+              "%s", tl);
+    cr_expect(us > 0 && wait >= 0 && wait <= us, "%s", row);
     const char *t = strstr(r.out, "\ndecode paths (cuda:0");
     cr_assert(t, "%s", r.out);
     double graph_us = 0, per_us = 0, ratio = 0;
@@ -473,9 +484,12 @@ Test(bench, gpu_decode_paths, .timeout = 300) {
     run_free(&r);
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
     r = run_prog(bin, (const char *[]){"speed", mp, "--device", "cuda:0", "-p", "0", "-n", "1", "--runs", "1",
-                                       "--persistent", NULL});
+                                       "--persistent", "--timeline", NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "not measured: graph (the persistent kernel does not take it: ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\n  not measured: graph (the persistent kernel does not take it: ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\ntimeline of one decode token through the persistent kernel: not measured: graph (the "
+                            "persistent kernel does not take it: ") != NULL,
+              "%s", r.out);
     run_free(&r);
 }
 

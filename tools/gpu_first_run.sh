@@ -201,6 +201,14 @@ done
 # launches, beside its bytes in the bandwidth model, and the graph path's token alternated with it
 # (bench speed --timeline, docs/cuda.md).
 for m in $MODELS; do add "timeline-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline"; done
+# The same token through the persistent kernel: its one launch split between the phases by its
+# blocks' clocks, with each phase's time at its grid barrier (bench speed --timeline --persistent).
+for m in $MODELS; do
+    if [ "$EMULATED" = 1 ]; then
+        skip "timeline-persistent-${m%%:*}-q8" timeline "emulated: stories260K stays on the graph path (the emulated bench and forward_cuda_timeline suites run it on llama3-tiny)"
+    else add "timeline-persistent-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline --persistent"
+    fi
+done
 # The server's slots decoding together on the GPU (several states' rows in one step): aggregate
 # tok/s at 1 and 8 slots alternated, and every request's text the same whatever the slots
 # (tools/bench/server_parallel.py --check-texts: a slot beside others gives what it gives alone).

@@ -191,7 +191,7 @@ static void cuda_state_free(EmxState *st) {
                    s->gin_d, s->gemm_ws, s->key, s->value, s->layers_d, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
                    s->logits, s->br_key, s->br_value,
                    s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
-                   s->agents_ws, s->bin_d, s->step_layers_d, s->step_sync};
+                   s->agents_ws, s->bin_d, s->step_layers_d, s->step_sync, s->step_clocks};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
     cudaFreeHost(s->rows_h);
@@ -200,6 +200,7 @@ static void cuda_state_free(EmxState *st) {
     cudaFreeHost(s->out_h);
     cudaFreeHost(s->props_h);
     cudaFreeHost(s->bin_h);
+    free(s->step_clocks_h);
     free(s->scores_h);
     free(s->key_h);
     free(s->value_h);
@@ -422,9 +423,9 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     if (state_alloc(s)) goto fail;
     const char *persistent = getenv("EMX_CUDA_PERSISTENT");  // read once, here, as EMX_CUDA_FUSED
     const int ask = (opt && opt->persistent) || (persistent && strcmp(persistent, "1") == 0);
-    if (cuda_persistent_init(s, ask && !(opt && opt->phase_timeline))) goto fail;
     if (opt && opt->phase_timeline && !(s->clock = cuda_phase_clock_new((int)c->n_layers, s->err, sizeof s->err)))
         goto fail;
+    if (cuda_persistent_init(s, ask)) goto fail;  // (after the clock: a timed state's stamps)
     return &s->base;
 fail:
     emx_seterr(err, errlen, "%s", s->err);

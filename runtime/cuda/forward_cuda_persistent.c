@@ -106,6 +106,21 @@ static const char *step_blocks(CudaState *s) {
     return NULL;
 }
 
+// A timed state's stamps (s->clock: EmxStateOptions.phase_timeline), for the most phases a launch
+// stamps (with the metrics).
+static int clocks_alloc(CudaState *s) {
+    EmxDecodeStep a = s->step;
+    EmxMetrics any;
+    a.metrics.out = &any;
+    const size_t n = (size_t)(emx_cuda_decode_persistent_phases(&a) + 1) * (size_t)a.blocks * 2;
+    if (dev_alloc(s, (void **)&s->step_clocks, n * sizeof(long long), "the persistent kernel's timeline")) return -1;
+    if (!(s->step_clocks_h = malloc(n * sizeof(long long)))) {
+        snprintf(s->err, sizeof s->err, "%s: out of host memory", s->device_name);
+        return -1;
+    }
+    return 0;
+}
+
 int cuda_persistent_init(CudaState *s, int asked) {
     s->persistent = 0;
     if (!asked) {
@@ -138,6 +153,7 @@ int cuda_persistent_init(CudaState *s, int asked) {
     if (bad) return -1;
     s->step.layers = s->step_layers_d;
     s->step.sync = s->step_sync;
+    if (s->clock && clocks_alloc(s)) return -1;
     s->persistent = 1;
     const char *apart = !s->step.emb && !s->step.out ? ", the embedding and the classifier apart"
                         : !s->step.emb                ? ", the embedding apart"
@@ -170,8 +186,63 @@ static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
 int cuda_persistent_step(CudaState *s, int tail) {
     EmxDecodeStep a = s->step;
     s->metrics_in_step = a.out && tail == TAIL_DECIDE && decision_metrics(s, &a.metrics);
-    if (!a.emb)  // follows the input copy: an ordinary launch
+    const int timed = s->clock && s->clock->running;
+    a.clocks = timed ? s->step_clocks : NULL;
+    if (!a.emb) {  // follows the input copy: an ordinary launch
         CU(emx_cuda_embedding_scaled(&s->w->emb, s->in_d->tokens, 1, s->m->ext.embed_scale, s->x, s->stream));
+        if (cuda_phase(s, EMX_PHASE_EMBED)) return -1;
+    }
     CU(emx_cuda_decode_persistent(&a, s->stream));
+    if (timed) {
+        s->step_timed = a;
+        if (cuda_phase(s, CUDA_PHASE_SPLIT)) return -1;
+    }
     return a.out ? 0 : cuda_classify(s, 0, 1);
+}
+
+// Phase k of launch a (EmxDecodeStep.clocks' order) as a timeline's phase.
+static EmxPhase phase_of(const EmxDecodeStep *a, int k) {
+    static const EmxPhase layer[5] = {EMX_PHASE_ATTN_IN, EMX_PHASE_ATTN, EMX_PHASE_ATTN_OUT, EMX_PHASE_FFN_IN,
+                                      EMX_PHASE_FFN_OUT};
+    if (a->emb) {
+        if (k == 0) return EMX_PHASE_EMBED;
+        k--;
+    }
+    if (k < 5 * a->n_layers) return layer[k % 5];
+    k -= 5 * a->n_layers;
+    if (!a->out) return EMX_PHASE_FFN_OUT;  // after the last layer's barrier: its residual add, if any
+    return a->metrics.out && k == 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics are the choice's
+}
+
+// Block b's stamps of slot k (EmxDecodeStep.clocks): [0] arrival, [1] departure.
+static const long long *stamps(const long long *c, int k, int blocks, int b) { return c + ((size_t)k * blocks + b) * 2; }
+
+int cuda_persistent_timeline(CudaState *s) {
+    const EmxDecodeStep *a = &s->step_timed;
+    if (!s->clock || !a->clocks) return 0;
+    const int P = emx_cuda_decode_persistent_phases(a), G = a->blocks;
+    CU(cudaMemcpy(s->step_clocks_h, a->clocks, (size_t)(P + 1) * G * 2 * sizeof(long long), cudaMemcpyDeviceToHost));
+    double share[EMX_PHASES] = {0}, wait[EMX_PHASES] = {0}, total = 0;
+    for (int k = 1; k <= P; k++) {  // a phase: the blocks' mean time from the last departure to this
+        double mean = 0, work_max = 0;  // one, and the slowest block's work before its arrival
+        for (int b = 0; b < G; b++) {
+            const long long left = stamps(s->step_clocks_h, k - 1, G, b)[1];
+            const long long *now = stamps(s->step_clocks_h, k, G, b);
+            mean += (double)(now[1] - left) / G;
+            if ((double)(now[0] - left) > work_max) work_max = (double)(now[0] - left);
+        }
+        const EmxPhase p = phase_of(a, k - 1);
+        share[p] += mean;
+        wait[p] += mean > work_max ? mean - work_max : 0;
+        total += mean;
+    }
+    s->step_timed.clocks = NULL;
+    if (!(total > 0)) {
+        snprintf(s->err, sizeof s->err, "%s: the persistent kernel's timeline: its blocks' clocks did not advance",
+                 s->device_name);
+        return -1;
+    }
+    for (int p = 0; p < EMX_PHASES; p++) share[p] /= total, wait[p] /= total;
+    cuda_phase_split(s->clock, share, wait);
+    return 0;
 }

@@ -132,6 +132,9 @@ typedef struct {
     unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
     int metrics_in_step;    // while a decode step is queued: the persistent kernel makes the
                             // decision's statistics (the tail does not make them again)
+    long long *step_clocks, *step_clocks_h;  // a timed state's (clock): the kernel's timeline
+                            // stamps, device and host, for the most phases a launch has
+    EmxDecodeStep step_timed; // the timed step's launch (clocks NULL once its stamps are read)
     cudaStream_t stream;
     CudaWeights *w;
     // activations, device, one row per token of the chunk; R = max(CHUNK, gemm_rows)
@@ -256,9 +259,13 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
 // s->persistent and builds the kernel's layer table; decode_path says what decodes (-1 with err
 // set: out of memory). step: one decode step's embedding, layers and classifier (in_d holds its
 // input), queued; with the tail TAIL_DECIDE and the classifier in the launch, the statistics the
-// decision reads too (s->metrics_in_step).
+// decision reads too (s->metrics_in_step); in a timed step its launch closes a CUDA_PHASE_SPLIT
+// mark.
 int cuda_persistent_init(CudaState *s, int asked);
 int cuda_persistent_step(CudaState *s, int tail);
+// After a timed persistent step has synchronised: its launch's time split between the phases by
+// its blocks' clocks (the clock's cuda_phase_split); nothing for other steps.
+int cuda_persistent_timeline(CudaState *s);
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
 // Whether a pass whose first query is at pos can run on the rings (-1 with err set: a rollback
 // further back than they hold; runtime/kv_ring.h).

@@ -192,6 +192,7 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
         }
     }
     CU(cudaStreamSynchronize(s->stream));
+    if (cuda_persistent_timeline(s)) return -1;
     CU(cuda_phase_collect(s->clock));  // a timed decode step's phases (no-op otherwise)
     s->last_pos = pos + n - 1;
     s->logits_fresh = tail == TAIL_LOGITS;  // a proposal round leaves its logits on the device only

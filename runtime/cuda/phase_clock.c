@@ -48,6 +48,10 @@ cudaError_t cuda_phase_end(CudaPhaseClock *c, EmxPhase p, cudaStream_t stream) {
     return cudaEventRecord(c->events[c->n++], stream);
 }
 
+void cuda_phase_split(CudaPhaseClock *c, const double share[EMX_PHASES], const double wait[EMX_PHASES]) {
+    for (int p = 0; p < EMX_PHASES; p++) c->share[p] = share[p], c->wait[p] = wait[p];
+}
+
 cudaError_t cuda_phase_collect(CudaPhaseClock *c) {
     if (!c || !c->running) return cudaSuccess;
     c->running = 0;
@@ -55,7 +59,14 @@ cudaError_t cuda_phase_collect(CudaPhaseClock *c) {
         float ms = 0;
         const cudaError_t e = cudaEventElapsedTime(&ms, c->events[i - 1], c->events[i]);
         if (e != cudaSuccess) return e;
-        c->total.us[c->phase[i]] += 1e3 * ms;
+        if (c->phase[i] != CUDA_PHASE_SPLIT) {
+            c->total.us[c->phase[i]] += 1e3 * ms;
+            continue;
+        }
+        for (int p = 0; p < EMX_PHASES; p++) {
+            c->total.us[p] += 1e3 * ms * c->share[p];
+            c->total.wait_us[p] += 1e3 * ms * c->wait[p];
+        }
     }
     c->total.steps++;
     return cudaSuccess;

@@ -13,11 +13,17 @@
 
 #include "runtime/forward.h"
 
+// A mark whose interval is split between the phases by the owner's shares (cuda_phase_split: the
+// persistent kernel, one launch for every phase of the layers).
+#define CUDA_PHASE_SPLIT ((EmxPhase)EMX_PHASES)
+
 typedef struct {
     cudaEvent_t *events;   // [cap] events[0] opens the step, events[i] closes phase[i]
     unsigned char *phase;  // [cap]
     int cap, n;            // cap = 2 + 5 x layers + 2: every mark of the longest step
     int running;           // between cuda_phase_start and cuda_phase_collect (a timed step)
+    double share[EMX_PHASES], wait[EMX_PHASES];  // a SPLIT interval's parts: each phase's, and
+                                                 // of it the barrier's (cuda_phase_split)
     EmxPhaseTimes total;
 } CudaPhaseClock;
 
@@ -30,6 +36,10 @@ void cuda_phase_clock_free(CudaPhaseClock *c);
 // error code.
 cudaError_t cuda_phase_start(CudaPhaseClock *c, cudaStream_t stream);
 cudaError_t cuda_phase_end(CudaPhaseClock *c, EmxPhase p, cudaStream_t stream);
+// How the step's CUDA_PHASE_SPLIT interval divides: share[p] of it is phase p's, wait[p] of it
+// (<= share[p]) that phase's barrier; set after the step's stream has synchronised, before
+// cuda_phase_collect.
+void cuda_phase_split(CudaPhaseClock *c, const double share[EMX_PHASES], const double wait[EMX_PHASES]);
 // After the step's stream has synchronised: adds its phases to the totals and ends the timed step.
 cudaError_t cuda_phase_collect(CudaPhaseClock *c);
 

@@ -19,6 +19,7 @@
 // The metrics phase (the logits' and the attention's statistics in the launch) against the
 // metrics kernels launched after the fused ones, bitwise: a vocabulary of several chunks, rows
 // longer than a thread's first lane, a windowed layer, head statistics recorded or recomputed.
+// Every launch with its timeline's stamps (EmxDecodeStep.clocks): all written, in order, each step.
 // Also the refusals: a grid past what is resident, widths that are not multiples of 32, NULL
 // activations, metrics without the classifier, a workspace or of layers outside the model; and
 // the counters left at zero for the next launch.
@@ -238,11 +239,36 @@ void expect_same(const DevBuf<T> &a, const DevBuf<T> &b, const char *what, const
               v.biases, v.blocks, what, pos);
 }
 
+// The timeline's stamps of a step (EmxDecodeStep.clocks): every block's slots written, each no
+// earlier than the one before it (start, then each phase's arrival and departure, then the end),
+// the first after the block's last stamp of the step before (*last, updated).
+void expect_stamps(const DevBuf<long long> &clocks, int phases, int grid, std::vector<long long> &last,
+                   const Variant &v, int pos) {
+    const std::vector<long long> h = clocks.download();
+    for (int b = 0; b < grid; b++) {
+        long long prev = last[b];
+        for (int k = 0; k <= phases; k++)
+            for (int w = 0; w < 2; w++) {
+                const long long t = h[((size_t)k * grid + b) * 2 + w];
+                cr_assert(t > 0 && t >= prev, "dtype %u, blocks %d: block %d's stamp %d/%d at pos %d: %lld after %lld",
+                          v.dtype, grid, b, k, w, pos, t, prev);
+                prev = t;
+            }
+        last[b] = prev;
+    }
+}
+
 void decode_equals_fused(const Variant &v, int steps) {
     Model m(v);
     Copy ref(v), per(v);
     DevBuf<EmxDecodeLayer> table(kLayers);
-    const EmxDecodeStep a = step_args(m, per, table);
+    EmxDecodeStep a = step_args(m, per, table);
+    int grid = v.blocks;  // the timeline's stamps too: they must not change a bit of the results
+    if (!grid) CUDA_OK(emx_cuda_decode_persistent_blocks(&a, &grid));
+    const int phases = emx_cuda_decode_persistent_phases(&a);
+    DevBuf<long long> clocks(std::vector<long long>((size_t)(phases + 1) * grid * 2, 0));
+    std::vector<long long> last(grid, 0);
+    a.clocks = clocks.p;
     for (int pos = 0; pos < steps; pos++) {
         const int tok = (7 + 31 * pos) % v.vocab;
         for (Copy *c : {&ref, &per}) {
@@ -262,6 +288,7 @@ void decode_equals_fused(const Variant &v, int steps) {
             expect_same(ref.metrics, per.metrics, "metrics", v, pos);
             expect_same(ref.argmax, per.argmax, "argmax", v, pos);
         }
+        expect_stamps(clocks, phases, grid, last, v, pos);
         const std::vector<unsigned> sync = per.sync.download(), arr = per.arrivals.download();
         cr_assert(sync[0] == 0 && sync[1] == 0 && arr[0] == 0 && arr[1] == 0, "counters left at %u %u / %u %u", sync[0],
                   sync[1], arr[0], arr[1]);

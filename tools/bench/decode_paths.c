@@ -71,7 +71,7 @@ int emx_bench_decode_paths(const EmxModel *m, EmxState *graph_state, const EmxSt
 int emx_bench_gpu_tables(int timeline, int persistent, const EmxModel *m, EmxState *graph_state,
                          const EmxStateOptions *so, const EmxTimelineRun *run) {
     char err[512];
-    if ((timeline && emx_bench_timeline(m, graph_state, so, run, stdout, err, sizeof err) != 0) ||
+    if ((timeline && emx_bench_timeline(m, graph_state, so, run, persistent, stdout, err, sizeof err) != 0) ||
         (persistent && emx_bench_decode_paths(m, graph_state, so, run, stdout, err, sizeof err) != 0)) {
         fprintf(stderr, "%s\n", err);
         return -1;

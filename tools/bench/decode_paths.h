@@ -23,8 +23,8 @@
 int emx_bench_decode_paths(const EmxModel *m, EmxState *graph_state, const EmxStateOptions *so,
                            const EmxTimelineRun *run, FILE *out, char *err, size_t errlen);
 
-// The tables that follow bench speed's report on a GPU: --timeline's (timeline.h), then
-// --persistent's, each when asked. 0, or -1 with the reason printed on stderr.
+// The tables that follow bench speed's report on a GPU: --timeline's (timeline.h: with
+// --persistent the persistent kernel's timeline), then --persistent's, each when asked. 0, or -1 with the reason printed on stderr.
 int emx_bench_gpu_tables(int timeline, int persistent, const EmxModel *m, EmxState *graph_state,
                          const EmxStateOptions *so, const EmxTimelineRun *run);
 

@@ -25,8 +25,10 @@ typedef struct {
 } EmxTimelineRun;
 
 // Runs the rounds on graph_state (a GPU state; so: the options it was made with) and prints the
-// table to out. 0, or -1 with a one-line reason in err.
+// table to out. persistent: the timed state decodes with the persistent kernel (one launch split
+// between the phases by its blocks' clocks, with each phase's barrier time in a last column; where
+// the kernel does not take the model, a line says why). 0, or -1 with a one-line reason in err.
 int emx_bench_timeline(const EmxModel *m, EmxState *graph_state, const EmxStateOptions *so, const EmxTimelineRun *run,
-                       FILE *out, char *err, size_t errlen);
+                       int persistent, FILE *out, char *err, size_t errlen);
 
 #endif

@@ -51,18 +51,21 @@ def speed_figures(text):
     return f
 
 
-TIMELINE_ROW = re.compile(r"^  (\S.*?)\s+" + NUM + r"\s+" + NUM + r"%\s+(\d+)\s+" + NUM + r"\s+" + NUM + "%$", re.M)
+TIMELINE_ROW = re.compile(r"^  (\S.*?)\s+" + NUM + r"\s+" + NUM + r"%\s+(\d+)\s+" + NUM + r"\s+" + NUM + r"%(?:\s+" + NUM
+                          + r")?$", re.M)
 
 
 def timeline_figures(text):
     """bench speed --timeline (tools/bench/timeline.c): bench speed's lines, then a row per phase of
-    one decode token [phase, us/token, share %, bytes/token, us at peak, % of bound] and the
-    graph path's and the timed step's us/token."""
+    one decode token [phase, us/token, share %, bytes/token, us at peak, % of bound, barrier us
+    (the persistent kernel's, with --persistent; else None)] and the graph path's and the timed
+    step's us/token."""
     f = speed_figures(text)
     _, found, table_text = text.partition("\ntimeline of one decode token")
     if not found:
         return f
-    f["phases"] = [[m.group(1), num(m.group(2)), num(m.group(3)), int(m.group(4)), num(m.group(5)), num(m.group(6))]
+    f["phases"] = [[m.group(1), num(m.group(2)), num(m.group(3)), int(m.group(4)), num(m.group(5)), num(m.group(6)),
+                    num(m.group(7)) if m.group(7) else None]
                    for m in TIMELINE_ROW.finditer(table_text)]
     for key, label in (("graph_us_per_token", "graph step"), ("timed_us_per_token", "timed step")):
         m = re.search(r"^  %s, wall clock\s+%s" % (label, NUM), table_text, re.M)
@@ -292,9 +295,13 @@ def markdown(rep):
           [[s["name"], f(s, "prefill_tok_s"), f(s, "decode_tok_s"), f(s, "decode_ms_per_token", 3),
             f(s, "achieved_gbps"), f(s, "of_peak_pct"), f(s, "launches_per_step", 0)] for s in by("speed")])
     for s in by("timeline"):  # one token's phases (docs/cuda.md: "Where a token's time goes")
-        table(md, [f"{s['name']}: phase", "µs/token", "share %", "bytes/token", "µs at peak", "of bound %"],
-              [[p[0], fmt(p[1]), fmt(p[2], 1), str(p[3]), fmt(p[4]), fmt(p[5], 1)] for p in s["figures"].get("phases", [])]
-              + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""]])
+        phases = s["figures"].get("phases", [])
+        barrier = any(p[6] is not None for p in phases)  # the persistent kernel's: each phase's barrier
+        table(md, [f"{s['name']}: phase", "µs/token", "share %", "bytes/token", "µs at peak", "of bound %"]
+              + (["barrier µs"] if barrier else []),
+              [[p[0], fmt(p[1]), fmt(p[2], 1), str(p[3]), fmt(p[4]), fmt(p[5], 1)] + ([fmt(p[6])] if barrier else [])
+               for p in phases]
+              + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""] + ([""] if barrier else [])])
     table(md, ["decode paths", "graph µs/token", "persistent µs/token", "persistent / graph", "persistent of bound %",
                "persistent path"],
           [[s["name"], f(s, "graph_us_per_token"), f(s, "persistent_us_per_token"), f(s, "persistent_vs_graph", 3),

@@ -4,10 +4,10 @@
 // kernels. Asked for per state (EmxStateOptions.persistent, or EMX_CUDA_PERSISTENT=1 when the
 // state is made); taken where every layer is of one kind the fused layer takes (a SwiGLU block
 // without sandwich norms, or Gemma 3's GeGLU between them), every matrix of one dtype, widths and
-// attention shapes the fused kernels take, and the kernel's blocks fit the device at once. Else the graph path decodes, and
-// the state says why (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the
-// statistics the decision reads in the same launch (decision_metrics), where the classifier is
-// in it. The results are bitwise the fused graph path's, which stays the reference they are
+// attention shapes the fused kernels take, and the kernel's blocks fit the device at once. Else
+// the graph path decodes, and the state says why (EmxStateInfo.decode_path). A decision's step
+// (emx_forward_decide) makes the statistics the decision reads in the same launch
+// (decision_metrics), where the classifier is in it. The results are bitwise the fused graph path's, which stays the reference they are
 // tested against (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,11 +169,10 @@ int cuda_persistent_init(CudaState *s, int asked) {
 // layers for entropix or when the metrics are asked for. 0: none to make (a plain draw).
 static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
     const EmxDecideSpec *sp = &s->spec;
-    const int greedy = sp->kind == EMX_DECIDE_GREEDY, attn = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
-    const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
+    const int greedy = sp->kind == EMX_DECIDE_GREEDY, attn = cuda_decide_attn_metrics(sp);
     int first = 0, last = -1;
     if (!greedy && !attn) return 0;
-    if (attn && emx_attn_layer_range(layer, (int)s->m->cfg.n_layers, &first, &last) != 0)
+    if (attn && emx_attn_layer_range(cuda_decide_attn_layer(sp), (int)s->m->cfg.n_layers, &first, &last) != 0)
         return 0;  // the tail's kernels refuse it, and say so
     memset(m, 0, sizeof *m);
     m->out = &s->out_d->metrics;

@@ -30,8 +30,7 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
     const uint64_t step = s->in_h->rng_step;
     const uint64_t *step_dev = graph ? &s->in_d->rng_step : NULL;
     const int *valid_dev = graph ? &s->in_d->n_keys : NULL;
-    const int layer = sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
-    const int metrics = sp->kind == EMX_DECIDE_ENTROPIX || sp->want_metrics;
+    const int layer = cuda_decide_attn_layer(sp), metrics = cuda_decide_attn_metrics(sp);
     const int made = s->metrics_in_step;  // by the persistent kernel, in the step's launch
     if (!made && (metrics || sp->kind == EMX_DECIDE_GREEDY))
         CU(emx_cuda_logits_metrics(s->logits, s->vocab, &o->metrics, sp->kind == EMX_DECIDE_GREEDY ? &o->token : NULL,

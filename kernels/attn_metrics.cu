@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(AM_BLOCK)
 attn_layer_kernel(const float *__restrict__ scores, const EmxSoftmaxStats *head_stats,
                   int first_layer, int n_heads, int stride, int valid_len_arg,
                   const int *valid_len_dev, EmxCudaAttnWindow win, EmxAttnLayerMetrics *out) {
-    __shared__ __align__(8) unsigned char sm[emx_am::smem_bytes(EMX_CUDA_ATTN_METRICS_MAX_HEADS)];
+    __shared__ __align__(8) unsigned char sm[emx_am::smem_bytes(EMX_CUDA_ATTN_METRICS_MAX_HEADS, AM_BLOCK)];
     emx_pdl_trigger();
     emx_pdl_wait();
     const int l = first_layer + blockIdx.x;

@@ -19,16 +19,18 @@
 
 namespace emx_am {
 
-// Shared memory of layer_block, for n_heads heads (<= EMX_CUDA_ATTN_METRICS_MAX_HEADS).
+// Shared memory of layer_block, for n_heads heads (<= EMX_CUDA_ATTN_METRICS_MAX_HEADS) and a
+// block of `threads`.
 struct Smem {
     EmxSoftmaxStats *st;  // [n_heads] each head's softmax statistic
     double *hb, *vb;      // [n_heads] its entropy and varentropy in bits
-    void *red;            // AM_BLOCK * sizeof(emxr::FixedMaxSums) bytes: one reduction scratch
+    void *red;            // threads * sizeof(emxr::FixedMaxSums) bytes: one reduction scratch
 };
-__host__ __device__ constexpr size_t smem_bytes(int n_heads) {
-    return (size_t)n_heads * (sizeof(EmxSoftmaxStats) + 2 * sizeof(double)) + AM_BLOCK * sizeof(emxr::FixedMaxSums);
+__host__ __device__ constexpr size_t smem_bytes(int n_heads, int threads) {
+    return (size_t)n_heads * (sizeof(EmxSoftmaxStats) + 2 * sizeof(double)) +
+           (size_t)threads * sizeof(emxr::FixedMaxSums);
 }
-// Smem carved from `base` (8-byte aligned), smem_bytes(n_heads) bytes.
+// Smem carved from `base` (8-byte aligned), smem_bytes(n_heads, blockDim.x) bytes.
 __device__ __forceinline__ Smem smem_at(void *base, int n_heads) {
     Smem s;
     s.st = (EmxSoftmaxStats *)base;

@@ -205,9 +205,7 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
 
 // The metrics' shared memory in the dynamic one (the logits' chunk and scratch, or a layer's heads).
 size_t metrics_smem(int n_heads) {
-    const size_t logits = LM_CHUNK * sizeof(float) + PERSIST_THREADS * sizeof(EmxSoftmaxStats);
-    const size_t attn = (size_t)n_heads * (sizeof(EmxSoftmaxStats) + 2 * sizeof(double)) +
-                        PERSIST_THREADS * sizeof(emxr::FixedMaxSums);
+    const size_t logits = emx_lm::smem_bytes(PERSIST_THREADS), attn = emx_am::smem_bytes(n_heads, PERSIST_THREADS);
     return logits > attn ? logits : attn;
 }
 

@@ -30,12 +30,14 @@ struct Partial {
 __host__ __device__ constexpr int parts_of(int n) { return (n + LM_CHUNK - 1) / LM_CHUNK; }
 
 // Shared memory of partial_block: the chunk's copy (read once from global memory), then one
-// reduction scratch of the wide block's width (the largest value reduced: an EmxSoftmaxStats).
+// reduction scratch of the block's width (the largest value reduced: an EmxSoftmaxStats).
 struct Smem {
     float *chunk;  // [LM_CHUNK]
-    void *red;     // LM_BLOCK * sizeof(EmxSoftmaxStats) bytes
+    void *red;     // threads * sizeof(EmxSoftmaxStats) bytes
 };
-constexpr size_t SMEM_BYTES = LM_CHUNK * sizeof(float) + LM_BLOCK * sizeof(EmxSoftmaxStats);
+__host__ __device__ constexpr size_t smem_bytes(int threads) {
+    return LM_CHUNK * sizeof(float) + (size_t)threads * sizeof(EmxSoftmaxStats);
+}
 
 // Chunk c of logits[0..n) -> *out.
 template <int LANES>

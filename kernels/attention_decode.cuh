@@ -2,7 +2,7 @@
 // (kernels/attention_decode.cu, whose header comment says what it computes, how blocks map to
 // chunks of keys and KV heads, and the bytes it moves): a block's work for chunk c of KV head kvh
 // of one query row (decode_block), for the attention kernels and for the persistent decode
-// kernel (kernels/decode_persistent.cu), which runs the same blocks' work as a phase of one
+// kernel (kernels/persistent/decode_persistent.cu), which runs the same blocks' work as a phase of one
 // launch, each block looping over (chunk, KV head) items.
 #ifndef ENTROPIX_KERNELS_ATTENTION_DECODE_CUH
 #define ENTROPIX_KERNELS_ATTENTION_DECODE_CUH

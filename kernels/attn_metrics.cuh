@@ -1,5 +1,5 @@
 // attn_metrics.cuh — the attention metrics' two steps as block functions, for attn_metrics.cu's
-// kernels and for the persistent decode kernel's last phase (kernels/decode_persistent.cu):
+// kernels and for the persistent decode kernel's last phase (kernels/persistent/decode_persistent.cu):
 //   layer_block  one layer's score rows -> its EmxAttnLayerMetrics (attn_metrics.cu says how)
 //   average      the layers' metrics -> EmxMetrics' attn_* fields (one thread)
 // layer_block is written for a block of AM_BLOCK threads and runs in a block of AM_BLOCK / LANES,

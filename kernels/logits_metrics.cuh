@@ -1,5 +1,5 @@
 // logits_metrics.cuh — the logits metrics' two steps as block functions, for logits_metrics.cu's
-// kernels and for the persistent decode kernel's last phase (kernels/decode_persistent.cu):
+// kernels and for the persistent decode kernel's last phase (kernels/persistent/decode_persistent.cu):
 //   partial_block  one chunk of LM_CHUNK logits -> a Partial (softmax sums from the chunk's max,
 //                  argmax candidate, count of valid logits)
 //   merge_block    every chunk's Partial -> H, V, lse (EmxMetrics), argmax, count

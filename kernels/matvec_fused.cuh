@@ -1,7 +1,7 @@
 // matvec_fused.cuh — the device side of the fused matvecs (kernels/matvec_fused.cu, whose header
 // comment says what they compute, how threads map to rows and the bytes they move): the prologue
 // that makes a block's input in shared memory and the rows loop, for the fused matvec kernels and
-// for the persistent decode kernel (kernels/decode_persistent.cu), which runs the same code as
+// for the persistent decode kernel (kernels/persistent/decode_persistent.cu), which runs the same code as
 // phases of one launch. Both stride the rows by the grid (gridDim.x blocks of FUSED_WARPS warps),
 // so a row's result has the same bits in either.
 #ifndef ENTROPIX_KERNELS_MATVEC_FUSED_CUH

@@ -39,7 +39,7 @@ typedef struct {
     EmxKvType cache_type; // the KV cache's elements; AUTO (0): emx_kv_type_resolve's choice
     int phase_timeline; // CUDA: time each decode step's phases (EmxStateInfo.phases): direct
                         // launches (no graph) with a CUDA event at the end of every phase
-    int persistent;     // CUDA: decode steps as one persistent kernel (kernels/decode_persistent.h)
+    int persistent;     // CUDA: decode steps as one persistent kernel (kernels/persistent/decode_persistent.h)
                         // where the model's shapes allow, else the graph path (EmxStateInfo.
                         // decode_path says which and why); EMX_CUDA_PERSISTENT=1 in the
                         // environment when the state is made asks the same. With phase_timeline

@@ -38,19 +38,15 @@ extern "C" {
 
 namespace {
 
-// One kept list per agent, laid out one after the other in the workspace.
-__host__ __device__ size_t align256_bytes(size_t n) { return (n + 255) & ~(size_t)255; }
-__host__ __device__ size_t kept_bytes(int n) {
-    return align256_bytes((size_t)n * sizeof(double)) + align256_bytes((size_t)n * sizeof(int)) +
-           align256_bytes((size_t)n * sizeof(float));
-}
+// One kept list per agent (kept_bytes each: sampling_mb.cuh), laid out one after the other in the
+// workspace.
 __device__ KeptList agent_kept_list(void *ws, int n, int agent) {
     char *p = (char *)ws + (size_t)agent * kept_bytes(n);
     KeptList kl;
     kl.p = (double *)p;
-    p += align256_bytes((size_t)n * sizeof(double));
+    p += mb_align((size_t)n * sizeof(double));
     kl.id = (int *)p;
-    p += align256_bytes((size_t)n * sizeof(int));
+    p += mb_align((size_t)n * sizeof(int));
     kl.logit = (float *)p;
     return kl;
 }
@@ -133,7 +129,7 @@ cudaError_t agents_propose(const float *logits, size_t stride, int n, const EmxA
     *props = (EmxProposal *)(kept_ws + (size_t)n_agents * kept_bytes(n));
     // the passes over the vocabulary on many blocks, one row of them per agent (sampling_mb.cuh)
     const MbWs mw =
-        mb_ws_at((char *)*props + align256_bytes((size_t)n_agents * sizeof(EmxProposal)), n, n_agents, stride);
+        mb_ws_at((char *)*props + mb_align((size_t)n_agents * sizeof(EmxProposal)), n, n_agents, stride);
     if (mw.G > 0) {
         ParamSrc ps = {};
         ps.kind = PS_AGENTS;
@@ -160,7 +156,7 @@ extern "C" cudaError_t emx_cuda_agents_feed(const EmxProposal *props, int n, con
 
 extern "C" size_t emx_cuda_agents_workspace_bytes(int n, int n_agents) {
     if (n < 1 || n_agents < 1) return 0;
-    return (size_t)n_agents * kept_bytes(n) + align256_bytes((size_t)n_agents * sizeof(EmxProposal)) +
+    return (size_t)n_agents * kept_bytes(n) + mb_align((size_t)n_agents * sizeof(EmxProposal)) +
            mb_ws_bytes(n, n_agents);
 }
 

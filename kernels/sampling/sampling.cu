@@ -7,8 +7,10 @@
 // From n = 8192 on, the passes that read the whole vocabulary run first on many blocks
 // (sampling_mb.cuh: one block of 256 threads per 2048 logits, 75 at n = 151936): pass 1, z
 // for top-p, three levels of the radix select and the gather of the first batch; the tail then
-// reads their few KB instead of the logits. Below 8192, and as the one-block version the lab
-// and the tests compare with (emx_cuda_sample_one_block), the one block does every pass itself:
+// reads their few KB instead of the logits (emx_cuda_entropix_tail: the tail alone, after the
+// persistent decode kernel made the passes in its launch). Below 8192, and as the one-block
+// version the lab and the tests compare with (emx_cuda_sample_one_block), the one block does
+// every pass itself:
 //   1. one pass: valid count, max, argmax (block reductions). Greedy and +inf rows end here.
 //   2. the kept tokens are a prefix of the rank order (logit descending, id ascending). They are
 //      found in batches without sorting the vocabulary: each token gets a 64-bit rank key
@@ -120,32 +122,25 @@ entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metri
     }
 }
 
-size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
-size_t kept_bytes(int n) {
-    return align256((size_t)n * sizeof(double)) + align256((size_t)n * sizeof(int)) + align256((size_t)n * sizeof(float));
-}
-
 KeptList kept_list(void *ws, int n) {
     char *p = (char *)ws;
     KeptList kl;
     kl.p = (double *)p;
-    p += align256((size_t)n * sizeof(double));
+    p += mb_align((size_t)n * sizeof(double));
     kl.id = (int *)p;
-    p += align256((size_t)n * sizeof(int));
+    p += mb_align((size_t)n * sizeof(int));
     kl.logit = (float *)p;
     return kl;
 }
 
-// The many-block passes' workspace, after the kept list (G == 0 below MB_MIN_N: one block), then
-// the wide draw's.
-MbWs mb_ws(void *ws, int n) { return mb_ws_at((char *)ws + kept_bytes(n), n, 1); }
+// The wide draw's workspace, after the kept list and the many-block passes' (sample_ws_passes).
 WideWs wide_ws(void *ws, int n) { return wide_ws_at((char *)ws + kept_bytes(n) + mb_ws_bytes(n, 1)); }
 
 cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
                           const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
                           cudaStream_t stream, bool many, bool pdl) {
     if (!logits || n < 1 || !params || !token_out || !workspace) return cudaErrorInvalidValue;
-    MbWs w = mb_ws(workspace, n);
+    MbWs w = sample_ws_passes(workspace, n);
     if (!many) w.G = 0;
     if (w.G > 0) {
         const EmxSamplerParams sp = *params;  // the tail's branches: greedy, or no filter at all
@@ -178,6 +173,13 @@ extern "C" unsigned long long emx_cuda_sample_many_block_launches(void) { return
 
 extern "C" unsigned long long emx_cuda_sample_wide_draws(void) { return wide_draws_launched; }
 
+extern "C" size_t emx_cuda_sample_passes_state(const void *workspace, int n, void *out, size_t bytes) {
+    const MbWs w = sample_ws_passes((void *)workspace, n);
+    const size_t have = (size_t)(MB_LEVELS + 1) * sizeof(MbState), copy = bytes < have ? bytes : have;
+    if (!workspace || n < 1 || w.G == 0 || !out) return 0;
+    return cudaMemcpy(out, w.st, copy, cudaMemcpyDeviceToHost) == cudaSuccess ? copy : 0;
+}
+
 extern "C" cudaError_t emx_cuda_fixed_sum(const double *values, int n, uint64_t *out, cudaStream_t stream) {
     if (!values || n < 0 || !out) return cudaErrorInvalidValue;
     fx_zero_kernel<<<1, 1, 0, stream>>>((u64 *)out);
@@ -209,7 +211,7 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               void *workspace, cudaStream_t stream, int pdl) {
     if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
         return cudaErrorInvalidValue;
-    const MbWs w = mb_ws(workspace, n);
+    const MbWs w = sample_ws_passes(workspace, n);
     if (w.G > 0) {  // the decision is made on the device: every pass may be needed
         ParamSrc ps = {};
         ps.kind = PS_ENTROPIX;
@@ -220,7 +222,19 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
         const cudaError_t e = mb_launch(logits, n, ps, true, true, w, stream, pdl != 0);
         if (e != cudaSuccess) return e;
     }
+    return emx_cuda_entropix_tail(logits, n, metrics, profile, state, pause_token, seed, step, step_dev, token_out,
+                                  decision_out, score_out, workspace, stream, pdl);
+}
+
+extern "C" cudaError_t emx_cuda_entropix_tail(const float *logits, int n, const EmxMetrics *metrics,
+                                              const EmxProfile *profile, EmxEntropixState *state,
+                                              int pause_token, uint64_t seed, uint64_t step,
+                                              const uint64_t *step_dev, int *token_out,
+                                              EmxDecision *decision_out, double *score_out,
+                                              void *workspace, cudaStream_t stream, int pdl) {
+    if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
+        return cudaErrorInvalidValue;
     return EMX_LAUNCH(pdl, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
                       (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out,
-                      kept_list(workspace, n), mb_row(w, 0));
+                      kept_list(workspace, n), mb_row(sample_ws_passes(workspace, n), 0));
 }

@@ -44,6 +44,11 @@ unsigned long long emx_cuda_sample_many_block_launches(void);
 // Process-wide count of the wide draws enqueued by emx_cuda_sample (top-k off from n = 8192 on:
 // the nucleus and the draw found by a select on mass, sampling_wide.cuh).
 unsigned long long emx_cuda_sample_wide_draws(void);
+// The states the passes over the vocabulary leave for the one-block tail (the radix select's after
+// each level and the final one: filters, the floor, z, the threshold), for tests that compare two
+// ways of making them: copies at most `bytes` of them from the workspace (device) to `out` (host,
+// synchronously) and returns the bytes copied; 0 below n = 8192 (no passes) or on an error.
+size_t emx_cuda_sample_passes_state(const void *workspace, int n, void *out, size_t bytes);
 // The wide draw's exact sum, for its tests: out[0], out[1] (device) = the low and high words of
 // Σ floor(v_i·2^100) for v_i in [0, 2^24) (device [n]), added as 128-bit integers by many blocks
 // and threads: the same bits in any order.
@@ -76,6 +81,17 @@ cudaError_t emx_cuda_sample_one_block(const float *logits, int n, const EmxSampl
 // they receive the decision and the best-of-N score, NAN otherwise). The profile is passed by
 // value (copied into the launch). step and pdl: as emx_cuda_sample.
 cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics *metrics,
+                                   const EmxProfile *profile, EmxEntropixState *state,
+                                   int pause_token, uint64_t seed, uint64_t step,
+                                   const uint64_t *step_dev, int *token_out,
+                                   EmxDecision *decision_out, double *score_out, void *workspace,
+                                   cudaStream_t stream, int pdl);
+// The last launch of emx_cuda_entropix_step alone: the one block that decides, draws and updates
+// the state, reading what the passes over the vocabulary left in the workspace (from n = 8192
+// on) instead of making them: the persistent decode kernel makes them in its launch
+// (EmxDecodeStep.passes, kernels/persistent/decode_persistent.h). Below 8192 it is the whole step. The
+// same arguments and results as emx_cuda_entropix_step.
+cudaError_t emx_cuda_entropix_tail(const float *logits, int n, const EmxMetrics *metrics,
                                    const EmxProfile *profile, EmxEntropixState *state,
                                    int pause_token, uint64_t seed, uint64_t step,
                                    const uint64_t *step_dev, int *token_out,

@@ -47,7 +47,7 @@ struct Smem {
 
 // The block's shared memory (function-scope __shared__: one copy per block, whichever kernel
 // calls this).
-__device__ Smem block_smem() {
+__device__ inline Smem block_smem() {
     __shared__ u64 batch[BATCH_CAP];
     __shared__ unsigned hist[256];
     __shared__ float red_f[SB];
@@ -385,7 +385,7 @@ __device__ __forceinline__ void cut_top_k(EmxSamplerParams sp, Smem sm, KeptList
 
 // emx_sample_distribution on the device: the kept tokens with their final probabilities in
 // kl[0..m); returns m (0: no token can be chosen). Every thread calls it; all get m.
-__device__ int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
+__device__ inline int distribution_block(const float *logits, int n, EmxSamplerParams sp, Smem sm, KeptList kl,
                                   const MbRow &mb) {
     const int tid = threadIdx.x;
     if (n <= 0) return 0;
@@ -451,7 +451,7 @@ __device__ int distribution_block(const float *logits, int n, EmxSamplerParams s
 }
 
 // emx_sample_draw: the first kept token whose cumulative probability exceeds u · total.
-__device__ int draw(KeptList kl, int m, double u) {
+__device__ inline int draw(KeptList kl, int m, double u) {
     if (m <= 0) return -1;
     if (!(u >= 0.0)) u = 0.0;
     double total = 0.0;

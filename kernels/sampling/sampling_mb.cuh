@@ -26,6 +26,10 @@
 // partials, 1 KB of histogram per level and row, 8 per gathered key. Each launch's blocks spread
 // the read over the SMs, where one block streams one SM's share; launches that find the select
 // finished return after the state (a few hundred bytes).
+// Each pass is a block function of (chunk, row) beside its kernel, so that the persistent decode
+// kernel (kernels/persistent/decode_persistent.cu) runs the same passes as phases of its launch: its blocks
+// of 128 threads are each two of these kernels' threads (LANES 2) where the order of a sum depends
+// on it (z and its merge); counts, maxima, histograms and the gathered set do not.
 // Programmatic dependent launch (mb_launch's pdl: the decode step's tail, kernels/launch.cuh):
 // every pass first triggers its successor, then waits for its predecessor, in every block, before
 // any read or write (the logits, the previous pass's partials; the scan's zeroing of counters the
@@ -129,6 +133,14 @@ __host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows, size_t str
     return w;
 }
 
+// The sampler's workspace (emx_cuda_sample_workspace_bytes): the kept list [n] (p, id, logit),
+// then the passes' of one row (G == 0 below MB_MIN_N: one block does everything), then the wide
+// draw's (sampling_wide.cuh). The persistent decode kernel writes the passes' part for the tail.
+__host__ __device__ inline size_t kept_bytes(int n) {
+    return mb_align((size_t)n * sizeof(double)) + mb_align((size_t)n * sizeof(int)) + mb_align((size_t)n * sizeof(float));
+}
+__host__ __device__ inline MbWs sample_ws_passes(void *ws, int n) { return mb_ws_at((char *)ws + kept_bytes(n), n, 1); }
+
 // The scan partials [G] decision row `row` reads: its own logits row's, or the shared row's.
 __host__ __device__ inline ScanPart *mb_scan_of(const MbWs &w, int row) {
     return w.stride ? w.scan + (size_t)row * w.G : w.scan;
@@ -145,7 +157,7 @@ __host__ __device__ inline MbRow mb_row(const MbWs &w, int row) {
     return r;
 }
 
-// Shared scratch of a pass block.
+// Shared scratch of a pass block (red_*: one entry a thread).
 struct MbSmem {
     int *red_i;
     float *red_f;
@@ -166,27 +178,44 @@ __device__ MbSmem mb_smem() {
     MbSmem s = {red_i, red_f, red_a, red_d, hist, scan, res};
     return s;
 }
-
-// This block's chunk of the logits: [i0, i0 + len).
-__device__ __forceinline__ int chunk_len(int n, int *i0) {
-    *i0 = blockIdx.x * MB_CHUNK;
-    return min(MB_CHUNK, n - *i0);
+// The same scratch carved from `threads` threads' dynamic shared memory (mb_smem_bytes of it).
+__host__ __device__ inline size_t mb_smem_bytes(int threads) {
+    return (size_t)threads * (sizeof(double) + sizeof(emxr::ArgMax) + sizeof(float) + sizeof(int)) +
+           2 * 256 * sizeof(unsigned) + sizeof(int);
+}
+__device__ inline MbSmem mb_smem_at(void *base, int threads) {
+    char *p = (char *)base;
+    MbSmem s;
+    s.red_d = (double *)p, p += threads * sizeof(double);
+    s.red_a = (emxr::ArgMax *)p, p += threads * sizeof(emxr::ArgMax);
+    s.red_f = (float *)p, p += threads * sizeof(float);
+    s.red_i = (int *)p, p += threads * sizeof(int);
+    s.hist = (unsigned *)p, p += 256 * sizeof(unsigned);
+    s.scan = (unsigned *)p, p += 256 * sizeof(unsigned);
+    s.res = (int *)p;
+    return s;
 }
 
-__global__ void __launch_bounds__(MB_THREADS)
-mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
-    emx_pdl_trigger();
-    emx_pdl_wait();
-    const MbSmem sm = mb_smem();
+// Chunk c of the logits: [i0, i0 + len).
+__device__ __forceinline__ int chunk_len_of(int n, int c, int *i0) {
+    *i0 = c * MB_CHUNK;
+    return min(MB_CHUNK, n - *i0);
+}
+__device__ __forceinline__ int chunk_len(int n, int *i0) { return chunk_len_of(n, (int)blockIdx.x, i0); }
+
+// The scan of chunk c of row `row`'s logits (row 0 when the rows share them): its candidates, max
+// and argmax; chunk 0 of row 0 also zeroes the counters the later passes add to.
+__device__ void mb_scan_chunk(const float *__restrict__ logits, int n, const MbWs &w, int c, int row,
+                              const MbSmem &sm) {
     const int tid = threadIdx.x;
-    logits += blockIdx.y * w.stride;  // (gridDim.y is 1 when the rows share the logits)
-    if (blockIdx.x == 0 && blockIdx.y == 0) {  // the later launches add to these
+    logits += row * w.stride;
+    if (c == 0 && row == 0) {
         for (int i = tid; i < w.rows * MB_LEVELS * 256; i += blockDim.x) w.hist[i] = 0;
         for (int i = tid; i < w.rows; i += blockDim.x) w.nkeys[i] = 0;
         for (int i = tid; i < w.n_zero; i += blockDim.x) w.zero[i] = 0;
     }
     int i0;
-    const int len = chunk_len(n, &i0);
+    const int len = chunk_len_of(n, c, &i0);
     int valid = 0;
     float mx = -INFINITY;
     emxr::ArgMax am = {-INFINITY, -1};
@@ -195,14 +224,21 @@ mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
         if (!is_candidate(l)) continue;
         valid++;
         mx = fmaxf(mx, l);
-        emxr::ArgMax c = {l, i};
-        am = emxr::argmax_better(am, c);
+        emxr::ArgMax cand = {l, i};
+        am = emxr::argmax_better(am, cand);
     }
     ScanPart p;
     p.valid = emxr::block_reduce(valid, sm.red_i, emxr::SumOp());
     p.mx = emxr::block_reduce(mx, sm.red_f, emxr::MaxOp());
     p.am = emxr::block_reduce(am, sm.red_a, emxr::ArgMaxOp());
-    if (tid == 0) mb_scan_of(w, blockIdx.y)[blockIdx.x] = p;  // (blockIdx.y is 0 when the rows share the logits)
+    if (tid == 0) mb_scan_of(w, row)[c] = p;
+}
+
+__global__ void __launch_bounds__(MB_THREADS)
+mb_scan_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
+    mb_scan_chunk(logits, n, w, blockIdx.x, blockIdx.y, mb_smem());  // (blockIdx.y: 0 when the rows share the logits)
 }
 
 // The row's parameters and filters, from the scan's partials: what distribution_block derives in
@@ -213,17 +249,39 @@ struct RowSetup {
     int valid;
     bool filtered, need_z;
 };
-__device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
+__device__ RowSetup row_setup_of(const ParamSrc &ps, const MbWs &w, int row, const MbSmem &sm) {
     RowSetup r;
     int argmax;
     float mx;
-    merge_scan(mb_scan_of(w, blockIdx.y), w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx, &argmax);
-    const bool dist = params_of(ps, blockIdx.y, &r.sp);
+    merge_scan(mb_scan_of(w, row), w.G, sm.red_i, sm.red_f, sm.red_a, &r.valid, &mx, &argmax);
+    const bool dist = params_of(ps, row, &r.sp);
     r.f = filters_of(r.sp, r.valid, mx);
     r.filtered = dist && r.sp.temperature > 0.0f && r.sp.top_k != 1 && r.valid > 0 && mx != INFINITY &&
                  (r.f.top_k_on || r.f.top_p_on || r.f.min_p_on);
     r.need_z = r.filtered && !r.f.top_k_on && r.f.top_p_on;
     return r;
+}
+__device__ RowSetup row_setup(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
+    return row_setup_of(ps, w, (int)blockIdx.y, sm);
+}
+
+// Chunk c's Σ exp(s·(l - max)) of row r (a 256-thread block's order: lane j of thread t is the
+// kernel's thread t + j * 256 / LANES).
+template <int LANES>
+__device__ void mb_z_chunk(const float *__restrict__ logits, int n, const RowSetup &r, const MbWs &w, int c, int row,
+                           const MbSmem &sm) {
+    logits += row * w.stride;
+    int i0;
+    const int len = chunk_len_of(n, c, &i0), width = MB_THREADS / LANES;
+    double z[LANES];
+#pragma unroll
+    for (int j = 0; j < LANES; j++) {
+        z[j] = 0.0;
+        for (int i = i0 + (int)threadIdx.x + j * width; i < i0 + len; i += MB_THREADS)
+            if (is_candidate(logits[i])) z[j] += exp(r.f.s * ((double)logits[i] - r.f.dmax));
+    }
+    const double t = emxr::lanes_reduce(z, sm.red_d, emxr::SumOp());
+    if (threadIdx.x == 0) w.zpart[(size_t)row * w.G + c] = t;
 }
 
 __global__ void __launch_bounds__(MB_THREADS)
@@ -233,30 +291,31 @@ mb_z_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w) {
     const MbSmem sm = mb_smem();
     const RowSetup r = row_setup(ps, w, sm);
     if (!r.need_z) return;  // the same for every thread
-    logits += blockIdx.y * w.stride;
-    int i0;
-    const int len = chunk_len(n, &i0);
-    double z = 0.0;
-    for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x)
-        if (is_candidate(logits[i])) z += exp(r.f.s * ((double)logits[i] - r.f.dmax));
-    z = emxr::block_reduce(z, sm.red_d, emxr::SumOp());
-    if (threadIdx.x == 0) w.zpart[(size_t)blockIdx.y * w.G + blockIdx.x] = z;
+    mb_z_chunk<1>(logits, n, r, w, blockIdx.x, blockIdx.y, sm);
 }
 
-// Row blockIdx.y's z: mb_z's partials merged in a fixed order (the same bits in every block).
-__device__ double mb_z_merge(const MbWs &w, const MbSmem &sm) {
-    double z = 0.0;
-    for (int i = threadIdx.x; i < w.G; i += blockDim.x) z += w.zpart[(size_t)blockIdx.y * w.G + i];
-    return emxr::block_reduce(z, sm.red_d, emxr::SumOp());
+// Row `row`'s z: mb_z's partials merged in a fixed order (the same bits in every block).
+template <int LANES>
+__device__ double mb_z_merge_of(const MbWs &w, int row, const MbSmem &sm) {
+    const int width = MB_THREADS / LANES;
+    double z[LANES];
+#pragma unroll
+    for (int j = 0; j < LANES; j++) {
+        z[j] = 0.0;
+        for (int i = (int)threadIdx.x + j * width; i < w.G; i += MB_THREADS) z[j] += w.zpart[(size_t)row * w.G + i];
+    }
+    return emxr::lanes_reduce(z, sm.red_d, emxr::SumOp());
 }
+__device__ inline double mb_z_merge(const MbWs &w, const MbSmem &sm) { return mb_z_merge_of<1>(w, (int)blockIdx.y, sm); }
 
 // Level 0's state: the filters, z, the floor, and the first batch's size.
-__device__ MbState mb_state0(const ParamSrc &ps, const MbWs &w, const MbSmem &sm) {
-    const RowSetup r = row_setup(ps, w, sm);
+template <int LANES>
+__device__ MbState mb_state0(const ParamSrc &ps, const MbWs &w, int row, const MbSmem &sm) {
+    const RowSetup r = row_setup_of(ps, w, row, sm);
     MbState s = {};
     s.filtered = r.filtered;
     s.stop = !r.filtered;
-    const double z = r.need_z ? mb_z_merge(w, sm) : 0.0;
+    const double z = r.need_z ? mb_z_merge_of<LANES>(w, row, sm) : 0.0;
     s.z = z;
     s.floor = r.filtered ? filter_floor(r.sp, r.f, r.valid, z) : -INFINITY;
     // top-k collects its k keys in one batch when they fit; else keep_filtered's first size
@@ -266,22 +325,33 @@ __device__ MbState mb_state0(const ParamSrc &ps, const MbWs &w, const MbSmem &sm
     return s;
 }
 
-// select_range's decision at one level, from the level's histogram (all 256 threads): the bin
-// holding the want-th best key, counted from the top with the keys above the range.
+// select_range's decision at one level, from the level's histogram (a 256-thread block, each
+// thread one bin; LANES 2: two bins a thread, the same integer sums): the bin holding the
+// want-th best key, counted from the top with the keys above the range.
+template <int LANES>
 __device__ MbState mb_decide(MbState s, const unsigned *gh, const MbSmem &sm) {
     if (s.stop) return s;  // the same for every thread
-    const int t = threadIdx.x;  // holds bin 255 - t: sm.scan becomes the count from the top
-    sm.scan[t] = gh[255 - t];
+    const int t = threadIdx.x, width = 256 / LANES;  // bin i = t + j * width, held as 255 - i:
+    __syncthreads();                                  // sm.scan becomes the count from the top
+#pragma unroll
+    for (int j = 0; j < LANES; j++) sm.scan[t + j * width] = gh[255 - (t + j * width)];
     if (t == 0) *sm.res = 256;
     __syncthreads();
     for (int d = 1; d < 256; d <<= 1) {
-        const unsigned v = t >= d ? sm.scan[t - d] : 0u;
+        unsigned v[LANES];
+#pragma unroll
+        for (int j = 0; j < LANES; j++) v[j] = t + j * width >= d ? sm.scan[t + j * width - d] : 0u;
         __syncthreads();
-        sm.scan[t] += v;
+#pragma unroll
+        for (int j = 0; j < LANES; j++) sm.scan[t + j * width] += v[j];
         __syncthreads();
     }
-    const bool hit = (long long)s.above + sm.scan[t] >= s.want;
-    if (hit && (t == 0 || (long long)s.above + sm.scan[t - 1] < s.want)) *sm.res = t;  // one thread
+#pragma unroll
+    for (int j = 0; j < LANES; j++) {
+        const int i = t + j * width;
+        const bool hit = (long long)s.above + sm.scan[i] >= s.want;
+        if (hit && (i == 0 || (long long)s.above + sm.scan[i - 1] < s.want)) *sm.res = i;  // one bin
+    }
     __syncthreads();
     const int tt = *sm.res;
     MbState r = s;
@@ -305,47 +375,69 @@ __device__ MbState mb_decide(MbState s, const unsigned *gh, const MbSmem &sm) {
     return r;
 }
 
-__global__ void __launch_bounds__(MB_THREADS)
-mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int level) {
-    emx_pdl_trigger();
-    emx_pdl_wait();
-    const MbSmem sm = mb_smem();
-    const int tid = threadIdx.x, row = blockIdx.y;
-    MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
-    unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
-    const MbState s = level == 0 ? mb_state0(ps, w, sm) : mb_decide(slots[level - 1], gh + (level - 1) * 256, sm);
-    if (blockIdx.x == 0 && tid == 0) slots[level] = s;
-    if (s.stop) return;  // the same for every thread
-    sm.hist[tid] = 0;
+// Row `row`'s state at level `level` (every block derives it the same way; the kernels' block 0
+// stores it for the next pass and the tail).
+template <int LANES>
+__device__ MbState mb_level_state(const ParamSrc &ps, const MbWs &w, int row, int level, const MbSmem &sm) {
+    const MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
+    const unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
+    return level == 0 ? mb_state0<LANES>(ps, w, row, sm) : mb_decide<LANES>(slots[level - 1], gh + (level - 1) * 256, sm);
+}
+
+// Chunk c's keys in the range of state s, added to row `row`'s histogram of the level.
+__device__ void mb_hist_chunk(const float *__restrict__ logits, int n, const MbWs &w, int row, int level,
+                              const MbState &s, int c, const MbSmem &sm) {
+    unsigned *gh = w.hist + ((size_t)row * MB_LEVELS + level) * 256;
+    __syncthreads();  // the block's previous chunk may still read sm.hist
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) sm.hist[b] = 0;
     __syncthreads();
     logits += row * w.stride;
     int i0;
-    const int len = chunk_len(n, &i0);
-    for (int i = i0 + tid; i < i0 + len; i += blockDim.x) {
+    const int len = chunk_len_of(n, c, &i0);
+    for (int i = i0 + (int)threadIdx.x; i < i0 + len; i += blockDim.x) {
         const float l = logits[i];
         if (!is_candidate(l) || l < s.floor) continue;
         const u64 k = rank_key(l, i);
         if ((k & s.mask) == s.prefix) atomicAdd(&sm.hist[(k >> s.shift) & 255u], 1u);
     }
     __syncthreads();
-    if (sm.hist[tid]) atomicAdd(&gh[level * 256 + tid], sm.hist[tid]);
+    for (int b = threadIdx.x; b < 256; b += blockDim.x)
+        if (sm.hist[b]) atomicAdd(&gh[b], sm.hist[b]);
 }
 
+// FIRST: level 0 (its state from the scan and z), else `level` > 0 (from the level before): two
+// kernels, each with the registers of its own derivation only.
+template <bool FIRST>
 __global__ void __launch_bounds__(MB_THREADS)
-mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
+mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int level) {
     emx_pdl_trigger();
     emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const int row = blockIdx.y;
-    MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
+    const MbState s = FIRST ? mb_state0<1>(ps, w, row, sm)
+                            : mb_decide<1>(w.st[(size_t)row * (MB_LEVELS + 1) + level - 1],
+                                           w.hist + ((size_t)row * MB_LEVELS + level - 1) * 256, sm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) w.st[(size_t)row * (MB_LEVELS + 1) + level] = s;
+    if (s.stop) return;  // the same for every thread
+    mb_hist_chunk(logits, n, w, row, level, s, blockIdx.x, sm);
+}
+
+// The state after the last level (mb_decide of its histogram): the tail's.
+template <int LANES>
+__device__ MbState mb_final_state(const MbWs &w, int row, const MbSmem &sm) {
+    const MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
     const unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
-    const MbState s = mb_decide(slots[MB_LEVELS - 1], gh + (MB_LEVELS - 1) * 256, sm);
-    if (blockIdx.x == 0 && threadIdx.x == 0) slots[MB_LEVELS] = s;
-    if (!s.filtered || !s.stop) return;  // nothing to walk, or the tail resumes the select
+    return mb_decide<LANES>(slots[MB_LEVELS - 1], gh + (MB_LEVELS - 1) * 256, sm);
+}
+
+// Chunk c's keys at or above the final threshold, appended to row `row`'s first batch (when the
+// range fits one: s.filtered && s.stop).
+__device__ void mb_gather_chunk(const float *__restrict__ logits, int n, const MbWs &w, int row, const MbState &s,
+                                int c) {
     logits += row * w.stride;
     int i0;
-    const int len = chunk_len(n, &i0);
-    for (int i = i0 + threadIdx.x; i < i0 + len; i += blockDim.x) {
+    const int len = chunk_len_of(n, c, &i0);
+    for (int i = i0 + (int)threadIdx.x; i < i0 + len; i += blockDim.x) {
         const float l = logits[i];
         if (!is_candidate(l) || l < s.floor) continue;
         const u64 k = rank_key(l, i);
@@ -356,13 +448,24 @@ mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
     }
 }
 
+__global__ void __launch_bounds__(MB_THREADS)
+mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
+    emx_pdl_trigger();
+    emx_pdl_wait();
+    const int row = blockIdx.y;
+    const MbState s = mb_final_state<1>(w, row, mb_smem());
+    if (blockIdx.x == 0 && threadIdx.x == 0) w.st[(size_t)row * (MB_LEVELS + 1) + MB_LEVELS] = s;
+    if (!s.filtered || !s.stop) return;  // nothing to walk, or the tail resumes the select
+    mb_gather_chunk(logits, n, w, row, s, blockIdx.x);
+}
+
 // Many-block passes launched: a process-wide count (a test hook: the path is really taken).
 unsigned long long mb_passes_launched = 0;
 
 // Enqueues the passes for w.rows rows on stream s. select: a row may need the radix select (else
 // only the scan runs); maybe_z: a row may need z (top-p may be on); pdl: every pass with
 // programmatic dependent launch (the kernel before them on s must be a kernel).
-cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool select, bool maybe_z, const MbWs &w,
+inline cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool select, bool maybe_z, const MbWs &w,
                       cudaStream_t s, bool pdl = false) {
     const dim3 g1(w.G, w.stride ? w.rows : 1), gr(w.G, w.rows);
     cudaError_t e = EMX_LAUNCH(pdl, g1, MB_THREADS, 0, s, mb_scan_kernel, logits, n, w);
@@ -370,7 +473,10 @@ cudaError_t mb_launch(const float *logits, int n, const ParamSrc &ps, bool selec
     if (e != cudaSuccess || !select) return e;
     if (maybe_z && (e = EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_z_kernel, logits, n, ps, w)) != cudaSuccess) return e;
     for (int level = 0; level < MB_LEVELS; level++)
-        if ((e = EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_hist_kernel, logits, n, ps, w, level)) != cudaSuccess) return e;
+        if ((e = level == 0 ? EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_hist_kernel<true>, logits, n, ps, w, level)
+                            : EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_hist_kernel<false>, logits, n, ps, w, level)) !=
+            cudaSuccess)
+            return e;
     return EMX_LAUNCH(pdl, gr, MB_THREADS, 0, s, mb_gather_kernel, logits, n, w);
 }
 

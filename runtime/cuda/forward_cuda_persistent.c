@@ -1,4 +1,4 @@
-// forward_cuda_persistent.c — the decode step as one persistent kernel (kernels/decode_persistent.h):
+// forward_cuda_persistent.c — the decode step as one persistent kernel (kernels/persistent/decode_persistent.h):
 // the embedding, every layer and the classifier in one cooperative launch whose blocks wait for
 // each other at a grid barrier between phases, where the graph path launches 2 + 5 n_layers
 // kernels. Asked for per state (EmxStateOptions.persistent, or EMX_CUDA_PERSISTENT=1 when the
@@ -7,13 +7,14 @@
 // attention shapes the fused kernels take, and the kernel's blocks fit the device at once. Else
 // the graph path decodes, and the state says why (EmxStateInfo.decode_path). A decision's step
 // (emx_forward_decide) makes the statistics the decision reads in the same launch
-// (decision_metrics), where the classifier is in it. The results are bitwise the fused graph path's, which stays the reference they are
+// (decision_metrics), where the classifier is in it, and an entropix decision's passes over the
+// vocabulary after them (decision_passes): its tail is then one kernel. The results are bitwise the fused graph path's, which stays the reference they are
 // tested against (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/decode_persistent.h"
+#include "kernels/persistent/decode_persistent.h"
 #include "kernels/embedding.h"
 #include "runtime/cuda/forward_cuda_pass.h"
 #include "runtime/cuda/forward_cuda_state.h"
@@ -110,8 +111,9 @@ static const char *step_blocks(CudaState *s) {
 // stamps (with the metrics).
 static int clocks_alloc(CudaState *s) {
     EmxDecodeStep a = s->step;
-    EmxMetrics any;
+    EmxMetrics any;  // (host addresses: only counted)
     a.metrics.out = &any;
+    a.passes.sample_ws = &any;
     const size_t n = (size_t)(emx_cuda_decode_persistent_phases(&a) + 1) * (size_t)a.blocks * 2;
     if (dev_alloc(s, (void **)&s->step_clocks, n * sizeof(long long), "the persistent kernel's timeline")) return -1;
     if (!(s->step_clocks_h = malloc(n * sizeof(long long)))) {
@@ -182,9 +184,25 @@ static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
     return 1;
 }
 
+// An entropix decision's passes over the vocabulary (the scan, z, the radix select's levels, the
+// gather: kernels/sampling/sampling_mb.cuh), made in the launch after its metrics, where the
+// vocabulary is wide enough to have them (from 8192 on). 0: none (another decision, or the one
+// block of the tail does everything).
+static int decision_passes(const CudaState *s, EmxDecodePasses *p) {
+    const EmxDecideSpec *sp = &s->spec;
+    if (sp->kind != EMX_DECIDE_ENTROPIX || emx_cuda_sample_grid(s->vocab) < 2) return 0;
+    memset(p, 0, sizeof *p);
+    p->sample_ws = s->sample_ws;
+    p->state = s->estate_d;
+    p->profile = sp->profile;
+    p->pause_token = sp->pause_token;
+    return 1;
+}
+
 int cuda_persistent_step(CudaState *s, int tail) {
     EmxDecodeStep a = s->step;
     s->metrics_in_step = a.out && tail == TAIL_DECIDE && decision_metrics(s, &a.metrics);
+    s->passes_in_step = s->metrics_in_step && a.metrics.attn_layers > 0 && decision_passes(s, &a.passes);
     const int timed = s->clock && s->clock->running;
     a.clocks = timed ? s->step_clocks : NULL;
     if (!a.emb) {  // follows the input copy: an ordinary launch
@@ -210,7 +228,7 @@ static EmxPhase phase_of(const EmxDecodeStep *a, int k) {
     if (k < 5 * a->n_layers) return layer[k % 5];
     k -= 5 * a->n_layers;
     if (!a->out) return EMX_PHASE_FFN_OUT;  // after the last layer's barrier: its residual add, if any
-    return a->metrics.out && k == 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics are the choice's
+    return a->metrics.out && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics and passes: the choice's
 }
 
 // Block b's stamps of slot k (EmxDecodeStep.clocks): [0] arrival, [1] departure.

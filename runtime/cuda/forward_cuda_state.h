@@ -16,7 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attn_metrics.h"
-#include "kernels/decode_persistent.h"
+#include "kernels/persistent/decode_persistent.h"
 #include "kernels/gemm.h"
 #include "kernels/matvec.h"
 #include "kernels/sampling/sampling.h"
@@ -132,6 +132,8 @@ typedef struct {
     unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
     int metrics_in_step;    // while a decode step is queued: the persistent kernel makes the
                             // decision's statistics (the tail does not make them again)
+    int passes_in_step;     // ... and the entropix decision's passes over the vocabulary (the
+                            // tail is their last kernel alone: emx_cuda_entropix_tail)
     long long *step_clocks, *step_clocks_h;  // a timed state's (clock): the kernel's timeline
                             // stamps, device and host, for the most phases a launch has
     EmxDecodeStep step_timed; // the timed step's launch (clocks NULL once its stamps are read)

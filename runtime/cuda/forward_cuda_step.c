@@ -111,7 +111,7 @@ static int decode_launches(CudaState *s, int pos, int tail, int graph) {
                            cuda_phase(s, EMX_PHASE_TAIL)
                        ? -1
                        : 0;
-    s->metrics_in_step = 0;
+    s->metrics_in_step = s->passes_in_step = 0;
     return rc;
 }
 

@@ -45,6 +45,14 @@ struct TestWeight {
         // a few larger weights, as real matrices have: the quantisers' scales must follow them
         Rng rng(seed + 1);
         for (size_t i = 0; i < f.size(); i += 97) f[i] *= rng.uniform(2.0f, 6.0f);
+        store(f);
+    }
+    // The given weights [r][c] (row-major f32), stored in dtype dt.
+    TestWeight(uint32_t dt, int r, int c, const std::vector<float> &f) : dtype(dt), rows(r), cols(c) { store(f); }
+    void store(const std::vector<float> &f) {
+        const uint32_t dt = dtype;
+        const int r = rows, c = cols;
+        cr_assert_eq(f.size(), (size_t)r * c);
         const uint64_t bytes = emx_tensor_bytes(dt, (uint64_t)r, (uint64_t)c);
         cr_assert_gt(bytes, 0, "dtype %u does not fit %d x %d", dt, r, c);
         file.resize(bytes);

@@ -1,4 +1,4 @@
-// test_decode_persistent.cpp — kernels/decode_persistent.cu (a decode step in one persistent
+// test_decode_persistent.cpp — kernels/persistent/decode_persistent.cu (a decode step in one persistent
 // launch) against the fused kernels it runs as phases, launched one after the other.
 //
 // A random two-layer model of small widths (dim 64, hidden 96, 4 query heads on 2 KV heads of
@@ -19,6 +19,12 @@
 // The metrics phase (the logits' and the attention's statistics in the launch) against the
 // metrics kernels launched after the fused ones, bitwise: a vocabulary of several chunks, rows
 // longer than a thread's first lane, a windowed layer, head statistics recorded or recomputed.
+// The entropix decision's passes in the launch (the scan beside the metrics' items; z, three levels
+// of the radix select and the gather as phases) then emx_cuda_entropix_tail, against the metrics
+// kernels then emx_cuda_entropix_step (its passes as kernels): the same token, decision, best-of-N
+// score and state, bitwise, every step; a vocabulary of five chunks (10,000), with profiles that
+// force each way through the passes: top-p alone (z, a select over a wide nucleus), top-k and
+// min-p (best of three draws), the argmax (no select).
 // Every launch with its timeline's stamps (EmxDecodeStep.clocks): all written, in order, each step.
 // Also the refusals: a grid past what is resident, widths that are not multiples of 32, NULL
 // activations, metrics without the classifier, a workspace or of layers outside the model; and
@@ -31,13 +37,15 @@
 #include "dense_test_util.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attn_metrics.h"
-#include "kernels/decode_persistent.h"
+#include "kernels/persistent/decode_persistent.h"
 #include "kernels/embedding.h"
 #include "kernels/logits_metrics.h"
 #include "kernels/matvec_fused.h"
+#include "kernels/sampling/sampling.h"
 
 extern "C" {
 #include "runtime/cpu/cpu_ops.h"
+#include "sampler/profile.h"
 }
 
 namespace {
@@ -56,7 +64,21 @@ struct Variant {
                          // the attention's head statistics (recomputed from the rows)
     bool sandwich = false;  // Gemma 3's layers: GeGLU, each block's output normed before the add
     bool classifier = true; // false: the launch ends after the layers (x its output)
+    const EmxProfile *passes = nullptr;  // with metrics 1: the entropix decision's passes in the launch
+    bool narrow = false;    // logits in a narrow band (narrow_classifier)
 };
+
+// A classifier whose logits crowd into a narrow band, 8 x[0] within about +-0.005 (the first column
+// 8, the others small): most share their top bytes, so the radix select of the decision's passes
+// needs every one of its levels to narrow the range to a batch.
+std::vector<float> narrow_classifier(int vocab, uint64_t seed) {
+    std::vector<float> f = random_floats((size_t)vocab * kDim, seed, -2e-4f, 2e-4f);
+    for (int r = 0; r < vocab; r++) f[(size_t)r * kDim] = 8.0f;
+    return f;
+}
+
+constexpr uint64_t kSeed = 77;
+constexpr int kPause = 3;
 
 // One layer's weights and small vectors (device), shared by both copies.
 struct Layer {
@@ -82,6 +104,11 @@ struct Copy {
     DevBuf<unsigned> arrivals, sync;
     DevBuf<int> token, pos, argmax;
     DevBuf<EmxMetrics> metrics;
+    DevBuf<uint8_t> sample_ws;  // the entropix decision's
+    DevBuf<EmxEntropixState> estate;
+    DevBuf<int> chosen;
+    DevBuf<EmxDecision> decision;
+    DevBuf<double> score;
     explicit Copy(const Variant &v)
         : esize(v.kv_dtype == EMX_KV_F16 ? 2 : 4), ctx(v.ctx), x(kDim), xb(kDim), tmp(kDim), q(kQ), k(kKvDim), v(kKvDim), att(kQ),
           hb(kHidden), logits(v.vocab), scores((size_t)kLayers * kHeads * v.ctx), stats((size_t)kLayers * kHeads),
@@ -89,7 +116,8 @@ struct Copy {
           ws(emx_cuda_attention_workspace_bytes(EMX_ATTN_SPLIT_GQA, kHeads, kHd, v.ctx, kKpb)),
           lm_ws(emx_cuda_logits_metrics_workspace_bytes(v.vocab)), am_ws(emx_cuda_attn_metrics_workspace_bytes(kLayers)),
           arrivals(std::vector<unsigned>(kKv, 0u)), sync(std::vector<unsigned>(2, 0u)), token(1), pos(1),
-          argmax(std::vector<int>{-7}), metrics(1) {
+          argmax(std::vector<int>{-7}), metrics(1), sample_ws(emx_cuda_sample_workspace_bytes(v.vocab)),
+          estate(std::vector<EmxEntropixState>(1, EmxEntropixState{0})), chosen(1), decision(1), score(1) {
         CUDA_OK(cudaMemset(kc.p, 0, kc.n));
         CUDA_OK(cudaMemset(vc.p, 0, vc.n));
         CUDA_OK(cudaMemset(scores.p, 0, scores.n * sizeof(float)));
@@ -106,19 +134,24 @@ struct Copy {
 
 struct Model {
     Variant var;
-    TestWeight emb, out;
+    TestWeight emb;
+    TestWeight *out_w;
+    const TestWeight &out;
     DevBuf<float> out_norm;
     DevBuf<double> inv_freq;
     std::vector<Layer *> layers;
     explicit Model(const Variant &v)
-        : var(v), emb(v.dtype, v.vocab, kDim, 901), out(v.dtype, v.vocab, kDim, 902),
-          out_norm(random_floats(kDim, 903, 0.5f, 1.5f)), inv_freq(kHd / 2) {
+        : var(v), emb(v.dtype, v.vocab, kDim, 901),
+          out_w(v.narrow ? new TestWeight(v.dtype, v.vocab, kDim, narrow_classifier(v.vocab, 902))
+                         : new TestWeight(v.dtype, v.vocab, kDim, 902)),
+          out(*out_w), out_norm(random_floats(kDim, 903, 0.5f, 1.5f)), inv_freq(kHd / 2) {
         std::vector<double> inv(kHd / 2);
         emx_rope_inv_freq(inv.data(), kHd, 10000.0, nullptr);
         inv_freq.upload(inv);
         for (int l = 0; l < kLayers; l++) layers.push_back(new Layer(v.dtype, 1000 + 100 * (uint64_t)l));
     }
     ~Model() {
+        delete out_w;
         for (Layer *l : layers) delete l;
     }
 };
@@ -192,6 +225,10 @@ void fused_step(const Model &m, Copy &c) {
     win.window = kWindow, win.local_layers[0] = 1u << 1;
     CUDA_OK(emx_cuda_attn_metrics_window(c.scores.p, c.stats_of(m.var, 0), kLayers, kHeads, c.ctx, n_keys, nullptr,
                                          &win, EMX_ATTN_LAYERS_ALL, c.metrics.p, c.am_ws.p, nullptr, 0));
+    if (m.var.passes)  // the decision: its passes as kernels, then the one block that decides
+        CUDA_OK(emx_cuda_entropix_step(c.logits.p, vocab, c.metrics.p, m.var.passes, c.estate.p, kPause, kSeed,
+                                       (uint64_t)(n_keys - 1), nullptr, c.chosen.p, c.decision.p, c.score.p,
+                                       c.sample_ws.p, nullptr, 0));
 }
 
 // The persistent kernel's arguments for copy c (its layer table in `table`).
@@ -227,6 +264,10 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
         a.metrics.out = c.metrics.p, a.metrics.argmax = c.argmax.p;
         a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
         a.metrics.attn_first = 0, a.metrics.attn_layers = kLayers;
+    }
+    if (m.var.passes) {
+        a.passes.sample_ws = c.sample_ws.p, a.passes.state = c.estate.p;
+        a.passes.profile = *m.var.passes, a.passes.pause_token = kPause;
     }
     return a;
 }
@@ -277,6 +318,10 @@ void decode_equals_fused(const Variant &v, int steps) {
         }
         fused_step(m, ref);
         CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
+        if (v.passes)  // the one block that decides, from what the launch's passes left
+            CUDA_OK(emx_cuda_entropix_tail(per.logits.p, v.vocab, per.metrics.p, v.passes, per.estate.p, kPause, kSeed,
+                                           (uint64_t)pos, nullptr, per.chosen.p, per.decision.p, per.score.p,
+                                           per.sample_ws.p, nullptr, 0));
         CUDA_OK(cudaDeviceSynchronize());
         if (v.classifier) expect_same(ref.logits, per.logits, "logits", v, pos);
         expect_same(ref.x, per.x, "x", v, pos);
@@ -287,6 +332,17 @@ void decode_equals_fused(const Variant &v, int steps) {
         if (v.metrics) {
             expect_same(ref.metrics, per.metrics, "metrics", v, pos);
             expect_same(ref.argmax, per.argmax, "argmax", v, pos);
+        }
+        if (v.passes) {
+            expect_same(ref.chosen, per.chosen, "the entropix token", v, pos);
+            expect_same(ref.decision, per.decision, "the entropix decision", v, pos);
+            expect_same(ref.score, per.score, "the best-of-N score", v, pos);
+            expect_same(ref.estate, per.estate, "the entropix state", v, pos);
+            unsigned char rs[512], ps[512];  // what the passes leave the tail: every level's state, z
+            const size_t nb = emx_cuda_sample_passes_state(ref.sample_ws.p, v.vocab, rs, sizeof rs);
+            cr_assert(nb > 0 && emx_cuda_sample_passes_state(per.sample_ws.p, v.vocab, ps, sizeof ps) == nb &&
+                          memcmp(rs, ps, nb) == 0,
+                      "the passes' states differ at pos %d (%zu bytes)", pos, nb);
         }
         expect_stamps(clocks, phases, grid, last, v, pos);
         const std::vector<unsigned> sync = per.sync.download(), arr = per.arrivals.download();
@@ -321,6 +377,38 @@ Test(decode_persistent, metrics_in_the_launch_equal_the_metrics_kernels, .timeou
     Variant w{EMX_Q4, EMX_KV_F16, false, true, 1};
     w.vocab = 2100, w.metrics = 2;
     decode_equals_fused(w, 20);
+}
+
+// Profiles that put every step in one case (the thresholds), so each way through the passes is
+// taken: HEHV with top-k off and min-p off (top-p alone: z, a wide nucleus) drawing once or the best
+// of three; ADAPTIVE (top-k, top-p and min-p, the best of its draws); LELV (the argmax: the passes
+// find nothing to select).
+EmxProfile forced(EmxCase c, int n_samples) {
+    EmxProfile p;
+    emx_profile_classic(&p);
+    p.lelv_entropy_below = c == EMX_CASE_LELV ? 1e30 : -1.0, p.lelv_varentropy_below = 1e30;
+    p.helv_entropy_above = 1e30, p.lehv_entropy_below = -1.0;
+    p.hehv_entropy_above = c == EMX_CASE_HEHV ? -1.0 : 1e30, p.hehv_varentropy_above = -1.0;
+    if (c == EMX_CASE_HEHV) {
+        p.top_k = 0, p.min_p = 0.0, p.top_p = 0.9, p.hehv_top_p_attn_entropy = 0.0, p.hehv_n_samples = n_samples;
+    }
+    return p;
+}
+
+// The entropix decision's passes in the launch, then the tail alone, against the metrics kernels
+// and emx_cuda_entropix_step: each profile on every grid and on one block doing every chunk, with
+// the random classifier's logits and with logits in a narrow band (f32 weights, which keep it).
+Test(decode_persistent, entropix_passes_in_the_launch_equal_the_sampling_kernels, .timeout = 900) {
+    const EmxProfile hehv1 = forced(EMX_CASE_HEHV, 1), hehv3 = forced(EMX_CASE_HEHV, 3);
+    const EmxProfile ada = forced(EMX_CASE_ADAPTIVE, 1), lelv = forced(EMX_CASE_LELV, 1);
+    int blocks = 0;
+    for (bool narrow : {false, true})
+        for (const EmxProfile *p : {&hehv1, &hehv3, &ada, &lelv}) {
+            Variant v{narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8, EMX_KV_F32, true, false, blocks};
+            v.vocab = 10000, v.metrics = 1, v.passes = p, v.narrow = narrow;
+            decode_equals_fused(v, 4);
+            blocks = blocks ? 0 : 1;
+        }
 }
 
 // Gemma 3's layers: the sandwich norms' residual adds in the next phase's prologue (x and xb
@@ -369,6 +457,14 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     a.out = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a.out = good.out, a.metrics.logits_ws = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;  // the passes: after the metrics with their attention's, with the state, from 8192 logits
+    a.passes.sample_ws = c.sample_ws.p, a.passes.state = c.estate.p;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.metrics.out = c.metrics.p, a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
+    a.metrics.attn_layers = 1;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);  // a vocabulary of 200
+    a.vocab = 8192, a.passes.state = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a = good;
     a.emb = nullptr, a.out = nullptr;  // the layers alone are a valid step

@@ -1,5 +1,5 @@
 // test_forward_cuda_persistent.cpp — the decode step as one persistent kernel
-// (runtime/cuda/forward_cuda_persistent.c, kernels/decode_persistent.cu) against the fused graph
+// (runtime/cuda/forward_cuda_persistent.c, kernels/persistent/decode_persistent.cu) against the fused graph
 // path it replaces, whole models on emulated cuda:0.
 //
 // A state made with EmxStateOptions.persistent and one without (the graph of five fused kernels a
@@ -15,7 +15,8 @@
 // model the kernel does not take (stories260K) decodes through the graph path, bitwise, and says
 // why. Decisions
 // (emx_forward_decide: greedy, entropix, a sampled draw) equal the graph path's with their
-// statistics made in the persistent launch, no metrics kernel run.
+// statistics made in the persistent launch, no metrics kernel run, and entropix's passes over the
+// vocabulary too: its step is the launch and the decision's one block.
 // The models' vocabularies are real (128k-152k rows in the classifier): these run in the forward
 // pass only (the Makefile's EMU_FORWARD_ONLY); test_decode_persistent.cpp runs the kernel under
 // both emulator schedules.
@@ -152,7 +153,8 @@ void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_
 // emx_forward_decide every step on the graph path and the persistent kernel (graph, direct
 // launches): the same token, decision, score and metrics, bitwise. kind: entropix (the logits' and
 // the profile's attention metrics made in the persistent launch, then its decision kernels),
-// greedy (the argmax made in the launch: the step is that one kernel), or a sampled draw with the
+// greedy (the argmax made in the launch: the step is that one kernel; entropix: the launch, whose
+// last phases are its passes over the vocabulary, and the decision's one block), or a sampled draw with the
 // metrics asked for (made in the launch, then the sampler's kernels). Counted on the emulator:
 // the persistent states run no metrics kernel, the graph path does.
 void decide_equal(const char *name, int steps, int kind) {
@@ -175,15 +177,19 @@ void decide_equal(const char *name, int steps, int kind) {
     for (int step = 0; step < steps; step++) {
         const int tok = out[0].token;
         for (int k = 0; k < 3; k++) {
-            const long all0 = emu_runs(""), lm0 = emu_runs("logits_"), am0 = emu_runs("attn_");
+            const long all0 = emu_runs(""), lm0 = emu_runs("logits_"), am0 = emu_runs("attn_"), mb0 = emu_runs("mb_");
             cr_assert_eq(emx_forward_decide(st[k], &tok, 1, 3 + step, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
             const long all = emu_runs("") - all0, metrics = emu_runs("logits_") - lm0 + emu_runs("attn_") - am0;
+            const long passes = emu_runs("mb_") - mb0;
 #ifdef ENTROPIX_CUDA_EMU
             cr_assert(k ? metrics == 0 : metrics >= (kind == EMX_DECIDE_GREEDY ? 2 : 4),
                       "%s, %s: %ld metrics kernels a step", name, k ? "persistent" : "graph", metrics);
             if (k && kind == EMX_DECIDE_GREEDY) cr_assert_eq(all, 1, "%s: %ld kernels a greedy step", name, all);
+            if (kind == EMX_DECIDE_ENTROPIX)  // the passes in the persistent launch, then one kernel
+                cr_assert(k ? passes == 0 && all == 2 : passes >= 1, "%s, %s: %ld kernels, %ld of the passes a step",
+                          name, k ? "persistent" : "graph", all, passes);
 #else
-            (void)all, (void)metrics;
+            (void)all, (void)metrics, (void)passes;
 #endif
         }
         for (int k = 1; k < 3; k++) {

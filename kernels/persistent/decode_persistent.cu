@@ -24,6 +24,11 @@
 //   metrics (asked)    the logits' H, V, lse, argmax; the attention metrics of the layers asked
 //                      (logits_metrics.cuh, attn_metrics.cuh: items over the grid, then the last
 //                      block to finish merges them: the decision's inputs without a launch)
+//   passes (asked)     the entropix decision's passes over the logits (sampling/sampling_mb.cuh:
+//                      the scan beside the metrics' items; then z, three levels of the radix
+//                      select and the gather, a phase each, a 2048-logit chunk an item), each
+//                      block deciding from the metrics it merged itself: what the one-block tail
+//                      (emx_cuda_entropix_tail) reads, so a decision's step is two launches
 //
 // Threads: a grid of G blocks of 128 threads (4 warps), G = the blocks the device holds at once
 // (occupancy x SMs: emx_cuda_decode_persistent_blocks), each phase's work spread over them as the
@@ -50,7 +55,7 @@
 // Bytes per step: the fused path's (the weights once, the activations from L2), without the
 // launches: one instead of 1 + 5 n_layers + 1, and a barrier (G atomics and G polls of one
 // counter) where each launch's ramp-up was.
-#include "kernels/decode_persistent.h"
+#include "kernels/persistent/decode_persistent.h"
 
 #include <stdio.h>
 
@@ -61,12 +66,13 @@
 #include "kernels/matvec_fused.cuh"
 #include "kernels/matvec_fused.h"
 #include "kernels/rope.h"
+#include "kernels/sampling/sampling_mb.cuh"
 #include "kernels/weights.h"
 
 #define PERSIST_THREADS FUSED_THREADS
 static_assert(FUSED_THREADS == ATTN_BLOCK, "one block size serves the matvec and attention phases");
-static_assert(2 * PERSIST_THREADS == LM_BLOCK && 2 * PERSIST_THREADS == AM_BLOCK,
-              "a thread of the metrics phase is two lanes of the metrics kernels' blocks");
+static_assert(2 * PERSIST_THREADS == LM_BLOCK && 2 * PERSIST_THREADS == AM_BLOCK && 2 * PERSIST_THREADS == MB_THREADS,
+              "a thread of the metrics and passes phases is two lanes of those kernels' blocks");
 
 namespace {
 
@@ -203,19 +209,27 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
     bar.arrive();
 }
 
-// The metrics' shared memory in the dynamic one (the logits' chunk and scratch, or a layer's heads).
+// The metrics' and the passes' shared memory in the dynamic one (the logits' chunk and scratch, a
+// layer's heads, or the passes' scratch).
 size_t metrics_smem(int n_heads) {
     const size_t logits = emx_lm::smem_bytes(PERSIST_THREADS), attn = emx_am::smem_bytes(n_heads, PERSIST_THREADS);
-    return logits > attn ? logits : attn;
+    const size_t passes = mb_smem_bytes(PERSIST_THREADS), most = logits > attn ? logits : attn;
+    return passes > most ? passes : most;
 }
 
-// The last phase (a.metrics): the logits' chunks, then the attention's layers, as items over the
-// grid, each a block function of the metrics kernels run as two of their threads a thread. The
-// score rows of a layer from its first visible key (its window's, as the metrics kernel's).
+// The metrics phase (a.metrics): the logits' chunks, then the attention's layers, as items over
+// the grid, each a block function of the metrics kernels run as two of their threads a thread,
+// then (a.passes) the passes' scan of each chunk. The score rows of a layer from its first visible
+// key (its window's, as the metrics kernel's).
 __device__ __forceinline__ void metrics_phase(const EmxDecodeStep &a, int pos, float *smem) {
     const EmxDecodeMetrics &m = a.metrics;
     const int parts = emx_lm::parts_of(a.vocab), n_keys = pos + 1;
-    for (int it = (int)blockIdx.x; it < parts + m.attn_layers; it += (int)gridDim.x) {
+    const MbWs w = a.passes.sample_ws ? sample_ws_passes(a.passes.sample_ws, a.vocab) : MbWs{};
+    for (int it = (int)blockIdx.x; it < parts + m.attn_layers + w.G; it += (int)gridDim.x) {
+        if (it >= parts + m.attn_layers) {
+            mb_scan_chunk(a.logits, a.vocab, w, it - parts - m.attn_layers, 0, mb_smem_at(smem, PERSIST_THREADS));
+            continue;
+        }
         if (it < parts) {
             emx_lm::partial_block<2>(a.logits, a.vocab, it, (emx_lm::Partial *)m.logits_ws + it,
                                      emx_lm::Smem{smem, smem + LM_CHUNK});
@@ -229,13 +243,51 @@ __device__ __forceinline__ void metrics_phase(const EmxDecodeStep &a, int pos, f
     }
 }
 
-// The last block's merge of the metrics phase's items (it has seen every block's writes).
-__device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *smem) {
+// The merge of the metrics phase's items into *out (and the argmax, where asked), by a block that
+// has seen every block's writes (the last to leave, or any after the next barrier).
+__device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *smem, EmxMetrics *out, int *argmax) {
     const EmxDecodeMetrics &m = a.metrics;
-    emx_lm::merge_block<2>((const emx_lm::Partial *)m.logits_ws, emx_lm::parts_of(a.vocab), m.out, m.argmax, nullptr,
-                           smem);
+    emx_lm::merge_block<2>((const emx_lm::Partial *)m.logits_ws, emx_lm::parts_of(a.vocab), out, argmax, nullptr, smem);
     if (m.attn_layers > 0 && threadIdx.x == 0)
-        emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, m.out);
+        emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, out);
+}
+
+// The entropix decision's passes (a.passes) after the metrics phase's barrier, as mb_launch's
+// kernels make them, a chunk of the logits an item in each phase: every block merges the metrics
+// (block 0 into a.metrics.out, the others into `mine`: the same bits) and derives the decision and
+// each level's state from them and the phase before, the same way; block 0 stores the states for
+// the tail. The last phase (the gather) ends with the launch.
+__device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrier &bar, float *smem,
+                                              EmxMetrics *mine) {
+    EmxMetrics *mt = blockIdx.x == 0 ? a.metrics.out : mine;
+    metrics_merge(a, smem, mt, blockIdx.x == 0 ? a.metrics.argmax : nullptr);
+    __syncthreads();  // thread 0's average, for every thread's decision
+    ParamSrc ps = {};
+    ps.kind = PS_ENTROPIX;
+    ps.metrics = mt;
+    ps.prof = a.passes.profile;
+    ps.state = a.passes.state;
+    ps.pause_token = a.passes.pause_token;
+    const MbWs w = sample_ws_passes(a.passes.sample_ws, a.vocab);
+    const MbSmem sm = mb_smem_at(smem, PERSIST_THREADS);
+    const int G = w.G, b0 = (int)blockIdx.x, step = (int)gridDim.x;
+    const RowSetup r = row_setup_of(ps, w, 0, sm);
+    if (r.need_z)  // (the same for every thread)
+        for (int c = b0; c < G; c += step) mb_z_chunk<2>(a.logits, a.vocab, r, w, c, 0, sm);
+    bar.arrive();
+    bar.wait();
+    for (int level = 0; level < MB_LEVELS; level++) {
+        const MbState s = mb_level_state<2>(ps, w, 0, level, sm);
+        if (b0 == 0 && threadIdx.x == 0) w.st[level] = s;
+        if (!s.stop)
+            for (int c = b0; c < G; c += step) mb_hist_chunk(a.logits, a.vocab, w, 0, level, s, c, sm);
+        bar.arrive();
+        bar.wait();
+    }
+    const MbState s = mb_final_state<2>(w, 0, sm);
+    if (b0 == 0 && threadIdx.x == 0) w.st[MB_LEVELS] = s;
+    if (s.filtered && s.stop)  // else nothing to walk, or the tail resumes the select
+        for (int c = b0; c < G; c += step) mb_gather_chunk(a.logits, a.vocab, w, 0, s, c);
 }
 
 // Gemma 3's layer l (prev: layer l - 1, or NULL), its five phases each ended by the barrier: the
@@ -293,6 +345,7 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
     extern __shared__ float smem[];
     __shared__ AttnShared sh_mem;
     __shared__ long long *clocks;
+    __shared__ EmxMetrics mine;  // the passes' metrics (passes_phases)
     if (emx_grid_leader()) clocks = a.clocks;  // (read by thread 0 alone: no barrier needed)
     GridBarrier bar = {a.sync, 0, clocks};
     bar.stamp_start();
@@ -319,6 +372,11 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
             bar.arrive();
             bar.wait();
             metrics_phase(a, pos, smem);
+            if (a.passes.sample_ws) {  // every item merged first
+                bar.arrive();
+                bar.wait();
+                passes_phases(a, bar, smem, &mine);
+            }
         }
     } else {
         bar.wait();  // x is complete when the launch ends (Gemma 3's: its residual add by one block)
@@ -331,7 +389,7 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
     // and merges the metrics' items.
     if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last)) {
         if (emx_grid_leader()) a.sync[0] = 0;
-        if (a.out && a.metrics.out) metrics_merge(a, smem);
+        if (a.out && a.metrics.out && !a.passes.sample_ws) metrics_merge(a, smem, a.metrics.out, a.metrics.argmax);
     }
 }
 
@@ -379,13 +437,18 @@ const char *bad_arguments(const EmxDecodeStep *a) {
     if (a->sandwich && (!a->xb || !a->tmp)) return "sandwich layers without xb or tmp";
     if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
     const EmxDecodeMetrics &m = a->metrics;
-    if (!m.out) return nullptr;
+    if (!m.out) return a->passes.sample_ws ? "the decision's passes without the metrics they read" : nullptr;
     if (!a->out) return "metrics without the classifier in the launch";
     if (!m.logits_ws || (m.attn_layers > 0 && !m.attn_ws)) return "metrics without their workspace";
     if (m.attn_layers < 0 || m.attn_first < 0 || m.attn_first + m.attn_layers > a->n_layers)
         return "attention metrics of layers outside the model";
     if (m.attn_layers > 0 && a->n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS)
         return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
+    const EmxDecodePasses &p = a->passes;
+    if (!p.sample_ws) return nullptr;
+    if (!m.out || m.attn_layers < 1) return "the decision's passes without the metrics and attention metrics it reads";
+    if (!p.state) return "the decision's passes without the entropix state";
+    if (mb_chunks(a->vocab) == 0) return "the decision's passes for a vocabulary below 8192 (one block decides alone)";
     return nullptr;
 }
 
@@ -409,7 +472,8 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
 }
 
 extern "C" int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a) {
-    return (a->emb ? 1 : 0) + 5 * a->n_layers + (a->out && a->metrics.out ? 1 : 0) + 1;
+    const int metrics = a->out && a->metrics.out, passes = metrics && a->passes.sample_ws;
+    return (a->emb ? 1 : 0) + 5 * a->n_layers + metrics + (passes ? 2 + MB_LEVELS : 0) + 1;
 }
 
 extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks) {

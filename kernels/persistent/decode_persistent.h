@@ -1,5 +1,5 @@
 // decode_persistent.h — the decode step of a Llama-, Qwen- or Gemma-3-shaped model in one
-// persistent kernel (kernels/decode_persistent.cu): the embedding, every layer's five fused phases
+// persistent kernel (kernels/persistent/decode_persistent.cu): the embedding, every layer's five fused phases
 // and the classifier as phases of one cooperative launch, its blocks waiting on each other at a
 // grid barrier between phases instead of ending a kernel. The same arithmetic as the fused graph path
 // (kernels/matvec_fused.cu, kernels/attention_decode.cu): the logits, score rows and KV rows are
@@ -12,6 +12,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attn_metrics.h"
+#include "kernels/sampling/sampling.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,20 @@ typedef struct {
     int attn_first, attn_layers;  // 0 layers: the logits' metrics alone
 } EmxDecodeMetrics;
 
+// The entropix decision's passes over the vocabulary, made in the launch after the metrics
+// (EmxDecodeStep.passes): what emx_cuda_entropix_step's many-block passes leave in its workspace
+// (kernels/sampling/sampling_mb.cuh: the scan of each 2048-logit chunk, z for top-p, three levels
+// of the radix select of the first batch, the gather of its keys), bitwise, from the decision that
+// the step's metrics and the state give; emx_cuda_entropix_tail, the one block that sorts, walks,
+// draws and updates the state, then follows the launch alone. Device pointers.
+typedef struct {
+    void *sample_ws;                // NULL: none; else emx_cuda_sample_workspace_bytes(vocab) bytes,
+                                    // vocab >= 8192 (emx_cuda_sample_grid(vocab) > 1)
+    const EmxEntropixState *state;  // the switch's state (read: the tail updates it)
+    EmxProfile profile;             // the decision's profile (by value, as the tail's)
+    int pause_token;
+} EmxDecodePasses;
+
 // The step: shapes, weights, activations and the step's input, device pointers.
 typedef struct {
     int n_layers, dim, hidden_dim, n_heads, n_kv_heads, head_dim, vocab, ctx;
@@ -79,6 +94,8 @@ typedef struct {
     const int *token;      // device int: the step's token id (with emb)
     const int *pos;        // device int: its position; keys 0..pos attended, cache row pos written
     EmxDecodeMetrics metrics;  // with out: the decision's statistics in the same launch, or none
+    EmxDecodePasses passes;    // with metrics (and their attention's): the entropix decision's passes
+                               // after them, or none
     long long *clocks;     // NULL, or the timeline: [phases + 1][blocks][2] (phases:
                            // emx_cuda_decode_persistent_phases) of each block's clock (an SM's
                            // cycles: only one block's differences mean anything): slot 0 its start
@@ -86,8 +103,9 @@ typedef struct {
                            // barrier) and its departure [1] (the wait over); the last phase's two
                            // stamps its end. Phases in order: the embedding (with emb), five a layer
                            // (q/k/v, attention, wo, gate/up, down), the classifier when the metrics
-                           // follow it, then what follows the last barrier (the metrics, the
-                           // classifier, or nothing)
+                           // follow it, the metrics when the passes follow them (then five: z,
+                           // three levels, the gather), then what follows the last barrier (the
+                           // metrics or the gather, the classifier, or nothing)
     int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
 } EmxDecodeStep;
 
@@ -105,7 +123,9 @@ int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a);
 cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks);
 
 // One decode step: x = emb[*token] * embed_scale; every layer; logits = out rmsnorm(x); the
-// metrics (a->metrics, with out: its items spread over the grid, merged by the last block). One
+// metrics (a->metrics, with out: its items spread over the grid, merged by the last block, or,
+// with a->passes, by every block for the passes' decision and by block 0 into a->metrics.out);
+// the entropix decision's passes (a->passes). One
 // cooperative launch (CUDA refuses a grid whose blocks cannot all be resident: every block
 // waits for every other at each phase's end). Leaves arrivals and sync zero, so a captured graph
 // replays it. Bad arguments (emx_cuda_decode_persistent_refusal, NULL pointers, blocks beyond

@@ -1,14 +1,15 @@
-// forward_cuda_persistent.c — the decode step as one persistent kernel (kernels/persistent/decode_persistent.h):
-// the embedding, every layer and the classifier in one cooperative launch whose blocks wait for
-// each other at a grid barrier between phases, where the graph path launches 2 + 5 n_layers
-// kernels. Asked for per state (EmxStateOptions.persistent, or EMX_CUDA_PERSISTENT=1 when the
-// state is made); taken where every layer is of one kind the fused layer takes (a SwiGLU block
-// without sandwich norms, or Gemma 3's GeGLU between them), every matrix of one dtype, widths and
-// attention shapes the fused kernels take, and the kernel's blocks fit the device at once. Else
-// the graph path decodes, and the state says why (EmxStateInfo.decode_path). A decision's step
-// (emx_forward_decide) makes the statistics the decision reads in the same launch
-// (decision_metrics), where the classifier is in it, and an entropix decision's passes over the
-// vocabulary after them (decision_passes): its tail is then one kernel. The results are bitwise the fused graph path's, which stays the reference they are
+// forward_cuda_persistent.c — the decode step as one persistent kernel
+// (kernels/persistent/decode_persistent.h): the embedding, every layer and the classifier in one
+// cooperative launch whose blocks wait for each other at a grid barrier between phases, where the
+// graph path launches 2 + 5 n_layers kernels. Asked for per state (EmxStateOptions.persistent, or
+// EMX_CUDA_PERSISTENT=1 when the state is made); taken where every layer is of one kind the fused
+// layer takes (a SwiGLU block without sandwich norms, or Gemma 3's GeGLU between them), every
+// matrix of one dtype, widths and attention shapes the fused kernels take, and the kernel's blocks
+// fit the device at once. Else the graph path decodes, and the state says why
+// (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the statistics the
+// decision reads in the same launch (decision_metrics), where the classifier is in it, and an
+// entropix decision's passes over the vocabulary after them (decision_passes): its tail is then
+// one kernel. The results are bitwise the fused graph path's, which stays the reference they are
 // tested against (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
 #include <stdlib.h>

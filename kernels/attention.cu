@@ -142,7 +142,7 @@ attention_plain_kernel(const float *__restrict__ q, KvRows<KV> k_rows, KvRows<KV
     l = emxr::block_reduce(l, red_f, emxr::SumOp());
     if (stats) {  // the same for the whole block: every thread reaches the barriers inside
         sums = emxr::block_reduce(sums, red_s, emxr::FixedMaxSumsOp());
-        if (tid == 0) head_stats[h] = emxr::fixed_max_to_stats(sums, mx);
+        if (tid == 0) emxr::store_stats(head_stats + h, emxr::fixed_max_to_stats(sums, mx));
     }
 
     // (3) out = Σ p_t v_t, a thread per output element: the threads of a warp read one value

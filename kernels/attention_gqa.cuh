@@ -348,7 +348,7 @@ __device__ __forceinline__ void combine_head(int h, int r, int n_chunks, int n_h
         EmxSoftmaxStats st = emx_softmax_stats_empty();
         const EmxSoftmaxStats *cs = ws.stats + (size_t)h * max_chunks;
         for (int c = 0; c < n_chunks; c++) st = emx_softmax_stats_merge(st, cs[c]);
-        head_stats[h] = st;
+        emxr::store_stats(head_stats + h, st);
     }
 }
 

@@ -115,6 +115,14 @@ struct FixedMaxSumsOp {
     }
 };
 
+// *dst = s, field by field: a struct copy also copies the 4 bytes of padding after n_posinf,
+// whatever the writing thread's stack held there (on the emulator's fibers, at times a clock's
+// bits), and the tests compare statistics rows byte for byte.
+__device__ __forceinline__ void store_stats(EmxSoftmaxStats *dst, const EmxSoftmaxStats &s) {
+    dst->max = s.max, dst->sum_e = s.sum_e, dst->sum_et = s.sum_et, dst->sum_et2 = s.sum_et2;
+    dst->n_posinf = s.n_posinf;
+}
+
 // m: the part's largest finite score (-INFINITY when it has none).
 __device__ __forceinline__ EmxSoftmaxStats fixed_max_to_stats(FixedMaxSums a, float m) {
     EmxSoftmaxStats st = emx_softmax_stats_empty();

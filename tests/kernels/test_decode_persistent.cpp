@@ -121,6 +121,7 @@ struct Copy {
         CUDA_OK(cudaMemset(kc.p, 0, kc.n));
         CUDA_OK(cudaMemset(vc.p, 0, vc.n));
         CUDA_OK(cudaMemset(scores.p, 0, scores.n * sizeof(float)));
+        CUDA_OK(cudaMemset(stats.p, 0, stats.n * sizeof(EmxSoftmaxStats)));  // (its padding: never written)
         CUDA_OK(cudaMemset(metrics.p, 0, sizeof(EmxMetrics)));  // the fields neither path writes compare equal
     }
     // layer l's cache rows: layer 0 holds ctx rows, layer 1 (local) a ring of kRing after them

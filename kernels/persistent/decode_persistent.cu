@@ -278,14 +278,14 @@ __device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrie
     bar.wait();
     for (int level = 0; level < MB_LEVELS; level++) {
         const MbState s = mb_level_state<2>(ps, w, 0, level, sm);
-        if (b0 == 0 && threadIdx.x == 0) w.st[level] = s;
+        if (b0 == 0 && threadIdx.x == 0) *mb_slot(w, 0, level) = s;
         if (!s.stop)
             for (int c = b0; c < G; c += step) mb_hist_chunk(a.logits, a.vocab, w, 0, level, s, c, sm);
         bar.arrive();
         bar.wait();
     }
-    const MbState s = mb_final_state<2>(w, 0, sm);
-    if (b0 == 0 && threadIdx.x == 0) w.st[MB_LEVELS] = s;
+    const MbState s = mb_next_state<2>(w, 0, MB_LEVELS, sm);  // the final state
+    if (b0 == 0 && threadIdx.x == 0) *mb_slot(w, 0, MB_LEVELS) = s;
     if (s.filtered && s.stop)  // else nothing to walk, or the tail resumes the select
         for (int c = b0; c < G; c += step) mb_gather_chunk(a.logits, a.vocab, w, 0, s, c);
 }
@@ -446,7 +446,7 @@ const char *bad_arguments(const EmxDecodeStep *a) {
         return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
     const EmxDecodePasses &p = a->passes;
     if (!p.sample_ws) return nullptr;
-    if (!m.out || m.attn_layers < 1) return "the decision's passes without the metrics and attention metrics it reads";
+    if (m.attn_layers < 1) return "the decision's passes without the attention metrics the decision reads";
     if (!p.state) return "the decision's passes without the entropix state";
     if (mb_chunks(a->vocab) == 0) return "the decision's passes for a vocabulary below 8192 (one block decides alone)";
     return nullptr;

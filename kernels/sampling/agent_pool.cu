@@ -38,17 +38,10 @@ extern "C" {
 
 namespace {
 
-// One kept list per agent (kept_bytes each: sampling_mb.cuh), laid out one after the other in the
+// One kept list per agent (sampling_mb.cuh's layout, kept_bytes each), one after the other in the
 // workspace.
 __device__ KeptList agent_kept_list(void *ws, int n, int agent) {
-    char *p = (char *)ws + (size_t)agent * kept_bytes(n);
-    KeptList kl;
-    kl.p = (double *)p;
-    p += mb_align((size_t)n * sizeof(double));
-    kl.id = (int *)p;
-    p += mb_align((size_t)n * sizeof(int));
-    kl.logit = (float *)p;
-    return kl;
+    return kept_list((char *)ws + (size_t)agent * kept_bytes(n), n);
 }
 
 // Block b = agent b: its proposal into props[b] (workspace) and, when given, proposals_out[b].

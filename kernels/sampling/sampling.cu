@@ -122,19 +122,14 @@ entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metri
     }
 }
 
-KeptList kept_list(void *ws, int n) {
-    char *p = (char *)ws;
-    KeptList kl;
-    kl.p = (double *)p;
-    p += mb_align((size_t)n * sizeof(double));
-    kl.id = (int *)p;
-    p += mb_align((size_t)n * sizeof(int));
-    kl.logit = (float *)p;
-    return kl;
-}
-
 // The wide draw's workspace, after the kept list and the many-block passes' (sample_ws_passes).
 WideWs wide_ws(void *ws, int n) { return wide_ws_at((char *)ws + kept_bytes(n) + mb_ws_bytes(n, 1)); }
+
+// emx_cuda_entropix_step's and emx_cuda_entropix_tail's required arguments missing.
+bool entropix_args_bad(const float *logits, int n, const EmxMetrics *metrics, const EmxProfile *profile,
+                       const EmxEntropixState *state, const int *token_out, const void *workspace) {
+    return !logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace;
+}
 
 cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
                           const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
@@ -174,9 +169,9 @@ extern "C" unsigned long long emx_cuda_sample_many_block_launches(void) { return
 extern "C" unsigned long long emx_cuda_sample_wide_draws(void) { return wide_draws_launched; }
 
 extern "C" size_t emx_cuda_sample_passes_state(const void *workspace, int n, void *out, size_t bytes) {
+    if (!workspace || n < 1 || mb_chunks(n) == 0 || !out) return 0;
     const MbWs w = sample_ws_passes((void *)workspace, n);
     const size_t have = (size_t)(MB_LEVELS + 1) * sizeof(MbState), copy = bytes < have ? bytes : have;
-    if (!workspace || n < 1 || w.G == 0 || !out) return 0;
     return cudaMemcpy(out, w.st, copy, cudaMemcpyDeviceToHost) == cudaSuccess ? copy : 0;
 }
 
@@ -209,8 +204,7 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               const uint64_t *step_dev, int *token_out,
                                               EmxDecision *decision_out, double *score_out,
                                               void *workspace, cudaStream_t stream, int pdl) {
-    if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
-        return cudaErrorInvalidValue;
+    if (entropix_args_bad(logits, n, metrics, profile, state, token_out, workspace)) return cudaErrorInvalidValue;
     const MbWs w = sample_ws_passes(workspace, n);
     if (w.G > 0) {  // the decision is made on the device: every pass may be needed
         ParamSrc ps = {};
@@ -232,8 +226,7 @@ extern "C" cudaError_t emx_cuda_entropix_tail(const float *logits, int n, const 
                                               const uint64_t *step_dev, int *token_out,
                                               EmxDecision *decision_out, double *score_out,
                                               void *workspace, cudaStream_t stream, int pdl) {
-    if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace)
-        return cudaErrorInvalidValue;
+    if (entropix_args_bad(logits, n, metrics, profile, state, token_out, workspace)) return cudaErrorInvalidValue;
     return EMX_LAUNCH(pdl, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
                       (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out,
                       kept_list(workspace, n), mb_row(sample_ws_passes(workspace, n), 0));

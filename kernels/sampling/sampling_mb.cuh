@@ -139,6 +139,16 @@ __host__ __device__ inline MbWs mb_ws_at(void *base, int n, int rows, size_t str
 __host__ __device__ inline size_t kept_bytes(int n) {
     return mb_align((size_t)n * sizeof(double)) + mb_align((size_t)n * sizeof(int)) + mb_align((size_t)n * sizeof(float));
 }
+__host__ __device__ inline KeptList kept_list(void *ws, int n) {
+    char *p = (char *)ws;
+    KeptList kl;
+    kl.p = (double *)p;
+    p += mb_align((size_t)n * sizeof(double));
+    kl.id = (int *)p;
+    p += mb_align((size_t)n * sizeof(int));
+    kl.logit = (float *)p;
+    return kl;
+}
 __host__ __device__ inline MbWs sample_ws_passes(void *ws, int n) { return mb_ws_at((char *)ws + kept_bytes(n), n, 1); }
 
 // The scan partials [G] decision row `row` reads: its own logits row's, or the shared row's.
@@ -146,12 +156,23 @@ __host__ __device__ inline ScanPart *mb_scan_of(const MbWs &w, int row) {
     return w.stride ? w.scan + (size_t)row * w.G : w.scan;
 }
 
+// Row `row`'s state slot of level `level` (MB_LEVELS: the final state, the tail's), which block 0
+// stores for the next pass and the tail.
+__host__ __device__ inline MbState *mb_slot(const MbWs &w, int row, int level) {
+    return w.st + (size_t)row * (MB_LEVELS + 1) + level;
+}
+
+// Row `row`'s histogram [256] of level `level`.
+__host__ __device__ inline unsigned *mb_hist_of(const MbWs &w, int row, int level) {
+    return w.hist + ((size_t)row * MB_LEVELS + level) * 256;
+}
+
 // Row `row`'s view for the tail (G == 0: the one-block path).
 __host__ __device__ inline MbRow mb_row(const MbWs &w, int row) {
     MbRow r;
     r.G = w.G;
     r.scan = mb_scan_of(w, row);
-    r.st = w.st + (size_t)row * (MB_LEVELS + 1) + MB_LEVELS;
+    r.st = mb_slot(w, row, MB_LEVELS);
     r.keys = w.keys + (size_t)row * BATCH_CAP;
     r.nkeys = w.nkeys + row;
     return r;
@@ -375,19 +396,23 @@ __device__ MbState mb_decide(MbState s, const unsigned *gh, const MbSmem &sm) {
     return r;
 }
 
-// Row `row`'s state at level `level` (every block derives it the same way; the kernels' block 0
-// stores it for the next pass and the tail).
+// Row `row`'s state at level `level` > 0 (MB_LEVELS: the final one): mb_decide of the level
+// before's state and histogram.
+template <int LANES>
+__device__ MbState mb_next_state(const MbWs &w, int row, int level, const MbSmem &sm) {
+    return mb_decide<LANES>(*mb_slot(w, row, level - 1), mb_hist_of(w, row, level - 1), sm);
+}
+
+// Row `row`'s state at level `level` (every block derives it the same way).
 template <int LANES>
 __device__ MbState mb_level_state(const ParamSrc &ps, const MbWs &w, int row, int level, const MbSmem &sm) {
-    const MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
-    const unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
-    return level == 0 ? mb_state0<LANES>(ps, w, row, sm) : mb_decide<LANES>(slots[level - 1], gh + (level - 1) * 256, sm);
+    return level == 0 ? mb_state0<LANES>(ps, w, row, sm) : mb_next_state<LANES>(w, row, level, sm);
 }
 
 // Chunk c's keys in the range of state s, added to row `row`'s histogram of the level.
 __device__ void mb_hist_chunk(const float *__restrict__ logits, int n, const MbWs &w, int row, int level,
                               const MbState &s, int c, const MbSmem &sm) {
-    unsigned *gh = w.hist + ((size_t)row * MB_LEVELS + level) * 256;
+    unsigned *gh = mb_hist_of(w, row, level);
     __syncthreads();  // the block's previous chunk may still read sm.hist
     for (int b = threadIdx.x; b < 256; b += blockDim.x) sm.hist[b] = 0;
     __syncthreads();
@@ -414,20 +439,10 @@ mb_hist_kernel(const float *__restrict__ logits, int n, ParamSrc ps, MbWs w, int
     emx_pdl_wait();
     const MbSmem sm = mb_smem();
     const int row = blockIdx.y;
-    const MbState s = FIRST ? mb_state0<1>(ps, w, row, sm)
-                            : mb_decide<1>(w.st[(size_t)row * (MB_LEVELS + 1) + level - 1],
-                                           w.hist + ((size_t)row * MB_LEVELS + level - 1) * 256, sm);
-    if (blockIdx.x == 0 && threadIdx.x == 0) w.st[(size_t)row * (MB_LEVELS + 1) + level] = s;
+    const MbState s = FIRST ? mb_state0<1>(ps, w, row, sm) : mb_next_state<1>(w, row, level, sm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *mb_slot(w, row, level) = s;
     if (s.stop) return;  // the same for every thread
     mb_hist_chunk(logits, n, w, row, level, s, blockIdx.x, sm);
-}
-
-// The state after the last level (mb_decide of its histogram): the tail's.
-template <int LANES>
-__device__ MbState mb_final_state(const MbWs &w, int row, const MbSmem &sm) {
-    const MbState *slots = w.st + (size_t)row * (MB_LEVELS + 1);
-    const unsigned *gh = w.hist + (size_t)row * MB_LEVELS * 256;
-    return mb_decide<LANES>(slots[MB_LEVELS - 1], gh + (MB_LEVELS - 1) * 256, sm);
 }
 
 // Chunk c's keys at or above the final threshold, appended to row `row`'s first batch (when the
@@ -453,8 +468,8 @@ mb_gather_kernel(const float *__restrict__ logits, int n, MbWs w) {
     emx_pdl_trigger();
     emx_pdl_wait();
     const int row = blockIdx.y;
-    const MbState s = mb_final_state<1>(w, row, mb_smem());
-    if (blockIdx.x == 0 && threadIdx.x == 0) w.st[(size_t)row * (MB_LEVELS + 1) + MB_LEVELS] = s;
+    const MbState s = mb_next_state<1>(w, row, MB_LEVELS, mb_smem());  // the final state
+    if (blockIdx.x == 0 && threadIdx.x == 0) *mb_slot(w, row, MB_LEVELS) = s;
     if (!s.filtered || !s.stop) return;  // nothing to walk, or the tail resumes the select
     mb_gather_chunk(logits, n, w, row, s, blockIdx.x);
 }

@@ -216,7 +216,6 @@ typedef struct {
     cudaGraphExec_t pair_graph[PAIR_GRAPH_ROWS + 1];
 } CudaState;
 
-// Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
 // What a decision (emx_forward_decide's spec) reads besides the logits: the attention metrics
 // (entropix's, or any decision's when its metrics are asked for), of this layer selection
 // (emx_attn_layer_range's). The tail's kernels and the persistent kernel ask alike.
@@ -227,6 +226,7 @@ static inline int cuda_decide_attn_layer(const EmxDecideSpec *sp) {
     return sp->kind == EMX_DECIDE_ENTROPIX ? sp->profile.attn_layer : EMX_ATTN_LAYER_LAST;
 }
 
+// Element i of a buffer of the cache's type (the KV cache, the branch tails): f32 or f16.
 static inline void *kv_at(const CudaState *s, void *base, size_t i) { return (char *)base + i * s->kv_esize; }
 // Layer l's first row in base (s->key or s->value).
 static inline void *cuda_layer_kv(const CudaState *s, void *base, int l) {

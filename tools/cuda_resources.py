@@ -54,6 +54,10 @@ GQA_SMEM, SPLIT_SMEM = 2 * (128 + 64 + 256) * 4, (64 + 128) * 4
 # Qwen3-0.6B's dim of 1024 as int8 groups (q8/q4): 1024 bytes + 1024 / 32 * 8.
 DECODE_SMEM = 2 * 128 * 4 + (2 * (128 + 64 + 256) + 128 + 2 * 64) * 4
 FUSED_SMEM = 1024 + 1024 // 32 * 8
+# The persistent decode kernel's largest phase from the classifier on: the block that takes the
+# entropix decision (sampling_device.cuh's block_smem_bytes(128): a batch of 1024 keys and four,
+# the reductions' scratch, a histogram, eight ints), above the metrics' chunk of 2048 logits.
+DECIDE_SMEM = (1024 + 4) * 8 + 128 * (8 + 8 + 4 + 4) + 256 * 4 + 8 * 4
 # Kernel (its name without template arguments) -> (threads per block, dynamic shared bytes, role,
 # where the block size comes from). Roles: decode = launched by a decode step
 # (runtime/cuda/forward_cuda_layers.c, the sampler and the agent pool); bench = only the kernel
@@ -73,7 +77,7 @@ KERNELS = {
     "attention_decode_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (the fused decode layer)"),
     "attention_decode_rows_kernel": (128, DECODE_SMEM, DECODE, "attention_decode.cu ATTN_BLOCK (several states' rows a step)"),
     "matvec_fused_kernel": (128, FUSED_SMEM, DECODE, "matvec_fused.cu FUSED_WARPS * 32 (the fused decode layer)"),
-    "decode_persistent_kernel": (128, max(DECODE_SMEM, FUSED_SMEM), DECODE,
+    "decode_persistent_kernel": (128, max(DECODE_SMEM, FUSED_SMEM, DECIDE_SMEM), DECODE,
                                  "decode_persistent.cu PERSIST_THREADS = FUSED_THREADS (one launch a decode step)"),
     "fused_residual_kernel": (128, 0, DECODE, "matvec_fused.cu <<<1, FUSED_THREADS>>> (after Gemma 3's last fused layer)"),
     "logits_partial_kernel": (256, 0, DECODE, "logits_metrics.cu LM_BLOCK"),

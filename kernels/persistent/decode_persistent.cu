@@ -24,11 +24,12 @@
 //   metrics (asked)    the logits' H, V, lse, argmax; the attention metrics of the layers asked
 //                      (logits_metrics.cuh, attn_metrics.cuh: items over the grid, then the last
 //                      block to finish merges them: the decision's inputs without a launch)
-//   passes (asked)     the entropix decision's passes over the logits (sampling/sampling_mb.cuh:
+//   entropix (asked)   the entropix decision's passes over the logits (sampling/sampling_mb.cuh:
 //                      the scan beside the metrics' items; then z, three levels of the radix
 //                      select and the gather, a phase each, a 2048-logit chunk an item), each
-//                      block deciding from the metrics it merged itself: what the one-block tail
-//                      (emx_cuda_entropix_tail) reads, so a decision's step is two launches
+//                      block deciding from the metrics it merged itself; then the last block to
+//                      finish sorts the batch, walks the filters and draws (entropix_block,
+//                      sampling/sampling_device.cuh): the token chosen in the launch
 //
 // Threads: a grid of G blocks of 128 threads (4 warps), G = the blocks the device holds at once
 // (occupancy x SMs: emx_cuda_decode_persistent_blocks), each phase's work spread over them as the
@@ -43,7 +44,8 @@
 // before (each matvec row reads the whole input row; the attention's KV head h needs only heads of
 // q, k and v, but the q/k/v phase's rows are spread over every block): one barrier a phase, five a
 // layer. At the end the last block to arrive at a second counter sets the barrier back to zero
-// (every other block is past its last wait), so the next launch, or a graph's replay, starts at 0.
+// (every other block is past its last wait), so the next launch, or a graph's replay, starts at 0;
+// it has seen every block's writes, so it also merges the metrics or takes the decision.
 // Weights before activations: between its signal and its wait a block asks L2 for the first rows
 // its warps take in the next phase (emx_prefetch_l2; the attention phase, whose items are few at
 // short contexts, for the two phases after it), so that the weights stream while it waits.
@@ -209,22 +211,24 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
     bar.arrive();
 }
 
-// The metrics' and the passes' shared memory in the dynamic one (the logits' chunk and scratch, a
-// layer's heads, or the passes' scratch).
+// The metrics' and the decision's shared memory in the dynamic one (the logits' chunk and scratch,
+// a layer's heads, the passes' scratch, or the deciding block's batch and scratch).
 size_t metrics_smem(int n_heads) {
-    const size_t logits = emx_lm::smem_bytes(PERSIST_THREADS), attn = emx_am::smem_bytes(n_heads, PERSIST_THREADS);
-    const size_t passes = mb_smem_bytes(PERSIST_THREADS), most = logits > attn ? logits : attn;
-    return passes > most ? passes : most;
+    const size_t b[4] = {emx_lm::smem_bytes(PERSIST_THREADS), emx_am::smem_bytes(n_heads, PERSIST_THREADS),
+                         mb_smem_bytes(PERSIST_THREADS), block_smem_bytes(PERSIST_THREADS)};
+    size_t most = 0;
+    for (size_t x : b) most = x > most ? x : most;
+    return most;
 }
 
 // The metrics phase (a.metrics): the logits' chunks, then the attention's layers, as items over
 // the grid, each a block function of the metrics kernels run as two of their threads a thread,
-// then (a.passes) the passes' scan of each chunk. The score rows of a layer from its first visible
+// then (a.entropix) the passes' scan of each chunk. The score rows of a layer from its first visible
 // key (its window's, as the metrics kernel's).
 __device__ __forceinline__ void metrics_phase(const EmxDecodeStep &a, int pos, float *smem) {
     const EmxDecodeMetrics &m = a.metrics;
     const int parts = emx_lm::parts_of(a.vocab), n_keys = pos + 1;
-    const MbWs w = a.passes.sample_ws ? sample_ws_passes(a.passes.sample_ws, a.vocab) : MbWs{};
+    const MbWs w = a.entropix.sample_ws ? sample_ws_passes(a.entropix.sample_ws, a.vocab) : MbWs{};
     for (int it = (int)blockIdx.x; it < parts + m.attn_layers + w.G; it += (int)gridDim.x) {
         if (it >= parts + m.attn_layers) {
             mb_scan_chunk(a.logits, a.vocab, w, it - parts - m.attn_layers, 0, mb_smem_at(smem, PERSIST_THREADS));
@@ -252,11 +256,11 @@ __device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *sme
         emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, out);
 }
 
-// The entropix decision's passes (a.passes) after the metrics phase's barrier, as mb_launch's
+// The entropix decision's passes (a.entropix) after the metrics phase's barrier, as mb_launch's
 // kernels make them, a chunk of the logits an item in each phase: every block merges the metrics
 // (block 0 into a.metrics.out, the others into `mine`: the same bits) and derives the decision and
 // each level's state from them and the phase before, the same way; block 0 stores the states for
-// the tail. The last phase (the gather) ends with the launch.
+// the decision (decide_entropix). The last phase (the gather) ends at the launch's last counter.
 __device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrier &bar, float *smem,
                                               EmxMetrics *mine) {
     EmxMetrics *mt = blockIdx.x == 0 ? a.metrics.out : mine;
@@ -265,10 +269,10 @@ __device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrie
     ParamSrc ps = {};
     ps.kind = PS_ENTROPIX;
     ps.metrics = mt;
-    ps.prof = a.passes.profile;
-    ps.state = a.passes.state;
-    ps.pause_token = a.passes.pause_token;
-    const MbWs w = sample_ws_passes(a.passes.sample_ws, a.vocab);
+    ps.prof = a.entropix.profile;
+    ps.state = a.entropix.state;
+    ps.pause_token = a.entropix.pause_token;
+    const MbWs w = sample_ws_passes(a.entropix.sample_ws, a.vocab);
     const MbSmem sm = mb_smem_at(smem, PERSIST_THREADS);
     const int G = w.G, b0 = (int)blockIdx.x, step = (int)gridDim.x;
     const RowSetup r = row_setup_of(ps, w, 0, sm);
@@ -288,6 +292,18 @@ __device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrie
     if (b0 == 0 && threadIdx.x == 0) *mb_slot(w, 0, MB_LEVELS) = s;
     if (s.filtered && s.stop)  // else nothing to walk, or the tail resumes the select
         for (int c = b0; c < G; c += step) mb_gather_chunk(a.logits, a.vocab, w, 0, s, c);
+}
+
+// The entropix decision by the last block to finish (every block's passes seen): entropix_block,
+// as emx_cuda_entropix_step's last kernel takes it, at 128 threads, its scratch in the dynamic
+// shared memory.
+__device__ __forceinline__ void decide_entropix(const EmxDecodeStep &a, float *smem) {
+    const EmxDecodeEntropix &e = a.entropix;
+    const EmxProfile prof = e.profile;
+    const EntropixOut out = {e.token, e.decision, e.score};
+    entropix_block(a.logits, a.vocab, a.metrics.out, &prof, e.state, e.pause_token, e.seed,
+                   e.step_dev ? *e.step_dev : e.step, block_smem_at(smem, PERSIST_THREADS),
+                   kept_list(e.sample_ws, a.vocab), mb_row(sample_ws_passes(e.sample_ws, a.vocab), 0), out);
 }
 
 // Gemma 3's layer l (prev: layer l - 1, or NULL), its five phases each ended by the barrier: the
@@ -372,7 +388,7 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
             bar.arrive();
             bar.wait();
             metrics_phase(a, pos, smem);
-            if (a.passes.sample_ws) {  // every item merged first
+            if (a.entropix.sample_ws) {  // every item merged first
                 bar.arrive();
                 bar.wait();
                 passes_phases(a, bar, smem, &mine);
@@ -384,13 +400,16 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
             residual_row(a.dim, residual_input(a.xb, nullptr, a.eps, a.dim, a.tmp,
                                                a.layers[a.n_layers - 1].post_ffn_norm, a.x));
     }
-    bar.stamp_end();
     // Every block is past its last wait once it arrives here: the last one sets the barrier back,
-    // and merges the metrics' items.
+    // and merges the metrics' items or takes the entropix decision from the passes' results.
     if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last)) {
         if (emx_grid_leader()) a.sync[0] = 0;
-        if (a.out && a.metrics.out && !a.passes.sample_ws) metrics_merge(a, smem, a.metrics.out, a.metrics.argmax);
+        if (a.out && a.metrics.out) {
+            if (a.entropix.sample_ws) decide_entropix(a, smem);
+            else metrics_merge(a, smem, a.metrics.out, a.metrics.argmax);
+        }
     }
+    bar.stamp_end();
 }
 
 // Dynamic shared memory: the largest phase's (the matvecs' inputs, the attention's).
@@ -437,18 +456,18 @@ const char *bad_arguments(const EmxDecodeStep *a) {
     if (a->sandwich && (!a->xb || !a->tmp)) return "sandwich layers without xb or tmp";
     if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
     const EmxDecodeMetrics &m = a->metrics;
-    if (!m.out) return a->passes.sample_ws ? "the decision's passes without the metrics they read" : nullptr;
+    if (!m.out) return a->entropix.sample_ws ? "the entropix decision without the metrics it reads" : nullptr;
     if (!a->out) return "metrics without the classifier in the launch";
     if (!m.logits_ws || (m.attn_layers > 0 && !m.attn_ws)) return "metrics without their workspace";
     if (m.attn_layers < 0 || m.attn_first < 0 || m.attn_first + m.attn_layers > a->n_layers)
         return "attention metrics of layers outside the model";
     if (m.attn_layers > 0 && a->n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS)
         return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
-    const EmxDecodePasses &p = a->passes;
+    const EmxDecodeEntropix &p = a->entropix;
     if (!p.sample_ws) return nullptr;
-    if (m.attn_layers < 1) return "the decision's passes without the attention metrics the decision reads";
-    if (!p.state) return "the decision's passes without the entropix state";
-    if (mb_chunks(a->vocab) == 0) return "the decision's passes for a vocabulary below 8192 (one block decides alone)";
+    if (m.attn_layers < 1) return "the entropix decision without the attention metrics it reads";
+    if (!p.state || !p.token) return "the entropix decision without its state or its token's place";
+    if (mb_chunks(a->vocab) == 0) return "the entropix decision for a vocabulary below 8192 (no passes to spread)";
     return nullptr;
 }
 
@@ -472,7 +491,7 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
 }
 
 extern "C" int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a) {
-    const int metrics = a->out && a->metrics.out, passes = metrics && a->passes.sample_ws;
+    const int metrics = a->out && a->metrics.out, passes = metrics && a->entropix.sample_ws;
     return (a->emb ? 1 : 0) + 5 * a->n_layers + metrics + (passes ? 2 + MB_LEVELS : 0) + 1;
 }
 

@@ -7,8 +7,9 @@
 // From n = 8192 on, the passes that read the whole vocabulary run first on many blocks
 // (sampling_mb.cuh: one block of 256 threads per 2048 logits, 75 at n = 151936): pass 1, z
 // for top-p, three levels of the radix select and the gather of the first batch; the tail then
-// reads their few KB instead of the logits (emx_cuda_entropix_tail: the tail alone, after the
-// persistent decode kernel made the passes in its launch). Below 8192, and as the one-block
+// reads their few KB instead of the logits. (The persistent decode kernel makes the same passes
+// in its launch, and its last block takes the entropix decision as this kernel does:
+// entropix_block, sampling_device.cuh.) Below 8192, and as the one-block
 // version the lab and the tests compare with (emx_cuda_sample_one_block), the one block does
 // every pass itself:
 //   1. one pass: valid count, max, argmax (block reductions). Greedy and +inf rows end here.
@@ -74,62 +75,16 @@ sample_kernel(const float *__restrict__ logits, int n, EmxSamplerParams sp, u64 
 
 __global__ void __launch_bounds__(SB, 1)
 entropix_kernel(const float *__restrict__ logits, int n, const EmxMetrics *metrics, EmxProfile prof,
-                EmxEntropixState *state, int pause_token, u64 seed, u64 step, const u64 *step_dev,
-                int *token_out, EmxDecision *decision_out, double *score_out, KeptList kl, MbRow mb) {
+                EmxEntropixState *state, int pause_token, u64 seed, u64 step, const u64 *step_dev, EntropixOut out,
+                KeptList kl, MbRow mb) {
     emx_pdl_trigger();
     emx_pdl_wait();  // the metrics and the passes' partials; the state was written by the previous step
-    const Smem sm = block_smem();
-    // Every thread takes the same (pure) decision: nothing to broadcast.
-    const EmxMetrics mt = *metrics;
-    EmxEntropixState st = *state;
-    const EmxDecision d = emx_entropix_decide(&mt, &prof, &st, pause_token);
-    const u64 stp = step_dev ? *step_dev : step;
-    int token = -1;
-    double score = NAN;
-    if (d.action == EMX_ACTION_ARGMAX) {
-        int valid, argmax;
-        float mx;
-        scan_any(logits, n, sm, mb, &valid, &mx, &argmax);
-        token = argmax;
-    } else if (d.action == EMX_ACTION_INSERT) {
-        token = d.token >= 0 && d.token < n ? d.token : -1;
-    } else {
-        const int m = distribution_block(logits, n, d.params, sm, kl, mb);
-        if (threadIdx.x == 0) {
-            if (d.action == EMX_ACTION_SAMPLE) {
-                token = draw(kl, m, emx_uniform_f64(seed, stp, 0));
-            } else if (m > 0) {  // best of N: N draws on lanes 0..N-1, the best score (strictly)
-                double best_score = -INFINITY;
-                for (int i = 0; i < d.n_samples; i++) {
-                    const int id = draw(kl, m, emx_uniform_f64(seed, stp, (uint32_t)i));
-                    const double sc = emx_entropix_score(logits, id, &mt, prof.ada_score_typicality);
-                    if (token < 0 || sc > best_score) {
-                        token = id;
-                        best_score = sc;
-                    }
-                }
-                score = best_score;
-            }
-        }
-    }
-    __syncthreads();  // every thread has read *state before thread 0 rewrites it
-    if (threadIdx.x == 0) {
-        emx_entropix_state_update(&st, &d);
-        *state = st;
-        *token_out = token;
-        if (decision_out) *decision_out = d;
-        if (score_out) *score_out = score;
-    }
+    entropix_block(logits, n, metrics, &prof, state, pause_token, seed, step_dev ? *step_dev : step, block_smem(), kl,
+                   mb, out);
 }
 
 // The wide draw's workspace, after the kept list and the many-block passes' (sample_ws_passes).
 WideWs wide_ws(void *ws, int n) { return wide_ws_at((char *)ws + kept_bytes(n) + mb_ws_bytes(n, 1)); }
-
-// emx_cuda_entropix_step's and emx_cuda_entropix_tail's required arguments missing.
-bool entropix_args_bad(const float *logits, int n, const EmxMetrics *metrics, const EmxProfile *profile,
-                       const EmxEntropixState *state, const int *token_out, const void *workspace) {
-    return !logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace;
-}
 
 cudaError_t sample_launch(const float *logits, int n, const EmxSamplerParams *params, uint64_t seed, uint64_t step,
                           const uint64_t *step_dev, uint32_t lane, int *token_out, void *workspace,
@@ -204,7 +159,7 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
                                               const uint64_t *step_dev, int *token_out,
                                               EmxDecision *decision_out, double *score_out,
                                               void *workspace, cudaStream_t stream, int pdl) {
-    if (entropix_args_bad(logits, n, metrics, profile, state, token_out, workspace)) return cudaErrorInvalidValue;
+    if (!logits || n < 1 || !metrics || !profile || !state || !token_out || !workspace) return cudaErrorInvalidValue;
     const MbWs w = sample_ws_passes(workspace, n);
     if (w.G > 0) {  // the decision is made on the device: every pass may be needed
         ParamSrc ps = {};
@@ -216,18 +171,7 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
         const cudaError_t e = mb_launch(logits, n, ps, true, true, w, stream, pdl != 0);
         if (e != cudaSuccess) return e;
     }
-    return emx_cuda_entropix_tail(logits, n, metrics, profile, state, pause_token, seed, step, step_dev, token_out,
-                                  decision_out, score_out, workspace, stream, pdl);
-}
-
-extern "C" cudaError_t emx_cuda_entropix_tail(const float *logits, int n, const EmxMetrics *metrics,
-                                              const EmxProfile *profile, EmxEntropixState *state,
-                                              int pause_token, uint64_t seed, uint64_t step,
-                                              const uint64_t *step_dev, int *token_out,
-                                              EmxDecision *decision_out, double *score_out,
-                                              void *workspace, cudaStream_t stream, int pdl) {
-    if (entropix_args_bad(logits, n, metrics, profile, state, token_out, workspace)) return cudaErrorInvalidValue;
-    return EMX_LAUNCH(pdl, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
-                      (u64)seed, (u64)step, (const u64 *)step_dev, token_out, decision_out, score_out,
-                      kept_list(workspace, n), mb_row(sample_ws_passes(workspace, n), 0));
+    const EntropixOut out = {token_out, decision_out, score_out};
+    return EMX_LAUNCH(pdl != 0, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
+                      (u64)seed, (u64)step, (const u64 *)step_dev, out, kept_list(workspace, n), mb_row(w, 0));
 }

@@ -86,17 +86,6 @@ cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics 
                                    const uint64_t *step_dev, int *token_out,
                                    EmxDecision *decision_out, double *score_out, void *workspace,
                                    cudaStream_t stream, int pdl);
-// The last launch of emx_cuda_entropix_step alone: the one block that decides, draws and updates
-// the state, reading what the passes over the vocabulary left in the workspace (from n = 8192
-// on) instead of making them: the persistent decode kernel makes them in its launch
-// (EmxDecodeStep.passes, kernels/persistent/decode_persistent.h). Below 8192 it is the whole step. The
-// same arguments and results as emx_cuda_entropix_step.
-cudaError_t emx_cuda_entropix_tail(const float *logits, int n, const EmxMetrics *metrics,
-                                   const EmxProfile *profile, EmxEntropixState *state,
-                                   int pause_token, uint64_t seed, uint64_t step,
-                                   const uint64_t *step_dev, int *token_out,
-                                   EmxDecision *decision_out, double *score_out, void *workspace,
-                                   cudaStream_t stream, int pdl);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,10 @@
 #include "kernels/reduce.cuh"
 #include "kernels/sampling/sampling.h"
 
+extern "C" {
+#include "sampler/philox.h"
+}
+
 // Threads of the sampling block: a single block must keep enough loads in flight by itself.
 // (Nothing else depends on the count: every loop strides by blockDim.x.)
 #define SB 1024
@@ -57,6 +61,28 @@ __device__ inline Smem block_smem() {
     __shared__ int si[8];
     __shared__ u64 su[4];
     Smem sm = {batch, hist, red_f, red_i, red_d, red_a, si, su};
+    return sm;
+}
+
+// The same memory carved from a block's dynamic shared memory (block_smem_bytes(threads) of it,
+// 8-byte aligned), for a block of `threads` that is not one of the sampling kernels' (the
+// persistent decode kernel's last block, which decides in its launch).
+__host__ __device__ inline size_t block_smem_bytes(int threads) {
+    return (BATCH_CAP + 4) * sizeof(u64) + (size_t)threads * (sizeof(double) + sizeof(emxr::ArgMax) + sizeof(float) +
+                                                              sizeof(int)) +
+           256 * sizeof(unsigned) + 8 * sizeof(int);
+}
+__device__ inline Smem block_smem_at(void *base, int threads) {
+    char *p = (char *)base;
+    Smem sm;
+    sm.batch = (u64 *)p, p += BATCH_CAP * sizeof(u64);
+    sm.su = (u64 *)p, p += 4 * sizeof(u64);
+    sm.red_d = (double *)p, p += threads * sizeof(double);
+    sm.red_a = (emxr::ArgMax *)p, p += threads * sizeof(emxr::ArgMax);
+    sm.red_f = (float *)p, p += threads * sizeof(float);
+    sm.red_i = (int *)p, p += threads * sizeof(int);
+    sm.hist = (unsigned *)p, p += 256 * sizeof(unsigned);
+    sm.si = (int *)p;
     return sm;
 }
 
@@ -466,6 +492,64 @@ __device__ inline int draw(KeptList kl, int m, double u) {
         if (cum > target) return kl.id[i];
     }
     return last >= 0 ? kl.id[last] : kl.id[0];
+}
+
+// Where an entropix decision's results go (device pointers; decision and score may be NULL).
+struct EntropixOut {
+    int *token;
+    EmxDecision *decision;
+    double *score;
+};
+
+// One entropix step's decision by one block: d = emx_entropix_decide(metrics, profile, state),
+// carried out (the argmax, the pause token, one draw on lane 0, or the best score of n_samples
+// draws on lanes 0..n-1), then the state updated and the results written, by thread 0. `step`:
+// the draws' Philox counter. Any block size gives the same bits once the many-block passes have
+// made z (mb.G > 0): counts, maxima and the select are exact, the batch is sorted before it is
+// walked, and thread 0 alone sums the kept mass and draws.
+__device__ inline void entropix_block(const float *logits, int n, const EmxMetrics *metrics, const EmxProfile *prof,
+                                      EmxEntropixState *state, int pause_token, u64 seed, u64 step, Smem sm,
+                                      KeptList kl, const MbRow &mb, EntropixOut out) {
+    // Every thread takes the same (pure) decision: nothing to broadcast.
+    const EmxMetrics mt = *metrics;
+    EmxEntropixState st = *state;
+    const EmxDecision d = emx_entropix_decide(&mt, prof, &st, pause_token);
+    int token = -1;
+    double score = NAN;
+    if (d.action == EMX_ACTION_ARGMAX) {
+        int valid, argmax;
+        float mx;
+        scan_any(logits, n, sm, mb, &valid, &mx, &argmax);
+        token = argmax;
+    } else if (d.action == EMX_ACTION_INSERT) {
+        token = d.token >= 0 && d.token < n ? d.token : -1;
+    } else {
+        const int m = distribution_block(logits, n, d.params, sm, kl, mb);
+        if (threadIdx.x == 0) {
+            if (d.action == EMX_ACTION_SAMPLE) {
+                token = draw(kl, m, emx_uniform_f64(seed, step, 0));
+            } else if (m > 0) {  // best of N: N draws on lanes 0..N-1, the best score (strictly)
+                double best_score = -INFINITY;
+                for (int i = 0; i < d.n_samples; i++) {
+                    const int id = draw(kl, m, emx_uniform_f64(seed, step, (uint32_t)i));
+                    const double sc = emx_entropix_score(logits, id, &mt, prof->ada_score_typicality);
+                    if (token < 0 || sc > best_score) {
+                        token = id;
+                        best_score = sc;
+                    }
+                }
+                score = best_score;
+            }
+        }
+    }
+    __syncthreads();  // every thread has read *state before thread 0 rewrites it
+    if (threadIdx.x == 0) {
+        emx_entropix_state_update(&st, &d);
+        *state = st;
+        *out.token = token;
+        if (out.decision) *out.decision = d;
+        if (out.score) *out.score = score;
+    }
 }
 
 }  // namespace

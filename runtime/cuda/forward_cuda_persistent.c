@@ -8,9 +8,9 @@
 // fit the device at once. Else the graph path decodes, and the state says why
 // (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the statistics the
 // decision reads in the same launch (decision_metrics), where the classifier is in it, and an
-// entropix decision's passes over the vocabulary after them (decision_passes): its tail is then
-// one kernel. The results are bitwise the fused graph path's, which stays the reference they are
-// tested against (tests/kernels/test_forward_cuda_persistent.cpp).
+// entropix decision itself after them (decision_entropix): its step is then that one launch. The
+// results are bitwise the fused graph path's, which stays the reference they are tested against
+// (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +114,7 @@ static int clocks_alloc(CudaState *s) {
     EmxDecodeStep a = s->step;
     EmxMetrics any;  // (host addresses: only counted)
     a.metrics.out = &any;
-    a.passes.sample_ws = &any;
+    a.entropix.sample_ws = &any;
     const size_t n = (size_t)(emx_cuda_decode_persistent_phases(&a) + 1) * (size_t)a.blocks * 2;
     if (dev_alloc(s, (void **)&s->step_clocks, n * sizeof(long long), "the persistent kernel's timeline")) return -1;
     if (!(s->step_clocks_h = malloc(n * sizeof(long long)))) {
@@ -185,25 +185,28 @@ static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
     return 1;
 }
 
-// An entropix decision's passes over the vocabulary (the scan, z, the radix select's levels, the
-// gather: kernels/sampling/sampling_mb.cuh), made in the launch after its metrics, where the
-// vocabulary is wide enough to have them (from 8192 on). 0: none (another decision, or the one
-// block of the tail does everything).
-static int decision_passes(const CudaState *s, EmxDecodePasses *p) {
+// An entropix decision made in the launch after its metrics: its passes over the vocabulary (the
+// scan, z, the radix select's levels, the gather: kernels/sampling/sampling_mb.cuh), then the
+// last block's choice into out_d, where the vocabulary is wide enough to have the passes (from
+// 8192 on). 0: none (another decision, or the tail's one block does everything). graph: the RNG
+// step read on the device at each replay, as the tail's kernels read it.
+static int decision_entropix(const CudaState *s, int graph, EmxDecodeEntropix *e) {
     const EmxDecideSpec *sp = &s->spec;
     if (sp->kind != EMX_DECIDE_ENTROPIX || emx_cuda_sample_grid(s->vocab) < 2) return 0;
-    memset(p, 0, sizeof *p);
-    p->sample_ws = s->sample_ws;
-    p->state = s->estate_d;
-    p->profile = sp->profile;
-    p->pause_token = sp->pause_token;
+    memset(e, 0, sizeof *e);
+    e->sample_ws = s->sample_ws;
+    e->state = s->estate_d;
+    e->profile = sp->profile;
+    e->pause_token = sp->pause_token;
+    e->seed = sp->seed, e->step = s->in_h->rng_step, e->step_dev = graph ? &s->in_d->rng_step : NULL;
+    e->token = &s->out_d->token, e->decision = &s->out_d->decision, e->score = &s->out_d->score;
     return 1;
 }
 
-int cuda_persistent_step(CudaState *s, int tail) {
+int cuda_persistent_step(CudaState *s, int tail, int graph) {
     EmxDecodeStep a = s->step;
     s->metrics_in_step = a.out && tail == TAIL_DECIDE && decision_metrics(s, &a.metrics);
-    s->passes_in_step = s->metrics_in_step && a.metrics.attn_layers > 0 && decision_passes(s, &a.passes);
+    s->decision_in_step = s->metrics_in_step && a.metrics.attn_layers > 0 && decision_entropix(s, graph, &a.entropix);
     const int timed = s->clock && s->clock->running;
     a.clocks = timed ? s->step_clocks : NULL;
     if (!a.emb) {  // follows the input copy: an ordinary launch
@@ -229,7 +232,7 @@ static EmxPhase phase_of(const EmxDecodeStep *a, int k) {
     if (k < 5 * a->n_layers) return layer[k % 5];
     k -= 5 * a->n_layers;
     if (!a->out) return EMX_PHASE_FFN_OUT;  // after the last layer's barrier: its residual add, if any
-    return a->metrics.out && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics and passes: the choice's
+    return a->metrics.out && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics, the decision: the choice's
 }
 
 // Block b's stamps of slot k (EmxDecodeStep.clocks): [0] arrival, [1] departure.
@@ -249,6 +252,8 @@ int cuda_persistent_timeline(CudaState *s) {
             mean += (double)(now[1] - left) / G;
             if ((double)(now[0] - left) > work_max) work_max = (double)(now[0] - left);
         }
+        if (k == P) mean = work_max;  // no barrier ends the last phase: the launch ends with its
+                                      // slowest block (the one that merges or decides)
         const EmxPhase p = phase_of(a, k - 1);
         share[p] += mean;
         wait[p] += mean > work_max ? mean - work_max : 0;

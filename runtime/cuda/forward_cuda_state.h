@@ -132,8 +132,7 @@ typedef struct {
     unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
     int metrics_in_step;    // while a decode step is queued: the persistent kernel makes the
                             // decision's statistics (the tail does not make them again)
-    int passes_in_step;     // ... and the entropix decision's passes over the vocabulary (the
-                            // tail is their last kernel alone: emx_cuda_entropix_tail)
+    int decision_in_step;   // ... and the entropix decision itself (the tail only copies it)
     long long *step_clocks, *step_clocks_h;  // a timed state's (clock): the kernel's timeline
                             // stamps, device and host, for the most phases a launch has
     EmxDecodeStep step_timed; // the timed step's launch (clocks NULL once its stamps are read)
@@ -274,7 +273,7 @@ static inline int dev_alloc(CudaState *s, void **p, size_t bytes, const char *wh
 // decision reads too (s->metrics_in_step); in a timed step its launch closes a CUDA_PHASE_SPLIT
 // mark.
 int cuda_persistent_init(CudaState *s, int asked);
-int cuda_persistent_step(CudaState *s, int tail);
+int cuda_persistent_step(CudaState *s, int tail, int graph);
 // After a timed persistent step has synchronised: its launch's time split between the phases by
 // its blocks' clocks (the clock's cuda_phase_split); nothing for other steps.
 int cuda_persistent_timeline(CudaState *s);

@@ -105,13 +105,14 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
 static int decode_launches(CudaState *s, int pos, int tail, int graph) {
     const Rows rows = {.device_positions = graph};
     s->pdl_now = s->pdl;
-    const int bad = s->persistent ? cuda_persistent_step(s, tail) : cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1);
+    const int bad = s->persistent ? cuda_persistent_step(s, tail, graph)
+                                  : cuda_run_layers(s, 1, pos, &rows, 1) || cuda_classify(s, 0, 1);
     s->pdl_now = 0;
     const int rc = bad || cuda_phase(s, EMX_PHASE_CLASSIFIER) || cuda_step_tail(s, tail, pos + 1, graph) ||
                            cuda_phase(s, EMX_PHASE_TAIL)
                        ? -1
                        : 0;
-    s->metrics_in_step = s->passes_in_step = 0;
+    s->metrics_in_step = s->decision_in_step = 0;
     return rc;
 }
 

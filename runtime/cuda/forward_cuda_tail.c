@@ -45,10 +45,10 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
     if (sp->kind == EMX_DECIDE_SAMPLE)
         CU(emx_cuda_sample(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
                            s->stream, s->pdl_now));
-    if (sp->kind == EMX_DECIDE_ENTROPIX)  // its passes over the vocabulary made by the persistent kernel, or here
-        CU((s->passes_in_step ? emx_cuda_entropix_tail : emx_cuda_entropix_step)(
-            s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token, sp->seed, step, step_dev,
-            &o->token, &o->decision, &o->score, s->sample_ws, s->stream, s->pdl_now));
+    if (sp->kind == EMX_DECIDE_ENTROPIX && !s->decision_in_step)  // (else made by the persistent kernel)
+        CU(emx_cuda_entropix_step(s->logits, s->vocab, &o->metrics, &sp->profile, s->estate_d, sp->pause_token,
+                                  sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
+                                  s->stream, s->pdl_now));
     const size_t bytes = sp->want_metrics ? sizeof(DecideOut) : offsetof(DecideOut, metrics);
     CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
     return 0;

@@ -19,10 +19,11 @@
 // The metrics phase (the logits' and the attention's statistics in the launch) against the
 // metrics kernels launched after the fused ones, bitwise: a vocabulary of several chunks, rows
 // longer than a thread's first lane, a windowed layer, head statistics recorded or recomputed.
-// The entropix decision's passes in the launch (the scan beside the metrics' items; z, three levels
-// of the radix select and the gather as phases) then emx_cuda_entropix_tail, against the metrics
-// kernels then emx_cuda_entropix_step (its passes as kernels): the same token, decision, best-of-N
-// score and state, bitwise, every step; a vocabulary of five chunks (10,000), with profiles that
+// The entropix decision in the launch (the scan beside the metrics' items; z, three levels of the
+// radix select and the gather as phases; then the last block's choice, 128 threads), against the
+// metrics kernels then emx_cuda_entropix_step (its passes as kernels, its last kernel 1024
+// threads): the same passes' states, token, decision, best-of-N score and entropix state,
+// bitwise, every step; a vocabulary of five chunks (10,000), with profiles that
 // force each way through the passes: top-p alone (z, a select over a wide nucleus), top-k and
 // min-p (best of three draws), the argmax (no select).
 // Every launch with its timeline's stamps (EmxDecodeStep.clocks): all written, in order, each step.
@@ -64,7 +65,7 @@ struct Variant {
                          // the attention's head statistics (recomputed from the rows)
     bool sandwich = false;  // Gemma 3's layers: GeGLU, each block's output normed before the add
     bool classifier = true; // false: the launch ends after the layers (x its output)
-    const EmxProfile *passes = nullptr;  // with metrics 1: the entropix decision's passes in the launch
+    const EmxProfile *entropix = nullptr;  // with metrics 1: the entropix decision in the launch
     bool narrow = false;    // logits in a narrow band (narrow_classifier)
 };
 
@@ -226,8 +227,8 @@ void fused_step(const Model &m, Copy &c) {
     win.window = kWindow, win.local_layers[0] = 1u << 1;
     CUDA_OK(emx_cuda_attn_metrics_window(c.scores.p, c.stats_of(m.var, 0), kLayers, kHeads, c.ctx, n_keys, nullptr,
                                          &win, EMX_ATTN_LAYERS_ALL, c.metrics.p, c.am_ws.p, nullptr, 0));
-    if (m.var.passes)  // the decision: its passes as kernels, then the one block that decides
-        CUDA_OK(emx_cuda_entropix_step(c.logits.p, vocab, c.metrics.p, m.var.passes, c.estate.p, kPause, kSeed,
+    if (m.var.entropix)  // the decision: its passes as kernels, then the one block that decides
+        CUDA_OK(emx_cuda_entropix_step(c.logits.p, vocab, c.metrics.p, m.var.entropix, c.estate.p, kPause, kSeed,
                                        (uint64_t)(n_keys - 1), nullptr, c.chosen.p, c.decision.p, c.score.p,
                                        c.sample_ws.p, nullptr, 0));
 }
@@ -266,9 +267,10 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
         a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
         a.metrics.attn_first = 0, a.metrics.attn_layers = kLayers;
     }
-    if (m.var.passes) {
-        a.passes.sample_ws = c.sample_ws.p, a.passes.state = c.estate.p;
-        a.passes.profile = *m.var.passes, a.passes.pause_token = kPause;
+    if (m.var.entropix) {  // the draws' step: the position (set at each step)
+        a.entropix.sample_ws = c.sample_ws.p, a.entropix.state = c.estate.p;
+        a.entropix.profile = *m.var.entropix, a.entropix.pause_token = kPause, a.entropix.seed = kSeed;
+        a.entropix.token = c.chosen.p, a.entropix.decision = c.decision.p, a.entropix.score = c.score.p;
     }
     return a;
 }
@@ -318,11 +320,8 @@ void decode_equals_fused(const Variant &v, int steps) {
             c->pos.upload(&pos, 1);
         }
         fused_step(m, ref);
+        a.entropix.step = (uint64_t)pos;
         CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
-        if (v.passes)  // the one block that decides, from what the launch's passes left
-            CUDA_OK(emx_cuda_entropix_tail(per.logits.p, v.vocab, per.metrics.p, v.passes, per.estate.p, kPause, kSeed,
-                                           (uint64_t)pos, nullptr, per.chosen.p, per.decision.p, per.score.p,
-                                           per.sample_ws.p, nullptr, 0));
         CUDA_OK(cudaDeviceSynchronize());
         if (v.classifier) expect_same(ref.logits, per.logits, "logits", v, pos);
         expect_same(ref.x, per.x, "x", v, pos);
@@ -334,12 +333,12 @@ void decode_equals_fused(const Variant &v, int steps) {
             expect_same(ref.metrics, per.metrics, "metrics", v, pos);
             expect_same(ref.argmax, per.argmax, "argmax", v, pos);
         }
-        if (v.passes) {
+        if (v.entropix) {
             expect_same(ref.chosen, per.chosen, "the entropix token", v, pos);
             expect_same(ref.decision, per.decision, "the entropix decision", v, pos);
             expect_same(ref.score, per.score, "the best-of-N score", v, pos);
             expect_same(ref.estate, per.estate, "the entropix state", v, pos);
-            unsigned char rs[512], ps[512];  // what the passes leave the tail: every level's state, z
+            unsigned char rs[512], ps[512];  // what the passes leave the decision: every level's state, z
             const size_t nb = emx_cuda_sample_passes_state(ref.sample_ws.p, v.vocab, rs, sizeof rs);
             cr_assert(nb > 0 && emx_cuda_sample_passes_state(per.sample_ws.p, v.vocab, ps, sizeof ps) == nb &&
                           memcmp(rs, ps, nb) == 0,
@@ -396,17 +395,18 @@ EmxProfile forced(EmxCase c, int n_samples) {
     return p;
 }
 
-// The entropix decision's passes in the launch, then the tail alone, against the metrics kernels
-// and emx_cuda_entropix_step: each profile on every grid and on one block doing every chunk, with
-// the random classifier's logits and with logits in a narrow band (f32 weights, which keep it).
-Test(decode_persistent, entropix_passes_in_the_launch_equal_the_sampling_kernels, .timeout = 900) {
+// The entropix decision in the launch (its passes, then the last block's choice) against the
+// metrics kernels and emx_cuda_entropix_step: each profile on every grid and on one block doing
+// every chunk, with the random classifier's logits and with logits in a narrow band (f32 weights,
+// which keep it).
+Test(decode_persistent, entropix_decision_in_the_launch_equals_the_sampling_kernels, .timeout = 900) {
     const EmxProfile hehv1 = forced(EMX_CASE_HEHV, 1), hehv3 = forced(EMX_CASE_HEHV, 3);
     const EmxProfile ada = forced(EMX_CASE_ADAPTIVE, 1), lelv = forced(EMX_CASE_LELV, 1);
     int blocks = 0;
     for (bool narrow : {false, true})
         for (const EmxProfile *p : {&hehv1, &hehv3, &ada, &lelv}) {
             Variant v{narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8, EMX_KV_F32, true, false, blocks};
-            v.vocab = 10000, v.metrics = 1, v.passes = p, v.narrow = narrow;
+            v.vocab = 10000, v.metrics = 1, v.entropix = p, v.narrow = narrow;
             decode_equals_fused(v, 4);
             blocks = blocks ? 0 : 1;
         }
@@ -459,13 +459,16 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a.out = good.out, a.metrics.logits_ws = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
-    a = good;  // the passes: after the metrics with their attention's, with the state, from 8192 logits
-    a.passes.sample_ws = c.sample_ws.p, a.passes.state = c.estate.p;
+    a = good;  // the decision: after the metrics with their attention's, with the state and the token's
+               // place, from 8192 logits
+    a.entropix.sample_ws = c.sample_ws.p, a.entropix.state = c.estate.p, a.entropix.token = c.chosen.p;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a.metrics.out = c.metrics.p, a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
     a.metrics.attn_layers = 1;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);  // a vocabulary of 200
-    a.vocab = 8192, a.passes.state = nullptr;
+    a.vocab = 8192, a.entropix.state = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.entropix.state = c.estate.p, a.entropix.token = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a = good;
     a.emb = nullptr, a.out = nullptr;  // the layers alone are a valid step

@@ -1,9 +1,11 @@
 // sampling_device.cuh — the device side of the combined sampler, shared by sampling.cu (one
-// sampler, entropix) and agent_pool.cu (one sampler per agent): the block-wide radix select of the
-// kept tokens, emx_sample_distribution and emx_sample_draw on the device. The algorithm, the
-// thread mapping and the bytes moved are described at the top of sampling.cu. Every function
-// here is called by all threads of a block of SB threads (block_smem is that block's shared
-// memory); nothing here launches anything.
+// sampler, entropix), agent_pool.cu (one sampler per agent) and the persistent decode kernel (its
+// last block's entropix decision): the block-wide radix select of the kept tokens,
+// emx_sample_distribution, emx_sample_draw and the entropix decision on the device. The
+// algorithm, the thread mapping and the bytes moved are described at the top of sampling.cu.
+// Every function here is called by all threads of one block: the sampling kernels' SB threads
+// (block_smem is that block's shared memory), or another width with its scratch carved from
+// dynamic shared memory (block_smem_at); nothing here launches anything.
 #ifndef ENTROPIX_KERNELS_SAMPLING_DEVICE_CUH
 #define ENTROPIX_KERNELS_SAMPLING_DEVICE_CUH
 

@@ -28,7 +28,6 @@ extern "C" {
 #define FIRST_BATCH 64   // the first batch: a nucleus is usually this small (as sample.c's heap)
 
 typedef unsigned long long u64;
-typedef emxr::ArgMax ArgMaxT;  // one-word type names for __shared__ declarations
 
 namespace {
 
@@ -39,37 +38,22 @@ struct KeptList {
     double *p;
 };
 
-// The block's shared memory, declared in each kernel and passed down as pointers.
+// The block's shared memory (block_smem_at lays it out), passed down as pointers.
 struct Smem {
     u64 *batch;         // [BATCH_CAP]
     unsigned *hist;     // [256]
-    float *red_f;       // [SB]
-    int *red_i;         // [SB]
-    double *red_d;      // [SB]
-    emxr::ArgMax *red_a;  // [SB]
+    float *red_f;       // [threads]
+    int *red_i;         // [threads]
+    double *red_d;      // [threads]
+    emxr::ArgMax *red_a;  // [threads]
     int *si;            // [8] values thread 0 hands to the block
     u64 *su;            // [4]
 };
 
-// The block's shared memory (function-scope __shared__: one copy per block, whichever kernel
-// calls this).
-__device__ inline Smem block_smem() {
-    __shared__ u64 batch[BATCH_CAP];
-    __shared__ unsigned hist[256];
-    __shared__ float red_f[SB];
-    __shared__ int red_i[SB];
-    __shared__ double red_d[SB];
-    __shared__ ArgMaxT red_a[SB];
-    __shared__ int si[8];
-    __shared__ u64 su[4];
-    Smem sm = {batch, hist, red_f, red_i, red_d, red_a, si, su};
-    return sm;
-}
-
-// The same memory carved from a block's dynamic shared memory (block_smem_bytes(threads) of it,
-// 8-byte aligned), for a block of `threads` that is not one of the sampling kernels' (the
-// persistent decode kernel's last block, which decides in its launch).
-__host__ __device__ inline size_t block_smem_bytes(int threads) {
+// The block's memory carved from `base` (block_smem_bytes(threads) bytes, 8-byte aligned): a
+// batch of keys, the reductions' scratch (one entry a thread), a histogram, the values thread 0
+// hands to the block.
+__host__ __device__ constexpr size_t block_smem_bytes(int threads) {
     return (BATCH_CAP + 4) * sizeof(u64) + (size_t)threads * (sizeof(double) + sizeof(emxr::ArgMax) + sizeof(float) +
                                                               sizeof(int)) +
            256 * sizeof(unsigned) + 8 * sizeof(int);
@@ -86,6 +70,14 @@ __device__ inline Smem block_smem_at(void *base, int threads) {
     sm.hist = (unsigned *)p, p += 256 * sizeof(unsigned);
     sm.si = (int *)p;
     return sm;
+}
+
+// The sampling kernels' block of SB threads: its memory as function-scope __shared__ (one copy
+// per block, whichever kernel calls this). Another block (the persistent decode kernel's deciding
+// one) carves the same layout from its dynamic shared memory with block_smem_at.
+__device__ inline Smem block_smem() {
+    __shared__ __align__(8) unsigned char mem[block_smem_bytes(SB)];
+    return block_smem_at(mem, SB);
 }
 
 // The many-block passes' results for one row (sampling_mb.cuh writes them; G == 0: none, the

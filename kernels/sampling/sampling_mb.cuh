@@ -188,19 +188,9 @@ struct MbSmem {
     unsigned *scan;  // [256]
     int *res;        // [1]
 };
-__device__ MbSmem mb_smem() {
-    __shared__ int red_i[MB_THREADS];
-    __shared__ float red_f[MB_THREADS];
-    __shared__ ArgMaxT red_a[MB_THREADS];
-    __shared__ double red_d[MB_THREADS];
-    __shared__ unsigned hist[256];
-    __shared__ unsigned scan[256];
-    __shared__ int res[1];
-    MbSmem s = {red_i, red_f, red_a, red_d, hist, scan, res};
-    return s;
-}
-// The same scratch carved from `threads` threads' dynamic shared memory (mb_smem_bytes of it).
-__host__ __device__ inline size_t mb_smem_bytes(int threads) {
+// The scratch carved from `base` (mb_smem_bytes(threads) bytes, 8-byte aligned): one entry a
+// thread of each reduction, the histogram and its prefix sums, a result.
+__host__ __device__ constexpr size_t mb_smem_bytes(int threads) {
     return (size_t)threads * (sizeof(double) + sizeof(emxr::ArgMax) + sizeof(float) + sizeof(int)) +
            2 * 256 * sizeof(unsigned) + sizeof(int);
 }
@@ -215,6 +205,12 @@ __device__ inline MbSmem mb_smem_at(void *base, int threads) {
     s.scan = (unsigned *)p, p += 256 * sizeof(unsigned);
     s.res = (int *)p;
     return s;
+}
+// A pass kernel's block of MB_THREADS: the scratch as function-scope __shared__ (the persistent
+// decode kernel carves it from its dynamic shared memory with mb_smem_at).
+__device__ inline MbSmem mb_smem() {
+    __shared__ __align__(8) unsigned char mem[mb_smem_bytes(MB_THREADS)];
+    return mb_smem_at(mem, MB_THREADS);
 }
 
 // Chunk c of the logits: [i0, i0 + len).

@@ -17,8 +17,13 @@ EMU_WERROR ?= -Werror
 EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # Position-independent, as the real CUDA objects are (kernels/kernels.mk): the emulated objects
 # make the emulated twin of libentropix.so too (api/api.mk). flags.cfg records it, so objects
-# built without it are built again.
-EMU_PIC := -fPIC
+# built without it are built again. Thread-local variables (threadIdx and the scheduler's engine,
+# read at every switch) through TLS descriptors: in position-independent code the default reaches
+# each through a call to __tls_get_addr, which AddressSanitizer intercepts (a tenth of the
+# emulated suite's time); a descriptor of a library loaded at start is one load and a call that
+# returns an offset, and a library loaded later by dlopen (Python's ctypes) still works, which
+# the initial-exec model would not (the library's whole TLS block would need static TLS room).
+EMU_PIC := -fPIC -mtls-dialect=gnu2
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
 EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
                 -MMD -MP

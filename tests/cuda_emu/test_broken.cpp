@@ -262,6 +262,35 @@ Test(emu_broken, out_of_bounds_static_shared_is_an_asan_report) {
               "no sanitizer report: %s", err.c_str());
 }
 
+// A thread's local array read one past its end by the last thread of a block whose fibers fill
+// more than one region of stacks (src/fiber.h: AddressSanitizer is told a region, not a fiber's
+// own stack, and switches within a region are not annotated): the report still names the frame.
+// (Read in a function of its own: UBSan's bounds and object-size checks do not see the array
+// there, so the report is AddressSanitizer's.)
+__device__ __attribute__((noinline)) float read_at(const float *p, int i) { return p[i]; }
+__global__ void local_array_overflow(float *out, int k) {
+    float a[8];
+    for (int i = 0; i < 8; i++) a[i] = (float)(i + (int)threadIdx.x);
+    __syncthreads();
+    out[threadIdx.x] = read_at(a, threadIdx.x == blockDim.x - 1 ? k : 0);
+}
+
+Test(emu_broken, out_of_bounds_local_array_is_an_asan_report_naming_the_frame) {
+    int status = 0;
+    std::string err = run_in_child(
+        [] {
+            float *out;
+            cudaMalloc((void **)&out, 1024 * sizeof(float));
+            local_array_overflow<<<1, 1024>>>(out, 8);
+        },
+        &status);
+    cr_assert(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "the stack overflow went unnoticed");
+    assert_contains(err, "AddressSanitizer: stack-buffer-overflow");
+    assert_contains(err, "READ of size 4");
+    assert_contains(err, "in frame");
+    assert_contains(err, "local_array_overflow");
+}
+
 // A kernel launched on memory that was already freed: refused before it runs.
 Test(emu_broken, freed_pointer_argument) {
     float *x;

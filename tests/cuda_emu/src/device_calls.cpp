@@ -36,7 +36,7 @@ EMU_UNCHECKED void syncthreads(const char *file, int line) {
     switch_away(e, t);
 }
 
-EMU_UNCHECKED const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
+EMU_UNCHECKED WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     unsigned lane = t.linear % 32;
@@ -49,12 +49,12 @@ EMU_UNCHECKED const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t
     t.mask = mask;
     t.file = file;
     t.line = line;
-    e.warp_in[t.linear] = value;
+    e.warp_in.data()[t.linear] = value;
     // The last lane of the mask to arrive completes the rendezvous (complete_warp checks that
     // the lanes agree); the lanes run on in the next pass.
     const unsigned w = t.linear / 32, first = w * 32;
     const unsigned present = e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
-    Warp &wp = e.warps[w];
+    Warp &wp = e.warps.data()[w];
     if (wp.arrived == 0) {
         wp.mask = mask;
         wp.op = op;
@@ -65,15 +65,7 @@ EMU_UNCHECKED const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t
     wp.arrived |= 1u << lane;
     if ((wp.arrived & mask & present) == (mask & present)) complete_warp(e, w);
     switch_away(e, t);
-    return &e.warp_out[first];
-}
-
-EMU_UNCHECKED unsigned lane_id() { return cur_engine().current->linear % 32; }
-
-EMU_UNCHECKED unsigned warp_present_mask() {
-    Engine &e = cur_engine();
-    unsigned first = e.current->linear / 32 * 32;
-    return e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
+    return WarpExchange{e.warp_out.data() + first, lane, present};
 }
 
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align) {

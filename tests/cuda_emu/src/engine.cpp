@@ -42,17 +42,14 @@ namespace emu {
 // (src/launch_ex.cpp); the fibers of each stay with it. engine_ptr: the one whose launch runs now.
 namespace {
 thread_local std::unique_ptr<Engine> engine_owner[2];
-thread_local __constinit Engine *engine_ptr = nullptr;
 } // namespace
+thread_local __constinit Engine *engine_ptr = nullptr;
 
 Engine &get_engine() {
     if (!engine_owner[0]) engine_owner[0] = std::make_unique<Engine>();
     if (!engine_ptr) engine_ptr = engine_owner[0].get();
     return *engine_owner[0];
 }
-// Inside a kernel the engine exists already.
-EMU_UNCHECKED Engine &cur_engine() { return *engine_ptr; }
-
 Engine &idle_engine() {
     Engine &home = get_engine();
     if (!home.run) return home;
@@ -101,12 +98,15 @@ std::string hex(unsigned v) {
     return buf;
 }
 
-// The next runnable thread of the pass, or null at its end (or after a fault).
+// The next runnable thread of the pass, or null at its end (or after a fault). (The scheduler's
+// per-switch functions index vectors through data(): built without the sanitizers, they cannot
+// inline the checked std::vector::operator[], which costs a call per element otherwise.)
 EMU_UNCHECKED Thread *next_in_pass(Engine &e) {
     if (e.failed) return nullptr;
     const int n = (int)e.nthreads;
+    Thread *const *threads = e.threads.data();
     while (++e.pos < n) {
-        Thread *t = e.threads[e.reverse ? n - 1 - e.pos : e.pos];
+        Thread *t = threads[e.reverse ? n - 1 - e.pos : e.pos];
         if (t->state == State::Runnable) return t;
     }
     return nullptr;
@@ -115,7 +115,7 @@ EMU_UNCHECKED Thread *next_in_pass(Engine &e) {
 // The fiber body: run the kernel for whichever thread this fiber serves, forever.
 [[noreturn]] void fiber_main() {
     Engine &e = cur_engine();
-    fiber_started(e.host);
+    fiber_started(e.host, e.current->fiber);
     for (;;) {
         e.run->thread_main(e.run->arg);
         Thread &t = *e.current;
@@ -164,13 +164,15 @@ EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
 EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
     unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
-    Thread *const *lanes = &e.threads[w * 32];
-    Warp &wp = e.warps[w];
+    Thread *const *lanes = e.threads.data() + w * 32;
+    const uint64_t *in = e.warp_in.data() + w * 32;
+    uint64_t *out = e.warp_out.data() + w * 32;
+    Warp &wp = e.warps.data()[w];
     if (wp.agree && wp.arrived == (wp.mask & present)) {
         // Every waiting lane called the same op with the same mask, and all of the mask came.
-        for (unsigned m = 0; m < 32; m++) {
-            if (!(wp.arrived >> m & 1u)) continue;
-            e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
+        for (uint32_t bits = wp.arrived; bits; bits &= bits - 1) {
+            unsigned m = (unsigned)__builtin_ctz(bits);
+            out[m] = in[m];
             lanes[m]->state = State::Released;
         }
         e.at_warp -= (unsigned)__builtin_popcount(wp.arrived);
@@ -200,7 +202,7 @@ EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
                               thread_str(o) + " calls " + warp_op_name(o.op) + " at " + site(o.file, o.line));
                 return false;
             }
-            e.warp_out[w * 32 + m] = e.warp_in[w * 32 + m];
+            out[m] = in[m];
             o.state = State::Released;
             e.at_warp--;
         }

@@ -120,9 +120,11 @@ struct Engine {
 };
 
 // The calling host thread's engine (created on first use), and the same from inside a kernel,
-// where it exists already (a plain thread_local pointer: no TLS init check per access).
+// where it exists already: a plain thread_local pointer (no TLS init check per access), read at
+// every barrier and warp op.
 Engine &get_engine();
-Engine &cur_engine();
+extern thread_local __constinit Engine *engine_ptr; // the engine whose launch runs now
+EMU_UNCHECKED inline Engine &cur_engine() { return *engine_ptr; }
 // An engine with no launch in progress: the home one, or while a launch waits suspended there
 // (src/launch_ex.cpp), the second.
 Engine &idle_engine();

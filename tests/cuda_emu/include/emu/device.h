@@ -62,27 +62,32 @@ template <class T> constexpr bool shufflable() {
            std::is_same<T, __nv_bfloat162>::value;
 }
 
+// Bit casts without taking an address: a local whose address is taken gets its shadow poisoned
+// and unpoisoned by AddressSanitizer around every shuffle (a store to a cold shadow line per
+// lane per shuffle, as much as the rest of the shuffle's own work).
 template <class T> inline uint64_t to_bits(T v) {
     static_assert(shufflable<T>(), "__shfl*_sync: this type cannot be shuffled (CUDA allows arithmetic types, __half(2), __nv_bfloat16(2))");
-    uint64_t u = 0;
-    memcpy(&u, &v, sizeof v);
-    return u;
+    if constexpr (sizeof(T) == 8) return __builtin_bit_cast(uint64_t, v);
+    else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(uint32_t, v);
+    else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(uint16_t, v);
+    else return __builtin_bit_cast(uint8_t, v);
 }
 template <class T> inline T from_bits(uint64_t u) {
-    T v;
-    memcpy(&v, &u, sizeof v);
-    return v;
+    if constexpr (sizeof(T) == 8) return __builtin_bit_cast(T, u);
+    else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(T, (uint32_t)u);
+    else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)u);
+    else return __builtin_bit_cast(T, (uint8_t)u);
 }
 
 // Reads lane `src`'s value from a completed rendezvous, checking CUDA's rules on the source lane.
 template <class T>
-inline T shfl_read(const uint64_t *values, WarpOp op, unsigned mask, unsigned src, const char *file, int line) {
-    if (!(warp_present_mask() >> src & 1u))
+inline T shfl_read(const WarpExchange &x, WarpOp op, unsigned mask, unsigned src, const char *file, int line) {
+    if (!(x.present >> src & 1u))
         device_fault(file, line, "%s reads lane %u, which does not exist (the block's last warp is partial)",
                      warp_op_name(op), src);
     if (!(mask >> src & 1u))
         device_fault(file, line, "%s reads lane %u, which is not in the mask 0x%08x", warp_op_name(op), src, mask);
-    return from_bits<T>(values[src]);
+    return from_bits<T>(x.values[src]);
 }
 
 inline void check_width(WarpOp op, int width, const char *file, int line) {
@@ -92,40 +97,41 @@ inline void check_width(WarpOp op, int width, const char *file, int line) {
 
 template <class T> inline T shfl_sync(unsigned mask, T v, int src_lane, const char *file, int line, int width = 32) {
     check_width(WarpOp::Shfl, width, file, line);
-    const uint64_t *vals = warp_rendezvous(WarpOp::Shfl, mask, to_bits(v), file, line);
-    unsigned lane = lane_id(), base = lane & ~(unsigned)(width - 1);
-    return shfl_read<T>(vals, WarpOp::Shfl, mask, base + ((unsigned)src_lane & (unsigned)(width - 1)), file, line);
+    const WarpExchange x = warp_rendezvous(WarpOp::Shfl, mask, to_bits(v), file, line);
+    unsigned base = x.lane & ~(unsigned)(width - 1);
+    return shfl_read<T>(x, WarpOp::Shfl, mask, base + ((unsigned)src_lane & (unsigned)(width - 1)), file, line);
 }
 template <class T> inline T shfl_up_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
     check_width(WarpOp::ShflUp, width, file, line);
-    const uint64_t *vals = warp_rendezvous(WarpOp::ShflUp, mask, to_bits(v), file, line);
-    unsigned lane = lane_id(), in_segment = lane & (unsigned)(width - 1);
+    const WarpExchange x = warp_rendezvous(WarpOp::ShflUp, mask, to_bits(v), file, line);
+    unsigned in_segment = x.lane & (unsigned)(width - 1);
     if (in_segment < delta) return v; // no lane below in the segment: own value, as in CUDA
-    return shfl_read<T>(vals, WarpOp::ShflUp, mask, lane - delta, file, line);
+    return shfl_read<T>(x, WarpOp::ShflUp, mask, x.lane - delta, file, line);
 }
 template <class T> inline T shfl_down_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
     check_width(WarpOp::ShflDown, width, file, line);
-    const uint64_t *vals = warp_rendezvous(WarpOp::ShflDown, mask, to_bits(v), file, line);
-    unsigned lane = lane_id(), in_segment = lane & (unsigned)(width - 1);
+    const WarpExchange x = warp_rendezvous(WarpOp::ShflDown, mask, to_bits(v), file, line);
+    unsigned in_segment = x.lane & (unsigned)(width - 1);
     if (in_segment + delta >= (unsigned)width) return v; // past the segment: own value
-    return shfl_read<T>(vals, WarpOp::ShflDown, mask, lane + delta, file, line);
+    return shfl_read<T>(x, WarpOp::ShflDown, mask, x.lane + delta, file, line);
 }
 template <class T> inline T shfl_xor_sync(unsigned mask, T v, int lane_mask, const char *file, int line, int width = 32) {
     check_width(WarpOp::ShflXor, width, file, line);
-    const uint64_t *vals = warp_rendezvous(WarpOp::ShflXor, mask, to_bits(v), file, line);
-    unsigned lane = lane_id(), src = lane ^ (unsigned)lane_mask;
-    unsigned segment_end = (lane & ~(unsigned)(width - 1)) + (unsigned)width;
+    const WarpExchange x = warp_rendezvous(WarpOp::ShflXor, mask, to_bits(v), file, line);
+    unsigned src = x.lane ^ (unsigned)lane_mask;
+    unsigned segment_end = (x.lane & ~(unsigned)(width - 1)) + (unsigned)width;
     if (src >= segment_end) return v; // a later segment: own value, as in CUDA
-    return shfl_read<T>(vals, WarpOp::ShflXor, mask, src, file, line);
+    return shfl_read<T>(x, WarpOp::ShflXor, mask, src, file, line);
 }
 
-// Votes: bit i of the result is lane i's predicate, for the lanes of the mask that exist.
+// Votes: bit i of the result is lane i's predicate, for the lanes of the mask that exist;
+// __all_sync: whether that is every lane of the mask that exists.
 inline unsigned vote(WarpOp op, unsigned mask, int pred, const char *file, int line) {
-    const uint64_t *vals = warp_rendezvous(op, mask, pred != 0, file, line);
-    unsigned bits = 0, lanes = mask & warp_present_mask();
+    const WarpExchange x = warp_rendezvous(op, mask, pred != 0, file, line);
+    unsigned bits = 0, lanes = mask & x.present;
     for (unsigned l = 0; l < 32; l++)
-        if ((lanes >> l & 1u) && vals[l]) bits |= 1u << l;
-    return bits;
+        if ((lanes >> l & 1u) && x.values[l]) bits |= 1u << l;
+    return op == WarpOp::All ? (unsigned)(bits == lanes) : bits;
 }
 
 } // namespace emu
@@ -137,7 +143,6 @@ inline unsigned vote(WarpOp op, unsigned mask, int pred, const char *file, int l
 #define __shfl_xor_sync(mask, v, m, ...) ::emu::shfl_xor_sync(mask, v, m, __FILE__, __LINE__, ##__VA_ARGS__)
 #define __ballot_sync(mask, pred) ::emu::vote(::emu::WarpOp::Ballot, mask, pred, __FILE__, __LINE__)
 #define __any_sync(mask, pred) (::emu::vote(::emu::WarpOp::Any, mask, pred, __FILE__, __LINE__) != 0u)
-#define __all_sync(mask, pred) \
-    (::emu::vote(::emu::WarpOp::All, mask, pred, __FILE__, __LINE__) == ((mask) & ::emu::warp_present_mask()))
+#define __all_sync(mask, pred) (::emu::vote(::emu::WarpOp::All, mask, pred, __FILE__, __LINE__) != 0u)
 
 #endif

@@ -20,8 +20,10 @@
 
 // The CUDA built-in variables of the running thread; the scheduler sets them before each switch.
 // __constinit (C++20's constinit, a GCC extension in C++17) says they need no dynamic
-// initialisation, so an access is a plain %fs-relative load instead of a call to a TLS wrapper
-// (which also trips a false UBSan "null pointer" report in GCC 12).
+// initialisation, so no call to a TLS wrapper guards an access (which also trips a false UBSan
+// "null pointer" report in GCC 12). The emulated objects are position-independent, and reach
+// thread-local variables through TLS descriptors (-mtls-dialect=gnu2, emu.mk), not through calls
+// to __tls_get_addr that AddressSanitizer intercepts.
 extern thread_local __constinit uint3 threadIdx;
 extern thread_local __constinit uint3 blockIdx;
 extern thread_local __constinit uint3 blockDim;
@@ -54,9 +56,18 @@ cudaError_t run_kernel(const KernelRun &run);
 
 // Called from kernel code (inside a fiber).
 void syncthreads(const char *file, int line);
+// What a completed warp rendezvous hands each lane: the 32 values the lanes passed (indexed by
+// lane; those of the caller's mask only), the caller's lane, and which lanes of its warp exist
+// (a partial last warp has fewer). One call per lane per warp op: the shuffles of a matvec's
+// warp sums are most of what the emulated whole-model tests run.
+struct WarpExchange {
+    const uint64_t *values;
+    unsigned lane;
+    unsigned present;
+};
 // Blocks until every lane of `mask` (that exists in this block) has called a warp op with the
-// same mask; returns the 32 values the lanes passed (indexed by lane; the caller's lanes only).
-const uint64_t *warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line);
+// same mask.
+WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line);
 // emx_grid_wait's emulation: returns once *counter >= target (read with acquire); until then the
 // thread blocks and other blocks of the launch run (see above). A wait that no block can ever
 // satisfy is reported as a deadlock, naming every waiting block.
@@ -67,8 +78,6 @@ void grid_wait(const unsigned *counter, unsigned target, const char *file, int l
 // kernel as early as it may anyway).
 void grid_dependency_sync();
 void trigger_programmatic_completion();
-unsigned lane_id();
-unsigned warp_present_mask(); // lanes of this warp that exist (a partial last warp has fewer)
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align);
 void *dynamic_shared();
 // Reports a fault in kernel code (printf-style message) with the kernel, block and thread, then

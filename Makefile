@@ -260,11 +260,15 @@ TEST_OMP_ENV := OMP_WAIT_POLICY=passive
 BUILD_BACKENDS = $(if $(filter 1,$(CUDA)),cpu$(comma) cuda $(CUDA_ARCH_NAMES),cpu)
 EMU_TEST_ENV = $(TEST_OMP_ENV) LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD)
 test: check-layers check-links all $(BUILD)/tests/tests test-models $(SERVER_VENV) $(EMU_TEST_BIN) $(EMU_RUN_BIN) $(EMU_BENCH_BIN) $(EMU_EVAL_BIN)
+	$(call stamp,test: the C suite)
 	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/cpu/run EMX_BACKENDS="$(BUILD_BACKENDS)" EMX_GPU_RUN=$(EMU_RUN_BIN) EMX_GPU_BENCH=$(EMU_BENCH_BIN) EMX_GPU_EVAL=$(EMU_EVAL_BIN) $(BUILD)/tests/tests -j2 $(TEST_ARGS)
+	$(if $(EMU_TEST_BIN),$(call stamp,test: the emulated suite))
 	$(if $(EMU_TEST_BIN),set -o pipefail; $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 $(EMU_TEST_ARGS) 2>&1 | tee $(EMU_BUILD)/emu_tests.log)
+	$(if $(EMU_TEST_BIN),$(call stamp,test: the emulated suite under the reverse schedule))
 	$(if $(EMU_TEST_BIN),set -o pipefail; EMU_SCHEDULE=reverse $(EMU_TEST_ENV) $(EMU_TEST_BIN) -j2 --filter '!($(EMU_FORWARD_ONLY))' $(EMU_TEST_ARGS) 2>&1 | tee -a $(EMU_BUILD)/emu_tests.log)
 	$(if $(EMU_TEST_BIN),@if grep -nE "$(SAN_REPORT)" $(EMU_BUILD)/emu_tests.log; then \
 		echo "test: sanitizer reports in the emulated tests above"; exit 1; fi)
+	$(if $(EMU_TEST_BIN),$(call stamp,test: lab-test))
 	$(if $(EMU_TEST_BIN),$(MAKE) --no-print-directory lab-test)
 
 # On a machine with a GPU: the kernel and backend tests against the real CUDA runtime
@@ -354,21 +358,33 @@ check-links:
 # Builds use every core (CHECK_JOBS, default: nproc): a fresh clone compiles five build folders
 # (build, its emulated and nvcc objects, build-avx2, build-asan) and the fuzzers, most of them
 # one file at a time otherwise. Tests set their own parallelism (each Criterion run is -j2).
+# Each step's start is stamped (`== HH:MM:SS step`, UTC), so a CI log shows where the time goes.
 CHECK_JOBS ?= $(NPROC)
+stamp = @date -u "+== %T $(1)"
 check:
+	$(call stamp,build)
 	$(MAKE) -j$(CHECK_JOBS) check-layers check-links all
+	$(call stamp,weights)
 	$(MAKE) weights || echo "make weights failed: the SmolLM2 tests will be skipped"
+	$(call stamp,cuda)
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) -j$(CHECK_JOBS) cuda; \
 	else echo "SKIP make cuda: CUDA=0$(if $(NVCC_FOUND),, (no nvcc at $(NVCC): install the CUDA toolkit to compile the kernels))"; fi
+	$(call stamp,emu-compile-checks)
 	$(MAKE) emu-compile-checks
+	$(call stamp,test)
 	EMX_REQUIRE_BROWSER=1 $(MAKE) -j$(CHECK_JOBS) test
+	$(call stamp,test-avx2)
 	$(MAKE) -j$(CHECK_JOBS) test-avx2
 	$(MAKE) -j$(CHECK_JOBS) test-avx2-vnni
 	$(MAKE) -j$(CHECK_JOBS) test-no-amx
+	$(call stamp,test-first-run)
 	$(MAKE) -j$(CHECK_JOBS) test-first-run
+	$(call stamp,fuzz-ci)
 	@if command -v "$(FUZZ_CC)" >/dev/null 2>&1; then $(MAKE) fuzz-ci; \
 	else echo "SKIP make fuzz-ci: no $(FUZZ_CC) (install clang and libclang-rt-14-dev to fuzz the parsers)"; fi
+	$(call stamp,test-asan)
 	EMX_REQUIRE_BROWSER=1 $(MAKE) -j$(CHECK_JOBS) test-asan
+	$(call stamp,check done)
 
 clean:
 	rm -rf build build-asan build-avx2 build-vnni run

@@ -53,7 +53,7 @@ EMU_UNCHECKED WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t va
     // The last lane of the mask to arrive completes the rendezvous (complete_warp checks that
     // the lanes agree); the lanes run on in the next pass.
     const unsigned w = t.linear / 32, first = w * 32;
-    const unsigned present = e.nthreads - first >= 32 ? 0xffffffffu : (1u << (e.nthreads - first)) - 1u;
+    const unsigned present = warp_lanes_present(e, w);
     Warp &wp = e.warps.data()[w];
     if (wp.arrived == 0) {
         wp.mask = mask;

@@ -163,7 +163,7 @@ EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
 
 EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
-    unsigned present = e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
+    const unsigned present = warp_lanes_present(e, w);
     Thread *const *lanes = e.threads.data() + w * 32;
     const uint64_t *in = e.warp_in.data() + w * 32;
     uint64_t *out = e.warp_out.data() + w * 32;

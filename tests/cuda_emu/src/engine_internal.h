@@ -125,6 +125,10 @@ struct Engine {
 Engine &get_engine();
 extern thread_local __constinit Engine *engine_ptr; // the engine whose launch runs now
 EMU_UNCHECKED inline Engine &cur_engine() { return *engine_ptr; }
+// The lanes of warp w that exist in the running block (a partial last warp has fewer).
+EMU_UNCHECKED inline unsigned warp_lanes_present(const Engine &e, unsigned w) {
+    return e.nthreads - w * 32 >= 32 ? 0xffffffffu : (1u << (e.nthreads - w * 32)) - 1u;
+}
 // An engine with no launch in progress: the home one, or while a launch waits suspended there
 // (src/launch_ex.cpp), the second.
 Engine &idle_engine();

@@ -64,20 +64,20 @@ template <class T> constexpr bool shufflable() {
 
 // Bit casts without taking an address: a local whose address is taken gets its shadow poisoned
 // and unpoisoned by AddressSanitizer around every shuffle (a store to a cold shadow line per
-// lane per shuffle, as much as the rest of the shuffle's own work).
+// lane per shuffle, as much as the rest of the shuffle's own work). Bits<N>: the unsigned type
+// of N bytes.
+template <size_t N> struct BitsOf;
+template <> struct BitsOf<1> { using type = uint8_t; };
+template <> struct BitsOf<2> { using type = uint16_t; };
+template <> struct BitsOf<4> { using type = uint32_t; };
+template <> struct BitsOf<8> { using type = uint64_t; };
+template <class T> using Bits = typename BitsOf<sizeof(T)>::type;
+
 template <class T> inline uint64_t to_bits(T v) {
     static_assert(shufflable<T>(), "__shfl*_sync: this type cannot be shuffled (CUDA allows arithmetic types, __half(2), __nv_bfloat16(2))");
-    if constexpr (sizeof(T) == 8) return __builtin_bit_cast(uint64_t, v);
-    else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(uint32_t, v);
-    else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(uint16_t, v);
-    else return __builtin_bit_cast(uint8_t, v);
+    return __builtin_bit_cast(Bits<T>, v);
 }
-template <class T> inline T from_bits(uint64_t u) {
-    if constexpr (sizeof(T) == 8) return __builtin_bit_cast(T, u);
-    else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(T, (uint32_t)u);
-    else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)u);
-    else return __builtin_bit_cast(T, (uint8_t)u);
-}
+template <class T> inline T from_bits(uint64_t u) { return __builtin_bit_cast(T, (Bits<T>)u); }
 
 // Reads lane `src`'s value from a completed rendezvous, checking CUDA's rules on the source lane.
 template <class T>

@@ -111,12 +111,20 @@ int emx_forward_multi(EmxState *const *states, const int *tokens, const int *pos
     return 0;
 }
 int emx_forward_multi_batched(const EmxState *s) { return s->backend->forward_multi != NULL; }
-int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
-                       EmxDecideResult *out) {
+static int decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec, int ahead,
+                  EmxDecideResult *out) {
     // a member of a forward group must step through emx_forward (the group's batched step, which
     // waits for every member's row): deciding on its own would leave the others waiting for good
     if (s->group) return 0;
-    return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, out) : 0;
+    return s->backend->forward_decide ? s->backend->forward_decide(s, tokens, n, pos, spec, ahead, out) : 0;
+}
+int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                       EmxDecideResult *out) {
+    return decide(s, tokens, n, pos, spec, 0, out);
+}
+int emx_forward_decide_ahead(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                             EmxDecideResult *out) {
+    return decide(s, tokens, n, pos, spec, 1, out);
 }
 int emx_forward_all_logits(EmxState *s, const int *tokens, int n, int pos, float *logits) {
     return s->backend->forward_all_logits(s, tokens, n, pos, logits);

@@ -220,4 +220,20 @@ typedef struct {
 int emx_forward_decide(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
                        EmxDecideResult *out);
 
+// emx_forward_decide, and before it returns, the next step queued on the device: the one that
+// feeds the token just chosen at pos + n, the device writing that token into the step's input
+// itself. A generation loop then keeps the GPU busy: while the host prints a token and checks its
+// stop rules, the next step runs. The
+// next call that feeds that token at that position (this function again, or emx_forward_decide)
+// takes the queued step's result instead of running it; every other call on the state first
+// waits for the queued step and drops it (the entropix insert-once state is put back, the KV
+// row it wrote lies past the sequence), so a generation that stops after this token loses the
+// queued step's time and nothing else. The caller reads nothing of the state between the two
+// calls: the logits and score rows are the queued step's once it has run. The result is the
+// one emx_forward_decide gives, bit for bit. Runs the step alone where nothing can be queued: a
+// backend that decides on the host (returns 0 as emx_forward_decide), a state without decode
+// graphs, or pos + n == ctx.
+int emx_forward_decide_ahead(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+                             EmxDecideResult *out);
+
 #endif

@@ -40,7 +40,7 @@ struct EmxBackend {
     // NULL: emx_forward_multi runs the rows one by one through forward
     int (*forward_multi)(EmxState *const *states, const int *tokens, const int *pos, int n, const float **logits);
     // NULL: the backend does not decide (emx_forward_decide returns 0)
-    int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
+    int (*forward_decide)(EmxState *s, const int *tokens, int n, int pos, const EmxDecideSpec *spec, int ahead,
                           EmxDecideResult *out);
     const float *(*attention_scores)(const EmxState *s, int *last_pos);
     void (*kv_cache)(EmxState *s, float **key, float **value, int *kv_dim);

@@ -99,6 +99,10 @@ typedef struct {
     int echo_prompt;     // print the prompt's text before the generated text
     int print_control;   // print control tokens' text (default 0: skipped, as HF does)
     int ignore_stop;     // benchmarks: a stop token is fed back like any other (n_predict >= 0)
+    int steps_in_turn;   // 1: each decode step's token is read before the next step is queued;
+                         // 0: where the device chooses, the next step is queued first
+                         // (emx_forward_decide_ahead), so the GPU does not wait for the host.
+                         // The text is the same; for measuring what queuing ahead saves.
     int *ids_out;        // optional: generated ids (stop token included) up to ids_cap
     int ids_cap;
     EmxTokenFn on_token; // optional, see above

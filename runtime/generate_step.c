@@ -14,12 +14,13 @@ enum { PHASE_PREFILL, PHASE_DECODE, PHASE_FLUSH, PHASE_DONE, PHASE_FAILED };
 // ---------------------------------------------------------------------------------------------
 // One forward and one choice (generate.h).
 
-int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
+int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab, int ahead,
                         double *sample_s) {
     const EmxDecideSpec *spec = sm->device_spec ? sm->device_spec(sm) : NULL;
     if (spec) {
         EmxDecideResult r;
-        int rc = emx_forward_decide(st, tokens, n, pos, spec, &r);
+        int rc = ahead ? emx_forward_decide_ahead(st, tokens, n, pos, spec, &r)
+                       : emx_forward_decide(st, tokens, n, pos, spec, &r);
         if (rc < 0) return -1;
         if (rc == 1) {
             if (sm->device_result) sm->device_result(sm, &r);
@@ -76,7 +77,8 @@ int emx_gen_step_begin(EmxGenStep *g, EmxState *st, const EmxTokenizer *tk, cons
     if (check_prompt(n_prompt, opt->n_cached, emx_state_ctx(st), err, errlen) != 0) return -1;
     *g = (EmxGenStep){.st = st, .tk = tk, .sampler = sampler, .prompt = prompt, .n_prompt = n_prompt,
                       .n_cached = opt->n_cached, .n_vocab = emx_tokenizer_n_vocab(tk), .ctx = emx_state_ctx(st),
-                      .n_predict = opt->n_predict, .ignore_stop = opt->ignore_stop, .cap = emx_decoder_max_out(tk),
+                      .n_predict = opt->n_predict, .ignore_stop = opt->ignore_stop,
+                      .steps_in_turn = opt->steps_in_turn, .cap = emx_decoder_max_out(tk),
                       .phase = PHASE_PREFILL};
     g->stats.n_prompt = n_prompt - opt->n_cached;
     if (!(g->buf = malloc(g->cap))) {
@@ -99,13 +101,20 @@ static int fail(EmxGenStep *g) {
     return -1;
 }
 
+// Whether the token chosen next (the index-th) may be fed by a step queued before the host reads
+// it: unless the token budget ends with it (a stop token is not known in advance: the queued step
+// is then dropped) or the steps go in turn.
+static int queue_ahead(const EmxGenStep *g, int index) {
+    return !g->steps_in_turn && (g->n_predict < 0 || index + 1 < g->n_predict);
+}
+
 // One batched prefill of what is not cached yet, and the first choice. The choice is counted in
 // the decode interval with the others, so the sampler's share is of one interval.
 static int prefill(EmxGenStep *g, char *err, size_t errlen) {
     const int n = g->n_prompt - g->n_cached;
     const double t0 = emx_now_s();
     g->id = emx_feed_and_choose(g->st, g->sampler, g->prompt + g->n_cached, n, g->n_cached, g->n_vocab,
-                                &g->stats.sample_s);
+                                queue_ahead(g, 0), &g->stats.sample_s);
     g->t_decode0 = emx_now_s();
     g->first_choice_s = g->stats.sample_s;
     g->stats.prefill_s = g->t_decode0 - t0 - g->first_choice_s;
@@ -122,7 +131,8 @@ static int prefill(EmxGenStep *g, char *err, size_t errlen) {
 // Feeds the token chosen last and chooses the next.
 static int feed(EmxGenStep *g, char *err, size_t errlen) {
     const int fed = g->id;
-    g->id = emx_feed_and_choose(g->st, g->sampler, &fed, 1, g->pos, g->n_vocab, &g->stats.sample_s);
+    g->id = emx_feed_and_choose(g->st, g->sampler, &fed, 1, g->pos, g->n_vocab, queue_ahead(g, g->stats.n_generated),
+                                &g->stats.sample_s);
     if (g->id == -1) {
         emx_seterr(err, errlen, "forward pass failed at position %d (context %d): %s", g->pos, g->ctx,
                  emx_state_error(g->st));

@@ -18,10 +18,11 @@
 
 // One forward and one choice, the steps' own: feeds tokens[0..n) at pos.. and chooses the token for pos + n — on the
 // state's device when the sampler describes itself (device_spec) and the backend chooses there
-// (only the id comes back), else here from the logits. Returns the id, -1 if the forward pass
+// (only the id comes back; ahead: the step that feeds it queued before it is read,
+// emx_forward_decide_ahead), else here from the logits. Returns the id, -1 if the forward pass
 // failed, -2 if the sampler found no token, -3 if it found none because the logits hold NaN or
 // Inf (a broken model: see emx_state_nonfinite). sample_s: time of the host-side choice is added.
-int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab,
+int emx_feed_and_choose(EmxState *st, EmxSampler *sm, const int *tokens, int n, int pos, int n_vocab, int ahead,
                         double *sample_s);
 // The error of a step whose sampler found no token (emx_feed_and_choose's -2 or -3) at position
 // pos, the step-th token of the generation.
@@ -45,7 +46,7 @@ typedef struct {
     EmxSampler *sampler;
     const int *prompt;      // [n_prompt], the caller's: read by the first step, kept alive until then
     int n_prompt, n_cached, n_vocab, ctx;
-    int n_predict, ignore_stop;
+    int n_predict, ignore_stop, steps_in_turn;
     EmxDecoder dec;
     char *buf;              // [cap] the text the decoder releases for one token
     size_t cap;

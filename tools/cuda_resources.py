@@ -87,6 +87,7 @@ KERNELS = {
     "attn_average_kernel": (32, 0, DECODE, "attn_metrics.cu <<<1, 32>>>"),
     "sample_kernel": (1024, 0, DECODE, "sampling.cu SB (sampling_device.cuh)"),
     "entropix_kernel": (1024, 0, DECODE, "sampling.cu SB (sampling_device.cuh)"),
+    "feed_choice_kernel": (1, 0, DECODE, "sampling.cu <<<1, 1>>> (a step queued ahead: its input from the token before)"),
     "agents_propose_kernel": (1024, 0, DECODE, "agent_pool.cu SB (sampling_device.cuh)"),
     "agents_pick_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>>"),
     "ban_token_kernel": (1, 0, DECODE, "agent_pool.cu <<<1, 1>>> (a rollback's ban in a pool round)"),

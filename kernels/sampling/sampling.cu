@@ -175,3 +175,25 @@ extern "C" cudaError_t emx_cuda_entropix_step(const float *logits, int n, const 
     return EMX_LAUNCH(pdl != 0, 1, SB, 0, stream, entropix_kernel, logits, n, metrics, *profile, state, pause_token,
                       (u64)seed, (u64)step, (const u64 *)step_dev, out, kept_list(workspace, n), mb_row(w, 0));
 }
+
+// One thread: the next step's input from the chosen token (sampling.h). Bytes: a few dozen.
+__global__ void feed_choice_kernel(const int *chosen, int n_vocab, u64 *at, int *token, int *pos, int *row,
+                                   int *n_keys, const EmxEntropixState *state, EmxEntropixState *saved) {
+    const int id = *chosen;
+    const u64 p = *at;
+    *token = id >= 0 && id < n_vocab ? id : 0;
+    *pos = (int)p;
+    *row = 0;
+    *n_keys = (int)p + 1;
+    *at = p + 1;
+    *saved = *state;
+}
+
+extern "C" cudaError_t emx_cuda_feed_choice(const int *chosen, int n_vocab, uint64_t *at, int *token, int *pos,
+                                            int *row, int *n_keys, const EmxEntropixState *state,
+                                            EmxEntropixState *saved, cudaStream_t stream) {
+    if (!chosen || n_vocab < 1 || !at || !token || !pos || !row || !n_keys || !state || !saved)
+        return cudaErrorInvalidValue;
+    feed_choice_kernel<<<1, 1, 0, stream>>>(chosen, n_vocab, (u64 *)at, token, pos, row, n_keys, state, saved);
+    return cudaGetLastError();
+}

@@ -87,6 +87,19 @@ cudaError_t emx_cuda_entropix_step(const float *logits, int n, const EmxMetrics 
                                    EmxDecision *decision_out, double *score_out, void *workspace,
                                    cudaStream_t stream, int pdl);
 
+// The next decode step's input, made on the device from the token the step before chose: a
+// decode step queued before the host has read that token (runtime/forward.h,
+// emx_forward_decide_ahead). at (device) holds the chosen token's position (the step before's RNG
+// step: its position + 1); then *token = *chosen, *pos = *at, *row = 0, *n_keys = *at + 1 and
+// *at = *at + 1 (this step's RNG step), and *saved = *state: the entropix state as this step
+// finds it, which a step the host drops puts back. A chosen id outside [0, n_vocab) (a failed
+// choice, which the host reports) feeds token 0 instead, so that the step reads no row outside
+// the embedding; the host drops it. One thread; a plain launch (it follows a graph's start or
+// the step before's copy).
+cudaError_t emx_cuda_feed_choice(const int *chosen, int n_vocab, uint64_t *at, int *token, int *pos, int *row,
+                                 int *n_keys, const EmxEntropixState *state, EmxEntropixState *saved,
+                                 cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

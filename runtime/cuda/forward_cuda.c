@@ -28,7 +28,8 @@
 //
 // The choice of the next token can run in the same graph (emx_forward_decide): logits and
 // attention metrics, the entropix decision and its sampling (kernels/sampling/sampling.cu), so the host
-// receives the token id and the decision, never the logits.
+// receives the token id and the decision, never the logits. The next step can be queued before
+// the host reads that id, the device feeding it (emx_forward_decide_ahead, forward_cuda_ahead.c).
 //
 // Prefill runs the same kernels on chunks of 16 rows (the batched matvec reads each weight once
 // per chunk; one attention launch covers the chunk's rows). Prompts longer than GEMM_MIN_PROMPT
@@ -40,7 +41,8 @@
 //
 // This file uploads the weights, makes and frees the state and holds the backend table; the
 // pass is forward_cuda_layers.c (the layers), forward_cuda_step.c (the steps, graphs, branch
-// passes), forward_cuda_tail.c (the choice, proposals) and forward_cuda_multi.c; the extension
+// passes), forward_cuda_tail.c (the choice, proposals), forward_cuda_ahead.c (the decision's
+// steps, queued ahead) and forward_cuda_multi.c; the extension
 // for the agent pool and the branching decoder (runtime/pool/pool_backend.h) is
 // forward_cuda_agents.c (proposals, rounds, branches, KV rows, and its table) and
 // forward_cuda_pair.c (the critic's pass, emx_forward_pair); what they share is
@@ -183,14 +185,19 @@ static int weights_upload(CudaState *s) {
 static void cuda_state_free(EmxState *st) {
     CudaState *s = (CudaState *)st;
     cudaSetDevice(s->device);
+    cuda_settle_quiet(s);
     for (int t = 0; t < N_TAILS; t++)
         if (s->step_graph[t]) cudaGraphExecDestroy(s->step_graph[t]);
+    for (int i = 0; i < 2; i++)
+        if (s->fed_graph[i]) cudaGraphExecDestroy(s->fed_graph[i]);
+    for (int i = 0; i < 3; i++)
+        if (s->out_ready[i]) cudaEventDestroy(s->out_ready[i]);
     cuda_pair_free(s);
     if (s->blas) cublasDestroy(s->blas);
     void *dev[] = {s->x, s->xb, s->tmp, s->q, s->att, s->k, s->v, s->hb, s->hb2, s->xq, s->xd, s->xsum, s->in_d, s->rows_d,
                    s->gin_d, s->gemm_ws, s->key, s->value, s->layers_d, s->scores, s->head_stats, s->attn_ws, s->attn_arrivals,
                    s->logits, s->br_key, s->br_value,
-                   s->out_d, s->estate_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
+                   s->out_d, s->estate_d, s->estate_saved_d, s->lm_ws, s->am_ws, s->sample_ws, s->agents_d, s->props_d, s->pick_d,
                    s->agents_ws, s->bin_d, s->step_layers_d, s->step_sync, s->step_clocks};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFreeHost(s->in_h);
@@ -291,6 +298,7 @@ static int state_alloc(CudaState *s) {
         {(void **)&s->logits, B * s->vocab * f, "logits"},
         {(void **)&s->out_d, sizeof(DecideOut), "the sampler's result"},
         {(void **)&s->estate_d, sizeof(EmxEntropixState), "the entropix state"},
+        {(void **)&s->estate_saved_d, sizeof(EmxEntropixState), "the entropix state"},
         {&s->lm_ws, emx_cuda_logits_metrics_workspace_bytes(s->vocab), "sampler workspace"},
         {&s->am_ws, emx_cuda_attn_metrics_workspace_bytes((int)L), "sampler workspace"},
         {&s->sample_ws, emx_cuda_sample_workspace_bytes(s->vocab), "sampler workspace"},
@@ -312,7 +320,8 @@ static int state_alloc(CudaState *s) {
     CU(cudaMallocHost((void **)&s->in_h, sizeof(StepInput)));
     CU(cudaMallocHost((void **)&s->rows_h, B * sizeof(EmxAttnDecodeRow)));
     CU(cudaMallocHost((void **)&s->logits_h, (size_t)s->vocab * f));
-    CU(cudaMallocHost((void **)&s->out_h, sizeof(DecideOut)));
+    CU(cudaMallocHost((void **)&s->out_h, 3 * sizeof(DecideOut)));  // a slot each: the host's step, two ahead
+    for (int i = 0; i < 3; i++) CU(cudaEventCreateWithFlags(&s->out_ready[i], cudaEventDisableTiming));
     CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
     memset(s->in_h, 0, sizeof(StepInput));
     return 0;

@@ -77,7 +77,7 @@ static int agents_refused(CudaState *s, const char *call, int n_agents, int ban)
 int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                            uint32_t first_lane, int ban, EmxProposal *proposals) {
     CudaState *s = (CudaState *)st;
-    if (agents_refused(s, "propose", n_agents, ban)) return -1;
+    if (cuda_settle(s) || agents_refused(s, "propose", n_agents, ban)) return -1;
     if (!s->logits_fresh) {
         snprintf(s->err, sizeof s->err, "%s: propose: no logits of an emx_forward to propose from (a branch pass, "
                  "all-logits pass, proposal round or banned token came after it)", s->device_name);
@@ -199,6 +199,7 @@ int emx_cuda_state_forward_lookahead_propose(EmxState *st, int token, int pos, c
 
 int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap, char *err, size_t errlen) {
     CudaState *s = (CudaState *)st;
+    if (cuda_settle(s)) return emx_seterr(err, errlen, "%s", s->err);
     if (max_branches < 1 || max_branches > CHUNK || tail_cap < 1 || tail_cap > s->ctx) {
         emx_seterr(err, errlen, "branches: %d branches of %d positions do not fit (at most %d branches, ctx %d)",
                  max_branches, tail_cap, CHUNK, s->ctx);
@@ -225,6 +226,7 @@ int emx_cuda_state_branches_reserve(EmxState *st, int max_branches, int tail_cap
 
 void emx_cuda_state_branches_release(EmxState *st) {
     CudaState *s = (CudaState *)st;
+    cuda_settle_quiet(s);
     if (!s->br_key && !s->br_value) return;
     cudaSetDevice(s->device);
     drop_graph(s, TAIL_LOOKAHEAD);  // it holds the tails' addresses
@@ -244,6 +246,7 @@ int emx_cuda_state_forward_branches(EmxState *st, const int *tokens, int n, int 
 
 int emx_cuda_state_branch_commit(EmxState *st, int branch, int n_steps, int prefix) {
     CudaState *s = (CudaState *)st;
+    if (cuda_settle(s)) return -1;
     if (branch < 0 || branch >= s->br_max || n_steps < 0 || n_steps > s->br_tail || prefix < 0 ||
         prefix + n_steps > s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: branch commit: bad call", s->device_name);
@@ -277,6 +280,7 @@ static size_t cuda_kv_rows_bytes(const EmxState *st, int n) {
 // the cache's type: rows travel between states of either. An f16 cache's rows go through host
 // staging: widened when read (exact), rounded when written (as the kernels round).
 static int kv_rows_copy(CudaState *s, int pos, int n, float *buf, int to_cache) {
+    if (cuda_settle(s)) return -1;
     if (pos < 0 || n < 0 || pos + n > s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: KV rows %d..%d outside the context", s->device_name, pos, pos + n - 1);
         return -1;

@@ -42,6 +42,8 @@ static int multi_refused(CudaState *s, EmxState *const *states, const int *token
         return snprintf(s->err, sizeof s->err, "%s: forward_multi: %d rows (1..%d a step)", d, n, CHUNK), -1;
     for (int i = 0; i < n; i++) {
         CudaState *r = (CudaState *)states[i];
+        if (r->base.backend == s->base.backend && cuda_settle(r))  // its step queued ahead, on its own stream
+            return snprintf(s->err, sizeof s->err, "%s", r->err), -1;
         if (r->base.backend != s->base.backend || r->w != s->w)
             return snprintf(s->err, sizeof s->err, "%s: forward_multi: row %d's state (%s) does not share the first "
                             "state's uploaded weights (another model or device, or made without share_weights)",

@@ -98,6 +98,13 @@ enum { TAIL_LOGITS, TAIL_DECIDE, TAIL_PROPOSE, TAIL_LOOKAHEAD, TAIL_PAIR, N_TAIL
 #define PAIR_GRAPH_ROWS GEMM_MIN_PROMPT
 #define PAIR_CHUNKS ((PAIR_GRAPH_ROWS + CHUNK - 1) / CHUNK)
 
+// The decode step queued ahead (forward_cuda_ahead.c): on the stream, its result unread.
+typedef struct {
+    int queued;      // 1: a step feeding `token` at `pos` is queued, its result to come in out_h[slot]
+    int token, pos;  // token: -1 until the host has read the token it feeds
+    int slot;        // 1 or 2
+} CudaAhead;
+
 // What emx_forward_decide brings back: the token and decision first, so that without
 // --metrics the copy stops before the metrics.
 typedef struct {
@@ -185,8 +192,17 @@ typedef struct {
     // choice (metrics, the entropix insert-once state, workspaces) and the result's copies
     EmxDecideSpec spec;
     int have_spec;
-    DecideOut *out_d, *out_h;
+    DecideOut *out_d, *out_h;  // out_h: [3] pinned, [0] a step the host fed, [1] and [2] the steps
+                               // queued ahead, in turn (the host reads one while the next is copied)
+    int out_slot;              // where the decide tail being queued copies its result (0..2)
     EmxEntropixState *estate_d;
+    // emx_forward_decide_ahead (forward_cuda_ahead.c): the step queued after the one returned,
+    // which feeds the token that one chose; its graphs (one per result slot), the events after
+    // each slot's copy, and the entropix state as the queued step found it (put back if dropped)
+    CudaAhead ahead;
+    cudaGraphExec_t fed_graph[2];
+    cudaEvent_t out_ready[3];
+    EmxEntropixState *estate_saved_d;
     void *lm_ws, *am_ws, *sample_ws;
     // emx_state_propose, emx_forward_propose: the agents, their proposals and the kernel's
     // workspace (grown on demand)
@@ -247,6 +263,25 @@ static inline int cu(CudaState *s, cudaError_t e, const char *call) {
         if (cu(s, (call), #call)) return -1;           \
     } while (0)
 
+// The step queued ahead (emx_forward_decide_ahead, forward_cuda_ahead.c), if any, waited for and
+// dropped: the entropix state put back as it found it; the state's logits, scores and the KV
+// row at its position are that step's (forward.h). Every entry point but a decision that takes
+// the step calls it first. 0, or -1 with err set.
+static inline int cuda_settle(CudaState *s) {
+    if (!s->ahead.queued) return 0;
+    s->ahead.queued = 0;
+    CU(cudaSetDevice(s->device));
+    CU(cudaMemcpyAsync(s->estate_d, s->estate_saved_d, sizeof(EmxEntropixState), cudaMemcpyDeviceToDevice,
+                       s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    s->last_pos = s->ahead.pos;  // the score rows are the dropped step's
+    return 0;
+}
+// cuda_settle for a call that returns no error code: the reason goes to stderr.
+static inline void cuda_settle_quiet(CudaState *s) {
+    if (cuda_settle(s)) fprintf(stderr, "%s\n", s->err);
+}
+
 // Closes phase p of a timed decode step (phase_clock.h); nothing when no step is timed.
 static inline int cuda_phase(CudaState *s, EmxPhase p) {
     return cu(s, cuda_phase_end(s->clock, p, s->stream), "cudaEventRecord (phase timeline)");
@@ -278,6 +313,12 @@ int cuda_persistent_step(CudaState *s, int tail, int graph);
 // its blocks' clocks (the clock's cuda_phase_split); nothing for other steps.
 int cuda_persistent_timeline(CudaState *s);
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos);
+// A decode step's launches after its input is on the device (forward_cuda_step.c): the layers
+// and the classifier (or the persistent kernel), then the tail; graph: positions read on the device.
+int cuda_decode_launches(CudaState *s, int pos, int tail, int graph);
+// cuda_step_run without its end: the checks and the pass queued on the stream, not synchronised.
+int cuda_step_queue(CudaState *s, const int *tokens, int n, int pos, int tail);
+
 // Whether a pass whose first query is at pos can run on the rings (-1 with err set: a rollback
 // further back than they hold; runtime/kv_ring.h).
 int cuda_ring_check(CudaState *s, int pos);
@@ -306,7 +347,7 @@ void cuda_pair_free(CudaState *s);
 // pair pass: forward_cuda_pair.c), whose table is emx_cuda_pool_backend (forward_cuda_agents.c).
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos);
 int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
-                                  EmxDecideResult *out);
+                                  int ahead, EmxDecideResult *out);
 int emx_cuda_state_propose(EmxState *st, const EmxAgentParams *agents, int n_agents, uint64_t seed, uint64_t step,
                            uint32_t first_lane, int ban, EmxProposal *proposals);
 int emx_cuda_state_forward_propose(EmxState *st, int token, int pos, const EmxAgentParams *agents, int n_agents,

@@ -1,10 +1,11 @@
 // forward_cuda_step.c — the CUDA backend's steps (forward_cuda.c has the header comment: the
 // layers, the decode graph, the on-device choice, prefill in chunks): the call's checks and input,
-// a chunk, the decode step's graphs, long prompts through the GEMMs, emx_forward,
-// emx_forward_decide and emx_forward_all_logits, the host copies of the score rows and the cache,
-// and a lookahead branch pass. The layers are forward_cuda_layers.c's, a step's end on the device
-// forward_cuda_tail.c's, several states in one step forward_cuda_multi.c's; the agents' and the
-// branches' entry points are forward_cuda_agents.c's.
+// a chunk, the decode step's graphs, long prompts through the GEMMs, emx_forward and
+// emx_forward_all_logits, the host copies of the score rows and the cache, and a lookahead
+// branch pass. The layers are forward_cuda_layers.c's, a step's end on the device
+// forward_cuda_tail.c's, several states in one step forward_cuda_multi.c's, emx_forward_decide
+// and its steps queued ahead forward_cuda_ahead.c's; the agents' and the branches' entry points
+// are forward_cuda_agents.c's.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ static int check_tokens(CudaState *s, const int *tokens, int n) {
 }
 
 int cuda_step_check(CudaState *s, const int *tokens, int n, int pos) {
+    if (cuda_settle(s)) return -1;  // a step queued ahead is dropped by any other step
     if (n < 1 || pos < 0 || pos > s->ctx - n) {
         snprintf(s->err, sizeof s->err, "%s: positions %d..%d outside the context of %d", s->device_name, pos,
                  pos + n - 1, s->ctx);
@@ -102,7 +104,7 @@ int cuda_capture_end(CudaState *s, int bad, cudaGraphExec_t *exec, int *nodes) {
 // (s->persistent) the layers and the classifier are its one launch, and with it the decision's
 // statistics where the tail is a decision (the tail then does not make them).
 // graph: positions and key count read on the device.
-static int decode_launches(CudaState *s, int pos, int tail, int graph) {
+int cuda_decode_launches(CudaState *s, int pos, int tail, int graph) {
     const Rows rows = {.device_positions = graph};
     s->pdl_now = s->pdl;
     const int bad = s->persistent ? cuda_persistent_step(s, tail, graph)
@@ -123,7 +125,7 @@ static int decode_step(CudaState *s, int pos, int tail) {
     if (s->no_graphs) {  // with a phase timeline, an event at the start and after each phase
         CU(cuda_phase_start(s->clock, s->stream));
         CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
-        if (decode_launches(s, pos, tail, 0)) {
+        if (cuda_decode_launches(s, pos, tail, 0)) {
             if (s->clock) s->clock->running = 0;  // a failed step is not timed
             return -1;
         }
@@ -134,7 +136,7 @@ static int decode_step(CudaState *s, int pos, int tail) {
         CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
         int bad = cu(s, cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream),
                      "cudaMemcpyAsync") ||
-                  decode_launches(s, pos, tail, 1);
+                  cuda_decode_launches(s, pos, tail, 1);
         if (cuda_capture_end(s, bad, exec, &s->step_graph_nodes[tail])) return -1;
     }
     CU(cudaGraphLaunch(*exec, s->stream));
@@ -170,7 +172,7 @@ static int prefill_gemm(CudaState *s, const int *tokens, int n, int pos, int tai
     return 0;
 }
 
-int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
+int cuda_step_queue(CudaState *s, const int *tokens, int n, int pos, int tail) {
     if (cuda_step_check(s, tokens, n, pos)) return -1;
     CU(cudaSetDevice(s->device));
     // emx_forward_propose and emx_forward_lookahead_propose set their own
@@ -192,6 +194,11 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
             if (last && (cuda_classify(s, chunk - 1, 1) || cuda_step_tail(s, tail, pos + n, 0))) return -1;
         }
     }
+    return 0;
+}
+
+int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
+    if (cuda_step_queue(s, tokens, n, pos, tail)) return -1;
     CU(cudaStreamSynchronize(s->stream));
     if (cuda_persistent_timeline(s)) return -1;
     CU(cuda_phase_collect(s->clock));  // a timed decode step's phases (no-op otherwise)
@@ -203,33 +210,6 @@ int cuda_step_run(CudaState *s, const int *tokens, int n, int pos, int tail) {
 const float *emx_cuda_state_forward(EmxState *st, const int *tokens, int n, int pos) {
     CudaState *s = (CudaState *)st;
     return cuda_step_run(s, tokens, n, pos, TAIL_LOGITS) ? NULL : s->logits_h;
-}
-
-int emx_cuda_state_forward_decide(EmxState *st, const int *tokens, int n, int pos, const EmxDecideSpec *spec,
-                                  EmxDecideResult *out) {
-    CudaState *s = (CudaState *)st;
-    if (!s->have_spec || memcmp(&s->spec, spec, sizeof *spec) != 0) {  // a new sampler: a new graph
-        if (s->step_graph[TAIL_DECIDE]) cudaGraphExecDestroy(s->step_graph[TAIL_DECIDE]);
-        s->step_graph[TAIL_DECIDE] = NULL;
-        s->spec = *spec;
-        s->have_spec = 1;
-        CU(cudaSetDevice(s->device));
-        CU(cudaMemset(s->estate_d, 0, sizeof(EmxEntropixState)));
-    }
-    if (cuda_step_run(s, tokens, n, pos, TAIL_DECIDE)) return -1;
-    memset(out, 0, sizeof *out);
-    out->token = s->out_h->token;
-    out->score = NAN;
-    if (spec->kind == EMX_DECIDE_ENTROPIX) {
-        out->decision = s->out_h->decision;
-        out->score = s->out_h->score;
-    }
-    if (spec->want_metrics) out->metrics = s->out_h->metrics;
-    if (out->token < 0 || out->token >= s->vocab) {
-        snprintf(s->err, sizeof s->err, "%s: the device sampler chose no token (%d)", s->device_name, out->token);
-        return -1;
-    }
-    return 1;
 }
 
 int emx_cuda_state_forward_all_logits(EmxState *st, const int *tokens, int n, int pos, float *logits) {
@@ -259,6 +239,7 @@ const float *emx_cuda_state_attention_scores(const EmxState *cst, int *last_pos)
     CudaState *s = (CudaState *)cst;
     const EmxConfig *c = &s->m->cfg;
     const size_t n = (size_t)c->n_layers * c->n_heads * s->ctx;
+    cuda_settle_quiet(s);  // (the copy below is on the legacy stream: the state's must be idle)
     if (last_pos) *last_pos = s->last_pos;
     if (!s->scores_h && !(s->scores_h = malloc(n * sizeof(float)))) return NULL;
     if (cu(s, cudaSetDevice(s->device), "cudaSetDevice") ||
@@ -294,6 +275,7 @@ static void cache_by_position(const CudaState *s, const float *rows, float *out)
 void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_dim) {
     CudaState *s = (CudaState *)st;
     const size_t n = (size_t)s->m->cfg.n_layers * s->ctx * s->kv_dim, have = (size_t)s->kv_rows * s->kv_dim;
+    cuda_settle_quiet(s);
     if (!s->key_h) s->key_h = malloc(n * sizeof(float));
     if (!s->value_h) s->value_h = malloc(n * sizeof(float));
     float *rows = have < n ? malloc(have * sizeof(float)) : NULL;  // with rings: the rows as the device holds them
@@ -314,6 +296,7 @@ void emx_cuda_state_kv_cache(EmxState *st, float **key, float **value, int *kv_d
 // cache and the rest from the branch's tail (EmxAttentionArgs tail_k/tail_v).
 
 int cuda_branch_pass(CudaState *s, const int *tokens, int n, int prefix, int step) {
+    if (cuda_settle(s)) return -1;
     if (n < 1 || n > s->br_max || step < 0 || step >= s->br_tail || prefix < 1 || prefix + step >= s->ctx) {
         snprintf(s->err, sizeof s->err, "%s: branches: bad call (n %d, prefix %d, step %d)", s->device_name, n, prefix,
                  step);

@@ -50,7 +50,7 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
                                   sp->seed, step, step_dev, &o->token, &o->decision, &o->score, s->sample_ws,
                                   s->stream, s->pdl_now));
     const size_t bytes = sp->want_metrics ? sizeof(DecideOut) : offsetof(DecideOut, metrics);
-    CU(cudaMemcpyAsync(s->out_h, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
+    CU(cudaMemcpyAsync(s->out_h + s->out_slot, s->out_d, bytes, cudaMemcpyDeviceToHost, s->stream));
     return 0;
 }
 

@@ -113,3 +113,67 @@ Test(emu_streams, devices_and_properties) {
     cr_assert_str_eq(cudaGetErrorString(cudaSuccess), "no error");
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
 }
+
+// Deferred streams (emu/api.h): a stream's work waits for the host to wait for it, in order; an
+// event waits for the work before it and not the work after; a synchronous copy on the legacy
+// stream does not wait for a non-blocking stream (as on a GPU), a blocking one it does.
+Test(emu_streams, deferred_streams_run_work_when_the_host_waits) {
+    emu::set_deferred_streams(true);
+    const int n = 64;
+    cudaStream_t s;
+    cudaEvent_t first;
+    cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&first, cudaEventDisableTiming), cudaSuccess);
+    float *h;
+    cr_assert_eq(cudaMallocHost((void **)&h, n * sizeof(float)), cudaSuccess);
+    DeviceBuffer<float> d(std::vector<float>(n, 1.0f));
+    add_value<<<2, 32, 0, s>>>(d.ptr, 1.0f, n);  // x = 2
+    cr_assert_eq(cudaMemcpyAsync(h, d.ptr, n * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(first, s), cudaSuccess);
+    add_value<<<2, 32, 0, s>>>(d.ptr, 10.0f, n);  // x = 12, after the event
+    h[0] = -1.0f;
+    std::vector<float> now(n);
+    cr_assert_eq(cudaMemcpy(now.data(), d.ptr, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(now[0], 1.0f, "a non-blocking stream's kernel ran before anything waited for it");
+    cr_assert_eq(h[0], -1.0f, "the queued copy ran before anything waited for it");
+    cr_assert_eq(cudaEventSynchronize(first), cudaSuccess);
+    cr_assert_eq(h[0], 2.0f);
+    cr_assert_eq(cudaMemcpy(now.data(), d.ptr, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(now[0], 2.0f, "the event waited for the work after it");
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(now.data(), d.ptr, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(now[0], 12.0f);
+    // a blocking stream's work runs before a synchronous copy on the legacy stream
+    cudaStream_t b;
+    cr_assert_eq(cudaStreamCreate(&b), cudaSuccess);
+    add_value<<<2, 32, 0, b>>>(d.ptr, 1.0f, n);
+    cr_assert_eq(cudaMemcpy(now.data(), d.ptr, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(now[0], 13.0f);
+    cudaStreamDestroy(b);
+    cudaEventDestroy(first);
+    cudaStreamDestroy(s);
+    cr_assert_eq(cudaFreeHost(h), cudaSuccess);
+    emu::set_deferred_streams(false);
+}
+
+// An async copy from pageable host memory takes its bytes when it is called, one to pageable
+// memory returns when done; from pinned memory the bytes are read when the copy runs.
+Test(emu_streams, deferred_streams_stage_pageable_copies_at_once) {
+    emu::set_deferred_streams(true);
+    cudaStream_t s;
+    cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    DeviceBuffer<int> d(2);
+    int pageable = 5, *pinned, back = 0;
+    cr_assert_eq(cudaMallocHost((void **)&pinned, sizeof(int)), cudaSuccess);
+    *pinned = 7;
+    cr_assert_eq(cudaMemcpyAsync(d.ptr, &pageable, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+    cr_assert_eq(cudaMemcpyAsync(d.ptr + 1, pinned, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+    pageable = 6, *pinned = 8;  // the host rewrites both before the stream has run
+    cr_assert_eq(cudaMemcpyAsync(&back, d.ptr + 1, sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    cr_assert_eq(back, 8, "a copy to pageable memory returned before the work before it ran");
+    std::vector<int> got = d.to_host();
+    cr_assert_eq(got[0], 5, "the pageable source was read late");
+    cudaStreamDestroy(s);
+    cr_assert_eq(cudaFreeHost(pinned), cudaSuccess);
+    emu::set_deferred_streams(false);
+}

@@ -342,7 +342,9 @@ Test(first_run, report_reads_gpu_logs) {
                "sampler    decode tok/s (median)   sampler ms/token (median)\n"
                "greedy         363.50                       -\nentropix       339.50                       -\n"
                "overhead: decode 7.1% slower (tok/s ratio 0.934); the tokens are chosen on cuda:0, inside the "
-               "decode step (2.75 ms greedy)\n");
+               "decode step (2.75 ms greedy)\n"
+               "queued ahead: greedy 363.50 tok/s, with its steps in turn 351.20 (ratio 1.035: 96.35 us a token "
+               "saved)\n");
     write_file(dir, "logs/3.log",
                "pool: cuda:0, 1 worker(s)\n"
                "configuration                decode tok/s (median)   vs single stream\n"
@@ -394,6 +396,9 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(sampler, "greedy_tok_s"), 363.5);
     cr_expect_eq(fig(sampler, "entropix_tok_s"), 339.5);
     cr_expect_eq(fig(sampler, "entropix_slower_pct"), 7.1);
+    cr_expect_eq(fig(sampler, "greedy_in_turn_tok_s"), 351.2);
+    cr_expect_eq(fig(sampler, "queued_ahead_ratio"), 1.035);
+    cr_expect_eq(fig(sampler, "queued_ahead_us_saved"), 96.35);
     cr_expect_eq(fig(agents, "single_tok_s"), 450.8);
     cr_expect_eq(fig(agents, "lookahead1_vs_single"), 0.871);
     cr_expect_eq(fig(agents, "lookahead4_tok_s"), 118.8);

@@ -125,6 +125,11 @@ def sampler_figures(text):
     m = re.search(r"^overhead: decode %s%% slower \(tok/s ratio %s\)" % (NUM, NUM), text, re.M)
     if m:
         f["entropix_slower_pct"], f["entropix_tok_s_ratio"] = num(m.group(1)), num(m.group(2))
+    m = re.search(r"^queued ahead: greedy %s tok/s, with its steps in turn %s \(ratio %s: %s us a token saved\)"
+                  % (NUM, NUM, NUM, NUM), text, re.M)
+    if m:
+        f["greedy_in_turn_tok_s"], f["queued_ahead_ratio"] = num(m.group(2)), num(m.group(3))
+        f["queued_ahead_us_saved"] = num(m.group(4))
     return f
 
 
@@ -312,8 +317,10 @@ def markdown(rep):
             fmt(max((v for k, v in s["figures"].items() if k.startswith("parallel") and k != "parallel1_tok_s"),
                     default=None)),
             f(s, "ratio"), fmt({True: "yes", False: "NO"}.get(s["figures"].get("texts_equal")))] for s in by("server")])
-    table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %"],
-          [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1)]
+    table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %", "greedy, steps in turn tok/s",
+               "queued ahead: ratio", "us a token saved"],
+          [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1),
+            f(s, "greedy_in_turn_tok_s"), f(s, "queued_ahead_ratio", 3), f(s, "queued_ahead_us_saved", 2)]
            for s in by("sampler")])
     table(md, ["bench agents", "pool", "single tok/s", "lookahead 1 tok/s", "vs single", "lookahead 4 tok/s",
                "vs single", "critic tok/s", "vs single", "critic share %"],

@@ -171,6 +171,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 
 cudaError_t cudaEventCreate(cudaEvent_t *event);
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+// flags: cudaEventDefault or cudaEventDisableTiming (such an event cannot be timed)
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);

@@ -47,7 +47,7 @@ cudaError_t check_not_capturing(const char *call) {
 
 namespace {
 cudaError_t submit_node(cudaStream_t stream, const char *what, bool kernel, bool programmatic,
-                        std::function<cudaError_t()> work) {
+                        std::function<cudaError_t()> work, bool may_defer = true) {
     if (stream && stream->capture) {
         stream->capture->nodes.push_back(EmuGraphNode{what, std::move(work), kernel, programmatic});
         return cudaSuccess;
@@ -56,6 +56,11 @@ cudaError_t submit_node(cudaStream_t stream, const char *what, bool kernel, bool
         invalidate_global_captures();
         return fail(cudaErrorStreamCaptureImplicit,
                     std::string(what) + " on the legacy (null) stream while a stream is being captured");
+    }
+    if (may_defer && defer(stream, kernel, work)) return cudaSuccess;  // a deferred stream's (deferred.cpp)
+    if (!may_defer && stream && deferred_streams()) {  // what the stream holds runs first
+        cudaError_t err = drain(stream);
+        if (err != cudaSuccess) return err;
     }
     cudaError_t err = work();
     set_last_error(err);
@@ -67,6 +72,12 @@ cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaErro
     cudaError_t err = flush_pending();
     if (err != cudaSuccess) return err;
     return submit_node(stream, what, false, false, std::move(work));
+}
+
+cudaError_t submit_now(cudaStream_t stream, const char *what, std::function<cudaError_t()> work) {
+    cudaError_t err = flush_pending();
+    if (err != cudaSuccess) return err;
+    return submit_node(stream, what, false, false, std::move(work), false);
 }
 
 cudaError_t submit_kernel(cudaStream_t stream, const char *what, bool programmatic, std::function<cudaError_t()> work) {
@@ -91,6 +102,7 @@ extern "C" {
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
     if (!stream) return emu::fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy stream cannot be captured");
     if (stream->capture) return emu::fail(cudaErrorIllegalState, "cudaStreamBeginCapture: already capturing");
+    emu::drain(stream);  // a deferred stream's earlier work is not part of the graph
     stream->capture = new CUgraph_st;
     stream->capture_invalid = false;
     if (mode == cudaStreamCaptureModeGlobal) {

@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../include/emu/launch.h"
 #include "runtime_internal.h"
@@ -76,7 +78,9 @@ std::string check_side(const char *side, const void *p, size_t bytes, bool devic
     return "";
 }
 
-cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *call) {
+// from: where the bytes are now (a deferred stream's staged copy of pageable src), else src.
+cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *call,
+                 const void *from = nullptr) {
     if (count == 0) return cudaSuccess;
     std::string problem;
     bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -93,7 +97,7 @@ cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, 
     if (!problem.empty())
         return emu::fail(cudaErrorInvalidValue, std::string(call) + "(" + kind_name(kind) + ", " +
                                                     std::to_string(count) + " bytes): " + problem);
-    memcpy(dst, src, count);
+    memcpy(dst, from ? from : src, count);
     return cudaSuccess;
 }
 
@@ -161,6 +165,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 cudaError_t cudaFree(void *devPtr) {
     cudaError_t err = emu::check_not_capturing("cudaFree");
     if (err != cudaSuccess) return err;
+    emu::drain_all();  // cudaFree waits for the device
     return release(devPtr, false, "cudaFree");
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
@@ -172,6 +177,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return allocate(ptr, size, -1, "cudaMallocHost"); }
 cudaError_t cudaFreeHost(void *ptr) {
+    emu::drain_all();      // a queued copy may write it (deferred.cpp)
     emu::flush_pending(); // a held-back kernel may write it (src/launch_ex.cpp)
     return release(ptr, true, "cudaFreeHost");
 }
@@ -179,15 +185,35 @@ cudaError_t cudaFreeHost(void *ptr) {
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
     cudaError_t err = emu::check_not_capturing("cudaMemcpy");
     if (err != cudaSuccess) return err;
+    if (emu::deferred_streams()) emu::drain_blocking();  // the legacy stream's order
     return copy(dst, src, count, kind, "cudaMemcpy");
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (stream && !stream->capture && emu::deferred_streams()) {
+        // As on a GPU: from pageable host memory the bytes are taken now (staged), and a copy to
+        // pageable memory returns when it is done; only pinned memory is read or written later.
+        const bool src_host = !emu::device_range(src, 0) && !emu::host_pinned_range(src, 0);
+        const bool dst_host = !emu::device_range(dst, 0) && !emu::host_pinned_range(dst, 0);
+        if (dst_host && count) {
+            cudaError_t err = emu::drain(stream);
+            if (err != cudaSuccess) return err;
+            return copy(dst, src, count, kind, "cudaMemcpyAsync");
+        }
+        if (src_host && count) {
+            auto staged = std::make_shared<std::vector<unsigned char>>((const unsigned char *)src,
+                                                                       (const unsigned char *)src + count);
+            return emu::submit(stream, "cudaMemcpyAsync", [=]() {
+                return copy(dst, src, count, kind, "cudaMemcpyAsync", staged->data());
+            });
+        }
+    }
     return emu::submit(stream, "cudaMemcpyAsync",
                        [=]() { return copy(dst, src, count, kind, "cudaMemcpyAsync"); });
 }
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
     cudaError_t err = emu::check_not_capturing("cudaMemset");
     if (err != cudaSuccess) return err;
+    if (emu::deferred_streams()) emu::drain_blocking();  // the legacy stream's order
     return set(devPtr, value, count, "cudaMemset");
 }
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {

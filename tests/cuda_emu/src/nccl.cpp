@@ -91,7 +91,8 @@ ncclResult_t collective(ncclComm_t comm, Kind kind, Args args, cudaStream_t stre
                                              ": a buffer is not device memory of the needed size (send " +
                                              std::to_string(send_bytes) + ", recv " + std::to_string(recv_bytes) + " bytes)");
     bool grouped = group_depth > 0 && !(stream && stream->capture);
-    cudaError_t err = emu::submit(stream, kind_name(kind), [comm, kind, args, grouped]() {
+    // not held by a deferred stream: a group's calls meet at ncclGroupEnd (emu/launch.h)
+    cudaError_t err = emu::submit_now(stream, kind_name(kind), [comm, kind, args, grouped]() {
         std::unique_lock<std::mutex> lock(mu);
         Pending p{comm->clique, deposit(comm, kind, args, grouped), comm->rank};
         if (grouped)

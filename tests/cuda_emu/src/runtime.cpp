@@ -221,7 +221,11 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return emu::check_not_capturing("cudaDeviceSynchronize"); }
+cudaError_t cudaDeviceSynchronize(void) {
+    cudaError_t err = emu::drain_all();
+    cudaError_t sync = emu::check_not_capturing("cudaDeviceSynchronize");
+    return err != cudaSuccess ? err : sync;
+}
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
@@ -250,11 +254,13 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWith
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     if (!stream) return emu::fail(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");
     *stream = new CUstream_st{tl_device, flags, nullptr, false};
+    emu::stream_created(*stream);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (!stream) return emu::fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the null stream");
     if (stream->capture) return emu::fail(cudaErrorIllegalState, "cudaStreamDestroy: the stream is being captured");
+    emu::stream_destroyed(stream);  // runs what a deferred stream still holds
     emu::flush_pending();
     delete stream;
     return cudaSuccess;
@@ -264,7 +270,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
         stream->capture_invalid = true;
         return emu::fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize on a capturing stream");
     }
-    return emu::check_not_capturing("cudaStreamSynchronize");
+    cudaError_t err = emu::drain(stream);
+    cudaError_t sync = emu::check_not_capturing("cudaStreamSynchronize");
+    return err != cudaSuccess ? err : sync;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
@@ -272,20 +280,39 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
     *event = new CUevent_st{false, 0.0};
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    if (flags & ~(unsigned)cudaEventDisableTiming)
+        return emu::fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: flags " + std::to_string(flags) +
+                                                    " (cudaEventDefault or cudaEventDisableTiming)");
+    cudaError_t err = cudaEventCreate(event);
+    if (err == cudaSuccess) (*event)->timing = !(flags & cudaEventDisableTiming);
+    return err;
+}
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: null event");
-    return emu::submit(stream, "cudaEventRecord", [event]() {
+    cudaError_t err = emu::submit(stream, "cudaEventRecord", [event]() {
         event->recorded = true;
         event->ms = emu::now_ms();
         return cudaSuccess;
     });
+    if (err == cudaSuccess && stream && !stream->capture && emu::deferred_streams()) {
+        std::lock_guard<std::mutex> lock(stream->queue_mutex);
+        event->recorded = false;  // until the record runs (its seq: the one just queued)
+        event->stream = stream, event->seq = stream->submitted;
+    }
+    return err;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
-    return emu::flush_pending();
+    // (a record that ran set recorded: its stream may be gone since, having run all it held)
+    cudaError_t err = event->stream && !event->recorded ? emu::drain(event->stream, event->seq) : cudaSuccess;
+    cudaError_t flush = emu::flush_pending();
+    return err != cudaSuccess ? err : flush;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !start || !end) return emu::fail(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
+    if (!start->timing || !end->timing)
+        return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event made with cudaEventDisableTiming");
     if (!start->recorded || !end->recorded)
         return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
     *ms = (float)(end->ms - start->ms);
@@ -293,6 +320,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (!event) return emu::fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: null event");
+    if (event->stream && !event->recorded) emu::drain(event->stream, event->seq);  // its record writes it
     delete event;
     return cudaSuccess;
 }

@@ -40,6 +40,17 @@ void clear_last_fault();
 long grid_dependency_syncs();
 long programmatic_triggers();
 
+// Streams. By default a stream is synchronous: work runs when it is enqueued, the soonest a GPU
+// could run it, which shows a result read before it was copied out. Deferred streams
+// (set_deferred_streams(true), or EMU_STREAMS=deferred in the environment) hold each stream's
+// work until the host waits for it (cudaStreamSynchronize, cudaEventSynchronize up to that
+// event, cudaDeviceSynchronize, a synchronous copy for the blocking streams, cudaFree), the
+// latest a GPU could run it: a pinned buffer the host rewrites before a queued copy has read it,
+// or reads before the copy that fills it has run, then shows too. As on a GPU, an async copy
+// from pageable host memory takes the bytes at once, and one to pageable memory waits. Process-wide.
+void set_deferred_streams(bool on);
+bool deferred_streams();
+
 // Fibers (each with its own stack) the calling host thread's engine has made so far: launches
 // reuse them, so repeating a launch must not raise it.
 size_t fibers_made();

@@ -45,9 +45,13 @@ inline LaunchConfig make_config(dim3 grid, dim3 block, size_t shmem = 0, cudaStr
 }
 
 // Provided by src/runtime.cpp and src/memory.cpp.
-// Runs `work` now, or records it if `stream` is being captured; returns its error. A kernel
+// Runs `work` now, queues it on a deferred stream (src/deferred.cpp: its error comes when the
+// host waits), or records it if `stream` is being captured; returns its error. A kernel
 // launch held back for programmatic dependent launch (src/launch_ex.cpp) runs to its end first.
 cudaError_t submit(cudaStream_t stream, const char *what, std::function<cudaError_t()> work);
+// submit, never held by a deferred stream: the stream's queued work runs first, then this (the
+// emulated NCCL calls, whose ranks meet on the host when they run).
+cudaError_t submit_now(cudaStream_t stream, const char *what, std::function<cudaError_t()> work);
 // The same for a kernel launch (`work` calls run_launch, which decides what runs first); a
 // captured one records whether it carries the programmatic attribute.
 cudaError_t submit_kernel(cudaStream_t stream, const char *what, bool programmatic, std::function<cudaError_t()> work);

@@ -618,6 +618,8 @@ Test(bench, gpu_sampler_and_agents, .timeout = 300) {
     cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
     cr_expect(strstr(r.out, "\ngreedy ") && strstr(r.out, "\nentropix ") && strstr(r.out, "\noverhead: "), "%s",
               r.out);
+    // greedy with its steps in turn beside greedy queued ahead (a GPU's third sampler)
+    cr_expect(strstr(r.out, "\nqueued ahead: greedy ") && strstr(r.out, ", with its steps in turn "), "%s", r.out);
     cr_expect(strstr(r.out, "\ndecode: ") == NULL, "%s", r.out);
     run_free(&r);
     // --persistent: both samplers through the persistent kernel, which the report names; a model it

@@ -102,7 +102,7 @@ $(EMU_OUT)/tests/%.h: tests/%.h $(EMU_DIR)/rewrite.py
 # of -O2's compile time under the sanitizers (4.6 s of CPU less for the layer: `make lab`'s cold
 # start, docs/kernel-lab.md); 21 emulated grid, stream and fused-matvec tests took 5.1 s of CPU
 # against 5.0 s with every file at -O2 (2026-11-29: within the run-to-run spread).
-EMU_LAYER_COLD := graph grid_wait launch_ex memory runtime
+EMU_LAYER_COLD := deferred graph grid_wait launch_ex memory runtime
 $(patsubst %,$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o,$(EMU_LAYER_COLD)): EMU_LAYER_OPT := -O0
 $(EMU_OUT)/obj/$(EMU_DIR)/src/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)

@@ -17,6 +17,7 @@ extern "C" {
 #include "runtime/forward.h"
 #include "runtime/pool/pool_forward.h"
 #include "runtime/model.h"
+#include "sampler/profile.h"
 }
 
 // A state of m on `device` ("cpu", "cuda:0") with ctx positions and one CPU thread; the decode
@@ -36,6 +37,21 @@ static inline EmxState *new_state(const EmxModel *m, const char *device, int ctx
     EmxState *s = emx_state_new(m, &opt, err, sizeof err);
     cr_assert(s, "emx_state_new(%s, %s cache): %s", device, emx_kv_type_name(cache), err);
     return s;
+}
+
+// A decision of `kind` for emx_forward_decide: the classic entropix profile, no pause token, the
+// draws' seed, and for a sampled draw temperature, top-k (0: off) and top-p; the metrics asked for
+// but with greedy.
+static inline EmxDecideSpec decide_spec(int kind, uint64_t seed, float temperature, int top_k, float top_p) {
+    EmxDecideSpec spec = {};
+    spec.kind = kind;
+    spec.pause_token = -1;
+    spec.seed = seed;
+    spec.want_metrics = kind != EMX_DECIDE_GREEDY;
+    emx_profile_classic(&spec.profile);
+    spec.params.temperature = temperature, spec.params.top_k = top_k, spec.params.top_p = top_p;
+    spec.params.min_p = 0.0f;
+    return spec;
 }
 
 // Worst |got - want| over n values as a fraction of max|want|; fails above tol.

@@ -18,9 +18,6 @@
 #ifdef ENTROPIX_CUDA_EMU
 #include "tests/cuda_emu/include/emu/api.h"
 #endif
-extern "C" {
-#include "sampler/profile.h"
-}
 
 namespace {
 
@@ -46,17 +43,6 @@ EmxState *state_of(const EmxModel *m, int persistent, const EmxState *share) {
     return s;
 }
 
-EmxDecideSpec spec_of(int kind) {
-    EmxDecideSpec spec = {};
-    spec.kind = kind;
-    spec.pause_token = -1;
-    spec.seed = 1234;
-    spec.want_metrics = kind != EMX_DECIDE_GREEDY;
-    emx_profile_classic(&spec.profile);
-    spec.params.temperature = 1.0f, spec.params.top_k = 40, spec.params.top_p = 0.95f, spec.params.min_p = 0.0f;
-    return spec;
-}
-
 void same_result(const EmxDecideResult &a, const EmxDecideResult &b, const char *what, int step) {
     cr_assert_eq(a.token, b.token, "%s: token %d queued ahead, %d in turn at step %d", what, a.token, b.token, step);
     cr_assert(memcmp(&a.decision, &b.decision, sizeof a.decision) == 0 &&
@@ -71,7 +57,7 @@ void ahead_equals_in_turn(const char *name, int persistent, int kind, int steps,
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
     deferred_streams(deferred);
     EmxState *turn = state_of(&m, persistent, nullptr), *ahead = state_of(&m, persistent, turn);
-    const EmxDecideSpec spec = spec_of(kind);
+    const EmxDecideSpec spec = decide_spec(kind, 1234, 1.0f, 40, 0.95f);
     const int vocab = (int)m.cfg.vocab_size, prompt[4] = {1 % vocab, 40 % vocab, 9 % vocab, 77 % vocab};
     char what[160];
     snprintf(what, sizeof what, "%s, %s, kind %d, %s streams", name, persistent ? "persistent" : "graph", kind,
@@ -134,7 +120,7 @@ Test(forward_cuda_ahead, a_dropped_step_puts_the_entropix_state_back, .timeout =
     EmxModel m;
     if (!open_test_model("stories260K.f32.bin", &m)) cr_skip_test("build/models/stories260K.f32.bin missing");
     EmxState *turn = state_of(&m, 0, nullptr), *ahead = state_of(&m, 0, turn);
-    EmxDecideSpec spec = spec_of(EMX_DECIDE_ENTROPIX);
+    EmxDecideSpec spec = decide_spec(EMX_DECIDE_ENTROPIX, 1234, 1.0f, 40, 0.95f);
     EmxProfile &p = spec.profile;
     p.lelv_entropy_below = p.lehv_entropy_below = -1.0;  // no LELV, LEHV, HEHV, HELV yet
     p.hehv_entropy_above = p.helv_entropy_above = 1e9;

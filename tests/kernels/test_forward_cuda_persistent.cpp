@@ -28,9 +28,6 @@
 
 #include "forward_test_util.h"
 #include "kb_util.h"
-extern "C" {
-#include "sampler/profile.h"
-}
 
 namespace {
 
@@ -165,13 +162,7 @@ void decide_equal(const char *name, int steps, int kind) {
     EmxState *st[3] = {state_of(&m, 0, nullptr, ctx, 0, nullptr), nullptr, nullptr};
     st[1] = state_of(&m, 1, nullptr, ctx, 0, st[0]);
     st[2] = state_of(&m, 1, nullptr, ctx, 1, st[0]);
-    EmxDecideSpec spec = {};
-    spec.kind = kind;
-    spec.pause_token = -1;
-    spec.seed = 99;
-    spec.want_metrics = kind != EMX_DECIDE_GREEDY;
-    emx_profile_classic(&spec.profile);
-    spec.params.temperature = 0.9f, spec.params.top_k = 0, spec.params.top_p = 0.9f, spec.params.min_p = 0.0f;
+    const EmxDecideSpec spec = decide_spec(kind, 99, 0.9f, 0, 0.9f);
     const int toks[3] = {3 % vocab, 50 % vocab, 7 % vocab};
     EmxDecideResult out[3];
     for (int k = 0; k < 3; k++) cr_assert_eq(emx_forward_decide(st[k], toks, 3, 0, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));

@@ -14,6 +14,16 @@
 
 #define EMX_FULL_MASK 0xffffffffu
 
+// A device function compiled once per architecture and called, not inlined into each caller: for
+// the long tails of a kernel instantiated many times over (the persistent decode kernel's metrics
+// and decision, kernels/persistent/), whose copies would be most of the file's compile time.
+// nvcc's __noinline__; the emulator's host compiler spells it as GCC does.
+#ifdef ENTROPIX_CUDA_EMU
+#define EMX_NOINLINE __attribute__((noinline))
+#else
+#define EMX_NOINLINE __noinline__
+#endif
+
 // Threads to launch for `n` work items when a block reduction follows: whole warps (a partial
 // warp's missing lanes would make the full-mask shuffles undefined), at most `cap`.
 __host__ __device__ static inline int emx_round_to_warps(int n, int cap) {

@@ -24,12 +24,13 @@
 //   metrics (asked)    the logits' H, V, lse, argmax; the attention metrics of the layers asked
 //                      (logits_metrics.cuh, attn_metrics.cuh: items over the grid, then the last
 //                      block to finish merges them: the decision's inputs without a launch)
-//   entropix (asked)   the entropix decision's passes over the logits (sampling/sampling_mb.cuh:
-//                      the scan beside the metrics' items; then z, three levels of the radix
-//                      select and the gather, a phase each, a 2048-logit chunk an item), each
-//                      block deciding from the metrics it merged itself; then the last block to
-//                      finish sorts the batch, walks the filters and draws (entropix_block,
-//                      sampling/sampling_device.cuh): the token chosen in the launch
+//   choice (asked)     the choice's passes over the logits (sampling/sampling_mb.cuh: the scan
+//                      beside the metrics' items; then z, three levels of the radix select and
+//                      the gather, a phase each, a 2048-logit chunk an item), each block deriving
+//                      the entropix decision from the metrics it merged itself, or taking the
+//                      fixed sampler's parameters; then the last block to finish sorts the
+//                      batch, walks the filters and draws (entropix_block, or distribution_block
+//                      and draw: sampling/sampling_device.cuh): the token chosen in the launch
 //
 // Threads: a grid of G blocks of 128 threads (4 warps), G = the blocks the device holds at once
 // (occupancy x SMs: emx_cuda_decode_persistent_blocks), each phase's work spread over them as the
@@ -57,396 +58,14 @@
 // Bytes per step: the fused path's (the weights once, the activations from L2), without the
 // launches: one instead of 1 + 5 n_layers + 1, and a barrier (G atomics and G polls of one
 // counter) where each launch's ramp-up was.
-#include "kernels/persistent/decode_persistent.h"
+// The code: decode_persistent.cuh (the phases and the kernel); here the checks and the entry
+// points, and the instantiations for Llama's and Qwen's layers; Gemma 3's in
+// decode_persistent_sandwich.cu.
+#include "kernels/persistent/decode_persistent.cuh"
 
 #include <stdio.h>
 
-#include "kernels/attention_decode.cuh"
-#include "kernels/attention_decode.h"
-#include "kernels/attn_metrics.cuh"
-#include "kernels/logits_metrics.cuh"
-#include "kernels/matvec_fused.cuh"
-#include "kernels/matvec_fused.h"
-#include "kernels/rope.h"
-#include "kernels/sampling/sampling_mb.cuh"
-#include "kernels/weights.h"
-
-#define PERSIST_THREADS FUSED_THREADS
-static_assert(FUSED_THREADS == ATTN_BLOCK, "one block size serves the matvec and attention phases");
-static_assert(2 * PERSIST_THREADS == LM_BLOCK && 2 * PERSIST_THREADS == AM_BLOCK && 2 * PERSIST_THREADS == MB_THREADS,
-              "a thread of the metrics and passes phases is two lanes of those kernels' blocks");
-
 namespace {
-
-using namespace emx_fused;
-
-// The grid barrier: `target` is what the counter reads once every block has finished the phases
-// so far. arrive() publishes the block's writes; wait() returns when all blocks have arrived.
-// With the timeline's stamps (EmxDecodeStep.clocks, which thread 0 keeps in shared memory: held
-// in registers across the kernel the pointer cost an f32 instantiation a third of its blocks),
-// thread 0 stamps slot k + 1's pair for phase k (target / blocks phases ended before it): [0] after
-// its block's arrival, [1] when it leaves the wait; slot 0 holds the block's start, the last slot
-// its end (stamp_end).
-struct GridBarrier {
-    unsigned *counter;
-    unsigned target;
-    long long *const &clocks;  // thread 0's copy in shared memory (its address a constant)
-    __device__ __forceinline__ void stamp(unsigned slot, int which) const {
-        if (!emx_grid_leader()) return;
-        long long *c = clocks;
-        if (c) c[(slot * gridDim.x + blockIdx.x) * 2u + which] = emx_clock();  // (32-bit: < 2^31 stamps)
-    }
-    __device__ __forceinline__ void arrive() {
-        target += gridDim.x;
-        emx_grid_signal(counter, 1);
-        stamp(target / gridDim.x, 0);
-    }
-    __device__ __forceinline__ void wait() const {
-        emx_grid_wait(counter, target);
-        stamp(target / gridDim.x, 1);
-    }
-    // The start (slot 0), and the end of the launch's last phase, which no barrier closes.
-    __device__ __forceinline__ void stamp_start() const { stamp(0, 0), stamp(0, 1); }
-    __device__ __forceinline__ void stamp_end() const {
-        stamp(target / gridDim.x + 1, 0), stamp(target / gridDim.x + 1, 1);
-    }
-};
-
-// The first row each of this block's warps takes in a matvec phase over [W_0; W_1; W_2] (and W2),
-// into L2. Nothing under the emulator or before sm_90 (emx_prefetch_l2).
-template <int DT, int GLU>
-__device__ __forceinline__ void prefetch_phase(const MatvecSet &set, const void *W2, int cols) {
-    const int g = (int)blockIdx.x * FUSED_WARPS + (int)(threadIdx.x >> 5);
-    if (g >= set.rows[0] + set.rows[1] + set.rows[2]) return;
-    const SetRow row = set_row(set, g);
-    prefetch_row<DT>(row.W, cols, row.r);
-    if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, row.r);
-}
-
-// A set of up to three matrices and their outputs, rows each.
-__device__ __forceinline__ MatvecSet set_of(const void *W0, float *o0, int n0, const void *W1 = nullptr,
-                                            float *o1 = nullptr, int n1 = 0, const void *W2 = nullptr,
-                                            float *o2 = nullptr, int n2 = 0) {
-    MatvecSet s;
-    s.W[0] = W0, s.W[1] = W1, s.W[2] = W2;
-    s.out[0] = o0, s.out[1] = o1, s.out[2] = o2;
-    s.rows[0] = n0, s.rows[1] = n1, s.rows[2] = n2;
-    return s;
-}
-
-// A matvec phase: the set's rows against the input, by the blocks that have rows (a block with
-// none skips the prologue: block-uniform, so the barriers inside are skipped by all its threads).
-template <int DT, int GLU, int INPUT>
-__device__ __forceinline__ void matvec_phase(const MatvecSet &set, const void *W2, int cols, const FusedIn &in,
-                                             int accumulate, float *smem) {
-    if ((int)blockIdx.x * FUSED_WARPS >= set.rows[0] + set.rows[1] + set.rows[2]) return;
-    fused_rows<DT, GLU, INPUT>(set, W2, cols, in, accumulate, smem);
-}
-
-// Phase 0: x = emb[token] * scale, embedding_kernel's expression, columns spread over the grid.
-template <int DT>
-__device__ __forceinline__ void embed_phase(const EmxDecodeStep &a) {
-    const int tok = *a.token;
-    const bool valid = tok >= 0 && tok < a.vocab;
-    for (int c = (int)(blockIdx.x * blockDim.x + threadIdx.x); c < a.dim; c += (int)(gridDim.x * blockDim.x))
-        a.x[c] = valid ? emx_weight_at<DT>(a.emb, a.vocab, a.dim, tok, c) * a.embed_scale : 0.0f;
-}
-
-// The attention's shared memory beside the dynamic one (the attention kernels' statics).
-struct AttnShared {
-    float red_f[ATTN_BLOCK];
-    FixedMaxSumsT red_s[ATTN_BLOCK];
-    float inv[ATTN_MAX_GROUP];
-    int last;
-};
-
-// Phase 2 of layer L: the block's (chunk, KV head) items of the one query row at pos.
-template <typename KV>
-__device__ __forceinline__ void attention_phase(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
-                                                float *smem, AttnShared &sh_mem) {
-    const DecodeRope rp = {L->inv_freq, L->q_norm, L->k_norm, L->bq, L->bk, L->bv, a.eps, a.rope_style};
-    const DecodeShape sh = decode_shape(a.n_heads, a.n_kv_heads, a.head_dim, a.keys_per_block, a.attn_scale, L->window);
-    DecodeRow<KV> row;
-    row.q = a.q, row.k = a.k, row.v = a.v;
-    row.k_cache = (KV *)L->k_cache, row.v_cache = (KV *)L->v_cache;
-    row.ring = L->cache_rows;
-    row.pos = pos, row.n_keys = pos + 1;
-    row.out = a.att;
-    row.scores = L->scores, row.score_stride = a.ctx, row.head_stats = L->head_stats;
-    row.max_chunks = (a.ctx + sh.chunk - 1) / sh.chunk;  // the workspace's layout: the graph path's
-    row.ws = split_ws(a.attn_ws, a.n_heads, row.max_chunks, 1);
-    row.arrivals = a.arrivals;
-    const int items = row_chunks(sh.rows, row.n_keys, sh.chunk) * a.n_kv_heads;
-    for (int it = (int)blockIdx.x; it < items; it += (int)gridDim.x)
-        decode_block(rp, sh, row, it / a.n_kv_heads, it % a.n_kv_heads, smem, sh_mem.red_f, sh_mem.red_s,
-                     sh_mem.inv, &sh_mem.last);
-}
-
-// Layer l's five phases, each ended by the barrier (the next phase's weights asked for between
-// the block's arrival and its wait).
-template <int DT, typename KV>
-__device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
-                                             GridBarrier &bar, float *smem, AttnShared &sh_mem) {
-    const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
-    const MatvecSet wo = set_of(L->wo, a.x, a.dim), down = set_of(L->down, a.x, a.dim);
-    const MatvecSet gate = set_of(L->gate, a.hb, a.hidden_dim);
-    matvec_phase<DT, GLU_NONE, IN_NORM>(set_of(L->wq, a.q, q_dim, L->wk, a.k, kv_dim, L->wv, a.v, kv_dim), nullptr,
-                                        a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
-    bar.arrive();
-    bar.wait();
-    attention_phase<KV>(a, L, pos, smem, sh_mem);
-    bar.arrive();
-    prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);  // few attention items: most blocks wait here
-    prefetch_phase<DT, GLU_SILU>(gate, L->up, a.dim);
-    bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 1, smem);
-    bar.arrive();
-    bar.wait();
-    matvec_phase<DT, GLU_SILU, IN_NORM>(gate, L->up, a.dim, plain_input(a.x, L->ffn_norm, a.eps, a.dim), 0, smem);
-    bar.arrive();
-    prefetch_phase<DT, GLU_NONE>(down, nullptr, a.hidden_dim);
-    bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim,
-                                         plain_input(a.hb, nullptr, a.eps, a.hidden_dim), 1, smem);
-    bar.arrive();
-}
-
-// The metrics' and the decision's shared memory in the dynamic one (the logits' chunk and scratch,
-// a layer's heads, the passes' scratch, or the deciding block's batch and scratch).
-size_t metrics_smem(int n_heads) {
-    const size_t b[4] = {emx_lm::smem_bytes(PERSIST_THREADS), emx_am::smem_bytes(n_heads, PERSIST_THREADS),
-                         mb_smem_bytes(PERSIST_THREADS), block_smem_bytes(PERSIST_THREADS)};
-    size_t most = 0;
-    for (size_t x : b) most = x > most ? x : most;
-    return most;
-}
-
-// The metrics phase (a.metrics): the logits' chunks, then the attention's layers, as items over
-// the grid, each a block function of the metrics kernels run as two of their threads a thread,
-// then (a.entropix) the passes' scan of each chunk. The score rows of a layer from its first visible
-// key (its window's, as the metrics kernel's).
-__device__ __forceinline__ void metrics_phase(const EmxDecodeStep &a, int pos, float *smem) {
-    const EmxDecodeMetrics &m = a.metrics;
-    const int parts = emx_lm::parts_of(a.vocab), n_keys = pos + 1;
-    const MbWs w = a.entropix.sample_ws ? sample_ws_passes(a.entropix.sample_ws, a.vocab) : MbWs{};
-    for (int it = (int)blockIdx.x; it < parts + m.attn_layers + w.G; it += (int)gridDim.x) {
-        if (it >= parts + m.attn_layers) {
-            mb_scan_chunk(a.logits, a.vocab, w, it - parts - m.attn_layers, 0, mb_smem_at(smem, PERSIST_THREADS));
-            continue;
-        }
-        if (it < parts) {
-            emx_lm::partial_block<2>(a.logits, a.vocab, it, (emx_lm::Partial *)m.logits_ws + it,
-                                     emx_lm::Smem{smem, smem + LM_CHUNK});
-            continue;
-        }
-        const int i = it - parts;
-        const EmxDecodeLayer *L = a.layers + m.attn_first + i;
-        const int k0 = L->window > 0 && n_keys > L->window ? n_keys - L->window : 0;
-        emx_am::layer_block<2>(L->scores + k0, L->head_stats, a.n_heads, a.ctx, n_keys - k0,
-                               (EmxAttnLayerMetrics *)m.attn_ws + i, emx_am::smem_at(smem, a.n_heads));
-    }
-}
-
-// The merge of the metrics phase's items into *out (and the argmax, where asked), by a block that
-// has seen every block's writes (the last to leave, or any after the next barrier).
-__device__ __forceinline__ void metrics_merge(const EmxDecodeStep &a, float *smem, EmxMetrics *out, int *argmax) {
-    const EmxDecodeMetrics &m = a.metrics;
-    emx_lm::merge_block<2>((const emx_lm::Partial *)m.logits_ws, emx_lm::parts_of(a.vocab), out, argmax, nullptr, smem);
-    if (m.attn_layers > 0 && threadIdx.x == 0)
-        emx_am::average((const EmxAttnLayerMetrics *)m.attn_ws, m.attn_layers, out);
-}
-
-// The entropix decision's passes (a.entropix) after the metrics phase's barrier, as mb_launch's
-// kernels make them, a chunk of the logits an item in each phase: every block merges the metrics
-// (block 0 into a.metrics.out, the others into `mine`: the same bits) and derives the decision and
-// each level's state from them and the phase before, the same way; block 0 stores the states for
-// the decision (decide_entropix). The last phase (the gather) ends at the launch's last counter.
-__device__ __forceinline__ void passes_phases(const EmxDecodeStep &a, GridBarrier &bar, float *smem,
-                                              EmxMetrics *mine) {
-    EmxMetrics *mt = blockIdx.x == 0 ? a.metrics.out : mine;
-    metrics_merge(a, smem, mt, blockIdx.x == 0 ? a.metrics.argmax : nullptr);
-    __syncthreads();  // thread 0's average, for every thread's decision
-    ParamSrc ps = {};
-    ps.kind = PS_ENTROPIX;
-    ps.metrics = mt;
-    ps.prof = a.entropix.profile;
-    ps.state = a.entropix.state;
-    ps.pause_token = a.entropix.pause_token;
-    const MbWs w = sample_ws_passes(a.entropix.sample_ws, a.vocab);
-    const MbSmem sm = mb_smem_at(smem, PERSIST_THREADS);
-    const int G = w.G, b0 = (int)blockIdx.x, step = (int)gridDim.x;
-    const RowSetup r = row_setup_of(ps, w, 0, sm);
-    if (r.need_z)  // (the same for every thread)
-        for (int c = b0; c < G; c += step) mb_z_chunk<2>(a.logits, a.vocab, r, w, c, 0, sm);
-    bar.arrive();
-    bar.wait();
-    for (int level = 0; level < MB_LEVELS; level++) {
-        const MbState s = mb_level_state<2>(ps, w, 0, level, sm);
-        if (b0 == 0 && threadIdx.x == 0) *mb_slot(w, 0, level) = s;
-        if (!s.stop)
-            for (int c = b0; c < G; c += step) mb_hist_chunk(a.logits, a.vocab, w, 0, level, s, c, sm);
-        bar.arrive();
-        bar.wait();
-    }
-    const MbState s = mb_next_state<2>(w, 0, MB_LEVELS, sm);  // the final state
-    if (b0 == 0 && threadIdx.x == 0) *mb_slot(w, 0, MB_LEVELS) = s;
-    if (s.filtered && s.stop)  // else nothing to walk, or the tail resumes the select
-        for (int c = b0; c < G; c += step) mb_gather_chunk(a.logits, a.vocab, w, 0, s, c);
-}
-
-// The entropix decision by the last block to finish (every block's passes seen): entropix_block,
-// as emx_cuda_entropix_step's last kernel takes it, at 128 threads, its scratch in the dynamic
-// shared memory.
-__device__ __forceinline__ void decide_entropix(const EmxDecodeStep &a, float *smem) {
-    const EmxDecodeEntropix &e = a.entropix;
-    const EmxProfile prof = e.profile;
-    const EntropixOut out = {e.token, e.decision, e.score};
-    entropix_block(a.logits, a.vocab, a.metrics.out, &prof, e.state, e.pause_token, e.seed,
-                   e.step_dev ? *e.step_dev : e.step, block_smem_at(smem, PERSIST_THREADS),
-                   kept_list(e.sample_ws, a.vocab), mb_row(sample_ws_passes(e.sample_ws, a.vocab), 0), out);
-}
-
-// Gemma 3's layer l (prev: layer l - 1, or NULL), its five phases each ended by the barrier: the
-// residual add and the sandwich norm of each block's output in the next phase's prologue.
-template <int DT, typename KV>
-__device__ __forceinline__ void sandwich_phases(const EmxDecodeStep &a, const EmxDecodeLayer *L,
-                                                const EmxDecodeLayer *prev, int pos, GridBarrier &bar, float *smem,
-                                                AttnShared &sh_mem) {
-    const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
-    const MatvecSet qkv = set_of(L->wq, a.q, q_dim, L->wk, a.k, kv_dim, L->wv, a.v, kv_dim);
-    const MatvecSet wo = set_of(L->wo, a.tmp, a.dim), down = set_of(L->down, a.tmp, a.dim);
-    const MatvecSet gate = set_of(L->gate, a.hb, a.hidden_dim);
-    if (prev)  // x = xb + rmsnorm(tmp) * post_ffn_norm of the layer before, then the attention norm
-        matvec_phase<DT, GLU_NONE, IN_RESIDUAL>(
-            qkv, nullptr, a.dim, residual_input(a.xb, L->attn_norm, a.eps, a.dim, a.tmp, prev->post_ffn_norm, a.x), 0,
-            smem);
-    else
-        matvec_phase<DT, GLU_NONE, IN_NORM>(qkv, nullptr, a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
-    bar.arrive();
-    bar.wait();
-    attention_phase<KV>(a, L, pos, smem, sh_mem);
-    bar.arrive();
-    prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);
-    prefetch_phase<DT, GLU_GELU>(gate, L->up, a.dim);
-    bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 0, smem);
-    bar.arrive();
-    bar.wait();
-    // h = x + rmsnorm(tmp) * post_attn_norm into xb, its FFN norm the pair's input
-    matvec_phase<DT, GLU_GELU, IN_RESIDUAL>(
-        gate, L->up, a.dim, residual_input(a.x, L->ffn_norm, a.eps, a.dim, a.tmp, L->post_attn_norm, a.xb), 0, smem);
-    bar.arrive();
-    prefetch_phase<DT, GLU_NONE>(down, nullptr, a.hidden_dim);
-    bar.wait();
-    matvec_phase<DT, GLU_NONE, IN_AS_IS>(down, nullptr, a.hidden_dim, plain_input(a.hb, nullptr, a.eps, a.hidden_dim),
-                                         0, smem);
-    bar.arrive();
-}
-
-// The classifier phase; Gemma 3's makes x = xb + rmsnorm(tmp) * post_ffn_norm of the last layer in
-// its prologue first.
-template <int DT, bool SANDWICH>
-__device__ __forceinline__ void classifier_phase(const EmxDecodeStep &a, const MatvecSet &cls, float *smem) {
-    if constexpr (SANDWICH) {
-        const float *post = a.layers[a.n_layers - 1].post_ffn_norm;
-        matvec_phase<DT, GLU_NONE, IN_RESIDUAL>(cls, nullptr, a.dim,
-                                                residual_input(a.xb, a.out_norm, a.eps, a.dim, a.tmp, post, a.x), 0, smem);
-    } else {
-        matvec_phase<DT, GLU_NONE, IN_NORM>(cls, nullptr, a.dim, plain_input(a.x, a.out_norm, a.eps, a.dim), 0, smem);
-    }
-}
-
-template <int DT, typename KV, bool SANDWICH>
-__global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(const EmxDecodeStep a) {
-    extern __shared__ float smem[];
-    __shared__ AttnShared sh_mem;
-    __shared__ long long *clocks;
-    __shared__ EmxMetrics mine;  // the passes' metrics (passes_phases)
-    if (emx_grid_leader()) clocks = a.clocks;  // (read by thread 0 alone: no barrier needed)
-    GridBarrier bar = {a.sync, 0, clocks};
-    bar.stamp_start();
-    const int pos = *a.pos;
-    if (a.emb) {
-        embed_phase<DT>(a);
-        bar.arrive();
-    }
-    for (int l = 0; l < a.n_layers; l++) {
-        const EmxDecodeLayer *L = a.layers + l;
-        if (l > 0 || a.emb) {  // the q/k/v rows first, then the wait for the phase before
-            prefetch_phase<DT, GLU_NONE>(set_of(L->wq, a.q, a.n_heads * a.head_dim), nullptr, a.dim);
-            bar.wait();
-        }
-        if constexpr (SANDWICH) sandwich_phases<DT, KV>(a, L, l > 0 ? L - 1 : nullptr, pos, bar, smem, sh_mem);
-        else layer_phases<DT, KV>(a, L, pos, bar, smem, sh_mem);
-    }
-    if (a.out) {
-        const MatvecSet cls = set_of(a.out, a.logits, a.vocab);
-        prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
-        bar.wait();
-        classifier_phase<DT, SANDWICH>(a, cls, smem);
-        if (a.metrics.out) {  // every logit first
-            bar.arrive();
-            bar.wait();
-            metrics_phase(a, pos, smem);
-            if (a.entropix.sample_ws) {  // every item merged first
-                bar.arrive();
-                bar.wait();
-                passes_phases(a, bar, smem, &mine);
-            }
-        }
-    } else {
-        bar.wait();  // x is complete when the launch ends (Gemma 3's: its residual add by one block)
-        if (SANDWICH && blockIdx.x == 0)
-            residual_row(a.dim, residual_input(a.xb, nullptr, a.eps, a.dim, a.tmp,
-                                               a.layers[a.n_layers - 1].post_ffn_norm, a.x));
-    }
-    // Every block is past its last wait once it arrives here: the last one sets the barrier back,
-    // and merges the metrics' items or takes the entropix decision from the passes' results.
-    if (emx_grid_arrive_last(a.sync + 1, gridDim.x, &sh_mem.last)) {
-        if (emx_grid_leader()) a.sync[0] = 0;
-        if (a.out && a.metrics.out) {
-            if (a.entropix.sample_ws) decide_entropix(a, smem);
-            else metrics_merge(a, smem, a.metrics.out, a.metrics.argmax);
-        }
-    }
-    bar.stamp_end();
-}
-
-// Dynamic shared memory: the largest phase's (the matvecs' inputs, the attention's).
-size_t step_smem(const EmxDecodeStep *a) {
-    const int q_dim = a->n_heads * a->head_dim;
-    const int chunk = decode_shape(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, 0, 0).chunk;
-    size_t b = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, a->kv_dtype == EMX_KV_F16 ? 2 : 4);
-    const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, a->sandwich ? IN_RESIDUAL : IN_NORM),
-                         smem_bytes((int)a->dtype, q_dim, IN_AS_IS), smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
-    for (int i = 0; i < 3; i++) b = m[i] > b ? m[i] : b;
-    const size_t mt = metrics_smem(a->n_heads);  // asked for or not: one occupancy for every launch
-    return mt > b ? mt : b;
-}
-
-// The most resident blocks of the step's kernel (emx_max_resident_blocks).
-template <int DT, typename KV>
-cudaError_t resident_blocks(const EmxDecodeStep *a, size_t shmem, int *blocks) {
-    return a->sandwich ? emx_max_resident_blocks(decode_persistent_kernel<DT, KV, true>, PERSIST_THREADS, shmem, blocks)
-                       : emx_max_resident_blocks(decode_persistent_kernel<DT, KV, false>, PERSIST_THREADS, shmem, blocks);
-}
-
-// The cooperative launch (every block resident, or no launch) of the step's kernel.
-template <int DT, typename KV>
-cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaStream_t stream) {
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(PERSIST_THREADS);
-    cfg.dynamicSmemBytes = shmem;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return a->sandwich ? cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV, true>, *a)
-                       : cudaLaunchKernelEx(&cfg, decode_persistent_kernel<DT, KV, false>, *a);
-}
 
 const char *bad_arguments(const EmxDecodeStep *a) {
     if (!a->layers || !a->x || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->attn_ws || !a->arrivals ||
@@ -456,18 +75,23 @@ const char *bad_arguments(const EmxDecodeStep *a) {
     if (a->sandwich && (!a->xb || !a->tmp)) return "sandwich layers without xb or tmp";
     if (a->out && (!a->out_norm || !a->logits)) return "a classifier without its norm or the logits";
     const EmxDecodeMetrics &m = a->metrics;
-    if (!m.out) return a->entropix.sample_ws ? "the entropix decision without the metrics it reads" : nullptr;
-    if (!a->out) return "metrics without the classifier in the launch";
-    if (!m.logits_ws || (m.attn_layers > 0 && !m.attn_ws)) return "metrics without their workspace";
-    if (m.attn_layers < 0 || m.attn_first < 0 || m.attn_first + m.attn_layers > a->n_layers)
-        return "attention metrics of layers outside the model";
-    if (m.attn_layers > 0 && a->n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS)
-        return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
-    const EmxDecodeEntropix &p = a->entropix;
+    const EmxDecodeChoice &p = a->choice;
+    if ((m.out || p.sample_ws) && !a->out) return "metrics or a choice without the classifier in the launch";
+    if (m.out) {
+        if (!m.logits_ws || (m.attn_layers > 0 && !m.attn_ws)) return "metrics without their workspace";
+        if (m.attn_layers < 0 || m.attn_first < 0 || m.attn_first + m.attn_layers > a->n_layers)
+            return "attention metrics of layers outside the model";
+        if (m.attn_layers > 0 && a->n_heads > EMX_CUDA_ATTN_METRICS_MAX_HEADS)
+            return "attention metrics of more heads than EMX_CUDA_ATTN_METRICS_MAX_HEADS";
+    }
     if (!p.sample_ws) return nullptr;
-    if (m.attn_layers < 1) return "the entropix decision without the attention metrics it reads";
-    if (!p.state || !p.token) return "the entropix decision without its state or its token's place";
-    if (mb_chunks(a->vocab) == 0) return "the entropix decision for a vocabulary below 8192 (no passes to spread)";
+    if (!p.token) return "a choice without its token's place";
+    if (mb_chunks(a->vocab) == 0) return "a choice for a vocabulary below 8192 (no passes to spread)";
+    if (p.fixed)  // emx_cuda_sample's passes: a draw with top-k on (off: its wide draw; greedy: one block)
+        return p.params.temperature > 0.0f && p.params.top_k > 1 ? nullptr
+                                                                  : "a fixed draw without temperature > 0 and top-k > 1";
+    if (!m.out || m.attn_layers < 1) return "the entropix decision without the attention metrics it reads";
+    if (!p.state) return "the entropix decision without its state";
     return nullptr;
 }
 
@@ -491,18 +115,14 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
 }
 
 extern "C" int emx_cuda_decode_persistent_phases(const EmxDecodeStep *a) {
-    const int metrics = a->out && a->metrics.out, passes = metrics && a->entropix.sample_ws;
-    return (a->emb ? 1 : 0) + 5 * a->n_layers + metrics + (passes ? 2 + MB_LEVELS : 0) + 1;
+    const int passes = a->out && a->choice.sample_ws, after = passes || (a->out && a->metrics.out);
+    return (a->emb ? 1 : 0) + 5 * a->n_layers + after + (passes ? 2 + MB_LEVELS : 0) + 1;
 }
 
 extern "C" cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *blocks) {
     *blocks = 0;
     if (emx_cuda_decode_persistent_refusal(a)) return cudaErrorInvalidValue;
-    const size_t shmem = step_smem(a);
-    const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half>(a, shmem, blocks)
-                                            : resident_blocks<DT, float>(a, shmem, blocks));
-    return cudaSuccess;
+    return a->sandwich ? emx_persistent::sandwich_blocks(a, blocks) : kind_blocks<false>(a, blocks);
 }
 
 extern "C" cudaError_t emx_cuda_decode_persistent(const EmxDecodeStep *a, cudaStream_t stream) {
@@ -516,9 +136,5 @@ extern "C" cudaError_t emx_cuda_decode_persistent(const EmxDecodeStep *a, cudaSt
         return cudaErrorInvalidValue;
     }
     const int blocks = a->blocks > 0 ? a->blocks : fit;
-    const size_t shmem = step_smem(a);
-    const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? launch_step<DT, __half>(a, blocks, shmem, stream)
-                                            : launch_step<DT, float>(a, blocks, shmem, stream));
-    return cudaSuccess;
+    return a->sandwich ? emx_persistent::sandwich_launch(a, blocks, stream) : kind_launch<false>(a, blocks, stream);
 }

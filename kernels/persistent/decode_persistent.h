@@ -51,26 +51,31 @@ typedef struct {
     int attn_first, attn_layers;  // 0 layers: the logits' metrics alone
 } EmxDecodeMetrics;
 
-// The entropix decision, made in the launch after the metrics (EmxDecodeStep.entropix): its passes
-// over the vocabulary as emx_cuda_entropix_step's many-block passes make them
-// (kernels/sampling/sampling_mb.cuh: the scan of each 2048-logit chunk, z for top-p, three levels
-// of the radix select of the first batch, the gather of its keys), bitwise, each block deriving
-// the decision from the step's metrics and the state; then the last block to finish takes it as
-// that function's last kernel does (sorts the batch, walks the filters, draws, updates the state),
-// a block of 128 threads where that kernel has 1024: the same token, decision, score and state.
-// Device pointers.
+// The choice of the token, made in the launch after the classifier (EmxDecodeStep.choice): its
+// passes over the vocabulary as emx_cuda_entropix_step's or emx_cuda_sample's many-block passes make
+// them (kernels/sampling/sampling_mb.cuh: the scan of each 2048-logit chunk, z for top-p, three
+// levels of the radix select of the first batch, the gather of its keys), bitwise, each block
+// deriving the entropix decision from the step's metrics and the state, or taking the fixed
+// parameters; then the last block to finish takes the choice as those functions' last kernel does
+// (entropix: sorts the batch, walks the filters, draws, updates the state; fixed: builds the
+// distribution and draws), a block of 128 threads where that kernel has 1024: the same token,
+// decision, score and state. Device pointers.
 typedef struct {
     void *sample_ws;          // NULL: none; else emx_cuda_sample_workspace_bytes(vocab) bytes,
                               // vocab >= 8192 (emx_cuda_sample_grid(vocab) > 1)
-    EmxEntropixState *state;  // the switch's state: read by every block, updated by the decision
-    EmxProfile profile;       // the decision's profile (by value)
-    int pause_token;
-    uint64_t seed, step;      // the draws: emx_uniform_f64(seed, step, lane), as emx_cuda_entropix_step's
+    int fixed;                // 0: the entropix decision (reads the metrics' attention); 1: a draw
+                              // with params, as emx_cuda_sample's
+    EmxSamplerParams params;  // (fixed) temperature > 0 and top_k > 1: the passes' draw (with top-k
+                              // off emx_cuda_sample takes its wide draw, which the launch does not make)
+    EmxEntropixState *state;  // (entropix) the switch's state: read by every block, updated by the decision
+    EmxProfile profile;       // (entropix) the decision's profile (by value)
+    int pause_token;          // (entropix)
+    uint64_t seed, step;      // the draws: emx_uniform_f64(seed, step, lane 0), as those functions'
     const uint64_t *step_dev; // device: the step read in the launch (a graph's replays), or NULL: step
     int *token;               // the chosen id
-    EmxDecision *decision;    // the decision, or NULL
-    double *score;            // the best-of-N score (NAN otherwise), or NULL
-} EmxDecodeEntropix;
+    EmxDecision *decision;    // (entropix) the decision, or NULL
+    double *score;            // (entropix) the best-of-N score (NAN otherwise), or NULL
+} EmxDecodeChoice;
 
 // The step: shapes, weights, activations and the step's input, device pointers.
 typedef struct {
@@ -101,8 +106,8 @@ typedef struct {
     const int *token;      // device int: the step's token id (with emb)
     const int *pos;        // device int: its position; keys 0..pos attended, cache row pos written
     EmxDecodeMetrics metrics;  // with out: the decision's statistics in the same launch, or none
-    EmxDecodeEntropix entropix;  // with metrics (and their attention's): the entropix decision after
-                                 // them, or none
+    EmxDecodeChoice choice;    // with out: the token chosen after them (entropix: with the metrics
+                               // and their attention's), or none
     long long *clocks;     // NULL, or the timeline: [phases + 1][blocks][2] (phases:
                            // emx_cuda_decode_persistent_phases) of each block's clock (an SM's
                            // cycles: only one block's differences mean anything): slot 0 its start
@@ -110,10 +115,11 @@ typedef struct {
                            // barrier) and its departure [1] (the wait over); the last phase's two
                            // stamps its end. Phases in order: the embedding (with emb), five a layer
                            // (q/k/v, attention, wo, gate/up, down), the classifier when the metrics
-                           // follow it, the metrics when the entropix decision follows them (then
-                           // five: z, three levels, the gather), then what follows the last barrier
-                           // (the metrics, the gather and the decision, the classifier, or nothing):
-                           // the last block's end stamp follows its merge or decision
+                           // or the choice follow it, the metrics (and the passes' scan) when the
+                           // choice follows them (then four: z, three levels), then what follows
+                           // the last barrier (the metrics, the gather and the choice, the
+                           // classifier, or nothing): the last block's end stamp follows its merge
+                           // or choice
     int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
 } EmxDecodeStep;
 
@@ -132,8 +138,8 @@ cudaError_t emx_cuda_decode_persistent_blocks(const EmxDecodeStep *a, int *block
 
 // One decode step: x = emb[*token] * embed_scale; every layer; logits = out rmsnorm(x); the
 // metrics (a->metrics, with out: its items spread over the grid, merged by the last block, or,
-// with a->entropix, by every block for the passes' decision and by block 0 into a->metrics.out);
-// the entropix decision (a->entropix: its passes, then the last block decides). One
+// with a->choice, by every block for the passes' decision and by block 0 into a->metrics.out);
+// the choice (a->choice: its passes, then the last block decides and draws). One
 // cooperative launch (CUDA refuses a grid whose blocks cannot all be resident: every block
 // waits for every other at each phase's end). Leaves arrivals and sync zero, so a captured graph
 // replays it. Bad arguments (emx_cuda_decode_persistent_refusal, NULL pointers, blocks beyond

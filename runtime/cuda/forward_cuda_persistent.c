@@ -7,8 +7,9 @@
 // matrix of one dtype, widths and attention shapes the fused kernels take, and the kernel's blocks
 // fit the device at once. Else the graph path decodes, and the state says why
 // (EmxStateInfo.decode_path). A decision's step (emx_forward_decide) makes the statistics the
-// decision reads in the same launch (decision_metrics), where the classifier is in it, and an
-// entropix decision itself after them (decision_entropix): its step is then that one launch. The
+// decision reads in the same launch (decision_metrics), where the classifier is in it, and the
+// choice itself after them, entropix's or a top-k draw's (choice_in_launch): its step is then
+// that one launch. The
 // results are bitwise the fused graph path's, which stays the reference they are tested against
 // (tests/kernels/test_forward_cuda_persistent.cpp).
 #include <stdio.h>
@@ -114,7 +115,7 @@ static int clocks_alloc(CudaState *s) {
     EmxDecodeStep a = s->step;
     EmxMetrics any;  // (host addresses: only counted)
     a.metrics.out = &any;
-    a.entropix.sample_ws = &any;
+    a.choice.sample_ws = &any;
     const size_t n = (size_t)(emx_cuda_decode_persistent_phases(&a) + 1) * (size_t)a.blocks * 2;
     if (dev_alloc(s, (void **)&s->step_clocks, n * sizeof(long long), "the persistent kernel's timeline")) return -1;
     if (!(s->step_clocks_h = malloc(n * sizeof(long long)))) {
@@ -185,28 +186,37 @@ static int decision_metrics(const CudaState *s, EmxDecodeMetrics *m) {
     return 1;
 }
 
-// An entropix decision made in the launch after its metrics: its passes over the vocabulary (the
-// scan, z, the radix select's levels, the gather: kernels/sampling/sampling_mb.cuh), then the
-// last block's choice into out_d, where the vocabulary is wide enough to have the passes (from
-// 8192 on). 0: none (another decision, or the tail's one block does everything). graph: the RNG
-// step read on the device at each replay, as the tail's kernels read it.
-static int decision_entropix(const CudaState *s, int graph, EmxDecodeEntropix *e) {
+// The choice made in the launch after the classifier (and the metrics it reads): its passes over
+// the vocabulary (the scan, z, the radix select's levels, the gather:
+// kernels/sampling/sampling_mb.cuh), then the last block's choice into out_d, where the
+// vocabulary is wide enough to have the passes (from 8192 on): an entropix decision (with the
+// attention metrics made in the launch: attn), or a fixed draw with top-k on (top-k off: the
+// sampler's wide draw, kernels after the launch). 0: none (greedy, the tail's kernels, or the
+// tail's one block does everything). graph: the RNG step read on the device at each replay, as
+// the tail's kernels read it.
+static int choice_in_launch(const CudaState *s, int graph, int attn, EmxDecodeChoice *c) {
     const EmxDecideSpec *sp = &s->spec;
-    if (sp->kind != EMX_DECIDE_ENTROPIX || emx_cuda_sample_grid(s->vocab) < 2) return 0;
-    memset(e, 0, sizeof *e);
-    e->sample_ws = s->sample_ws;
-    e->state = s->estate_d;
-    e->profile = sp->profile;
-    e->pause_token = sp->pause_token;
-    e->seed = sp->seed, e->step = s->in_h->rng_step, e->step_dev = graph ? &s->in_d->rng_step : NULL;
-    e->token = &s->out_d->token, e->decision = &s->out_d->decision, e->score = &s->out_d->score;
+    const int entropix = sp->kind == EMX_DECIDE_ENTROPIX && attn;
+    const int fixed = sp->kind == EMX_DECIDE_SAMPLE && sp->params.temperature > 0.0f && sp->params.top_k > 1;
+    if (!(entropix || fixed) || emx_cuda_sample_grid(s->vocab) < 2) return 0;
+    memset(c, 0, sizeof *c);
+    c->sample_ws = s->sample_ws;
+    c->fixed = fixed;
+    c->params = sp->params;
+    c->state = s->estate_d;
+    c->profile = sp->profile;
+    c->pause_token = sp->pause_token;
+    c->seed = sp->seed, c->step = s->in_h->rng_step, c->step_dev = graph ? &s->in_d->rng_step : NULL;
+    c->token = &s->out_d->token;
+    if (entropix) c->decision = &s->out_d->decision, c->score = &s->out_d->score;
     return 1;
 }
 
 int cuda_persistent_step(CudaState *s, int tail, int graph) {
     EmxDecodeStep a = s->step;
     s->metrics_in_step = a.out && tail == TAIL_DECIDE && decision_metrics(s, &a.metrics);
-    s->decision_in_step = s->metrics_in_step && a.metrics.attn_layers > 0 && decision_entropix(s, graph, &a.entropix);
+    s->decision_in_step = a.out && tail == TAIL_DECIDE &&
+                          choice_in_launch(s, graph, s->metrics_in_step && a.metrics.attn_layers > 0, &a.choice);
     const int timed = s->clock && s->clock->running;
     a.clocks = timed ? s->step_clocks : NULL;
     if (!a.emb) {  // follows the input copy: an ordinary launch
@@ -232,7 +242,7 @@ static EmxPhase phase_of(const EmxDecodeStep *a, int k) {
     if (k < 5 * a->n_layers) return layer[k % 5];
     k -= 5 * a->n_layers;
     if (!a->out) return EMX_PHASE_FFN_OUT;  // after the last layer's barrier: its residual add, if any
-    return a->metrics.out && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics, the decision: the choice's
+    return (a->metrics.out || a->choice.sample_ws) && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics, the decision: the choice's
 }
 
 // Block b's stamps of slot k (EmxDecodeStep.clocks): [0] arrival, [1] departure.

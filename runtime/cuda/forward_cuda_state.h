@@ -139,7 +139,8 @@ typedef struct {
     unsigned *step_sync;    // [2] its barrier's counters (device; the kernel leaves them zero)
     int metrics_in_step;    // while a decode step is queued: the persistent kernel makes the
                             // decision's statistics (the tail does not make them again)
-    int decision_in_step;   // ... and the entropix decision itself (the tail only copies it)
+    int decision_in_step;   // ... and the choice itself, entropix's or a fixed draw's (the tail
+                            // only copies it)
     long long *step_clocks, *step_clocks_h;  // a timed state's (clock): the kernel's timeline
                             // stamps, device and host, for the most phases a launch has
     EmxDecodeStep step_timed; // the timed step's launch (clocks NULL once its stamps are read)

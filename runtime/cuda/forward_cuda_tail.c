@@ -42,7 +42,7 @@ static int decide_kernels(CudaState *s, int valid_len, int graph) {
         CU(emx_cuda_attn_metrics_window(s->scores, s->head_stats, (int)c->n_layers, (int)c->n_heads, s->ctx,
                                         graph ? s->ctx : valid_len, valid_dev, &win, layer, &o->metrics, s->am_ws,
                                         s->stream, s->pdl_now));
-    if (sp->kind == EMX_DECIDE_SAMPLE)
+    if (sp->kind == EMX_DECIDE_SAMPLE && !s->decision_in_step)  // (else drawn by the persistent kernel)
         CU(emx_cuda_sample(s->logits, s->vocab, &sp->params, sp->seed, step, step_dev, 0, &o->token, s->sample_ws,
                            s->stream, s->pdl_now));
     if (sp->kind == EMX_DECIDE_ENTROPIX && !s->decision_in_step)  // (else made by the persistent kernel)

@@ -104,6 +104,10 @@ $(EMU_OUT)/tests/%.h: tests/%.h $(EMU_DIR)/rewrite.py
 # against 5.0 s with every file at -O2 (2026-11-29: within the run-to-run spread).
 EMU_LAYER_COLD := deferred graph grid_wait launch_ex memory runtime
 $(patsubst %,$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o,$(EMU_LAYER_COLD)): EMU_LAYER_OPT := -O0
+# The scheduler's per-switch paths, run for every thread at every barrier and warp op: without the
+# sanitizers (src/switch.cpp says why).
+EMU_LAYER_UNCHECKED := switch
+$(patsubst %,$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o,$(EMU_LAYER_UNCHECKED)): EMU_LAYER_OPT := -fno-sanitize=address,undefined
 $(EMU_OUT)/obj/$(EMU_DIR)/src/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_LAYER_OPT) -I$(EMU_DIR)/include -c $< -o $@
@@ -178,12 +182,15 @@ emu-selftest: $(EMU_BUILD)/tests/emu_selftest
 
 # Scheduling cost with the x86-64 switch and with ucontext (README, "Performance").
 EMU_BENCH_SRC := $(EMU_OUT)/tests/cuda_emu/bench_switch.cpp
+# (The per-switch paths without the sanitizers, as in the emulated binaries.)
+$(foreach d,asm ucontext,$(patsubst %,$(EMU_OUT)/bench/$(d)/%.o,$(EMU_LAYER_UNCHECKED))): \
+    EMU_LAYER_OPT := -fno-sanitize=address,undefined
 $(EMU_OUT)/bench/asm/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
-	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_LAYER_OPT) -I$(EMU_DIR)/include -c $< -o $@
 $(EMU_OUT)/bench/ucontext/%.o: $(EMU_DIR)/src/%.cpp
 	@mkdir -p $(dir $@)
-	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) -DEMU_FIBER_UCONTEXT -I$(EMU_DIR)/include -c $< -o $@
+	$(call say,CXX,$<)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_LAYER_OPT) -DEMU_FIBER_UCONTEXT -I$(EMU_DIR)/include -c $< -o $@
 $(EMU_OUT)/bench/asm/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/asm/%.o)
 	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(EMU_INC) $(EMU_FORCE) -DEMU_FIBER_NAME='"asm"' $^ -o $@
 $(EMU_OUT)/bench/ucontext/bench_switch: $(EMU_BENCH_SRC) $(EMU_LAYER_SRC:$(EMU_DIR)/src/%.cpp=$(EMU_OUT)/bench/ucontext/%.o)

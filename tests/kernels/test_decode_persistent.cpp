@@ -25,7 +25,9 @@
 // threads): the same passes' states, token, decision, best-of-N score and entropix state,
 // bitwise, every step; a vocabulary of five chunks (10,000), with profiles that
 // force each way through the passes: top-p alone (z, a select over a wide nucleus), top-k and
-// min-p (best of three draws), the argmax (no select).
+// min-p (best of three draws), the argmax (no select). A fixed draw in the launch (top-k on: the
+// same passes, then the last block's distribution and draw) against emx_cuda_sample, with and
+// without the metrics in the launch: the token and the passes' states, bitwise.
 // Every launch with its timeline's stamps (EmxDecodeStep.clocks): all written, in order, each step.
 // Also the refusals: a grid past what is resident, widths that are not multiples of 32, NULL
 // activations, metrics without the classifier, a workspace or of layers outside the model; and
@@ -66,6 +68,7 @@ struct Variant {
     bool sandwich = false;  // Gemma 3's layers: GeGLU, each block's output normed before the add
     bool classifier = true; // false: the launch ends after the layers (x its output)
     const EmxProfile *entropix = nullptr;  // with metrics 1: the entropix decision in the launch
+    const EmxSamplerParams *fixed = nullptr;  // or a fixed draw with these (top-k on) in the launch
     bool narrow = false;    // logits in a narrow band (narrow_classifier)
 };
 
@@ -105,7 +108,7 @@ struct Copy {
     DevBuf<unsigned> arrivals, sync;
     DevBuf<int> token, pos, argmax;
     DevBuf<EmxMetrics> metrics;
-    DevBuf<uint8_t> sample_ws;  // the entropix decision's
+    DevBuf<uint8_t> sample_ws;  // the choice's (entropix's or a fixed draw's)
     DevBuf<EmxEntropixState> estate;
     DevBuf<int> chosen;
     DevBuf<EmxDecision> decision;
@@ -219,9 +222,12 @@ void fused_step(const Model &m, Copy &c) {
     const EmxCudaWeight *cls[1] = {&m.out.w};
     float *logits[1] = {c.logits.p};
     CUDA_OK(emx_cuda_matvec_fused(&cls_in, cls, logits, 1, 0, nullptr));
+    const int vocab = m.var.vocab, n_keys = c.pos.get() + 1;
+    if (m.var.fixed)  // the sampler's kernels: its passes, then the one block that draws
+        CUDA_OK(emx_cuda_sample(c.logits.p, vocab, m.var.fixed, kSeed, (uint64_t)(n_keys - 1), nullptr, 0, c.chosen.p,
+                                c.sample_ws.p, nullptr, 0));
     if (!m.var.metrics) return;
     // the graph path's tail: the metrics kernels, layer 1's rows from its window
-    const int vocab = m.var.vocab, n_keys = c.pos.get() + 1;
     CUDA_OK(emx_cuda_logits_metrics(c.logits.p, vocab, c.metrics.p, c.argmax.p, nullptr, c.lm_ws.p, nullptr, 0));
     EmxCudaAttnWindow win = {};
     win.window = kWindow, win.local_layers[0] = 1u << 1;
@@ -268,9 +274,13 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
         a.metrics.attn_first = 0, a.metrics.attn_layers = kLayers;
     }
     if (m.var.entropix) {  // the draws' step: the position (set at each step)
-        a.entropix.sample_ws = c.sample_ws.p, a.entropix.state = c.estate.p;
-        a.entropix.profile = *m.var.entropix, a.entropix.pause_token = kPause, a.entropix.seed = kSeed;
-        a.entropix.token = c.chosen.p, a.entropix.decision = c.decision.p, a.entropix.score = c.score.p;
+        a.choice.sample_ws = c.sample_ws.p, a.choice.state = c.estate.p;
+        a.choice.profile = *m.var.entropix, a.choice.pause_token = kPause, a.choice.seed = kSeed;
+        a.choice.token = c.chosen.p, a.choice.decision = c.decision.p, a.choice.score = c.score.p;
+    }
+    if (m.var.fixed) {
+        a.choice.sample_ws = c.sample_ws.p, a.choice.fixed = 1, a.choice.params = *m.var.fixed;
+        a.choice.seed = kSeed, a.choice.token = c.chosen.p;
     }
     return a;
 }
@@ -320,7 +330,7 @@ void decode_equals_fused(const Variant &v, int steps) {
             c->pos.upload(&pos, 1);
         }
         fused_step(m, ref);
-        a.entropix.step = (uint64_t)pos;
+        a.choice.step = (uint64_t)pos;
         CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
         if (v.classifier) expect_same(ref.logits, per.logits, "logits", v, pos);
@@ -333,11 +343,13 @@ void decode_equals_fused(const Variant &v, int steps) {
             expect_same(ref.metrics, per.metrics, "metrics", v, pos);
             expect_same(ref.argmax, per.argmax, "argmax", v, pos);
         }
-        if (v.entropix) {
-            expect_same(ref.chosen, per.chosen, "the entropix token", v, pos);
-            expect_same(ref.decision, per.decision, "the entropix decision", v, pos);
-            expect_same(ref.score, per.score, "the best-of-N score", v, pos);
-            expect_same(ref.estate, per.estate, "the entropix state", v, pos);
+        if (v.entropix || v.fixed) {
+            expect_same(ref.chosen, per.chosen, "the chosen token", v, pos);
+            if (v.entropix) {
+                expect_same(ref.decision, per.decision, "the entropix decision", v, pos);
+                expect_same(ref.score, per.score, "the best-of-N score", v, pos);
+                expect_same(ref.estate, per.estate, "the entropix state", v, pos);
+            }
             unsigned char rs[512], ps[512];  // what the passes leave the decision: every level's state, z
             const size_t nb = emx_cuda_sample_passes_state(ref.sample_ws.p, v.vocab, rs, sizeof rs);
             cr_assert(nb > 0 && emx_cuda_sample_passes_state(per.sample_ws.p, v.vocab, ps, sizeof ps) == nb &&
@@ -412,6 +424,25 @@ Test(decode_persistent, entropix_decision_in_the_launch_equals_the_sampling_kern
         }
 }
 
+// A fixed draw in the launch (top-k on: emx_cuda_sample's passes, then the last block's
+// distribution and draw) against emx_cuda_sample after the fused launches: llama.cpp's combined
+// default (top-k 40, top-p 0.95, min-p 0.05), top-k alone at a high temperature (a flat
+// distribution: the draw lands anywhere in the batch) and top-k 2; without the metrics (the scan
+// its own phase), and with them; random logits and logits in a narrow band (every level of the
+// select), every grid and one block.
+Test(decode_persistent, fixed_draw_in_the_launch_equals_the_sampler_kernels, .timeout = 900) {
+    const EmxSamplerParams combined = {0.8f, 40, 0.95f, 0.05f, 0}, flat = {3.0f, 300, 1.0f, 0.0f, 0};
+    const EmxSamplerParams two = {1.0f, 2, 1.0f, 0.0f, 0};
+    int blocks = 0, metrics = 0;
+    for (bool narrow : {false, true})
+        for (const EmxSamplerParams *p : {&combined, &flat, &two}) {
+            Variant v{narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8, EMX_KV_F32, false, true, blocks};
+            v.vocab = 10000, v.metrics = metrics, v.fixed = p, v.narrow = narrow;
+            decode_equals_fused(v, 4);
+            blocks = blocks ? 0 : 1, metrics = !metrics;
+        }
+}
+
 // Gemma 3's layers: the sandwich norms' residual adds in the next phase's prologue (x and xb
 // alternating), GeGLU, the last add in the classifier's prologue or, without the classifier in
 // the launch, by one block at the end; with the metrics.
@@ -459,16 +490,24 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a.out = good.out, a.metrics.logits_ws = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
-    a = good;  // the decision: after the metrics with their attention's, with the state and the token's
-               // place, from 8192 logits
-    a.entropix.sample_ws = c.sample_ws.p, a.entropix.state = c.estate.p, a.entropix.token = c.chosen.p;
+    a = good;  // the entropix decision: after the metrics with their attention's, with the state and
+               // the token's place, from 8192 logits
+    a.choice.sample_ws = c.sample_ws.p, a.choice.state = c.estate.p, a.choice.token = c.chosen.p;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a.metrics.out = c.metrics.p, a.metrics.logits_ws = c.lm_ws.p, a.metrics.attn_ws = c.am_ws.p;
     a.metrics.attn_layers = 1;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);  // a vocabulary of 200
-    a.vocab = 8192, a.entropix.state = nullptr;
+    a.vocab = 8192, a.choice.state = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
-    a.entropix.state = c.estate.p, a.entropix.token = nullptr;
+    a.choice.state = c.estate.p, a.choice.token = nullptr;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a = good;  // a fixed draw: top-k on and a temperature (else the sampler's wide or one-block draw)
+    a.vocab = 8192, a.choice.sample_ws = c.sample_ws.p, a.choice.token = c.chosen.p, a.choice.fixed = 1;
+    a.choice.params = EmxSamplerParams{0.8f, 0, 0.95f, 0.05f, 0};
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.choice.params.top_k = 1;
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.choice.params.top_k = 40, a.choice.params.temperature = 0.0f;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
     a = good;
     a.emb = nullptr, a.out = nullptr;  // the layers alone are a valid step

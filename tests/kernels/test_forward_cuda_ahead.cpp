@@ -106,8 +106,10 @@ Test(forward_cuda_ahead, stories260K_greedy_sampled_entropix_equal_in_turn, .tim
             ahead_equals_in_turn("stories260K.f32.bin", 0, kind, 6, deferred);
 }
 
-Test(forward_cuda_ahead, qwen3_tiny_persistent_entropix_equal_in_turn, .timeout = 900) {
+// The persistent kernel whose launch makes the choice too: entropix's, and a top-k draw's.
+Test(forward_cuda_ahead, qwen3_tiny_persistent_entropix_and_sampled_equal_in_turn, .timeout = 900) {
     ahead_equals_in_turn("qwen3-tiny.q8.bin", 1, EMX_DECIDE_ENTROPIX, 2, true);
+    ahead_equals_in_turn("qwen3-tiny.q8.bin", 1, EMX_DECIDE_SAMPLE, 2, true);
 }
 
 // A queued step the next call does not take is dropped, and the entropix insert-once state put

@@ -152,17 +152,18 @@ void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_
 // the profile's attention metrics made in the persistent launch, then its decision kernels),
 // greedy (the argmax made in the launch: the step is that one kernel; entropix from 8192 logits
 // on: the launch alone, whose last phases are its passes over the vocabulary and whose last block
-// decides), or a sampled draw with the metrics asked for (made in the launch, then the sampler's
-// kernels). Counted on the emulator: the persistent states run no metrics kernel, the graph path
-// does.
-void decide_equal(const char *name, int steps, int kind) {
+// decides), or a sampled draw with the metrics asked for (made in the launch; with top-k off the
+// sampler's kernels after it, with top_k > 1 from 8192 logits on the draw in the launch too).
+// Counted on the emulator: the persistent states run no metrics kernel, the graph path does.
+void decide_equal(const char *name, int steps, int kind, int top_k = 0) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
     const int ctx = 16, vocab = (int)m.cfg.vocab_size;
     EmxState *st[3] = {state_of(&m, 0, nullptr, ctx, 0, nullptr), nullptr, nullptr};
     st[1] = state_of(&m, 1, nullptr, ctx, 0, st[0]);
     st[2] = state_of(&m, 1, nullptr, ctx, 1, st[0]);
-    const EmxDecideSpec spec = decide_spec(kind, 99, 0.9f, 0, 0.9f);
+    const EmxDecideSpec spec = decide_spec(kind, 99, 0.9f, top_k, 0.9f);
+    const bool in_launch = vocab >= 8192 && (kind == EMX_DECIDE_ENTROPIX || (kind == EMX_DECIDE_SAMPLE && top_k > 1));
     const int toks[3] = {3 % vocab, 50 % vocab, 7 % vocab};
     EmxDecideResult out[3];
     for (int k = 0; k < 3; k++) cr_assert_eq(emx_forward_decide(st[k], toks, 3, 0, &spec, &out[k]), 1, "%s", emx_state_error(st[k]));
@@ -177,12 +178,14 @@ void decide_equal(const char *name, int steps, int kind) {
             cr_assert(k ? metrics == 0 : metrics >= (kind == EMX_DECIDE_GREEDY ? 2 : 4),
                       "%s, %s: %ld metrics kernels a step", name, k ? "persistent" : "graph", metrics);
             if (k && kind == EMX_DECIDE_GREEDY) cr_assert_eq(all, 1, "%s: %ld kernels a greedy step", name, all);
-            if (kind == EMX_DECIDE_ENTROPIX)  // from 8192 logits on the decision is in the persistent launch
-                cr_assert(k ? passes == 0 && all == (vocab >= 8192 ? 1 : 2) : passes == (vocab >= 8192 ? 6 : 0),
-                          "%s, %s: %ld kernels, %ld of the passes a step", name, k ? "persistent" : "graph", all,
-                          passes);
+            if (in_launch)  // the choice in the persistent launch: its passes no kernels of their own
+                cr_assert(k ? passes == 0 && all == 1 : passes == 6, "%s, %s: %ld kernels, %ld of the passes a step",
+                          name, k ? "persistent" : "graph", all, passes);
+            else if (kind == EMX_DECIDE_ENTROPIX)  // one block decides after the launch
+                cr_assert(k ? all == 2 : passes == 0, "%s, %s: %ld kernels a step", name, k ? "persistent" : "graph",
+                          all);
 #else
-            (void)all, (void)metrics, (void)passes;
+            (void)all, (void)metrics, (void)passes, (void)in_launch;
 #endif
         }
         for (int k = 1; k < 3; k++) {
@@ -206,7 +209,8 @@ Test(forward_cuda_persistent, qwen3_tiny_entropix_decides_as_the_graph_path, .ti
 
 Test(forward_cuda_persistent, qwen3_tiny_greedy_and_sampled_decide_as_the_graph_path, .timeout = 900) {
     decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_GREEDY);
-    decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE);
+    decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE);      // top-k off: the wide draw's kernels
+    decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE, 40);  // top-k on: the draw in the launch
 }
 
 Test(forward_cuda_persistent, llama3_tiny_equals_graph_path, .timeout = 900) {

@@ -46,7 +46,7 @@ LAB_CPU_attn_metrics := sampler/metrics
 LAB_CPU_sampling := sampler/sample
 LAB_CPU_agent_pool := sampler/agents sampler/sample
 # the emulation layer without NCCL (tests/cuda_emu/src); gemm adds its cuBLAS
-LAB_EMU_CORE := deferred device_calls engine fiber graph grid_wait launch_ex memory runtime
+LAB_EMU_CORE := deferred device_calls engine fiber graph grid_wait launch_ex memory runtime switch
 LAB_EMU_EXTRA_gemm := cublas
 
 LAB_EMU_DIR := $(EMU_OUT)/lab

@@ -1,10 +1,5 @@
-// device_calls.cpp — what kernel code calls inside its fiber: __syncthreads, the warp
-// rendezvous, __shared__ allocation, faults; plus the emulator's controls (emu/api.h).
-//
-// A waiting call records where and why the thread waits (state, site, warp op and mask, the
-// value it contributes), updates the engine's counters, and switches back to the scheduler
-// (engine.cpp: the next thread of the pass, or the host), and returns once the barrier or
-// rendezvous is complete and the thread's turn has come again.
+// device_calls.cpp — what kernel code calls inside its fiber besides barriers and warp ops
+// (src/switch.cpp): __shared__ allocation, faults; plus the emulator's controls (emu/api.h).
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,50 +18,7 @@ std::atomic<int> schedule_setting{-1}; // -1: not read from EMU_SCHEDULE yet
 
 unsigned char shared_fill() { return schedule() == Schedule::Forward ? 0xff : 0x00; }
 
-EMU_UNCHECKED void syncthreads(const char *file, int line) {
-    Engine &e = cur_engine();
-    Thread &t = *e.current;
-    t.state = State::AtBarrier;
-    t.file = file;
-    t.line = line;
-    if (e.at_barrier++ == 0)
-        e.barrier_first = &t;
-    else if (line != e.barrier_first->line || (file != e.barrier_first->file && strcmp(file, e.barrier_first->file)))
-        e.barrier_mismatch = true;
-    switch_away(e, t);
-}
 
-EMU_UNCHECKED WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
-    Engine &e = cur_engine();
-    Thread &t = *e.current;
-    unsigned lane = t.linear % 32;
-    if (!(mask >> lane & 1u))
-        device_fault(file, line, "%s with mask 0x%08x called by lane %u, which is not in the mask", warp_op_name(op),
-                     mask, lane);
-    t.state = State::AtWarp;
-    e.at_warp++;
-    t.op = op;
-    t.mask = mask;
-    t.file = file;
-    t.line = line;
-    e.warp_in.data()[t.linear] = value;
-    // The last lane of the mask to arrive completes the rendezvous (complete_warp checks that
-    // the lanes agree); the lanes run on in the next pass.
-    const unsigned w = t.linear / 32, first = w * 32;
-    const unsigned present = warp_lanes_present(e, w);
-    Warp &wp = e.warps.data()[w];
-    if (wp.arrived == 0) {
-        wp.mask = mask;
-        wp.op = op;
-        wp.agree = true;
-    } else if (mask != wp.mask || op != wp.op) {
-        wp.agree = false;
-    }
-    wp.arrived |= 1u << lane;
-    if ((wp.arrived & mask & present) == (mask & present)) complete_warp(e, w);
-    switch_away(e, t);
-    return WarpExchange{e.warp_out.data() + first, lane, present};
-}
 
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align) {
     Engine &e = cur_engine();

@@ -98,19 +98,6 @@ std::string hex(unsigned v) {
     return buf;
 }
 
-// The next runnable thread of the pass, or null at its end (or after a fault). (The scheduler's
-// per-switch functions index vectors through data(): built without the sanitizers, they cannot
-// inline the checked std::vector::operator[], which costs a call per element otherwise.)
-EMU_UNCHECKED Thread *next_in_pass(Engine &e) {
-    if (e.failed) return nullptr;
-    const int n = (int)e.nthreads;
-    Thread *const *threads = e.threads.data();
-    while (++e.pos < n) {
-        Thread *t = threads[e.reverse ? n - 1 - e.pos : e.pos];
-        if (t->state == State::Runnable) return t;
-    }
-    return nullptr;
-}
 
 // The fiber body: run the kernel for whichever thread this fiber serves, forever.
 [[noreturn]] void fiber_main() {
@@ -150,69 +137,7 @@ void take_fibers(Engine &e) {
     }
 }
 
-EMU_UNCHECKED void switch_away(Engine &e, Thread &t) {
-    Thread *next = next_in_pass(e);
-    if (!next) {
-        fiber_yield(t.fiber, e.host);
-        return;
-    }
-    e.current = next;
-    threadIdx = next->idx;
-    fiber_switch(t.fiber, next->fiber);
-}
 
-EMU_UNCHECKED bool complete_warp(Engine &e, unsigned w) {
-    bool progress = false;
-    const unsigned present = warp_lanes_present(e, w);
-    Thread *const *lanes = e.threads.data() + w * 32;
-    const uint64_t *in = e.warp_in.data() + w * 32;
-    uint64_t *out = e.warp_out.data() + w * 32;
-    Warp &wp = e.warps.data()[w];
-    if (wp.agree && wp.arrived == (wp.mask & present)) {
-        // Every waiting lane called the same op with the same mask, and all of the mask came.
-        for (uint32_t bits = wp.arrived; bits; bits &= bits - 1) {
-            unsigned m = (unsigned)__builtin_ctz(bits);
-            out[m] = in[m];
-            lanes[m]->state = State::Released;
-        }
-        e.at_warp -= (unsigned)__builtin_popcount(wp.arrived);
-        wp.released |= wp.arrived;
-        wp.arrived = 0;
-        e.any_released = true;
-        return true;
-    }
-    // Lanes with different masks or ops: each group in turn, as the masks say.
-    for (unsigned l = 0; l < 32; l++) {
-        if (!(present >> l & 1u)) continue;
-        Thread &lead = *lanes[l];
-        if (lead.state != State::AtWarp) continue;
-        unsigned need = lead.mask & present;
-        bool all = (wp.arrived & need) == need;
-        for (unsigned m = 0; m < 32 && all; m++) {
-            if (!(need >> m & 1u)) continue;
-            all = lanes[m]->mask == lead.mask;
-        }
-        if (!all) continue;
-        for (unsigned m = 0; m < 32; m++) {
-            if (!(need >> m & 1u)) continue;
-            Thread &o = *lanes[m];
-            if (o.op != lead.op) {
-                report(e, where_str(e) + ": lanes of one warp rendezvous disagree: " + thread_str(lead) +
-                              " calls " + warp_op_name(lead.op) + " at " + site(lead.file, lead.line) + ", " +
-                              thread_str(o) + " calls " + warp_op_name(o.op) + " at " + site(o.file, o.line));
-                return false;
-            }
-            out[m] = in[m];
-            o.state = State::Released;
-            e.at_warp--;
-        }
-        wp.arrived &= ~need;
-        wp.released |= need;
-        e.any_released = true;
-        progress = true;
-    }
-    return progress;
-}
 
 namespace {
 
@@ -244,9 +169,7 @@ Outcome resolve_block(Engine &e) {
     if (e.done == e.nthreads) return Outcome::Finished; // every thread returned
     if (e.at_grid) return release_grid_waits(e) ? Outcome::Continue : Outcome::Parked;
     if (e.at_warp == 0 && e.done == 0 && !e.barrier_mismatch) { // the common case: release
-        for (unsigned i = 0; i < e.nthreads; i++) e.threads[i]->state = State::Runnable;
-        e.at_barrier = 0;
-        e.barrier_first = nullptr;
+        release_barrier(e);
         return Outcome::Continue;
     }
     // Stuck: find the threads that explain why.
@@ -304,12 +227,7 @@ Outcome run_block(Engine &e) {
         run_pass(e);
         if (e.failed) return Outcome::Failed;
         if (e.any_released) { // the warp ops completed in the pass: their lanes go on
-            for (unsigned w = 0; w < e.warps.size(); w++) {
-                for (uint32_t bits = e.warps[w].released; bits; bits &= bits - 1)
-                    e.threads[w * 32 + (unsigned)__builtin_ctz(bits)]->state = State::Runnable;
-                e.warps[w].released = 0;
-            }
-            e.any_released = false;
+            release_warps(e);
             continue;
         }
         Outcome o = resolve_block(e);

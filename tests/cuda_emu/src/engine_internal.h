@@ -15,8 +15,9 @@
 
 // The scheduler's per-switch paths (picking the next thread, completing a warp op, what a
 // barrier or warp op records) run for every thread at every barrier and shuffle: they are built
-// without ASan/UBSan checks. The kernels, the emulated runtime and memory, and everything else
-// the emulated binaries run stay checked.
+// without ASan/UBSan checks (src/switch.cpp, a file compiled without them; the small helpers
+// here and in grid_wait.cpp with this attribute). The kernels, the emulated runtime and memory,
+// and everything else the emulated binaries run stay checked.
 #define EMU_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
 
 namespace emu {
@@ -143,13 +144,19 @@ void begin_launch(Engine &e, const KernelRun &run, bool dependency_done);
 bool continue_launch(Engine &e);
 cudaError_t end_launch(Engine &e);
 
-// Kernel side (in a fiber): the running thread has blocked (its state says why); runs the next
-// runnable thread of the pass, or returns to the host at the end of the pass. Returns when
-// this thread is resumed.
+// The per-switch paths (src/switch.cpp). The next runnable thread of the pass (e.pos its place),
+// or null at its end or after a fault. Kernel side (in a fiber): the running thread has blocked
+// (its state says why); runs the next runnable thread of the pass, or returns to the host at the
+// end of the pass. Returns when this thread is resumed.
+Thread *next_in_pass(Engine &e);
 void switch_away(Engine &e, Thread &t);
 // Completes the rendezvous of warp w whose lanes have all arrived (their lanes become
 // Released); reports lanes that disagree on the op. Returns whether any completed.
 bool complete_warp(Engine &e, unsigned w);
+// Host side, after a pass: the lanes Released in it become Runnable (e.any_released false);
+// every thread of the block, all waiting at one __syncthreads, becomes Runnable.
+void release_warps(Engine &e);
+void release_barrier(Engine &e);
 
 // Co-resident blocks (src/grid_wait.cpp). Whether a waiting thread of the running block can go
 // on (it becomes Runnable); parks the running block (its threads wait) and readies fresh fibers

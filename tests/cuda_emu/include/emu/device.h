@@ -27,6 +27,10 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+// A kernel parameter whose address the kernel takes (to pass it on by reference) without a copy
+// in each thread's local memory: here the parameter is an ordinary const argument, each thread's
+// own, whose address may be taken as well.
+#define __grid_constant__
 // Static __shared__ declarations are rewritten by tests/cuda_emu/rewrite.py into per-block
 // allocations; a form it does not recognise falls back to one instance per host thread, which
 // is one per block as long as blocks run one at a time (not for the co-resident blocks of a
@@ -79,49 +83,17 @@ template <class T> inline uint64_t to_bits(T v) {
 }
 template <class T> inline T from_bits(uint64_t u) { return __builtin_bit_cast(T, (Bits<T>)u); }
 
-// Reads lane `src`'s value from a completed rendezvous, checking CUDA's rules on the source lane.
-template <class T>
-inline T shfl_read(const WarpExchange &x, WarpOp op, unsigned mask, unsigned src, const char *file, int line) {
-    if (!(x.present >> src & 1u))
-        device_fault(file, line, "%s reads lane %u, which does not exist (the block's last warp is partial)",
-                     warp_op_name(op), src);
-    if (!(mask >> src & 1u))
-        device_fault(file, line, "%s reads lane %u, which is not in the mask 0x%08x", warp_op_name(op), src, mask);
-    return from_bits<T>(x.values[src]);
-}
-
-inline void check_width(WarpOp op, int width, const char *file, int line) {
-    if (width <= 0 || width > 32 || (width & (width - 1)) != 0)
-        device_fault(file, line, "%s: width %d is not a power of two <= 32", warp_op_name(op), width);
-}
-
 template <class T> inline T shfl_sync(unsigned mask, T v, int src_lane, const char *file, int line, int width = 32) {
-    check_width(WarpOp::Shfl, width, file, line);
-    const WarpExchange x = warp_rendezvous(WarpOp::Shfl, mask, to_bits(v), file, line);
-    unsigned base = x.lane & ~(unsigned)(width - 1);
-    return shfl_read<T>(x, WarpOp::Shfl, mask, base + ((unsigned)src_lane & (unsigned)(width - 1)), file, line);
+    return from_bits<T>(warp_shuffle(WarpOp::Shfl, mask, to_bits(v), src_lane, width, file, line));
 }
 template <class T> inline T shfl_up_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
-    check_width(WarpOp::ShflUp, width, file, line);
-    const WarpExchange x = warp_rendezvous(WarpOp::ShflUp, mask, to_bits(v), file, line);
-    unsigned in_segment = x.lane & (unsigned)(width - 1);
-    if (in_segment < delta) return v; // no lane below in the segment: own value, as in CUDA
-    return shfl_read<T>(x, WarpOp::ShflUp, mask, x.lane - delta, file, line);
+    return from_bits<T>(warp_shuffle(WarpOp::ShflUp, mask, to_bits(v), (int)delta, width, file, line));
 }
 template <class T> inline T shfl_down_sync(unsigned mask, T v, unsigned delta, const char *file, int line, int width = 32) {
-    check_width(WarpOp::ShflDown, width, file, line);
-    const WarpExchange x = warp_rendezvous(WarpOp::ShflDown, mask, to_bits(v), file, line);
-    unsigned in_segment = x.lane & (unsigned)(width - 1);
-    if (in_segment + delta >= (unsigned)width) return v; // past the segment: own value
-    return shfl_read<T>(x, WarpOp::ShflDown, mask, x.lane + delta, file, line);
+    return from_bits<T>(warp_shuffle(WarpOp::ShflDown, mask, to_bits(v), (int)delta, width, file, line));
 }
 template <class T> inline T shfl_xor_sync(unsigned mask, T v, int lane_mask, const char *file, int line, int width = 32) {
-    check_width(WarpOp::ShflXor, width, file, line);
-    const WarpExchange x = warp_rendezvous(WarpOp::ShflXor, mask, to_bits(v), file, line);
-    unsigned src = x.lane ^ (unsigned)lane_mask;
-    unsigned segment_end = (x.lane & ~(unsigned)(width - 1)) + (unsigned)width;
-    if (src >= segment_end) return v; // a later segment: own value, as in CUDA
-    return shfl_read<T>(x, WarpOp::ShflXor, mask, src, file, line);
+    return from_bits<T>(warp_shuffle(WarpOp::ShflXor, mask, to_bits(v), lane_mask, width, file, line));
 }
 
 // Votes: bit i of the result is lane i's predicate, for the lanes of the mask that exist;

@@ -68,6 +68,13 @@ struct WarpExchange {
 // Blocks until every lane of `mask` (that exists in this block) has called a warp op with the
 // same mask.
 WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line);
+// A shuffle (op: Shfl, ShflUp, ShflDown or ShflXor; arg: the source lane, the delta or the lane
+// mask; width: the segment) as the rendezvous above, then the value the caller receives: the
+// source lane's, or its own where CUDA gives it back (a source outside its segment), checking
+// CUDA's rules (width a power of two <= 32; a source lane that exists and is in the mask). Out
+// of line, in the scheduler's unchecked file (src/switch.cpp): the inlined form in every kernel's
+// warp sum cost a sanitized frame and checks per lane per shuffle.
+uint64_t warp_shuffle(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line);
 // emx_grid_wait's emulation: returns once *counter >= target (read with acquire); until then the
 // thread blocks and other blocks of the launch run (see above). A wait that no block can ever
 // satisfy is reported as a deadlock, naming every waiting block.

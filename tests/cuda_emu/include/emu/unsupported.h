@@ -109,6 +109,5 @@ EMU_UNSUPPORTED(__dp2a_hi)
 
 #define __constant__ __constant___memory_is_not_supported_by_the_CUDA_emulator
 #define __managed__ __managed___memory_is_not_supported_by_the_CUDA_emulator
-#define __grid_constant__ __grid_constant___is_not_supported_by_the_CUDA_emulator
 
 #endif

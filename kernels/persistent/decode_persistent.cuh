@@ -387,8 +387,7 @@ size_t step_smem(const EmxDecodeStep *a) {
 
 // The most resident blocks of the step's kernel (emx_max_resident_blocks).
 template <int DT, typename KV, bool SANDWICH>
-cudaError_t resident_blocks(const EmxDecodeStep *a, size_t shmem, int *blocks) {
-    (void)a;
+cudaError_t resident_blocks(size_t shmem, int *blocks) {
     return emx_max_resident_blocks(decode_persistent_kernel<DT, KV, SANDWICH>, PERSIST_THREADS, shmem, blocks);
 }
 
@@ -414,8 +413,8 @@ template <bool SANDWICH>
 cudaError_t kind_blocks(const EmxDecodeStep *a, int *blocks) {
     const size_t shmem = step_smem(a);
     const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half, SANDWICH>(a, shmem, blocks)
-                                            : resident_blocks<DT, float, SANDWICH>(a, shmem, blocks));
+    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half, SANDWICH>(shmem, blocks)
+                                            : resident_blocks<DT, float, SANDWICH>(shmem, blocks));
     return cudaSuccess;
 }
 

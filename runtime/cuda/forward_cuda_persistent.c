@@ -242,7 +242,8 @@ static EmxPhase phase_of(const EmxDecodeStep *a, int k) {
     if (k < 5 * a->n_layers) return layer[k % 5];
     k -= 5 * a->n_layers;
     if (!a->out) return EMX_PHASE_FFN_OUT;  // after the last layer's barrier: its residual add, if any
-    return (a->metrics.out || a->choice.sample_ws) && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;  // the metrics, the decision: the choice's
+    // the metrics, the passes and the choice (after the classifier's phase): the choice's
+    return (a->metrics.out || a->choice.sample_ws) && k >= 1 ? EMX_PHASE_TAIL : EMX_PHASE_CLASSIFIER;
 }
 
 // Block b's stamps of slot k (EmxDecodeStep.clocks): [0] arrival, [1] departure.

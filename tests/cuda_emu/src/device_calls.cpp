@@ -18,8 +18,6 @@ std::atomic<int> schedule_setting{-1}; // -1: not read from EMU_SCHEDULE yet
 
 unsigned char shared_fill() { return schedule() == Schedule::Forward ? 0xff : 0x00; }
 
-
-
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align) {
     Engine &e = cur_engine();
     for (SharedVar &v : e.shared)

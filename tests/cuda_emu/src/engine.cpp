@@ -98,7 +98,6 @@ std::string hex(unsigned v) {
     return buf;
 }
 
-
 // The fiber body: run the kernel for whichever thread this fiber serves, forever.
 [[noreturn]] void fiber_main() {
     Engine &e = cur_engine();
@@ -136,8 +135,6 @@ void take_fibers(Engine &e) {
         e.threads.push_back(&e.pool.back());
     }
 }
-
-
 
 namespace {
 

@@ -6,9 +6,14 @@
 // Built without AddressSanitizer and UBSan (emu.mk: EMU_LAYER_UNCHECKED), the one file of the
 // layer that is: these paths run tens of millions of times in a test of a model with a real
 // vocabulary, and a function the sanitizers skip (no_sanitize) cannot inline a checked one, so
-// std::vector's data() and operator[] each cost a call there (a tenth of the emulated suite's
-// time, 2026-12-01). The kernels, the emulated runtime and memory, and everything else the
-// emulated binaries run stay checked.
+// std::vector's data() and operator[] each cost a call there (a tenth of a whole-model test's
+// perf samples, 2026-12-01). The kernels, the emulated runtime and memory, and everything else
+// the emulated binaries run stay checked.
+//
+// A waiting call records where and why the thread waits (state, site, warp op and mask, the
+// value it contributes), updates the engine's counters, and switches to the next thread of the
+// pass (or the host), and returns once the barrier or rendezvous is complete and the thread's
+// turn has come again.
 #include <string.h>
 
 #include <string>
@@ -29,10 +34,7 @@ Thread *next_in_pass(Engine &e) {
     return nullptr;
 }
 
-// Inlined into the barrier's and the warp ops' paths below: a thread resumed after a switch
-// returns through every frame above the switch, and each return mispredicts there (the CPU's
-// return stack holds the other fiber's), so fewer frames make each switch cheaper.
-__attribute__((always_inline)) inline void switch_to_next(Engine &e, Thread &t) {
+void switch_away(Engine &e, Thread &t) {
     Thread *next = next_in_pass(e);
     if (!next) {
         fiber_yield(t.fiber, e.host);
@@ -42,8 +44,6 @@ __attribute__((always_inline)) inline void switch_to_next(Engine &e, Thread &t) 
     threadIdx = next->idx;
     fiber_switch(t.fiber, next->fiber);
 }
-
-void switch_away(Engine &e, Thread &t) { switch_to_next(e, t); }
 
 bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
@@ -108,11 +108,10 @@ void syncthreads(const char *file, int line) {
         e.barrier_first = &t;
     else if (line != e.barrier_first->line || (file != e.barrier_first->file && strcmp(file, e.barrier_first->file)))
         e.barrier_mismatch = true;
-    switch_to_next(e, t);
+    switch_away(e, t);
 }
 
-__attribute__((always_inline)) inline WarpExchange rendezvous(WarpOp op, unsigned mask, uint64_t value,
-                                                              const char *file, int line) {
+WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
     Engine &e = cur_engine();
     Thread &t = *e.current;
     unsigned lane = t.linear % 32;
@@ -140,12 +139,8 @@ __attribute__((always_inline)) inline WarpExchange rendezvous(WarpOp op, unsigne
     }
     wp.arrived |= 1u << lane;
     if ((wp.arrived & mask & present) == (mask & present)) complete_warp(e, w);
-    switch_to_next(e, t);
+    switch_away(e, t);
     return WarpExchange{e.warp_out.data() + first, lane, present};
-}
-
-WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const char *file, int line) {
-    return rendezvous(op, mask, value, file, line);
 }
 
 // The source lane of a shuffle by lane `lane` (CUDA's semantics), or -1: its own value.
@@ -165,7 +160,7 @@ static int shuffle_source(WarpOp op, unsigned lane, int arg, unsigned width) {
 uint64_t warp_shuffle(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line) {
     if (width <= 0 || width > 32 || (width & (width - 1)) != 0)
         device_fault(file, line, "%s: width %d is not a power of two <= 32", warp_op_name(op), width);
-    const WarpExchange x = rendezvous(op, mask, value, file, line);
+    const WarpExchange x = warp_rendezvous(op, mask, value, file, line);
     const int src = shuffle_source(op, x.lane, arg, (unsigned)width);
     if (src < 0) return value;
     if (!(x.present >> src & 1u))

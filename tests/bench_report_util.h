@@ -1,5 +1,6 @@
 // bench_report_util.h — reading `build/tools/bench speed`'s report in tests: its keys in order, a
-// line's value, a number. Header-only (static inline) for test_bench.c and test_bench_bw_model.c.
+// line's value, a number; and where the bench binaries are. Header-only (static inline) for
+// test_bench.c, test_bench_decoders.c and test_bench_bw_model.c.
 #ifndef ENTROPIX_BENCH_REPORT_UTIL_H
 #define ENTROPIX_BENCH_REPORT_UTIL_H
 
@@ -7,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "test_util.h"
 
 // The keys of the report, in order, on every device (tools/bench/speed_report.h); the prefill
 // and decode lines carry the sizes ("prefill pp4:").
@@ -61,6 +65,24 @@ static inline void expect_dash(const char *out, const char *key) {
     char v[256];
     cr_assert(report_value(out, key, v, sizeof v), "no '%s' in [%s]", key, out);
     cr_expect_str_eq(v, "-", "%s", key);
+}
+
+// The CPU build's bench (its absence fails the test: make builds it) and a test model's path.
+static inline void cpu_bench_and_model(char *bin, char *mp, const char *model) {
+    char rel[128];
+    test_build_path(bin, 1024, "cpu/tools/bench");
+    snprintf(rel, sizeof rel, "models/%s", model);
+    test_build_path(mp, 1024, rel);
+    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
+}
+
+// tools/bench linked with the CUDA backend under the emulator ($EMX_GPU_BENCH); the test skips,
+// saying why, where it is not given or not built.
+static inline const char *gpu_bench(void) {
+    const char *b = getenv("EMX_GPU_BENCH");
+    if (!b || !*b) cr_skip_test("EMX_GPU_BENCH is not set (make test sets it to build/emu/tools/bench)");
+    if (access(b, X_OK) != 0) cr_skip_test("EMX_GPU_BENCH=%s is not built (make build/emu/tools/bench)", b);
+    return b;
 }
 
 #endif

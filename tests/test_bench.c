@@ -5,7 +5,7 @@
 // report on the CPU and on an emulated GPU ($EMX_GPU_BENCH: tools/bench linked with the CUDA
 // backend under tests/cuda_emu): the same lines on both, bytes per token from the model's
 // shapes, the peak bandwidth from the emulated device's properties, kernel launches per decode
-// step. No test here asserts a speed.
+// step (`sampler` and `agents`: test_bench_decoders.c). No test here asserts a speed.
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -206,15 +206,6 @@ Test(bench, forward_measurement_and_copy_probe) {
     cr_expect(cpu[0] != 0);
 }
 
-// The CPU build's bench (its absence fails the test: make builds it) and a test model's path.
-static void cpu_bench_and_model(char *bin, char *mp, const char *model) {
-    char rel[128];
-    test_build_path(bin, 1024, "cpu/tools/bench");
-    snprintf(rel, sizeof rel, "models/%s", model);
-    test_build_path(mp, 1024, rel);
-    if (access(bin, X_OK) != 0) cr_assert_fail("%s is not built", bin);
-}
-
 Test(bench, cli_errors_are_one_line, .timeout = 300) {
     char bin[1024], mp[1024];
     cpu_bench_and_model(bin, mp, "stories260K.f32.bin");
@@ -349,13 +340,6 @@ static void expect_bytes_and_rates(const char *out, const char *model_rel, int n
     const double gbs = report_number(out, "achieved GB/s:");
     cr_expect(fabs(gbs - bytes * tps / 1e9) <= 0.01 * gbs, "achieved %g vs %g", gbs, bytes * tps / 1e9);
     if (peak > 0) cr_expect(fabs(report_number(out, "of peak:") - 100.0 * gbs / peak) <= 0.01 * 100.0 * gbs / peak + 1e-9);
-}
-
-static const char *gpu_bench(void) {
-    const char *b = getenv("EMX_GPU_BENCH");
-    if (!b || !*b) cr_skip_test("EMX_GPU_BENCH is not set (make test sets it to build/emu/tools/bench)");
-    if (access(b, X_OK) != 0) cr_skip_test("EMX_GPU_BENCH=%s is not built (make build/emu/tools/bench)", b);
-    return b;
 }
 
 // The emulated device reports an H100's memory: 2619000 kHz, 5120 bits, double data rate.
@@ -603,95 +587,5 @@ Test(bench, cpu_speed_report_same_lines, .timeout = 300) {
     cr_assert(report_value(r.out, "KV cache:", kv, sizeof kv), "%s", r.out);
     cr_expect(strstr(kv, "x 4 B x 10.0 keys (mean of tg3: depth + (n+1)/2)") != NULL, "%s", kv);
     cr_expect_eq(report_number(r.out, "bytes/token:"), expected_bytes_per_token("models/stories260K.q8.bin", 3, 8, 4));
-    run_free(&r);
-}
-
-// sampler and agents on the emulated GPU: they run there and say so, the pool's rows included;
-// the sampler through the persistent kernel too.
-Test(bench, gpu_sampler_and_agents, .timeout = 300) {
-    const char *bin = gpu_bench();
-    char mp[1024];
-    test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");
-    RunResult r = run_prog(bin, (const char *[]){"sampler", mp, "--device", "cuda:0", "-n", "2", "--runs", "1",
-                                                 "--prompt", "Once", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
-    cr_expect(strstr(r.out, "\ngreedy ") && strstr(r.out, "\nentropix ") && strstr(r.out, "\noverhead: "), "%s",
-              r.out);
-    // greedy with its steps in turn beside greedy queued ahead (a GPU's third sampler)
-    cr_expect(strstr(r.out, "\nqueued ahead: greedy ") && strstr(r.out, ", with its steps in turn "), "%s", r.out);
-    cr_expect(strstr(r.out, "\ndecode: ") == NULL, "%s", r.out);
-    run_free(&r);
-    // --persistent: both samplers through the persistent kernel, which the report names; a model it
-    // does not take (stories260K: a hidden width of 172) is an error that says why
-    char lp[1024];
-    test_build_path(lp, sizeof lp, "models/llama3-tiny.q8.bin");
-    r = run_prog(bin, (const char *[]){"sampler", lp, "--device", "cuda:0", "-n", "2", "--runs", "1", "--prompt", "Once",
-                                       "--persistent", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\ndecode: persistent kernel, ") && strstr(r.out, "\nentropix ") &&
-                  strstr(r.out, "\noverhead: "),
-              "%s", r.out);
-    run_free(&r);
-    r = run_prog(bin, (const char *[]){"sampler", mp, "--device", "cuda:0", "-n", "1", "--runs", "1", "--prompt", "Once",
-                                       "--persistent", NULL});
-    cr_assert_eq(r.code, 1, "%s", r.err);
-    cr_expect(strstr(r.err, "bench: --persistent: graph (the persistent kernel does not take it: ") != NULL, "%s", r.err);
-    run_free(&r);
-    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cuda:0", "-n", "2", "--runs", "1", "--agents", "2",
-                                       "--lookahead", "2", "--prompt", "Once", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(!strncmp(r.out, "device: cuda:0 (", 16), "%s", r.out);
-    cr_expect(strstr(r.out, "single stream (greedy)") != NULL, "%s", r.out);
-    // The pool on the same GPU (--devices defaults to --device): the CUDA build has its GPU path.
-    cr_expect(strstr(r.out, "\npool: cuda:0, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 1 ") &&
-                  strstr(r.out, "\n2 agents, lookahead 2 "),
-              "%s", r.out);
-    run_free(&r);
-}
-
-// A build without the CUDA backend asked for the pool on a GPU: the single stream runs, a note
-// says why the pool's rows are missing, and the run succeeds.
-Test(bench, agents_pool_on_gpu_in_cpu_build_is_a_note, .timeout = 300) {
-    char bin[1024], mp[1024];
-    cpu_bench_and_model(bin, mp, "stories260K.q8.bin");
-    RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n",
-                                                 "2", "--runs", "1", "--agents", "2", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(!strncmp(r.out, "device: cpu (", 13), "%s", r.out);
-    cr_expect(strstr(r.out, "\nnote: the agent pool cannot run on cuda:0 in this build") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "single stream (greedy)") != NULL && strstr(r.out, "agents, lookahead") == NULL, "%s",
-              r.out);
-    run_free(&r);
-    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "-t", "1", "-n", "2", "--runs", "1", "--agents",
-                                       "2", "--lookahead", "2", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\npool: cpu, 1 worker(s)\n") && strstr(r.out, "\n2 agents, lookahead 2 "), "%s", r.out);
-    cr_expect(strstr(r.out, "critic") == NULL, "no critic row without --check-every: %s", r.out);
-    run_free(&r);
-}
-
-// --check-every K adds the pool with the model as its own critic: 6 committed tokens judged every
-// 2 are 3 judgments, whose share of the decode time is printed; where the pool cannot run, no critic.
-Test(bench, agents_critic_row, .timeout = 300) {
-    char bin[1024], mp[1024];
-    cpu_bench_and_model(bin, mp, "stories260K.q8.bin");
-    RunResult r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "-t", "1", "-n", "6", "--runs", "1",
-                                                 "--agents", "2", "--check-every", "2", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\n2 agents, lookahead 1, critic every 2 ") != NULL, "%s", r.out);
-    const char *c = strstr(r.out, "\ncritic: ");
-    double share = -1;
-    int judged = -1;
-    cr_assert(c && sscanf(c, "\ncritic: %d judgments a run, %lf%% of the pool's decode time", &judged, &share) == 2,
-              "%s", r.out);
-    cr_expect_eq(judged, 3, "%s", r.out);
-    cr_expect(share > 0 && share < 100, "%s", r.out);
-    run_free(&r);
-    r = run_prog(bin, (const char *[]){"agents", mp, "--device", "cpu", "--devices", "cuda:0", "-t", "1", "-n", "2",
-                                       "--runs", "1", "--agents", "2", "--check-every", "2", NULL});
-    cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "critic") == NULL && strstr(r.out, "\nnote: the agent pool cannot run") != NULL, "%s",
-              r.out);
     run_free(&r);
 }

@@ -35,14 +35,16 @@
 // pool cannot use GPUs runs the single stream only, with a note.
 //
 // `sampler`: what the entropix sampler costs. Decodes n tokens after the same prompt with the
-// greedy sampler and with entropix, alternating (greedy, entropix, greedy, ...) so that drift
-// in the machine's load hits both alike; stop tokens are fed back like any other token so both
+// greedy sampler, with entropix and with the fixed combined sampler (the CLI's defaults: top-k 40,
+// top-p, min-p at T 0.8), alternating (greedy, entropix, combined, greedy, ...) so that drift
+// in the machine's load hits them alike; stop tokens are fed back like any other token so all
 // decode exactly n tokens. Reports per sampler the median decode tok/s and the median time
-// per token spent choosing it (metrics + decision + draw for entropix, an argmax for greedy),
-// and the overhead: how much slower entropix decodes, from both figures. On a GPU the tokens are
-// chosen on the device (only the id comes back): no host time to show, the tok/s ratio is it.
-// --persistent: both through the persistent decode kernel (docs/cuda.md), which makes the
-// decision's statistics in its launch.
+// per token spent choosing it (metrics + decision + draw for entropix, the passes and the draw
+// for combined, an argmax for greedy), and the overheads: how much slower each decodes than
+// greedy, from both figures. On a GPU the tokens are chosen on the device (only the id comes
+// back): no host time to show, the tok/s ratios are it.
+// --persistent: all through the persistent decode kernel (docs/cuda.md), which makes entropix's
+// decision and the combined sampler's draw in its launch.
 #include <errno.h>
 #include <float.h>
 #include <omp.h>
@@ -111,15 +113,16 @@ static int usage(FILE *f) {
             "  --model-device NAME the model's GPU: h100-sxm (default), h100-pcie, h200, a100-80gb,\n"
             "                      a100-40gb, l40s, rtx4090\n"
             "usage: bench sampler MODEL.bin [options]\n"
-            "  Decode tok/s and sampler time per token, greedy vs entropix, runs alternated.\n"
+            "  Decode tok/s and sampler time per token: greedy, entropix and combined (top-k 40,\n"
+            "  top-p 0.95, min-p 0.05, T 0.8), runs alternated.\n"
             "  --device D          cpu, cuda:N or auto (default auto)\n"
             "  -n N                tokens to decode per run (default 128)\n"
             "  -t N                threads (default: all cores)\n"
             "  --runs N            runs per sampler (default 5; medians are reported)\n"
             "  --prompt TEXT       prompt (default: a short story opening)\n"
             "  --profile P         entropix profile (default classic)\n"
-            "  --persistent        GPU: decode with the persistent kernel (one launch a token, the\n"
-            "                      decision's statistics inside it)\n"
+            "  --persistent        GPU: decode with the persistent kernel (one launch a token, entropix's\n"
+            "                      decision and the combined draw inside it)\n"
             "usage: bench agents MODEL.bin [options]\n"
             "  Decode tok/s: single stream vs the agent pool at lookahead 1 and L, runs alternated.\n"
             "  --device D          cpu, cuda:N or auto (default auto): the single stream's device\n"
@@ -177,14 +180,6 @@ static int bench_sampler(int argc, char **argv) {
     EmxTokenizer *tk = NULL;
     EmxState *st = NULL;
     int *ids = NULL;
-    // greedy, entropix, and on a GPU greedy with its steps in turn (what queuing ahead saves):
-    // tok/s and sampler ms a token of each run
-    double *runs_buf = calloc(6 * (size_t)runs, sizeof(double)), *tps[3], *spt[3];
-    for (int k = 0; k < 3 && runs_buf; k++) tps[k] = runs_buf + (size_t)k * runs, spt[k] = tps[k] + 3 * (size_t)runs;
-    if (!runs_buf) {
-        fprintf(stderr, "bench: out of memory\n");
-        goto done;
-    }
     char file[4096];  // the model path, or a GGUF's converted cache file (gguf_cache.h)
     if (emx_gguf_model_path(model_path, NULL, "bench", file, sizeof file, err, sizeof err) ||
         emx_model_open_load(&model, file, emx_load_for_device(device, 0), err, sizeof err) != 0) {
@@ -227,16 +222,10 @@ static int bench_sampler(int argc, char **argv) {
     }
     if (persistent) printf("decode: %s\n", info.decode_path);
 
-    const int kinds = emx_device_is_cpu(emx_state_device(st)) ? 2 : 3;
-    for (int r = 0; r < runs; r++)
-        for (int k = 0; k < kinds; k++)
-            if (emx_bench_sampler_run(st, tk, &model, &profile, ids, n_ids, n, k, r, &tps[k][r], &spt[k][r])) goto done;
-    emx_bench_sampler_report(st, median(tps[0], runs), median(tps[1], runs), median(spt[0], runs), median(spt[1], runs),
-                             kinds > 2 ? median(tps[2], runs) : 0.0);
+    if (emx_bench_sampler_rounds(st, tk, &model, &profile, ids, n_ids, n, runs) != 0) goto done;
     status = 0;
 
 done:
-    free(runs_buf);
     free(ids);
     if (st) emx_state_free(st);
     if (tk) emx_tokenizer_free(tk);

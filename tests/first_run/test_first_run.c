@@ -162,6 +162,7 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
                                               "phases");
     cr_expect_eq(cJSON_GetArraySize(phases), EMX_PHASES + 1, "the timeline's rows: one per phase, then their sum");
     cr_expect_gt(fig(step_of(rep, "sampler-stories260K-q8"), "entropix_tok_s"), 0);
+    cr_expect_gt(fig(step_of(rep, "sampler-stories260K-q8"), "combined_tok_s"), 0);
     cr_expect_gt(fig(step_of(rep, "agents-stories260K-q8"), "lookahead4_vs_single"), 0);
     cr_expect_gt(fig(step_of(rep, "kernel-tests"), "tested"), 0);
     cr_expect_eq(fig(step_of(rep, "kernel-tests"), "failing"), 0);
@@ -341,7 +342,10 @@ Test(first_run, report_reads_gpu_logs) {
                "  run 1 greedy   decode  363.00 tok/s, sampler 0.000 ms/token\n"
                "sampler    decode tok/s (median)   sampler ms/token (median)\n"
                "greedy         363.50                       -\nentropix       339.50                       -\n"
+               "combined       356.10                       -\n"
                "overhead: decode 7.1% slower (tok/s ratio 0.934); the tokens are chosen on cuda:0, inside the "
+               "decode step (2.75 ms greedy)\n"
+               "combined: decode 2.1% slower (tok/s ratio 0.980); the tokens are chosen on cuda:0, inside the "
                "decode step (2.75 ms greedy)\n"
                "queued ahead: greedy 363.50 tok/s, with its steps in turn 351.20 (ratio 1.035: 96.35 us a token "
                "saved)\n");
@@ -396,6 +400,8 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(sampler, "greedy_tok_s"), 363.5);
     cr_expect_eq(fig(sampler, "entropix_tok_s"), 339.5);
     cr_expect_eq(fig(sampler, "entropix_slower_pct"), 7.1);
+    cr_expect_eq(fig(sampler, "combined_tok_s"), 356.1);
+    cr_expect_eq(fig(sampler, "combined_slower_pct"), 2.1);
     cr_expect_eq(fig(sampler, "greedy_in_turn_tok_s"), 351.2);
     cr_expect_eq(fig(sampler, "queued_ahead_ratio"), 1.035);
     cr_expect_eq(fig(sampler, "queued_ahead_us_saved"), 96.35);

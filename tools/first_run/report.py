@@ -117,7 +117,7 @@ def server_figures(text):
 
 def sampler_figures(text):
     f = {}
-    for name in ("greedy", "entropix"):
+    for name in ("greedy", "entropix", "combined"):
         m = re.search(r"^%s\s+%s\s+(\S+)" % (name, NUM), text, re.M)
         if m:
             f[name + "_tok_s"] = num(m.group(1))
@@ -125,6 +125,9 @@ def sampler_figures(text):
     m = re.search(r"^overhead: decode %s%% slower \(tok/s ratio %s\)" % (NUM, NUM), text, re.M)
     if m:
         f["entropix_slower_pct"], f["entropix_tok_s_ratio"] = num(m.group(1)), num(m.group(2))
+    m = re.search(r"^combined: decode %s%% slower \(tok/s ratio %s\)" % (NUM, NUM), text, re.M)
+    if m:
+        f["combined_slower_pct"], f["combined_tok_s_ratio"] = num(m.group(1)), num(m.group(2))
     m = re.search(r"^queued ahead: greedy %s tok/s, with its steps in turn %s \(ratio %s: %s us a token saved\)"
                   % (NUM, NUM, NUM, NUM), text, re.M)
     if m:
@@ -317,10 +320,10 @@ def markdown(rep):
             fmt(max((v for k, v in s["figures"].items() if k.startswith("parallel") and k != "parallel1_tok_s"),
                     default=None)),
             f(s, "ratio"), fmt({True: "yes", False: "NO"}.get(s["figures"].get("texts_equal")))] for s in by("server")])
-    table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %", "greedy, steps in turn tok/s",
-               "queued ahead: ratio", "us a token saved"],
+    table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %", "combined tok/s",
+               "combined slower %", "greedy, steps in turn tok/s", "queued ahead: ratio", "us a token saved"],
           [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1),
-            f(s, "greedy_in_turn_tok_s"), f(s, "queued_ahead_ratio", 3), f(s, "queued_ahead_us_saved", 2)]
+            f(s, "combined_tok_s"), f(s, "combined_slower_pct", 1), f(s, "greedy_in_turn_tok_s"), f(s, "queued_ahead_ratio", 3), f(s, "queued_ahead_us_saved", 2)]
            for s in by("sampler")])
     table(md, ["bench agents", "pool", "single tok/s", "lookahead 1 tok/s", "vs single", "lookahead 4 tok/s",
                "vs single", "critic tok/s", "vs single", "critic share %"],

@@ -154,16 +154,21 @@ void switch_away(Engine &e, Thread &t);
 // Released); reports lanes that disagree on the op. Returns whether any completed.
 bool complete_warp(Engine &e, unsigned w);
 // Host side, after a pass: the lanes Released in it become Runnable (e.any_released false);
-// every thread of the block, all waiting at one __syncthreads, becomes Runnable.
+// every thread of the block, all waiting at one __syncthreads, becomes Runnable; the threads
+// waiting on a counter of the grid (cudaGridDependencySynchronize, a grid-wide wait) that now
+// holds their target become Runnable (whether any did).
 void release_warps(Engine &e);
 void release_barrier(Engine &e);
+bool release_grid_waits(Engine &e);
+// Whether the counter a thread waits on holds its target (read with acquire ordering).
+EMU_UNCHECKED inline bool grid_wait_satisfied(const Thread &t) {
+    return __atomic_load_n(t.wait_counter, __ATOMIC_ACQUIRE) >= t.wait_target;
+}
 
-// Co-resident blocks (src/grid_wait.cpp). Whether a waiting thread of the running block can go
-// on (it becomes Runnable); parks the running block (its threads wait) and readies fresh fibers
-// for the next one; resumes parked block i, whose wait is satisfied; the parked block to
+// Co-resident blocks (src/grid_wait.cpp). Parks the running block (its threads wait) and readies
+// fresh fibers for the next one; resumes parked block i, whose wait is satisfied; the parked block to
 // resume next, or -1; reports the deadlock when nothing can run; on failure, abandons the
 // parked blocks (their fibers start afresh next time, their shared memory is freed).
-bool release_grid_waits(Engine &e);
 void park_block(Engine &e);
 void resume_block(Engine &e, size_t i);
 long ready_parked_block(const Engine &e);

@@ -48,12 +48,10 @@ void swap_block(Engine &e, BlockState &b) {
 
 unsigned load_acquire(const unsigned *counter) { return __atomic_load_n(counter, __ATOMIC_ACQUIRE); }
 
-bool satisfied(const Thread &t) { return load_acquire(t.wait_counter) >= t.wait_target; }
-
 bool block_ready(const BlockState &b, unsigned nthreads) {
     for (unsigned i = 0; i < nthreads; i++) {
         const Thread &t = *b.threads[i];
-        if (t.state == State::AtGrid && satisfied(t)) return true;
+        if (t.state == State::AtGrid && grid_wait_satisfied(t)) return true;
     }
     return false;
 }
@@ -81,18 +79,6 @@ unsigned describe_waits(const BlockState &b, unsigned nthreads, unsigned room, s
 }
 
 } // namespace
-
-EMU_UNCHECKED bool release_grid_waits(Engine &e) {
-    bool any = false;
-    for (unsigned i = 0; i < e.nthreads; i++) {
-        Thread &t = *e.threads[i];
-        if (t.state != State::AtGrid || !satisfied(t)) continue;
-        t.state = State::Runnable;
-        e.at_grid--;
-        any = true;
-    }
-    return any;
-}
 
 void park_block(Engine &e) {
     e.parked.emplace_back();

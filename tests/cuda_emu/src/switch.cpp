@@ -1,7 +1,8 @@
 // switch.cpp — the scheduler's per-switch paths: what runs for every emulated thread at every
 // __syncthreads and warp op (record why the thread waits, complete a warp's rendezvous, pick the
 // next runnable thread of the pass, switch to it), and between passes (release the lanes of the
-// warp ops and the barrier that completed). The loop around them is engine.cpp's.
+// warp ops and the barrier that completed, and the waits on a grid counter that now holds its
+// target). The loop around them is engine.cpp's.
 //
 // Built without AddressSanitizer and UBSan (emu.mk: EMU_LAYER_UNCHECKED), the one file of the
 // layer that is: these paths run tens of millions of times in a test of a model with a real
@@ -189,6 +190,19 @@ void release_barrier(Engine &e) {
     for (unsigned i = 0; i < e.nthreads; i++) threads[i]->state = State::Runnable;
     e.at_barrier = 0;
     e.barrier_first = nullptr;
+}
+
+bool release_grid_waits(Engine &e) {
+    Thread *const *threads = e.threads.data();
+    bool any = false;
+    for (unsigned i = 0; i < e.nthreads; i++) {
+        Thread &t = *threads[i];
+        if (t.state != State::AtGrid || !grid_wait_satisfied(t)) continue;
+        t.state = State::Runnable;
+        e.at_grid--;
+        any = true;
+    }
+    return any;
 }
 
 } // namespace emu

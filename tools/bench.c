@@ -120,7 +120,7 @@ static int usage(FILE *f) {
             "  -t N                threads (default: all cores)\n"
             "  --runs N            runs per sampler (default 5; medians are reported)\n"
             "  --prompt TEXT       prompt (default: a short story opening)\n"
-            "  --profile P         entropix profile (default classic)\n"
+            "  --profile P         entropix profile (default " EMX_PROFILE_DEFAULT ")\n"
             "  --persistent        GPU: decode with the persistent kernel (one launch a token, entropix's\n"
             "                      decision and the combined draw inside it)\n"
             "usage: bench agents MODEL.bin [options]\n"

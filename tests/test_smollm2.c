@@ -152,7 +152,9 @@ Test(smollm2, chat_prompts_render_and_tokenize_like_reference) {
 // TOL_F32 and all greedy ids equal. Quantised: teacher-forced (the reference's token is fed
 // whatever we chose, so one near-tie does not derail the rest): each step's top-10 logits
 // within TOL_Q8_TOP10, and our argmax equals the reference's at every step whose reference
-// top1-top2 margin is at least Q8_DECISIVE_MARGIN.
+// top1-top2 margin is at least Q8_DECISIVE_MARGIN. A sanitized build (make test-asan) checks
+// the first prompt only, the same code at the same size (under ASan the f32 run of all five took
+// 42 s, the slowest test of that run); make test's build checks all five.
 static void check_greedy(const char *model_name, int quantised) {
     EmxModel m;
     if (!open_model(model_name, &m)) skip_without(model_name);
@@ -164,10 +166,11 @@ static void check_greedy(const char *model_name, int quantised) {
 
     cJSON *ref = load_reference();
     const cJSON *prompts = item(ref, "prompts");
-    int n_prompts = cJSON_GetArraySize(prompts), decisive_total = 0;
+    const int n_prompts = cJSON_GetArraySize(prompts), n_checked = EMX_TEST_SANITIZED ? 1 : n_prompts;
+    int decisive_total = 0;
     float *step0 = load_step0(DATA_DIR "logits_step0.f32", n_prompts, vocab);
 
-    for (int pi = 0; pi < n_prompts; pi++) {
+    for (int pi = 0; pi < n_checked; pi++) {
         const cJSON *p = cJSON_GetArrayItem(prompts, pi);
         const char *name = item(p, "name")->valuestring;
         int n_prompt, n_gen;
@@ -220,8 +223,9 @@ static void check_greedy(const char *model_name, int quantised) {
         free(prompt);
         free(want);
     }
-    if (quantised) cr_expect(decisive_total >= 100, "only %d steps with margin >= %g in the reference", decisive_total,
-                              Q8_DECISIVE_MARGIN);
+    if (quantised && n_checked == n_prompts)
+        cr_expect(decisive_total >= 100, "only %d steps with margin >= %g in the reference", decisive_total,
+                  Q8_DECISIVE_MARGIN);
     free(step0);
     cJSON_Delete(ref);
     emx_state_free(s);

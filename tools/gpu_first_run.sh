@@ -26,6 +26,10 @@ usage: tools/gpu_first_run.sh [options]
                       machine for this GPU's architecture (for a GPU machine without compilers
                       or test libraries); the build step checks that every one is there and
                       converts the test models with build/tools/convert
+  --benchmarks        the benchmarks alone (the shaped models, bench speed/sampler/agents, the
+                      decode paths, the timelines, the server's slots): no tests, sanitizers,
+                      labs or ncu, and only bench, the server and the converter built or checked
+                      (a short lease: tools/first_run/lease.sh packs them)
   --out DIR           report directory, new or empty (default build/first-run/YYYYMMDD-HHMMSS)
   --shared DIR        the shared test data (default $SHARED or ../shared)
   --jobs N            make -j and test -j (default: the CPU count)
@@ -42,12 +46,13 @@ EOF
 
 die() { echo "gpu_first_run: $*" >&2; exit 2; }
 
-EMULATED=0 PREBUILT=0 OUT="" SHARED_DIR="${SHARED:-../shared}" JOBS=$(nproc 2>/dev/null || echo 2) BUDGET_MIN=30
+EMULATED=0 PREBUILT=0 BENCHMARKS=0 OUT="" SHARED_DIR="${SHARED:-../shared}" JOBS=$(nproc 2>/dev/null || echo 2) BUDGET_MIN=30
 ONLY="" LIST=0 FAIL_STEPS=" "
 while [ $# -gt 0 ]; do
     case "$1" in
         --emulated) EMULATED=1 ;;
         --prebuilt) PREBUILT=1 ;;
+        --benchmarks) BENCHMARKS=1 ;;
         --list) LIST=1 ;;
         -h|--help) usage; exit 0 ;;
         --out|--shared|--jobs|--budget|--only|--fail-step)
@@ -125,6 +130,14 @@ fi
 LABS=$(printf "$LAB_DIR/%s " $LAB_FAMILIES)
 # The C suites also run the CPU-only bench and eval (bench::*, eval_cuda::*: the CPU side).
 PROGRAMS="build/cpu/run build/cpu/tools/bench build/cpu/tools/eval build/tools/convert build/tests/tests $GRUN $GBENCH $GEVAL $GSERVER $KERNEL_TESTS $BENCH_KERNELS $LABS"
+TEST_MODELS_CMD="$MAKE_CMD -k -o build/tools/convert test-models || echo 'some test models were not made (above)'"
+VERSION_PROG=$GRUN  # --prebuilt: the program that must name the CUDA backend
+if [ "$BENCHMARKS" = 1 ]; then  # what the benchmark steps run: no test, no test model but
+    # stories260K's when emulated (its benchmarks' model)
+    PROGRAMS="build/tools/convert $GBENCH $GSERVER" BUILD_TARGETS="build/tools/convert $GBENCH $GSERVER" LABS=""
+    [ "$EMULATED" = 0 ] || BUILD_TARGETS+=" build/models/stories260K.q8.bin build/models/stories260K.q4.bin"
+    TEST_MODELS_CMD="true" VERSION_PROG=$GBENCH
+fi
 if [ "$PREBUILT" = 1 ]; then
     # Every program there and runnable here (a missing library shows in ldd), the GPU one with its
     # CUDA backend; the test models converted by the prebuilt converter (make -o: never remade),
@@ -132,7 +145,7 @@ if [ "$PREBUILT" = 1 ]; then
     # fails in its own step.
     add build build 600 "for p in $PROGRAMS; do [ -x \$p ] || { echo \"--prebuilt: no \$p (build it elsewhere for this GPU and copy build/ here)\"; exit 1; }; \
 ! ldd \$p | grep 'not found' || { echo \"--prebuilt: \$p cannot load the libraries above\"; exit 1; }; done; \
-$GRUN --version || exit 1; $MAKE_CMD -k -o build/tools/convert test-models || echo 'some test models were not made (above)'"
+$VERSION_PROG --version || exit 1; $TEST_MODELS_CMD"
 else
     add build build $([ "$EMULATED" = 1 ] && echo 1800 || echo 1200) "$MAKE_CMD -j$JOBS $BUILD_TARGETS $LABS"
 fi
@@ -268,6 +281,15 @@ else
     add ncu ncu 600 "$NCU --metrics gpu__time_duration.sum --csv --launch-count 2000 $GBENCH speed ${FIRST#*:}.q8.bin $DEV -p 0 -n 2 --runs 1 --graphs 0"
 fi
 
+if [ "$BENCHMARKS" = 1 ]; then  # the plan keeps the machine, the build and the benchmarks
+    K_NAME=() K_KIND=() K_TIMEOUT=() K_CMD=() K_SKIP=()
+    for i in "${!S_NAME[@]}"; do
+        case " info build model speed paths timeline server sampler agents " in *" ${S_KIND[$i]} "*) ;; *) continue ;; esac
+        K_NAME+=("${S_NAME[$i]}"); K_KIND+=("${S_KIND[$i]}"); K_TIMEOUT+=("${S_TIMEOUT[$i]}")
+        K_CMD+=("${S_CMD[$i]}"); K_SKIP+=("${S_SKIP[$i]}")
+    done
+    S_NAME=("${K_NAME[@]}") S_KIND=("${K_KIND[@]}") S_TIMEOUT=("${K_TIMEOUT[@]}") S_CMD=("${K_CMD[@]}") S_SKIP=("${K_SKIP[@]}")
+fi
 if [ "$LIST" = 1 ]; then printf '%s\n' "${S_NAME[@]}"; exit 0; fi
 [ "$EMULATED" = 1 ] || [ "$N_GPUS" -gt 0 ] ||
     die "no GPU: 'nvidia-smi -L' lists none (--emulated runs the steps on the CPU emulation layer)"

@@ -227,7 +227,55 @@ Test(first_run, prebuilt_names_a_missing_program, .timeout = 120) {
     free(text);
     cJSON_Delete(rep);
     run_free(&r);
+    // --benchmarks checks only what the benchmarks run: the converter first
+    snprintf(out, sizeof out, "%s/report-benchmarks", dir);
+    r = run_prog(script, (const char *const[]){"--emulated", "--prebuilt", "--benchmarks", "--out", out, "--shared",
+                                               shared, "--only", "machine,build", NULL});
+    cr_expect_eq(r.code, 1, "exit %d, expected 1\n%s%s", r.code, r.out, r.err);
+    rep = read_json(out);
+    build = step_of(rep, "build");
+    snprintf(log, sizeof log, "%s/%s", out, str_of(build, "log"));
+    text = test_read_file(log, NULL);
+    cr_assert_not_null(text, "no log %s", log);
+    cr_expect(strstr(text, "--prebuilt: no build/tools/convert") != NULL, "%s", text);
+    free(text);
+    cJSON_Delete(rep);
+    run_free(&r);
     tmp_remove(dir);
+}
+
+// --benchmarks plans the machine, the build and every benchmark, and nothing else: no test,
+// sanitizer, lab or ncu step.
+Test(first_run, benchmarks_plan_only_the_benchmarks) {
+    RunResult r = run_prog(SCRIPT, (const char *const[]){"--emulated", "--benchmarks", "--list", NULL});
+    cr_assert_eq(r.code, 0, "--list: exit %d: %s", r.code, r.err);
+    const char *const want[] = {"machine", "build", "speed-stories260K-q8", "paths-stories260K-q8",
+                                "timeline-persistent-stories260K-q8", "server-slots-stories260K-q8",
+                                "sampler-persistent-stories260K-q8", "agents-stories260K-q8"};
+    char line[128];
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(line, sizeof line, "%s%s\n", i == 0 ? "" : "\n", want[i]);
+        cr_expect(i == 0 ? !strncmp(r.out, line, strlen(line)) : strstr(r.out, line) != NULL, "no %s in\n%s", want[i],
+                  r.out);
+    }
+    const char *const unwanted[] = {"kernel-tests", "suite-", "memcheck-", "racecheck-", "lab-", "bench-kernels", "ncu"};
+    for (size_t i = 0; i < sizeof unwanted / sizeof unwanted[0]; i++)
+        cr_expect(strstr(r.out, unwanted[i]) == NULL, "%s in\n%s", unwanted[i], r.out);
+    run_free(&r);
+}
+
+// tools/first_run/lease.sh (its pack builds with nvcc for minutes: not run here): a bad verb, a bad
+// option value and a missing archive are one-line errors with exit 2.
+Test(first_run, lease_errors_are_one_line) {
+    const char *lease = "tools/first_run/lease.sh";
+    expect_error_prog(lease, (const char *const[]){"frob", NULL}, 2, "lease: unknown verb 'frob': pack or run");
+    expect_error_prog(lease, (const char *const[]){"pack", "--arch", "9.0", NULL}, 2,
+                      "lease: --arch '9.0': a compute capability without its dot");
+    expect_error_prog(lease, (const char *const[]){"run", "--budget", "0", NULL}, 2, "lease: --budget '0'");
+    expect_error_prog(lease, (const char *const[]){"run", "--dir", "/nonexistent-lease", NULL}, 2,
+                      "lease: no /nonexistent-lease/prebuilt.tar.xz");
+    expect_error_prog(lease, (const char *const[]){"pack", "--shared", "/nonexistent-shared", NULL}, 2,
+                      "lease: --shared /nonexistent-shared: no testdata/tokenizers there");
 }
 
 Test(first_run, usage_errors_are_one_line_and_keep_files) {

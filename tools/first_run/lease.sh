@@ -66,7 +66,7 @@ pack() {
     local stage="$src/stage" p lib name
     mkdir -p "$stage/lib" "$stage/shared/testdata/tokenizers"
     (cd "$src/repo" && cp --parents $PROGRAMS "$stage/") || die "the programs are not where the build put them"
-    for p in $PROGRAMS; do strip --strip-debug "$stage/$p" || die "strip $p failed"; done  # a third of their size
+    for p in $PROGRAMS; do strip --strip-debug "$stage/$p" || die "strip $p failed"; done  # -g: not needed to run
     for p in $PROGRAMS; do
         ldd "$src/repo/$p" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
     done | sort -u | while read -r lib; do

@@ -92,8 +92,10 @@ NCU=$(command -v ncu || echo "$CUDA_BIN/ncu")
 # read from the log (info build tests sanitizer lab bench speed timeline server sampler agents ncu
 # model).
 S_NAME=() S_KIND=() S_TIMEOUT=() S_CMD=() S_SKIP=()
-add() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=("$3"); S_CMD+=("$4"); S_SKIP+=(""); }
-skip() { S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=(0); S_CMD+=(""); S_SKIP+=("$3"); }
+# --benchmarks plans the steps of these kinds alone: the machine, the build and the benchmarks.
+planned() { [ "$BENCHMARKS" = 0 ] || [[ " info build model speed paths timeline server sampler agents " == *" $1 "* ]]; }
+add() { planned "$2" || return 0; S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=("$3"); S_CMD+=("$4"); S_SKIP+=(""); }
+skip() { planned "$2" || return 0; S_NAME+=("$1"); S_KIND+=("$2"); S_TIMEOUT+=(0); S_CMD+=(""); S_SKIP+=("$3"); }
 
 if [ "$EMULATED" = 1 ]; then
     # The emulator's GPUs (tests/cuda_emu/README.md): EMU_DEVICE_COUNT, 4 unless set.
@@ -281,15 +283,6 @@ else
     add ncu ncu 600 "$NCU --metrics gpu__time_duration.sum --csv --launch-count 2000 $GBENCH speed ${FIRST#*:}.q8.bin $DEV -p 0 -n 2 --runs 1 --graphs 0"
 fi
 
-if [ "$BENCHMARKS" = 1 ]; then  # the plan keeps the machine, the build and the benchmarks
-    K_NAME=() K_KIND=() K_TIMEOUT=() K_CMD=() K_SKIP=()
-    for i in "${!S_NAME[@]}"; do
-        case " info build model speed paths timeline server sampler agents " in *" ${S_KIND[$i]} "*) ;; *) continue ;; esac
-        K_NAME+=("${S_NAME[$i]}"); K_KIND+=("${S_KIND[$i]}"); K_TIMEOUT+=("${S_TIMEOUT[$i]}")
-        K_CMD+=("${S_CMD[$i]}"); K_SKIP+=("${S_SKIP[$i]}")
-    done
-    S_NAME=("${K_NAME[@]}") S_KIND=("${K_KIND[@]}") S_TIMEOUT=("${K_TIMEOUT[@]}") S_CMD=("${K_CMD[@]}") S_SKIP=("${K_SKIP[@]}")
-fi
 if [ "$LIST" = 1 ]; then printf '%s\n' "${S_NAME[@]}"; exit 0; fi
 [ "$EMULATED" = 1 ] || [ "$N_GPUS" -gt 0 ] ||
     die "no GPU: 'nvidia-smi -L' lists none (--emulated runs the steps on the CPU emulation layer)"

@@ -82,12 +82,12 @@ pack() {
     echo "  there: tools/first_run/lease.sh run --dir $DIR --out \$OUT/first-run (name $DIR in the call's carry)"
 }
 
-# The directories that hold each library a program lacks, searched where CUDA images keep them.
+# The directories that hold each library the programs lack, searched where CUDA images keep them.
 find_missing() {
-    local p=$1 roots name hit
+    local roots name hit
     roots="/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu"
     roots+=" $(python3 -c 'import site; print(*site.getsitepackages())' 2>/dev/null)"
-    for name in $(ldd "$p" | awk '/not found/ {print $1}'); do
+    for name in $(for p in $PROGRAMS; do ldd "$p"; done | awk '/not found/ {print $1}' | sort -u); do
         hit=$(for r in $roots; do [ -d "$r" ] && find -L "$r" -maxdepth 5 -name "$name" -print -quit 2>/dev/null; done | head -1)
         [ -n "$hit" ] && dirname "$hit"
     done | sort -u
@@ -107,9 +107,7 @@ run() {
         ldconfig -p 2>/dev/null | awk '{print $1}' | grep -qxF "$(basename "$lib")" || ln -sf "$(realpath "$lib")" "$need/"
     done
     export LD_LIBRARY_PATH="$(realpath "$need")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    for p in $PROGRAMS; do
-        for d in $(find_missing "$p"); do LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done
-    done
+    for d in $(find_missing); do LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done
     for p in $PROGRAMS; do
         ! ldd "$p" | grep 'not found' || die "$p: the libraries above are not on this machine"
     done

@@ -276,6 +276,21 @@ Test(first_run, lease_errors_are_one_line) {
                       "lease: no /nonexistent-lease/prebuilt.tar.xz");
     expect_error_prog(lease, (const char *const[]){"pack", "--shared", "/nonexistent-shared", NULL}, 2,
                       "lease: --shared /nonexistent-shared: no testdata/tokenizers there");
+    // run in a checkout with its own build: the packed converter is not copied over the built one
+    char dir[64], cmd[512];
+    tmp_dir(dir);
+    struct stat before, after;
+    cr_assert_eq(stat("build/tools/convert", &before), 0, "build/tools/convert is not built");
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/stage/build/tools' && echo packed > '%s/stage/build/tools/convert' && "
+             "tar -C '%s/stage' -cJf '%s/prebuilt.tar.xz' .",
+             dir, dir, dir, dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    expect_error_prog(lease, (const char *const[]){"run", "--dir", dir, NULL}, 2,
+                      "lease: build/tools/convert exists and is not the packed one");
+    cr_assert_eq(stat("build/tools/convert", &after), 0);
+    cr_expect(after.st_size == before.st_size && after.st_mtime == before.st_mtime, "build/tools/convert was replaced");
+    tmp_remove(dir);
 }
 
 Test(first_run, usage_errors_are_one_line_and_keep_files) {

@@ -16,8 +16,9 @@ usage: tools/first_run/lease.sh pack [--arch SM] [--dir DIR] [--shared DIR] [--j
         holds build/tools/convert, build/cuda/tools/bench and build/cuda/tools/server, the
         libraries they link beyond the C library's and CUDA's, and the tokenizers the shaped
         models take (SHARED/testdata/tokenizers/qwen3, llama3); prints its size
-  run   there: unpacks DIR/prebuilt.tar.xz, links the carried libraries the machine lacks,
-        finds CUDA's (the toolkit's lib64, Python's nvidia-* packages), runs
+  run   there, in a fresh copy of the repository: unpacks DIR/prebuilt.tar.xz (the programs
+        into build/; a different one already there is an error), links the carried libraries
+        the machine lacks, finds CUDA's (the toolkit's lib64, Python's nvidia-* packages), runs
         tools/gpu_first_run.sh --prebuilt --benchmarks --budget MIN (default 7) --out OUT
         (default build/first-run/lease-YYYYMMDD-HHMMSS) and writes OUT.tar.gz: the report, one
         file to bring back; exits as gpu_first_run.sh does
@@ -98,6 +99,12 @@ run() {
     local unpacked="$DIR/unpacked" need="$DIR/unpacked/lib-needed" lib d p
     rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$DIR/prebuilt.tar.xz" ||
         die "could not unpack $DIR/prebuilt.tar.xz"
+    # Placed in a fresh copy of the repository (a device call's), never over a build of this one:
+    # make would take an AVX2, one-architecture program for its own and not build it again.
+    for p in $PROGRAMS; do
+        [ ! -e "$p" ] || cmp -s "$unpacked/$p" "$p" ||
+            die "$p exists and is not the packed one: run goes in a fresh copy of the repository, not over a build"
+    done
     for p in $PROGRAMS; do mkdir -p "$(dirname "$p")" && cp "$unpacked/$p" "$p" || die "could not place $p"; done
     # A carried library goes on the path only where the machine has none of that name: its own
     # copies stay in use for everything else this run starts (Python among them).

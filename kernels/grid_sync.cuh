@@ -22,6 +22,11 @@
 //     under the emulator, in the host pass, or before sm_90, where no launch overlaps the one
 //     before it (and the prefetch's index, kept across a quantising prologue, made sm_80's
 //     ptxas spill).
+//   emx_prefetch_l2_bulk(p, n): asks L2 for the n bytes at p, one instruction whatever n (PTX
+//     cp.async.bulk.prefetch.L2, sm_90; p 16-byte aligned, n a multiple of 16): a block with
+//     nothing to do warms the weights of the phases to come. Nothing before sm_90; under the
+//     emulator its rules are checked (alignment, the range inside one allocation) and its bytes
+//     counted (emu/kernel_runs.h).
 //   emx_clock(): the SM's cycle counter, to time a block's own stretches of work.
 //   emx_max_resident_blocks(kernel, threads, shmem, &blocks): the largest grid of `kernel`
 //     whose blocks are all resident at once (occupancy x SM count): a grid that waits must not
@@ -134,6 +139,16 @@ __device__ __forceinline__ void emx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" : : "l"(p));
 #else
     (void)p;
+#endif
+}
+
+__device__ __forceinline__ void emx_prefetch_l2_bulk(const void *p, unsigned n) {
+#if defined(ENTROPIX_CUDA_EMU)
+    ::emu::l2_prefetch_bulk(p, n, __FILE__, __LINE__);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" : : "l"(p), "r"(n) : "memory");
+#else
+    (void)p, (void)n;
 #endif
 }
 

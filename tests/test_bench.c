@@ -434,8 +434,9 @@ Test(bench, gpu_timeline, .timeout = 300) {
     run_free(&r);
 }
 
-// --persistent on the GPU: the graph path's row and the persistent kernel's, alternated round by
-// round, with their ratio (llama3-tiny: every layer one dtype), and with --timeline the persistent
+// --persistent on the GPU: the graph path's row and the persistent kernel's, with its L2 warming
+// and without, alternated round by round, with their ratios (llama3-tiny: every layer one
+// dtype), and with --timeline the persistent
 // kernel's phases; a model the kernel does not take (stories260K: a hidden width of 172) gets the
 // reason instead of a row and a timeline.
 Test(bench, gpu_decode_paths, .timeout = 300) {
@@ -457,13 +458,24 @@ Test(bench, gpu_decode_paths, .timeout = 300) {
     cr_expect(us > 0 && wait >= 0 && wait <= us, "%s", row);
     const char *t = strstr(r.out, "\ndecode paths (cuda:0");
     cr_assert(t, "%s", r.out);
-    double graph_us = 0, per_us = 0, ratio = 0;
+    // the rows: graph, the persistent kernel warming L2 (the emulated device: sm_90, a 50 MiB L2,
+    // a third of it), then without the warming; a path padded to 58 columns, then its µs a token
+    double graph_us = 0, per_us = 0, cold_us = 0, ratio = 0, warm_ratio = 0;
     const char *g = strstr(t, "\n  graph "), *p = strstr(t, "\n  persistent kernel, ");
-    cr_assert(g && sscanf(g + 9, "%lf", &graph_us) == 1 && graph_us > 0, "%s", t);
-    cr_assert(p && strstr(p, " blocks ") && sscanf(strstr(p, " blocks ") + 8, "%lf", &per_us) == 1 && per_us > 0, "%s", t);
+    cr_assert(g && sscanf(g + 3 + 58, "%lf", &graph_us) == 1 && graph_us > 0, "%s", t);
+    const char *c = p ? strstr(p + 1, "\n  persistent kernel, ") : NULL;
+    char prow[256] = "", crow[256] = "";
+    cr_assert(p && c && sscanf(p + 1, "%255[^\n]", prow) == 1 && sscanf(c + 1, "%255[^\n]", crow) == 1, "%s", t);
+    cr_assert(strstr(prow, " blocks, L2 warmed 16.7 MiB ") && !strstr(crow, "L2 warmed"), "%s", t);
+    cr_assert(sscanf(prow + 2 + 58, "%lf", &per_us) == 1 && per_us > 0 && sscanf(crow + 2 + 58, "%lf", &cold_us) == 1 &&
+                  cold_us > 0,
+              "%s", t);
     const char *q = strstr(t, "persistent / graph: ");
     cr_assert(q && sscanf(q + 20, "%lfx", &ratio) == 1, "%s", t);
     cr_expect(fabs(ratio - graph_us / per_us) < 0.01, "%s", t);
+    const char *w = strstr(t, "L2 warmed / not warmed: ");
+    cr_assert(w && sscanf(w + 24, "%lfx", &warm_ratio) == 1, "%s", t);
+    cr_expect(fabs(warm_ratio - cold_us / per_us) < 0.01, "%s", t);
     cr_expect(strstr(r.err, "paths round 1  graph") != NULL, "%s", r.err);
     run_free(&r);
     test_build_path(mp, sizeof mp, "models/stories260K.q8.bin");

@@ -9,6 +9,9 @@
 //                 4    hb = silu(Wg rmsnorm(x)) * (Wu rmsnorm(x))      (IN_NORM, GLU_SILU)
 //                 5    x += Wdown hb                                   (IN_AS_IS, accumulate)
 //   last               logits = Wout rmsnorm(x)                        (IN_NORM)
+// The embedding and the classifier have the layers' dtype, or q8 beside 4-bit layers (a q4
+// export's: the q4 kernels hold a q8 embedding and classifier phase too, so such a model's step
+// is one launch as well).
 // Gemma 3's layers (sandwich: each block's output normed before its residual add, which needs the
 // whole output row) move the norm and the add into the next phase's prologue, as the fused path
 // does (runtime/cuda/forward_cuda_fused.c), x and xb alternating as the residual row:
@@ -49,7 +52,10 @@
 // it has seen every block's writes, so it also merges the metrics or takes the decision.
 // Weights before activations: between its signal and its wait a block asks L2 for the first rows
 // its warps take in the next phase (emx_prefetch_l2; the attention phase, whose items are few at
-// short contexts, for the two phases after it), so that the weights stream while it waits.
+// short contexts, for the two phases after it), so that the weights stream while it waits. The
+// blocks the attention phase leaves without an item go further (EmxDecodeStep.warm_bytes, sm_90):
+// each asks L2 for a slice of wo, gate, up and down with one bulk prefetch a matrix
+// (emx_prefetch_l2_bulk), so that the four phases after the attention read their weights from L2.
 // Residency: every block waits for every other, so all G must be resident at once: a cooperative
 // launch (CUDA refuses a grid that does not fit rather than letting it hang), G from the occupancy
 // API and the device's SM count, never a fixed number.
@@ -97,6 +103,10 @@ const char *bad_arguments(const EmxDecodeStep *a) {
 
 }  // namespace
 
+extern "C" int emx_cuda_decode_persistent_takes(uint32_t dtype, uint32_t edge) {
+    return dtype <= EMX_Q4_1F && (edge == dtype || (uint32_t)edge_dtype((int)dtype) == edge);
+}
+
 extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a) {
     if (!a) return "no arguments";
     if (a->n_layers < 1 || a->dim < 1 || a->hidden_dim < 1 || a->vocab < 1 || a->ctx < 1)
@@ -111,6 +121,13 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
     if (a->rope_style != EMX_ROPE_INTERLEAVED && a->rope_style != EMX_ROPE_HALF) return "unknown rope style";
     if (a->sandwich && !emx_cuda_matvec_fused_residual_fits(a->dtype, a->dim))
         return "sandwich layers whose residual row and input do not fit in 48 KiB (emx_cuda_matvec_fused_residual_fits)";
+    if ((a->emb && !emx_cuda_decode_persistent_takes(a->dtype, a->emb_dtype)) ||
+        (a->out && !emx_cuda_decode_persistent_takes(a->dtype, a->out_dtype)))
+        return "an embedding or classifier dtype the launch does not take beside the layers' "
+               "(emx_cuda_decode_persistent_takes)";
+    if (a->out && (a->sandwich ? !emx_cuda_matvec_fused_residual_fits(a->out_dtype, a->dim)
+                               : !emx_cuda_matvec_fused_fits(a->out_dtype, a->dim)))
+        return "a classifier whose input does not fit in 48 KiB";
     return nullptr;
 }
 

@@ -61,6 +61,13 @@ struct GridBarrier {
     }
 };
 
+// The dtype the embedding and the classifier may have beside layers of `dt` other than dt: q8
+// beside 4-bit layers (the converter keeps a q4 export's embeddings at q8), else dt itself (no
+// second instantiation of their phases in the kernel).
+__host__ __device__ constexpr int edge_dtype(int dt) {
+    return dt == EMX_Q4 || dt == EMX_Q4_1 || dt == EMX_Q4_1F ? (int)EMX_Q8 : dt;
+}
+
 // The first row each of this block's warps takes in a matvec phase over [W_0; W_1; W_2] (and W2),
 // into L2. Nothing under the emulator or before sm_90 (emx_prefetch_l2).
 template <int DT, int GLU>
@@ -70,6 +77,40 @@ __device__ __forceinline__ void prefetch_phase(const MatvecSet &set, const void 
     const SetRow row = set_row(set, g);
     prefetch_row<DT>(row.W, cols, row.r);
     if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, row.r);
+}
+
+// The bytes of a matrix of DT, rows x cols (cols % 32 == 0), as emx_cuda_weight_bytes counts them:
+// 32 weights in 128 (f32), 64 (f16, bf16), 34 (q8), 18 (q4), 20 (q4_1) or 24 (q4_1f) bytes.
+template <int DT>
+__device__ __forceinline__ size_t matrix_bytes(int rows, int cols) {
+    constexpr size_t G = DT == EMX_F32 ? 128 : DT == EMX_F16 || DT == EMX_BF16 ? 64 : DT == EMX_Q8 ? 34
+                         : DT == EMX_Q4 ? 18 : DT == EMX_Q4_1 ? 20 : 24;
+    return (size_t)rows * (size_t)(cols / 32) * G;
+}
+
+// L2 warmed while the attention phase runs. Its items are few at short contexts (a 64-key chunk
+// of a KV head each: 16 items at 100 positions with 8 KV heads, on a grid of hundreds of blocks),
+// so the blocks it leaves without one ask L2 for the weights the next phases read: wo, gate, up,
+// down, in that order, a.warm_bytes of them at most. Idle block i of n takes the i-th slice of
+// each matrix (16-byte aligned, a multiple of 16 bytes: one bulk prefetch a matrix, by thread 0).
+template <int DT>
+__device__ __forceinline__ void warm_next_phases(const EmxDecodeStep &a, const EmxDecodeLayer *L, int items) {
+    const int idle = (int)gridDim.x - items, i = (int)blockIdx.x - items;
+    if (a.warm_bytes == 0 || i < 0 || !emx_grid_leader()) return;
+    const void *W[4] = {L->wo, L->gate, L->up, L->down};
+    const size_t ffn = matrix_bytes<DT>(a.hidden_dim, a.dim);
+    const size_t bytes[4] = {matrix_bytes<DT>(a.dim, a.n_heads * a.head_dim), ffn, ffn,
+                             matrix_bytes<DT>(a.dim, a.hidden_dim)};
+    size_t left = a.warm_bytes;
+    for (int m = 0; m < 4 && left > 0; m++) {
+        const size_t n = bytes[m] < left ? bytes[m] : left;  // of this matrix, from its start
+        left -= n;
+        const size_t slice = (n / (size_t)idle + 16) & ~(size_t)15, at = (size_t)i * slice;
+        if (at >= n || (uintptr_t)W[m] % 16 != 0) continue;
+        size_t len = (n - at < slice ? n - at : slice) & ~(size_t)15;  // (a last tail < 16 bytes: not asked)
+        len = len < (1u << 30) ? len : (1u << 30);
+        if (len > 0) emx_prefetch_l2_bulk((const char *)W[m] + at, (unsigned)len);
+    }
 }
 
 // A set of up to three matrices and their outputs, rows each.
@@ -109,10 +150,11 @@ struct AttnShared {
     int last;
 };
 
-// Phase 2 of layer L: the block's (chunk, KV head) items of the one query row at pos.
+// Phase 2 of layer L: the block's (chunk, KV head) items of the one query row at pos. Returns
+// the phase's items (all blocks').
 template <typename KV>
-__device__ __forceinline__ void attention_phase(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
-                                                float *smem, AttnShared &sh_mem) {
+__device__ __forceinline__ int attention_phase(const EmxDecodeStep &a, const EmxDecodeLayer *L, int pos,
+                                               float *smem, AttnShared &sh_mem) {
     const DecodeRope rp = {L->inv_freq, L->q_norm, L->k_norm, L->bq, L->bk, L->bv, a.eps, a.rope_style};
     const DecodeShape sh = decode_shape(a.n_heads, a.n_kv_heads, a.head_dim, a.keys_per_block, a.attn_scale, L->window);
     DecodeRow<KV> row;
@@ -129,6 +171,7 @@ __device__ __forceinline__ void attention_phase(const EmxDecodeStep &a, const Em
     for (int it = (int)blockIdx.x; it < items; it += (int)gridDim.x)
         decode_block(rp, sh, row, it / a.n_kv_heads, it % a.n_kv_heads, smem, sh_mem.red_f, sh_mem.red_s,
                      sh_mem.inv, &sh_mem.last);
+    return items;
 }
 
 // Layer l's five phases, each ended by the barrier (the next phase's weights asked for between
@@ -143,10 +186,11 @@ __device__ __forceinline__ void layer_phases(const EmxDecodeStep &a, const EmxDe
                                         a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
     bar.arrive();
     bar.wait();
-    attention_phase<KV>(a, L, pos, smem, sh_mem);
+    const int items = attention_phase<KV>(a, L, pos, smem, sh_mem);
     bar.arrive();
     prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);  // few attention items: most blocks wait here
     prefetch_phase<DT, GLU_SILU>(gate, L->up, a.dim);
+    warm_next_phases<DT>(a, L, items);
     bar.wait();
     matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 1, smem);
     bar.arrive();
@@ -287,10 +331,11 @@ __device__ __forceinline__ void sandwich_phases(const EmxDecodeStep &a, const Em
         matvec_phase<DT, GLU_NONE, IN_NORM>(qkv, nullptr, a.dim, plain_input(a.x, L->attn_norm, a.eps, a.dim), 0, smem);
     bar.arrive();
     bar.wait();
-    attention_phase<KV>(a, L, pos, smem, sh_mem);
+    const int items = attention_phase<KV>(a, L, pos, smem, sh_mem);
     bar.arrive();
     prefetch_phase<DT, GLU_NONE>(wo, nullptr, q_dim);
     prefetch_phase<DT, GLU_GELU>(gate, L->up, a.dim);
+    warm_next_phases<DT>(a, L, items);
     bar.wait();
     matvec_phase<DT, GLU_NONE, IN_AS_IS>(wo, nullptr, q_dim, plain_input(a.att, nullptr, a.eps, q_dim), 0, smem);
     bar.arrive();
@@ -329,8 +374,10 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
     GridBarrier bar = {a.sync, 0, clocks};
     bar.stamp_start();
     const int pos = *a.pos;
+    constexpr int EDGE = edge_dtype(DT);  // a q8 embedding or classifier beside 4-bit layers
     if (a.emb) {
-        embed_phase<DT>(a);
+        if (EDGE != DT && a.emb_dtype != DT) embed_phase<EDGE>(a);
+        else embed_phase<DT>(a);
         bar.arrive();
     }
     for (int l = 0; l < a.n_layers; l++) {
@@ -344,9 +391,15 @@ __global__ void __launch_bounds__(PERSIST_THREADS, 1) decode_persistent_kernel(c
     }
     if (a.out) {
         const MatvecSet cls = set_of(a.out, a.logits, a.vocab);
-        prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
-        bar.wait();
-        classifier_phase<DT, SANDWICH>(a, cls, smem);
+        if (EDGE != DT && a.out_dtype != DT) {
+            prefetch_phase<EDGE, GLU_NONE>(cls, nullptr, a.dim);
+            bar.wait();
+            classifier_phase<EDGE, SANDWICH>(a, cls, smem);
+        } else {
+            prefetch_phase<DT, GLU_NONE>(cls, nullptr, a.dim);
+            bar.wait();
+            classifier_phase<DT, SANDWICH>(a, cls, smem);
+        }
         if (a.metrics.out || a.choice.sample_ws) {  // every logit first
             bar.arrive();
             bar.wait();
@@ -378,9 +431,11 @@ size_t step_smem(const EmxDecodeStep *a) {
     const int q_dim = a->n_heads * a->head_dim;
     const int chunk = decode_shape(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, 0, 0).chunk;
     size_t b = decode_smem(a->n_heads / a->n_kv_heads, a->head_dim, chunk, a->kv_dtype == EMX_KV_F16 ? 2 : 4);
-    const size_t m[3] = {smem_bytes((int)a->dtype, a->dim, a->sandwich ? IN_RESIDUAL : IN_NORM),
-                         smem_bytes((int)a->dtype, q_dim, IN_AS_IS), smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS)};
-    for (int i = 0; i < 3; i++) b = m[i] > b ? m[i] : b;
+    const int in_dim = a->sandwich ? IN_RESIDUAL : IN_NORM;
+    const size_t m[4] = {smem_bytes((int)a->dtype, a->dim, in_dim), smem_bytes((int)a->dtype, q_dim, IN_AS_IS),
+                         smem_bytes((int)a->dtype, a->hidden_dim, IN_AS_IS),
+                         a->out ? smem_bytes((int)a->out_dtype, a->dim, in_dim) : 0};
+    for (int i = 0; i < 4; i++) b = m[i] > b ? m[i] : b;
     const size_t mt = metrics_smem(a->n_heads);  // asked for or not: one occupancy for every launch
     return mt > b ? mt : b;
 }

@@ -80,7 +80,9 @@ typedef struct {
 // The step: shapes, weights, activations and the step's input, device pointers.
 typedef struct {
     int n_layers, dim, hidden_dim, n_heads, n_kv_heads, head_dim, vocab, ctx;
-    uint32_t dtype;        // the matrices' (enum emx_dtype): every layer's, and emb's and out's
+    uint32_t dtype;        // every layer's matrices' (enum emx_dtype)
+    uint32_t emb_dtype, out_dtype;  // emb's and out's: dtype, or EMX_Q8 beside 4-bit layers (a q4
+                           // export keeps them at q8: emx_cuda_decode_persistent_takes)
     int kv_dtype;          // EMX_KV_F32 or EMX_KV_F16
     float eps;             // the RMSNorms'
     float attn_scale;      // 0: 1 / sqrt(head_dim)
@@ -89,6 +91,8 @@ typedef struct {
     int sandwich;          // 0: Llama/Qwen layers (x += Wo att; SwiGLU; x += Wdown hb); 1: Gemma 3's
                            // (each block's output normed before the add, GeGLU), every layer
     int keys_per_block;    // the attention's chunk of keys (0: the default, attention.h)
+    size_t warm_bytes;     // 0, or the most bytes of wo, gate, up and down the blocks without an
+                           // attention item ask L2 for while that phase runs (sm_90)
     const EmxDecodeLayer *layers;  // [n_layers]
     const void *emb;       // [vocab][dim], or NULL: x holds the step's embedding already
     const void *out;       // the classifier [vocab][dim], or NULL: the launch ends after the layers
@@ -122,6 +126,11 @@ typedef struct {
                            // or choice
     int blocks;            // the grid: 0 for emx_cuda_decode_persistent_blocks's, else at most that
 } EmxDecodeStep;
+
+// 1 when the launch takes an embedding or a classifier of dtype `edge` beside layers of `dtype`:
+// the same dtype, or q8 beside 4-bit layers (q4, q4_1, q4_1f: the converter keeps a q4 export's
+// embeddings at q8). Else 0: the runtime gives them launches of their own.
+int emx_cuda_decode_persistent_takes(uint32_t dtype, uint32_t edge);
 
 // NULL when the step's shapes can run as one persistent launch, else why not (one line: a width
 // that is not a multiple of 32, an input beyond 48 KiB of shared memory, an attention shape the

@@ -63,6 +63,27 @@ static EmxDecodeLayer layer_entry(const CudaState *s, int l) {
     return e;
 }
 
+// The most bytes the blocks without an attention item warm L2 with while that phase runs
+// (EmxDecodeStep.warm_bytes: the next phases' weights): a third of the device's L2, leaving the
+// rest to the activations and the keys and values the attention reads; or
+// EMX_CUDA_PERSISTENT_WARM_MB (0: none, to measure what the warming saves). None before sm_90,
+// which has no bulk prefetch.
+static size_t warm_bytes(const CudaState *s) {
+    int l2 = 0, cc_major = 0;
+    if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, s->device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (cc_major < 9) return 0;
+    const char *env = getenv("EMX_CUDA_PERSISTENT_WARM_MB");
+    if (env) {
+        const long mb = strtol(env, NULL, 10);
+        return mb > 0 ? (size_t)mb << 20 : 0;
+    }
+    return l2 > 0 ? (size_t)l2 / 3 : 0;
+}
+
 // The step's arguments (s->step), layers_d not yet filled.
 static void step_args(CudaState *s) {
     const EmxConfig *c = &s->m->cfg;
@@ -80,15 +101,17 @@ static void step_args(CudaState *s) {
     a->rope_style = (int)c->rope_style;
     a->sandwich = s->m->ext.ffn_act == EMX_ACT_GELU_TANH;  // every layer, as layers_refusal checked
     a->layers = s->step_layers_d;
-    // the embedding and the classifier in the launch where they share the layers' dtype; else
-    // their own launches before and after it
-    a->emb = w->emb.dtype == a->dtype ? w->emb.data : NULL;
-    a->out = w->out.dtype == a->dtype && w->out.cols == a->dim ? w->out.data : NULL;
+    // the embedding and the classifier in the launch where it takes their dtype (the layers', or
+    // a q4 export's q8); else their own launches before and after it
+    a->emb_dtype = w->emb.dtype, a->out_dtype = w->out.dtype;
+    a->emb = emx_cuda_decode_persistent_takes(a->dtype, w->emb.dtype) ? w->emb.data : NULL;
+    a->out = emx_cuda_decode_persistent_takes(a->dtype, w->out.dtype) && w->out.cols == a->dim ? w->out.data : NULL;
     a->out_norm = w->norm;
     a->x = s->x, a->q = s->q, a->k = s->k, a->v = s->v, a->att = s->att, a->hb = s->hb, a->logits = s->logits;
     a->xb = s->xb, a->tmp = s->tmp;
     a->attn_ws = s->attn_ws;
     a->arrivals = s->attn_arrivals;
+    a->warm_bytes = warm_bytes(s);
     a->sync = s->step_sync;
     a->token = &s->in_d->tokens[0];
     a->pos = &s->in_d->pos[0];
@@ -163,8 +186,11 @@ int cuda_persistent_init(CudaState *s, int asked) {
                         : !s->step.emb                ? ", the embedding apart"
                         : !s->step.out                ? ", the classifier apart"
                                                       : "";
-    snprintf(s->decode_path, sizeof s->decode_path, "persistent kernel, %d block%s%s", s->step.blocks,
-             s->step.blocks == 1 ? "" : "s", apart);
+    char warm[64] = "";
+    if (s->step.warm_bytes > 0)
+        snprintf(warm, sizeof warm, ", L2 warmed %.1f MiB", (double)s->step.warm_bytes / (1 << 20));
+    snprintf(s->decode_path, sizeof s->decode_path, "persistent kernel, %d block%s%s%s", s->step.blocks,
+             s->step.blocks == 1 ? "" : "s", apart, warm);
     return 0;
 }
 

@@ -356,14 +356,17 @@ Test(first_run, report_reads_gpu_logs) {
                "timeline-qwen3-0.6b-q8\ttimeline\tpass\t0\t9\t600\tlogs/9.log\t\tbench speed --timeline\n"
                "server-slots-qwen3-0.6b-q8\tserver\tpass\t0\t30\t600\tlogs/10.log\t\tserver_parallel.py\n"
                "paths-qwen3-0.6b-q8\tpaths\tpass\t0\t30\t600\tlogs/11.log\t\tbench speed --persistent\n");
-    // bench speed --persistent (tools/bench/decode_paths.c): the two paths' rows and their ratio
+    // bench speed --persistent (tools/bench/decode_paths.c): the paths' rows (the persistent
+    // kernel's with its L2 warming and without) and their ratios
     write_file(dir, "logs/11.log",
                "decode tg128:      610.50 tok/s, 1.638 ms/token\n"
                "\ndecode paths (cuda:0, NVIDIA H200; tg128 at depth 0, 3 rounds alternated):\n"
                "  path                                                          µs/token      tok/s   of bound\n"
                "  graph                                                         1638.00      610.5       7.8%\n"
-               "  persistent kernel, 396 blocks                                  702.25     1424.0      18.2%\n"
-               "  persistent / graph: 2.33x tok/s; bound: 127.58 µs (612368384 bytes at 4800 GB/s, the GPU's properties)\n");
+               "  persistent kernel, 396 blocks, L2 warmed 20.0 MiB              702.25     1424.0      18.2%\n"
+               "  persistent kernel, 396 blocks                                  750.50     1332.4      17.0%\n"
+               "  persistent / graph: 2.33x tok/s; bound: 127.58 µs (612368384 bytes at 4800 GB/s, the GPU's properties)\n"
+               "  L2 warmed / not warmed: 1.07x tok/s\n");
     // tools/bench/server_parallel.py --check-texts: the best run of each --parallel counts
     write_file(dir, "logs/10.log",
                "parallel 1: 2048 tokens in 4.0 s: 512.0 tok/s aggregate, median time to first token 40 ms\n"
@@ -514,8 +517,11 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(paths, "persistent_us_per_token"), 702.25);
     cr_expect_eq(fig(paths, "persistent_of_bound_pct"), 18.2);
     cr_expect_eq(fig(paths, "persistent_vs_graph"), 2.33);
-    cr_expect(strstr(md, "| paths-qwen3-0.6b-q8 | 1,638.00 | 702.25 | 2.330 | 18.2 | persistent kernel, 396 blocks |"), "%s",
-              md);
+    cr_expect_eq(fig(paths, "persistent_cold_us_per_token"), 750.5);
+    cr_expect_eq(fig(paths, "warmed_vs_not"), 1.07);
+    cr_expect(strstr(md, "| paths-qwen3-0.6b-q8 | 1,638.00 | 702.25 | 2.330 | 18.2 | 750.50 | 1.070 | persistent kernel, 396 "
+                         "blocks, L2 warmed 20.0 MiB |"),
+              "%s", md);
     const cJSON *sl = step_of(rep, "server-slots-qwen3-0.6b-q8");
     cr_expect_eq(fig(sl, "parallel1_tok_s"), 525.1);
     cr_expect_eq(fig(sl, "parallel8_tok_s"), 2048.5);

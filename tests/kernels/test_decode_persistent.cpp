@@ -9,7 +9,8 @@
 // emx_cuda_matvec_fused for w_down; the classifier). After every step: the logits, x, both
 // layers' score rows and statistics and the whole KV caches BITWISE equal (the phases are the same
 // code: matvec_fused.cuh, attention_decode.cuh).
-// Breadth: every weight dtype; Llama (no q/k norms), Qwen3 (norms), Qwen2 (biases), Gemma 3's
+// Breadth: every weight dtype, and beside 4-bit layers the q8 embedding and classifier a q4
+// export keeps; Llama (no q/k norms), Qwen3 (norms), Qwen2 (biases), Gemma 3's
 // layers (sandwich norms, GeGLU; against the fused path's Gemma launches); layer 1 local
 // (a window of 6 keys, its cache a ring of 7 rows that wraps twice in 20 steps); f32 and f16
 // caches; grids of 1 block (every phase by one block), 5, and all the emulator holds
@@ -45,6 +46,11 @@
 #include "kernels/logits_metrics.h"
 #include "kernels/matvec_fused.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/weights.h"
+
+#ifdef ENTROPIX_CUDA_EMU
+#include "tests/cuda_emu/include/emu/kernel_runs.h"
+#endif
 
 extern "C" {
 #include "runtime/cpu/cpu_ops.h"
@@ -70,6 +76,8 @@ struct Variant {
     const EmxProfile *entropix = nullptr;  // with metrics 1: the entropix decision in the launch
     const EmxSamplerParams *fixed = nullptr;  // or a fixed draw with these (top-k on) in the launch
     bool narrow = false;    // logits in a narrow band (narrow_classifier)
+    bool edge_q8 = false;   // the embedding and the classifier in q8 beside 4-bit layers (a q4 export's)
+    size_t warm = 0;        // EmxDecodeStep.warm_bytes: L2 warmed by the blocks the attention leaves idle
 };
 
 // A classifier whose logits crowd into a narrow band, 8 x[0] within about +-0.005 (the first column
@@ -137,6 +145,9 @@ struct Copy {
     }
 };
 
+// The embedding's and the classifier's dtype.
+uint32_t edge_of(const Variant &v) { return v.edge_q8 ? (uint32_t)EMX_Q8 : v.dtype; }
+
 struct Model {
     Variant var;
     TestWeight emb;
@@ -146,9 +157,9 @@ struct Model {
     DevBuf<double> inv_freq;
     std::vector<Layer *> layers;
     explicit Model(const Variant &v)
-        : var(v), emb(v.dtype, v.vocab, kDim, 901),
-          out_w(v.narrow ? new TestWeight(v.dtype, v.vocab, kDim, narrow_classifier(v.vocab, 902))
-                         : new TestWeight(v.dtype, v.vocab, kDim, 902)),
+        : var(v), emb(edge_of(v), v.vocab, kDim, 901),
+          out_w(v.narrow ? new TestWeight(edge_of(v), v.vocab, kDim, narrow_classifier(v.vocab, 902))
+                         : new TestWeight(edge_of(v), v.vocab, kDim, 902)),
           out(*out_w), out_norm(random_floats(kDim, 903, 0.5f, 1.5f)), inv_freq(kHd / 2) {
         std::vector<double> inv(kHd / 2);
         emx_rope_inv_freq(inv.data(), kHd, 10000.0, nullptr);
@@ -263,9 +274,11 @@ EmxDecodeStep step_args(const Model &m, Copy &c, DevBuf<EmxDecodeLayer> &table) 
     a.head_dim = kHd, a.vocab = m.var.vocab, a.ctx = c.ctx, a.dtype = m.var.dtype, a.kv_dtype = m.var.kv_dtype;
     a.eps = 1e-5f, a.attn_scale = 0, a.embed_scale = 1.0f, a.rope_style = EMX_ROPE_HALF, a.keys_per_block = kKpb;
     a.layers = table.p, a.emb = m.emb.w.data, a.out = m.out.w.data, a.out_norm = m.out_norm.p;
+    a.emb_dtype = m.emb.dtype, a.out_dtype = m.out.dtype;
     a.x = c.x.p, a.q = c.q.p, a.k = c.k.p, a.v = c.v.p, a.att = c.att.p, a.hb = c.hb.p, a.logits = c.logits.p;
     a.attn_ws = c.ws.p, a.arrivals = c.arrivals.p, a.sync = c.sync.p, a.token = c.token.p, a.pos = c.pos.p;
     a.blocks = m.var.blocks;
+    a.warm_bytes = m.var.warm;
     a.sandwich = m.var.sandwich, a.xb = c.xb.p, a.tmp = c.tmp.p;
     if (!m.var.classifier) a.out = nullptr;
     if (m.var.metrics) {  // both layers' attention metrics (EMX_ATTN_LAYERS_ALL), and the argmax
@@ -312,6 +325,41 @@ void expect_stamps(const DevBuf<long long> &clocks, int phases, int grid, std::v
     }
 }
 
+// The bytes kernels have asked L2 for in bulk so far (the emulator counts them; 0 on a GPU).
+long long prefetched_bytes() {
+#ifdef ENTROPIX_CUDA_EMU
+    return emu::l2_prefetch_bytes();
+#else
+    return 0;
+#endif
+}
+
+// What a step's warming asked L2 for (emulated): in each layer, the blocks without an attention
+// item (grid - items > 0: a short row on a grid of many blocks) ask for the first v.warm bytes of
+// wo, gate, up and down, each matrix's slices tiling its part (its last bytes short of 16 apart):
+// no slice twice, none left out. The emulator also faults a slice that is not 16-byte aligned or
+// leaves its matrix.
+void expect_warmed(const Variant &v, long long bytes, int grid, int pos) {
+#ifdef ENTROPIX_CUDA_EMU
+    const int items = (pos + kKpb) / kKpb * kKv;  // layer 0's (layer 1's window has fewer)
+    const long long size[4] = {(long long)emx_cuda_weight_bytes(v.dtype, kDim, kQ),
+                               (long long)emx_cuda_weight_bytes(v.dtype, kHidden, kDim),
+                               (long long)emx_cuda_weight_bytes(v.dtype, kHidden, kDim),
+                               (long long)emx_cuda_weight_bytes(v.dtype, kDim, kHidden)};
+    long long want = 0, left = (long long)v.warm;
+    for (long long n : size) {
+        const long long part = n < left ? n : left;
+        want += part & ~15LL, left -= part;
+    }
+    if (items >= grid && grid > 1) return;  // (layer 1's window may leave blocks idle: not counted here)
+    if (grid == 1) want = 0;                 // one block, with an item: none idle
+    cr_assert_eq(bytes, kLayers * want, "dtype %u, blocks %d, warm %zu: %lld bytes asked of L2 at pos %d, %lld expected",
+                 v.dtype, grid, v.warm, bytes, pos, kLayers * want);
+#else
+    (void)v, (void)bytes, (void)grid, (void)pos;
+#endif
+}
+
 void decode_equals_fused(const Variant &v, int steps) {
     Model m(v);
     Copy ref(v), per(v);
@@ -331,8 +379,10 @@ void decode_equals_fused(const Variant &v, int steps) {
         }
         fused_step(m, ref);
         a.choice.step = (uint64_t)pos;
+        const long long warmed = prefetched_bytes();
         CUDA_OK(emx_cuda_decode_persistent(&a, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
+        expect_warmed(v, prefetched_bytes() - warmed, grid, pos);
         if (v.classifier) expect_same(ref.logits, per.logits, "logits", v, pos);
         expect_same(ref.x, per.x, "x", v, pos);
         expect_same(ref.scores, per.scores, "score rows", v, pos);
@@ -459,6 +509,43 @@ Test(decode_persistent, gemma3_layers_equal_the_fused_kernels, .timeout = 600) {
     decode_equals_fused(w, 3);
 }
 
+// A q4 export's embedding and classifier, q8 beside 4-bit layers, in the launch (the q4 kernels'
+// own q8 phases): every 4-bit dtype; Gemma 3's layers (the last residual add in the q8
+// classifier's prologue) with the metrics; the entropix decision after a q8 classifier.
+Test(decode_persistent, q8_embedding_and_classifier_beside_4bit_layers, .timeout = 600) {
+    for (uint32_t dt : {(uint32_t)EMX_Q4, (uint32_t)EMX_Q4_1, (uint32_t)EMX_Q4_1F}) {
+        Variant v{dt, EMX_KV_F32, false, false, 0};
+        v.edge_q8 = true;
+        decode_equals_fused(v, 6);
+    }
+    Variant g{EMX_Q4, EMX_KV_F16, true, false, 3};
+    g.edge_q8 = true, g.sandwich = true, g.metrics = 1;
+    decode_equals_fused(g, 8);
+    const EmxProfile ada = forced(EMX_CASE_ADAPTIVE, 1);
+    Variant e{EMX_Q4_1F, EMX_KV_F32, true, false, 0};
+    e.edge_q8 = true, e.vocab = 10000, e.metrics = 1, e.entropix = &ada;
+    decode_equals_fused(e, 3);
+}
+
+// L2 warmed by the blocks the attention phase leaves idle: the next phases' weights asked for in
+// slices that tile them (counted by the emulator, which faults a misaligned slice or one past its
+// matrix), capped (wo and part of gate) or not (all four), Llama's and Gemma 3's layers; the
+// results the same bits. With no idle block (one block) nothing is asked.
+Test(decode_persistent, idle_blocks_warm_l2_with_the_next_phases, .timeout = 600) {
+    for (uint32_t dt : {(uint32_t)EMX_Q8, (uint32_t)EMX_Q4_1F, (uint32_t)EMX_F16}) {
+        Variant v{dt, EMX_KV_F32, true, false, 0};
+        v.warm = 10000;
+        decode_equals_fused(v, 8);
+        v.warm = (size_t)1 << 30, v.sandwich = dt == EMX_Q8;
+        decode_equals_fused(v, 8);
+    }
+    Variant one{EMX_Q8, EMX_KV_F32, false, false, 1};
+    one.warm = (size_t)1 << 30;
+    const long long before = prefetched_bytes();
+    decode_equals_fused(one, 3);
+    cr_assert_eq(prefetched_bytes(), before, "one block, which has an attention item, warmed L2");
+}
+
 Test(decode_persistent, refuses_what_it_does_not_take) {
     Model m(Variant{EMX_Q8, EMX_KV_F32, false, false, 0});
     Copy c(m.var);
@@ -478,6 +565,17 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     a = good;
     a.n_heads = 3;  // not a multiple of the KV heads
     cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    a = good;
+    a.out_dtype = EMX_F16;  // a classifier of another dtype than the layers' (beside q8 layers: none)
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    a.out = nullptr;  // the launch without the classifier: its dtype not read
+    cr_assert_null(emx_cuda_decode_persistent_refusal(&a));
+    a = good;
+    a.emb_dtype = EMX_Q4;
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    cr_assert(emx_cuda_decode_persistent_takes(EMX_Q4_1, EMX_Q8) && emx_cuda_decode_persistent_takes(EMX_Q8, EMX_Q8) &&
+              !emx_cuda_decode_persistent_takes(EMX_Q8, EMX_Q4) && !emx_cuda_decode_persistent_takes(EMX_Q4, EMX_F32) &&
+              !emx_cuda_decode_persistent_takes(EMX_F16, EMX_F32));
     a = good;
     a.hb = nullptr;
     cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);

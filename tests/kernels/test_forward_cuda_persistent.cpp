@@ -7,9 +7,9 @@
 // score row and the KV rows are BITWISE equal (the persistent kernel's phases run the fused
 // kernels' code: kernels/matvec_fused.cuh, kernels/attention_decode.cuh), through the graph and
 // through direct launches. Counted on the emulator: a persistent step is one cooperative launch
-// and nothing else, no fused matvec or attention kernel, but for the embedding and the
-// classifier where their dtype is not the layers' (q4 models keep them in q8: their own launches,
-// which the state's decode_path says). The grid: what the occupancy API and the SM count give (the emulator's EMU_SM_COUNT:
+// and nothing else, no fused matvec or attention kernel, the embedding and the classifier
+// inside it (q4 models' q8 ones too: the state's decode_path says none is apart), or launched
+// on their own where the path says they are apart. The grid: what the occupancy API and the SM count give (the emulator's EMU_SM_COUNT:
 // half the SMs, half the blocks), or fewer (EMX_CUDA_PERSISTENT_BLOCKS: one block running every
 // phase alone, three), the same bits each time. Gemma 3's layers (sandwich norms, GeGLU) too. A
 // model the kernel does not take (stories260K) decodes through the graph path, bitwise, and says
@@ -142,6 +142,7 @@ void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_
     EmxState *direct = state_of(&m, 1, nullptr, ctx, 1, graph, cache);
     cr_assert_eq(decode_path(graph), std::string("graph"));
     cr_assert_gt(path_blocks(per), 1, "%s: %s", name, decode_path(per).c_str());
+    cr_assert(decode_path(per).find("apart") == std::string::npos, "%s: %s", name, decode_path(per).c_str());
     decode_equal(name, m, {graph, per, direct}, {false, true, true}, ctx, steps);
     for (EmxState *s : {direct, per, graph}) emx_state_free(s);
     emx_model_close(&m);
@@ -207,12 +208,19 @@ Test(forward_cuda_persistent, qwen3_tiny_entropix_decides_as_the_graph_path, .ti
     decide_equal("qwen3-tiny.q8.bin", 3, EMX_DECIDE_ENTROPIX);
 }
 
+// A q4_1f export (Q4_K's: its classifier q8): the entropix decision in the launch after the q8
+// classifier.
+Test(forward_cuda_persistent, qwen3_tiny_q4_1f_entropix_decides_as_the_graph_path, .timeout = 900) {
+    decide_equal("qwen3-tiny.q4_1f.bin", 2, EMX_DECIDE_ENTROPIX);
+}
+
 Test(forward_cuda_persistent, qwen3_tiny_greedy_and_sampled_decide_as_the_graph_path, .timeout = 900) {
     decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_GREEDY);
     decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE);      // top-k off: the wide draw's kernels
     decide_equal("qwen3-tiny.q8.bin", 2, EMX_DECIDE_SAMPLE, 40);  // top-k on: the draw in the launch
 }
 
+// q4 (its embedding and classifier q8, in the launch), and f32 weights with an f16 cache.
 Test(forward_cuda_persistent, llama3_tiny_equals_graph_path, .timeout = 900) {
     persistent_equals_graph("llama3-tiny.q4.bin", 2);
     persistent_equals_graph("llama3-tiny.f32.bin", 1, EMX_KV_F16);

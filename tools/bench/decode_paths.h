@@ -2,10 +2,12 @@
 // through the persistent kernel (EmxStateOptions.persistent: one launch a token), alternated
 // round by round in one run, as µs a token, tok/s and the share of the bandwidth model's bound.
 //
-// Two states of the model share its weights on the device: the one `bench speed` measured and
-// one made with the persistent kernel asked for. Each round decodes tgN on the graph state, then
-// tgN on the persistent one, so both see the same machine; the medians are printed with their
-// ratio. Where the persistent kernel does not take the model the table says why (its state's
+// States of the model share its weights on the device: the one `bench speed` measured, one made
+// with the persistent kernel asked for and, where that kernel warms L2 with the next phases'
+// weights while the attention runs (its decode path says "L2 warmed"), one without the warming
+// (EMX_CUDA_PERSISTENT_WARM_MB=0). Each round decodes tgN on each in turn, so all see the same
+// machine; the medians are printed with the ratios (persistent / graph; warmed / not warmed).
+// Where the persistent kernel does not take the model the table says why (its state's
 // decode_path) and the graph path's row stands alone.
 #ifndef ENTROPIX_BENCH_DECODE_PATHS_H
 #define ENTROPIX_BENCH_DECODE_PATHS_H

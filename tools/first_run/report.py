@@ -79,19 +79,23 @@ PATH_ROW = re.compile(r"^  ((?:graph|persistent kernel)\S*.*?)\s+" + NUM + r"\s+
 
 def paths_figures(text):
     """bench speed --persistent (tools/bench/decode_paths.c): bench speed's lines, then the graph
-    path's and the persistent kernel's us/token, tok/s and share of the bound, and their ratio; or
-    why the persistent kernel did not take the model."""
+    path's and the persistent kernel's us/token, tok/s and share of the bound (and the persistent
+    kernel's without its L2 warming, where it warms), and their ratios; or why the persistent
+    kernel did not take the model."""
     f = speed_figures(text)
     _, found, table_text = text.partition("\ndecode paths (")
     if not found:
         return f
     rows = PATH_ROW.findall(table_text)
-    for key, row in zip(("graph", "persistent"), rows):
+    for key, row in zip(("graph", "persistent", "persistent_cold"), rows):
         f[key + "_path"] = row[0]
         f[key + "_us_per_token"], f[key + "_tok_s"], f[key + "_of_bound_pct"] = map(num, row[1:])
     m = re.search(r"^  persistent / graph: " + NUM + "x tok/s", table_text, re.M)
     if m:
         f["persistent_vs_graph"] = num(m.group(1))
+    m = re.search(r"^  L2 warmed / not warmed: " + NUM + "x tok/s", table_text, re.M)
+    if m:
+        f["warmed_vs_not"] = num(m.group(1))
     m = re.search(r"^  not measured: (.+)$", table_text, re.M)
     if m:
         f["not_measured"] = m.group(1)
@@ -311,9 +315,10 @@ def markdown(rep):
                for p in phases]
               + [["graph step, wall clock", f(s, "graph_us_per_token"), "", "", "", ""] + ([""] if barrier else [])])
     table(md, ["decode paths", "graph µs/token", "persistent µs/token", "persistent / graph", "persistent of bound %",
-               "persistent path"],
+               "not warmed µs/token", "warmed / not", "persistent path"],
           [[s["name"], f(s, "graph_us_per_token"), f(s, "persistent_us_per_token"), f(s, "persistent_vs_graph", 3),
-            f(s, "persistent_of_bound_pct", 1), s["figures"].get("persistent_path") or s["figures"].get("not_measured", "-")]
+            f(s, "persistent_of_bound_pct", 1), f(s, "persistent_cold_us_per_token"), f(s, "warmed_vs_not", 3),
+            s["figures"].get("persistent_path") or s["figures"].get("not_measured", "-")]
            for s in by("paths")])
     table(md, ["server slots", "1 slot tok/s", "most slots tok/s", "ratio", "texts equal"],
           [[s["name"], f(s, "parallel1_tok_s"),

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <string>
 
+#include "emu/kernel_runs.h"
 #include "engine_internal.h"
+#include "runtime_internal.h"
 
 namespace emu {
 
@@ -34,6 +36,20 @@ void *static_shared(const void *key, const char *file, int line, const char *nam
 }
 
 void *dynamic_shared() { return cur_engine().dynamic; }
+
+namespace {
+std::atomic<long long> prefetched{0};  // l2_prefetch_bulk's bytes, every thread's
+} // namespace
+
+void l2_prefetch_bulk(const void *p, unsigned n, const char *file, int line) {
+    if ((uintptr_t)p % 16 != 0 || n % 16 != 0)
+        device_fault(file, line, "cp.async.bulk.prefetch.L2: address %p or size %u not a multiple of 16", p, n);
+    if (!device_range(p, n))
+        device_fault(file, line, "cp.async.bulk.prefetch.L2: [%p, +%u) is not inside one device allocation", p, n);
+    prefetched += n;
+}
+
+long long l2_prefetch_bytes() { return prefetched.load(); }
 
 void device_fault(const char *file, int line, const char *fmt, ...) {
     Engine &e = cur_engine();

@@ -85,6 +85,10 @@ void grid_wait(const unsigned *counter, unsigned target, const char *file, int l
 // kernel as early as it may anyway).
 void grid_dependency_sync();
 void trigger_programmatic_completion();
+// cp.async.bulk.prefetch.L2 (emx_prefetch_l2_bulk): a fault unless p is 16-byte aligned, n a
+// multiple of 16 and [p, p + n) inside one device allocation; else only counts the bytes
+// (l2_prefetch_bytes): no cache to warm.
+void l2_prefetch_bulk(const void *p, unsigned n, const char *file, int line);
 void *static_shared(const void *key, const char *file, int line, const char *name, size_t size, size_t align);
 void *dynamic_shared();
 // Reports a fault in kernel code (printf-style message) with the kernel, block and thread, then

@@ -19,6 +19,9 @@ long cooperative_kernel_runs(const char *prefix);
 // a copy or a memset the attribute makes no programmatic edge (the copy completes first), as in
 // CUDA, where programmatic edges join kernel nodes only.
 long programmatic_edges_instantiated();
+// Bytes kernels have asked L2 for with bulk prefetches (emx_prefetch_l2_bulk) so far in this
+// process, on every host thread.
+long long l2_prefetch_bytes();
 
 } // namespace emu
 

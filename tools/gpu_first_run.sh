@@ -188,6 +188,47 @@ else
     DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8 --check-every 5"
     TIMELINE="-p 0 -n 128 --runs 3" SLOTS="--parallel 1,8,1,8 --clients 8 --requests 2 --max-tokens 128"
 fi
+# The order is what a short lease most needs first (--budget skips what is left): the new decode
+# paths (the persistent kernel beside the graph path, its timeline, the sampler through it, the
+# server's slots), then the figures earlier runs already recorded.
+FIRST=${MODELS%% *}
+# The decode step as one persistent kernel (docs/cuda.md, "One launch a token"), alternated round
+# by round with the graph path in one run: their µs a token and ratio (bench speed --persistent).
+for m in $MODELS; do
+    for dt in q8 q4; do
+        if [ "$EMULATED" = 1 ]; then
+            skip "paths-${m%%:*}-$dt" paths "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated decode_persistent and forward_cuda_persistent suites run it"
+        else add "paths-${m%%:*}-$dt" paths 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED --persistent"
+        fi
+    done
+done
+# The persistent kernel after 4096 tokens of context (f16 cache): what the attention phase costs
+# at that length beside its depth-0 figures above.
+if [ "$EMULATED" = 1 ]; then skip "paths-d4096-${FIRST%%:*}-q8" paths "emulated: stories260K holds 512 positions, and 4096 would take hours emulated"
+else add "paths-d4096-${FIRST%%:*}-q8" paths 600 "$GBENCH speed ${FIRST#*:}.q8.bin $DEV $SPEED -d 4096 --cache-type f16 --persistent"
+fi
+# The same token through the persistent kernel: its one launch split between the phases by its
+# blocks' clocks, with each phase's time at its grid barrier (bench speed --timeline --persistent).
+for m in $MODELS; do
+    if [ "$EMULATED" = 1 ]; then
+        skip "timeline-persistent-${m%%:*}-q8" timeline "emulated: stories260K stays on the graph path (the emulated bench and forward_cuda_timeline suites run it on llama3-tiny)"
+    else add "timeline-persistent-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline --persistent"
+    fi
+done
+# Entropix against greedy with the persistent kernel, which makes the decision's statistics in its
+# launch (bench sampler --persistent).
+for m in $MODELS; do
+    if [ "$EMULATED" = 1 ]; then
+        skip "sampler-persistent-${m%%:*}-q8" sampler "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated bench gpu_sampler_and_agents test runs it"
+    else add "sampler-persistent-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER --persistent"
+    fi
+done
+# The server's slots decoding together on the GPU (several states' rows in one step): aggregate
+# tok/s at 1 and 8 slots alternated, and every request's text the same whatever the slots
+# (tools/bench/server_parallel.py --check-texts: a slot beside others gives what it gives alone).
+for m in $MODELS; do
+    add "server-slots-${m%%:*}-q8" server 600 "python3 tools/bench/server_parallel.py ${m#*:}.q8.bin --server $GSERVER $DEV --threads 1 --completions --check-texts $SLOTS"
+done
 for m in $MODELS; do
     for dt in q8 q4; do add "speed-${m%%:*}-$dt" speed 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED"; done
 done
@@ -202,45 +243,12 @@ if [ "$EMULATED" != 1 ]; then
         add "speed-pdl-${m%%:*}-q8" speed 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $SPEED"
     done
 fi
-# The decode step as one persistent kernel (docs/cuda.md, "One launch a token"), alternated round
-# by round with the graph path in one run: their µs a token and ratio (bench speed --persistent).
-for m in $MODELS; do
-    for dt in q8 q4; do
-        if [ "$EMULATED" = 1 ]; then
-            skip "paths-${m%%:*}-$dt" paths "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated decode_persistent and forward_cuda_persistent suites run it"
-        else add "paths-${m%%:*}-$dt" paths 600 "$GBENCH speed ${m#*:}.$dt.bin $DEV $SPEED --persistent"
-        fi
-    done
-done
 # Where one token's time goes: each phase of the decode step timed by CUDA events between direct
 # launches, beside its bytes in the bandwidth model, and the graph path's token alternated with it
 # (bench speed --timeline, docs/cuda.md).
 for m in $MODELS; do add "timeline-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline"; done
-# The same token through the persistent kernel: its one launch split between the phases by its
-# blocks' clocks, with each phase's time at its grid barrier (bench speed --timeline --persistent).
-for m in $MODELS; do
-    if [ "$EMULATED" = 1 ]; then
-        skip "timeline-persistent-${m%%:*}-q8" timeline "emulated: stories260K stays on the graph path (the emulated bench and forward_cuda_timeline suites run it on llama3-tiny)"
-    else add "timeline-persistent-${m%%:*}-q8" timeline 600 "$GBENCH speed ${m#*:}.q8.bin $DEV $TIMELINE --timeline --persistent"
-    fi
-done
-# The server's slots decoding together on the GPU (several states' rows in one step): aggregate
-# tok/s at 1 and 8 slots alternated, and every request's text the same whatever the slots
-# (tools/bench/server_parallel.py --check-texts: a slot beside others gives what it gives alone).
-for m in $MODELS; do
-    add "server-slots-${m%%:*}-q8" server 600 "python3 tools/bench/server_parallel.py ${m#*:}.q8.bin --server $GSERVER $DEV --threads 1 --completions --check-texts $SLOTS"
-done
 for m in $MODELS; do add "sampler-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER"; done
-# Entropix against greedy with the persistent kernel, which makes the decision's statistics in its
-# launch (bench sampler --persistent).
-for m in $MODELS; do
-    if [ "$EMULATED" = 1 ]; then
-        skip "sampler-persistent-${m%%:*}-q8" sampler "emulated: stories260K's layers mix dtypes, which the persistent kernel does not take; the emulated bench gpu_sampler_and_agents test runs it"
-    else add "sampler-persistent-${m%%:*}-q8" sampler 600 "$GBENCH sampler ${m#*:}.q8.bin $DEV $SAMPLER --persistent"
-    fi
-done
 for m in $MODELS; do add "agents-${m%%:*}-q8" agents 600 "$GBENCH agents ${m#*:}.q8.bin $DEV $AGENTS"; done
-FIRST=${MODELS%% *}
 # Decode and prefill after 4096 tokens of context, with the f32 and the f16 KV cache: what the
 # attention costs at that length, and what halving its bytes changes.
 for c in f32 f16; do

@@ -111,6 +111,9 @@ typedef struct {
     int kv_ring_rows;            // rows of those rings (0: none, every layer holds ctx rows)
     int vocab;                   // the model's vocabulary: a row of logits
     int pair_graphs;             // GPU: emx_forward_pair's captured passes (one per row count)
+    int multi_graph_nodes;       // GPU: nodes of the emx_forward_multi step this state leads as a
+                                 // graph (replayed while the same rows come again); 0: none
+    int multi_captures;          // GPU: how many times such a step was captured (a new set of rows)
     EmxPhaseTimes phases;        // GPU with phase_timeline: the decode steps' phases; else zeros
     const char *decode_path;     // GPU: how a decode step runs: "graph", "persistent kernel, N
                                  // blocks" (", the embedding apart": in a launch of its own, its

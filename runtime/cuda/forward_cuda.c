@@ -190,6 +190,7 @@ static void cuda_state_free(EmxState *st) {
         if (s->step_graph[t]) cudaGraphExecDestroy(s->step_graph[t]);
     for (int i = 0; i < 2; i++)
         if (s->fed_graph[i]) cudaGraphExecDestroy(s->fed_graph[i]);
+    if (s->multi_graph) cudaGraphExecDestroy(s->multi_graph);
     for (int i = 0; i < 3; i++)
         if (s->out_ready[i]) cudaEventDestroy(s->out_ready[i]);
     cuda_pair_free(s);
@@ -482,6 +483,8 @@ static void cuda_info(const EmxState *st, EmxStateInfo *info) {
     info->decode_path = s->decode_path;
     info->persistent_blocks = s->persistent ? s->step.blocks : 0;
     for (int n = 0; n <= PAIR_GRAPH_ROWS; n++) info->pair_graphs += s->pair_graph[n] != NULL;
+    info->multi_graph_nodes = s->multi_graph ? s->multi_graph_nodes : 0;
+    info->multi_captures = s->multi_captures;
 }
 
 static const EmxBackend CUDA_BACKEND = {

@@ -242,8 +242,9 @@ int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r) {
     cuda_attention_args(s, l, &d.attn);  // the shape, scale and window (the cache fields: the rows')
     d.attn.q = s->q;
     d.attn.out = s->att;
-    for (int i = 0; i < n; i++)
-        if (r->multi_pos[i] + 1 > d.attn.n_keys) d.attn.n_keys = r->multi_pos[i] + 1;
+    for (int i = 0; i < n; i++)  // the grid's chunks: for the rows' keys, or (a graph) their whole contexts
+        if (r->device_positions ? r->multi[i]->ctx > d.attn.n_keys : r->multi_pos[i] + 1 > d.attn.n_keys)
+            d.attn.n_keys = r->device_positions ? r->multi[i]->ctx : r->multi_pos[i] + 1;
     cuda_decode_rope_of(&ra, &d);
     d.pos = NULL;  // each row's from the table
     CU(emx_cuda_attention_decode_rows(&d, s->rows_d, n, l, s->stream));

@@ -25,8 +25,10 @@
 // state's cache, position, score rows, workspace and counters, from a table the step copies to
 // the device once), bitwise each row's decode attention alone. Where that kernel does not apply (EMX_CUDA_FUSED=0, a shape it does not take,
 // rows with caches of different types) rope_kv and the attention run per row
-// (forward_cuda_layers.c's rope_multi, attention_multi: three launches a row). Not captured into
-// a graph: a layer costs about a dozen batched launches.
+// (forward_cuda_layers.c's rope_multi, attention_multi: three launches a row).
+// A layer costs about a dozen batched launches, and a server's busy slots run the same rows step
+// after step (their generations' tokens): when a call has the rows of the call before, its step
+// is captured into a graph (multi_step below), which later calls with those rows replay.
 
 // Row i's entry of the step's attention table: states[i]'s buffers (layer 0's) and position.
 static EmxAttnDecodeRow attention_row(const CudaState *o, int pos) {
@@ -64,6 +66,64 @@ static int multi_refused(CudaState *s, EmxState *const *states, const int *token
     return 0;
 }
 
+// The step's launches once the host tables (in_h, rows_h) are filled: their copies, the layers,
+// the classifier and each row's logits into its state, on the device and on the host. graph:
+// being captured: the attention's grid covers the rows' whole contexts, each row's position
+// read from the table at each replay.
+static int multi_launches(CudaState *s, EmxState *const *states, const int *pos, int n, int graph) {
+    CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
+    CU(cudaMemcpyAsync(s->rows_d, s->rows_h, (size_t)n * sizeof *s->rows_h, cudaMemcpyHostToDevice, s->stream));
+    const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos, .device_positions = graph};
+    if (cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n)) return -1;
+    const size_t row_bytes = (size_t)s->vocab * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        CudaState *r = (CudaState *)states[i];
+        const float *mine = s->logits + (size_t)i * s->vocab;
+        // into the state's own logits row 0 too: emx_state_propose reads them there
+        if (i) CU(cudaMemcpyAsync(r->logits, mine, row_bytes, cudaMemcpyDeviceToDevice, s->stream));
+        CU(cudaMemcpyAsync(r->logits_h, mine, row_bytes, cudaMemcpyDeviceToHost, s->stream));
+    }
+    return 0;
+}
+
+// The rows as a graph's key (MultiKey): a state freed and another made at its address either has
+// other buffers (another key) or the same ones, which the graph then writes as rightly.
+static void multi_key_of(EmxState *const *states, int n, MultiKey *k) {
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    for (int i = 0; i < n; i++) {
+        const CudaState *r = (const CudaState *)states[i];
+        k->rows[i][0] = r, k->rows[i][1] = r->logits, k->rows[i][2] = r->logits_h;
+    }
+}
+
+// The step: replayed when the rows are the graph's; captured when the call before had these rows
+// too (a set of rows seen once runs its launches directly: a capture costs more than one step).
+// Direct launches always where a row's position would be baked into a launch (the rows' separate
+// kernels: EMX_CUDA_FUSED=0, a shape or caches the one-launch attention does not take), and
+// without graphs (no_graphs, a timeline).
+static int multi_step(CudaState *s, EmxState *const *states, const int *pos, int n) {
+    const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos};
+    MultiKey key;
+    multi_key_of(states, n, &key);
+    const int again = memcmp(&key, &s->multi_last, sizeof key) == 0;
+    s->multi_last = key;
+    if (s->no_graphs || s->clock || !cuda_multi_attention_fused(s, n, &rows))
+        return multi_launches(s, states, pos, n, 0);
+    if (!s->multi_graph || memcmp(&key, &s->multi_key, sizeof key) != 0) {
+        if (!again) return multi_launches(s, states, pos, n, 0);
+        if (s->multi_graph) cudaGraphExecDestroy(s->multi_graph);
+        s->multi_graph = NULL, s->multi_graph_nodes = 0;
+        CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+        if (cuda_capture_end(s, multi_launches(s, states, pos, n, 1), &s->multi_graph, &s->multi_graph_nodes))
+            return -1;
+        s->multi_key = key;
+        s->multi_captures++;
+    }
+    CU(cudaGraphLaunch(s->multi_graph, s->stream));
+    return 0;
+}
+
 int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, const int *pos, int n,
                                  const float **logits) {
     CudaState *s = (CudaState *)states[0];
@@ -75,18 +135,7 @@ int emx_cuda_state_forward_multi(EmxState *const *states, const int *tokens, con
         s->in_h->rows[i] = i;
         s->rows_h[i] = attention_row((const CudaState *)states[i], pos[i]);
     }
-    CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
-    CU(cudaMemcpyAsync(s->rows_d, s->rows_h, (size_t)n * sizeof *s->rows_h, cudaMemcpyHostToDevice, s->stream));
-    const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos};
-    if (cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n)) return -1;
-    const size_t row_bytes = (size_t)s->vocab * sizeof(float);
-    for (int i = 0; i < n; i++) {
-        CudaState *r = (CudaState *)states[i];
-        const float *mine = s->logits + (size_t)i * s->vocab;
-        // into the state's own logits row 0 too: emx_state_propose reads them there
-        if (i) CU(cudaMemcpyAsync(r->logits, mine, row_bytes, cudaMemcpyDeviceToDevice, s->stream));
-        CU(cudaMemcpyAsync(r->logits_h, mine, row_bytes, cudaMemcpyDeviceToHost, s->stream));
-    }
+    if (multi_step(s, states, pos, n)) return -1;
     CU(cudaStreamSynchronize(s->stream));
     for (int i = 0; i < n; i++) {
         CudaState *r = (CudaState *)states[i];

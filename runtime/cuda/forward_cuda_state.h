@@ -52,6 +52,14 @@ static inline int gemm_variant(uint32_t dtype) {
     return dtype == EMX_F32 || dtype == EMX_BF16 || dtype == EMX_F16 ? EMX_GEMM_CUBLAS_F32 : EMX_GEMM_CUBLAS_BF16;
 }
 
+// The rows an emx_forward_multi graph was captured for: their count, and each row's state with
+// the buffers the graph's last copies write (its logits on the device and on the host): all that
+// a replay takes from the rows' states besides the tables it copies at each replay.
+typedef struct {
+    int n;
+    const void *rows[CHUNK][3];
+} MultiKey;
+
 typedef struct {
     EmxCudaWeight wq, wk, wv, wo, gate, up, down;
     float *attn_norm, *ffn_norm;  // [dim]
@@ -230,6 +238,11 @@ typedef struct {
     EmxLogitPair *pair_d, *pair_h;         // device / pinned host
     StepInput *pin_d, *pin_h;              // [PAIR_CHUNKS] device / pinned host
     cudaGraphExec_t pair_graph[PAIR_GRAPH_ROWS + 1];
+    // emx_forward_multi's step as a graph (forward_cuda_multi.c), led by this state: the rows it
+    // was captured for (key), the rows of the call before (last), its nodes and its captures
+    MultiKey multi_key, multi_last;
+    cudaGraphExec_t multi_graph;
+    int multi_graph_nodes, multi_captures;
 } CudaState;
 
 // What a decision (emx_forward_decide's spec) reads besides the logits: the attention metrics

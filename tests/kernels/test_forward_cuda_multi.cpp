@@ -3,7 +3,8 @@
 //
 // Four states of one model, sharing the uploaded weights, with different histories (so they sit
 // at different positions), run a few steps as one emx_forward_multi each, rows in another order
-// than the states were made. Each state's logits, attention score rows (every layer and head,
+// than the states were made (the same rows each step: from the second on, a captured graph
+// replays the step; the_same_rows_replay_a_graph checks when it is captured and what it keys on). Each state's logits, attention score rows (every layer and head,
 // keys 0..pos) and KV rows 0..pos must be BITWISE those of a twin state (same weights, same
 // history) fed the same token alone with emx_forward (the decode graph): a row of the batched
 // matvec does the same arithmetic as the one-row matvec (kernels/matvec.cu: the lanes of a warp
@@ -76,16 +77,17 @@ std::vector<int> history(const EmxModel &m, int i) {
 
 // Score rows [n_layers][n_heads][kCtx] of a and b over keys 0..last: bitwise (tol < 0) or within
 // tol of the reference b's magnitude.
-void check_scores(const EmxModel &m, const EmxState *a, const EmxState *b, float tol, const char *what) {
+void check_scores(const EmxModel &m, const EmxState *a, const EmxState *b, float tol, const char *what,
+                  int ctx = kCtx) {
     int la, lb;
     const float *sa = emx_attention_scores(a, &la);
     cr_assert(sa, "%s: %s", what, emx_state_error(a));
-    std::vector<float> ca(sa, sa + (size_t)m.cfg.n_layers * m.cfg.n_heads * kCtx);
+    std::vector<float> ca(sa, sa + (size_t)m.cfg.n_layers * m.cfg.n_heads * ctx);
     const float *sb = emx_attention_scores(b, &lb);
     cr_assert(sb, "%s", what);
     cr_assert_eq(la, lb, "%s: last position %d vs %d", what, la, lb);
     for (size_t lh = 0; lh < (size_t)m.cfg.n_layers * m.cfg.n_heads; lh++) {
-        const float *x = &ca[lh * kCtx], *y = sb + lh * kCtx;
+        const float *x = &ca[lh * ctx], *y = sb + lh * ctx;
         if (tol < 0)
             cr_assert(memcmp(x, y, (size_t)(la + 1) * sizeof(float)) == 0, "%s: score row %zu differs", what, lh);
         else
@@ -169,7 +171,94 @@ void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F
     emx_model_close(&m);
 }
 
+// The several-states step as a graph (forward_cuda_multi.c): (captures, nodes) of the state
+// leading the rows.
+std::pair<int, int> multi_graph(const EmxState *lead) {
+    EmxStateInfo info;
+    emx_state_info(lead, &info);
+    return {info.multi_captures, info.multi_graph_nodes};
+}
+
+// One batched step of `rows` (states of `multi`, each with its twin in `twin`), each row's logits,
+// score rows and KV rows bitwise its twin's fed the same token alone.
+void step_equals_alone(const EmxModel &m, const std::vector<EmxState *> &multi, const std::vector<EmxState *> &twin,
+                       const std::vector<int> &rows, int step, std::vector<int> &at, int ctx) {
+    const int vocab = (int)m.cfg.vocab_size, n = (int)rows.size();
+    std::vector<EmxState *> st;
+    std::vector<int> tok, pos;
+    for (int i : rows) st.push_back(multi[(size_t)i]), tok.push_back((3 + 11 * i + 7 * step) % vocab), pos.push_back(at[(size_t)i]);
+    std::vector<const float *> lg((size_t)n);
+    cr_assert_eq(emx_forward_multi(st.data(), tok.data(), pos.data(), n, lg.data()), 0, "%s", emx_state_error(st[0]));
+    for (int r = 0; r < n; r++) {
+        const int i = rows[(size_t)r];
+        const std::vector<float> got(lg[(size_t)r], lg[(size_t)r] + vocab);
+        const float *want = emx_forward(twin[(size_t)i], &tok[(size_t)r], 1, pos[(size_t)r]);
+        cr_assert(want && memcmp(got.data(), want, (size_t)vocab * sizeof(float)) == 0,
+                  "step %d row %d (state %d): logits differ from alone", step, r, i);
+        check_scores(m, multi[(size_t)i], twin[(size_t)i], -1, "a graph's step", ctx);
+        cr_assert(kv_rows(multi[(size_t)i], pos[(size_t)r] + 1) == kv_rows(twin[(size_t)i], pos[(size_t)r] + 1),
+                  "step %d row %d: KV rows differ from alone", step, r);
+        at[(size_t)i]++;
+    }
+}
+
 }  // namespace
+
+// The step as a graph: rows that come a second time in a row are captured, then replayed (the
+// positions moving on, read from the row table at each replay: a row crosses from the attention's
+// first 64-key chunk into its second while the graph replays), bitwise each row alone; other rows
+// (one more state) run directly once, then get their own capture; a state freed and another made
+// in its place (perhaps at its address, with its buffers) gets a correct step, never the freed
+// one's; with no_graphs never a graph.
+Test(forward_cuda_multi, the_same_rows_replay_a_graph, .timeout = 900) {
+    EmxModel m;
+    if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
+    const int ctx = 160, hist[3] = {61, 5, 40};
+    std::vector<EmxState *> multi, twin;
+    for (int i = 0; i < 6; i++) (i < 3 ? multi : twin).push_back(new_state(&m, "cuda:0", ctx, 0, i ? multi[0] : nullptr));
+    std::vector<int> at(3);
+    auto prefill = [&](int i, int len) {
+        std::vector<int> h((size_t)len);
+        for (int j = 0; j < len; j++) h[(size_t)j] = (1 + 13 * i + 29 * j) % (int)m.cfg.vocab_size;
+        for (EmxState *s : {multi[(size_t)i], twin[(size_t)i]}) cr_assert(emx_forward(s, h.data(), len, 0));
+        at[(size_t)i] = len;
+    };
+    for (int i = 0; i < 3; i++) prefill(i, hist[i]);
+    int step = 0;
+    step_equals_alone(m, multi, twin, {1, 0}, step++, at, ctx);
+    cr_assert_eq(multi_graph(multi[1]).first, 0, "rows seen once: captured");
+    for (int k = 0; k < 4; k++) step_equals_alone(m, multi, twin, {1, 0}, step++, at, ctx);  // row 0: 62 .. 65
+    cr_assert(multi_graph(multi[1]).first == 1 && multi_graph(multi[1]).second > 0, "captures %d, nodes %d",
+              multi_graph(multi[1]).first, multi_graph(multi[1]).second);
+    step_equals_alone(m, multi, twin, {1, 0, 2}, step++, at, ctx);  // new rows: direct, then their capture
+    cr_assert_eq(multi_graph(multi[1]).first, 1);
+    step_equals_alone(m, multi, twin, {1, 0, 2}, step++, at, ctx);
+    step_equals_alone(m, multi, twin, {1, 0, 2}, step++, at, ctx);
+    cr_assert_eq(multi_graph(multi[1]).first, 2);
+    emx_state_free(multi[2]);  // a state made in its place, prefilled anew
+    emx_state_free(twin[2]);
+    multi[2] = new_state(&m, "cuda:0", ctx, 0, multi[0]);
+    twin[2] = new_state(&m, "cuda:0", ctx, 0, multi[0]);
+    prefill(2, 9);
+    for (int k = 0; k < 3; k++) step_equals_alone(m, multi, twin, {1, 0, 2}, step++, at, ctx);
+    EmxState *direct = new_state(&m, "cuda:0", ctx, 1, multi[0]);  // no_graphs
+    const int h3[3] = {1, 2, 3};
+    cr_assert(emx_forward(direct, h3, 3, 0));
+    for (int k = 0; k < 2; k++) {
+        const int tok[2] = {5, 6}, pos[2] = {3 + k, at[0]};
+        EmxState *rows[2] = {direct, multi[0]};
+        const float *lg[2];
+        cr_assert_eq(emx_forward_multi(rows, tok, pos, 2, lg), 0, "%s", emx_state_error(direct));
+        at[0]++;
+        const std::vector<float> w(lg[1], lg[1] + m.cfg.vocab_size);
+        cr_assert(memcmp(w.data(), emx_forward(twin[0], &tok[1], 1, pos[1]), w.size() * sizeof(float)) == 0);
+    }
+    cr_assert_eq(multi_graph(direct).first, 0, "a state without graphs captured its step");
+    emx_state_free(direct);
+    for (int i = 2; i >= 0; i--) emx_state_free(twin[(size_t)i]);
+    for (int i = 2; i >= 0; i--) emx_state_free(multi[(size_t)i]);
+    emx_model_close(&m);
+}
 
 Test(forward_cuda_multi, stories260K_equals_single, .timeout = 600) {
     for (const char *d : {"f32", "q8"})

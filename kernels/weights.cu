@@ -8,21 +8,10 @@
 #include <string.h>
 
 #include "base/model_format.h"
+#include "kernels/common.cuh"
 
 extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
-    const uint64_t n = rows * cols;
-    if (rows != 0 && n / rows != cols) return 0;  // overflow
-    const bool grouped = cols % EMX_GROUP_SIZE == 0;
-    switch (dtype) {
-    case EMX_F32: return n * 4;
-    case EMX_F16:
-    case EMX_BF16: return n * 2;
-    case EMX_Q8: return grouped ? n + n / EMX_GROUP_SIZE * 2 : 0;
-    case EMX_Q4: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 2 : 0;
-    case EMX_Q4_1: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 4 : 0;
-    case EMX_Q4_1F: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 8 : 0;
-    default: return 0;
-    }
+    return emx_weight_bytes(dtype, rows, cols);
 }
 
 extern "C" int emx_cuda_repack_weight(uint32_t dtype, const void *src, uint64_t rows, uint64_t cols, void *dst) {

@@ -79,15 +79,6 @@ __device__ __forceinline__ void prefetch_phase(const MatvecSet &set, const void 
     if constexpr (GLU != GLU_NONE) prefetch_row<DT>(W2, cols, row.r);
 }
 
-// The bytes of a matrix of DT, rows x cols (cols % 32 == 0), as emx_cuda_weight_bytes counts them:
-// 32 weights in 128 (f32), 64 (f16, bf16), 34 (q8), 18 (q4), 20 (q4_1) or 24 (q4_1f) bytes.
-template <int DT>
-__device__ __forceinline__ size_t matrix_bytes(int rows, int cols) {
-    constexpr size_t G = DT == EMX_F32 ? 128 : DT == EMX_F16 || DT == EMX_BF16 ? 64 : DT == EMX_Q8 ? 34
-                         : DT == EMX_Q4 ? 18 : DT == EMX_Q4_1 ? 20 : 24;
-    return (size_t)rows * (size_t)(cols / 32) * G;
-}
-
 // L2 warmed while the attention phase runs. Its items are few at short contexts (a 64-key chunk
 // of a KV head each: 16 items at 100 positions with 8 KV heads, on a grid of hundreds of blocks),
 // so the blocks it leaves without one ask L2 for the weights the next phases read: wo, gate, up,
@@ -98,9 +89,9 @@ __device__ __forceinline__ void warm_next_phases(const EmxDecodeStep &a, const E
     const int idle = (int)gridDim.x - items, i = (int)blockIdx.x - items;
     if (a.warm_bytes == 0 || i < 0 || !emx_grid_leader()) return;
     const void *W[4] = {L->wo, L->gate, L->up, L->down};
-    const size_t ffn = matrix_bytes<DT>(a.hidden_dim, a.dim);
-    const size_t bytes[4] = {matrix_bytes<DT>(a.dim, a.n_heads * a.head_dim), ffn, ffn,
-                             matrix_bytes<DT>(a.dim, a.hidden_dim)};
+    const size_t ffn = emx_weight_bytes(DT, a.hidden_dim, a.dim);  // (kernels/common.cuh)
+    const size_t bytes[4] = {emx_weight_bytes(DT, a.dim, a.n_heads * a.head_dim), ffn, ffn,
+                             emx_weight_bytes(DT, a.dim, a.hidden_dim)};
     size_t left = a.warm_bytes;
     for (int m = 0; m < 4 && left > 0; m++) {
         const size_t n = bytes[m] < left ? bytes[m] : left;  // of this matrix, from its start

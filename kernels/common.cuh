@@ -32,20 +32,36 @@ __host__ __device__ static inline int emx_round_to_warps(int n, int cap) {
 }
 
 // Sum / max over the 32 lanes of a warp; every lane gets the result (butterfly, 5 shuffles).
+// Under the emulator (tests/cuda_emu) the five shuffles are one rendezvous that gives each lane
+// the same operations on the same operands in the same order (emu::warp_reduce, bitwise the
+// loop's result: tests/cuda_emu/test_warp.cpp): a warp sum per row of every matvec is most of
+// what an emulated whole-model test runs, and each shuffle is a fiber switch per lane.
 __device__ __forceinline__ float emx_warp_sum(float v) {
+#ifdef ENTROPIX_CUDA_EMU
+    return ::emu::warp_reduce_sum(v, __FILE__, __LINE__);
+#else
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(EMX_FULL_MASK, v, o);
     return v;
+#endif
 }
 __device__ __forceinline__ float emx_warp_max(float v) {
+#ifdef ENTROPIX_CUDA_EMU
+    return ::emu::warp_reduce_max(v, __FILE__, __LINE__);
+#else
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(EMX_FULL_MASK, v, o));
     return v;
+#endif
 }
 __device__ __forceinline__ int emx_warp_sum_int(int v) {
+#ifdef ENTROPIX_CUDA_EMU
+    return ::emu::warp_reduce_sum_int(v, __FILE__, __LINE__);
+#else
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(EMX_FULL_MASK, v, o);
     return v;
+#endif
 }
 
 // One group of 32 activations to int8, a value per lane (every lane of the warp must call it):

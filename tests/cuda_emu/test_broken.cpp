@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "emu_test.h"
+#include "kernels/common.cuh"
 
 // ---- a missing __syncthreads: caught by comparing the two thread schedules ----
 
@@ -147,6 +148,35 @@ Test(emu_broken, shuffle_from_a_lane_past_the_block) {
     std::string msg = fault_of([&] { read_missing_lane<<<1, 48>>>(x.ptr); });
     assert_contains(msg, "__shfl_down_sync reads lane");
     assert_contains(msg, "which does not exist (the block's last warp is partial)");
+}
+
+// kernels/common.cuh's warp reductions (one rendezvous here, emu::warp_reduce) keep the
+// shuffles' faults: lanes that do not arrive, lanes past a partial last warp, and the signed
+// overflow UBSan reports in the shuffles' int sum.
+__global__ void warp_sum_half_warp(float *x) {
+    if (threadIdx.x >= 16) return;
+    x[threadIdx.x] = emx_warp_sum(x[threadIdx.x]);
+}
+__global__ void warp_max_partial_warp(float *x) { x[threadIdx.x] = emx_warp_max(x[threadIdx.x]); }
+__global__ void warp_sum_int_overflow(int *x) { x[threadIdx.x] = emx_warp_sum_int(x[threadIdx.x]); }
+
+Test(emu_broken, warp_reductions_keep_the_shuffles_faults) {
+    DeviceBuffer<float> x(48);
+    std::string msg = fault_of([&] { warp_sum_half_warp<<<1, 32>>>(x.ptr); });
+    assert_contains(msg, "emx_warp_sum (five __shfl_xor_sync)");
+    assert_contains(msg, "lane 16 (thread (16,0,0)) exited without arriving");
+    msg = fault_of([&] { warp_max_partial_warp<<<1, 48>>>(x.ptr); });
+    assert_contains(msg, "emx_warp_max (five __shfl_xor_sync) reads lane 16");
+    assert_contains(msg, "which does not exist (the block's last warp is partial)");
+    std::vector<int> big(32, 1 << 27);  // 32 x 2^27 = 2^32: past INT_MAX at the last step
+    DeviceBuffer<int> q(big);
+    msg = fault_of([&] { warp_sum_int_overflow<<<1, 32>>>(q.ptr); });
+    assert_contains(msg, "emx_warp_sum_int (five __shfl_xor_sync): signed integer overflow");
+    std::vector<int> fits(32, 1 << 25);  // 2^30: no fault, every lane the sum
+    DeviceBuffer<int> q2(fits);
+    warp_sum_int_overflow<<<1, 32>>>(q2.ptr);
+    cr_assert_eq(cudaGetLastError(), cudaSuccess);
+    for (int v : q2.to_host()) cr_assert_eq(v, 1 << 30);
 }
 
 // In the default failure mode the fault aborts the test process.

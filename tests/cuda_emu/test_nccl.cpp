@@ -168,6 +168,11 @@ struct Bufs {
         }
         cudaSetDevice(0);
     }
+    ~Bufs() {
+        for (float *p : b) cudaFree(p);
+    }
+    Bufs(const Bufs &) = delete;
+    Bufs &operator=(const Bufs &) = delete;
 };
 
 static void all_reduce(ncclComm_t comm, float *buf) {

@@ -1,11 +1,17 @@
 // test_warp.cpp — every shuffle and vote against a CPU computation of CUDA's definition, for all
-// widths, several deltas and lane masks, partial masks in divergent branches, and the classic
-// butterfly reduction.
+// widths, several deltas and lane masks, partial masks in divergent branches, the classic
+// butterfly reduction, and kernels/common.cuh's warp reductions (one rendezvous here) against
+// the five shuffles they stand for.
 #include <criterion/criterion.h>
 
+#include <math.h>
+#include <string.h>
+
+#include <random>
 #include <vector>
 
 #include "emu_test.h"
+#include "kernels/common.cuh"
 
 #define FULL 0xffffffffu
 
@@ -159,4 +165,71 @@ Test(emu_warp, partial_last_warp) {
         cr_assert_eq(out[48 + t], 1);
         cr_assert_eq(out[96 + t], t ^ 8);
     }
+}
+
+// kernels/common.cuh's emx_warp_sum, emx_warp_max and emx_warp_sum_int (emu::warp_reduce: one
+// rendezvous) beside the loop the GPU runs, written out here: bitwise the same in every lane.
+__global__ void common_reductions(const float *x, const int *q, float *out, int *iout, int n) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = x[t], m = x[t];
+    int is = q[t];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL, m, o));
+    for (int o = 16; o > 0; o >>= 1) is += __shfl_xor_sync(FULL, is, o);
+    out[t] = emx_warp_sum(x[t]);
+    out[n + t] = s;
+    out[2 * n + t] = emx_warp_max(x[t]);
+    out[3 * n + t] = m;
+    iout[t] = emx_warp_sum_int(q[t]);
+    iout[n + t] = is;
+}
+
+Test(emu_warp, common_reductions_equal_the_five_shuffles) {
+    // Magnitudes from 1e-8 to 1e8 with both signs (a float sum whose value depends on the order
+    // of its adds), signed zeros, and warps holding infinities or NaNs; ints up to 2^25.
+    const int n = 256;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> expo(-8, 8), ints(-(1 << 25), 1 << 25);
+    std::vector<float> x(n);
+    std::vector<int> q(n);
+    for (int i = 0; i < n; i++) {
+        x[i] = mant(rng) * powf(10.0f, (float)expo(rng));
+        q[i] = ints(rng);
+    }
+    x[3] = -0.0f, x[4] = 0.0f;                          // warp 0: signed zeros among others
+    x[40] = INFINITY, x[41] = -INFINITY;                // warp 1: inf - inf
+    x[70] = NAN;                                        // warp 2: a NaN (fmaxf drops it, the sum keeps it)
+    for (int i = 96; i < 128; i++) x[i] = i % 2 ? -0.0f : 0.0f;  // warp 3: zeros only (+0 + -0 = +0)
+    DeviceBuffer<float> dx(x), dout(4 * n);
+    DeviceBuffer<int> dq(q), diout(2 * n);
+    auto outs = emu::run_both_schedules([&] {
+        common_reductions<<<2, n / 2>>>(dx.ptr, dq.ptr, dout.ptr, diout.ptr, n);
+        cr_assert_eq(cudaGetLastError(), cudaSuccess);
+        std::vector<float> f = dout.to_host();
+        std::vector<int> i = diout.to_host();
+        std::vector<uint32_t> bits(6 * n);
+        memcpy(bits.data(), f.data(), 4 * n * sizeof(float));
+        memcpy(bits.data() + 4 * n, i.data(), 2 * n * sizeof(int));
+        return bits;
+    });
+    cr_assert(outs.first == outs.second, "the reductions depend on the thread schedule");
+    const std::vector<uint32_t> &b = outs.first;
+    const char *what[3] = {"emx_warp_sum", "emx_warp_max", "emx_warp_sum_int"};
+    // But the sign of a zero that fmaxf returns for +0 and -0: C leaves it open, and GCC treats
+    // fmaxf as commutative (it may swap the operands, so the loop's own sign varies with the code
+    // around it). No kernel depends on it (their maxima are of |x|, or are subtracted).
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < n; t++) {
+            const uint32_t got = b[2 * k * n + t], want = b[(2 * k + 1) * n + t];
+            if (k == 1 && (got | want) == 0x80000000u) continue;
+            cr_assert_eq(got, want, "%s, thread %d: bits 0x%08x, the shuffles 0x%08x", what[k], t, got, want);
+        }
+    // Not a test that cannot fail: the sums of warp 0 differ in their last bits from a sum in
+    // lane order, so a reduction in any other order would differ from the shuffles.
+    float in_order = 0.0f;
+    for (int l = 0; l < 32; l++) in_order += x[l];
+    float got;
+    memcpy(&got, &b[0], 4);
+    cr_assert(isnan(got) == false && got != in_order, "warp 0's sum %.9g equals the lane-order sum: pick other data", got);
 }

@@ -222,7 +222,10 @@ void start_block(Engine &e) {
 Outcome run_block(Engine &e) {
     for (;;) {
         run_pass(e);
-        if (e.failed) return Outcome::Failed;
+        if (e.failed) {  // a fault in the pass: the block's fibers are abandoned, not its memory
+            e.free_shared();
+            return Outcome::Failed;
+        }
         if (e.any_released) { // the warp ops completed in the pass: their lanes go on
             release_warps(e);
             continue;
@@ -282,6 +285,9 @@ const char *warp_op_name(WarpOp op) {
     case WarpOp::Any: return "__any_sync";
     case WarpOp::All: return "__all_sync";
     case WarpOp::SyncWarp: return "__syncwarp";
+    case WarpOp::ReduceSum: return "emx_warp_sum (five __shfl_xor_sync)";
+    case WarpOp::ReduceMax: return "emx_warp_max (five __shfl_xor_sync)";
+    case WarpOp::ReduceSumInt: return "emx_warp_sum_int (five __shfl_xor_sync)";
     }
     return "?";
 }

@@ -15,6 +15,7 @@
 // value it contributes), updates the engine's counters, and switches to the next thread of the
 // pass (or the host), and returns once the barrier or rendezvous is complete and the thread's
 // turn has come again.
+#include <math.h>
 #include <string.h>
 
 #include <string>
@@ -46,6 +47,42 @@ void switch_away(Engine &e, Thread &t) {
     fiber_switch(t.fiber, next->fiber);
 }
 
+// A warp reduction's five xor-shuffle steps over the 32 lanes' values (their bits as deposited),
+// in place: after the step of offset o, lane l holds op(v[l], v[l ^ o]), its own value first as
+// the kernel's `v = v OP __shfl_xor_sync(full, v, o)` has it.
+template <class T, class Op> static void butterfly_as(uint64_t *v, Op op) {
+    T a[32], next[32];
+    for (unsigned l = 0; l < 32; l++) a[l] = __builtin_bit_cast(T, (uint32_t)v[l]);
+    for (unsigned o = 16; o > 0; o >>= 1) {
+        for (unsigned l = 0; l < 32; l++) next[l] = op(a[l], a[l ^ o]);
+        memcpy(a, next, sizeof a);
+    }
+    for (unsigned l = 0; l < 32; l++) v[l] = __builtin_bit_cast(uint32_t, a[l]);
+}
+
+static bool is_reduction(WarpOp op) {
+    return op == WarpOp::ReduceSum || op == WarpOp::ReduceMax || op == WarpOp::ReduceSumInt;
+}
+
+// Each lane's result of the whole warp's reduction; an int sum that overflows at any step marks
+// every lane's result (bit 32: warp_reduce's fault).
+static void reduce_warp(WarpOp op, uint64_t *v) {
+    if (op == WarpOp::ReduceSum) {
+        butterfly_as<float>(v, [](float a, float b) { return a + b; });
+    } else if (op == WarpOp::ReduceMax) {
+        butterfly_as<float>(v, [](float a, float b) { return fmaxf(a, b); });
+    } else {
+        bool overflow = false;
+        butterfly_as<int>(v, [&](int a, int b) {
+            int r;
+            overflow |= __builtin_add_overflow(a, b, &r);
+            return r;
+        });
+        if (overflow)
+            for (unsigned l = 0; l < 32; l++) v[l] |= 1ull << 32;
+    }
+}
+
 bool complete_warp(Engine &e, unsigned w) {
     bool progress = false;
     const unsigned present = warp_lanes_present(e, w);
@@ -60,6 +97,7 @@ bool complete_warp(Engine &e, unsigned w) {
             out[m] = in[m];
             lanes[m]->state = State::Released;
         }
+        if (is_reduction(wp.op) && wp.arrived == 0xffffffffu) reduce_warp(wp.op, out);
         e.at_warp -= (unsigned)__builtin_popcount(wp.arrived);
         wp.released |= wp.arrived;
         wp.arrived = 0;
@@ -91,6 +129,7 @@ bool complete_warp(Engine &e, unsigned w) {
             o.state = State::Released;
             e.at_warp--;
         }
+        if (is_reduction(lead.op) && need == 0xffffffffu) reduce_warp(lead.op, out);
         wp.arrived &= ~need;
         wp.released |= need;
         e.any_released = true;
@@ -170,6 +209,16 @@ uint64_t warp_shuffle(WarpOp op, unsigned mask, uint64_t value, int arg, int wid
     if (!(mask >> src & 1u))
         device_fault(file, line, "%s reads lane %d, which is not in the mask 0x%08x", warp_op_name(op), src, mask);
     return x.values[src];
+}
+
+uint64_t warp_reduce(WarpOp op, uint64_t value, const char *file, int line) {
+    const WarpExchange x = warp_rendezvous(op, 0xffffffffu, value, file, line);
+    if (x.present != 0xffffffffu)
+        device_fault(file, line, "%s reads lane %d, which does not exist (the block's last warp is partial)",
+                     warp_op_name(op), __builtin_ctz(~x.present));
+    const uint64_t r = x.values[x.lane];
+    if (r >> 32) device_fault(file, line, "%s: signed integer overflow in the warp's sum", warp_op_name(op));
+    return r;
 }
 
 // Host side, between passes (engine.cpp's run_block): the lanes whose warp op completed in the

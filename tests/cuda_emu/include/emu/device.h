@@ -96,6 +96,17 @@ template <class T> inline T shfl_xor_sync(unsigned mask, T v, int lane_mask, con
     return from_bits<T>(warp_shuffle(WarpOp::ShflXor, mask, to_bits(v), lane_mask, width, file, line));
 }
 
+// kernels/common.cuh's warp reductions, each one rendezvous (warp_reduce, engine.h).
+inline float warp_reduce_sum(float v, const char *file, int line) {
+    return from_bits<float>(warp_reduce(WarpOp::ReduceSum, to_bits(v), file, line));
+}
+inline float warp_reduce_max(float v, const char *file, int line) {
+    return from_bits<float>(warp_reduce(WarpOp::ReduceMax, to_bits(v), file, line));
+}
+inline int warp_reduce_sum_int(int v, const char *file, int line) {
+    return from_bits<int>(warp_reduce(WarpOp::ReduceSumInt, to_bits(v), file, line));
+}
+
 // Votes: bit i of the result is lane i's predicate, for the lanes of the mask that exist;
 // __all_sync: whether that is every lane of the mask that exists.
 inline unsigned vote(WarpOp op, unsigned mask, int pred, const char *file, int line) {

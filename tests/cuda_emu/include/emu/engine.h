@@ -32,7 +32,9 @@ extern thread_local __constinit uint3 gridDim;
 namespace emu {
 
 // The warp-synchronous operations; the scheduler checks that all lanes of a rendezvous agree.
-enum class WarpOp { Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp };
+// ReduceSum, ReduceMax, ReduceSumInt: kernels/common.cuh's emx_warp_sum, emx_warp_max and
+// emx_warp_sum_int (five __shfl_xor_sync of the whole warp) as one rendezvous (warp_reduce).
+enum class WarpOp { Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp, ReduceSum, ReduceMax, ReduceSumInt };
 const char *warp_op_name(WarpOp op);
 
 // What one kernel launch runs: `thread_main(arg)` once per thread of every block.
@@ -75,6 +77,13 @@ WarpExchange warp_rendezvous(WarpOp op, unsigned mask, uint64_t value, const cha
 // of line, in the scheduler's unchecked file (src/switch.cpp): the inlined form in every kernel's
 // warp sum cost a sanitized frame and checks per lane per shuffle.
 uint64_t warp_shuffle(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char *file, int line);
+// A whole-warp butterfly reduction (op: ReduceSum or ReduceMax of floats, ReduceSumInt of ints)
+// in one rendezvous: what `for (o = 16; o > 0; o >>= 1) v = v OP __shfl_xor_sync(full, v, o)`
+// leaves in each lane, the same operations on the same operands in the same order (bitwise the
+// five shuffles' result), for a fifth of the fiber switches. Every lane of the warp must exist
+// and call it (a partial last warp is a fault, as the shuffles' reads of missing lanes are); an
+// int sum that overflows is a fault, as UBSan reports the signed add in the shuffles' loop.
+uint64_t warp_reduce(WarpOp op, uint64_t value, const char *file, int line);
 // emx_grid_wait's emulation: returns once *counter >= target (read with acquire); until then the
 // thread blocks and other blocks of the launch run (see above). A wait that no block can ever
 // satisfy is reported as a deadlock, naming every waiting block.

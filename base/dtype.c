@@ -1,4 +1,4 @@
-// dtype.c — sizes, conversions and group quantisation of tensor element types.
+// dtype.c — names, conversions and group quantisation of tensor element types.
 #include "base/dtype.h"
 
 #include <math.h>
@@ -13,29 +13,6 @@ int emx_dtype_from_name(const char *name) {
     for (int i = 0; i < EMX_DTYPE_COUNT; i++)
         if (strcmp(name, dtype_names[i]) == 0) return i;
     return -1;
-}
-
-uint64_t emx_tensor_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
-    uint64_t n = rows * cols;
-    if (rows != 0 && n / rows != cols) return 0;  // overflow
-    switch (dtype) {
-    case EMX_F32: return n * 4;
-    case EMX_F16:
-    case EMX_BF16: return n * 2;
-    case EMX_Q8:
-        if (cols % EMX_GROUP_SIZE) return 0;
-        return n + n / EMX_GROUP_SIZE * 2;
-    case EMX_Q4:
-        if (cols % EMX_GROUP_SIZE) return 0;
-        return n / 2 + n / EMX_GROUP_SIZE * 2;
-    case EMX_Q4_1:
-        if (cols % EMX_GROUP_SIZE) return 0;
-        return n / 2 + n / EMX_GROUP_SIZE * 4;  // nibbles, then d, then m
-    case EMX_Q4_1F:
-        if (cols % EMX_GROUP_SIZE) return 0;
-        return n / 2 + n / EMX_GROUP_SIZE * 8;  // nibbles, then f32 d, then f32 m
-    default: return 0;
-    }
 }
 
 float emx_f16_to_f32(uint16_t h) {

@@ -9,9 +9,7 @@
 
 #include "base/model_format.h"
 
-// Bytes a [rows, cols] tensor of this dtype occupies; 0 if cols does not fit the dtype
-// (quantised types need cols % EMX_GROUP_SIZE == 0) or the dtype is unknown.
-uint64_t emx_tensor_bytes(uint32_t dtype, uint64_t rows, uint64_t cols);
+// emx_tensor_bytes (the bytes of a [rows, cols] tensor of a dtype): base/model_format.h.
 const char *emx_dtype_name(uint32_t dtype);
 // Parses "f32", "f16", "bf16", "q8", "q4", "q4_1", "q4_1f"; returns -1 if unknown.
 int emx_dtype_from_name(const char *name);

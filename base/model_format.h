@@ -66,6 +66,33 @@ enum emx_dtype {
     EMX_DTYPE_COUNT
 };
 
+// Host code, and also device code where nvcc compiles a header (the kernels size whole matrices).
+#ifdef __CUDACC__
+#define EMX_HOST_DEVICE __host__ __device__
+#else
+#define EMX_HOST_DEVICE
+#endif
+
+// Bytes a [rows, cols] tensor of this dtype occupies, in the file and in the CUDA backend's device
+// layout alike (kernels/weights.h repacks q4_1's scales but keeps the count); 0 if cols does not
+// fit the dtype (quantised types need cols % EMX_GROUP_SIZE == 0), the dtype is unknown, or
+// rows * cols overflows.
+EMX_HOST_DEVICE static inline uint64_t emx_tensor_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
+    const uint64_t n = rows * cols;
+    if (rows != 0 && n / rows != cols) return 0;  // overflow
+    const int grouped = cols % EMX_GROUP_SIZE == 0;
+    switch (dtype) {
+    case EMX_F32: return n * 4;
+    case EMX_F16:
+    case EMX_BF16: return n * 2;
+    case EMX_Q8: return grouped ? n + n / EMX_GROUP_SIZE * 2 : 0;
+    case EMX_Q4: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 2 : 0;
+    case EMX_Q4_1: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 4 : 0;            // nibbles, d, m
+    case EMX_Q4_1F: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 8 : 0;           // nibbles, f32 d, f32 m
+    default: return 0;
+    }
+}
+
 // Configuration of the network. Everything the forward pass needs besides tensors.
 typedef struct {
     uint32_t arch;            // enum emx_arch

@@ -135,25 +135,6 @@ __device__ __forceinline__ float emx_f16_to_float(uint16_t h) { return __half2fl
 // bf16 is the top half of an f32: a shift, exact
 __device__ __forceinline__ float emx_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-// The bytes of a [rows, cols] matrix of `dtype` in the device layout (weights.h): 0 for a dtype
-// it does not know, a grouped dtype whose cols are not a multiple of 32, or an overflow. Host and
-// device: emx_cuda_weight_bytes is this, and a kernel sizing a whole matrix calls it.
-__host__ __device__ inline uint64_t emx_weight_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
-    const uint64_t n = rows * cols;
-    if (rows != 0 && n / rows != cols) return 0;  // overflow
-    const bool grouped = cols % EMX_GROUP_SIZE == 0;
-    switch (dtype) {
-    case EMX_F32: return n * 4;
-    case EMX_F16:
-    case EMX_BF16: return n * 2;
-    case EMX_Q8: return grouped ? n + n / EMX_GROUP_SIZE * 2 : 0;
-    case EMX_Q4: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 2 : 0;
-    case EMX_Q4_1: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 4 : 0;
-    case EMX_Q4_1F: return grouped ? n / 2 + n / EMX_GROUP_SIZE * 8 : 0;
-    default: return 0;
-    }
-}
-
 // Weight (r, c) of a [rows, cols] matrix of dtype DT in the device layout, as f32. One element at
 // a time: for the plain kernels and the embedding, whose reads are not the bottleneck.
 template <int DT>

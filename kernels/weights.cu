@@ -11,7 +11,7 @@
 #include "kernels/common.cuh"
 
 extern "C" uint64_t emx_cuda_weight_bytes(uint32_t dtype, uint64_t rows, uint64_t cols) {
-    return emx_weight_bytes(dtype, rows, cols);
+    return emx_tensor_bytes(dtype, rows, cols);  // the file's count (base/model_format.h)
 }
 
 extern "C" int emx_cuda_repack_weight(uint32_t dtype, const void *src, uint64_t rows, uint64_t cols, void *dst) {

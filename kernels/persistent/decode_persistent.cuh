@@ -89,9 +89,9 @@ __device__ __forceinline__ void warm_next_phases(const EmxDecodeStep &a, const E
     const int idle = (int)gridDim.x - items, i = (int)blockIdx.x - items;
     if (a.warm_bytes == 0 || i < 0 || !emx_grid_leader()) return;
     const void *W[4] = {L->wo, L->gate, L->up, L->down};
-    const size_t ffn = emx_weight_bytes(DT, a.hidden_dim, a.dim);  // (kernels/common.cuh)
-    const size_t bytes[4] = {emx_weight_bytes(DT, a.dim, a.n_heads * a.head_dim), ffn, ffn,
-                             emx_weight_bytes(DT, a.dim, a.hidden_dim)};
+    const size_t ffn = emx_tensor_bytes(DT, a.hidden_dim, a.dim);  // (base/model_format.h)
+    const size_t bytes[4] = {emx_tensor_bytes(DT, a.dim, a.n_heads * a.head_dim), ffn, ffn,
+                             emx_tensor_bytes(DT, a.dim, a.hidden_dim)};
     size_t left = a.warm_bytes;
     for (int m = 0; m < 4 && left > 0; m++) {
         const size_t n = bytes[m] < left ? bytes[m] : left;  // of this matrix, from its start

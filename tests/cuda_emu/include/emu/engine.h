@@ -80,7 +80,8 @@ uint64_t warp_shuffle(WarpOp op, unsigned mask, uint64_t value, int arg, int wid
 // A whole-warp butterfly reduction (op: ReduceSum or ReduceMax of floats, ReduceSumInt of ints)
 // in one rendezvous: what `for (o = 16; o > 0; o >>= 1) v = v OP __shfl_xor_sync(full, v, o)`
 // leaves in each lane, the same operations on the same operands in the same order (bitwise the
-// five shuffles' result), for a fifth of the fiber switches. Every lane of the warp must exist
+// five shuffles' result; only the sign of a maximum of +0 and -0, which C leaves to fmaxf, may
+// differ), for a fifth of the fiber switches. Every lane of the warp must exist
 // and call it (a partial last warp is a fault, as the shuffles' reads of missing lanes are); an
 // int sum that overflows is a fault, as UBSan reports the signed add in the shuffles' loop.
 uint64_t warp_reduce(WarpOp op, uint64_t value, const char *file, int line);

@@ -81,6 +81,9 @@ attention_decode_rows_kernel(const DecodeRope rp, const DecodeShape sh, const Em
     __shared__ FixedMaxSumsT red_s[ATTN_BLOCK];
     __shared__ float inv[ATTN_MAX_GROUP];
     __shared__ int last;
+    // PDL as the one-row kernel's (the table is the step's input, copied before its first kernel)
+    emx_pdl_trigger();
+    emx_pdl_wait();
     const int r = blockIdx.z, q_dim = sh.n_heads * sh.head_dim, kv_dim = sh.n_kv_heads * sh.head_dim;
     const EmxAttnDecodeRow t = table[r];
     const EmxKvLayer at = t.layers[layer];  // this layer's rows in the row's state
@@ -147,8 +150,8 @@ cudaError_t launch_rows(const EmxAttnDecodeArgs *d, const EmxAttnDecodeRow *rows
     const DecodeRope rp = rope_of(d);
     const size_t shmem = smem_of(a, (int)sizeof(KV));
     const dim3 grid((a->n_keys + sh.chunk - 1) / sh.chunk, a->n_kv_heads, n_rows);
-    attention_decode_rows_kernel<KV><<<grid, ATTN_BLOCK, shmem, stream>>>(rp, sh, rows, layer, a->q, d->k, d->v, a->out);
-    return cudaGetLastError();
+    return EMX_LAUNCH(d->pdl, grid, ATTN_BLOCK, shmem, stream, attention_decode_rows_kernel<KV>, rp, sh, rows, layer,
+                      a->q, d->k, d->v, a->out);
 }
 
 // NULL when the fields every call reads are right, else what is wrong with them.

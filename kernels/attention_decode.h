@@ -67,8 +67,8 @@ typedef struct {
 // emx_cuda_attention_decode's for that row alone. From d: the shape (n_heads, n_kv_heads,
 // head_dim, kv_dtype, keys_per_block, scale, window), attn.q and attn.out ([n_rows][n_heads *
 // head_dim]), k and v ([n_rows][n_kv_heads * head_dim]), the rope fields, and attn.n_keys: at
-// least every row's pos + 1 (the grid's width). attn's cache, score, statistics, workspace and
-// n_keys_dev fields, pos and arrivals are the rows'. Bad arguments as above.
+// least every row's pos + 1 (the grid's width), and pdl. attn's cache, score, statistics,
+// workspace and n_keys_dev fields, pos and arrivals are the rows'. Bad arguments as above.
 cudaError_t emx_cuda_attention_decode_rows(const EmxAttnDecodeArgs *d, const EmxAttnDecodeRow *rows, int n_rows,
                                            int layer, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 // matvec_fused.cu — the decode step's matvecs with their input made in the prologue, for one
-// activation row: the q/k/v set and the gate/up SwiGLU pair after the RMSNorm of x (attention and
+// activation row (or a few: the rows of several sequences decoded in one step, each normed on its
+// own, every weight row read once for all of them, as the batched matvec): the q/k/v set and the gate/up SwiGLU pair after the RMSNorm of x (attention and
 // FFN norms), wo after the int8 quantisation of att, w_down after that of hb, the classifier after
 // the output norm; for Gemma 3 the q/k/v set and the gate/up GeGLU pair after the sandwich norm of
 // the previous block's output, the residual add and the RMSNorm. In the graph path each of these is
@@ -23,7 +24,8 @@
 // fast_row: the code the graph path's matvecs run.
 // Bytes per call: the weights, as the matvec (rows * cols * bytes_per_weight); the input row
 // (cols * 4, and norm_w's cols * 4) read from L2 by every block; rows * 4 written (read too when
-// accumulating). Against the two launches it replaces: no normed row written and read back
+// accumulating); with nb input rows, nb times the input's and the outputs' bytes, the weights'
+// once (the prologue's shared memory nb times a row's: smem_bytes). Against the two launches it replaces: no normed row written and read back
 // (cols * 4 twice), no int8 groups written and read (1.25 cols twice), one launch fewer.
 // Why fused: at decode a launch is 2.5-5 µs, mostly its ramp-up and the latency of its first
 // dependent loads (docs/cuda.md, measured on an H200), and a norm or quantisation kernel moves a
@@ -49,7 +51,7 @@ namespace {
 
 using namespace emx_fused;
 
-template <int DT, int GLU, int INPUT>
+template <int DT, int GLU, int INPUT, int MAXB>
 __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const MatvecSet set, const void *__restrict__ W2,
                                                                      int cols, const FusedIn in, int accumulate) {
     extern __shared__ float smem[];
@@ -61,7 +63,7 @@ __global__ void __launch_bounds__(FUSED_THREADS) matvec_fused_kernel(const Matve
     emx_pdl_trigger();
     prefetch_block_rows<DT, GLU>(set, W2, cols);
     emx_pdl_wait();  // x, and the rows accumulated into, are earlier kernels' outputs
-    emx_fused::fused_rows<DT, GLU, INPUT>(set, W2, cols, in, accumulate, smem);
+    emx_fused::fused_rows<DT, GLU, INPUT, MAXB>(set, W2, cols, in, accumulate, smem);
 }
 
 // The sandwich norm's residual row alone (one block): what follows the last fused layer of a
@@ -72,38 +74,59 @@ __global__ void __launch_bounds__(FUSED_THREADS) fused_residual_kernel(int cols,
     residual_row(cols, in);
 }
 
+// The call's input rows: EmxFusedInput.rows, 0 meaning one.
+int rows_of(const EmxFusedInput *in) { return in->rows > 1 ? in->rows : 1; }
+
 FusedIn fused_in(const EmxFusedInput *in, const EmxFusedResidual *res, int cols) {
-    if (!res) return plain_input(in->x, in->norm_w, in->eps, cols);
-    return residual_input(in->x, in->norm_w, in->eps, cols, res->delta, res->post_w, res->x_out);
+    FusedIn fi = res ? residual_input(in->x, in->norm_w, in->eps, cols, res->delta, res->post_w, res->x_out)
+                     : plain_input(in->x, in->norm_w, in->eps, cols);
+    fi.rows = rows_of(in);
+    return fi;
 }
 
-template <int DT, int GLU>
-cudaError_t launch_fused(const MatvecSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
-                         const EmxFusedResidual *res, int accumulate, cudaStream_t stream) {
+// The kernel for the call's input (MAXB: 1 for one row, its loops over the batch gone; else
+// launch_fused's choice).
+template <int DT, int GLU, int MAXB>
+cudaError_t launch_fused_as(const MatvecSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
+                            const EmxFusedResidual *res, int accumulate, cudaStream_t stream) {
     const FusedIn fi = fused_in(in, res, cols);
     const int input = res ? IN_RESIDUAL : in->norm_w ? IN_NORM : IN_AS_IS;
-    const size_t shmem = smem_bytes(DT, cols, input);
+    const size_t shmem = smem_bytes(DT, cols, input, fi.rows);
     int blocks = (total + FUSED_WARPS - 1) / FUSED_WARPS;
     if (blocks > FUSED_MAX_BLOCKS) blocks = FUSED_MAX_BLOCKS;
     // the variants a decode layer uses, no more (each is compiled for every dtype and arch): the
     // sandwich norm before q/k/v and GeGLU's pair, GeGLU's pair always after a norm
     if constexpr (GLU != GLU_SILU)
         if (input == IN_RESIDUAL)
-            return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_RESIDUAL>,
-                              set, W2, cols, fi, accumulate);
+            return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream,
+                              matvec_fused_kernel<DT, GLU, IN_RESIDUAL, MAXB>, set, W2, cols, fi, accumulate);
     if (input == IN_NORM)
-        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_NORM>, set, W2,
-                          cols, fi, accumulate);
+        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_NORM, MAXB>,
+                          set, W2, cols, fi, accumulate);
     if constexpr (GLU != GLU_GELU)
-        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_AS_IS>, set,
-                          W2, cols, fi, accumulate);
+        return EMX_LAUNCH(in->pdl, blocks, FUSED_THREADS, shmem, stream, matvec_fused_kernel<DT, GLU, IN_AS_IS, MAXB>,
+                          set, W2, cols, fi, accumulate);
     return cudaErrorInvalidValue;  // refused before (fused_pair)
+}
+
+// MAXB: the smallest of 1, 4 and EMX_FUSED_MAX_ROWS that holds the call's rows: the several
+// rows' kernels make MAXB warp sums a weight row whatever the rows (fast_row's NO_EXIT), so 2 to
+// 4 rows do not pay for 8. (Not 2 as well: ptxas, CUDA 13, spilled in one such instantiation on
+// sm_80, f32 weights with GeGLU after the sandwich norm.)
+template <int DT, int GLU>
+cudaError_t launch_fused(const MatvecSet &set, const void *W2, int total, int cols, const EmxFusedInput *in,
+                         const EmxFusedResidual *res, int accumulate, cudaStream_t stream) {
+    const int rows = rows_of(in);
+    if (rows == 1) return launch_fused_as<DT, GLU, 1>(set, W2, total, cols, in, res, accumulate, stream);
+    if (rows <= 4) return launch_fused_as<DT, GLU, 4>(set, W2, total, cols, in, res, accumulate, stream);
+    return launch_fused_as<DT, GLU, EMX_FUSED_MAX_ROWS>(set, W2, total, cols, in, res, accumulate, stream);
 }
 
 // 0 when matrix w can be a fused call's (with the input in): the fast matvec's shapes, aligned
 // rows, an input that fits; the input row aligned for the float4 loads of float weights.
 int bad_matrix(const EmxCudaWeight *w, const EmxFusedInput *in, const float *out) {
-    if (!w || !out || w->rows < 0 || w->cols < 1 || !emx_cuda_matvec_fused_fits(w->dtype, w->cols)) return 1;
+    if (!w || !out || w->rows < 0 || w->cols < 1 || !emx_cuda_matvec_fused_fits(w->dtype, w->cols, rows_of(in)))
+        return 1;
     if (emx_cuda_weight_bytes(w->dtype, (uint64_t)w->rows, (uint64_t)w->cols) == 0 && w->rows > 0) return 1;
     return ((uintptr_t)w->data | (uintptr_t)in->x) % 16 != 0;
 }
@@ -119,14 +142,18 @@ int bad_residual(const EmxFusedInput *in, const EmxFusedResidual *res) {
     return res && (!in->norm_w || bad_residual_rows(in, res));
 }
 
-// 0 when the residual row fits beside the input in shared memory.
-int bad_residual_width(const EmxFusedResidual *res, const EmxCudaWeight *w) {
-    return res && !emx_cuda_matvec_fused_residual_fits(w->dtype, w->cols);
+// 0 when the residual rows fit beside the input in shared memory.
+int bad_residual_width(const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *w) {
+    return res && !emx_cuda_matvec_fused_residual_fits(w->dtype, w->cols, rows_of(in));
 }
+
+// 0 when the call's rows are a count the kernels take.
+int bad_rows(const EmxFusedInput *in) { return in->rows < 0 || in->rows > EMX_FUSED_MAX_ROWS; }
 
 cudaError_t fused_set(const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *const *w,
                       float *const *out, int n, int accumulate, cudaStream_t stream) {
-    if (!in || !in->x || bad_residual(in, res) || !w || n < 1 || !w[0] || bad_residual_width(res, w[0]))
+    if (!in || !in->x || bad_rows(in) || bad_residual(in, res) || !w || n < 1 || !w[0] ||
+        bad_residual_width(in, res, w[0]))
         return cudaErrorInvalidValue;
     MatvecSet set;
     long total = 0;
@@ -143,7 +170,8 @@ cudaError_t fused_set(const EmxFusedInput *in, const EmxFusedResidual *res, cons
 
 cudaError_t fused_pair(int glu, const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *gate,
                        const EmxCudaWeight *up, float *out, cudaStream_t stream) {
-    if (!in || !in->x || bad_residual(in, res) || bad_matrix(gate, in, out) || bad_residual_width(res, gate) || !up ||
+    if (!in || !in->x || bad_rows(in) || bad_residual(in, res) || bad_matrix(gate, in, out) ||
+        bad_residual_width(in, res, gate) || !up ||
         up->dtype != gate->dtype || up->rows != gate->rows || up->cols != gate->cols || (uintptr_t)up->data % 16 ||
         (glu == GLU_GELU && !in->norm_w))
         return cudaErrorInvalidValue;
@@ -166,13 +194,14 @@ cudaError_t fused_pair(int glu, const EmxFusedInput *in, const EmxFusedResidual 
 
 }  // namespace
 
-extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols) {
-    if (cols < 32 || cols % 32 || dtype > EMX_Q4_1F) return 0;
-    return smem_bytes((int)dtype, cols, IN_NORM) <= FUSED_SMEM_MAX;
+extern "C" int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols, int rows) {
+    if (cols < 32 || cols % 32 || dtype > EMX_Q4_1F || rows < 1 || rows > EMX_FUSED_MAX_ROWS) return 0;
+    return smem_bytes((int)dtype, cols, IN_NORM, rows) <= FUSED_SMEM_MAX;
 }
 
-extern "C" int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols) {
-    return emx_cuda_matvec_fused_fits(dtype, cols) && smem_bytes((int)dtype, cols, IN_RESIDUAL) <= FUSED_SMEM_MAX;
+extern "C" int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols, int rows) {
+    return emx_cuda_matvec_fused_fits(dtype, cols, rows) &&
+           smem_bytes((int)dtype, cols, IN_RESIDUAL, rows) <= FUSED_SMEM_MAX;
 }
 
 extern "C" cudaError_t emx_cuda_matvec_fused(const EmxFusedInput *in, const EmxCudaWeight *const *w, float *const *out,
@@ -200,7 +229,7 @@ extern "C" cudaError_t emx_cuda_matvec_fused_geglu(const EmxFusedInput *in, cons
 
 extern "C" cudaError_t emx_cuda_fused_residual(const EmxFusedInput *in, const EmxFusedResidual *res, int cols,
                                                cudaStream_t stream) {
-    if (!in || !in->x || !res || bad_residual_rows(in, res) || cols < 1) return cudaErrorInvalidValue;
+    if (!in || !in->x || bad_rows(in) || !res || bad_residual_rows(in, res) || cols < 1) return cudaErrorInvalidValue;
     const FusedIn fi = fused_in(in, res, cols);
     return EMX_LAUNCH(in->pdl, 1, FUSED_THREADS, 0, stream, fused_residual_kernel, cols, fi);
 }

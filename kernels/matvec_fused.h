@@ -16,7 +16,12 @@
 extern "C" {
 #endif
 
-// The input row of a fused matvec, device pointers.
+// The most input rows one fused call takes (EmxFusedInput.rows): a server's eight slots. Each row
+// is one more accumulator a lane (two for a GLU pair); at 16 rows ptxas (CUDA 13) spilled 8-12
+// bytes in a fifth of the kernels.
+#define EMX_FUSED_MAX_ROWS 8
+
+// The input row of a fused matvec, device pointers (or its rows: see rows).
 //   x      [cols] f32: the row as it is in memory (the residual stream x, att or hb)
 //   norm_w [cols]: RMSNorm weight, or NULL: x is the input as it is. With it the input is
 //          x / sqrt(mean(x²) + eps) * norm_w, bitwise emx_cuda_rmsnorm's (its sum of squares in
@@ -26,11 +31,16 @@ extern "C" {
 //   pdl    launch with programmatic dependent launch (kernels/launch.cuh): the kernel may start
 //          before the kernel before it on the stream ends (it waits for it before reading x);
 //          0 after a copy or memset, or before sm_90
+//   rows   0 or 1: one row; up to EMX_FUSED_MAX_ROWS: x holds that many rows [rows][cols] (the
+//          rows of several sequences in one step), each normed and quantised on its own, and each
+//          output (and the sandwich norm's delta and x_out) holds as many [rows][its width]: row b's
+//          results bitwise a call with row b alone; every weight row is read once for all of them
 typedef struct {
     const float *x;
     const float *norm_w;
     float eps;
     int pdl;
+    int rows;
 } EmxFusedInput;
 
 // The sandwich norm before a fused matvec's input (Gemma 3: a block's output is normed before the
@@ -48,15 +58,16 @@ typedef struct {
     float *x_out;
 } EmxFusedResidual;
 
-// Whether the fused matvecs take matrices of this dtype and width: cols % 32 == 0 (the fast
-// matvec's rows) and the input in 48 KiB of shared memory (int8 groups: 1.25 bytes a column;
-// f32: 4). Otherwise the caller keeps the separate launches.
-int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols);
+// Whether the fused matvecs take matrices of this dtype and width for `rows` input rows (1 to
+// EMX_FUSED_MAX_ROWS): cols % 32 == 0 (the fast matvec's rows) and the input rows in 48 KiB of
+// shared memory (int8 groups: 1.25 bytes a column a row; f32: 4). Otherwise the caller keeps the
+// separate launches.
+int emx_cuda_matvec_fused_fits(uint32_t dtype, int cols, int rows);
 
 // Whether a fused matvec with the sandwich norm (EmxFusedResidual) takes matrices of this dtype and
-// width: emx_cuda_matvec_fused_fits, and the residual row [cols] f32 in shared memory too (beside
-// quantised weights' int8 groups: 5.25 bytes a column in 48 KiB).
-int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols);
+// width: emx_cuda_matvec_fused_fits, and the residual rows [rows][cols] f32 in shared memory too
+// (beside quantised weights' int8 groups: 5.25 bytes a column a row in 48 KiB).
+int emx_cuda_matvec_fused_residual_fits(uint32_t dtype, int cols, int rows);
 
 // out[i][r] (+)= W_i[r] · input for i < n (1..EMX_MATVEC_SET_MAX matrices of one dtype and width:
 // q, k, v; or wo, w_down, the classifier alone), each out[i] [w[i]->rows]. accumulate != 0 adds
@@ -85,8 +96,8 @@ cudaError_t emx_cuda_matvec_fused_residual(const EmxFusedInput *in, const EmxFus
 cudaError_t emx_cuda_matvec_fused_geglu(const EmxFusedInput *in, const EmxFusedResidual *res, const EmxCudaWeight *gate,
                                         const EmxCudaWeight *up, float *out, cudaStream_t stream);
 
-// The residual row alone, res->x_out[cols] = h (in->x, in->eps and in->pdl; no matvec): one
-// block, after the last layer whose residual add would otherwise be the next layer's prologue.
+// The residual row alone, res->x_out[cols] = h (in->x, in->eps, in->pdl and in->rows: then
+// [rows][cols]; no matvec): one block, after the last layer whose residual add would otherwise be the next layer's prologue.
 cudaError_t emx_cuda_fused_residual(const EmxFusedInput *in, const EmxFusedResidual *res, int cols,
                                     cudaStream_t stream);
 

@@ -153,8 +153,8 @@ __device__ __forceinline__ void row_dot_q4_f32(const void *__restrict__ W, int r
     }
 }
 
-// q8 weights against the int8 activations: four __dp4a per 16-byte chunk.
-template <int DT, int MAXB>
+// q8 weights against the int8 activations: four __dp4a per 16-byte chunk. NO_EXIT: fast_row's.
+template <int DT, int MAXB, bool NO_EXIT>
 __device__ __forceinline__ void row_dot_q8_int8(const void *__restrict__ W, int rows, int cols, int r,
                                                 const EmxCudaActs &a, int nb, float *acc) {
     const int lane = threadIdx.x & 31;
@@ -167,19 +167,22 @@ __device__ __forceinline__ void row_dot_q8_int8(const void *__restrict__ W, int 
         const float dw = emx_f16_to_float(wd[c >> 1]);
 #pragma unroll
         for (int b = 0; b < MAXB; b++) {
-            if (b >= nb) break;
-            const int4 x4 = *(const int4 *)(a.xq + (size_t)b * cols + (size_t)c * 16);
-            int s = __dp4a((int)u.x, x4.x, 0);
-            s = __dp4a((int)u.y, x4.y, s);
-            s = __dp4a((int)u.z, x4.z, s);
-            s = __dp4a((int)u.w, x4.w, s);
-            acc[b] = fmaf((float)s, dw * a.xd[(size_t)b * G + (c >> 1)], acc[b]);
+            if (!NO_EXIT && b >= nb) break;
+            if (b < nb) {
+                const int4 x4 = *(const int4 *)(a.xq + (size_t)b * cols + (size_t)c * 16);
+                int s = __dp4a((int)u.x, x4.x, 0);
+                s = __dp4a((int)u.y, x4.y, s);
+                s = __dp4a((int)u.z, x4.z, s);
+                s = __dp4a((int)u.w, x4.w, s);
+                acc[b] = fmaf((float)s, dw * a.xd[(size_t)b * G + (c >> 1)], acc[b]);
+            }
         }
     }
 }
 
 // q4 / q4_1 / q4_1f weights against the int8 activations: a group's 32 nibbles, eight __dp4a.
-template <int DT, int MAXB>
+// NO_EXIT: fast_row's.
+template <int DT, int MAXB, bool NO_EXIT>
 __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int rows, int cols, int r,
                                                 const EmxCudaActs &a, int nb, float *acc) {
     const int lane = threadIdx.x & 31;
@@ -198,23 +201,25 @@ __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int 
                            (int)((u.z >> 4) & 0x0f0f0f0fu), (int)((u.w >> 4) & 0x0f0f0f0fu)};
 #pragma unroll
         for (int b = 0; b < MAXB; b++) {
-            if (b >= nb) break;
-            const int4 *xv = (const int4 *)(a.xq + (size_t)b * cols + (size_t)g * 32);
-            const int4 x0 = xv[0], x1 = xv[1];  // activations j = 0..15 and 16..31 of the group
-            int s = __dp4a(lo[0], x0.x, 0);
-            s = __dp4a(lo[1], x0.y, s);
-            s = __dp4a(lo[2], x0.z, s);
-            s = __dp4a(lo[3], x0.w, s);
-            s = __dp4a(hi[0], x1.x, s);
-            s = __dp4a(hi[1], x1.y, s);
-            s = __dp4a(hi[2], x1.z, s);
-            s = __dp4a(hi[3], x1.w, s);
-            const float xd = a.xd[(size_t)b * G + g];
-            const int xs = a.xsum[(size_t)b * G + g];
-            if constexpr (DT == EMX_Q4)
-                acc[b] = fmaf((float)(s - 8 * xs), d * xd, acc[b]);  // sum (nib - 8) x = sum nib x - 8 sum x
-            else
-                acc[b] = fmaf(m, xd * (float)xs, fmaf((float)s, d * xd, acc[b]));
+            if (!NO_EXIT && b >= nb) break;
+            if (b < nb) {
+                const int4 *xv = (const int4 *)(a.xq + (size_t)b * cols + (size_t)g * 32);
+                const int4 x0 = xv[0], x1 = xv[1];  // activations j = 0..15 and 16..31 of the group
+                int s = __dp4a(lo[0], x0.x, 0);
+                s = __dp4a(lo[1], x0.y, s);
+                s = __dp4a(lo[2], x0.z, s);
+                s = __dp4a(lo[3], x0.w, s);
+                s = __dp4a(hi[0], x1.x, s);
+                s = __dp4a(hi[1], x1.y, s);
+                s = __dp4a(hi[2], x1.z, s);
+                s = __dp4a(hi[3], x1.w, s);
+                const float xd = a.xd[(size_t)b * G + g];
+                const int xs = a.xsum[(size_t)b * G + g];
+                if constexpr (DT == EMX_Q4)
+                    acc[b] = fmaf((float)(s - 8 * xs), d * xd, acc[b]);  // sum (nib - 8) x = sum nib x - 8 sum x
+                else
+                    acc[b] = fmaf(m, xd * (float)xs, fmaf((float)s, d * xd, acc[b]));
+            }
         }
     }
 }
@@ -222,7 +227,8 @@ __device__ __forceinline__ void row_dot_q4_int8(const void *__restrict__ W, int 
 // INT8: quantised weights meet the int8 activations (__dp4a); else they are dequantised in
 // registers and meet the f32 activations (the "fast_f32" variant). Float weights ignore it.
 // A warp's lanes share row r; acc[b] gets each lane's part of row r · x_b for the nb rows of x.
-template <int DT, int MAXB, bool INT8>
+// NO_EXIT: fast_row's.
+template <int DT, int MAXB, bool INT8, bool NO_EXIT = false>
 __device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int rows, int cols, int r,
                                              const EmxCudaActs &a, int nb, float *acc) {
     if constexpr (DT == EMX_F32 || DT == EMX_F16 || DT == EMX_BF16)
@@ -232,9 +238,9 @@ __device__ __forceinline__ void fast_row_dot(const void *__restrict__ W, int row
     else if constexpr (!INT8)
         row_dot_q4_f32<DT, MAXB>(W, rows, cols, r, a, nb, acc);
     else if constexpr (DT == EMX_Q8)
-        row_dot_q8_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+        row_dot_q8_int8<DT, MAXB, NO_EXIT>(W, rows, cols, r, a, nb, acc);
     else
-        row_dot_q4_int8<DT, MAXB>(W, rows, cols, r, a, nb, acc);
+        row_dot_q4_int8<DT, MAXB, NO_EXIT>(W, rows, cols, r, a, nb, acc);
 }
 
 // fast_row's GLU: one matrix (GLU_NONE), or the gate W and up W2 with SwiGLU's silu (GLU_SILU, or
@@ -244,7 +250,11 @@ enum : int { GLU_NONE = 0, GLU_SILU = 1, GLU_GELU = 2 };
 // Warp's row r of W (and W2) against the nb activation rows: the lanes' sums, the warp reduction,
 // lane 0 writes out[b][r] (out: [nb][rows]). A warp past the last row (valid false) still joins
 // the shuffles. Both fast kernels below run it, so a row's result has the same bits in either.
-template <int DT, int MAXB, int GLU, bool INT8>
+// NO_EXIT: the batch loops run all MAXB rows with no exit at the data-dependent nb (the int8 dot
+// products test b < nb; the warp sums of rows past nb are sums of zeros, not written): the fused
+// kernels' form (matvec_fused.cuh), for which ptxas (CUDA 13) spilled with the exits. The
+// separate kernels keep the exits: there a batch of nb rows pays nb warp sums, not MAXB.
+template <int DT, int MAXB, int GLU, bool INT8, bool NO_EXIT = false>
 __device__ __forceinline__ void fast_row(const void *__restrict__ W, const void *__restrict__ W2, int rows, int cols,
                                          int r, bool valid, const EmxCudaActs &a, int nb, float *__restrict__ out,
                                          int accumulate) {
@@ -253,16 +263,16 @@ __device__ __forceinline__ void fast_row(const void *__restrict__ W, const void 
 #pragma unroll
     for (int b = 0; b < MAXB; b++) acc[b] = acc2[b] = 0.0f;
     if (valid) {
-        fast_row_dot<DT, MAXB, INT8>(W, rows, cols, r, a, nb, acc);
-        if constexpr (GLU != GLU_NONE) fast_row_dot<DT, MAXB, INT8>(W2, rows, cols, r, a, nb, acc2);
+        fast_row_dot<DT, MAXB, INT8, NO_EXIT>(W, rows, cols, r, a, nb, acc);
+        if constexpr (GLU != GLU_NONE) fast_row_dot<DT, MAXB, INT8, NO_EXIT>(W2, rows, cols, r, a, nb, acc2);
     }
 #pragma unroll
     for (int b = 0; b < MAXB; b++) {
-        if (b >= nb) break;
+        if (!NO_EXIT && b >= nb) break;
         float s = emx_warp_sum(acc[b]);
         if constexpr (GLU == GLU_SILU) s = s / (1.0f + expf(-s)) * emx_warp_sum(acc2[b]);
         if constexpr (GLU == GLU_GELU) s = emx_gelu_mul(s, emx_warp_sum(acc2[b]));
-        if (valid && lane == 0) {
+        if (valid && lane == 0 && b < nb) {
             float *o = out + (size_t)b * rows + r;
             *o = accumulate ? *o + s : s;
         }

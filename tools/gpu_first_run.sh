@@ -179,14 +179,14 @@ if [ "$EMULATED" = 1 ]; then
     for m in qwen3-0.6b llama3.2-1b; do skip "model-$m" model "emulated: too large to run emulated; build/models/stories260K.{q8,q4}.bin stand in"; done
     # Emulated, a decode step of stories260K takes about 0.3 s and a prefill token 0.4 s.
     DEV="--device cuda:0" SPEED="-p 8 -n 4 --runs 1" SAMPLER="-n 4 --runs 1" AGENTS="-n 4 --runs 1 --agents 8 --check-every 2"
-    TIMELINE="-p 0 -n 2 --runs 1" SLOTS="--parallel 1,4 --clients 4 --requests 1 --max-tokens 4"
+    TIMELINE="-p 0 -n 2 --runs 1" SLOTS="--parallel 1,4,4:EMX_CUDA_FUSED=1 --clients 4 --requests 1 --max-tokens 4"
 else
     MODELS="qwen3-0.6b:build/shaped/qwen3-0.6b llama3.2-1b:build/shaped/llama3.2-1b"
     for m in qwen3-0.6b:qwen3 llama3.2-1b:llama3; do
         add "model-${m%%:*}" model 600 "tools/first_run/shaped_model.sh ${m%%:*} $SHARED_DIR/testdata/tokenizers/${m#*:} build/shaped"
     done
     DEV="--device cuda:0" SPEED="-p 512 -n 128 --runs 3" SAMPLER="-n 128 --runs 3" AGENTS="-n 64 --runs 2 --agents 8 --check-every 5"
-    TIMELINE="-p 0 -n 128 --runs 3" SLOTS="--parallel 1,8,1,8 --clients 8 --requests 2 --max-tokens 128"
+    TIMELINE="-p 0 -n 128 --runs 3" SLOTS="--parallel 1,8,8:EMX_CUDA_FUSED=1,1,8,8:EMX_CUDA_FUSED=1 --clients 8 --requests 2 --max-tokens 128"
 fi
 # The order is what a short lease most needs first (--budget skips what is left): the new decode
 # paths (the persistent kernel beside the graph path, its timeline, the sampler through it, the
@@ -224,7 +224,8 @@ for m in $MODELS; do
     fi
 done
 # The server's slots decoding together on the GPU (several states' rows in one step): aggregate
-# tok/s at 1 and 8 slots alternated, and every request's text the same whatever the slots
+# tok/s at 1 and 8 slots, and 8 with the step on the separate kernels (EMX_CUDA_FUSED=1: the
+# fused layer for single rows only), alternated; every request's text the same whatever the slots
 # (tools/bench/server_parallel.py --check-texts: a slot beside others gives what it gives alone).
 for m in $MODELS; do
     add "server-slots-${m%%:*}-q8" server 600 "python3 tools/bench/server_parallel.py ${m#*:}.q8.bin --server $GSERVER $DEV --threads 1 --completions --check-texts $SLOTS"

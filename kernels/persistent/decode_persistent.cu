@@ -113,20 +113,20 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
         return "a size below 1 (layers, dim, hidden_dim, vocab or ctx)";
     if (a->dtype > EMX_Q4_1F) return "a weight dtype the kernel is not built for";
     const int q_dim = a->n_heads * a->head_dim;
-    if (!emx_cuda_matvec_fused_fits(a->dtype, a->dim) || !emx_cuda_matvec_fused_fits(a->dtype, q_dim) ||
-        !emx_cuda_matvec_fused_fits(a->dtype, a->hidden_dim))
+    if (!emx_cuda_matvec_fused_fits(a->dtype, a->dim, 1) || !emx_cuda_matvec_fused_fits(a->dtype, q_dim, 1) ||
+        !emx_cuda_matvec_fused_fits(a->dtype, a->hidden_dim, 1))
         return "dim, n_heads * head_dim or hidden_dim is not a multiple of 32 or its input does not fit in 48 KiB";
     if (!emx_cuda_attention_decode_fits(a->n_heads, a->n_kv_heads, a->head_dim, a->keys_per_block, a->kv_dtype))
         return "an attention shape the decode attention does not take (emx_cuda_attention_decode_fits)";
     if (a->rope_style != EMX_ROPE_INTERLEAVED && a->rope_style != EMX_ROPE_HALF) return "unknown rope style";
-    if (a->sandwich && !emx_cuda_matvec_fused_residual_fits(a->dtype, a->dim))
+    if (a->sandwich && !emx_cuda_matvec_fused_residual_fits(a->dtype, a->dim, 1))
         return "sandwich layers whose residual row and input do not fit in 48 KiB (emx_cuda_matvec_fused_residual_fits)";
     if ((a->emb && !emx_cuda_decode_persistent_takes(a->dtype, a->emb_dtype)) ||
         (a->out && !emx_cuda_decode_persistent_takes(a->dtype, a->out_dtype)))
         return "an embedding or classifier dtype the launch does not take beside the layers' "
                "(emx_cuda_decode_persistent_takes)";
-    if (a->out && (a->sandwich ? !emx_cuda_matvec_fused_residual_fits(a->out_dtype, a->dim)
-                               : !emx_cuda_matvec_fused_fits(a->out_dtype, a->dim)))
+    if (a->out && (a->sandwich ? !emx_cuda_matvec_fused_residual_fits(a->out_dtype, a->dim, 1)
+                               : !emx_cuda_matvec_fused_fits(a->out_dtype, a->dim, 1)))
         return "a classifier whose input does not fit in 48 KiB";
     return nullptr;
 }

@@ -58,6 +58,7 @@
 #include "base/dtype.h"
 #include "base/errmsg.h"
 #include "kernels/logits_metrics.h"
+#include "kernels/matvec_fused.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/cuda/forward_cuda_state.h"
 
@@ -328,6 +329,25 @@ static int state_alloc(CudaState *s) {
     return 0;
 }
 
+// EMX_CUDA_FUSED in the environment, read once, when the state is made: the most rows a step
+// through the fused decode layer takes. Unset or empty: EMX_FUSED_MAX_ROWS (one row of a sequence, or up
+// to that many states' rows in one step); 0: never (the separate kernels, the reference path);
+// 1: one row only (several states' steps on the separate kernels, to compare the two paths).
+static int fused_rows_of_env(CudaState *s) {
+    const char *env = getenv("EMX_CUDA_FUSED");
+    s->fused = EMX_FUSED_MAX_ROWS;
+    if (!env || !*env) return 0;  // (set empty: as unset)
+    char *end;
+    const long v = strtol(env, &end, 10);
+    if (end == env || *end || v < 0 || v > EMX_FUSED_MAX_ROWS) {
+        snprintf(s->err, sizeof s->err, "EMX_CUDA_FUSED=%.32s: not a number of rows from 0 to %d", env,
+                 EMX_FUSED_MAX_ROWS);
+        return -1;
+    }
+    s->fused = (int)v;
+    return 0;
+}
+
 int emx_cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -388,8 +408,7 @@ EmxState *emx_cuda_state_new(const EmxModel *m, const EmxStateOptions *opt, int 
     s->vocab = (int)c->vocab_size;
     s->no_graphs = opt ? opt->no_graphs : 0;
     if (opt && opt->phase_timeline) s->no_graphs = 1;  // timed steps are direct launches (phase_clock.h)
-    const char *fused = getenv("EMX_CUDA_FUSED");  // read once, here: the reference path on "0"
-    s->fused = !(fused && strcmp(fused, "0") == 0);
+    if (fused_rows_of_env(s)) goto fail;
     const EmxKvType cache = emx_kv_type_resolve(opt ? opt->cache_type : EMX_KV_AUTO, m, 1);
     s->kv_type = cache;
     s->kv_esize = emx_kv_type_size(cache);

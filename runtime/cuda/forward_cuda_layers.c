@@ -247,6 +247,7 @@ int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r) {
             d.attn.n_keys = r->device_positions ? r->multi[i]->ctx : r->multi_pos[i] + 1;
     cuda_decode_rope_of(&ra, &d);
     d.pos = NULL;  // each row's from the table
+    d.pdl = s->pdl_now;
     CU(emx_cuda_attention_decode_rows(&d, s->rows_d, n, l, s->stream));
     return 0;
 }
@@ -357,9 +358,9 @@ int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int re
 // Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device).
 int cuda_classify(CudaState *s, int first, int n) {
     const EmxConfig *c = &s->m->cfg;
-    if (s->fused && n == 1 && emx_cuda_matvec_fused_fits(s->w->out.dtype, s->w->out.cols)) {
+    if (n <= s->fused && emx_cuda_matvec_fused_fits(s->w->out.dtype, s->w->out.cols, n)) {
         // the fused decode layer's classifier: the output norm in the matvec's prologue
-        const EmxFusedInput in = {s->x + (size_t)first * c->dim, s->w->norm, c->norm_eps, s->pdl_now};
+        const EmxFusedInput in = {s->x + (size_t)first * c->dim, s->w->norm, c->norm_eps, s->pdl_now, n};
         const EmxCudaWeight *w[1] = {&s->w->out};
         float *out[1] = {s->logits};
         CU(emx_cuda_matvec_fused(&in, w, out, 1, 0, s->stream));

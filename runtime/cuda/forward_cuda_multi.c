@@ -19,16 +19,20 @@
 #include "runtime/cuda/forward_cuda_state.h"
 
 // Several states in one step (emx_forward_multi): states[0]'s scratch runs the n rows through
-// every matvec as one batch (each weight read once for all rows, as a prefill chunk); RoPE, the
+// the fused decode layer (forward_cuda_fused.c): every matvec takes all rows in one launch (each
+// weight read once for all, each row normed and quantised on its own in the prologue); RoPE, the
 // KV writes and the attention of all rows are one launch a layer (forward_cuda_layers.c's
 // cuda_multi_attention, emx_cuda_attention_decode_rows: grid z the row, each row over its own
 // state's cache, position, score rows, workspace and counters, from a table the step copies to
-// the device once), bitwise each row's decode attention alone. Where that kernel does not apply (EMX_CUDA_FUSED=0, a shape it does not take,
-// rows with caches of different types) rope_kv and the attention run per row
-// (forward_cuda_layers.c's rope_multi, attention_multi: three launches a row).
-// A layer costs about a dozen batched launches, and a server's busy slots run the same rows step
-// after step (their generations' tokens): when a call has the rows of the call before, its step
-// is captured into a graph (multi_step below), which later calls with those rows replay.
+// the device once): five launches a layer, each row bitwise its state's own decode step. More
+// rows than the fused layer takes (EMX_CUDA_FUSED, EMX_FUSED_MAX_ROWS by default; 1 keeps every
+// such step off it) run the separate kernels as one batch (about a dozen launches a layer) with
+// the same one-launch attention; where that attention does not apply (EMX_CUDA_FUSED=0, a shape
+// it does not take, rows with caches of different types), rope_kv and the attention run per row
+// (forward_cuda_layers.c's rope_multi, attention_multi).
+// A server's busy slots run the same rows step after step (their generations' tokens): when a
+// call has the rows of the call before, its step is captured into a graph (multi_step below),
+// which later calls with those rows replay.
 
 // Row i's entry of the step's attention table: states[i]'s buffers (layer 0's) and position.
 static EmxAttnDecodeRow attention_row(const CudaState *o, int pos) {
@@ -69,12 +73,17 @@ static int multi_refused(CudaState *s, EmxState *const *states, const int *token
 // The step's launches once the host tables (in_h, rows_h) are filled: their copies, the layers,
 // the classifier and each row's logits into its state, on the device and on the host. graph:
 // being captured: the attention's grid covers the rows' whole contexts, each row's position
-// read from the table at each replay.
+// read from the table at each replay. The layers and the classifier are programmatic launches
+// where the state has PDL (s->pdl_now, as a decode step's: the fused kernels carry it, the
+// embedding after the copies does not).
 static int multi_launches(CudaState *s, EmxState *const *states, const int *pos, int n, int graph) {
     CU(cudaMemcpyAsync(s->in_d, s->in_h, sizeof(StepInput), cudaMemcpyHostToDevice, s->stream));
     CU(cudaMemcpyAsync(s->rows_d, s->rows_h, (size_t)n * sizeof *s->rows_h, cudaMemcpyHostToDevice, s->stream));
     const Rows rows = {.multi = (CudaState *const *)states, .multi_pos = pos, .device_positions = graph};
-    if (cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n)) return -1;
+    s->pdl_now = s->pdl;
+    const int bad = cuda_run_layers(s, n, 0, &rows, 1) || cuda_classify(s, 0, n);
+    s->pdl_now = 0;
+    if (bad) return -1;
     const size_t row_bytes = (size_t)s->vocab * sizeof(float);
     for (int i = 0; i < n; i++) {
         CudaState *r = (CudaState *)states[i];

@@ -52,17 +52,19 @@ int cuda_multi_attention_fused(const CudaState *s, int n, const Rows *r);
 int cuda_multi_attention(CudaState *s, int l, int n, const Rows *r);
 
 // cuda_run_layers with the separate kernels of each layer (forward_cuda_layers.c): every kind of
-// rows; cuda_run_layers (forward_cuda_fused.c) takes the fused layer where cuda_fused_applies.
+// rows; cuda_run_layers (forward_cuda_fused.c) takes the fused layer where it applies.
 int cuda_run_layers_separate(CudaState *s, int n, int pos, const Rows *r, int record_last);
 
 // Runs n rows (n <= CHUNK, in_d on the device; r->gemm: n <= gemm_rows, gin_d) through every
 // layer; leaves the final hidden states, before the output norm, in x. record_last: the last
 // row's score rows and statistics go where the samplers read them. (forward_cuda_fused.c: the
-// fused layer for one row of a sequence, not a GEMM chunk, branches or several states, unless
-// the state was made with EMX_CUDA_FUSED=0; else cuda_run_layers_separate.)
+// fused layer for one row of a sequence, or several states' rows whose attention is one launch
+// (cuda_multi_attention_fused), not a GEMM chunk or branches, and no more rows than the state's
+// s->fused (EMX_CUDA_FUSED); else cuda_run_layers_separate.)
 int cuda_run_layers(CudaState *s, int n, int pos, const Rows *r, int record_last);
 // Output norm and classifier of rows [first, first + n) of x into logits [n][vocab] (device);
-// one row with the fused layer on: one launch, the norm in the classifier's prologue.
+// with the fused layer on, where its input rows fit: one launch, the norm in the classifier's
+// prologue.
 int cuda_classify(CudaState *s, int first, int n);
 // The end of a step (tail: TAIL_*) queued on the stream: the logits to the host, the choice or
 // the proposals. valid_len: keys of the last position (graph: read from in_d). Called right after

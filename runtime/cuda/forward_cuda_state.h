@@ -131,8 +131,9 @@ typedef struct {
     int ctx, q_dim, kv_dim, widest, vocab;
     int no_graphs;
     CudaPhaseClock *clock;  // phase_timeline: the decode steps' phases (phase_clock.h), else NULL
-    int fused;              // single-row decode steps run the fused layer (forward_cuda_fused.c);
-                            // EMX_CUDA_FUSED=0 at the state's creation: the separate kernels
+    int fused;              // the most rows a step through the fused layer takes
+                            // (forward_cuda_fused.c); 0: the separate kernels always
+                            // (EMX_CUDA_FUSED at the state's creation, forward_cuda.c)
     int pdl;                // the decode step's kernels with programmatic dependent launch
                             // (kernels/launch.cuh): compute capability >= 9 and not EMX_CUDA_PDL=0
                             // at the state's creation

@@ -157,6 +157,7 @@ Test(first_run, emulated_end_to_end, .timeout = 2400) {
     cr_expect_gt(fig(step_of(rep, "timeline-stories260K-q8"), "graph_us_per_token"), 0);
     const cJSON *slots = step_of(rep, "server-slots-stories260K-q8");
     cr_expect_gt(fig(slots, "parallel4_tok_s"), 0);
+    cr_expect_gt(fig(slots, "parallel4_EMX_CUDA_FUSED_1_tok_s"), 0);  // the step on the separate kernels
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(slots, "figures"), "texts_equal")));
     const cJSON *phases = cJSON_GetObjectItem(cJSON_GetObjectItem(step_of(rep, "timeline-stories260K-q8"), "figures"),
                                               "phases");
@@ -373,7 +374,10 @@ Test(first_run, report_reads_gpu_logs) {
                "parallel 8: 2048 tokens in 1.0 s: 2048.5 tok/s aggregate, median time to first token 90 ms\n"
                "parallel 1: 2048 tokens in 3.9 s: 525.1 tok/s aggregate, median time to first token 40 ms\n"
                "parallel 8: 2048 tokens in 1.1 s: 1900.0 tok/s aggregate, median time to first token 95 ms\n"
+               "parallel 8 EMX_CUDA_FUSED=1: 2048 tokens in 1.6 s: 1280.0 tok/s aggregate, median time to first "
+               "token 99 ms\n"
                "best: parallel 8 2048.5 tok/s / parallel 1 525.1 tok/s = 3.90x\n"
+               "best: parallel 8 EMX_CUDA_FUSED=1 1280.0 tok/s / parallel 1 525.1 tok/s = 2.44x\n"
                "texts: every request's text the same in every run (16 requests)\n");
     // bench speed --timeline (tools/bench/timeline.c): two of its phase rows and the step rows
     write_file(dir, "logs/9.log",
@@ -526,7 +530,9 @@ Test(first_run, report_reads_gpu_logs) {
     cr_expect_eq(fig(sl, "parallel1_tok_s"), 525.1);
     cr_expect_eq(fig(sl, "parallel8_tok_s"), 2048.5);
     cr_expect_eq(fig(sl, "ratio"), 3.9);
-    cr_expect(strstr(md, "| server-slots-qwen3-0.6b-q8 | 525.10 | 2,048.50 | 3.90 | yes |"), "%s", md);
+    cr_expect_eq(fig(sl, "parallel8_EMX_CUDA_FUSED_1_tok_s"), 1280.0);
+    cr_expect_eq(fig(sl, "ratio_EMX_CUDA_FUSED_1"), 2.44);
+    cr_expect(strstr(md, "| server-slots-qwen3-0.6b-q8 | 525.10 | 2,048.50 | 3.90 | yes | EMX_CUDA_FUSED_1 2.44 |"), "%s", md);
     cr_expect(strstr(md, "needs 2 GPUs, this machine has 1") != NULL, "%s", md);
     cr_expect(strstr(md, "| `matvec_q8` | 48.70 |") != NULL, "%s", md);
     // every lab version's time, for docs/kernel-lab.md's table

@@ -181,11 +181,11 @@ void fused_step(const Model &m, Copy &c) {
         const EmxCudaWeight *qkv[3] = {&L.wq.w, &L.wk.w, &L.wv.w};
         float *qkv_out[3] = {c.q.p, c.k.p, c.v.p};
         if (sw && l > 0) {  // x = xb + rmsnorm(tmp) * post_ffn of the layer before, in the prologue
-            const EmxFusedInput in = {c.xb.p, L.attn_norm.p, 1e-5f, 0};
+            const EmxFusedInput in = {c.xb.p, L.attn_norm.p, 1e-5f, 0, 1};
             const EmxFusedResidual res = {c.tmp.p, m.layers[l - 1]->post_ffn.p, c.x.p};
             CUDA_OK(emx_cuda_matvec_fused_residual(&in, &res, qkv, qkv_out, 3, nullptr));
         } else {
-            const EmxFusedInput qkv_in = {c.x.p, L.attn_norm.p, 1e-5f, 0};
+            const EmxFusedInput qkv_in = {c.x.p, L.attn_norm.p, 1e-5f, 0, 1};
             CUDA_OK(emx_cuda_matvec_fused(&qkv_in, qkv, qkv_out, 3, 0, nullptr));
         }
         EmxAttnDecodeArgs d = {};
@@ -205,31 +205,31 @@ void fused_step(const Model &m, Copy &c) {
         d.bv = m.var.biases ? L.bv.p : nullptr;
         d.eps = 1e-5f, d.style = EMX_ROPE_HALF, d.arrivals = c.arrivals.p;
         CUDA_OK(emx_cuda_attention_decode(&d, nullptr));
-        const EmxFusedInput att_in = {c.att.p, nullptr, 1e-5f, 0};
+        const EmxFusedInput att_in = {c.att.p, nullptr, 1e-5f, 0, 1};
         const EmxCudaWeight *wo[1] = {&L.wo.w};
         float *x_out[1] = {c.x.p}, *tmp_out[1] = {c.tmp.p};
-        const EmxFusedInput hb_in = {c.hb.p, nullptr, 1e-5f, 0};
+        const EmxFusedInput hb_in = {c.hb.p, nullptr, 1e-5f, 0, 1};
         const EmxCudaWeight *down[1] = {&L.down.w};
         if (sw) {  // tmp = Wo att; hb = geglu(rmsnorm(h)), h = x + rmsnorm(tmp) * post_attn into xb; tmp = Wdown hb
             CUDA_OK(emx_cuda_matvec_fused(&att_in, wo, tmp_out, 1, 0, nullptr));
-            const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0};
+            const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0, 1};
             const EmxFusedResidual res = {c.tmp.p, L.post_attn.p, c.xb.p};
             CUDA_OK(emx_cuda_matvec_fused_geglu(&ffn_in, &res, &L.gate.w, &L.up.w, c.hb.p, nullptr));
             CUDA_OK(emx_cuda_matvec_fused(&hb_in, down, tmp_out, 1, 0, nullptr));
             continue;
         }
         CUDA_OK(emx_cuda_matvec_fused(&att_in, wo, x_out, 1, 1, nullptr));
-        const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0};
+        const EmxFusedInput ffn_in = {c.x.p, L.ffn_norm.p, 1e-5f, 0, 1};
         CUDA_OK(emx_cuda_matvec_fused_swiglu(&ffn_in, &L.gate.w, &L.up.w, c.hb.p, nullptr));
         CUDA_OK(emx_cuda_matvec_fused(&hb_in, down, x_out, 1, 1, nullptr));
     }
     if (sw) {  // the last layer's residual add alone
-        const EmxFusedInput in = {c.xb.p, nullptr, 1e-5f, 0};
+        const EmxFusedInput in = {c.xb.p, nullptr, 1e-5f, 0, 1};
         const EmxFusedResidual res = {c.tmp.p, m.layers[kLayers - 1]->post_ffn.p, c.x.p};
         CUDA_OK(emx_cuda_fused_residual(&in, &res, kDim, nullptr));
     }
     if (!m.var.classifier) return;
-    const EmxFusedInput cls_in = {c.x.p, m.out_norm.p, 1e-5f, 0};
+    const EmxFusedInput cls_in = {c.x.p, m.out_norm.p, 1e-5f, 0, 1};
     const EmxCudaWeight *cls[1] = {&m.out.w};
     float *logits[1] = {c.logits.p};
     CUDA_OK(emx_cuda_matvec_fused(&cls_in, cls, logits, 1, 0, nullptr));

@@ -18,15 +18,18 @@
 // CUDA pass itself agrees with the CPU is test_forward_cuda.cpp's question; here the batched
 // step is checked against that same pass, bitwise.
 //
-// Batched, not rows in turn: under the emulator the matvec kernels are counted
-// (emu/kernel_runs.h): one step of n rows launches each matvec once, as one single decode step
-// does, where the twins' n single steps launch n times as many; and RoPE, the KV writes and the
-// attention of all rows are one launch a layer (emx_cuda_attention_decode_rows: no rope_kv, no
-// per-row attention kernel). Caches of f32 and f16 (the rows' f16 KV rows bitwise those of the
+// Batched, not rows in turn: under the emulator the kernels are counted (emu/kernel_runs.h): one
+// step of n rows launches each matvec once, as one single decode step does, where the twins' n
+// single steps launch n times as many; RoPE, the KV writes and the attention of all rows are one
+// launch a layer (emx_cuda_attention_decode_rows: no rope_kv, no per-row attention kernel); and
+// the whole step is as many kernels as one row's decode step (the fused layer's five a layer,
+// the norms and quantisations in the matvecs' prologues, for every row at once; with
+// EMX_CUDA_FUSED=1 the separate kernels' batch instead, more kernels). Caches of f32 and f16 (the rows' f16 KV rows bitwise those of the
 // twins, whose own decode step is the fused layer's one-row kernel).
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -101,11 +104,16 @@ std::vector<float> kv_rows(EmxState *s, int n) {
     return v;
 }
 
-void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F32) {
+// fused_env: EMX_CUDA_FUSED while the batched states are made (their twins are made without):
+// "1" keeps the batched step on the separate kernels.
+void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F32, const char *fused_env = nullptr) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models converts it)", name);
     const int vocab = (int)m.cfg.vocab_size;
+    if (fused_env) setenv("EMX_CUDA_FUSED", fused_env, 1);
     std::vector<EmxState *> multi = cuda_states(&m, kStates, nullptr, cache);
+    unsetenv("EMX_CUDA_FUSED");
+    const bool fused = !fused_env || atoi(fused_env) >= kStates;
     std::vector<EmxState *> twin = cuda_states(&m, kStates, multi[0], cache), cpu;
     cr_assert_eq(emx_forward_multi_batched(multi[0]), 1, "the CUDA backend has a batched multi-state step");
     for (int i = 0; i < kStates; i++) {
@@ -126,18 +134,20 @@ void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F
         }
         const float *lg[kStates];
         const long before = matvec_runs(), rows_before = emu_runs("attention_decode_rows"), per_row_before = per_row_runs();
+        const long all_before = emu_runs("");
         cr_assert_eq(emx_forward_multi(rows, tok, pos, kStates, lg), 0, "%s: %s", name, emx_state_error(rows[0]));
         const long batched = matvec_runs() - before, attn_launches = emu_runs("attention_decode_rows") - rows_before;
-        const long per_row = per_row_runs() - per_row_before - attn_launches;
-        long single = 0;
+        const long per_row = per_row_runs() - per_row_before - attn_launches, kernels = emu_runs("") - all_before;
+        long single = 0, one_row_kernels = 0;
         for (int r = 0; r < kStates; r++) {
             const int i = kOrder[r];
             char what[160];
             snprintf(what, sizeof what, "%s step %d row %d (state %d, pos %d)", name, step, r, i, pos[r]);
             std::vector<float> got(lg[r], lg[r] + vocab);
-            const long b0 = matvec_runs();
+            const long b0 = matvec_runs(), k0 = emu_runs("");
             const float *want = emx_forward(twin[(size_t)i], &tok[r], 1, pos[r]);
             single += matvec_runs() - b0;
+            one_row_kernels = emu_runs("") - k0;
             cr_assert(want, "%s: %s", what, emx_state_error(twin[(size_t)i]));
             cr_assert(memcmp(got.data(), want, (size_t)vocab * sizeof(float)) == 0, "%s: logits differ from alone",
                       what);
@@ -158,8 +168,16 @@ void multi_equals_single(const char *name, float tol, EmxKvType cache = EMX_KV_F
         // RoPE, the KV writes and the attention of the 4 rows: one launch a layer, nothing per row
         cr_assert_eq(attn_launches, (long)m.cfg.n_layers, "%s: %ld attention launches a step", name, attn_launches);
         cr_assert_eq(per_row, 0, "%s: %ld rope_kv or per-row attention launches", name, per_row);
+        // and the step is one row's step: the fused layer for all rows; or, kept off it, the
+        // separate kernels' batch (each norm and quantisation a launch of its own)
+        if (fused)
+            cr_assert_eq(kernels, one_row_kernels, "%s: %ld kernels a step of 4 rows, %ld for one row alone", name,
+                         kernels, one_row_kernels);
+        else
+            cr_assert_gt(kernels, one_row_kernels, "%s: EMX_CUDA_FUSED=%s: a step of 4 rows in one row's kernels", name,
+                         fused_env);
 #else
-        (void)batched, (void)attn_launches, (void)per_row;  // a real GPU counts no launches
+        (void)batched, (void)attn_launches, (void)per_row, (void)kernels, (void)one_row_kernels, (void)fused;  // none counted
 #endif
     }
     cr_log_info("%s: %ld matvec launches a batched step", name, per_step);
@@ -278,6 +296,31 @@ Test(forward_cuda_multi, llama3_tiny_q8_equals_single, .timeout = 900) {
 }
 Test(forward_cuda_multi, llama3_tiny_q4_equals_single, .timeout = 900) {
     multi_equals_single("llama3-tiny.q4.bin", 3e-2f);
+}
+// EMX_CUDA_FUSED=1: the fused layer takes single rows only, so the batched step runs the separate
+// kernels (and the one-launch attention), each row still bitwise its twin's fused decode step.
+Test(forward_cuda_multi, separate_kernels_equal_single, .timeout = 900) {
+    multi_equals_single("stories260K.q8.bin", 3e-2f, EMX_KV_F32, "1");
+    multi_equals_single("llama3-tiny.q4.bin", 3e-2f, EMX_KV_F32, "1");
+}
+// EMX_CUDA_FUSED that is not a number of rows from 0 to EMX_FUSED_MAX_ROWS: no state, one line
+// naming the variable and its value.
+Test(forward_cuda_multi, bad_fused_setting_is_refused) {
+    EmxModel m;
+    if (!open_test_model("stories260K.q8.bin", &m)) cr_skip_test("build/models/stories260K.q8.bin missing");
+    for (const char *bad : {"abc", "-1", "9", "2x", "1 "}) {
+        setenv("EMX_CUDA_FUSED", bad, 1);
+        EmxStateOptions opt = {};
+        opt.ctx = kCtx;
+        opt.device = "cuda:0";
+        char err[512] = "";
+        EmxState *s = emx_state_new(&m, &opt, err, sizeof err);
+        unsetenv("EMX_CUDA_FUSED");
+        cr_assert_null(s, "EMX_CUDA_FUSED=%s: a state was made", bad);
+        const std::string want = std::string("EMX_CUDA_FUSED=") + bad + ": not a number of rows from 0 to 8";
+        cr_assert(strstr(err, want.c_str()) && !strchr(err, '\n'), "EMX_CUDA_FUSED=%s: %s", bad, err);
+    }
+    emx_model_close(&m);
 }
 
 // Bad calls: -1, a one-line error naming the problem, and nothing run (no kernel launched under

@@ -2,7 +2,7 @@
 """server_parallel.py — aggregate throughput of build/tools/server with --parallel P (a benchmark,
 not a test). Standard library only.
 
-    python3 tools/bench/server_parallel.py MODEL [--parallel 1,4,1,4] [--clients 4] [--requests 3]
+    python3 tools/bench/server_parallel.py MODEL [--parallel 1,4,1,4[,4:NAME=VALUE]] [--clients 4] [--requests 3]
                                            [--max-tokens 128] [--threads 0] [--server build/tools/server]
                                            [--device cpu|cuda:N] [--completions] [--check-texts]
 
@@ -10,14 +10,18 @@ For each P in --parallel (in that order: alternate them, so that a change in the
 hits both), starts the server with --parallel P, lets C clients each send R streaming
 completions one after the other (fixed seeds, a mix of prompts, max_tokens each), and prints
 the aggregate completion tokens per second (all tokens / wall time of the run) and the median
-time to the first token. Then a summary per P, and the ratio of the best run of the largest P
-to the best run of the smallest. With --check-texts, every request's text (the same seed in
+time to the first token. An entry P:NAME=VALUE starts that run's server with NAME=VALUE in its
+environment (8:EMX_CUDA_FUSED=1: eight slots with the CUDA backend's several-states step on the
+separate kernels), a configuration of its own beside plain P. Then the ratio of the best run of
+the largest plain P to the best run of the smallest, and of each configuration with a setting
+to that smallest. With --check-texts, every request's text (the same seed in
 every run) must be the same in every run, whatever P: a slot decoding beside others gives what it
 gives alone; a difference names the request and exits 1.
 """
 import argparse
 import http.client
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -35,10 +39,19 @@ PROMPTS = [
 ]
 
 
-def start_server(args, parallel):
+def parse_entry(entry):
+    """(P, {NAME: VALUE}) of a --parallel entry "P" or "P:NAME=VALUE"."""
+    par, _, setting = entry.partition(":")
+    name, eq, value = setting.partition("=")
+    if not par.isdigit() or int(par) < 1 or (setting and (not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name))):
+        sys.exit(f"server_parallel: --parallel entry {entry!r}: not P or P:NAME=VALUE (P a number of slots)")
+    return int(par), ({name: value} if setting else {})
+
+
+def start_server(args, parallel, env):
     cmd = [args.server, args.model, "--port", "0", "-t", str(args.threads), "--parallel", str(parallel),
            "--queue", str(args.clients * 2)] + (["--device", args.device] if args.device else [])
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env})
     line = b""
     while b"listening on" not in line:
         line = p.stderr.readline()
@@ -79,8 +92,8 @@ def one_request(port, prompt, seed, max_tokens, chat):
     return tokens, ttft if ttft is not None else time.monotonic() - t0, "".join(text)
 
 
-def run(args, parallel):
-    p, port = start_server(args, parallel)
+def run(args, parallel, env):
+    p, port = start_server(args, parallel, env)
     results, lock = {}, threading.Lock()  # request number -> (tokens, ttft, text)
 
     failures = []
@@ -127,18 +140,24 @@ def main():
     ap.add_argument("--check-texts", action="store_true",
                     help="every request's text must be the same in every run, whatever --parallel")
     args = ap.parse_args()
-    best, first_texts, differ = {}, None, []
-    for par in [int(x) for x in args.parallel.split(",")]:
-        tps, ttft, tokens, wall, texts = run(args, par)
-        print(f"parallel {par}: {tokens} tokens in {wall:.1f} s: {tps:.1f} tok/s aggregate, "
+    best, first_texts, differ = {}, None, []  # best: label -> its best tok/s
+    for entry in args.parallel.split(","):
+        par, env = parse_entry(entry)
+        label = f"{par}" + "".join(f" {k}={v}" for k, v in env.items())
+        tps, ttft, tokens, wall, texts = run(args, par, env)
+        print(f"parallel {label}: {tokens} tokens in {wall:.1f} s: {tps:.1f} tok/s aggregate, "
               f"median time to first token {ttft * 1000:.0f} ms", flush=True)
-        best[par] = max(best.get(par, 0), tps)
+        best[label] = max(best.get(label, 0.0), tps)
         if args.check_texts:
-            first_texts = first_texts or (par, texts)
-            differ += [(par, k) for k in sorted(texts) if texts[k] != first_texts[1].get(k)]
-    lo, hi = min(best), max(best)
-    if lo != hi:
-        print(f"best: parallel {hi} {best[hi]:.1f} tok/s / parallel {lo} {best[lo]:.1f} tok/s = {best[hi] / best[lo]:.2f}x")
+            first_texts = first_texts or (label, texts)
+            differ += [(label, k) for k in sorted(texts) if texts[k] != first_texts[1].get(k)]
+    plain = sorted((int(x) for x in best if x.isdigit()))
+    if plain:  # the largest plain P first, then each configuration with a setting, to the smallest P
+        lo = str(plain[0])
+        for label in [str(plain[-1])] + [x for x in best if not x.isdigit()]:
+            if label != lo:
+                print(f"best: parallel {label} {best[label]:.1f} tok/s / parallel {lo} {best[lo]:.1f} tok/s "
+                      f"= {best[label] / best[lo]:.2f}x")
     if args.check_texts:
         if differ:
             par, k = differ[0]

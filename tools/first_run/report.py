@@ -103,15 +103,17 @@ def paths_figures(text):
 
 
 def server_figures(text):
-    """tools/bench/server_parallel.py: the best aggregate tok/s at each --parallel, their ratio, and
-    whether every request's text was the same in every run."""
+    """tools/bench/server_parallel.py: the best aggregate tok/s at each --parallel entry (P, or P
+    with a setting NAME=VALUE: parallelP_NAME_VALUE_tok_s), the ratios to the smallest P (the
+    largest plain P's: ratio; a setting's: ratio_NAME_VALUE), and whether every request's text
+    was the same in every run."""
     f = {}
-    for par, tps in re.findall(r"^parallel (\d+): \d+ tokens in [0-9.]+ s: " + NUM + " tok/s aggregate", text, re.M):
-        key = f"parallel{par}_tok_s"
+    run = r"^parallel (\d+)(?: (\w+)=(\S+))?: \d+ tokens in [0-9.]+ s: " + NUM + " tok/s aggregate"
+    for par, name, value, tps in re.findall(run, text, re.M):
+        key = f"parallel{par}" + (f"_{name}_{value}" if name else "") + "_tok_s"
         f[key] = max(f.get(key, 0.0), num(tps))
-    m = re.search(r"^best: .* = " + NUM + "x$", text, re.M)
-    if m:
-        f["ratio"] = num(m.group(1))
+    for name, value, ratio in re.findall(r"^best: parallel \d+(?: (\w+)=(\S+))? .* = " + NUM + "x$", text, re.M):
+        f["ratio" + (f"_{name}_{value}" if name else "")] = num(ratio)
     if re.search(r"^texts: every request's text the same", text, re.M):
         f["texts_equal"] = True
     elif "text(s) differ" in text:
@@ -320,11 +322,13 @@ def markdown(rep):
             f(s, "persistent_of_bound_pct", 1), f(s, "persistent_cold_us_per_token"), f(s, "warmed_vs_not", 3),
             s["figures"].get("persistent_path") or s["figures"].get("not_measured", "-")]
            for s in by("paths")])
-    table(md, ["server slots", "1 slot tok/s", "most slots tok/s", "ratio", "texts equal"],
+    table(md, ["server slots", "1 slot tok/s", "most slots tok/s", "ratio", "texts equal", "with a setting: ratio"],
           [[s["name"], f(s, "parallel1_tok_s"),
-            fmt(max((v for k, v in s["figures"].items() if k.startswith("parallel") and k != "parallel1_tok_s"),
-                    default=None)),
-            f(s, "ratio"), fmt({True: "yes", False: "NO"}.get(s["figures"].get("texts_equal")))] for s in by("server")])
+            fmt(max((v for k, v in s["figures"].items() if re.fullmatch(r"parallel\d+_tok_s", k) and
+                     k != "parallel1_tok_s"), default=None)),
+            f(s, "ratio"), fmt({True: "yes", False: "NO"}.get(s["figures"].get("texts_equal"))),
+            "; ".join(f"{k[6:]} {v:.2f}" for k, v in s["figures"].items() if k.startswith("ratio_")) or "-"]
+           for s in by("server")])
     table(md, ["bench sampler", "greedy tok/s", "entropix tok/s", "entropix slower %", "combined tok/s",
                "combined slower %", "greedy, steps in turn tok/s", "queued ahead: ratio", "us a token saved"],
           [[s["name"], f(s, "greedy_tok_s"), f(s, "entropix_tok_s"), f(s, "entropix_slower_pct", 1),

@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     const int rows = lab_int(&L, "--rows", 576, 1, 1 << 20), cols = lab_int(&L, "--cols", 576, 32, 1 << 16);
     const uint32_t dtype = lab_dtype_int_dot(&L, "q8");
     const bool quant = dtype == EMX_Q8 || dtype == EMX_Q4 || dtype == EMX_Q4_1;
-    if (!emx_cuda_matvec_fused_fits(dtype, cols)) {
+    if (!emx_cuda_matvec_fused_fits(dtype, cols, 1)) {
         fprintf(stderr, "lab matvec_fused: --cols %d: the fused matvec needs a multiple of 32 whose input fits in "
                 "48 KiB of shared memory\n", cols);
         exit(2);
@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
                                     : emx_cuda_rmsnorm(dxn.p, dx.p, dnw.p, cols, 1, eps, L.stream);
         return e == cudaSuccess ? emx_cuda_matvec(EMX_MATVEC_FAST, &w.w, &acts, 1, dout.p, 1, L.stream) : e;
     }, [&] { return check(quant ? want.i : want.f, quant); });
-    const EmxFusedInput in = {dx.p, dnw.p, eps, 0};  // pdl 0: the lab times one launch at a time
+    const EmxFusedInput in = {dx.p, dnw.p, eps, 0, 1};  // pdl 0: the lab times one launch at a time
     const EmxCudaWeight *ws[1] = {&w.w};
     float *outs[1] = {dout.p};
     dout.upload(res);

@@ -1,10 +1,11 @@
 // matvec_fused.cu — the decode step's matvecs with their input made in the prologue, for one
 // activation row (or a few: the rows of several sequences decoded in one step, each normed on its
-// own, every weight row read once for all of them, as the batched matvec): the q/k/v set and the gate/up SwiGLU pair after the RMSNorm of x (attention and
-// FFN norms), wo after the int8 quantisation of att, w_down after that of hb, the classifier after
-// the output norm; for Gemma 3 the q/k/v set and the gate/up GeGLU pair after the sandwich norm of
-// the previous block's output, the residual add and the RMSNorm. In the graph path each of these is
-// two to four launches: norm, add-and-norm or quantisation kernels, then the matvecs
+// own, every weight row read once for all of them, as the batched matvec): the q/k/v set and the
+// gate/up SwiGLU pair after the RMSNorm of x (attention and FFN norms), wo after the int8
+// quantisation of att, w_down after that of hb, the classifier after the output norm; for Gemma 3
+// the q/k/v set and the gate/up GeGLU pair after the sandwich norm of the previous block's
+// output, the residual add and the RMSNorm. In the graph path each of these is two to four
+// launches: norm, add-and-norm or quantisation kernels, then the matvecs
 // (kernels/rmsnorm.cu, kernels/matvec.cu, kernels/geglu.cu).
 //
 //   input = x                                    (norm_w NULL)
@@ -25,8 +26,8 @@
 // Bytes per call: the weights, as the matvec (rows * cols * bytes_per_weight); the input row
 // (cols * 4, and norm_w's cols * 4) read from L2 by every block; rows * 4 written (read too when
 // accumulating); with nb input rows, nb times the input's and the outputs' bytes, the weights'
-// once (the prologue's shared memory nb times a row's: smem_bytes). Against the two launches it replaces: no normed row written and read back
-// (cols * 4 twice), no int8 groups written and read (1.25 cols twice), one launch fewer.
+// once (the prologue's shared memory nb times a row's: smem_bytes). Against the two launches it
+// replaces: no normed row written and read back (cols * 4 twice), no int8 groups written and read (1.25 cols twice), one launch fewer.
 // Why fused: at decode a launch is 2.5-5 µs, mostly its ramp-up and the latency of its first
 // dependent loads (docs/cuda.md, measured on an H200), and a norm or quantisation kernel moves a
 // few KB: the step's ~313 launches cost more than its ~0.6 GB of weights take to stream. The

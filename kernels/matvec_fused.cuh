@@ -96,14 +96,26 @@ __device__ __forceinline__ float residual_col(const FusedIn &in, float inv_delta
     return emx_add_rounded(in.x[at], in.delta[at] * inv_delta * in.post_w[i]);
 }
 
+// The sandwich norm's residual rows [nb][cols] into h (shared memory, when TO_H) and into
+// in.x_out when to_out (the block that writes them). Every thread of the block calls it.
+template <bool TO_H>
+__device__ __forceinline__ void residual_rows(int cols, const FusedIn &in, int nb, float *h, bool to_out) {
+#pragma unroll 1  // (unrolled, the rows' state lived across the quantiser's division calls: spills)
+    for (int b = 0; b < nb; b++) {
+        const size_t row = (size_t)b * cols;
+        const float inv_delta = inv_rms(in.delta + row, cols, in);
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = residual_col(in, inv_delta, row + i, i);
+            if constexpr (TO_H) h[row + i] = v;
+            if (to_out) in.x_out[row + i] = v;
+        }
+    }
+}
+
 // The residual rows alone into in.x_out [rows][cols], by one block (the sandwich norm's add where
 // no matvec follows it). Every thread of the block calls it.
 __device__ __forceinline__ void residual_row(int cols, const FusedIn &in) {
-    for (int b = 0; b < in.rows; b++) {
-        const size_t row = (size_t)b * cols;
-        const float inv_delta = inv_rms(in.delta + row, cols, in);
-        for (int i = threadIdx.x; i < cols; i += blockDim.x) in.x_out[row + i] = residual_col(in, inv_delta, row + i, i);
-    }
+    residual_rows<false>(cols, in, in.rows, nullptr, true);
 }
 
 // The input of the rows from the nb rows x [nb][cols] (in.x; or the residual rows in shared
@@ -138,7 +150,7 @@ __device__ __forceinline__ EmxCudaActs input_from(const float *x, const FusedIn 
         a.xd = smem + xd_at;
         a.xsum = (int *)smem + xsum_at;
     } else if constexpr (NORM) {
-#pragma unroll 1  // (unrolled, the rows' state lived across the quantiser's division calls: spills)
+#pragma unroll 1  // (as the loop above)
         for (int b = 0; b < nb; b++) {
             const int at = b * cols;
             const float inv = inv_rms(x + at, cols, in);  // (its barriers: row b's sum read before it is overwritten)
@@ -158,17 +170,7 @@ template <int DT, int INPUT>
 __device__ __forceinline__ EmxCudaActs fused_input(const FusedIn &in, int cols, float *smem, int nb) {
     if constexpr (INPUT == IN_RESIDUAL) {
         float *h = smem + residual_at(DT, cols, nb);
-        const bool first = emx_block_x_here() == 0;
-#pragma unroll 1  // (unrolled, the rows' state lived across the quantiser's division calls: spills)
-        for (int b = 0; b < nb; b++) {
-            const size_t row = (size_t)b * cols;
-            const float inv_delta = inv_rms(in.delta + row, cols, in);
-            for (int i = threadIdx.x; i < cols; i += blockDim.x) {
-                const float v = residual_col(in, inv_delta, row + i, i);
-                h[row + i] = v;
-                if (first) in.x_out[row + i] = v;
-            }
-        }
+        residual_rows<true>(cols, in, nb, h, emx_block_x_here() == 0);
         __syncthreads();
         return input_from<DT, true>(h, in, cols, smem, nb);
     } else {

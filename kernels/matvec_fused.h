@@ -97,7 +97,8 @@ cudaError_t emx_cuda_matvec_fused_geglu(const EmxFusedInput *in, const EmxFusedR
                                         const EmxCudaWeight *up, float *out, cudaStream_t stream);
 
 // The residual row alone, res->x_out[cols] = h (in->x, in->eps, in->pdl and in->rows: then
-// [rows][cols]; no matvec): one block, after the last layer whose residual add would otherwise be the next layer's prologue.
+// [rows][cols]; no matvec): one block, after the last layer whose residual add would otherwise be
+// the next layer's prologue.
 cudaError_t emx_cuda_fused_residual(const EmxFusedInput *in, const EmxFusedResidual *res, int cols,
                                     cudaStream_t stream);
 

@@ -330,9 +330,10 @@ static int state_alloc(CudaState *s) {
 }
 
 // EMX_CUDA_FUSED in the environment, read once, when the state is made: the most rows a step
-// through the fused decode layer takes. Unset or empty: EMX_FUSED_MAX_ROWS (one row of a sequence, or up
-// to that many states' rows in one step); 0: never (the separate kernels, the reference path);
-// 1: one row only (several states' steps on the separate kernels, to compare the two paths).
+// through the fused decode layer takes. Unset or empty: EMX_FUSED_MAX_ROWS (one row of a
+// sequence, or up to that many states' rows in one step); 0: never (the separate kernels, the
+// reference path); 1: one row only (several states' steps on the separate kernels, to compare
+// the two paths).
 static int fused_rows_of_env(CudaState *s) {
     const char *env = getenv("EMX_CUDA_FUSED");
     s->fused = EMX_FUSED_MAX_ROWS;

@@ -34,8 +34,8 @@
 // kernels/matvec_fused.cu, kernels/attention_decode.cu), which stay the path of GEMM chunks,
 // branches, more rows than that, and of EMX_CUDA_FUSED=0.
 // What a model's shapes or dtypes keep separate: a q/k/v set of mixed dtypes or widths, a width
-// that is not a multiple of 32 or whose input does not fit in shared memory
-// for the step's rows (emx_cuda_matvec_fused_fits), attention groups of more than 8 heads or too large a head
+// that is not a multiple of 32 or whose input does not fit in shared memory for the step's rows
+// (emx_cuda_matvec_fused_fits), attention groups of more than 8 heads or too large a head
 // (emx_cuda_attention_decode_fits); a sandwich-normed layer where one of its matvecs does not fit
 // keeps the separate kernels from wo to w_down.
 #include <stddef.h>

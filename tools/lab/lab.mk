@@ -31,12 +31,15 @@ LAB_DEPS_agent_pool := sampling/agent_pool
 # the CPU twins' objects each family's program links (the C files whose functions it calls, and
 # what those call: found by following the undefined symbols): cpu_ops.c's softmax calls
 # cpu_attention.c's exp, cpu_attention.c cpu_dot.c's dot products; none needs the matmul
-# (cpu_matmul.c and its quantised tiles: 2 s of CPU of the cold start).
-LAB_CPU_OPS := base/dtype runtime/cpu/cpu_ops runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+# (cpu_matmul.c and its quantised tiles: 2 s of CPU of the cold start). cpu_attention_avx2.c
+# goes with cpu_attention.c: on a CPU with AVX2 and no AVX-512 it holds the exp and the attention
+# (elsewhere it compiles to nothing).
+LAB_CPU_ATTN := runtime/cpu/cpu_attention runtime/cpu/cpu_attention_avx2
+LAB_CPU_OPS := base/dtype runtime/cpu/cpu_ops $(LAB_CPU_ATTN) runtime/cpu/cpu_dot
 LAB_CPU_matvec := base/dtype runtime/cpu/cpu_dot runtime/cpu/cpu_qdot
 LAB_CPU_matvec_fused := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot
 LAB_CPU_gemm := base/dtype
-LAB_CPU_attention := base/dtype runtime/cpu/cpu_attention runtime/cpu/cpu_dot
+LAB_CPU_attention := base/dtype $(LAB_CPU_ATTN) runtime/cpu/cpu_dot
 LAB_CPU_rmsnorm := $(LAB_CPU_OPS)
 LAB_CPU_rope := $(LAB_CPU_OPS)
 LAB_CPU_swiglu := $(LAB_CPU_OPS) runtime/cpu/cpu_qdot

@@ -37,7 +37,7 @@ $(BUILD)/cuda/%.o $(BUILD)/cuda/%.ptxas: %.cu
 $(CUDA_OBJ): | $(BUILD)/cuda/nvcc-notice
 $(BUILD)/cuda/nvcc-notice: $(CUDA_SRC)
 	@mkdir -p $(dir $@)
-	@echo "  NVCC building the CUDA backend for $(CUDA_ARCH_NAMES) (nvcc, from nothing: 1 CPU-minute for one architecture, 1.7 for two, spread over the cores; make CUDA=0 skips it)"
+	@echo "  NVCC building the CUDA backend for $(CUDA_ARCH_NAMES) (nvcc, from nothing: about 16 CPU-minutes for sm_80 and sm_90 together, spread over the cores; make CUDA=0 skips it)"
 	@touch $@
 
 $(BUILD)/cuda/libentropix_cuda.a: $(CUDA_OBJ)

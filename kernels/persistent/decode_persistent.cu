@@ -112,6 +112,8 @@ extern "C" const char *emx_cuda_decode_persistent_refusal(const EmxDecodeStep *a
     if (a->n_layers < 1 || a->dim < 1 || a->hidden_dim < 1 || a->vocab < 1 || a->ctx < 1)
         return "a size below 1 (layers, dim, hidden_dim, vocab or ctx)";
     if (a->dtype > EMX_Q4_1F) return "a weight dtype the kernel is not built for";
+    if (a->kv_dtype != EMX_KV_F16 && (a->kv_dtype != EMX_KV_F32 || a->dtype != EMX_F32))
+        return "a cache it is not built for (the f16 cache, or f32 beside f32 weights: what auto gives)";
     const int q_dim = a->n_heads * a->head_dim;
     if (!emx_cuda_matvec_fused_fits(a->dtype, a->dim, 1) || !emx_cuda_matvec_fused_fits(a->dtype, q_dim, 1) ||
         !emx_cuda_matvec_fused_fits(a->dtype, a->hidden_dim, 1))

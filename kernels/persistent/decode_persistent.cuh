@@ -2,9 +2,10 @@
 // template, its occupancy and its launch (what it computes, how its threads map to the data and
 // the bytes it moves: decode_persistent.cu's opening). Included by the two files that compile its
 // instantiations: decode_persistent.cu (Llama's and Qwen's layers, and the public entry points)
-// and decode_persistent_sandwich.cu (Gemma 3's sandwich layers), 7 weight dtypes x 2 caches each.
-// Two files so that two cores compile them at once: whole, the file was the longest single step
-// of a CUDA build (6 minutes of nvcc for sm_80 and sm_90 on the 2-core build machine).
+// and decode_persistent_sandwich.cu (Gemma 3's sandwich layers), 8 kernels each (7 weight dtypes
+// with the f16 cache, f32 weights with the f32 one: kind_blocks). Two files so that two cores
+// compile them at once: each is still the longest single step of a CUDA build (~10 s of ptxas a
+// kernel and arch on the 2-core build machine).
 #ifndef ENTROPIX_KERNELS_DECODE_PERSISTENT_CUH
 #define ENTROPIX_KERNELS_DECODE_PERSISTENT_CUH
 
@@ -454,22 +455,24 @@ cudaError_t launch_step(const EmxDecodeStep *a, int blocks, size_t shmem, cudaSt
 }
 
 // The resident blocks and the launch of the kernels of one kind of layer (SANDWICH: Gemma 3's),
-// for the step's dtype and cache.
+// for the step's dtype and cache. The kernels built: every dtype with the f16 cache, and f32
+// weights with the f32 cache as well (what `auto` gives each on a GPU: emx_kv_type_resolve). Each
+// instantiation is ~10 s of ptxas an arch, so the six pairs no default makes (16-bit or quantised
+// weights beside an f32 cache) are not built: emx_cuda_decode_persistent_refusal, which both
+// callers ask first, sends them to the graph path, which says so.
 template <bool SANDWICH>
 cudaError_t kind_blocks(const EmxDecodeStep *a, int *blocks) {
     const size_t shmem = step_smem(a);
-    const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? resident_blocks<DT, __half, SANDWICH>(shmem, blocks)
-                                            : resident_blocks<DT, float, SANDWICH>(shmem, blocks));
+    if (a->kv_dtype == EMX_KV_F32) return resident_blocks<EMX_F32, float, SANDWICH>(shmem, blocks);
+    EMX_DISPATCH_DTYPE(a->dtype, return resident_blocks<DT, __half, SANDWICH>(shmem, blocks));
     return cudaSuccess;
 }
 
 template <bool SANDWICH>
 cudaError_t kind_launch(const EmxDecodeStep *a, int blocks, cudaStream_t stream) {
     const size_t shmem = step_smem(a);
-    const bool f16 = a->kv_dtype == EMX_KV_F16;
-    EMX_DISPATCH_DTYPE(a->dtype, return f16 ? launch_step<DT, __half, SANDWICH>(a, blocks, shmem, stream)
-                                            : launch_step<DT, float, SANDWICH>(a, blocks, shmem, stream));
+    if (a->kv_dtype == EMX_KV_F32) return launch_step<EMX_F32, float, SANDWICH>(a, blocks, shmem, stream);
+    EMX_DISPATCH_DTYPE(a->dtype, return launch_step<DT, __half, SANDWICH>(a, blocks, shmem, stream));
     return cudaSuccess;
 }
 

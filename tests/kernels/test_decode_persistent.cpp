@@ -148,6 +148,10 @@ struct Copy {
 // The embedding's and the classifier's dtype.
 uint32_t edge_of(const Variant &v) { return v.edge_q8 ? (uint32_t)EMX_Q8 : v.dtype; }
 
+// The cache a GPU's auto gives weights of dt (emx_kv_type_resolve): f32 for f32 weights, else f16,
+// the pairs the persistent kernel is built for.
+int built_cache(uint32_t dt) { return dt == EMX_F32 ? EMX_KV_F32 : EMX_KV_F16; }
+
 struct Model {
     Variant var;
     TestWeight emb;
@@ -415,14 +419,16 @@ void decode_equals_fused(const Variant &v, int steps) {
 
 }  // namespace
 
+// Every dtype with the cache auto gives it (the kernels built), and f32 weights with the f16 cache.
 Test(decode_persistent, every_dtype_equals_the_fused_kernels, .timeout = 600) {
-    for (uint32_t dt : kAllDtypes) decode_equals_fused(Variant{dt, EMX_KV_F32, false, false, 0}, 9);
+    for (uint32_t dt : kAllDtypes) decode_equals_fused(Variant{dt, built_cache(dt), false, false, 0}, 9);
+    decode_equals_fused(Variant{EMX_F32, EMX_KV_F16, false, false, 0}, 9);
 }
 
 // Past the local layer's ring twice (20 positions, a ring of 7), Qwen3's norms and Qwen2's biases,
-// an f16 cache, one block and five.
+// f32 and f16 caches, one block and five.
 Test(decode_persistent, norms_biases_rings_and_grids, .timeout = 600) {
-    decode_equals_fused(Variant{EMX_Q8, EMX_KV_F32, true, false, 1}, 20);
+    decode_equals_fused(Variant{EMX_F32, EMX_KV_F32, true, false, 1}, 20);
     decode_equals_fused(Variant{EMX_Q4, EMX_KV_F16, false, true, 5}, 20);
     decode_equals_fused(Variant{EMX_BF16, EMX_KV_F16, true, true, 0}, 12);
 }
@@ -433,7 +439,7 @@ Test(decode_persistent, norms_biases_rings_and_grids, .timeout = 600) {
 // first lane and layer 1's come from its window; head statistics recorded, and recomputed from
 // the rows; every grid, and one block doing every item and the merge.
 Test(decode_persistent, metrics_in_the_launch_equal_the_metrics_kernels, .timeout = 900) {
-    Variant v{EMX_Q8, EMX_KV_F32, true, false, 0};
+    Variant v{EMX_Q8, EMX_KV_F16, true, false, 0};
     v.vocab = 5000, v.ctx = 144, v.metrics = 1;
     decode_equals_fused(v, 140);
     Variant w{EMX_Q4, EMX_KV_F16, false, true, 1};
@@ -467,7 +473,8 @@ Test(decode_persistent, entropix_decision_in_the_launch_equals_the_sampling_kern
     int blocks = 0;
     for (bool narrow : {false, true})
         for (const EmxProfile *p : {&hehv1, &hehv3, &ada, &lelv}) {
-            Variant v{narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8, EMX_KV_F32, true, false, blocks};
+            const uint32_t dt = narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8;
+            Variant v{dt, built_cache(dt), true, false, blocks};
             v.vocab = 10000, v.metrics = 1, v.entropix = p, v.narrow = narrow;
             decode_equals_fused(v, 4);
             blocks = blocks ? 0 : 1;
@@ -486,7 +493,8 @@ Test(decode_persistent, fixed_draw_in_the_launch_equals_the_sampler_kernels, .ti
     int blocks = 0, metrics = 0;
     for (bool narrow : {false, true})
         for (const EmxSamplerParams *p : {&combined, &flat, &two}) {
-            Variant v{narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8, EMX_KV_F32, false, true, blocks};
+            const uint32_t dt = narrow ? (uint32_t)EMX_F32 : (uint32_t)EMX_Q8;
+            Variant v{dt, built_cache(dt), false, true, blocks};
             v.vocab = 10000, v.metrics = metrics, v.fixed = p, v.narrow = narrow;
             decode_equals_fused(v, 4);
             blocks = blocks ? 0 : 1, metrics = !metrics;
@@ -498,7 +506,7 @@ Test(decode_persistent, fixed_draw_in_the_launch_equals_the_sampler_kernels, .ti
 // the launch, by one block at the end; with the metrics.
 Test(decode_persistent, gemma3_layers_equal_the_fused_kernels, .timeout = 600) {
     for (uint32_t dt : {(uint32_t)EMX_Q8, (uint32_t)EMX_F32}) {
-        Variant v{dt, EMX_KV_F32, true, false, 0};
+        Variant v{dt, built_cache(dt), true, false, 0};
         v.sandwich = true, v.metrics = 1;
         decode_equals_fused(v, 12);
     }
@@ -514,7 +522,7 @@ Test(decode_persistent, gemma3_layers_equal_the_fused_kernels, .timeout = 600) {
 // classifier's prologue) with the metrics; the entropix decision after a q8 classifier.
 Test(decode_persistent, q8_embedding_and_classifier_beside_4bit_layers, .timeout = 600) {
     for (uint32_t dt : {(uint32_t)EMX_Q4, (uint32_t)EMX_Q4_1, (uint32_t)EMX_Q4_1F}) {
-        Variant v{dt, EMX_KV_F32, false, false, 0};
+        Variant v{dt, EMX_KV_F16, false, false, 0};
         v.edge_q8 = true;
         decode_equals_fused(v, 6);
     }
@@ -522,7 +530,7 @@ Test(decode_persistent, q8_embedding_and_classifier_beside_4bit_layers, .timeout
     g.edge_q8 = true, g.sandwich = true, g.metrics = 1;
     decode_equals_fused(g, 8);
     const EmxProfile ada = forced(EMX_CASE_ADAPTIVE, 1);
-    Variant e{EMX_Q4_1F, EMX_KV_F32, true, false, 0};
+    Variant e{EMX_Q4_1F, EMX_KV_F16, true, false, 0};
     e.edge_q8 = true, e.vocab = 10000, e.metrics = 1, e.entropix = &ada;
     decode_equals_fused(e, 3);
 }
@@ -533,13 +541,13 @@ Test(decode_persistent, q8_embedding_and_classifier_beside_4bit_layers, .timeout
 // results the same bits. With no idle block (one block) nothing is asked.
 Test(decode_persistent, idle_blocks_warm_l2_with_the_next_phases, .timeout = 600) {
     for (uint32_t dt : {(uint32_t)EMX_Q8, (uint32_t)EMX_Q4_1F, (uint32_t)EMX_F16}) {
-        Variant v{dt, EMX_KV_F32, true, false, 0};
+        Variant v{dt, EMX_KV_F16, true, false, 0};
         v.warm = 10000;
         decode_equals_fused(v, 8);
         v.warm = (size_t)1 << 30, v.sandwich = dt == EMX_Q8;
         decode_equals_fused(v, 8);
     }
-    Variant one{EMX_Q8, EMX_KV_F32, false, false, 1};
+    Variant one{EMX_Q8, EMX_KV_F16, false, false, 1};
     one.warm = (size_t)1 << 30;
     const long long before = prefetched_bytes();
     decode_equals_fused(one, 3);
@@ -547,7 +555,7 @@ Test(decode_persistent, idle_blocks_warm_l2_with_the_next_phases, .timeout = 600
 }
 
 Test(decode_persistent, refuses_what_it_does_not_take) {
-    Model m(Variant{EMX_Q8, EMX_KV_F32, false, false, 0});
+    Model m(Variant{EMX_Q8, EMX_KV_F16, false, false, 0});
     Copy c(m.var);
     DevBuf<EmxDecodeLayer> table(kLayers);
     const EmxDecodeStep good = step_args(m, c, table);
@@ -572,6 +580,12 @@ Test(decode_persistent, refuses_what_it_does_not_take) {
     cr_assert_null(emx_cuda_decode_persistent_refusal(&a));
     a = good;
     a.emb_dtype = EMX_Q4;
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    a = good;
+    a.kv_dtype = EMX_KV_F32;  // beside q8 weights: not built (auto gives them the f16 cache)
+    cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
+    cr_assert_eq(emx_cuda_decode_persistent(&a, nullptr), cudaErrorInvalidValue);
+    a.kv_dtype = 3;  // no cache type
     cr_assert_not_null(emx_cuda_decode_persistent_refusal(&a));
     cr_assert(emx_cuda_decode_persistent_takes(EMX_Q4_1, EMX_Q8) && emx_cuda_decode_persistent_takes(EMX_Q8, EMX_Q8) &&
               !emx_cuda_decode_persistent_takes(EMX_Q8, EMX_Q4) && !emx_cuda_decode_persistent_takes(EMX_Q4, EMX_F32) &&

@@ -35,7 +35,7 @@ EmxState *state_of(const EmxModel *m, int persistent, const EmxState *share) {
     opt.ctx = 24;
     opt.device = "cuda:0";
     opt.share_weights = share;
-    opt.cache_type = EMX_KV_F32;
+    opt.cache_type = EMX_KV_AUTO;  // (the persistent kernel's: f16 beside quantised weights)
     opt.persistent = persistent;
     char err[512];
     EmxState *s = emx_state_new(m, &opt, err, sizeof err);

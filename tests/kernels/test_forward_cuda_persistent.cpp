@@ -36,7 +36,7 @@ namespace {
 // A state asking for the persistent kernel (persistent) or not, with EMX_CUDA_PERSISTENT_BLOCKS
 // set to `blocks` (NULL: unset) while it is made.
 EmxState *state_of(const EmxModel *m, int persistent, const char *blocks, int ctx, int no_graphs,
-                   const EmxState *share, EmxKvType cache = EMX_KV_F32) {
+                   const EmxState *share, EmxKvType cache = EMX_KV_AUTO) {
     EmxStateOptions opt = {};
     opt.n_threads = 1;
     opt.ctx = ctx;
@@ -133,7 +133,7 @@ void decode_equal(const char *name, const EmxModel &m, std::vector<EmxState *> s
 }
 
 // The graph path, the persistent kernel through its graph, and through direct launches.
-void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_KV_F32) {
+void persistent_equals_graph(const char *name, int steps, EmxKvType cache = EMX_KV_AUTO) {
     EmxModel m;
     if (!open_test_model(name, &m)) cr_skip_test("build/models/%s missing (make test-models)", name);
     const int ctx = 16;
@@ -281,6 +281,24 @@ Test(forward_cuda_persistent, stories260K_falls_back_to_the_graph_path, .timeout
     cr_assert(path.find("graph (the persistent kernel does not take it: ") == 0, "%s", path.c_str());
     cr_assert_eq(path_blocks(asked), 0);
     decode_equal("stories260K.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
+    emx_state_free(asked);
+    emx_state_free(graph);
+    emx_model_close(&m);
+}
+
+// Quantised weights beside an f32 cache (asked for: auto gives them the f16 one), a pair the
+// kernel is not built for: the graph path decodes, bitwise the state that did not ask.
+Test(forward_cuda_persistent, q8_weights_with_an_f32_cache_fall_back, .timeout = 900) {
+    EmxModel m;
+    if (!open_test_model("qwen3-tiny.q8.bin", &m)) cr_skip_test("build/models/qwen3-tiny.q8.bin missing");
+    const int ctx = 16;
+    EmxState *graph = state_of(&m, 0, nullptr, ctx, 0, nullptr, EMX_KV_F32);
+    EmxState *asked = state_of(&m, 1, nullptr, ctx, 0, graph, EMX_KV_F32);
+    const std::string path = decode_path(asked);
+    cr_assert(path.find("graph (the persistent kernel does not take it: a cache it is not built for") == 0, "%s",
+              path.c_str());
+    cr_assert_eq(path_blocks(asked), 0);
+    decode_equal("qwen3-tiny.q8.bin", m, {graph, asked}, {false, false}, ctx, 1);
     emx_state_free(asked);
     emx_state_free(graph);
     emx_model_close(&m);

@@ -27,7 +27,7 @@ EmxState *state_of(const EmxModel *m, int ctx, const EmxState *share, int timeli
     opt.ctx = ctx;
     opt.device = "cuda:0";
     opt.share_weights = share;
-    opt.cache_type = EMX_KV_F32;
+    opt.cache_type = EMX_KV_AUTO;  // (the persistent kernel's: f16 beside quantised weights)
     opt.phase_timeline = timeline;
     opt.persistent = persistent;
     char err[512];

@@ -27,7 +27,8 @@
 // (cols * 4, and norm_w's cols * 4) read from L2 by every block; rows * 4 written (read too when
 // accumulating); with nb input rows, nb times the input's and the outputs' bytes, the weights'
 // once (the prologue's shared memory nb times a row's: smem_bytes). Against the two launches it
-// replaces: no normed row written and read back (cols * 4 twice), no int8 groups written and read (1.25 cols twice), one launch fewer.
+// replaces: no normed row written and read back (cols * 4 twice), no int8 groups written and
+// read (1.25 cols twice), one launch fewer.
 // Why fused: at decode a launch is 2.5-5 µs, mostly its ramp-up and the latency of its first
 // dependent loads (docs/cuda.md, measured on an H200), and a norm or quantisation kernel moves a
 // few KB: the step's ~313 launches cost more than its ~0.6 GB of weights take to stream. The

@@ -313,20 +313,29 @@ test-asan:
 # flags (-march=native above). CPU-only (CUDA=0): these suites test the CPU. Only the sources
 # whose text depends on the instruction set are compiled there (ISA_OBJ_FROM, below): the others'
 # objects are build/'s, so these builds run on this machine, not on an AVX2-only one.
+# Where $(ARCHFLAGS) already selects exactly that instruction set (an AVX2-only CPU under
+# -march=native: the same ISA macros, so the same kernel text), make test ran these kernels and
+# suites in $(BUILD): the step says so and is not run twice.
 AVX2_SUITES ?= @(cpu_ops|cpu_code|batch_invariance|forward|forward_ref|forward_multi|forward_group|branches|generate_cached|generate|cli|run_entropix|smollm2)/*
+AVX2_FLAGS := -mavx2 -mfma -mf16c
+VNNI_FLAGS := $(AVX2_FLAGS) -mavxvnni
+# The ISA macros the CPU code tests (#if __AVX2__, __AVX512VNNI__, ...) that flags $(1) define.
+isa_macros = $(shell $(CC) $(1) -dM -E - </dev/null | grep -oE '__(AVX[A-Z0-9_]*|AMX[A-Z0-9_]*|F16C|FMA)__' | sort | tr '\n' ' ')
+same_isa_note = SKIP make $(1): $(ARCHFLAGS) defines the same ISA macros as $(2) ($(strip $(call isa_macros,$(2)))), so make test ran these kernels and suites in $(BUILD)
 .PHONY: test-avx2
 test-avx2:
-	$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="-mavx2 -mfma -mf16c" build-avx2/run build-avx2/tests/tests test-models
-	$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'
+	@if [ "$(call isa_macros,$(ARCHFLAGS))" = "$(call isa_macros,$(AVX2_FLAGS))" ]; then echo "$(call same_isa_note,test-avx2,$(AVX2_FLAGS))"; else \
+		$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="$(AVX2_FLAGS)" build-avx2/run build-avx2/tests/tests test-models && \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'; fi
 
 # The same suites on AVX2 + AVX-VNNI (Intel client cores from Alder Lake on: 256-bit vpdpbusd,
 # no AVX-512), whose 4-row kernels take the VNNI forms; only where this CPU can run them.
 .PHONY: test-avx2-vnni
 test-avx2-vnni:
-	@if grep -qw avx_vnni /proc/cpuinfo; then \
-		$(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="-mavx2 -mfma -mf16c -mavxvnni" build-vnni/run build-vnni/tests/tests test-models && \
-		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
-	else echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; fi
+	@if ! grep -qw avx_vnni /proc/cpuinfo; then echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; \
+	elif [ "$(call isa_macros,$(ARCHFLAGS))" = "$(call isa_macros,$(VNNI_FLAGS))" ]; then echo "$(call same_isa_note,test-avx2-vnni,$(VNNI_FLAGS))"; \
+	else $(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="$(VNNI_FLAGS)" build-vnni/run build-vnni/tests/tests test-models && \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; fi
 
 # On a CPU with AMX the prefill tile runs there (runtime/cpu/cpu_amx.c), and the AVX-512 tile
 # that other AVX-512 CPUs run would go untested but for its own kernel tests: the same CPU suites

@@ -25,7 +25,12 @@ EMU_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omi
 # the initial-exec model would not (the library's whole TLS block would need static TLS room).
 EMU_PIC := -fPIC -mtls-dialect=gnu2
 # #pragma unroll and friends are hints for nvcc; g++ ignores them.
-EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) -g -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
+# Line tables only (-g1): what the sanitizers' reports and backtraces print (file, line,
+# function), without the variables' descriptions that full -g writes for every template instance
+# of the kernels: the heaviest kernel object compiles in 22 s instead of 33 (2-core AVX2 EPYC,
+# 2026-12-02). EMU_DEBUG=-g on the command line, for gdb on an emulated kernel's locals.
+EMU_DEBUG ?= -g1
+EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) $(EMU_DEBUG) -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
                 -MMD -MP
 # Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",
 # "sampler/metrics.h"). The rewritten tree comes first, so "kernels/attention.h" from a rewritten
@@ -122,7 +127,7 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_PIC) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_PIC) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
 
 # The CPU kernels that keep their accumulators in local arrays of vector registers (the attention's
 # and the prefill tile's, AVX-512 and AVX2): ASan's stack instrumentation gives each such array
@@ -130,20 +135,23 @@ $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 # guards every address the unrolled loops form. Without those two (their heap and global accesses
 # still checked by ASan, the rest of UBSan kept): cpu_ops' attention test 8.7 s -> 0.9 s, a
 # SmolLM2 agent pool with its critic (mostly prefill tiles) 26-30 s -> 14-15 s, the two AVX-512
-# files' compile 30-36 s -> 11 s each (2026-12-01, 2 cores). Their stack arrays are of fixed
-# size, indexed by loop counters below it.
+# files' compile 30-36 s -> 11 s each (2026-12-01, 2 cores); the decode's four-row dot products
+# (cpu_qdot.c): SmolLM2 q8 decode under the sanitizers 95-103 -> 50-52 ms a token (build-asan's
+# ./run, -t 1, 32 tokens), the ASan suite's SmolLM2 critic pool and structured-output tests
+# 137 -> 90 s (2026-12-02, a 2-core AVX2 EPYC, one build each way). Their stack arrays are of
+# fixed size, indexed by loop counters below it.
 EMU_VECTOR_ARRAY_SRC := runtime/cpu/cpu_attention.c runtime/cpu/cpu_attention_avx2.c runtime/cpu/cpu_qtile.c \
-                        runtime/cpu/cpu_qtile512.c
+                        runtime/cpu/cpu_qtile512.c runtime/cpu/cpu_qdot.c
 $(call EMU_C_OBJ_OF,$(EMU_VECTOR_ARRAY_SRC)): EMU_C_SAN_TUNE := --param asan-stack=0 -fno-sanitize=pointer-overflow
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_C_SAN_TUNE) $(EMU_PIC) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_C_SAN_TUNE) $(EMU_PIC) -c $< -o $@
 
-# EMU_PIC of the last build of these objects, rewritten (while the makefile is read, as archs.cfg
-# is) only when it changes.
+# EMU_PIC and EMU_DEBUG of the last build of these objects, rewritten (while the makefile is read,
+# as archs.cfg is) only when they change.
 EMU_FLAGS_CFG := $(EMU_OUT)/flags.cfg
-ifneq ($(file < $(EMU_FLAGS_CFG)),$(EMU_PIC))
-$(shell mkdir -p $(EMU_OUT) && printf '%s\n' '$(EMU_PIC)' > $(EMU_FLAGS_CFG))
+ifneq ($(file < $(EMU_FLAGS_CFG)),$(EMU_PIC) $(EMU_DEBUG))
+$(shell mkdir -p $(EMU_OUT) && printf '%s\n' '$(EMU_PIC) $(EMU_DEBUG)' > $(EMU_FLAGS_CFG))
 endif
 $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_LIB_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) \
     $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_FLAGS_CFG)

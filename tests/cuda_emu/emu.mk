@@ -28,7 +28,8 @@ EMU_PIC := -fPIC -mtls-dialect=gnu2
 # Line tables only (-g1): what the sanitizers' reports and backtraces print (file, line,
 # function), without the variables' descriptions that full -g writes for every template instance
 # of the kernels: the heaviest kernel object compiles in 22 s instead of 33 (2-core AVX2 EPYC,
-# 2026-12-02). EMU_DEBUG=-g on the command line, for gdb on an emulated kernel's locals.
+# 2026-12-02). The C objects take it after CFLAGS' -g: the last -g level given wins.
+# EMU_DEBUG=-g on the command line, for gdb on an emulated kernel's locals.
 EMU_DEBUG ?= -g1
 EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) $(EMU_DEBUG) -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
                 -MMD -MP

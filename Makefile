@@ -303,7 +303,7 @@ test-first-run: $(FIRST_RUN_TEST_BIN) all $(BUILD)/tests/tests test-models $(EMU
 # library and program objects are those emulated binaries' too (SAN_OBJ_FROM_EMU, above).
 test-asan:
 	@mkdir -p build-asan
-	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build SAN_OBJ_FROM_EMU=1 EMU_TEST_BIN= EMU_RUN_BIN= EMU_BENCH_BIN= EMU_EVAL_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
+	set -o pipefail; LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CUDA=0 EMU_BUILD=build EMU_OPT='$(EMU_OPT)' SAN_OBJ_FROM_EMU=1 EMU_TEST_BIN= EMU_RUN_BIN= EMU_BENCH_BIN= EMU_EVAL_BIN= OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test 2>&1 | tee build-asan/test.log
 	@if grep -nE "$(SAN_REPORT)" build-asan/test.log; then \
 		echo "test-asan: sanitizer reports above"; exit 1; fi
 

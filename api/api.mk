@@ -129,7 +129,7 @@ EMU_API_OBJ := $(call EMU_C_OBJ_OF,$(API_SRC) examples/c/generate.c)
 $(call EMU_C_OBJ_OF,examples/c/generate.c): CFLAGS += -Iinclude
 $(EMU_API_OBJ): $(EMU_OUT)/obj/%.o: %.c $(EMU_FLAGS_CFG)
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_SAN) $(EMU_PIC) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(EMU_CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_PIC) -c $< -o $@
 $(EMU_API_BIN): $(EMU_API_OBJ) $(EMU_HOST_C_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(EMU_CXX) $(EMU_CXXFLAGS) $(filter %.o,$^) -o $@ $(EMU_LIB) $(LDLIBS)

@@ -31,7 +31,12 @@ EMU_PIC := -fPIC -mtls-dialect=gnu2
 # 2026-12-02). The C objects take it after CFLAGS' -g: the last -g level given wins.
 # EMU_DEBUG=-g on the command line, for gdb on an emulated kernel's locals.
 EMU_DEBUG ?= -g1
-EMU_CXXFLAGS := -std=c++17 $(OPT) $(ARCHFLAGS) $(EMU_DEBUG) -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
+# Their optimisation: OPT, but `make test-asan`, whose own OPT (-O1 and the sanitizers) is the ASan
+# build's, passes the OPT of the make that called it, so an object of these that it finds out of
+# date is built again as `make test` built it. flags.cfg records it. EMU_CFLAGS: the C objects'.
+EMU_OPT ?= $(OPT)
+EMU_CFLAGS = $(filter-out $(OPT),$(CFLAGS)) $(EMU_OPT)
+EMU_CXXFLAGS := -std=c++17 $(EMU_OPT) $(ARCHFLAGS) $(EMU_DEBUG) -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
                 -MMD -MP
 # Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",
 # "sampler/metrics.h"). The rewritten tree comes first, so "kernels/attention.h" from a rewritten
@@ -128,7 +133,7 @@ $(EMU_OUT)/obj/runtime/%.o: $(EMU_OUT)/runtime/%.cu
 
 $(EMU_HOST_C_OBJ): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_PIC) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
+	$(call say,CC,$@)$(CC) $(EMU_CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_PIC) -I$(EMU_DIR)/include -DEMX_CUDA_ARCHS='"emulated"' -c $< -o $@
 
 # The CPU kernels that keep their accumulators in local arrays of vector registers (the attention's
 # and the prefill tile's, AVX-512 and AVX2): ASan's stack instrumentation gives each such array
@@ -146,13 +151,13 @@ EMU_VECTOR_ARRAY_SRC := runtime/cpu/cpu_attention.c runtime/cpu/cpu_attention_av
 $(call EMU_C_OBJ_OF,$(EMU_VECTOR_ARRAY_SRC)): EMU_C_SAN_TUNE := --param asan-stack=0 -fno-sanitize=pointer-overflow
 $(EMU_LIB_OBJ) $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$@)$(CC) $(CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_C_SAN_TUNE) $(EMU_PIC) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(EMU_CFLAGS) $(EMU_DEBUG) $(EMU_SAN) $(EMU_C_SAN_TUNE) $(EMU_PIC) -c $< -o $@
 
-# EMU_PIC and EMU_DEBUG of the last build of these objects, rewritten (while the makefile is read,
-# as archs.cfg is) only when they change.
+# EMU_PIC, EMU_DEBUG and EMU_OPT of the last build of these objects, rewritten (while the makefile
+# is read, as archs.cfg is) only when they change.
 EMU_FLAGS_CFG := $(EMU_OUT)/flags.cfg
-ifneq ($(file < $(EMU_FLAGS_CFG)),$(EMU_PIC) $(EMU_DEBUG))
-$(shell mkdir -p $(EMU_OUT) && printf '%s\n' '$(EMU_PIC) $(EMU_DEBUG)' > $(EMU_FLAGS_CFG))
+ifneq ($(file < $(EMU_FLAGS_CFG)),$(EMU_PIC) $(EMU_DEBUG) $(EMU_OPT))
+$(shell mkdir -p $(EMU_OUT) && printf '%s\n' '$(EMU_PIC) $(EMU_DEBUG) $(EMU_OPT)' > $(EMU_FLAGS_CFG))
 endif
 $(EMU_LAYER_OBJ) $(EMU_KERNEL_OBJ) $(EMU_RUNTIME_OBJ) $(EMU_HOST_C_OBJ) $(EMU_LIB_OBJ) $(EMU_SELFTEST_OBJ) $(EMU_KTEST_OBJ) \
     $(call EMU_C_OBJ_OF,$(PROGRAM_SRC)): $(EMU_FLAGS_CFG)

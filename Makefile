@@ -344,7 +344,7 @@ test-avx2-vnni:
 test-no-amx: all $(BUILD)/tests/tests test-models
 	@if grep -qw amx_int8 /proc/cpuinfo; then \
 		$(TEST_OMP_ENV) EMX_AMX=0 EMX_SHARED=$(SHARED) EMX_BUILD=$(BUILD) EMX_RUN=$(BUILD)/cpu/run $(BUILD)/tests/tests -j2 --filter '$(AVX2_SUITES)'; \
-	else echo "SKIP make test-no-amx: this CPU has no AMX (make test ran the AVX-512 tile)"; fi
+	else echo "SKIP make test-no-amx: this CPU has no AMX, so make test ran the prefill tile EMX_AMX=0 selects"; fi
 
 weights: all
 	CONVERT=$(BUILD)/tools/convert bash weights/get-default.sh

@@ -59,9 +59,10 @@ FUZZ_LIBS_http := -lmicrohttpd
 .PHONY: fuzz fuzz-ci fuzz-build $(FUZZ_TARGETS:%=fuzz-%)
 
 # The SIMD kernels at -O0, every sanitizer kept: clang's ASan at -O1 on their always-inlined,
-# unrolled loops takes minutes a file (measured, clang 14, ASan + UBSan: the AVX-512 attention
-# 227 s, the AVX2 one 184 s, the AVX-512 prefill tile 80 s, the AVX2 tile 12 s; at -O0 1-3 s),
-# the whole fuzz build's longest step, for kernels the harnesses run only on tiny test models.
+# unrolled loops takes minutes a file (clang 14, ASan + UBSan, a 2-core EPYC, 2026-12-02: the
+# AVX-512 attention 227 s, the AVX2 one 184 s, the AVX-512 prefill tile 80 s, the AVX2 tile 12 s;
+# at -O0 1-3 s), the whole fuzz build's longest step, for kernels the harnesses run only on tiny
+# test models.
 FUZZ_O0_SRC := runtime/cpu/cpu_attention.c runtime/cpu/cpu_attention_avx2.c runtime/cpu/cpu_qtile512.c \
                runtime/cpu/cpu_qtile.c
 

@@ -31,6 +31,8 @@ OPT     ?= -O2
 # Includes are written from the repository root ("runtime/cpu/cpu_ops.h"): one -I.
 CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCHFLAGS) -fopenmp -g \
            -I. -MMD -MP
+# CFLAGS with optimisation $(1) in place of OPT (the lab's twins, the emulated objects).
+cflags_at = $(filter-out $(OPT),$(CFLAGS)) $(1)
 LDLIBS  += -lm -lcjson -lpcre2-8 -lutf8proc -lpthread -fopenmp
 
 # The CUDA backend: on (CUDA=1) when nvcc is found, on PATH or at CUDA's default install location,
@@ -321,21 +323,24 @@ AVX2_FLAGS := -mavx2 -mfma -mf16c
 VNNI_FLAGS := $(AVX2_FLAGS) -mavxvnni
 # The ISA macros the CPU code tests (#if __AVX2__, __AVX512VNNI__, ...) that flags $(1) define.
 isa_macros = $(shell $(CC) $(1) -dM -E - </dev/null | grep -oE '__(AVX[A-Z0-9_]*|AMX[A-Z0-9_]*|F16C|FMA)__' | sort | tr '\n' ' ')
-same_isa_note = SKIP make $(1): $(ARCHFLAGS) defines the same ISA macros as $(2) ($(strip $(call isa_macros,$(2)))), so make test ran these kernels and suites in $(BUILD)
+# make $(1)'s shell command: the CPU suites built in $(2) with ARCHFLAGS $(3) and run, or the
+# SKIP line where $(ARCHFLAGS) defines the same ISA macros as $(3). Its recipe lines start with
+# '+': make does not see the $(MAKE) inside a call, and a line it knows recursive passes the jobs on.
+isa_suites = m='$(strip $(call isa_macros,$(3)))'; \
+	if [ "$(strip $(call isa_macros,$(ARCHFLAGS)))" = "$$m" ]; then \
+		echo "SKIP make $(1): $(ARCHFLAGS) defines the same ISA macros as $(3) ($$m), so make test ran these kernels and suites in $(BUILD)"; \
+	else $(MAKE) BUILD=$(2) CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="$(3)" $(2)/run $(2)/tests/tests test-models && \
+		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=$(2) EMX_RUN=$(2)/cpu/run $(2)/tests/tests -j2 --filter '$(AVX2_SUITES)'; fi
 .PHONY: test-avx2
 test-avx2:
-	@if [ "$(call isa_macros,$(ARCHFLAGS))" = "$(call isa_macros,$(AVX2_FLAGS))" ]; then echo "$(call same_isa_note,test-avx2,$(AVX2_FLAGS))"; else \
-		$(MAKE) BUILD=build-avx2 CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="$(AVX2_FLAGS)" build-avx2/run build-avx2/tests/tests test-models && \
-		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-avx2 EMX_RUN=build-avx2/cpu/run build-avx2/tests/tests -j2 --filter '$(AVX2_SUITES)'; fi
+	+@$(call isa_suites,test-avx2,build-avx2,$(AVX2_FLAGS))
 
 # The same suites on AVX2 + AVX-VNNI (Intel client cores from Alder Lake on: 256-bit vpdpbusd,
 # no AVX-512), whose 4-row kernels take the VNNI forms; only where this CPU can run them.
 .PHONY: test-avx2-vnni
 test-avx2-vnni:
-	@if ! grep -qw avx_vnni /proc/cpuinfo; then echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; \
-	elif [ "$(call isa_macros,$(ARCHFLAGS))" = "$(call isa_macros,$(VNNI_FLAGS))" ]; then echo "$(call same_isa_note,test-avx2-vnni,$(VNNI_FLAGS))"; \
-	else $(MAKE) BUILD=build-vnni CUDA=0 API_LIBS_FOR_TESTS=0 ISA_OBJ_FROM=$(BUILD) ARCHFLAGS="$(VNNI_FLAGS)" build-vnni/run build-vnni/tests/tests test-models && \
-		$(TEST_OMP_ENV) EMX_SHARED=$(SHARED) EMX_BUILD=build-vnni EMX_RUN=build-vnni/cpu/run build-vnni/tests/tests -j2 --filter '$(AVX2_SUITES)'; fi
+	+@if ! grep -qw avx_vnni /proc/cpuinfo; then echo "SKIP make test-avx2-vnni: this CPU has no AVX-VNNI (avx_vnni in /proc/cpuinfo)"; \
+	else $(call isa_suites,test-avx2-vnni,build-vnni,$(VNNI_FLAGS)); fi
 
 # On a CPU with AMX the prefill tile runs there (runtime/cpu/cpu_amx.c), and the AVX-512 tile
 # that other AVX-512 CPUs run would go untested but for its own kernel tests: the same CPU suites

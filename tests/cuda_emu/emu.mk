@@ -35,7 +35,7 @@ EMU_DEBUG ?= -g1
 # build's, passes the OPT of the make that called it, so an object of these that it finds out of
 # date is built again as `make test` built it. flags.cfg records it. EMU_CFLAGS: the C objects'.
 EMU_OPT ?= $(OPT)
-EMU_CFLAGS = $(filter-out $(OPT),$(CFLAGS)) $(EMU_OPT)
+EMU_CFLAGS = $(call cflags_at,$(EMU_OPT))
 EMU_CXXFLAGS := -std=c++17 $(EMU_OPT) $(ARCHFLAGS) $(EMU_DEBUG) -Wall -Wextra -Wno-unknown-pragmas $(EMU_WERROR) $(EMU_SAN) $(EMU_PIC) \
                 -MMD -MP
 # Includes are written from the repository root ("kernels/attention.h", "kernels/reduce.cuh",

@@ -69,7 +69,7 @@ lab_gpu_kobj = $(patsubst %,$(BUILD)/cuda/kernels/%.o,$(LAB_DEPS_$1))
 # to compile under ASan and at -O0 ~3 s; the twins compute the same (C11: no FMA contraction)
 lab_emu_cobj = $(patsubst %,$(LAB_EMU_DIR)/cpu/%.o,$(LAB_CPU_$1))
 lab_gpu_cobj = $(patsubst %,$(LAB_GPU_DIR)/cpu/%.o,$(LAB_CPU_$1))
-LAB_CFLAGS = $(filter-out $(OPT),$(CFLAGS)) -O0
+LAB_CFLAGS = $(call cflags_at,-O0)
 LAB_CPU_ALL := $(sort $(foreach f,$(LAB_FAMILIES),$(LAB_CPU_$f)))
 # ... and the emulation layer's objects
 lab_emu_layer = $(patsubst %,$(EMU_OUT)/obj/$(EMU_DIR)/src/%.o,$(LAB_EMU_CORE) $(LAB_EMU_EXTRA_$1))

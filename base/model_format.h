@@ -122,7 +122,8 @@ typedef struct {
 // EMX_CHECK_MAGIC when present; then three 64-bit hashes (emx_hash64), low word first: [1..2]
 // the header (with reserved[1..6] zero) followed by the tensor directory, [3..4] the tokenizer
 // section, [5..6] the tensor data (from the end of the directory to file_bytes). A file whose
-// reserved[0] is 0 has no record and is not checked.
+// reserved[0..6] are all 0 has no record and is not checked; any other value of reserved[0]
+// with a non-zero word is a damaged record, refused.
 #define EMX_CHECK_MAGIC 0x31534b43u  // "CKS1"
 #define EMX_CHECK_WORDS 7u           // reserved[0..6]
 

@@ -58,6 +58,15 @@ int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *p
     EmxFileHeader h, want;
     memcpy(&h, base, sizeof h);
     if (h.config.reserved[0] != EMX_CHECK_MAGIC) {
+        // A file without a record has all its record words zero; non-zero words under another
+        // magic are a record whose magic was damaged, which must not switch the check off.
+        for (unsigned i = 0; i < EMX_CHECK_WORDS; i++)
+            if (h.config.reserved[i]) {
+                snprintf(msg, msglen, "%s: the integrity record is damaged (config.reserved[0] = 0x%08x, not \"CKS1\", "
+                         "and config.reserved[%u] = 0x%08x is not zero): the file is corrupted", path,
+                         h.config.reserved[0], i, h.config.reserved[i]);
+                return -1;
+            }
         snprintf(msg, msglen, "%s: no checksum recorded (written before convert recorded one); structure ok", path);
         return 1;
     }

@@ -26,8 +26,9 @@ int emx_check_record(const uint8_t *base, uint64_t size, EmxFileHeader *hdr);
 // Checks an image (the file's bytes as loaded) against its record: the header and directory's
 // hash and the tokenizer section's always, the tensor data's with `data` (every weight read:
 // about as long as loading the file; docs/model-format.md has the measurement). Returns 0 when
-// they match ("checksum <hex>" in msg), 1 when the file has no record (msg says so), -1 with a
-// one-line reason naming path and the first section that differs.
+// they match ("checksum <hex>" in msg), 1 when the file has no record (all seven record words
+// zero; msg says so), -1 with a one-line reason naming path and the first section that differs,
+// or the damaged record (a word set under a reserved[0] that is not the magic).
 int emx_verify_image(const uint8_t *base, uint64_t size, int data, const char *path, char *msg, size_t msglen);
 
 // emx_model_verify (runtime/model.h) checks a file on disk: it opens it as the runtime does, then

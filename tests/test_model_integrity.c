@@ -1,8 +1,9 @@
 // test_model_integrity.c — the integrity record of a model file checked where the file is used:
 // a changed byte of the header, the tensor directory or the tokenizer section is refused by every
 // load (the loader's check costs 0.4 ms on SmolLM2-135M), and a changed weight by ./run --verify
-// and by the server at startup unless --no-verify (what each costs: docs/model-format.md). The
-// model is a copy of $EMX_BUILD/models/stories260K.q8.bin, its bytes changed by hand.
+// and by the server at startup unless --no-verify (what each costs: docs/model-format.md); a
+// damaged record is refused, not taken for a missing one. The model is a copy of
+// $EMX_BUILD/models/stories260K.q8.bin, its bytes changed by hand.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,5 +96,30 @@ Test(model_integrity, a_changed_weight, .timeout = 120) {
     test_build_path(server, sizeof server, "cpu/tools/server");
     const char *serve[] = {c.path, "--port", "0", "-t", "1", NULL};
     expect_error_prog(server, serve, 1, "checksum mismatch in the tensor data");
+    copy_cleanup(&c);
+}
+
+// The record's magic changed: the record must not be taken for absent (that would switch every
+// check off); a file whose record words are all zero (written before the record) still loads.
+Test(model_integrity, a_damaged_magic_is_refused, .timeout = 120) {
+    Copy c;
+    copy_setup(&c);
+    const size_t magic = offsetof(EmxFileHeader, config) + offsetof(EmxConfig, reserved);
+    write_changed(&c, magic, 0x01);
+    EmxModel m;
+    char err[512] = "";
+    cr_assert_eq(emx_model_open(&m, c.path, err, sizeof err), -1, "a damaged record loaded");
+    cr_expect(strstr(err, "the integrity record is damaged") && strstr(err, c.path) && !strchr(err, '\n'), "%s", err);
+    const char *verify[] = {c.path, "--verify", "-n", "1", "-t", "1", "--temp", "0", "-p", "a", NULL};
+    expect_error(verify, 1, "the integrity record is damaged");
+    // No record at all: reserved[0..6] zero.
+    memset(c.buf + magic, 0, EMX_CHECK_WORDS * sizeof(uint32_t));
+    write_changed(&c, 0, 0);
+    cr_assert_eq(emx_model_open(&m, c.path, err, sizeof err), 0, "%s", err);
+    emx_model_close(&m);
+    const char *none[] = {c.path, "--verify", "-n", "1", "-t", "1", "--temp", "0", "-p", "a", NULL};
+    RunResult r = run(none);
+    cr_expect(r.code == 0 && strstr(r.err, "no checksum recorded"), "exit %d: %s", r.code, r.err);
+    run_free(&r);
     copy_cleanup(&c);
 }

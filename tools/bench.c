@@ -72,6 +72,7 @@
 #include "tools/bench/timeline.h"
 #include "tools/tool_args.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/cli/run_io.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
 #include "runtime/convert/gguf_cache.h"
@@ -421,11 +422,18 @@ static const EmxBwDevice *bw_device_arg(const char *name) {
     return d;
 }
 
-// --save's path, checked before the runs rather than after them (base/out_file.h). 0, or 2 (said).
-static int check_save(const char *save) {
+// --save's path, checked before the runs rather than after them (base/out_file.h): it may not
+// name an input (the model, the GGUF, the baseline, llama-bench). 0, or 2 (said).
+static int check_save(const SpeedArgs *a) {
     char err[512];
-    if (!save || emx_out_check(save, EMX_OUT_REPLACE, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "bench: --save %s\n", err);
+    const EmxRunPath in[] = {{"the model file", a->model_path}, {"--gguf", a->gguf}, {"--baseline", a->baseline},
+                             {"--llama-bench", a->llama}};
+    const EmxRunPath out[] = {{"--save", a->save}};
+    const EmxOutKind kind[] = {EMX_OUT_REPLACE};
+    if (!a->save || (emx_run_check_outputs(in, 4, out, 1, err, sizeof err) == 0 &&
+                     emx_run_check_output_kinds(out, kind, 1, err, sizeof err) == 0))
+        return 0;
+    fprintf(stderr, "bench: %s\n", err);
     return 2;
 }
 
@@ -439,7 +447,7 @@ static int bench_speed(int argc, char **argv) {
     EmxKvType cache_type;
     if (check_speed_args(&args, &cache_type)) return 2;
     double peak_flag = 0;
-    if (parse_peak(args.peak_text, &peak_flag) != 0 || check_save(save) != 0) return 2;
+    if (parse_peak(args.peak_text, &peak_flag) != 0 || check_save(&args) != 0) return 2;
     const EmxBwDevice *bw_device = bw_device_arg(args.model_device);
     if (!bw_device) return 2;
     char err[512];

@@ -20,6 +20,7 @@
 #include "base/out_file.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/forward.h"
+#include "runtime/cli/run_io.h"
 #include "runtime/model.h"
 #include "sampler/profile.h"
 #include "base/read_file.h"
@@ -47,12 +48,19 @@ static void print_distribution(FILE *f, const char *prefix, const char *name, co
 }
 
 // The profile is written whole (base/out_file.h): a temporary file beside OUT, renamed over it
-// at the end, so a failed run leaves OUT as it was; a path it cannot go to (a missing folder, a
-// device, a FIFO, a symbolic link) is refused before the long part. Without -o: stdout.
-static int open_output(const char *out_path, EmxOut *out) {
+// at the end, so a failed run leaves OUT as it was. OUT is checked before the long part (it may
+// not be an input; a missing folder, a device, a FIFO, a symbolic link are refused) and opened
+// only when the profile is ready, so an interrupted run leaves nothing behind. Without -o: stdout.
+static int check_output(const char *out_path, const char *model_path, const char *text_path, const char *base_name) {
     char err[512];
-    if (emx_out_open(out, out_path ? out_path : "-", EMX_OUT_REPLACE, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "calibrate: -o %s\n", err);
+    if (!out_path) return 0;
+    const EmxRunPath in[] = {{"the model file", model_path}, {"the text", text_path}, {"--base", base_name}};
+    const EmxRunPath out[] = {{"-o", out_path}};
+    const EmxOutKind kind[] = {EMX_OUT_REPLACE};
+    if (emx_run_check_outputs(in, 3, out, 1, err, sizeof err) == 0 &&
+        emx_run_check_output_kinds(out, kind, 1, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "calibrate: %s\n", err);
     return -1;
 }
 
@@ -132,8 +140,8 @@ static void warn_hot_cases(const double *temps) {
                     emx_case_name((EmxCase)c), temps[c]);
 }
 
-// The calibrated profile from the samples, written after its header to out (closed here: the
-// temporary file renamed to OUT), and the case shares on stderr.
+// The calibrated profile from the samples, written after its header to out (opened and closed
+// here: the temporary file renamed to OUT), and the case shares on stderr.
 static int finish_profile(EmxOut *out, const CalRun *run, const EmxProfile *base, const EmxMetricSamples *samples,
                           double t0) {
     EmxProfile cal_profile;
@@ -147,9 +155,13 @@ static int finish_profile(EmxOut *out, const CalRun *run, const EmxProfile *base
     emx_case_distribution(&cal_profile, samples, frac_cal);
     emx_case_temperatures_at_median(&cal_profile, &cal, HOT_TEMPERATURE, temps);
 
+    char err[512];
+    if (emx_out_open(out, run->out_path ? run->out_path : "-", EMX_OUT_REPLACE, err, sizeof err) != 0) {
+        fprintf(stderr, "calibrate: -o %s\n", err);
+        return -1;
+    }
     write_header(out->f, run, samples, frac_base, frac_cal, temps);
     emx_profile_write(out->f, &cal_profile);
-    char err[512];
     if (emx_out_close(out, err, sizeof err) != 0) {
         fprintf(stderr, "calibrate: -o %s\n", err);
         return -1;
@@ -199,7 +211,9 @@ int main(int argc, char **argv) {
 
     char err[512];
     EmxProfile base;
-    if (load_base(&base, base_name, layer_arg, skip, ctx) != 0) return 2;
+    if (check_output(out_path, model_path, text_path, base_name) != 0 ||
+        load_base(&base, base_name, layer_arg, skip, ctx) != 0)
+        return 2;
 
     int status = 1;
     EmxModel model;
@@ -252,8 +266,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "calibrate: %s\n", st ? "out of memory" : err);
         goto done;
     }
-
-    if (open_output(out_path, &out) != 0) goto done;
 
     fprintf(stderr, "calibrate: %s on %s: %zu tokens, windows of %d, first %d of each skipped\n",
             model_path, text_path, n_ids, ctx, skip);

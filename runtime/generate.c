@@ -88,7 +88,14 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
             emx_seterr(err, errlen, "chat mode: the model file has no chat template (use --raw)");
             return -1;
         }
-        // The user text may hold NULs (it came with a length); the renderer wants a C string.
+        // The renderer takes C strings: a NUL inside the text would end the message there,
+        // silently dropping the rest, so it is refused (raw mode encodes the bytes as they are).
+        const char *nul = memchr(text, 0, len);
+        if (nul) {
+            emx_seterr(err, errlen, "chat mode: the prompt has a NUL byte at offset %zu; a chat message is text "
+                                    "(raw mode feeds the bytes as they are)", (size_t)(nul - text));
+            return -1;
+        }
         char *user = malloc(len + 1);
         if (!user) {
             emx_seterr(err, errlen, "prompt: out of memory");

@@ -68,7 +68,8 @@ typedef struct {
 // Token ids of the prompt. Raw: the text with special-token texts parsed and BOS added if the
 // tokenizer asks for it; an empty text becomes [BOS] (base models generate from BOS, as
 // llama2.c does). Chat: the rendered conversation, parsed the same way, with no BOS of our
-// own when the template carries one. *ids is malloc'd (caller frees). Returns 0, or -1 with
+// own when the template carries one; a NUL byte in the text is refused there (a message is a C
+// string to the renderer). *ids is malloc'd (caller frees). Returns 0, or -1 with
 // a one-line reason ("empty prompt and the model has no BOS token to start from").
 int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpec *ps, int **ids,
                    int *n_ids, char *err, size_t errlen);

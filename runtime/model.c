@@ -19,6 +19,7 @@
 
 #include "base/dtype.h"
 #include "base/errmsg.h"
+#include "base/out_file.h"
 
 // One-line error "<path>: <message>".
 static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
@@ -405,6 +406,10 @@ int emx_model_open_load(EmxModel *m, const char *path, EmxLoad load, char *err, 
     if (fstat(fd, &st) != 0) {
         close(fd);
         return fail(err, errlen, path, "cannot stat: %s", strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {  // a directory maps as "No such device", /dev/zero as 0 bytes
+        close(fd);
+        return fail(err, errlen, path, "is %s, not a model file", emx_out_kind_name((unsigned)st.st_mode));
     }
     if (st.st_size < (off_t)sizeof(EmxFileHeader)) {
         close(fd);

@@ -264,7 +264,7 @@ int emx_profile_load(EmxProfile *p, const char *name_or_path, char *err, size_t 
     FILE *f = fopen(name_or_path, "rb");
     if (!f) {
         emx_seterr(err, errlen,
-                 "no profile '%s': not a built-in name (classic, masked-bits) nor a readable file",
+                 "no profile '%s': not a built-in name (measured, classic, masked-bits) nor a readable file",
                  name_or_path);
         return -1;
     }

@@ -364,6 +364,25 @@ Test(cli_args, every_flag) {
     cr_expect_eq(a.chat, EMX_CHAT_AUTO);
 }
 
+// llama.cpp's spellings: -m names the model (once, instead of the positional one), --ignore-eos.
+Test(cli_args, model_flag_and_ignore_eos) {
+    EmxCliArgs a;
+    char err[256];
+    cr_assert_eq(parse(&a, err, (const char *[]){"-m", "m.bin", "-p", "hi", "--ignore-eos", NULL}), 0, "%s", err);
+    cr_expect_str_eq(a.model_path, "m.bin");
+    cr_expect(a.ignore_eos);
+    cr_assert_eq(parse(&a, err, (const char *[]){"--model=m.bin", NULL}), 0, "%s", err);
+    cr_expect_str_eq(a.model_path, "m.bin");
+    cr_expect_eq(parse(&a, err, (const char *[]){"m.bin", "-m", "n.bin", NULL}), 2);
+    cr_expect_str_eq(err, "--model 'n.bin': the model is already 'm.bin'");
+    cr_expect_eq(parse(&a, err, (const char *[]){"-m", "m.bin", "n.bin", NULL}), 2);
+    cr_expect_str_eq(err, "unexpected argument 'n.bin' (the model is 'm.bin')");
+    cr_expect_eq(parse(&a, err, (const char *[]){"m.bin", "--ignore-eos", "--agents", "2", NULL}), 2);
+    cr_expect_str_eq(err, "--ignore-eos is not available with --sampler agents");
+    cr_assert_eq(parse(&a, err, (const char *[]){"m.bin", NULL}), 0, "%s", err);
+    cr_expect(!a.ignore_eos);
+}
+
 Test(cli_args, effective_sampling_per_sampler) {
     EmxCliArgs a;
     char err[256];

@@ -161,6 +161,6 @@ Test(profile, load_missing_file) {
     EmxProfile p;
     char err[256];
     cr_expect_eq(emx_profile_load(&p, "no/such.profile", err, sizeof err), -1);
-    cr_expect_str_eq(err, "no profile 'no/such.profile': not a built-in name (classic, "
-                          "masked-bits) nor a readable file");
+    cr_expect_str_eq(err, "no profile 'no/such.profile': not a built-in name (measured, "
+                          "classic, masked-bits) nor a readable file");
 }

@@ -2,8 +2,9 @@
 // naming an input (directly, by symlink, by hard link) is refused before anything is written; a
 // failing run leaves an existing output untouched; a full disk or a closed stdout is an error in
 // both modes; a reader closing the pipe stops the run; a prompt file is read no further than the
-// context can hold; a KV cache larger than the memory is refused before it is allocated; the
-// timing summary's sampler share is a share of the decode interval; a denormal --top-p is a value.
+// context can hold; Ctrl-C stops a run with what it made kept; a KV cache larger than the memory
+// is refused before it is allocated; the timing summary's sampler share is a share of the decode
+// interval; a denormal --top-p is a value.
 //
 // The model is $EMX_BUILD/models/stories260K.f32.bin (ctx 512), copied to a temporary directory
 // where a test may overwrite it.
@@ -157,6 +158,14 @@ Test(run_robust, failing_run_leaves_an_existing_output_untouched, .timeout = 300
     expect_error(bad_pool, 1, "no-such-model.bin");
     const char *const bad_prompt[] = {t.model, "-t", "1", "-n", "4", "-f", missing, "--metrics", out, NULL};
     expect_error(bad_prompt, 1, "-f");
+    // Refused by the sampler's set-up (after the model and the prompt): still before --metrics
+    // is opened.
+    const char *const bad_grammar[] = {t.model, "-t", "1", "-n", "4", "--grammar", "root ::= (", "--metrics", out, NULL};
+    expect_error(bad_grammar, 1, "grammar");
+    const char *const bad_schema[] = {t.model, "-t", "1", "-n", "4", "--json-schema", "{bad", "--metrics", out, NULL};
+    expect_error(bad_schema, 1, "schema");
+    const char *const bad_bias[] = {t.model, "-t", "1", "-n", "4", "--logit-bias", "999999+1", "--metrics", out, NULL};
+    expect_error(bad_bias, 1, "999999");
     size_t n = 0;
     char *text = bytes_of(out, &n);
     cr_expect_str_eq(text, "{\"earlier\": 1}\n");
@@ -318,6 +327,62 @@ Test(run_robust, directory_as_prompt_or_profile_says_so, .timeout = 300) {
     expect_error(f_dir, 1, "Is a directory");
     const char *const profile_dir[] = {t.model, "-t", "1", "-n", "4", "--profile", t.dir, NULL};
     expect_error(profile_dir, 2, "is a directory");
+    tmp_cleanup(&t);
+}
+
+// Ctrl-C in a single stream: the run stops after a token, keeps its text, writes its report and
+// timings, exits 130. Deterministic: --metrics - puts a JSON line a token on stdout, far more
+// than a pipe holds, and the test stops reading after the first byte (the handler is set before
+// the first byte is written), so the run cannot finish before the signal; a write blocked when
+// it comes goes on (SA_RESTART) once the test reads again.
+Test(run_robust, ctrl_c_keeps_the_text_report_and_timings, .timeout = 300) {
+    Tmp t;
+    tmp_setup(&t);
+    char report[160];
+    snprintf(report, sizeof report, "%s/r.html", t.dir);
+    const char *argv[] = {run_binary(), t.model, "-t", "1", "-n", "400", "-s", "1", "--raw", "-p", "Once",
+                          "--metrics", "-", "--report", report, NULL};
+    int out[2];
+    char err_path[] = "/tmp/emx_robust_err_XXXXXX";
+    int err_fd = mkstemp(err_path);
+    cr_assert(pipe(out) == 0 && err_fd >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(err_fd, 2);
+        close(out[0]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    char first;
+    cr_assert_eq(read(out[0], &first, 1), 1, "no output");
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    size_t cap = 1 << 20, n = 1;
+    char *text = malloc(cap);
+    text[0] = first;
+    for (ssize_t k; (k = read(out[0], text + n, cap - 1 - n)) > 0;) n += (size_t)k;
+    text[n] = 0;
+    close(out[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char *err = slurp_fd(err_fd, NULL);
+    close(err_fd);
+    unlink(err_path);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d: %s", status, err);
+    int tokens = -1;
+    const char *said = strstr(err, "run: interrupted (Ctrl-C) after ");
+    cr_assert(said && sscanf(said, "run: interrupted (Ctrl-C) after %d tokens", &tokens) == 1, "%s", err);
+    cr_expect(tokens >= 1 && tokens < 400, "%d tokens", tokens);
+    cr_expect(strstr(err, "generated: ") != NULL, "no timings: %s", err);
+    int lines = 0;  // after the echoed prompt, one complete JSON line a token
+    for (const char *c = strchr(text, '{'); c && (c = strstr(c, "{\"index\":")); c++) lines++;
+    cr_expect_eq(lines, tokens, "%d metrics lines for %d tokens", lines, tokens);
+    struct stat sb;
+    cr_expect(stat(report, &sb) == 0 && sb.st_size > 0, "no report written");
+    free(text);
+    free(err);
     tmp_cleanup(&t);
 }
 

@@ -8,6 +8,7 @@
 // in batches of -b tokens, logits for every position) and only the second half of each window
 // is scored (positions ctx/2 .. ctx-2 predicting the next token), so every scored token sees
 // at least ctx/2 tokens of context. perplexity = exp(mean negative log-likelihood).
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "runtime/convert/gguf_cache.h"
 #include "base/read_file.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/tool_args.h"
 
 // -log softmax(logits)[target], in double.
 static double nll(const float *logits, int vocab, int target) {
@@ -31,9 +33,9 @@ static double nll(const float *logits, int vocab, int target) {
     return log(sum) - ((double)logits[target] - max);
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: perplexity model.bin|model.gguf text.txt [-c ctx (512)] [-t threads (all)] [-b batch (64)]\n");
-    return 2;
+static int usage(FILE *f) {
+    fprintf(f, "usage: perplexity model.bin|model.gguf text.txt [-c ctx (512)] [-t threads (all)] [-b batch (64)]\n");
+    return f == stdout ? 0 : 2;
 }
 
 // The model file, or a GGUF through its converted cache file (gguf_cache.h). 0, or -1 (said).
@@ -48,20 +50,14 @@ static int open_model(EmxModel *m, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return usage();
-    const char *model_path = argv[1], *text_path = argv[2];
     int ctx = 512, threads = 0, batch = 64;
-    for (int i = 3; i < argc; i++) {
-        if (i + 1 >= argc) return usage();
-        if (strcmp(argv[i], "-c") == 0) ctx = atoi(argv[++i]);
-        else if (strcmp(argv[i], "-t") == 0) threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "-b") == 0) batch = atoi(argv[++i]);
-        else return usage();
-    }
-    if (ctx < 4 || batch < 1) {
-        fprintf(stderr, "perplexity: -c must be >= 4 and -b >= 1 (got %d, %d)\n", ctx, batch);
-        return 2;
-    }
+    const ToolOpt opts[] = {
+        {"-c", TOOL_INT, &ctx, 4, 1 << 20}, {"-t", TOOL_INT, &threads, 0, 4096}, {"-b", TOOL_INT, &batch, 1, 1 << 20}};
+    const char *pos[2] = {NULL, NULL};
+    int prc = tool_parse_args("perplexity", argc - 1, argv + 1, opts, sizeof opts / sizeof opts[0], pos, 2);
+    if (prc) return prc == 1 ? usage(stdout) : 2;
+    const char *model_path = pos[0], *text_path = pos[1];
+    if (!model_path || !text_path) return usage(stderr);
 
     char err[512];
     EmxModel m;
@@ -74,7 +70,7 @@ int main(int argc, char **argv) {
     size_t len = 0, n_ids = 0;
     char *text = emx_read_file(text_path, &len);
     if (!text) {
-        fprintf(stderr, "perplexity: cannot read %s\n", text_path);
+        fprintf(stderr, "perplexity: %s: %s\n", text_path, strerror(errno));
         goto done;
     }
     if (!(tk = emx_tokenizer_new(&m.tok, err, sizeof(err)))) {

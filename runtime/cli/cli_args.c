@@ -145,6 +145,7 @@ static int set_switch(const char *arg, EmxCliArgs *a) {
     if (is_flag(arg, NULL, "--chat", &iv) && !iv) return a->chat = EMX_CHAT_ON, 1;
     if (is_flag(arg, NULL, "--raw", &iv) && !iv) return a->chat = EMX_CHAT_RAW, 1;
     if (is_flag(arg, NULL, "--no-think", &iv) && !iv) return a->no_think = 1;
+    if (is_flag(arg, NULL, "--ignore-eos", &iv) && !iv) return a->ignore_eos = 1;
     if (is_flag(arg, NULL, "--color", &iv) && !iv) return a->color = 1;
     return 0;
 }
@@ -167,7 +168,7 @@ static const struct {
     {NULL, "--branch-lookahead"}, {NULL, "--branch-rule"}, {NULL, "--answer-cue"}, {NULL, "--answer-alphabet"},
     {NULL, "--repeat-penalty"}, {NULL, "--repeat-last-n"}, {NULL, "--presence-penalty"}, {NULL, "--frequency-penalty"},
     {"-l", "--logit-bias"}, {NULL, "--grammar"}, {NULL, "--grammar-file"}, {"-j", "--json-schema"},
-    {NULL, "--json-schema-file"}, {NULL, "--gguf-cache"},
+    {NULL, "--json-schema-file"}, {NULL, "--gguf-cache"}, {"-m", "--model"},
 };
 enum { VALUED_FIRST_AGENT_FLAG = 16, VALUED_LAST_AGENT_FLAG = 27 };  // --agents .. --log
 enum { VALUED_FIRST_BRANCH_FLAG = 32, VALUED_LAST_BRANCH_FLAG = 39 };  // --branch-entropy .. --answer-alphabet
@@ -328,6 +329,10 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
             return fail(err, errlen, "--cache-type: '%s' is not auto, f32 or f16", val);
         break;
     case 49: a->gguf_cache = val; break;
+    case 50:  // llama.cpp's way to name the model; the positional MODEL is the same
+        if (a->model_path) return fail(err, errlen, "--model '%s': the model is already '%s'", val, a->model_path);
+        a->model_path = val;
+        break;
     default:
         return which >= VALUED_FIRST_RULE_FLAG ? set_rule_value(which, name, val, a, err, errlen)
                                                : set_branch_value(which, name, val, a, err, errlen);
@@ -348,6 +353,8 @@ static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err
     if (branch_flag && a->sampler != EMX_SAMPLER_BRANCH)
         return fail(err, errlen, "the branching decoder's flags need --sampler branch (not %s)", sampler_names[a->sampler]);
     // Its branches are not one token stream: the per-token logs have nothing to follow.
+    if ((a->sampler == EMX_SAMPLER_AGENTS || a->sampler == EMX_SAMPLER_BRANCH) && a->ignore_eos)
+        return fail(err, errlen, "--ignore-eos is not available with --sampler %s", sampler_names[a->sampler]);
     if (a->sampler == EMX_SAMPLER_BRANCH && (a->metrics_path || a->report_path || a->logprobs >= 0))
         return fail(err, errlen, "%s is not available with --sampler branch",
                     a->metrics_path ? "--metrics" : a->report_path ? "--report" : "--logprobs");
@@ -456,13 +463,13 @@ static void usage_tail(FILE *f) {
 
 void emx_cli_usage(FILE *f, const char *prog) {
     fprintf(f,
-        "usage: %s MODEL.bin [options]\n"
+        "usage: %s MODEL.bin [options]    (or -m, --model MODEL.bin)\n"
         "Generates text with an entropix.c model file; the text goes to stdout as it is\n"
         "produced, timings to stderr.\n"
         "\n"
         "Prompt:\n"
         "  -p, --prompt TEXT       prompt text (default: empty = start from BOS, base models)\n"
-        "  -f, --file FILE         read the prompt from FILE\n"
+        "  -f, --file FILE         read the prompt from FILE ('-': stdin)\n"
         "      --chat              wrap the prompt in the model's chat template\n"
         "      --raw               feed the prompt as is (echoed to stdout before the output)\n"
         "                          (default: --chat if the model file has a chat template)\n"
@@ -472,6 +479,7 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "Generation:\n"
         "  -n, --n-predict N       tokens to generate (default 256; -1 = until a stop token\n"
         "                          or the context is full; more than fits is an error)\n"
+        "      --ignore-eos        go on past a stop token (it is fed back like any other)\n"
         "  -c, --ctx-size N        context length in tokens (default: min(model's, 4096))\n"
         "  -t, --threads N         CPU threads (default: all cores)\n"
         "  -dev, --device D        cpu, cuda:N, or auto (default): the first GPU when this build\n"

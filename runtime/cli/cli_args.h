@@ -92,6 +92,7 @@ typedef struct {
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON
     int no_think;             // --no-think (Qwen3)
+    int ignore_eos;           // --ignore-eos: a stop token is fed back like any other
     int verbose;
     int verify;               // --verify: check the model file's checksum before running
     const char *gguf_cache;   // --gguf-cache DIR: a GGUF model's cache folder (gguf_cache.h); NULL: the default

@@ -52,10 +52,12 @@ typedef struct {
     const EmxLogprobTap *lpt;      // --logprobs / --report: the step's top logprobs, or NULL
     int n_logprobs;                // --logprobs N for the --metrics lines (-1: no keys)
     EmxReport *report;             // --report, or NULL
+    volatile sig_atomic_t *interrupt; // set by Ctrl-C: the loop stops after this token
+    int interrupted;               // it did
 } TokenSink;
 
-// Returns -1 to stop the loop when a write failed: generating text nobody receives is wasted,
-// and the run must end with the error, not with exit 0.
+// Returns -1 to stop the loop when a write failed (generating text nobody receives is wasted,
+// and the run must end with the error, not with exit 0), or after Ctrl-C (the token is out).
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len,
                     int is_stop) {
     TokenSink *ts = user;
@@ -74,17 +76,18 @@ static int on_token(void *user, int index, int id, int pos, const char *text, si
             return -1;
         }
     }
-    if (!ts->metrics && !ts->report) return 0;
-    EmxTokenRecord r = emx_run_sampler_record(ts->rs, ts->tk, ts->sampler_name, index, id, pos, is_stop);
-    if (ts->lpt) r.logprobs = &ts->lpt->last, r.tk = ts->tk;
-    if (ts->report) emx_report_add_token(ts->report, &r);  // out of memory: the page says it is incomplete
-    if (!ts->metrics) return 0;
-    r.n_logprobs = ts->n_logprobs;
-    if (ts->n_logprobs < 0) r.logprobs = NULL;
-    if (emx_token_log_json(ts->metrics, &r) != 0 || fflush(ts->metrics) != 0) {
-        ts->metrics_errno = errno ? errno : -1;
-        return -1;
+    if (ts->metrics || ts->report) {
+        EmxTokenRecord r = emx_run_sampler_record(ts->rs, ts->tk, ts->sampler_name, index, id, pos, is_stop);
+        if (ts->lpt) r.logprobs = &ts->lpt->last, r.tk = ts->tk;
+        if (ts->report) emx_report_add_token(ts->report, &r);  // out of memory: the page says it is incomplete
+        r.n_logprobs = ts->n_logprobs;
+        if (ts->n_logprobs < 0) r.logprobs = NULL;
+        if (ts->metrics && (emx_token_log_json(ts->metrics, &r) != 0 || fflush(ts->metrics) != 0)) {
+            ts->metrics_errno = errno ? errno : -1;
+            return -1;
+        }
     }
+    if (ts->interrupt && *ts->interrupt) return ts->interrupted = 1, -1;
     return 0;
 }
 
@@ -134,7 +137,8 @@ static char *read_prompt_file(const char *path, const EmxTokenizer *tk, int ctx,
         if (n > max_piece) max_piece = n;
     }
     const size_t bound = emx_prompt_byte_bound(ctx, max_piece);
-    char *text = emx_read_file_max(path, bound, len);
+    const int from_stdin = strcmp(path, "-") == 0;  // as llama.cpp's -f and the shell's convention
+    char *text = from_stdin ? emx_read_stream_max(stdin, bound, len) : emx_read_file_max(path, bound, len);
     if (!text && errno == EFBIG)
         fprintf(stderr, "run: -f %s: the prompt is longer than %zu bytes, more than the context of %d tokens can hold\n",
                 path, bound, ctx);
@@ -239,19 +243,28 @@ static void print_entropix_setup(const EmxCliArgs *a, const EmxProfile *profile,
     fprintf(stderr, "\n");
 }
 
-// Ctrl-C in the agent pool: finish the round, print and log what there is. A second Ctrl-C
-// kills (the handler restores the default). Signal handlers can take no context, hence the
-// one file-level flag; it belongs to this program, not to the library.
 // The library's warnings (EmxPromptSpec.warn), one line each.
 static void warn_stderr(void *ctx, const char *msg) {
     (void)ctx;
     fprintf(stderr, "run: warning: %s\n", msg);
 }
 
+// Ctrl-C: a single stream stops after the token it is choosing, the agent pool finishes its
+// round; either prints, logs and reports what there is, and exits 130. A second Ctrl-C kills
+// (the handler restores the default). Signal handlers can take no context, hence the one
+// file-level flag; it belongs to this program, not to the library.
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
     interrupted = 1;
     signal(sig, SIG_DFL);
+}
+
+// SA_RESTART: a write to a stdout that is blocked (a pipe to a pager) goes on after the flag is
+// set, instead of failing with EINTR and ending the run as an output error.
+static void catch_sigint(void) {
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 // Everything one run of ./run holds; run_close frees whatever was made.
@@ -406,9 +419,7 @@ static int run_agents(Run *r) {
         report_write_error("writing the generated text to stdout", NULL, errno ? errno : EIO);
         return 1;
     }
-    struct sigaction sa = {.sa_handler = on_sigint};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    catch_sigint();
     return emx_run_pool(&r->a, &r->model, r->tk, r->ids, r->n_ids, ctx, &interrupted);
 }
 
@@ -419,8 +430,8 @@ static int run_branch(Run *r) {
     return emx_run_branch(&r->a, r->st, r->tk, r->ids, r->n_ids, r->chat);
 }
 
-// The single stream's state (its context decides how many tokens -n may ask for) and the
-// --metrics file, opened only now that every input has been read. 0, or -1 (said why).
+// The single stream's state (its context decides how many tokens -n may ask for). 0, or -1
+// (said why).
 static int open_state(Run *r) {
     char err[512] = {0};
     EmxCliArgs *a = &r->a;
@@ -448,13 +459,6 @@ static int open_state(Run *r) {
                         "tokens); -n -1 generates until the context is full\n", a->n_predict, room, r->ctx, r->n_ids);
         return -1;
     }
-    if (a->metrics_path) {  // a stream, followed while it grows (base/out_file.h)
-        if (emx_out_open(&r->metrics_out, a->metrics_path, EMX_OUT_STREAM, err, sizeof err) != 0) {
-            fprintf(stderr, "run: --metrics %s\n", err);
-            return -1;
-        }
-        r->metrics = r->metrics_out.f;
-    }
     return 0;
 }
 
@@ -465,7 +469,7 @@ static int start_sampler(Run *r) {
     EmxCliArgs *a = &r->a;
     if (!a->seed_given) a->seed = emx_rng_seed_from_time();
     if (emx_run_sampler_init(&r->rs, a, &r->profile, &r->model, r->tk, r->ctx, a->seed,
-                             r->metrics != NULL || a->report_path != NULL, err, sizeof err) != 0) {
+                             a->metrics_path != NULL || a->report_path != NULL, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);
         return -1;
     }
@@ -479,6 +483,21 @@ static int start_sampler(Run *r) {
     if (!a->seed_given && (r->entropix || (sp->temperature > 0.0f && sp->top_k != 1)))
         fprintf(stderr, "seed: %" PRIu64 " (time-based; -s %" PRIu64 " reproduces this run)\n", a->seed, a->seed);
     if (a->color && r->entropix) emx_color_legend(stderr);
+    return 0;
+}
+
+// The --metrics file, opened only now that every input has been read: the sampler's grammar,
+// schema and logit bias too, so a run refused for one of them leaves the file as it was.
+// 0, or -1 (said why).
+static int open_metrics(Run *r) {
+    char err[512] = {0};
+    if (!r->a.metrics_path) return 0;
+    // A stream, followed while it grows (base/out_file.h).
+    if (emx_out_open(&r->metrics_out, r->a.metrics_path, EMX_OUT_STREAM, err, sizeof err) != 0) {
+        fprintf(stderr, "run: --metrics %s\n", err);
+        return -1;
+    }
+    r->metrics = r->metrics_out.f;
     return 0;
 }
 
@@ -498,13 +517,15 @@ static int generate_text(Run *r) {
     const EmxCliArgs *a = &r->a;
     // Raw mode echoes the prompt as llama2.c and llama.cpp do; chat mode shows only the answer.
     TokenSink sink = {.out = stdout, .metrics = r->metrics, .metrics_path = a->metrics_path, .color = a->color,
-                      .tk = r->tk, .sampler_name = emx_sampler_kind_name(a->sampler), .rs = &r->rs};
+                      .tk = r->tk, .sampler_name = emx_sampler_kind_name(a->sampler), .rs = &r->rs,
+                      .interrupt = &interrupted};
     EmxLogprobTap lpt;
     EmxSampler *sampler = attach_report(a, &sink, &lpt, r->rs.sampler, r->entropix ? &r->profile : NULL, r->ids, r->n_ids);
     if (a->report_path && !(r->report = sink.report)) return 1;
     EmxGenerateOptions go = {.n_predict = a->n_predict, .out = stdout, .out_name = "stdout", .echo_prompt = !r->chat,
-                             .on_token = on_token, .on_token_user = &sink};
+                             .ignore_stop = a->ignore_eos, .on_token = on_token, .on_token_user = &sink};
     EmxGenerateStats stats;
+    catch_sigint();
     int rc = emx_generate(r->st, r->tk, r->ids, r->n_ids, sampler, &go, &stats, err, sizeof err);
     errno = 0;
     if (!sink.out_errno && (printf("\n") < 0 || fflush(stdout) != 0 || ferror(stdout)))
@@ -517,16 +538,19 @@ static int generate_text(Run *r) {
         report_write_error("--metrics", a->metrics_path, sink.metrics_errno);
         return 1;
     }
-    if (rc != 0) {
+    if (rc != 0 && !sink.interrupted) {
         fprintf(stderr, "run: %s\n", err);
         return 1;
     }
+    // Interrupted: what was generated is kept (text, metrics, report) and the timings printed,
+    // as a finished run's; the status says it did not finish.
     if (close_metrics(r) != 0 || emx_run_report_finish(&r->report, a->report_path) != 0) return 1;
+    if (sink.interrupted) fprintf(stderr, "run: interrupted (Ctrl-C) after %d tokens\n", stats.n_generated);
     if (stats.stop == EMX_STOP_CONTEXT)
         fprintf(stderr, "run: stopped at the end of the context (%d tokens; -c)\n", r->ctx);
     emx_generate_print_stats(stderr, &stats, emx_sampler_kind_name(a->sampler));
     if (r->entropix) print_case_summary(&r->rs.es);
-    return 0;
+    return sink.interrupted ? 128 + SIGINT : 0;
 }
 
 int main(int argc, char **argv) {
@@ -538,7 +562,7 @@ int main(int argc, char **argv) {
     if (open_model(&r) == 0 && read_prompt(&r) == 0) {
         if (r.a.sampler == EMX_SAMPLER_AGENTS) status = run_agents(&r);
         else if (r.a.sampler == EMX_SAMPLER_BRANCH) status = open_state(&r) == 0 ? run_branch(&r) : 1;
-        else if (open_state(&r) == 0 && start_sampler(&r) == 0) status = generate_text(&r);
+        else if (open_state(&r) == 0 && start_sampler(&r) == 0 && open_metrics(&r) == 0) status = generate_text(&r);
     }
     run_close(&r);
     return status;

@@ -187,6 +187,32 @@ def server_flags_set_the_defaults():
         # a request's own value replaces the server's
         got = s2.client().completions.create(model=s2.model, prompt=PROMPT, max_tokens=30, frequency_penalty=0)
         assert PROMPT + got.choices[0].text + "\n" == run_text(s2.model, "--temp", "0", "-n", "30")
+        # --temp 0 makes greedy the default: a request's temperature above 0 samples with it
+        got = s2.client().completions.create(model=s2.model, prompt=PROMPT, max_tokens=30, temperature=1.5, seed=42)
+        assert got.model_extra["entropix"]["sampler"] == "combined", got.model_extra
+        want = run_text(s2.model, "-s", "42", "-n", "30", "--sampler", "combined", "--temp", "1.5",
+                        "--frequency-penalty", "0.7")
+        assert PROMPT + got.choices[0].text + "\n" == want, (got.choices[0].text, want)
+        assert s2.stop() == 0
+
+
+def greedy_default_yields_to_a_request_temperature():
+    """--sampler greedy is the default of a request that names no sampler and no temperature above
+    0; one with a temperature samples with it (greedy is temperature 0); one that names greedy
+    keeps it."""
+    with Server("stories260K.f32", "--sampler", "greedy") as s2:
+        cl = s2.client()
+        assert cl.models.retrieve(s2.model).model_extra["sampler"] == "greedy"
+        greedy = run_text(s2.model, "--sampler", "greedy", "-n", "24")
+        for kw in ({}, {"temperature": 0}, {"temperature": 1.5, "seed": 42,
+                                            "extra_body": {"entropix": {"sampler": "greedy"}}}):
+            got = cl.completions.create(model=s2.model, prompt=PROMPT, max_tokens=24, **kw)
+            assert got.model_extra["entropix"]["sampler"] == "greedy", (kw, got.model_extra)
+            assert PROMPT + got.choices[0].text + "\n" == greedy, (kw, got.choices[0].text, greedy)
+        got = cl.completions.create(model=s2.model, prompt=PROMPT, max_tokens=24, temperature=1.5, seed=42)
+        assert got.model_extra["entropix"]["sampler"] == "combined", got.model_extra
+        want = run_text(s2.model, "-s", "42", "-n", "24", "--sampler", "combined", "--temp", "1.5")
+        assert PROMPT + got.choices[0].text + "\n" == want, (got.choices[0].text, want)
         assert s2.stop() == 0
 
 

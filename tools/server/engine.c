@@ -160,6 +160,11 @@ void srv_request_args(const SrvModel *sm, const SrvRequest *r, EmxCliArgs *a) {
     if (r->sampler >= 0) a->sampler = r->sampler, a->sampler_given = 1;
     // ./run's rule: a bare temperature 0 (no sampler named) means greedy.
     if (!a->sampler_given && r->has_temperature && r->temperature <= 0) a->sampler = EMX_SAMPLER_GREEDY;
+    // Greedy is temperature 0: a server default of greedy (--temp 0 or --sampler greedy) yields to
+    // a request's temperature above 0, which samples with it as OpenAI's servers do; only a request
+    // that names greedy itself keeps it whatever its temperature.
+    if (r->sampler < 0 && a->sampler == EMX_SAMPLER_GREEDY && r->has_temperature && r->temperature > 0)
+        a->sampler = EMX_SAMPLER_COMBINED;
     if (a->sampler != EMX_SAMPLER_AGENTS) return;
     const SrvAgents *ag = &r->agents;  // the pool's flags as the request parser read them
     a->n_agents = ag->n_agents, a->agent_configs = ag->agent_configs, a->lookahead = ag->lookahead;

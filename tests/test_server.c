@@ -50,6 +50,14 @@ Test(server, parse_chat_fields) {
     srv_request_free(&r);
     parse_ok("{\"model\":\"m\",\"prompt\":[\"p\"],\"logprobs\":2,\"stop\":null,\"seed\":null}", SRV_COMPLETION, &r);
     cr_assert(!strcmp(r.prompt, "p") && r.logprobs && r.top_logprobs == 2 && !r.has_seed && r.max_tokens == -1);
+    cr_assert(!r.draw_seed);
+    srv_request_free(&r);
+    // seed -1, as llama.cpp's clients send it: a seed drawn for the request (even over the server's -s)
+    parse_ok("{\"prompt\":\"p\",\"seed\":-1}", SRV_COMPLETION, &r);
+    cr_assert(!r.has_seed && r.draw_seed);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"seed\":9007199254740992}", SRV_COMPLETION, &r);
+    cr_assert(r.has_seed && r.seed == 9007199254740992ull && !r.draw_seed);
     srv_request_free(&r);
     // model is optional (one model is served, as llama.cpp's server has it): absent or null is NULL
     parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", SRV_CHAT, &r);
@@ -78,7 +86,7 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"temperature\":2.5}", P, "temperature", "[0, 2]");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"temperature\":\"hot\"}", P, "temperature", "a number");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"top_p\":0}", P, "top_p", "(0, 1]");
-    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"seed\":-1}", P, "seed", "must be in");
+    parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"seed\":-2}", P, "seed", "must be in [-1, ");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"n\":17}", P, "n", "must be in [1, 16]");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", P, "stop", "at most 4");
     parse_bad("{\"model\":\"m\",\"prompt\":\"p\",\"stop\":[\"\"]}", P, "stop", "1 to");

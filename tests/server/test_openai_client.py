@@ -255,7 +255,7 @@ def errors_raw():
     error_object(*raw(url, b"[1, 2]", auth), 400)
     error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": 5}', auth), 400, "prompt")
     error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x", "stop": [1]}', auth), 400, "stop")
-    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x", "seed": -1}', auth), 400, "seed")
+    error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x", "seed": -2}', auth), 400, "seed")
     error_object(*raw(url, json.dumps({"model": "stories260K.f32", "prompt": "x" * 5000}).encode(), auth), 413)
     error_object(*raw(url, json.dumps({"model": "stories260K.f32", "prompt": "a b " * 1000}).encode(), auth), 400)
     error_object(*raw(url, b'{"model": "stories260K.f32", "prompt": "x"}'), 401)

@@ -41,14 +41,20 @@ def run_text(model, *args):
     return out.stdout.decode()
 
 
-def raw(url, body=None, method="POST"):
+def raw_text(url, body=None, method="POST"):
+    """(status, the body's text) of a request sent by hand."""
     req = urllib.request.Request(url, data=body and json.dumps(body).encode(), method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
+            return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        return e.code, e.read().decode()
+
+
+def raw(url, body=None, method="POST"):
+    status, text = raw_text(url, body, method)
+    return status, json.loads(text)
 
 
 srv = Server("stories260K.f32")
@@ -216,9 +222,41 @@ def greedy_default_yields_to_a_request_temperature():
         assert s2.stop() == 0
 
 
+def seeds_reported_as_the_integers_that_ran():
+    """entropix.seed is the seed as an integer, whatever its size (JSON's doubles are exact to
+    2^53, cJSON's default print is not): sent back, it gives the same text. -1 draws one."""
+    def seed_of(text):
+        m = re.findall(r'"seed":([^,}]*)', text)
+        assert len(m) == 1 and re.fullmatch(r"\d+", m[0]), text[-400:]
+        return int(m[0])
+
+    body = {"prompt": PROMPT, "max_tokens": 12, "temperature": 1.5}
+    for seed in (8000000000000001, 9007199254740992):
+        for stream in (False, True):
+            status, text = raw_text(srv.url + "/v1/completions", dict(body, seed=seed, stream=stream))
+            assert status == 200 and seed_of(text) == seed, (seed, stream, text[-400:])
+    got = complete(seed=8000000000000001, max_tokens=12, temperature=1.5).choices[0].text
+    want = run_text(srv.model, "-s", "8000000000000001", "-n", "12", "--sampler", "combined", "--temp", "1.5")
+    assert PROMPT + got + "\n" == want, (got, want)
+    for extra in ({}, {"seed": -1}):  # drawn by the server
+        status, text = raw_text(srv.url + "/v1/completions", dict(body, **extra))
+        assert status == 200, text
+        drawn = seed_of(text)
+        again = complete(seed=drawn, max_tokens=12, temperature=1.5)
+        assert again.choices[0].text == json.loads(text)["choices"][0]["text"], (drawn, again, text)
+    status, err = raw(srv.url + "/v1/completions", dict(body, seed=-2))
+    assert status == 400 and err["error"]["param"] == "seed", err
+    # -1 draws one even where the server's -s gives the default
+    with Server("stories260K.f32", "-s", "5") as s2:
+        assert s2.client().completions.create(model=s2.model, prompt=PROMPT, max_tokens=1).model_extra["entropix"]["seed"] == 5
+        status, text = raw_text(s2.url + "/v1/completions", dict(body, seed=-1, max_tokens=1))
+        assert status == 200 and seed_of(text) != 5, text
+        assert s2.stop() == 0
+
+
 for name, fn in list(globals().items()):
-    if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "run_steps", "Server",
-                                                                            "complete"):
+    if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "raw_text", "run_text", "run_steps",
+                                                                            "Server", "complete"):
         check(name, fn)
 check("SIGTERM exits 0", lambda: None if srv.stop() == 0 else (_ for _ in ()).throw(AssertionError("exit")))
 check.finish()

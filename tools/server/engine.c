@@ -14,7 +14,6 @@
 #include "sampler/json_schema.h"
 #include "tools/server/request_tools.h"
 #include "tools/server/tool_calls.h"
-#include "sampler/rng.h"
 #include "tools/server/guard.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tok_utf8.h"
@@ -291,7 +290,7 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
                         "max_tokens is %d; the context of %d has room for %d after the prompt's %d tokens", r->max_tokens,
                         sm->ctx, room, n_ids);
     const int n_predict = r->max_tokens > 0 ? r->max_tokens : (a.n_predict < 0 || a.n_predict > room ? room : a.n_predict);
-    res->seed = r->has_seed ? r->seed : a.seed_given ? a.seed : emx_rng_seed_from_time();
+    res->seed = srv_request_seed(sm, r);
     res->sampler = emx_sampler_kind_name(a.sampler);
     EmxRunSampler rs = {.trie = sm->trie};  // a grammar's mask walks the server's one trie
     if (emx_run_sampler_init(&rs, &a, &profile, &sm->model, sm->tk, sm->ctx, res->seed, r->metrics, err, sizeof err) != 0) {

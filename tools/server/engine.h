@@ -106,7 +106,12 @@ int srv_branch_check(const SrvModel *sm, const SrvRequest *r, int n_ids, int on_
 int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvRequest *r, const int *ids, int n_ids,
                  atomic_int *cancel, SrvEmit emit, void *emit_user, SrvGenResult *res, SrvError *e);
 
-// The generation's output (engine_output.c). s[0..n) as a JSON string, invalid UTF-8 replaced by
+// What every path shares (engine_output.c). The seed r runs with (its first choice's): its own,
+// else the server's -s (not for seed -1), else one drawn from the clock (53 bits: exact in JSON,
+// so a client can send it back).
+uint64_t srv_request_seed(const SrvModel *sm, const SrvRequest *r);
+
+// The generation's output. s[0..n) as a JSON string, invalid UTF-8 replaced by
 // U+FFFD (NULL: out of memory).
 cJSON *srv_text_json(const char *s, size_t n);
 

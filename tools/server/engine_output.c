@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampler/rng.h"
 #include "tokenizer/tok_utf8.h"
 
 size_t srv_stop_holdback(const char *text, size_t len, char *const *stop, int n_stop, long *match) {
@@ -29,6 +30,11 @@ size_t srv_stop_holdback(const char *text, size_t len, char *const *stop, int n_
             }
     }
     return hold;
+}
+
+uint64_t srv_request_seed(const SrvModel *sm, const SrvRequest *r) {
+    if (r->has_seed) return r->seed;
+    return sm->defaults.seed_given && !r->draw_seed ? sm->defaults.seed : emx_rng_seed_from_time();
 }
 
 cJSON *srv_text_json(const char *s, size_t n) {

@@ -12,7 +12,6 @@
 
 #include "runtime/cli/run_pool.h"
 #include "runtime/pool/pool_generate.h"
-#include "sampler/rng.h"
 #include "tools/server/engine_internal.h"
 #include "tools/server/engine_output.h"
 
@@ -176,7 +175,7 @@ int srv_generate_pool(const SrvModel *sm, const EmxCliArgs *a, const SrvRequest 
                         "max_tokens is %d; the context of %d has room for %d after the prompt's %d tokens (agents)",
                         r->max_tokens, sm->ctx, room, n_ids);
     const int n_predict = r->max_tokens > 0 ? r->max_tokens : (a->n_predict < 0 || a->n_predict > room ? room : a->n_predict);
-    res->seed = r->has_seed ? r->seed : a->seed_given ? a->seed : emx_rng_seed_from_time();
+    res->seed = srv_request_seed(sm, r);
     res->sampler = emx_sampler_kind_name(EMX_SAMPLER_AGENTS);
     char err[512] = {0};
     EmxRunPoolSetup ps;

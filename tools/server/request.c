@@ -139,8 +139,9 @@ static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (srv_get_number(root, "temperature", 0, 2, 0, &r->has_temperature, &r->temperature, e) ||
         srv_get_number(root, "top_p", 0, 1, 1, &r->has_top_p, &r->top_p, e))
         return -1;
-    if (srv_get_int(root, "seed", 0, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
-    if (r->has_seed) r->seed = (uint64_t)d;
+    if (srv_get_int(root, "seed", -1, 9007199254740992.0, &r->has_seed, &d, e)) return -1;  // 2^53: exact in JSON
+    if (r->has_seed && d < 0) r->has_seed = 0, r->draw_seed = 1;  // llama.cpp's -1: a seed drawn for this request
+    else if (r->has_seed) r->seed = (uint64_t)d;
     has = 0;
     if (srv_get_int(root, "n", 1, SRV_MAX_N, &has, &d, e)) return -1;
     r->n = has ? (int)d : 1;

@@ -7,7 +7,7 @@
 //   model (string, optional: NULL when absent or null), messages (chat: [{role: system|user|assistant|developer|tool,
 //   content: string | [{type: "text", text}], tool_calls, tool_call_id}], at least one) or prompt (completions: string,
 //   or an array holding one string), max_tokens / max_completion_tokens (1 ..
-//   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0), stop
+//   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0; -1: drawn), stop
 //   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
 //   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
 //   0 .. 20, needs logprobs), n (1 .. SRV_MAX_N), echo (completions: false only), and top_k, min_p,
@@ -100,6 +100,7 @@ typedef struct {
     int has_temperature, has_top_p, has_seed;
     double temperature, top_p;
     uint64_t seed;
+    int draw_seed;            // seed -1: one drawn from the clock, whatever the server's -s
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, include_usage;

@@ -1,6 +1,7 @@
 // response.c — OpenAI response bodies and SSE chunks (response.h).
 #include "tools/server/response.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,8 +165,11 @@ static cJSON *usage(const SrvResponse *s, const SrvGenResult *res) {
 static cJSON *extension(const SrvResponse *s, const SrvGenResult *res) {
     static const char *names[] = {"LELV", "HELV", "LEHV", "HEHV", "ADAPTIVE"};
     cJSON *x = cJSON_CreateObject();
-    // <= 2^53 when the request gave it; with n > 1 the first choice's (choice i drew with seed + i)
-    if (!res->branch) cJSON_AddNumberToObject(x, "seed", (double)(s->index > 0 ? s->first_seed : res->seed));
+    // With n > 1 the first choice's (choice i drew with seed + i). Written as the integer itself:
+    // cJSON would print a double with 15 digits (8000000000000001 as 8e+15), not the seed that ran.
+    char seed[24];
+    snprintf(seed, sizeof seed, "%" PRIu64, s->index > 0 ? s->first_seed : res->seed);
+    if (!res->branch) cJSON_AddItemToObject(x, "seed", cJSON_CreateRaw(seed));
     cJSON_AddStringToObject(x, "sampler", res->sampler ? res->sampler : "");
     const cJSON *b;  // the branching decoder's forks, answer and paths (it draws nothing: no seed)
     cJSON_ArrayForEach(b, res->branch) cJSON_AddItemToObject(x, b->string, cJSON_Duplicate(b, 1));

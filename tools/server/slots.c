@@ -8,7 +8,6 @@
 
 #include "base/errmsg.h"
 #include "base/mem_available.h"
-#include "sampler/rng.h"
 #include "tools/server/access_log.h"
 #include "tools/server/http_internal.h"
 
@@ -135,12 +134,6 @@ static char *cut_answer(SrvJob *j, SrvResponse *resp, SrvGenResult *res, int *st
     return srv_error_json(&e);
 }
 
-// The seed of the request's first choice: its own, the server's -s, or one drawn from the clock.
-// Choice i draws with this seed + i (a request for one choice with that seed gives its text).
-static uint64_t first_seed(const SrvServer *s, const SrvRequest *r) {
-    return r->has_seed ? r->seed : s->sm->defaults.seed_given ? s->sm->defaults.seed : emx_rng_seed_from_time();
-}
-
 // Generates the request's n choices one after another on the slot's state: the prompt's rows are
 // computed once (the later choices find them in the slot's cache: only the last prompt token
 // runs again). Stops early on an error, a cut or a client that left. *total: the completion
@@ -149,7 +142,7 @@ static int run_choices(SrvSlot *slot, SrvJob *j, SrvResponse *resp, SrvGenResult
     SrvServer *s = slot->s;
     const int n = j->req.n > 1 ? j->req.n : 1;
     SrvRequest one = j->req;  // a shallow copy: only its seed differs; nothing of it is freed
-    if (n > 1) one.has_seed = 1, one.seed = first_seed(s, &j->req);
+    if (n > 1) one.has_seed = 1, one.seed = srv_request_seed(s->sm, &j->req);  // choice i draws with it + i
     *total = 0;
     for (int i = 0;; i++) {
         const int rc = srv_generate(s->sm, slot->st, &slot->cache, &one, j->ids, j->n_ids, &j->stop, srv_response_emit,

@@ -9,6 +9,7 @@
 #include "run_util.h"
 #include "tokenizer/tok_utf8.h"
 #include "tools/server/engine.h"
+#include "tools/server/engine_output.h"
 #include "tools/server/guard.h"
 #include "tools/server/request.h"
 #include "tools/server/tool_calls.h"
@@ -334,6 +335,64 @@ Test(server, stop_holdback) {
     cr_assert_eq(srv_stop_holdback("hello x", 7, stop, 2, &match), 1);
     cr_assert_eq(srv_stop_holdback("hexy abc", 8, stop, 2, &match), 0);
     cr_assert_eq(match, 2);
+}
+
+// What the generation emits, piece by piece: each piece's text and its entries' token texts.
+typedef struct {
+    char text[8][32], lp[8][64], mx[8][64];
+    int n;
+} Emitted;
+
+static void entry_tokens(const cJSON *list, char *out, size_t cap) {
+    const cJSON *e;
+    out[0] = 0;
+    cJSON_ArrayForEach(e, list) {
+        strncat(out, cJSON_GetStringValue(cJSON_GetObjectItem(e, "token")), cap - strlen(out) - 2);
+        strcat(out, "|");
+    }
+}
+
+static int capture(void *user, const char *text, size_t len, cJSON *logprobs, cJSON *metrics) {
+    Emitted *m = user;
+    cr_assert(m->n < 8 && len < 32);
+    snprintf(m->text[m->n], 32, "%.*s", (int)len, text);
+    entry_tokens(logprobs, m->lp[m->n], 64);
+    entry_tokens(metrics, m->mx[m->n], 64);
+    m->n++;
+    cJSON_Delete(logprobs), cJSON_Delete(metrics);
+    return 0;
+}
+
+// A stop string cuts the logprobs where it cuts the text: the tokens wholly inside the cut are
+// dropped, one cut inside keeps its whole bytes; each entry goes out with the piece that holds
+// its token's first byte. The metrics keep every token. (The tokens of "... and unforgiving".)
+Test(server, stop_string_cuts_the_logprobs) {
+    SrvRequest r = {.n_stop = 1};
+    r.stop[0] = "unforg";
+    Emitted m = {0};
+    Gen g = {.r = &r, .emit = capture, .emit_user = &m};
+    const char *toks[] = {" a", " and", " un", "for", "giving", " x"};
+    int stopped_at = -1;
+    for (int i = 0; i < 6 && stopped_at < 0; i++) {
+        if (!g.logprobs) g.logprobs = cJSON_CreateArray();
+        if (!g.metrics) g.metrics = cJSON_CreateArray();
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "token", toks[i]);
+        cJSON_AddItemToArray(g.logprobs, cJSON_Duplicate(o, 1));
+        cJSON_AddItemToArray(g.metrics, o);
+        if (srv_add_text(&g, toks[i], strlen(toks[i]), 0)) stopped_at = i;
+    }
+    cr_assert(stopped_at == 4 && g.stopped && !g.oom, "stopped at %d", stopped_at);
+    srv_flush_text(&g, g.sent, 1);  // the end: the entries left
+    const char *text[] = {" a", " and", " ", ""}, *lp[] = {" a|", " and|", " un|", ""};
+    const char *mx[] = {" a|", " and|", " un|", "for|giving|"};
+    cr_assert_eq(m.n, 4);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_str_eq(m.text[i], text[i], "piece %d", i);
+        cr_expect_str_eq(m.lp[i], lp[i], "piece %d", i);
+        cr_expect_str_eq(m.mx[i], mx[i], "piece %d", i);
+    }
+    srv_gen_free(&g);
 }
 
 // The prefix a slot's cache gives a prompt: ids equal from the start, never the prompt's last

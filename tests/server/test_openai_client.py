@@ -135,6 +135,62 @@ def completion_logprobs():
     assert lp.text_offset[0] == 0 and all(len(d) <= 2 for d in lp.top_logprobs)
 
 
+def cut_inside_a_token(token_bytes, text_bytes):
+    """A stop string that starts at the second byte of a token and runs over the next two, its
+    first match there: (the token's index, the stop string), or None."""
+    offs = [sum(map(len, token_bytes[:i])) for i in range(len(token_bytes))]
+    for k in range(1, len(token_bytes) - 2):
+        stop = token_bytes[k][1:] + token_bytes[k + 1] + token_bytes[k + 2]
+        try:
+            s = stop.decode()
+        except UnicodeDecodeError:
+            continue
+        if len(token_bytes[k]) >= 2 and text_bytes.find(stop) == offs[k] + 1:
+            return k, s
+    return None
+
+
+def stop_string_cuts_the_logprobs():
+    """The logprobs cover the text returned: a stop string that starts inside a token keeps that
+    token (with all its bytes) and drops the tokens after it, streamed or not, chat and
+    completions; a streamed entry comes with the chunk that holds its first byte."""
+    base = r.completions.create(model=raw_srv.model, prompt="Once upon a time", temperature=0, max_tokens=30,
+                                logprobs=1).choices[0]
+    toks = [t.encode() for t in base.logprobs.tokens]
+    assert b"".join(toks) == base.text.encode(), base.logprobs.tokens
+    k, stop = cut_inside_a_token(toks, base.text.encode())
+    want = base.text[:base.logprobs.text_offset[k] + 1]
+    got = r.completions.create(model=raw_srv.model, prompt="Once upon a time", temperature=0, max_tokens=30,
+                               logprobs=1, stop=stop).choices[0]
+    assert got.text == want and got.finish_reason == "stop", (got.text, want, stop)
+    assert got.logprobs.tokens == base.logprobs.tokens[:k + 1], (got.logprobs.tokens, k, stop)
+    assert got.logprobs.text_offset == base.logprobs.text_offset[:k + 1] and got.logprobs.text_offset[-1] < len(want)
+    chunks = [ch.choices[0] for ch in r.completions.create(model=raw_srv.model, prompt="Once upon a time", temperature=0,
+                                                            max_tokens=30, logprobs=1, stop=stop, stream=True)]
+    assert "".join(ch.text for ch in chunks) == want
+    streamed = [t for ch in chunks if ch.logprobs for t in ch.logprobs.tokens]
+    assert streamed == got.logprobs.tokens, (streamed, got.logprobs.tokens)
+    for ch in chunks:  # no entry without its text: each chunk's text starts with its first token
+        if ch.logprobs and ch.logprobs.tokens:
+            assert ch.text and ch.logprobs.tokens[0].startswith(ch.text[:1]), ch
+    # chat: the entries' bytes, joined, are the content and the rest of the token cut inside
+    kw = dict(model=chat.model, messages=MSG, temperature=0, max_tokens=24, logprobs=True)
+    base = c.chat.completions.create(**kw).choices[0]
+    toks = [bytes(t.bytes) for t in base.logprobs.content]
+    text = base.message.content.encode()
+    assert b"".join(toks) == text, (toks, text)
+    k, stop = cut_inside_a_token(toks, text)
+    got = c.chat.completions.create(stop=stop, **kw).choices[0]
+    assert got.message.content.encode() == text[:text.find(stop.encode())], (got.message.content, stop)
+    got_toks = [bytes(t.bytes) for t in got.logprobs.content]
+    assert got_toks == toks[:k + 1] and b"".join(got_toks) == got.message.content.encode() + toks[k][1:], got_toks
+    chunks = [ch.choices[0] for ch in c.chat.completions.create(stream=True, stop=stop, **kw) if ch.choices]
+    assert "".join(ch.delta.content or "" for ch in chunks) == got.message.content
+    streamed = [bytes(t.bytes) for ch in chunks if ch.logprobs for t in ch.logprobs.content]
+    assert streamed == got_toks, (streamed, got_toks)
+    assert all(ch.delta.content for ch in chunks if ch.logprobs and ch.logprobs.content), chunks
+
+
 def stop_strings():
     base = r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=30).choices[0].text
     stop = base[10:13]
@@ -386,7 +442,8 @@ def models_and_metrics():
 
 for name, fn in list(globals().items()):
     if callable(fn) and fn.__module__ == "__main__" and name not in ("check", "raw", "run_text", "error_object", "Server",
-                                                                            "render_chatml", "run_raw_answer"):
+                                                                            "render_chatml", "run_raw_answer",
+                                                                            "cut_inside_a_token"):
         check(name, fn)
 for s in (chat, raw_srv, par_srv):
     check(f"SIGTERM exits 0 ({s.model})", lambda s=s: (lambda rc: None if rc == 0 else (_ for _ in ()).throw(

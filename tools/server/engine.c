@@ -316,8 +316,6 @@ int srv_generate(const SrvModel *sm, EmxState *st, SrvCache *cache, const SrvReq
         res->n_inserted = rs.es.n_inserted;
     }
     emx_run_sampler_free(&rs);
-    free(g.text);
-    cJSON_Delete(g.logprobs);
-    cJSON_Delete(g.metrics);
+    srv_gen_free(&g);
     return rc;
 }

@@ -136,12 +136,12 @@ int srv_generate_branch(const SrvModel *sm, EmxState *st, SrvCache *cache, int n
     const int rc = emx_branch_decode_hooked(st, sm->tk, ids, n_ids, &r->branch, &go, &hooks, &br, &stats, err, sizeof err);
     emx_state_branches_release(st);  // the slot keeps its own cache only: the next request may be another's
     if (rc != 0) {
-        free(g.text);
+        srv_gen_free(&g);
         return g.oom ? srv_fail(e, 500, NULL, NULL, "out of memory") : srv_fail(e, 500, NULL, NULL, "generation failed: %s", err);
     }
     if (!g.stopped && !g.emit_failed && !*cancel) srv_add_text(&g, "", 0, 1);  // the text held back for a stop string
     finish(sm, &g, cache, &br, &stats, n_ids, res);
     emx_branch_result_free(&br);
-    free(g.text);
+    srv_gen_free(&g);
     return g.oom || !res->branch ? srv_fail(e, 500, NULL, NULL, "out of memory") : 0;
 }

@@ -195,8 +195,6 @@ int srv_generate_pool(const SrvModel *sm, const EmxCliArgs *a, const SrvRequest 
     emx_critic_free(critic);
     free(k.pending);
     free(k.line);
-    free(g.text);
-    cJSON_Delete(g.logprobs);
-    cJSON_Delete(g.metrics);
+    srv_gen_free(&g);
     return rc;
 }

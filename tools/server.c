@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -267,6 +268,8 @@ static int open_model(SrvModel *sm, const ServerArgs *sa, char *err, size_t errl
     if (!sa->args.sampler_given && sa->args.sampler == EMX_SAMPLER_ENTROPIX) sm->defaults.sampler = EMX_SAMPLER_COMBINED;
     sm->profile = sa->profile;
     if (!sa->args.n_predict_given) sm->defaults.n_predict = -1;  // a request without max_tokens: until the context is full
+    struct stat f;  // /v1/models' "created": the file's time, else the server's start
+    sm->created = stat(sa->args.model_path, &f) == 0 ? (long)f.st_mtime : (long)time(NULL);
     return 0;
 }
 

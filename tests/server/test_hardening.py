@@ -314,7 +314,7 @@ def cors_allows_a_named_origin():
         status, h, _ = request(url, method="OPTIONS", headers={"Origin": "http://app.example:3000",
                                                                 "Access-Control-Request-Method": "POST"})
         assert status == 204 and h["Access-Control-Allow-Origin"] == "http://app.example:3000", (status, dict(h))
-        assert "Content-Type" in h["Access-Control-Allow-Headers"] and "POST" in h["Access-Control-Allow-Methods"]
+        assert "Content-Type" in h["Access-Control-Allow-Headers"] and h["Access-Control-Allow-Methods"] == "POST, OPTIONS"
         status, h, body = request(url, {"prompt": "Once", "max_tokens": 2}, {"Origin": "http://app.example:3000"})
         assert status == 200 and h["Access-Control-Allow-Origin"] == "http://app.example:3000", (status, body)
         m = metrics(srv)
@@ -363,8 +363,14 @@ def errors_are_json_and_utf8():
                                   b'{"prompt": "x", "entropix": {"sampler": "\xff\xfe"}}', {"Content-Type": "application/json"})
         error_object(status, body, 400)
         error_object(*request(srv.url + "/v1/completions", {"prompt": "x" * 5000})[::2], 413, "request_too_large")
-        error_object(*request(srv.url + "/v1/completions", method="PUT", body=b"{}",
-                              headers={"Content-Type": "application/json"})[::2], 405)
+        # a 405 says what the path allows (RFC 9110), as OPTIONS does
+        for path, method, allow in (("/v1/completions", "PUT", "POST, OPTIONS"), ("/v1/chat/completions", "GET", "POST, OPTIONS"),
+                                    ("/v1/models", "POST", "GET, OPTIONS"), ("/health", "DELETE", "GET, OPTIONS")):
+            status, h, body = request(srv.url + path, method=method, body=b"{}", headers={"Content-Type": "application/json"})
+            error_object(status, body, 405)
+            assert h["Allow"] == allow, (path, method, dict(h))
+            status, h, _ = request(srv.url + path, method="OPTIONS")
+            assert status == 204 and h["Allow"] == allow, (path, status, dict(h))
         status, _, body = request(srv.url + "/v1/chat/completions",
                                   {"messages": [{"role": "\u00e9" * 30, "content": "x"}]})
         error_object(status, body, 400)

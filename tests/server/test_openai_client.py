@@ -9,6 +9,7 @@ stories260K (raw), runs every check, stops the servers with SIGTERM (exit 0 expe
 """
 import functools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -101,18 +102,26 @@ def chat_stream_same_text():
 
 
 def completion_stream_sse_format():
-    req = urllib.request.Request(raw_srv.url + "/v1/completions", method="POST",
-                                 data=json.dumps({"model": raw_srv.model, "prompt": "Once", "max_tokens": 5, "seed": 1,
-                                                  "stream": True}).encode(),
-                                 headers={"Authorization": "Bearer sekret", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        assert resp.headers["Content-Type"] == "text/event-stream"
-        body = resp.read().decode()
-    events = body.split("\n\n")
-    assert events[-1] == "" and events[-2] == "data: [DONE]", events[-3:]
-    for e in events[:-2]:
-        assert e.startswith("data: {"), e
-        assert json.loads(e[6:])["object"] == "text_completion"
+    for usage in (False, True):
+        req = urllib.request.Request(raw_srv.url + "/v1/completions", method="POST",
+                                     data=json.dumps({"model": raw_srv.model, "prompt": "Once", "max_tokens": 5, "seed": 1,
+                                                      "stream": True, "stream_options": {"include_usage": usage}}).encode(),
+                                     headers={"Authorization": "Bearer sekret", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            body = resp.read().decode()
+        events = body.split("\n\n")
+        assert events[-1] == "" and events[-2] == "data: [DONE]", events[-3:]
+        for e in events[:-2]:
+            assert e.startswith("data: {"), e
+            assert json.loads(e[6:])["object"] == "text_completion"
+        chunks = [json.loads(e[6:]) for e in events[:-2]]
+        if not usage:
+            assert all("usage" not in ch for ch in chunks), chunks
+            continue
+        # as OpenAI: "usage" in every chunk, null but in the last (no choices, the counts)
+        assert all("usage" in ch and ch["usage"] is None for ch in chunks[:-1]), chunks
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5, chunks[-1]
 
 
 def chat_logprobs():
@@ -430,8 +439,23 @@ def agents_bad_options():
             assert param in err["error"]["message"], err
 
 
+def paths_without_v1():
+    """/chat/completions, /completions and /models, as llama.cpp's server answers them: the /v1 API."""
+    bare = openai.OpenAI(base_url=raw_srv.url, api_key="sekret", max_retries=0, timeout=120)
+    got = bare.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11, max_tokens=8).choices[0].text
+    assert got == r.completions.create(model=raw_srv.model, prompt="Once upon a time", seed=11,
+                                       max_tokens=8).choices[0].text
+    assert [m.id for m in bare.models.list().data] == [raw_srv.model, raw_srv.model + ":entropix"]
+    bare_chat = openai.OpenAI(base_url=chat.url, api_key="none", max_retries=0, timeout=120)
+    got = bare_chat.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=6).choices[0].message.content
+    assert got == c.chat.completions.create(model=chat.model, messages=MSG, seed=7, max_tokens=6).choices[0].message.content
+    error_object(*raw(raw_srv.url + "/models", None, {"Authorization": "Bearer sekret"}, "POST"), 405)
+
+
 def models_and_metrics():
     assert [m.id for m in c.models.list().data] == [chat.model, chat.model + ":entropix"]
+    # "created": the model file's time
+    assert all(m.created == int(os.path.getmtime(f"{MODELS}/{chat.model}.bin")) for m in c.models.list().data)
     status, text = raw(chat.url + "/metrics", None, method="GET")
     assert status == 200
     values = dict(line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))

@@ -32,6 +32,7 @@ typedef struct {
     const EmxTokenTrie *trie; // the tokenizer's trie for a grammar's mask (sampler/grammar_mask.h),
                               // built once at startup
     int ctx;                  // each slot's context (tokens)
+    long created;             // /v1/models' "created": the model file's modification time (Unix seconds)
 } SrvModel;
 
 // What a slot's KV cache holds: the rows of ids[0..n) (a prompt and the generated tokens that

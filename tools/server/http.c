@@ -36,6 +36,17 @@ static int is_generation(const char *url) {
     return !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions");
 }
 
+// The methods a known path answers: its 405's and OPTIONS' Allow header (RFC 9110).
+static const char *path_methods(const char *url) { return is_generation(url) ? "POST, OPTIONS" : "GET, OPTIONS"; }
+
+// The API without its /v1 prefix, as llama.cpp's server answers it: the path routed.
+static const char *api_path(const char *url) {
+    return !strcmp(url, "/chat/completions") ? "/v1/chat/completions"
+           : !strcmp(url, "/completions")    ? "/v1/completions"
+           : !strcmp(url, "/models")         ? "/v1/models"
+                                             : url;
+}
+
 static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
@@ -80,7 +91,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, SrvConn 
     if (admit(s, j, k->body ? k->body : "", k->len, kind, &e) != 0) {
         srv_job_release(j);
         k->status = e.status;
-        return srv_send_error(s, c, &e, 1, k->allow_origin);
+        return srv_send_error(s, c, &e, 1, NULL, k->allow_origin);
     }
     if (j->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, srv_stream_read, j,
@@ -149,12 +160,15 @@ static enum MHD_Result route(SrvServer *s, struct MHD_Connection *c, const char 
         pthread_mutex_unlock(&s->mu);
     }
     k->status = 200;  // each answer below but a generation's sets its own
-    if (k->refused.status) return k->status = k->refused.status, srv_send_error(s, c, &k->refused, generation, k->allow_origin);
-    if (!strcmp(method, "OPTIONS")) return k->status = 204, srv_send_preflight(c, k->allow_origin);
+    if (k->refused.status)
+        return k->status = k->refused.status, srv_send_error(s, c, &k->refused, generation,
+                                                             k->refused.status == 405 ? path_methods(url) : NULL,
+                                                             k->allow_origin);
+    if (!strcmp(method, "OPTIONS")) return k->status = 204, srv_send_preflight(c, path_methods(url), k->allow_origin);
     if (k->too_big) {
         SrvError e;
         srv_fail(&e, 413, NULL, "request_too_large", "the request body is over %zu bytes (--max-body)", s->o.max_body);
-        return k->status = 413, srv_send_error(s, c, &e, generation, k->allow_origin);
+        return k->status = 413, srv_send_error(s, c, &e, generation, NULL, k->allow_origin);
     }
     if (!strcmp(url, "/health")) return srv_send_body(c, 200, strdup("{\"status\":\"ok\"}"), "application/json", k->allow_origin);
     if (!strcmp(url, "/")) return srv_send_page(c);
@@ -166,14 +180,15 @@ static enum MHD_Result route(SrvServer *s, struct MHD_Connection *c, const char 
 }
 
 // The first call for a request, its headers read (libmicrohttpd makes none for a request it
-// refused itself: docs/server.md lists those): its record and what the headers decide.
-static enum MHD_Result first_call(SrvServer *s, struct MHD_Connection *c, const char *url, const char *method,
-                                  SrvConn *k) {
+// refused itself: docs/server.md lists those): its record and what the headers decide. url: the
+// path routed (api_path), logged as the client sent it.
+static enum MHD_Result first_call(SrvServer *s, struct MHD_Connection *c, const char *url, const char *sent,
+                                  const char *method, SrvConn *k) {
     const union MHD_ConnectionInfo *ctx = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     k->rec = ctx ? ctx->socket_context : NULL;
     k->t0 = emx_now_s();
     snprintf(k->method, sizeof k->method, "%s", method);
-    snprintf(k->path, sizeof k->path, "%s", url);
+    snprintf(k->path, sizeof k->path, "%s", sent);
     srv_conns_phase(s->conns, k->rec, SRV_CONN_BODY);
     check_headers(s, c, k, url, method, &k->refused);
     // A body announced over --max-body: answered now (the client must stop sending), not read.
@@ -191,10 +206,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     SrvServer *s = cls;
     SrvConn *k = *con_cls;
+    const char *path = api_path(url);
     if (!k) {
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;
-        return first_call(s, c, url, method, k);
+        return first_call(s, c, path, url, method, k);
     }
     if (*upload_size) {  // a body chunk: kept up to --max-body, the rest read and dropped
         const size_t n = *upload_size;
@@ -216,7 +232,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     srv_conns_phase(s->conns, k->rec, SRV_CONN_SERVING);  // the request is whole: no deadline while it is answered
-    return route(s, c, url, method, k);
+    return route(s, c, path, method, k);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {

@@ -17,26 +17,33 @@ static void add_cors(struct MHD_Response *r, const char *allow_origin) {
     MHD_add_response_header(r, "Vary", "Origin");
 }
 
-enum MHD_Result srv_send_body(struct MHD_Connection *c, int status, char *body, const char *type, const char *allow_origin) {
+// body with its type, and an Allow header when `allow` is given (a 405's).
+static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *body, const char *type, const char *allow,
+                                  const char *allow_origin) {
     if (!body) return MHD_NO;  // out of memory: drop the connection
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) return free(body), MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    if (allow) MHD_add_response_header(r, "Allow", allow);
     add_cors(r, allow_origin);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
 }
 
+enum MHD_Result srv_send_body(struct MHD_Connection *c, int status, char *body, const char *type, const char *allow_origin) {
+    return send_reply(c, status, body, type, NULL, allow_origin);
+}
+
 enum MHD_Result srv_send_error(SrvServer *s, struct MHD_Connection *c, const SrvError *e, int generation,
-                               const char *allow_origin) {
+                               const char *allow, const char *allow_origin) {
     if (generation) srv_count_error(s);
     else {
         pthread_mutex_lock(&s->mu);
         s->n_http_errors++;
         pthread_mutex_unlock(&s->mu);
     }
-    return srv_send_body(c, e->status, srv_error_json(e), "application/json", allow_origin);
+    return send_reply(c, e->status, srv_error_json(e), "application/json", allow, allow_origin);
 }
 
 // One entry of the model list: the served model, or its alias that runs entropix (engine.h).
@@ -46,7 +53,7 @@ static cJSON *model_object(const SrvServer *s, int alias) {
     snprintf(id, sizeof id, "%s%s", s->sm->id, alias ? SRV_ENTROPIX_ALIAS : "");
     cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddNumberToObject(m, "created", (double)s->sm->created);
     cJSON_AddStringToObject(m, "owned_by", "entropix.c");
     // Extensions: the sampler a request naming this id runs when it names none (the server's
     // default for the model itself); false when /v1/chat/completions would refuse (no template:
@@ -83,7 +90,7 @@ enum MHD_Result srv_send_model(SrvServer *s, struct MHD_Connection *c, const cha
     srv_fail(&e, 404, "model", "model_not_found", "the model '%s' does not exist (this server has '%s' and '%s"
              SRV_ENTROPIX_ALIAS "')", srv_quote(id, strlen(id), 80, q, sizeof q), s->sm->id, s->sm->id);
     *status = 404;
-    return srv_send_error(s, c, &e, 0, allow_origin);
+    return srv_send_error(s, c, &e, 0, NULL, allow_origin);
 }
 
 // The chat page (page.h): static bytes, never freed. The policy allows only the page's own
@@ -99,13 +106,13 @@ enum MHD_Result srv_send_page(struct MHD_Connection *c) {
     return rc;
 }
 
-enum MHD_Result srv_send_preflight(struct MHD_Connection *c, const char *allow_origin) {
+enum MHD_Result srv_send_preflight(struct MHD_Connection *c, const char *methods, const char *allow_origin) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Allow", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Allow", methods);
     if (allow_origin) {
         add_cors(r, allow_origin);
-        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);
         MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
         MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     }

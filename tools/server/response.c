@@ -85,6 +85,8 @@ static cJSON *envelope(SrvResponse *s, int chunk) {
                                                                       : "chat.completion");
     cJSON_AddNumberToObject(o, "created", (double)s->created);
     cJSON_AddStringToObject(o, "model", s->model);
+    // As OpenAI: with include_usage every chunk has "usage", null but in the last one
+    if (chunk && s->r->include_usage) cJSON_AddNullToObject(o, "usage");
     return o;
 }
 
@@ -261,7 +263,7 @@ int srv_response_stream_end(SrvResponse *s, const SrvGenResult *res) {
     if (s->r->include_usage) {  // as OpenAI: a last chunk with no choices and the usage
         o = envelope(s, 1);
         cJSON_AddArrayToObject(o, "choices");
-        cJSON_AddItemToObject(o, "usage", usage(s, res));
+        cJSON_ReplaceItemInObject(o, "usage", usage(s, res));
         if (send_event(s, o) != 0) return -1;
     }
     return s->write(s->write_user, "data: [DONE]\n\n", 14);

@@ -87,36 +87,44 @@ def _messages(messages):
 
 
 class Decoder:
-    """The streaming detokeniser: push(id) returns the complete UTF-8 text it releases."""
+    """The streaming detokeniser: push(id) returns the complete UTF-8 text it releases (valid while
+    its model is open: then EntropixError "the model is closed")."""
 
     def __init__(self, tokenizer, skip_control=True):
         self._h = c_void_p()
         self._tk = tokenizer
-        check(lib.entropix_decoder_new(tokenizer._h, int(skip_control), byref(self._h)))
+        check(lib.entropix_decoder_new(tokenizer._handle(), int(skip_control), byref(self._h)))
         self._buf = ctypes.create_string_buffer(lib.entropix_decoder_max_out(self._h))
 
     def push(self, token_id):
+        self._tk._handle()  # the decoder reads the model's tokenizer
         n = c_size_t()
         check(lib.entropix_decoder_push(self._h, int(token_id), self._buf, len(self._buf), byref(n)))
         return self._buf.raw[:n.value].decode("utf-8")
 
     def flush(self):
+        self._tk._handle()
         n = c_size_t()
         check(lib.entropix_decoder_flush(self._h, self._buf, len(self._buf), byref(n)))
         return self._buf.raw[:n.value].decode("utf-8")
 
     def __del__(self):
         if getattr(self, "_h", None):
-            lib.entropix_decoder_free(self._h)
+            lib.entropix_decoder_free(self._h)  # its own memory only: safe after the model is closed
             self._h = None
 
 
 class Tokenizer:
-    """The model's tokenizer (valid while its Model is open)."""
+    """The model's tokenizer (valid while its Model is open: then EntropixError "the model is closed")."""
 
     def __init__(self, model):
         self._model = model  # keeps the model open
         self._h = lib.entropix_model_tokenizer(model._h)
+
+    def _handle(self):
+        """The C tokenizer, which is the model's: refused once the model is closed."""
+        self._model._handle()
+        return self._h
 
     def encode(self, text, bos=True, special=True):
         data = text.encode("utf-8")
@@ -124,7 +132,7 @@ class Tokenizer:
         n = c_size_t()
         cap = 3 * len(data) + 2
         buf = (c_int * cap)()
-        check(lib.entropix_tokenize(self._h, data, len(data), flags, buf, cap, byref(n)))
+        check(lib.entropix_tokenize(self._handle(), data, len(data), flags, buf, cap, byref(n)))
         return list(buf[:n.value])
 
     def decode(self, ids, skip_control=True):
@@ -133,7 +141,7 @@ class Tokenizer:
 
     def piece(self, token_id):
         n = c_size_t()
-        check(lib.entropix_token_piece(self._h, int(token_id), None, 0, byref(n)))
+        check(lib.entropix_token_piece(self._handle(), int(token_id), None, 0, byref(n)))
         buf = ctypes.create_string_buffer(max(n.value, 1))
         check(lib.entropix_token_piece(self._h, int(token_id), buf, n.value, byref(n)))
         return buf.raw[:n.value]
@@ -143,28 +151,28 @@ class Tokenizer:
 
     @property
     def vocab_size(self):
-        return lib.entropix_tokenizer_vocab_size(self._h)
+        return lib.entropix_tokenizer_vocab_size(self._handle())
 
     @property
     def bos(self):
-        return lib.entropix_token_bos(self._h)
+        return lib.entropix_token_bos(self._handle())
 
     @property
     def eos(self):
-        return lib.entropix_token_eos(self._h)
+        return lib.entropix_token_eos(self._handle())
 
     @property
     def stop_ids(self):
         buf = (c_int * 64)()
-        n = lib.entropix_token_stops(self._h, buf, 64)
+        n = lib.entropix_token_stops(self._handle(), buf, 64)
         return list(buf[:min(n, 64)])
 
     def is_stop(self, token_id):
-        return bool(lib.entropix_token_is_stop(self._h, int(token_id)))
+        return bool(lib.entropix_token_is_stop(self._handle(), int(token_id)))
 
     def find(self, text):
         """The id of an exact token text ("<|im_end|>", "Ġthe"), or -1."""
-        return lib.entropix_token_find(self._h, text.encode("utf-8"))
+        return lib.entropix_token_find(self._handle(), text.encode("utf-8"))
 
 
 class Model:
@@ -188,6 +196,11 @@ class Model:
         self.chat_template = info.chat_template.decode() if info.chat_template else None
         self.tokenizer = Tokenizer(self)
         self._states = weakref.WeakSet()  # closed first by close()
+
+    def _handle(self):
+        if not self._h:
+            raise EntropixError(-1, "the model is closed")
+        return self._h
 
     def close(self):
         """Frees the model now (else when it is collected), and its states before it."""
@@ -214,7 +227,7 @@ class Model:
         p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=int(add_generation_prompt),
                        enable_thinking=int(enable_thinking))
         out = c_void_p()
-        check(lib.entropix_chat_render(self._h, _messages(messages), len(messages), byref(p), byref(out)))
+        check(lib.entropix_chat_render(self._handle(), _messages(messages), len(messages), byref(p), byref(out)))
         try:
             return ctypes.string_at(out).decode("utf-8")
         finally:
@@ -225,10 +238,10 @@ class Model:
         ids, n = c_int_p(), c_int()
         if messages is not None:
             p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=1, enable_thinking=int(enable_thinking))
-            check(lib.entropix_chat_tokens(self._h, _messages(messages), len(messages), byref(p), byref(ids), byref(n)))
+            check(lib.entropix_chat_tokens(self._handle(), _messages(messages), len(messages), byref(p), byref(ids), byref(n)))
         else:
             data = (prompt or "").encode("utf-8")
-            check(lib.entropix_prompt_tokens(self._h, data, len(data), int(chat), system.encode() if system else None,
+            check(lib.entropix_prompt_tokens(self._handle(), data, len(data), int(chat), system.encode() if system else None,
                                              byref(ids), byref(n)))
         return _take_ids(ids, n.value)
 
@@ -255,7 +268,7 @@ class State:
         self._generation = None  # a weak reference to the step-wise generation running on it
         self._keep = (cache_type.encode() if cache_type else None, device.encode() if device else None)
         p = StateParams(size=ctypes.sizeof(StateParams), ctx=ctx, cache_type=self._keep[0], device=self._keep[1])
-        check(lib.entropix_state_new(model._h, byref(p), byref(self._h)))
+        check(lib.entropix_state_new(model._handle(), byref(p), byref(self._h)))
         self.ctx = lib.entropix_state_ctx(self._h)
         self.device = lib.entropix_state_device(self._h).decode()
         model._states.add(self)

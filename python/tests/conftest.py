@@ -5,6 +5,8 @@ ENTROPIX_TEST_RUN     ./run (build/cpu/run)
 ENTROPIX_TEST_SHARED  ../shared (the reference data)
 """
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -30,3 +32,9 @@ def stories():
 def qwen3():
     import entropix
     return entropix.Model(model_path("qwen3-tiny.f32.bin"), threads=1)
+
+
+def run_python(code):
+    """code run by this Python in a process of its own (a crash there fails one test, not the
+    suite): its CompletedProcess, stdout and stderr as text."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

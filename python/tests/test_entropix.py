@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import entropix
-from conftest import RUN, SHARED, model_path
+from conftest import RUN, SHARED, model_path, run_python
 
 
 def run_text(model, prompt, n, flags):
@@ -174,6 +174,29 @@ def test_closing_the_model_closes_its_states():
     with pytest.raises(entropix.EntropixError, match="closed"):
         s.forward([1])
 
+
+def test_tokenizer_and_decoder_refuse_a_closed_model():
+    """The tokenizer and a decoder read the model's memory: once it is closed they raise as a
+    closed state does (in a process of its own: reaching freed memory would crash it)."""
+    code = f"""if True:
+        import entropix
+        m = entropix.Model({model_path("stories260K.f32.bin")!r}, threads=1)
+        tk = m.tokenizer
+        d = tk.decoder()
+        d.push(300)
+        m.close()
+        calls = [lambda: tk.encode("hello"), lambda: tk.decode([300]), lambda: tk.piece(300), lambda: tk.vocab_size,
+                 lambda: tk.is_stop(2), lambda: tk.decoder(), lambda: d.push(300), lambda: d.flush(),
+                 lambda: m.state(), lambda: m.prompt_ids("hello")]
+        for call in calls:
+            try:
+                print("returned", call())
+            except entropix.EntropixError as e:
+                print(e)
+        """
+    p = run_python(code)
+    assert p.returncode == 0, f"exit status {p.returncode}:\n{p.stdout}{p.stderr}"
+    assert p.stdout.splitlines() == ["the model is closed"] * 10
 
 def test_early_break_stops_generation(stories):
     gen = stories.generate("Zoo", max_tokens=50)

@@ -196,6 +196,7 @@ class Model:
         self.chat_template = info.chat_template.decode() if info.chat_template else None
         self.tokenizer = Tokenizer(self)
         self._states = weakref.WeakSet()  # closed first by close()
+        self._pools = weakref.WeakSet()  # the agent pools running on it: stopped before all else
 
     def _handle(self):
         if not self._h:
@@ -203,7 +204,10 @@ class Model:
         return self._h
 
     def close(self):
-        """Frees the model now (else when it is collected), and its states before it."""
+        """Frees the model now (else when it is collected): its agent pools stopped and its states
+        closed (their generations ended) before it."""
+        for pool in list(getattr(self, "_pools", ())):
+            pool.stop()
         for s in list(getattr(self, "_states", ())):
             s.close()
         if self._h:

@@ -162,39 +162,73 @@ class Generation:
         return "".join(r.text for r in self)
 
 
-class PoolGeneration:
-    """The iterator generate(sampler="agents") returns: the agent pool in a worker thread, each
-    record handed over a queue of one; .summary is filled when it ends."""
+class _Pool:
+    """The agent pool's run (entropix_generate_agents) in a worker thread, each record handed over a
+    queue of one. The thread holds this object, not the iterator, so that dropping the iterator
+    stops the pool; the model holds it weakly and stops it before it is freed."""
 
-    def __init__(self, state, ids, agents, max_tokens, n_top, metrics):
-        self.state, self.sampler, self.summary = state, None, GenerateSummary()
-        self._agents = agents  # AgentsParams: the agent pool on state's model
-        self._queue, self._stop, self._done = queue.Queue(maxsize=1), threading.Event(), False
-        self._ids = _ids_array(ids)
+    def __init__(self, model, ids, agents, params):
+        self.model, self.summary = model, GenerateSummary()
+        self._agents, self._ids, self._params = agents, _ids_array(ids), params
         self._cb = TOKEN_FN(self._on_token)
-        self._params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
-                                      metrics=int(metrics), on_token=self._cb)
+        self._params.on_token = self._cb
+        self._queue, self._stopped = queue.Queue(maxsize=1), threading.Event()
+        self._h = model._handle()
+        model._pools.add(self)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _on_token(self, user, tok_p):
-        rec = _record(tok_p.contents)
-        while not self._stop.is_set():
+    def _put(self, item):
+        """Hands item to the iterator; False when the pool was stopped first."""
+        while not self._stopped.is_set():
             try:
-                self._queue.put(("token", rec), timeout=0.1)
-                return 0
+                self._queue.put(item, timeout=0.1)
+                return True
             except queue.Full:
                 continue
-        return 1  # the consumer left: stop
+        return False
+
+    def _on_token(self, user, tok_p):
+        return 0 if self._put(("token", _record(tok_p.contents))) else 1  # 1: stopped, the C loop ends
 
     def _run(self):
         res = GenerateResult(size=ctypes.sizeof(GenerateResult))
         arr, n = self._ids
-        rc = lib.entropix_generate_agents(self.state.model._h, byref(self._agents), arr, n, byref(self._params),
-                                          byref(res))
-        msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
-        self.summary = GenerateSummary(res.n_prompt, res.n_generated, STOPS.get(res.stop))
-        self._queue.put(("end", (rc, msg)))
+        rc, msg = -6, "the agent pool's thread failed"
+        try:
+            rc = lib.entropix_generate_agents(self._h, byref(self._agents), arr, n, byref(self._params), byref(res))
+            msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
+        finally:
+            self.summary = GenerateSummary(res.n_prompt, res.n_generated, STOPS.get(res.stop))
+            self._put(("end", (rc, msg)))
+
+    def get(self):
+        """The next ("token", record), or ("end", (status, message)): the end of the run, or
+        (0, None) once the pool is stopped."""
+        while not self._stopped.is_set():
+            try:
+                return self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+        return "end", (0, None)
+
+    def stop(self):
+        """Stops the run at its next token and waits for its thread (the model may be freed then)."""
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class PoolGeneration:
+    """The iterator generate(sampler="agents") returns: the agent pool in a worker thread, each
+    record handed over a queue of one; .summary is filled when it ends. close() (or dropping the
+    iterator, or closing its model) stops the pool at its next token; next() then ends."""
+
+    def __init__(self, state, ids, agents, max_tokens, n_top, metrics):
+        self.state, self.sampler, self.summary, self._done = state, None, GenerateSummary(), False
+        params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
+                                metrics=int(metrics))
+        self._pool = _Pool(state.model, ids, agents, params)
 
     def __iter__(self):
         return self
@@ -202,11 +236,10 @@ class PoolGeneration:
     def __next__(self):
         if self._done:
             raise StopIteration
-        kind, value = self._queue.get()
+        kind, value = self._pool.get()
         if kind == "token":
             return value
-        self._done = True
-        self._thread.join()
+        self.close()
         rc, msg = value
         if rc:
             raise EntropixError(rc, msg)
@@ -214,24 +247,14 @@ class PoolGeneration:
 
     def close(self):
         """Stops the generation (at the next token) and waits for it."""
-        if self._done:
+        pool = getattr(self, "_pool", None)
+        if self._done or pool is None:
             return
-        self._stop.set()
-        while True:
-            try:
-                kind, _ = self._queue.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if kind == "end":
-                break
-        self._done = True
-        self._thread.join()
+        pool.stop()
+        self._done, self.summary = True, pool.summary
 
     def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        self.close()
 
     def text(self):
         """Runs to the end and returns the whole generated text."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import entropix
-from conftest import model_path
+from conftest import model_path, run_python
 from test_entropix import golden, run_text
 
 
@@ -109,6 +109,37 @@ def test_closing_the_state_or_model_ends_the_generation():
     with pytest.raises(StopIteration):
         next(gen)
 
+
+def test_closing_the_model_stops_its_agent_pool():
+    """The agent pool runs on the model in a thread of its own: close() stops it and waits for it
+    before the model is freed, and the iterator then ends (in a process of its own: a pool left
+    running on the freed model would crash it)."""
+    code = f"""if True:
+        import entropix
+        for path in {[model_path("stories260K.f32.bin"), model_path("qwen3-tiny.f32.bin")]!r}:
+            m = entropix.Model(path, threads=1)
+            gen = m.generate("Once upon a time", ctx=256, sampler="agents", agents=2, max_tokens=200)
+            next(gen)
+            m.close()
+            rest = list(gen)
+            print(len(rest), gen.summary.stop, gen.summary.n_generated < 200)
+        """
+    p = run_python(code)
+    assert p.returncode == 0, f"exit status {p.returncode}:\n{p.stdout}{p.stderr}"
+    assert p.stdout.splitlines() == ["0 callback True"] * 2
+
+
+def test_dropping_an_agent_pool_iterator_stops_its_thread(stories):
+    before = threading.active_count()
+    gen = stories.generate("Once upon a time", ctx=256, sampler="agents", agents=2, max_tokens=200)
+    next(gen)
+    assert threading.active_count() == before + 1
+    del gen  # unreachable: collected at once, which stops the pool and joins its thread
+    assert threading.active_count() == before
+    gen = stories.generate("Once upon a time", ctx=256, sampler="agents", agents=2, max_tokens=200)
+    next(gen)
+    gen.close()
+    assert threading.active_count() == before and gen.summary.stop == "callback"
 
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in

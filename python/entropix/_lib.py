@@ -2,7 +2,8 @@
 
 ctypes, not cffi or a C extension: importing the package needs no compiler and no build step
 beyond the shared library itself, which make builds; the arrays the runtime returns become numpy
-views of its memory through np.ctypeslib.as_array on the returned pointer (docs/python.md).
+views of its memory through numpy's __array_interface__ on the returned pointer (core._view,
+docs/python.md).
 """
 import ctypes
 import os

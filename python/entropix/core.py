@@ -1,7 +1,9 @@
 """core.py — models, tokenizers and states over the C API (include/entropix.h).
 
 Arrays the runtime returns are numpy views of its memory, not copies: a State's logits and
-attention scores stay valid until that state's next forward or generate (copy them to keep them).
+attention scores hold its latest forward's values until its next forward or generate rewrites them
+(copy them to keep them). Each view holds that memory: the C state (and its model after it) is
+freed when the State is closed or collected and no view of it is left.
 """
 import ctypes
 import os
@@ -64,6 +66,47 @@ def logits_metrics(logits):
     m = _CMetrics(size=ctypes.sizeof(_CMetrics))
     check(lib.entropix_logits_metrics(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), row.size, byref(m)))
     return Metrics.from_c(m)
+
+
+class _Handle:
+    """A C object, freed by free_fn once nothing needs it: the Python object that made it drops it
+    on close(), a numpy view of its memory holds it while the view lives, and a handle made from
+    another (a state's, from its model's) holds that one until it is freed itself, even where the
+    garbage collector finalises both in either order."""
+
+    def __init__(self, ptr, free_fn, parent=None):
+        self.ptr, self._free_fn, self._parent, self._children, self._dropped = ptr, free_fn, parent, 0, False
+        if parent is not None:
+            parent._children += 1
+
+    def __del__(self):
+        self._dropped = True
+        self._free()
+
+    def _free(self):
+        if not self._dropped or self._children or not self.ptr:
+            return
+        ptr, self.ptr = self.ptr, None
+        self._free_fn(ptr)
+        parent, self._parent = self._parent, None
+        if parent is not None:
+            parent._children -= 1
+            parent._free()
+
+
+class _Memory:
+    """float32 memory of a C object as numpy sees it (__array_interface__): the array made from it
+    keeps it as its base, and it keeps the object's handle, so the memory outlives every view of it."""
+
+    def __init__(self, ptr, shape, strides, owner):
+        self.__array_interface__ = {"version": 3, "typestr": np.dtype(np.float32).str, "shape": shape,
+                                    "strides": strides, "data": (ctypes.cast(ptr, c_void_p).value, False)}
+        self.owner = owner
+
+
+def _view(ptr, shape, owner, strides=None):
+    """A numpy float32 array over ptr's memory (no copy) that keeps owner, a _Handle, alive."""
+    return np.asarray(_Memory(ptr, shape, strides, owner))
 
 
 def _ids_array(ids):
@@ -182,12 +225,15 @@ class Model:
     device: "cpu", "cuda:N" or "auto"; threads <= 0: all cores."""
 
     def __init__(self, path, device="cpu", threads=0, mmap=False, gguf_cache=None):
-        self._h = c_void_p()
+        self._h = self._owner = None
         self._device = device.encode() if device else None
         cache = os.fsencode(gguf_cache) if gguf_cache is not None else None
         p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=threads, mmap=int(mmap),
                         gguf_cache=cache)
-        check(lib.entropix_model_open(str(path).encode(), byref(p), byref(self._h)))
+        h = c_void_p()
+        check(lib.entropix_model_open(str(path).encode(), byref(p), byref(h)))
+        self._owner = _Handle(h, lib.entropix_model_close)  # held by its states' handles too
+        self._h = h
         info = ModelInfo(size=ctypes.sizeof(ModelInfo))
         check(lib.entropix_model_get_info(self._h, byref(info)))
         self.vocab_size, self.dim, self.n_layers = info.vocab_size, info.dim, info.n_layers
@@ -204,15 +250,14 @@ class Model:
         return self._h
 
     def close(self):
-        """Frees the model now (else when it is collected): its agent pools stopped and its states
-        closed (their generations ended) before it."""
+        """Closes the model now (else when it is collected): its agent pools stopped and its states
+        closed (their generations ended) before it. Its memory is freed then, or once the last
+        numpy view of a state's memory is gone."""
         for pool in list(getattr(self, "_pools", ())):
             pool.stop()
         for s in list(getattr(self, "_states", ())):
             s.close()
-        if self._h:
-            lib.entropix_model_close(self._h)
-            self._h = None
+        self._h = self._owner = None
 
     def __enter__(self):
         return self
@@ -257,34 +302,39 @@ class Model:
 @dataclass
 class StepOutput:
     """One forward step: logits [vocab] (a view of the state's memory) and the attention scores
-    [heads, keys] of each requested layer (views too)."""
+    [heads, keys] of each requested layer (views too). The state's next forward or generate
+    rewrites them; each keeps the state's memory alive, closed or not, until it is gone itself."""
     logits: np.ndarray
     pos: int
     attention: dict
 
 
 class State:
-    """One sequence of a model: its KV cache. forward() returns views valid until the next call."""
+    """One sequence of a model: its KV cache. forward() returns views of its memory, which the next
+    forward or generate rewrites."""
 
     def __init__(self, model, ctx=0, cache_type="auto", device=None):
         self.model = model  # keeps the model open
-        self._h = c_void_p()
+        self._h = self._owner = None
         self._generation = None  # a weak reference to the step-wise generation running on it
         self._keep = (cache_type.encode() if cache_type else None, device.encode() if device else None)
         p = StateParams(size=ctypes.sizeof(StateParams), ctx=ctx, cache_type=self._keep[0], device=self._keep[1])
-        check(lib.entropix_state_new(model._handle(), byref(p), byref(self._h)))
+        h = c_void_p()
+        check(lib.entropix_state_new(model._handle(), byref(p), byref(h)))
+        self._owner = _Handle(h, lib.entropix_state_free, parent=model._owner)  # and by its views
+        self._h = h
         self.ctx = lib.entropix_state_ctx(self._h)
         self.device = lib.entropix_state_device(self._h).decode()
         model._states.add(self)
 
     def close(self):
-        """Frees the state now (else when it is collected), ending a generation on it first."""
+        """Closes the state now (else when it is collected), ending a generation on it first. Its
+        memory is freed then, or once the last numpy view of it is gone (which reads the values
+        of the last forward until then)."""
         gen = self._generation() if getattr(self, "_generation", None) else None
         if gen is not None:
             gen.close()
-        if self._h:
-            lib.entropix_state_free(self._h)
-            self._h = None
+        self._h = self._owner = None
 
     def __del__(self):
         self.close()
@@ -300,15 +350,15 @@ class State:
         arr, n = _ids_array(ids)
         st = Step(size=ctypes.sizeof(Step))
         check(lib.entropix_forward(self._handle(), arr, n, int(pos), byref(st)))
-        logits = np.ctypeslib.as_array(st.logits, shape=(st.n_vocab,))
+        logits = _view(st.logits, (st.n_vocab,), self._owner)
         return StepOutput(logits=logits, pos=st.pos, attention={l: self.attention(l) for l in attention})
 
     def attention(self, layer):
         """Layer `layer`'s scores of the last position fed: [heads, keys], a strided view."""
         a = Attention(size=ctypes.sizeof(Attention))
         check(lib.entropix_attention_scores(self._handle(), int(layer), byref(a)))
-        rows = np.ctypeslib.as_array(a.scores, shape=(a.n_heads, a.row_stride))
-        return rows[:, :a.n_keys]
+        f32 = ctypes.sizeof(ctypes.c_float)
+        return _view(a.scores, (a.n_heads, a.n_keys), self._owner, strides=(a.row_stride * f32, f32))
 
     def metrics(self, attn_layer=ATTN_LAYER_LAST):
         """The entropix metrics of the latest forward (attention of the last layer by default)."""

@@ -5,6 +5,7 @@ open/close cycles."""
 import json
 import os
 import subprocess
+import weakref
 
 import numpy as np
 import pytest
@@ -112,6 +113,40 @@ def test_forward_logits_view_and_numpy_reference(stories):
     s.forward([1, 410], pos=0)
     assert not np.array_equal(first, kept)
 
+
+def test_views_keep_their_states_memory(stories):
+    """A logits or attention view holds its state's memory: a state dropped or closed under a live
+    view is freed once the view is gone, and the view reads the state's last forward until then."""
+    ids = [1, 410, 469, 347]
+    ref = stories.state(ctx=64).forward(ids, attention=[0])
+    ref_logits, ref_scores = ref.logits.copy(), ref.attention[0].copy()
+    out = stories.state(ctx=64).forward(ids, attention=[0])  # the state is dropped at once
+    logits, scores = out.logits, out.attention[0]
+    del out
+    closed = stories.state(ctx=64)
+    head = closed.forward(ids).logits[:8]  # a slice holds it too
+    closed.close()
+    others = [stories.state(ctx=64) for _ in range(4)]  # what would reuse the freed memory
+    for s in others:
+        s.forward([5, 6, 7], attention=[0])
+    assert np.array_equal(logits, ref_logits) and np.array_equal(scores, ref_scores)
+    assert np.array_equal(head, ref_logits[:8])
+
+
+def test_a_view_holds_a_closed_models_memory_until_it_is_gone():
+    m = entropix.Model(model_path("stories260K.f32.bin"), threads=1)
+    s = m.state(ctx=64)
+    logits = s.forward([1, 410, 469, 347]).logits
+    want = logits.copy()
+    model_memory = weakref.ref(m._owner)
+    m.close()
+    with pytest.raises(entropix.EntropixError, match="closed"):
+        s.forward([1])
+    other = entropix.Model(model_path("stories260K.f32.bin"), threads=1)
+    other.state(ctx=64).forward([5, 6, 7])
+    assert np.array_equal(logits, want) and model_memory() is not None
+    del logits
+    assert model_memory() is None  # the state's memory and then the model's, freed with the last view
 
 def test_metrics_match_definitions(stories):
     s = stories.state(ctx=64)

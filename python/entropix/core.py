@@ -6,6 +6,7 @@ attention scores hold its latest forward's values until its next forward or gene
 freed when the State is closed or collected and no view of it is left.
 """
 import ctypes
+import operator
 import os
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
@@ -18,6 +19,7 @@ from entropix._lib import (Attention, ChatParams, Message, Metrics as _CMetrics,
 
 ATTN_LAYER_LAST = -1
 ATTN_LAYERS_ALL = -2
+INT_MIN, INT_MAX = -2**31, 2**31 - 1  # a C int: what every id, position and count is passed as
 
 
 class EntropixError(RuntimeError):
@@ -109,9 +111,37 @@ def _view(ptr, shape, owner, strides=None):
     return np.asarray(_Memory(ptr, shape, strides, owner))
 
 
+def _c_int(value, what):
+    """value as a C int: a Python or numpy integer (TypeError for anything else, a float included),
+    within [INT_MIN, INT_MAX] (OverflowError naming it, where ctypes would wrap it silently)."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what}: an integer is needed, not {type(value).__name__} {value!r}") from None
+    if not INT_MIN <= v <= INT_MAX:
+        raise OverflowError(f"{what} {v} does not fit a C int [{INT_MIN}, {INT_MAX}]")
+    return v
+
+
 def _ids_array(ids):
-    ids = [int(i) for i in ids]
+    """(a C int array, n) of ids: a sequence of integers or a 1-D numpy integer array (checked
+    and converted as a whole), each within a C int."""
+    if isinstance(ids, np.ndarray):
+        return _ids_from_numpy(ids)
+    ids = [_c_int(v, f"id (index {i})") for i, v in enumerate(ids)]
     return (c_int * max(len(ids), 1))(*ids), len(ids)
+
+
+def _ids_from_numpy(ids):
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise TypeError(f"ids: a 1-D array of integers is needed, not a {ids.ndim}-D array of {ids.dtype}")
+    if not len(ids):
+        return (c_int * 1)(), 0
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < INT_MIN or hi > INT_MAX:
+        i = int(np.flatnonzero((ids < INT_MIN) | (ids > INT_MAX))[0])
+        raise OverflowError(f"id (index {i}) {int(ids[i])} does not fit a C int [{INT_MIN}, {INT_MAX}]")
+    return (c_int * len(ids)).from_buffer(np.array(ids, dtype=np.intc)), len(ids)
 
 
 def _take_ids(ptr, n):
@@ -142,7 +172,7 @@ class Decoder:
     def push(self, token_id):
         self._tk._handle()  # the decoder reads the model's tokenizer
         n = c_size_t()
-        check(lib.entropix_decoder_push(self._h, int(token_id), self._buf, len(self._buf), byref(n)))
+        check(lib.entropix_decoder_push(self._h, _c_int(token_id, "token id"), self._buf, len(self._buf), byref(n)))
         return self._buf.raw[:n.value].decode("utf-8")
 
     def flush(self):
@@ -183,10 +213,10 @@ class Tokenizer:
         return "".join(d.push(i) for i in ids) + d.flush()
 
     def piece(self, token_id):
-        n = c_size_t()
-        check(lib.entropix_token_piece(self._handle(), int(token_id), None, 0, byref(n)))
+        token_id, n = _c_int(token_id, "token id"), c_size_t()
+        check(lib.entropix_token_piece(self._handle(), token_id, None, 0, byref(n)))
         buf = ctypes.create_string_buffer(max(n.value, 1))
-        check(lib.entropix_token_piece(self._h, int(token_id), buf, n.value, byref(n)))
+        check(lib.entropix_token_piece(self._h, token_id, buf, n.value, byref(n)))
         return buf.raw[:n.value]
 
     def decoder(self, skip_control=True):
@@ -211,7 +241,7 @@ class Tokenizer:
         return list(buf[:min(n, 64)])
 
     def is_stop(self, token_id):
-        return bool(lib.entropix_token_is_stop(self._handle(), int(token_id)))
+        return bool(lib.entropix_token_is_stop(self._handle(), _c_int(token_id, "token id")))
 
     def find(self, text):
         """The id of an exact token text ("<|im_end|>", "Ġthe"), or -1."""
@@ -228,7 +258,8 @@ class Model:
         self._h = self._owner = None
         self._device = device.encode() if device else None
         cache = os.fsencode(gguf_cache) if gguf_cache is not None else None
-        p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=threads, mmap=int(mmap),
+        p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=_c_int(threads, "threads"),
+                        mmap=int(mmap),
                         gguf_cache=cache)
         h = c_void_p()
         check(lib.entropix_model_open(str(path).encode(), byref(p), byref(h)))
@@ -318,7 +349,8 @@ class State:
         self._h = self._owner = None
         self._generation = None  # a weak reference to the step-wise generation running on it
         self._keep = (cache_type.encode() if cache_type else None, device.encode() if device else None)
-        p = StateParams(size=ctypes.sizeof(StateParams), ctx=ctx, cache_type=self._keep[0], device=self._keep[1])
+        p = StateParams(size=ctypes.sizeof(StateParams), ctx=_c_int(ctx, "ctx"), cache_type=self._keep[0],
+                        device=self._keep[1])
         h = c_void_p()
         check(lib.entropix_state_new(model._handle(), byref(p), byref(h)))
         self._owner = _Handle(h, lib.entropix_state_free, parent=model._owner)  # and by its views
@@ -349,21 +381,21 @@ class State:
         attention scores of the layers in `attention` (a list of indices)."""
         arr, n = _ids_array(ids)
         st = Step(size=ctypes.sizeof(Step))
-        check(lib.entropix_forward(self._handle(), arr, n, int(pos), byref(st)))
+        check(lib.entropix_forward(self._handle(), arr, n, _c_int(pos, "pos"), byref(st)))
         logits = _view(st.logits, (st.n_vocab,), self._owner)
         return StepOutput(logits=logits, pos=st.pos, attention={l: self.attention(l) for l in attention})
 
     def attention(self, layer):
         """Layer `layer`'s scores of the last position fed: [heads, keys], a strided view."""
         a = Attention(size=ctypes.sizeof(Attention))
-        check(lib.entropix_attention_scores(self._handle(), int(layer), byref(a)))
+        check(lib.entropix_attention_scores(self._handle(), _c_int(layer, "layer"), byref(a)))
         f32 = ctypes.sizeof(ctypes.c_float)
         return _view(a.scores, (a.n_heads, a.n_keys), self._owner, strides=(a.row_stride * f32, f32))
 
     def metrics(self, attn_layer=ATTN_LAYER_LAST):
         """The entropix metrics of the latest forward (attention of the last layer by default)."""
         m = _CMetrics(size=ctypes.sizeof(_CMetrics))
-        check(lib.entropix_state_metrics(self._handle(), int(attn_layer), byref(m)))
+        check(lib.entropix_state_metrics(self._handle(), _c_int(attn_layer, "attn_layer"), byref(m)))
         return Metrics.from_c(m)
 
     def generate(self, prompt=None, messages=None, **kwargs):

@@ -17,7 +17,7 @@ import numpy as np
 
 from entropix._lib import (CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, Token,
                            lib)
-from entropix.core import EntropixError, Metrics, _ids_array, check
+from entropix.core import EntropixError, Metrics, _c_int, _ids_array, check
 
 KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
 STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
@@ -33,8 +33,9 @@ class Sampler:
         self._h = c_void_p()
         self.seed = seed
         self._profile = profile.encode() if profile else None
-        p = SamplerParams(size=ctypes.sizeof(SamplerParams), kind=KINDS[kind], temperature=temperature, top_k=top_k,
-                          top_p=top_p, min_p=min_p, seed=seed & (2**64 - 1), profile=self._profile)
+        p = SamplerParams(size=ctypes.sizeof(SamplerParams), kind=KINDS[kind], temperature=temperature,
+                          top_k=_c_int(top_k, "top_k"), top_p=top_p, min_p=min_p, seed=seed & (2**64 - 1),
+                          profile=self._profile)
         from entropix.core import check
         check(lib.entropix_sampler_new(byref(p), byref(self._h)))
 
@@ -58,7 +59,7 @@ class FunctionSampler:
     def _choose(self, user, logits, n_vocab, metrics, pos):
         try:
             row = np.ctypeslib.as_array(logits, shape=(n_vocab,))
-            return int(self.fn(row, Metrics.from_c(metrics.contents), self.rng))
+            return _c_int(self.fn(row, Metrics.from_c(metrics.contents), self.rng), "the sampler's id")
         except BaseException as e:  # raised again by the iterator; -1 stops the C loop
             self.error = e
             return -1
@@ -98,6 +99,11 @@ def make_sampler(sampler, seed, **params):
     return Sampler(sampler, seed=seed, **params)
 
 
+def _generate_params(max_tokens, n_top, metrics):
+    return GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=_c_int(max_tokens, "max_tokens"),
+                          n_top=_c_int(n_top, "n_top"), metrics=int(metrics))
+
+
 def _record(t):
     """A TokenRecord of the C record t (entropix_token): its text and alternatives copied out."""
     text = ctypes.string_at(t.text, t.text_len).decode("utf-8", "replace") if t.text_len else ""
@@ -116,8 +122,7 @@ class Generation:
     def __init__(self, state, ids, sampler, max_tokens, n_top, metrics):
         self.state, self.sampler, self.summary = state, sampler, GenerateSummary()
         arr, n = _ids_array(ids)
-        params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
-                                metrics=int(metrics))
+        params = _generate_params(max_tokens, n_top, metrics)
         self._g, self._tok = c_void_p(), POINTER(Token)()
         self._next = lib.entropix_generation_next
         check(lib.entropix_generation_begin(state._handle(), sampler._h, arr, n, byref(params), byref(self._g)))
@@ -226,8 +231,7 @@ class PoolGeneration:
 
     def __init__(self, state, ids, agents, max_tokens, n_top, metrics):
         self.state, self.sampler, self.summary, self._done = state, None, GenerateSummary(), False
-        params = GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=max_tokens, n_top=n_top,
-                                metrics=int(metrics))
+        params = _generate_params(max_tokens, n_top, metrics)
         self._pool = _Pool(state.model, ids, agents, params)
 
     def __iter__(self):
@@ -272,8 +276,9 @@ def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256
         prompt = ""
     ids = state.model.prompt_ids(prompt, messages=messages, chat=chat, system=system)
     if isinstance(sampler, str) and sampler == "agents":
-        ap = AgentsParams(size=ctypes.sizeof(AgentsParams), n_agents=agents, lookahead=lookahead, workers=workers,
-                          threads=threads, ctx=state.ctx, seed=seed & (2**64 - 1))
+        ap = AgentsParams(size=ctypes.sizeof(AgentsParams), n_agents=_c_int(agents, "agents"),
+                          lookahead=_c_int(lookahead, "lookahead"), workers=_c_int(workers, "workers"),
+                          threads=_c_int(threads, "threads"), ctx=state.ctx, seed=seed & (2**64 - 1))
         return PoolGeneration(state, ids, ap, max_tokens, n_top, metrics)
     smp = make_sampler(sampler, seed, **sampler_params)
     return Generation(state, ids, smp, max_tokens, n_top, metrics)

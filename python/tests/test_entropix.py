@@ -181,6 +181,30 @@ def test_errors_raise_with_the_runtime_message(stories):
         stories.generate("Zoo", sampler=bad, max_tokens=5).text()
 
 
+def test_ids_positions_and_counts_are_c_ints(stories):
+    """An integer beyond a C int raises OverflowError naming it and a non-integer TypeError, where
+    ctypes would wrap it to 32 bits or truncate it; numpy integers and 1-D integer arrays are ids
+    as a list of ints is."""
+    s, tk = stories.state(ctx=64), stories.tokenizer
+    want = s.forward([1, 410, 469]).logits.copy()
+    for ids in (np.array([1, 410, 469]), np.array([1, 410, 469], dtype=np.uint16), [np.int64(1), np.int32(410), 469]):
+        assert np.array_equal(s.forward(ids).logits, want)
+    too_big = [lambda: s.forward([1, 2**32 + 300]), lambda: s.forward(np.array([1, 2**40])),
+               lambda: s.forward([1], pos=2**32 + 1), lambda: stories.state(ctx=2**32 + 8),
+               lambda: tk.decode([2**32 + 300]), lambda: tk.piece(2**32 + 300), lambda: s.attention(2**32),
+               lambda: stories.generate("Zoo", max_tokens=2**32 + 2),
+               lambda: stories.generate("Zoo", sampler=lambda logits, m, rng: 2**32 + 5, max_tokens=3).text()]
+    for call in too_big:
+        with pytest.raises(OverflowError, match="does not fit a C int"):
+            call()
+    not_ints = [lambda: s.forward([1.7, 2.2]), lambda: s.forward(np.array([1.7, 2.2])), lambda: s.forward([1], pos=1.0),
+                lambda: s.forward(np.array([[1, 410]])), lambda: tk.decode([300.0]),
+                lambda: stories.generate("Zoo", sampler=lambda logits, m, rng: 5.5, max_tokens=3).text()]
+    for call in not_ints:
+        with pytest.raises(TypeError):
+            call()
+    assert s.forward([1, 410, 469]).pos == 2  # the state is usable after them
+
 def test_cuda_device_gives_the_cpus_text_or_names_what_is_missing(stories):
     """A CPU-only library refuses cuda:0 for want of the backend; one with the CUDA backend
     (CUDA=1, or the emulated twin) generates the CPU's text there, or names the missing device."""

@@ -4,7 +4,9 @@
 
 The metrics are the runtime's own (the entropix sampler's inputs, docs/entropix.md): the
 entropy and varentropy of the next-token distribution in bits, and the last layer's attention
-entropy; each token's entropix case colours its point.
+entropy; each token's entropix case colours its point. A generation that ends inside a UTF-8
+character has one more record, id -1, with the bytes held back (as U+FFFD) and no metrics: its
+text goes into the title, and it has no point.
 """
 import sys
 
@@ -20,7 +22,8 @@ out = sys.argv[2] if len(sys.argv) > 2 else "entropy.png"
 prompt = sys.argv[3] if len(sys.argv) > 3 else "Once upon a time"
 
 with entropix.Model(model_path, threads=2) as model:
-    tokens = list(model.generate(prompt, sampler="entropix", seed=7, max_tokens=64))
+    records = list(model.generate(prompt, sampler="entropix", seed=7, max_tokens=64))
+tokens = [t for t in records if t.id >= 0]  # not the record of held-back bytes (id -1)
 
 steps = range(len(tokens))
 ent = [t.metrics.logits_entropy for t in tokens]
@@ -39,7 +42,7 @@ bottom.plot(steps, vent, label="varentropy (bits²)")
 bottom.plot(steps, attn, label="attention entropy, last layer (bits)")
 bottom.set_xlabel("generated token")
 bottom.legend(fontsize=8)
-top.set_title(f"{prompt!r} -> {''.join(t.text for t in tokens)[:60]!r}...", fontsize=9)
+top.set_title(f"{prompt!r} -> {''.join(t.text for t in records)[:60]!r}...", fontsize=9)
 fig.tight_layout()
 fig.savefig(out, dpi=100)
 print(f"{len(tokens)} tokens, cases {', '.join(cases)}: {out}")

@@ -24,6 +24,19 @@ def test_plot_entropy_writes_a_png(tmp_path):
     assert out.stat().st_size > 10_000  # two panels of 64 points, not an empty canvas
 
 
+def test_plot_entropy_leaves_out_the_held_back_bytes(tmp_path):
+    """qwen3-tiny's 64th token for this prompt is part of a UTF-8 character: the generation ends
+    with a record of the held-back bytes (id -1, no metrics), which has no point to plot."""
+    import entropix
+    with entropix.Model(model_path("qwen3-tiny.f32.bin"), threads=1) as model:
+        records = list(model.generate("In the morning and", sampler="entropix", seed=7, max_tokens=64))
+    assert len(records) == 65 and records[-1].id == -1 and records[-1].metrics is None
+    out = tmp_path / "entropy.png"
+    text = run_example("plot_entropy.py", model_path("qwen3-tiny.f32.bin"), str(out), "In the morning and")
+    assert text.startswith("64 tokens, cases "), text
+    assert out.stat().st_size > 10_000
+
+
 def test_custom_sampler_generates():
     text = run_example("custom_sampler.py", model_path("stories260K.f32.bin"), "Once upon a time")
     story, summary = text.rstrip("\n").rsplit("\n", 1)

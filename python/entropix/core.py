@@ -9,6 +9,7 @@ import ctypes
 import operator
 import os
 import weakref
+from collections.abc import Mapping
 from ctypes import byref, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 
@@ -153,10 +154,27 @@ def _take_ids(ptr, n):
 
 
 def _messages(messages):
+    """The C array of messages [{"role", "content"}, ...]; ValueError naming a message's index and
+    key where it lacks one or holds something other than a str."""
+    messages = list(messages)
     arr = (Message * max(len(messages), 1))()
     for i, m in enumerate(messages):
-        arr[i].role, arr[i].content = m["role"].encode(), m["content"].encode()
+        arr[i].role, arr[i].content = _message_text(m, i, "role"), _message_text(m, i, "content")
     return arr
+
+
+def _message_text(message, i, key):
+    """message[key], the i-th message's, as the C API's UTF-8 string."""
+    if not isinstance(message, Mapping):
+        raise ValueError(f"messages[{i}] is a {type(message).__name__}, not a dict with 'role' and 'content'")
+    if key not in message:
+        raise ValueError(f"messages[{i}] has no {key!r}")
+    value = message[key]
+    if not isinstance(value, str):
+        raise ValueError(f"messages[{i}][{key!r}] is {type(value).__name__} {value!r:.40}, not a str")
+    if "\0" in value:
+        raise ValueError(f"messages[{i}][{key!r}] holds a NUL character, which would end it in C")
+    return value.encode("utf-8")
 
 
 class Decoder:
@@ -262,7 +280,7 @@ class Model:
                         mmap=int(mmap),
                         gguf_cache=cache)
         h = c_void_p()
-        check(lib.entropix_model_open(str(path).encode(), byref(p), byref(h)))
+        check(lib.entropix_model_open(os.fsencode(path), byref(p), byref(h)))  # TypeError for None
         self._owner = _Handle(h, lib.entropix_model_close)  # held by its states' handles too
         self._h = h
         info = ModelInfo(size=ctypes.sizeof(ModelInfo))
@@ -367,6 +385,12 @@ class State:
         if gen is not None:
             gen.close()
         self._h = self._owner = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __del__(self):
         self.close()

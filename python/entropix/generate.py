@@ -131,6 +131,12 @@ class Generation:
     def __iter__(self):
         return self
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def __next__(self):
         if not self._g:
             raise StopIteration
@@ -236,6 +242,12 @@ class PoolGeneration:
 
     def __iter__(self):
         return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __next__(self):
         if self._done:

@@ -205,6 +205,34 @@ def test_ids_positions_and_counts_are_c_ints(stories):
             call()
     assert s.forward([1, 410, 469]).pos == 2  # the state is usable after them
 
+def test_bad_paths_and_messages_name_what_is_wrong(qwen3):
+    with pytest.raises(TypeError, match="NoneType"):
+        entropix.Model(None)
+    cases = [([{"role": "user"}], r"messages\[0\] has no 'content'"),
+             ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": None}],
+              r"messages\[1\]\['content'\] is NoneType None, not a str"),
+             ([{"content": "Hi"}], r"messages\[0\] has no 'role'"),
+             ([{"role": "user", "content": b"Hi"}], r"messages\[0\]\['content'\] is bytes"),
+             ([{"role": "user", "content": "Hi\0there"}], r"messages\[0\]\['content'\] holds a NUL"),
+             (["Hi"], r"messages\[0\] is a str, not a dict")]
+    for messages, match in cases:
+        with pytest.raises(ValueError, match=match):
+            qwen3.chat_render(messages)
+        with pytest.raises(ValueError, match=match):
+            qwen3.generate(messages=messages, max_tokens=2)
+
+
+def test_state_and_generations_are_context_managers(stories):
+    with stories.state(ctx=64) as s:
+        with s.generate("Zoo", max_tokens=50) as gen:
+            assert next(gen).text == " was"
+        assert gen.summary.stop == "callback" and s.forward([1, 410]).pos == 1  # the state free again
+    with pytest.raises(entropix.EntropixError, match="closed"):
+        s.forward([1])
+    with stories.generate("Zoo", ctx=64, sampler="agents", agents=2, max_tokens=50) as pool:
+        next(pool)
+    assert pool.summary.stop == "callback" and list(pool) == []
+
 def test_cuda_device_gives_the_cpus_text_or_names_what_is_missing(stories):
     """A CPU-only library refuses cuda:0 for want of the backend; one with the CUDA backend
     (CUDA=1, or the emulated twin) generates the CPU's text there, or names the missing device."""

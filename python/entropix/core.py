@@ -154,13 +154,13 @@ def _take_ids(ptr, n):
 
 
 def _messages(messages):
-    """The C array of messages [{"role", "content"}, ...]; ValueError naming a message's index and
-    key where it lacks one or holds something other than a str."""
+    """(the C array, n) of messages [{"role", "content"}, ...]; ValueError naming a message's index
+    and key where it lacks one or holds something other than a str."""
     messages = list(messages)
     arr = (Message * max(len(messages), 1))()
     for i, m in enumerate(messages):
         arr[i].role, arr[i].content = _message_text(m, i, "role"), _message_text(m, i, "content")
-    return arr
+    return arr, len(messages)
 
 
 def _message_text(message, i, key):
@@ -277,8 +277,7 @@ class Model:
         self._device = device.encode() if device else None
         cache = os.fsencode(gguf_cache) if gguf_cache is not None else None
         p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=_c_int(threads, "threads"),
-                        mmap=int(mmap),
-                        gguf_cache=cache)
+                        mmap=int(mmap), gguf_cache=cache)
         h = c_void_p()
         check(lib.entropix_model_open(os.fsencode(path), byref(p), byref(h)))  # TypeError for None
         self._owner = _Handle(h, lib.entropix_model_close)  # held by its states' handles too
@@ -324,8 +323,8 @@ class Model:
         """The messages ([{"role", "content"}, ...]) through the model's chat template."""
         p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=int(add_generation_prompt),
                        enable_thinking=int(enable_thinking))
-        out = c_void_p()
-        check(lib.entropix_chat_render(self._handle(), _messages(messages), len(messages), byref(p), byref(out)))
+        out, (arr, n) = c_void_p(), _messages(messages)
+        check(lib.entropix_chat_render(self._handle(), arr, n, byref(p), byref(out)))
         try:
             return ctypes.string_at(out).decode("utf-8")
         finally:
@@ -336,11 +335,12 @@ class Model:
         ids, n = c_int_p(), c_int()
         if messages is not None:
             p = ChatParams(size=ctypes.sizeof(ChatParams), add_generation_prompt=1, enable_thinking=int(enable_thinking))
-            check(lib.entropix_chat_tokens(self._handle(), _messages(messages), len(messages), byref(p), byref(ids), byref(n)))
+            arr, n_msgs = _messages(messages)
+            check(lib.entropix_chat_tokens(self._handle(), arr, n_msgs, byref(p), byref(ids), byref(n)))
         else:
             data = (prompt or "").encode("utf-8")
-            check(lib.entropix_prompt_tokens(self._handle(), data, len(data), int(chat), system.encode() if system else None,
-                                             byref(ids), byref(n)))
+            check(lib.entropix_prompt_tokens(self._handle(), data, len(data), int(chat),
+                                             system.encode() if system else None, byref(ids), byref(n)))
         return _take_ids(ids, n.value)
 
     def generate(self, prompt=None, messages=None, ctx=0, **kwargs):

@@ -205,7 +205,7 @@ class _Pool:
     def _run(self):
         res = GenerateResult(size=ctypes.sizeof(GenerateResult))
         arr, n = self._ids
-        rc, msg = -6, "the agent pool's thread failed"
+        rc, msg = -6, "the agent pool's thread failed"  # ENTROPIX_ERR_RUNTIME, unless the call returns
         try:
             rc = lib.entropix_generate_agents(self._h, byref(self._agents), arr, n, byref(self._params), byref(res))
             msg = lib.entropix_error_last().decode("utf-8", "replace") if rc else None  # this thread's message
@@ -224,7 +224,8 @@ class _Pool:
         return "end", (0, None)
 
     def stop(self):
-        """Stops the run at its next token and waits for its thread (the model may be freed then)."""
+        """Stops the run (its next token's callback returns 1: the pool ends after its round) and
+        waits for its thread, after which the model may be freed."""
         self._stopped.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
@@ -233,7 +234,7 @@ class _Pool:
 class PoolGeneration:
     """The iterator generate(sampler="agents") returns: the agent pool in a worker thread, each
     record handed over a queue of one; .summary is filled when it ends. close() (or dropping the
-    iterator, or closing its model) stops the pool at its next token; next() then ends."""
+    iterator, or closing its model) stops the pool after its round; next() then ends."""
 
     def __init__(self, state, ids, agents, max_tokens, n_top, metrics):
         self.state, self.sampler, self.summary, self._done = state, None, GenerateSummary(), False
@@ -262,7 +263,7 @@ class PoolGeneration:
         raise StopIteration
 
     def close(self):
-        """Stops the generation (at the next token) and waits for it."""
+        """Stops the generation (after the pool's round) and waits for it."""
         pool = getattr(self, "_pool", None)
         if self._done or pool is None:
             return

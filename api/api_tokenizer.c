@@ -10,6 +10,8 @@
 
 struct entropix_decoder {
     EmxDecoder d;
+    size_t max_out;
+    char buf[];  // [max_out]: one push's or flush's bytes, before they are known to fit the caller's buffer
 };
 
 ENTROPIX_API int entropix_tokenize(const entropix_tokenizer *tk, const char *text, size_t len, int flags, int *ids,
@@ -33,28 +35,48 @@ ENTROPIX_API int entropix_tokenize(const entropix_tokenizer *tk, const char *tex
 
 ENTROPIX_API int entropix_decoder_new(const entropix_tokenizer *tk, int skip_control, entropix_decoder **out) {
     if (!tk || !out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_decoder_new: NULL argument");
-    if (!(*out = malloc(sizeof **out))) return api_fail(ENTROPIX_ERR_MEMORY, "entropix_decoder_new: out of memory");
+    const size_t max_out = emx_decoder_max_out((const EmxTokenizer *)tk);
+    if (!(*out = malloc(sizeof **out + max_out)))
+        return api_fail(ENTROPIX_ERR_MEMORY, "entropix_decoder_new: out of memory");
     emx_decoder_init(&(*out)->d, (const EmxTokenizer *)tk, skip_control);
+    (*out)->max_out = max_out;
     return ENTROPIX_OK;
 }
 
 ENTROPIX_API void entropix_decoder_free(entropix_decoder *d) { free(d); }
 
-ENTROPIX_API size_t entropix_decoder_max_out(const entropix_decoder *d) { return d ? emx_decoder_max_out(d->d.tk) : 0; }
+ENTROPIX_API size_t entropix_decoder_max_out(const entropix_decoder *d) { return d ? d->max_out : 0; }
+
+// The n bytes a push or flush left in d->buf, all of them into out[0..cap) with *n_out = n; or,
+// when they do not fit, none: ENTROPIX_ERR_BUFFER with the size needed in *n_out and the decoder
+// back to `before`, so that the same call with a buffer of *n_out bytes gives every byte (the
+// runtime's decoder would cut the text at cap and lose the rest).
+static int deliver(entropix_decoder *d, const EmxDecoder *before, size_t n, char *out, size_t cap, size_t *n_out,
+                   const char *fn) {
+    *n_out = n;
+    if (n > cap) {
+        d->d = *before;
+        return api_fail(ENTROPIX_ERR_BUFFER, "%s: %zu bytes do not fit a buffer of %zu", fn, n, cap);
+    }
+    if (n) memcpy(out, d->buf, n);
+    return ENTROPIX_OK;
+}
 
 ENTROPIX_API int entropix_decoder_push(entropix_decoder *d, int id, char *out, size_t cap, size_t *n_out) {
     if (!d || !n_out || (!out && cap)) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_decoder_push: NULL argument");
     const int n_vocab = emx_tokenizer_n_vocab(d->d.tk);
     if (id < 0 || id >= n_vocab)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "token id %d is outside the vocabulary [0, %d)", id, n_vocab);
-    *n_out = emx_decoder_push(&d->d, id, out, cap);
-    return ENTROPIX_OK;
+    const EmxDecoder before = d->d;
+    const size_t n = emx_decoder_push(&d->d, id, d->buf, d->max_out);  // max_out: never cut
+    return deliver(d, &before, n, out, cap, n_out, "entropix_decoder_push");
 }
 
 ENTROPIX_API int entropix_decoder_flush(entropix_decoder *d, char *out, size_t cap, size_t *n_out) {
     if (!d || !n_out || (!out && cap)) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_decoder_flush: NULL argument");
-    *n_out = emx_decoder_flush(&d->d, out, cap);
-    return ENTROPIX_OK;
+    const EmxDecoder before = d->d;
+    const size_t n = emx_decoder_flush(&d->d, d->buf, d->max_out);
+    return deliver(d, &before, n, out, cap, n_out, "entropix_decoder_flush");
 }
 
 ENTROPIX_API void entropix_chat_params_init(entropix_chat_params *p) {

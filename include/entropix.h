@@ -131,8 +131,13 @@ ENTROPIX_API int entropix_token_find(const entropix_tokenizer *tk, const char *t
 typedef struct entropix_decoder entropix_decoder;
 ENTROPIX_API int entropix_decoder_new(const entropix_tokenizer *tk, int skip_control, entropix_decoder **out);
 ENTROPIX_API void entropix_decoder_free(entropix_decoder *d);
-/* Bytes one push or flush may write at most (a buffer of this size never truncates). */
+/* Bytes one push or flush may write at most (a buffer of this size is never too small). */
 ENTROPIX_API size_t entropix_decoder_max_out(const entropix_decoder *d);
+/* The text that id (push) or the end of the stream (flush: held bytes as U+FFFD) releases:
+ * *n_out bytes into out[0..cap), not NUL-terminated. When they exceed cap, nothing is written,
+ * the decoder is left as it was and ENTROPIX_ERR_BUFFER is returned with the size needed in
+ * *n_out: the same call with a buffer that large gives every byte (out NULL with cap 0 asks for
+ * the size; 0 with ENTROPIX_OK when there is no text). */
 ENTROPIX_API int entropix_decoder_push(entropix_decoder *d, int id, char *out, size_t cap, size_t *n_out);
 ENTROPIX_API int entropix_decoder_flush(entropix_decoder *d, char *out, size_t cap, size_t *n_out);
 

@@ -1,7 +1,8 @@
 // test_api_generate.c — the public C API's generation and what ships with it: entropix_generate
 // against llama2.c's text for stories260K (the testdata's run.c output) and against ./run's text
 // for the same flags and seed (greedy, combined, entropix), the callback's stop, a caller's own
-// sampler, the tokenizer's calls, the shared library's exported symbols (entropix_* only), the
+// sampler, the tokenizer's calls (a decoder's buffer too small: the size needed, no byte lost),
+// the shared library's exported symbols (entropix_* only), the
 // header's functions each documented in docs/c-api.md, and `make install` used by an outside
 // program through pkg-config (tests/api/install_test.sh).
 #include <cjson/cJSON.h>
@@ -251,6 +252,55 @@ Test(api_generate, tokenizer, .timeout = 60) {
     cr_assert_eq(cids[0], 151644);  // <|im_start|>, one token
     entropix_free(cids);
     entropix_free(rendered);
+    entropix_model_close(m);
+}
+
+// A push or flush whose text does not fit cap: ENTROPIX_ERR_BUFFER with the size needed in n,
+// nothing written and the decoder as it was, so that the same call with that size gives every
+// byte (the text was cut at cap and the rest lost: " ha" at cap 0, "S" of " S" at cap 1).
+Test(api_generate, decoder_buffer_too_small, .timeout = 60) {
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
+    const entropix_tokenizer *tk = entropix_model_tokenizer(m);
+    char piece[8], out[64];
+    size_t n = 0;
+    const int ha = 300, s_ = 301, e2 = 229;  // " ha", " S", <0xE2>: the first byte of a 3-byte character
+    cr_assert(!entropix_token_piece(tk, ha, piece, sizeof piece, &n) && n == 3 && !memcmp(piece, " ha", 3));
+    cr_assert(!entropix_token_piece(tk, s_, piece, sizeof piece, &n) && n == 2 && !memcmp(piece, " S", 2));
+    cr_assert(!entropix_token_piece(tk, e2, piece, sizeof piece, &n) && n == 1 && piece[0] == '\xE2');
+    entropix_decoder *d = NULL;
+    cr_assert_eq(entropix_decoder_new(tk, 1, &d), ENTROPIX_OK);
+    memset(out, '#', sizeof out);
+    cr_assert_eq(entropix_decoder_push(d, ha, out, 0, &n), ENTROPIX_ERR_BUFFER);
+    cr_assert_eq(n, 3);
+    cr_assert(strstr(entropix_error_last(), "3 bytes do not fit a buffer of 0"), "%s", entropix_error_last());
+    cr_assert_eq(entropix_decoder_push(d, ha, NULL, 0, &n), ENTROPIX_ERR_BUFFER);  // NULL, 0: the size alone
+    cr_assert_eq(n, 3);
+    cr_assert_eq(entropix_decoder_push(d, ha, out, 3, &n), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(n, 3);
+    cr_assert_eq(entropix_decoder_push(d, s_, out + 3, 1, &n), ENTROPIX_ERR_BUFFER);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(out[3], '#');  // nothing written
+    cr_assert_eq(entropix_decoder_push(d, s_, out + 3, 2, &n), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(n, 2);
+    // A held byte survives a refused push: " ha" after it releases U+FFFD and " ha", 6 bytes.
+    cr_assert_eq(entropix_decoder_push(d, e2, out + 5, 0, &n), ENTROPIX_OK);  // held: nothing to write
+    cr_assert_eq(n, 0);
+    cr_assert_eq(entropix_decoder_push(d, ha, out + 5, 5, &n), ENTROPIX_ERR_BUFFER);
+    cr_assert_eq(n, 6);
+    cr_assert_eq(entropix_decoder_push(d, ha, out + 5, 6, &n), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(n, 6);
+    // And a refused flush: the held byte is still there for the next one.
+    cr_assert_eq(entropix_decoder_push(d, e2, out + 11, 0, &n), ENTROPIX_OK);
+    cr_assert_eq(entropix_decoder_flush(d, out + 11, 2, &n), ENTROPIX_ERR_BUFFER);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(out[11], '#');
+    cr_assert_eq(entropix_decoder_flush(d, out + 11, 3, &n), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(n, 3);
+    cr_assert_eq(entropix_decoder_flush(d, NULL, 0, &n), ENTROPIX_OK);  // nothing held any more
+    cr_assert_eq(n, 0);
+    out[14] = 0;
+    cr_assert_str_eq(out, " ha S\xEF\xBF\xBD ha\xEF\xBF\xBD");
+    entropix_decoder_free(d);
     entropix_model_close(m);
 }
 

@@ -47,9 +47,9 @@ static void on_event(void *user, const EmxPoolEvent *ev) {
 static int check_agents(const entropix_model *m, const entropix_agents_params *ap, const int *prompt, int n_prompt,
                         const entropix_generate_params *gp, int ctx) {
     if (!m || !ap || !prompt || !gp) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate_agents: NULL argument");
-    if (!API_SIZE_OK(ap, offsetof(entropix_agents_params, seed) + sizeof(uint64_t)) ||
-        !API_SIZE_OK(gp, offsetof(entropix_generate_params, user) + sizeof(void *)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate_agents: a params->size is too small");
+    int rc = API_CHECK_SIZE("entropix_generate_agents", ap, entropix_agents_params, seed);
+    if (rc == ENTROPIX_OK) rc = API_CHECK_SIZE("entropix_generate_agents", gp, entropix_generate_params, user);
+    if (rc != ENTROPIX_OK) return rc;
     if (!emx_device_is_cpu(m->device))
         return api_fail(ENTROPIX_ERR_DEVICE, "agents: the pool runs on the CPU through this API, not on %s", m->device);
     if (ap->n_agents < 1 || ap->n_agents > EMX_POOL_MAX_AGENTS)
@@ -83,6 +83,9 @@ ENTROPIX_API int entropix_generate_agents(entropix_model *m, const entropix_agen
     const int max = m ? (int)m->model.cfg.max_seq_len : 0;
     const int ctx = ap && ap->ctx > 0 ? ap->ctx : (max < 4096 ? max : 4096);
     int rc = check_agents(m, ap, prompt, n_prompt, gp, ctx);
+    // The result's size before the run: the pool must not run only to fail at its end.
+    if (rc == ENTROPIX_OK && result)
+        rc = API_CHECK_SIZE("entropix_generate_agents", result, entropix_generate_result, n_prompt);
     if (rc != ENTROPIX_OK) return rc;
     EmxAgentParams agents[EMX_POOL_MAX_AGENTS];
     emx_pool_default_configs(agents, ap->n_agents);

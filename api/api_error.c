@@ -23,6 +23,12 @@ int api_fail(int status, const char *fmt, ...) {
     return status;
 }
 
+int api_check_size(const char *fn, const char *name, const char *type, size_t size, size_t need) {
+    if (size >= need) return ENTROPIX_OK;
+    return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: %s->size %zu is too small for %s (at least %zu)", fn, name, size, type,
+                    need);
+}
+
 ENTROPIX_API const char *entropix_error_last(void) { return api_last_error; }
 
 ENTROPIX_API const char *entropix_status_name(int status) {

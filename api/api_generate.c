@@ -34,17 +34,18 @@ static int deliver_tail(ApiRun *r, const char *tail, size_t len) {
 }
 
 int api_generate_check(const char *fn, const entropix_state *s, const entropix_sampler *smp, const int *prompt,
-                       int n_prompt, const entropix_generate_params *p) {
-    if (!s || !smp || !prompt || !p) return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: NULL argument", fn);
-    if (!API_SIZE_OK(p, offsetof(entropix_generate_params, user) + sizeof(void *)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: params->size %zu is too small", fn, p->size);
+                       int n_prompt, const entropix_generate_params *params) {
+    if (!s || !smp || !prompt || !params) return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: NULL argument", fn);
+    const int rc = API_CHECK_SIZE(fn, params, entropix_generate_params, user);
+    if (rc != ENTROPIX_OK) return rc;
     if (s->generating)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: a generation runs on this state (entropix_generation_end ends it)",
                         fn);
     if (n_prompt < 1) return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: the prompt has no ids");
-    if (p->n_top < 0 || p->n_top > ENTROPIX_MAX_TOP)
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: n_top %d is outside [0, %d]", p->n_top, ENTROPIX_MAX_TOP);
-    if (p->ignore_stop && p->max_tokens < 0)
+    if (params->n_top < 0 || params->n_top > ENTROPIX_MAX_TOP)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: n_top %d is outside [0, %d]", params->n_top,
+                        ENTROPIX_MAX_TOP);
+    if (params->ignore_stop && params->max_tokens < 0)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "generate: ignore_stop needs max_tokens >= 0");
     const int vocab = (int)s->owner->model.cfg.vocab_size, ctx = emx_state_ctx(s->st);
     if (n_prompt > ctx)
@@ -62,6 +63,9 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
     entropix_generate_params_init(&def);
     const entropix_generate_params *p = params ? params : &def;
     int rc = api_generate_check("entropix_generate", s, smp, prompt, n_prompt, p);
+    // The result's size before the run: a generation must not run only to fail at its end.
+    if (rc == ENTROPIX_OK && result)
+        rc = API_CHECK_SIZE("entropix_generate", result, entropix_generate_result, n_prompt);
     if (rc != ENTROPIX_OK) return rc;
     ApiChain chain;
     if ((rc = api_chain_init(&chain, smp, s, p->n_top, p->metrics)) != ENTROPIX_OK) {

@@ -38,8 +38,19 @@ char *api_errbuf(void);
 // entropix_status), so that `return api_fail(ENTROPIX_ERR_ARGUMENT, "...", ...)` reads as one.
 __attribute__((format(printf, 2, 3))) int api_fail(int status, const char *fmt, ...);
 
-// The size check of a caller's struct: it must hold at least the fields of the first version.
-#define API_SIZE_OK(p, first_field_end) ((p)->size >= (first_field_end))
+// The bytes a caller's struct needs to hold `field` and every field before it.
+#define API_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+// The size check of every caller's struct, parameters and results alike: p->size must hold at
+// least the fields up to first_field, or the call fails with ENTROPIX_ERR_ARGUMENT and "fn:
+// p->size N is too small for type (at least M)". A parameter struct's first_field is the last of
+// its first version (the library reads them all; a newer field is read only when size holds it);
+// a result struct's is its first field after size, since the library only writes a result and a
+// caller's older, shorter struct gets the fields it holds: a size too small for any field (0: the
+// caller did not set it) would make the call succeed and tell nothing.
+int api_check_size(const char *fn, const char *name, const char *type, size_t size, size_t need);
+#define API_CHECK_SIZE(fn, p, type, first_field) \
+    api_check_size(fn, #p, #type, (p)->size, API_FIELD_END(type, first_field))
 
 // The metrics of the latest forward of s into out (computed as emx_step_metrics does).
 void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);

@@ -31,8 +31,7 @@ static int device_valid(const char *d) {
 // params->gguf_cache when the caller's struct has it (a program built against a header before
 // that field sets a smaller size), else NULL: the default folder.
 static const char *gguf_cache_of(const entropix_model_params *params) {
-    const size_t end = offsetof(entropix_model_params, gguf_cache) + sizeof params->gguf_cache;
-    return params && params->size >= end ? params->gguf_cache : NULL;
+    return params && params->size >= API_FIELD_END(entropix_model_params, gguf_cache) ? params->gguf_cache : NULL;
 }
 
 ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_params *params, entropix_model **out) {
@@ -41,8 +40,9 @@ ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_para
     if (!out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_model_open: out is NULL");
     *out = NULL;
     if (!path) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_model_open: path is NULL");
-    if (params && !API_SIZE_OK(params, offsetof(entropix_model_params, mmap) + sizeof(int)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_model_open: params->size %zu is too small", params->size);
+    // gguf_cache came later: gguf_cache_of reads it only from a struct that holds it.
+    const int rc = params ? API_CHECK_SIZE("entropix_model_open", params, entropix_model_params, mmap) : ENTROPIX_OK;
+    if (rc != ENTROPIX_OK) return rc;
     const entropix_model_params *p = params ? params : &def;
     if (!device_valid(p->device))
         return api_fail(ENTROPIX_ERR_DEVICE, "device \"%s\": expected cpu, auto or cuda:N", p->device);
@@ -77,6 +77,8 @@ ENTROPIX_API void entropix_model_close(entropix_model *m) {
 
 ENTROPIX_API int entropix_model_get_info(const entropix_model *m, entropix_model_info *info) {
     if (!m || !info) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_model_get_info: NULL argument");
+    const int rc = API_CHECK_SIZE("entropix_model_get_info", info, entropix_model_info, vocab_size);
+    if (rc != ENTROPIX_OK) return rc;
     const EmxConfig *c = &m->model.cfg;
     entropix_model_info i = {
         .size = info->size,

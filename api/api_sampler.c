@@ -14,8 +14,8 @@ ENTROPIX_API void entropix_sampler_params_init(entropix_sampler_params *p, int k
 ENTROPIX_API int entropix_sampler_new(const entropix_sampler_params *params, entropix_sampler **out) {
     if (!params || !out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_sampler_new: NULL argument");
     *out = NULL;
-    if (!API_SIZE_OK(params, offsetof(entropix_sampler_params, profile) + sizeof(char *)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_sampler_new: params->size %zu is too small", params->size);
+    const int rc = API_CHECK_SIZE("entropix_sampler_new", params, entropix_sampler_params, profile);
+    if (rc != ENTROPIX_OK) return rc;
     if (params->kind < ENTROPIX_SAMPLER_GREEDY || params->kind > ENTROPIX_SAMPLER_ENTROPIX)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "sampler kind %d: expected 0 (greedy), 1 (combined) or 2 (entropix)",
                         params->kind);

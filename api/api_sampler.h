@@ -48,7 +48,7 @@ void api_chain_free(ApiChain *c);
 // The checks of a generation's arguments (entropix_generate, entropix_generation_begin; fn names
 // the caller in the message). Returns ENTROPIX_OK or a status with the message set.
 int api_generate_check(const char *fn, const entropix_state *s, const entropix_sampler *smp, const int *prompt,
-                       int n_prompt, const entropix_generate_params *p);
+                       int n_prompt, const entropix_generate_params *params);
 
 // The public record of the token the chain chose last (its logprob, the first n_top alternatives,
 // its metrics written to *metrics, which the record points at, and the entropix case); text[0..len)

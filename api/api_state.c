@@ -15,8 +15,8 @@ ENTROPIX_API int entropix_state_new(entropix_model *m, const entropix_state_para
     entropix_state_params_init(&def);
     if (!m || !out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_state_new: NULL argument");
     *out = NULL;
-    if (params && !API_SIZE_OK(params, offsetof(entropix_state_params, threads) + sizeof(int)))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_state_new: params->size %zu is too small", params->size);
+    const int rc = params ? API_CHECK_SIZE("entropix_state_new", params, entropix_state_params, threads) : ENTROPIX_OK;
+    if (rc != ENTROPIX_OK) return rc;
     const entropix_state_params *p = params ? params : &def;
     EmxKvType cache = EMX_KV_AUTO;
     if (p->cache_type && emx_kv_type_parse(p->cache_type, &cache) != 0)
@@ -77,6 +77,8 @@ ENTROPIX_API int entropix_forward(entropix_state *s, const int *ids, int n, int 
     int rc = check_batch(s, ids, n, pos);
     if (rc != ENTROPIX_OK) return rc;
     if (!out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_forward: out is NULL");
+    // Before the forward: a call that fails leaves the state as it was.
+    if ((rc = API_CHECK_SIZE("entropix_forward", out, entropix_step, logits)) != ENTROPIX_OK) return rc;
     const float *logits = emx_forward(s->st, ids, n, pos);
     if (!logits) {
         s->last_pos = -1, s->logits = NULL;
@@ -108,6 +110,8 @@ ENTROPIX_API int entropix_forward_all(entropix_state *s, const int *ids, int n, 
 
 ENTROPIX_API int entropix_attention_scores(entropix_state *s, int layer, entropix_attention *out) {
     if (!s || !out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_attention_scores: NULL argument");
+    const int rc = API_CHECK_SIZE("entropix_attention_scores", out, entropix_attention, scores);
+    if (rc != ENTROPIX_OK) return rc;
     const EmxConfig *c = &s->owner->model.cfg;
     if (layer < 0 || layer >= (int)c->n_layers)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "attention scores: layer %d is outside [0, %u)", layer, c->n_layers);
@@ -124,6 +128,8 @@ ENTROPIX_API int entropix_attention_scores(entropix_state *s, int layer, entropi
 
 ENTROPIX_API int entropix_state_metrics(entropix_state *s, int attn_layer, entropix_metrics *out) {
     if (!s || !out) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_state_metrics: NULL argument");
+    const int rc = API_CHECK_SIZE("entropix_state_metrics", out, entropix_metrics, logits_entropy);
+    if (rc != ENTROPIX_OK) return rc;
     const EmxConfig *c = &s->owner->model.cfg;
     int first, last;
     if (emx_attn_layer_range(attn_layer, (int)c->n_layers, &first, &last) != 0)
@@ -138,6 +144,8 @@ ENTROPIX_API int entropix_state_metrics(entropix_state *s, int attn_layer, entro
 
 ENTROPIX_API int entropix_logits_metrics(const float *logits, int n, entropix_metrics *out) {
     if (!logits || !out || n < 1) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_logits_metrics: bad argument");
+    const int rc = API_CHECK_SIZE("entropix_logits_metrics", out, entropix_metrics, logits_entropy);
+    if (rc != ENTROPIX_OK) return rc;
     EmxMetrics m = {0};
     emx_logits_metrics(logits, n, &m);
     api_fill_metrics(&m, out);

@@ -87,6 +87,8 @@ ENTROPIX_API int entropix_generation_next(entropix_generation *g, const entropix
 
 ENTROPIX_API int entropix_generation_result(const entropix_generation *g, entropix_generate_result *result) {
     if (!g || !result) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generation_result: NULL argument");
+    const int rc = API_CHECK_SIZE("entropix_generation_result", result, entropix_generate_result, n_prompt);
+    if (rc != ENTROPIX_OK) return rc;
     const EmxGenerateStats *st = &g->step.stats;
     entropix_generate_result res = {.size = result->size, .n_prompt = g->step.n_prompt,
                                     .n_generated = st->n_generated, .stop = st->stop, .prefill_s = st->prefill_s,

@@ -83,13 +83,16 @@ ENTROPIX_API void entropix_chat_params_init(entropix_chat_params *p) {
     if (p) *p = (entropix_chat_params){.size = sizeof *p, .add_generation_prompt = 1, .enable_thinking = 1};
 }
 
-static int render(const entropix_model *m, const entropix_message *msgs, int n_msgs, const entropix_chat_params *params,
-                  char **text) {
+// fn: the public function, named in the messages.
+static int render(const char *fn, const entropix_model *m, const entropix_message *msgs, int n_msgs,
+                  const entropix_chat_params *params, char **text) {
     entropix_chat_params def;
     entropix_chat_params_init(&def);
     const entropix_chat_params *p = params ? params : &def;
-    if (!m || !text || n_msgs < 0 || (!msgs && n_msgs)) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_chat_render: NULL argument");
+    if (!m || !text || n_msgs < 0 || (!msgs && n_msgs)) return api_fail(ENTROPIX_ERR_ARGUMENT, "%s: NULL argument", fn);
     *text = NULL;
+    const int rc = params ? API_CHECK_SIZE(fn, params, entropix_chat_params, enable_thinking) : ENTROPIX_OK;
+    if (rc != ENTROPIX_OK) return rc;
     const uint32_t family = m->model.cfg.chat_template;
     if (family == EMX_CHAT_NONE) return api_fail(ENTROPIX_ERR_ARGUMENT, "the model file has no chat template");
     EmxChatMessage *em = calloc((size_t)(n_msgs ? n_msgs : 1), sizeof *em);
@@ -109,14 +112,14 @@ static int render(const entropix_model *m, const entropix_message *msgs, int n_m
 
 ENTROPIX_API int entropix_chat_render(const entropix_model *m, const entropix_message *msgs, int n_msgs,
                                       const entropix_chat_params *params, char **text) {
-    return render(m, msgs, n_msgs, params, text);
+    return render("entropix_chat_render", m, msgs, n_msgs, params, text);
 }
 
 ENTROPIX_API int entropix_chat_tokens(const entropix_model *m, const entropix_message *msgs, int n_msgs,
                                       const entropix_chat_params *params, int **ids, int *n_ids) {
     if (!ids || !n_ids) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_chat_tokens: NULL argument");
     char *text;
-    int rc = render(m, msgs, n_msgs, params, &text);
+    int rc = render("entropix_chat_tokens", m, msgs, n_msgs, params, &text);
     if (rc != ENTROPIX_OK) return rc;
     // As emx_prompt_ids does for a chat: special tokens parsed, no BOS of ours when the template has one.
     int flags = EMX_ENC_SPECIAL | (emx_chat_template_adds_bos(m->model.cfg.chat_template) ? 0 : EMX_ENC_BOS);

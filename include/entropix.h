@@ -6,6 +6,12 @@
  * struct that may grow carries `size` (set by its _init function, or to sizeof by the caller),
  * so fields can be added at the end without breaking programs built against an older header.
  *
+ * A parameter struct's size must hold at least the fields of its first version (the library
+ * reads them, and a later field only when size holds it); a result struct's size at least its
+ * first field after size (the library writes the first size bytes, so an older, shorter struct
+ * gets the fields it has). A smaller size (0: a struct whose size was never set) fails with
+ * ENTROPIX_ERR_ARGUMENT, the struct and the size named in the message, before anything runs.
+ *
  * Errors. Every function that can fail returns an entropix_status (ENTROPIX_OK = 0, negative on
  * failure) and leaves a one-line message naming the problem (the file, the field, the value) in
  * entropix_error_last(), a per-thread string as libgit2's git_error_last: a failure of

@@ -3,7 +3,8 @@
 // Qwen3, within the testdata README's tolerances for an f32 runtime, as tests/test_forward.c),
 // attention scores (shape, stride, and layer 0's values against a double recomputation from the
 // weights), the step metrics (against the plain definitions computed here), errors (a status and
-// a message naming the problem), two models in one process. Generation: test_api_generate.c.
+// a message naming the problem), structs whose size is too small (refused before anything runs),
+// two models in one process. Generation: test_api_generate.c.
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -309,6 +310,119 @@ Test(api, errors_name_the_problem, .timeout = 60) {
     cr_assert_eq(entropix_tokenize(entropix_model_tokenizer(m), "Once upon a time", 16, ENTROPIX_TOKENIZE_BOS, ids, 2, &n_ids),
                  ENTROPIX_ERR_BUFFER);
     cr_assert_gt(n_ids, 2);
+    entropix_state_free(s);
+    entropix_model_close(m);
+}
+
+// A call refused for a struct's size: ENTROPIX_ERR_ARGUMENT, the struct and the size in the message.
+static void expect_size_refused(int rc, const char *type, size_t size) {
+    cr_assert_eq(rc, ENTROPIX_ERR_ARGUMENT, "%s of size %zu: status %d (%s)", type, size, rc, entropix_error_last());
+    char want[128];
+    snprintf(want, sizeof want, "size %zu is too small for %s", size, type);
+    cr_assert(strstr(entropix_error_last(), want), "%s", entropix_error_last());
+}
+
+static int count_tokens(void *user, const entropix_token *t) {
+    (void)t;
+    ++*(int *)user;
+    return 0;
+}
+
+// A result struct whose size holds no field (0: the caller never set it) is refused before
+// anything runs, rather than answered with ENTROPIX_OK and nothing written; an older, shorter
+// size gets the fields it holds and no more.
+Test(api, result_struct_size_too_small, .timeout = 60) {
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
+    entropix_model_info info = {.size = 0, .vocab_size = -7};
+    expect_size_refused(entropix_model_get_info(m, &info), "entropix_model_info", 0);
+    cr_assert_eq(info.vocab_size, -7);
+    info = (entropix_model_info){.size = offsetof(entropix_model_info, dim), .dim = -7};
+    cr_assert_eq(entropix_model_get_info(m, &info), ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert_eq(info.vocab_size, 512);
+    cr_assert_eq(info.dim, -7);  // past the caller's size: untouched
+    entropix_state *s = new_state(m, 16);
+    const int one = 1;
+    entropix_step st = {0};
+    expect_size_refused(entropix_forward(s, &one, 1, 0, &st), "entropix_step", 0);
+    cr_assert_null(st.logits);
+    st.size = sizeof st.size;  // the size field alone holds no result either
+    expect_size_refused(entropix_forward(s, &one, 1, 0, &st), "entropix_step", sizeof st.size);
+    entropix_metrics mt = {.size = sizeof mt};  // the refused forwards did not run:
+    cr_assert_eq(entropix_state_metrics(s, ENTROPIX_ATTN_LAYER_LAST, &mt), ENTROPIX_ERR_ARGUMENT);
+    cr_assert(strstr(entropix_error_last(), "no forward"), "%s", entropix_error_last());
+    st.size = sizeof st;
+    cr_assert_eq(entropix_forward(s, &one, 1, 0, &st), ENTROPIX_OK, "%s", entropix_error_last());
+    entropix_attention a = {0};
+    expect_size_refused(entropix_attention_scores(s, 0, &a), "entropix_attention", 0);
+    cr_assert_null(a.scores);
+    mt = (entropix_metrics){0};
+    expect_size_refused(entropix_state_metrics(s, ENTROPIX_ATTN_LAYER_LAST, &mt), "entropix_metrics", 0);
+    expect_size_refused(entropix_logits_metrics(st.logits, st.n_vocab, &mt), "entropix_metrics", 0);
+    entropix_sampler_params sp;
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
+    entropix_sampler *smp = NULL;
+    cr_assert_eq(entropix_sampler_new(&sp, &smp), ENTROPIX_OK, "%s", entropix_error_last());
+    int n_tokens = 0;
+    entropix_generate_params gp;
+    entropix_generate_params_init(&gp);
+    gp.max_tokens = 4, gp.on_token = count_tokens, gp.user = &n_tokens;
+    entropix_generate_result res = {0};
+    expect_size_refused(entropix_generate(s, smp, &one, 1, &gp, &res), "entropix_generate_result", 0);
+    entropix_agents_params ap;
+    entropix_agents_params_init(&ap);
+    ap.n_agents = 2, ap.threads = 1, ap.ctx = 16;
+    expect_size_refused(entropix_generate_agents(m, &ap, &one, 1, &gp, &res), "entropix_generate_result", 0);
+    cr_assert_eq(n_tokens, 0);  // neither generation ran
+    entropix_generation *g = NULL;
+    cr_assert_eq(entropix_generation_begin(s, smp, &one, 1, &gp, &g), ENTROPIX_OK, "%s", entropix_error_last());
+    const entropix_token *t = NULL;
+    cr_assert_eq(entropix_generation_next(g, &t), ENTROPIX_OK, "%s", entropix_error_last());
+    expect_size_refused(entropix_generation_result(g, &res), "entropix_generate_result", 0);
+    cr_assert_eq(res.n_prompt, 0);
+    entropix_generation_end(g);
+    entropix_sampler_free(smp);
+    entropix_state_free(s);
+    entropix_model_close(m);
+}
+
+// A parameter struct short of its first version's fields, through the same check and message.
+Test(api, param_struct_size_too_small, .timeout = 60) {
+    entropix_model *m = open_api("qwen3-tiny.f32.bin", 1);  // a chat template: entropix_chat_render reads its params
+    char path[512];
+    test_build_path(path, sizeof path, "models/qwen3-tiny.f32.bin");
+    entropix_model *m2 = NULL;
+    entropix_model_params mp = {0};
+    expect_size_refused(entropix_model_open(path, &mp, &m2), "entropix_model_params", 0);
+    cr_assert_null(m2);
+    entropix_state_params stp = {0};
+    entropix_state *s = NULL;
+    expect_size_refused(entropix_state_new(m, &stp, &s), "entropix_state_params", 0);
+    cr_assert_null(s);
+    entropix_sampler_params sp = {0};
+    entropix_sampler *smp = NULL;
+    expect_size_refused(entropix_sampler_new(&sp, &smp), "entropix_sampler_params", 0);
+    cr_assert_null(smp);
+    s = new_state(m, 16);
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
+    cr_assert_eq(entropix_sampler_new(&sp, &smp), ENTROPIX_OK, "%s", entropix_error_last());
+    const int one = 1;
+    entropix_generate_params gp = {0};
+    expect_size_refused(entropix_generate(s, smp, &one, 1, &gp, NULL), "entropix_generate_params", 0);
+    entropix_generation *g = NULL;
+    expect_size_refused(entropix_generation_begin(s, smp, &one, 1, &gp, &g), "entropix_generate_params", 0);
+    cr_assert_null(g);
+    entropix_agents_params ap = {0};
+    entropix_generate_params_init(&gp);
+    expect_size_refused(entropix_generate_agents(m, &ap, &one, 1, &gp, NULL), "entropix_agents_params", 0);
+    entropix_message msgs[] = {{"user", "Hi"}};
+    entropix_chat_params cp = {0};
+    char *text = NULL;
+    expect_size_refused(entropix_chat_render(m, msgs, 1, &cp, &text), "entropix_chat_params", 0);
+    cr_assert_null(text);
+    int *ids = NULL, n_ids = 0;
+    expect_size_refused(entropix_chat_tokens(m, msgs, 1, &cp, &ids, &n_ids), "entropix_chat_params", 0);
+    cr_assert_null(ids);
+    entropix_sampler_free(smp);
     entropix_state_free(s);
     entropix_model_close(m);
 }

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_util.h"
+
 extern char **environ;
 
 typedef struct {
@@ -113,6 +115,20 @@ static inline void expect_error_prog(const char *prog, const char *const *args, 
 
 static inline void expect_error(const char *const *args, int code, const char *needle) {
     expect_error_prog(run_binary(), args, code, needle);
+}
+
+// The error contract, and the file at `path` (an input the refused run named as an output)
+// byte for byte as it was.
+static inline void expect_error_keeps(const char *prog, const char *const *args, int code, const char *needle,
+                                      const char *path) {
+    size_t n0 = 0, n1 = 0;
+    char *before = test_read_file(path, &n0);
+    cr_assert(before, "%s unreadable", path);
+    expect_error_prog(prog, args, code, needle);
+    char *after = test_read_file(path, &n1);
+    cr_expect(after && n0 == n1 && memcmp(before, after, n0) == 0, "%s changed: %zu bytes, was %zu", path, n1, n0);
+    free(before);
+    free(after);
 }
 
 #endif

@@ -19,8 +19,16 @@ ENTROPIX_API int entropix_sampler_new(const entropix_sampler_params *params, ent
     if (params->kind < ENTROPIX_SAMPLER_GREEDY || params->kind > ENTROPIX_SAMPLER_ENTROPIX)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "sampler kind %d: expected 0 (greedy), 1 (combined) or 2 (entropix)",
                         params->kind);
-    if (params->kind == ENTROPIX_SAMPLER_COMBINED && !(params->temperature >= 0.0f))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "temperature %g: expected a number >= 0", (double)params->temperature);
+    if (params->kind == ENTROPIX_SAMPLER_COMBINED) {  // ./run's ranges (runtime/cli/cli_args.c)
+        const entropix_sampler_params *p = params;
+        if (!(p->temperature >= 0.0f))
+            return api_fail(ENTROPIX_ERR_ARGUMENT, "temperature %g: expected a number >= 0", (double)p->temperature);
+        if (p->top_k < 0) return api_fail(ENTROPIX_ERR_ARGUMENT, "top_k %d: expected >= 0 (0: off)", p->top_k);
+        if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+            return api_fail(ENTROPIX_ERR_ARGUMENT, "top_p %g: expected a number in [0, 1] (1: off)", (double)p->top_p);
+        if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+            return api_fail(ENTROPIX_ERR_ARGUMENT, "min_p %g: expected a number in [0, 1] (0: off)", (double)p->min_p);
+    }
     entropix_sampler *smp = calloc(1, sizeof *smp);
     if (!smp) return api_fail(ENTROPIX_ERR_MEMORY, "entropix_sampler_new: out of memory");
     smp->params = *params;

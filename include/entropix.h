@@ -251,10 +251,10 @@ typedef enum {
 typedef struct {
     size_t size;          /* sizeof(entropix_sampler_params) */
     int kind;             /* entropix_sampler_kind */
-    float temperature;    /* COMBINED (defaults: 0.8, 40, 0.95, 0.05, as ./run) */
-    int top_k;
-    float top_p;
-    float min_p;
+    float temperature;    /* COMBINED (defaults: 0.8, 40, 0.95, 0.05, as ./run): >= 0 */
+    int top_k;            /* >= 0; 0: off */
+    float top_p;          /* [0, 1]; 1: off */
+    float min_p;          /* [0, 1]; 0: off */
     uint64_t seed;        /* the draws: Philox(seed, position) — the same seed, the same text */
     const char *profile;  /* ENTROPIX: NULL or "default", a built-in profile's name, or a file */
 } entropix_sampler_params;

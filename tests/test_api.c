@@ -305,6 +305,15 @@ Test(api, errors_name_the_problem, .timeout = 60) {
     entropix_sampler *smp = NULL;
     cr_assert_eq(entropix_sampler_new(&pp, &smp), ENTROPIX_ERR_FILE);
     cr_assert(strstr(entropix_error_last(), "/nonexistent/x.profile"), "%s", entropix_error_last());
+    // The combined sampler's values in ./run's ranges; out of them, the value named.
+    const struct { int top_k; float top_p, min_p; const char *needle; } out_of_range[] = {
+        {-5, 0.9f, 0.05f, "top_k -5"}, {40, 2.0f, 0.05f, "top_p 2"}, {40, 0.9f, -1.0f, "min_p -1"}};
+    for (int i = 0; i < 3; i++) {
+        entropix_sampler_params_init(&pp, ENTROPIX_SAMPLER_COMBINED);
+        pp.top_k = out_of_range[i].top_k, pp.top_p = out_of_range[i].top_p, pp.min_p = out_of_range[i].min_p;
+        cr_expect_eq(entropix_sampler_new(&pp, &smp), ENTROPIX_ERR_ARGUMENT, "%s", out_of_range[i].needle);
+        cr_expect(strstr(entropix_error_last(), out_of_range[i].needle), "%s", entropix_error_last());
+    }
     int ids[4];
     size_t n_ids = 0;
     cr_assert_eq(entropix_tokenize(entropix_model_tokenizer(m), "Once upon a time", 16, ENTROPIX_TOKENIZE_BOS, ids, 2, &n_ids),

@@ -66,6 +66,8 @@ class Metrics:
 def logits_metrics(logits):
     """Entropy and varentropy (bits) of softmax(logits) for any 1-D row (the attention fields 0)."""
     row = np.ascontiguousarray(logits, dtype=np.float32)
+    if row.ndim != 1 or row.size == 0:
+        raise ValueError(f"logits: a non-empty 1-D row is needed, not an array of shape {row.shape}")
     m = _CMetrics(size=ctypes.sizeof(_CMetrics))
     check(lib.entropix_logits_metrics(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), row.size, byref(m)))
     return Metrics.from_c(m)
@@ -122,6 +124,15 @@ def _c_int(value, what):
     if not INT_MIN <= v <= INT_MAX:
         raise OverflowError(f"{what} {v} does not fit a C int [{INT_MIN}, {INT_MAX}]")
     return v
+
+
+def _text_bytes(text, what):
+    """text as the C API's bytes: a str encoded as UTF-8, or bytes as they are (TypeError else)."""
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    raise TypeError(f"{what}: a str or bytes is needed, not {type(text).__name__}")
 
 
 def _ids_array(ids):
@@ -218,7 +229,8 @@ class Tokenizer:
         return self._h
 
     def encode(self, text, bos=True, special=True):
-        data = text.encode("utf-8")
+        """Token ids of text: a str (encoded as UTF-8) or bytes, as llama-cpp-python's tokenize takes."""
+        data = _text_bytes(text, "text")
         flags = (1 if bos else 0) | (2 if special else 0)
         n = c_size_t()
         cap = 3 * len(data) + 2
@@ -263,7 +275,10 @@ class Tokenizer:
 
     def find(self, text):
         """The id of an exact token text ("<|im_end|>", "Ġthe"), or -1."""
-        return lib.entropix_token_find(self._handle(), text.encode("utf-8"))
+        data = _text_bytes(text, "text")
+        if b"\0" in data:
+            raise ValueError("text holds a NUL character, which would end it in C")
+        return lib.entropix_token_find(self._handle(), data)
 
 
 class Model:

@@ -205,6 +205,7 @@ def test_ids_positions_and_counts_are_c_ints(stories):
             call()
     assert s.forward([1, 410, 469]).pos == 2  # the state is usable after them
 
+
 def test_bad_paths_and_messages_name_what_is_wrong(qwen3):
     with pytest.raises(TypeError, match="NoneType"):
         entropix.Model(None)
@@ -232,6 +233,22 @@ def test_state_and_generations_are_context_managers(stories):
     with stories.generate("Zoo", ctx=64, sampler="agents", agents=2, max_tokens=50) as pool:
         next(pool)
     assert pool.summary.stop == "callback" and list(pool) == []
+
+
+def test_text_and_rows_of_the_wrong_kind_are_refused(stories):
+    """encode takes str or bytes (as llama-cpp-python's tokenize), find refuses a NUL, and
+    logits_metrics a row that is not one non-empty 1-D array."""
+    tk = stories.tokenizer
+    assert tk.encode(b"Once upon") == tk.encode("Once upon")
+    with pytest.raises(TypeError, match="a str or bytes is needed, not int"):
+        tk.encode(5)
+    with pytest.raises(ValueError, match="NUL"):
+        tk.find("a\0b")
+    for row in ([], [[1.0, 2.0], [3.0, 4.0]]):
+        with pytest.raises(ValueError, match="a non-empty 1-D row"):
+            entropix.logits_metrics(row)
+    assert entropix.logits_metrics([0.0, 0.0]).logits_entropy == pytest.approx(1.0)
+
 
 def test_cuda_device_gives_the_cpus_text_or_names_what_is_missing(stories):
     """A CPU-only library refuses cuda:0 for want of the backend; one with the CUDA backend

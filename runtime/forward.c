@@ -32,6 +32,12 @@ static const char *resolve_device(const char *device) {
     return !strcmp(d, "auto") ? (emx_cuda_available() ? "cuda:0" : "cpu") : d;
 }
 
+int emx_device_check(const char *device, char *err, size_t errlen) {
+    const char *d = device ? device : "";
+    if (!*d || !strcmp(d, "cpu") || !strcmp(d, "auto") || parse_cuda_device(d) >= 0) return 0;
+    return emx_seterr(err, errlen, "device '%s': expected cpu, cuda:N or auto", d);
+}
+
 int emx_device_is_cpu(const char *device) {
     const char *d = resolve_device(device);
     return !*d || !strcmp(d, "cpu");
@@ -46,7 +52,7 @@ static EmxState *state_new(const EmxModel *m, const EmxStateOptions *opt, char *
     if (emx_device_is_cpu(d)) return emx_cpu_state_new(m, opt, err, errlen);
     const int dev = parse_cuda_device(d);
     if (dev < 0) {
-        emx_seterr(err, errlen, "device '%s': expected cpu, cuda:N or auto", d);
+        emx_device_check(d, err, errlen);
         return NULL;
     }
     if (!emx_cuda_state_new) {

@@ -50,6 +50,9 @@ typedef struct {
 // model that does not fit the device (said before allocating), out of memory with the amount.
 EmxState *emx_state_new(const EmxModel *m, const EmxStateOptions *opt, char *err, size_t errlen);
 void emx_state_free(EmxState *s);
+// Whether device is a name emx_state_new reads ("cpu", "cuda:N", "auto"; NULL or "": the CPU),
+// whatever this build and machine have. 0, or -1 with "device 'x': expected cpu, cuda:N or auto".
+int emx_device_check(const char *device, char *err, size_t errlen);
 // Whether a state asked for on device (as emx_state_new reads it) runs on the CPU.
 int emx_device_is_cpu(const char *device);
 // How to load a model for states on device (as emx_state_new reads it: "cpu", "cuda:N", "auto"):

@@ -1,6 +1,7 @@
 // test_run_input.c — how ./run takes its inputs: the model named by -m as by the positional
 // argument, a model path that is not a file, a prompt from stdin (-f -), a NUL byte in a chat
-// prompt (refused, not cut there), and --ignore-eos (exactly -n tokens past a stop token).
+// prompt (refused, not cut there), --ignore-eos (exactly -n tokens past a stop token), -e's
+// escapes, and a bad --device or grammar told as a usage error before the model opens.
 //
 // Models: $EMX_BUILD/models/stories260K.f32.bin (no chat template) and qwen3-tiny.f32.bin (a
 // chat template; random weights).
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "run_util.h"
+#include "runtime/cli/cli_args.h"
 #include "test_util.h"
 
 static const char *model(char *buf, size_t cap, const char *name) {
@@ -101,4 +103,49 @@ Test(run_input, ignore_eos_generates_exactly_n_tokens, .timeout = 120) {
     cr_expect(end && strncmp(a.out, b.out, (size_t)(end - a.out)) == 0, "the runs differ before the stop");
     run_free(&a);
     run_free(&b);
+}
+
+// -e: the escapes become their characters in the echoed raw prompt and in what the model reads
+// (the same text as a prompt file holding the real characters); without -e they stay as written.
+Test(run_input, escape_flag_reads_backslash_sequences, .timeout = 120) {
+    char m[512], path[] = "/tmp/emx_esc_XXXXXX";
+    model(m, sizeof m, "stories260K.f32.bin");
+    const char want[] = "Tom said \"hi\".\nHe ran\tfast\\ \x41";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0 && write(fd, want, sizeof want - 1) == (ssize_t)(sizeof want - 1) && close(fd) == 0);
+    const char *esc = "Tom said \\\"hi\\\".\\nHe ran\\tfast\\\\ \\x41";
+    const char *with_e[] = {m, "-t", "1", "-n", "8", "--temp", "0", "--raw", "-e", "-p", esc, NULL};
+    const char *file[] = {m, "-t", "1", "-n", "8", "--temp", "0", "--raw", "-f", path, NULL};
+    const char *without[] = {m, "-t", "1", "-n", "1", "--temp", "0", "--raw", "-p", esc, NULL};
+    RunResult a = run(with_e), b = run(file), c = run(without);
+    cr_assert(a.code == 0 && b.code == 0 && c.code == 0, "%s / %s / %s", a.err, b.err, c.err);
+    cr_expect(strncmp(a.out, want, sizeof want - 1) == 0, "echoed [%s]", a.out);
+    cr_expect(a.out_len == b.out_len && memcmp(a.out, b.out, a.out_len) == 0, "[%s] vs [%s]", a.out, b.out);
+    cr_expect(strncmp(c.out, esc, strlen(esc)) == 0, "without -e: [%s]", c.out);
+    run_free(&a);
+    run_free(&b);
+    run_free(&c);
+    unlink(path);
+    char *unesc = NULL;
+    size_t n = 0;
+    cr_assert((unesc = emx_cli_unescape("a\\x00b\\q\\x4\\", &n)) != NULL);  // NUL kept; the rest as written
+    cr_expect(n == 9 && memcmp(unesc, "a\0b\\q\\x4\\", 9) == 0, "%zu bytes", n);
+    free(unesc);
+    const char *sys_nul[] = {"/nonexistent.bin", "-e", "--system", "be\\x00brief", NULL};
+    expect_error(sys_nul, 2, "--system: -e made a NUL byte of \\x00");
+}
+
+// Values that cannot work are usage errors, told before the model is read: the model path here
+// does not exist, and the error is still the flag's.
+Test(run_input, bad_device_and_grammar_are_usage_errors, .timeout = 120) {
+    const char *dev[] = {"/nonexistent.bin", "-dev", "gpu0", NULL};
+    expect_error(dev, 2, "device 'gpu0': expected cpu, cuda:N or auto");
+    const char *cuda[] = {"/nonexistent.bin", "-dev", "cuda:x", NULL};
+    expect_error(cuda, 2, "device 'cuda:x'");
+    const char *gbnf[] = {"/nonexistent.bin", "--grammar", "root ::= (", NULL};
+    expect_error(gbnf, 2, "--grammar: ");
+    const char *schema[] = {"/nonexistent.bin", "-j", "{\"type\": 7}", NULL};
+    expect_error(schema, 2, "--json-schema: ");
+    const char *file[] = {"/nonexistent.bin", "--grammar-file", "/nonexistent.gbnf", NULL};
+    expect_error(file, 2, "--grammar-file /nonexistent.gbnf: No such file or directory");
 }

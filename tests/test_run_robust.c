@@ -147,12 +147,13 @@ Test(run_robust, failing_run_leaves_an_existing_output_untouched, .timeout = 300
     expect_error(bad_pool, 1, "no-such-model.bin");
     const char *const bad_prompt[] = {t.model, "-t", "1", "-n", "4", "-f", missing, "--metrics", out, NULL};
     expect_error(bad_prompt, 1, "-f");
-    // Refused by the sampler's set-up (after the model and the prompt): still before --metrics
-    // is opened.
+    // A grammar that does not parse is a usage error, told before the model opens; a logit bias
+    // past the vocabulary is refused by the sampler's set-up (after the model and the prompt):
+    // both before --metrics is opened.
     const char *const bad_grammar[] = {t.model, "-t", "1", "-n", "4", "--grammar", "root ::= (", "--metrics", out, NULL};
-    expect_error(bad_grammar, 1, "grammar");
+    expect_error(bad_grammar, 2, "grammar");
     const char *const bad_schema[] = {t.model, "-t", "1", "-n", "4", "--json-schema", "{bad", "--metrics", out, NULL};
-    expect_error(bad_schema, 1, "schema");
+    expect_error(bad_schema, 2, "schema");
     const char *const bad_bias[] = {t.model, "-t", "1", "-n", "4", "--logit-bias", "999999+1", "--metrics", out, NULL};
     expect_error(bad_bias, 1, "999999");
     size_t n = 0;

@@ -146,6 +146,8 @@ static int set_switch(const char *arg, EmxCliArgs *a) {
     if (is_flag(arg, NULL, "--raw", &iv) && !iv) return a->chat = EMX_CHAT_RAW, 1;
     if (is_flag(arg, NULL, "--no-think", &iv) && !iv) return a->no_think = 1;
     if (is_flag(arg, NULL, "--ignore-eos", &iv) && !iv) return a->ignore_eos = 1;
+    if (is_flag(arg, "-e", "--escape", &iv) && !iv) return a->escape = 1;
+    if (is_flag(arg, NULL, "--no-escape", &iv) && !iv) return a->escape = 0, 1;
     if (is_flag(arg, NULL, "--color", &iv) && !iv) return a->color = 1;
     return 0;
 }
@@ -371,6 +373,30 @@ static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err
     return 0;
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+char *emx_cli_unescape(const char *s, size_t *len) {
+    char *out = malloc(strlen(s) + 1), *o = out;  // every escape is shorter than its text
+    if (!out) return NULL;
+    for (const char *p = s; *p; p++) {
+        const char *named = p[0] == '\\' ? strchr("nrt'\"\\", p[1]) : NULL;
+        if (named && p[1]) {
+            *o++ = p[1] == 'n' ? '\n' : p[1] == 'r' ? '\r' : p[1] == 't' ? '\t' : p[1];
+            p++;
+        } else if (p[0] == '\\' && p[1] == 'x' && hex_digit(p[2]) >= 0 && hex_digit(p[3]) >= 0) {
+            *o++ = (char)(hex_digit(p[2]) * 16 + hex_digit(p[3]));
+            p += 3;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    *len = (size_t)(o - out);
+    return out;
+}
+
 int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen) {
     *a = cli_defaults();
     int agent_flag = 0;  // an agent-pool flag was given: the pool is the sampler
@@ -474,6 +500,8 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "      --raw               feed the prompt as is (echoed to stdout before the output)\n"
         "                          (default: --chat if the model file has a chat template)\n"
         "      --system TEXT       system message (chat mode)\n"
+        "  -e, --escape            read \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and --system as the\n"
+        "                          characters they name (default: --no-escape, taken as written)\n"
         "      --no-think          Qwen3: thinking off, as the official template renders it\n"
         "\n"
         "Generation:\n"

@@ -92,6 +92,7 @@ typedef struct {
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON
     int no_think;             // --no-think (Qwen3)
+    int escape;               // -e, --escape: \n \r \t \' \" \\ \xHH in -p and --system (emx_cli_unescape)
     int ignore_eos;           // --ignore-eos: a stop token is fed back like any other
     int verbose;
     int verify;               // --verify: check the model file's checksum before running
@@ -109,6 +110,11 @@ int emx_cli_parse(int argc, char **argv, EmxCliArgs *a, char *err, size_t errlen
 EmxSamplerParams emx_cli_effective_sampling(const EmxCliArgs *a);
 
 const char *emx_sampler_kind_name(int kind);
+
+// The text of -p or --system with -e's escapes replaced (llama.cpp's set: \n \r \t \' \" \\ and
+// \xHH); any other backslash is kept as it is. Returns a malloc'd copy and its length in *len
+// (\x00 gives a NUL byte, which the length keeps), or NULL when out of memory.
+char *emx_cli_unescape(const char *s, size_t *len);
 
 // The --help text.
 void emx_cli_usage(FILE *f, const char *prog);

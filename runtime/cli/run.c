@@ -23,6 +23,7 @@
 #include "runtime/model.h"
 #include "runtime/model_verify.h"
 #include "sampler/profile.h"
+#include "base/errmsg.h"
 #include "base/read_file.h"
 #include "runtime/forward_common.h"  // emx_state_resolve_ctx: the context a state will have
 #include "base/mem_available.h"
@@ -281,8 +282,10 @@ typedef struct {
     FILE *metrics;               // --metrics (metrics_out.f), or NULL
     EmxOut metrics_out;
     char *file_prompt;           // -f's text, or NULL
-    const char *prompt;          // -p's or -f's text
+    char *escaped_prompt, *escaped_system;  // -e's copies of -p and --system, or NULL
+    const char *prompt;          // -p's or -f's text (-e's escapes replaced)
     size_t prompt_len;
+    const char *system;          // --system's text (-e's escapes replaced), or NULL
     int *ids, n_ids;             // the prompt's token ids (chat template applied)
     EmxReport *report;           // --report, or NULL
 } Run;
@@ -296,6 +299,23 @@ static void run_close(Run *r) {
     if (r->tk) emx_tokenizer_free(r->tk);
     if (r->model_open) emx_model_close(&r->model);
     free(r->file_prompt);
+    free(r->escaped_prompt);
+    free(r->escaped_system);
+}
+
+// -p and --system as the run reads them: with -e, their escapes replaced (a \x00 in -p is a
+// byte of the prompt, which raw mode feeds and chat mode refuses). 0, or -1 with err set.
+static int unescape_args(Run *r, char *err, size_t errlen) {
+    const EmxCliArgs *a = &r->a;
+    r->prompt = a->prompt, r->prompt_len = a->prompt ? strlen(a->prompt) : 0, r->system = a->system;
+    if (!a->escape) return 0;
+    size_t n = 0;
+    if ((a->prompt && !(r->prompt = r->escaped_prompt = emx_cli_unescape(a->prompt, &r->prompt_len))) ||
+        (a->system && !(r->system = r->escaped_system = emx_cli_unescape(a->system, &n))))
+        return emx_seterr(err, errlen, "-e: out of memory");
+    if (r->system && strlen(r->system) != n)
+        return emx_seterr(err, errlen, "--system: -e made a NUL byte of \\x00, which a chat message cannot hold");
+    return 0;
 }
 
 // The flags and everything checkable before a file is opened. Returns the exit status when the
@@ -321,7 +341,8 @@ static int read_args(Run *r, int argc, char **argv) {
         report_write_error("writing the generated text to stdout", NULL, out_errno);
         return 1;
     }
-    if (check_paths(a, r->entropix, err, sizeof err) != 0 ||
+    if (check_paths(a, r->entropix, err, sizeof err) != 0 || unescape_args(r, err, sizeof err) != 0 ||
+        emx_device_check(a->device, err, sizeof err) != 0 || emx_run_grammar_check(a, err, sizeof err) != 0 ||
         (r->entropix && emx_run_build_profile(a, &r->profile, err, sizeof err) != 0)) {
         fprintf(stderr, "run: %s\n", err);
         return 2;
@@ -378,8 +399,6 @@ static int read_prompt(Run *r) {
     char err[512] = {0};
     const EmxCliArgs *a = &r->a;
     const EmxConfig *cfg = &r->model.cfg;
-    r->prompt_len = a->prompt ? strlen(a->prompt) : 0;
-    r->prompt = a->prompt;
     if (a->prompt_file) {
         int max_ctx = cfg->max_seq_len < 4096 ? (int)cfg->max_seq_len : 4096;  // -c 0's context
         r->file_prompt = read_prompt_file(a->prompt_file, r->tk, r->ctx > 0 ? r->ctx : max_ctx, &r->prompt_len);
@@ -392,10 +411,10 @@ static int read_prompt(Run *r) {
         fprintf(stderr, "run: --chat: %s has no chat template (use --raw)\n", a->model_path);
         return -1;
     }
-    if (!r->chat && a->system) fprintf(stderr, "run: warning: --system is ignored in raw mode\n");
+    if (!r->chat && r->system) fprintf(stderr, "run: warning: --system is ignored in raw mode\n");
     if (a->no_think && !(r->chat && cfg->chat_template == EMX_CHAT_QWEN3))
         fprintf(stderr, "run: warning: --no-think only applies to Qwen3 chat; ignored\n");
-    EmxPromptSpec ps = {.text = r->prompt, .len = r->prompt_len, .chat = r->chat, .system = a->system,
+    EmxPromptSpec ps = {.text = r->prompt, .len = r->prompt_len, .chat = r->chat, .system = r->system,
                         .enable_thinking = !a->no_think, .warn = warn_stderr};
     if (emx_prompt_ids(&r->model, r->tk, &ps, &r->ids, &r->n_ids, err, sizeof err) != 0) {
         fprintf(stderr, "run: %s\n", err);

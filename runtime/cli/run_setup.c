@@ -96,6 +96,13 @@ static int load_grammar(const EmxCliArgs *a, EmxGrammar **g, char *err, size_t e
     return 0;
 }
 
+int emx_run_grammar_check(const EmxCliArgs *a, char *err, size_t errlen) {
+    EmxGrammar *g = NULL;
+    const int rc = load_grammar(a, &g, err, errlen);
+    if (g) emx_grammar_free(g);
+    return rc;
+}
+
 int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfile *profile, const EmxModel *m,
                          const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen) {
     if (init_inner(rs, a, profile, m, tk, ctx, seed, want_metrics, err, errlen) != 0) return -1;

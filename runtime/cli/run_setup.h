@@ -55,6 +55,10 @@ int emx_run_sampler_init(EmxRunSampler *rs, const EmxCliArgs *a, const EmxProfil
                          const EmxTokenizer *tk, int ctx, uint64_t seed, int want_metrics, char *err, size_t errlen);
 void emx_run_sampler_free(EmxRunSampler *rs);
 
+// The grammar flags' text or file compiled and dropped: a syntax error or an unreadable file is
+// told (a usage error) before the model opens. 0, or -1 with the reason emx_run_sampler_init gives.
+int emx_run_grammar_check(const EmxCliArgs *a, char *err, size_t errlen);
+
 // The prompt's ids, which the repetition penalty looks back over with the generated tokens
 // (nothing to do when no logit rule is set).
 void emx_run_sampler_prompt(EmxRunSampler *rs, const int *ids, int n);

@@ -44,12 +44,14 @@ static void on_event(void *user, const EmxPoolEvent *ev) {
     }
 }
 
+// The arguments checked, and the pool's context in *ctx_out (ap->ctx, or the model's up to 4,096).
 static int check_agents(const entropix_model *m, const entropix_agents_params *ap, const int *prompt, int n_prompt,
-                        const entropix_generate_params *gp, int ctx) {
+                        const entropix_generate_params *gp, int *ctx_out) {
     if (!m || !ap || !prompt || !gp) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_generate_agents: NULL argument");
     int rc = API_CHECK_SIZE("entropix_generate_agents", ap, entropix_agents_params, seed);
     if (rc == ENTROPIX_OK) rc = API_CHECK_SIZE("entropix_generate_agents", gp, entropix_generate_params, user);
     if (rc != ENTROPIX_OK) return rc;
+    const int max = (int)m->model.cfg.max_seq_len, ctx = *ctx_out = ap->ctx > 0 ? ap->ctx : (max < 4096 ? max : 4096);
     if (!emx_device_is_cpu(m->device))
         return api_fail(ENTROPIX_ERR_DEVICE, "agents: the pool runs on the CPU through this API, not on %s", m->device);
     if (ap->n_agents < 1 || ap->n_agents > EMX_POOL_MAX_AGENTS)
@@ -80,9 +82,8 @@ static int check_agents(const entropix_model *m, const entropix_agents_params *a
 ENTROPIX_API int entropix_generate_agents(entropix_model *m, const entropix_agents_params *ap, const int *prompt,
                                           int n_prompt, const entropix_generate_params *gp,
                                           entropix_generate_result *result) {
-    const int max = m ? (int)m->model.cfg.max_seq_len : 0;
-    const int ctx = ap && ap->ctx > 0 ? ap->ctx : (max < 4096 ? max : 4096);
-    int rc = check_agents(m, ap, prompt, n_prompt, gp, ctx);
+    int ctx = 0;
+    int rc = check_agents(m, ap, prompt, n_prompt, gp, &ctx);
     // The result's size before the run: the pool must not run only to fail at its end.
     if (rc == ENTROPIX_OK && result)
         rc = API_CHECK_SIZE("entropix_generate_agents", result, entropix_generate_result, n_prompt);
@@ -114,7 +115,7 @@ ENTROPIX_API int entropix_generate_agents(entropix_model *m, const entropix_agen
         entropix_generate_result res = {.size = result->size, .n_prompt = stats.n_prompt, .n_generated = stats.n_generated,
                                         .stop = stats.stop == EMX_STOP_INTERRUPTED ? ENTROPIX_STOP_CALLBACK : stats.stop,
                                         .prefill_s = stats.prefill_s, .decode_s = stats.decode_s};
-        memcpy(result, &res, result->size < sizeof res ? result->size : sizeof res);
+        API_COPY_OUT(result, res);
     }
     return rc;
 }

@@ -98,7 +98,7 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
         entropix_generate_result res = {.size = result->size, .n_prompt = stats.n_prompt, .n_generated = stats.n_generated,
                                         .stop = run.stopped ? ENTROPIX_STOP_CALLBACK : stats.stop,
                                         .prefill_s = stats.prefill_s, .decode_s = stats.decode_s};
-        memcpy(result, &res, result->size < sizeof res ? result->size : sizeof res);
+        API_COPY_OUT(result, res);
     }
     return rc;
 }

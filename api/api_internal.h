@@ -7,6 +7,7 @@
 #include "include/entropix.h"
 
 #include <stddef.h>
+#include <string.h>  // memcpy: API_COPY_OUT
 
 #include "runtime/forward.h"
 #include "runtime/model.h"
@@ -51,6 +52,10 @@ __attribute__((format(printf, 2, 3))) int api_fail(int status, const char *fmt, 
 int api_check_size(const char *fn, const char *name, const char *type, size_t size, size_t need);
 #define API_CHECK_SIZE(fn, p, type, first_field) \
     api_check_size(fn, #p, #type, (p)->size, API_FIELD_END(type, first_field))
+
+// Copies a result into the caller's struct out (its size checked by API_CHECK_SIZE): the fields
+// that size holds, so an older, shorter struct gets the ones it knows.
+#define API_COPY_OUT(out, res) memcpy((out), &(res), (out)->size < sizeof(res) ? (out)->size : sizeof(res))
 
 // The metrics of the latest forward of s into out (computed as emx_step_metrics does).
 void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);

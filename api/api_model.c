@@ -92,7 +92,7 @@ ENTROPIX_API int entropix_model_get_info(const entropix_model *m, entropix_model
         .max_seq_len = (int)c->max_seq_len,
         .chat_template = c->chat_template == EMX_CHAT_NONE ? NULL : emx_chat_template_name(c->chat_template),
     };
-    memcpy(info, &i, info->size < sizeof i ? info->size : sizeof i);
+    API_COPY_OUT(info, i);
     return ENTROPIX_OK;
 }
 

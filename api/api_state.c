@@ -88,7 +88,7 @@ ENTROPIX_API int entropix_forward(entropix_state *s, const int *ids, int n, int 
     s->logits = logits;
     entropix_step st = {.size = out->size, .logits = logits, .n_vocab = (int)s->owner->model.cfg.vocab_size,
                         .pos = s->last_pos};
-    memcpy(out, &st, out->size < sizeof st ? out->size : sizeof st);
+    API_COPY_OUT(out, st);
     return ENTROPIX_OK;
 }
 
@@ -122,7 +122,7 @@ ENTROPIX_API int entropix_attention_scores(entropix_state *s, int layer, entropi
     const int ctx = emx_state_ctx(s->st);
     entropix_attention a = {.size = out->size, .scores = all + (size_t)layer * c->n_heads * (size_t)ctx,
                             .n_heads = (int)c->n_heads, .n_keys = last + 1, .row_stride = ctx};
-    memcpy(out, &a, out->size < sizeof a ? out->size : sizeof a);
+    API_COPY_OUT(out, a);
     return ENTROPIX_OK;
 }
 

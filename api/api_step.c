@@ -93,7 +93,7 @@ ENTROPIX_API int entropix_generation_result(const entropix_generation *g, entrop
     entropix_generate_result res = {.size = result->size, .n_prompt = g->step.n_prompt,
                                     .n_generated = st->n_generated, .stop = st->stop, .prefill_s = st->prefill_s,
                                     .decode_s = st->decode_s};
-    memcpy(result, &res, result->size < sizeof res ? result->size : sizeof res);
+    API_COPY_OUT(result, res);
     return ENTROPIX_OK;
 }
 

@@ -1,9 +1,11 @@
 // fuzz_cli.c — the ./run command line (runtime/cli/cli_args.c). Input: the arguments after argv[0],
-// separated by NUL bytes. A command line that parses must give sampler settings in range.
+// separated by NUL bytes. A command line that parses must give sampler settings in range, and -e's
+// unescaped prompt and system text no longer than they were written.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/cli/cli_args.h"
 #include "fuzz_util.h"
@@ -34,6 +36,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fprintf(stderr, "fuzz_cli: accepted sampler settings out of range: temp %g top_k %d top_p %g min_p %g\n",
                     (double)sp.temperature, sp.top_k, (double)sp.top_p, (double)sp.min_p);
             abort();
+        }
+        const char *texts[] = {a.prompt, a.system};
+        for (int k = 0; k < 2 && a.escape; k++) {
+            size_t n = 0;
+            char *u = texts[k] ? emx_cli_unescape(texts[k], &n) : NULL;
+            if (u && n > strlen(texts[k])) {
+                fprintf(stderr, "fuzz_cli: -e made %zu bytes of %zu\n", n, strlen(texts[k]));
+                abort();
+            }
+            free(u);
         }
     }
     for (int i = 0; i < argc; i++) free(argv[i]);

@@ -8,11 +8,13 @@ numpy views, the entropix metrics, samplers (built-in or a Python function) and 
 
 docs/python.md has the whole of it.
 """
-from entropix.core import (ATTN_LAYER_LAST, ATTN_LAYERS_ALL, Decoder, EntropixError, Metrics, Model, State,
-                           StepOutput, Tokenizer, cuda_backend, logits_metrics, version)
+from entropix.core import (ATTN_LAYER_LAST, ATTN_LAYERS_ALL, Decoder, EntropixArgumentError, EntropixError,
+                           EntropixMemoryError, Metrics, Model, State, StepOutput, Tokenizer, cuda_backend,
+                           logits_metrics, version)
 from entropix.generate import FunctionSampler, Generation, Sampler, TokenRecord, generate
 
 __version__ = "0.1.0"
-__all__ = ["ATTN_LAYER_LAST", "ATTN_LAYERS_ALL", "Decoder", "EntropixError", "FunctionSampler", "Generation", "Metrics",
+__all__ = ["ATTN_LAYER_LAST", "ATTN_LAYERS_ALL", "Decoder", "EntropixArgumentError", "EntropixError",
+           "EntropixMemoryError", "FunctionSampler", "Generation", "Metrics",
            "Model", "Sampler", "State", "StepOutput", "TokenRecord", "Tokenizer", "cuda_backend", "generate", "logits_metrics",
            "version"]

@@ -31,10 +31,27 @@ class EntropixError(RuntimeError):
         self.status = status
 
 
+class EntropixArgumentError(EntropixError, ValueError):
+    """A bad argument (ENTROPIX_ERR_ARGUMENT: an id outside the vocabulary, a position past the
+    context): also a ValueError, which is what Python code catches for a bad value."""
+
+
+class EntropixMemoryError(EntropixError, MemoryError):
+    """Out of memory (ENTROPIX_ERR_MEMORY): also a MemoryError."""
+
+
+_ERROR_CLASSES = {-1: EntropixArgumentError, -4: EntropixMemoryError}  # include/entropix.h's statuses
+
+
+def error(status, message):
+    """The exception of a C status: EntropixError, or the subclass its status has."""
+    return _ERROR_CLASSES.get(status, EntropixError)(status, message)
+
+
 def check(status):
-    """Raises EntropixError with this thread's message when status is not ENTROPIX_OK (0)."""
+    """Raises the status's EntropixError with this thread's message when status is not ENTROPIX_OK (0)."""
     if status != 0:
-        raise EntropixError(status, lib.entropix_error_last().decode("utf-8", "replace"))
+        raise error(status, lib.entropix_error_last().decode("utf-8", "replace"))
 
 
 def version():

@@ -17,7 +17,7 @@ import numpy as np
 
 from entropix._lib import (CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, Token,
                            lib)
-from entropix.core import EntropixError, Metrics, _c_int, _ids_array, check
+from entropix.core import Metrics, _c_int, _ids_array, check, error
 
 KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
 STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
@@ -148,7 +148,7 @@ class Generation:
             if err is not None:  # the Python sampler raised: its exception, once
                 self.sampler.error = None
                 raise err
-            raise EntropixError(rc, msg)
+            raise error(rc, msg)
         if not self._tok:
             self.close()
             raise StopIteration
@@ -259,7 +259,7 @@ class PoolGeneration:
         self.close()
         rc, msg = value
         if rc:
-            raise EntropixError(rc, msg)
+            raise error(rc, msg)
         raise StopIteration
 
     def close(self):

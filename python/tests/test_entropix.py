@@ -167,10 +167,14 @@ def test_errors_raise_with_the_runtime_message(stories):
     with pytest.raises(entropix.EntropixError, match="tpu:1"):
         entropix.Model(model_path("stories260K.f32.bin"), device="tpu:1")
     s = stories.state(ctx=16)
-    with pytest.raises(entropix.EntropixError, match="id 9999"):
+    with pytest.raises(entropix.EntropixError, match="id 9999") as bad_id:
         s.forward([1, 9999])
-    with pytest.raises(entropix.EntropixError, match="context of 16"):
+    assert bad_id.value.status == -1 and isinstance(bad_id.value, (entropix.EntropixArgumentError, ValueError))
+    with pytest.raises(ValueError, match="context of 16"):  # a bad argument is a ValueError too
         s.forward([1], pos=16)
+    with pytest.raises(entropix.EntropixError) as bad_file:  # not an argument error: not a ValueError
+        entropix.Model("/nonexistent/m.bin")
+    assert bad_file.value.status == -2 and not isinstance(bad_file.value, ValueError)
     with pytest.raises(entropix.EntropixError, match="/nonexistent/p.profile"):
         entropix.Sampler("entropix", profile="/nonexistent/p.profile")
 

@@ -68,7 +68,7 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
         rc = API_CHECK_SIZE("entropix_generate", result, entropix_generate_result, n_prompt);
     if (rc != ENTROPIX_OK) return rc;
     ApiChain chain;
-    if ((rc = api_chain_init(&chain, smp, s, p->n_top, p->metrics)) != ENTROPIX_OK) {
+    if ((rc = api_chain_init(&chain, smp, s, prompt, n_prompt, p->n_top, p->metrics)) != ENTROPIX_OK) {
         api_chain_free(&chain);
         return rc;
     }

@@ -6,12 +6,15 @@
 #include "api/api_internal.h"
 #include "runtime/entropix_sampler.h"
 #include "runtime/generate.h"
+#include "runtime/logit_filter.h"
 #include "runtime/token_log.h"
 #include "sampler/profile.h"
 
 struct entropix_sampler {
-    entropix_sampler_params params;  // profile: NULL (the profile is loaded below)
+    entropix_sampler_params params;  // profile, grammar, json_schema, logit bias: NULL (held below)
     EmxProfile profile;              // ENTROPIX: loaded when the sampler was made
+    EmxLogitRules rules;             // the penalties and logit bias; rules.grammar: the compiled
+    EmxGrammar *grammar;             // grammar or schema (NULL: none), which the sampler owns
     entropix_choose_fn choose;       // custom: the caller's function; else NULL
     void *user;
 };
@@ -27,22 +30,27 @@ typedef struct {
 } ApiCustomSampler;
 
 // One generation's samplers: the logprob tap first (the chosen token's logprob and the top
-// alternatives), then the metrics tap when metrics are asked of a basic sampler, then the sampler.
+// alternatives: the model's, before any rule), then the logit rules when the sampler has any,
+// then the metrics tap when metrics are asked of a basic sampler, then the sampler.
 typedef struct {
     EmxBasicSampler basic;
     EmxEntropixSampler es;
     EmxMetricsTap tap;
     ApiCustomSampler custom;
+    EmxLogitFilter filter;
+    EmxTokenTrie *trie;           // the grammar's mask over this model's tokens (grammar_mask.h)
     EmxLogprobTap lp;
     EmxSampler *head;             // &lp.base: what emx_generate gets
     const EmxMetrics *metrics;    // where each step's metrics land; NULL when not measured
     int entropix;
 } ApiChain;
 
-// Builds the chain of smp for a generation on s (seeded by smp's params). n_top: alternatives
-// kept (<= ENTROPIX_MAX_TOP); want_metrics: the metrics for a basic sampler too. Returns
+// Builds the chain of smp for a generation of prompt[0..n_prompt) on s (seeded by smp's
+// params; the prompt is what the penalties look back over first). n_top: alternatives kept
+// (<= ENTROPIX_MAX_TOP); want_metrics: the metrics for a basic sampler too. Returns
 // ENTROPIX_OK or a status with the message set; api_chain_free is safe either way.
-int api_chain_init(ApiChain *c, const entropix_sampler *smp, entropix_state *s, int n_top, int want_metrics);
+int api_chain_init(ApiChain *c, const entropix_sampler *smp, entropix_state *s, const int *prompt, int n_prompt,
+                   int n_top, int want_metrics);
 void api_chain_free(ApiChain *c);
 
 // The checks of a generation's arguments (entropix_generate, entropix_generation_begin; fn names

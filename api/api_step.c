@@ -45,7 +45,7 @@ ENTROPIX_API int entropix_generation_begin(entropix_state *s, entropix_sampler *
         return api_fail(ENTROPIX_ERR_MEMORY, "entropix_generation_begin: out of memory");
     }
     memcpy(g->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
-    if ((rc = api_chain_init(&g->chain, smp, s, p->n_top, p->metrics)) != ENTROPIX_OK) {
+    if ((rc = api_chain_init(&g->chain, smp, s, g->prompt, n_prompt, p->n_top, p->metrics)) != ENTROPIX_OK) {
         entropix_generation_end(g);
         return rc;
     }

@@ -257,8 +257,24 @@ typedef struct {
     float min_p;          /* [0, 1]; 0: off */
     uint64_t seed;        /* the draws: Philox(seed, position) — the same seed, the same text */
     const char *profile;  /* ENTROPIX: NULL or "default", a built-in profile's name, or a file */
+    /* The logit rules, applied to each step's logits before the sampler chooses, as ./run's
+     * flags of the same names (the logprobs a generation reports stay the model's). Read only when size holds them: a struct
+     * that ends at profile has none. entropix_sampler_params_init sets them all off. */
+    const char *grammar;       /* GBNF text the generated text follows (docs/grammar.md), or NULL */
+    const char *json_schema;   /* a JSON Schema the text is valid JSON for, or NULL; not with grammar */
+    float repeat_penalty;      /* (0, 100]; 1: off */
+    int repeat_last_n;         /* tokens the repeat penalty looks back over; -1: all, 0: off */
+    float presence_penalty;    /* [-2, 2]; 0: off */
+    float frequency_penalty;   /* [-2, 2]; 0: off */
+    const int *logit_bias_ids; /* n_logit_bias token ids (copied by entropix_sampler_new) ... */
+    const float *logit_bias;   /* ... and what is added to each one's logit: [-100, 100], or
+                                  -INFINITY (never chosen) */
+    int n_logit_bias;          /* [0, 300] */
 } entropix_sampler_params;
 ENTROPIX_API void entropix_sampler_params_init(entropix_sampler_params *p, int kind);
+/* Fails with ENTROPIX_ERR_ARGUMENT for a value out of its range or a grammar or schema that
+ * does not parse ("grammar: 1:10: unclosed '('"); a logit bias id past the vocabulary fails
+ * the generation that uses the sampler. */
 ENTROPIX_API int entropix_sampler_new(const entropix_sampler_params *params, entropix_sampler **out);
 
 /* A sampler of the caller's: choose() gets the logits [n_vocab] of the step, its metrics (the

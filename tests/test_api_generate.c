@@ -1,6 +1,7 @@
 // test_api_generate.c — the public C API's generation and what ships with it: entropix_generate
 // against llama2.c's text for stories260K (the testdata's run.c output) and against ./run's text
-// for the same flags and seed (greedy, combined, entropix), the callback's stop, a caller's own
+// for the same flags and seed (greedy, combined, entropix; the logit rules: penalties, logit
+// bias, a grammar, a JSON schema), the callback's stop, a caller's own
 // sampler, the tokenizer's calls (a decoder's buffer too small: the size needed, no byte lost),
 // the shared library's exported symbols (entropix_* only), the
 // header's functions each documented in docs/c-api.md, and `make install` used by an outside
@@ -9,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +149,75 @@ Test(api_generate, same_text_as_run_qwen3_tiny, .timeout = 300) {
     sp.seed = 3, sp.temperature = 0.9f, sp.top_k = 20;
     expect_run_text("qwen3-tiny.f32.bin", "The capital of France is",
                     (const char *[]){"--sampler", "combined", "-s", "3", "--temp", "0.9", "--top-k", "20", NULL}, &sp, 24);
+}
+
+// The sampler's logit rules give ./run's text for the flags of the same names.
+Test(api_generate, logit_rules_same_text_as_run, .timeout = 300) {
+    entropix_sampler_params sp;
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_COMBINED);
+    sp.seed = 5, sp.temperature = 0.9f;
+    sp.repeat_penalty = 1.3f, sp.repeat_last_n = 32, sp.presence_penalty = 0.5f, sp.frequency_penalty = 0.25f;
+    const int ids[] = {13, 29};
+    const float bias[] = {-INFINITY, 2.5f};
+    sp.logit_bias_ids = ids, sp.logit_bias = bias, sp.n_logit_bias = 2;
+    expect_run_text("stories260K.f32.bin", "Once upon a time",
+                    (const char *[]){"--sampler", "combined", "-s", "5", "--temp", "0.9", "--repeat-penalty", "1.3",
+                                     "--repeat-last-n", "32", "--presence-penalty", "0.5", "--frequency-penalty", "0.25",
+                                     "-l", "13-inf", "-l", "29+2.5", NULL},
+                    &sp, 60);
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
+    sp.grammar = "root ::= \" Tom\" [a-z ]{1,24} \".\"";
+    expect_run_text("stories260K.f32.bin", "Once upon a time", (const char *[]){"--sampler", "greedy", "--grammar",
+                                                                               sp.grammar, NULL}, &sp, 60);
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_ENTROPIX);
+    sp.seed = 9;
+    sp.json_schema = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 12}, "
+                     "\"age\": {\"type\": \"integer\"}}, \"required\": [\"name\", \"age\"]}";
+    expect_run_text("stories260K.f32.bin", "The dog", (const char *[]){"--sampler", "entropix", "-s", "9", "-j",
+                                                                      sp.json_schema, NULL}, &sp, 60);
+}
+
+// A struct that ends before the rules (an older caller's) gets none and is not read past its
+// size; bad rules fail with their reason: at entropix_sampler_new, or (an id past the
+// vocabulary) at the generation.
+Test(api_generate, logit_rules_checked_and_absent_from_older_structs, .timeout = 60) {
+    entropix_sampler_params full;
+    entropix_sampler_params_init(&full, ENTROPIX_SAMPLER_GREEDY);
+    const size_t old = offsetof(entropix_sampler_params, grammar);
+    unsigned char *first = malloc(old);  // exactly the first version's bytes (ASan: no read past)
+    full.size = old;
+    memcpy(first, &full, old);
+    full.size = sizeof full;
+    entropix_sampler *smp = NULL;
+    cr_expect_eq(entropix_sampler_new((const entropix_sampler_params *)(void *)first, &smp), ENTROPIX_OK, "%s",
+                 entropix_error_last());
+    entropix_sampler_free(smp);
+    free(first);
+    const struct {
+        const char *grammar, *schema;
+        float repeat, presence;
+        int n_bias;
+        const char *why;
+    } bad[] = {{"root ::= (", NULL, 1, 0, 0, "grammar: 1:"}, {"root ::= \"a\"", "{}", 1, 0, 0, "give one of them"},
+               {NULL, "{\"type\": 7}", 1, 0, 0, "json schema"}, {NULL, NULL, 0, 0, 0, "repeat_penalty 0"},
+               {NULL, NULL, 1, 2.5f, 0, "presence_penalty 2.5"}, {NULL, NULL, 1, 0, 301, "n_logit_bias 301"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        entropix_sampler_params sp = full;
+        sp.grammar = bad[i].grammar, sp.json_schema = bad[i].schema, sp.repeat_penalty = bad[i].repeat;
+        sp.presence_penalty = bad[i].presence, sp.n_logit_bias = bad[i].n_bias;
+        cr_expect_eq(entropix_sampler_new(&sp, &smp), ENTROPIX_ERR_ARGUMENT, "case %zu", i);
+        cr_expect(strstr(entropix_error_last(), bad[i].why), "case %zu: [%s]", i, entropix_error_last());
+    }
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
+    const int far[] = {9999};
+    const float minus[] = {-1.0f};
+    full.logit_bias_ids = far, full.logit_bias = minus, full.n_logit_bias = 1;
+    static Collected c;
+    memset(&c, 0, sizeof c);
+    entropix_generate_result res;
+    cr_expect_eq(api_generate(m, "Zoo", &full, 4, 64, &c, &res), ENTROPIX_ERR_ARGUMENT);
+    cr_expect(strstr(entropix_error_last(), "token 9999 is not in the vocabulary"), "[%s]", entropix_error_last());
+    entropix_model_close(m);
 }
 
 // The callback's non-zero return stops the run after that token; a status of OK.

@@ -92,8 +92,8 @@ Test(run_cuda, device_errors_are_one_line) {
     // the CPU build has no CUDA backend and says how to get one
     expect_error_prog(run_binary(), (const char *const[]){path, "-p", "x", "--device", "cuda:0", NULL}, 1,
                       "this build has no CUDA backend");
-    expect_error_prog(run_binary(), (const char *const[]){path, "-p", "x", "--device", "gpu", NULL}, 1,
-                      "expected cpu, cuda:N or auto");
+    expect_error_prog(run_binary(), (const char *const[]){path, "-p", "x", "--device", "gpu", NULL}, 2,
+                      "expected cpu, cuda:N or auto");  // a usage error
     const char *gpu = gpu_run_binary();
     expect_error_prog(gpu, (const char *const[]){path, "-p", "x", "--device", "cuda:7", NULL}, 1,
                       "no such GPU");

@@ -52,7 +52,10 @@ class Metrics(Structure):
 
 class SamplerParams(Structure):
     _fields_ = [("size", c_size_t), ("kind", c_int), ("temperature", c_float), ("top_k", c_int), ("top_p", c_float),
-                ("min_p", c_float), ("seed", c_uint64), ("profile", c_char_p)]
+                ("min_p", c_float), ("seed", c_uint64), ("profile", c_char_p), ("grammar", c_char_p),
+                ("json_schema", c_char_p), ("repeat_penalty", c_float), ("repeat_last_n", c_int),
+                ("presence_penalty", c_float), ("frequency_penalty", c_float), ("logit_bias_ids", c_int_p),
+                ("logit_bias", c_float_p), ("n_logit_bias", c_int)]
 
 
 class Token(Structure):

@@ -306,6 +306,7 @@ class Model:
 
     def __init__(self, path, device="cpu", threads=0, mmap=False, gguf_cache=None):
         self._h = self._owner = None
+        self.path = os.fspath(path) if isinstance(path, (str, bytes, os.PathLike)) else path
         self._device = device.encode() if device else None
         cache = os.fsencode(gguf_cache) if gguf_cache is not None else None
         p = ModelParams(size=ctypes.sizeof(ModelParams), device=self._device, threads=_c_int(threads, "threads"),
@@ -378,6 +379,18 @@ class Model:
     def generate(self, prompt=None, messages=None, ctx=0, **kwargs):
         """A fresh state's State.generate (the state lives as long as the iterator)."""
         return self.state(ctx=ctx).generate(prompt, messages=messages, **kwargs)
+
+    def create_completion(self, prompt, **kwargs):
+        """OpenAI's /v1/completions answer for prompt, as llama-cpp-python's Llama.create_completion
+        (entropix/completions.py has the keywords)."""
+        from entropix.completions import create_completion
+        return create_completion(self, prompt, **kwargs)
+
+    def create_chat_completion(self, messages, **kwargs):
+        """OpenAI's /v1/chat/completions answer for messages, as llama-cpp-python's
+        Llama.create_chat_completion (entropix/completions.py has the keywords)."""
+        from entropix.completions import create_chat_completion
+        return create_chat_completion(self, messages, **kwargs)
 
 
 @dataclass

@@ -7,6 +7,7 @@ The agent pool, which the C API runs with a callback only (entropix_generate_age
 worker thread that hands each record over a queue of one.
 """
 import ctypes
+import json
 import queue
 import threading
 import weakref
@@ -25,19 +26,31 @@ STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
 
 class Sampler:
     """A built-in sampler: "greedy", "combined" (top-k, top-p, min-p, temperature; ./run's
-    defaults) or "entropix" (profile None: the default; a built-in name or a profile file)."""
+    defaults) or "entropix" (profile None: the default; a built-in name or a profile file),
+    behind the logit rules ./run's flags of the same names set: a grammar (GBNF text) or a JSON
+    schema (a dict or its JSON text) the text must follow, the repeat, presence and frequency
+    penalties, and logit_bias ({token id: bias in [-100, 100] or -inf})."""
 
-    def __init__(self, kind="greedy", temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=0, profile=None):
+    def __init__(self, kind="greedy", temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=0, profile=None,
+                 grammar=None, json_schema=None, repeat_penalty=1.0, repeat_last_n=64, presence_penalty=0.0,
+                 frequency_penalty=0.0, logit_bias=None):
         if kind not in KINDS:
             raise ValueError(f"sampler {kind!r}: expected one of {', '.join(KINDS)}")
         self._h = c_void_p()
         self.seed = seed
-        self._profile = profile.encode() if profile else None
+        schema = json.dumps(json_schema) if isinstance(json_schema, dict) else json_schema
+        bias = dict(logit_bias or {})
+        ids = (ctypes.c_int * max(len(bias), 1))(*[_c_int(i, "a logit_bias id") for i in bias])
+        values = (ctypes.c_float * max(len(bias), 1))(*[float(v) for v in bias.values()])
         p = SamplerParams(size=ctypes.sizeof(SamplerParams), kind=KINDS[kind], temperature=temperature,
                           top_k=_c_int(top_k, "top_k"), top_p=top_p, min_p=min_p, seed=seed & (2**64 - 1),
-                          profile=self._profile)
+                          profile=_text_arg(profile, "profile"), grammar=_text_arg(grammar, "grammar"),
+                          json_schema=_text_arg(schema, "json_schema"), repeat_penalty=repeat_penalty,
+                          repeat_last_n=_c_int(repeat_last_n, "repeat_last_n"), presence_penalty=presence_penalty,
+                          frequency_penalty=frequency_penalty, logit_bias_ids=ids, logit_bias=values,
+                          n_logit_bias=len(bias))
         from entropix.core import check
-        check(lib.entropix_sampler_new(byref(p), byref(self._h)))
+        check(lib.entropix_sampler_new(byref(p), byref(self._h)))  # copies what it keeps
 
     def __del__(self):
         if getattr(self, "_h", None):
@@ -89,6 +102,17 @@ class GenerateSummary:
     n_prompt: int = 0
     n_generated: int = 0
     stop: str = None
+
+
+def _text_arg(text, what):
+    """A str as the NUL-terminated UTF-8 bytes C reads (None stays None); a NUL inside is refused."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError(f"{what}: a str is needed, not {type(text).__name__}")
+    if "\0" in text:
+        raise ValueError(f"{what}: a NUL character would end the text there")
+    return text.encode()
 
 
 def make_sampler(sampler, seed, **params):

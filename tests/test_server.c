@@ -579,6 +579,11 @@ Test(server, tool_calls_parse) {
     cr_expect_null(srv_tool_calls_parse(EMX_CHAT_LLAMA3, "Sure: {\"name\": \"f\", \"parameters\": {}}", 36, "v", 0, &content));
 }
 
+// HTTP as other OpenAI-compatible servers answer it (tests/server/test_http.py): HEAD on the GET
+// routes and Allow naming it, Retry-After on 503, a client gone mid-generation logged 499,
+// /models/{id} without /v1.
+Test(server, http_semantics, .timeout = 600) { server_script("test_http.py", 0, "HTTP semantics checks"); }
+
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets
 // (tests/server/test_backpressure.py: every wait polls /metrics under a cap that only fails).
 Test(server, backpressure_queue_disconnect, .timeout = 600) {

@@ -365,7 +365,7 @@ def errors_are_json_and_utf8():
         error_object(*request(srv.url + "/v1/completions", {"prompt": "x" * 5000})[::2], 413, "request_too_large")
         # a 405 says what the path allows (RFC 9110), as OPTIONS does
         for path, method, allow in (("/v1/completions", "PUT", "POST, OPTIONS"), ("/v1/chat/completions", "GET", "POST, OPTIONS"),
-                                    ("/v1/models", "POST", "GET, OPTIONS"), ("/health", "DELETE", "GET, OPTIONS")):
+                                    ("/v1/models", "POST", "GET, HEAD, OPTIONS"), ("/health", "DELETE", "GET, HEAD, OPTIONS")):
             status, h, body = request(srv.url + path, method=method, body=b"{}", headers={"Content-Type": "application/json"})
             error_object(status, body, 405)
             assert h["Allow"] == allow, (path, method, dict(h))

@@ -36,11 +36,15 @@ static int is_generation(const char *url) {
     return !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions");
 }
 
-// The methods a known path answers: its 405's and OPTIONS' Allow header (RFC 9110).
-static const char *path_methods(const char *url) { return is_generation(url) ? "POST, OPTIONS" : "GET, OPTIONS"; }
+// The methods a known path answers: its 405's and OPTIONS' Allow header (RFC 9110). HEAD is GET
+// without the body: libmicrohttpd sends a HEAD the status and headers of the response queued for
+// it (Content-Length included) and leaves the body out.
+static const char *path_methods(const char *url) { return is_generation(url) ? "POST, OPTIONS" : "GET, HEAD, OPTIONS"; }
 
-// The API without its /v1 prefix, as llama.cpp's server answers it: the path routed.
-static const char *api_path(const char *url) {
+// The API without its /v1 prefix, as llama.cpp's server answers it: the path routed (in buf for
+// /models/{id}; a path too long for buf stays unrouted: no model has such an id).
+static const char *api_path(const char *url, char *buf, size_t cap) {
+    if (!strncmp(url, "/models/", 8) && (size_t)snprintf(buf, cap, "/v1%s", url) < cap) return buf;
     return !strcmp(url, "/chat/completions") ? "/v1/chat/completions"
            : !strcmp(url, "/completions")    ? "/v1/completions"
            : !strcmp(url, "/models")         ? "/v1/models"
@@ -128,7 +132,8 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, SrvConn 
 static int check_headers(SrvServer *s, struct MHD_Connection *c, SrvConn *k, const char *url, const char *method,
                          SrvError *e) {
     if (srv_guard_origin(&s->guard, header(c, "Origin"), header(c, "Host"), &k->allow_origin, e) != 0) return -1;
-    const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), options = !strcmp(method, "OPTIONS");
+    const int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    const int options = !strcmp(method, "OPTIONS");
     const int open = !strcmp(url, "/health") || !strcmp(url, "/");  // no key: the page asks for it
     const int known = is_generation(url) || open || !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11) ||
                       !strcmp(url, "/metrics");
@@ -206,7 +211,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     SrvServer *s = cls;
     SrvConn *k = *con_cls;
-    const char *path = api_path(url);
+    char routed[1024];
+    const char *path = api_path(url, routed, sizeof routed);
     if (!k) {
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;

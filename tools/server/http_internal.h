@@ -41,6 +41,12 @@ typedef struct SrvJob {
     int status;            // non-stream: the answer
     char *body;
     double t0;             // the request's arrival (access_log.h)
+    // The request's log line, written by the last release (the slot's or the connection's, so a
+    // stream's is written once its client has read it or left): its status (0: none to write),
+    // logged 499 instead when the client left before the answer was whole (`gone`)
+    int log_status, log_prompt, log_completion;
+    int gone;              // the client left before its answer was complete (under mu)
+    int delivered;         // a stream's reader reached its end: a close after that is no departure
     struct SrvJob *next;
 } SrvJob;
 

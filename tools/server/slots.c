@@ -28,6 +28,9 @@ void srv_job_release(SrvJob *j) {
     const int left = --j->refs;
     pthread_mutex_unlock(&j->mu);
     if (left) return;
+    if (j->log_status)  // nginx's 499: the client closed the request before its answer was whole
+        srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
+                       j->gone ? 499 : j->log_status, j->log_prompt, j->log_completion, j->t0);
     srv_request_free(&j->req);
     free(j->ids);
     free(j->out);
@@ -43,8 +46,12 @@ void srv_count_error(SrvServer *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void job_finish(SrvJob *j, int status, char *body) {
+// The job's answer (status, body) and its log line's (srv_job_release writes it): a stream's
+// status is 200, its headers went out before its tokens; n_prompt -1: no generation ran.
+static void job_finish(SrvJob *j, int status, char *body, int n_prompt, int n_completion) {
     pthread_mutex_lock(&j->mu);
+    j->log_status = j->req.stream ? 200 : status;
+    j->log_prompt = n_prompt, j->log_completion = n_completion;
     j->status = status;
     j->body = body;
     j->done = 1;
@@ -193,9 +200,7 @@ static void run_job(SrvSlot *slot, SrvJob *j) {
     }
     if (rc != 0 || status >= 400) s->n_errors++;
     pthread_mutex_unlock(&s->mu);
-    srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
-                   j->req.stream ? 200 : status, rc == 0 ? res.n_prompt : -1, total, j->t0);
-    job_finish(j, status, body);
+    job_finish(j, status, body, rc == 0 ? res.n_prompt : -1, total);
 }
 
 // Gives queued requests, first come first served, to idle slots (under s->mu): each to the idle
@@ -237,9 +242,10 @@ static void *slot_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         if (!j) return NULL;
         if (atomic_load(&j->stop)) {
-            srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions", 499, -1, 0,
-                           j->t0);
-            job_finish(j, 499, NULL);  // its client left while it waited: nothing to run, nobody to answer
+            job_finish(j, 499, NULL, -1, 0);  // its client left while it waited: nothing to run, nobody to answer
+            pthread_mutex_lock(&j->mu);
+            j->log_status = 499;  // a stream's too
+            pthread_mutex_unlock(&j->mu);
         } else {
             // decode in one batched step with the other busy slots (forward_group.h); refused only
             // when the state is already in a group, which a slot's is not after leaving below. The
@@ -324,8 +330,10 @@ static void wait_a_while(SrvJob *j) {
     pthread_cond_timedwait(&j->cv, &j->mu, &until);
 }
 
-// The client is gone: its generation stops at the next token or round (under j->mu).
+// The client is gone: its generation stops at the next token or round (under j->mu). Before a
+// stream's end was read (or a plain answer was ready: srv_job_wait), it left mid-answer: 499.
 static void client_gone(SrvJob *j) {
+    if (!j->delivered) j->gone = 1;
     atomic_store(&j->cancel, 1);
     atomic_store(&j->stop, 1);
     pthread_cond_broadcast(&j->cv);  // a slot waiting for room in job_write stops
@@ -345,6 +353,8 @@ ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         j->out_pos += k;
         n = (ssize_t)k;
         pthread_cond_broadcast(&j->cv);  // room for a slot waiting in job_write
+    } else {
+        j->delivered = 1;  // done, and every byte taken: the stream's end
     }
     pthread_mutex_unlock(&j->mu);
     if (n < 0) stream_settle(j);
@@ -428,9 +438,7 @@ void srv_slots_drain(SrvServer *s) {
             srv_response_stream_error(&resp, &e);
             srv_response_free(&resp);
         }
-        srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
-                       j->req.stream ? 200 : 503, -1, 0, j->t0);
-        job_finish(j, 503, j->req.stream ? NULL : srv_error_json(&e));
+        job_finish(j, 503, j->req.stream ? NULL : srv_error_json(&e), -1, 0);
         srv_job_release(j);
     }
     s->tail = NULL;

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""build/tools/server's HTTP semantics as clients of llama-server, vLLM and the OpenAI API expect
+them: HEAD on the GET routes, Retry-After on 503, 499 in the request log for a client that left
+mid-generation, /models/{id} without /v1.
+
+    python test_http.py SERVER MODELS_DIR
+
+Every check starts its own server on loopback (an ephemeral port) and drives it with raw sockets
+and http.client; a wait polls a state (/metrics, the log) under a cap that can only fail the
+check, never pass it. Prints 'N passed, N failed'; exit 1 when any check failed. Run by
+tests/test_server.c.
+"""
+import http.client
+import json
+import re
+import socket
+import sys
+import time
+
+from harness import CAP_S, Checks, ServerProcess
+
+SERVER, MODELS = sys.argv[1], sys.argv[2]
+check = Checks()
+
+
+class Server(ServerProcess):
+    def __init__(self, *flags, model="stories260K.f32"):
+        super().__init__(SERVER, f"{MODELS}/{model}.bin", *flags)
+        self.model = model
+
+
+def request(srv, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one request on a connection of its own."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=CAP_S)
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    h = dict(headers or {})
+    if data is not None:
+        h.setdefault("Content-Type", "application/json")
+    conn.request(method, path, data, h)
+    r = conn.getresponse()
+    raw = r.read()
+    conn.close()
+    return r.status, r.headers, raw
+
+
+def metrics(srv):
+    status, _, text = request(srv, "GET", "/metrics")
+    assert status == 200, (status, text)
+    return {k: float(v) for k, v in (l.split(" ") for l in text.decode().splitlines() if l and not l.startswith("#"))}
+
+
+def wait_for(what, fn):
+    """Polls fn() until it is true; fails after CAP_S."""
+    deadline = time.monotonic() + CAP_S
+    while not fn():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {CAP_S} s")
+        time.sleep(0.05)
+
+
+def error_of(status, raw, want_status, want_param=None):
+    body = json.loads(raw)
+    assert status == want_status, (status, body)
+    assert "\n" not in body["error"]["message"], body
+    if want_param is not None:
+        assert body["error"]["param"] == want_param, body
+    return body["error"]
+
+
+# ---------------------------------------------------------------------------------------------
+# HEAD, Allow, routes
+
+GET_ROUTES = ("/health", "/metrics", "/v1/models", "/v1/models/stories260K.f32", "/models",
+              "/models/stories260K.f32", "/")
+
+
+def head_is_get_without_a_body():
+    """HEAD on each GET route: the GET's status and headers (Content-Length the GET body's
+    length), no body bytes on the wire, and the kept-alive connection then answers a GET."""
+    with Server() as srv:
+        for path in GET_ROUTES + ("/v1/models/nope",):
+            g_status, g_h, g_body = request(srv, "GET", path)
+            h_status, h_h, h_body = request(srv, "HEAD", path)
+            assert h_status == g_status and h_body == b"", (path, h_status, g_status, h_body[:80])
+            assert h_h["Content-Type"] == g_h["Content-Type"], (path, dict(h_h))
+            if path != "/metrics":  # its numbers move between the two requests
+                assert int(h_h["Content-Length"]) == len(g_body), (path, dict(h_h), len(g_body))
+        # the raw bytes: a HEAD's answer ends at its headers, the next answer follows on the same socket
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)
+        s.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        s.close()
+        answers = got.split(b"HTTP/1.1 ")
+        assert len(answers) == 3 and answers[1].endswith(b"\r\n\r\n"), got
+        assert answers[2].startswith(b"200") and answers[2].endswith(b'{"status":"ok"}'), got
+        status, h, raw = request(srv, "HEAD", "/v1/completions")
+        assert status == 405 and h["Allow"] == "POST, OPTIONS" and raw == b"", (status, dict(h))
+        assert srv.stop() == 0
+
+
+def allow_lists_head():
+    """405 and OPTIONS name HEAD among a GET route's methods (RFC 9110)."""
+    with Server() as srv:
+        for path in GET_ROUTES:
+            status, h, raw = request(srv, "DELETE", path)
+            error_of(status, raw, 405)
+            assert h["Allow"] == "GET, HEAD, OPTIONS", (path, dict(h))
+            status, h, _ = request(srv, "OPTIONS", path)
+            assert status == 204 and h["Allow"] == "GET, HEAD, OPTIONS", (path, status, dict(h))
+        status, h, _ = request(srv, "OPTIONS", "/v1/completions")
+        assert status == 204 and h["Allow"] == "POST, OPTIONS", dict(h)
+        assert srv.stop() == 0
+
+
+def models_id_without_v1():
+    """/models/{id} is /v1/models/{id}, as /models is /v1/models."""
+    with Server() as srv:
+        for alias in ("", ":entropix"):
+            status, _, raw = request(srv, "GET", f"/models/stories260K.f32{alias}")
+            assert status == 200, (status, raw)
+            assert raw == request(srv, "GET", f"/v1/models/stories260K.f32{alias}")[2], raw
+        status, _, raw = request(srv, "GET", "/models/nope")
+        assert error_of(status, raw, 404, "model")["code"] == "model_not_found"
+        assert srv.stop() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 503 and Retry-After; a client that leaves mid-generation (499)
+
+CHAT = {"messages": [{"role": "user", "content": "Tell me everything."}], "seed": 1, "max_tokens": 16000}
+
+
+def post_raw(srv, body):
+    """A generation request on a socket of its own (its answer left unread)."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)
+    body = json.dumps(body).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return s
+
+
+def retry_after(h):
+    v = h["Retry-After"]
+    assert v is not None and re.fullmatch(r"[1-9][0-9]*", v), dict(h)
+    return int(v)
+
+
+def busy_503_has_retry_after():
+    """A full queue's 503 and the connection limit's 503 say when to try again."""
+    with Server("-c", "16384", "--parallel", "1", "--queue", "0", model="qwen3-tiny.f32") as srv:
+        running = post_raw(srv, CHAT)
+        wait_for("the slot busy", lambda: metrics(srv)["entropix_slots_busy"] == 1)
+        status, h, raw = request(srv, "POST", "/v1/chat/completions", dict(CHAT, max_tokens=2))
+        e = error_of(status, raw, 503)
+        assert e["code"] == "queue_full", e
+        retry_after(h)
+        running.close()
+        wait_for("the slot freed", lambda: metrics(srv)["entropix_slots_busy"] == 0)
+        assert srv.stop() == 0
+    with Server("--max-conn", "1") as srv:
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)  # the one of --max-conn 1
+        wait_for("2 connections open", lambda: metrics(srv)["entropix_connections"] >= 2)
+        status, h, raw = request(srv, "GET", "/v1/models")
+        e = error_of(status, raw, 503)
+        assert e["code"] == "too_many_connections", e
+        retry_after(h)
+        idle.close()
+        assert srv.stop() == 0
+
+
+def logged(srv, status):
+    return re.findall(rf"^\S+ POST /v1/chat/completions {status} .*$", srv.stderr(), re.M)
+
+
+def departed_client_logged_499():
+    """A client that leaves while its generation runs, plain or streamed, is logged 499; one
+    that reads its answer to the end, 200. Neither is an error in /metrics (nothing was answered
+    with an error), and each is one request."""
+    with Server("-c", "16384", model="qwen3-tiny.f32") as srv:
+        for stream in (False, True):
+            s = post_raw(srv, dict(CHAT, stream=stream))
+            if stream:  # its first event: the answer had begun
+                got = b""
+                while b"data: {" not in got:
+                    d = s.recv(4096)
+                    assert d, got
+                    got += d
+            wait_for("generating", lambda: metrics(srv)["entropix_slots_busy"] == 1)
+            s.close()
+            wait_for("the slot freed", lambda: metrics(srv)["entropix_slots_busy"] == 0)
+        wait_for("two 499 lines", lambda: len(logged(srv, 499)) == 2)
+        for stream in (False, True):
+            status, _, raw = request(srv, "POST", "/v1/chat/completions", dict(CHAT, max_tokens=3, stream=stream))
+            assert status == 200 and (b"[DONE]" in raw if stream else json.loads(raw)["usage"]["completion_tokens"] == 3)
+        wait_for("two 200 lines", lambda: len(logged(srv, 200)) == 2)
+        assert len(logged(srv, 499)) == 2 and not logged(srv, 503), srv.stderr()
+        m = metrics(srv)
+        assert m["entropix_requests_total"] == 4 and m["entropix_request_errors_total"] == 0, m
+        assert srv.stop() == 0
+
+
+check("HEAD is GET without a body", head_is_get_without_a_body)
+check("Allow lists HEAD on the GET routes", allow_lists_head)
+check("/models/{id} without /v1", models_id_without_v1)
+check("503 says Retry-After", busy_503_has_retry_after)
+check("a client gone mid-generation is logged 499", departed_client_logged_499)
+check.finish()

@@ -113,6 +113,27 @@ Test(server, parse_rejects_each_bad_field) {
     parse_bad("{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}", P, NULL, "\\u0000");
 }
 
+// A key twice in one object is refused at any depth, named with its path: Python's json (OpenAI's
+// and vLLM's servers) keeps the last value and cJSON the first, so either answer would surprise.
+Test(server, parse_rejects_duplicate_keys) {
+    const int C = SRV_CHAT, P = SRV_COMPLETION;
+    parse_bad("{\"prompt\":\"p\",\"temperature\":0,\"temperature\":1}", P, "temperature", "duplicate key 'temperature'");
+    parse_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"a\","
+              "\"content\":\"b\"}]}", C, "messages[1].content", "duplicate key 'content' at messages[1].content");
+    parse_bad("{\"prompt\":\"p\",\"x\":[[1,{\"a\":{\"b\":1,\"b\":2}}]]}", P, "x[0][1].a.b", "duplicate key 'b'");
+    parse_bad("{\"prompt\":\"p\",\"entropix\":{\"metrics\":true,\"metrics\":false}}", P, "entropix.metrics",
+              "duplicate key 'metrics'");
+    char many[4096];  // an object of many keys (sorted, not compared pairwise), the duplicate last
+    int o = snprintf(many, sizeof many, "{\"prompt\":\"p\",\"k\":{");
+    for (int i = 0; i < 200; i++) o += snprintf(many + o, sizeof many - (size_t)o, "\"k%d\":%d,", i, i);
+    snprintf(many + o, sizeof many - (size_t)o, "\"k7\":0}}");
+    parse_bad(many, P, "k.k7", "duplicate key 'k7'");
+    SrvRequest r;  // the same key in different objects is no duplicate
+    parse_ok("{\"prompt\":\"p\",\"stop\":\"s\",\"x\":{\"stop\":1,\"y\":{\"stop\":2}},\"z\":[{\"a\":1},{\"a\":2}]}", P,
+             &r);
+    srv_request_free(&r);
+}
+
 // The sampling fields llama-server and vLLM take at the top level, and the logit rules.
 Test(server, parse_sampling_rules) {
     SrvRequest r;
@@ -581,7 +602,7 @@ Test(server, tool_calls_parse) {
 
 // HTTP as other OpenAI-compatible servers answer it (tests/server/test_http.py): HEAD on the GET
 // routes and Allow naming it, Retry-After on 503, a client gone mid-generation logged 499,
-// /models/{id} without /v1.
+// /models/{id} without /v1, duplicate JSON keys refused.
 Test(server, http_semantics, .timeout = 600) { server_script("test_http.py", 0, "HTTP semantics checks"); }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets

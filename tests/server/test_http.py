@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """build/tools/server's HTTP semantics as clients of llama-server, vLLM and the OpenAI API expect
 them: HEAD on the GET routes, Retry-After on 503, 499 in the request log for a client that left
-mid-generation, /models/{id} without /v1.
+mid-generation, /models/{id} without /v1, duplicate JSON keys refused.
 
     python test_http.py SERVER MODELS_DIR
 
@@ -204,9 +204,34 @@ def departed_client_logged_499():
         assert srv.stop() == 0
 
 
+# ---------------------------------------------------------------------------------------------
+# Duplicate keys
+
+def duplicate_keys_refused():
+    """A key twice in one object is refused, named with its path (Python's json keeps the last
+    value, cJSON the first: a client must not believe its second value was used)."""
+    with Server(model="qwen3-tiny.f32") as srv:
+        cases = (
+            (b'{"prompt": "x", "max_tokens": 2, "temperature": 0, "temperature": 1}', "/v1/completions", "temperature"),
+            (b'{"max_tokens": 2, "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "a", "content": "b"}]}',
+             "/v1/chat/completions", "messages[1].content"),
+            (b'{"prompt": "x", "max_tokens": 2, "entropix": {"sampler": "greedy", "sampler": "entropix"}}', "/v1/completions",
+             "entropix.sampler"),
+        )
+        for body, path, where in cases:
+            status, _, raw = request(srv, "POST", path, body)
+            e = error_of(status, raw, 400, where)
+            assert f"duplicate key '{where.split('.')[-1]}'" in e["message"] and where in e["message"], e
+        status, _, raw = request(srv, "POST", "/v1/completions",
+                                 b'{"prompt": "x", "max_tokens": 2, "stop": ["a"], "entropix": {"metrics": false}}')
+        assert status == 200, raw  # the same key in different objects is no duplicate
+        assert srv.stop() == 0
+
+
 check("HEAD is GET without a body", head_is_get_without_a_body)
 check("Allow lists HEAD on the GET routes", allow_lists_head)
 check("/models/{id} without /v1", models_id_without_v1)
 check("503 says Retry-After", busy_503_has_retry_after)
 check("a client gone mid-generation is logged 499", departed_client_logged_499)
+check("duplicate keys refused, named with their path", duplicate_keys_refused)
 check.finish()

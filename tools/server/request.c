@@ -391,7 +391,8 @@ int srv_request_parse(const char *body, size_t len, int kind, SrvRequest *r, Srv
     size_t off = (size_t)(end - body);
     while (off < len && strchr(" \t\r\n", body[off]) && body[off]) off++;
     int rc = off < len ? srv_fail(e, 400, NULL, NULL, "the body has bytes after its JSON value (at byte %zu)", off)
-                       : parse_root(root, r, e);
+                       : srv_json_check_duplicates(root, e) != 0 ? -1
+                                                                  : parse_root(root, r, e);
     // cJSON ends a string at an escaped NUL ("\u0000"): a prompt or message holding one would
     // be cut silently. Refused instead: the user's text is never changed behind their back.
     if (rc == 0 && has_nul_escape(body, len))
@@ -428,7 +429,8 @@ char *srv_error_json(const SrvError *e) {
         cJSON_AddStringToObject(o, "message", message ? message : "(out of memory)");
         free(message);
         cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
-        if (e->param) cJSON_AddStringToObject(o, "param", e->param);
+        if (e->param_path[0]) cJSON_AddStringToObject(o, "param", e->param_path);
+        else if (e->param) cJSON_AddStringToObject(o, "param", e->param);
         else cJSON_AddNullToObject(o, "param");
         if (e->code) cJSON_AddStringToObject(o, "code", e->code);
         else cJSON_AddNullToObject(o, "code");

@@ -21,4 +21,10 @@ int srv_get_number(const cJSON *obj, const char *name, double lo, double hi, int
 int srv_get_int(const cJSON *obj, const char *name, double lo, double hi, int *has, double *out, SrvError *e);
 int srv_get_bool(const cJSON *obj, const char *name, int *out, SrvError *e);
 
+// A key given twice in one object of the tree under root, at any depth: Python's json (OpenAI's
+// and vLLM's servers) keeps the last value, cJSON the first, so a client could believe its second
+// value was used. 0, or -1 with e: 400 "duplicate key 'K' at PATH", param PATH (messages[2].content,
+// the root's keys bare). One pass; an object of many keys is sorted, not compared pairwise.
+int srv_json_check_duplicates(const cJSON *root, SrvError *e);
+
 #endif

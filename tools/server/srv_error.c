@@ -13,6 +13,7 @@ int srv_fail(SrvError *e, int status, const char *param, const char *code, const
     e->status = status;
     e->type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
     e->param = param;
+    e->param_path[0] = 0;
     e->code = code;
     va_list ap;
     va_start(ap, fmt);

@@ -12,6 +12,9 @@ typedef struct {
     char message[320];        // one line
     const char *type;         // "invalid_request_error", ...
     const char *param;        // the field at fault, or NULL
+    char param_path[128];     // a field's path built for this error (messages[2].content), when param
+                              // is not a constant: param points here (srv_error_json reads this
+                              // copy, so a copied SrvError keeps it)
     const char *code;         // NULL or a code ("model_not_found", ...)
 } SrvError;
 

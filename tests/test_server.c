@@ -134,6 +134,28 @@ Test(server, parse_rejects_duplicate_keys) {
     srv_request_free(&r);
 }
 
+// best_of (legacy completions): at least n, never streamed past n; chat keeps ignoring it (OpenAI
+// has no best_of there, and unknown fields are ignored).
+Test(server, parse_best_of) {
+    SrvRequest r;
+    parse_ok("{\"prompt\":\"p\",\"n\":2,\"best_of\":5}", SRV_COMPLETION, &r);
+    cr_assert(r.n == 2 && r.best_of == 5);
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"n\":3}", SRV_COMPLETION, &r);
+    cr_assert(r.n == 3 && r.best_of == 3, "best_of absent: n");
+    srv_request_free(&r);
+    parse_ok("{\"prompt\":\"p\",\"best_of\":2,\"n\":2,\"stream\":true}", SRV_COMPLETION, &r);
+    cr_assert(r.best_of == 2 && r.stream);
+    srv_request_free(&r);
+    parse_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"best_of\":\"any\"}", SRV_CHAT, &r);
+    cr_assert(r.best_of == 1);
+    srv_request_free(&r);
+    parse_bad("{\"prompt\":\"p\",\"n\":3,\"best_of\":2}", SRV_COMPLETION, "best_of", "at least n");
+    parse_bad("{\"prompt\":\"p\",\"best_of\":2,\"stream\":true}", SRV_COMPLETION, "best_of", "cannot be streamed");
+    parse_bad("{\"prompt\":\"p\",\"best_of\":17}", SRV_COMPLETION, "best_of", "must be in [1, 16]");
+    parse_bad("{\"prompt\":\"p\",\"best_of\":1.5}", SRV_COMPLETION, "best_of", "integer");
+}
+
 // The sampling fields llama-server and vLLM take at the top level, and the logit rules.
 Test(server, parse_sampling_rules) {
     SrvRequest r;
@@ -602,7 +624,7 @@ Test(server, tool_calls_parse) {
 
 // HTTP as other OpenAI-compatible servers answer it (tests/server/test_http.py): HEAD on the GET
 // routes and Allow naming it, Retry-After on 503, a client gone mid-generation logged 499,
-// /models/{id} without /v1, duplicate JSON keys refused.
+// /models/{id} without /v1, best_of's likeliest candidates, duplicate JSON keys refused.
 Test(server, http_semantics, .timeout = 600) { server_script("test_http.py", 0, "HTTP semantics checks"); }
 
 // Back-pressure, the full queue's 503 and a disconnect freeing its slot, through raw sockets

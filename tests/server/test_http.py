@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """build/tools/server's HTTP semantics as clients of llama-server, vLLM and the OpenAI API expect
 them: HEAD on the GET routes, Retry-After on 503, 499 in the request log for a client that left
-mid-generation, /models/{id} without /v1, duplicate JSON keys refused.
+mid-generation, /models/{id} without /v1, best_of on /v1/completions, duplicate JSON keys refused.
 
     python test_http.py SERVER MODELS_DIR
 
@@ -12,6 +12,7 @@ tests/test_server.c.
 """
 import http.client
 import json
+import math
 import re
 import socket
 import sys
@@ -205,6 +206,53 @@ def departed_client_logged_499():
 
 
 # ---------------------------------------------------------------------------------------------
+# best_of
+
+def completion(srv, **fields):
+    status, _, raw = request(srv, "POST", "/v1/completions", dict(prompt="Once upon a time", **fields))
+    assert status == 200, (status, raw)
+    return json.loads(raw)
+
+
+def mean_logprob(choice):
+    lps = choice["logprobs"]["token_logprobs"]
+    return sum(lps) / len(lps) if lps else -math.inf
+
+
+def best_of_keeps_the_likeliest():
+    """best_of candidates are the n choices of the same seed (candidate i draws with seed + i);
+    the n returned are those of the highest mean log-probability per token, best first, indexed
+    from 0 (best_of == n: the n as they ran); usage counts every candidate's tokens."""
+    with Server() as srv:
+        ask = dict(seed=5, max_tokens=12, temperature=1.5)
+        every = completion(srv, n=4, logprobs=0, **ask)
+        ranked = sorted(every["choices"], key=lambda c: -mean_logprob(c))  # stable: ties keep their order
+        total = every["usage"]["completion_tokens"]
+        assert len({c["text"] for c in every["choices"]}) > 1, every  # the candidates differ
+        for n, lp in ((1, None), (2, None), (2, 0), (3, 0)):
+            extra = {} if lp is None else {"logprobs": lp}
+            got = completion(srv, n=n, best_of=4, **ask, **extra)
+            assert [c["text"] for c in got["choices"]] == [c["text"] for c in ranked[:n]], (n, got, ranked)
+            assert [c["index"] for c in got["choices"]] == list(range(n)), got
+            assert got["usage"]["completion_tokens"] == total, (got["usage"], total)
+            assert all((c["logprobs"] is None) == (lp is None) for c in got["choices"]), got
+        same = completion(srv, n=4, best_of=4, **ask)  # nothing to choose: the n choices as they ran
+        assert [c["text"] for c in same["choices"]] == [c["text"] for c in every["choices"]], same
+        one = completion(srv, best_of=4, **ask)  # n absent: 1
+        assert one["choices"][0]["text"] == ranked[0]["text"] and len(one["choices"]) == 1, one
+        plain = completion(srv, best_of=1, **ask)
+        assert plain["choices"][0]["text"] == every["choices"][0]["text"], plain
+        status, _, raw = request(srv, "POST", "/v1/completions", dict(prompt="x", n=3, best_of=2))
+        assert "at least n" in error_of(status, raw, 400, "best_of")["message"]
+        status, _, raw = request(srv, "POST", "/v1/completions", dict(prompt="x", best_of=2, stream=True))
+        assert "stream" in error_of(status, raw, 400, "best_of")["message"]
+        # streamed with best_of == n: the n choices, nothing to choose
+        status, _, raw = request(srv, "POST", "/v1/completions", dict(prompt="x", best_of=2, n=2, stream=True, max_tokens=2))
+        assert status == 200 and raw.endswith(b"data: [DONE]\n\n"), raw
+        assert srv.stop() == 0
+
+
+# ---------------------------------------------------------------------------------------------
 # Duplicate keys
 
 def duplicate_keys_refused():
@@ -233,5 +281,6 @@ check("Allow lists HEAD on the GET routes", allow_lists_head)
 check("/models/{id} without /v1", models_id_without_v1)
 check("503 says Retry-After", busy_503_has_retry_after)
 check("a client gone mid-generation is logged 499", departed_client_logged_499)
+check("best_of returns the likeliest of its candidates", best_of_keeps_the_likeliest)
 check("duplicate keys refused, named with their path", duplicate_keys_refused)
 check.finish()

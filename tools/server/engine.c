@@ -205,8 +205,9 @@ int srv_request_check_model(const SrvModel *sm, SrvRequest *r, SrvError *e) {
     if (r->kind == SRV_CHAT && srv_tools_prepare(sm->model.cfg.chat_template, r, e) != 0) return -1;
     EmxCliArgs a;
     srv_request_args(sm, r, &a);
-    if (r->n > 1 && (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH))
-        return srv_fail(e, 400, "n", NULL, "n is %d; sampler %s gives one choice", r->n, emx_sampler_kind_name(a.sampler));
+    if (r->best_of > 1 && (a.sampler == EMX_SAMPLER_AGENTS || a.sampler == EMX_SAMPLER_BRANCH))
+        return srv_fail(e, 400, r->n > 1 ? "n" : "best_of", NULL, "%s is %d; sampler %s gives one choice",
+                        r->n > 1 ? "n" : "best_of", r->n > 1 ? r->n : r->best_of, emx_sampler_kind_name(a.sampler));
     const int grammar = a.json_object || a.json_schema || a.grammar || a.json_schema_file || a.grammar_file;
     if (!emx_logit_rules_active(&a.rules) && !grammar) return 0;
     const char *param = r->rules_given & SRV_RULE_BIAS ? "logit_bias" : r->rules_given ? "presence_penalty"

@@ -145,6 +145,12 @@ static int parse_sampling(const cJSON *root, SrvRequest *r, SrvError *e) {
     has = 0;
     if (srv_get_int(root, "n", 1, SRV_MAX_N, &has, &d, e)) return -1;
     r->n = has ? (int)d : 1;
+    r->best_of = r->n;
+    has = 0;  // best_of: the legacy completions' (OpenAI's chat has none: there it is an unknown field)
+    if (r->kind == SRV_COMPLETION && srv_get_int(root, "best_of", 1, SRV_MAX_N, &has, &d, e)) return -1;
+    if (has && (int)d < r->n)
+        return srv_fail(e, 400, "best_of", NULL, "best_of is %d; it must be at least n (%d)", (int)d, r->n);
+    if (has) r->best_of = (int)d;
     if (srv_field(root, "suffix")) return srv_fail(e, 400, "suffix", NULL, "suffix is not supported");
     if (r->kind == SRV_COMPLETION && (srv_field(root, "tools") || srv_field(root, "tool_choice")))
         return srv_fail(e, 400, srv_field(root, "tools") ? "tools" : "tool_choice", NULL,
@@ -355,6 +361,8 @@ static int parse_root(const cJSON *root, SrvRequest *r, SrvError *e) {
     if ((r->kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) != 0) return -1;
     if (parse_sampling(root, r, e) || parse_stop(root, r, e) || parse_logprobs(root, r, e)) return -1;
     if (srv_get_bool(root, "stream", &r->stream, e)) return -1;
+    if (r->stream && r->best_of > r->n)  // the candidates are ranked once all have ended
+        return srv_fail(e, 400, "best_of", NULL, "best_of (%d) past n (%d) cannot be streamed", r->best_of, r->n);
     const cJSON *so = srv_field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return srv_fail(e, 400, "stream_options", NULL, "stream_options must be an object");

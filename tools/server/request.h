@@ -10,7 +10,8 @@
 //   SRV_MAX_TOKENS), temperature (0 .. 2), top_p (0 < p <= 1), seed (integer >= 0; -1: drawn), stop
 //   (string or array of up to SRV_MAX_STOP non-empty strings), stream, stream_options
 //   {include_usage}, logprobs (chat: bool; completions: integer 0 .. 20), top_logprobs (chat,
-//   0 .. 20, needs logprobs), n (1 .. SRV_MAX_N), echo (completions: false only), and top_k, min_p,
+//   0 .. 20, needs logprobs), n (1 .. SRV_MAX_N), best_of (completions: n .. SRV_MAX_N, not streamed
+//   past n; chat ignores it as an unknown field), echo (completions: false only), and top_k, min_p,
 //   the penalties and logit_bias (request_rules.h), tools, tool_choice and parallel_tool_calls
 //   (request_tools.h). null is the same as absent. Unknown fields are ignored, as
 //   most OpenAI-compatible servers do, so newer clients keep working.
@@ -97,6 +98,8 @@ typedef struct {
     char *prompt;             // completions; NUL-terminated (a NUL inside is refused)
     int max_tokens;           // -1: not given
     int n;                    // choices, 1 .. SRV_MAX_N
+    int best_of;              // candidates generated, n .. SRV_MAX_N (completions' best_of; n when absent):
+                              // the n of the highest mean logprob per token are returned
     int has_temperature, has_top_p, has_seed;
     double temperature, top_p;
     uint64_t seed;

@@ -2,6 +2,7 @@
 #include "tools/server/response.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,11 +211,42 @@ static void read_calls(SrvResponse *s, cJSON *c, int delta) {
     free(content);
 }
 
+// The mean natural-log probability of the tokens of entries (-inf when there are none: an empty
+// candidate ranks last): best_of's ranking, OpenAI's "highest log probability per token".
+static double mean_logprob(const cJSON *entries) {
+    double sum = 0;
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) sum += cJSON_GetNumberValue(cJSON_GetObjectItem(e, "logprob")), n++;
+    return n ? sum / n : -INFINITY;
+}
+
+// best_of past n: of the candidates in `all` (deleted), the n of the highest score, best first
+// (ties: the earlier), re-indexed 0..n-1.
+static cJSON *best_choices(const SrvResponse *s, cJSON *all) {
+    const int m = cJSON_GetArraySize(all), n = s->r->n;
+    if (s->r->best_of <= n || m <= n || m > SRV_MAX_N) return all;
+    cJSON *kept = cJSON_CreateArray();
+    int taken[SRV_MAX_N] = {0};
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < m; i++)
+            if (!taken[i] && (best < 0 || s->score[i] > s->score[best])) best = i;
+        taken[best] = 1;
+        cJSON *c = cJSON_Duplicate(cJSON_GetArrayItem(all, best), 1);
+        cJSON_ReplaceItemInObject(c, "index", cJSON_CreateNumber(k));
+        cJSON_AddItemToArray(kept, c);
+    }
+    cJSON_Delete(all);
+    return kept;
+}
+
 // Non-stream (and a stream with tools): the choice's whole text and entries (taken: the next
 // choice starts empty).
 static cJSON *whole_choice(SrvResponse *s, const SrvGenResult *res) {
     const int delta = s->r->stream;
     if (s->r->logprobs && !s->logprobs) s->logprobs = cJSON_CreateArray();  // no tokens: an empty list
+    if (s->index < SRV_MAX_N) s->score[s->index] = mean_logprob(s->logprobs);
     cJSON *c = choice(s, srv_text_json(s->text ? s->text : "", s->len), delta, !delta, s->logprobs, s->metrics,
                       res->finish_reason);
     read_calls(s, c, delta);
@@ -283,7 +315,7 @@ char *srv_response_body(SrvResponse *s, const SrvGenResult *res) {
     cJSON *choices = s->choices ? s->choices : cJSON_CreateArray();
     s->choices = NULL;
     cJSON_AddItemToArray(choices, whole_choice(s, res));
-    cJSON_AddItemToObject(o, "choices", choices);
+    cJSON_AddItemToObject(o, "choices", best_choices(s, choices));
     cJSON_AddItemToObject(o, "usage", usage(s, res));
     cJSON_AddItemToObject(o, "entropix", extension(s, res));  // which sampler ran, its seed
     char *j = cJSON_PrintUnformatted(o);

@@ -42,6 +42,7 @@ typedef struct {
     int completion_done;       // their completion tokens
     int first_cached;          // the first one's cached prompt tokens (usage)
     uint64_t first_seed;       // and its seed (entropix.seed)
+    double score[SRV_MAX_N];   // best_of: each candidate's mean logprob per token (-inf: no token)
 } SrvResponse;
 
 void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, unsigned long serial);

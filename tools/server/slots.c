@@ -141,15 +141,17 @@ static char *cut_answer(SrvJob *j, SrvResponse *resp, SrvGenResult *res, int *st
     return srv_error_json(&e);
 }
 
-// Generates the request's n choices one after another on the slot's state: the prompt's rows are
+// Generates the request's best_of candidates (its n choices, or more to rank: response.c) one
+// after another on the slot's state: the prompt's rows are
 // computed once (the later choices find them in the slot's cache: only the last prompt token
 // runs again). Stops early on an error, a cut or a client that left. *total: the completion
 // tokens of all choices; res: the last choice's result.
 static int run_choices(SrvSlot *slot, SrvJob *j, SrvResponse *resp, SrvGenResult *res, SrvError *e, int *total) {
     SrvServer *s = slot->s;
-    const int n = j->req.n > 1 ? j->req.n : 1;
+    const int n = j->req.best_of > 1 ? j->req.best_of : 1;
     SrvRequest one = j->req;  // a shallow copy: only its seed differs; nothing of it is freed
     if (n > 1) one.has_seed = 1, one.seed = srv_request_seed(s->sm, &j->req);  // choice i draws with it + i
+    if (j->req.best_of > j->req.n) one.logprobs = 1;  // the ranking reads the tokens' logprobs (not returned)
     *total = 0;
     for (int i = 0;; i++) {
         const int rc = srv_generate(s->sm, slot->st, &slot->cache, &one, j->ids, j->n_ids, &j->stop, srv_response_emit,

@@ -339,7 +339,7 @@ Test(eval_run, bad_inputs_run_nothing, .timeout = 120) {
 // as '_' and the original's FNV-1a hash, the names below computed by Python as
 // tests/test_eval_inputs.c says), each with its JSON blob holding one token record per generated
 // token (rolled-back ones marked); the reports change nothing in the results; an existing page
-// is replaced; a folder that cannot be made is one line, exit 1.
+// is replaced; a folder that cannot be made is one line, exit 2.
 static const char *page_part(const char *s) {
     static const char *const names[][2] = {
         {"s/1", "s_1~0c971d92"}, {"s2", "s2"}, {"greedy", "greedy"}, {"entropix", "entropix"},
@@ -418,11 +418,11 @@ Test(eval_run, report_dir_pages, .timeout = 300) {
     }
     free_lines(lines, n);
     free_lines(lines2, n2);
-    // a folder that cannot be made: one line, exit 1, nothing run
+    // a folder that cannot be made: one line, exit 2 (checked before the model opens), nothing run
     snprintf(pages, sizeof pages, "%s/no/such/pages", t.dir);
     snprintf(plain, sizeof plain, "%s/none.jsonl", t.dir);
     args[3] = plain, args[16] = "--report-dir";
-    expect_error_prog(eval_binary(), args, 1, "/no/such/pages: No such file or directory");
+    expect_error_prog(eval_binary(), args, 2, "/no/such/pages: No such file or directory");
     cr_expect(access(plain, F_OK) != 0, "results written with a bad --report-dir");
     tmp_remove(&t);
 }

@@ -3,9 +3,10 @@
 // refused when its path is a FIFO, a symbolic link, a device or a missing folder, before
 // anything runs, and the thing at the path is left as it was; a stream (--metrics, --log) goes
 // through a symbolic link, to stdout as "-", and fails at once on a FIFO nobody reads instead of
-// hanging; eval's -o in a missing folder says so. The FIFO and the link are made in a temporary
-// folder; /dev/null is tried last, only after the same refusal passed on the FIFO and the link
-// (each cr_assert ends the test), and must still be the same character device after.
+// hanging; eval's -o in a missing folder says so, and its --report-dir is checked with them. The
+// FIFO and the link are made in a temporary folder; /dev/null is tried last, only after the same
+// refusal passed on the FIFO and the link (each cr_assert ends the test), and must still be the
+// same character device after.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,45 @@ Test(out_paths, eval_json_refuses_and_o_names_the_missing_folder, .timeout = 120
     const char *fifo[] = {p.model, tasks, "--config", "greedy", "-t", "1", "-o", p.fifo, NULL};
     expect_error_prog(bin, fifo, 2, "is a FIFO");
     expect_untouched(&p);
+    paths_cleanup(&p);
+}
+
+// eval --report-dir, checked with -o and --json before the model is opened: a folder whose parent
+// does not exist, a path that is a file, a FIFO or a link to a file is one line, exit 2, and
+// nothing is made. The model named is not a model at all, so an error that came after opening it
+// would be that file's, exit 1. An existing folder, or a new one in an existing folder, passes
+// this check (and is made only once the model has opened).
+Test(out_paths, eval_report_dir_refused_before_the_model_opens, .timeout = 120) {
+    Paths p;
+    paths_setup(&p);
+    char bin[512], tasks[160], out[160], fresh[160];
+    snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", p.dir);
+    snprintf(out, sizeof out, "%s/results.jsonl", p.dir);
+    snprintf(fresh, sizeof fresh, "%s/pages", p.dir);
+    FILE *f = fopen(tasks, "w");
+    cr_assert(f && fputs("{\"id\": \"a-1\", \"family\": \"a\", \"prompt\": \"1 + 1 =\", \"answer\": \"2\", "
+                         "\"check\": \"number\", \"max_tokens\": 2}\n", f) >= 0 && fclose(f) == 0);
+    prog(bin, sizeof bin, "cpu/tools/eval");
+    const char *args[] = {p.text, tasks, "--config", "greedy", "-t", "1", "-o", out, "--report-dir", NULL, NULL};
+    const char *const cases[][2] = {{p.missing, "/no/such/folder/out: No such file or directory"},
+                                    {p.target, "target.txt: not a folder"},
+                                    {p.fifo, "fifo: not a folder"},
+                                    {p.link, "link: not a folder"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        args[9] = cases[i][0];
+        expect_error_prog(bin, args, 2, cases[i][1]);
+        expect_untouched(&p);
+    }
+    char parent[160];
+    snprintf(parent, sizeof parent, "%s/no", p.dir);
+    cr_expect_neq(access(parent, F_OK), 0, "a refused run made %s", parent);
+    cr_expect_neq(access(out, F_OK), 0, "a refused run created %s", out);
+    // a folder that can be made, and one that exists: the check passes, the model file is the error
+    args[9] = fresh;
+    expect_error_prog(bin, args, 1, "text.txt");
+    cr_expect_neq(access(fresh, F_OK), 0, "%s was made before the model opened", fresh);
+    args[9] = p.dir;
+    expect_error_prog(bin, args, 1, "text.txt");
     paths_cleanup(&p);
 }
 

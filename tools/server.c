@@ -58,6 +58,8 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N    context per slot (default min(model's, 4096))\n"
             "  -t, --threads N     threads per forward (default: all cores)\n"
             "  --device D          cpu | cuda:N | auto\n"
+            "  --cache-type T      the KV cache's elements: f32, f16 or auto (default: f16 on a GPU for\n"
+            "                      16-bit or quantised weights, else f32), as ./run\n"
             "  -n N                max_tokens when a request gives none (default: what the context has room for)\n"
             "  -s SEED             seed when a request gives none (default: drawn per request)\n"
             "  --sampler S         the sampler of a request that names none (default: combined, the one\n"

@@ -7,13 +7,17 @@
 // the first present property is one of the properties up to the first required one, and each
 // later one is written `"," kv` (required) or `("," kv)?` (optional).
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/errmsg.h"
 #include "sampler/json_schema.h"
+#include "sampler/json_schema_format.h"
+#include "sampler/json_schema_pattern.h"
 
 // The primitives (whitespace bounded as llama.cpp's: a model cannot loop on it; numbers of at
 // most 16 digits per part; strings with JSON's escapes and no raw control characters).
@@ -32,11 +36,7 @@ static const char JSON_RULES[] =
 
 enum { MAX_REFS = 1024, NAME_MAX_LEN = 64, MAX_SCHEMA_DEPTH = 64 };
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} Buf;
+typedef EmxText Buf;
 
 typedef struct {
     const cJSON *root;
@@ -44,32 +44,11 @@ typedef struct {
     char *err;
     size_t errlen;
     int failed, n_rules, depth;
+    unsigned formats;  // the formats used (bits of json_schema_format.h's indices)
     char *ref_path[MAX_REFS];
     char ref_name[MAX_REFS][NAME_MAX_LEN];
     int n_refs;
 } Conv;
-
-__attribute__((format(printf, 2, 3))) static void put(Buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0 || b->oom) return;
-    if (b->n + (size_t)k + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + (size_t)k + 1) c *= 2;
-        char *s = realloc(b->s, c);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s, b->cap = c;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
-}
 
 __attribute__((format(printf, 2, 3))) static int fail(Conv *c, const char *fmt, ...) {
     if (c->failed) return -1;
@@ -108,13 +87,13 @@ static void new_name(Conv *c, const char *hint, char *name) {
 
 // A GBNF string literal of the bytes s (escaping what GBNF needs).
 static void put_literal(Buf *b, const char *s) {
-    put(b, "\"");
+    emx_text_put(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') put(b, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7F) put(b, "\\x%02X", *p);
-        else put(b, "%c", *p);
+        if (*p == '"' || *p == '\\') emx_text_put(b, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7F) emx_text_put(b, "\\x%02X", *p);
+        else emx_text_put(b, "%c", *p);
     }
-    put(b, "\"");
+    emx_text_put(b, "\"");
 }
 
 // A JSON value's exact text as a literal, then space.
@@ -122,7 +101,7 @@ static int put_json_literal(Conv *c, Buf *b, const cJSON *v) {
     char *text = cJSON_PrintUnformatted(v);
     if (!text) return fail(c, "out of memory");
     put_literal(b, text);
-    put(b, " space");
+    emx_text_put(b, " space");
     free(text);
     return 0;
 }
@@ -131,7 +110,8 @@ static int gen(Conv *c, const cJSON *sch, const char *ptr, const char *hint, cha
 
 static const char *const SUPPORTED[] = {"type", "properties", "required", "additionalProperties", "items",
                                         "minItems", "maxItems", "enum", "const", "anyOf", "$ref", "$defs",
-                                        "definitions", "minLength", "maxLength", NULL};
+                                        "definitions", "minLength", "maxLength", "pattern", "format",
+                                        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 static const char *const ANNOTATIONS[] = {"title", "description", "$schema", "$id", "$comment", "default", "examples", NULL};
 
 static int in_list(const char *const *list, const char *s) {
@@ -160,20 +140,92 @@ static int count_kw(Conv *c, const cJSON *sch, const char *kw, const char *ptr, 
 
 // {m,n} (n < 0: unbounded) after a symbol.
 static void put_repeat(Buf *b, long m, long n) {
-    if (n < 0) put(b, "{%ld,}", m);
-    else put(b, "{%ld,%ld}", m, n);
+    if (n < 0) emx_text_put(b, "{%ld,}", m);
+    else emx_text_put(b, "{%ld,%ld}", m, n);
+}
+
+// A string with a pattern or a format (either, without length bounds).
+static int gen_string_shaped(Conv *c, const cJSON *sch, const cJSON *pat, const cJSON *fmt, const char *ptr, Buf *b) {
+    if (pat && fmt) return fail(c, "'pattern' and 'format' together at %s are not supported", shown(ptr));
+    const char *kw = pat ? "pattern" : "format";
+    if (cJSON_GetObjectItemCaseSensitive(sch, "minLength") || cJSON_GetObjectItemCaseSensitive(sch, "maxLength"))
+        return fail(c, "'%s' with 'minLength' or 'maxLength' at %s is not supported", kw, shown(ptr));
+    if (!cJSON_IsString(pat ? pat : fmt)) return fail(c, "'%s' at %s is not a string", kw, shown(ptr));
+    if (fmt) {
+        int f = emx_format_index(fmt->valuestring);
+        if (f < 0)
+            return fail(c, "format '%.100s' at %s is not supported (date, time, date-time, uuid, email, ipv4)",
+                        fmt->valuestring, shown(ptr));
+        c->formats |= 1u << f;
+        emx_text_put(b, "\"\\\"\" %s \"\\\"\" space", emx_format_rule_name(f));
+        return 0;
+    }
+    char msg[300];
+    emx_text_put(b, "\"\\\"\" ");
+    if (emx_pattern_to_gbnf(pat->valuestring, "char", b, msg, sizeof msg))
+        return fail(c, "'pattern' at %s: %s", shown(ptr), msg);
+    emx_text_put(b, " \"\\\"\" space");
+    return 0;
 }
 
 static int gen_string(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(sch, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(sch, "format");
+    if (pat || fmt) return gen_string_shaped(c, sch, pat, fmt, ptr, b);
     long lo, hi;
     if (count_kw(c, sch, "minLength", ptr, 0, &lo) || count_kw(c, sch, "maxLength", ptr, -1, &hi)) return -1;
     if (hi >= 0 && hi < lo) return fail(c, "maxLength below minLength at %s", shown(ptr));
-    if (lo == 0 && hi < 0) put(b, "string");
+    if (lo == 0 && hi < 0) emx_text_put(b, "string");
     else {
-        put(b, "\"\\\"\" char");
+        emx_text_put(b, "\"\\\"\" char");
         put_repeat(b, lo, hi);
-        put(b, " \"\\\"\" space");
+        emx_text_put(b, " \"\\\"\" space");
     }
+    return 0;
+}
+
+static const char *const BOUNDS[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+
+// An integer with bounds: the exact range of integers they leave.
+static int gen_integer(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
+    int has_lo = 0, has_hi = 0;
+    int64_t lo = 0, hi = 0;
+    for (int k = 0; k < 4; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(sch, BOUNDS[k]);
+        if (!v) continue;
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return fail(c, "'%s' at %s is not a number", BOUNDS[k], shown(ptr));
+        double d = v->valuedouble;
+        if (fabs(d) > (double)EMX_INT_BOUND_MAX)
+            return fail(c, "'%s' at %s is beyond 2^53 - 1 in magnitude (not supported)", BOUNDS[k], shown(ptr));
+        // the least integer allowed above a lower bound, the greatest below an upper one
+        int64_t v64 = k == 0 ? (int64_t)ceil(d) : k == 1 ? (int64_t)floor(d) + 1 : k == 2 ? (int64_t)floor(d) : (int64_t)ceil(d) - 1;
+        if (k < 2 && (!has_lo || v64 > lo)) lo = v64, has_lo = 1;
+        if (k >= 2 && (!has_hi || v64 < hi)) hi = v64, has_hi = 1;
+    }
+    if (!has_lo && !has_hi) {
+        emx_text_put(b, "integer");
+        return 0;
+    }
+    if (has_lo && has_hi && lo > hi) return fail(c, "no integer is within the bounds at %s", shown(ptr));
+    emx_int_range_gbnf(b, has_lo, lo, has_hi, hi);
+    emx_text_put(b, " space");
+    return 0;
+}
+
+// A number: "minimum": 0 (no minus sign) is the one bound written exactly.
+static int gen_number(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
+    int non_negative = 0;
+    for (int k = 0; k < 4; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(sch, BOUNDS[k]);
+        if (!v) continue;
+        if (k == 0 && cJSON_IsNumber(v) && v->valuedouble == 0) {
+            non_negative = 1;
+            continue;
+        }
+        return fail(c, "'%s' on a number at %s is not supported (only \"minimum\": 0; an integer takes any bounds)",
+                    BOUNDS[k], shown(ptr));
+    }
+    if (!non_negative) emx_text_put(b, "number");
+    else emx_text_put(b, "( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,16} )? space");
     return 0;
 }
 
@@ -186,12 +238,12 @@ static int gen_array(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
     ptr_child(p2, sizeof p2, ptr, "items");
     if (items && gen(c, items, p2, "item", item)) return -1;
     if (hi == 0) {
-        put(b, "\"[\" space \"]\" space");
+        emx_text_put(b, "\"[\" space \"]\" space");
         return 0;
     }
-    put(b, "\"[\" space %s%s ( \",\" space %s )", lo == 0 ? "( " : "", item, item);
+    emx_text_put(b, "\"[\" space %s%s ( \",\" space %s )", lo == 0 ? "( " : "", item, item);
     put_repeat(b, lo ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
-    put(b, "%s \"]\" space", lo == 0 ? " )?" : "");
+    emx_text_put(b, "%s \"]\" space", lo == 0 ? " )?" : "");
     return 0;
 }
 
@@ -205,7 +257,7 @@ static int gen_object(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
         return fail(c, "'additionalProperties' at %s is not a boolean", shown(ptr));
     int closed = extra && cJSON_IsFalse(extra);
     if (!props && !closed) {  // no properties named: any object
-        put(b, "object");
+        emx_text_put(b, "object");
         return 0;
     }
     if (extra && !closed) return fail(c, "'additionalProperties' at %s: only false is supported beside properties", shown(ptr));
@@ -229,15 +281,15 @@ static int gen_object(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
         if ((rc = gen(c, p, p2, p->string, value))) break;
         new_name(c, p->string, kv[i]);  // the rule `"key" space ":" space value`
         Buf def = {0};
-        put(&def, "%s-kv ::= ", kv[i]);
+        emx_text_put(&def, "%s-kv ::= ", kv[i]);
         cJSON *key = cJSON_CreateString(p->string);
         char *kt = key ? cJSON_PrintUnformatted(key) : NULL;
         cJSON_Delete(key);
         if (!kt) rc = fail(c, "out of memory");
         else put_literal(&def, kt);
         free(kt);
-        put(&def, " space \":\" space %s\n", value);
-        put(&c->out, "%s", def.n ? def.s : "");
+        emx_text_put(&def, " space \":\" space %s\n", value);
+        emx_text_put(&c->out, "%s", def.n ? def.s : "");
         if (def.oom) rc = fail(c, "out of memory");
         free(def.s);
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
@@ -248,16 +300,16 @@ static int gen_object(Conv *c, const cJSON *sch, const char *ptr, Buf *b) {
             rc = fail(c, "'required' at %s names '%s', which is not in its properties", shown(ptr),
                       cJSON_IsString(r) ? r->valuestring : "(not a string)");
     if (rc == 0) {
-        put(b, "\"{\" space");
-        if (n) put(b, " (");
+        emx_text_put(b, "\"{\" space");
+        if (n) emx_text_put(b, " (");
         for (int first = 0; first < n; first++) {  // the first property present
-            put(b, "%s %s-kv", first ? " |" : "", kv[first]);
-            for (int j = first + 1; j < n; j++) put(b, required[j] ? " \",\" space %s-kv" : " ( \",\" space %s-kv )?", kv[j]);
+            emx_text_put(b, "%s %s-kv", first ? " |" : "", kv[first]);
+            for (int j = first + 1; j < n; j++) emx_text_put(b, required[j] ? " \",\" space %s-kv" : " ( \",\" space %s-kv )?", kv[j]);
             if (required[first]) break;
-            if (first == n - 1) put(b, " |");  // every property optional: none at all
+            if (first == n - 1) emx_text_put(b, " |");  // every property optional: none at all
         }
-        if (n) put(b, " )");
-        put(b, " \"}\" space");
+        if (n) emx_text_put(b, " )");
+        emx_text_put(b, " \"}\" space");
     }
     free(kv);
     free(required);
@@ -268,8 +320,10 @@ static int gen_type(Conv *c, const cJSON *sch, const char *type, const char *ptr
     if (!strcmp(type, "object")) return gen_object(c, sch, ptr, b);
     if (!strcmp(type, "array")) return gen_array(c, sch, ptr, b);
     if (!strcmp(type, "string")) return gen_string(c, sch, ptr, b);
-    if (!strcmp(type, "number") || !strcmp(type, "integer") || !strcmp(type, "boolean") || !strcmp(type, "null")) {
-        put(b, "%s", type);
+    if (!strcmp(type, "integer")) return gen_integer(c, sch, ptr, b);
+    if (!strcmp(type, "number")) return gen_number(c, sch, ptr, b);
+    if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
+        emx_text_put(b, "%s", type);
         return 0;
     }
     return fail(c, "type '%s' at %s is not supported", type, shown(ptr));
@@ -298,7 +352,7 @@ static int gen_ref(Conv *c, const cJSON *ref, const char *ptr, char *name) {
     snprintf(tp, sizeof tp, "%.500s", r + 1);
     char inner[NAME_MAX_LEN];
     int rc = gen(c, target, tp, def, inner);
-    put(&c->out, "%s ::= %s\n", name, inner);
+    emx_text_put(&c->out, "%s ::= %s\n", name, inner);
     return rc;
 }
 
@@ -307,9 +361,9 @@ static int gen_alternatives(Conv *c, const cJSON *arr, const char *kw, const cha
     if (!cJSON_IsArray(arr) || !arr->child) return fail(c, "'%s' at %s is not a non-empty array", kw, shown(ptr));
     char p2[512], idx[16], sub[NAME_MAX_LEN];
     int i = 0;
-    put(b, "( ");
+    emx_text_put(b, "( ");
     for (const cJSON *v = arr->child; v; v = v->next, i++) {
-        if (i) put(b, " | ");
+        if (i) emx_text_put(b, " | ");
         if (!strcmp(kw, "enum")) {
             if (put_json_literal(c, b, v)) return -1;
             continue;
@@ -319,9 +373,9 @@ static int gen_alternatives(Conv *c, const cJSON *arr, const char *kw, const cha
         ptr_child(pk, sizeof pk, ptr, kw);
         ptr_child(p2, sizeof p2, pk, idx);
         if (gen(c, v, p2, hint, sub)) return -1;
-        put(b, "%s", sub);
+        emx_text_put(b, "%s", sub);
     }
-    put(b, " )");
+    emx_text_put(b, " )");
     return 0;
 }
 
@@ -333,19 +387,23 @@ static int gen_body(Conv *c, const cJSON *sch, const char *ptr, const char *hint
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(sch, "type");
     if (cJSON_IsString(type)) return gen_type(c, sch, type->valuestring, ptr, b);
     if (cJSON_IsArray(type) && type->child) {
-        put(b, "( ");
+        emx_text_put(b, "( ");
         for (const cJSON *t = type->child; t; t = t->next) {
             if (!cJSON_IsString(t)) return fail(c, "'type' at %s holds a non-string", shown(ptr));
-            if (t != type->child) put(b, " | ");
+            if (t != type->child) emx_text_put(b, " | ");
             if (gen_type(c, sch, t->valuestring, ptr, b)) return -1;
         }
-        put(b, " )");
+        emx_text_put(b, " )");
         return 0;
     }
     if (type) return fail(c, "'type' at %s is neither a string nor a non-empty array", shown(ptr));
     if (cJSON_GetObjectItemCaseSensitive(sch, "properties")) return gen_object(c, sch, ptr, b);
     if (cJSON_GetObjectItemCaseSensitive(sch, "items")) return gen_array(c, sch, ptr, b);
-    put(b, "value");  // no constraint: any JSON value
+    static const char *const TYPED[] = {"pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    for (int i = 0; TYPED[i]; i++)  // they hold of the strings or numbers among any values: not written
+        if (cJSON_GetObjectItemCaseSensitive(sch, TYPED[i]))
+            return fail(c, "'%s' at %s is supported only beside a \"type\"", TYPED[i], shown(ptr));
+    emx_text_put(b, "value");  // no constraint: any JSON value
     return 0;
 }
 
@@ -365,7 +423,7 @@ static int gen(Conv *c, const cJSON *sch, const char *ptr, const char *hint, cha
     int rc = gen_body(c, sch, ptr, hint, &b);
     c->depth--;
     new_name(c, hint, name);
-    if (rc == 0) put(&c->out, "%s ::= %s\n", name, b.n ? b.s : "");
+    if (rc == 0) emx_text_put(&c->out, "%s ::= %s\n", name, b.n ? b.s : "");
     if (b.oom) rc = fail(c, "out of memory");
     free(b.s);
     return rc;
@@ -386,7 +444,9 @@ int emx_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, char *e
     if (rc == 0 && c->out.oom) rc = fail(c, "out of memory");
     if (rc == 0) {
         Buf text = {0};
-        put(&text, "root ::= %s\n%s%s", top, c->out.n ? c->out.s : "", JSON_RULES);
+        emx_text_put(&text, "root ::= %s\n%s", top, emx_text_str(&c->out));
+        emx_format_put_rules(&text, c->formats);
+        emx_text_put(&text, "%s", JSON_RULES);
         if (text.oom) rc = fail(c, "out of memory"), free(text.s);
         else *gbnf = text.s;
     }
@@ -408,7 +468,7 @@ int emx_grammar_from_json_schema(const char *schema, size_t len, EmxGrammar **ou
 
 int emx_grammar_json_object(EmxGrammar **out, char *err, size_t errlen) {
     Buf text = {0};
-    put(&text, "root ::= object\n%s", JSON_RULES);
+    emx_text_put(&text, "root ::= object\n%s", JSON_RULES);
     if (text.oom) return emx_seterr(err, errlen, "grammar: out of memory");
     int rc = emx_grammar_parse(text.s, text.n, out, err, errlen);
     free(text.s);

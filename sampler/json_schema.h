@@ -1,7 +1,9 @@
 // json_schema.h — JSON Schema -> GBNF (grammar.h), the subset OpenAI's strict mode defines
 // (docs/grammar.md "JSON Schema"): type object (properties in declared order, required,
 // additionalProperties false), array (items, minItems, maxItems), string (enum, const,
-// minLength, maxLength), number, integer, boolean, null, type arrays, enum / const of any JSON
+// minLength, maxLength; pattern, an ECMA-262 subset, json_schema_pattern.h; format date, time,
+// date-time, uuid, email, ipv4), number (minimum 0), integer (minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum: the exact range), boolean, null, type arrays, enum / const of any JSON
 // value, anyOf, $ref to #/$defs/... or #/definitions/... (recursion allowed). Annotations
 // (title, description, $schema, $id, $comment, default, examples) are ignored; any other
 // keyword is refused, naming it and its JSON pointer. The output is a JSON value with bounded

@@ -57,7 +57,7 @@ Test(grammar_run, flag_errors_are_one_line) {
     expect_error((const char *[]){mp, "--sampler", "agents", "--grammar", "root ::= \"a\"", NULL}, 2,
                  "not available with --sampler agents");
     expect_error((const char *[]){mp, "-n", "2", "--grammar", "root ::= undefined", NULL}, 2, "--grammar: grammar: 1:");
-    expect_error((const char *[]){mp, "-n", "2", "--json-schema", "{\"type\": \"object\", \"pattern\": \"x\"}", NULL}, 2,
+    expect_error((const char *[]){mp, "-n", "2", "--json-schema", "{\"type\": \"object\", \"multipleOf\": 2}", NULL}, 2,
                  "--json-schema: ");
     expect_error((const char *[]){mp, "-n", "2", "--json-schema-file", "/nonexistent.json", NULL}, 2,
                  "--json-schema-file /nonexistent.json: No such file or directory");

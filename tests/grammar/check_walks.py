@@ -8,7 +8,9 @@ For every schema SCHEMA_DIR/*.json and every model, N walks (seed 11): each walk
 stop token must parse as JSON (Python's json module, not cJSON) and validate against its schema
 (the --json-object grammar's: be a JSON object), and at least 3 in 4 must end so (a walk cut by
 its token budget, deep in a recursive schema, is a truncation, not an error). Prints 'N passed, N failed'; exit 1 on any
-failure.
+failure. Formats are checked: date, email, ipv4 and uuid by jsonschema's own checkers, time and
+date-time (whose jsonschema checker needs a package the venv does not have) by
+string_cases.py's RFC 3339 checks.
 """
 import glob
 import json
@@ -17,6 +19,15 @@ import subprocess
 import sys
 
 import jsonschema
+
+from string_cases import rfc3339_date_time, rfc3339_time
+
+
+def format_checker():
+    checker = jsonschema.FormatChecker()
+    checker.checks("time")(lambda s: not isinstance(s, str) or rfc3339_time(s))
+    checker.checks("date-time")(lambda s: not isinstance(s, str) or rfc3339_date_time(s))
+    return checker
 
 
 def walks(tool, model, args, n):
@@ -41,7 +52,7 @@ def main():
     for model in models:
         for name, args in cases:
             schema = json.load(open(name, encoding="utf-8")) if name != "json_object" else {"type": "object"}
-            validator = jsonschema.Draft202012Validator(schema)
+            validator = jsonschema.Draft202012Validator(schema, format_checker=format_checker())
             try:
                 lines = walks(tool, model, args, n)
             except Exception as e:  # noqa: BLE001 - reported as a failure

@@ -85,7 +85,7 @@ def grammar_field_on_completions():
 
 def errors_name_the_field():
     cases = [(dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
-                 "type": "string", "pattern": "a+"}}}), "response_format", "pattern"),
+                 "type": "string", "pattern": "(?=a)"}}}), "response_format", "lookahead"),
              (dict(response_format={"type": "xml"}), "response_format", "not text, json_object or json_schema"),
              (dict(response_format={"type": "json_schema"}), "response_format", "json_schema.schema"),
              (dict(extra_body={"grammar": "root ::= nothing"}), "grammar", "grammar: 1:"),

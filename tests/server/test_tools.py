@@ -142,7 +142,7 @@ def errors_name_the_field():
              (dict(tools=[WEATHER], tool_choice=FORCE, response_format={"type": "json_object"}), "tool_choice",
               "give one"),
              (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
-                 "x": {"type": "string", "pattern": "a+"}}}}}], tool_choice="required"), "tools", "pattern"),
+                 "x": {"type": "string", "pattern": "a(?!b)"}}}}}], tool_choice="required"), "tools", "lookahead"),
              (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
                  "x": {"$ref": "#"}}}}}], tool_choice="required"), "tools", "refers to itself")]
     for kw, param, needle in cases:

@@ -19,16 +19,6 @@ static EmxGrammar *parse_ok(const char *gbnf) {
     return g;
 }
 
-// Whether the whole of text is accepted, and then whether it is done (-1: rejected).
-static int run_text(const EmxGrammar *g, const char *text) {
-    EmxGrammarState *s = emx_grammar_state_new(g);
-    cr_assert(s);
-    int rc = emx_grammar_accept(s, text, strlen(text));
-    int done = rc == 0 ? emx_grammar_done(s) : -1;
-    emx_grammar_state_free(s);
-    return done;
-}
-
 Test(grammar, parse_errors_name_the_place) {
     static const char *const cases[][2] = {
         {"root ::= x", "grammar: 1:10: undefined rule 'x'"},
@@ -65,27 +55,27 @@ Test(grammar, accepts_and_rejects) {
         "greeting ::= \"hi\" | \"hello\"\n"
         "  | \"hey\"\n"
         "name ::= [A-Z] [a-z_0-9]* | \"\\u00e9t\\xE9\"\n");
-    cr_expect_eq(run_text(g, "hi!"), 1);
-    cr_expect_eq(run_text(g, "hello Bob_9!!!"), 1);
-    cr_expect_eq(run_text(g, "hey \xc3\xa9t\xc3\xa9!"), 1);
-    cr_expect_eq(run_text(g, "hey Bob"), 0, "a prefix: accepted, not done");
-    cr_expect_eq(run_text(g, "hi!!!!"), -1, "{1,3}");
-    cr_expect_eq(run_text(g, "hi bob!"), -1);
-    cr_expect_eq(run_text(g, "yo!"), -1);
+    cr_expect_eq(gram_text_state(g, "hi!"), 1);
+    cr_expect_eq(gram_text_state(g, "hello Bob_9!!!"), 1);
+    cr_expect_eq(gram_text_state(g, "hey \xc3\xa9t\xc3\xa9!"), 1);
+    cr_expect_eq(gram_text_state(g, "hey Bob"), 0, "a prefix: accepted, not done");
+    cr_expect_eq(gram_text_state(g, "hi!!!!"), -1, "{1,3}");
+    cr_expect_eq(gram_text_state(g, "hi bob!"), -1);
+    cr_expect_eq(gram_text_state(g, "yo!"), -1);
     emx_grammar_free(g);
     g = parse_ok("root ::= \"ab\"+ (\"c\" [0-9]){2} (\"x\" | \"yz\")* \"end\"?");
-    cr_expect_eq(run_text(g, "ababc1c2"), 1);
-    cr_expect_eq(run_text(g, "abc1c2xyzxend"), 1);
-    cr_expect_eq(run_text(g, "abac1c2"), -1, "\"ab\"+ repeats the whole literal");
-    cr_expect_eq(run_text(g, "abc1"), 0);
-    cr_expect_eq(run_text(g, "abc1c2c3"), -1, "{2}");
-    cr_expect_eq(run_text(g, "abc1c2y"), 0);
-    cr_expect_eq(run_text(g, "abc1c2endx"), -1);
+    cr_expect_eq(gram_text_state(g, "ababc1c2"), 1);
+    cr_expect_eq(gram_text_state(g, "abc1c2xyzxend"), 1);
+    cr_expect_eq(gram_text_state(g, "abac1c2"), -1, "\"ab\"+ repeats the whole literal");
+    cr_expect_eq(gram_text_state(g, "abc1"), 0);
+    cr_expect_eq(gram_text_state(g, "abc1c2c3"), -1, "{2}");
+    cr_expect_eq(gram_text_state(g, "abc1c2y"), 0);
+    cr_expect_eq(gram_text_state(g, "abc1c2endx"), -1);
     emx_grammar_free(g);
     g = parse_ok("root ::= [^\"\\\\]+ \".\" . [\\x00-\\x1F]?");
-    cr_expect_eq(run_text(g, "ab.\n"), 1);
-    cr_expect_eq(run_text(g, "a\"b."), -1);
-    cr_expect_eq(run_text(g, "\xe4\xbd\xa0.\xf0\x9f\x98\x80"), 1, "any character is one code point");
+    cr_expect_eq(gram_text_state(g, "ab.\n"), 1);
+    cr_expect_eq(gram_text_state(g, "a\"b."), -1);
+    cr_expect_eq(gram_text_state(g, "\xe4\xbd\xa0.\xf0\x9f\x98\x80"), 1, "any character is one code point");
     emx_grammar_free(g);
 }
 

@@ -1,6 +1,6 @@
-// test_grammar_util.h — helpers of the grammar tests (test_grammar.c, test_json_schema.c): a
-// model's tokenizer, the brute-force mask (clone, accept each token, compare), and a random walk
-// through the mask that returns its text.
+// test_grammar_util.h — helpers of the grammar tests (test_grammar.c, test_json_schema*.c): a
+// model's tokenizer, a text fed to a fresh state, the brute-force mask (clone, accept each token,
+// compare), and a random walk through the mask that returns its text.
 #ifndef ENTROPIX_TEST_GRAMMAR_UTIL_H
 #define ENTROPIX_TEST_GRAMMAR_UTIL_H
 
@@ -41,6 +41,30 @@ static inline void gram_model_close(GramModel *gm) {
     emx_token_trie_free(gm->trie);
     emx_tokenizer_free(gm->tk);
     emx_model_close(&gm->m);
+}
+
+// text fed to a fresh state of g: 1 when it is a whole sentence, 0 a prefix of one, -1 refused.
+static inline int gram_text_state(const EmxGrammar *g, const char *text) {
+    EmxGrammarState *s = emx_grammar_state_new(g);
+    cr_assert(s);
+    int rc = emx_grammar_accept(s, text, strlen(text));
+    int done = rc == 0 ? emx_grammar_done(s) : -1;
+    emx_grammar_state_free(s);
+    return done;
+}
+
+// Each schema cases[i][0] refused by emx_grammar_from_json_schema with a one-line message that
+// holds cases[i][1].
+static inline void gram_expect_schemas_refused(const char *const (*cases)[2], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        EmxGrammar *g = NULL;
+        char err[512] = "";
+        cr_expect_eq(emx_grammar_from_json_schema(cases[i][0], strlen(cases[i][0]), &g, err, sizeof err), -1, "%s",
+                     cases[i][0]);
+        cr_expect_null(g);
+        cr_expect(strstr(err, cases[i][1]) && !strchr(err, '\n'), "%s: got \"%s\", want \"%s\"", cases[i][0], err,
+                  cases[i][1]);
+    }
 }
 
 // The mask by definition: every token tried on a clone of s. Returns the count.

@@ -29,13 +29,7 @@ Test(json_schema, refusals_name_keyword_and_pointer) {
         {"{\"type\": ", "json schema: the schema is not valid JSON"},
         {"[1]", "json schema: the schema at / is not an object"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        EmxGrammar *g = NULL;
-        char err[256] = "";
-        cr_expect_eq(emx_grammar_from_json_schema(cases[i][0], strlen(cases[i][0]), &g, err, sizeof err), -1, "%s", cases[i][0]);
-        cr_expect_null(g);
-        cr_expect(strstr(err, cases[i][1]) && !strchr(err, '\n'), "%s: got \"%s\", want \"%s\"", cases[i][0], err, cases[i][1]);
-    }
+    gram_expect_schemas_refused(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(json_schema, annotations_are_ignored_and_gbnf_is_readable) {

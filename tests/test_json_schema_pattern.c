@@ -21,16 +21,6 @@ static EmxGrammar *schema_grammar(const char *schema) {
     return g;
 }
 
-// 1: text is a whole sentence of g; 0: a prefix; -1: refused.
-static int accepts(const EmxGrammar *g, const char *text) {
-    EmxGrammarState *s = emx_grammar_state_new(g);
-    cr_assert(s);
-    int rc = emx_grammar_accept(s, text, strlen(text));
-    int done = rc == 0 ? emx_grammar_done(s) : -1;
-    emx_grammar_state_free(s);
-    return done;
-}
-
 Test(json_schema, pattern_and_format_match_python, .timeout = 600) {
     char py[512];
     test_build_path(py, sizeof py, "server-venv/bin/python");
@@ -50,7 +40,7 @@ Test(json_schema, pattern_and_format_match_python, .timeout = 600) {
             snprintf(schema, sizeof schema, "%s", line);
             g = schema_grammar(schema);
         }
-        int want = atoi(t2 + 1), got = accepts(g, t1 + 1) == 1;
+        int want = atoi(t2 + 1), got = gram_text_state(g, t1 + 1) == 1;
         hits += want;
         if (got != want && bad++ < 20) cr_expect_eq(got, want, "%s: %s: grammar %d, Python %d", schema, t1 + 1, got, want);
         n++;
@@ -100,13 +90,7 @@ Test(json_schema, pattern_refusals_name_construct_offset_and_pointer) {
         {"{\"type\":\"integer\",\"multipleOf\":2}", "json schema: 'multipleOf' at / is not supported"},
     };
     // (the message escapes a backslash of the pattern, as every json schema message does)
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        EmxGrammar *g = NULL;
-        char err[512] = "";
-        cr_expect_eq(emx_grammar_from_json_schema(cases[i][0], strlen(cases[i][0]), &g, err, sizeof err), -1, "%s", cases[i][0]);
-        cr_expect_null(g);
-        cr_expect(strstr(err, cases[i][1]) && !strchr(err, '\n'), "%s: got \"%s\", want \"%s\"", cases[i][0], err, cases[i][1]);
-    }
+    gram_expect_schemas_refused(cases, sizeof cases / sizeof cases[0]);
 }
 
 // A character the regex allows is written as JSON writes it, in each of JSON's forms but the
@@ -116,18 +100,18 @@ Test(json_schema, pattern_characters_take_their_json_escapes) {
     static const char *const yes[] = {"\"\\n\"", "\"\\u000a\"", "\"\\u000A\"", "\"\\\"\"", "\"\\\\\"", "\"/\"", "\"\\/\"",
                                       "\"\\u007f\"", "\"\\u007F\"", "\"\\u0001\""};
     static const char *const no[] = {"\"\n\"", "\"\\\"", "\"\x7f\"", "\"\x01\"", "\"\\u0022\"", "\"a\"", "\"\\n\\n\""};
-    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) cr_expect_eq(accepts(g, yes[i]), 1, "%s", yes[i]);
-    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) cr_expect_neq(accepts(g, no[i]), 1, "%s", no[i]);
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) cr_expect_eq(gram_text_state(g, yes[i]), 1, "%s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) cr_expect_neq(gram_text_state(g, no[i]), 1, "%s", no[i]);
     emx_grammar_free(g);
     g = schema_grammar("{\"type\":\"string\",\"pattern\":\"b\"}");  // unanchored: any characters around
-    cr_expect_eq(accepts(g, "\"a\\\"\\u0000\\n\\u00e9b\xc3\xa9\\\\\" "), 1);
-    cr_expect_eq(accepts(g, "\"a\\\"c\""), -1);
+    cr_expect_eq(gram_text_state(g, "\"a\\\"\\u0000\\n\\u00e9b\xc3\xa9\\\\\" "), 1);
+    cr_expect_eq(gram_text_state(g, "\"a\\\"c\""), -1);
     emx_grammar_free(g);
     g = schema_grammar("{\"type\":\"string\",\"format\":\"email\"}");
-    cr_expect_eq(accepts(g, "\"ada.lovelace+x@example.co.uk\""), 1);
-    cr_expect_eq(accepts(g, "\"a@b\""), -1, "a domain of two labels or more");
-    cr_expect_eq(accepts(g, "\".a@b.c\""), -1);
-    cr_expect_eq(accepts(g, "\"a@-b.c\""), -1);
+    cr_expect_eq(gram_text_state(g, "\"ada.lovelace+x@example.co.uk\""), 1);
+    cr_expect_eq(gram_text_state(g, "\"a@b\""), -1, "a domain of two labels or more");
+    cr_expect_eq(gram_text_state(g, "\".a@b.c\""), -1);
+    cr_expect_eq(gram_text_state(g, "\"a@-b.c\""), -1);
     emx_grammar_free(g);
 }
 
@@ -174,18 +158,18 @@ Test(json_schema, integer_bounds_are_exact) {
                 int in = (!has[0] || d >= b[0]) && (!has[1] || d > b[1]) && (!has[2] || d <= b[2]) && (!has[3] || d < b[3]);
                 char text[40];
                 snprintf(text, sizeof text, "%lld", v);
-                cr_expect_eq(accepts(g, text) == 1, in, "%s: %s", schema, text);
+                cr_expect_eq(gram_text_state(g, text) == 1, in, "%s: %s", schema, text);
                 checked++;
             }
-        cr_expect_neq(accepts(g, "-0"), 1, "%s", schema);
-        cr_expect_neq(accepts(g, "0100"), 1, "%s", schema);
+        cr_expect_neq(gram_text_state(g, "-0"), 1, "%s", schema);
+        cr_expect_neq(gram_text_state(g, "0100"), 1, "%s", schema);
         emx_grammar_free(g);
     }
     cr_expect(checked > 50000, "%d", checked);
     EmxGrammar *g = schema_grammar("{\"type\":\"number\",\"minimum\":0}");
     static const char *const yes[] = {"0", "0.5", "12e-3", "1E+2", "3.25"};
-    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) cr_expect_eq(accepts(g, yes[i]), 1, "%s", yes[i]);
-    cr_expect_eq(accepts(g, "-1"), -1);
-    cr_expect_eq(accepts(g, "-0.5"), -1);
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) cr_expect_eq(gram_text_state(g, yes[i]), 1, "%s", yes[i]);
+    cr_expect_eq(gram_text_state(g, "-1"), -1);
+    cr_expect_eq(gram_text_state(g, "-0.5"), -1);
     emx_grammar_free(g);
 }

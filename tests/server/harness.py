@@ -15,6 +15,20 @@ import time
 CAP_S = 60
 
 
+def wait_for(what, fn):
+    """Polls fn() until it is true; fails after CAP_S."""
+    deadline = time.monotonic() + CAP_S
+    while not fn():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {CAP_S} s")
+        time.sleep(0.05)
+
+
+def parse_metrics(text):
+    """/metrics' Prometheus text as {name: value} (the comment lines left out)."""
+    return {k: float(v) for k, v in (line.split(" ") for line in text.splitlines() if line and line[0] != "#")}
+
+
 class Checks:
     """check(name, fn): run fn, print 'ok' or 'FAIL' with the exception; finish() prints
     'N passed, N failed' and exits 1 when any check failed."""

@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import CAP_S, Checks, ModelServer
+from harness import CAP_S, Checks, ModelServer, parse_metrics, wait_for
 
 SERVER, RUN, MODELS = sys.argv[1], sys.argv[2], sys.argv[3]
 check = Checks()
@@ -43,16 +43,7 @@ def raw(url, body):
 
 def metrics(srv):
     with urllib.request.urlopen(srv.url + "/metrics", timeout=CAP_S) as r:
-        text = r.read().decode()
-    return {k: float(v) for k, v in (line.split(" ") for line in text.splitlines() if line and line[0] != "#")}
-
-
-def wait_for(what, cond):
-    deadline = time.monotonic() + CAP_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {CAP_S} s: {what}")
-        time.sleep(0.05)
+        return parse_metrics(r.read().decode())
 
 
 def run_text(model, *args):

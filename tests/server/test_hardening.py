@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from harness import CAP_S, Checks, ServerProcess
+from harness import CAP_S, Checks, ServerProcess, parse_metrics, wait_for
 
 SERVER, MODELS = sys.argv[1], sys.argv[2]
 check = Checks()
@@ -52,16 +52,7 @@ def request(url, body=None, headers=None, method=None, source="127.0.0.1"):
 def metrics(srv, source="127.0.0.1"):
     status, _, text = request(srv.url + "/metrics", source=source)
     assert status == 200, (status, text)
-    return {k: float(v) for k, v in (l.split(" ") for l in text.decode().splitlines() if l and not l.startswith("#"))}
-
-
-def wait_for(what, fn):
-    """Polls fn() until it is true; fails after CAP_S."""
-    deadline = time.monotonic() + CAP_S
-    while not fn():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {CAP_S} s")
-        time.sleep(0.05)
+    return parse_metrics(text.decode())
 
 
 def error_object(status, body, want_status, want_code=None):

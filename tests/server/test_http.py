@@ -16,9 +16,8 @@ import math
 import re
 import socket
 import sys
-import time
 
-from harness import CAP_S, Checks, ServerProcess
+from harness import CAP_S, Checks, ServerProcess, parse_metrics, wait_for
 
 SERVER, MODELS = sys.argv[1], sys.argv[2]
 check = Checks()
@@ -47,16 +46,7 @@ def request(srv, method, path, body=None, headers=None):
 def metrics(srv):
     status, _, text = request(srv, "GET", "/metrics")
     assert status == 200, (status, text)
-    return {k: float(v) for k, v in (l.split(" ") for l in text.decode().splitlines() if l and not l.startswith("#"))}
-
-
-def wait_for(what, fn):
-    """Polls fn() until it is true; fails after CAP_S."""
-    deadline = time.monotonic() + CAP_S
-    while not fn():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {CAP_S} s")
-        time.sleep(0.05)
+    return parse_metrics(text.decode())
 
 
 def error_of(status, raw, want_status, want_param=None):

@@ -4,9 +4,11 @@ build/tools/server as a process on loopback (an ephemeral port).
 Every wait polls a state under CAP_S seconds, a cap that can only fail a check, never pass it:
 the server's start (its "listening on" line) and its exit after SIGTERM.
 """
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,15 @@ def wait_for(what, fn):
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not after {CAP_S} s")
         time.sleep(0.05)
+
+
+def post_raw(srv, body):
+    """A chat generation request on a socket of its own (its answer left unread): the socket."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)
+    body = json.dumps(body).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return s
 
 
 def parse_metrics(text):

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from harness import CAP_S, Checks, ServerProcess, parse_metrics, wait_for
+from harness import CAP_S, Checks, ServerProcess, parse_metrics, post_raw, wait_for
 
 SERVER, MODELS = sys.argv[1], sys.argv[2]
 check = Checks()
@@ -165,15 +165,6 @@ def runaway_pool_refused():
         error_object(status, body, 400, "insufficient_memory")
         assert "does not fit" in body["error"]["message"], body
         assert srv.stop() == 0
-
-
-def post_raw(srv, body):
-    """A generation request on a socket of its own (left unread)."""
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)
-    body = json.dumps(body).encode()
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    return s
 
 
 def departed_clients_stop_their_pools():

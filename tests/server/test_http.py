@@ -17,7 +17,7 @@ import re
 import socket
 import sys
 
-from harness import CAP_S, Checks, ServerProcess, parse_metrics, wait_for
+from harness import CAP_S, Checks, ServerProcess, parse_metrics, post_raw, wait_for
 
 SERVER, MODELS = sys.argv[1], sys.argv[2]
 check = Checks()
@@ -124,15 +124,6 @@ def models_id_without_v1():
 # 503 and Retry-After; a client that leaves mid-generation (499)
 
 CHAT = {"messages": [{"role": "user", "content": "Tell me everything."}], "seed": 1, "max_tokens": 16000}
-
-
-def post_raw(srv, body):
-    """A generation request on a socket of its own (its answer left unread)."""
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=CAP_S)
-    body = json.dumps(body).encode()
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    return s
 
 
 def retry_after(h):

@@ -576,7 +576,10 @@ int main(int argc, char **argv) {
     Run r;
     memset(&r, 0, sizeof r);
     int status = read_args(&r, argc, argv);
-    if (status >= 0) return status;
+    if (status >= 0) {  // the end already (-e's copies may be made)
+        run_close(&r);
+        return status;
+    }
     status = 1;
     if (open_model(&r) == 0 && read_prompt(&r) == 0) {
         if (r.a.sampler == EMX_SAMPLER_AGENTS) status = run_agents(&r);

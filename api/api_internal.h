@@ -56,6 +56,9 @@ int api_check_size(const char *fn, const char *name, const char *type, size_t si
 // Copies a result into the caller's struct out (its size checked by API_CHECK_SIZE): the fields
 // that size holds, so an older, shorter struct gets the ones it knows.
 #define API_COPY_OUT(out, res) memcpy((out), &(res), (out)->size < sizeof(res) ? (out)->size : sizeof(res))
+// Its twin for a parameter struct: the caller's p over dst, which holds the defaults (the fields
+// an older, shorter struct lacks keep them); p's size checked by API_CHECK_SIZE first.
+#define API_COPY_IN(dst, p) memcpy(&(dst), (p), (p)->size < sizeof(dst) ? (p)->size : sizeof(dst))
 
 // The metrics of the latest forward of s into out (computed as emx_step_metrics does).
 void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);

@@ -75,7 +75,7 @@ ENTROPIX_API int entropix_sampler_new(const entropix_sampler_params *params, ent
     if (rc != ENTROPIX_OK) return rc;
     entropix_sampler_params p;  // the caller's fields; the rules stay off where its struct ends first
     entropix_sampler_params_init(&p, params->kind);
-    memcpy(&p, params, params->size < sizeof p ? params->size : sizeof p);
+    API_COPY_IN(p, params);
     p.size = sizeof p;
     if (p.kind < ENTROPIX_SAMPLER_GREEDY || p.kind > ENTROPIX_SAMPLER_ENTROPIX)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "sampler kind %d: expected 0 (greedy), 1 (combined) or 2 (entropix)",

@@ -36,7 +36,7 @@ ENTROPIX_API int entropix_generation_begin(entropix_state *s, entropix_sampler *
     entropix_generation *g = calloc(1, sizeof *g);
     if (!g) return api_fail(ENTROPIX_ERR_MEMORY, "entropix_generation_begin: out of memory");
     entropix_generate_params_init(&g->params);  // fields a caller's older, shorter struct lacks
-    memcpy(&g->params, p, p->size < sizeof g->params ? p->size : sizeof g->params);
+    API_COPY_IN(g->params, p);
     g->params.size = sizeof g->params;
     g->s = s;
     g->prompt = malloc((size_t)n_prompt * sizeof *g->prompt);

@@ -75,6 +75,25 @@ int emx_out_check(const char *path, EmxOutKind kind, char *err, size_t errlen) {
     return 0;
 }
 
+int emx_out_check_folder(const char *dir, char *err, size_t errlen) {
+    if (!dir || !*dir) return emx_seterr(err, errlen, "an output folder's path is empty");
+    char path[4096];  // dir less its trailing slashes: "pages/" is the folder pages, to be made in "."
+    size_t n = strlen(dir);
+    if (n >= sizeof path) return emx_seterr(err, errlen, "%s: the path is too long", dir);
+    memcpy(path, dir, n + 1);
+    while (n > 1 && path[n - 1] == '/') path[--n] = 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT) return emx_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+        return check_new(path, err, errlen);  // a new folder: its parent must take a new entry
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return emx_seterr(err, errlen, "%s is %s, not a folder", dir, emx_out_kind_name(sb.st_mode));
+    if (access(path, W_OK | X_OK) != 0)
+        return emx_seterr(err, errlen, "%s: cannot create a file in it: %s", dir, strerror(errno));
+    return 0;
+}
+
 // The process's umask, read without changing it (umask(2) can only set it, and that races
 // with other threads creating files): /proc/self/status's "Umask:" line; 022 when it is missing.
 static mode_t current_umask(void) {

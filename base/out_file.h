@@ -49,6 +49,12 @@ const char *emx_out_kind_name(unsigned mode);
 // folder must exist and be writable. 0, or -1 with a one-line reason starting with the path.
 int emx_out_check(const char *path, EmxOutKind kind, char *err, size_t errlen);
 
+// Whether dir may hold a program's output files (eval's --report-dir), opening and making
+// nothing: an existing folder that takes new entries, or a name that does not exist yet in one
+// (the program makes it later). A trailing '/' is allowed. 0, or -1 with a one-line reason
+// starting with the path ("pages is a regular file, not a folder").
+int emx_out_check_folder(const char *dir, char *err, size_t errlen);
+
 // Opens path as kind (o is filled; o->f is NULL on failure). 0, or -1 with a one-line reason
 // starting with the path; nothing is created or changed at path on a refusal.
 int emx_out_open(EmxOut *o, const char *path, EmxOutKind kind, char *err, size_t errlen);

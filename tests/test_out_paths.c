@@ -131,7 +131,7 @@ Test(out_paths, eval_json_refuses_and_o_names_the_missing_folder, .timeout = 120
 // does not exist, a path that is a file, a FIFO or a link to a file is one line, exit 2, and
 // nothing is made. The model named is not a model at all, so an error that came after opening it
 // would be that file's, exit 1. An existing folder, or a new one in an existing folder, passes
-// this check (and is made only once the model has opened).
+// this check, with or without a trailing '/' (and is made only once the model has opened).
 Test(out_paths, eval_report_dir_refused_before_the_model_opens, .timeout = 120) {
     Paths p;
     paths_setup(&p);
@@ -144,10 +144,10 @@ Test(out_paths, eval_report_dir_refused_before_the_model_opens, .timeout = 120) 
                          "\"check\": \"number\", \"max_tokens\": 2}\n", f) >= 0 && fclose(f) == 0);
     prog(bin, sizeof bin, "cpu/tools/eval");
     const char *args[] = {p.text, tasks, "--config", "greedy", "-t", "1", "-o", out, "--report-dir", NULL, NULL};
-    const char *const cases[][2] = {{p.missing, "/no/such/folder/out: No such file or directory"},
-                                    {p.target, "target.txt: not a folder"},
-                                    {p.fifo, "fifo: not a folder"},
-                                    {p.link, "link: not a folder"}};
+    const char *const cases[][2] = {{p.missing, "/no/such/folder/out: the folder "},  // ... /no/such/folder does not exist
+                                    {p.target, "target.txt is a regular file, not a folder"},
+                                    {p.fifo, "fifo is a FIFO, not a folder"},
+                                    {p.link, "link is a regular file, not a folder"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         args[9] = cases[i][0];
         expect_error_prog(bin, args, 2, cases[i][1]);
@@ -162,6 +162,10 @@ Test(out_paths, eval_report_dir_refused_before_the_model_opens, .timeout = 120) 
     expect_error_prog(bin, args, 1, "text.txt");
     cr_expect_neq(access(fresh, F_OK), 0, "%s was made before the model opened", fresh);
     args[9] = p.dir;
+    expect_error_prog(bin, args, 1, "text.txt");
+    char slashed[170];  // "pages/" names the folder pages
+    snprintf(slashed, sizeof slashed, "%s//", fresh);
+    args[9] = slashed;
     expect_error_prog(bin, args, 1, "text.txt");
     paths_cleanup(&p);
 }

@@ -193,33 +193,6 @@ static int summarize(const Eval *e, const EvalResults *res, char *err, size_t er
     return 0;
 }
 
-// --report-dir, checked before the model opens, making nothing: an existing folder that can be
-// written to, or a name that does not exist in a folder that does and can be written to (where
-// report_dir will make it). Returns 0 or 2.
-static int report_dir_check(const char *dir, char *err, size_t errlen) {
-    struct stat sb;
-    if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return emx_seterr(err, errlen, "--report-dir %s: not a folder", dir), 2;
-        if (access(dir, W_OK | X_OK) != 0) return emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 2;
-        return 0;
-    }
-    if (errno != ENOENT) return emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(errno)), 2;
-    char parent[4096];  // dir less its last part (and the slashes after it); "." when it has none
-    size_t n = strlen(dir);
-    if (n >= sizeof parent) return emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(ENAMETOOLONG)), 2;
-    memcpy(parent, dir, n + 1);
-    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
-    char *slash = strrchr(parent, '/');
-    if (!slash) strcpy(parent, ".");
-    else if (slash == parent) parent[1] = 0;
-    else *slash = 0;
-    int e = 0;
-    if (stat(parent, &sb) != 0) e = errno;
-    else if (!S_ISDIR(sb.st_mode)) e = ENOTDIR;
-    else if (access(parent, W_OK | X_OK) != 0) e = errno;
-    return e ? (emx_seterr(err, errlen, "--report-dir %s: %s", dir, strerror(e)), 2) : 0;
-}
-
 // --report-dir: made if missing (its parent must exist), and writable. Returns 0 or 1.
 static int report_dir(const char *dir, char *err, size_t errlen) {
     struct stat sb;
@@ -239,7 +212,9 @@ static int run_eval(Eval *e, char *err, size_t errlen) {
     if (emx_run_check_outputs(in, e->a.n_tasks + 1, out, 2, err, errlen) != 0 ||
         emx_run_check_output_kinds(out, kinds, 2, err, errlen) != 0)
         return 2;
-    if (e->a.report_dir && report_dir_check(e->a.report_dir, err, errlen) != 0) return 2;
+    char why[4200];  // --report-dir checked before the model opens, made only after it has
+    if (e->a.report_dir && emx_out_check_folder(e->a.report_dir, why, sizeof why) != 0)
+        return emx_seterr(err, errlen, "--report-dir %s", why), 2;
     int rc = load_inputs(e, err, errlen);
     if (rc) return rc;
     EmxModel m;

@@ -6,11 +6,13 @@
 #define ENTROPIX_BUILDING 1
 #include "include/entropix.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>  // memcpy: API_COPY_OUT
 
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "sampler/grammar_mask.h"
 #include "tokenizer/tokenizer.h"
 
 #define API_ERRLEN 512
@@ -21,6 +23,12 @@ struct entropix_model {
     EmxTokenizer *tk;
     char device[API_DEVICE_LEN];  // the default of its states
     int threads;
+    // The tokens' trie a grammar's mask walks (grammar_mask.h): made at the first generation with
+    // a grammar or schema (tens of ms, megabytes: not every user wants it), then only read, by
+    // any number of states. The lock guards that first build: states in several threads share
+    // one model.
+    pthread_mutex_t trie_lock;
+    EmxTokenTrie *trie;
 };
 
 struct entropix_state {
@@ -59,6 +67,9 @@ int api_check_size(const char *fn, const char *name, const char *type, size_t si
 // Its twin for a parameter struct: the caller's p over dst, which holds the defaults (the fields
 // an older, shorter struct lacks keep them); p's size checked by API_CHECK_SIZE first.
 #define API_COPY_IN(dst, p) memcpy(&(dst), (p), (p)->size < sizeof(dst) ? (p)->size : sizeof(dst))
+
+// m's token trie, made on the first call (NULL with the thread's message: out of memory).
+const EmxTokenTrie *api_model_trie(entropix_model *m);
 
 // The metrics of the latest forward of s into out (computed as emx_step_metrics does).
 void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);

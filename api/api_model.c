@@ -64,15 +64,26 @@ ENTROPIX_API int entropix_model_open(const char *path, const entropix_model_para
     }
     snprintf(m->device, sizeof m->device, "%s", p->device && *p->device ? p->device : "cpu");
     m->threads = p->threads;
+    pthread_mutex_init(&m->trie_lock, NULL);
     *out = m;
     return ENTROPIX_OK;
 }
 
 ENTROPIX_API void entropix_model_close(entropix_model *m) {
     if (!m) return;
+    if (m->trie) emx_token_trie_free(m->trie);
+    pthread_mutex_destroy(&m->trie_lock);
     emx_tokenizer_free(m->tk);
     emx_model_close(&m->model);
     free(m);
+}
+
+const EmxTokenTrie *api_model_trie(entropix_model *m) {
+    pthread_mutex_lock(&m->trie_lock);
+    if (!m->trie) m->trie = emx_token_trie_new(m->tk, api_errbuf(), API_ERRLEN);
+    const EmxTokenTrie *t = m->trie;
+    pthread_mutex_unlock(&m->trie_lock);
+    return t;
 }
 
 ENTROPIX_API int entropix_model_get_info(const entropix_model *m, entropix_model_info *info) {

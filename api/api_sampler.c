@@ -166,8 +166,8 @@ static int init_rules(ApiChain *c, const entropix_sampler *smp, entropix_state *
     EmxLogitRules rules = smp->rules;
     char *err = api_errbuf();
     if (rules.grammar) {
-        if (!(c->trie = emx_token_trie_new(s->owner->tk, err, API_ERRLEN))) return ENTROPIX_ERR_MEMORY;
-        rules.trie = c->trie, rules.tk = s->owner->tk;
+        if (!(rules.trie = api_model_trie(s->owner))) return ENTROPIX_ERR_MEMORY;
+        rules.tk = s->owner->tk;
     }
     const int vocab = (int)s->owner->model.cfg.vocab_size;
     if (emx_logit_rules_check(&rules, vocab, err, API_ERRLEN) != 0) return ENTROPIX_ERR_ARGUMENT;
@@ -200,7 +200,6 @@ int api_chain_init(ApiChain *c, const entropix_sampler *smp, entropix_state *s, 
 void api_chain_free(ApiChain *c) {
     free(c->custom.scratch);
     emx_logit_filter_free(&c->filter);
-    if (c->trie) emx_token_trie_free(c->trie);
     emx_metrics_tap_free(&c->tap);
     emx_entropix_sampler_free(&c->es);
     emx_basic_sampler_free(&c->basic);

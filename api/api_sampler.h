@@ -38,7 +38,6 @@ typedef struct {
     EmxMetricsTap tap;
     ApiCustomSampler custom;
     EmxLogitFilter filter;
-    EmxTokenTrie *trie;           // the grammar's mask over this model's tokens (grammar_mask.h)
     EmxLogprobTap lp;
     EmxSampler *head;             // &lp.base: what emx_generate gets
     const EmxMetrics *metrics;    // where each step's metrics land; NULL when not measured

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,66 @@ Test(api_generate, logit_rules_same_text_as_run, .timeout = 300) {
                      "\"age\": {\"type\": \"integer\"}}, \"required\": [\"name\", \"age\"]}";
     expect_run_text("stories260K.f32.bin", "The dog", (const char *[]){"--sampler", "entropix", "-s", "9", "-j",
                                                                       sp.json_schema, NULL}, &sp, 60);
+}
+
+// One model, grammars in several threads: the model's token trie is made by the first generation
+// that needs it and then shared, read-only. Two threads generate at once, each with its own state
+// and sampler; each text equals the one generated alone, before and after.
+typedef struct {
+    entropix_model *m;
+    const char *grammar;
+    char text[2048];
+    size_t len;
+    int rc;
+} GrammarThread;
+
+static int append_text(void *user, const entropix_token *t) {  // no assertion: not Criterion's thread
+    GrammarThread *g = user;
+    if (g->len + t->text_len < sizeof g->text) memcpy(g->text + g->len, t->text, t->text_len), g->len += t->text_len;
+    g->text[g->len] = 0;
+    return 0;
+}
+
+static void *grammar_thread(void *arg) {
+    GrammarThread *g = arg;
+    entropix_state *s = NULL;
+    entropix_sampler *smp = NULL;
+    entropix_sampler_params sp;
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
+    sp.grammar = g->grammar;
+    int *ids = NULL, n = 0;
+    g->len = 0, g->text[0] = 0;
+    if ((g->rc = entropix_state_new(g->m, NULL, &s)) == ENTROPIX_OK &&
+        (g->rc = entropix_sampler_new(&sp, &smp)) == ENTROPIX_OK &&
+        (g->rc = entropix_prompt_tokens(g->m, "Once upon a time", 16, 0, NULL, &ids, &n)) == ENTROPIX_OK) {
+        entropix_generate_params gp;
+        entropix_generate_params_init(&gp);
+        gp.max_tokens = 40, gp.on_token = append_text, gp.user = g;
+        entropix_generate_result res = {.size = sizeof res};
+        g->rc = entropix_generate(s, smp, ids, n, &gp, &res);
+    }
+    entropix_free(ids);
+    entropix_sampler_free(smp);
+    entropix_state_free(s);
+    return NULL;
+}
+
+Test(api_generate, grammar_model_shared_by_threads, .timeout = 300) {
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
+    GrammarThread alone = {.m = m, .grammar = "root ::= \" Tom\" [a-z ]{1,24} \".\""}, after = alone, t[2] = {alone, alone};
+    grammar_thread(&alone);
+    cr_assert_eq(alone.rc, ENTROPIX_OK, "%s", entropix_error_last());
+    cr_assert(alone.len > 5 && !strncmp(alone.text, " Tom", 4) && alone.text[alone.len - 1] == '.', "[%s]", alone.text);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) cr_assert_eq(pthread_create(&th[i], NULL, grammar_thread, &t[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    grammar_thread(&after);
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(t[i].rc, ENTROPIX_OK, "thread %d: status %d", i, t[i].rc);
+        cr_expect_str_eq(t[i].text, alone.text, "thread %d", i);
+    }
+    cr_expect_str_eq(after.text, alone.text);
+    entropix_model_close(m);
 }
 
 // A struct that ends before the rules (an older caller's) gets none and is not read past its

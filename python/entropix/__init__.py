@@ -8,9 +8,9 @@ numpy views, the entropix metrics, samplers (built-in or a Python function) and 
 
 docs/python.md has the whole of it.
 """
-from entropix.core import (ATTN_LAYER_LAST, ATTN_LAYERS_ALL, Decoder, EntropixArgumentError, EntropixError,
-                           EntropixMemoryError, Metrics, Model, State, StepOutput, Tokenizer, cuda_backend,
-                           logits_metrics, version)
+from entropix._base import (ATTN_LAYER_LAST, ATTN_LAYERS_ALL, EntropixArgumentError, EntropixError,
+                            EntropixMemoryError, Metrics, cuda_backend, logits_metrics, version)
+from entropix.core import Decoder, Model, State, StepOutput, Tokenizer
 from entropix.generate import FunctionSampler, Generation, Sampler, TokenRecord, generate
 
 __version__ = "0.1.0"

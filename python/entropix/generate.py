@@ -18,7 +18,7 @@ import numpy as np
 
 from entropix._lib import (CHOOSE_FN, TOKEN_FN, AgentsParams, GenerateParams, GenerateResult, SamplerParams, Token,
                            lib)
-from entropix.core import Metrics, _c_int, _ids_array, check, error
+from entropix._base import Metrics, _c_int, _ids_array, check, error
 
 KINDS = {"greedy": 0, "combined": 1, "entropix": 2}
 STOPS = {1: "stop_token", 2: "max_tokens", 3: "context", 4: "callback"}
@@ -49,7 +49,6 @@ class Sampler:
                           repeat_last_n=_c_int(repeat_last_n, "repeat_last_n"), presence_penalty=presence_penalty,
                           frequency_penalty=frequency_penalty, logit_bias_ids=ids, logit_bias=values,
                           n_logit_bias=len(bias))
-        from entropix.core import check
         check(lib.entropix_sampler_new(byref(p), byref(self._h)))  # copies what it keeps
 
     def __del__(self):
@@ -63,7 +62,6 @@ class FunctionSampler:
     [vocab] of the step, metrics a Metrics, rng a numpy Generator seeded with seed."""
 
     def __init__(self, fn, seed=0):
-        from entropix.core import check
         self.fn, self.rng, self.error = fn, np.random.default_rng(seed), None
         self._cb = CHOOSE_FN(self._choose)  # kept alive as long as the sampler
         self._h = c_void_p()

@@ -103,12 +103,19 @@ int emx_prompt_ids(const EmxModel *m, const EmxTokenizer *tk, const EmxPromptSpe
         }
         memcpy(user, text, len);
         user[len] = 0;
-        EmxChatMessage msgs[2];
+        EmxChatMessage *msgs = malloc(((size_t)ps->n_history + 2) * sizeof *msgs);
+        if (!msgs) {
+            free(user);
+            emx_seterr(err, errlen, "prompt: out of memory");
+            return -1;
+        }
         int n = 0;
         if (ps->system) msgs[n++] = (EmxChatMessage){.role = "system", .content = ps->system};
+        for (int i = 0; i < ps->n_history; i++) msgs[n++] = ps->history[i];
         msgs[n++] = (EmxChatMessage){.role = "user", .content = user};
         EmxChatOptions co = {.add_generation_prompt = 1, .enable_thinking = ps->enable_thinking};
         rendered = emx_chat_render(family, msgs, n, &co, err, errlen);
+        free(msgs);
         free(user);
         if (!rendered) return -1;
         text = rendered;

@@ -15,6 +15,7 @@
 #include "runtime/forward.h"
 #include "runtime/model.h"
 #include "sampler/sample.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -58,6 +59,8 @@ typedef struct {
     size_t len;              // bytes of text
     int chat;                // 1: render through the model's chat template (cfg.chat_template)
     const char *system;      // chat: system message or NULL
+    const EmxChatMessage *history; // chat: the turns before text (user, assistant, ...), after
+    int n_history;                 // the system message; NULL/0: text is the first message
     int enable_thinking;     // chat, Qwen3: 0 renders enable_thinking=False
     // Called once with a one-line warning when the vocabulary has no token for some prompt
     // bytes (they are left out, see EmxEncodeDrops); NULL: not told.

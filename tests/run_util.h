@@ -7,6 +7,7 @@
 #define ENTROPIX_RUN_UTIL_H
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +54,10 @@ static inline char *slurp_fd(int fd, size_t *len) {
     return buf;
 }
 
-// Runs the program `prog` with args (NULL-terminated, without argv[0]); stdout and stderr go to
-// temporary files (no pipe can fill up and block).
-static inline RunResult run_prog(const char *prog, const char *const *args) {
+// Runs the program `prog` with args (NULL-terminated, without argv[0]) and the file in_path as
+// its stdin (NULL: the test's own); stdout and stderr go to temporary files (no pipe can fill up
+// and block).
+static inline RunResult run_prog_in(const char *prog, const char *const *args, const char *in_path) {
     char out_path[] = "/tmp/emx_cli_out_XXXXXX", err_path[] = "/tmp/emx_cli_err_XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
     cr_assert(out_fd >= 0 && err_fd >= 0, "mkstemp failed");
@@ -69,6 +71,7 @@ static inline RunResult run_prog(const char *prog, const char *const *args) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
     pid_t pid;
     int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -86,6 +89,8 @@ static inline RunResult run_prog(const char *prog, const char *const *args) {
     unlink(err_path);
     return r;
 }
+
+static inline RunResult run_prog(const char *prog, const char *const *args) { return run_prog_in(prog, args, NULL); }
 
 // Runs ./run (run_binary()) with args.
 static inline RunResult run(const char *const *args) { return run_prog(run_binary(), args); }

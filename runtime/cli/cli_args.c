@@ -145,6 +145,7 @@ static int set_switch(const char *arg, EmxCliArgs *a) {
     if (is_flag(arg, NULL, "--chat", &iv) && !iv) return a->chat = EMX_CHAT_ON, 1;
     if (is_flag(arg, NULL, "--raw", &iv) && !iv) return a->chat = EMX_CHAT_RAW, 1;
     if (is_flag(arg, NULL, "--no-think", &iv) && !iv) return a->no_think = 1;
+    if (is_flag(arg, "-cnv", "--conversation", &iv) && !iv) return a->conversation = 1;
     if (is_flag(arg, NULL, "--ignore-eos", &iv) && !iv) return a->ignore_eos = 1;
     if (is_flag(arg, "-e", "--escape", &iv) && !iv) return a->escape = 1;
     if (is_flag(arg, NULL, "--no-escape", &iv) && !iv) return a->escape = 0, 1;
@@ -342,6 +343,18 @@ static int set_value(int which, const char *name, const char *val, EmxCliArgs *a
     return rc;
 }
 
+// -cnv: turns of one chat on one stream, read from stdin; what makes one page or log of a single
+// generation, or reads stdin itself, has no place in it. 0, or 2 with err set.
+static int check_conversation(const EmxCliArgs *a, char *err, size_t errlen) {
+    const char *no = a->chat == EMX_CHAT_RAW ? "--raw" : a->report_path ? "--report" : a->metrics_path ? "--metrics"
+                   : a->logprobs >= 0 ? "--logprobs" : a->color ? "--color" : a->ignore_eos ? "--ignore-eos"
+                   : a->prompt_file && !strcmp(a->prompt_file, "-") ? "-f -" : NULL;
+    if (no) return fail(err, errlen, "-cnv: %s is not available in a conversation", no);
+    if (a->sampler == EMX_SAMPLER_AGENTS || a->sampler == EMX_SAMPLER_BRANCH)
+        return fail(err, errlen, "-cnv: --sampler %s is not available in a conversation", sampler_names[a->sampler]);
+    return 0;
+}
+
 // What holds only for the whole command line. 0, or 2 with err set.
 static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err, size_t errlen) {
     // llama.cpp's habit: --temp 0 means greedy. With the entropix default that would still
@@ -366,6 +379,7 @@ static int check_whole(EmxCliArgs *a, int agent_flag, int branch_flag, char *err
         return fail(err, errlen, "--repeat-penalty, --presence-penalty, --frequency-penalty, --logit-bias and the grammar "
                     "flags are not available with --sampler %s", sampler_names[a->sampler]);
     critic_default(a);
+    if (a->conversation && check_conversation(a, err, errlen)) return 2;
     if (a->help || a->version) return 0;
     if (!a->model_path) return fail(err, errlen, "missing model file (usage: run MODEL.bin [options]; see --help)");
     if (a->prompt && a->prompt_file)
@@ -503,6 +517,9 @@ void emx_cli_usage(FILE *f, const char *prog) {
         "  -e, --escape            read \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and --system as the\n"
         "                          characters they name (default: --no-escape, taken as written)\n"
         "      --no-think          Qwen3: thinking off, as the official template renders it\n"
+        "  -cnv, --conversation    chat turn by turn: each line read from stdin is a message (a\n"
+        "                          line ending in \\ goes on), each answer streams to stdout;\n"
+        "                          -p is the first message; end with Ctrl-D (-n: per answer)\n"
         "\n"
         "Generation:\n"
         "  -n, --n-predict N       tokens to generate (default 256; -1 = until a stop token\n"

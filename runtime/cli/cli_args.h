@@ -92,6 +92,7 @@ typedef struct {
     int threads;              // -t; 0: all cores
     int chat;                 // EMX_CHAT_AUTO (chat if the model has a template) / RAW / ON
     int no_think;             // --no-think (Qwen3)
+    int conversation;         // -cnv, --conversation: a chat read from stdin, turn by turn (run_chat.h)
     int escape;               // -e, --escape: \n \r \t \' \" \\ \xHH in -p and --system (emx_cli_unescape)
     int ignore_eos;           // --ignore-eos: a stop token is fed back like any other
     int verbose;

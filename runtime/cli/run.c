@@ -30,6 +30,7 @@
 #include "runtime/cli/run_io.h"
 #include "runtime/cpu/cpu_state_size.h"
 #include "runtime/cli/run_branch.h"
+#include "runtime/cli/run_chat.h"
 #include "runtime/cli/run_pool.h"
 #include "runtime/cli/run_report.h"
 #include "runtime/cli/run_setup.h"
@@ -407,6 +408,11 @@ static int read_prompt(Run *r) {
     }
     int has_template = cfg->chat_template != EMX_CHAT_NONE;
     r->chat = a->chat == EMX_CHAT_AUTO ? has_template : a->chat == EMX_CHAT_ON;
+    if (a->conversation && !has_template) {
+        fprintf(stderr, "run: -cnv: %s has no chat template\n", a->model_path);
+        return -1;
+    }
+    if (a->conversation) return 0;  // each turn renders the whole chat (run_chat.c)
     if (r->chat && !has_template) {
         fprintf(stderr, "run: --chat: %s has no chat template (use --raw)\n", a->model_path);
         return -1;
@@ -447,6 +453,17 @@ static int run_agents(Run *r) {
 static int run_branch(Run *r) {
     if (r->a.verbose) print_verbose(&r->model, &r->a, r->st, &r->a.sampling, r->chat, r->ctx, r->ids, r->n_ids);
     return emx_run_branch(&r->a, r->st, r->tk, r->ids, r->n_ids, r->chat);
+}
+
+// -cnv: the conversation on the single stream's state (runtime/cli/run_chat.c). Returns the
+// exit status.
+static int run_conversation(Run *r) {
+    EmxCliArgs *a = &r->a;
+    if (!a->seed_given) a->seed = emx_rng_seed_from_time();
+    EmxChatRun c = {.a = a, .model = &r->model, .tk = r->tk, .st = r->st, .profile = r->entropix ? &r->profile : NULL,
+                    .first = r->prompt, .first_len = r->prompt_len, .system = r->system, .interrupt = &interrupted,
+                    .catch_interrupt = catch_sigint};
+    return emx_run_chat(&c, stdin);
 }
 
 // The single stream's state (its context decides how many tokens -n may ask for). 0, or -1
@@ -584,6 +601,7 @@ int main(int argc, char **argv) {
     if (open_model(&r) == 0 && read_prompt(&r) == 0) {
         if (r.a.sampler == EMX_SAMPLER_AGENTS) status = run_agents(&r);
         else if (r.a.sampler == EMX_SAMPLER_BRANCH) status = open_state(&r) == 0 ? run_branch(&r) : 1;
+        else if (r.a.conversation) status = open_state(&r) == 0 ? run_conversation(&r) : 1;
         else if (open_state(&r) == 0 && start_sampler(&r) == 0 && open_metrics(&r) == 0) status = generate_text(&r);
     }
     run_close(&r);

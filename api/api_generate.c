@@ -12,6 +12,8 @@ ENTROPIX_API void entropix_generate_params_init(entropix_generate_params *p) {
 
 typedef struct {
     const entropix_generate_params *gp;
+    entropix_state *s;      // its held ids get the generated ones
+    int n_prompt;
     ApiChain *chain;
     int stopped;            // the callback asked to stop
     entropix_metrics metrics;
@@ -19,6 +21,7 @@ typedef struct {
 
 static int on_token(void *user, int index, int id, int pos, const char *text, size_t len, int is_stop) {
     ApiRun *r = user;
+    api_generate_record_id(r->s, r->n_prompt, index, id);
     if (!r->gp->on_token) return 0;
     entropix_token t = api_chain_record(r->chain, r->gp->n_top, &r->metrics, index, id, pos, text, len, is_stop);
     if (r->gp->on_token(r->gp->user, &t) != 0) r->stopped = 1;
@@ -57,6 +60,24 @@ int api_generate_check(const char *fn, const entropix_state *s, const entropix_s
     return ENTROPIX_OK;
 }
 
+int api_generate_reuse(entropix_state *s, const entropix_generate_params *params, const int *prompt, int n_prompt) {
+    const int reuse = params->size >= API_FIELD_END(entropix_generate_params, reuse_prefix) && params->reuse_prefix;
+    const int n_cached = reuse ? api_state_prefix(s, prompt, n_prompt) : 0;
+    s->n_held = n_cached;
+    api_state_hold(s, prompt + n_cached, n_prompt - n_cached, n_cached);
+    s->n_held = n_cached;  // the rest is held once the prefill has run
+    return n_cached;
+}
+
+void api_generate_record_id(entropix_state *s, int n_prompt, int index, int id) {
+    if (index >= 0 && n_prompt + index < emx_state_ctx(s->st)) s->held[n_prompt + index] = id;
+}
+
+void api_generate_held(entropix_state *s, int n_cached, int n_prompt, int n_generated, int failed) {
+    const int ctx = emx_state_ctx(s->st), n = n_generated > 0 ? n_prompt + n_generated - 1 : n_cached;
+    s->n_held = failed ? 0 : n < ctx ? n : ctx;
+}
+
 ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, const int *prompt, int n_prompt,
                                    const entropix_generate_params *params, entropix_generate_result *result) {
     entropix_generate_params def;
@@ -80,10 +101,11 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
         api_chain_free(&chain);
         return api_fail(ENTROPIX_ERR_MEMORY, "generate: out of memory");
     }
-    ApiRun run = {.gp = p, .chain = &chain};
+    ApiRun run = {.gp = p, .s = s, .n_prompt = n_prompt, .chain = &chain};
+    const int n_cached = api_generate_reuse(s, p, prompt, n_prompt);
     EmxGenerateOptions go = {.n_predict = p->max_tokens, .out = out, .out_name = "the text buffer",
                              .print_control = p->print_control, .ignore_stop = p->ignore_stop, .on_token = on_token,
-                             .on_token_user = &run};
+                             .on_token_user = &run, .n_cached = n_cached};
     EmxGenerateStats stats = {0};
     s->last_pos = -1, s->logits = NULL;  // the state's logits are the loop's from here
     s->generating = 1;                    // a callback's forward on s would rewrite the loop's cache
@@ -91,13 +113,14 @@ ENTROPIX_API int entropix_generate(entropix_state *s, entropix_sampler *smp, con
     s->generating = 0;
     fclose(out);
     rc = grc == 0 || run.stopped ? ENTROPIX_OK : ENTROPIX_ERR_RUNTIME;
+    api_generate_held(s, n_cached, n_prompt, stats.n_generated, rc != ENTROPIX_OK);
     if (rc == ENTROPIX_OK && deliver_tail(&run, tail, tail_len) != 0) run.stopped = 1;
     free(tail);
     api_chain_free(&chain);
     if (result) {
-        entropix_generate_result res = {.size = result->size, .n_prompt = stats.n_prompt, .n_generated = stats.n_generated,
+        entropix_generate_result res = {.size = result->size, .n_prompt = n_prompt, .n_generated = stats.n_generated,
                                         .stop = run.stopped ? ENTROPIX_STOP_CALLBACK : stats.stop,
-                                        .prefill_s = stats.prefill_s, .decode_s = stats.decode_s};
+                                        .prefill_s = stats.prefill_s, .decode_s = stats.decode_s, .n_cached = n_cached};
         API_COPY_OUT(result, res);
     }
     return rc;

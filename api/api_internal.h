@@ -39,6 +39,8 @@ struct entropix_state {
     const float *logits; // [vocab] the latest forward's last row (the state's, or last_row)
     float *last_row;   // [vocab] entropix_forward_all's last row, copied
     int generating;    // an entropix_generation runs on it (begin..end): forward and generate refuse
+    int *held;         // [ctx] the ids at positions 0..n_held-1 of the cache, as the forwards and
+    int n_held;        // generations left them (reuse_prefix reads them)
 };
 
 // The calling thread's message buffer (API_ERRLEN bytes).
@@ -70,6 +72,12 @@ int api_check_size(const char *fn, const char *name, const char *type, size_t si
 
 // m's token trie, made on the first call (NULL with the thread's message: out of memory).
 const EmxTokenTrie *api_model_trie(entropix_model *m);
+
+// The cache now holds ids[0..n) at positions pos..pos+n-1: what it held from pos on is replaced
+// (after a gap, past n_held, nothing more is known).
+void api_state_hold(entropix_state *s, const int *ids, int n, int pos);
+// The leading ids of prompt[0..n) that the cache holds at their positions, at most n - 1.
+int api_state_prefix(const entropix_state *s, const int *prompt, int n);
 
 // The metrics of the latest forward of s into out (computed as emx_step_metrics does).
 void api_fill_metrics(const EmxMetrics *in, entropix_metrics *out);

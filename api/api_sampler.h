@@ -57,6 +57,16 @@ void api_chain_free(ApiChain *c);
 int api_generate_check(const char *fn, const entropix_state *s, const entropix_sampler *smp, const int *prompt,
                        int n_prompt, const entropix_generate_params *params);
 
+// The start of a generation's cache bookkeeping: the prompt's leading ids the state holds
+// (params->reuse_prefix, when the caller's struct has it; else 0), which the generation then
+// skips; the rest of the prompt is recorded as what the cache will hold.
+int api_generate_reuse(entropix_state *s, const entropix_generate_params *params, const int *prompt, int n_prompt);
+// A generated token (index 0, 1, ...) recorded where the cache will hold it once it is fed.
+void api_generate_record_id(entropix_state *s, int n_prompt, int index, int id);
+// Its end: the cache holds the prompt and every generated token but the last (never fed);
+// after a failure nothing is known.
+void api_generate_held(entropix_state *s, int n_cached, int n_prompt, int n_generated, int failed);
+
 // The public record of the token the chain chose last (its logprob, the first n_top alternatives,
 // its metrics written to *metrics, which the record points at, and the entropix case); text[0..len)
 // is what the decoder released for it.

@@ -35,8 +35,9 @@ ENTROPIX_API int entropix_state_new(entropix_model *m, const entropix_state_para
     s->owner = m;
     s->last_pos = -1;
     s->scratch = malloc((size_t)emx_state_ctx(s->st) * sizeof *s->scratch);
+    s->held = malloc((size_t)emx_state_ctx(s->st) * sizeof *s->held);
     s->last_row = malloc((size_t)m->model.cfg.vocab_size * sizeof *s->last_row);
-    if (!s->scratch || !s->last_row) {
+    if (!s->scratch || !s->last_row || !s->held) {
         entropix_state_free(s);
         return api_fail(ENTROPIX_ERR_MEMORY, "entropix_state_new: out of memory");
     }
@@ -48,6 +49,7 @@ ENTROPIX_API void entropix_state_free(entropix_state *s) {
     if (!s) return;
     if (s->st) emx_state_free(s->st);
     free(s->scratch);
+    free(s->held);
     free(s->last_row);
     free(s);
 }
@@ -55,6 +57,19 @@ ENTROPIX_API void entropix_state_free(entropix_state *s) {
 ENTROPIX_API int entropix_state_ctx(const entropix_state *s) { return s ? emx_state_ctx(s->st) : 0; }
 ENTROPIX_API const char *entropix_state_device(const entropix_state *s) { return s ? emx_state_device(s->st) : NULL; }
 ENTROPIX_API entropix_model *entropix_state_model(const entropix_state *s) { return s ? s->owner : NULL; }
+
+void api_state_hold(entropix_state *s, const int *ids, int n, int pos) {
+    if (pos > s->n_held) return;
+    const int ctx = emx_state_ctx(s->st), k = n < ctx - pos ? n : ctx - pos;
+    if (k > 0) memcpy(s->held + pos, ids, (size_t)k * sizeof *ids);
+    s->n_held = pos + (k > 0 ? k : 0);
+}
+
+int api_state_prefix(const entropix_state *s, const int *prompt, int n) {
+    int k = 0;
+    while (k < s->n_held && k < n - 1 && s->held[k] == prompt[k]) k++;
+    return k;
+}
 
 // The checks emx_forward makes, said in words before it runs.
 static int check_batch(const entropix_state *s, const int *ids, int n, int pos) {
@@ -82,8 +97,10 @@ ENTROPIX_API int entropix_forward(entropix_state *s, const int *ids, int n, int 
     const float *logits = emx_forward(s->st, ids, n, pos);
     if (!logits) {
         s->last_pos = -1, s->logits = NULL;
+        if (s->n_held > pos) s->n_held = pos;  // what it wrote is unknown
         return api_fail(ENTROPIX_ERR_RUNTIME, "forward: %s", emx_state_error(s->st));
     }
+    api_state_hold(s, ids, n, pos);
     s->last_pos = pos + n - 1;
     s->logits = logits;
     entropix_step st = {.size = out->size, .logits = logits, .n_vocab = (int)s->owner->model.cfg.vocab_size,
@@ -98,8 +115,10 @@ ENTROPIX_API int entropix_forward_all(entropix_state *s, const int *ids, int n, 
     if (!logits) return api_fail(ENTROPIX_ERR_ARGUMENT, "entropix_forward_all: logits is NULL");
     if (emx_forward_all_logits(s->st, ids, n, pos, logits) != 0) {
         s->last_pos = -1, s->logits = NULL;
+        if (s->n_held > pos) s->n_held = pos;
         return api_fail(ENTROPIX_ERR_RUNTIME, "forward: %s", emx_state_error(s->st));
     }
+    api_state_hold(s, ids, n, pos);
     s->last_pos = pos + n - 1;
     // The last row, kept for entropix_state_metrics: the caller's buffer may not outlive the call.
     const size_t vocab = s->owner->model.cfg.vocab_size;

@@ -50,7 +50,7 @@ ENTROPIX_API int entropix_generation_begin(entropix_state *s, entropix_sampler *
         return rc;
     }
     const EmxGenerateOptions opt = {.n_predict = p->max_tokens, .print_control = p->print_control,
-                                    .ignore_stop = p->ignore_stop};
+                                    .ignore_stop = p->ignore_stop, .n_cached = api_generate_reuse(s, p, prompt, n_prompt)};
     if (emx_gen_step_begin(&g->step, s->st, s->owner->tk, g->prompt, n_prompt, g->chain.head, &opt, NULL, NULL,
                            api_errbuf(), API_ERRLEN) != 0) {  // out of memory: the prompt was checked
         entropix_generation_end(g);
@@ -75,6 +75,7 @@ ENTROPIX_API int entropix_generation_next(entropix_generation *g, const entropix
         return g->status;
     }
     if (rc == 0) return ENTROPIX_OK;
+    if (t.index >= 0) api_generate_record_id(g->s, g->step.n_prompt, t.index, t.id);
     if (t.index >= 0)
         g->record = api_chain_record(&g->chain, g->params.n_top, &g->metrics, t.index, t.id, t.pos, t.text, t.len,
                                      t.is_stop);
@@ -92,7 +93,7 @@ ENTROPIX_API int entropix_generation_result(const entropix_generation *g, entrop
     const EmxGenerateStats *st = &g->step.stats;
     entropix_generate_result res = {.size = result->size, .n_prompt = g->step.n_prompt,
                                     .n_generated = st->n_generated, .stop = st->stop, .prefill_s = st->prefill_s,
-                                    .decode_s = st->decode_s};
+                                    .decode_s = st->decode_s, .n_cached = g->step.n_cached};
     API_COPY_OUT(result, res);
     return ENTROPIX_OK;
 }
@@ -100,6 +101,8 @@ ENTROPIX_API int entropix_generation_result(const entropix_generation *g, entrop
 ENTROPIX_API void entropix_generation_end(entropix_generation *g) {
     if (!g) return;
     if (g->s) g->s->generating = 0;
+    if (g->begun)  // what the cache holds now (a failed step: nothing known)
+        api_generate_held(g->s, g->step.n_cached, g->step.n_prompt, g->step.stats.n_generated, g->status != ENTROPIX_OK);
     if (g->begun) emx_gen_step_end(&g->step);
     api_chain_free(&g->chain);
     free(g->prompt);

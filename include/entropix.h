@@ -322,6 +322,14 @@ typedef struct {
     int print_control;        /* control tokens' text is released too */
     entropix_token_fn on_token;
     void *user;
+    /* 1: the prompt's leading ids that this state's cache holds already at the same positions
+     * (from its last generation, or the forwards since) are not run again: a chat's earlier
+     * turns, a shared document. The last prompt id always runs (its logits choose the first
+     * token). On the CPU the text is the same as with 0 (a row's result does not depend on its
+     * batch); on a GPU, where a prefill and a decode step round differently, it may differ as
+     * it would between two runtimes. 0 (the default, and a struct that ends at user): the whole
+     * prompt runs. */
+    int reuse_prefix;
 } entropix_generate_params;
 ENTROPIX_API void entropix_generate_params_init(entropix_generate_params *p);
 
@@ -334,10 +342,11 @@ typedef enum {
 
 typedef struct {
     size_t size;              /* sizeof(entropix_generate_result) */
-    int n_prompt;             /* tokens prefilled */
+    int n_prompt;             /* the prompt's ids: n_cached of them taken from the cache, the rest prefilled */
     int n_generated;          /* tokens chosen (a final stop token included) */
     int stop;                 /* entropix_stop_reason */
     double prefill_s, decode_s;
+    int n_cached;             /* reuse_prefix: the prompt's leading ids the cache held already */
 } entropix_generate_result;
 
 /* Runs prompt[0..n_prompt) from position 0 of s, then generates with smp (reset for this run:

@@ -3,11 +3,13 @@
 // on qwen3-tiny) and its stop reasons (a stop token, max_tokens, the end of the context), each
 // record against entropix_generate's for the same call, a failure mid-generation (a custom
 // sampler that gives up at its fourth step: the status, the message naming the position, the
-// same again on the next call), the state refusing other work while a generation runs, and an
-// early end (three tokens, three times, then the state reused for llama2.c's whole text).
+// same again on the next call), the state refusing other work while a generation runs, an
+// early end (three tokens, three times, then the state reused for llama2.c's whole text), and
+// reuse_prefix (only what the cache lacks runs; a fresh state's text).
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,5 +267,55 @@ Test(api_step, early_end, .timeout = 60) {
     cJSON_Delete(gold);
     entropix_sampler_free(smp);
     entropix_state_free(s);
+    entropix_model_close(m);
+}
+
+// reuse_prefix: a second generation whose prompt continues the first's prompt and answer runs
+// only what the cache lacks (result.n_cached: the first prompt and every answer token but the
+// last, which was never fed) and gives a fresh state's text; a forward that rewrites a position
+// cuts the reusable prefix there; a caller's struct that ends at `user` gets no reuse.
+Test(api_step, reuse_prefix_runs_only_what_the_cache_lacks, .timeout = 120) {
+    entropix_model *m = open_api("stories260K.f32.bin", 1);
+    entropix_state *s = NULL, *fresh = NULL;
+    entropix_sampler *smp = NULL;
+    entropix_sampler_params sp;
+    entropix_sampler_params_init(&sp, ENTROPIX_SAMPLER_GREEDY);
+    cr_assert_eq(entropix_sampler_new(&sp, &smp), ENTROPIX_OK);
+    cr_assert_eq(entropix_state_new(m, NULL, &s), ENTROPIX_OK);
+    cr_assert_eq(entropix_state_new(m, NULL, &fresh), ENTROPIX_OK);
+    int *a = NULL, *b = NULL, n_a = 0, n_b = 0;
+    cr_assert_eq(entropix_prompt_tokens(m, "Once upon a time", 16, 0, NULL, &a, &n_a), ENTROPIX_OK);
+    cr_assert_eq(entropix_prompt_tokens(m, "The end.", 8, 0, NULL, &b, &n_b), ENTROPIX_OK);
+    entropix_generate_params gp;
+    entropix_generate_params_init(&gp);
+    gp.max_tokens = 20, gp.reuse_prefix = 1;
+    static Steps c1, c2, c3;
+    entropix_generate_result res = step_all(s, smp, a, n_a, &gp, &c1);
+    cr_expect_eq(res.n_cached, 0, "a new state holds nothing");
+    int prompt[256], n = 0;  // the first prompt, its answer, then more text (b without its BOS)
+    memcpy(prompt, a, (size_t)n_a * sizeof *a), n = n_a;
+    memcpy(prompt + n, c1.ids, (size_t)c1.n_tokens * sizeof *a), n += c1.n_tokens;
+    memcpy(prompt + n, b + 1, (size_t)(n_b - 1) * sizeof *b), n += n_b - 1;
+    res = step_all(s, smp, prompt, n, &gp, &c2);
+    cr_expect_eq(res.n_cached, n_a + c1.n_tokens - 1, "held %d of the prompt", res.n_cached);
+    cr_expect_eq(res.n_prompt, n);
+    gp.reuse_prefix = 0;
+    cr_expect_eq(step_all(fresh, smp, prompt, n, &gp, &c3).n_cached, 0);
+    cr_expect_str_eq(c2.text, c3.text, "the reused prefix changed the text");
+    // a forward rewriting position 2 with another id: the prefix ends there
+    entropix_step st = {.size = sizeof st};
+    const int other = prompt[2] == 5 ? 6 : 5;
+    cr_assert_eq(entropix_forward(s, &other, 1, 2, &st), ENTROPIX_OK);
+    gp.reuse_prefix = 1, gp.max_tokens = 4;
+    cr_expect_eq(entropix_generate(s, smp, prompt, n, &gp, &res), ENTROPIX_OK);
+    cr_expect_eq(res.n_cached, 2);
+    cr_expect_eq(entropix_generate(s, smp, prompt, n, &gp, &res), ENTROPIX_OK);  // all held but the last, which runs
+    cr_expect_eq(res.n_cached, n - 1, "held %d", res.n_cached);
+    gp.size = offsetof(entropix_generate_params, reuse_prefix);  // an older caller's struct
+    cr_expect_eq(entropix_generate(s, smp, prompt, n, &gp, &res), ENTROPIX_OK);
+    cr_expect_eq(res.n_cached, 0);
+    entropix_free(a), entropix_free(b);
+    entropix_sampler_free(smp);
+    entropix_state_free(s), entropix_state_free(fresh);
     entropix_model_close(m);
 }

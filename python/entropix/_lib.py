@@ -71,7 +71,7 @@ CHOOSE_FN = CFUNCTYPE(c_int, c_void_p, c_float_p, c_int, POINTER(Metrics), c_int
 
 class GenerateParams(Structure):
     _fields_ = [("size", c_size_t), ("max_tokens", c_int), ("n_top", c_int), ("metrics", c_int), ("ignore_stop", c_int),
-                ("print_control", c_int), ("on_token", TOKEN_FN), ("user", c_void_p)]
+                ("print_control", c_int), ("on_token", TOKEN_FN), ("user", c_void_p), ("reuse_prefix", c_int)]
 
 
 class AgentsParams(Structure):
@@ -81,7 +81,7 @@ class AgentsParams(Structure):
 
 class GenerateResult(Structure):
     _fields_ = [("size", c_size_t), ("n_prompt", c_int), ("n_generated", c_int), ("stop", c_int),
-                ("prefill_s", c_double), ("decode_s", c_double)]
+                ("prefill_s", c_double), ("decode_s", c_double), ("n_cached", c_int)]
 
 
 # name: (restype, argtypes)

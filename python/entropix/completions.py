@@ -6,11 +6,14 @@ The sampler is the server's choice (docs/server.md): "combined" (top-k, top-p, m
 temperature), greedy at temperature 0, or "entropix" when asked for. Stop strings end the text
 where they begin; text that could still grow into one is held back until it cannot, so a stream
 never shows part of a stop string. Logprobs cover the tokens whose text starts before the end of
-the returned text (the server's rule).
+the returned text (the server's rule). A call runs on the model's kept state and skips the
+prompt's tokens its cache holds from the call before (a chat's earlier turns; usage's
+prompt_tokens_details.cached_tokens counts them), or on a new state while another call holds it.
 """
 import secrets
 import time
 import uuid
+import weakref
 
 from entropix.generate import generate
 
@@ -63,15 +66,28 @@ def _sampler_args(temperature, top_p, top_k, min_p, seed, sampler, response_form
     return args
 
 
+def _end_run(gen, done):
+    gen.close()
+    done()
+
+
 class _Run:
     """One generation through the stop cutter: chunks of (text, logprob entries) as they may be
     released, then .finish_reason and .usage."""
 
     def __init__(self, model, prompt, messages, max_tokens, stop, n_top, **sampler_args):
         self.model, self.cutter, self.n_top = model, _StopCutter(stop), n_top
-        self.state = model.state()
-        self.gen = generate(self.state, prompt, messages=messages, chat=messages is not None,
-                            max_tokens=-1 if max_tokens is None else max_tokens, n_top=n_top or 0, **sampler_args)
+        self.state, done, reuse = model._completion_state()
+        try:
+            self.gen = generate(self.state, prompt, messages=messages, chat=messages is not None,
+                                max_tokens=-1 if max_tokens is None else max_tokens, n_top=n_top or 0,
+                                reuse_prefix=reuse, **sampler_args)
+        except BaseException:
+            done()
+            raise
+        # Ends the generation and gives the state back: when the chunks are read to their end, or
+        # when this run is dropped unread (a stream never iterated).
+        self._end = weakref.finalize(self, _end_run, self.gen, done)
         self.finish_reason, self.usage = None, None
         self.generated, self.released, self.n_tokens = "", 0, 0
         self.pending = []  # (offset in the generated text, entry) not yet released
@@ -107,10 +123,10 @@ class _Run:
             self.finish_reason = "stop" if stopped else FINISH.get(self.gen.summary.stop, "stop")
             n_prompt = self.gen.summary.n_prompt
             self.usage = {"prompt_tokens": n_prompt, "completion_tokens": self.n_tokens,
-                          "total_tokens": n_prompt + self.n_tokens}
+                          "total_tokens": n_prompt + self.n_tokens,
+                          "prompt_tokens_details": {"cached_tokens": self.gen.summary.n_cached}}
         finally:
-            self.gen.close()
-            self.state.close()
+            self._end()
 
 
 def _completion_logprobs(entries, start):

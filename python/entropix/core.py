@@ -7,6 +7,7 @@ freed when the State is closed or collected and no view of it is left.
 """
 import ctypes
 import os
+import threading
 import weakref
 from ctypes import byref, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
@@ -140,6 +141,7 @@ class Model:
         self.tokenizer = Tokenizer(self)
         self._states = weakref.WeakSet()  # closed first by close()
         self._pools = weakref.WeakSet()  # the agent pools running on it: stopped before all else
+        self._kept, self._kept_lock = None, threading.Lock()  # the completions' state (_completion_state)
 
     def _handle(self):
         if not self._h:
@@ -167,6 +169,17 @@ class Model:
 
     def state(self, ctx=0, cache_type="auto", device=None):
         return State(self, ctx=ctx, cache_type=cache_type, device=device)
+
+    def _completion_state(self):
+        """(state, done, reuse) for one completion: the model's kept state, whose cache the next
+        call reuses where its prompt begins the same (reuse True), or a new state while another
+        call (a stream not read to its end, another thread) holds the kept one. done() ends the use."""
+        if self._kept_lock.acquire(blocking=False):
+            if self._kept is None or not self._kept._h:
+                self._kept = self.state()
+            return self._kept, self._kept_lock.release, True
+        s = self.state()
+        return s, s.close, False
 
     def chat_render(self, messages, add_generation_prompt=True, enable_thinking=True):
         """The messages ([{"role", "content"}, ...]) through the model's chat template."""

@@ -100,6 +100,7 @@ class GenerateSummary:
     n_prompt: int = 0
     n_generated: int = 0
     stop: str = None
+    n_cached: int = 0  # reuse_prefix: the prompt's leading tokens the state's cache held already
 
 
 def _text_arg(text, what):
@@ -121,9 +122,9 @@ def make_sampler(sampler, seed, **params):
     return Sampler(sampler, seed=seed, **params)
 
 
-def _generate_params(max_tokens, n_top, metrics):
+def _generate_params(max_tokens, n_top, metrics, reuse_prefix=False):
     return GenerateParams(size=ctypes.sizeof(GenerateParams), max_tokens=_c_int(max_tokens, "max_tokens"),
-                          n_top=_c_int(n_top, "n_top"), metrics=int(metrics))
+                          n_top=_c_int(n_top, "n_top"), metrics=int(metrics), reuse_prefix=int(bool(reuse_prefix)))
 
 
 def _record(t):
@@ -141,10 +142,10 @@ class Generation:
     the first token on the first), in the calling thread. .summary is filled when it ends;
     close() (or dropping the iterator, or closing its state or model) ends it where it is."""
 
-    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics):
+    def __init__(self, state, ids, sampler, max_tokens, n_top, metrics, reuse_prefix=False):
         self.state, self.sampler, self.summary = state, sampler, GenerateSummary()
         arr, n = _ids_array(ids)
-        params = _generate_params(max_tokens, n_top, metrics)
+        params = _generate_params(max_tokens, n_top, metrics, reuse_prefix)
         self._g, self._tok = c_void_p(), POINTER(Token)()
         self._next = lib.entropix_generation_next
         check(lib.entropix_generation_begin(state._handle(), sampler._h, arr, n, byref(params), byref(self._g)))
@@ -185,7 +186,7 @@ class Generation:
         lib.entropix_generation_result(g, byref(res))
         lib.entropix_generation_end(g)
         stop = STOPS.get(res.stop) if res.stop else (None if failed else "callback")
-        self.summary = GenerateSummary(res.n_prompt, res.n_generated, stop)
+        self.summary = GenerateSummary(res.n_prompt, res.n_generated, stop, res.n_cached)
 
     def __del__(self):
         self.close()
@@ -301,9 +302,12 @@ class PoolGeneration:
 
 
 def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256, seed=0, n_top=0, metrics=False,
-             chat=False, system=None, agents=8, lookahead=1, workers=1, threads=0, **sampler_params):
+             chat=False, system=None, agents=8, lookahead=1, workers=1, threads=0, reuse_prefix=False,
+             **sampler_params):
     """Generates from prompt (raw text; chat=True: one user message through the chat template) or
-    messages ([{"role", "content"}, ...]) on state, from position 0. sampler: "greedy",
+    messages ([{"role", "content"}, ...]) on state, from position 0; reuse_prefix=True runs only
+    the prompt's tokens after those the state's cache holds already (a chat's next turn on the
+    same state: summary.n_cached says how many were kept). sampler: "greedy",
     "combined", "entropix", a Sampler, a function (logits, metrics, rng) -> id, or "agents" (the
     agent pool on the CPU: agents, lookahead, workers, threads; its own replicas of the model, of
     the state's context). Returns an iterator of TokenRecord."""
@@ -316,4 +320,4 @@ def generate(state, prompt=None, messages=None, sampler="greedy", max_tokens=256
                           threads=_c_int(threads, "threads"), ctx=state.ctx, seed=seed & (2**64 - 1))
         return PoolGeneration(state, ids, ap, max_tokens, n_top, metrics)
     smp = make_sampler(sampler, seed, **sampler_params)
-    return Generation(state, ids, smp, max_tokens, n_top, metrics)
+    return Generation(state, ids, smp, max_tokens, n_top, metrics, reuse_prefix)

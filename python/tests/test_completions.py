@@ -38,7 +38,9 @@ def test_completion_is_greedy_text_cut_at_the_stop(stories):
     whole = stories.create_completion("Once upon a time", max_tokens=40, temperature=0, logprobs=2)
     text = whole["choices"][0]["text"]
     assert whole["object"] == "text_completion" and whole["choices"][0]["finish_reason"] == "length"
-    assert whole["usage"] == {"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45}
+    usage = dict(whole["usage"])
+    assert usage.pop("prompt_tokens_details")["cached_tokens"] in range(0, 5)  # what an earlier call left
+    assert usage == {"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45}
     lp = whole["choices"][0]["logprobs"]
     assert "".join(lp["tokens"]) == text and len(lp["token_logprobs"]) == 40
     assert lp["text_offset"][0] == len("Once upon a time") and all(len(t) <= 2 for t in lp["top_logprobs"])
@@ -59,7 +61,30 @@ def test_stream_joins_to_the_whole_answer(stories):
     assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
     assert all(" the" not in c["choices"][0]["text"] for c in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
-    assert chunks[-1]["usage"] == whole["usage"] and all(c["id"] == chunks[0]["id"] for c in chunks)
+    same = ("prompt_tokens", "completion_tokens", "total_tokens")
+    assert all(chunks[-1]["usage"][k] == whole["usage"][k] for k in same)
+    assert all(c["id"] == chunks[0]["id"] for c in chunks)
+
+
+def test_chat_turn_reuses_the_cache_and_answers_as_a_fresh_state(qwen3):
+    """A chat's second turn runs only what the kept state's cache lacks (usage's cached_tokens) and
+    answers as a fresh state does the whole conversation; a stream left unread gives the kept
+    state back when it is dropped, and a call meanwhile runs on a state of its own."""
+    msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there"}]
+    first = qwen3.create_chat_completion(msgs, max_tokens=8, temperature=0)
+    msgs += [first["choices"][0]["message"], {"role": "user", "content": "And then?"}]
+    second = qwen3.create_chat_completion(msgs, max_tokens=8, temperature=0)
+    n_first = first["usage"]["prompt_tokens"]
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= n_first
+    fresh = "".join(t.text for t in qwen3.generate(messages=msgs, sampler="greedy", max_tokens=8))
+    assert second["choices"][0]["message"]["content"] == fresh
+    unread = qwen3.create_chat_completion(msgs, max_tokens=8, temperature=0, stream=True)
+    meanwhile = qwen3.create_chat_completion(msgs, max_tokens=8, temperature=0)  # the kept state is held
+    assert meanwhile["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert meanwhile["choices"][0]["message"]["content"] == fresh
+    del unread
+    again = qwen3.create_chat_completion(msgs, max_tokens=8, temperature=0)
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] > 0, "the dropped stream kept the state"
 
 
 def test_stop_cutter_holds_back_what_may_become_a_stop():

@@ -84,6 +84,7 @@ static int add_message(Chat *ch, const char *role, const char *text, size_t len)
 
 // Drops the oldest k messages of the history.
 static void drop_messages(Chat *ch, int k) {
+    if (k <= 0) return;  // (an empty history has no array: memmove's NULL is undefined)
     for (int i = 0; i < k; i++) free((char *)ch->msgs[i].content);
     memmove(ch->msgs, ch->msgs + k, (size_t)(ch->n - k) * sizeof *ch->msgs);
     ch->n -= k;

@@ -155,8 +155,8 @@ def busy_503_has_retry_after():
         assert srv.stop() == 0
 
 
-def logged(srv, status):
-    return re.findall(rf"^\S+ POST /v1/chat/completions {status} .*$", srv.stderr(), re.M)
+def logged(srv, status, path="/v1/chat/completions"):
+    return re.findall(rf"^\S+ POST {re.escape(path)} {status} .*$", srv.stderr(), re.M)
 
 
 def departed_client_logged_499():
@@ -183,6 +183,24 @@ def departed_client_logged_499():
         assert len(logged(srv, 499)) == 2 and not logged(srv, 503), srv.stderr()
         m = metrics(srv)
         assert m["entropix_requests_total"] == 4 and m["entropix_request_errors_total"] == 0, m
+        assert srv.stop() == 0
+
+
+def logged_as_requested():
+    """A generation request is logged under the path the client sent: /completions and
+    /chat/completions without /v1 (routes of their own, as llama-server has them) stay so in the
+    log, plain or streamed, beside the /v1 paths."""
+    paths = ("/chat/completions", "/completions", "/v1/chat/completions", "/v1/completions")
+    with Server(model="qwen3-tiny.f32") as srv:
+        for path in paths:
+            for stream in (False, True):
+                body = dict(max_tokens=2, stream=stream,
+                            **({"messages": CHAT["messages"]} if "chat" in path else {"prompt": "Once"}))
+                status, _, raw = request(srv, "POST", path, body)
+                assert status == 200, (path, status, raw)
+        wait_for("eight 200 lines", lambda: len(re.findall(r" POST \S+ 200 ", srv.stderr())) == 8)
+        for path in paths:
+            assert len(logged(srv, 200, path)) == 2, (path, srv.stderr())
         assert srv.stop() == 0
 
 
@@ -262,6 +280,7 @@ check("Allow lists HEAD on the GET routes", allow_lists_head)
 check("/models/{id} without /v1", models_id_without_v1)
 check("503 says Retry-After", busy_503_has_retry_after)
 check("a client gone mid-generation is logged 499", departed_client_logged_499)
+check("a generation is logged under the path requested", logged_as_requested)
 check("best_of returns the likeliest of its candidates", best_of_keeps_the_likeliest)
 check("duplicate keys refused, named with their path", duplicate_keys_refused)
 check.finish()

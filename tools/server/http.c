@@ -92,6 +92,7 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, SrvConn 
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = fd ? fd->connect_fd : -1;
     j->t0 = k->t0;
+    snprintf(j->path, sizeof j->path, "%s", k->path);  // logged as requested, not as routed
     if (admit(s, j, k->body ? k->body : "", k->len, kind, &e) != 0) {
         srv_job_release(j);
         k->status = e.status;

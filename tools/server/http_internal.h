@@ -41,6 +41,7 @@ typedef struct SrvJob {
     int status;            // non-stream: the answer
     char *body;
     double t0;             // the request's arrival (access_log.h)
+    char path[128];        // its path as the client sent it (/completions or /v1/completions), for the log line
     // The request's log line, written by the last release (the slot's or the connection's, so a
     // stream's is written once its client has read it or left): its status (0: none to write),
     // logged 499 instead when the client left before the answer was whole (`gone`)

@@ -29,8 +29,7 @@ void srv_job_release(SrvJob *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     if (j->log_status)  // nginx's 499: the client closed the request before its answer was whole
-        srv_access_log("POST", j->req.kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
-                       j->gone ? 499 : j->log_status, j->log_prompt, j->log_completion, j->t0);
+        srv_access_log("POST", j->path, j->gone ? 499 : j->log_status, j->log_prompt, j->log_completion, j->t0);
     srv_request_free(&j->req);
     free(j->ids);
     free(j->out);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """build/tools/server's HTTP semantics as clients of llama-server, vLLM and the OpenAI API expect
 them: HEAD on the GET routes, Retry-After on 503, 499 in the request log for a client that left
-mid-generation, /models/{id} without /v1, best_of on /v1/completions, duplicate JSON keys refused.
+mid-generation or while its answer was sent, the path logged as requested, /models/{id} without
+/v1, best_of on /v1/completions, duplicate JSON keys refused.
 
     python test_http.py SERVER MODELS_DIR
 
@@ -15,6 +16,7 @@ import json
 import math
 import re
 import socket
+import struct
 import sys
 
 from harness import CAP_S, Checks, ServerProcess, parse_metrics, post_raw, wait_for
@@ -186,6 +188,34 @@ def departed_client_logged_499():
         assert srv.stop() == 0
 
 
+def plain_answer_cut_logged_499():
+    """A plain request whose client leaves while its ready answer is being sent is logged 499,
+    as a stream's is, with its tokens: the client reads nothing of an answer bigger than both
+    sockets' buffers, then resets the connection. The same request read whole: 200."""
+    big = dict(CHAT, max_tokens=300, logprobs=True, top_logprobs=20, entropix={"metrics": True})  # ~900 KB
+    with Server(model="qwen3-tiny.f32") as srv:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window stays small
+        s.connect(("127.0.0.1", srv.port))
+        body = json.dumps(big).encode()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        wait_for("the answer ready", lambda: (lambda m: m["entropix_slots_busy"] == 0
+                                              and m["entropix_completion_tokens_total"] > 0)(metrics(srv)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset
+        s.close()
+        wait_for("its log line", lambda: re.search(r" POST /v1/chat/completions \d+ ", srv.stderr()))
+        lines = logged(srv, 499)
+        assert len(lines) == 1 and not logged(srv, 200), [line for line in srv.stderr().splitlines() if " POST " in line]
+        assert re.search(r" prompt=\d+ completion=[1-9]\d* ", lines[0]), lines
+        status, _, raw = request(srv, "POST", "/v1/chat/completions", big)
+        assert status == 200 and len(raw) > 256 * 1024, (status, len(raw))
+        wait_for("a 200 line", lambda: len(logged(srv, 200)) == 1)
+        m = metrics(srv)
+        assert m["entropix_requests_total"] == 2 and m["entropix_request_errors_total"] == 0, m
+        assert srv.stop() == 0
+
+
 def logged_as_requested():
     """A generation request is logged under the path the client sent: /completions and
     /chat/completions without /v1 (routes of their own, as llama-server has them) stay so in the
@@ -281,6 +311,7 @@ check("/models/{id} without /v1", models_id_without_v1)
 check("503 says Retry-After", busy_503_has_retry_after)
 check("a client gone mid-generation is logged 499", departed_client_logged_499)
 check("a generation is logged under the path requested", logged_as_requested)
+check("a plain answer whose client left while it was sent is logged 499", plain_answer_cut_logged_499)
 check("best_of returns the likeliest of its candidates", best_of_keeps_the_likeliest)
 check("duplicate keys refused, named with their path", duplicate_keys_refused)
 check.finish()

@@ -30,6 +30,9 @@ typedef struct {
     double t0;                  // its headers' arrival (access_log.h)
     char method[16], path[128]; // for the log line (cut)
     int status;                 // the answer's, logged when the request ends (0: a generation's job logs it)
+    // A plain generation's answer, logged here once libmicrohttpd has sent it or given up: its
+    // tokens (n_prompt -1: none ran), and 499 instead of `status` when it was not sent whole
+    int answered, n_prompt, n_completion;
 } SrvConn;
 
 static int is_generation(const char *url) {
@@ -117,9 +120,16 @@ static enum MHD_Result generate(SrvServer *s, struct MHD_Connection *c, SrvConn 
     char *out = j->body;
     j->body = NULL;
     const int status = j->status;
+    // The log line waits for the answer's send (on_completed): the client may leave during it. No
+    // body (out of memory): nothing is sent, the job logs its status.
+    if (!gone && out) {
+        k->answered = 1, k->status = j->log_status;
+        k->n_prompt = j->log_prompt, k->n_completion = j->log_completion;
+        j->log_status = 0;
+    }
     pthread_mutex_unlock(&j->mu);
     srv_job_release(j);
-    if (gone) return free(out), MHD_NO;  // nobody to answer: the connection is closed
+    if (gone) return free(out), MHD_NO;  // nobody to answer: the connection is closed; the job logs the 499
     return srv_send_body(c, status, out, "application/json", k->allow_origin);
 }
 
@@ -242,13 +252,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return route(s, c, path, method, k);
 }
 
+// The request ends: t says whether its answer went out whole (COMPLETED_OK) or the connection
+// failed first (the client closed or reset it, a timeout, the server's stop).
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
-    (void)c, (void)t;
+    (void)c;
     SrvServer *s = cls;
     SrvConn *k = *con_cls;
     if (k) {
         srv_conns_phase(s->conns, k->rec, SRV_CONN_IDLE);  // a kept-alive connection: its next request's deadline
-        if (k->status) srv_access_log(k->method, k->path, k->status, -1, 0, k->t0);
+        // nginx's 499, as a stream whose client left before its last event: a plain answer not sent whole
+        const int left = k->answered && t != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+        if (k->status)
+            srv_access_log(k->method, k->path, left ? 499 : k->status, k->answered ? k->n_prompt : -1, k->n_completion,
+                           k->t0);
         free(k->body), free(k);
     }
     *con_cls = NULL;

@@ -44,7 +44,8 @@ typedef struct SrvJob {
     char path[128];        // its path as the client sent it (/completions or /v1/completions), for the log line
     // The request's log line, written by the last release (the slot's or the connection's, so a
     // stream's is written once its client has read it or left): its status (0: none to write),
-    // logged 499 instead when the client left before the answer was whole (`gone`)
+    // logged 499 instead when the client left before the answer was whole (`gone`). A plain
+    // answer's line is taken by its connection (status 0 here), which writes it once the answer is sent
     int log_status, log_prompt, log_completion;
     int gone;              // the client left before its answer was complete (under mu)
     int delivered;         // a stream's reader reached its end: a close after that is no departure

@@ -135,13 +135,19 @@ def retry_after(h):
 
 
 def busy_503_has_retry_after():
-    """A full queue's 503 and the connection limit's 503 say when to try again."""
+    """A full queue's 503, a streaming request's included, and the connection limit's 503 say
+    when to try again."""
     with Server("-c", "16384", "--parallel", "1", "--queue", "0", model="qwen3-tiny.f32") as srv:
         running = post_raw(srv, CHAT)
         wait_for("the slot busy", lambda: metrics(srv)["entropix_slots_busy"] == 1)
         status, h, raw = request(srv, "POST", "/v1/chat/completions", dict(CHAT, max_tokens=2))
         e = error_of(status, raw, 503)
         assert e["code"] == "queue_full", e
+        retry_after(h)
+        # a stream too: the queue is checked before its status line, so it gets the same 503
+        status, h, raw = request(srv, "POST", "/v1/chat/completions", dict(CHAT, max_tokens=2, stream=True))
+        e = error_of(status, raw, 503)
+        assert e["code"] == "queue_full" and h["Content-Type"] == "application/json", (e, dict(h))
         retry_after(h)
         running.close()
         wait_for("the slot freed", lambda: metrics(srv)["entropix_slots_busy"] == 0)

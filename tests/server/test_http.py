@@ -15,6 +15,7 @@ import http.client
 import json
 import math
 import re
+import signal
 import socket
 import struct
 import sys
@@ -161,6 +162,33 @@ def busy_503_has_retry_after():
         retry_after(h)
         idle.close()
         assert srv.stop() == 0
+
+
+def queued_stream_told_when_to_retry():
+    """A stream still queued when the drain begins had its 200 status line already: its 503
+    (shutting_down) comes as an error event, which says when to try again as a 503's Retry-After
+    does: SSE's retry field (milliseconds) and error.retry_after (seconds)."""
+    with Server("-c", "16384", "--parallel", "1", "--queue", "1", "--drain-timeout", "1", model="qwen3-tiny.f32") as srv:
+        running = post_raw(srv, CHAT)
+        wait_for("the slot busy", lambda: metrics(srv)["entropix_slots_busy"] == 1)
+        queued = post_raw(srv, dict(CHAT, max_tokens=2, stream=True))
+        wait_for("one queued", lambda: metrics(srv)["entropix_queue_length"] == 1)
+        srv.p.send_signal(signal.SIGTERM)
+        got = b""
+        while b"data: [DONE]" not in got:
+            d = queued.recv(4096)
+            assert d, got
+            got += d
+        assert got.startswith(b"HTTP/1.1 200"), got
+        m = re.search(rb"\n(retry: (\d+)\n)?data: (\{\"error\".*)\n\n", got)
+        assert m, got
+        e = json.loads(m.group(3))["error"]
+        assert e["code"] == "shutting_down", e
+        assert m.group(1) and int(m.group(2)) >= 1000, got  # a retry field, and it waits a second or more
+        assert e.get("retry_after") == int(m.group(2)) // 1000, e
+        queued.close(), running.close()
+        rc = srv.p.wait(timeout=CAP_S)  # the drain ends on its own: a second signal would exit at once
+        assert rc == 0, (rc, srv.stderr())
 
 
 def logged(srv, status, path="/v1/chat/completions"):
@@ -315,6 +343,7 @@ check("HEAD is GET without a body", head_is_get_without_a_body)
 check("Allow lists HEAD on the GET routes", allow_lists_head)
 check("/models/{id} without /v1", models_id_without_v1)
 check("503 says Retry-After", busy_503_has_retry_after)
+check("a queued stream's shutting_down event says when to retry", queued_stream_told_when_to_retry)
 check("a client gone mid-generation is logged 499", departed_client_logged_499)
 check("a generation is logged under the path requested", logged_as_requested)
 check("a plain answer whose client left while it was sent is logged 499", plain_answer_cut_logged_499)

@@ -9,6 +9,7 @@
 
 #include "tools/server/guard.h"
 #include "tools/server/page.h"
+#include "tools/server/srv_error.h"
 
 // The CORS answer for an origin --cors allows (http_reply.h).
 static void add_cors(struct MHD_Response *r, const char *allow_origin) {
@@ -16,13 +17,6 @@ static void add_cors(struct MHD_Response *r, const char *allow_origin) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", allow_origin);
     MHD_add_response_header(r, "Vary", "Origin");
 }
-
-// Retry-After on every 503 (a full queue, the connection limit, memory held by running pools, a
-// stopping server) and 429 (none today), so a client's retry waits (the openai client honours
-// it). 1 second: the server cannot tell when a slot frees (a generation's length is the client's
-// max_tokens), a retry refused again costs it only the request's parse, and a longer wait would
-// leave slots idle when short generations free them.
-#define SRV_RETRY_AFTER_S "1"
 
 // body with its type, and an Allow header when `allow` is given (a 405's).
 static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *body, const char *type, const char *allow,
@@ -32,7 +26,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *bo
     if (!r) return free(body), MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     if (allow) MHD_add_response_header(r, "Allow", allow);
-    if (status == 503 || status == 429) MHD_add_response_header(r, "Retry-After", SRV_RETRY_AFTER_S);
+    char retry[16];  // every 503 and 429 says when to try again (srv_error.h)
+    snprintf(retry, sizeof retry, "%d", SRV_RETRY_AFTER_S);
+    if (status == 503 || status == 429) MHD_add_response_header(r, "Retry-After", retry);
     add_cors(r, allow_origin);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);

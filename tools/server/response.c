@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/server/srv_error.h"
 #include "tools/server/tool_calls.h"
 
 void srv_response_init(SrvResponse *s, const SrvRequest *r, const char *model, unsigned long serial) {
@@ -91,22 +92,26 @@ static cJSON *envelope(SrvResponse *s, int chunk) {
     return o;
 }
 
-// "data: {json}\n\n" for o (deleted).
-static int send_event(SrvResponse *s, cJSON *o) {
+// "FIELDSdata: {json}\n\n" for o (deleted), one write: fields, SSE lines before the data ("" or
+// "retry: 1000\n"), stay in the same event.
+static int send_event_with(SrvResponse *s, const char *fields, cJSON *o) {
     char *j = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!j) return -1;
-    size_t n = strlen(j);
-    char *ev = malloc(n + 9);
+    const size_t f = strlen(fields), n = strlen(j);
+    char *ev = malloc(f + n + 9);
     if (!ev) return free(j), -1;
-    memcpy(ev, "data: ", 6);
-    memcpy(ev + 6, j, n);
-    memcpy(ev + 6 + n, "\n\n", 3);
-    int rc = s->write(s->write_user, ev, n + 8);
+    memcpy(ev, fields, f);
+    memcpy(ev + f, "data: ", 6);
+    memcpy(ev + f + 6, j, n);
+    memcpy(ev + f + 6 + n, "\n\n", 3);
+    int rc = s->write(s->write_user, ev, f + n + 8);
     free(ev);
     free(j);
     return rc;
 }
+
+static int send_event(SrvResponse *s, cJSON *o) { return send_event_with(s, "", o); }
 
 static int send_choice(SrvResponse *s, cJSON *c) {
     cJSON *o = envelope(s, 1);
@@ -306,7 +311,16 @@ int srv_response_stream_error(SrvResponse *s, const SrvError *e) {
     if (!j) return -1;
     cJSON *o = cJSON_Parse(j);
     free(j);
-    if (!o || send_event(s, o) != 0) return -1;
+    if (!o) return -1;
+    // A 503's status line went out as 200 before it (a stream queued when the drain began), so no
+    // Retry-After header can say when to try again: the event says it, in SSE's retry field
+    // (milliseconds, what an EventSource waits before it reconnects) and in error.retry_after (seconds)
+    char fields[32] = "";
+    if (e->status == 503 || e->status == 429) {
+        cJSON_AddNumberToObject(cJSON_GetObjectItem(o, "error"), "retry_after", SRV_RETRY_AFTER_S);
+        snprintf(fields, sizeof fields, "retry: %d\n", SRV_RETRY_AFTER_S * 1000);
+    }
+    if (send_event_with(s, fields, o) != 0) return -1;
     return s->write(s->write_user, "data: [DONE]\n\n", 14);
 }
 

@@ -18,6 +18,14 @@ typedef struct {
     const char *code;         // NULL or a code ("model_not_found", ...)
 } SrvError;
 
+// When a client should try again after a 503 (a full queue, the connection limit, memory held by
+// running pools, a stopping server) or a 429 (none today), in seconds: the Retry-After header of
+// such an answer, and a stream's error event's retry fields once its status line has gone out
+// (the openai client honours the header). 1 second: the server cannot tell when a slot frees (a
+// generation's length is the client's max_tokens), a retry refused again costs it only the
+// request's parse, and a longer wait would leave slots idle when short generations free them.
+#define SRV_RETRY_AFTER_S 1
+
 // Sets e and returns -1 (`return srv_fail(e, 400, "temperature", NULL, "...", ...)`).
 __attribute__((format(printf, 5, 6)))
 int srv_fail(SrvError *e, int status, const char *param, const char *code, const char *fmt, ...);

@@ -12,9 +12,10 @@ from entropix._base import (ATTN_LAYER_LAST, ATTN_LAYERS_ALL, EntropixArgumentEr
                             EntropixMemoryError, Metrics, cuda_backend, logits_metrics, version)
 from entropix.core import Decoder, Model, State, StepOutput, Tokenizer
 from entropix.generate import FunctionSampler, Generation, Sampler, TokenRecord, generate
+from entropix.llama import Llama
 
 __version__ = "0.1.0"
 __all__ = ["ATTN_LAYER_LAST", "ATTN_LAYERS_ALL", "Decoder", "EntropixArgumentError", "EntropixError",
-           "EntropixMemoryError", "FunctionSampler", "Generation", "Metrics",
+           "EntropixMemoryError", "FunctionSampler", "Generation", "Llama", "Metrics",
            "Model", "Sampler", "State", "StepOutput", "TokenRecord", "Tokenizer", "cuda_backend", "generate", "logits_metrics",
            "version"]

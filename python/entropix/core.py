@@ -142,6 +142,7 @@ class Model:
         self._states = weakref.WeakSet()  # closed first by close()
         self._pools = weakref.WeakSet()  # the agent pools running on it: stopped before all else
         self._kept, self._kept_lock = None, threading.Lock()  # the completions' state (_completion_state)
+        self._completion_ctx = 0  # its context (0: the model's, up to 4,096)
 
     def _handle(self):
         if not self._h:
@@ -176,9 +177,9 @@ class Model:
         call (a stream not read to its end, another thread) holds the kept one. done() ends the use."""
         if self._kept_lock.acquire(blocking=False):
             if self._kept is None or not self._kept._h:
-                self._kept = self.state()
+                self._kept = self.state(ctx=self._completion_ctx)
             return self._kept, self._kept_lock.release, True
-        s = self.state()
+        s = self.state(ctx=self._completion_ctx)
         return s, s.close, False
 
     def chat_render(self, messages, add_generation_prompt=True, enable_thinking=True):

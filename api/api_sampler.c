@@ -33,14 +33,16 @@ static int read_rules(const entropix_sampler_params *p, EmxLogitRules *r) {
     *r = EMX_LOGIT_RULES_OFF;
     r->penalties = (EmxPenalties){.repeat_penalty = p->repeat_penalty, .repeat_last_n = p->repeat_last_n,
                                   .presence_penalty = p->presence_penalty, .frequency_penalty = p->frequency_penalty};
-    if (!(p->repeat_penalty > 0.0f && p->repeat_penalty <= 100.0f))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "repeat_penalty %g: expected a number in (0, 100] (1: off)",
-                        (double)p->repeat_penalty);
-    if (p->repeat_last_n < -1)
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "repeat_last_n %d: expected >= -1 (-1: all, 0: off)", p->repeat_last_n);
-    if (!(fabsf(p->presence_penalty) <= 2.0f) || !(fabsf(p->frequency_penalty) <= 2.0f))
-        return api_fail(ENTROPIX_ERR_ARGUMENT, "presence_penalty %g, frequency_penalty %g: expected numbers in [-2, 2]",
-                        (double)p->presence_penalty, (double)p->frequency_penalty);
+    if (!(p->repeat_penalty > 0.0f && p->repeat_penalty <= EMX_REPEAT_PENALTY_MAX))
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "repeat_penalty %g: expected a number in (0, %g] (1: off)",
+                        (double)p->repeat_penalty, EMX_REPEAT_PENALTY_MAX);
+    if (p->repeat_last_n < -1 || p->repeat_last_n > EMX_REPEAT_LAST_N_MAX)
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "repeat_last_n %d: expected -1 .. %d (-1: all, 0: off)", p->repeat_last_n,
+                        EMX_REPEAT_LAST_N_MAX);
+    const double pm = EMX_PRESENCE_PENALTY_MAX;
+    if (!(fabs(p->presence_penalty) <= pm) || !(fabs(p->frequency_penalty) <= pm))
+        return api_fail(ENTROPIX_ERR_ARGUMENT, "presence_penalty %g, frequency_penalty %g: expected numbers in [-%g, %g]",
+                        (double)p->presence_penalty, (double)p->frequency_penalty, pm, pm);
     if (p->n_logit_bias < 0 || p->n_logit_bias > EMX_MAX_LOGIT_BIAS)
         return api_fail(ENTROPIX_ERR_ARGUMENT, "n_logit_bias %d: expected [0, %d]", p->n_logit_bias, EMX_MAX_LOGIT_BIAS);
     if (p->n_logit_bias > 0 && (!p->logit_bias_ids || !p->logit_bias))
@@ -49,8 +51,9 @@ static int read_rules(const entropix_sampler_params *p, EmxLogitRules *r) {
         const int id = p->logit_bias_ids[i];
         const float b = p->logit_bias[i];
         if (id < 0) return api_fail(ENTROPIX_ERR_ARGUMENT, "logit_bias_ids[%d] %d: not a token id", i, id);
-        if (!(fabsf(b) <= 100.0f) && !(isinf(b) && b < 0))
-            return api_fail(ENTROPIX_ERR_ARGUMENT, "logit_bias[%d] %g: expected [-100, 100] or -INFINITY", i, (double)b);
+        if (!(fabs(b) <= EMX_LOGIT_BIAS_MAX) && !(isinf(b) && b < 0))
+            return api_fail(ENTROPIX_ERR_ARGUMENT, "logit_bias[%d] %g: expected [-%g, %g] or -INFINITY", i, (double)b,
+                            EMX_LOGIT_BIAS_MAX, EMX_LOGIT_BIAS_MAX);
         r->bias[r->n_bias++] = (EmxLogitBias){.id = id, .bias = b};
     }
     return ENTROPIX_OK;

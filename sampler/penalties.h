@@ -17,6 +17,13 @@
 
 #include <stdint.h>
 
+// The ranges every front end takes (./run's flags, the server's fields, the C API's parameters),
+// as llama.cpp and OpenAI take them; each front end names its own field in its message.
+#define EMX_REPEAT_PENALTY_MAX 100.0    // repeat_penalty in (0, MAX]
+#define EMX_REPEAT_LAST_N_MAX (1 << 30) // repeat_last_n in [-1, MAX]
+#define EMX_PRESENCE_PENALTY_MAX 2.0    // presence_penalty and frequency_penalty in [-MAX, MAX]
+#define EMX_LOGIT_BIAS_MAX 100.0        // a bias in [-MAX, MAX], or -inf (never chosen)
+
 typedef struct {
     float repeat_penalty;     // 1: off; > 0
     int repeat_last_n;        // tokens of context it looks back over; -1: all, 0: off

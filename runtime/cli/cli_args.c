@@ -188,7 +188,7 @@ static int parse_logit_bias(const char *name, const char *val, EmxLogitRules *r,
     const int minus = *end == '-';
     float b = 0;
     if (minus && strcmp(end + 1, "inf") == 0) b = INFINITY;
-    else if (parse_float(name, end + 1, 0.0, 100.0, &b, err, errlen)) return 2;
+    else if (parse_float(name, end + 1, 0.0, EMX_LOGIT_BIAS_MAX, &b, err, errlen)) return 2;
     if (r->n_bias == EMX_MAX_LOGIT_BIAS) return fail(err, errlen, "%s: more than %d given", name, EMX_MAX_LOGIT_BIAS);
     r->bias[r->n_bias++] = (EmxLogitBias){.id = (int)id, .bias = minus ? -b : b};
     return 0;
@@ -199,12 +199,15 @@ static int set_rule_value(int which, const char *name, const char *val, EmxCliAr
     EmxPenalties *p = &a->rules.penalties;
     switch (which) {
     case 40:
-        if (parse_float(name, val, 0.0, 100.0, &p->repeat_penalty, err, errlen) || !(p->repeat_penalty > 0))
-            return fail(err, errlen, "%s: %s is out of range (0, 100] (1: off)", name, val);
+        if (parse_float(name, val, 0.0, EMX_REPEAT_PENALTY_MAX, &p->repeat_penalty, err, errlen) || !(p->repeat_penalty > 0))
+            return fail(err, errlen, "%s: %s is out of range (0, %g] (1: off)", name, val, EMX_REPEAT_PENALTY_MAX);
         return 0;
-    case 41: return parse_int(name, val, -1, 1 << 30, &p->repeat_last_n, err, errlen);
-    case 42: return parse_float(name, val, -2.0, 2.0, &p->presence_penalty, err, errlen);
-    case 43: return parse_float(name, val, -2.0, 2.0, &p->frequency_penalty, err, errlen);
+    case 41: return parse_int(name, val, -1, EMX_REPEAT_LAST_N_MAX, &p->repeat_last_n, err, errlen);
+    case 42:
+        return parse_float(name, val, -EMX_PRESENCE_PENALTY_MAX, EMX_PRESENCE_PENALTY_MAX, &p->presence_penalty, err, errlen);
+    case 43:
+        return parse_float(name, val, -EMX_PRESENCE_PENALTY_MAX, EMX_PRESENCE_PENALTY_MAX, &p->frequency_penalty, err,
+                           errlen);
     case 44: return parse_logit_bias(name, val, &a->rules, err, errlen);
     default: {  // a grammar: one of the four flags, once
         const char **slot[] = {&a->grammar, &a->grammar_file, &a->json_schema, &a->json_schema_file};

@@ -2,13 +2,15 @@
 #include "tools/server/request_rules.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/server/guard.h"
 #include "tools/server/request_json.h"
 
-// logit_bias: {"15043": -100, ...}. Each key a token id in decimal, each value in [-100, 100].
+// logit_bias: {"15043": -100, ...}. Each key a token id in decimal, each value in
+// [-EMX_LOGIT_BIAS_MAX, EMX_LOGIT_BIAS_MAX] (OpenAI's [-100, 100]).
 static int parse_logit_bias(const cJSON *root, EmxLogitRules *rules, SrvError *e) {
     const cJSON *o = srv_field(root, "logit_bias"), *it;
     if (!o) return 0;
@@ -23,8 +25,9 @@ static int parse_logit_bias(const cJSON *root, EmxLogitRules *rules, SrvError *e
         const long id = strtol(k, &end, 10);
         if (end == k || *end || k[0] == '-' || k[0] == '+' || errno == ERANGE || id > 2147483647L)
             return srv_fail(e, 400, "logit_bias", NULL, "logit_bias key '%s' is not a token id", quoted);
-        if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
-            return srv_fail(e, 400, "logit_bias", NULL, "logit_bias['%s'] must be a number in [-100, 100]", quoted);
+        if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) <= EMX_LOGIT_BIAS_MAX))
+            return srv_fail(e, 400, "logit_bias", NULL, "logit_bias['%s'] must be a number in [-%g, %g]", quoted,
+                            EMX_LOGIT_BIAS_MAX, EMX_LOGIT_BIAS_MAX);
         if (rules->n_bias == EMX_MAX_LOGIT_BIAS)
             return srv_fail(e, 400, "logit_bias", NULL, "logit_bias has more than %d entries", EMX_MAX_LOGIT_BIAS);
         rules->bias[rules->n_bias++] = (EmxLogitBias){.id = (int)id, .bias = (float)it->valuedouble};
@@ -63,16 +66,17 @@ int srv_parse_rules(const cJSON *root, SrvRequest *r, SrvError *e) {
     if (srv_get_int(root, "top_k", -1, 1 << 20, &r->has_top_k, &d, e)) return -1;
     if (r->has_top_k) r->top_k = (int)d;
     if (srv_get_number(root, "min_p", 0, 1, 0, &r->has_min_p, &r->min_p, e)) return -1;
-    if (srv_get_number(root, "presence_penalty", -2, 2, 0, &has, &d, e)) return -1;
+    const double pm = EMX_PRESENCE_PENALTY_MAX;  // presence and frequency (sampler/penalties.h)
+    if (srv_get_number(root, "presence_penalty", -pm, pm, 0, &has, &d, e)) return -1;
     if (has) p->presence_penalty = (float)d, r->rules_given |= SRV_RULE_PRESENCE, has = 0;
-    if (srv_get_number(root, "frequency_penalty", -2, 2, 0, &has, &d, e)) return -1;
+    if (srv_get_number(root, "frequency_penalty", -pm, pm, 0, &has, &d, e)) return -1;
     if (has) p->frequency_penalty = (float)d, r->rules_given |= SRV_RULE_FREQUENCY, has = 0;
     if (srv_field(root, "repetition_penalty") && srv_field(root, "repeat_penalty"))
         return srv_fail(e, 400, "repeat_penalty", NULL, "repetition_penalty and repeat_penalty are the same option: give one");
     const char *rep = srv_field(root, "repeat_penalty") ? "repeat_penalty" : "repetition_penalty";
-    if (srv_get_number(root, rep, 0, 100, 1, &has, &d, e)) return -1;
+    if (srv_get_number(root, rep, 0, EMX_REPEAT_PENALTY_MAX, 1, &has, &d, e)) return -1;
     if (has) p->repeat_penalty = (float)d, r->rules_given |= SRV_RULE_REPEAT, has = 0;
-    if (srv_get_int(root, "repeat_last_n", -1, 1 << 30, &has, &d, e)) return -1;
+    if (srv_get_int(root, "repeat_last_n", -1, EMX_REPEAT_LAST_N_MAX, &has, &d, e)) return -1;
     if (has) p->repeat_last_n = (int)d, r->rules_given |= SRV_RULE_REPEAT_LAST_N;
     if (srv_field(root, "logit_bias")) r->rules_given |= SRV_RULE_BIAS;
     return parse_logit_bias(root, &r->rules, e) || parse_format(root, r, e) ? -1 : 0;

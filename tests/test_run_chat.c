@@ -4,7 +4,7 @@
 // and run in one prefill: keeping the KV cache between turns and running only the new tokens
 // changes no token. Also: the oldest exchanges left out when the conversation outgrows the
 // context, a message too long for it refused while the chat goes on, the end of the input,
-// and the flags -cnv refuses.
+// the flags -cnv refuses, and the CUDA build on an emulated GPU giving the CPU's text.
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,4 +177,22 @@ Test(run_chat, refused_flags_and_models, .timeout = 120) {
     cr_expect_eq(r.code, 1);
     cr_expect(strstr(r.err, "has no chat template"), "%s", r.err);
     run_free(&r);
+}
+
+// The CUDA build on an emulated GPU ($EMX_GPU_RUN): the conversation's turns, each from the
+// cache the previous one left on the device, give the CPU's greedy text (qwen3-tiny, f32).
+Test(run_chat, cuda_conversation_same_text_as_cpu, .timeout = 600) {
+    const char *gpu = gpu_run_binary();
+    char path[512], in[64];
+    test_build_path(path, sizeof path, "models/qwen3-tiny.f32.bin");
+    write_input(in, "Hello there\nWhat is two plus two?\n");
+    const char *args[] = {path, "-cnv", "--temp", "0", "-n", N_PREDICT, "-t", "1", "-c", "128", "--device", "cpu", NULL};
+    RunResult cpu = run_prog_in(run_binary(), args, in);
+    args[11] = "cuda:0";
+    RunResult cuda = run_prog_in(gpu, args, in);
+    unlink(in);
+    cr_assert_eq(cpu.code, 0, "%s", cpu.err);
+    cr_assert_eq(cuda.code, 0, "%s", cuda.err);
+    cr_expect_str_eq(cuda.out, cpu.out);
+    run_free(&cpu), run_free(&cuda);
 }

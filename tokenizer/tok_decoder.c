@@ -4,6 +4,7 @@
 // SPM emits <0xNN> pieces one byte at a time). Up to 3 bytes of an unfinished character are
 // held in the decoder; everything else is emitted at once, invalid bytes as U+FFFD with the
 // maximal-subpart rule, so the stream equals bytes.decode("utf-8", "replace") of the whole.
+#include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tok_utf8.h"
@@ -101,6 +102,20 @@ size_t emx_decoder_push(EmxDecoder *d, int id, char *out, size_t cap) {
     memcpy(d->pend, b + len - hold, hold);
     d->n_pend = (int)hold;
     return o.n;
+}
+
+char *emx_decode_ids(const EmxTokenizer *tk, const int *ids, int n, int skip_control, size_t *len) {
+    const size_t step = emx_decoder_max_out(tk);
+    char *text = malloc((size_t)(n > 0 ? n + 1 : 1) * step + 1);
+    if (!text) return NULL;
+    EmxDecoder d;
+    emx_decoder_init(&d, tk, skip_control);
+    size_t k = 0;
+    for (int i = 0; i < n; i++) k += emx_decoder_push(&d, ids[i], text + k, step);
+    k += emx_decoder_flush(&d, text + k, step);
+    text[k] = 0;
+    *len = k;
+    return text;
 }
 
 size_t emx_decoder_flush(EmxDecoder *d, char *out, size_t cap) {

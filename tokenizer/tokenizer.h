@@ -103,5 +103,8 @@ size_t emx_decoder_max_out(const EmxTokenizer *tk);
 size_t emx_decoder_push(EmxDecoder *d, int id, char *out, size_t cap);
 // Emits what is held back (an incomplete sequence at the end becomes U+FFFD).
 size_t emx_decoder_flush(EmxDecoder *d, char *out, size_t cap);
+// The whole text of ids[0..n), as a decoder's pushes and its flush give it: malloc'd and
+// NUL-terminated, *len bytes. NULL: out of memory.
+char *emx_decode_ids(const EmxTokenizer *tk, const int *ids, int n, int skip_control, size_t *len);
 
 #endif

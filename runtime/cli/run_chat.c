@@ -90,23 +90,6 @@ static void drop_messages(Chat *ch, int k) {
     ch->n -= k;
 }
 
-// The answer's text, as the conversation keeps it: its tokens decoded, stop and control
-// tokens left out. NULL: out of memory.
-static char *answer_text(const EmxTokenizer *tk, const int *ids, int n, size_t *len) {
-    const size_t step = emx_decoder_max_out(tk);
-    char *text = malloc((size_t)(n + 1) * step + 1);
-    if (!text) return NULL;
-    EmxDecoder d;
-    emx_decoder_init(&d, tk, 1);
-    size_t k = 0;
-    for (int i = 0; i < n; i++)
-        if (!emx_is_stop(tk, ids[i])) k += emx_decoder_push(&d, ids[i], text + k, step);
-    k += emx_decoder_flush(&d, text + k, step);
-    text[k] = 0;
-    *len = k;
-    return text;
-}
-
 // The turn's ids: the conversation with `text` as its new message, its oldest exchanges left
 // out until the answer has room (-n, at most half the context; -n -1: a quarter). 0; 1 when
 // the message alone leaves no room (said; the chat goes on); -1 on an error (said).
@@ -180,7 +163,10 @@ static int chat_turn(Chat *ch, const EmxChatRun *c, const char *text, size_t len
     ch->n_cached = n_ids + fed;
     free(ids);
     size_t k;
-    char *answer = answer_text(c->tk, ch->answer, st.n_generated < ctx ? st.n_generated : ctx, &k);
+    // The answer as the conversation keeps it: its text without the stop token (or control tokens).
+    int n_answer = st.n_generated < ctx ? st.n_generated : ctx;
+    if (n_answer > 0 && emx_is_stop(c->tk, ch->answer[n_answer - 1])) n_answer--;
+    char *answer = emx_decode_ids(c->tk, ch->answer, n_answer, 1, &k);
     rc = !answer || add_message(ch, "user", text, len) || add_message(ch, "assistant", answer, k) ? -1 : 0;
     free(answer);
     if (rc) return fprintf(stderr, "run: out of memory\n"), -1;

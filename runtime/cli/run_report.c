@@ -16,19 +16,6 @@ int emx_run_logprobs_wanted(const EmxCliArgs *a) {
     return n;
 }
 
-// The prompt ids as text, control tokens (the chat template's) included: what the model read.
-static char *prompt_text(const EmxTokenizer *tk, const int *ids, int n_ids, size_t *len) {
-    const size_t cap = emx_decoder_max_out(tk);
-    char *text = malloc((size_t)(n_ids + 1) * cap + 1);
-    if (!text) return NULL;
-    EmxDecoder d;
-    emx_decoder_init(&d, tk, 0);
-    size_t n = 0;
-    for (int i = 0; i < n_ids; i++) n += emx_decoder_push(&d, ids[i], text + n, cap);
-    n += emx_decoder_flush(&d, text + n, cap);
-    *len = n;
-    return text;
-}
 
 EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, const EmxTokenizer *tk,
                               const int *ids, int n_ids, uint64_t seed, const EmxAgentParams *agents, int n_agents) {
@@ -43,7 +30,7 @@ EmxReport *emx_run_report_new(const EmxCliArgs *a, const EmxProfile *profile, co
     char why[256];
     if (!profile && emx_profile_load(&own, a->profile, why, sizeof why) != 0) emx_profile_builtin(&own, EMX_PROFILE_DEFAULT);
     size_t len = 0;
-    char *prompt = prompt_text(tk, ids, n_ids, &len);
+    char *prompt = emx_decode_ids(tk, ids, n_ids, 0, &len);  // control tokens included: what the model read
     EmxReportInfo info = {.model = a->model_path, .prompt = prompt, .prompt_len = prompt ? len : 0,
                           .sampler = emx_sampler_kind_name(a->sampler), .entropix = a->sampler == EMX_SAMPLER_ENTROPIX,
                           .profile = profile ? profile : &own, .profile_name = a->profile, .seed = seed,
